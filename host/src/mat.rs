@@ -1,0 +1,277 @@
+//! Host matrices: an owned column-major [`Mat`] and a borrowed view [`MatRef`].
+
+use crate::error::{Error, Result};
+use crate::scalar::Scalar;
+
+/// An owned, dense, column-major matrix (leading dimension = rows).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mat<T> {
+    nrows: usize,
+    ncols: usize,
+    data: Vec<T>,
+}
+
+/// A borrowed column-major matrix view with leading dimension `ld ≥ nrows`.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a, T> {
+    data: &'a [T],
+    nrows: usize,
+    ncols: usize,
+    ld: usize,
+}
+
+impl<T: Scalar> Mat<T> {
+    /// An `nrows × ncols` matrix of zeros.
+    pub fn zeros(nrows: usize, ncols: usize) -> Self {
+        Self {
+            nrows,
+            ncols,
+            data: vec![T::ZERO; nrows * ncols],
+        }
+    }
+
+    /// The n×n identity.
+    pub fn identity(n: usize) -> Self {
+        let mut m = Self::zeros(n, n);
+        for i in 0..n {
+            m[(i, i)] = T::ONE;
+        }
+        m
+    }
+
+    /// Builds a matrix from `f(i, j)`.
+    pub fn from_fn(nrows: usize, ncols: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
+        let mut data = Vec::with_capacity(nrows * ncols);
+        for j in 0..ncols {
+            for i in 0..nrows {
+                data.push(f(i, j));
+            }
+        }
+        Self { nrows, ncols, data }
+    }
+
+    /// Wraps column-major data.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `data.len() != nrows * ncols`.
+    pub fn from_col_major(nrows: usize, ncols: usize, data: Vec<T>) -> Result<Self> {
+        if data.len() != nrows * ncols {
+            return Err(Error::Shape {
+                op: "Mat::from_col_major",
+                what: "data length",
+                got: data.len(),
+                expected: nrows * ncols,
+            });
+        }
+        Ok(Self { nrows, ncols, data })
+    }
+
+    /// A column vector (n×1) from a slice.
+    pub fn from_col(v: &[T]) -> Self {
+        Self {
+            nrows: v.len(),
+            ncols: 1,
+            data: v.to_vec(),
+        }
+    }
+
+    /// Number of rows.
+    pub fn nrows(&self) -> usize {
+        self.nrows
+    }
+    /// Number of columns.
+    pub fn ncols(&self) -> usize {
+        self.ncols
+    }
+    /// The column-major data (leading dimension = `nrows`).
+    pub fn as_slice(&self) -> &[T] {
+        &self.data
+    }
+    /// The column-major data, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+    /// Consumes the matrix, returning its column-major data.
+    pub fn into_vec(self) -> Vec<T> {
+        self.data
+    }
+    /// Column `j`.
+    pub fn col(&self, j: usize) -> &[T] {
+        &self.data[j * self.nrows..(j + 1) * self.nrows]
+    }
+    /// Column `j`, mutable.
+    pub fn col_mut(&mut self, j: usize) -> &mut [T] {
+        &mut self.data[j * self.nrows..(j + 1) * self.nrows]
+    }
+    /// Two distinct columns, mutable (`j1 != j2`).
+    pub fn two_cols_mut(&mut self, j1: usize, j2: usize) -> (&mut [T], &mut [T]) {
+        assert!(j1 != j2 && j1 < self.ncols && j2 < self.ncols);
+        let m = self.nrows;
+        if j1 < j2 {
+            let (a, b) = self.data.split_at_mut(j2 * m);
+            (&mut a[j1 * m..(j1 + 1) * m], &mut b[..m])
+        } else {
+            let (a, b) = self.data.split_at_mut(j1 * m);
+            let (x, y) = (&mut b[..m], &mut a[j2 * m..(j2 + 1) * m]);
+            (x, y)
+        }
+    }
+    /// A borrowed view of the whole matrix.
+    pub fn as_ref(&self) -> MatRef<'_, T> {
+        MatRef {
+            data: &self.data,
+            nrows: self.nrows,
+            ncols: self.ncols,
+            ld: self.nrows.max(1),
+        }
+    }
+    /// The transpose, as a new matrix.
+    pub fn transpose(&self) -> Self {
+        Self::from_fn(self.ncols, self.nrows, |i, j| self[(j, i)])
+    }
+    /// Frobenius norm, computed in f64 with scaling.
+    pub fn norm_fro(&self) -> f64 {
+        self.as_ref().norm_fro()
+    }
+    /// The matrix product `self · rhs` (plain triple loop; for tests and diagnostics).
+    pub fn matmul(&self, rhs: &Mat<T>) -> Mat<T> {
+        assert_eq!(self.ncols, rhs.nrows);
+        let mut out = Mat::zeros(self.nrows, rhs.ncols);
+        for j in 0..rhs.ncols {
+            let oc = &mut out.data[j * self.nrows..(j + 1) * self.nrows];
+            for k in 0..self.ncols {
+                let b = rhs[(k, j)];
+                if b == T::ZERO {
+                    continue;
+                }
+                let ac = &self.data[k * self.nrows..(k + 1) * self.nrows];
+                for (o, &a) in oc.iter_mut().zip(ac) {
+                    *o = a.mul_add(b, *o);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl<T> core::ops::Index<(usize, usize)> for Mat<T> {
+    type Output = T;
+    #[inline(always)]
+    fn index(&self, (i, j): (usize, usize)) -> &T {
+        debug_assert!(i < self.nrows && j < self.ncols);
+        &self.data[i + j * self.nrows]
+    }
+}
+
+impl<T> core::ops::IndexMut<(usize, usize)> for Mat<T> {
+    #[inline(always)]
+    fn index_mut(&mut self, (i, j): (usize, usize)) -> &mut T {
+        debug_assert!(i < self.nrows && j < self.ncols);
+        &mut self.data[i + j * self.nrows]
+    }
+}
+
+impl<'a, T: Scalar> MatRef<'a, T> {
+    /// A view of column-major `data` with leading dimension `ld`.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `ld < nrows` or `data` is too short.
+    pub fn new(data: &'a [T], nrows: usize, ncols: usize, ld: usize) -> Result<Self> {
+        if ld < nrows.max(1) {
+            return Err(Error::Shape {
+                op: "MatRef::new",
+                what: "leading dimension",
+                got: ld,
+                expected: nrows.max(1),
+            });
+        }
+        let need = if ncols == 0 { 0 } else { ld * (ncols - 1) + nrows };
+        if data.len() < need {
+            return Err(Error::Shape {
+                op: "MatRef::new",
+                what: "data length",
+                got: data.len(),
+                expected: need,
+            });
+        }
+        Ok(Self {
+            data,
+            nrows,
+            ncols,
+            ld: ld.max(1),
+        })
+    }
+    /// A column vector view (n×1) of a slice.
+    pub fn from_col(v: &'a [T]) -> Self {
+        Self {
+            data: v,
+            nrows: v.len(),
+            ncols: 1,
+            ld: v.len().max(1),
+        }
+    }
+    /// Number of rows.
+    pub fn nrows(&self) -> usize {
+        self.nrows
+    }
+    /// Number of columns.
+    pub fn ncols(&self) -> usize {
+        self.ncols
+    }
+    /// Leading dimension.
+    pub fn ld(&self) -> usize {
+        self.ld
+    }
+    /// Element (i, j).
+    #[inline(always)]
+    pub fn get(&self, i: usize, j: usize) -> T {
+        assert!(i < self.nrows && j < self.ncols);
+        self.data[i + j * self.ld]
+    }
+    /// Column `j` as a slice.
+    pub fn col(&self, j: usize) -> &'a [T] {
+        assert!(j < self.ncols);
+        &self.data[j * self.ld..j * self.ld + self.nrows]
+    }
+    /// An owned copy.
+    pub fn to_owned(&self) -> Mat<T> {
+        Mat::from_fn(self.nrows, self.ncols, |i, j| self.get(i, j))
+    }
+    /// The first non-finite entry, if any.
+    pub fn first_non_finite(&self) -> Option<(usize, usize)> {
+        for j in 0..self.ncols {
+            for (i, x) in self.col(j).iter().enumerate() {
+                if !x.is_finite() {
+                    return Some((i, j));
+                }
+            }
+        }
+        None
+    }
+    /// Frobenius norm, computed in f64 with scaling.
+    pub fn norm_fro(&self) -> f64 {
+        let mut scale = 0.0f64;
+        for j in 0..self.ncols {
+            for x in self.col(j) {
+                scale = scale.max(x.to_f64().abs());
+            }
+        }
+        if scale == 0.0 || !scale.is_finite() {
+            return scale;
+        }
+        let mut ssq = 0.0f64;
+        for j in 0..self.ncols {
+            for x in self.col(j) {
+                let t = x.to_f64() / scale;
+                ssq += t * t;
+            }
+        }
+        scale * ssq.sqrt()
+    }
+}
+
+impl<'a, T: Scalar> From<&'a Mat<T>> for MatRef<'a, T> {
+    fn from(m: &'a Mat<T>) -> Self {
+        m.as_ref()
+    }
+}
