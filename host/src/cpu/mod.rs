@@ -5,6 +5,7 @@
 
 pub mod givens;
 pub mod householder;
+pub mod wy;
 
 use crate::backend::{QrUpdate, Solution};
 use crate::error::{Error, Result};
