@@ -26,6 +26,7 @@
 pub mod backend;
 pub mod cpu;
 pub mod error;
+pub mod gpu;
 pub mod mat;
 pub mod params;
 pub mod qr;
@@ -35,6 +36,7 @@ pub mod update;
 pub use backend::{Diagnostics, QrUpdate, Solution};
 pub use cpu::CpuQr;
 pub use error::{Error, Result};
+pub use gpu::Gpu;
 pub use mat::{Mat, MatRef};
 pub use params::{FactorParams, Givens, QPolicy, RowRemoval, UpdateParams};
 pub use qr::diagnostics::diagnostics;

@@ -1,0 +1,240 @@
+//! [`Gpu`]: one CUDA device with its context, three streams, a cuBLAS handle,
+//! a cuSOLVER dense handle and the embedded PTX module, loaded once with every
+//! kernel resolved up front (style §2.3, §2.4; architecture.md "Host").
+//! A missing driver library or device is [`Error::NoDevice`], never a panic.
+
+use std::sync::Arc;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::cusolver::DnHandle;
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::kernels::Kernels;
+use super::{alloc_err, driver_err, GpuScalar};
+use crate::error::{Error, Result};
+
+/// A CUDA device ready for cuqr: context, streams, library handles and kernels.
+///
+/// All work queued by cuqr goes on [`Gpu::stream`] unless a caller explicitly
+/// uses [`Gpu::stream2`] / [`Gpu::stream3`] (reserved for concurrency, e.g.
+/// the seeds' separate-streams row removal, spec §2.5). cuBLAS and cuSOLVER
+/// are bound to [`Gpu::stream`].
+pub struct Gpu {
+    // Field order is drop order: library handles and the module before the
+    // streams, the context last.
+    pub(crate) blas: CudaBlas,
+    pub(crate) solver: DnHandle,
+    pub(crate) kernels: Kernels,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) stream2: Arc<CudaStream>,
+    pub(crate) stream3: Arc<CudaStream>,
+    pub(crate) ctx: Arc<CudaContext>,
+}
+
+impl core::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("ordinal", &self.ctx.ordinal())
+            .field("name", &self.name().unwrap_or_default())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which shared libraries cudarc will load, with the probe for each.
+fn probe_libraries() -> Result<()> {
+    // SAFETY: `is_culib_present` only tries `dlopen` on candidate library names
+    // and drops what it opened; it has no preconditions and touches no CUDA
+    // state (cudarc 0.19 driver/sys: "is_culib_present() only probes").
+    let driver = unsafe { cudarc::driver::sys::is_culib_present() };
+    if !driver {
+        return Err(Error::NoDevice(
+            "the CUDA driver library (libcuda) cannot be loaded; is an NVIDIA driver installed?"
+                .into(),
+        ));
+    }
+    // SAFETY: as above, a dlopen probe of the cuBLAS library names only.
+    let cublas = unsafe { cudarc::cublas::sys::is_culib_present() };
+    if !cublas {
+        return Err(Error::NoDevice(
+            "the cuBLAS library (libcublas) cannot be loaded; check LD_LIBRARY_PATH".into(),
+        ));
+    }
+    // SAFETY: as above, a dlopen probe of the cuSOLVER library names only.
+    let cusolver = unsafe { cudarc::cusolver::sys::is_culib_present() };
+    if !cusolver {
+        return Err(Error::NoDevice(
+            "the cuSOLVER library (libcusolver) cannot be loaded; check LD_LIBRARY_PATH".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Gpu {
+    /// Opens device `ordinal`: probes the driver, cuBLAS and cuSOLVER libraries,
+    /// retains the primary context, creates three non-blocking streams, binds
+    /// cuBLAS and cuSOLVER to the first, and loads the embedded PTX, resolving
+    /// every kernel of [`super::KERNELS`] in both precisions (style §2.3).
+    ///
+    /// # Errors
+    /// [`Error::NoDevice`] if a library cannot be loaded, there is no device
+    /// `ordinal`, or the context cannot be created; [`Error::MissingKernel`] if
+    /// the PTX lacks a kernel; [`Error::Driver`], [`Error::Cublas`],
+    /// [`Error::Cusolver`] for other failures while setting up.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        probe_libraries()?;
+        // cudarc panics (rather than returning an error) if a symbol it expects
+        // is missing from an older library; turn that into NoDevice as well.
+        match std::panic::catch_unwind(|| Self::new_unchecked(ordinal)) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(Error::NoDevice(format!("CUDA setup panicked: {msg}")))
+            }
+        }
+    }
+
+    fn new_unchecked(ordinal: usize) -> Result<Self> {
+        let count = CudaContext::device_count()
+            .map_err(|e| Error::NoDevice(format!("cuInit / device count failed: {e}")))?;
+        if count <= 0 {
+            return Err(Error::NoDevice("the driver reports no CUDA devices".into()));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::NoDevice(format!(
+                "device ordinal {ordinal} requested, but only {count} device(s) present"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| Error::NoDevice(format!("cannot create a context on device {ordinal}: {e}")))?;
+        let stream = ctx.new_stream().map_err(driver_err("creating stream 1"))?;
+        let stream2 = ctx.new_stream().map_err(driver_err("creating stream 2"))?;
+        let stream3 = ctx.new_stream().map_err(driver_err("creating stream 3"))?;
+        let blas = CudaBlas::new(stream.clone())
+            .map_err(|e| Error::Cublas(format!("creating the handle: {e}")))?;
+        let solver = DnHandle::new(stream.clone())
+            .map_err(|e| Error::Cusolver(format!("creating the dense handle: {e}")))?;
+        let kernels = Kernels::load(&ctx)?;
+        Ok(Self {
+            blas,
+            solver,
+            kernels,
+            stream,
+            stream2,
+            stream3,
+            ctx,
+        })
+    }
+
+    /// The device ordinal this was opened on.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// The cudarc context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The main stream: every cuqr launch, copy, cuBLAS and cuSOLVER call.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// A second non-blocking stream for concurrent work (spec §2.5).
+    pub fn stream2(&self) -> &Arc<CudaStream> {
+        &self.stream2
+    }
+
+    /// A third non-blocking stream for concurrent work (spec §2.5).
+    pub fn stream3(&self) -> &Arc<CudaStream> {
+        &self.stream3
+    }
+
+    /// The cuBLAS handle, bound to [`Gpu::stream`].
+    pub fn blas(&self) -> &CudaBlas {
+        &self.blas
+    }
+
+    /// The cuSOLVER dense handle, bound to [`Gpu::stream`].
+    pub fn solver(&self) -> &DnHandle {
+        &self.solver
+    }
+
+    /// The resolved kernels of both precisions.
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    /// The device name, e.g. "NVIDIA H100 80GB HBM3".
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn name(&self) -> Result<String> {
+        self.ctx.name().map_err(driver_err("device name"))
+    }
+
+    /// Compute capability (major, minor), e.g. (9, 0).
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn compute_capability(&self) -> Result<(i32, i32)> {
+        self.ctx
+            .compute_capability()
+            .map_err(driver_err("compute capability"))
+    }
+
+    /// Device memory (free, total) in bytes.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        self.ctx.mem_get_info().map_err(driver_err("memory info"))
+    }
+
+    /// A one-line description: name, compute capability, memory, for reports.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn describe(&self) -> Result<String> {
+        let (maj, min) = self.compute_capability()?;
+        let (free, total) = self.mem_info()?;
+        Ok(format!(
+            "{} (sm_{maj}{min}, {:.1} GiB total, {:.1} GiB free)",
+            self.name()?,
+            total as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64
+        ))
+    }
+
+    /// Waits for all work on all of this device's streams.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if any queued work failed (an asynchronous fault).
+    pub fn synchronize(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(driver_err("synchronize"))
+    }
+
+    /// Allocates `len` elements of page-locked host memory (not write-combined,
+    /// so the host can read it fast), zero-filled: staging for
+    /// [`super::DevMat::upload_pinned`] / [`super::DevMat::download_pinned`].
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] or [`Error::Driver`].
+    pub fn alloc_pinned<T: GpuScalar>(&self, len: usize) -> Result<cudarc::driver::PinnedHostSlice<T>> {
+        let bytes = len.max(1) * core::mem::size_of::<T>();
+        // SAFETY: cuMemHostAlloc with flags 0 returns uninitialised page-locked
+        // memory (cudarc `alloc_pinned_with_flags` # Safety: "the memory is unset");
+        // it is zero-filled below before any read.
+        let mut p = unsafe { self.ctx.alloc_pinned_with_flags::<T>(len.max(1), 0) }
+            .map_err(alloc_err("pinned host staging", bytes))?;
+        let ptr = p.as_mut_ptr().map_err(driver_err("pinned host pointer"))?;
+        // SAFETY: `ptr` points at len.max(1) elements of T just allocated and
+        // exclusively owned by `p`; all-zero bits are a valid T (ValidAsZeroBits).
+        unsafe { core::ptr::write_bytes(ptr, 0, len.max(1)) };
+        Ok(p)
+    }
+}
