@@ -288,6 +288,74 @@ pub(crate) mod tests {
         })
     }
 
+    /// κ_F(R₁) = ‖R₁‖_F·‖R₁⁻¹‖_F of an f64 R (m×n).
+    pub(crate) fn cond_f(r: &Mat<f64>) -> f64 {
+        let (m, n) = (r.nrows(), r.ncols());
+        let e = Mat::from_fn(m, n, |i, j| if i == j { 1.0 } else { 0.0 });
+        let inv = crate::qr::solve::solve_cpu(r, &e, n).unwrap().x;
+        let r1 = Mat::from_fn(n, n, |i, j| r[(i, j)]);
+        r1.norm_fro() * inv.norm_fro()
+    }
+
+    /// Checks an updated state against refactorising its matrix `a` (with right-hand
+    /// sides `b`) from scratch (spec §3.7): R equal up to row signs, x and the residual
+    /// equal within first-order perturbation bounds, e_Q and e_A ≤ 10·m·u, ‖L‖ = 0.
+    pub(crate) fn check_against_refactor<T: Scalar>(st: &CpuQr<T>, a: &Mat<T>, b: &Mat<T>) {
+        let (m, n) = (a.nrows(), a.ncols());
+        assert_eq!((st.dims.m, st.dims.n, st.dims.q), (m, n, b.ncols()));
+        assert_eq!((st.r.nrows(), st.r.ncols(), st.d.nrows()), (m, n, m));
+        let u = T::UNIT_ROUNDOFF;
+        let tol = 10.0 * m as f64 * u;
+        assert!(lower_is_zero(&st.r), "R has nonzeros below the diagonal");
+        let a64 = Mat::from_fn(m, n, |i, j| a[(i, j)].to_f64());
+        let b64 = Mat::from_fn(m, b.ncols(), |i, j| b[(i, j)].to_f64());
+        let fresh64 = run_cpu(
+            a64.as_ref(),
+            b64.as_ref(),
+            QPolicy::None,
+            FactorParams::default(),
+        )
+        .unwrap();
+        let kappa = cond_f(&fresh64.r);
+        let a_norm = a.norm_fro();
+        // R: equal to a fresh factorisation up to row signs, within 10·m·u·‖A‖_F.
+        let fresh = run_cpu(
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::None,
+            FactorParams::default(),
+        )
+        .unwrap();
+        let diff = r_diff_up_to_signs(&st.r, &fresh.r);
+        assert!(
+            diff <= tol * a_norm,
+            "R differs by {diff:e} > {:e}",
+            tol * a_norm
+        );
+        if let Some(q) = st.q.as_ref() {
+            assert_eq!((q.nrows(), q.ncols()), (m, m));
+            let (e_q, e_a) = errs(q, &st.r, a);
+            assert!(e_q <= tol, "e_Q {e_q:e} > {tol:e}");
+            assert!(e_a <= tol, "e_A {e_a:e} > {tol:e}");
+        }
+        let dg = crate::qr::diagnostics::diagnostics(st, a.as_ref(), b.as_ref()).unwrap();
+        assert_eq!(dg.l_norm, 0.0);
+        let sol = crate::qr::solve::solve_cpu(&fresh64.r, &fresh64.d, n).unwrap();
+        for (c, &(r_st, r_fresh)) in dg.residual.iter().enumerate() {
+            let x_norm = Mat::from_col(sol.x.col(c)).norm_fro();
+            let b_norm = Mat::from_col(b64.col(c)).norm_fro();
+            // ‖r‖ moves by at most ‖δA‖‖x‖ + ‖δb‖ under a backward error (δA, δb).
+            let bound = tol * (a_norm * x_norm + b_norm);
+            assert!(
+                (r_st - r_fresh).abs() <= bound,
+                "residual {r_st} vs {r_fresh}"
+            );
+            // LS perturbation (Higham, Thm 20.1): κ(1 + κ‖r‖/(‖A‖‖x‖)).
+            let bound_x = tol * kappa * (1.0 + kappa * r_fresh / (a_norm * x_norm));
+            assert!(dg.e_x <= bound_x, "e_x {:e} > {bound_x:e}", dg.e_x);
+        }
+    }
+
     fn check_factorize<T: Scalar>(seed: u64, m: usize, n: usize, q: usize, nb: Option<usize>) {
         let mut rng = StdRng::seed_from_u64(seed);
         let a = rand_mat::<T>(&mut rng, m, n);
