@@ -1,0 +1,283 @@
+//! Command-line parsing and help texts for the `cuqr` tool (issue "The cuqr
+//! API and its CPU backend", item 5). Options are `--name value` or
+//! `--name=value`; every option takes a value except `-h`/`--help`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A one-line error the CLI prints as `cuqr: error: ...` before exiting with 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError(pub String);
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Keep the message on one line whatever the source said.
+        f.write_str(&self.0.replace('\n', " "))
+    }
+}
+
+impl From<String> for CliError {
+    fn from(s: String) -> Self {
+        CliError(s)
+    }
+}
+
+impl From<&str> for CliError {
+    fn from(s: &str) -> Self {
+        CliError(s.to_string())
+    }
+}
+
+impl From<cuqr::Error> for CliError {
+    fn from(e: cuqr::Error) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+impl From<crate::npy::NpyError> for CliError {
+    fn from(e: crate::npy::NpyError) -> Self {
+        CliError(e.0)
+    }
+}
+
+/// `Result` with [`CliError`].
+pub type CliResult<T> = Result<T, CliError>;
+
+/// Parsed options of one sub-command.
+#[derive(Debug, Default)]
+pub struct Opts {
+    map: BTreeMap<String, String>,
+}
+
+/// What the arguments asked for.
+#[derive(Debug)]
+pub enum Parsed {
+    /// `-h` or `--help` appeared.
+    Help,
+    /// Options to run with.
+    Run(Opts),
+}
+
+/// Parses `--name value` / `--name=value` pairs; `allowed` lists the names
+/// without dashes. Unknown, repeated or value-less options are errors.
+pub fn parse(cmd: &str, args: &[String], allowed: &[&str]) -> CliResult<Parsed> {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return Ok(Parsed::Help);
+    }
+    let mut opts = Opts::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let Some(body) = arg.strip_prefix("--") else {
+            return Err(
+                format!("{cmd}: unexpected argument '{arg}' (options start with --)").into(),
+            );
+        };
+        let (name, value) = match body.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None => {
+                let Some(v) = it.next() else {
+                    return Err(format!("{cmd}: option --{body} needs a value").into());
+                };
+                (body.to_string(), v.clone())
+            }
+        };
+        if !allowed.contains(&name.as_str()) {
+            return Err(format!("{cmd}: unknown option --{name} (see cuqr {cmd} --help)").into());
+        }
+        if opts.map.insert(name.clone(), value).is_some() {
+            return Err(format!("{cmd}: option --{name} given twice").into());
+        }
+    }
+    Ok(Parsed::Run(opts))
+}
+
+impl Opts {
+    /// The value of `--name`, if given.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.map.get(name).map(String::as_str)
+    }
+
+    /// The value of `--name`, or an error saying it is required.
+    pub fn require(&self, cmd: &str, name: &str) -> CliResult<&str> {
+        self.get(name)
+            .ok_or_else(|| format!("{cmd}: missing required option --{name}").into())
+    }
+
+    /// `--name` as a non-negative integer, if given.
+    pub fn usize(&self, name: &str) -> CliResult<Option<usize>> {
+        self.get(name)
+            .map(|v| {
+                v.parse::<usize>().map_err(|_| {
+                    CliError(format!(
+                        "--{name} must be a non-negative integer, not '{v}'"
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    /// `--name` as a u64, if given.
+    pub fn u64(&self, name: &str) -> CliResult<Option<u64>> {
+        self.get(name)
+            .map(|v| {
+                v.parse::<u64>().map_err(|_| {
+                    CliError(format!(
+                        "--{name} must be a non-negative integer, not '{v}'"
+                    ))
+                })
+            })
+            .transpose()
+    }
+}
+
+/// Working precision (`--precision f64|f32`, spec §5.3 F12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// Double precision.
+    F64,
+    /// Single precision.
+    F32,
+}
+
+impl Precision {
+    /// Parses `--precision`, default f64.
+    pub fn from_opt(v: Option<&str>) -> CliResult<Self> {
+        match v {
+            None | Some("f64") => Ok(Precision::F64),
+            Some("f32") => Ok(Precision::F32),
+            Some(s) => Err(format!("--precision must be f64 or f32, not '{s}'").into()),
+        }
+    }
+}
+
+/// `cuqr --help`.
+pub const MAIN_HELP: &str = "\
+cuqr: QR factorisation and QR updating (insert/delete rows and columns,
+rank-one) for least-squares problems, on NVIDIA GPUs or the CPU.
+
+Usage: cuqr <COMMAND> [OPTIONS]
+
+Commands:
+  update   factorise A from a .npy file, apply one update, write R, Q, x
+           and a JSON summary
+  demo     a regression session on synthetic data: updates versus
+           refactorising from scratch, with timings and accuracy
+  help     print this help, or the help of a command (cuqr help update)
+
+Options:
+  -h, --help     print help (also after a command: cuqr update --help)
+  -V, --version  print the version
+
+Errors are one line on stderr, `cuqr: error: ...`, with exit status 2.
+";
+
+/// `cuqr update --help`.
+pub const UPDATE_HELP: &str = "\
+cuqr update: factorise A = QR, apply one update, solve the least-squares problem.
+
+Usage: cuqr update --a A.npy --op OP [--k0 K] [--p P] [--u U.npy] [--v v.npy]
+                   [--e e.npy] [--b b.npy] [--q-policy full|none]
+                   [--precision f64|f32] [--backend auto|cpu|gpu] --out DIR
+
+Inputs (.npy, float64 or float32, C or Fortran order, 1-D or 2-D):
+  --a A.npy        the m x n matrix, m >= n (a 1-D array is one column)
+  --b b.npy        right-hand sides, length m or m x q (default: ones)
+
+Operations (--op), positions 0-based:
+  insert-cols  --k0 K --u U.npy       U (m x p; 1-D = one column) becomes
+                                      columns K..K+p-1 (needs Q)
+  delete-cols  --k0 K [--p P]         delete columns K..K+P-1 (P default 1)
+  insert-rows  --k0 K --u U.npy [--e e.npy]
+                                      U (p x n; 1-D = one row) becomes rows
+                                      K..K+p-1, with right-hand sides e
+                                      (p or p x q; default ones)
+  delete-rows  --k0 K [--p P]         delete rows K..K+P-1 (needs Q)
+  rank-one     --u u.npy --v v.npy    A + u v^T, u of length m, v of length n
+                                      (needs Q; --k0 is accepted and ignored)
+  --p may be given for insert-cols/insert-rows and must then match U.
+
+Options:
+  --q-policy full|none   keep the explicit m x m Q (default full); without Q
+                         only insert-rows and delete-cols work
+  --precision f64|f32    working precision (default f64); inputs are converted
+  --backend auto|cpu|gpu auto: the GPU when usable, else the CPU (default auto)
+  --out DIR              output folder, created if missing
+
+Outputs in DIR:
+  R.npy          updated R, m' x n', upper trapezoidal
+  Q.npy          updated Q, m' x m' (only with --q-policy full)
+  x.npy          least-squares solution, n' (or n' x q when b is 2-D)
+  summary.json   m, n (after the update), q, op, k0, p, backend, precision,
+                 q_policy, residual_norm, residual_norms, e_Q, e_A (null
+                 without Q), e_x, e_gram, l_norm, timings_ms {factorize,
+                 update, solve}
+Arrays are written in Fortran order, float64 or float32 as --precision.
+";
+
+/// `cuqr demo --help`.
+pub const DEMO_HELP: &str = "\
+cuqr demo: a least-squares regression session on synthetic data.
+
+Usage: cuqr demo [--backend auto|cpu|gpu] [--precision f64|f32] [--seed N]
+                 [--size small|default]
+
+Generates observations X (m x n) and responses y = X beta + noise with a known
+coefficient vector beta (built-in PRNG, --seed, default 42), factorises X,
+then adds a batch of observations, drops a variable, adds variables, drops
+observations and applies a rank-one correction (a variable rescaled). After
+each step it prints the update time, the time to refactorise the updated
+matrix from scratch on the same backend, the speed-up, the residual norm
+||X x - y||, e_x (relative difference to the refactorised solution) and
+e_A = ||Q R - X||_F / ||X||_F.
+
+Options:
+  --size small|default   default: 2000 x 200; small: 241 x 29 (for tests)
+  --seed N               PRNG seed (default 42)
+  --precision f64|f32    working precision (default f64)
+  --backend auto|cpu|gpu default auto
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_both_forms_and_rejects_mistakes() {
+        let allowed = ["a", "k0", "op"];
+        let Parsed::Run(o) = parse("update", &strs(&["--a", "x.npy", "--k0=3"]), &allowed).unwrap()
+        else {
+            panic!("expected options");
+        };
+        assert_eq!(o.get("a"), Some("x.npy"));
+        assert_eq!(o.usize("k0").unwrap(), Some(3));
+        assert_eq!(o.get("op"), None);
+        assert!(o.require("update", "op").unwrap_err().0.contains("--op"));
+
+        assert!(matches!(
+            parse("update", &strs(&["--a", "x", "--help"]), &allowed),
+            Ok(Parsed::Help)
+        ));
+        for bad in [
+            &["--zzz", "1"][..],
+            &["--a"][..],
+            &["stray"][..],
+            &["--a", "1", "--a", "2"][..],
+        ] {
+            assert!(parse("update", &strs(bad), &allowed).is_err(), "{bad:?}");
+        }
+        let Parsed::Run(o) = parse("update", &strs(&["--k0", "-1"]), &allowed).unwrap() else {
+            panic!("expected options");
+        };
+        assert!(o.usize("k0").is_err());
+    }
+
+    #[test]
+    fn errors_are_one_line() {
+        let e = CliError("a\nb".into());
+        assert_eq!(e.to_string(), "a b");
+    }
+}

@@ -1,0 +1,431 @@
+//! Reading and writing NumPy `.npy` files (format versions 1.0, 2.0 and 3.0).
+//!
+//! The reader accepts float64 and float32 data (`<f8`, `<f4`, `>f8`, `>f4`,
+//! `=f8`, `=f4`), C or Fortran order, 1-D or 2-D; everything else is refused
+//! with a one-line error. Arrays come back as column-major f64 data (f32
+//! widens exactly), so the caller converts once to its working precision.
+//! The writer emits version 1.0 (2.0 when the header needs it), little-endian,
+//! Fortran order, with the header padded so the data starts on a 64-byte
+//! boundary as NumPy does.
+
+use std::fmt;
+use std::path::Path;
+
+use cuqr::{Mat, Scalar};
+
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// Why a `.npy` file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyError(pub String);
+
+impl fmt::Display for NpyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NpyError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, NpyError> {
+    Err(NpyError(msg.into()))
+}
+
+/// Element type stored in a `.npy` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    /// IEEE double (`f8`).
+    F64,
+    /// IEEE single (`f4`).
+    F32,
+}
+
+/// A 1-D or 2-D floating-point array read from a `.npy` file, held as
+/// column-major f64 (a 1-D array of length k is k×1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Array {
+    /// Rows (the length, for a 1-D array).
+    pub nrows: usize,
+    /// Columns (1 for a 1-D array).
+    pub ncols: usize,
+    /// True when the file held a 1-D array.
+    pub one_d: bool,
+    /// The dtype in the file.
+    pub dtype: Dtype,
+    /// Column-major values.
+    pub data: Vec<f64>,
+}
+
+impl Array {
+    /// The array as a matrix of the working precision (f64 → f32 rounds).
+    pub fn to_mat<T: Scalar>(&self) -> Mat<T> {
+        Mat::from_fn(self.nrows, self.ncols, |i, j| {
+            T::from_f64(self.data[i + j * self.nrows])
+        })
+    }
+}
+
+/// Element types the writer can emit.
+pub trait NpyElem: Scalar {
+    /// NumPy `descr` string (little-endian).
+    const DESCR: &'static str;
+    /// Appends the little-endian bytes of `self`.
+    fn put(self, out: &mut Vec<u8>);
+}
+
+impl NpyElem for f64 {
+    const DESCR: &'static str = "<f8";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl NpyElem for f32 {
+    const DESCR: &'static str = "<f4";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+/// Reads a `.npy` file from disk; errors name the file.
+pub fn read_file(path: &Path) -> Result<Array, NpyError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| NpyError(format!("cannot read {}: {e}", path.display())))?;
+    parse(&bytes).map_err(|e| NpyError(format!("{}: {}", path.display(), e.0)))
+}
+
+/// Parses the bytes of a `.npy` file.
+pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return err("not a .npy file (bad magic string)");
+    }
+    let major = bytes[6];
+    let (hlen, hstart) = match major {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 => {
+            if bytes.len() < 12 {
+                return err("truncated .npy header");
+            }
+            let n = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            (n as usize, 12)
+        }
+        v => return err(format!("unsupported .npy format version {v}")),
+    };
+    let Some(header) = bytes.get(hstart..hstart + hlen) else {
+        return err("truncated .npy header");
+    };
+    let header = std::str::from_utf8(header).map_err(|_| NpyError("header is not text".into()))?;
+    let descr = dict_str(header, "descr")?;
+    let fortran = match dict_raw(header, "fortran_order")? {
+        s if s.starts_with("True") => true,
+        s if s.starts_with("False") => false,
+        _ => return err("header: fortran_order is neither True nor False"),
+    };
+    let shape = parse_shape(dict_raw(header, "shape")?)?;
+    let (dtype, big) = match descr {
+        "<f8" | "=f8" => (Dtype::F64, false),
+        ">f8" => (Dtype::F64, true),
+        "<f4" | "=f4" => (Dtype::F32, false),
+        ">f4" => (Dtype::F32, true),
+        d => {
+            return err(format!(
+                "unsupported dtype '{d}' (cuqr reads float64 or float32)"
+            ))
+        }
+    };
+    let (nrows, ncols, one_d) = match shape.as_slice() {
+        [k] => (*k, 1, true),
+        [r, c] => (*r, *c, false),
+        s => {
+            return err(format!(
+                "{}-dimensional array; cuqr reads 1-D or 2-D arrays",
+                s.len()
+            ))
+        }
+    };
+    let count = nrows
+        .checked_mul(ncols)
+        .ok_or_else(|| NpyError("shape overflows".into()))?;
+    let size = match dtype {
+        Dtype::F64 => 8,
+        Dtype::F32 => 4,
+    };
+    let body = &bytes[hstart + hlen..];
+    let need = count
+        .checked_mul(size)
+        .ok_or_else(|| NpyError("shape overflows".into()))?;
+    if body.len() != need {
+        return err(format!(
+            "data is {} bytes, shape {:?} of {} needs {need}",
+            body.len(),
+            shape,
+            descr
+        ));
+    }
+    let mut flat = Vec::with_capacity(count);
+    for chunk in body.chunks_exact(size) {
+        let x = match dtype {
+            Dtype::F64 => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(chunk);
+                if big {
+                    f64::from_be_bytes(b)
+                } else {
+                    f64::from_le_bytes(b)
+                }
+            }
+            Dtype::F32 => {
+                let mut b = [0u8; 4];
+                b.copy_from_slice(chunk);
+                f64::from(if big {
+                    f32::from_be_bytes(b)
+                } else {
+                    f32::from_le_bytes(b)
+                })
+            }
+        };
+        flat.push(x);
+    }
+    // C order holds row-major data: transpose it into column-major.
+    let data = if fortran || one_d || ncols == 1 || nrows == 1 {
+        flat
+    } else {
+        let mut d = vec![0.0; count];
+        for i in 0..nrows {
+            for j in 0..ncols {
+                d[i + j * nrows] = flat[i * ncols + j];
+            }
+        }
+        d
+    };
+    Ok(Array {
+        nrows,
+        ncols,
+        one_d,
+        dtype,
+        data,
+    })
+}
+
+/// The text after `'key':` in the header dictionary.
+fn dict_raw<'h>(header: &'h str, key: &str) -> Result<&'h str, NpyError> {
+    for quote in ['\'', '"'] {
+        let pat = format!("{quote}{key}{quote}");
+        if let Some(pos) = header.find(&pat) {
+            let rest = header[pos + pat.len()..].trim_start();
+            let Some(rest) = rest.strip_prefix(':') else {
+                return err(format!("header: no ':' after '{key}'"));
+            };
+            return Ok(rest.trim_start());
+        }
+    }
+    err(format!("header has no '{key}' entry"))
+}
+
+/// A quoted string value in the header dictionary.
+fn dict_str<'h>(header: &'h str, key: &str) -> Result<&'h str, NpyError> {
+    let raw = dict_raw(header, key)?;
+    let mut chars = raw.chars();
+    let Some(q) = chars.next().filter(|c| *c == '\'' || *c == '"') else {
+        return err(format!(
+            "header: '{key}' is not a string (structured dtypes are not supported)"
+        ));
+    };
+    let body = &raw[1..];
+    match body.find(q) {
+        Some(end) => Ok(&body[..end]),
+        None => err(format!("header: unterminated string for '{key}'")),
+    }
+}
+
+fn parse_shape(raw: &str) -> Result<Vec<usize>, NpyError> {
+    let Some(rest) = raw.strip_prefix('(') else {
+        return err("header: shape is not a tuple");
+    };
+    let Some(end) = rest.find(')') else {
+        return err("header: unterminated shape tuple");
+    };
+    rest[..end]
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.trim_end_matches('L')
+                .parse::<usize>()
+                .map_err(|_| NpyError(format!("header: bad dimension '{s}' in shape")))
+        })
+        .collect()
+}
+
+/// Encodes `a` as a `.npy` file (Fortran order); `one_d` writes an n×1
+/// matrix as a 1-D array of length n.
+pub fn encode<T: NpyElem>(a: &Mat<T>, one_d: bool) -> Vec<u8> {
+    assert!(!one_d || a.ncols() == 1, "a 1-D array has one column");
+    let shape = if one_d {
+        format!("({},)", a.nrows())
+    } else {
+        format!("({}, {})", a.nrows(), a.ncols())
+    };
+    let mut dict = format!(
+        "{{'descr': '{}', 'fortran_order': True, 'shape': {shape}, }}",
+        T::DESCR
+    );
+    // magic (6) + version (2) + length (2 or 4) + dict + '\n', padded to 64.
+    let mut prefix = 10;
+    if dict.len() + 1 + prefix > u16::MAX as usize {
+        prefix = 12;
+    }
+    let total = (prefix + dict.len() + 1).div_ceil(64) * 64;
+    while prefix + dict.len() + 1 < total {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let size = std::mem::size_of::<T>();
+    let mut out = Vec::with_capacity(total + a.as_slice().len() * size);
+    out.extend_from_slice(MAGIC);
+    if prefix == 10 {
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&[2, 0]);
+        out.extend_from_slice(&(dict.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    for &x in a.as_slice() {
+        x.put(&mut out);
+    }
+    out
+}
+
+/// Writes `a` to `path` as a `.npy` file (see [`encode`]).
+pub fn write_file<T: NpyElem>(path: &Path, a: &Mat<T>, one_d: bool) -> Result<(), NpyError> {
+    std::fs::write(path, encode(a, one_d))
+        .map_err(|e| NpyError(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// An independent C-order encoder, to test the reader on row-major data.
+    fn encode_c(descr: &str, shape: &str, values_row_major: &[f64]) -> Vec<u8> {
+        let mut dict =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + dict.len() + 1) % 16 != 0 {
+            dict.push(' ');
+        }
+        dict.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+        out.extend_from_slice(dict.as_bytes());
+        for &v in values_row_major {
+            match descr {
+                "<f8" => out.extend_from_slice(&v.to_le_bytes()),
+                ">f8" => out.extend_from_slice(&v.to_be_bytes()),
+                "<f4" => out.extend_from_slice(&(v as f32).to_le_bytes()),
+                _ => out.extend_from_slice(&(v as i64).to_le_bytes()),
+            }
+        }
+        out
+    }
+
+    fn random_mat<T: Scalar>(rng: &mut Rng, m: usize, n: usize) -> Mat<T> {
+        Mat::from_fn(m, n, |_, _| T::from_f64(rng.normal()))
+    }
+
+    #[test]
+    fn round_trip_f64_fortran_2d() {
+        let mut rng = Rng::new(11);
+        let a = random_mat::<f64>(&mut rng, 37, 5);
+        let bytes = encode(&a, false);
+        assert_eq!(bytes.len() % 8, 0);
+        let hdr_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        assert_eq!(
+            (10 + hdr_len) % 64,
+            0,
+            "data must start on a 64-byte boundary"
+        );
+        let back = parse(&bytes).unwrap();
+        assert_eq!((back.nrows, back.ncols, back.one_d), (37, 5, false));
+        assert_eq!(back.dtype, Dtype::F64);
+        assert_eq!(back.to_mat::<f64>(), a);
+    }
+
+    #[test]
+    fn round_trip_f32_fortran_2d_and_1d() {
+        let mut rng = Rng::new(12);
+        let a = random_mat::<f32>(&mut rng, 19, 3);
+        let back = parse(&encode(&a, false)).unwrap();
+        assert_eq!(back.dtype, Dtype::F32);
+        assert_eq!(back.to_mat::<f32>(), a);
+
+        let v = random_mat::<f32>(&mut rng, 23, 1);
+        let back = parse(&encode(&v, true)).unwrap();
+        assert_eq!((back.nrows, back.ncols, back.one_d), (23, 1, true));
+        assert_eq!(back.to_mat::<f32>(), v);
+    }
+
+    #[test]
+    fn reads_c_order_f64_and_f32() {
+        let mut rng = Rng::new(13);
+        let (m, n) = (7, 11);
+        let rows: Vec<f64> = (0..m * n).map(|_| rng.normal()).collect();
+        for descr in ["<f8", ">f8", "<f4"] {
+            let a = parse(&encode_c(descr, &format!("({m}, {n})"), &rows)).unwrap();
+            assert_eq!((a.nrows, a.ncols), (m, n));
+            for i in 0..m {
+                for j in 0..n {
+                    let want = if descr == "<f4" {
+                        rows[i * n + j] as f32 as f64
+                    } else {
+                        rows[i * n + j]
+                    };
+                    assert_eq!(a.data[i + j * m], want, "{descr} ({i}, {j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reads_c_order_1d() {
+        let vals = [1.5, -2.25, 3.0, 0.125, 9.0];
+        let a = parse(&encode_c("<f8", "(5,)", &vals)).unwrap();
+        assert!(a.one_d);
+        assert_eq!(a.data, vals);
+    }
+
+    #[test]
+    fn f64_file_converts_to_f32_by_rounding() {
+        let a = Mat::<f64>::from_fn(3, 2, |i, j| 0.1 * (1 + i + 3 * j) as f64);
+        let m32 = parse(&encode(&a, false)).unwrap().to_mat::<f32>();
+        for j in 0..2 {
+            for i in 0..3 {
+                assert_eq!(m32[(i, j)], a[(i, j)] as f32);
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_unsupported_dtype_and_malformed_files() {
+        let e = parse(&encode_c("<i8", "(2, 2)", &[1.0, 2.0, 3.0, 4.0])).unwrap_err();
+        assert!(e.0.contains("unsupported dtype '<i8'"), "{e}");
+        let e = parse(b"hello world, not npy").unwrap_err();
+        assert!(e.0.contains("magic"), "{e}");
+        // Truncated data.
+        let mut bytes = encode_c("<f8", "(3, 2)", &[1.0; 6]);
+        bytes.truncate(bytes.len() - 3);
+        assert!(parse(&bytes).unwrap_err().0.contains("bytes"));
+        // 3-D arrays are refused.
+        let e = parse(&encode_c("<f8", "(2, 2, 2)", &[1.0; 8])).unwrap_err();
+        assert!(e.0.contains("3-dimensional"), "{e}");
+        // Structured dtypes are refused.
+        let dict = "{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (1,), }\n";
+        let mut s = b"\x93NUMPY\x01\x00".to_vec();
+        s.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+        s.extend_from_slice(dict.as_bytes());
+        s.extend_from_slice(&1.0f64.to_le_bytes());
+        let e = parse(&s).unwrap_err();
+        assert!(e.0.contains("structured"), "{e}");
+    }
+}

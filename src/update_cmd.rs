@@ -1,0 +1,361 @@
+//! `cuqr update`: factorise A from a `.npy` file, apply one update (spec
+//! §1.7–§1.11), solve (§1.1), measure accuracy (§3.7) and write R, Q, x and
+//! `summary.json`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use cuqr::{Mat, QPolicy, Scalar};
+
+use crate::backend::{self, Choice};
+use crate::cli::{self, CliError, CliResult, Parsed, Precision};
+use crate::json::Json;
+use crate::npy::{self, Array, NpyElem};
+use crate::ops::Update;
+
+const OPTIONS: &[&str] = &[
+    "a",
+    "b",
+    "op",
+    "k0",
+    "p",
+    "u",
+    "v",
+    "e",
+    "q-policy",
+    "precision",
+    "backend",
+    "out",
+];
+
+/// Which operation `--op` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    InsertCols,
+    DeleteCols,
+    InsertRows,
+    DeleteRows,
+    RankOne,
+}
+
+impl Op {
+    fn parse(s: &str) -> CliResult<Op> {
+        Ok(match s {
+            "insert-cols" => Op::InsertCols,
+            "delete-cols" => Op::DeleteCols,
+            "insert-rows" => Op::InsertRows,
+            "delete-rows" => Op::DeleteRows,
+            "rank-one" => Op::RankOne,
+            _ => {
+                return Err(format!(
+                "update: --op must be insert-cols, delete-cols, insert-rows, delete-rows or rank-one, not '{s}'"
+            )
+                .into())
+            }
+        })
+    }
+
+    /// Options this operation accepts beyond the common ones.
+    fn accepts(self, opt: &str) -> bool {
+        match self {
+            Op::InsertCols => matches!(opt, "k0" | "p" | "u"),
+            Op::DeleteCols | Op::DeleteRows => matches!(opt, "k0" | "p"),
+            Op::InsertRows => matches!(opt, "k0" | "p" | "u" | "e"),
+            Op::RankOne => matches!(opt, "k0" | "u" | "v"),
+        }
+    }
+}
+
+/// Runs `cuqr update` with the arguments after the command name.
+pub fn run(args: &[String]) -> CliResult<()> {
+    let opts = match cli::parse("update", args, OPTIONS)? {
+        Parsed::Help => {
+            print!("{}", cli::UPDATE_HELP);
+            return Ok(());
+        }
+        Parsed::Run(o) => o,
+    };
+    let op = Op::parse(opts.require("update", "op")?)?;
+    let op_name = opts.require("update", "op")?.to_string();
+    for name in ["k0", "p", "u", "v", "e"] {
+        if opts.get(name).is_some() && !op.accepts(name) {
+            return Err(format!("update: option --{name} does not apply to --op {op_name}").into());
+        }
+    }
+    let policy = match opts.get("q-policy") {
+        None | Some("full") => QPolicy::Full,
+        Some("none") => QPolicy::None,
+        Some(s) => return Err(format!("--q-policy must be full or none, not '{s}'").into()),
+    };
+    let precision = Precision::from_opt(opts.get("precision"))?;
+    let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;
+    let path = |name: &str| opts.get(name).map(PathBuf::from);
+    let job = Job {
+        a: PathBuf::from(opts.require("update", "a")?),
+        b: path("b"),
+        op,
+        k0: opts.usize("k0")?,
+        p: opts.usize("p")?,
+        u: path("u"),
+        v: path("v"),
+        e: path("e"),
+        policy,
+        choice,
+        out: PathBuf::from(opts.require("update", "out")?),
+    };
+    if job.k0.is_none() && op != Op::RankOne {
+        return Err(format!("update: --op {op_name} needs --k0").into());
+    }
+    match precision {
+        Precision::F64 => job.run::<f64>(),
+        Precision::F32 => job.run::<f32>(),
+    }
+}
+
+/// Everything `cuqr update` was asked to do.
+struct Job {
+    a: PathBuf,
+    b: Option<PathBuf>,
+    op: Op,
+    k0: Option<usize>,
+    p: Option<usize>,
+    u: Option<PathBuf>,
+    v: Option<PathBuf>,
+    e: Option<PathBuf>,
+    policy: QPolicy,
+    choice: Choice,
+    out: PathBuf,
+}
+
+fn need<'p>(path: &'p Option<PathBuf>, name: &str, op: &str) -> CliResult<&'p Path> {
+    path.as_deref()
+        .ok_or_else(|| CliError(format!("update: --op {op} needs --{name}")))
+}
+
+/// A 1-D array, or a 2-D array with one row or one column, as a vector.
+fn vector<T: Scalar>(arr: &Array, what: &str) -> CliResult<Vec<T>> {
+    if arr.one_d || arr.ncols == 1 || arr.nrows == 1 {
+        Ok(arr.data.iter().map(|&x| T::from_f64(x)).collect())
+    } else {
+        Err(format!(
+            "{what} must be a vector, got a {}x{} matrix",
+            arr.nrows, arr.ncols
+        )
+        .into())
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+impl Job {
+    fn run<T: NpyElem>(&self) -> CliResult<()> {
+        let (backend, note) = backend::resolve(self.choice)?;
+        let a_arr = npy::read_file(&self.a)?;
+        let a: Mat<T> = a_arr.to_mat();
+        let (m, n) = (a.nrows(), a.ncols());
+        let (b, b_one_d) = match &self.b {
+            None => (Mat::from_fn(m, 1, |_, _| T::ONE), true),
+            Some(p) => {
+                let arr = npy::read_file(p)?;
+                if arr.nrows != m {
+                    return Err(format!(
+                        "b has {} rows, A has {m} (b must be of length m or m x q)",
+                        arr.nrows
+                    )
+                    .into());
+                }
+                (arr.to_mat(), arr.one_d)
+            }
+        };
+        let q = b.ncols();
+        let update = self.build_update::<T>(m, n, q)?;
+        let (m2, n2) = update.check(m, n, q)?;
+
+        let t = Instant::now();
+        let mut qr = backend::factorize(backend, a.as_ref(), b.as_ref(), self.policy)?;
+        let t_fact = ms(t);
+        let t = Instant::now();
+        update.apply(qr.as_mut())?;
+        let t_update = ms(t);
+        let t = Instant::now();
+        let sol = qr.solve()?;
+        let t_solve = ms(t);
+
+        let (at, bt) = update.apply_dense(&a, &b);
+        let diag = cuqr::diagnostics(qr.as_ref(), at.as_ref(), bt.as_ref())?;
+
+        std::fs::create_dir_all(&self.out).map_err(|e| {
+            CliError(format!(
+                "cannot create output folder {}: {e}",
+                self.out.display()
+            ))
+        })?;
+        let r = qr.r()?;
+        npy::write_file(&self.out.join("R.npy"), &r, false)?;
+        if let Some(qm) = qr.q()? {
+            npy::write_file(&self.out.join("Q.npy"), &qm, false)?;
+        }
+        npy::write_file(&self.out.join("x.npy"), &sol.x, b_one_d && q == 1)?;
+
+        let residual_norm = sol.residual_norms.iter().map(|r| r * r).sum::<f64>().sqrt();
+        let (k0, p) = match update.block() {
+            Some((k0, p)) => (Json::Int(k0 as u64), Json::Int(p as u64)),
+            None => (
+                self.k0.map_or(Json::Null, |k| Json::Int(k as u64)),
+                Json::Null,
+            ),
+        };
+        let summary = Json::Obj(vec![
+            ("m".into(), Json::Int(m2 as u64)),
+            ("n".into(), Json::Int(n2 as u64)),
+            ("q".into(), Json::Int(q as u64)),
+            ("op".into(), Json::Str(update.name().into())),
+            ("k0".into(), k0),
+            ("p".into(), p),
+            ("backend".into(), Json::Str(backend.to_string())),
+            ("precision".into(), Json::Str(T::NAME.into())),
+            (
+                "q_policy".into(),
+                Json::Str(
+                    if self.policy == QPolicy::Full {
+                        "full"
+                    } else {
+                        "none"
+                    }
+                    .into(),
+                ),
+            ),
+            ("residual_norm".into(), Json::Num(residual_norm)),
+            (
+                "residual_norms".into(),
+                Json::Arr(sol.residual_norms.iter().map(|&r| Json::Num(r)).collect()),
+            ),
+            ("e_Q".into(), Json::opt(diag.e_q)),
+            ("e_A".into(), Json::opt(diag.e_a)),
+            ("e_x".into(), Json::Num(diag.e_x)),
+            ("e_gram".into(), Json::Num(diag.e_gram)),
+            ("l_norm".into(), Json::Num(diag.l_norm)),
+            (
+                "timings_ms".into(),
+                Json::Obj(vec![
+                    ("factorize".into(), Json::Num(t_fact)),
+                    ("update".into(), Json::Num(t_update)),
+                    ("solve".into(), Json::Num(t_solve)),
+                ]),
+            ),
+        ]);
+        let sp = self.out.join("summary.json");
+        std::fs::write(&sp, summary.render())
+            .map_err(|e| CliError(format!("cannot write {}: {e}", sp.display())))?;
+
+        match note {
+            Some(why) => println!("backend: {backend} (auto: {why})"),
+            None => println!("backend: {backend}"),
+        }
+        let fmt_opt = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.2e}"));
+        println!(
+            "{} on {m}x{n} -> {m2}x{n2} ({}): factorize {t_fact:.2} ms, update {t_update:.2} ms, solve {t_solve:.2} ms",
+            update.name(),
+            T::NAME
+        );
+        println!(
+            "residual norm {residual_norm:.6e}, e_Q {}, e_A {}, e_x {:.2e}",
+            fmt_opt(diag.e_q),
+            fmt_opt(diag.e_a),
+            diag.e_x
+        );
+        println!("wrote {}", self.out.display());
+        Ok(())
+    }
+
+    /// Reads the operation's operands and builds the [`Update`].
+    fn build_update<T: Scalar>(&self, m: usize, n: usize, q: usize) -> CliResult<Update<T>> {
+        let k0 = self.k0.unwrap_or(0);
+        let name = match self.op {
+            Op::InsertCols => "insert-cols",
+            Op::DeleteCols => "delete-cols",
+            Op::InsertRows => "insert-rows",
+            Op::DeleteRows => "delete-rows",
+            Op::RankOne => "rank-one",
+        };
+        let check_p = |got: usize, what: &str| -> CliResult<()> {
+            match self.p {
+                Some(p) if p != got => {
+                    Err(format!("update: --p {p} does not match the {got} {what} of U").into())
+                }
+                _ => Ok(()),
+            }
+        };
+        Ok(match self.op {
+            Op::InsertCols => {
+                let arr = npy::read_file(need(&self.u, "u", name)?)?;
+                if arr.nrows != m {
+                    return Err(format!(
+                        "insert-cols: U has {} rows, A has {m} (U must be m x p)",
+                        arr.nrows
+                    )
+                    .into());
+                }
+                check_p(arr.ncols, "columns")?;
+                Update::InsertCols {
+                    k0,
+                    u: arr.to_mat(),
+                }
+            }
+            Op::DeleteCols => Update::DeleteCols {
+                k0,
+                p: self.p.unwrap_or(1),
+            },
+            Op::DeleteRows => Update::DeleteRows {
+                k0,
+                p: self.p.unwrap_or(1),
+            },
+            Op::InsertRows => {
+                let arr = npy::read_file(need(&self.u, "u", name)?)?;
+                // A 1-D U is one row.
+                let u: Mat<T> = if arr.one_d {
+                    arr.to_mat::<T>().transpose()
+                } else {
+                    arr.to_mat()
+                };
+                if u.ncols() != n {
+                    return Err(format!(
+                        "insert-rows: U has {} columns, A has {n} (U must be p x n)",
+                        u.ncols()
+                    )
+                    .into());
+                }
+                let p = u.nrows();
+                check_p(p, "rows")?;
+                let e = match &self.e {
+                    None => Mat::from_fn(p, q, |_, _| T::ONE),
+                    Some(path) => {
+                        let arr = npy::read_file(path)?;
+                        let e: Mat<T> = arr.to_mat();
+                        if arr.one_d && q != 1 && p == 1 {
+                            e.transpose()
+                        } else {
+                            e
+                        }
+                    }
+                };
+                if e.nrows() != p || e.ncols() != q {
+                    return Err(format!(
+                        "insert-rows: e is {}x{}, expected {p}x{q} (rows of U x columns of b)",
+                        e.nrows(),
+                        e.ncols()
+                    )
+                    .into());
+                }
+                Update::InsertRows { k0, u, e }
+            }
+            Op::RankOne => {
+                let u = vector::<T>(&npy::read_file(need(&self.u, "u", name)?)?, "u")?;
+                let v = vector::<T>(&npy::read_file(need(&self.v, "v", name)?)?, "v")?;
+                Update::RankOne { u, v }
+            }
+        })
+    }
+}

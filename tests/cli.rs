@@ -1,0 +1,885 @@
+//! End-to-end tests of the `cuqr` binary: `cuqr update` for every operation on
+//! small random `.npy` inputs (f64 C order, f32 Fortran order), checked against
+//! plain-loop computations on the updated matrix Ã (spec §3.7 tolerances,
+//! 10·m·u); error handling (exit status 2, one stderr line); `cuqr demo`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+// ---------- helpers: temp dirs, running the binary ----------
+
+static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let k = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("cuqr-cli-{}-{tag}-{k}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn cuqr(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cuqr"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts exit status 2 and exactly one stderr line `cuqr: error: ...`
+/// containing `needle`, with no panic message.
+fn assert_cli_error(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "stderr must be one line: {err:?}");
+    assert!(err.starts_with("cuqr: error: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err:?}");
+}
+
+// ---------- an independent .npy writer and reader ----------
+
+/// A dense matrix held column-major in f64.
+#[derive(Clone, Debug)]
+struct M {
+    r: usize,
+    c: usize,
+    d: Vec<f64>,
+}
+
+impl M {
+    fn at(&self, i: usize, j: usize) -> f64 {
+        self.d[i + j * self.r]
+    }
+    fn random(rng: &mut StdRng, r: usize, c: usize, f32_exact: bool) -> M {
+        let d = (0..r * c)
+            .map(|_| {
+                let x: f64 = rng.random_range(-1.0..1.0);
+                if f32_exact {
+                    x as f32 as f64
+                } else {
+                    x
+                }
+            })
+            .collect();
+        M { r, c, d }
+    }
+    fn from_fn(r: usize, c: usize, f: impl Fn(usize, usize) -> f64) -> M {
+        let mut d = Vec::with_capacity(r * c);
+        for j in 0..c {
+            for i in 0..r {
+                d.push(f(i, j));
+            }
+        }
+        M { r, c, d }
+    }
+    fn fro(&self) -> f64 {
+        self.d.iter().map(|x| x * x).sum::<f64>().sqrt()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    F64C,
+    F32F,
+}
+
+/// Writes `a` as .npy: f64 C order or f32 Fortran order; `one_d` needs one column.
+fn write_npy(path: &Path, a: &M, layout: Layout, one_d: bool) {
+    let (descr, fortran) = match layout {
+        Layout::F64C => ("<f8", "False"),
+        Layout::F32F => ("<f4", "True"),
+    };
+    let shape = if one_d {
+        assert_eq!(a.c, 1);
+        format!("({},)", a.r)
+    } else {
+        format!("({}, {})", a.r, a.c)
+    };
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(h.as_bytes());
+    let order: Vec<f64> = match layout {
+        Layout::F32F => a.d.clone(),
+        Layout::F64C => (0..a.r)
+            .flat_map(|i| (0..a.c).map(move |j| (i, j)))
+            .map(|(i, j)| a.at(i, j))
+            .collect(),
+    };
+    for x in order {
+        match layout {
+            Layout::F64C => bytes.extend_from_slice(&x.to_le_bytes()),
+            Layout::F32F => bytes.extend_from_slice(&(x as f32).to_le_bytes()),
+        }
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Reads a little-endian f4/f8 .npy (either order); returns (shape, matrix).
+fn read_npy(path: &Path) -> (Vec<usize>, M) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..6], b"\x93NUMPY");
+    let (hl, start) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    assert_eq!((start + hl) % 64, 0, "data should be 64-byte aligned");
+    let h = std::str::from_utf8(&b[start..start + hl]).unwrap();
+    let descr_at = h.find("'descr': '").unwrap() + 10;
+    let descr = &h[descr_at..descr_at + 3];
+    let fortran = h.contains("'fortran_order': True");
+    let s0 = h.find("'shape': (").unwrap() + 10;
+    let s1 = s0 + h[s0..].find(')').unwrap();
+    let shape: Vec<usize> = h[s0..s1]
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let body = &b[start + hl..];
+    let vals: Vec<f64> = match descr {
+        "<f8" => body
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        "<f4" => body
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        d => panic!("unexpected dtype {d}"),
+    };
+    let (r, c) = match shape.as_slice() {
+        [k] => (*k, 1),
+        [r, c] => (*r, *c),
+        s => panic!("shape {s:?}"),
+    };
+    assert_eq!(vals.len(), r * c);
+    let m = if fortran || shape.len() == 1 {
+        M { r, c, d: vals }
+    } else {
+        M::from_fn(r, c, |i, j| vals[i * c + j])
+    };
+    (shape, m)
+}
+
+/// The raw token after `"key": ` in summary.json.
+fn json_field(json: &str, key: &str) -> String {
+    let pat = format!("\"{key}\": ");
+    let at = json
+        .find(&pat)
+        .unwrap_or_else(|| panic!("{key} missing in {json}"))
+        + pat.len();
+    json[at..]
+        .chars()
+        .take_while(|&c| c != ',' && c != '\n')
+        .collect()
+}
+
+// ---------- checks with plain loops ----------
+
+/// Checks R (upper trapezoidal, RᵀR ≈ ÃᵀÃ), x (normal equations of Ã, b̃)
+/// and Q when present (QᵀQ ≈ I, QR ≈ Ã), with tolerance 10·m·u (spec §3.7).
+fn check_outputs(out: &Path, at: &M, bt: &M, u: f64, expect_q: bool, x_one_d: bool) {
+    let (m, n) = (at.r, at.c);
+    let tol = 10.0 * m as f64 * u;
+    let (rshape, r) = read_npy(&out.join("R.npy"));
+    assert_eq!(rshape, vec![m, n]);
+    for j in 0..n {
+        for i in j + 1..m {
+            assert_eq!(r.at(i, j), 0.0, "R({i},{j}) below the diagonal");
+        }
+    }
+    let an = at.fro();
+    let mut gram = 0.0f64;
+    for j in 0..n {
+        for k in 0..n {
+            let rr: f64 = (0..m).map(|i| r.at(i, j) * r.at(i, k)).sum();
+            let aa: f64 = (0..m).map(|i| at.at(i, j) * at.at(i, k)).sum();
+            gram += (rr - aa).powi(2);
+        }
+    }
+    let e_gram = gram.sqrt() / (an * an);
+    assert!(e_gram <= tol, "‖RᵀR − ÃᵀÃ‖/‖Ã‖² = {e_gram:e} > {tol:e}");
+
+    let (xshape, x) = read_npy(&out.join("x.npy"));
+    let q = bt.c;
+    if x_one_d {
+        assert_eq!(xshape, vec![n]);
+    } else {
+        assert_eq!(xshape, vec![n, q]);
+    }
+    for c in 0..q {
+        let res: Vec<f64> = (0..m)
+            .map(|i| bt.at(i, c) - (0..n).map(|j| at.at(i, j) * x.at(j, c)).sum::<f64>())
+            .collect();
+        let grad: f64 = (0..n)
+            .map(|j| (0..m).map(|i| at.at(i, j) * res[i]).sum::<f64>().powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let xn = (0..n).map(|j| x.at(j, c).powi(2)).sum::<f64>().sqrt();
+        let bn = (0..m).map(|i| bt.at(i, c).powi(2)).sum::<f64>().sqrt();
+        let bound = tol * an * (an * xn + bn);
+        assert!(
+            grad <= bound,
+            "‖Ãᵀ(b̃ − Ãx)‖ = {grad:e} > {bound:e} (rhs {c})"
+        );
+    }
+
+    let qpath = out.join("Q.npy");
+    assert_eq!(qpath.exists(), expect_q);
+    if expect_q {
+        let (qshape, qm) = read_npy(&qpath);
+        assert_eq!(qshape, vec![m, m]);
+        let mut orth = 0.0f64;
+        for j in 0..m {
+            for k in 0..m {
+                let d: f64 = (0..m).map(|i| qm.at(i, j) * qm.at(i, k)).sum();
+                orth += (d - if j == k { 1.0 } else { 0.0 }).powi(2);
+            }
+        }
+        assert!(orth.sqrt() <= tol, "e_Q = {:e} > {tol:e}", orth.sqrt());
+        let mut diff = 0.0f64;
+        for j in 0..n {
+            for i in 0..m {
+                let qr: f64 = (0..=j).map(|k| qm.at(i, k) * r.at(k, j)).sum();
+                diff += (qr - at.at(i, j)).powi(2);
+            }
+        }
+        assert!(
+            diff.sqrt() / an <= tol,
+            "e_A = {:e} > {tol:e}",
+            diff.sqrt() / an
+        );
+    }
+}
+
+fn check_summary(out: &Path, m: usize, n: usize, op: &str, precision: &str, with_q: bool) {
+    let s = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert_eq!(json_field(&s, "m"), m.to_string());
+    assert_eq!(json_field(&s, "n"), n.to_string());
+    assert_eq!(json_field(&s, "op"), format!("\"{op}\""));
+    assert_eq!(json_field(&s, "precision"), format!("\"{precision}\""));
+    assert_eq!(json_field(&s, "backend"), "\"cpu\"");
+    for key in [
+        "k0",
+        "p",
+        "residual_norm",
+        "factorize",
+        "update",
+        "solve",
+        "e_x",
+    ] {
+        json_field(&s, key);
+    }
+    let resid: f64 = json_field(&s, "residual_norm").parse().unwrap();
+    assert!(resid.is_finite() && resid >= 0.0);
+    for key in ["e_Q", "e_A"] {
+        let v = json_field(&s, key);
+        if with_q {
+            let e: f64 = v.parse().unwrap_or_else(|_| panic!("{key} = {v}"));
+            assert!(e >= 0.0 && e < 1e-2, "{key} = {e}");
+        } else {
+            assert_eq!(v, "null", "{key} without Q");
+        }
+    }
+}
+
+const M0: usize = 45;
+const N0: usize = 13;
+
+struct Case {
+    dir: PathBuf,
+    a: M,
+    b: M,
+}
+
+/// Writes A (M0×N0) and, when q > 0, b (M0×q) in `layout`.
+fn setup(tag: &str, seed: u64, layout: Layout, q: usize) -> (Case, StdRng) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let f32_exact = layout == Layout::F32F;
+    let dir = temp_dir(tag);
+    let a = M::random(&mut rng, M0, N0, f32_exact);
+    write_npy(&dir.join("A.npy"), &a, layout, false);
+    let b = if q == 0 {
+        M::from_fn(M0, 1, |_, _| 1.0)
+    } else {
+        let b = M::random(&mut rng, M0, q, f32_exact);
+        write_npy(&dir.join("b.npy"), &b, layout, q == 1);
+        b
+    };
+    (Case { dir, a, b }, rng)
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn run_ok(args: &[&str]) -> Output {
+    let o = cuqr(args);
+    assert!(o.status.success(), "cuqr {args:?} failed: {}", stderr(&o));
+    o
+}
+
+const U64: f64 = f64::EPSILON / 2.0;
+const U32: f64 = f32::EPSILON as f64 / 2.0;
+
+// ---------- update: one test per operation ----------
+
+#[test]
+fn insert_cols_f64_c_order_two_rhs() {
+    let (c, mut rng) = setup("ic64", 1, Layout::F64C, 2);
+    let u = M::random(&mut rng, M0, 3, false);
+    write_npy(&c.dir.join("U.npy"), &u, Layout::F64C, false);
+    let out = c.dir.join("out");
+    let (a, b, uu, o) = (
+        c.dir.join("A.npy"),
+        c.dir.join("b.npy"),
+        c.dir.join("U.npy"),
+        &out,
+    );
+    run_ok(&[
+        "update",
+        "--a",
+        p(&a),
+        "--b",
+        p(&b),
+        "--op",
+        "insert-cols",
+        "--k0",
+        "4",
+        "--u",
+        p(&uu),
+        "--out",
+        p(o),
+        "--backend",
+        "cpu",
+    ]);
+    let at = M::from_fn(M0, N0 + 3, |i, j| match j {
+        _ if j < 4 => c.a.at(i, j),
+        _ if j < 7 => u.at(i, j - 4),
+        _ => c.a.at(i, j - 3),
+    });
+    check_outputs(&out, &at, &c.b, U64, true, false);
+    check_summary(&out, M0, N0 + 3, "insert-cols", "f64", true);
+}
+
+#[test]
+fn insert_cols_f32_fortran_1d_append() {
+    let (c, mut rng) = setup("ic32", 2, Layout::F32F, 1);
+    let u = M::random(&mut rng, M0, 1, true);
+    write_npy(&c.dir.join("u.npy"), &u, Layout::F32F, true);
+    let out = c.dir.join("out");
+    let (a, b, uu) = (
+        c.dir.join("A.npy"),
+        c.dir.join("b.npy"),
+        c.dir.join("u.npy"),
+    );
+    run_ok(&[
+        "update",
+        "--a",
+        p(&a),
+        "--b",
+        p(&b),
+        "--op",
+        "insert-cols",
+        "--k0",
+        "13",
+        "--u",
+        p(&uu),
+        "--precision",
+        "f32",
+        "--out",
+        p(&out),
+    ]);
+    let at = M::from_fn(
+        M0,
+        N0 + 1,
+        |i, j| if j < N0 { c.a.at(i, j) } else { u.at(i, 0) },
+    );
+    check_outputs(&out, &at, &c.b, U32, true, true);
+    check_summary(&out, M0, N0 + 1, "insert-cols", "f32", true);
+}
+
+#[test]
+fn delete_cols_f64_without_q() {
+    let (c, _) = setup("dc64", 3, Layout::F64C, 1);
+    let out = c.dir.join("out");
+    let (a, b) = (c.dir.join("A.npy"), c.dir.join("b.npy"));
+    run_ok(&[
+        "update",
+        "--a",
+        p(&a),
+        "--b",
+        p(&b),
+        "--op",
+        "delete-cols",
+        "--k0",
+        "5",
+        "--p",
+        "3",
+        "--q-policy",
+        "none",
+        "--out",
+        p(&out),
+    ]);
+    let at = M::from_fn(M0, N0 - 3, |i, j| c.a.at(i, if j < 5 { j } else { j + 3 }));
+    check_outputs(&out, &at, &c.b, U64, false, true);
+    check_summary(&out, M0, N0 - 3, "delete-cols", "f64", false);
+}
+
+#[test]
+fn insert_rows_f32_fortran_with_e_default_b() {
+    let (c, mut rng) = setup("ir32", 4, Layout::F32F, 0);
+    let u = M::random(&mut rng, 4, N0, true);
+    let e = M::random(&mut rng, 4, 1, true);
+    write_npy(&c.dir.join("U.npy"), &u, Layout::F32F, false);
+    write_npy(&c.dir.join("e.npy"), &e, Layout::F32F, true);
+    let out = c.dir.join("out");
+    let (a, uu, ee) = (
+        c.dir.join("A.npy"),
+        c.dir.join("U.npy"),
+        c.dir.join("e.npy"),
+    );
+    run_ok(&[
+        "update",
+        "--a",
+        p(&a),
+        "--op",
+        "insert-rows",
+        "--k0",
+        "10",
+        "--u",
+        p(&uu),
+        "--e",
+        p(&ee),
+        "--precision",
+        "f32",
+        "--out",
+        p(&out),
+    ]);
+    let pick = |i: usize| {
+        if i < 10 {
+            Some(i)
+        } else if i < 14 {
+            None
+        } else {
+            Some(i - 4)
+        }
+    };
+    let at = M::from_fn(M0 + 4, N0, |i, j| {
+        pick(i).map_or(u.at(i - 10, j), |s| c.a.at(s, j))
+    });
+    let bt = M::from_fn(M0 + 4, 1, |i, _| pick(i).map_or(e.at(i - 10, 0), |_| 1.0));
+    check_outputs(&out, &at, &bt, U32, true, true);
+    check_summary(&out, M0 + 4, N0, "insert-rows", "f32", true);
+}
+
+#[test]
+fn insert_rows_f64_one_row_two_rhs_no_q() {
+    let (c, mut rng) = setup("ir64", 5, Layout::F64C, 2);
+    let u = M::random(&mut rng, N0, 1, false);
+    write_npy(&c.dir.join("u.npy"), &u, Layout::F64C, true);
+    let out = c.dir.join("out");
+    let (a, b, uu) = (
+        c.dir.join("A.npy"),
+        c.dir.join("b.npy"),
+        c.dir.join("u.npy"),
+    );
+    run_ok(&[
+        "update",
+        "--a",
+        p(&a),
+        "--b",
+        p(&b),
+        "--op",
+        "insert-rows",
+        "--k0",
+        "45",
+        "--u",
+        p(&uu),
+        "--q-policy",
+        "none",
+        "--out",
+        p(&out),
+    ]);
+    let at = M::from_fn(
+        M0 + 1,
+        N0,
+        |i, j| if i < M0 { c.a.at(i, j) } else { u.at(j, 0) },
+    );
+    let bt = M::from_fn(M0 + 1, 2, |i, j| if i < M0 { c.b.at(i, j) } else { 1.0 });
+    check_outputs(&out, &at, &bt, U64, false, false);
+    check_summary(&out, M0 + 1, N0, "insert-rows", "f64", false);
+}
+
+#[test]
+fn delete_rows_f64_c_order() {
+    let (c, _) = setup("dr64", 6, Layout::F64C, 1);
+    let out = c.dir.join("out");
+    let (a, b) = (c.dir.join("A.npy"), c.dir.join("b.npy"));
+    run_ok(&[
+        "update",
+        "--a",
+        p(&a),
+        "--b",
+        p(&b),
+        "--op",
+        "delete-rows",
+        "--k0",
+        "20",
+        "--p",
+        "5",
+        "--out",
+        p(&out),
+    ]);
+    let src = |i: usize| if i < 20 { i } else { i + 5 };
+    let at = M::from_fn(M0 - 5, N0, |i, j| c.a.at(src(i), j));
+    let bt = M::from_fn(M0 - 5, 1, |i, _| c.b.at(src(i), 0));
+    check_outputs(&out, &at, &bt, U64, true, true);
+    check_summary(&out, M0 - 5, N0, "delete-rows", "f64", true);
+}
+
+#[test]
+fn rank_one_f32_files_f64_precision_and_f32_precision() {
+    for (precision, unit) in [("f64", U64), ("f32", U32)] {
+        let (c, mut rng) = setup(&format!("r1{precision}"), 7, Layout::F32F, 1);
+        let u = M::random(&mut rng, M0, 1, true);
+        let v = M::random(&mut rng, N0, 1, true);
+        write_npy(&c.dir.join("u.npy"), &u, Layout::F32F, true);
+        write_npy(&c.dir.join("v.npy"), &v, Layout::F32F, true);
+        let out = c.dir.join("out");
+        let (a, b) = (c.dir.join("A.npy"), c.dir.join("b.npy"));
+        let (uu, vv) = (c.dir.join("u.npy"), c.dir.join("v.npy"));
+        run_ok(&[
+            "update",
+            "--a",
+            p(&a),
+            "--b",
+            p(&b),
+            "--op",
+            "rank-one",
+            "--u",
+            p(&uu),
+            "--v",
+            p(&vv),
+            "--precision",
+            precision,
+            "--out",
+            p(&out),
+        ]);
+        let at = M::from_fn(M0, N0, |i, j| c.a.at(i, j) + u.at(i, 0) * v.at(j, 0));
+        check_outputs(&out, &at, &c.b, unit, true, true);
+        check_summary(&out, M0, N0, "rank-one", precision, true);
+        let s = std::fs::read_to_string(out.join("summary.json")).unwrap();
+        assert_eq!(json_field(&s, "p"), "null");
+    }
+}
+
+// ---------- errors ----------
+
+#[test]
+fn errors_exit_2_with_one_line() {
+    let (c, _) = setup("err", 8, Layout::F64C, 1);
+    let a = c.dir.join("A.npy");
+    let out = c.dir.join("out");
+    let (a, o) = (p(&a), p(&out));
+
+    assert_cli_error(
+        &cuqr(&["update", "--op", "delete-cols", "--k0", "1", "--out", o]),
+        "--a",
+    );
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "swap-cols",
+            "--k0",
+            "1",
+            "--out",
+            o,
+        ]),
+        "swap-cols",
+    );
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "delete-cols",
+            "--k0",
+            "12",
+            "--p",
+            "3",
+            "--out",
+            o,
+        ]),
+        "k0=12",
+    );
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "delete-rows",
+            "--k0",
+            "45",
+            "--out",
+            o,
+        ]),
+        "k0=45",
+    );
+    let missing = c.dir.join("nope.npy");
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            p(&missing),
+            "--op",
+            "delete-cols",
+            "--k0",
+            "0",
+            "--out",
+            o,
+        ]),
+        "nope.npy",
+    );
+    let bad = c.dir.join("bad.npy");
+    let mut rng = StdRng::seed_from_u64(99);
+    let junk: Vec<u8> = (0..200).map(|_| rng.random()).collect();
+    std::fs::write(&bad, junk).unwrap();
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            p(&bad),
+            "--op",
+            "delete-cols",
+            "--k0",
+            "0",
+            "--out",
+            o,
+        ]),
+        "bad.npy",
+    );
+    // A valid header whose data is cut short.
+    let mut trunc = std::fs::read(c.dir.join("A.npy")).unwrap();
+    trunc.truncate(trunc.len() - 5);
+    std::fs::write(&bad, trunc).unwrap();
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            p(&bad),
+            "--op",
+            "delete-cols",
+            "--k0",
+            "0",
+            "--out",
+            o,
+        ]),
+        "bytes",
+    );
+    // U with the wrong number of rows.
+    let u = c.dir.join("U.npy");
+    write_npy(
+        &u,
+        &M::from_fn(M0 - 1, 2, |i, j| (i + j) as f64 + 0.5),
+        Layout::F64C,
+        false,
+    );
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "insert-cols",
+            "--k0",
+            "0",
+            "--u",
+            p(&u),
+            "--out",
+            o,
+        ]),
+        "rows",
+    );
+    // Options that do not apply, unknown options, bad values.
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "delete-cols",
+            "--k0",
+            "0",
+            "--v",
+            p(&u),
+            "--out",
+            o,
+        ]),
+        "--v",
+    );
+    assert_cli_error(
+        &cuqr(&["update", "--a", a, "--frobnicate", "1"]),
+        "frobnicate",
+    );
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "delete-cols",
+            "--k0",
+            "x",
+            "--out",
+            o,
+        ]),
+        "--k0",
+    );
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "delete-cols",
+            "--k0",
+            "0",
+            "--precision",
+            "f16",
+            "--out",
+            o,
+        ]),
+        "f16",
+    );
+    // Library error: rank-one needs Q.
+    let v = c.dir.join("v.npy");
+    write_npy(
+        &v,
+        &M::from_fn(N0, 1, |i, _| i as f64 + 0.25),
+        Layout::F64C,
+        true,
+    );
+    let uu = c.dir.join("uu.npy");
+    write_npy(
+        &uu,
+        &M::from_fn(M0, 1, |i, _| i as f64 - 0.5),
+        Layout::F64C,
+        true,
+    );
+    assert_cli_error(
+        &cuqr(&[
+            "update",
+            "--a",
+            a,
+            "--op",
+            "rank-one",
+            "--u",
+            p(&uu),
+            "--v",
+            p(&v),
+            "--q-policy",
+            "none",
+            "--out",
+            o,
+        ]),
+        "Q",
+    );
+    assert_cli_error(&cuqr(&["frobnicate"]), "frobnicate");
+    assert_cli_error(&cuqr(&[]), "no command");
+    assert!(!out.exists(), "no output may be written on error");
+}
+
+#[test]
+fn backend_gpu_either_works_or_fails_cleanly() {
+    let (c, _) = setup("gpu", 9, Layout::F64C, 1);
+    let (a, out) = (c.dir.join("A.npy"), c.dir.join("out"));
+    let o = cuqr(&[
+        "update",
+        "--a",
+        p(&a),
+        "--op",
+        "delete-cols",
+        "--k0",
+        "2",
+        "--backend",
+        "gpu",
+        "--out",
+        p(&out),
+    ]);
+    if !o.status.success() {
+        assert_cli_error(&o, "GPU");
+    }
+}
+
+// ---------- help and demo ----------
+
+#[test]
+fn help_texts() {
+    let o = run_ok(&["--help"]);
+    assert!(stdout(&o).contains("update") && stdout(&o).contains("demo"));
+    let o = run_ok(&["update", "--help"]);
+    for op in [
+        "insert-cols",
+        "delete-cols",
+        "insert-rows",
+        "delete-rows",
+        "rank-one",
+    ] {
+        assert!(stdout(&o).contains(op), "{op} missing from update help");
+    }
+    let o = run_ok(&["help", "demo"]);
+    assert!(stdout(&o).contains("--size"));
+}
+
+#[test]
+fn demo_small_prints_the_table() {
+    let o = run_ok(&["demo", "--size", "small", "--seed", "7"]);
+    let s = stdout(&o);
+    assert!(s.starts_with("backend: "), "{s}");
+    for needle in [
+        "speed-up",
+        "refactor ms",
+        "factorize",
+        "observations",
+        "-1 variable",
+        "+3 variables",
+        "rescale variable",
+        "coefficients",
+    ] {
+        assert!(s.contains(needle), "{needle:?} missing in\n{s}");
+    }
+    let o = run_ok(&[
+        "demo",
+        "--size",
+        "small",
+        "--precision",
+        "f32",
+        "--backend",
+        "cpu",
+    ]);
+    assert!(stdout(&o).contains("f32"));
+}
