@@ -5,6 +5,7 @@
 
 pub mod givens;
 pub mod householder;
+pub mod reference;
 pub mod wy;
 
 use crate::backend::{QrUpdate, Solution};
