@@ -1,11 +1,300 @@
-//! TEMPORARY placeholder (being replaced in this session).
-#![allow(unused)]
-use crate::cpu::CpuQr;
+//! Delete rows k0..k0+p of A (spec §1.10; S0 §2.4.4, §4.4; S2 §3.4). Givens rotations on
+//! the columns of Q zero Z = Q(k0:k0+p, :) right of its diagonal; pm − p(p+1)/2 rotations,
+//! each on a Q column pair (m entries), d, and R rows only where they are nonzero (note G4),
+//! ≈ 6pm² + 3pn² flops. Errata fixed: E5 (GᵀR, not GR), E17 (Z is rows k0..k0+p, all
+//! columns; p, not `pnumadded`). Needs Q.
+#![forbid(unsafe_code)]
+
+use crate::cpu::givens::{givens, rot, rot_pair};
+use crate::cpu::{check_rank_of, CpuQr, Dims};
 use crate::error::{Error, Result};
-use crate::mat::MatRef;
+use crate::mat::Mat;
+use crate::params::QPolicy;
 use crate::scalar::Scalar;
 
-/// Placeholder.
+const OP: &str = "delete_rows";
+
+/// A validated row deletion (spec §1.10): what both backends execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Rows before the update.
+    pub m: usize,
+    /// Columns n (unchanged).
+    pub n: usize,
+    /// Number of deleted rows.
+    pub p: usize,
+    /// First deleted row (0-based, ≤ m − p).
+    pub k0: usize,
+}
+
+/// Validates deleting rows k0..k0+p (spec §1.10, §0.2: k0 ∈ [0, m−p]).
+///
+/// # Errors
+/// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > m),
+/// [`Error::Underdetermined`] (m − p < n), [`Error::NeedsQ`] (Q-less state).
+pub(crate) fn plan(dims: Dims, k0: usize, p: usize) -> Result<Plan> {
+    if p == 0 {
+        return Err(Error::EmptyBlock { op: OP });
+    }
+    if k0.checked_add(p).is_none_or(|end| end > dims.m) {
+        return Err(Error::OutOfRange {
+            op: OP,
+            k0,
+            p,
+            n: dims.m,
+        });
+    }
+    if dims.m - p < dims.n {
+        return Err(Error::Underdetermined {
+            op: OP,
+            m: dims.m - p,
+            n: dims.n,
+        });
+    }
+    if dims.policy == QPolicy::None {
+        return Err(Error::NeedsQ {
+            op: OP,
+            policy: dims.policy,
+        });
+    }
+    Ok(Plan {
+        m: dims.m,
+        n: dims.n,
+        p,
+        k0,
+    })
+}
+
+/// Q, R and d after the rotations of §1.10, before the first p rows/columns are dropped:
+/// Z·G = [Δ, 0] with Δ ≈ I, and GᵀR = [S; R̃] with R̃ upper trapezoidal up to rounding.
+pub(crate) struct Rotated<T> {
+    pub q: Mat<T>,
+    pub r: Mat<T>,
+    pub d: Mat<T>,
+}
+
+/// Applies the rotations of spec §1.10 to copies of Q, R and d. For each row i of Z
+/// (i = 0..p) and j = m−1 down to i+1, the rotation on plane (j−1, j) zeroes Z(i, j)
+/// against Z(i, j−1) of the current Q. While row i is processed R has i sub-diagonals, so
+/// rows ≥ n+i are zero: planes with j−1 ≥ n+i skip R, and the others touch only
+/// columns ≥ j−1−i (note G4).
+pub(crate) fn rotate_out<T: Scalar>(q: &Mat<T>, r: &Mat<T>, d: &Mat<T>, plan: &Plan) -> Rotated<T> {
+    let Plan { m, n, p, k0 } = *plan;
+    let (mut q, mut r, mut d) = (q.clone(), r.clone(), d.clone());
+    let nrhs = d.ncols();
+    for i in 0..p {
+        let zi = k0 + i;
+        for j in (i + 1..m).rev() {
+            let (c, s, rho) = givens(q[(zi, j - 1)], q[(zi, j)]);
+            let (x, y) = q.two_cols_mut(j - 1, j);
+            rot(c, s, x, y);
+            x[zi] = rho;
+            y[zi] = T::ZERO;
+            if j - 1 < n + i {
+                for col in (j - 1).saturating_sub(i)..n {
+                    let (mut a, mut b) = (r[(j - 1, col)], r[(j, col)]);
+                    rot_pair(c, s, &mut a, &mut b);
+                    r[(j - 1, col)] = a;
+                    r[(j, col)] = b;
+                }
+            }
+            for k in 0..nrhs {
+                let (mut a, mut b) = (d[(j - 1, k)], d[(j, k)]);
+                rot_pair(c, s, &mut a, &mut b);
+                d[(j - 1, k)] = a;
+                d[(j, k)] = b;
+            }
+        }
+    }
+    Rotated { q, r, d }
+}
+
+/// Deletes rows k0..k0+p of A, producing Q̃ ((m−p)×(m−p)), R̃ and d̃ (spec §1.10).
+/// Works on new buffers and swaps them in only after the rank check.
+///
+/// # Errors
+/// Those of [`plan`], and [`Error::RankDeficient`] when the remaining rows are
+/// numerically rank deficient. On error the state is unchanged.
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> {
-    Err(Error::InvalidParam { op: "delete_rows", what: "-", why: "placeholder".into() })
+    let plan = plan(st.dims, k0, p)?;
+    let Plan { m, n, .. } = plan;
+    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
+        op: OP,
+        policy: st.dims.policy,
+    })?;
+    let rot = rotate_out(q_old, &st.r, &st.d, &plan);
+    let mp = m - p;
+    // Q̃ = Q(rows ∉ block, p:m): rows of the deleted block are [Δ, 0] = [I, 0] and the
+    // other rows of Q(:, 0:p) are zero (orthogonality), so both are dropped.
+    let q = Mat::from_fn(mp, mp, |i, j| {
+        let row = if i < k0 { i } else { i + p };
+        rot.q[(row, j + p)]
+    });
+    // R̃ = (GᵀR)(p:m, :); its strictly lower part is rounding residue: cleared to exact 0.
+    let r = Mat::from_fn(
+        mp,
+        n,
+        |i, j| if i > j { T::ZERO } else { rot.r[(i + p, j)] },
+    );
+    let d = Mat::from_fn(mp, st.dims.q, |i, j| rot.d[(i + p, j)]);
+    check_rank_of(&r, n, st.rank_tol)?;
+    st.q = Some(q);
+    st.r = r;
+    st.d = d;
+    st.dims.m = mp;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::QrUpdate;
+    use crate::update::insert_cols::testkit::*;
+
+    /// Rows of `a` outside k0..k0+p.
+    fn removed<T: Scalar>(a: &Mat<T>, k0: usize, p: usize) -> Mat<T> {
+        Mat::from_fn(a.nrows() - p, a.ncols(), |i, j| {
+            a[(if i < k0 { i } else { i + p }, j)]
+        })
+    }
+
+    fn case<T: Scalar>(seed: u64, m: usize, n: usize, p: usize, k0: usize) {
+        let mut g = rng(seed);
+        let a = rand_mat::<T>(&mut g, m, n);
+        let b = rand_mat::<T>(&mut g, m, 2);
+        let mut st = factor(&a, &b, QPolicy::Full).unwrap();
+
+        // Before the first p rows and columns are dropped: Δ = I, Q(rows ∉ block, 0:p) = 0,
+        // and the strictly lower part of (GᵀR)(p:m, :) is rounding residue only.
+        let pl = plan(st.dims, k0, p).unwrap();
+        let rot = rotate_out(st.q.as_ref().unwrap(), &st.r, &st.d, &pl);
+        let tol = tol::<T>(m);
+        let (mut e_delta, mut low) = (0.0f64, 0.0f64);
+        for i in 0..m {
+            for j in 0..p {
+                let want = (i >= k0 && i - k0 == j) as u8 as f64;
+                e_delta += (rot.q[(i, j)].to_f64() - want).powi(2);
+            }
+        }
+        for j in 0..n {
+            for i in j + 1..m - p {
+                low += rot.r[(i + p, j)].to_f64().powi(2);
+            }
+        }
+        assert!(
+            e_delta.sqrt() <= tol,
+            "‖Q(:, 0:p) − [I; 0]‖ = {:e}",
+            e_delta.sqrt()
+        );
+        assert!(
+            low.sqrt() <= tol * a.norm_fro(),
+            "residue below R̃'s diagonal {:e}",
+            low.sqrt()
+        );
+
+        st.delete_rows(k0, p).unwrap();
+        let (at, bt) = (removed(&a, k0, p), removed(&b, k0, p));
+        check_properties(&st, &at, &bt, m);
+        check_against_refactor(&st, &at, &bt, m);
+    }
+
+    fn sweep<T: Scalar>() {
+        for &(m, n, p) in &[
+            (2, 1, 1),
+            (3, 1, 2),
+            (3, 2, 1),
+            (33, 7, 1),
+            (33, 31, 2),
+            (33, 20, 9),
+            (127, 33, 5),
+            (257, 127, 31),
+        ] {
+            for k0 in [0, (m - p) / 2, m - p] {
+                case::<T>((m * 1000 + n * 10 + k0) as u64, m, n, p, k0);
+            }
+        }
+    }
+
+    #[test]
+    fn matches_refactorisation_f64() {
+        sweep::<f64>();
+    }
+
+    #[test]
+    fn matches_refactorisation_f32() {
+        sweep::<f32>();
+    }
+
+    #[test]
+    fn plan_rejects_bad_arguments() {
+        let dims = Dims {
+            m: 10,
+            n: 4,
+            q: 1,
+            policy: QPolicy::Full,
+        };
+        assert!(plan(dims, 4, 6).is_ok());
+        assert!(matches!(plan(dims, 0, 0), Err(Error::EmptyBlock { .. })));
+        assert!(matches!(
+            plan(dims, 5, 6),
+            Err(Error::OutOfRange {
+                k0: 5,
+                p: 6,
+                n: 10,
+                ..
+            })
+        ));
+        assert!(matches!(
+            plan(dims, usize::MAX, 2),
+            Err(Error::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            plan(dims, 0, 7),
+            Err(Error::Underdetermined { m: 3, n: 4, .. })
+        ));
+        let qless = Dims {
+            policy: QPolicy::None,
+            ..dims
+        };
+        assert!(matches!(plan(qless, 0, 1), Err(Error::NeedsQ { .. })));
+    }
+
+    #[test]
+    fn qless_state_is_refused_and_unchanged() {
+        let mut g = rng(41);
+        let a = rand_mat::<f32>(&mut g, 33, 7);
+        let b = rand_mat::<f32>(&mut g, 33, 1);
+        let mut st = factor(&a, &b, QPolicy::None).unwrap();
+        let snap = st.clone();
+        assert!(matches!(st.delete_rows(3, 2), Err(Error::NeedsQ { .. })));
+        assert!(same_state(&st, &snap));
+    }
+
+    fn rank_deficient_case<T: Scalar>(seed: u64, k0: usize) {
+        // Column 3 equals column 1 except in the rows that are deleted: A has full rank,
+        // Ã does not.
+        let (m, n, p) = (31, 6, 3);
+        let mut g = rng(seed);
+        let mut a = rand_mat::<T>(&mut g, m, n);
+        for i in (0..m).filter(|i| !(k0..k0 + p).contains(i)) {
+            a[(i, 3)] = a[(i, 1)];
+        }
+        let b = rand_mat::<T>(&mut g, m, 1);
+        let mut st = factor(&a, &b, QPolicy::Full).unwrap();
+        let snap = st.clone();
+        let err = st.delete_rows(k0, p).unwrap_err();
+        assert!(
+            matches!(err, Error::RankDeficient { column: 3, .. }),
+            "{err}"
+        );
+        assert!(same_state(&st, &snap));
+    }
+
+    #[test]
+    fn dependent_remainder_is_rank_deficient_and_unchanged() {
+        for k0 in [0, 14, 28] {
+            rank_deficient_case::<f64>(50 + k0 as u64, k0);
+            rank_deficient_case::<f32>(60 + k0 as u64, k0);
+        }
+    }
 }
