@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use crate::cpu::givens::{givens, rot, rot_pair};
-use crate::cpu::{check_rank_of, CpuQr, Dims};
+use crate::cpu::{CpuQr, Dims};
 use crate::error::{Error, Result};
 use crate::mat::Mat;
 use crate::params::QPolicy;
@@ -137,11 +137,16 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
         |i, j| if i > j { T::ZERO } else { rot.r[(i + p, j)] },
     );
     let d = Mat::from_fn(mp, st.dims.q, |i, j| rot.d[(i + p, j)]);
-    check_rank_of(&r, n, st.rank_tol)?;
-    st.q = Some(q);
-    st.r = r;
-    st.d = d;
-    st.dims.m = mp;
+    let next = CpuQr {
+        dims: Dims { m: mp, ..st.dims },
+        r,
+        d,
+        q: Some(q),
+        params: st.params,
+        rank_tol: st.rank_tol,
+    };
+    next.check_rank()?;
+    *st = next;
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 use crate::cpu::givens::{givens, rot, rot_pair};
 use crate::cpu::householder::{apply_left, house};
 use crate::cpu::wy::{larfb_left, larfb_right, larft, resolve_block_size};
-use crate::cpu::{check_rank_of, CpuQr, Dims};
+use crate::cpu::{CpuQr, Dims};
 use crate::error::{Error, Result};
 use crate::mat::{Mat, MatRef};
 use crate::params::QPolicy;
@@ -155,11 +155,19 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Res
     // Entries below the diagonal are exact zeros by construction (set explicitly or
     // produced by rotating two zeros); clearing makes ‖L‖ = 0 independent of that argument.
     clear_lower(&mut r);
-    check_rank_of(&r, n + p, st.rank_tol)?;
-    st.r = r;
-    st.d = d;
-    st.q = Some(q);
-    st.dims.n = n + p;
+    let next = CpuQr {
+        dims: Dims {
+            n: n + p,
+            ..st.dims
+        },
+        r,
+        d,
+        q: Some(q),
+        params: st.params,
+        rank_tol: st.rank_tol,
+    };
+    next.check_rank()?;
+    *st = next;
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 
 use crate::cpu::givens::{givens, rot, rot_pair};
 use crate::cpu::householder::{apply_left, house};
-use crate::cpu::{check_rank_of, CpuQr, Dims};
+use crate::cpu::{CpuQr, Dims};
 use crate::error::{Error, Result};
 use crate::mat::{Mat, MatRef};
 use crate::params::QPolicy;
@@ -159,10 +159,16 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         rot(c, s, x, y);
         rot_rows(&mut d, i, i + 1, c, s, 0..nrhs);
     }
-    check_rank_of(&r, n, st.rank_tol)?;
-    st.q = Some(q);
-    st.r = r;
-    st.d = d;
+    let next = CpuQr {
+        dims: st.dims,
+        r,
+        d,
+        q: Some(q),
+        params: st.params,
+        rank_tol: st.rank_tol,
+    };
+    next.check_rank()?;
+    *st = next;
     Ok(())
 }
 
