@@ -131,9 +131,8 @@ pub fn larfb_left<T: Scalar>(
             if wi == T::ZERO {
                 continue;
             }
-            let vi = v.col(i);
-            for r in i..l {
-                cc[r] = (-wi).mul_add(vi[r], cc[r]);
+            for (x, &vr) in cc[i..].iter_mut().zip(&v.col(i)[i..]) {
+                *x = (-wi).mul_add(vr, *x);
             }
         }
     }
@@ -150,8 +149,7 @@ pub fn larfb_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize)
     let mut w = Mat::<T>::zeros(rows, k);
     for i in 0..k {
         let vi = v.col(i);
-        for r in i..l {
-            let s = vi[r];
+        for (r, &s) in vi.iter().enumerate().skip(i) {
             if s == T::ZERO {
                 continue;
             }
@@ -233,9 +231,9 @@ mod tests {
             // Reference: apply H_1, then H_2, … (Qᵀ side) column by column.
             let mut cref = c0.clone();
             for col in 1..=nc {
-                for i in 0..k {
+                for (i, &ti) in tau.iter().enumerate() {
                     let cc = &mut cref.col_mut(col)[1 + i..1 + l];
-                    apply_left(&v.col(i)[i + 1..], tau[i], cc);
+                    apply_left(&v.col(i)[i + 1..], ti, cc);
                 }
             }
             let mut c = c0.clone();
