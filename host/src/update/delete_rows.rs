@@ -113,7 +113,7 @@ pub(crate) fn rotate_out<T: Scalar>(q: &Mat<T>, r: &Mat<T>, d: &Mat<T>, plan: &P
 /// Works on new buffers and swaps them in only after the rank check.
 ///
 /// # Errors
-/// Those of [`plan`], and [`Error::RankDeficient`] when the remaining rows are
+/// Those of `plan` (above), and [`Error::RankDeficient`] when the remaining rows are
 /// numerically rank deficient. On error the state is unchanged.
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> {
     let plan = plan(st.dims, k0, p)?;

@@ -99,7 +99,7 @@ pub(crate) fn plan<T: Scalar>(
 /// (spec §1.7). Works on new buffers and swaps them in only after the rank check.
 ///
 /// # Errors
-/// Those of [`plan`], and [`Error::RankDeficient`] when the new matrix is numerically
+/// Those of `plan` (above), and [`Error::RankDeficient`] when the new matrix is numerically
 /// rank deficient (e.g. `u` repeats a column of A). On error the state is unchanged.
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Result<()> {
     let plan = plan(st.dims, k0, u, st.params.block_size)?;

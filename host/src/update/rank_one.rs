@@ -75,7 +75,7 @@ pub(crate) fn plan<T: Scalar>(dims: Dims, u: &[T], v: &[T]) -> Result<Plan> {
 /// buffers and swaps them in only after the rank check.
 ///
 /// # Errors
-/// Those of [`plan`], and [`Error::RankDeficient`] when A + u vᵀ is numerically rank
+/// Those of `plan` (above), and [`Error::RankDeficient`] when A + u vᵀ is numerically rank
 /// deficient (e.g. the update cancels a column). On error the state is unchanged.
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
     let Plan {
@@ -131,7 +131,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         w[n + 1..].fill(T::ZERO);
         n
     } else {
-        m - 1
+        m.saturating_sub(1)
     };
     // Rotations on planes (i, i+1), i = top−1 down to 0, zeroing w(i+1) against w(i).
     // Row i of R is nonzero from column i (row i+1 got fill at column i only now), so
@@ -150,7 +150,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         r[(0, j)] = w[0].mul_add(vj, r[(0, j)]);
     }
     // Stage B: zero H(i+1, i) against H(i, i).
-    for i in 0..n.min(m - 1) {
+    for i in 0..n.min(m.saturating_sub(1)) {
         let (c, s, rho) = givens(r[(i, i)], r[(i + 1, i)]);
         r[(i, i)] = rho;
         r[(i + 1, i)] = T::ZERO;
