@@ -219,6 +219,22 @@ impl<T: GpuScalar> DevMat<T> {
         Ok(v)
     }
 
+    /// Overwrites the whole allocation, padding included, with `data`
+    /// (ld·ncols elements, at least 1; element (i, j) at `data[i + j·ld]`),
+    /// e.g. to place sentinels in the padding that kernels must not touch.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `data` has the wrong length; [`Error::Driver`].
+    pub fn upload_raw(&mut self, gpu: &Gpu, data: &[T]) -> Result<()> {
+        if data.len() != self.buf.len() {
+            return Err(shape_err("DevMat::upload_raw", "data length", data.len(), self.buf.len()));
+        }
+        gpu.stream
+            .memcpy_htod(data, &mut self.buf)
+            .map_err(driver_err("DevMat raw upload"))?;
+        gpu.stream.synchronize().map_err(driver_err("DevMat raw upload"))
+    }
+
     /// Sets every element, padding included, to `value` (e.g. NaN to poison
     /// outputs before a launch in tests).
     ///
