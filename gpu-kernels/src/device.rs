@@ -1,0 +1,275 @@
+//! The only home of intrinsics and `asm!` in the kernel crate (architecture.md "Kernel
+//! toolchain"; style.md §2.4): thread and block indices, barriers, dynamic shared memory,
+//! warp shuffles, raw loads and stores, and the [`Float`] trait that the generic kernels
+//! (householder, givens, transpose, reduce, wy) are written against.
+//!
+//! Everything here is `#[inline(always)]`: after LTO each kernel is one flat function.
+
+use core::arch::asm;
+use core::arch::nvptx;
+
+/// Number of threads in a warp on every NVIDIA architecture this crate targets (sm_80+).
+pub const WARP: usize = 32;
+
+/// `threadIdx.x`.
+#[inline(always)]
+pub fn thread_x() -> usize {
+    // SAFETY: reading the special register %tid.x has no preconditions inside a kernel.
+    unsafe { nvptx::_thread_idx_x() as usize }
+}
+
+/// `threadIdx.y`.
+#[inline(always)]
+pub fn thread_y() -> usize {
+    // SAFETY: reading the special register %tid.y has no preconditions inside a kernel.
+    unsafe { nvptx::_thread_idx_y() as usize }
+}
+
+/// `blockIdx.x`.
+#[inline(always)]
+pub fn block_x() -> usize {
+    // SAFETY: reading the special register %ctaid.x has no preconditions inside a kernel.
+    unsafe { nvptx::_block_idx_x() as usize }
+}
+
+/// `blockIdx.y`.
+#[inline(always)]
+pub fn block_y() -> usize {
+    // SAFETY: reading the special register %ctaid.y has no preconditions inside a kernel.
+    unsafe { nvptx::_block_idx_y() as usize }
+}
+
+/// `blockDim.x`.
+#[inline(always)]
+pub fn block_dim_x() -> usize {
+    // SAFETY: reading the special register %ntid.x has no preconditions inside a kernel.
+    unsafe { nvptx::_block_dim_x() as usize }
+}
+
+/// `blockDim.y`.
+#[inline(always)]
+pub fn block_dim_y() -> usize {
+    // SAFETY: reading the special register %ntid.y has no preconditions inside a kernel.
+    unsafe { nvptx::_block_dim_y() as usize }
+}
+
+/// Linear thread index inside the block: `threadIdx.x + threadIdx.y·blockDim.x`.
+#[inline(always)]
+pub fn thread_linear() -> usize {
+    thread_x() + thread_y() * block_dim_x()
+}
+
+/// Threads per block: `blockDim.x · blockDim.y`.
+#[inline(always)]
+pub fn block_threads() -> usize {
+    block_dim_x() * block_dim_y()
+}
+
+/// `__syncthreads()`: block-wide barrier that also orders shared and global memory
+/// accesses of the block's threads (PTX `bar.sync 0`).
+///
+/// # Safety
+/// Every thread of the block must reach the same sequence of barriers (no barrier inside
+/// a branch that diverges between threads of the block).
+#[inline(always)]
+pub unsafe fn sync_threads() {
+    // SAFETY: the caller guarantees block-uniform control flow (see `# Safety`).
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// Aborts the kernel (PTX `trap`): the launch fails with an error on the host.
+#[inline(always)]
+pub fn trap() -> ! {
+    // SAFETY: `trap` has no preconditions; it ends the kernel with an error.
+    unsafe { nvptx::trap() }
+}
+
+/// Start of the launch-sized dynamic shared memory, typed as `T`.
+///
+/// The pointer is valid for as many bytes as the host passed as `sharedMemBytes` at
+/// launch (docs/kernels.md fixes that size per kernel); every call aliases the same
+/// memory.
+#[inline(always)]
+pub fn shared<T>() -> *mut T {
+    core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<T>()
+}
+
+/// Reads `p[i]`.
+///
+/// # Safety
+/// `p.add(i)` must be in bounds of one allocation, aligned, and not concurrently written.
+#[inline(always)]
+pub unsafe fn ld<T: Copy>(p: *const T, i: usize) -> T {
+    // SAFETY: the caller guarantees `p.add(i)` is an in-bounds, aligned, race-free read.
+    unsafe { p.add(i).read() }
+}
+
+/// Writes `p[i] = v`.
+///
+/// # Safety
+/// `p.add(i)` must be in bounds of one allocation, aligned, and not concurrently
+/// accessed by another thread.
+#[inline(always)]
+pub unsafe fn st<T: Copy>(p: *mut T, i: usize, v: T) {
+    // SAFETY: the caller guarantees `p.add(i)` is an in-bounds, aligned, exclusive write.
+    unsafe { p.add(i).write(v) }
+}
+
+/// `__shfl_down_sync(0xffffffff, v, delta)` on 32 bits.
+///
+/// # Safety
+/// All 32 lanes of the warp must execute this call together (full mask), i.e. the warp
+/// is complete (block size a multiple of 32) and not diverged here.
+#[inline(always)]
+pub unsafe fn shfl_down_b32(v: u32, delta: u32) -> u32 {
+    let r: u32;
+    // SAFETY: `shfl.sync.down.b32` with member mask 0xffffffff is valid when all lanes
+    // of the warp execute it convergently, which the caller guarantees; c = 0x1f is the
+    // clamp value for a full-warp "down" shuffle (PTX ISA, shfl.sync).
+    unsafe {
+        asm!(
+            "shfl.sync.down.b32 {r}, {v}, {d}, 0x1f, 0xffffffff;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            d = in(reg32) delta,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    r
+}
+
+/// Floating-point element type of the kernels: f32 or f64 (style.md §2.3: kernels are
+/// generic device fns stamped per dtype). Only what the kernels need.
+pub trait Float: Copy + PartialEq + PartialOrd {
+    /// 0.
+    const ZERO: Self;
+    /// 1.
+    const ONE: Self;
+    /// +∞.
+    const INFINITY: Self;
+    /// a + b.
+    fn add(self, o: Self) -> Self;
+    /// a − b.
+    fn sub(self, o: Self) -> Self;
+    /// a · b.
+    fn mul(self, o: Self) -> Self;
+    /// a / b.
+    fn div(self, o: Self) -> Self;
+    /// −a.
+    fn neg(self) -> Self;
+    /// |a|.
+    fn abs(self) -> Self;
+    /// IEEE maxNum (a NaN operand is ignored), as `f64::max`.
+    fn max(self, o: Self) -> Self;
+    /// √a (correctly rounded).
+    fn sqrt(self) -> Self;
+    /// self·a + b with one rounding.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// |self| with the sign of `sign`.
+    fn copysign(self, sign: Self) -> Self;
+    /// true unless ±∞ or NaN.
+    fn is_finite(self) -> bool;
+    /// Warp shuffle down by `delta` lanes (see [`shfl_down_b32`]).
+    ///
+    /// # Safety
+    /// As [`shfl_down_b32`]: the full warp executes the call convergently.
+    unsafe fn shfl_down(self, delta: u32) -> Self;
+
+    /// √(a² + b²) without undue overflow or underflow: with h = max(|a|, |b|),
+    /// l = min(|a|, |b|), r = l/h, returns h·√(1 + r²) (fused). h = 0 gives 0, an
+    /// infinite operand gives +∞, otherwise a NaN operand gives NaN.
+    #[inline(always)]
+    fn hypot(self, o: Self) -> Self {
+        let (a, b) = (self.abs(), o.abs());
+        if a == Self::INFINITY || b == Self::INFINITY {
+            // ∞ wins over NaN (IEEE 754 hypot).
+            return Self::INFINITY;
+        }
+        if !a.is_finite() || !b.is_finite() {
+            return a.add(b); // NaN
+        }
+        let (h, l) = if a >= b { (a, b) } else { (b, a) };
+        if h == Self::ZERO {
+            return Self::ZERO;
+        }
+        let r = l.div(h);
+        h.mul(r.mul_add(r, Self::ONE).sqrt())
+    }
+}
+
+macro_rules! impl_float {
+    ($t:ident, $bits:ty) => {
+        impl Float for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            const INFINITY: Self = $t::INFINITY;
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            #[inline(always)]
+            fn sub(self, o: Self) -> Self {
+                self - o
+            }
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            #[inline(always)]
+            fn div(self, o: Self) -> Self {
+                self / o
+            }
+            #[inline(always)]
+            fn neg(self) -> Self {
+                -self
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                $t::abs(self)
+            }
+            #[inline(always)]
+            fn max(self, o: Self) -> Self {
+                $t::max(self, o)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                core::$t::math::sqrt(self)
+            }
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                core::$t::math::mul_add(self, a, b)
+            }
+            #[inline(always)]
+            fn copysign(self, sign: Self) -> Self {
+                $t::copysign(self, sign)
+            }
+            #[inline(always)]
+            fn is_finite(self) -> bool {
+                $t::is_finite(self)
+            }
+            #[inline(always)]
+            unsafe fn shfl_down(self, delta: u32) -> Self {
+                impl_float!(@shfl $t, self, delta)
+            }
+        }
+    };
+    (@shfl f32, $v:expr, $d:expr) => {{
+        // SAFETY: forwarded from the caller of `shfl_down` (full, convergent warp).
+        f32::from_bits(unsafe { shfl_down_b32($v.to_bits(), $d) })
+    }};
+    (@shfl f64, $v:expr, $d:expr) => {{
+        let bits = $v.to_bits();
+        // SAFETY: forwarded from the caller of `shfl_down` (full, convergent warp); the
+        // two halves of the f64 travel as two 32-bit shuffles.
+        let (lo, hi) = unsafe {
+            (
+                shfl_down_b32(bits as u32, $d),
+                shfl_down_b32((bits >> 32) as u32, $d),
+            )
+        };
+        f64::from_bits(((hi as u64) << 32) | lo as u64)
+    }};
+}
+
+impl_float!(f32, u32);
+impl_float!(f64, u64);

@@ -1,0 +1,55 @@
+//! Householder reflector generation on the device (spec §1.2 robust `house`, §2.1 K-house
+//! with errata H1–H3/E6 corrected, §2.7 #1 `house_gen`: fused scaled norm + reflector).
+//! Same formulas as `host/src/cpu/householder.rs` `house`, so results agree to rounding.
+
+use crate::device::{self, Float};
+use crate::reduce;
+
+/// `householder_house`: reads α = `*alpha` and the tail `x[0..n)`; σ = scaled ‖x‖₂;
+/// σ = 0 gives τ = 0, β = α, x := 0; otherwise β = −copysign(hypot(α, σ), α),
+/// x := x/(α − β), τ = (β − α)/β. Writes `*alpha = β`, `*tau = τ` (LAPACK sign, τ ≥ 0).
+/// Grid 1, block 256, dynamic shared memory ≥ 32·size_of::<T>() (docs/kernels.md).
+///
+/// # Safety
+/// Launch shape as documented; `alpha` and `tau` point at one writable `T` each, `x`
+/// at `n` read-writable `T`s, and the three regions do not overlap.
+#[inline(always)]
+pub unsafe fn house<T: Float>(alpha: *mut T, x: *mut T, n: usize, tau: *mut T) {
+    let tid = device::thread_linear();
+    let nt = device::block_threads();
+    // Every thread reads α before the barriers inside `block_nrm2`; thread 0 writes it
+    // only after them.
+    // SAFETY: `alpha` readable (caller's contract).
+    let a = unsafe { device::ld(alpha as *const T, 0) };
+    // SAFETY: block-uniform call; `x` readable for n; shared memory per the launch.
+    let sigma = unsafe { reduce::block_nrm2(x as *const T, n) };
+    let (beta, t, inv) = if sigma == T::ZERO {
+        (a, T::ZERO, T::ZERO)
+    } else {
+        let mu = a.hypot(sigma);
+        let beta = mu.copysign(a).neg();
+        let inv = T::ONE.div(a.sub(beta));
+        (beta, beta.sub(a).div(beta), inv)
+    };
+    let mut i = tid;
+    while i < n {
+        // SAFETY: i < n; thread `tid` rewrites only its own strided elements, and all
+        // reads of `x` by other threads happened before the last barrier of the norm.
+        unsafe {
+            let v = if sigma == T::ZERO {
+                T::ZERO
+            } else {
+                device::ld(x as *const T, i).mul(inv)
+            };
+            device::st(x, i, v);
+        }
+        i += nt;
+    }
+    if tid == 0 {
+        // SAFETY: single writer; every thread read `*alpha` before the norm's barriers.
+        unsafe {
+            device::st(alpha, 0, beta);
+            device::st(tau, 0, t);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! cuqr device code: the kernel entry points of docs/kernels.md, each stamped for f32 and
+//! f64 by [`entries!`] (style.md §2.3). The PTX symbol is the Rust fn name,
+//! `<file>_<action>_<dtype>`. Built only for `nvptx64-nvidia-cuda` by
+//! `cargo xtask build-ptx` (architecture.md "Kernel toolchain"); the host crate embeds the
+//! resulting `host/ptx/cuqr_kernels.ptx`.
+//!
+//! Bodies live as generic `#[inline(always)]` fns in the per-topic modules; all
+//! intrinsics and `asm!` live in [`device`].
+#![no_std]
+#![feature(
+    abi_ptx,
+    stdarch_nvptx,
+    core_float_math,
+    asm_experimental_arch,
+    core_intrinsics,
+    gpu_intrinsics,
+    gpu_launch_sized_workgroup_mem
+)]
+#![allow(internal_features)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod device;
+pub mod givens;
+pub mod householder;
+pub mod reduce;
+pub mod transpose;
+pub mod wy;
+
+/// With `panic = "abort"` a panic can only come from a bug (no kernel indexes slices);
+/// trap so the launch fails loudly instead of continuing.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    device::trap()
+}
+
+/// Stamps, for each entry, `#[unsafe(no_mangle)] pub unsafe extern "ptx-kernel" fn
+/// <name>_f32` and `<name>_f64`, each in a small module where `T` is the element type,
+/// forwarding to the generic body `$body(args...)` (T is inferred from the pointers). Both symbol names are spelled
+/// out (no proc-macro crates here); they must be `<name>_f32` / `<name>_f64`.
+macro_rules! entries {
+    ($(
+        $(#[$doc:meta])*
+        $f32:ident, $f64:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $body:path ;
+    )*) => {
+        $(
+            entries!(@one f32, $f32, [$(#[$doc])*], ($($arg : $ty),*), $body);
+            entries!(@one f64, $f64, [$(#[$doc])*], ($($arg : $ty),*), $body);
+        )*
+    };
+    (@one $t:ident, $sym:ident, [$($doc:tt)*], ($($arg:ident : $ty:ty),*), $body:path) => {
+        #[doc(hidden)]
+        pub mod $sym {
+            #[allow(unused_imports)]
+            use super::*;
+            /// Element type of this instance.
+            pub type T = $t;
+            $($doc)*
+            #[unsafe(no_mangle)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn $sym($($arg : $ty),*) {
+                // SAFETY: the caller (host launch) upholds this entry's `# Safety`, which
+                // is the body's contract.
+                unsafe { $body($($arg),*) }
+            }
+        }
+    };
+}
+
+entries! {
+    /// Robust Householder generation (spec §1.2; docs/kernels.md `householder_house`).
+    ///
+    /// # Safety
+    /// Grid 1, block 256, dynamic shared memory ≥ 256·8 bytes; `alpha` and `tau` point at
+    /// one writable element each, `x` at `n` read-writable elements; no overlap.
+    householder_house_f32, householder_house_f64
+        (alpha: *mut T, x: *mut T, n: usize, tau: *mut T) => householder::house;
+
+    /// `*out = Σ x[i]·y[i]`, fused accumulation, block tree (spec §2.2 dot).
+    ///
+    /// # Safety
+    /// Grid 1, block 256, dynamic shared memory ≥ 256·8 bytes; `x`, `y` readable for `n`;
+    /// `out` writable.
+    reduce_dot_f32, reduce_dot_f64
+        (x: *const T, y: *const T, n: usize, out: *mut T) => reduce::dot;
+
+    /// `*out = ‖x‖₂`, scaled two-pass (spec §1.2 erratum H2; 0 for n = 0).
+    ///
+    /// # Safety
+    /// Grid 1, block 256, dynamic shared memory ≥ 256·8 bytes; `x` readable for `n`; `out`
+    /// writable.
+    reduce_nrm2_f32, reduce_nrm2_f64
+        (x: *const T, n: usize, out: *mut T) => reduce::nrm2;
+
+    /// One wavefront step of rotation generation (spec §1.5, §2.1 K-mkG, erratum E9).
+    ///
+    /// # Safety
+    /// Grid ⌈count/32⌉, block 32; row0 ≥ 1; rows row0 − 1 ..= row0 + 2(count − 1) of the
+    /// row-major pitched `a` readable at columns col0 .. col0 + count; `c`, `s` writable
+    /// for `count`, not overlapping `a`.
+    givens_make_wavefront_f32, givens_make_wavefront_f64
+        (a: *const T, pitch: usize, row0: usize, col0: usize, count: usize, c: *mut T, s: *mut T)
+        => givens::make_wavefront;
+
+    /// One wavefront step of rotation application (spec §1.5, §2.1 K-apG, E8, E10).
+    ///
+    /// # Safety
+    /// Grid (⌈(col_end − col_begin)/128⌉, count), block 128; row0 ≥ 1; rows
+    /// row0 − 1 ..= row0 + 2(count − 1) of the row-major pitched `a` read-writable at
+    /// columns col_begin .. col_end (col_end ≤ pitch); `c`, `s` readable for `count`, not
+    /// overlapping `a`.
+    givens_apply_wavefront_f32, givens_apply_wavefront_f64
+        (a: *mut T, pitch: usize, row0: usize, count: usize, col_begin: usize,
+         col_step: usize, col_end: usize, c: *const T, s: *const T)
+        => givens::apply_wavefront;
+
+    /// Padded pitched transpose, 32×33 tile (spec §1.6, erratum E11).
+    ///
+    /// # Safety
+    /// Grid (⌈rows/32⌉, ⌈cols/32⌉), block (32, 8), dynamic shared memory
+    /// 32·33·size_of::<T>() bytes; `src` readable rows×cols (ld lds ≥ rows); `dst`
+    /// writable cols×rows (ld ldd ≥ cols); no overlap.
+    transpose_padded_f32, transpose_padded_f64
+        (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut T, ldd: usize)
+        => transpose::padded;
+
+    /// `cm(i, j) += a(i, j) + b(i, j)` on an r×c tile (spec §1.6 doubleSum, erratum E15).
+    ///
+    /// # Safety
+    /// Grid (⌈r/32⌉, ⌈c/32⌉), block (32, 8); `a`, `b` readable r×c (ld r); `cm`
+    /// read-writable r×c (ld ldc ≥ r), not overlapping `a` or `b`.
+    reduce_double_sum_f32, reduce_double_sum_f64
+        (a: *const T, b: *const T, r: usize, c: usize, cm: *mut T, ldc: usize)
+        => reduce::double_sum;
+
+    /// Diagonal of the WY T factor: `t(i, i) = tau[i]` (spec §1.3 setTau).
+    ///
+    /// # Safety
+    /// Grid ⌈k/128⌉, block 128; `tau` readable for k; `t` writable k×k (ld ldt ≥ k).
+    wy_set_tau_f32, wy_set_tau_f64
+        (tau: *const T, t: *mut T, k: usize, ldt: usize) => wy::set_tau;
+
+    /// Full T factor, LAPACK `larft` forward/columnwise (spec §1.3, erratum E14).
+    ///
+    /// # Safety
+    /// Grid 1, block 256, dynamic shared memory ≥ (256 + k)·8 bytes; `v` readable rows×k
+    /// (ld ldv ≥ rows); `tau` readable for k; `t` writable k×k (ld ldt ≥ k); `t` does not
+    /// overlap `v` or `tau`.
+    wy_build_t_f32, wy_build_t_f64
+        (v: *const T, ldv: usize, rows: usize, k: usize, tau: *const T, t: *mut T, ldt: usize)
+        => wy::build_t;
+}

@@ -1,0 +1,356 @@
+//! `cargo xtask build-ptx [--check]` (architecture.md "Kernel toolchain", "Committed PTX").
+
+use crate::link;
+use crate::util::{self, repo_root};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every kernel of docs/kernels.md; each must appear as `.entry <name>_f32(` and `_f64(`.
+pub const KERNELS: &[&str] = &[
+    "householder_house",
+    "reduce_dot",
+    "reduce_nrm2",
+    "givens_make_wavefront",
+    "givens_apply_wavefront",
+    "transpose_padded",
+    "reduce_double_sum",
+    "wy_set_tau",
+    "wy_build_t",
+];
+
+/// Committed PTX, relative to the repository root.
+const PTX_PATH: &str = "host/ptx/cuqr_kernels.ptx";
+/// The cdylib artifact name rustc gives the kernel crate on nvptx64.
+const ARTIFACT: &str = "nvptx64-nvidia-cuda/release/cuqr_kernels.ptx";
+/// Where rustc writes the artifact before cargo uplifts it.
+const ARTIFACT_DEPS: &str = "nvptx64-nvidia-cuda/release/deps/cuqr_kernels.ptx";
+/// Architecture ptxas checks against (Hopper: the machines the project runs on).
+const PTXAS_ARCH: &str = "sm_90";
+/// PyPI wheel that ships a CPU-only `ptxas`.
+const PTXAS_WHEEL: &str = "nvidia-cuda-nvcc-cu12";
+
+const INSTALL_HINT: &str = "install the nightly toolchain and its components with \
+`rustup toolchain install nightly` and \
+`rustup component add rust-src llvm-tools --toolchain nightly`";
+
+/// Entry point of `build-ptx`.
+pub fn build_ptx(args: &[String]) -> Result<(), String> {
+    let check = match args {
+        [] => false,
+        [a] if a == "--check" => true,
+        _ => {
+            return Err(format!(
+                "build-ptx: unexpected arguments {args:?} (only --check)"
+            ))
+        }
+    };
+    let root = repo_root();
+    let committed = root.join(PTX_PATH);
+    if check {
+        let tmp = std::env::temp_dir().join(format!("cuqr-ptx-check-{}", std::process::id()));
+        let result = check_ptx(&root, &tmp, &committed);
+        let _ = std::fs::remove_dir_all(&tmp);
+        result
+    } else {
+        let target = root.join("gpu-kernels/target");
+        let ptx = build(&root, &target)?;
+        validate(&ptx)?;
+        if let Some(dir) = committed.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        }
+        std::fs::write(&committed, &ptx)
+            .map_err(|e| format!("write {}: {e}", committed.display()))?;
+        println!("wrote {} ({} bytes)", committed.display(), ptx.len());
+        Ok(())
+    }
+}
+
+fn check_ptx(root: &Path, tmp: &Path, committed: &Path) -> Result<(), String> {
+    let fresh = build(root, tmp)?;
+    validate(&fresh)?;
+    let old = std::fs::read_to_string(committed).map_err(|e| {
+        format!(
+            "cannot read {}: {e} (run `cargo xtask build-ptx`)",
+            committed.display()
+        )
+    })?;
+    if old != fresh {
+        let line = old
+            .lines()
+            .zip(fresh.lines())
+            .position(|(a, b)| a != b)
+            .map_or_else(|| "length".to_string(), |i| format!("line {}", i + 1));
+        return Err(format!(
+            "{PTX_PATH} is stale: a fresh build differs (first difference at {line}); \
+             run `cargo xtask build-ptx` and commit the result"
+        ));
+    }
+    println!("{PTX_PATH} is up to date");
+    let fresh_path = tmp.join("cuqr_kernels.ptx");
+    std::fs::write(&fresh_path, &fresh)
+        .map_err(|e| format!("write {}: {e}", fresh_path.display()))?;
+    let ptxas = ensure_ptxas(root)?;
+    let report = run_ptxas(&ptxas, &fresh_path)?;
+    print_table(&report);
+    Ok(())
+}
+
+fn nightly_sysroot() -> Result<PathBuf, String> {
+    let mut cmd = Command::new("rustc");
+    cmd.args(["+nightly", "--print", "sysroot"])
+        .env_remove("RUSTUP_TOOLCHAIN");
+    let out = util::capture(&mut cmd)
+        .map_err(|e| format!("no nightly toolchain: {e}\n{INSTALL_HINT}"))?;
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// Builds the kernel crate into `target_dir` and returns the PTX text.
+fn build(root: &Path, target_dir: &Path) -> Result<String, String> {
+    let sysroot = nightly_sysroot()?;
+    let host = "x86_64-unknown-linux-gnu";
+    let llvm_bin = sysroot.join("lib/rustlib").join(host).join("bin");
+    for t in ["llvm-link", "opt", "llc"] {
+        if !llvm_bin.join(t).is_file() {
+            return Err(format!(
+                "{} missing from the nightly sysroot; {INSTALL_HINT}",
+                llvm_bin.join(t).display()
+            ));
+        }
+    }
+    if !sysroot.join("lib/rustlib/src/rust/library/core").is_dir() {
+        return Err(format!(
+            "rust-src is missing from the nightly toolchain; {INSTALL_HINT}"
+        ));
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the xtask binary: {e}"))?;
+    // Encoded flags (0x1f-separated) so paths with spaces survive.
+    let rustflags = [
+        format!("-Clinker={}", exe.display()),
+        format!("-Ctarget-cpu={}", link::DEFAULT_CPU),
+        // Reproducible output: no absolute paths of this machine in the artifact.
+        format!("--remap-path-prefix={}=/cuqr", root.display()),
+    ]
+    .join("\x1f");
+    let artifact = target_dir.join(ARTIFACT);
+    // Force a relink: cargo does not know when the linker (this binary) changed.
+    // Both the uplifted artifact and cargo's copy in deps/ must go, or cargo replays the
+    // old link.
+    let _ = std::fs::remove_file(&artifact);
+    let _ = std::fs::remove_file(target_dir.join(ARTIFACT_DEPS));
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root.join("gpu-kernels"))
+        .args([
+            "+nightly",
+            "build",
+            "--release",
+            "--target",
+            "nvptx64-nvidia-cuda",
+            "-Zbuild-std=core",
+        ])
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTC")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
+        .env(link::LINKER_ENV, "1")
+        .env(link::LLVM_BIN_ENV, &llvm_bin);
+    util::run(&mut cmd)?;
+    std::fs::read_to_string(&artifact).map_err(|e| format!("no PTX at {}: {e}", artifact.display()))
+}
+
+/// Checks that the PTX has no `.extern` other than the dynamic shared memory
+/// declaration (`.extern .shared ... []`, which is how PTX spells launch-sized shared
+/// memory), targets sm_80, and has every kernel of [`KERNELS`] in both dtypes.
+fn validate(ptx: &str) -> Result<(), String> {
+    let is_dyn_smem =
+        |l: &str| l.trim_start().starts_with(".extern .shared") && l.trim_end().ends_with("[];");
+    if let Some(l) = ptx
+        .lines()
+        .find(|l| l.contains(".extern") && !is_dyn_smem(l))
+    {
+        return Err(format!(
+            "PTX still has an external reference: `{}`",
+            l.trim()
+        ));
+    }
+    if !ptx.contains(&format!(".target {}", link::DEFAULT_CPU)) {
+        return Err(format!("PTX does not target {}", link::DEFAULT_CPU));
+    }
+    let mut missing = Vec::new();
+    for k in KERNELS {
+        for t in ["f32", "f64"] {
+            let entry = format!(".entry {k}_{t}(");
+            if !ptx.contains(&entry) {
+                missing.push(format!("{k}_{t}"));
+            }
+        }
+    }
+    if missing.is_empty() {
+        println!(
+            "all {} kernels present in f32 and f64; no .extern besides dynamic shared memory",
+            KERNELS.len()
+        );
+        Ok(())
+    } else {
+        Err(format!(
+            "kernels missing from the PTX: {}",
+            missing.join(", ")
+        ))
+    }
+}
+
+fn find_ptxas(venv: &Path) -> Option<PathBuf> {
+    let lib = venv.join("lib");
+    for py in std::fs::read_dir(&lib).ok()?.flatten() {
+        let p = py.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// `ptxas` from the PyPI wheel, in the repository's `.venv` (created on demand).
+fn ensure_ptxas(root: &Path) -> Result<PathBuf, String> {
+    let venv = root.join(".venv");
+    if let Some(p) = find_ptxas(&venv) {
+        return Ok(p);
+    }
+    if !venv.join("bin/pip").is_file() {
+        util::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    util::run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", PTXAS_WHEEL]))?;
+    find_ptxas(&venv).ok_or_else(|| {
+        format!(
+            "ptxas not found in {} after installing {PTXAS_WHEEL}",
+            venv.display()
+        )
+    })
+}
+
+/// Per-kernel resource usage reported by `ptxas -v`.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Usage {
+    name: String,
+    registers: u32,
+    stack: u32,
+    spill_stores: u32,
+    spill_loads: u32,
+}
+
+fn run_ptxas(ptxas: &Path, ptx: &Path) -> Result<Vec<Usage>, String> {
+    let mut cmd = Command::new(ptxas);
+    cmd.args(["-arch", PTXAS_ARCH, "-v"])
+        .arg(ptx)
+        .arg("-o")
+        .arg(ptx.with_extension("cubin"));
+    let out = util::capture(&mut cmd)?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let usage = parse_ptxas(&text);
+    if usage.len() != 2 * KERNELS.len() {
+        return Err(format!(
+            "ptxas reported {} kernels, expected {}:\n{text}",
+            usage.len(),
+            2 * KERNELS.len()
+        ));
+    }
+    Ok(usage)
+}
+
+/// Number right before `word` in `line` ("... 32 registers", "8 bytes spill stores").
+fn number_before(line: &str, word: &str) -> Option<u32> {
+    let i = line.find(word)?;
+    line[..i].split_whitespace().last()?.parse().ok()
+}
+
+fn parse_ptxas(text: &str) -> Vec<Usage> {
+    let mut v: Vec<Usage> = Vec::new();
+    for line in text.lines() {
+        if let Some(i) = line.find("Compiling entry function '") {
+            let rest = &line[i + "Compiling entry function '".len()..];
+            let name = rest.split('\'').next().unwrap_or_default().to_string();
+            v.push(Usage {
+                name,
+                ..Usage::default()
+            });
+        } else if let Some(u) = v.last_mut() {
+            if line.contains("bytes stack frame") {
+                u.stack = number_before(line, "bytes stack frame").unwrap_or(0);
+                u.spill_stores = number_before(line, "bytes spill stores").unwrap_or(0);
+                u.spill_loads = number_before(line, "bytes spill loads").unwrap_or(0);
+            } else if line.contains(" registers") {
+                u.registers = number_before(line, "registers").unwrap_or(0);
+            }
+        }
+    }
+    v
+}
+
+fn print_table(usage: &[Usage]) {
+    println!("ptxas -arch={PTXAS_ARCH} -v:");
+    println!("| kernel | registers | stack (B) | spill stores (B) | spill loads (B) |");
+    println!("|---|---:|---:|---:|---:|");
+    for u in usage {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            u.name, u.registers, u.stack, u.spill_stores, u.spill_loads
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ptxas_verbose_output() {
+        let text = "ptxas info    : 0 bytes gmem\n\
+ptxas info    : Compiling entry function 'reduce_dot_f64' for 'sm_90'\n\
+ptxas info    : Function properties for reduce_dot_f64\n\
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+ptxas info    : Used 17 registers, used 1 barriers, 384 bytes cmem[0]\n\
+ptxas info    : Compiling entry function 'wy_set_tau_f32' for 'sm_90'\n\
+ptxas info    : Function properties for wy_set_tau_f32\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 8 registers, 380 bytes cmem[0]\n";
+        let u = parse_ptxas(text);
+        assert_eq!(u.len(), 2);
+        assert_eq!(
+            u[0],
+            Usage {
+                name: "reduce_dot_f64".into(),
+                registers: 17,
+                stack: 8,
+                spill_stores: 4,
+                spill_loads: 12
+            }
+        );
+        assert_eq!(
+            (u[1].name.as_str(), u[1].registers, u[1].spill_loads),
+            ("wy_set_tau_f32", 8, 0)
+        );
+    }
+
+    #[test]
+    fn validate_rejects_extern_and_missing_kernels() {
+        let mut ptx = String::from(".version 7.0\n.target sm_80\n");
+        for k in KERNELS {
+            ptx.push_str(&format!(
+                ".visible .entry {k}_f32(\n.visible .entry {k}_f64(\n"
+            ));
+        }
+        assert!(validate(&ptx).is_ok());
+        assert!(validate(&format!("{ptx}.extern .func foo\n")).is_err());
+        assert!(validate(&format!("{ptx}.extern .shared .align 8 .b8 smem[];\n")).is_ok());
+        assert!(validate(&format!("{ptx}.extern .shared .align 8 .b8 smem[64];\n")).is_err());
+        assert!(validate(&ptx.replace(".entry wy_build_t_f64(", "")).is_err());
+    }
+}
