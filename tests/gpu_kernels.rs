@@ -70,22 +70,34 @@ fn house_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, n: usize, zero_tail: bo
     reference::house(&mut beta_ref, &mut v_ref, &mut tau_ref);
 
     let what = format!("{} n={n} zero_tail={zero_tail} scale={scale:e}", T::NAME);
-    assert!(same_bits(out[n + 1], sentinels[0]) && same_bits(out[n + 2], sentinels[1]), "{what}: wrote past x");
+    assert!(
+        same_bits(out[n + 1], sentinels[0]) && same_bits(out[n + 2], sentinels[1]),
+        "{what}: wrote past x"
+    );
     assert!(tau_out[1].to_f64().is_nan(), "{what}: wrote past tau");
     if zero_tail || n == 0 {
         assert!(same_bits(out[0], alpha0), "{what}: beta must equal alpha");
         assert_eq!(tau_out[0].to_f64(), 0.0, "{what}: tau must be 0");
-        assert!(out[1..n + 1].iter().all(|v| v.to_f64() == 0.0), "{what}: tail must be 0");
+        assert!(
+            out[1..n + 1].iter().all(|v| v.to_f64() == 0.0),
+            "{what}: tail must be 0"
+        );
         return;
     }
     let tol = 10.0 * n as f64 * u::<T>();
     let (beta, beta_r) = (out[0].to_f64(), beta_ref.to_f64());
-    assert!((beta - beta_r).abs() <= tol * beta_r.abs(), "{what}: beta {beta:e} vs {beta_r:e}");
+    assert!(
+        (beta - beta_r).abs() <= tol * beta_r.abs(),
+        "{what}: beta {beta:e} vs {beta_r:e}"
+    );
     let (t, t_r) = (tau_out[0].to_f64(), tau_ref.to_f64());
     assert!((1.0..=2.0).contains(&t_r) || t_r == 0.0);
     assert!((t - t_r).abs() <= tol, "{what}: tau {t:e} vs {t_r:e}");
     let dv = max_abs_diff(&out[1..n + 1], &v_ref);
-    assert!(dv <= tol * max_abs(&v_ref).max(1.0), "{what}: v differs by {dv:e}");
+    assert!(
+        dv <= tol * max_abs(&v_ref).max(1.0),
+        "{what}: v differs by {dv:e}"
+    );
 }
 
 fn house_all<T: GpuScalar>(gpu: &Gpu) {
@@ -97,7 +109,11 @@ fn house_all<T: GpuScalar>(gpu: &Gpu) {
         house_case::<T>(gpu, &mut rng, n, true, 1.0);
     }
     // Squares overflow (f32: 1e30² > 3.4e38; f64: 1e200²) or underflow without scaling.
-    let (big, small) = if T::NAME == "f32" { (1e30, 1e-30) } else { (1e200, 1e-200) };
+    let (big, small) = if T::NAME == "f32" {
+        (1e30, 1e-30)
+    } else {
+        (1e200, 1e-200)
+    };
     house_case::<T>(gpu, &mut rng, 1000, false, big);
     house_case::<T>(gpu, &mut rng, 1000, false, small);
 }
@@ -118,21 +134,42 @@ fn householder_house_f64() {
 
 fn reductions<T: GpuScalar>(gpu: &Gpu) {
     let mut rng = common::rng(12);
-    let (big, _) = if T::NAME == "f32" { (1e30, 0.0) } else { (1e200, 0.0) };
-    for (n, scale) in [(1usize, 1.0), (31, 1.0), (33, 1.0), (1000, 1.0), (4097, 1.0), (1000, big)] {
-        let x: Vec<T> = (0..n).map(|_| T::from_f64(nonzero(&mut rng) * scale)).collect();
+    let (big, _) = if T::NAME == "f32" {
+        (1e30, 0.0)
+    } else {
+        (1e200, 0.0)
+    };
+    for (n, scale) in [
+        (1usize, 1.0),
+        (31, 1.0),
+        (33, 1.0),
+        (1000, 1.0),
+        (4097, 1.0),
+        (1000, big),
+    ] {
+        let x: Vec<T> = (0..n)
+            .map(|_| T::from_f64(nonzero(&mut rng) * scale))
+            .collect();
         let y: Vec<T> = rand_vec(&mut rng, n);
-        let (dx, dy) = (DevVec::from_slice(gpu, &x).unwrap(), DevVec::from_slice(gpu, &y).unwrap());
+        let (dx, dy) = (
+            DevVec::from_slice(gpu, &x).unwrap(),
+            DevVec::from_slice(gpu, &y).unwrap(),
+        );
         let mut out = DevVec::<T>::zeros(gpu, 2).unwrap();
         let tol = 10.0 * n as f64 * u::<T>();
 
         // dot (scale 1 only: the scaled x·y could overflow by design of the data).
         if scale == 1.0 {
             out.fill(gpu, nan()).unwrap();
-            gpu.reduce_dot(&dx.view(), &dy.view(), &mut out.slice_mut(0..1)).unwrap();
+            gpu.reduce_dot(&dx.view(), &dy.view(), &mut out.slice_mut(0..1))
+                .unwrap();
             let got = out.to_vec(gpu).unwrap();
             let exact: f64 = x.iter().zip(&y).map(|(a, b)| a.to_f64() * b.to_f64()).sum();
-            let mag: f64 = x.iter().zip(&y).map(|(a, b)| (a.to_f64() * b.to_f64()).abs()).sum();
+            let mag: f64 = x
+                .iter()
+                .zip(&y)
+                .map(|(a, b)| (a.to_f64() * b.to_f64()).abs())
+                .sum();
             let cpu = reference::dot(&x, &y).to_f64();
             assert!((cpu - exact).abs() <= tol * mag);
             assert!(
@@ -145,7 +182,8 @@ fn reductions<T: GpuScalar>(gpu: &Gpu) {
         }
 
         out.fill(gpu, nan()).unwrap();
-        gpu.reduce_nrm2(&dx.view(), &mut out.slice_mut(0..1)).unwrap();
+        gpu.reduce_nrm2(&dx.view(), &mut out.slice_mut(0..1))
+            .unwrap();
         let got = out.to_vec(gpu).unwrap();
         let x64: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
         let want = reference::nrm2(&x64);
@@ -166,7 +204,8 @@ fn reductions<T: GpuScalar>(gpu: &Gpu) {
     gpu.reduce_nrm2(&e.view(), &mut out.view_mut()).unwrap();
     assert_eq!(out.to_vec(gpu).unwrap()[0].to_f64(), 0.0);
     out.fill(gpu, nan()).unwrap();
-    gpu.reduce_dot(&e.view(), &e.view(), &mut out.view_mut()).unwrap();
+    gpu.reduce_dot(&e.view(), &e.view(), &mut out.view_mut())
+        .unwrap();
     assert_eq!(out.to_vec(gpu).unwrap()[0].to_f64(), 0.0);
 }
 
@@ -189,14 +228,15 @@ fn make_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, count: usize) {
     let (row0, col0) = (3usize, 2usize);
     let prow = row0 + 2 * (count - 1) + 2; // pitched rows
     let pcol = col0 + count + 1; // pitched columns
-    // Pitched (r, c) = DevMat (c, r).
+                                 // Pitched (r, c) = DevMat (c, r). Pairs i ≡ 3 (mod 7) are (0, 0); pairs
+                                 // i ≡ 5 (mod 7) have g = 0 and a random f (c = ±1, s = 0).
     let (dm, raw) = dev_mat_nan_padded::<T>(gpu, pcol, prow, |c, r| {
         let i = (r.saturating_sub(row0 - 1)) / 2;
         let in_pair = c >= col0 && c - col0 == i && i < count;
-        if in_pair && i % 7 == 3 {
+        let zero_pair = in_pair && i % 7 == 3;
+        let zero_g = in_pair && i % 7 == 5 && r == row0 + 2 * i;
+        if zero_pair || zero_g {
             T::ZERO
-        } else if in_pair && i % 7 == 5 && r == row0 + 2 * i {
-            T::ZERO // g = 0 with f random: c = ±1, s = 0
         } else {
             T::from_f64(nonzero(rng))
         }
@@ -206,18 +246,38 @@ fn make_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, count: usize) {
     let mut s = DevVec::<T>::zeros(gpu, count + 2).unwrap();
     c.fill(gpu, nan()).unwrap();
     s.fill(gpu, nan()).unwrap();
-    gpu.givens_make_wavefront(&dm.view(), row0, col0, count, &mut c.slice_mut(0..count), &mut s.slice_mut(0..count))
-        .unwrap();
+    gpu.givens_make_wavefront(
+        &dm.view(),
+        row0,
+        col0,
+        count,
+        &mut c.slice_mut(0..count),
+        &mut s.slice_mut(0..count),
+    )
+    .unwrap();
     let (cg, sg) = (c.to_vec(gpu).unwrap(), s.to_vec(gpu).unwrap());
     let (mut cr, mut sr) = (vec![nan::<T>(); count], vec![nan::<T>(); count]);
     reference::givens_make_wavefront(&raw, pitch, row0, col0, count, &mut cr, &mut sr);
     let tol = 10.0 * 2.0 * u::<T>();
     for i in 0..count {
         if i % 7 == 3 {
-            assert_eq!((cg[i].to_f64(), sg[i].to_f64()), (1.0, 0.0), "{} (0,0) pair {i}", T::NAME);
+            assert_eq!(
+                (cg[i].to_f64(), sg[i].to_f64()),
+                (1.0, 0.0),
+                "{} (0,0) pair {i}",
+                T::NAME
+            );
+        }
+        if i % 7 == 5 {
+            assert!(
+                sg[i].to_f64() == 0.0 && cg[i].to_f64().abs() == 1.0,
+                "{} g = 0 pair {i}",
+                T::NAME
+            );
         }
         assert!(
-            (cg[i].to_f64() - cr[i].to_f64()).abs() <= tol && (sg[i].to_f64() - sr[i].to_f64()).abs() <= tol,
+            (cg[i].to_f64() - cr[i].to_f64()).abs() <= tol
+                && (sg[i].to_f64() - sr[i].to_f64()).abs() <= tol,
             "{} count={count} rotation {i}: ({:e}, {:e}) vs ({:e}, {:e})",
             T::NAME,
             cg[i].to_f64(),
@@ -227,10 +287,16 @@ fn make_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, count: usize) {
         );
     }
     for k in count..count + 2 {
-        assert!(cg[k].to_f64().is_nan() && sg[k].to_f64().is_nan(), "make wrote past count");
+        assert!(
+            cg[k].to_f64().is_nan() && sg[k].to_f64().is_nan(),
+            "make wrote past count"
+        );
     }
     let after = dm.download_raw(gpu).unwrap();
-    assert!(after.iter().zip(&raw).all(|(a, b)| same_bits(*a, *b)), "make must not write a");
+    assert!(
+        after.iter().zip(&raw).all(|(a, b)| same_bits(*a, *b)),
+        "make must not write a"
+    );
 }
 
 /// A full strip sweep (spec §1.5), one make + one apply launch per step,
@@ -259,10 +325,25 @@ fn sweep_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, h: usize, p: usize, ext
     let (mut cc, mut cs) = (vec![T::ZERO; p], vec![T::ZERO; p]);
     for t in 0..h + p - 1 {
         let (row0, col0, count) = reference::strip_step(h, p, t).unwrap();
-        gpu.givens_make_wavefront(&dm.view(), row0, col0, count, &mut c.slice_mut(0..count), &mut s.slice_mut(0..count))
-            .unwrap();
-        gpu.givens_apply_wavefront(&mut dm.view_mut(), row0, count, col0..ncols, 1, &c.slice(0..count), &s.slice(0..count))
-            .unwrap();
+        gpu.givens_make_wavefront(
+            &dm.view(),
+            row0,
+            col0,
+            count,
+            &mut c.slice_mut(0..count),
+            &mut s.slice_mut(0..count),
+        )
+        .unwrap();
+        gpu.givens_apply_wavefront(
+            &mut dm.view_mut(),
+            row0,
+            count,
+            col0..ncols,
+            1,
+            &c.slice(0..count),
+            &s.slice(0..count),
+        )
+        .unwrap();
         reference::givens_make_wavefront(&cpu, pitch, row0, col0, count, &mut cc, &mut cs);
         reference::givens_apply_wavefront(&mut cpu, pitch, row0, count, col0, 1, ncols, &cc, &cs);
     }
@@ -276,9 +357,18 @@ fn sweep_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, h: usize, p: usize, ext
                 assert!(g.to_f64().is_nan(), "{what}: padding ({r}, {col}) touched");
                 continue;
             }
-            assert!((g.to_f64() - w.to_f64()).abs() <= tol, "{what}: ({r}, {col}) {:e} vs {:e}", g.to_f64(), w.to_f64());
+            assert!(
+                (g.to_f64() - w.to_f64()).abs() <= tol,
+                "{what}: ({r}, {col}) {:e} vs {:e}",
+                g.to_f64(),
+                w.to_f64()
+            );
             if col < p && r > col && r <= h + col {
-                assert!(g.to_f64().abs() <= tol, "{what}: ({r}, {col}) not zeroed: {:e}", g.to_f64());
+                assert!(
+                    g.to_f64().abs() <= tol,
+                    "{what}: ({r}, {col}) not zeroed: {:e}",
+                    g.to_f64()
+                );
             }
         }
     }
@@ -289,7 +379,13 @@ fn wavefront_all<T: GpuScalar>(gpu: &Gpu) {
     for count in [1usize, 31, 33, 1000] {
         make_case::<T>(gpu, &mut rng, count);
     }
-    for (h, p, extra) in [(1usize, 1usize, 0usize), (33, 31, 2), (31, 33, 5), (1000, 33, 65), (2, 1, 4096)] {
+    for (h, p, extra) in [
+        (1usize, 1usize, 0usize),
+        (33, 31, 2),
+        (31, 33, 5),
+        (1000, 33, 65),
+        (2, 1, 4096),
+    ] {
         sweep_case::<T>(gpu, &mut rng, h, p, extra);
     }
 }
@@ -310,13 +406,20 @@ fn givens_wavefront_f64() {
 
 fn transpose_all<T: GpuScalar>(gpu: &Gpu) {
     let mut rng = common::rng(14);
-    for (rows, cols) in [(1usize, 1usize), (33, 31), (31, 33), (1000, 333), (4097, 65)] {
+    for (rows, cols) in [
+        (1usize, 1usize),
+        (33, 31),
+        (31, 33),
+        (1000, 333),
+        (4097, 65),
+    ] {
         // Source is an offset block (2, 1) of a larger matrix, to exercise views.
         let big = rand_mat::<T>(&mut rng, rows + 3, cols + 2);
         let src = DevMat::from_host(gpu, big.as_ref()).unwrap();
         let mut dst = DevMat::<T>::zeros(gpu, cols, rows).unwrap();
         dst.fill(gpu, nan()).unwrap();
-        gpu.transpose_padded(&src.block(2, 1, rows, cols), &mut dst.view_mut()).unwrap();
+        gpu.transpose_padded(&src.block(2, 1, rows, cols), &mut dst.view_mut())
+            .unwrap();
         let got = dst.download_raw(gpu).unwrap();
         let ldd = dst.ld();
         // CPU reference on the same layouts.
@@ -326,7 +429,11 @@ fn transpose_all<T: GpuScalar>(gpu: &Gpu) {
         for i in 0..rows {
             for j in 0..ldd {
                 let (g, w) = (got[j + i * ldd], want[j + i * ldd]);
-                assert!(same_bits(g, w), "{} transpose {rows}x{cols}: dst({j}, {i})", T::NAME);
+                assert!(
+                    same_bits(g, w),
+                    "{} transpose {rows}x{cols}: dst({j}, {i})",
+                    T::NAME
+                );
                 if j < cols {
                     assert!(same_bits(g, big[(2 + i, 1 + j)]));
                 } else {
@@ -355,12 +462,17 @@ fn double_sum_all<T: GpuScalar>(gpu: &Gpu) {
     let mut rng = common::rng(15);
     for (r, c) in [(1usize, 1usize), (33, 31), (1000, 333), (4097, 65)] {
         let (rr, cc, r0, c0) = (r + 3, c + 4, 1usize, 2usize);
-        let (mut cm, raw) = dev_mat_nan_padded::<T>(gpu, rr, cc, |_, _| T::from_f64(nonzero(&mut rng)));
+        let (mut cm, raw) =
+            dev_mat_nan_padded::<T>(gpu, rr, cc, |_, _| T::from_f64(nonzero(&mut rng)));
         let ld = cm.ld();
         let a: Vec<T> = rand_vec(&mut rng, r * c);
         let b: Vec<T> = rand_vec(&mut rng, r * c);
-        let (da, db) = (DevVec::from_slice(gpu, &a).unwrap(), DevVec::from_slice(gpu, &b).unwrap());
-        gpu.reduce_double_sum(&da.view(), &db.view(), &mut cm.block_mut(r0, c0, r, c)).unwrap();
+        let (da, db) = (
+            DevVec::from_slice(gpu, &a).unwrap(),
+            DevVec::from_slice(gpu, &b).unwrap(),
+        );
+        gpu.reduce_double_sum(&da.view(), &db.view(), &mut cm.block_mut(r0, c0, r, c))
+            .unwrap();
         let got = cm.download_raw(gpu).unwrap();
         let mut want = raw.clone();
         reference::double_sum(&a, &b, r, c, &mut want[r0 + c0 * ld..], ld);
@@ -377,7 +489,11 @@ fn double_sum_all<T: GpuScalar>(gpu: &Gpu) {
                         T::NAME
                     );
                 } else {
-                    assert!(same_bits(got[k], raw[k]), "{} double_sum {r}x{c}: ({i}, {j}) touched", T::NAME);
+                    assert!(
+                        same_bits(got[k], raw[k]),
+                        "{} double_sum {r}x{c}: ({i}, {j}) touched",
+                        T::NAME
+                    );
                 }
             }
         }
@@ -405,13 +521,18 @@ fn set_tau_all<T: GpuScalar>(gpu: &Gpu) {
         let dtau = DevVec::from_slice(gpu, &tau).unwrap();
         let mut t = DevMat::<T>::zeros(gpu, k, k).unwrap();
         t.fill(gpu, nan()).unwrap();
-        gpu.wy_set_tau(&dtau.slice(0..k), &mut t.view_mut()).unwrap();
+        gpu.wy_set_tau(&dtau.slice(0..k), &mut t.view_mut())
+            .unwrap();
         let got = t.download_raw(gpu).unwrap();
         let ld = t.ld();
         let mut want = vec![nan::<T>(); ld * k];
         reference::set_tau(&tau, &mut want, k, ld);
         for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!(same_bits(*g, *w), "{} set_tau k={k}: element {idx}", T::NAME);
+            assert!(
+                same_bits(*g, *w),
+                "{} set_tau k={k}: element {idx}",
+                T::NAME
+            );
         }
     }
 }
@@ -444,12 +565,19 @@ fn build_t_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, rows: usize, k: usize
     let dtau = DevVec::from_slice(gpu, &tau).unwrap();
     let mut t = DevMat::<T>::zeros(gpu, k, k).unwrap();
     t.fill(gpu, nan()).unwrap();
-    gpu.wy_build_t(&v.view(), &dtau.view(), &mut t.view_mut()).unwrap();
+    gpu.wy_build_t(&v.view(), &dtau.view(), &mut t.view_mut())
+        .unwrap();
     let got = t.download_raw(gpu).unwrap();
     let ld = t.ld();
     let mut want = vec![nan::<T>(); ld * k];
     reference::build_t(&vh, rows, rows, k, &tau, &mut want, ld);
-    let scale = max_abs(&want.iter().copied().filter(|x| !x.to_f64().is_nan()).collect::<Vec<_>>());
+    let scale = max_abs(
+        &want
+            .iter()
+            .copied()
+            .filter(|x| !x.to_f64().is_nan())
+            .collect::<Vec<_>>(),
+    );
     let tol = 10.0 * (rows + k) as f64 * u::<T>() * scale.max(1.0);
     let what = format!("{} build_t rows={rows} k={k}", T::NAME);
     for j in 0..k {
@@ -468,7 +596,13 @@ fn build_t_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, rows: usize, k: usize
 
 fn build_t_all<T: GpuScalar>(gpu: &Gpu) {
     let mut rng = common::rng(17);
-    for (rows, k) in [(1usize, 1usize), (33, 31), (1000, 33), (4097, 65), (300, 256)] {
+    for (rows, k) in [
+        (1usize, 1usize),
+        (33, 31),
+        (1000, 33),
+        (4097, 65),
+        (300, 256),
+    ] {
         build_t_case::<T>(gpu, &mut rng, rows, k);
     }
 }

@@ -125,7 +125,11 @@ impl Gpu {
             return Ok(());
         }
         let (mi, ni, ki) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "k", k)?);
-        let (lda, ldb, ldc) = (int(OP, "lda", a.ld())?, int(OP, "ldb", b.ld())?, int(OP, "ldc", c.ld())?);
+        let (lda, ldb, ldc) = (
+            int(OP, "lda", a.ld())?,
+            int(OP, "ldb", b.ld())?,
+            int(OP, "ldc", c.ld())?,
+        );
         let h = *self.blas.handle();
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (pb, _gb) = b.buf().device_ptr(&self.stream);
@@ -139,16 +143,40 @@ impl Gpu {
             Dtype::F32 => unsafe {
                 let (al, be) = (alpha.to_f64() as f32, beta.to_f64() as f32);
                 sys::cublasSgemm_v2(
-                    h, ta.cublas(), tb.cublas(), mi, ni, ki, &al, pa as *const f32, lda, pb as *const f32, ldb, &be,
-                    pc as *mut f32, ldc,
+                    h,
+                    ta.cublas(),
+                    tb.cublas(),
+                    mi,
+                    ni,
+                    ki,
+                    &al,
+                    pa as *const f32,
+                    lda,
+                    pb as *const f32,
+                    ldb,
+                    &be,
+                    pc as *mut f32,
+                    ldc,
                 )
             },
             // SAFETY: as for f32 with cublasDgemm_v2 and T = f64 (DTYPE = F64).
             Dtype::F64 => unsafe {
                 let (al, be) = (alpha.to_f64(), beta.to_f64());
                 sys::cublasDgemm_v2(
-                    h, ta.cublas(), tb.cublas(), mi, ni, ki, &al, pa as *const f64, lda, pb as *const f64, ldb, &be,
-                    pc as *mut f64, ldc,
+                    h,
+                    ta.cublas(),
+                    tb.cublas(),
+                    mi,
+                    ni,
+                    ki,
+                    &al,
+                    pa as *const f64,
+                    lda,
+                    pb as *const f64,
+                    ldb,
+                    &be,
+                    pc as *mut f64,
+                    ldc,
                 )
             },
         };
@@ -200,14 +228,36 @@ impl Gpu {
             Dtype::F32 => unsafe {
                 let al = alpha.to_f64() as f32;
                 sys::cublasStrsm_v2(
-                    h, side.cublas(), ul, trans.cublas(), dg, mi, ni, &al, pa as *const f32, lda, pb as *mut f32, ldb,
+                    h,
+                    side.cublas(),
+                    ul,
+                    trans.cublas(),
+                    dg,
+                    mi,
+                    ni,
+                    &al,
+                    pa as *const f32,
+                    lda,
+                    pb as *mut f32,
+                    ldb,
                 )
             },
             // SAFETY: as for f32 with cublasDtrsm_v2 and T = f64 (DTYPE = F64).
             Dtype::F64 => unsafe {
                 let al = alpha.to_f64();
                 sys::cublasDtrsm_v2(
-                    h, side.cublas(), ul, trans.cublas(), dg, mi, ni, &al, pa as *const f64, lda, pb as *mut f64, ldb,
+                    h,
+                    side.cublas(),
+                    ul,
+                    trans.cublas(),
+                    dg,
+                    mi,
+                    ni,
+                    &al,
+                    pa as *const f64,
+                    lda,
+                    pb as *mut f64,
+                    ldb,
                 )
             },
         };
@@ -249,14 +299,36 @@ impl Gpu {
             Dtype::F32 => unsafe {
                 let (al, be) = (alpha.to_f64() as f32, beta.to_f64() as f32);
                 sys::cublasSgemv_v2(
-                    h, trans.cublas(), mi, ni, &al, pa as *const f32, lda, px as *const f32, 1, &be, py as *mut f32, 1,
+                    h,
+                    trans.cublas(),
+                    mi,
+                    ni,
+                    &al,
+                    pa as *const f32,
+                    lda,
+                    px as *const f32,
+                    1,
+                    &be,
+                    py as *mut f32,
+                    1,
                 )
             },
             // SAFETY: as for f32 with cublasDgemv_v2 and T = f64 (DTYPE = F64).
             Dtype::F64 => unsafe {
                 let (al, be) = (alpha.to_f64(), beta.to_f64());
                 sys::cublasDgemv_v2(
-                    h, trans.cublas(), mi, ni, &al, pa as *const f64, lda, px as *const f64, 1, &be, py as *mut f64, 1,
+                    h,
+                    trans.cublas(),
+                    mi,
+                    ni,
+                    &al,
+                    pa as *const f64,
+                    lda,
+                    px as *const f64,
+                    1,
+                    &be,
+                    py as *mut f64,
+                    1,
                 )
             },
         };

@@ -108,8 +108,9 @@ impl Gpu {
                 "device ordinal {ordinal} requested, but only {count} device(s) present"
             )));
         }
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| Error::NoDevice(format!("cannot create a context on device {ordinal}: {e}")))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| {
+            Error::NoDevice(format!("cannot create a context on device {ordinal}: {e}"))
+        })?;
         let stream = ctx.new_stream().map_err(driver_err("creating stream 1"))?;
         let stream2 = ctx.new_stream().map_err(driver_err("creating stream 2"))?;
         let stream3 = ctx.new_stream().map_err(driver_err("creating stream 3"))?;
@@ -224,7 +225,10 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] or [`Error::Driver`].
-    pub fn alloc_pinned<T: GpuScalar>(&self, len: usize) -> Result<cudarc::driver::PinnedHostSlice<T>> {
+    pub fn alloc_pinned<T: GpuScalar>(
+        &self,
+        len: usize,
+    ) -> Result<cudarc::driver::PinnedHostSlice<T>> {
         let bytes = len.max(1) * core::mem::size_of::<T>();
         // SAFETY: cuMemHostAlloc with flags 0 returns uninitialised page-locked
         // memory (cudarc `alloc_pinned_with_flags` # Safety: "the memory is unset");

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::Ptx;
 
 use super::matrix::{DevMatView, DevMatViewMut};
@@ -201,7 +203,11 @@ impl Gpu {
     ///
     /// # Panics
     /// If `out` is empty (a cuqr bug).
-    pub fn reduce_nrm2<T: GpuScalar>(&self, x: &CudaView<'_, T>, out: &mut CudaViewMut<'_, T>) -> Result<()> {
+    pub fn reduce_nrm2<T: GpuScalar>(
+        &self,
+        x: &CudaView<'_, T>,
+        out: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
         assert!(!out.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).reduce_nrm2;
@@ -246,15 +252,27 @@ impl Gpu {
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
         let mut b = self.stream.launch_builder(f);
-        b.arg(a.buf()).arg(&pitch).arg(&row0).arg(&col0).arg(&count).arg(&mut *c).arg(&mut *s);
+        b.arg(a.buf())
+            .arg(&pitch)
+            .arg(&row0)
+            .arg(&col0)
+            .arg(&count)
+            .arg(&mut *c)
+            .arg(&mut *s);
         // SAFETY: matches givens_make_wavefront_{f32,f64}(a: *const T, pitch, row0,
         // col0, count, c: *mut T, s: *mut T): thread i < count reads a[r·pitch + col]
         // for r ∈ {row0+2i−1, row0+2i} ≤ row0+2(count−1) < a.ncols() and
         // col = col0+i < a.nrows() ≤ pitch, inside the view's ld·(ncols−1)+nrows
         // elements (asserted); c and s hold ≥ count and are distinct &mut views;
         // grid ⌈count/32⌉, block 32.
-        unsafe { b.launch(cfg((blocks(count, MAKE_GIVENS_BLOCK), 1), (MAKE_GIVENS_BLOCK, 1), 0)) }
-            .map_err(launch_err("givens_make_wavefront"))?;
+        unsafe {
+            b.launch(cfg(
+                (blocks(count, MAKE_GIVENS_BLOCK), 1),
+                (MAKE_GIVENS_BLOCK, 1),
+                0,
+            ))
+        }
+        .map_err(launch_err("givens_make_wavefront"))?;
         Ok(())
     }
 
@@ -305,7 +323,10 @@ impl Gpu {
         // the &mut view a; grid (⌈(col_end−col_begin)/128⌉, count ≤ 65535), block 128.
         unsafe {
             b.launch(cfg(
-                (blocks(col_end - col_begin, APPLY_GIVENS_BLOCK), count as u32),
+                (
+                    blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
+                    count as u32,
+                ),
                 (APPLY_GIVENS_BLOCK, 1),
                 0,
             ))
@@ -322,7 +343,11 @@ impl Gpu {
     ///
     /// # Panics
     /// If the shapes do not match or ⌈src.ncols()/32⌉ > 65535 (a cuqr bug).
-    pub fn transpose_padded<T: GpuScalar>(&self, src: &DevMatView<'_, T>, dst: &mut DevMatViewMut<'_, T>) -> Result<()> {
+    pub fn transpose_padded<T: GpuScalar>(
+        &self,
+        src: &DevMatView<'_, T>,
+        dst: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
         let (rows, cols) = (src.nrows(), src.ncols());
         assert!(dst.nrows() == cols && dst.ncols() == rows);
         if rows == 0 || cols == 0 {
@@ -332,7 +357,12 @@ impl Gpu {
         let (lds, ldd) = (src.ld(), dst.ld());
         let f = &T::kernel_set(&self.kernels).transpose_padded;
         let mut b = self.stream.launch_builder(f);
-        b.arg(src.buf()).arg(&lds).arg(&rows).arg(&cols).arg(dst.buf_mut()).arg(&ldd);
+        b.arg(src.buf())
+            .arg(&lds)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(dst.buf_mut())
+            .arg(&ldd);
         // SAFETY: matches transpose_padded_{f32,f64}(src: *const T, lds, rows, cols,
         // dst: *mut T, ldd): reads src[i + j·lds], i < rows, j < cols, inside the
         // src view; writes dst[j + i·ldd], j < cols = dst.nrows(), i < rows =
@@ -377,8 +407,14 @@ impl Gpu {
         // cm: *mut T, ldc): reads a, b at i + j·r < r·c ≤ their lengths (asserted);
         // writes cm[i + j·ldc], i < r, j < c, inside the view; cm is a &mut view so
         // it aliases neither input; grid (⌈r/32⌉, ⌈c/32⌉), block (32, 8).
-        unsafe { lb.launch(cfg((blocks(r, TILE), blocks(c, TILE)), (TILE, TILE_ROWS), 0)) }
-            .map_err(launch_err("reduce_double_sum"))?;
+        unsafe {
+            lb.launch(cfg(
+                (blocks(r, TILE), blocks(c, TILE)),
+                (TILE, TILE_ROWS),
+                0,
+            ))
+        }
+        .map_err(launch_err("reduce_double_sum"))?;
         Ok(())
     }
 
@@ -389,7 +425,11 @@ impl Gpu {
     ///
     /// # Panics
     /// If `t` is not square or `tau` is shorter than k (a cuqr bug).
-    pub fn wy_set_tau<T: GpuScalar>(&self, tau: &CudaView<'_, T>, t: &mut DevMatViewMut<'_, T>) -> Result<()> {
+    pub fn wy_set_tau<T: GpuScalar>(
+        &self,
+        tau: &CudaView<'_, T>,
+        t: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
         let k = t.ncols();
         assert!(t.nrows() == k && tau.len() >= k);
         if k == 0 {
@@ -430,14 +470,26 @@ impl Gpu {
         let (ldv, ldt) = (v.ld(), t.ld());
         let f = &T::kernel_set(&self.kernels).wy_build_t;
         let mut b = self.stream.launch_builder(f);
-        b.arg(v.buf()).arg(&ldv).arg(&rows).arg(&k).arg(tau).arg(t.buf_mut()).arg(&ldt);
+        b.arg(v.buf())
+            .arg(&ldv)
+            .arg(&rows)
+            .arg(&k)
+            .arg(tau)
+            .arg(t.buf_mut())
+            .arg(&ldt);
         // SAFETY: matches wy_build_t_{f32,f64}(v: *const T, ldv, rows, k, tau: *const T,
         // t: *mut T, ldt): reads v[i + j·ldv], i < rows, j < k, inside the v view;
         // tau[j], j < k (asserted); writes t[i + j·ldt], i, j < k, inside the k×k t
         // view (asserted); t is a &mut view and aliases neither input; k ≤ 256;
         // grid 1, block 256, smem (256 + k)·8.
-        unsafe { b.launch(cfg((1, 1), (REDUCE_BLOCK, 1), (REDUCE_BLOCK as usize + k) * 8)) }
-            .map_err(launch_err("wy_build_t"))?;
+        unsafe {
+            b.launch(cfg(
+                (1, 1),
+                (REDUCE_BLOCK, 1),
+                (REDUCE_BLOCK as usize + k) * 8,
+            ))
+        }
+        .map_err(launch_err("wy_build_t"))?;
         Ok(())
     }
 }
@@ -459,7 +511,10 @@ mod tests {
                 }
             }
         }
-        assert!(missing.is_empty(), "host/ptx/cuqr_kernels.ptx lacks {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "host/ptx/cuqr_kernels.ptx lacks {missing:?}"
+        );
     }
 
     #[test]

@@ -152,7 +152,9 @@ impl<T: GpuScalar> DevMat<T> {
         gpu.stream
             .memcpy_htod(&host, &mut self.buf)
             .map_err(driver_err("DevMat upload"))?;
-        gpu.stream.synchronize().map_err(driver_err("DevMat upload"))
+        gpu.stream
+            .synchronize()
+            .map_err(driver_err("DevMat upload"))
     }
 
     /// Like [`DevMat::upload`], staging through page-locked memory (≥ ld·ncols
@@ -161,18 +163,32 @@ impl<T: GpuScalar> DevMat<T> {
     ///
     /// # Errors
     /// [`Error::Shape`] if the shapes differ or `staging` is too short; [`Error::Driver`].
-    pub fn upload_pinned(&mut self, gpu: &Gpu, a: MatRef<'_, T>, staging: &mut PinnedHostSlice<T>) -> Result<()> {
+    pub fn upload_pinned(
+        &mut self,
+        gpu: &Gpu,
+        a: MatRef<'_, T>,
+        staging: &mut PinnedHostSlice<T>,
+    ) -> Result<()> {
         self.check_same_shape("DevMat::upload_pinned", a)?;
         let len = self.buf.len();
         if staging.len() < len {
-            return Err(shape_err("DevMat::upload_pinned", "staging length", staging.len(), len));
+            return Err(shape_err(
+                "DevMat::upload_pinned",
+                "staging length",
+                staging.len(),
+                len,
+            ));
         }
-        let host = staging.as_mut_slice().map_err(driver_err("pinned staging"))?;
+        let host = staging
+            .as_mut_slice()
+            .map_err(driver_err("pinned staging"))?;
         self.pack(a, &mut host[..len]);
         gpu.stream
             .memcpy_htod(staging, &mut self.buf)
             .map_err(driver_err("DevMat pinned upload"))?;
-        gpu.stream.synchronize().map_err(driver_err("DevMat pinned upload"))
+        gpu.stream
+            .synchronize()
+            .map_err(driver_err("DevMat pinned upload"))
     }
 
     fn unpack(&self, host: &[T]) -> Mat<T> {
@@ -195,12 +211,19 @@ impl<T: GpuScalar> DevMat<T> {
     pub fn download_pinned(&self, gpu: &Gpu, staging: &mut PinnedHostSlice<T>) -> Result<Mat<T>> {
         let len = self.buf.len();
         if staging.len() < len {
-            return Err(shape_err("DevMat::download_pinned", "staging length", staging.len(), len));
+            return Err(shape_err(
+                "DevMat::download_pinned",
+                "staging length",
+                staging.len(),
+                len,
+            ));
         }
         gpu.stream
             .memcpy_dtoh(&self.buf, staging)
             .map_err(driver_err("DevMat pinned download"))?;
-        gpu.stream.synchronize().map_err(driver_err("DevMat pinned download"))?;
+        gpu.stream
+            .synchronize()
+            .map_err(driver_err("DevMat pinned download"))?;
         let host = staging.as_slice().map_err(driver_err("pinned staging"))?;
         Ok(self.unpack(&host[..len]))
     }
@@ -215,7 +238,9 @@ impl<T: GpuScalar> DevMat<T> {
             .stream
             .clone_dtoh(&self.buf)
             .map_err(driver_err("DevMat download"))?;
-        gpu.stream.synchronize().map_err(driver_err("DevMat download"))?;
+        gpu.stream
+            .synchronize()
+            .map_err(driver_err("DevMat download"))?;
         Ok(v)
     }
 
@@ -227,12 +252,19 @@ impl<T: GpuScalar> DevMat<T> {
     /// [`Error::Shape`] if `data` has the wrong length; [`Error::Driver`].
     pub fn upload_raw(&mut self, gpu: &Gpu, data: &[T]) -> Result<()> {
         if data.len() != self.buf.len() {
-            return Err(shape_err("DevMat::upload_raw", "data length", data.len(), self.buf.len()));
+            return Err(shape_err(
+                "DevMat::upload_raw",
+                "data length",
+                data.len(),
+                self.buf.len(),
+            ));
         }
         gpu.stream
             .memcpy_htod(data, &mut self.buf)
             .map_err(driver_err("DevMat raw upload"))?;
-        gpu.stream.synchronize().map_err(driver_err("DevMat raw upload"))
+        gpu.stream
+            .synchronize()
+            .map_err(driver_err("DevMat raw upload"))
     }
 
     /// Sets every element, padding included, to `value` (e.g. NaN to poison
@@ -289,7 +321,13 @@ impl<T: GpuScalar> DevMat<T> {
     ///
     /// # Panics
     /// If the block does not fit.
-    pub fn block_mut(&mut self, row0: usize, col0: usize, rows: usize, cols: usize) -> DevMatViewMut<'_, T> {
+    pub fn block_mut(
+        &mut self,
+        row0: usize,
+        col0: usize,
+        rows: usize,
+        cols: usize,
+    ) -> DevMatViewMut<'_, T> {
         let r = self.block_range(row0, col0, rows, cols);
         let ld = self.ld;
         DevMatViewMut {
@@ -306,7 +344,8 @@ impl<T: GpuScalar> DevMat<T> {
     /// If out of range.
     pub fn col(&self, j: usize, rows: Range<usize>) -> CudaView<'_, T> {
         assert!(j < self.ncols && rows.start <= rows.end && rows.end <= self.nrows);
-        self.buf.slice(j * self.ld + rows.start..j * self.ld + rows.end)
+        self.buf
+            .slice(j * self.ld + rows.start..j * self.ld + rows.end)
     }
 
     /// Rows `rows` of column `j` as a mutable vector view.
@@ -327,10 +366,20 @@ impl<'a, T> DevMatView<'a, T> {
     /// [`Error::Shape`] if `ld < rows` or `buf` is shorter than the block spans.
     pub fn new(buf: CudaView<'a, T>, rows: usize, cols: usize, ld: usize) -> Result<Self> {
         if ld < rows.max(1) {
-            return Err(shape_err("DevMatView::new", "leading dimension", ld, rows.max(1)));
+            return Err(shape_err(
+                "DevMatView::new",
+                "leading dimension",
+                ld,
+                rows.max(1),
+            ));
         }
         if buf.len() < span(rows, cols, ld) {
-            return Err(shape_err("DevMatView::new", "buffer length", buf.len(), span(rows, cols, ld)));
+            return Err(shape_err(
+                "DevMatView::new",
+                "buffer length",
+                buf.len(),
+                span(rows, cols, ld),
+            ));
         }
         Ok(Self {
             buf,
@@ -364,10 +413,20 @@ impl<'a, T> DevMatViewMut<'a, T> {
     /// [`Error::Shape`] if `ld < rows` or `buf` is shorter than the block spans.
     pub fn new(buf: CudaViewMut<'a, T>, rows: usize, cols: usize, ld: usize) -> Result<Self> {
         if ld < rows.max(1) {
-            return Err(shape_err("DevMatViewMut::new", "leading dimension", ld, rows.max(1)));
+            return Err(shape_err(
+                "DevMatViewMut::new",
+                "leading dimension",
+                ld,
+                rows.max(1),
+            ));
         }
         if buf.len() < span(rows, cols, ld) {
-            return Err(shape_err("DevMatViewMut::new", "buffer length", buf.len(), span(rows, cols, ld)));
+            return Err(shape_err(
+                "DevMatViewMut::new",
+                "buffer length",
+                buf.len(),
+                span(rows, cols, ld),
+            ));
         }
         Ok(Self {
             buf,
@@ -453,7 +512,9 @@ impl<T: GpuScalar> DevVec<T> {
         gpu.stream
             .memcpy_htod(x, &mut dst)
             .map_err(driver_err("DevVec upload"))?;
-        gpu.stream.synchronize().map_err(driver_err("DevVec upload"))
+        gpu.stream
+            .synchronize()
+            .map_err(driver_err("DevVec upload"))
     }
 
     /// Downloads the vector.
@@ -465,7 +526,9 @@ impl<T: GpuScalar> DevVec<T> {
             .stream
             .clone_dtoh(&self.buf)
             .map_err(driver_err("DevVec download"))?;
-        gpu.stream.synchronize().map_err(driver_err("DevVec download"))?;
+        gpu.stream
+            .synchronize()
+            .map_err(driver_err("DevVec download"))?;
         v.truncate(self.len);
         Ok(v)
     }

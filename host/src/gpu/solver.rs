@@ -13,7 +13,8 @@ use super::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
 fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
-    s.result().map_err(|e| Error::Cusolver(format!("{op}: {e}")))
+    s.result()
+        .map_err(|e| Error::Cusolver(format!("{op}: {e}")))
 }
 
 fn op_cusolver(op: Op) -> sys::cublasOperation_t {
@@ -30,7 +31,13 @@ fn side_cusolver(side: Side) -> sys::cublasSideMode_t {
     }
 }
 
-fn check(op: &'static str, what: &'static str, ok: bool, got: usize, expected: usize) -> Result<()> {
+fn check(
+    op: &'static str,
+    what: &'static str,
+    ok: bool,
+    got: usize,
+    expected: usize,
+) -> Result<()> {
     if ok {
         Ok(())
     } else {
@@ -46,18 +53,26 @@ fn check(op: &'static str, what: &'static str, ok: bool, got: usize, expected: u
 impl Gpu {
     fn workspace<T: GpuScalar>(&self, lwork: i32) -> Result<CudaSlice<T>> {
         let len = (lwork.max(1)) as usize;
-        self.stream
-            .alloc_zeros::<T>(len)
-            .map_err(alloc_err("cuSOLVER workspace", len * core::mem::size_of::<T>()))
+        self.stream.alloc_zeros::<T>(len).map_err(alloc_err(
+            "cuSOLVER workspace",
+            len * core::mem::size_of::<T>(),
+        ))
     }
 
     fn dev_info(&self) -> Result<CudaSlice<i32>> {
-        self.stream.alloc_zeros::<i32>(1).map_err(alloc_err("cuSOLVER devInfo", 4))
+        self.stream
+            .alloc_zeros::<i32>(1)
+            .map_err(alloc_err("cuSOLVER devInfo", 4))
     }
 
     fn read_info(&self, op: &'static str, info: &CudaSlice<i32>) -> Result<()> {
-        let v = self.stream.clone_dtoh(info).map_err(driver_err("reading devInfo"))?;
-        self.stream.synchronize().map_err(driver_err("reading devInfo"))?;
+        let v = self
+            .stream
+            .clone_dtoh(info)
+            .map_err(driver_err("reading devInfo"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver_err("reading devInfo"))?;
         match v.first() {
             Some(0) => Ok(()),
             Some(&i) => Err(Error::Cusolver(format!(
@@ -76,7 +91,11 @@ impl Gpu {
     /// [`Error::Shape`] if `tau` is shorter than min(m, n); [`Error::InvalidParam`];
     /// [`Error::Cusolver`] for a failed status or nonzero `devInfo`;
     /// [`Error::OutOfMemory`] for the workspace.
-    pub fn geqrf<T: GpuScalar>(&self, a: &mut DevMatViewMut<'_, T>, tau: &mut CudaViewMut<'_, T>) -> Result<()> {
+    pub fn geqrf<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+        tau: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
         const OP: &str = "geqrf";
         let (m, n) = (a.nrows(), a.ncols());
         let kmin = m.min(n);
@@ -93,9 +112,13 @@ impl Gpu {
                 // SAFETY: cusolverDnSgeqrf_bufferSize only reads the dimensions (A may be
                 // inspected but not written); A is m×n with ld lda inside its view; lwork
                 // is a live host i32. T is f32 (sealed GpuScalar, DTYPE = F32).
-                Dtype::F32 => unsafe { sys::cusolverDnSgeqrf_bufferSize(h, mi, ni, pa as *mut f32, lda, &mut lwork) },
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgeqrf_bufferSize(h, mi, ni, pa as *mut f32, lda, &mut lwork)
+                },
                 // SAFETY: as above with the f64 routine and T = f64.
-                Dtype::F64 => unsafe { sys::cusolverDnDgeqrf_bufferSize(h, mi, ni, pa as *mut f64, lda, &mut lwork) },
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgeqrf_bufferSize(h, mi, ni, pa as *mut f64, lda, &mut lwork)
+                },
             };
             status(OP, st)?;
         }
@@ -111,11 +134,31 @@ impl Gpu {
                 // ≥ min(m,n) (checked), Workspace ≥ lwork elements as queried, devInfo one
                 // i32; all distinct allocations/&mut views; handle on self.stream. T = f32.
                 Dtype::F32 => unsafe {
-                    sys::cusolverDnSgeqrf(h, mi, ni, pa as *mut f32, lda, pt as *mut f32, pw as *mut f32, lwork, pi as *mut i32)
+                    sys::cusolverDnSgeqrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f32,
+                        lda,
+                        pt as *mut f32,
+                        pw as *mut f32,
+                        lwork,
+                        pi as *mut i32,
+                    )
                 },
                 // SAFETY: as above with cusolverDnDgeqrf and T = f64.
                 Dtype::F64 => unsafe {
-                    sys::cusolverDnDgeqrf(h, mi, ni, pa as *mut f64, lda, pt as *mut f64, pw as *mut f64, lwork, pi as *mut i32)
+                    sys::cusolverDnDgeqrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f64,
+                        lda,
+                        pt as *mut f64,
+                        pw as *mut f64,
+                        lwork,
+                        pi as *mut i32,
+                    )
                 },
             };
             status(OP, st)?;
@@ -143,7 +186,13 @@ impl Gpu {
         let (m, n) = (c.nrows(), c.ncols());
         let order = if side == Side::Left { m } else { n };
         check(OP, "rows of A", a.nrows() == order, a.nrows(), order)?;
-        check(OP, "reflector count k", k <= a.ncols() && k <= order, k, a.ncols().min(order))?;
+        check(
+            OP,
+            "reflector count k",
+            k <= a.ncols() && k <= order,
+            k,
+            a.ncols().min(order),
+        )?;
         check(OP, "length of tau", tau.len() >= k, tau.len(), k)?;
         if m == 0 || n == 0 || k == 0 {
             return Ok(());
@@ -163,13 +212,35 @@ impl Gpu {
                 // views (checked); lwork is a live host i32. T = f32 (DTYPE = F32).
                 Dtype::F32 => unsafe {
                     sys::cusolverDnSormqr_bufferSize(
-                        h, sd, tr, mi, ni, ki, pa as *const f32, lda, pt as *const f32, pc as *const f32, ldc, &mut lwork,
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f32,
+                        lda,
+                        pt as *const f32,
+                        pc as *const f32,
+                        ldc,
+                        &mut lwork,
                     )
                 },
                 // SAFETY: as above with the f64 routine and T = f64.
                 Dtype::F64 => unsafe {
                     sys::cusolverDnDormqr_bufferSize(
-                        h, sd, tr, mi, ni, ki, pa as *const f64, lda, pt as *const f64, pc as *const f64, ldc, &mut lwork,
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f64,
+                        lda,
+                        pt as *const f64,
+                        pc as *const f64,
+                        ldc,
+                        &mut lwork,
                     )
                 },
             };
@@ -190,15 +261,39 @@ impl Gpu {
                 // bound to self.stream. T = f32 (DTYPE = F32).
                 Dtype::F32 => unsafe {
                     sys::cusolverDnSormqr(
-                        h, sd, tr, mi, ni, ki, pa as *const f32, lda, pt as *const f32, pc as *mut f32, ldc,
-                        pw as *mut f32, lwork, pi as *mut i32,
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f32,
+                        lda,
+                        pt as *const f32,
+                        pc as *mut f32,
+                        ldc,
+                        pw as *mut f32,
+                        lwork,
+                        pi as *mut i32,
                     )
                 },
                 // SAFETY: as above with cusolverDnDormqr and T = f64.
                 Dtype::F64 => unsafe {
                     sys::cusolverDnDormqr(
-                        h, sd, tr, mi, ni, ki, pa as *const f64, lda, pt as *const f64, pc as *mut f64, ldc,
-                        pw as *mut f64, lwork, pi as *mut i32,
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f64,
+                        lda,
+                        pt as *const f64,
+                        pc as *mut f64,
+                        ldc,
+                        pw as *mut f64,
+                        lwork,
+                        pi as *mut i32,
                     )
                 },
             };
@@ -213,7 +308,12 @@ impl Gpu {
     /// # Errors
     /// [`Error::Shape`] unless m ≥ n ≥ k and `tau` holds k; [`Error::InvalidParam`];
     /// [`Error::Cusolver`]; [`Error::OutOfMemory`].
-    pub fn orgqr<T: GpuScalar>(&self, a: &mut DevMatViewMut<'_, T>, k: usize, tau: &CudaView<'_, T>) -> Result<()> {
+    pub fn orgqr<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+        k: usize,
+        tau: &CudaView<'_, T>,
+    ) -> Result<()> {
         const OP: &str = "orgqr";
         let (m, n) = (a.nrows(), a.ncols());
         check(OP, "columns of A (n ≤ m)", n <= m, n, m)?;
@@ -222,7 +322,12 @@ impl Gpu {
         if n == 0 {
             return Ok(());
         }
-        let (mi, ni, ki, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "k", k)?, int(OP, "lda", a.ld())?);
+        let (mi, ni, ki, lda) = (
+            int(OP, "m", m)?,
+            int(OP, "n", n)?,
+            int(OP, "k", k)?,
+            int(OP, "lda", a.ld())?,
+        );
         let h = self.solver.cu();
         let mut lwork = 0i32;
         {
@@ -233,11 +338,29 @@ impl Gpu {
                 // ld lda) and tau (≥ k) pointers, inside their views (checked); lwork is a
                 // live host i32. T = f32 (DTYPE = F32).
                 Dtype::F32 => unsafe {
-                    sys::cusolverDnSorgqr_bufferSize(h, mi, ni, ki, pa as *const f32, lda, pt as *const f32, &mut lwork)
+                    sys::cusolverDnSorgqr_bufferSize(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f32,
+                        lda,
+                        pt as *const f32,
+                        &mut lwork,
+                    )
                 },
                 // SAFETY: as above with the f64 routine and T = f64.
                 Dtype::F64 => unsafe {
-                    sys::cusolverDnDorgqr_bufferSize(h, mi, ni, ki, pa as *const f64, lda, pt as *const f64, &mut lwork)
+                    sys::cusolverDnDorgqr_bufferSize(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f64,
+                        lda,
+                        pt as *const f64,
+                        &mut lwork,
+                    )
                 },
             };
             status(OP, st)?;
@@ -254,11 +377,33 @@ impl Gpu {
                 // (so it does not alias tau), tau ≥ k, work ≥ lwork as queried, devInfo
                 // one i32; handle bound to self.stream. T = f32 (DTYPE = F32).
                 Dtype::F32 => unsafe {
-                    sys::cusolverDnSorgqr(h, mi, ni, ki, pa as *mut f32, lda, pt as *const f32, pw as *mut f32, lwork, pi as *mut i32)
+                    sys::cusolverDnSorgqr(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *mut f32,
+                        lda,
+                        pt as *const f32,
+                        pw as *mut f32,
+                        lwork,
+                        pi as *mut i32,
+                    )
                 },
                 // SAFETY: as above with cusolverDnDorgqr and T = f64.
                 Dtype::F64 => unsafe {
-                    sys::cusolverDnDorgqr(h, mi, ni, ki, pa as *mut f64, lda, pt as *const f64, pw as *mut f64, lwork, pi as *mut i32)
+                    sys::cusolverDnDorgqr(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *mut f64,
+                        lda,
+                        pt as *const f64,
+                        pw as *mut f64,
+                        lwork,
+                        pi as *mut i32,
+                    )
                 },
             };
             status(OP, st)?;
