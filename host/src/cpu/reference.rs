@@ -11,7 +11,7 @@ use crate::scalar::Scalar;
 /// `reduce_nrm2`: ‖x‖₂ by the scaled two-pass algorithm (erratum H2).
 pub use super::householder::nrm2;
 
-/// `reduce_dot`: Σ x[i]·y[i], accumulated in order with fused multiply-adds.
+/// `reduce_dot`: Σ xᵢ·yᵢ, accumulated in order with fused multiply-adds.
 ///
 /// # Panics
 /// If the lengths differ.
@@ -131,7 +131,7 @@ pub fn double_sum<T: Scalar>(a: &[T], b: &[T], r: usize, c: usize, cm: &mut [T],
     }
 }
 
-/// `wy_set_tau` (seed K-setTau): t[i + i·ldt] = tau[i] for i < k.
+/// `wy_set_tau` (seed K-setTau): `t[i + i·ldt] = tau[i]` for i < k.
 pub fn set_tau<T: Scalar>(tau: &[T], t: &mut [T], k: usize, ldt: usize) {
     for i in 0..k {
         t[i + i * ldt] = tau[i];

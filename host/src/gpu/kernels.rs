@@ -418,7 +418,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// `wy_set_tau` (seed K-setTau): t(i, i) := tau[i] for i < k, t being k×k.
+    /// `wy_set_tau` (seed K-setTau): t(i, i) := τᵢ for i < k, t being k×k.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
