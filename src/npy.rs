@@ -280,8 +280,7 @@ pub fn encode<T: NpyElem>(a: &Mat<T>, one_d: bool) -> Vec<u8> {
         dict.push(' ');
     }
     dict.push('\n');
-    let size = std::mem::size_of::<T>();
-    let mut out = Vec::with_capacity(total + a.as_slice().len() * size);
+    let mut out = Vec::with_capacity(total + std::mem::size_of_val(a.as_slice()));
     out.extend_from_slice(MAGIC);
     if prefix == 10 {
         out.extend_from_slice(&[1, 0]);
