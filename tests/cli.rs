@@ -486,9 +486,11 @@ fn insert_rows_f32_fortran_with_e_default_b() {
         }
     };
     let at = M::from_fn(M0 + 4, N0, |i, j| {
-        pick(i).map_or(u.at(i - 10, j), |s| c.a.at(s, j))
+        pick(i).map_or_else(|| u.at(i - 10, j), |s| c.a.at(s, j))
     });
-    let bt = M::from_fn(M0 + 4, 1, |i, _| pick(i).map_or(e.at(i - 10, 0), |_| 1.0));
+    let bt = M::from_fn(M0 + 4, 1, |i, _| {
+        pick(i).map_or_else(|| e.at(i - 10, 0), |_| 1.0)
+    });
     check_outputs(&out, &at, &bt, U32, true, true);
     check_summary(&out, M0 + 4, N0, "insert-rows", "f32", true);
 }
