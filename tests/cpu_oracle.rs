@@ -1,0 +1,341 @@
+//! The CPU backend against faer (spec §3.7; architecture.md "Testing"): for
+//! `factorize` and each update kind, the updated state is compared with faer's
+//! QR and least-squares solution of the updated matrix built from scratch in
+//! f64, and the properties QR = Ã, QᵀQ = I and ‖L‖ = 0 are checked. Tolerances
+//! are derived in `tests/support/mod.rs` (module doc) from ε = 10·m·u.
+//!
+//! Sizes 1, 31, 33, 127, 257 (where they fit m ≥ n), k0 at the start, the middle
+//! and the end, p = 1 and p > 1, one and two right-hand sides, f64 and f32 (f32
+//! inputs are widened exactly, so faer in f64 solves the same problem).
+
+mod support;
+
+use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate, Scalar};
+use support::{check_state, random_mat, random_vec, rng, Model};
+
+/// The operation a case exercises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Factorize,
+    InsertCols,
+    DeleteCols,
+    InsertRows,
+    DeleteRows,
+    RankOne,
+}
+
+/// Starting shapes (m, n) built from the sizes 1, 31, 33, 127, 257.
+const SHAPES: [(usize, usize); 9] = [
+    (1, 1),
+    (31, 1),
+    (31, 31),
+    (33, 1),
+    (33, 31),
+    (127, 33),
+    (257, 31),
+    (257, 127),
+    (257, 257),
+];
+
+/// Whether an m×n result is a fair test for `T`: m ≥ n, and for f32 either
+/// 1×1 or m ≥ n + 2. A square uniform(−1, 1) matrix in f32 has |r_nn| below the
+/// rank tolerance 10·max(m,n)·u·‖R‖_F with probability ~1e-3..1e-2 at these
+/// sizes (a legitimate RankDeficient), while two spare rows make that ~ε³.
+fn fits<T: Scalar>(m: usize, n: usize) -> bool {
+    let f64_like = T::UNIT_ROUNDOFF < 1e-10;
+    m >= n && n >= 1 && (f64_like || m == 1 || m >= n + 2)
+}
+
+/// Block sizes p to try for a dimension `len`: 1 and one p > 1.
+fn p_values(len: usize) -> Vec<usize> {
+    let big = match len {
+        0..=1 => 2,
+        2..=40 => 3,
+        41..=150 => 5,
+        _ => 17,
+    };
+    vec![1, big]
+}
+
+/// k0 at the start, the middle and the end of `0..=max`, deduplicated.
+fn k0_values(max: usize) -> Vec<usize> {
+    let mut v = vec![0, max / 2, max];
+    v.dedup();
+    v
+}
+
+/// Runs one case; returns a description of the failure, if any.
+fn run_case<T: Scalar>(
+    kind: Kind,
+    policy: QPolicy,
+    m: usize,
+    n: usize,
+    k0: usize,
+    p: usize,
+    q: usize,
+    seed: u64,
+) -> Result<(), String> {
+    let mut g = rng(seed);
+    let a = random_mat::<T>(&mut g, m, n);
+    let b = random_mat::<T>(&mut g, m, q);
+    let mut model = Model::new(&a, &b);
+    let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default())
+        .map_err(|e| format!("factorize: {e}"))?;
+    match kind {
+        Kind::Factorize => {}
+        Kind::InsertCols => {
+            let u = random_mat::<T>(&mut g, m, p);
+            st.insert_cols(k0, u.as_ref())
+                .map_err(|e| format!("insert_cols: {e}"))?;
+            model.insert_cols(k0, &u);
+        }
+        Kind::DeleteCols => {
+            st.delete_cols(k0, p)
+                .map_err(|e| format!("delete_cols: {e}"))?;
+            model.delete_cols(k0, p);
+        }
+        Kind::InsertRows => {
+            let u = random_mat::<T>(&mut g, p, n);
+            let e = random_mat::<T>(&mut g, p, q);
+            st.insert_rows(k0, u.as_ref(), e.as_ref())
+                .map_err(|e| format!("insert_rows: {e}"))?;
+            model.insert_rows(k0, &u, &e);
+        }
+        Kind::DeleteRows => {
+            st.delete_rows(k0, p)
+                .map_err(|e| format!("delete_rows: {e}"))?;
+            model.delete_rows(k0, p);
+        }
+        Kind::RankOne => {
+            let u = random_vec::<T>(&mut g, m);
+            let v = random_vec::<T>(&mut g, n);
+            st.rank_one(&u, &v).map_err(|e| format!("rank_one: {e}"))?;
+            model.rank_one(&u, &v);
+        }
+    }
+    check_state::<T>(&st, &model).map(|_| ())
+}
+
+/// All cases of `kind` for `T`; panics listing every failing case.
+fn run_kind<T: Scalar>(kind: Kind) {
+    let mut failures = Vec::new();
+    let mut count = 0usize;
+    for (si, &(m, n)) in SHAPES.iter().enumerate() {
+        // (k0 range end, p, result dims) for each p.
+        let mut cases: Vec<(usize, usize)> = Vec::new(); // (k0, p)
+        match kind {
+            Kind::Factorize | Kind::RankOne => {
+                if fits::<T>(m, n) {
+                    cases.push((0, 0));
+                }
+            }
+            Kind::InsertCols => {
+                for p in p_values(n) {
+                    if fits::<T>(m, n + p) {
+                        cases.extend(k0_values(n).into_iter().map(|k| (k, p)));
+                    }
+                }
+            }
+            Kind::DeleteCols => {
+                for p in p_values(n) {
+                    if p < n && fits::<T>(m, n) && fits::<T>(m, n - p) {
+                        cases.extend(k0_values(n - p).into_iter().map(|k| (k, p)));
+                    }
+                }
+            }
+            Kind::InsertRows => {
+                for p in p_values(m) {
+                    if fits::<T>(m, n) {
+                        cases.extend(k0_values(m).into_iter().map(|k| (k, p)));
+                    }
+                }
+            }
+            Kind::DeleteRows => {
+                for p in p_values(m) {
+                    if p < m && fits::<T>(m, n) && fits::<T>(m - p, n) {
+                        cases.extend(k0_values(m - p).into_iter().map(|k| (k, p)));
+                    }
+                }
+            }
+        }
+        let policies: &[QPolicy] = match kind {
+            Kind::Factorize | Kind::DeleteCols | Kind::InsertRows => {
+                &[QPolicy::Full, QPolicy::None]
+            }
+            _ => &[QPolicy::Full],
+        };
+        for (ci, &(k0, p)) in cases.iter().enumerate() {
+            for &policy in policies {
+                let q = 1 + (ci + si) % 2;
+                let seed = 0x5eed_0000 + (si as u64) * 1000 + ci as u64;
+                count += 1;
+                if let Err(msg) = run_case::<T>(kind, policy, m, n, k0, p, q, seed) {
+                    failures.push(format!(
+                        "{kind:?} {} {policy:?} m={m} n={n} k0={k0} p={p} q={q} seed={seed:#x}: {msg}",
+                        T::NAME
+                    ));
+                }
+            }
+        }
+    }
+    assert!(count > 0);
+    assert!(
+        failures.is_empty(),
+        "{} of {count} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn factorize_f64() {
+    run_kind::<f64>(Kind::Factorize);
+}
+#[test]
+fn factorize_f32() {
+    run_kind::<f32>(Kind::Factorize);
+}
+#[test]
+fn insert_cols_f64() {
+    run_kind::<f64>(Kind::InsertCols);
+}
+#[test]
+fn insert_cols_f32() {
+    run_kind::<f32>(Kind::InsertCols);
+}
+#[test]
+fn delete_cols_f64() {
+    run_kind::<f64>(Kind::DeleteCols);
+}
+#[test]
+fn delete_cols_f32() {
+    run_kind::<f32>(Kind::DeleteCols);
+}
+#[test]
+fn insert_rows_f64() {
+    run_kind::<f64>(Kind::InsertRows);
+}
+#[test]
+fn insert_rows_f32() {
+    run_kind::<f32>(Kind::InsertRows);
+}
+#[test]
+fn delete_rows_f64() {
+    run_kind::<f64>(Kind::DeleteRows);
+}
+#[test]
+fn delete_rows_f32() {
+    run_kind::<f32>(Kind::DeleteRows);
+}
+#[test]
+fn rank_one_f64() {
+    run_kind::<f64>(Kind::RankOne);
+}
+#[test]
+fn rank_one_f32() {
+    run_kind::<f32>(Kind::RankOne);
+}
+
+/// The single-row/column conveniences (p = 1) agree with the model.
+fn conveniences<T: Scalar>() {
+    let (m, n, q) = (45, 13, 2);
+    let mut g = rng(0xc0417);
+    let a = random_mat::<T>(&mut g, m, n);
+    let b = random_mat::<T>(&mut g, m, q);
+    let mut model = Model::new(&a, &b);
+    let mut st = CpuQr::factorize(
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .unwrap();
+
+    let col = random_vec::<T>(&mut g, m);
+    st.insert_col(5, &col).unwrap();
+    model.insert_cols(5, &Mat::from_col(&col));
+    check_state::<T>(&st, &model).unwrap();
+
+    st.delete_col(11).unwrap();
+    model.delete_cols(11, 1);
+    check_state::<T>(&st, &model).unwrap();
+
+    let row = random_vec::<T>(&mut g, n);
+    let e = random_vec::<T>(&mut g, q);
+    st.insert_row(17, &row, &e).unwrap();
+    model.insert_rows(
+        17,
+        &Mat::from_fn(1, n, |_, j| row[j]),
+        &Mat::from_fn(1, q, |_, j| e[j]),
+    );
+    check_state::<T>(&st, &model).unwrap();
+
+    st.delete_row(0).unwrap();
+    model.delete_rows(0, 1);
+    check_state::<T>(&st, &model).unwrap();
+}
+
+#[test]
+fn conveniences_f64() {
+    conveniences::<f64>();
+}
+#[test]
+fn conveniences_f32() {
+    conveniences::<f32>();
+}
+
+/// `cuqr::diagnostics` (spec §3.7, §5.4 F15) on an updated state: ‖L‖ = 0, e_Q
+/// and e_A reported under Full and absent under None, within the 2-norm target
+/// carried to the Frobenius norm (‖X‖_F ≤ √m·‖X‖₂ for m×m X, and √n for the
+/// m×n QR − A), and e_x within 2·ε·(2κ/cosθ + tanθ·κ²) computed by the support
+/// module's reference.
+fn diagnostics_agree<T: Scalar>() {
+    let (m, n, q) = (70, 21, 1);
+    for policy in [QPolicy::Full, QPolicy::None] {
+        let mut g = rng(0xd1a9);
+        let a = random_mat::<T>(&mut g, m, n);
+        let b = random_mat::<T>(&mut g, m, q);
+        let mut model = Model::new(&a, &b);
+        let mut st =
+            CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default()).unwrap();
+        let u = random_mat::<T>(&mut g, 3, n);
+        let e = random_mat::<T>(&mut g, 3, q);
+        st.insert_rows(9, u.as_ref(), e.as_ref()).unwrap();
+        model.insert_rows(9, &u, &e);
+        st.delete_cols(4, 2).unwrap();
+        model.delete_cols(4, 2);
+        check_state::<T>(&st, &model).unwrap();
+
+        let (mm, nn) = (model.m(), model.n());
+        let at = Mat::<T>::from_fn(mm, nn, |i, j| T::from_f64(model.a[(i, j)]));
+        let bt = Mat::<T>::from_fn(mm, q, |i, j| T::from_f64(model.b[(i, j)]));
+        let dg = cuqr::diagnostics(&st, at.as_ref(), bt.as_ref()).unwrap();
+        let eps = support::eps::<T>(mm);
+        assert_eq!(dg.l_norm, 0.0, "{policy:?}");
+        match policy {
+            QPolicy::None => assert!(dg.e_q.is_none() && dg.e_a.is_none(), "{dg:?}"),
+            _ => {
+                let e_q = dg.e_q.unwrap();
+                let e_a = dg.e_a.unwrap();
+                assert!(e_q <= (mm as f64).sqrt() * eps, "e_Q = {e_q:e} {dg:?}");
+                assert!(e_a <= (nn as f64).sqrt() * eps, "e_A = {e_a:e} {dg:?}");
+            }
+        }
+        let refc = support::Reference::of(&model);
+        let sin_t = refc.res[0] / refc.b_norm[0];
+        let cos_t = (1.0 - sin_t * sin_t).sqrt();
+        let k = refc.kappa;
+        let x_tol = 2.0 * eps * (2.0 * k / cos_t + sin_t / cos_t * k * k);
+        assert!(dg.e_x <= x_tol, "{policy:?} e_x = {:e} > {x_tol:e}", dg.e_x);
+        assert_eq!(dg.residual.len(), q);
+    }
+}
+
+#[test]
+fn diagnostics_agree_f64() {
+    diagnostics_agree::<f64>();
+}
+#[test]
+fn diagnostics_agree_f32() {
+    diagnostics_agree::<f32>();
+}
