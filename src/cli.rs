@@ -231,7 +231,7 @@ matrix from scratch on the same backend, the speed-up, the residual norm
 e_A = ||Q R - X||_F / ||X||_F.
 
 Options:
-  --size small|default   default: 2000 x 200; small: 241 x 29 (for tests)
+  --size small|default   default: 1500 x 150; small: 241 x 29 (for tests)
   --seed N               PRNG seed (default 42)
   --precision f64|f32    working precision (default f64)
   --backend auto|cpu|gpu default auto
