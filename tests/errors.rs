@@ -1,0 +1,559 @@
+//! Every error path of the CPU backend (spec §5.4 F19; architecture.md "Errors":
+//! validate everything before touching state). Each call that must fail is
+//! made on a valid state; the test matches the `cuqr::Error` variant and then
+//! checks that R, d, Q and the dimensions are bit-for-bit what they were.
+
+mod support;
+
+use cuqr::{CpuQr, Error, FactorParams, Mat, MatRef, QPolicy, QrUpdate, Scalar, UpdateParams};
+use support::{random_mat, random_vec, rng, snapshot};
+
+const M: usize = 37;
+const N: usize = 11;
+const Q: usize = 2;
+
+/// A valid M×N state with Q right-hand sides, and its A and b.
+fn state<T: Scalar>(policy: QPolicy, seed: u64) -> (CpuQr<T>, Mat<T>, Mat<T>) {
+    let mut g = rng(seed);
+    let a = random_mat::<T>(&mut g, M, N);
+    let b = random_mat::<T>(&mut g, M, Q);
+    let st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default()).unwrap();
+    (st, a, b)
+}
+
+/// Makes the failing call `f` on `st`, checks the error with `check`, and
+/// asserts the state is bit-for-bit unchanged.
+fn expect_err<T: Scalar>(
+    st: &mut CpuQr<T>,
+    what: &str,
+    f: impl FnOnce(&mut CpuQr<T>) -> cuqr::Result<()>,
+    check: impl FnOnce(&Error) -> bool,
+) {
+    let before = snapshot::<T>(st);
+    let params = st.params();
+    match f(st) {
+        Ok(()) => panic!("{what}: succeeded, expected an error"),
+        Err(e) => assert!(check(&e), "{what}: unexpected error {e:?}"),
+    }
+    assert_eq!(
+        snapshot::<T>(st),
+        before,
+        "{what}: state changed by a failed call"
+    );
+    assert_eq!(st.params(), params, "{what}: params changed");
+}
+
+/// A matrix with one entry replaced.
+fn poke<T: Scalar>(a: &Mat<T>, i: usize, j: usize, x: T) -> Mat<T> {
+    let mut a = a.clone();
+    a[(i, j)] = x;
+    a
+}
+
+fn shape_errors<T: Scalar>() {
+    let (mut st, _, _) = state::<T>(QPolicy::Full, 1);
+    let mut g = rng(2);
+    // insert_cols: U with M+1 rows.
+    let u = random_mat::<T>(&mut g, M + 1, 2);
+    expect_err(
+        &mut st,
+        "insert_cols rows",
+        |s| s.insert_cols(3, u.as_ref()),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == M + 1 && *expected == M),
+    );
+    let u = random_mat::<T>(&mut g, M - 1, 1);
+    expect_err(
+        &mut st,
+        "insert_col short",
+        |s| s.insert_col(0, u.as_slice()),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == M - 1 && *expected == M),
+    );
+    // insert_rows: U with N+1 columns; e with the wrong row count; e with the wrong column count.
+    let u = random_mat::<T>(&mut g, 2, N + 1);
+    let e2 = random_mat::<T>(&mut g, 2, Q);
+    expect_err(
+        &mut st,
+        "insert_rows U cols",
+        |s| s.insert_rows(5, u.as_ref(), e2.as_ref()),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == N + 1 && *expected == N),
+    );
+    let u = random_mat::<T>(&mut g, 2, N);
+    let e3 = random_mat::<T>(&mut g, 3, Q);
+    expect_err(
+        &mut st,
+        "insert_rows e rows",
+        |s| s.insert_rows(5, u.as_ref(), e3.as_ref()),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == 3 && *expected == 2),
+    );
+    let e1 = random_mat::<T>(&mut g, 2, Q + 1);
+    expect_err(
+        &mut st,
+        "insert_rows e cols",
+        |s| s.insert_rows(5, u.as_ref(), e1.as_ref()),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == Q + 1 && *expected == Q),
+    );
+    // insert_row convenience with a short row.
+    let row = random_vec::<T>(&mut g, N - 1);
+    let ee = random_vec::<T>(&mut g, Q);
+    expect_err(
+        &mut st,
+        "insert_row short",
+        |s| s.insert_row(0, &row, &ee),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == N - 1 && *expected == N),
+    );
+    // rank_one: u of length M+1, v of length N-1.
+    let u = random_vec::<T>(&mut g, M + 1);
+    let v = random_vec::<T>(&mut g, N);
+    expect_err(
+        &mut st,
+        "rank_one u",
+        |s| s.rank_one(&u, &v),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == M + 1 && *expected == M),
+    );
+    let u = random_vec::<T>(&mut g, M);
+    let v = random_vec::<T>(&mut g, N - 1);
+    expect_err(
+        &mut st,
+        "rank_one v",
+        |s| s.rank_one(&u, &v),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == N - 1 && *expected == N),
+    );
+    // factorize: b with the wrong row count; m < n.
+    let a = random_mat::<T>(&mut g, M, N);
+    let b = random_mat::<T>(&mut g, M - 1, 1);
+    let r = CpuQr::factorize(
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    );
+    assert!(
+        matches!(r, Err(Error::Shape { got, expected, .. }) if got == M - 1 && expected == M),
+        "factorize b rows: {r:?}"
+    );
+    let a = random_mat::<T>(&mut g, N - 1, N);
+    let b = random_mat::<T>(&mut g, N - 1, 1);
+    let r = CpuQr::factorize(
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    );
+    assert!(
+        matches!(r, Err(Error::Underdetermined { m, n, .. }) if m == N - 1 && n == N),
+        "factorize m < n: {r:?}"
+    );
+}
+
+#[test]
+fn shape_errors_f64() {
+    shape_errors::<f64>();
+}
+#[test]
+fn shape_errors_f32() {
+    shape_errors::<f32>();
+}
+
+fn range_errors<T: Scalar>() {
+    let (mut st, _, _) = state::<T>(QPolicy::Full, 3);
+    let mut g = rng(4);
+    let oor = |k: usize, pp: usize| move |e: &Error| matches!(e, Error::OutOfRange { k0, p, .. } if *k0 == k && *p == pp);
+    let u = random_mat::<T>(&mut g, M, 2);
+    expect_err(
+        &mut st,
+        "insert_cols k0 > n",
+        |s| s.insert_cols(N + 1, u.as_ref()),
+        oor(N + 1, 2),
+    );
+    expect_err(
+        &mut st,
+        "delete_cols k0+p > n",
+        |s| s.delete_cols(N - 2, 3),
+        oor(N - 2, 3),
+    );
+    expect_err(
+        &mut st,
+        "delete_cols k0 = n",
+        |s| s.delete_cols(N, 1),
+        oor(N, 1),
+    );
+    expect_err(
+        &mut st,
+        "delete_col k0 huge",
+        |s| s.delete_col(usize::MAX),
+        oor(usize::MAX, 1),
+    );
+    let ur = random_mat::<T>(&mut g, 2, N);
+    let e = random_mat::<T>(&mut g, 2, Q);
+    expect_err(
+        &mut st,
+        "insert_rows k0 > m",
+        |s| s.insert_rows(M + 1, ur.as_ref(), e.as_ref()),
+        oor(M + 1, 2),
+    );
+    expect_err(
+        &mut st,
+        "delete_rows k0+p > m",
+        |s| s.delete_rows(M - 1, 2),
+        oor(M - 1, 2),
+    );
+    expect_err(
+        &mut st,
+        "delete_rows overflow",
+        |s| s.delete_rows(usize::MAX, 2),
+        oor(usize::MAX, 2),
+    );
+
+    // p = 0 for each op.
+    let empty_cols: Vec<T> = Vec::new();
+    let u0 = MatRef::new(&empty_cols, M, 0, M).unwrap();
+    expect_err(
+        &mut st,
+        "insert_cols p=0",
+        |s| s.insert_cols(2, u0),
+        |e| matches!(e, Error::EmptyBlock { .. }),
+    );
+    expect_err(
+        &mut st,
+        "delete_cols p=0",
+        |s| s.delete_cols(2, 0),
+        |e| matches!(e, Error::EmptyBlock { .. }),
+    );
+    // 0×N and 0×Q views (ld = 1 needs N−1 and Q−1 backing elements).
+    let backing = random_vec::<T>(&mut g, N.max(Q));
+    let r0 = MatRef::new(&backing, 0, N, 1).unwrap();
+    let e0 = MatRef::new(&backing, 0, Q, 1).unwrap();
+    expect_err(
+        &mut st,
+        "insert_rows p=0",
+        |s| s.insert_rows(2, r0, e0),
+        |e| matches!(e, Error::EmptyBlock { .. }),
+    );
+    expect_err(
+        &mut st,
+        "delete_rows p=0",
+        |s| s.delete_rows(2, 0),
+        |e| matches!(e, Error::EmptyBlock { .. }),
+    );
+
+    // Updates that would leave m < n.
+    let u = random_mat::<T>(&mut g, M, M - N + 1);
+    expect_err(
+        &mut st,
+        "insert_cols m < n",
+        |s| s.insert_cols(N, u.as_ref()),
+        |e| matches!(e, Error::Underdetermined { m, n, .. } if *m == M && *n == M + 1),
+    );
+    expect_err(
+        &mut st,
+        "delete_rows m < n",
+        |s| s.delete_rows(0, M - N + 1),
+        |e| matches!(e, Error::Underdetermined { m, n, .. } if *m == N - 1 && *n == N),
+    );
+}
+
+#[test]
+fn range_errors_f64() {
+    range_errors::<f64>();
+}
+#[test]
+fn range_errors_f32() {
+    range_errors::<f32>();
+}
+
+fn non_finite<T: Scalar>() {
+    let bad = [
+        T::from_f64(f64::NAN),
+        T::from_f64(f64::INFINITY),
+        T::from_f64(f64::NEG_INFINITY),
+    ];
+    let (mut st, a, b) = state::<T>(QPolicy::Full, 5);
+    let mut g = rng(6);
+    for (t, &x) in bad.iter().enumerate() {
+        let nf = |r: usize, c: usize| move |e: &Error| matches!(e, Error::NonFinite { row, col, .. } if *row == r && *col == c);
+        // factorize: A, then b.
+        let a_bad = poke(&a, 4 + t, 7, x);
+        let r = CpuQr::factorize(
+            a_bad.as_ref(),
+            b.as_ref(),
+            QPolicy::Full,
+            FactorParams::default(),
+        );
+        assert!(
+            matches!(&r, Err(e) if nf(4 + t, 7)(e)),
+            "factorize A {x}: {r:?}"
+        );
+        let b_bad = poke(&b, 20, 1, x);
+        let r = CpuQr::factorize(
+            a.as_ref(),
+            b_bad.as_ref(),
+            QPolicy::None,
+            FactorParams::default(),
+        );
+        assert!(
+            matches!(&r, Err(e) if nf(20, 1)(e)),
+            "factorize b {x}: {r:?}"
+        );
+        // insert_cols U.
+        let u = poke(&random_mat::<T>(&mut g, M, 3), 30, 2, x);
+        expect_err(
+            &mut st,
+            "insert_cols U",
+            |s| s.insert_cols(1, u.as_ref()),
+            nf(30, 2),
+        );
+        // insert_rows U, then e.
+        let ur = random_mat::<T>(&mut g, 3, N);
+        let e = random_mat::<T>(&mut g, 3, Q);
+        let ur_bad = poke(&ur, 1, 9, x);
+        expect_err(
+            &mut st,
+            "insert_rows U",
+            |s| s.insert_rows(0, ur_bad.as_ref(), e.as_ref()),
+            nf(1, 9),
+        );
+        let e_bad = poke(&e, 2, 0, x);
+        expect_err(
+            &mut st,
+            "insert_rows e",
+            |s| s.insert_rows(M, ur.as_ref(), e_bad.as_ref()),
+            nf(2, 0),
+        );
+        // rank_one u, then v.
+        let mut u1 = random_vec::<T>(&mut g, M);
+        let mut v1 = random_vec::<T>(&mut g, N);
+        u1[12] = x;
+        expect_err(
+            &mut st,
+            "rank_one u",
+            |s| s.rank_one(&u1, &v1),
+            |e| matches!(e, Error::NonFinite { .. }),
+        );
+        u1[12] = T::ONE;
+        v1[N - 1] = x;
+        expect_err(
+            &mut st,
+            "rank_one v",
+            |s| s.rank_one(&u1, &v1),
+            |e| matches!(e, Error::NonFinite { .. }),
+        );
+    }
+}
+
+#[test]
+fn non_finite_f64() {
+    non_finite::<f64>();
+}
+#[test]
+fn non_finite_f32() {
+    non_finite::<f32>();
+}
+
+fn needs_q<T: Scalar>() {
+    let (mut st, _, _) = state::<T>(QPolicy::None, 7);
+    assert!(st.q().unwrap().is_none());
+    let mut g = rng(8);
+    let nq = |e: &Error| {
+        matches!(
+            e,
+            Error::NeedsQ {
+                policy: QPolicy::None,
+                ..
+            }
+        )
+    };
+    let u = random_mat::<T>(&mut g, M, 2);
+    expect_err(&mut st, "insert_cols", |s| s.insert_cols(1, u.as_ref()), nq);
+    let col = random_vec::<T>(&mut g, M);
+    expect_err(&mut st, "insert_col", |s| s.insert_col(N, &col), nq);
+    expect_err(&mut st, "delete_rows", |s| s.delete_rows(3, 2), nq);
+    expect_err(&mut st, "delete_row", |s| s.delete_row(0), nq);
+    let v = random_vec::<T>(&mut g, N);
+    expect_err(&mut st, "rank_one", |s| s.rank_one(&col, &v), nq);
+}
+
+#[test]
+fn needs_q_f64() {
+    needs_q::<f64>();
+}
+#[test]
+fn needs_q_f32() {
+    needs_q::<f32>();
+}
+
+fn rank_deficient<T: Scalar>() {
+    let mut g = rng(9);
+    // factorize with column 6 equal to column 2: column 6 is named.
+    let a = random_mat::<T>(&mut g, M, N);
+    let b = random_mat::<T>(&mut g, M, 1);
+    let dup = Mat::from_fn(M, N, |i, j| if j == 6 { a[(i, 2)] } else { a[(i, j)] });
+    let r = CpuQr::factorize(
+        dup.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    );
+    assert!(
+        matches!(r, Err(Error::RankDeficient { column: 6, .. })),
+        "factorize duplicated column: {r:?}"
+    );
+    // A zero column is rank deficient too (column 0 here).
+    let z = Mat::from_fn(M, N, |i, j| if j == 0 { T::ZERO } else { a[(i, j)] });
+    let r = CpuQr::factorize(
+        z.as_ref(),
+        b.as_ref(),
+        QPolicy::None,
+        FactorParams::default(),
+    );
+    assert!(
+        matches!(r, Err(Error::RankDeficient { column: 0, .. })),
+        "factorize zero column: {r:?}"
+    );
+
+    let (mut st, a, _) = state::<T>(QPolicy::Full, 10);
+    // Insert a copy of column 4 after it (at the end, then in the middle): the copy is named.
+    let c4 = a.col(4).to_vec();
+    expect_err(
+        &mut st,
+        "insert_col copy at end",
+        |s| s.insert_col(N, &c4),
+        |e| matches!(e, Error::RankDeficient { column, .. } if *column == N),
+    );
+    expect_err(
+        &mut st,
+        "insert_col copy in middle",
+        |s| s.insert_col(7, &c4),
+        |e| matches!(e, Error::RankDeficient { column: 7, .. }),
+    );
+    // Before it, the shifted original becomes the dependent column.
+    expect_err(
+        &mut st,
+        "insert_col copy before",
+        |s| s.insert_col(1, &c4),
+        |e| matches!(e, Error::RankDeficient { column: 5, .. }),
+    );
+    // A block holding a copy in its second column.
+    let mut blk = random_mat::<T>(&mut g, M, 3);
+    blk.col_mut(1).copy_from_slice(a.col(9));
+    expect_err(
+        &mut st,
+        "insert_cols block with a copy",
+        |s| s.insert_cols(N, blk.as_ref()),
+        |e| matches!(e, Error::RankDeficient { column, .. } if *column == N + 1),
+    );
+    // rank_one making column 3 zero: u = −A(:,3), v = e_3.
+    let u: Vec<T> = a.col(3).iter().map(|&x| -x).collect();
+    let v: Vec<T> = (0..N)
+        .map(|j| if j == 3 { T::ONE } else { T::ZERO })
+        .collect();
+    expect_err(
+        &mut st,
+        "rank_one zeroes column 3",
+        |s| s.rank_one(&u, &v),
+        |e| matches!(e, Error::RankDeficient { column: 3, .. }),
+    );
+    // rank_one making column 8 equal to column 1: u = A(:,1) − A(:,8), v = e_8.
+    let u: Vec<T> = (0..M).map(|i| a[(i, 1)] - a[(i, 8)]).collect();
+    let v: Vec<T> = (0..N)
+        .map(|j| if j == 8 { T::ONE } else { T::ZERO })
+        .collect();
+    expect_err(
+        &mut st,
+        "rank_one copies column 1 into 8",
+        |s| s.rank_one(&u, &v),
+        |e| matches!(e, Error::RankDeficient { column: 8, .. }),
+    );
+
+    // delete_rows removing the only rows where column 5 is nonzero.
+    let mut g = rng(11);
+    let a = Mat::from_fn(M, N, |i, j| {
+        if j == 5 {
+            if (20..23).contains(&i) {
+                T::from_f64(1.0 + i as f64 / 8.0)
+            } else {
+                T::ZERO
+            }
+        } else {
+            support::rand_scalar::<T>(&mut g)
+        }
+    });
+    let b = random_mat::<T>(&mut g, M, 1);
+    let mut st = CpuQr::factorize(
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .unwrap();
+    expect_err(
+        &mut st,
+        "delete_rows leaves column 5 zero",
+        |s| s.delete_rows(20, 3),
+        |e| matches!(e, Error::RankDeficient { column: 5, .. }),
+    );
+}
+
+#[test]
+fn rank_deficient_f64() {
+    rank_deficient::<f64>();
+}
+#[test]
+fn rank_deficient_f32() {
+    rank_deficient::<f32>();
+}
+
+fn invalid_params<T: Scalar>() {
+    let mut g = rng(12);
+    let a = random_mat::<T>(&mut g, M, N);
+    let b = random_mat::<T>(&mut g, M, 1);
+    let bad = [
+        FactorParams {
+            block_size: Some(0),
+            rank_tol: None,
+        },
+        FactorParams {
+            block_size: None,
+            rank_tol: Some(-1.0),
+        },
+        FactorParams {
+            block_size: None,
+            rank_tol: Some(f64::NAN),
+        },
+    ];
+    for p in bad {
+        let r = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, p);
+        assert!(
+            matches!(r, Err(Error::InvalidParam { .. })),
+            "factorize {p:?}: {r:?}"
+        );
+    }
+    // UpdateParams { block_size: Some(0) } is refused by the block updates.
+    let (mut st, _, _) = state::<T>(QPolicy::Full, 13);
+    let mut up = UpdateParams::default();
+    up.block_size = Some(0);
+    st.set_params(up);
+    let u = random_mat::<T>(&mut g, M, 3);
+    expect_err(
+        &mut st,
+        "insert_cols with block_size 0",
+        |s| s.insert_cols(2, u.as_ref()),
+        |e| matches!(e, Error::InvalidParam { .. }),
+    );
+    let ur = random_mat::<T>(&mut g, 3, N);
+    let e = random_mat::<T>(&mut g, 3, Q);
+    expect_err(
+        &mut st,
+        "insert_rows with block_size 0",
+        |s| s.insert_rows(2, ur.as_ref(), e.as_ref()),
+        |e| matches!(e, Error::InvalidParam { .. }),
+    );
+}
+
+#[test]
+fn invalid_params_f64() {
+    invalid_params::<f64>();
+}
+#[test]
+fn invalid_params_f32() {
+    invalid_params::<f32>();
+}
