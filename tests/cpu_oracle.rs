@@ -64,8 +64,9 @@ fn k0_values(max: usize) -> Vec<usize> {
     v
 }
 
-/// Runs one case; returns a description of the failure, if any.
-fn run_case<T: Scalar>(
+/// One oracle case: the starting shape, the update's k0 and p, q and the seed.
+#[derive(Clone, Copy, Debug)]
+struct Case {
     kind: Kind,
     policy: QPolicy,
     m: usize,
@@ -74,7 +75,20 @@ fn run_case<T: Scalar>(
     p: usize,
     q: usize,
     seed: u64,
-) -> Result<(), String> {
+}
+
+/// Runs one case; returns a description of the failure, if any.
+fn run_case<T: Scalar>(c: Case) -> Result<(), String> {
+    let Case {
+        kind,
+        policy,
+        m,
+        n,
+        k0,
+        p,
+        q,
+        seed,
+    } = c;
     let mut g = rng(seed);
     let a = random_mat::<T>(&mut g, m, n);
     let b = random_mat::<T>(&mut g, m, q);
@@ -169,7 +183,17 @@ fn run_kind<T: Scalar>(kind: Kind) {
                 let q = 1 + (ci + si) % 2;
                 let seed = 0x5eed_0000 + (si as u64) * 1000 + ci as u64;
                 count += 1;
-                if let Err(msg) = run_case::<T>(kind, policy, m, n, k0, p, q, seed) {
+                let case = Case {
+                    kind,
+                    policy,
+                    m,
+                    n,
+                    k0,
+                    p,
+                    q,
+                    seed,
+                };
+                if let Err(msg) = run_case::<T>(case) {
                     failures.push(format!(
                         "{kind:?} {} {policy:?} m={m} n={n} k0={k0} p={p} q={q} seed={seed:#x}: {msg}",
                         T::NAME

@@ -529,9 +529,10 @@ fn invalid_params<T: Scalar>() {
     }
     // UpdateParams { block_size: Some(0) } is refused by the block updates.
     let (mut st, _, _) = state::<T>(QPolicy::Full, 13);
-    let mut up = UpdateParams::default();
-    up.block_size = Some(0);
-    st.set_params(up);
+    st.set_params(UpdateParams {
+        block_size: Some(0),
+        ..UpdateParams::default()
+    });
     let u = random_mat::<T>(&mut g, M, 3);
     expect_err(
         &mut st,
