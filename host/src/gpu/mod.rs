@@ -6,14 +6,17 @@
 
 pub mod blas;
 pub mod device;
+pub mod householder;
 pub mod kernels;
 pub mod matrix;
+pub mod qr;
 pub mod solver;
 
 pub use blas::{Diag, Op, Side, Uplo};
 pub use device::Gpu;
 pub use kernels::{KernelSet, Kernels, KERNELS, PTX};
 pub use matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
+pub use qr::GpuQr;
 
 /// Re-exported cudarc types that appear in the GPU layer's signatures.
 pub use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, PinnedHostSlice};

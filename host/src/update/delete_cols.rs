@@ -146,6 +146,23 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     Ok(())
 }
 
+/// GPU path of `delete_cols` (docs/gpu-updates.md): not implemented yet.
+///
+/// # Errors
+/// Always [`Error::InvalidParam`] for now.
+pub fn run_gpu<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    k0: usize,
+    p: usize,
+) -> Result<()> {
+    let _ = (st, k0, p);
+    Err(Error::InvalidParam {
+        op: OP,
+        what: "backend",
+        why: "GPU path not wired yet".into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

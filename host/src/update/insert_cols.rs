@@ -251,6 +251,24 @@ fn householder_below<T: Scalar>(r: &mut Mat<T>, q: &mut Mat<T>, d: &mut Mat<T>, 
     }
 }
 
+/// GPU path of `insert_cols` (docs/gpu-updates.md): not wired yet; validates nothing and
+/// leaves the state unchanged.
+///
+/// # Errors
+/// Always [`Error::InvalidParam`] until the GPU Givens stages are wired.
+pub fn run_gpu<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+) -> Result<()> {
+    let _ = (st, k0, u);
+    Err(Error::InvalidParam {
+        op: OP,
+        what: "backend",
+        why: "GPU path not wired yet".into(),
+    })
+}
+
 /// Shared helpers for the update tests (spec §3.7 measures, computed in f64).
 #[cfg(test)]
 pub(crate) mod testkit {

@@ -305,6 +305,24 @@ fn apply_block_q<T: Scalar>(vu: &Mat<T>, t: &Mat<T>, mm: &mut Mat<T>, j0: usize,
     }
 }
 
+/// GPU path of `insert_rows` (docs/gpu-updates.md): not implemented yet.
+///
+/// # Errors
+/// Always [`Error::InvalidParam`] for now.
+pub fn run_gpu<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+) -> Result<()> {
+    let _ = (st, k0, u, e);
+    Err(Error::InvalidParam {
+        op: OP,
+        what: "backend",
+        why: "GPU path not wired yet".into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -189,6 +189,24 @@ fn rot_rows<T: Scalar>(
     }
 }
 
+/// GPU path of `rank_one` (docs/gpu-updates.md): not wired yet; validates nothing and
+/// leaves the state unchanged.
+///
+/// # Errors
+/// Always [`Error::InvalidParam`] until the GPU Givens stages are wired.
+pub fn run_gpu<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    u: &[T],
+    v: &[T],
+) -> Result<()> {
+    let _ = (st, u, v);
+    Err(Error::InvalidParam {
+        op: OP,
+        what: "backend",
+        why: "GPU path not wired yet".into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,178 @@
+//! [`GpuQr`]: a QR factorisation held in device memory and updated there
+//! (docs/gpu-updates.md "State"; spec §1.4–§1.11). R (m×n), d = Qᵀb (m×q) and,
+//! under [`QPolicy::Full`], the explicit m×m Q live in [`DevMat`]s with padded
+//! leading dimensions. Every operation validates with the same `plan` as the
+//! CPU backend, computes into new or scratch buffers, checks the new diagonal,
+//! then swaps in, so a failed call leaves the state unchanged.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::matrix::DevMat;
+use super::{Gpu, GpuScalar};
+use crate::backend::{QrUpdate, Solution};
+use crate::cpu::Dims;
+use crate::error::{Error, Result};
+use crate::mat::{Mat, MatRef};
+use crate::params::{FactorParams, QPolicy, UpdateParams};
+
+/// A QR factorisation A = QR with right-hand sides d = Qᵀb in device memory
+/// (docs/gpu-updates.md "State", spec §5.1–§5.2).
+///
+/// The layout matches [`crate::CpuQr`]: R is m×n upper trapezoidal with exact
+/// zeros below the diagonal, d is m×q, Q (when held) is m×m.
+pub struct GpuQr<T: GpuScalar> {
+    /// The device everything lives on.
+    pub(crate) gpu: Arc<Gpu>,
+    /// Dimensions and Q policy.
+    pub(crate) dims: Dims,
+    /// R, m×n upper trapezoidal (ld padded).
+    pub(crate) r: DevMat<T>,
+    /// d = Qᵀb, m×q.
+    pub(crate) d: DevMat<T>,
+    /// Explicit Q (m×m) under [`QPolicy::Full`].
+    pub(crate) q: Option<DevMat<T>>,
+    /// Update options.
+    pub(crate) params: UpdateParams,
+    /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
+    pub(crate) rank_tol: f64,
+    /// Set when an asynchronous device fault may have corrupted the buffers.
+    pub(crate) poisoned: AtomicBool,
+}
+
+impl<T: GpuScalar> core::fmt::Debug for GpuQr<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GpuQr")
+            .field("dims", &self.dims)
+            .field("params", &self.params)
+            .field("rank_tol", &self.rank_tol)
+            .field("poisoned", &self.is_poisoned())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: GpuScalar> GpuQr<T> {
+    /// Factorises A (m×n, m ≥ n) on `gpu` and transforms the right-hand sides
+    /// b (m×q) with blocked Householder QR in compact-WY form (spec §1.3–§1.4);
+    /// under [`QPolicy::Full`] Q is accumulated backwards from the identity
+    /// (spec §4.3 lesson 1).
+    ///
+    /// # Errors
+    /// The validation errors of the CPU backend ([`Error::Shape`],
+    /// [`Error::Underdetermined`], [`Error::NonFinite`], [`Error::InvalidParam`]),
+    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], and device errors
+    /// ([`Error::Driver`], [`Error::Cublas`]).
+    pub fn factorize(
+        gpu: &Arc<Gpu>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        crate::qr::factorize::run_gpu(gpu, a, b, policy, params)
+    }
+
+    /// Dimensions and policy.
+    pub fn dims(&self) -> Dims {
+        self.dims
+    }
+
+    /// The device this state lives on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// R (m×n) in device memory.
+    pub fn r_dev(&self) -> &DevMat<T> {
+        &self.r
+    }
+
+    /// d (m×q) in device memory.
+    pub fn d_dev(&self) -> &DevMat<T> {
+        &self.d
+    }
+
+    /// Q (m×m) in device memory, if held.
+    pub fn q_dev(&self) -> Option<&DevMat<T>> {
+        self.q.as_ref()
+    }
+
+    /// True once a device fault has poisoned the state (every call then
+    /// returns [`Error::Poisoned`]).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Relaxed)
+    }
+
+    /// [`Error::Poisoned`] if the state is poisoned.
+    pub(crate) fn check_live(&self) -> Result<()> {
+        if self.is_poisoned() {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs an operation; a driver error (an asynchronous fault may have hit
+    /// the state's buffers) poisons the state.
+    pub(crate) fn guarded<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        self.check_live()?;
+        let out = f();
+        if let Err(Error::Driver(_)) = &out {
+            self.poisoned.store(true, Ordering::Relaxed);
+        }
+        out
+    }
+}
+
+impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
+    fn nrows(&self) -> usize {
+        self.dims.m
+    }
+    fn ncols(&self) -> usize {
+        self.dims.n
+    }
+    fn nrhs(&self) -> usize {
+        self.dims.q
+    }
+    fn q_policy(&self) -> QPolicy {
+        self.dims.policy
+    }
+    fn params(&self) -> UpdateParams {
+        self.params
+    }
+    fn set_params(&mut self, params: UpdateParams) {
+        self.params = params;
+    }
+    fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+        self.check_live()?;
+        crate::update::insert_cols::run_gpu(self, k0, u)
+    }
+    fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
+        self.check_live()?;
+        crate::update::delete_cols::run_gpu(self, k0, p)
+    }
+    fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
+        self.check_live()?;
+        crate::update::insert_rows::run_gpu(self, k0, u, e)
+    }
+    fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
+        self.check_live()?;
+        crate::update::delete_rows::run_gpu(self, k0, p)
+    }
+    fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
+        self.check_live()?;
+        crate::update::rank_one::run_gpu(self, u, v)
+    }
+    fn solve(&self) -> Result<Solution<T>> {
+        self.guarded(|| crate::qr::solve::solve_gpu(self))
+    }
+    fn r(&self) -> Result<Mat<T>> {
+        self.guarded(|| self.r.to_host(&self.gpu))
+    }
+    fn q(&self) -> Result<Option<Mat<T>>> {
+        self.guarded(|| self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose())
+    }
+    fn d(&self) -> Result<Mat<T>> {
+        self.guarded(|| self.d.to_host(&self.gpu))
+    }
+}
