@@ -6,7 +6,7 @@
 mod support;
 
 use cuqr::{CpuQr, Error, FactorParams, Mat, MatRef, QPolicy, QrUpdate, Scalar, UpdateParams};
-use support::{random_mat, random_vec, rng, snapshot};
+use support::{check_state, random_mat, random_vec, rng, snapshot, Model};
 
 const M: usize = 37;
 const N: usize = 11;
@@ -43,6 +43,21 @@ fn expect_err<T: Scalar>(
     assert_eq!(st.params(), params, "{what}: params changed");
 }
 
+/// After the failed calls the state still works: a valid row insertion and
+/// column deletion (allowed under every policy) give the factorisation of the
+/// updated (a, b), checked by the support module against faer.
+fn still_usable<T: Scalar>(st: &mut CpuQr<T>, a: &Mat<T>, b: &Mat<T>, seed: u64) {
+    let mut g = rng(seed);
+    let mut model = Model::new(a, b);
+    let u = random_mat::<T>(&mut g, 2, a.ncols());
+    let e = random_mat::<T>(&mut g, 2, b.ncols());
+    st.insert_rows(3, u.as_ref(), e.as_ref()).unwrap();
+    model.insert_rows(3, &u, &e);
+    st.delete_cols(1, 1).unwrap();
+    model.delete_cols(1, 1);
+    check_state::<T>(st, &model).unwrap();
+}
+
 /// A matrix with one entry replaced.
 fn poke<T: Scalar>(a: &Mat<T>, i: usize, j: usize, x: T) -> Mat<T> {
     let mut a = a.clone();
@@ -51,7 +66,7 @@ fn poke<T: Scalar>(a: &Mat<T>, i: usize, j: usize, x: T) -> Mat<T> {
 }
 
 fn shape_errors<T: Scalar>() {
-    let (mut st, _, _) = state::<T>(QPolicy::Full, 1);
+    let (mut st, a0, b0) = state::<T>(QPolicy::Full, 1);
     let mut g = rng(2);
     // insert_cols: U with M+1 rows.
     let u = random_mat::<T>(&mut g, M + 1, 2);
@@ -143,6 +158,7 @@ fn shape_errors<T: Scalar>() {
         matches!(r, Err(Error::Underdetermined { m, n, .. }) if m == N - 1 && n == N),
         "factorize m < n: {r:?}"
     );
+    still_usable(&mut st, &a0, &b0, 100);
 }
 
 #[test]
@@ -155,7 +171,7 @@ fn shape_errors_f32() {
 }
 
 fn range_errors<T: Scalar>() {
-    let (mut st, _, _) = state::<T>(QPolicy::Full, 3);
+    let (mut st, a0, b0) = state::<T>(QPolicy::Full, 3);
     let mut g = rng(4);
     let oor = |k: usize, pp: usize| move |e: &Error| matches!(e, Error::OutOfRange { k0, p, .. } if *k0 == k && *p == pp);
     let u = random_mat::<T>(&mut g, M, 2);
@@ -250,6 +266,7 @@ fn range_errors<T: Scalar>() {
         |s| s.delete_rows(0, M - N + 1),
         |e| matches!(e, Error::Underdetermined { m, n, .. } if *m == N - 1 && *n == N),
     );
+    still_usable(&mut st, &a0, &b0, 101);
 }
 
 #[test]
@@ -338,6 +355,7 @@ fn non_finite<T: Scalar>() {
             |e| matches!(e, Error::NonFinite { .. }),
         );
     }
+    still_usable(&mut st, &a, &b, 102);
 }
 
 #[test]
@@ -350,7 +368,7 @@ fn non_finite_f32() {
 }
 
 fn needs_q<T: Scalar>() {
-    let (mut st, _, _) = state::<T>(QPolicy::None, 7);
+    let (mut st, a0, b0) = state::<T>(QPolicy::None, 7);
     assert!(st.q().unwrap().is_none());
     let mut g = rng(8);
     let nq = |e: &Error| {
@@ -370,6 +388,7 @@ fn needs_q<T: Scalar>() {
     expect_err(&mut st, "delete_row", |s| s.delete_row(0), nq);
     let v = random_vec::<T>(&mut g, N);
     expect_err(&mut st, "rank_one", |s| s.rank_one(&col, &v), nq);
+    still_usable(&mut st, &a0, &b0, 103);
 }
 
 #[test]
@@ -410,7 +429,7 @@ fn rank_deficient<T: Scalar>() {
         "factorize zero column: {r:?}"
     );
 
-    let (mut st, a, _) = state::<T>(QPolicy::Full, 10);
+    let (mut st, a, b10) = state::<T>(QPolicy::Full, 10);
     // Insert a copy of column 4 after it (at the end, then in the middle): the copy is named.
     let c4 = a.col(4).to_vec();
     expect_err(
@@ -464,6 +483,8 @@ fn rank_deficient<T: Scalar>() {
         |e| matches!(e, Error::RankDeficient { column: 8, .. }),
     );
 
+    still_usable(&mut st, &a, &b10, 105);
+
     // delete_rows removing the only rows where column 5 is nonzero.
     let mut g = rng(11);
     let a = Mat::from_fn(M, N, |i, j| {
@@ -491,6 +512,7 @@ fn rank_deficient<T: Scalar>() {
         |s| s.delete_rows(20, 3),
         |e| matches!(e, Error::RankDeficient { column: 5, .. }),
     );
+    still_usable(&mut st, &a, &b, 106);
 }
 
 #[test]
@@ -528,7 +550,7 @@ fn invalid_params<T: Scalar>() {
         );
     }
     // UpdateParams { block_size: Some(0) } is refused by the block updates.
-    let (mut st, _, _) = state::<T>(QPolicy::Full, 13);
+    let (mut st, a0, b0) = state::<T>(QPolicy::Full, 13);
     st.set_params(UpdateParams {
         block_size: Some(0),
         ..UpdateParams::default()
@@ -548,6 +570,8 @@ fn invalid_params<T: Scalar>() {
         |s| s.insert_rows(2, ur.as_ref(), e.as_ref()),
         |e| matches!(e, Error::InvalidParam { .. }),
     );
+    st.set_params(UpdateParams::default());
+    still_usable(&mut st, &a0, &b0, 104);
 }
 
 #[test]

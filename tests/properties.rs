@@ -247,7 +247,7 @@ fn insert_delete_rows_roundtrip<T: Scalar>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(10))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     #[test]
     fn mixed_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
