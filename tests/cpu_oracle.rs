@@ -363,3 +363,168 @@ fn diagnostics_agree_f64() {
 fn diagnostics_agree_f32() {
     diagnostics_agree::<f32>();
 }
+
+/// `s·M` for a power of two `s` (exact: no rounding as long as no entry leaves
+/// the normal range).
+fn scaled<T: Scalar>(a: &Mat<T>, s: f64) -> Mat<T> {
+    Mat::from_fn(a.nrows(), a.ncols(), |i, j| {
+        T::from_f64(a[(i, j)].to_f64() * s)
+    })
+}
+
+/// Badly scaled data (spec §1.2 robust `house` with a scaled norm, §1.5 Givens
+/// safe against overflow): the whole problem times a power of two s whose
+/// square overflows or underflows the type (f64: 2^540, 2^-560; f32: 2^66,
+/// 2^-80). Scaling by s is exact, so the state must be s times the state of the
+/// unscaled problem up to the usual tolerances: checked with
+/// `check_state_scaled` against faer on the unscaled model.
+fn extreme_scaling<T: Scalar>() {
+    let f64_like = T::UNIT_ROUNDOFF < 1e-10;
+    let scales: [f64; 2] = if f64_like {
+        [2f64.powi(540), 2f64.powi(-560)]
+    } else {
+        [2f64.powi(66), 2f64.powi(-80)]
+    };
+    let (m, n, q, p, k0) = (67, 23, 2, 3, 9);
+    let kinds = [
+        Kind::Factorize,
+        Kind::InsertCols,
+        Kind::DeleteCols,
+        Kind::InsertRows,
+        Kind::DeleteRows,
+        Kind::RankOne,
+    ];
+    let mut failures = Vec::new();
+    for (ki, &kind) in kinds.iter().enumerate() {
+        for &s in &scales {
+            let mut g = rng(0x5ca1e + ki as u64);
+            let a = random_mat::<T>(&mut g, m, n);
+            let b = random_mat::<T>(&mut g, m, q);
+            let mut model = Model::new(&a, &b);
+            let mut run = || -> Result<(), String> {
+                let mut st = CpuQr::factorize(
+                    scaled(&a, s).as_ref(),
+                    scaled(&b, s).as_ref(),
+                    QPolicy::Full,
+                    FactorParams::default(),
+                )
+                .map_err(|e| format!("factorize: {e}"))?;
+                match kind {
+                    Kind::Factorize => {}
+                    Kind::InsertCols => {
+                        let u = random_mat::<T>(&mut g, m, p);
+                        st.insert_cols(k0, scaled(&u, s).as_ref())
+                            .map_err(|e| format!("insert_cols: {e}"))?;
+                        model.insert_cols(k0, &u);
+                    }
+                    Kind::DeleteCols => {
+                        st.delete_cols(k0, p)
+                            .map_err(|e| format!("delete_cols: {e}"))?;
+                        model.delete_cols(k0, p);
+                    }
+                    Kind::InsertRows => {
+                        let u = random_mat::<T>(&mut g, p, n);
+                        let e = random_mat::<T>(&mut g, p, q);
+                        st.insert_rows(k0, scaled(&u, s).as_ref(), scaled(&e, s).as_ref())
+                            .map_err(|e| format!("insert_rows: {e}"))?;
+                        model.insert_rows(k0, &u, &e);
+                    }
+                    Kind::DeleteRows => {
+                        st.delete_rows(k0, p)
+                            .map_err(|e| format!("delete_rows: {e}"))?;
+                        model.delete_rows(k0, p);
+                    }
+                    Kind::RankOne => {
+                        let u = random_vec::<T>(&mut g, m);
+                        let v = random_vec::<T>(&mut g, n);
+                        let us: Vec<T> = u.iter().map(|&x| T::from_f64(x.to_f64() * s)).collect();
+                        st.rank_one(&us, &v).map_err(|e| format!("rank_one: {e}"))?;
+                        model.rank_one(&u, &v);
+                    }
+                }
+                support::check_state_scaled::<T>(&st, &model, s).map(|_| ())
+            };
+            if let Err(msg) = run() {
+                failures.push(format!("{kind:?} {} scale=2^{}: {msg}", T::NAME, s.log2()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn extreme_scaling_f64() {
+    extreme_scaling::<f64>();
+}
+#[test]
+fn extreme_scaling_f32() {
+    extreme_scaling::<f32>();
+}
+
+/// Structured inputs that hit the special cases of the primitives (spec §1.2
+/// τ = 0 when the tail is already zero; §1.5 Givens at (0, 0)): inserting
+/// columns of Q itself (Qᵀu is a unit vector e_j with j ≥ n), a rank-one change
+/// with u = 0 (nothing to rotate) and with u = a column of Q (Qᵀu = e_j).
+fn structured<T: Scalar>() {
+    let (m, n, q) = (41, 13, 1);
+    let mut g = rng(0x57c);
+    let a = random_mat::<T>(&mut g, m, n);
+    let b = random_mat::<T>(&mut g, m, q);
+    let base = CpuQr::factorize(
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .unwrap();
+    let qm = base.q().unwrap().unwrap();
+    let mut failures = Vec::new();
+    // Insert Q(:, n) at the end (its Qᵀu = e_n: no reflection needed), then
+    // Q(:, m−1) in the middle (Qᵀu = e_{m−1}).
+    for (k0, col) in [(n, n), (4, m - 1), (0, n + 5)] {
+        let mut st = base.clone();
+        let mut model = Model::new(&a, &b);
+        let u = Mat::from_col(qm.col(col));
+        let r = st
+            .insert_cols(k0, u.as_ref())
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                model.insert_cols(k0, &u);
+                check_state::<T>(&st, &model).map(|_| ())
+            });
+        if let Err(e) = r {
+            failures.push(format!("insert Q(:, {col}) at {k0}: {e}"));
+        }
+    }
+    // rank_one with u = 0 and with u = Q(:, 2), Q(:, m−1).
+    let v = random_vec::<T>(&mut g, n);
+    let zeros = vec![T::ZERO; m];
+    for (name, u) in [
+        ("u = 0", zeros),
+        ("u = Q(:,2)", qm.col(2).to_vec()),
+        ("u = Q(:,m-1)", qm.col(m - 1).to_vec()),
+    ] {
+        let mut st = base.clone();
+        let mut model = Model::new(&a, &b);
+        let r = st
+            .rank_one(&u, &v)
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                model.rank_one(&u, &v);
+                check_state::<T>(&st, &model).map(|_| ())
+            });
+        if let Err(e) = r {
+            failures.push(format!("rank_one {name}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} {}", T::NAME, failures.join("\n"));
+}
+
+#[test]
+fn structured_f64() {
+    structured::<f64>();
+}
+#[test]
+fn structured_f32() {
+    structured::<f32>();
+}

@@ -163,6 +163,11 @@ impl Model {
     }
 }
 
+/// `x > tol`, or x is NaN (a NaN measure must fail a check, never pass it).
+pub fn exceeds(x: f64, tol: f64) -> bool {
+    x.is_nan() || x > tol
+}
+
 /// Singular values of `a`, nonincreasing.
 pub fn singular_values(a: &faer::Mat<f64>) -> Vec<f64> {
     a.singular_values().unwrap()
@@ -172,7 +177,7 @@ pub fn singular_values(a: &faer::Mat<f64>) -> Vec<f64> {
 /// only when asked for it or when the cheap bound is above `cheap_below`.
 pub fn norm2_upto(a: &faer::Mat<f64>, cheap_below: f64) -> f64 {
     let f = a.norm_l2();
-    if f <= cheap_below || a.nrows() == 0 || a.ncols() == 0 {
+    if !f.is_finite() || f <= cheap_below || a.nrows() == 0 || a.ncols() == 0 {
         return f;
     }
     singular_values(a)[0]
@@ -259,6 +264,22 @@ pub struct Measured {
 /// dimensions, ‖L‖ = 0 exactly, e_Q, e_A and the augmented e_A when Q is held,
 /// R against faer up to row signs, x and residual norms against faer.
 pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<Measured, String> {
+    check_state_scaled(state, model, 1.0)
+}
+
+/// [`check_state`] for a state built from `scale`·(the model's inputs), with
+/// `scale` a power of two so that scaling is exact: R̃, d̃ and the residual
+/// norms are divided by `scale` (exactly, in f64) before the checks; Q̃ and x
+/// do not change under scaling.
+pub fn check_state_scaled<T: Scalar>(
+    state: &dyn QrUpdate<T>,
+    model: &Model,
+    scale: f64,
+) -> Result<Measured, String> {
+    assert!(
+        scale > 0.0 && scale.log2().fract() == 0.0,
+        "scale must be a power of two"
+    );
     let (m, n, q) = (model.m(), model.n(), model.q());
     if (state.nrows(), state.ncols(), state.nrhs()) != (m, n, q) {
         return Err(format!(
@@ -295,7 +316,7 @@ pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<
             d.ncols()
         ));
     }
-    let rf = to_faer(&r);
+    let rf = faer::Mat::from_fn(m, n, |i, j| r[(i, j)].to_f64() / scale);
 
     // Q: orthogonality and backward errors, when held.
     let qm = state.q().map_err(|e| format!("q(): {e}"))?;
@@ -315,13 +336,13 @@ pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<
             let qtq = qf.transpose() * &qf - faer::Mat::<f64>::identity(m, m);
             let e_q = norm2_upto(&qtq, eps);
             out.e_q = Some(e_q / eps);
-            if e_q > eps {
+            if exceeds(e_q, eps) {
                 return Err(format!("e_Q = {e_q:e} > 10·m·u = {eps:e}"));
             }
             let qr_a = &qf * &rf - &model.a;
             let e_a = norm2_upto(&qr_a, eps * refc.a_norm) / refc.a_norm;
             out.e_a = Some(e_a / eps);
-            if e_a > eps {
+            if exceeds(e_a, eps) {
                 return Err(format!("e_A = {e_a:e} > 10·m·u = {eps:e}"));
             }
             let ab = faer::Mat::from_fn(m, n + q, |i, j| {
@@ -335,12 +356,12 @@ pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<
                 if j < n {
                     rf[(i, j)]
                 } else {
-                    d[(i, j - n)].to_f64()
+                    d[(i, j - n)].to_f64() / scale
                 }
             });
             let ab_norm = singular_values(&ab)[0];
             let e_ab = norm2_upto(&(&qf * &rd - &ab), eps * ab_norm) / ab_norm;
-            if e_ab > eps {
+            if exceeds(e_ab, eps) {
                 return Err(format!(
                     "augmented e_A = ‖Q[R d] − [A b]‖/‖[A b]‖ = {e_ab:e} > 10·m·u = {eps:e}"
                 ));
@@ -353,7 +374,7 @@ pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<
     let r_diff = (&r_norm - &refc.r).norm_l2();
     let r_tol = 2.0 * (2.0 * n as f64).sqrt() * refc.kappa * eps * refc.a_norm;
     out.r_err = r_diff / r_tol;
-    if r_diff > r_tol {
+    if exceeds(r_diff, r_tol) {
         return Err(format!(
             "‖R − R_faer‖_F = {r_diff:e} > 2·√(2n)·κ·ε·‖A‖ = {r_tol:e} (κ = {:.3e})",
             refc.kappa
@@ -382,17 +403,18 @@ pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<
         let x_tol = 2.0 * eps * (2.0 * k / cos_t + sin_t / cos_t * k * k);
         let e_x = dx / xn;
         out.x_err = out.x_err.max(e_x / x_tol);
-        if e_x.is_nan() || e_x > x_tol {
+        if exceeds(e_x, x_tol) {
             return Err(format!(
                 "rhs {j}: e_x = {e_x:e} > 2ε(2κ/cosθ + tanθ·κ²) = {x_tol:e} (κ = {k:.3e}, sinθ = {sin_t:.3})"
             ));
         }
         let res_tol = 2.0 * eps * (1.0 + 2.0 * k) * refc.b_norm[j];
-        let dres = (sol.residual_norms[j] - refc.res[j]).abs();
-        if dres.is_nan() || dres > res_tol {
+        let dres = (sol.residual_norms[j] / scale - refc.res[j]).abs();
+        if exceeds(dres, res_tol) {
             return Err(format!(
                 "rhs {j}: residual {} vs faer {}: |Δ| = {dres:e} > 2ε(1+2κ)‖b‖ = {res_tol:e}",
-                sol.residual_norms[j], refc.res[j]
+                sol.residual_norms[j] / scale,
+                refc.res[j]
             ));
         }
     }
@@ -413,7 +435,7 @@ pub fn check_r_matches<T: Scalar>(
     let d =
         (&normalise_row_signs(&to_faer(r), n) - &normalise_row_signs(&to_faer(r_ref), n)).norm_l2();
     let tol = 2.0 * (2.0 * n as f64).sqrt() * kappa * eps * a_norm;
-    if d > tol {
+    if exceeds(d, tol) {
         return Err(format!("‖R − R_ref‖_F = {d:e} > {tol:e} (κ = {kappa:.3e})"));
     }
     Ok(())
