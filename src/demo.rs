@@ -23,14 +23,14 @@ struct Sizes {
     del_rows: usize,
 }
 
-/// 1500×150 keeps `cuqr demo` near 10 s on one CPU core: each of the six
-/// refactorisations with an explicit Q costs ≈ 4m²n flops.
+/// 2500×250 keeps `cuqr demo` near 15 s on one CPU core (built with FMA): each
+/// of the six refactorisations with an explicit Q costs ≈ 4m²n flops.
 const DEFAULT: Sizes = Sizes {
-    m: 1500,
-    n: 150,
-    add_rows: 100,
-    add_cols: 5,
-    del_rows: 50,
+    m: 2500,
+    n: 250,
+    add_rows: 150,
+    add_cols: 7,
+    del_rows: 60,
 };
 
 const SMALL: Sizes = Sizes {
