@@ -22,8 +22,10 @@
 pub mod device;
 pub mod givens;
 pub mod householder;
+pub mod panel;
 pub mod reduce;
 pub mod transpose;
+pub mod two_phase;
 pub mod wy;
 
 /// With `panic = "abort"` a panic can only come from a bug (no kernel indexes slices);
@@ -148,4 +150,91 @@ entries! {
     wy_build_t_f32, wy_build_t_f64
         (v: *const T, ldv: usize, rows: usize, k: usize, tau: *const T, t: *mut T, ldt: usize)
         => wy::build_t;
+
+    /// Strip wavefront generate on the driver block (spec §1.5, §1.7 step 3), one block.
+    ///
+    /// # Safety
+    /// Grid 1; `x` read-writable (h+p)×p (ld ≥ h+p); `rot` writable for 2·p·h, `plane` for
+    /// p·h; no overlap.
+    two_phase_gen_strip_f32, two_phase_gen_strip_f64
+        (x: *mut T, ld: usize, h: usize, p: usize, rot: *mut T, plane: *mut u32)
+        => two_phase::gen_strip;
+
+    /// Block wavefront generate on Z = Q(k0..k0+p, :) (spec §1.5, §1.10), one block.
+    ///
+    /// # Safety
+    /// Grid 1; `qz` readable p×m (ld ldq); `z` writable p·m; `rot`/`plane` writable for
+    /// pm − p(p+1)/2 rotations; no overlap; p < m.
+    two_phase_gen_block_f32, two_phase_gen_block_f64
+        (qz: *const T, ldq: usize, p: usize, m: usize, z: *mut T, rot: *mut T, plane: *mut u32)
+        => two_phase::gen_block;
+
+    /// Rank-one stage A chain on w (spec §1.11), one thread.
+    ///
+    /// # Safety
+    /// Grid 1, block 1; `w` read-writable for top+1; `rot`/`plane` writable for top.
+    two_phase_gen_rank_one_a_f32, two_phase_gen_rank_one_a_f64
+        (w: *mut T, top: usize, rot: *mut T, plane: *mut u32) => two_phase::gen_rank_one_a;
+
+    /// Rank-one R(0,:) += w₀vᵀ and stage B on the Hessenberg R (spec §1.11), one block.
+    ///
+    /// # Safety
+    /// Grid 1; `r` read-writable m×n (ld ldr); `w` readable 1, `v` n; `rot`/`plane`
+    /// writable at k_off .. k_off + min(n, m−1); no overlap.
+    two_phase_gen_rank_one_b_f32, two_phase_gen_rank_one_b_f64
+        (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
+         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b;
+
+    /// Streams a rotation list through up to three strided targets (spec §1.5 apply).
+    ///
+    /// # Safety
+    /// Grid (⌈max n_g/128⌉, 3), block 128; see `two_phase::apply`.
+    two_phase_apply_f32, two_phase_apply_f64
+        (rot: *const T, plane: *const u32, count: usize,
+         x0: *mut T, rs0: usize, cs0: usize, n0: usize, b0: usize,
+         x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
+         x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply;
+
+    /// Applies one Householder reflector to up to two strided targets (spec §1.11 A2).
+    ///
+    /// # Safety
+    /// Grid (⌈max n_g/128⌉, 2), block 128; see `two_phase::house_apply`.
+    two_phase_house_apply_f32, two_phase_house_apply_f64
+        (vt: *const T, len: usize, tau: *const T,
+         x0: *mut T, rs0: usize, cs0: usize, n0: usize,
+         x1: *mut T, rs1: usize, cs1: usize, n1: usize) => two_phase::house_apply;
+
+    /// Gathers a block, dropping a row range, optionally zeroing below the diagonal.
+    ///
+    /// # Safety
+    /// Grid (⌈rows/32⌉, ⌈cols/8⌉), block (32, 8); see `two_phase::copy`.
+    two_phase_copy_f32, two_phase_copy_f64
+        (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut T, ldd: usize,
+         skip0: usize, skip_p: usize, zero_lower: usize) => two_phase::copy;
+
+    panel_apply_f32, panel_apply_f64
+        (v: *const T, tau: *const T, head: *mut T, ldh: usize, tail: *mut T, ldt: usize,
+         len: usize, ncols: usize) => panel::apply;
+
+    panel_extract_v_f32, panel_extract_v_f64
+        (a: *mut T, lda: usize, rows: usize, k: usize, v: *mut T, ldv: usize, ystride: usize)
+        => panel::extract_v;
+
+    panel_zero_lower_f32, panel_zero_lower_f64
+        (a: *mut T, lda: usize, rows: usize, cols: usize, ystride: usize) => panel::zero_lower;
+
+    panel_set_identity_f32, panel_set_identity_f64
+        (a: *mut T, lda: usize, rows: usize, cols: usize, ystride: usize)
+        => panel::set_identity;
+
+    panel_copy_f32, panel_copy_f64
+        (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut T, ldd: usize,
+         ystride: usize) => panel::copy;
+
+    panel_embed_q_f32, panel_embed_q_f64
+        (q: *const T, ldq: usize, m: usize, p: usize, k0: usize, dst: *mut T, ldd: usize,
+         ystride: usize) => panel::embed_q;
+
+    panel_col_norms_f32, panel_col_norms_f64
+        (a: *const T, lda: usize, rows: usize, cols: usize, out: *mut T) => panel::col_norms;
 }

@@ -16,6 +16,13 @@ pub const KERNELS: &[&str] = &[
     "reduce_double_sum",
     "wy_set_tau",
     "wy_build_t",
+    "panel_apply",
+    "panel_extract_v",
+    "panel_zero_lower",
+    "panel_set_identity",
+    "panel_copy",
+    "panel_embed_q",
+    "panel_col_norms",
 ];
 
 /// Committed PTX, relative to the repository root.

@@ -134,6 +134,7 @@ impl Gpu {
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (pb, _gb) = b.buf().device_ptr(&self.stream);
         let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
+        self.count_launch();
         let st = match T::DTYPE {
             // SAFETY: cublasSgemm_v2 contract: A spans lda·(cols−1)+rows f32 of op(A)'s
             // storage, likewise B and C (guaranteed by the DevMatView extents), the
@@ -221,6 +222,7 @@ impl Gpu {
         let h = *self.blas.handle();
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (pb, _gb) = b.buf_mut().device_ptr_mut(&self.stream);
+        self.count_launch();
         let st = match T::DTYPE {
             // SAFETY: cublasStrsm_v2 contract: A is k×k with ld lda, B m×n with ld ldb,
             // both within their views (checked shapes); B is a &mut view so it does not
@@ -292,6 +294,7 @@ impl Gpu {
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (px, _gx) = x.device_ptr(&self.stream);
         let (py, _gy) = y.device_ptr_mut(&self.stream);
+        self.count_launch();
         let st = match T::DTYPE {
             // SAFETY: cublasSgemv_v2 contract: A is m×n with ld lda inside its view,
             // x and y have the lengths checked above with stride 1; y is a &mut view

@@ -3,6 +3,7 @@
 //! kernel resolved up front (style §2.3, §2.4; architecture.md "Host").
 //! A missing driver library or device is [`Error::NoDevice`], never a panic.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
@@ -29,6 +30,9 @@ pub struct Gpu {
     pub(crate) stream2: Arc<CudaStream>,
     pub(crate) stream3: Arc<CudaStream>,
     pub(crate) ctx: Arc<CudaContext>,
+    /// Kernel launches, cuBLAS/cuSOLVER calls and memcpys issued so far
+    /// (docs/gpu-updates.md "Launch counting").
+    pub(crate) launches: AtomicU64,
 }
 
 impl core::fmt::Debug for Gpu {
@@ -127,7 +131,20 @@ impl Gpu {
             stream2,
             stream3,
             ctx,
+            launches: AtomicU64::new(0),
         })
+    }
+
+    /// How many kernel launches, cuBLAS and cuSOLVER calls and memcpys cuqr
+    /// has issued on this device (docs/gpu-updates.md "Launch counting"):
+    /// read it before and after an operation to count that operation's launches.
+    pub fn launch_count(&self) -> u64 {
+        self.launches.load(Ordering::Relaxed)
+    }
+
+    /// Counts one launch, library call or memcpy (see [`Gpu::launch_count`]).
+    pub(crate) fn count_launch(&self) {
+        self.launches.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The device ordinal this was opened on.

@@ -76,6 +76,34 @@ kernel_table! {
     wy_set_tau,
     /// `wy_build_t_<T>(v, ldv, rows, k, tau, t, ldt)` (larft, E14).
     wy_build_t,
+    /// `two_phase_gen_strip_<T>(x, ld, h, p, rot, plane)` (spec §1.5 strip, §1.7).
+    two_phase_gen_strip,
+    /// `two_phase_gen_block_<T>(qz, ldq, p, m, z, rot, plane)` (spec §1.5 block, §1.10).
+    two_phase_gen_block,
+    /// `two_phase_gen_rank_one_a_<T>(w, top, rot, plane)` (spec §1.11 stage A).
+    two_phase_gen_rank_one_a,
+    /// `two_phase_gen_rank_one_b_<T>(r, ldr, m, n, w, v, rot, plane, k_off)` (§1.11 stage B).
+    two_phase_gen_rank_one_b,
+    /// `two_phase_apply_<T>(rot, plane, count, 3 × (x, rs, cs, n, b))` (spec §1.5 apply).
+    two_phase_apply,
+    /// `two_phase_house_apply_<T>(vt, len, tau, 2 × (x, rs, cs, n))` (spec §1.11 A2).
+    two_phase_house_apply,
+    /// `two_phase_copy_<T>(src, lds, rows, cols, dst, ldd, skip0, skip_p, zero_lower)`.
+    two_phase_copy,
+    /// `panel_apply_<T>(v, tau, head, ldh, tail, ldt, len, ncols)` (spec §1.2, §1.4 panel).
+    panel_apply,
+    /// `panel_extract_v_<T>(a, lda, rows, k, v, ldv, ystride)` (V with explicit 1s/0s).
+    panel_extract_v,
+    /// `panel_zero_lower_<T>(a, lda, rows, cols, ystride)` (exact zeros below the diagonal).
+    panel_zero_lower,
+    /// `panel_set_identity_<T>(a, lda, rows, cols, ystride)`.
+    panel_set_identity,
+    /// `panel_copy_<T>(src, lds, rows, cols, dst, ldd, ystride)`.
+    panel_copy,
+    /// `panel_embed_q_<T>(q, ldq, m, p, k0, dst, ldd, ystride)` (Pᵀ·diag(Q, I_p), spec §1.9).
+    panel_embed_q,
+    /// `panel_col_norms_<T>(a, lda, rows, cols, out)` (column norms and diagonal).
+    panel_col_norms,
 }
 
 fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Result<CudaFunction> {
@@ -159,6 +187,7 @@ impl Gpu {
         assert!(!alpha.is_empty() && !tau.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).householder_house;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(&mut *alpha).arg(&mut *x).arg(&n).arg(&mut *tau);
         // SAFETY: matches householder_house_{f32,f64}(alpha: *mut T, x: *mut T,
@@ -186,6 +215,7 @@ impl Gpu {
         assert!(x.len() == y.len() && !out.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).reduce_dot;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(x).arg(y).arg(&n).arg(&mut *out);
         // SAFETY: matches reduce_dot_{f32,f64}(x: *const T, y: *const T, n: usize,
@@ -211,6 +241,7 @@ impl Gpu {
         assert!(!out.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).reduce_nrm2;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(x).arg(&n).arg(&mut *out);
         // SAFETY: matches reduce_nrm2_{f32,f64}(x: *const T, n: usize, out: *mut T):
@@ -251,6 +282,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count);
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(a.buf())
             .arg(&pitch)
@@ -305,6 +337,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_YZ);
         let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
         let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(a.buf_mut())
             .arg(&pitch)
@@ -356,6 +389,7 @@ impl Gpu {
         assert!(cols.div_ceil(TILE as usize) <= MAX_GRID_YZ);
         let (lds, ldd) = (src.ld(), dst.ld());
         let f = &T::kernel_set(&self.kernels).transpose_padded;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(src.buf())
             .arg(&lds)
@@ -401,6 +435,7 @@ impl Gpu {
         assert!(c.div_ceil(TILE as usize) <= MAX_GRID_YZ);
         let ldc = cm.ld();
         let f = &T::kernel_set(&self.kernels).reduce_double_sum;
+        self.count_launch();
         let mut lb = self.stream.launch_builder(f);
         lb.arg(a).arg(b).arg(&r).arg(&c).arg(cm.buf_mut()).arg(&ldc);
         // SAFETY: matches reduce_double_sum_{f32,f64}(a: *const T, b: *const T, r, c,
@@ -437,6 +472,7 @@ impl Gpu {
         }
         let ldt = t.ld();
         let f = &T::kernel_set(&self.kernels).wy_set_tau;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(tau).arg(t.buf_mut()).arg(&k).arg(&ldt);
         // SAFETY: matches wy_set_tau_{f32,f64}(tau: *const T, t: *mut T, k, ldt):
@@ -469,6 +505,7 @@ impl Gpu {
         }
         let (ldv, ldt) = (v.ld(), t.ld());
         let f = &T::kernel_set(&self.kernels).wy_build_t;
+        self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(v.buf())
             .arg(&ldv)
@@ -523,7 +560,7 @@ mod tests {
         for name in KERNELS {
             let file = name.split('_').next().unwrap();
             assert!(
-                ["householder", "givens", "transpose", "reduce", "wy"].contains(&file),
+                ["householder", "givens", "transpose", "reduce", "wy", "panel"].contains(&file),
                 "{name}"
             );
             assert!(!name.ends_with("_f32") && !name.ends_with("_f64"));

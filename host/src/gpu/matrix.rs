@@ -149,6 +149,7 @@ impl<T: GpuScalar> DevMat<T> {
         self.check_same_shape("DevMat::upload", a)?;
         let mut host = vec![T::ZERO; self.buf.len()];
         self.pack(a, &mut host);
+        gpu.count_launch();
         gpu.stream
             .memcpy_htod(&host, &mut self.buf)
             .map_err(driver_err("DevMat upload"))?;
@@ -183,6 +184,7 @@ impl<T: GpuScalar> DevMat<T> {
             .as_mut_slice()
             .map_err(driver_err("pinned staging"))?;
         self.pack(a, &mut host[..len]);
+        gpu.count_launch();
         gpu.stream
             .memcpy_htod(staging, &mut self.buf)
             .map_err(driver_err("DevMat pinned upload"))?;
@@ -218,6 +220,7 @@ impl<T: GpuScalar> DevMat<T> {
                 len,
             ));
         }
+        gpu.count_launch();
         gpu.stream
             .memcpy_dtoh(&self.buf, staging)
             .map_err(driver_err("DevMat pinned download"))?;
@@ -234,6 +237,7 @@ impl<T: GpuScalar> DevMat<T> {
     /// # Errors
     /// [`Error::Driver`].
     pub fn download_raw(&self, gpu: &Gpu) -> Result<Vec<T>> {
+        gpu.count_launch();
         let v = gpu
             .stream
             .clone_dtoh(&self.buf)
@@ -259,6 +263,7 @@ impl<T: GpuScalar> DevMat<T> {
                 self.buf.len(),
             ));
         }
+        gpu.count_launch();
         gpu.stream
             .memcpy_htod(data, &mut self.buf)
             .map_err(driver_err("DevMat raw upload"))?;
@@ -274,6 +279,7 @@ impl<T: GpuScalar> DevMat<T> {
     /// [`Error::Driver`].
     pub fn fill(&mut self, gpu: &Gpu, value: T) -> Result<()> {
         let host = vec![value; self.buf.len()];
+        gpu.count_launch();
         gpu.stream
             .memcpy_htod(&host, &mut self.buf)
             .map_err(driver_err("DevMat fill"))?;
@@ -509,6 +515,7 @@ impl<T: GpuScalar> DevVec<T> {
             return Ok(());
         }
         let mut dst = self.buf.slice_mut(0..self.len);
+        gpu.count_launch();
         gpu.stream
             .memcpy_htod(x, &mut dst)
             .map_err(driver_err("DevVec upload"))?;
@@ -522,6 +529,7 @@ impl<T: GpuScalar> DevVec<T> {
     /// # Errors
     /// [`Error::Driver`] (including an earlier asynchronous fault).
     pub fn to_vec(&self, gpu: &Gpu) -> Result<Vec<T>> {
+        gpu.count_launch();
         let mut v = gpu
             .stream
             .clone_dtoh(&self.buf)
@@ -539,6 +547,7 @@ impl<T: GpuScalar> DevVec<T> {
     /// [`Error::Driver`].
     pub fn fill(&mut self, gpu: &Gpu, value: T) -> Result<()> {
         let host = vec![value; self.buf.len()];
+        gpu.count_launch();
         gpu.stream
             .memcpy_htod(&host, &mut self.buf)
             .map_err(driver_err("DevVec fill"))?;

@@ -6,8 +6,11 @@
 
 pub mod blas;
 pub mod device;
+pub mod givens_two_phase;
 pub mod householder;
 pub mod kernels;
+pub mod kernels_panel;
+pub mod kernels_two_phase;
 pub mod matrix;
 pub mod qr;
 pub mod solver;

@@ -66,6 +66,7 @@ impl Gpu {
     }
 
     fn read_info(&self, op: &'static str, info: &CudaSlice<i32>) -> Result<()> {
+        self.count_launch();
         let v = self
             .stream
             .clone_dtoh(info)
@@ -129,6 +130,7 @@ impl Gpu {
             let (pt, _gt) = tau.device_ptr_mut(&self.stream);
             let (pw, _gw) = work.device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
             let st = match T::DTYPE {
                 // SAFETY: cusolverDnSgeqrf contract: A m×n (ld lda) inside its view, TAU
                 // ≥ min(m,n) (checked), Workspace ≥ lwork elements as queried, devInfo one
@@ -254,6 +256,7 @@ impl Gpu {
             let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
             let (pw, _gw) = work.device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
             let st = match T::DTYPE {
                 // SAFETY: cusolverDnSormqr contract: A order×k (ld lda), tau ≥ k, C m×n
                 // (ld ldc) inside their views (checked); C is a &mut view so it aliases
@@ -372,6 +375,7 @@ impl Gpu {
             let (pt, _gt) = tau.device_ptr(&self.stream);
             let (pw, _gw) = work.device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
             let st = match T::DTYPE {
                 // SAFETY: cusolverDnSorgqr contract: A m×n (ld lda) inside its &mut view
                 // (so it does not alias tau), tau ≥ k, work ≥ lwork as queried, devInfo
