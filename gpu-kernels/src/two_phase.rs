@@ -1,0 +1,516 @@
+//! Two-phase Givens on the device (spec §1.5 "Recommended modern design", §1.7 step 3,
+//! §1.10, §1.11): a single-block *generate* kernel runs the wavefront over the small
+//! driver block (strip, block or rank-one case) with `__syncthreads` between steps and
+//! records every rotation (c, s, plane) in the sequential order of the CPU algorithm;
+//! one *apply* launch then streams the whole list through up to three targets (Q, d, R),
+//! one thread per independent vector, keeping the value two consecutive rotations share in
+//! a register. O(1) launches per Givens stage instead of O(steps). Rotation convention as
+//! `cpu::givens::givens` (r ≥ 0, safe at (0, 0), hypot); zeroed entries are exact 0.
+
+use crate::device::{self, Float};
+
+/// Marks "no value held in a register" in [`apply_one`].
+const NONE: usize = usize::MAX;
+
+/// (c, s, ρ) exactly as `cpu::givens::givens`: g = 0 gives (±1, 0, |f|), otherwise
+/// ρ = hypot(f, g), c = f/ρ, s = g/ρ.
+#[inline(always)]
+pub fn givens<T: Float>(f: T, g: T) -> (T, T, T) {
+    if g == T::ZERO {
+        if f >= T::ZERO {
+            return (T::ONE, T::ZERO, f);
+        }
+        return (T::ONE.neg(), T::ZERO, f.neg());
+    }
+    let r = f.hypot(g);
+    (f.div(r), g.div(r), r)
+}
+
+/// x ← c·x + s·y, y ← −s·x + c·y, fused exactly as `cpu::givens::rot_pair`.
+#[inline(always)]
+fn rot_pair<T: Float>(c: T, s: T, x: T, y: T) -> (T, T) {
+    (c.mul_add(x, s.mul(y)), c.mul_add(y, s.mul(x).neg()))
+}
+
+/// Stores rotation `k` of the list: `rot[2k] = c`, `rot[2k+1] = s`, `plane[k] = a`.
+///
+/// # Safety
+/// `k` is inside the list and written by this thread only.
+#[inline(always)]
+unsafe fn record<T: Float>(rot: *mut T, plane: *mut u32, k: usize, c: T, s: T, a: usize) {
+    // SAFETY: forwarded from the caller (k in bounds, exclusive).
+    unsafe {
+        device::st(rot, 2 * k, c);
+        device::st(rot, 2 * k + 1, s);
+        device::st(plane, k, a as u32);
+    }
+}
+
+/// `two_phase_gen_strip`: the strip wavefront of spec §1.5/§1.7 on the driver block
+/// x = R'(k0.., k0..) (column-major, ld `ld`), local rows 0..h+p, columns 0..p, in
+/// place in global memory. Local column j is zeroed in rows h+j down to j+1 with planes
+/// (r−1, r); step t(j, r) = (h − r) + 2j. Rotation (j, r) is recorded at index
+/// j·h + (h + j − r) with plane r − 1 (local), ρ goes to x(r−1, j), x(r, j) := 0, and
+/// rows (r−1, r) of the driver columns j+1..p are rotated. One block.
+///
+/// # Safety
+/// Grid 1 (any block size); x read-writable for rows 0..h+p, columns 0..p with ld ≥ h+p;
+/// `rot` writable for 2·p·h, `plane` for p·h; no overlap.
+#[inline(always)]
+pub unsafe fn gen_strip<T: Float>(
+    x: *mut T,
+    ld: usize,
+    h: usize,
+    p: usize,
+    rot: *mut T,
+    plane: *mut u32,
+) {
+    if h == 0 || p == 0 {
+        return;
+    }
+    let (tid, nt) = (device::thread_linear(), device::block_threads());
+    for t in 0..h + p - 1 {
+        let jlo = (t + 1).saturating_sub(h);
+        let jhi = t.min(p - 1);
+        // Phase 1: one thread per active column computes its rotation.
+        let mut j = jlo + tid;
+        while j <= jhi {
+            let r = h + 2 * j - t;
+            // SAFETY: j+1 ≤ r ≤ h+j < h+p and j < p: inside the driver block; active
+            // columns are distinct, so each (r−1, j), (r, j) has one writer; k < p·h.
+            unsafe {
+                let (f, g) = (device::ld(x, r - 1 + j * ld), device::ld(x, r + j * ld));
+                let (c, s, rho) = givens(f, g);
+                device::st(x, r - 1 + j * ld, rho);
+                device::st(x, r + j * ld, T::ZERO);
+                record(rot, plane, j * h + (h + j - r), c, s, r - 1);
+            }
+            j += nt;
+        }
+        // SAFETY: every thread of the block runs the same loop bounds (uniform).
+        unsafe { device::sync_threads() };
+        // Phase 2: rotate rows (r−1, r) of columns j' ∈ j+1..p for each active j.
+        let na = jhi + 1 - jlo;
+        let width = p - 1 - jlo;
+        let mut idx = tid;
+        while idx < na * width {
+            let j = jlo + idx % na;
+            let jj = jlo + 1 + idx / na;
+            if jj > j {
+                let r = h + 2 * j - t;
+                // SAFETY: rotation j was recorded in phase 1 and the barrier makes it
+                // visible; rows r−1, r of column jj are touched only by rotation j in
+                // this step (active rotations are two rows apart) and thread idx only.
+                unsafe {
+                    let k = j * h + (h + j - r);
+                    let (c, s) = (device::ld(rot, 2 * k), device::ld(rot, 2 * k + 1));
+                    let (u, l) = (r - 1 + jj * ld, r + jj * ld);
+                    let (a, b) = rot_pair(c, s, device::ld(x, u), device::ld(x, l));
+                    device::st(x, u, a);
+                    device::st(x, l, b);
+                }
+            }
+            idx += nt;
+        }
+        // SAFETY: uniform control flow, as above.
+        unsafe { device::sync_threads() };
+    }
+}
+
+/// `two_phase_gen_block`: the block wavefront of spec §1.5/§1.10 on Z = Q(k0..k0+p, :).
+/// First copies Z (rows of the column-major `qz`, ld `ldq`) into the compact p×m scratch
+/// `z` (ld p), then for row i = 0..p zeroes z(i, j) for j = m−1 down to i+1 against
+/// z(i, j−1) with the column plane (j−1, j), rotating those two columns of the rows
+/// i+1..p below; step t(i, j) = (m−1−j) + 2i. Rotation (i, j) is recorded at index
+/// i(m−1) − i(i−1)/2 + (m−1−j) with plane j − 1. One block.
+///
+/// # Safety
+/// Grid 1 (any block size); `qz` readable p×m (ld ldq ≥ p); `z` writable p·m; `rot`
+/// writable for 2·(p·m − p(p+1)/2), `plane` for p·m − p(p+1)/2; no overlap; p < m.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gen_block<T: Float>(
+    qz: *const T,
+    ldq: usize,
+    p: usize,
+    m: usize,
+    z: *mut T,
+    rot: *mut T,
+    plane: *mut u32,
+) {
+    if p == 0 || m < 2 {
+        return;
+    }
+    let (tid, nt) = (device::thread_linear(), device::block_threads());
+    let mut idx = tid;
+    while idx < p * m {
+        let (i, j) = (idx % p, idx / p);
+        // SAFETY: i < p, j < m: inside Z and the scratch; one writer per idx.
+        unsafe { device::st(z, idx, device::ld(qz, i + j * ldq)) };
+        idx += nt;
+    }
+    // SAFETY: uniform control flow.
+    unsafe { device::sync_threads() };
+    for t in 0..m + p - 2 {
+        let ilo = (t + 2).saturating_sub(m);
+        let ihi = (p - 1).min(t / 2);
+        if ilo <= ihi {
+            let mut i = ilo + tid;
+            while i <= ihi {
+                let j = m - 1 - t + 2 * i;
+                // SAFETY: i+1 ≤ j ≤ m−1 (active range); one thread per active i, and
+                // active rotations use disjoint column pairs; k is inside the list.
+                unsafe {
+                    let (f, g) = (device::ld(z, i + (j - 1) * p), device::ld(z, i + j * p));
+                    let (c, s, rho) = givens(f, g);
+                    device::st(z, i + (j - 1) * p, rho);
+                    device::st(z, i + j * p, T::ZERO);
+                    let k = i * (m - 1) - i * i.saturating_sub(1) / 2 + (m - 1 - j);
+                    record(rot, plane, k, c, s, j - 1);
+                }
+                i += nt;
+            }
+        }
+        // SAFETY: uniform control flow.
+        unsafe { device::sync_threads() };
+        if ilo <= ihi && ilo + 1 < p {
+            let na = ihi + 1 - ilo;
+            let height = p - 1 - ilo;
+            let mut idx = tid;
+            while idx < na * height {
+                let i = ilo + idx % na;
+                let ii = ilo + 1 + idx / na;
+                if ii > i {
+                    let j = m - 1 - t + 2 * i;
+                    // SAFETY: rotation (i, j) is visible after the barrier; entries
+                    // (ii, j−1), (ii, j) belong to this rotation alone in this step and
+                    // to this thread alone.
+                    unsafe {
+                        let k = i * (m - 1) - i * i.saturating_sub(1) / 2 + (m - 1 - j);
+                        let (c, s) = (device::ld(rot, 2 * k), device::ld(rot, 2 * k + 1));
+                        let (u, l) = (ii + (j - 1) * p, ii + j * p);
+                        let (a, b) = rot_pair(c, s, device::ld(z, u), device::ld(z, l));
+                        device::st(z, u, a);
+                        device::st(z, l, b);
+                    }
+                }
+                idx += nt;
+            }
+        }
+        // SAFETY: uniform control flow.
+        unsafe { device::sync_threads() };
+    }
+}
+
+/// `two_phase_gen_rank_one_a`: stage A of spec §1.11, a sequential chain on w: for
+/// i = top−1 down to 0, zero w(i+1) against w(i) on plane (i, i+1); rotation i is recorded
+/// at index top−1−i. w(0) ends as ρ, w(1..=top) as exact zeros. One thread.
+///
+/// # Safety
+/// Grid 1, block 1; `w` read-writable for top+1; `rot` writable for 2·top, `plane` for
+/// top; no overlap.
+#[inline(always)]
+pub unsafe fn gen_rank_one_a<T: Float>(w: *mut T, top: usize, rot: *mut T, plane: *mut u32) {
+    if device::thread_linear() != 0 || device::block_x() != 0 {
+        return;
+    }
+    // SAFETY: indices 0..=top of w and 0..top of the list, single thread.
+    unsafe {
+        let mut cur = device::ld(w, top);
+        for i in (0..top).rev() {
+            let (c, s, rho) = givens(device::ld(w, i), cur);
+            cur = rho;
+            device::st(w, i + 1, T::ZERO);
+            record(rot, plane, top - 1 - i, c, s, i);
+        }
+        device::st(w, 0, cur);
+    }
+}
+
+/// `two_phase_gen_rank_one_b`: R(0, :) += w(0)·vᵀ, then stage B of spec §1.11 on the
+/// upper Hessenberg R (m×n, ld ldr): for i = 0..min(n, m−1) one thread computes the
+/// rotation zeroing R(i+1, i) against R(i, i) (ρ written, exact 0 below), records it at
+/// index `k_off + i` with plane i, and the block rotates rows (i, i+1) over columns
+/// i+1..n. One block.
+///
+/// # Safety
+/// Grid 1 (any block size); `r` read-writable m×n (ld ldr ≥ m); `w` readable for 1, `v`
+/// for n; `rot` writable at 2·(k_off .. k_off + min(n, m−1)), `plane` at
+/// k_off .. k_off + min(n, m−1); no overlap.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gen_rank_one_b<T: Float>(
+    r: *mut T,
+    ldr: usize,
+    m: usize,
+    n: usize,
+    w: *const T,
+    v: *const T,
+    rot: *mut T,
+    plane: *mut u32,
+    k_off: usize,
+) {
+    let (tid, nt) = (device::thread_linear(), device::block_threads());
+    // SAFETY: w[0] readable.
+    let w0 = unsafe { device::ld(w, 0) };
+    let mut j = tid;
+    while j < n {
+        // SAFETY: column j < n of row 0; one writer per j.
+        unsafe {
+            device::st(
+                r,
+                j * ldr,
+                w0.mul_add(device::ld(v, j), device::ld(r, j * ldr)),
+            )
+        };
+        j += nt;
+    }
+    // SAFETY: uniform control flow.
+    unsafe { device::sync_threads() };
+    for i in 0..n.min(m.saturating_sub(1)) {
+        if tid == 0 {
+            // SAFETY: (i, i), (i+1, i) inside R (i+1 < m, i < n); list index in range;
+            // no other thread touches them between the barriers.
+            unsafe {
+                let (f, g) = (device::ld(r, i + i * ldr), device::ld(r, i + 1 + i * ldr));
+                let (c, s, rho) = givens(f, g);
+                device::st(r, i + i * ldr, rho);
+                device::st(r, i + 1 + i * ldr, T::ZERO);
+                record(rot, plane, k_off + i, c, s, i);
+            }
+        }
+        // SAFETY: uniform control flow.
+        unsafe { device::sync_threads() };
+        // SAFETY: the rotation is visible after the barrier.
+        let (c, s) = unsafe {
+            (
+                device::ld(rot as *const T, 2 * (k_off + i)),
+                device::ld(rot as *const T, 2 * (k_off + i) + 1),
+            )
+        };
+        let mut col = i + 1 + tid;
+        while col < n {
+            // SAFETY: rows i, i+1 < m of column col < n; one writer per column.
+            unsafe {
+                let (u, l) = (i + col * ldr, i + 1 + col * ldr);
+                let (a, b) = rot_pair(c, s, device::ld(r, u), device::ld(r, l));
+                device::st(r, u, a);
+                device::st(r, l, b);
+            }
+            col += nt;
+        }
+        // SAFETY: uniform control flow.
+        unsafe { device::sync_threads() };
+    }
+}
+
+/// Streams rotations 0..count through vector `t` of one target: element k of the vector
+/// is `x[t·rs + k·cs]`; rotation i acts on elements (a, a+1), a = plane[i]. With
+/// `bottom` ≠ NONE, elements after `bottom` are known exact zeros: planes with a > bottom
+/// are skipped (0 stays 0) and the bound grows to a+1 when a plane straddles it. The
+/// element the next rotation shares stays in a register (one load, one store each).
+///
+/// # Safety
+/// Every element the list touches (indices ≤ max plane + 1) is read-writable for this
+/// vector and touched by this thread only; `rot`/`plane` readable for `count`.
+#[inline(always)]
+unsafe fn apply_one<T: Float>(
+    rot: *const T,
+    plane: *const u32,
+    count: usize,
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    mut bottom: usize,
+) {
+    let (mut held, mut hv) = (NONE, T::ZERO);
+    for i in 0..count {
+        // SAFETY: i < count.
+        let a = unsafe { device::ld(plane, i) } as usize;
+        if bottom != NONE && a > bottom {
+            continue;
+        }
+        // SAFETY: list entries in range; elements a, a+1 (and `held`) belong to this
+        // vector and thread, by the caller's contract.
+        unsafe {
+            let (c, s) = (device::ld(rot, 2 * i), device::ld(rot, 2 * i + 1));
+            let xa = if held == a {
+                hv
+            } else {
+                device::ld(x, base + a * cs)
+            };
+            let ya = if held == a + 1 {
+                hv
+            } else {
+                device::ld(x, base + (a + 1) * cs)
+            };
+            if held != NONE && held != a && held != a + 1 {
+                device::st(x, base + held * cs, hv);
+            }
+            if bottom != NONE && a + 1 > bottom {
+                bottom = a + 1;
+            }
+            let (xn, yn) = rot_pair(c, s, xa, ya);
+            let na = if i + 1 < count {
+                device::ld(plane, i + 1) as usize
+            } else {
+                NONE
+            };
+            if na == a || na.wrapping_add(1) == a {
+                device::st(x, base + (a + 1) * cs, yn);
+                held = a;
+                hv = xn;
+            } else if na == a + 1 {
+                device::st(x, base + a * cs, xn);
+                held = a + 1;
+                hv = yn;
+            } else {
+                device::st(x, base + a * cs, xn);
+                device::st(x, base + (a + 1) * cs, yn);
+                held = NONE;
+            }
+        }
+    }
+    if held != NONE {
+        // SAFETY: as above.
+        unsafe { device::st(x, base + held * cs, hv) };
+    }
+}
+
+/// `two_phase_apply`: applies the recorded rotations 0..count, in order, to up to three
+/// targets; blockIdx.y = g selects target g = (x_g, rs_g, cs_g, n_g, b_g): thread
+/// t < n_g owns the vector x_g[t·rs_g + k·cs_g] (a row of column-major Q: rs 1, cs ld;
+/// a column of R or d under row rotations: rs ld, cs 1). b_g = usize::MAX: no skipping;
+/// otherwise vector t's entries after b_g + t are exact zeros (skipped, spec §1.5 G4).
+/// Grid (⌈max n_g/128⌉, 3), block 128.
+///
+/// # Safety
+/// Launch shape as documented; for each target, vectors t < n_g are read-writable at
+/// every index the list touches, distinct vectors do not overlap, targets do not overlap
+/// each other or the list.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply<T: Float>(
+    rot: *const T,
+    plane: *const u32,
+    count: usize,
+    x0: *mut T,
+    rs0: usize,
+    cs0: usize,
+    n0: usize,
+    b0: usize,
+    x1: *mut T,
+    rs1: usize,
+    cs1: usize,
+    n1: usize,
+    b1: usize,
+    x2: *mut T,
+    rs2: usize,
+    cs2: usize,
+    n2: usize,
+    b2: usize,
+) {
+    let (x, rs, cs, n, b) = match device::block_y() {
+        0 => (x0, rs0, cs0, n0, b0),
+        1 => (x1, rs1, cs1, n1, b1),
+        _ => (x2, rs2, cs2, n2, b2),
+    };
+    let t = device::block_x() * device::block_dim_x() + device::thread_x();
+    if t >= n {
+        return;
+    }
+    let bottom = if b == NONE { NONE } else { b + t };
+    // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
+    unsafe { apply_one(rot, plane, count, x, t * rs, cs, bottom) };
+}
+
+/// `two_phase_house_apply`: applies H = I − τ·v·vᵀ, v = [1; vt] (length `len`), to up to
+/// two targets (blockIdx.y = g), vector t < n_g being x_g[t·rs_g + k·cs_g], k < len:
+/// z = Σ v_k x_k, x_k −= τ·z·v_k (spec §1.11 variant A2: Q(:, n:m)·H and H·d(n:m)).
+/// Grid (⌈max n_g/128⌉, 2), block 128.
+///
+/// # Safety
+/// Launch shape as documented; `vt` readable for len − 1, `tau` for 1; vectors
+/// read-writable for len elements, non-overlapping, and not overlapping vt or tau.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn house_apply<T: Float>(
+    vt: *const T,
+    len: usize,
+    tau: *const T,
+    x0: *mut T,
+    rs0: usize,
+    cs0: usize,
+    n0: usize,
+    x1: *mut T,
+    rs1: usize,
+    cs1: usize,
+    n1: usize,
+) {
+    let (x, rs, cs, n) = if device::block_y() == 0 {
+        (x0, rs0, cs0, n0)
+    } else {
+        (x1, rs1, cs1, n1)
+    };
+    let t = device::block_x() * device::block_dim_x() + device::thread_x();
+    if t >= n || len == 0 {
+        return;
+    }
+    let base = t * rs;
+    // SAFETY: elements base + k·cs, k < len, belong to vector t (caller's contract);
+    // vt[0..len−1] and tau[0] readable.
+    unsafe {
+        let mut z = device::ld(x, base);
+        for k in 1..len {
+            z = device::ld(x, base + k * cs).mul_add(device::ld(vt, k - 1), z);
+        }
+        let tz = device::ld(tau, 0).mul(z);
+        device::st(x, base, tz.neg().add(device::ld(x, base)));
+        for k in 1..len {
+            let e = base + k * cs;
+            device::st(
+                x,
+                e,
+                tz.neg().mul_add(device::ld(vt, k - 1), device::ld(x, e)),
+            );
+        }
+    }
+}
+
+/// `two_phase_copy`: dst(i, j) := src(i', j) for i < rows, j < cols, where i' = i for
+/// i < skip0 and i + skip_p otherwise (rows skip0..skip0+skip_p of src are dropped);
+/// with `zero_lower` ≠ 0, entries with i > j are written as exact 0 instead. `src` has
+/// leading dimension lds (lds = ld + 1 with rows = 1 reads a diagonal). Grid
+/// (⌈rows/32⌉, ⌈cols/8⌉), block (32, 8).
+///
+/// # Safety
+/// Launch shape as documented; src readable at i' + j·lds for the copied (i, j); dst
+/// writable rows×cols with ld ldd ≥ rows; no overlap.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn copy<T: Float>(
+    src: *const T,
+    lds: usize,
+    rows: usize,
+    cols: usize,
+    dst: *mut T,
+    ldd: usize,
+    skip0: usize,
+    skip_p: usize,
+    zero_lower: usize,
+) {
+    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let j = device::block_y() * device::block_dim_y() + device::thread_y();
+    if i >= rows || j >= cols {
+        return;
+    }
+    let v = if zero_lower != 0 && i > j {
+        T::ZERO
+    } else {
+        let si = if i < skip0 { i } else { i + skip_p };
+        // SAFETY: (si, j) is a copied source element (caller's contract).
+        unsafe { device::ld(src, si + j * lds) }
+    };
+    // SAFETY: (i, j) inside dst; one writer per element.
+    unsafe { device::st(dst, i + j * ldd, v) };
+}

@@ -1,0 +1,254 @@
+//! Givens stages of the GPU updates in the two-phase design (spec §1.5 "Recommended
+//! modern design"; docs/gpu-updates.md "Givens stages"): one single-block generate
+//! launch runs the wavefront over the driver block (the p new columns for §1.7, Z =
+//! Q(k0..k0+p, :) for §1.10, w and the Hessenberg R for §1.11) and records the rotations;
+//! one apply launch streams them through Q, d and R together. Launches per stage: 2 for
+//! column insertion and row deletion, 4–6 for the rank-one update, whatever the size
+//! (the seeds' design needs O(steps)). Same rotations as the CPU backend (cpu/givens.rs).
+
+use super::kernels_two_phase::{ApplyTarget, RotList, RotSide};
+use super::matrix::{DevMat, DevVec};
+use super::{driver_err, Gpu, GpuScalar};
+use crate::error::{Error, Result};
+
+/// Step 3 of spec §1.7 on the device: R is m×(n_old+p) after stage 1 with the new
+/// columns at k0..k0+p (column k0+j nonzero in rows ≤ n_old+j), Q is m×m, d is m×q.
+/// Zeroes the strip with p·(n_old − k0) rotations, exactly as `insert_cols::run_cpu`
+/// step 3, rotating R's later columns, Q's columns k0..n_old+p and d's rows k0..n_old+p.
+/// Nothing to do when k0 = n_old (appending, erratum E12).
+///
+/// # Errors
+/// [`Error::OutOfMemory`] for the rotation list, [`Error::Driver`].
+///
+/// # Panics
+/// If the shapes are inconsistent (a cuqr bug).
+pub fn insert_cols_strip_two_phase<T: GpuScalar>(
+    gpu: &Gpu,
+    r: &mut DevMat<T>,
+    q: &mut DevMat<T>,
+    d: &mut DevMat<T>,
+    k0: usize,
+    p: usize,
+    n_old: usize,
+) -> Result<()> {
+    let m = r.nrows();
+    assert!(k0 <= n_old && r.ncols() == n_old + p && n_old + p <= m);
+    assert!(q.nrows() == m && q.ncols() == m && d.nrows() == m);
+    let h = n_old - k0;
+    if h == 0 || p == 0 {
+        return Ok(());
+    }
+    let mut list = RotList::with_capacity(gpu, p * h)?;
+    gpu.two_phase_gen_strip(&mut r.block_mut(k0, k0, h + p, p), h, &mut list)?;
+    let nq = d.ncols();
+    let mut qv = q.block_mut(0, k0, m, h + p);
+    let mut dv = d.block_mut(k0, 0, h + p, nq);
+    let mut rv = r.block_mut(k0, k0 + p, h + p, h);
+    gpu.two_phase_apply(
+        &list,
+        &mut [
+            ApplyTarget {
+                view: &mut qv,
+                side: RotSide::Cols,
+                banded: false,
+            },
+            ApplyTarget {
+                view: &mut rv,
+                side: RotSide::Rows,
+                banded: true,
+            },
+            ApplyTarget {
+                view: &mut dv,
+                side: RotSide::Rows,
+                banded: false,
+            },
+        ],
+    )
+}
+
+/// The rotations of spec §1.10 on the device, in place: afterwards Q(k0..k0+p, :) =
+/// [Δ, 0] with Δ ≈ I, R := GᵀR (upper trapezoidal with p sub-diagonals' residue in the
+/// first p rows only) and d := Gᵀd, exactly as `delete_rows::rotate_out`. The caller
+/// drops the first p rows/columns.
+///
+/// # Errors
+/// [`Error::OutOfMemory`] for the scratch and rotation list, [`Error::Driver`].
+///
+/// # Panics
+/// If the shapes are inconsistent or p ≥ m (a cuqr bug).
+pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
+    gpu: &Gpu,
+    q: &mut DevMat<T>,
+    r: &mut DevMat<T>,
+    d: &mut DevMat<T>,
+    k0: usize,
+    p: usize,
+) -> Result<()> {
+    let m = q.nrows();
+    assert!(q.ncols() == m && r.nrows() == m && d.nrows() == m);
+    assert!(p < m && k0 + p <= m);
+    if p == 0 {
+        return Ok(());
+    }
+    let mut z = DevVec::zeros(gpu, p * m)?;
+    let mut list = RotList::with_capacity(gpu, p * m - p * (p + 1) / 2)?;
+    gpu.two_phase_gen_block(&q.block(k0, 0, p, m), &mut z, &mut list)?;
+    let mut qv = q.view_mut();
+    let mut rv = r.view_mut();
+    let mut dv = d.view_mut();
+    gpu.two_phase_apply(
+        &list,
+        &mut [
+            ApplyTarget {
+                view: &mut qv,
+                side: RotSide::Cols,
+                banded: false,
+            },
+            ApplyTarget {
+                view: &mut rv,
+                side: RotSide::Rows,
+                banded: true,
+            },
+            ApplyTarget {
+                view: &mut dv,
+                side: RotSide::Rows,
+                banded: false,
+            },
+        ],
+    )
+}
+
+/// Stages A and B of spec §1.11 on the device, given w = Qᵀu (length m, overwritten) and
+/// v (length n): when m > n + 1 (variant A2, as the CPU backend) one Householder
+/// reflector on w(n:m) applied to Q(:, n:m) and d(n:m), then rotations zeroing w below
+/// row 0 (applied to R, making it upper Hessenberg); R(0, :) += w(0)·vᵀ; stage B restores
+/// triangularity (exact zeros below the diagonal); all rotations are then applied to Q
+/// and d in one launch.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`].
+///
+/// # Panics
+/// If the shapes are inconsistent (a cuqr bug).
+pub fn rank_one_rotate_two_phase<T: GpuScalar>(
+    gpu: &Gpu,
+    w: &mut DevVec<T>,
+    v: &DevVec<T>,
+    r: &mut DevMat<T>,
+    q: &mut DevMat<T>,
+    d: &mut DevMat<T>,
+) -> Result<()> {
+    let (m, n) = (r.nrows(), r.ncols());
+    assert!(w.len() == m && v.len() == n && q.nrows() == m && q.ncols() == m);
+    assert!(d.nrows() == m);
+    if m == 0 {
+        return Ok(());
+    }
+    let nq = d.ncols();
+    let top = if m > n + 1 {
+        let mut tau = DevVec::zeros(gpu, 1)?;
+        {
+            let mut wv = w.slice_mut(n..m);
+            let (mut alpha, mut tail) = wv.split_at_mut(1);
+            gpu.householder_house(&mut alpha, &mut tail, &mut tau.view_mut())?;
+        }
+        let mut qv = q.block_mut(0, n, m, m - n);
+        let mut dv = d.block_mut(n, 0, m - n, nq);
+        gpu.two_phase_house_apply(
+            &w.slice(n + 1..m),
+            &tau.view(),
+            &mut [
+                ApplyTarget {
+                    view: &mut qv,
+                    side: RotSide::Cols,
+                    banded: false,
+                },
+                ApplyTarget {
+                    view: &mut dv,
+                    side: RotSide::Rows,
+                    banded: false,
+                },
+            ],
+        )?;
+        n
+    } else {
+        m - 1
+    };
+    let mut list = RotList::with_capacity(gpu, top + n.min(m - 1))?;
+    gpu.two_phase_gen_rank_one_a(&mut w.slice_mut(0..top + 1), &mut list)?;
+    {
+        let mut rv = r.view_mut();
+        gpu.two_phase_apply(
+            &list,
+            &mut [ApplyTarget {
+                view: &mut rv,
+                side: RotSide::Rows,
+                banded: true,
+            }],
+        )?;
+    }
+    gpu.two_phase_gen_rank_one_b(&mut r.view_mut(), &w.slice(0..1), &v.view(), &mut list)?;
+    let mut qv = q.view_mut();
+    let mut dv = d.view_mut();
+    gpu.two_phase_apply(
+        &list,
+        &mut [
+            ApplyTarget {
+                view: &mut qv,
+                side: RotSide::Cols,
+                banded: false,
+            },
+            ApplyTarget {
+                view: &mut dv,
+                side: RotSide::Rows,
+                banded: false,
+            },
+        ],
+    )
+}
+
+/// A device copy of `a` (same shape and leading dimension), one memcpy.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`].
+pub(crate) fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T>> {
+    let mut b = DevMat::zeros(gpu, a.nrows(), a.ncols())?;
+    gpu.count_launch();
+    gpu.stream
+        .memcpy_dtod(a.buf(), b.buf_mut())
+        .map_err(driver_err("copying a device matrix"))?;
+    Ok(b)
+}
+
+/// The rank check of the CPU backend (`cpu::check_rank_of`) on a device R: the first
+/// j < n with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`]
+/// (spec §5.2 F19). Synchronises (downloads ‖R‖_F and the diagonal).
+///
+/// # Errors
+/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].
+pub(crate) fn check_rank<T: GpuScalar>(
+    gpu: &Gpu,
+    r: &DevMat<T>,
+    n: usize,
+    rank_tol: f64,
+) -> Result<()> {
+    let mut nrm = DevVec::<T>::zeros(gpu, 1)?;
+    // The padding rows are zero (DevMat invariant), so the norm of the whole
+    // allocation is ‖R‖_F.
+    gpu.reduce_nrm2(&r.buf().slice(..), &mut nrm.view_mut())?;
+    let k = n.min(r.nrows());
+    let mut diag = DevVec::<T>::zeros(gpu, k)?;
+    gpu.two_phase_diag(&r.view(), &mut diag.view_mut())?;
+    let tol = rank_tol * nrm.to_vec(gpu)?[0].to_f64();
+    for (j, x) in diag.to_vec(gpu)?.iter().enumerate() {
+        let rjj = x.to_f64().abs();
+        if rjj <= tol || !rjj.is_finite() {
+            return Err(Error::RankDeficient {
+                column: j,
+                r_jj: rjj,
+                tol,
+            });
+        }
+    }
+    Ok(())
+}

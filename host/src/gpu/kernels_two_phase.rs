@@ -1,0 +1,579 @@
+//! Typed launchers of the two-phase Givens kernels (spec §1.5 "Recommended modern
+//! design"; gpu-kernels/src/two_phase.rs; docs/kernels.md `two_phase_*` rows): the
+//! single-block generate kernels that record a rotation list ([`RotList`]), the apply
+//! kernel that streams a list through up to three targets in one launch, the Householder
+//! apply of rank-one variant A2, and a gather/copy kernel. Each launcher checks its bounds
+//! with `assert!` (a failure is a cuqr bug) and holds one `unsafe` launch block.
+
+use core::mem::size_of;
+use core::ops::Range;
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+
+use super::matrix::{DevMatView, DevMatViewMut, DevVec};
+use super::{alloc_err, Gpu, GpuScalar};
+use crate::error::{Error, Result};
+
+/// Threads per block of the single-block generate kernels.
+pub const GEN_BLOCK: u32 = 512;
+/// Threads per block of `two_phase_apply` and `two_phase_house_apply`.
+pub const APPLY_BLOCK: u32 = 128;
+/// Block of `two_phase_copy`: 32 × 8.
+const COPY_BLOCK: (u32, u32) = (32, 8);
+
+fn blocks(n: usize, per: u32) -> u32 {
+    u32::try_from(n.div_ceil(per as usize)).expect("grid dimension fits u32")
+}
+
+fn cfg(grid: (u32, u32), block: (u32, u32)) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid.0.max(1), grid.1.max(1), 1),
+        block_dim: (block.0, block.1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+    move |e| Error::Driver(format!("launching {name}: {e}"))
+}
+
+/// A recorded sequence of plane rotations in device memory (spec §1.5, two-phase
+/// schedule): rotation i is (c, s) = (`rot[2i]`, `rot[2i+1]`) on the plane
+/// (`plane[i]`, `plane[i]`+1), to be applied in order i = 0, 1, ….
+#[derive(Debug)]
+pub struct RotList<T> {
+    rot: CudaSlice<T>,
+    plane: CudaSlice<u32>,
+    cap: usize,
+    len: usize,
+    span: usize,
+}
+
+impl<T: GpuScalar> RotList<T> {
+    /// Room for `cap` rotations (initially empty).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn with_capacity(gpu: &Gpu, cap: usize) -> Result<Self> {
+        let rot = gpu
+            .stream
+            .alloc_zeros::<T>(2 * cap.max(1))
+            .map_err(alloc_err(
+                "RotList rotations",
+                2 * cap.max(1) * size_of::<T>(),
+            ))?;
+        let plane = gpu
+            .stream
+            .alloc_zeros::<u32>(cap.max(1))
+            .map_err(alloc_err("RotList planes", cap.max(1) * 4))?;
+        Ok(Self {
+            rot,
+            plane,
+            cap,
+            len: 0,
+            span: 0,
+        })
+    }
+
+    /// Number of recorded rotations.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if no rotation is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// One more than the largest index a recorded plane touches (0 if empty): every
+    /// target vector must have at least this many elements.
+    pub fn span(&self) -> usize {
+        self.span
+    }
+
+    /// Downloads the list as (c, s, plane) triples, in application order (tests).
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn to_host(&self, gpu: &Gpu) -> Result<Vec<(T, T, usize)>> {
+        let cs = gpu
+            .stream
+            .clone_dtoh(&self.rot)
+            .map_err(super::driver_err("RotList download"))?;
+        let pl = gpu
+            .stream
+            .clone_dtoh(&self.plane)
+            .map_err(super::driver_err("RotList download"))?;
+        gpu.stream
+            .synchronize()
+            .map_err(super::driver_err("RotList download"))?;
+        Ok((0..self.len)
+            .map(|i| (cs[2 * i], cs[2 * i + 1], pl[i] as usize))
+            .collect())
+    }
+
+    /// Replaces the list with host data (c, s, plane) (tests of the apply kernel).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if it exceeds the capacity; [`Error::Driver`].
+    pub fn upload(&mut self, gpu: &Gpu, list: &[(T, T, usize)]) -> Result<()> {
+        if list.len() > self.cap {
+            return Err(Error::Shape {
+                op: "RotList::upload",
+                what: "rotations",
+                got: list.len(),
+                expected: self.cap,
+            });
+        }
+        let mut cs = vec![T::ZERO; 2 * self.cap.max(1)];
+        let mut pl = vec![0u32; self.cap.max(1)];
+        for (i, &(c, s, a)) in list.iter().enumerate() {
+            cs[2 * i] = c;
+            cs[2 * i + 1] = s;
+            pl[i] = u32::try_from(a).expect("plane fits u32");
+        }
+        gpu.stream
+            .memcpy_htod(&cs, &mut self.rot)
+            .map_err(super::driver_err("RotList upload"))?;
+        gpu.stream
+            .memcpy_htod(&pl, &mut self.plane)
+            .map_err(super::driver_err("RotList upload"))?;
+        gpu.stream
+            .synchronize()
+            .map_err(super::driver_err("RotList upload"))?;
+        self.len = list.len();
+        self.span = list.iter().map(|r| r.2 + 2).max().unwrap_or(0);
+        Ok(())
+    }
+
+    fn reserve(&self, extra: usize) {
+        assert!(
+            self.len + extra <= self.cap,
+            "rotation list too small ({} + {extra} > {})",
+            self.len,
+            self.cap
+        );
+    }
+}
+
+/// Which way a target receives the rotations of [`Gpu::two_phase_apply`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RotSide {
+    /// Rotations act on column pairs (a, a+1): X := X·Gᵀ (Q); one thread per row.
+    Cols,
+    /// Rotations act on row pairs (a, a+1): X := G·X (R, d); one thread per column.
+    Rows,
+}
+
+/// One target of [`Gpu::two_phase_apply`].
+#[derive(Debug)]
+pub struct ApplyTarget<'v, 'a, T> {
+    /// The block the plane indices refer to (plane a touches its rows/columns a, a+1).
+    pub view: &'v mut DevMatViewMut<'a, T>,
+    /// Row or column rotations.
+    pub side: RotSide,
+    /// `RotSide::Rows` only: column t of the view is known to be exactly zero below row
+    /// t (upper triangular with the diagonal at the view's origin), so planes below the
+    /// column's nonzero range are skipped (0 stays 0; spec §1.5 G4).
+    pub banded: bool,
+}
+
+impl<T> ApplyTarget<'_, '_, T> {
+    /// (rs, cs, vectors, elements per vector).
+    fn geometry(&self) -> (usize, usize, usize, usize) {
+        let (r, c, ld) = (self.view.nrows(), self.view.ncols(), self.view.ld());
+        match self.side {
+            RotSide::Cols => (1, ld, r, c),
+            RotSide::Rows => (ld, 1, c, r),
+        }
+    }
+}
+
+/// Launchers of the two-phase kernels, on [`Gpu::stream`]. Empty problems launch nothing.
+impl Gpu {
+    /// `two_phase_gen_strip` (spec §1.5 strip case, §1.7 step 3): runs the wavefront on
+    /// the driver block `x` = R'(k0..n+p, k0..k0+p) ((h+p)×p, h = n − k0) in place —
+    /// ρ on the band, exact zeros below it, rows rotated in the driver's later columns —
+    /// and records the p·h rotations into `list` (replacing it) in the sequential order
+    /// of `update::insert_cols::run_cpu`, planes local to row k0.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If `x` is not (h+p)×p or the list is too small (a cuqr bug).
+    pub fn two_phase_gen_strip<T: GpuScalar>(
+        &self,
+        x: &mut DevMatViewMut<'_, T>,
+        h: usize,
+        list: &mut RotList<T>,
+    ) -> Result<()> {
+        let p = x.ncols();
+        assert_eq!(x.nrows(), h + p);
+        list.len = 0;
+        list.span = 0;
+        list.reserve(p * h);
+        if p == 0 || h == 0 {
+            return Ok(());
+        }
+        let ld = x.ld();
+        let f = &T::kernel_set(&self.kernels).two_phase_gen_strip;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(x.buf_mut())
+            .arg(&ld)
+            .arg(&h)
+            .arg(&p)
+            .arg(&mut list.rot)
+            .arg(&mut list.plane);
+        // SAFETY: matches two_phase_gen_strip_{f32,f64}(x: *mut T, ld, h, p, rot: *mut T,
+        // plane: *mut u32): x spans (h+p)×p with ld ≥ h+p (asserted shape, view extent);
+        // rot holds 2·cap ≥ 2·p·h and plane cap ≥ p·h (reserve); three distinct &mut
+        // buffers cannot overlap; grid 1 as the contract requires.
+        unsafe { b.launch(cfg((1, 1), (GEN_BLOCK, 1))) }
+            .map_err(launch_err("two_phase_gen_strip"))?;
+        list.len = p * h;
+        list.span = h + p;
+        Ok(())
+    }
+
+    /// `two_phase_gen_block` (spec §1.5 block case, §1.10): copies Z = `qz` (p×m, rows
+    /// k0..k0+p of Q) into the compact scratch `z` (p·m) and runs the wavefront on it,
+    /// recording the pm − p(p+1)/2 rotations into `list` (replacing it) in the order of
+    /// `update::delete_rows::rotate_out`; planes are column indices of Q.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If p ≥ m, `z` is shorter than p·m or the list is too small (a cuqr bug).
+    pub fn two_phase_gen_block<T: GpuScalar>(
+        &self,
+        qz: &DevMatView<'_, T>,
+        z: &mut DevVec<T>,
+        list: &mut RotList<T>,
+    ) -> Result<()> {
+        let (p, m) = (qz.nrows(), qz.ncols());
+        assert!(p < m && z.len() >= p * m);
+        let count = p * m - p * (p + 1) / 2;
+        list.len = 0;
+        list.span = 0;
+        list.reserve(count);
+        if p == 0 {
+            return Ok(());
+        }
+        let ldq = qz.ld();
+        let f = &T::kernel_set(&self.kernels).two_phase_gen_block;
+        self.count_launch();
+        let mut zv = z.view_mut();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(qz.buf())
+            .arg(&ldq)
+            .arg(&p)
+            .arg(&m)
+            .arg(&mut zv)
+            .arg(&mut list.rot)
+            .arg(&mut list.plane);
+        // SAFETY: matches two_phase_gen_block_{f32,f64}(qz: *const T, ldq, p, m,
+        // z: *mut T, rot: *mut T, plane: *mut u32): qz is a p×m view (ld ldq), z holds
+        // ≥ p·m (asserted), rot/plane hold ≥ count rotations (reserve); z, rot, plane
+        // are distinct &mut buffers and qz is borrowed shared, so none overlap; p < m;
+        // grid 1.
+        unsafe { b.launch(cfg((1, 1), (GEN_BLOCK, 1))) }
+            .map_err(launch_err("two_phase_gen_block"))?;
+        list.len = count;
+        list.span = m;
+        Ok(())
+    }
+
+    /// `two_phase_gen_rank_one_a` (spec §1.11 stage A): on w(0..=top) (`w.len()` =
+    /// top + 1), rotations zeroing w(i+1) against w(i) for i = top−1 down to 0, recorded
+    /// into `list` (replacing it); w(0) := ρ, the rest exact zeros.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If `w` is empty or the list is too small (a cuqr bug).
+    pub fn two_phase_gen_rank_one_a<T: GpuScalar>(
+        &self,
+        w: &mut CudaViewMut<'_, T>,
+        list: &mut RotList<T>,
+    ) -> Result<()> {
+        assert!(!w.is_empty());
+        let top = w.len() - 1;
+        list.len = 0;
+        list.span = 0;
+        list.reserve(top);
+        if top == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).two_phase_gen_rank_one_a;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&mut *w)
+            .arg(&top)
+            .arg(&mut list.rot)
+            .arg(&mut list.plane);
+        // SAFETY: matches two_phase_gen_rank_one_a_{f32,f64}(w: *mut T, top, rot: *mut T,
+        // plane: *mut u32): w holds top+1, rot/plane ≥ top rotations (reserve); distinct
+        // &mut buffers; grid 1, block 1.
+        unsafe { b.launch(cfg((1, 1), (1, 1))) }.map_err(launch_err("two_phase_gen_rank_one_a"))?;
+        list.len = top;
+        list.span = top + 1;
+        Ok(())
+    }
+
+    /// `two_phase_gen_rank_one_b` (spec §1.11): R(0, :) += w(0)·vᵀ, then stage B on the
+    /// upper Hessenberg `r` (m×n), done in place; its min(n, m−1) rotations are appended to
+    /// `list` (planes (i, i+1)).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If `w` is empty, `v.len() != n` or the list is too small (a cuqr bug).
+    pub fn two_phase_gen_rank_one_b<T: GpuScalar>(
+        &self,
+        r: &mut DevMatViewMut<'_, T>,
+        w: &CudaView<'_, T>,
+        v: &CudaView<'_, T>,
+        list: &mut RotList<T>,
+    ) -> Result<()> {
+        let (m, n) = (r.nrows(), r.ncols());
+        assert!(!w.is_empty() && v.len() == n);
+        let nb = n.min(m.saturating_sub(1));
+        list.reserve(nb);
+        if n == 0 || m == 0 {
+            return Ok(());
+        }
+        let (ldr, k_off) = (r.ld(), list.len);
+        let f = &T::kernel_set(&self.kernels).two_phase_gen_rank_one_b;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(r.buf_mut())
+            .arg(&ldr)
+            .arg(&m)
+            .arg(&n)
+            .arg(w)
+            .arg(v)
+            .arg(&mut list.rot)
+            .arg(&mut list.plane)
+            .arg(&k_off);
+        // SAFETY: matches two_phase_gen_rank_one_b_{f32,f64}(r: *mut T, ldr, m, n,
+        // w: *const T, v: *const T, rot: *mut T, plane: *mut u32, k_off): r is an m×n
+        // view, w ≥ 1 and v = n elements (asserted), rot/plane have room for
+        // k_off + nb rotations (reserve); r, rot, plane are distinct &mut buffers and
+        // w, v shared borrows, so nothing overlaps; grid 1.
+        unsafe { b.launch(cfg((1, 1), (GEN_BLOCK, 1))) }
+            .map_err(launch_err("two_phase_gen_rank_one_b"))?;
+        list.len += nb;
+        if nb > 0 {
+            list.span = list.span.max(nb + 1);
+        }
+        Ok(())
+    }
+
+    /// `two_phase_apply` (spec §1.5 phase 2): applies rotations 0..`list.len()` in order
+    /// to up to three targets in one launch (e.g. Q from the right, R and d from the
+    /// left), one thread per row (Cols) or column (Rows) of each target.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If more than three targets are given or a target has fewer than `list.span()`
+    /// elements per vector (a cuqr bug).
+    pub fn two_phase_apply<T: GpuScalar>(
+        &self,
+        list: &RotList<T>,
+        targets: &mut [ApplyTarget<'_, '_, T>],
+    ) -> Result<()> {
+        assert!(targets.len() <= 3);
+        let count = list.len;
+        let mut meta = [(0usize, 0usize, 0usize, usize::MAX); 3];
+        for (slot, t) in meta.iter_mut().zip(targets.iter()) {
+            let (rs, cs, nvec, elems) = t.geometry();
+            assert!(elems >= list.span, "target too small for the rotation list");
+            assert!(!t.banded || t.side == RotSide::Rows);
+            *slot = (rs, cs, nvec, if t.banded { 0 } else { usize::MAX });
+        }
+        let maxv = meta.iter().map(|m| m.2).max().unwrap_or(0);
+        if count == 0 || maxv == 0 {
+            return Ok(());
+        }
+        let null: u64 = 0;
+        let f = &T::kernel_set(&self.kernels).two_phase_apply;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&list.rot).arg(&list.plane).arg(&count);
+        let mut it = targets.iter_mut();
+        for slot in &meta {
+            match it.next() {
+                Some(t) => b.arg(t.view.buf_mut()),
+                None => b.arg(&null),
+            };
+            b.arg(&slot.0).arg(&slot.1).arg(&slot.2).arg(&slot.3);
+        }
+        // SAFETY: matches two_phase_apply_{f32,f64}(rot: *const T, plane: *const u32,
+        // count, then per target x: *mut T, rs, cs, n, b): rot/plane hold ≥ count
+        // rotations; every plane index + 1 < list.span ≤ the elements per vector of each
+        // target (asserted), so vector t < n touches x[t·rs + k·cs] inside its view
+        // (row t, column k for Cols; column t, row k for Rows); distinct vectors are
+        // distinct rows/columns; targets are distinct &mut views (no overlap with each
+        // other or the list); absent targets have n = 0 and a null pointer never read;
+        // grid (⌈max n/128⌉, 3), block 128.
+        unsafe { b.launch(cfg((blocks(maxv, APPLY_BLOCK), 3), (APPLY_BLOCK, 1))) }
+            .map_err(launch_err("two_phase_apply"))?;
+        Ok(())
+    }
+
+    /// `two_phase_house_apply` (spec §1.11 variant A2): applies H = I − τ·v·vᵀ with
+    /// v = [1; `vt`] to up to two targets: `Cols` targets from the right (X := X·H, one
+    /// thread per row), `Rows` targets from the left (X := H·X, one per column).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If more than two targets are given, `tau` is empty, or a target's vectors do not
+    /// have `vt.len() + 1` elements (a cuqr bug).
+    pub fn two_phase_house_apply<T: GpuScalar>(
+        &self,
+        vt: &CudaView<'_, T>,
+        tau: &CudaView<'_, T>,
+        targets: &mut [ApplyTarget<'_, '_, T>],
+    ) -> Result<()> {
+        assert!(targets.len() <= 2 && !tau.is_empty());
+        let len = vt.len() + 1;
+        let mut meta = [(0usize, 0usize, 0usize); 2];
+        for (slot, t) in meta.iter_mut().zip(targets.iter()) {
+            let (rs, cs, nvec, elems) = t.geometry();
+            assert_eq!(elems, len, "Householder target length");
+            *slot = (rs, cs, nvec);
+        }
+        let maxv = meta.iter().map(|m| m.2).max().unwrap_or(0);
+        if maxv == 0 {
+            return Ok(());
+        }
+        let null: u64 = 0;
+        let f = &T::kernel_set(&self.kernels).two_phase_house_apply;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(vt).arg(&len).arg(tau);
+        let mut it = targets.iter_mut();
+        for slot in &meta {
+            match it.next() {
+                Some(t) => b.arg(t.view.buf_mut()),
+                None => b.arg(&null),
+            };
+            b.arg(&slot.0).arg(&slot.1).arg(&slot.2);
+        }
+        // SAFETY: matches two_phase_house_apply_{f32,f64}(vt: *const T, len, tau: *const T,
+        // x0, rs0, cs0, n0, x1, rs1, cs1, n1): vt holds len−1 and tau ≥ 1; each target's
+        // vectors have exactly len elements inside the view (asserted), distinct vectors
+        // are distinct rows/columns, targets are distinct &mut views and vt, tau shared
+        // borrows (no overlap); absent targets have n = 0; grid (⌈max n/128⌉, 2), block 128.
+        unsafe { b.launch(cfg((blocks(maxv, APPLY_BLOCK), 2), (APPLY_BLOCK, 1))) }
+            .map_err(launch_err("two_phase_house_apply"))?;
+        Ok(())
+    }
+
+    /// `two_phase_copy`: dst := src with the source rows `drop` removed (src has
+    /// dst.nrows() + drop.len() rows, same columns); with `zero_lower`, entries below
+    /// dst's diagonal are written as exact zeros.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If the shapes do not match (a cuqr bug).
+    pub fn two_phase_copy<T: GpuScalar>(
+        &self,
+        src: &DevMatView<'_, T>,
+        dst: &mut DevMatViewMut<'_, T>,
+        drop: Range<usize>,
+        zero_lower: bool,
+    ) -> Result<()> {
+        let (rows, cols) = (dst.nrows(), dst.ncols());
+        assert!(drop.start <= drop.end && drop.end <= src.nrows());
+        assert!(src.nrows() == rows + drop.len() && src.ncols() == cols);
+        let (lds, ldd) = (src.ld(), dst.ld());
+        self.copy_raw(
+            src.buf(),
+            lds,
+            dst.buf_mut(),
+            ldd,
+            (rows, cols),
+            drop,
+            zero_lower,
+        )
+    }
+
+    /// The diagonal a(j, j), j < min(rows, cols), into `out` (same launch as
+    /// [`Gpu::two_phase_copy`] with source stride ld + 1).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If `out` is shorter than the diagonal (a cuqr bug).
+    pub fn two_phase_diag<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        out: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
+        let k = a.nrows().min(a.ncols());
+        assert!(out.len() >= k);
+        let lds = a.ld() + 1;
+        self.copy_raw(a.buf(), lds, out, 1, (1, k), 0..0, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy_raw<T: GpuScalar>(
+        &self,
+        src: &CudaView<'_, T>,
+        lds: usize,
+        dst: &mut CudaViewMut<'_, T>,
+        ldd: usize,
+        (rows, cols): (usize, usize),
+        drop: Range<usize>,
+        zero_lower: bool,
+    ) -> Result<()> {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        // Bounds: the last element read is (rows−1 + drop.len()) + (cols−1)·lds; the last
+        // written (rows−1) + (cols−1)·ldd.
+        assert!(rows - 1 + drop.len() + (cols - 1) * lds < src.len());
+        assert!(rows <= ldd && rows - 1 + (cols - 1) * ldd < dst.len());
+        assert!(cols.div_ceil(COPY_BLOCK.1 as usize) <= 65_535);
+        let (skip0, skip_p, zl) = (drop.start, drop.len(), zero_lower as usize);
+        let f = &T::kernel_set(&self.kernels).two_phase_copy;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(src)
+            .arg(&lds)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(&mut *dst)
+            .arg(&ldd)
+            .arg(&skip0)
+            .arg(&skip_p)
+            .arg(&zl);
+        // SAFETY: matches two_phase_copy_{f32,f64}(src: *const T, lds, rows, cols,
+        // dst: *mut T, ldd, skip0, skip_p, zero_lower): every source index read is at
+        // most rows−1+skip_p + (cols−1)·lds < src.len() and every destination index
+        // written at most rows−1 + (cols−1)·ldd < dst.len() (asserted); dst is a &mut
+        // view and src a shared one, so they do not overlap; grid (⌈rows/32⌉, ⌈cols/8⌉),
+        // block (32, 8).
+        unsafe {
+            b.launch(cfg(
+                (blocks(rows, COPY_BLOCK.0), blocks(cols, COPY_BLOCK.1)),
+                COPY_BLOCK,
+            ))
+        }
+        .map_err(launch_err("two_phase_copy"))?;
+        Ok(())
+    }
+}
