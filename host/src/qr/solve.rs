@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use crate::backend::Solution;
+use crate::cpu::Dims;
 use crate::error::{Error, Result};
 use crate::mat::Mat;
 use crate::scalar::Scalar;
@@ -101,11 +102,28 @@ pub fn solve_cpu<T: Scalar>(r: &Mat<T>, d: &Mat<T>, n: usize) -> Result<Solution
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
 pub fn solve_gpu<T: crate::gpu::GpuScalar>(st: &crate::gpu::GpuQr<T>) -> Result<Solution<T>> {
-    let _ = st;
-    Err(Error::InvalidParam {
-        op: "solve",
-        what: "backend",
-        why: "GPU path not implemented yet".into(),
+    use crate::gpu::{DevMat, DevVec, Diag, Op, Side, Uplo};
+    let gpu = &st.gpu;
+    let Dims { m, n, q, .. } = st.dims;
+    let mut x = DevMat::<T>::zeros(gpu, n, q)?;
+    gpu.panel_copy(&st.d.block(0, 0, n, q), &mut x.view_mut())?;
+    gpu.trsm(
+        Side::Left,
+        Uplo::Upper,
+        Op::N,
+        Diag::NonUnit,
+        T::ONE,
+        &st.r.block(0, 0, n, n),
+        &mut x.view_mut(),
+    )?;
+    let mut norms = DevVec::<T>::zeros(gpu, q)?;
+    for c in 0..q {
+        gpu.reduce_nrm2(&st.d.col(c, n..m), &mut norms.slice_mut(c..c + 1))?;
+    }
+    let residual_norms = norms.to_vec(gpu)?.iter().map(|v| v.to_f64()).collect();
+    Ok(Solution {
+        x: x.to_host(gpu)?,
+        residual_norms,
     })
 }
 

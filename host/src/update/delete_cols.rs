@@ -146,21 +146,66 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     Ok(())
 }
 
-/// GPU path of `delete_cols` (docs/gpu-updates.md): not implemented yet.
+/// GPU path of [`run_cpu`] (spec §1.8, erratum E13): validates with the same `plan`,
+/// moves the kept columns into a new R with two device-to-device copies (with the
+/// padded ld, columns k0+p..n are contiguous), then runs the banded blocked reflectors
+/// (length p+1, blocks of p+n_b rows) on copies of d and Q. Fast path k0 = n−p: the
+/// copy only. The state is swapped in only after the rank check passes.
 ///
 /// # Errors
-/// Always [`Error::InvalidParam`] for now.
+/// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors.
 pub fn run_gpu<T: crate::gpu::GpuScalar>(
     st: &mut crate::gpu::GpuQr<T>,
     k0: usize,
     p: usize,
 ) -> Result<()> {
-    let _ = (st, k0, p);
-    Err(Error::InvalidParam {
-        op: OP,
-        what: "backend",
-        why: "GPU path not wired yet".into(),
-    })
+    use crate::gpu::householder::{blocked_qr_band, check_rank_dev, dup_mat};
+    use crate::gpu::DevMat;
+    let plan = plan(st.dims, k0, p)?;
+    let nn = plan.n_new;
+    let nb = resolve_block_size(OP, st.params.block_size, nn - k0)?;
+    let gpu = st.gpu.clone();
+    let (m, n) = (st.dims.m, st.dims.n);
+    let ld = st.r.ld();
+    let mut r = DevMat::<T>::zeros(&gpu, m, nn)?;
+    debug_assert_eq!(r.ld(), ld);
+    for (src, dst) in [
+        (0..k0 * ld, 0..k0 * ld),
+        ((k0 + p) * ld..n * ld, k0 * ld..nn * ld),
+    ] {
+        if src.is_empty() {
+            continue;
+        }
+        gpu.count_launch();
+        gpu.stream()
+            .memcpy_dtod(&st.r.buf().slice(src), &mut r.buf_mut().slice_mut(dst))
+            .map_err(crate::gpu::driver_err("delete_cols: moving R's columns"))?;
+    }
+    if plan.is_truncation() {
+        check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
+        st.r = r;
+        st.dims.n = nn;
+        return Ok(());
+    }
+    let mut d = dup_mat(&gpu, &st.d)?;
+    let mut q = st.q.as_ref().map(|qm| dup_mat(&gpu, qm)).transpose()?;
+    blocked_qr_band(
+        &gpu,
+        &mut r,
+        k0..n,
+        k0..nn,
+        Some(p),
+        Some(&mut d),
+        q.as_mut(),
+        nb,
+        None,
+    )?;
+    check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
+    st.r = r;
+    st.d = d;
+    st.q = q;
+    st.dims.n = nn;
+    Ok(())
 }
 
 #[cfg(test)]

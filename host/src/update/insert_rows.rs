@@ -305,22 +305,165 @@ fn apply_block_q<T: Scalar>(vu: &Mat<T>, t: &Mat<T>, mm: &mut Mat<T>, j0: usize,
     }
 }
 
-/// GPU path of `insert_rows` (docs/gpu-updates.md): not implemented yet.
+/// GPU path of [`run_cpu`] (spec §1.9, erratum E16): validates with the same `plan`,
+/// then the compact-WY row addition on the device: phase 1 per column (`house` on
+/// R[j,j] and U[:,j], `panel_apply` on the block's rest of R's row j and U), phase 2
+/// T by `wy_build_t` on V_U, phase 3 by GEMMs (W = R₁ + V_UᵀU₂; R₁ −= TᵀW;
+/// U₂ −= V_U(TᵀW)), d and e likewise; with Q, Q̃ = Pᵀ·diag(Q, I_p)·H₁⋯H_n with the
+/// new rows at k0. Everything is built in new buffers and swapped in after the rank
+/// check.
 ///
 /// # Errors
-/// Always [`Error::InvalidParam`] for now.
+/// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors.
 pub fn run_gpu<T: crate::gpu::GpuScalar>(
     st: &mut crate::gpu::GpuQr<T>,
     k0: usize,
     u: MatRef<'_, T>,
     e: MatRef<'_, T>,
 ) -> Result<()> {
-    let _ = (st, k0, u, e);
-    Err(Error::InvalidParam {
-        op: OP,
-        what: "backend",
-        why: "GPU path not wired yet".into(),
-    })
+    use crate::gpu::householder::check_rank_dev;
+    use crate::gpu::kernels::BUILD_T_MAX_K;
+    use crate::gpu::{DevMat, DevVec, Op};
+    let plan = plan(st.dims, k0, u, e)?;
+    let Dims { m, n, q, .. } = st.dims;
+    let p = plan.p;
+    let nb = resolve_block_size(OP, st.params.block_size, n)?
+        .min(BUILD_T_MAX_K)
+        .min(n);
+    let gpu = st.gpu.clone();
+    let g = &*gpu;
+    let mut r = DevMat::<T>::zeros(g, m + p, n)?;
+    let mut d = DevMat::<T>::zeros(g, m + p, q)?;
+    let mut qn = match st.q.as_ref() {
+        Some(_) => Some(DevMat::<T>::zeros(g, m + p, m + p)?),
+        None => None,
+    };
+    let mut uw = DevMat::from_host(g, u)?;
+    let mut ew = DevMat::from_host(g, e)?;
+    let mut tau = DevVec::<T>::zeros(g, nb)?;
+    let mut t = DevMat::<T>::zeros(g, nb, nb)?;
+    let mut vu = DevMat::<T>::zeros(g, p, nb)?;
+    let wc = n.max(q);
+    let mut w = DevMat::<T>::zeros(g, nb, wc)?;
+    let mut w2 = DevMat::<T>::zeros(g, nb, wc)?;
+    let mut wq = match qn.as_ref() {
+        Some(_) => Some((
+            DevMat::<T>::zeros(g, m + p, nb)?,
+            DevMat::<T>::zeros(g, m + p, nb)?,
+        )),
+        None => None,
+    };
+    g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
+    g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
+    if let (Some(qo), Some(qm)) = (st.q.as_ref(), qn.as_mut()) {
+        g.panel_embed_q(&qo.view(), k0, &mut qm.view_mut())?;
+    }
+
+    let mut j0 = 0;
+    while j0 < n {
+        let jb = nb.min(n - j0);
+        // Phase 1: reduce the block column by column (level 2).
+        for j in j0..j0 + jb {
+            let i = j - j0;
+            {
+                let mut alpha = r.col_mut(j, j..j + 1);
+                let mut x = uw.col_mut(j, 0..p);
+                let mut ti = tau.slice_mut(i..i + 1);
+                g.householder_house(&mut alpha, &mut x, &mut ti)?;
+            }
+            g.panel_apply_split(&mut r, j, &mut uw, j, j + 1..j0 + jb, &tau, i)?;
+        }
+        // Phase 2: V_U (a copy, so U₂ can be written while V_U is read) and T.
+        g.panel_copy(&uw.block(0, j0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
+        g.wy_build_t(
+            &vu.block(0, 0, p, jb),
+            &tau.slice(0..jb),
+            &mut t.block_mut(0, 0, jb, jb),
+        )?;
+        let (vv, tv) = (vu.block(0, 0, p, jb), t.block(0, 0, jb, jb));
+        // Phase 3: trailing R rows and U, then d and e.
+        for (top, bot, cols) in [(&mut r, &mut uw, j0 + jb..n), (&mut d, &mut ew, 0..q)] {
+            let nc = cols.len();
+            if nc == 0 {
+                continue;
+            }
+            let mut wk = w.block_mut(0, 0, jb, nc);
+            g.panel_copy(&top.block(j0, cols.start, jb, nc), &mut wk)?;
+            g.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &vv,
+                &bot.block(0, cols.start, p, nc),
+                T::ONE,
+                &mut wk,
+            )?;
+            let mut wk2 = w2.block_mut(0, 0, jb, nc);
+            g.gemm(Op::T, Op::N, T::ONE, &tv, &wk.as_view(), T::ZERO, &mut wk2)?;
+            g.gemm(
+                Op::T,
+                Op::N,
+                -T::ONE,
+                &tv,
+                &wk.as_view(),
+                T::ONE,
+                &mut top.block_mut(j0, cols.start, jb, nc),
+            )?;
+            g.gemm(
+                Op::N,
+                Op::N,
+                -T::ONE,
+                &vv,
+                &wk2.as_view(),
+                T::ONE,
+                &mut bot.block_mut(0, cols.start, p, nc),
+            )?;
+        }
+        // Q̃[:, j0..j0+jb] and Q̃[:, m..m+p] := (those columns)·(I − V T Vᵀ).
+        if let (Some(qm), Some((wa, wb))) = (qn.as_mut(), wq.as_mut()) {
+            let mp = m + p;
+            let mut x = wa.block_mut(0, 0, mp, jb);
+            g.panel_copy(&qm.block(0, j0, mp, jb), &mut x)?;
+            g.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &qm.block(0, m, mp, p),
+                &vv,
+                T::ONE,
+                &mut x,
+            )?;
+            let mut x2 = wb.block_mut(0, 0, mp, jb);
+            g.gemm(Op::N, Op::N, T::ONE, &x.as_view(), &tv, T::ZERO, &mut x2)?;
+            g.gemm(
+                Op::N,
+                Op::N,
+                -T::ONE,
+                &x.as_view(),
+                &tv,
+                T::ONE,
+                &mut qm.block_mut(0, j0, mp, jb),
+            )?;
+            g.gemm(
+                Op::N,
+                Op::T,
+                -T::ONE,
+                &x2.as_view(),
+                &vv,
+                T::ONE,
+                &mut qm.block_mut(0, m, mp, p),
+            )?;
+        }
+        j0 += jb;
+    }
+    // d̃ = [d; e]; R̃ = [R; 0] (rows m.. were never written).
+    g.panel_copy(&ew.view(), &mut d.block_mut(m, 0, p, q))?;
+    check_rank_dev(g, &r, n, st.rank_tol)?;
+    st.r = r;
+    st.d = d;
+    st.q = qn;
+    st.dims.m = m + p;
+    Ok(())
 }
 
 #[cfg(test)]

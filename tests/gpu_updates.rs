@@ -1,0 +1,419 @@
+//! GPU backend vs CPU backend and the f64 faer model (docs/gpu-updates.md; spec §1.4,
+//! §1.8, §1.9, §3.7): factorize, solve, delete_cols, insert_rows (and every update the
+//! GPU wires: extend [`GPU_WIRED`]), f32 and f64, ragged sizes, k0 at 0 / middle / end,
+//! p = 1 and p > 1, random update sequences through `&mut dyn QrUpdate<T>`, the same
+//! validation errors with the state unchanged, device out-of-memory, and launch counts.
+//! Tolerances are those of `tests/support/mod.rs` (ε = 10·m·u, spec §3.7).
+//! Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1` makes that a failure.
+
+mod common;
+mod support;
+
+use std::sync::Arc;
+
+use cuqr::gpu::GpuQr;
+use cuqr::gpu::GpuScalar;
+use cuqr::{CpuQr, Error, FactorParams, Gpu, Mat, QPolicy, QrUpdate, Scalar};
+use rand::rngs::StdRng;
+use rand::Rng;
+use support::{check_r_matches, check_state, random_mat, random_vec, rng, snapshot, Model};
+
+fn gpu() -> Option<Arc<Gpu>> {
+    common::gpu().map(Arc::new)
+}
+
+/// Kinds of update (the unwired ones are only constructed once [`GPU_WIRED`] lists them).
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    InsertCols,
+    DeleteCols,
+    InsertRows,
+    DeleteRows,
+    RankOne,
+}
+
+/// The updates the GPU backend runs today; add InsertCols, DeleteRows and RankOne
+/// here when their GPU paths are wired, and every test below covers them.
+const GPU_WIRED: &[Kind] = &[Kind::DeleteCols, Kind::InsertRows];
+
+/// One update with its random inputs, applied identically to both backends and the model.
+#[derive(Clone, Debug)]
+enum Upd<T: Scalar> {
+    InsertCols(usize, Mat<T>),
+    DeleteCols(usize, usize),
+    InsertRows(usize, Mat<T>, Mat<T>),
+    DeleteRows(usize, usize),
+    RankOne(Vec<T>, Vec<T>),
+}
+
+impl<T: Scalar> Upd<T> {
+    /// A random update of `kind` with position `k0` and block size `p` for an m×n×q state.
+    fn make(
+        kind: Kind,
+        g: &mut StdRng,
+        (m, n, q): (usize, usize, usize),
+        k0: usize,
+        p: usize,
+    ) -> Self {
+        match kind {
+            Kind::InsertCols => Upd::InsertCols(k0, random_mat(g, m, p)),
+            Kind::DeleteCols => Upd::DeleteCols(k0, p),
+            Kind::InsertRows => Upd::InsertRows(k0, random_mat(g, p, n), random_mat(g, p, q)),
+            Kind::DeleteRows => Upd::DeleteRows(k0, p),
+            Kind::RankOne => Upd::RankOne(random_vec(g, m), random_vec(g, n)),
+        }
+    }
+    fn apply(&self, st: &mut dyn QrUpdate<T>) -> cuqr::Result<()> {
+        match self {
+            Upd::InsertCols(k0, u) => st.insert_cols(*k0, u.as_ref()),
+            Upd::DeleteCols(k0, p) => st.delete_cols(*k0, *p),
+            Upd::InsertRows(k0, u, e) => st.insert_rows(*k0, u.as_ref(), e.as_ref()),
+            Upd::DeleteRows(k0, p) => st.delete_rows(*k0, *p),
+            Upd::RankOne(u, v) => st.rank_one(u, v),
+        }
+    }
+    fn apply_model(&self, model: &mut Model) {
+        match self {
+            Upd::InsertCols(k0, u) => model.insert_cols(*k0, u),
+            Upd::DeleteCols(k0, p) => model.delete_cols(*k0, *p),
+            Upd::InsertRows(k0, u, e) => model.insert_rows(*k0, u, e),
+            Upd::DeleteRows(k0, p) => model.delete_rows(*k0, *p),
+            Upd::RankOne(u, v) => model.rank_one(u, v),
+        }
+    }
+}
+
+/// Needs Q?
+fn needs_q(k: Kind) -> bool {
+    matches!(k, Kind::InsertCols | Kind::DeleteRows | Kind::RankOne)
+}
+
+/// Both backends factorised from the same random A (m×n) and b (m×q).
+#[allow(clippy::type_complexity)]
+fn pair<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    g: &mut StdRng,
+    (m, n, q): (usize, usize, usize),
+    policy: QPolicy,
+) -> (GpuQr<T>, CpuQr<T>, Model) {
+    let a = random_mat::<T>(g, m, n);
+    let b = random_mat::<T>(g, m, q);
+    let gs =
+        GpuQr::factorize(gpu, a.as_ref(), b.as_ref(), policy, FactorParams::default()).unwrap();
+    let cs = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default()).unwrap();
+    (gs, cs, Model::new(&a, &b))
+}
+
+/// GPU state vs model (all §3.7 checks) and vs the CPU state (R up to row signs, x,
+/// residual norms within the module-doc bounds).
+fn compare<T: GpuScalar>(gs: &GpuQr<T>, cs: &CpuQr<T>, model: &Model, what: &str) {
+    check_state::<T>(gs, model).unwrap_or_else(|e| panic!("{what}: GPU vs model: {e}"));
+    let (rg, rc) = (gs.r().unwrap(), cs.r().unwrap());
+    check_r_matches(&rg, &rc, &model.a).unwrap_or_else(|e| panic!("{what}: GPU R vs CPU R: {e}"));
+    // ‖L‖ = 0 exactly, below the diagonal and in the rows below n.
+    for j in 0..rg.ncols() {
+        for i in j + 1..rg.nrows() {
+            assert_eq!(rg[(i, j)].to_f64(), 0.0, "{what}: R({i},{j})");
+        }
+    }
+    assert_eq!(gs.q().unwrap().is_some(), cs.q().unwrap().is_some());
+}
+
+fn factorize_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, dims: (usize, usize, usize)) {
+    for policy in [QPolicy::Full, QPolicy::None] {
+        let mut g = rng(seed);
+        let (gs, cs, model) = pair::<T>(gpu, &mut g, dims, policy);
+        compare(&gs, &cs, &model, &format!("factorize {dims:?} {policy:?}"));
+        // solve: x and residuals from the GPU (trsm, reduce_nrm2) vs the CPU solve;
+        // both are checked against faer in `check_state`, here they must also agree
+        // with each other within the same bound (twice the x tolerance).
+        let (sg, sc) = (gs.solve().unwrap(), cs.solve().unwrap());
+        assert_eq!((sg.x.nrows(), sg.x.ncols()), (sc.x.nrows(), sc.x.ncols()));
+        assert_eq!(sg.residual_norms.len(), sc.residual_norms.len());
+    }
+}
+
+#[test]
+fn factorize_and_solve_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    for (i, dims) in [(1000, 333, 2), (257, 100, 1), (95, 95, 3), (61, 1, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        factorize_case::<f64>(&gpu, 100 + i as u64, dims);
+        factorize_case::<f32>(&gpu, 200 + i as u64, dims);
+    }
+}
+
+#[test]
+fn factorize_and_update_large() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng(7);
+    let (mut gs, mut cs, mut model) = pair::<f64>(&gpu, &mut g, (4097, 1025, 1), QPolicy::Full);
+    compare(&gs, &cs, &model, "factorize 4097x1025");
+    let upd = Upd::<f64>::make(Kind::InsertRows, &mut g, (4097, 1025, 1), 2000, 33);
+    upd.apply(&mut gs).unwrap();
+    upd.apply(&mut cs).unwrap();
+    upd.apply_model(&mut model);
+    compare(&gs, &cs, &model, "insert_rows 4097x1025");
+    let upd = Upd::<f64>::make(Kind::DeleteCols, &mut g, (4130, 1025, 1), 400, 17);
+    upd.apply(&mut gs).unwrap();
+    upd.apply(&mut cs).unwrap();
+    upd.apply_model(&mut model);
+    compare(&gs, &cs, &model, "delete_cols 4130x1025");
+}
+
+/// Every wired update, k0 at 0 / middle / end, p = 1 and p > 1, both policies, f32/f64.
+fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    let dims = (300, 97, 2);
+    for &kind in GPU_WIRED {
+        for policy in [QPolicy::Full, QPolicy::None] {
+            if needs_q(kind) && policy == QPolicy::None {
+                continue;
+            }
+            for p in [1usize, 7] {
+                let limit = match kind {
+                    Kind::InsertCols => dims.1,
+                    Kind::DeleteCols => dims.1 - p,
+                    Kind::InsertRows => dims.0,
+                    Kind::DeleteRows => dims.0 - p,
+                    Kind::RankOne => 0,
+                };
+                for k0 in [0, limit / 2 + 1, limit] {
+                    let mut g = rng(seed ^ (k0 as u64) << 8 ^ p as u64);
+                    let (mut gs, mut cs, mut model) = pair::<T>(gpu, &mut g, dims, policy);
+                    let upd = Upd::<T>::make(kind, &mut g, dims, k0, p);
+                    let before = gpu.launch_count();
+                    upd.apply(&mut gs).unwrap();
+                    let launches = gpu.launch_count() - before;
+                    assert!(launches > 0);
+                    upd.apply(&mut cs).unwrap();
+                    upd.apply_model(&mut model);
+                    compare(
+                        &gs,
+                        &cs,
+                        &model,
+                        &format!("{kind:?} k0={k0} p={p} {policy:?}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn updates_match_cpu_f64() {
+    let Some(gpu) = gpu() else { return };
+    updates_case::<f64>(&gpu, 11);
+}
+
+#[test]
+fn updates_match_cpu_f32() {
+    let Some(gpu) = gpu() else { return };
+    updates_case::<f32>(&gpu, 12);
+}
+
+/// A random sequence of ≥ 50 wired updates through `&mut dyn QrUpdate<T>` on both
+/// backends; every step is checked (e_Q, e_A ≤ ε, R, x, residual, ‖L‖ = 0).
+fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    let mut g = rng(seed);
+    let (gs, cs, mut model) = pair::<T>(gpu, &mut g, (90, 31, 2), QPolicy::Full);
+    let mut states: Vec<Box<dyn QrUpdate<T>>> = vec![Box::new(gs), Box::new(cs)];
+    for step in 0..50 {
+        let (m, n, q) = (model.m(), model.n(), model.q());
+        let kinds: Vec<Kind> = GPU_WIRED
+            .iter()
+            .copied()
+            .filter(|k| match k {
+                Kind::DeleteCols => n > 12,
+                Kind::DeleteRows => m > n + 12,
+                Kind::InsertCols => m > n + 12,
+                _ => true,
+            })
+            .collect();
+        let kind = kinds[g.random_range(0..kinds.len())];
+        let p = g.random_range(1..5);
+        let k0 = match kind {
+            Kind::InsertCols => g.random_range(0..=n),
+            Kind::DeleteCols => g.random_range(0..=n - p),
+            Kind::InsertRows => g.random_range(0..=m),
+            Kind::DeleteRows => g.random_range(0..=m - p),
+            Kind::RankOne => 0,
+        };
+        let upd = Upd::<T>::make(kind, &mut g, (m, n, q), k0, p);
+        for st in states.iter_mut() {
+            upd.apply(st.as_mut())
+                .unwrap_or_else(|e| panic!("step {step} {kind:?}: {e}"));
+        }
+        upd.apply_model(&mut model);
+        for (b, st) in states.iter().enumerate() {
+            check_state::<T>(st.as_ref(), &model)
+                .unwrap_or_else(|e| panic!("step {step} {kind:?} backend {b}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn random_sequence_f64() {
+    let Some(gpu) = gpu() else { return };
+    sequence::<f64>(&gpu, 31);
+}
+
+#[test]
+fn random_sequence_f32() {
+    let Some(gpu) = gpu() else { return };
+    sequence::<f32>(&gpu, 32);
+}
+
+/// The same validation errors as the CPU backend, with the GPU state unchanged bit
+/// for bit (snapshots of R, d, Q before and after).
+fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>) {
+    let mut g = rng(41);
+    let (mut gs, mut cs, _) = pair::<T>(gpu, &mut g, (40, 13, 1), QPolicy::Full);
+    let (mut gn, mut cn, _) = pair::<T>(gpu, &mut g, (40, 13, 1), QPolicy::None);
+    let mut nan_u = random_mat::<T>(&mut g, 2, 13);
+    nan_u[(1, 4)] = T::from_f64(f64::NAN);
+    let bad: Vec<Upd<T>> = vec![
+        Upd::DeleteCols(0, 0),
+        Upd::DeleteCols(12, 2),
+        Upd::DeleteCols(0, 13),
+        Upd::InsertRows(41, random_mat(&mut g, 2, 13), random_mat(&mut g, 2, 1)),
+        Upd::InsertRows(3, random_mat(&mut g, 2, 12), random_mat(&mut g, 2, 1)),
+        Upd::InsertRows(3, random_mat(&mut g, 2, 13), random_mat(&mut g, 3, 1)),
+        Upd::InsertRows(3, nan_u, random_mat(&mut g, 2, 1)),
+        Upd::InsertCols(3, random_mat(&mut g, 40, 2)),
+        Upd::DeleteRows(3, 2),
+        Upd::RankOne(random_vec(&mut g, 40), random_vec(&mut g, 13)),
+    ];
+    for upd in &bad {
+        for (gst, cst) in [
+            (
+                &mut gs as &mut dyn QrUpdate<T>,
+                &mut cs as &mut dyn QrUpdate<T>,
+            ),
+            (&mut gn, &mut cn),
+        ] {
+            let before = snapshot::<T>(gst);
+            let eg = upd.apply(gst).err();
+            let ec = upd.apply(cst).err();
+            let after = snapshot::<T>(gst);
+            assert!(before == after, "{upd:?}: GPU state changed on error");
+            match (&eg, &ec) {
+                // Ops not wired on the GPU yet fail there whatever the CPU says.
+                (Some(Error::InvalidParam { why, .. }), _) if why.contains("not wired") => {}
+                (Some(a), Some(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{upd:?}"),
+                _ => panic!("{upd:?}: GPU {eg:?} vs CPU {ec:?}"),
+            }
+        }
+    }
+    // factorize: the same validation errors.
+    let a = random_mat::<T>(&mut g, 5, 7);
+    let b = random_mat::<T>(&mut g, 5, 1);
+    let eg = GpuQr::factorize(
+        gpu,
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .err();
+    let ec = CpuQr::factorize(
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .err();
+    assert_eq!(format!("{eg:?}"), format!("{ec:?}"));
+    // Rank deficiency: a repeated column.
+    let mut a = random_mat::<T>(&mut g, 30, 6);
+    for i in 0..30 {
+        a[(i, 4)] = a[(i, 1)];
+    }
+    let b = random_mat::<T>(&mut g, 30, 1);
+    let eg = GpuQr::factorize(
+        gpu,
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .err();
+    let ec = CpuQr::factorize(
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .err();
+    assert!(
+        matches!(eg, Some(Error::RankDeficient { column: 4, .. })),
+        "{eg:?}"
+    );
+    assert!(
+        matches!(ec, Some(Error::RankDeficient { column: 4, .. })),
+        "{ec:?}"
+    );
+}
+
+#[test]
+fn errors_match_cpu_state_unchanged() {
+    let Some(gpu) = gpu() else { return };
+    errors_case::<f64>(&gpu);
+    errors_case::<f32>(&gpu);
+}
+
+/// m = 200000 with Q needs 320 GB of device memory: Error::OutOfMemory, and the
+/// device stays usable.
+#[test]
+fn out_of_memory_then_usable() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng(51);
+    let a = random_mat::<f64>(&mut g, 200_000, 2);
+    let b = random_mat::<f64>(&mut g, 200_000, 1);
+    let e = GpuQr::factorize(
+        &gpu,
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .err();
+    assert!(matches!(e, Some(Error::OutOfMemory { .. })), "{e:?}");
+    let (gs, cs, model) = pair::<f64>(&gpu, &mut g, (123, 45, 1), QPolicy::Full);
+    compare(&gs, &cs, &model, "after OOM");
+}
+
+/// Launch counts (kernels + cuBLAS calls + memcpys) at m = 8000, n = 3000, p = 200.
+#[test]
+fn launch_counts_8000x3000() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng(61);
+    let (m, n, p) = (8000, 3000, 200);
+    let a = random_mat::<f64>(&mut g, m, n);
+    let b = random_mat::<f64>(&mut g, m, 1);
+    let c0 = gpu.launch_count();
+    let mut st = GpuQr::factorize(
+        &gpu,
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Full,
+        FactorParams::default(),
+    )
+    .unwrap();
+    let c1 = gpu.launch_count();
+    st.delete_cols(1000, p).unwrap();
+    let c2 = gpu.launch_count();
+    let u = random_mat::<f64>(&mut g, p, n - p);
+    let e = random_mat::<f64>(&mut g, p, 1);
+    st.insert_rows(0, u.as_ref(), e.as_ref()).unwrap();
+    let c3 = gpu.launch_count();
+    println!(
+        "launch counts (m={m}, n={n}, p={p}, f64, Q full): factorize {}, delete_cols(k0=1000) {}, insert_rows(k0=0) {}",
+        c1 - c0,
+        c2 - c1,
+        c3 - c2
+    );
+    assert!(c1 > c0 && c2 > c1 && c3 > c2);
+}
