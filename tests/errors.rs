@@ -367,6 +367,8 @@ fn non_finite_f32() {
     non_finite::<f32>();
 }
 
+/// Under QPolicy::None: NeedsQ for the updates that need Q (spec §5.3 F11),
+/// and ordinary validation for the two it allows.
 fn needs_q<T: Scalar>() {
     let (mut st, a0, b0) = state::<T>(QPolicy::None, 7);
     assert!(st.q().unwrap().is_none());
@@ -388,6 +390,35 @@ fn needs_q<T: Scalar>() {
     expect_err(&mut st, "delete_row", |s| s.delete_row(0), nq);
     let v = random_vec::<T>(&mut g, N);
     expect_err(&mut st, "rank_one", |s| s.rank_one(&col, &v), nq);
+    // The operations QPolicy::None allows still validate their arguments.
+    let ur = random_mat::<T>(&mut g, 2, N);
+    let e_bad = random_mat::<T>(&mut g, 2, Q + 1);
+    expect_err(
+        &mut st,
+        "None: insert_rows e cols",
+        |s| s.insert_rows(1, ur.as_ref(), e_bad.as_ref()),
+        |e| matches!(e, Error::Shape { got, expected, .. } if *got == Q + 1 && *expected == Q),
+    );
+    let ur_nan = poke(&ur, 1, 3, T::from_f64(f64::NAN));
+    let e = random_mat::<T>(&mut g, 2, Q);
+    expect_err(
+        &mut st,
+        "None: insert_rows NaN",
+        |s| s.insert_rows(M, ur_nan.as_ref(), e.as_ref()),
+        |e| matches!(e, Error::NonFinite { row: 1, col: 3, .. }),
+    );
+    expect_err(
+        &mut st,
+        "None: delete_cols k0+p > n",
+        |s| s.delete_cols(N - 1, 2),
+        |e| matches!(e, Error::OutOfRange { k0, p: 2, .. } if *k0 == N - 1),
+    );
+    expect_err(
+        &mut st,
+        "None: delete_cols p = 0",
+        |s| s.delete_cols(0, 0),
+        |e| matches!(e, Error::EmptyBlock { .. }),
+    );
     still_usable(&mut st, &a0, &b0, 103);
 }
 
