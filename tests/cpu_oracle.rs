@@ -528,3 +528,63 @@ fn structured_f64() {
 fn structured_f32() {
     structured::<f32>();
 }
+
+/// Block-size boundaries (spec §1.3–§1.4, §5.3 F13): factorisation and the
+/// block updates with n_b = 1, a size that does not divide n, n itself and
+/// one larger than n must all give the same factorisation within tolerance.
+fn block_sizes<T: Scalar>() {
+    let (m, n, q, p) = (83, 45, 2, 7);
+    let mut failures = Vec::new();
+    for nb in [1, 2, 7, 45, 64, 200] {
+        let mut g = rng(0xb10c + nb as u64);
+        let a = random_mat::<T>(&mut g, m, n);
+        let b = random_mat::<T>(&mut g, m, q);
+        let mut model = Model::new(&a, &b);
+        let fp = FactorParams {
+            block_size: Some(nb),
+            rank_tol: None,
+        };
+        let mut run = || -> Result<(), String> {
+            let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, fp)
+                .map_err(|e| format!("factorize: {e}"))?;
+            check_state::<T>(&st, &model).map_err(|e| format!("factorize: {e}"))?;
+            st.set_params(cuqr::UpdateParams {
+                block_size: Some(nb),
+                ..cuqr::UpdateParams::default()
+            });
+            let u = random_mat::<T>(&mut g, m, p);
+            st.insert_cols(11, u.as_ref())
+                .map_err(|e| format!("insert_cols: {e}"))?;
+            model.insert_cols(11, &u);
+            check_state::<T>(&st, &model).map_err(|e| format!("insert_cols: {e}"))?;
+            let ur = random_mat::<T>(&mut g, p, n + p);
+            let e = random_mat::<T>(&mut g, p, q);
+            st.insert_rows(40, ur.as_ref(), e.as_ref())
+                .map_err(|e| format!("insert_rows: {e}"))?;
+            model.insert_rows(40, &ur, &e);
+            check_state::<T>(&st, &model).map_err(|e| format!("insert_rows: {e}"))?;
+            st.delete_cols(3, p + 2)
+                .map_err(|e| format!("delete_cols: {e}"))?;
+            model.delete_cols(3, p + 2);
+            check_state::<T>(&st, &model).map_err(|e| format!("delete_cols: {e}"))?;
+            st.delete_rows(20, p)
+                .map_err(|e| format!("delete_rows: {e}"))?;
+            model.delete_rows(20, p);
+            check_state::<T>(&st, &model).map_err(|e| format!("delete_rows: {e}"))?;
+            Ok(())
+        };
+        if let Err(msg) = run() {
+            failures.push(format!("{} n_b={nb}: {msg}", T::NAME));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn block_sizes_f64() {
+    block_sizes::<f64>();
+}
+#[test]
+fn block_sizes_f32() {
+    block_sizes::<f32>();
+}
