@@ -1,0 +1,497 @@
+//! Two-phase Givens on the GPU (spec §1.5 "Recommended modern design", §1.7, §1.10,
+//! §1.11): the kernels alone against CPU replays of the same schedules, and the three
+//! updates (insert_cols, delete_rows, rank_one) under `Givens::TwoPhase` /
+//! `RowRemoval::TwoPhase` against the CPU backend and a faer model (R up to row signs,
+//! x, residuals, QᵀQ = I and QR = Ã within 10·m·u, ‖L‖ = 0 exactly; see
+//! tests/support/mod.rs for every tolerance). Without a device every test prints
+//! "skipped"; with `CUQR_REQUIRE_GPU=1` a missing device fails.
+
+mod common;
+mod support;
+
+use std::sync::Arc;
+
+use cuqr::cpu::givens::{givens, rot, rot_pair};
+use cuqr::gpu::kernels_two_phase::{ApplyTarget, RotList, RotSide};
+use cuqr::gpu::{DevMat, DevVec, GpuScalar};
+use cuqr::{
+    CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar, UpdateParams,
+};
+use rand::Rng;
+
+fn two_phase_params() -> UpdateParams {
+    UpdateParams {
+        givens: Givens::TwoPhase,
+        row_removal: RowRemoval::TwoPhase,
+        ..UpdateParams::default()
+    }
+}
+
+/// CPU and GPU states of the same random problem (m×n, 2 right-hand sides).
+fn states<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    seed: u64,
+    m: usize,
+    n: usize,
+) -> (CpuQr<T>, cuqr::gpu::qr::GpuQr<T>, support::Model) {
+    let mut g = common::rng(seed);
+    let a = common::rand_mat::<T>(&mut g, m, n);
+    let b = common::rand_mat::<T>(&mut g, m, 2);
+    let fp = FactorParams::default();
+    let cpu = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
+    let mut gq =
+        cuqr::gpu::qr::GpuQr::factorize(gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
+    gq.set_params(two_phase_params());
+    (cpu, gq, support::Model::new(&a, &b))
+}
+
+/// The GPU state against the faer model (all §3.7 checks) and its R against the CPU
+/// backend's R up to row signs.
+fn compare<T: GpuScalar>(
+    what: &str,
+    cpu: &CpuQr<T>,
+    gq: &cuqr::gpu::qr::GpuQr<T>,
+    model: &support::Model,
+) {
+    support::check_state(gq, model).unwrap_or_else(|e| panic!("{what}: GPU state: {e}"));
+    support::check_r_matches(&gq.r().unwrap(), &cpu.r().unwrap(), &model.a)
+        .unwrap_or_else(|e| panic!("{what}: GPU R vs CPU R: {e}"));
+    // The CPU backend against the same model: both within the §3.7 bounds of the same
+    // reference, so x and the residuals of the two backends agree to twice those bounds.
+    support::check_state(cpu, model).unwrap_or_else(|e| panic!("{what}: CPU state: {e}"));
+}
+
+fn insert_cols_case<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    seed: u64,
+    m: usize,
+    n: usize,
+    p: usize,
+    k0: usize,
+) {
+    let (mut cpu, mut gq, mut model) = states::<T>(gpu, seed, m, n);
+    let u = common::rand_mat::<T>(&mut common::rng(seed + 1000), m, p);
+    cpu.insert_cols(k0, u.as_ref()).unwrap();
+    gq.insert_cols(k0, u.as_ref()).unwrap();
+    model.insert_cols(k0, &u);
+    compare(
+        &format!("insert_cols m={m} n={n} p={p} k0={k0}"),
+        &cpu,
+        &gq,
+        &model,
+    );
+}
+
+fn delete_rows_case<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    seed: u64,
+    m: usize,
+    n: usize,
+    p: usize,
+    k0: usize,
+) {
+    let (mut cpu, mut gq, mut model) = states::<T>(gpu, seed, m, n);
+    cpu.delete_rows(k0, p).unwrap();
+    gq.delete_rows(k0, p).unwrap();
+    model.delete_rows(k0, p);
+    compare(
+        &format!("delete_rows m={m} n={n} p={p} k0={k0}"),
+        &cpu,
+        &gq,
+        &model,
+    );
+}
+
+fn rank_one_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, m: usize, n: usize) {
+    let (mut cpu, mut gq, mut model) = states::<T>(gpu, seed, m, n);
+    let mut g = common::rng(seed + 2000);
+    let (u, v) = (
+        common::rand_vec::<T>(&mut g, m),
+        common::rand_vec::<T>(&mut g, n),
+    );
+    cpu.rank_one(&u, &v).unwrap();
+    gq.rank_one(&u, &v).unwrap();
+    model.rank_one(&u, &v);
+    compare(&format!("rank_one m={m} n={n}"), &cpu, &gq, &model);
+}
+
+fn small_updates<T: GpuScalar>(gpu: &Arc<Gpu>) {
+    // (m, n, p, k0): k0 at 0, middle and n; p = 1 and p > 1; m = n + p.
+    for &(m, n, p, k0) in &[
+        (97, 40, 3, 0),
+        (97, 40, 1, 17),
+        (97, 40, 5, 40),
+        (97, 40, 1, 39),
+        (5, 2, 2, 1),
+        (3, 1, 2, 0),
+        (45, 30, 15, 7),
+    ] {
+        insert_cols_case::<T>(gpu, 11 + m as u64 + k0 as u64, m, n, p, k0);
+    }
+    // (m, n, p, k0): k0 at 0, middle and m − p; m − p = n.
+    for &(m, n, p, k0) in &[
+        (97, 40, 5, 0),
+        (97, 40, 1, 50),
+        (97, 40, 9, 88),
+        (6, 3, 3, 1),
+        (4, 3, 1, 3),
+        (70, 61, 9, 30),
+    ] {
+        delete_rows_case::<T>(gpu, 23 + m as u64 + k0 as u64, m, n, p, k0);
+    }
+    // A2 (m > n + 1), A1 (m = n + 1, m = n), tiny.
+    for &(m, n) in &[(97, 40), (41, 40), (40, 40), (2, 1), (1, 1), (3, 1)] {
+        rank_one_case::<T>(gpu, 37 + m as u64, m, n);
+    }
+}
+
+fn big_updates<T: GpuScalar>(gpu: &Arc<Gpu>) {
+    for &(p, k0) in &[(1, 0), (7, 166), (40, 333)] {
+        insert_cols_case::<T>(gpu, 101 + k0 as u64, 1000, 333, p, k0);
+    }
+    for &(p, k0) in &[(1, 0), (9, 500), (30, 970)] {
+        delete_rows_case::<T>(gpu, 201 + k0 as u64, 1000, 333, p, k0);
+    }
+    rank_one_case::<T>(gpu, 301, 1000, 333);
+}
+
+fn arc_gpu() -> Option<Arc<Gpu>> {
+    common::gpu().map(Arc::new)
+}
+
+#[test]
+fn small_updates_f64() {
+    let Some(gpu) = arc_gpu() else { return };
+    small_updates::<f64>(&gpu);
+}
+
+#[test]
+fn small_updates_f32() {
+    let Some(gpu) = arc_gpu() else { return };
+    small_updates::<f32>(&gpu);
+}
+
+#[test]
+fn big_updates_f64() {
+    let Some(gpu) = arc_gpu() else { return };
+    big_updates::<f64>(&gpu);
+}
+
+#[test]
+fn big_updates_f32() {
+    let Some(gpu) = arc_gpu() else { return };
+    big_updates::<f32>(&gpu);
+}
+
+/// A failed update (rank deficient: U repeats a column of A) leaves the GPU state as it was.
+#[test]
+fn small_rank_deficient_insert_leaves_state() {
+    let Some(gpu) = arc_gpu() else { return };
+    let (m, n) = (37, 11);
+    let mut g = common::rng(5);
+    let a = common::rand_mat::<f64>(&mut g, m, n);
+    let b = common::rand_mat::<f64>(&mut g, m, 1);
+    let fp = FactorParams::default();
+    let mut gq =
+        cuqr::gpu::qr::GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
+    gq.set_params(two_phase_params());
+    let before = (gq.r().unwrap(), gq.d().unwrap(), gq.q().unwrap().unwrap());
+    let u = Mat::from_fn(m, 1, |i, _| a[(i, 4)]);
+    let err = gq.insert_cols(2, u.as_ref()).unwrap_err();
+    assert!(matches!(err, cuqr::Error::RankDeficient { .. }), "{err}");
+    assert!(gq.r().unwrap() == before.0 && gq.d().unwrap() == before.1);
+    assert!(gq.q().unwrap().unwrap() == before.2);
+}
+
+// ---------------------------------------------------------------- kernels alone
+
+fn max_rel<T: Scalar>(a: &[T], b: &[T]) -> f64 {
+    common::max_abs_diff(a, b) / common::max_abs(b).max(1.0)
+}
+
+fn rand_list<T: Scalar>(
+    g: &mut rand::rngs::StdRng,
+    count: usize,
+    span: usize,
+) -> Vec<(T, T, usize)> {
+    // Chains going down and up, repeats and jumps, as the schedules produce.
+    let mut out = Vec::with_capacity(count);
+    let mut a = span / 2;
+    let mut dir: i64 = -1;
+    for _ in 0..count {
+        let th: f64 = g.random_range(0.1..6.2);
+        out.push((T::from_f64(th.cos()), T::from_f64(th.sin()), a));
+        match g.random_range(0..10) {
+            0 => a = g.random_range(0..span - 1),
+            1 => dir = -dir,
+            2 => {}
+            _ => {
+                let na = a as i64 + dir;
+                if na < 0 || na > span as i64 - 2 {
+                    dir = -dir;
+                } else {
+                    a = na as usize;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64) {
+    let (span, nq, nr, nd, count) = (61, 37, 29, 2, 700);
+    let mut g = common::rng(seed);
+    let list = rand_list::<T>(&mut g, count, span);
+    let q0 = common::rand_mat::<T>(&mut g, nq, span);
+    let r0 = Mat::from_fn(span, nr, |i, j| {
+        if i <= j {
+            T::from_f64(common::nonzero(&mut g))
+        } else {
+            T::ZERO
+        }
+    });
+    let d0 = common::rand_mat::<T>(&mut g, span, nd);
+    let (mut qd, mut rd, mut dd) = (
+        DevMat::from_host(gpu, q0.as_ref()).unwrap(),
+        DevMat::from_host(gpu, r0.as_ref()).unwrap(),
+        DevMat::from_host(gpu, d0.as_ref()).unwrap(),
+    );
+    let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+    rl.upload(gpu, &list).unwrap();
+    let (mut qv, mut rv, mut dv) = (qd.view_mut(), rd.view_mut(), dd.view_mut());
+    gpu.two_phase_apply(
+        &rl,
+        &mut [
+            ApplyTarget {
+                view: &mut qv,
+                side: RotSide::Cols,
+                banded: false,
+            },
+            ApplyTarget {
+                view: &mut rv,
+                side: RotSide::Rows,
+                banded: true,
+            },
+            ApplyTarget {
+                view: &mut dv,
+                side: RotSide::Rows,
+                banded: false,
+            },
+        ],
+    )
+    .unwrap();
+    // CPU replay with cpu::givens::rot / rot_pair: the same fused formula, so equal.
+    let (mut q, mut r, mut d) = (q0.clone(), r0.clone(), d0.clone());
+    let rows = |x: &mut Mat<T>, c: T, s: T, a: usize| {
+        for j in 0..x.ncols() {
+            let (mut u, mut l) = (x[(a, j)], x[(a + 1, j)]);
+            rot_pair(c, s, &mut u, &mut l);
+            x[(a, j)] = u;
+            x[(a + 1, j)] = l;
+        }
+    };
+    for &(c, s, a) in &list {
+        let mut x: Vec<T> = q.col(a).to_vec();
+        let mut y: Vec<T> = q.col(a + 1).to_vec();
+        rot(c, s, &mut x, &mut y);
+        for i in 0..nq {
+            q[(i, a)] = x[i];
+            q[(i, a + 1)] = y[i];
+        }
+        rows(&mut r, c, s, a);
+        rows(&mut d, c, s, a);
+    }
+    assert!(
+        qd.to_host(gpu).unwrap() == q,
+        "Q side differs from cpu::givens::rot"
+    );
+    assert!(
+        rd.to_host(gpu).unwrap() == r,
+        "R side (banded) differs from rot_pair"
+    );
+    assert!(
+        dd.to_host(gpu).unwrap() == d,
+        "d side differs from rot_pair"
+    );
+}
+
+#[test]
+fn small_kernel_apply_matches_cpu_rot() {
+    let Some(gpu) = common::gpu() else { return };
+    apply_kernel::<f64>(&gpu, 1);
+    apply_kernel::<f32>(&gpu, 2);
+}
+
+fn gen_strip_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, h: usize, p: usize) {
+    let mut g = common::rng(seed);
+    // Column j nonzero in rows ≤ h + j, as after stage 1 of §1.7.
+    let x0 = Mat::from_fn(h + p, p, |i, j| {
+        if i <= h + j {
+            T::from_f64(common::nonzero(&mut g))
+        } else {
+            T::ZERO
+        }
+    });
+    let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
+    let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
+    gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl)
+        .unwrap();
+    let got = rl.to_host(gpu).unwrap();
+    // CPU replay: the sequential order of insert_cols::run_cpu step 3.
+    let mut x = x0.clone();
+    let mut want = Vec::new();
+    for j in 0..p {
+        for r in (j + 1..=h + j).rev() {
+            let (c, s, rho) = givens(x[(r - 1, j)], x[(r, j)]);
+            x[(r - 1, j)] = rho;
+            x[(r, j)] = T::ZERO;
+            for jj in j + 1..p {
+                let (mut u, mut l) = (x[(r - 1, jj)], x[(r, jj)]);
+                rot_pair(c, s, &mut u, &mut l);
+                x[(r - 1, jj)] = u;
+                x[(r, jj)] = l;
+            }
+            want.push((c, s, r - 1));
+        }
+    }
+    check_list(&got, &want, h + p);
+    let xg = xd.to_host(gpu).unwrap();
+    let tol = 10.0 * (h + p) as f64 * T::UNIT_ROUNDOFF;
+    for j in 0..p {
+        assert!(max_rel(xg.col(j), x.col(j)) <= tol, "driver column {j}");
+        for i in j + 1..h + p {
+            assert_eq!(xg[(i, j)], T::ZERO, "({i}, {j}) not exactly zero");
+        }
+    }
+}
+
+fn check_list<T: Scalar>(got: &[(T, T, usize)], want: &[(T, T, usize)], size: usize) {
+    assert_eq!(got.len(), want.len());
+    let tol = 10.0 * size as f64 * T::UNIT_ROUNDOFF;
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.2, w.2, "plane of rotation {k}");
+        let e = (g.0.to_f64() - w.0.to_f64())
+            .abs()
+            .max((g.1.to_f64() - w.1.to_f64()).abs());
+        assert!(e <= tol, "rotation {k}: {g:?} vs {w:?}");
+    }
+}
+
+#[test]
+fn small_kernel_gen_strip_matches_cpu_replay() {
+    let Some(gpu) = common::gpu() else { return };
+    for &(h, p) in &[(45, 7), (1, 1), (3, 9), (70, 1)] {
+        gen_strip_kernel::<f64>(&gpu, 3 + h as u64, h, p);
+        gen_strip_kernel::<f32>(&gpu, 4 + h as u64, h, p);
+    }
+}
+
+fn gen_block_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, p: usize, m: usize) {
+    let mut g = common::rng(seed);
+    let k0 = 2;
+    let full = common::rand_mat::<T>(&mut g, p + 4, m);
+    let qd = DevMat::from_host(gpu, full.as_ref()).unwrap();
+    let mut z = DevVec::<T>::zeros(gpu, p * m).unwrap();
+    let mut rl = RotList::<T>::with_capacity(gpu, p * m - p * (p + 1) / 2).unwrap();
+    gpu.two_phase_gen_block(&qd.block(k0, 0, p, m), &mut z, &mut rl)
+        .unwrap();
+    let got = rl.to_host(gpu).unwrap();
+    // CPU replay: delete_rows::rotate_out restricted to Z.
+    let mut x = Mat::from_fn(p, m, |i, j| full[(k0 + i, j)]);
+    let mut want = Vec::new();
+    for i in 0..p {
+        for j in (i + 1..m).rev() {
+            let (c, s, rho) = givens(x[(i, j - 1)], x[(i, j)]);
+            for ii in i + 1..p {
+                let (mut u, mut l) = (x[(ii, j - 1)], x[(ii, j)]);
+                rot_pair(c, s, &mut u, &mut l);
+                x[(ii, j - 1)] = u;
+                x[(ii, j)] = l;
+            }
+            x[(i, j - 1)] = rho;
+            x[(i, j)] = T::ZERO;
+            want.push((c, s, j - 1));
+        }
+    }
+    check_list(&got, &want, m);
+    let zg = Mat::from_col_major(p, m, z.to_vec(gpu).unwrap()).unwrap();
+    let tol = 10.0 * m as f64 * T::UNIT_ROUNDOFF;
+    for i in 0..p {
+        for j in 0..m {
+            let (a, b) = (zg[(i, j)].to_f64(), x[(i, j)].to_f64());
+            if j > i {
+                assert_eq!(a, 0.0, "Z({i}, {j}) not exactly zero");
+            }
+            assert!(
+                (a - b).abs() <= tol * (1.0 + b.abs()),
+                "Z({i}, {j}): {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn small_kernel_gen_block_matches_cpu_replay() {
+    let Some(gpu) = common::gpu() else { return };
+    for &(p, m) in &[(5, 83), (1, 2), (1, 40), (9, 10), (12, 33)] {
+        gen_block_kernel::<f64>(&gpu, 5 + m as u64, p, m);
+        gen_block_kernel::<f32>(&gpu, 6 + m as u64, p, m);
+    }
+}
+
+/// Prints the launch count (kernels, cuBLAS calls and memcpys) of one update of each
+/// kind at m = 8000, n = 3000, p = 200 (k0 = 0 for insert_cols). Prints only.
+#[test]
+fn launch_counts_print() {
+    let Some(gpu) = arc_gpu() else { return };
+    let (m, n, p) = (8000, 3000, 200);
+    let mut g = common::rng(77);
+    let a = common::rand_mat::<f64>(&mut g, m, n);
+    let b = common::rand_mat::<f64>(&mut g, m, 1);
+    let u = common::rand_mat::<f64>(&mut g, m, p);
+    let (uv, vv) = (
+        common::rand_vec::<f64>(&mut g, m),
+        common::rand_vec::<f64>(&mut g, n),
+    );
+    let fp = FactorParams::default();
+    let fresh = || {
+        let mut s =
+            cuqr::gpu::qr::GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp)
+                .unwrap();
+        s.set_params(two_phase_params());
+        gpu.synchronize().unwrap();
+        s
+    };
+    let mut s = fresh();
+    let c0 = gpu.launch_count();
+    let t = std::time::Instant::now();
+    s.insert_cols(0, u.as_ref()).unwrap();
+    gpu.synchronize().unwrap();
+    println!(
+        "two-phase insert_cols m={m} n={n} p={p} k0=0: {} launches, {:.3} s",
+        gpu.launch_count() - c0,
+        t.elapsed().as_secs_f64()
+    );
+    drop(s);
+    let mut s = fresh();
+    let c0 = gpu.launch_count();
+    let t = std::time::Instant::now();
+    s.delete_rows(0, p).unwrap();
+    gpu.synchronize().unwrap();
+    println!(
+        "two-phase delete_rows m={m} n={n} p={p} k0=0: {} launches, {:.3} s",
+        gpu.launch_count() - c0,
+        t.elapsed().as_secs_f64()
+    );
+    drop(s);
+    let mut s = fresh();
+    let c0 = gpu.launch_count();
+    let t = std::time::Instant::now();
+    s.rank_one(&uv, &vv).unwrap();
+    gpu.synchronize().unwrap();
+    println!(
+        "two-phase rank_one m={m} n={n}: {} launches, {:.3} s",
+        gpu.launch_count() - c0,
+        t.elapsed().as_secs_f64()
+    );
+}
