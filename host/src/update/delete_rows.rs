@@ -150,22 +150,58 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     Ok(())
 }
 
-/// GPU path of `delete_rows` (docs/gpu-updates.md): not wired yet; validates nothing and
-/// leaves the state unchanged.
+/// Deletes rows k0..k0+p on the device (spec §1.10; docs/gpu-updates.md): the rotations
+/// on copies of Q, R and d (`params.row_removal`: two-phase, or the seed composite /
+/// separate-streams designs), then Q̃ = Q(rows ∉ block, p:m), R̃ = R(p:m, :) with exact
+/// zeros below the diagonal and d̃ = d(p:m, :) gathered into new buffers, the rank check,
+/// and the swap.
 ///
 /// # Errors
-/// Always [`Error::InvalidParam`] until the GPU Givens stages are wired.
+/// Those of `plan` (above), [`Error::RankDeficient`], [`Error::OutOfMemory`], and device
+/// errors. On error the state is unchanged (a device fault also poisons it).
 pub fn run_gpu<T: crate::gpu::GpuScalar>(
     st: &mut crate::gpu::GpuQr<T>,
     k0: usize,
     p: usize,
 ) -> Result<()> {
-    let _ = (st, k0, p);
-    Err(Error::InvalidParam {
+    use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf, DevMat};
+    use crate::params::RowRemoval;
+    let Plan { m, n, p, k0 } = plan(st.dims, k0, p)?;
+    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
-        what: "backend",
-        why: "GPU path not wired yet".into(),
-    })
+        policy: st.dims.policy,
+    })?;
+    let (mp, nrhs) = (m - p, st.dims.q);
+    let (r, q, d) = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let mut q = tp::dup(gpu, q_old)?;
+        let mut r = tp::dup(gpu, &st.r)?;
+        let mut d = tp::dup(gpu, &st.d)?;
+        match st.params.row_removal {
+            RowRemoval::Composite => {
+                wf::delete_rows_rotate_composite(gpu, &mut q, &mut r, &mut d, k0, p)?
+            }
+            RowRemoval::SeparateStreams => {
+                wf::delete_rows_rotate_separate(gpu, &mut q, &mut r, &mut d, k0, p)?
+            }
+            RowRemoval::TwoPhase => {
+                tp::delete_rows_rotate_two_phase(gpu, &mut q, &mut r, &mut d, k0, p)?
+            }
+        }
+        let mut qn = DevMat::zeros(gpu, mp, mp)?;
+        gpu.two_phase_copy(&q.block(0, p, m, mp), &mut qn.view_mut(), k0..k0 + p, false)?;
+        let mut rn = DevMat::zeros(gpu, mp, n)?;
+        gpu.two_phase_copy(&r.block(p, 0, mp, n), &mut rn.view_mut(), 0..0, true)?;
+        let mut dn = DevMat::zeros(gpu, mp, nrhs)?;
+        gpu.two_phase_copy(&d.block(p, 0, mp, nrhs), &mut dn.view_mut(), 0..0, false)?;
+        tp::check_rank(gpu, &rn, n, st.rank_tol)?;
+        Ok((rn, qn, dn))
+    })?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    st.dims.m = mp;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -251,22 +251,80 @@ fn householder_below<T: Scalar>(r: &mut Mat<T>, q: &mut Mat<T>, d: &mut Mat<T>, 
     }
 }
 
-/// GPU path of `insert_cols` (docs/gpu-updates.md): not wired yet; validates nothing and
-/// leaves the state unchanged.
+/// Inserts the m×p block `u` as columns k0..k0+p on the device (spec §1.7;
+/// docs/gpu-updates.md): R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)] in a new buffer (two device
+/// copies and one cuBLAS GEMM), blocked Householder on R'(n:m, k0:k0+p) applied to copies
+/// of d and Q (`gpu::householder::blocked_qr`), then the Givens strip unless k0 = n
+/// (`params.givens`: two-phase, or the seed wavefront), the rank check, and the swap.
 ///
 /// # Errors
-/// Always [`Error::InvalidParam`] until the GPU Givens stages are wired.
+/// Those of `plan` (above), [`Error::RankDeficient`], [`Error::OutOfMemory`], and device
+/// errors. On error the state is unchanged (a device fault also poisons it).
 pub fn run_gpu<T: crate::gpu::GpuScalar>(
     st: &mut crate::gpu::GpuQr<T>,
     k0: usize,
     u: MatRef<'_, T>,
 ) -> Result<()> {
-    let _ = (st, k0, u);
-    Err(Error::InvalidParam {
+    use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf, householder, DevMat, Op};
+    use crate::params::Givens;
+    let Plan { m, n, p, k0, nb } = plan(st.dims, k0, u, st.params.block_size)?;
+    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
-        what: "backend",
-        why: "GPU path not wired yet".into(),
-    })
+        policy: st.dims.policy,
+    })?;
+    let (r, q, d) = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let ud = DevMat::from_host(gpu, u)?;
+        let mut r = DevMat::zeros(gpu, m, n + p)?;
+        if k0 > 0 {
+            let src = st.r.block(0, 0, m, k0);
+            gpu.two_phase_copy(&src, &mut r.block_mut(0, 0, m, k0), 0..0, false)?;
+        }
+        if k0 < n {
+            let src = st.r.block(0, k0, m, n - k0);
+            gpu.two_phase_copy(&src, &mut r.block_mut(0, k0 + p, m, n - k0), 0..0, false)?;
+        }
+        let mut qtu = r.block_mut(0, k0, m, p);
+        gpu.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &q_old.view(),
+            &ud.view(),
+            T::ZERO,
+            &mut qtu,
+        )?;
+        let mut q = tp::dup(gpu, q_old)?;
+        let mut d = tp::dup(gpu, &st.d)?;
+        if m > n {
+            householder::blocked_qr(
+                gpu,
+                &mut r,
+                n..m,
+                k0..k0 + p,
+                Some(&mut d),
+                Some(&mut q),
+                nb,
+            )?;
+        }
+        if k0 < n {
+            match st.params.givens {
+                Givens::Wavefront => {
+                    wf::insert_cols_strip_wavefront(gpu, &mut r, &mut q, &mut d, k0, p, n)?
+                }
+                Givens::TwoPhase => {
+                    tp::insert_cols_strip_two_phase(gpu, &mut r, &mut q, &mut d, k0, p, n)?
+                }
+            }
+        }
+        tp::check_rank(gpu, &r, n + p, st.rank_tol)?;
+        Ok((r, q, d))
+    })?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    st.dims.n = n + p;
+    Ok(())
 }
 
 /// Shared helpers for the update tests (spec §3.7 measures, computed in f64).

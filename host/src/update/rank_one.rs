@@ -189,22 +189,57 @@ fn rot_rows<T: Scalar>(
     }
 }
 
-/// GPU path of `rank_one` (docs/gpu-updates.md): not wired yet; validates nothing and
-/// leaves the state unchanged.
+/// Replaces A by A + u vᵀ on the device (spec §1.11; docs/gpu-updates.md): w = Qᵀu by
+/// cuBLAS GEMV, then stages A and B on copies of R, Q and d (`params.givens`: two-phase,
+/// or the seed wavefront), the rank check, and the swap. R keeps exact zeros below its
+/// diagonal.
 ///
 /// # Errors
-/// Always [`Error::InvalidParam`] until the GPU Givens stages are wired.
+/// Those of `plan` (above), [`Error::RankDeficient`], [`Error::OutOfMemory`], and device
+/// errors. On error the state is unchanged (a device fault also poisons it).
 pub fn run_gpu<T: crate::gpu::GpuScalar>(
     st: &mut crate::gpu::GpuQr<T>,
     u: &[T],
     v: &[T],
 ) -> Result<()> {
-    let _ = (st, u, v);
-    Err(Error::InvalidParam {
+    use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf, DevVec, Op};
+    use crate::params::Givens;
+    let Plan { m, n, .. } = plan(st.dims, u, v)?;
+    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
-        what: "backend",
-        why: "GPU path not wired yet".into(),
-    })
+        policy: st.dims.policy,
+    })?;
+    let (r, q, d) = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let ud = DevVec::from_slice(gpu, u)?;
+        let vd = DevVec::from_slice(gpu, v)?;
+        let mut w = DevVec::zeros(gpu, m)?;
+        gpu.gemv(
+            Op::T,
+            T::ONE,
+            &q_old.view(),
+            &ud.view(),
+            T::ZERO,
+            &mut w.view_mut(),
+        )?;
+        let mut q = tp::dup(gpu, q_old)?;
+        let mut r = tp::dup(gpu, &st.r)?;
+        let mut d = tp::dup(gpu, &st.d)?;
+        match st.params.givens {
+            Givens::Wavefront => {
+                wf::rank_one_rotate_wavefront(gpu, &w, &vd, &mut r, &mut q, &mut d)?
+            }
+            Givens::TwoPhase => {
+                tp::rank_one_rotate_two_phase(gpu, &mut w, &vd, &mut r, &mut q, &mut d)?
+            }
+        }
+        tp::check_rank(gpu, &r, n, st.rank_tol)?;
+        Ok((r, q, d))
+    })?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    Ok(())
 }
 
 #[cfg(test)]
