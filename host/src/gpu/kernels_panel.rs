@@ -122,6 +122,7 @@ impl Gpu {
     ///
     /// # Panics
     /// If a range is out of bounds or `vcol` lies in `cols` (a cuqr bug).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn panel_apply_in<T: GpuScalar>(
         &self,
         a: &mut DevMat<T>,
@@ -156,6 +157,7 @@ impl Gpu {
     ///
     /// # Panics
     /// If a range is out of bounds or `vcol` lies in `cols` (a cuqr bug).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn panel_apply_split<T: GpuScalar>(
         &self,
         r: &mut DevMat<T>,
