@@ -78,6 +78,19 @@ pub enum Error {
         /// The tolerance tol·‖A‖_F.
         tol: f64,
     },
+    /// LU with partial pivoting met a pivot that is zero or negligible:
+    /// |u_jj| ≤ tol, so the matrix is (numerically) singular (issue 6, lu module).
+    #[error("{op}: matrix is singular at column {column}: |u_jj| = {pivot:e} <= {tol:e}")]
+    Singular {
+        /// Operation.
+        op: &'static str,
+        /// First column (0-based) whose pivot is below the tolerance.
+        column: usize,
+        /// |u_jj| of that column.
+        pivot: f64,
+        /// The absolute tolerance tol·max|a_ij|.
+        tol: f64,
+    },
     /// An invalid parameter value (block size 0, negative tolerance, ...).
     #[error("{op}: invalid parameter {what}: {why}")]
     InvalidParam {

@@ -27,6 +27,7 @@ pub mod backend;
 pub mod cpu;
 pub mod error;
 pub mod gpu;
+pub mod lu;
 pub mod mat;
 pub mod params;
 pub mod qr;
