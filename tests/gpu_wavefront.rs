@@ -14,9 +14,12 @@ use cuqr::gpu::givens_wavefront::{
     delete_rows_rotate_composite, delete_rows_rotate_separate, insert_cols_strip_wavefront,
     rank_one_rotate_wavefront,
 };
-use cuqr::gpu::{DevMat, DevVec, GpuScalar};
-use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy, QrUpdate, Scalar};
+use cuqr::gpu::{DevMat, DevVec, GpuQr, GpuScalar};
+use cuqr::{
+    CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar, UpdateParams,
+};
 use rand::rngs::StdRng;
+use std::sync::Arc;
 
 const M: usize = 1000;
 const N: usize = 333;
@@ -406,7 +409,17 @@ fn insert_cols_case<T: GpuScalar>(gpu: &Gpu, g: &mut StdRng, p: usize, k0: usize
         upload_poisoned(gpu, &q0),
         upload_poisoned(gpu, &d0),
     );
+    let before = gpu.launch_count();
     insert_cols_strip_wavefront(gpu, &mut rd, &mut qd, &mut dd, k0, p, n_old).unwrap();
+    // Seed launch model (spec §2.6): 1 make + 3 applies per step, h+p−1 steps, plus
+    // 4 transposes and p column clears; nothing when appending.
+    let steps = n_old - k0 + p - 1;
+    let want = if k0 == n_old { 0 } else { 4 * steps + p + 4 };
+    assert_eq!(
+        gpu.launch_count() - before,
+        want as u64,
+        "launches p={p} k0={k0}"
+    );
     let what = format!("insert_cols p={p} k0={k0}");
     let (r, q, d) = (
         download_checked(gpu, &what, &rd),
@@ -462,11 +475,25 @@ fn delete_rows_case<T: GpuScalar>(gpu: &Gpu, g: &mut StdRng, composite: bool, p:
         upload_poisoned(gpu, &r0),
         upload_poisoned(gpu, &d0),
     );
+    let before = gpu.launch_count();
     if composite {
         delete_rows_rotate_composite(gpu, &mut qd, &mut rd, &mut dd, k0, p).unwrap();
     } else {
         delete_rows_rotate_separate(gpu, &mut qd, &mut rd, &mut dd, k0, p).unwrap();
     }
+    // Seed launch model (spec §2.6): m+p−2 steps; composite: make + 1 apply per step and
+    // 3 + 3 pack/unpack copies; separate: make + 3 applies per step and 4 transposes.
+    let steps = m + p - 2;
+    let want = if composite {
+        2 * steps + 6
+    } else {
+        4 * steps + 4
+    };
+    assert_eq!(
+        gpu.launch_count() - before,
+        want as u64,
+        "launches p={p} k0={k0}"
+    );
     let what = format!("delete_rows composite={composite} p={p} k0={k0}");
     let (q, r, d) = (
         download_checked(gpu, &what, &qd),
@@ -553,7 +580,16 @@ fn rank_one_case<T: GpuScalar>(gpu: &Gpu, g: &mut StdRng, m: usize, n: usize) {
         DevVec::from_slice(gpu, &w).unwrap(),
         DevVec::from_slice(gpu, &v).unwrap(),
     );
+    let before = gpu.launch_count();
     rank_one_rotate_wavefront(gpu, &wd, &vd, &mut rd, &mut qd, &mut dd).unwrap();
+    // A make + apply pair per rotation (m−1 in stage A, min(n, m−1) in stage B), 4 packs,
+    // w₀ copy + gemv, 3 unpacks and one clear per column with a strictly lower part.
+    let want = 2 * (m - 1) + 3 * n.min(m - 1) + 9;
+    assert_eq!(
+        gpu.launch_count() - before,
+        want as u64,
+        "launches m={m} n={n}"
+    );
     let what = format!("rank_one m={m} n={n}");
     let (q, r, d) = (
         download_checked(gpu, &what, &qd),
@@ -610,4 +646,114 @@ fn rank_one_rotate_wavefront_f64() {
 #[test]
 fn rank_one_rotate_wavefront_f32() {
     rank_one_all::<f32>();
+}
+
+// ------------------------------------------------------------ through GpuQr
+
+/// R, d(0:n) of `gs` against `cs` up to row signs; Q̃ of `gs` orthogonal and Q̃R̃ = A.
+fn compare_states<T: GpuScalar>(what: &str, gs: &GpuQr<T>, cs: &CpuQr<T>, a: &Mat<f64>) {
+    let m = a.nrows();
+    let (rg, rc) = (gs.r().unwrap(), cs.r().unwrap());
+    let signs = row_signs(&rg, &rc);
+    assert_upper(what, &rg);
+    assert_close(&format!("{what}: R vs CPU"), &flip(&rg, &signs, m), &rc, m);
+    let n = rg.ncols();
+    let (dg, dc) = (gs.d().unwrap(), cs.d().unwrap());
+    let dc_top = Mat::from_fn(n, dc.ncols(), |i, j| dc[(i, j)]);
+    assert_close(
+        &format!("{what}: d(0:n) vs CPU"),
+        &flip(&dg, &signs, n),
+        &dc_top,
+        m,
+    );
+    let q = gs.q().unwrap().unwrap();
+    let e_q = orth_err(&q);
+    assert!(e_q <= tol::<T>(m), "{what}: e_Q {e_q:e}");
+    let e_a = max_rel(&prod64(&q, &rg), a.as_slice());
+    assert!(e_a <= tol::<T>(m), "{what}: e_A {e_a:e}");
+}
+
+fn to64<T: Scalar>(a: &Mat<T>) -> Mat<f64> {
+    Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)].to_f64())
+}
+
+/// An update sequence through `GpuQr` with `Givens::Wavefront` and the given row-removal
+/// strategy, against the same sequence on `CpuQr` (docs/gpu-updates.md dispatch).
+fn through_gpuqr<T: GpuScalar>(removal: RowRemoval) {
+    let Some(gpu) = common::gpu() else { return };
+    let gpu = Arc::new(gpu);
+    let mut g = rng(7400 + removal as u64 + T::UNIT_ROUNDOFF.log2().abs() as u64);
+    let (m, n) = (517usize, 173usize);
+    let a0 = rand_mat::<T>(&mut g, m, n);
+    let b = rand_mat::<T>(&mut g, m, NRHS);
+    let fp = FactorParams::default();
+    let mut gs = GpuQr::<T>::factorize(&gpu, a0.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
+    let mut cs = CpuQr::<T>::factorize(a0.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
+    let mut params = UpdateParams::default();
+    params.givens = Givens::Wavefront;
+    params.row_removal = removal;
+    gs.set_params(params);
+    cs.set_params(params);
+    let mut a = to64(&a0);
+
+    // insert 17 columns at 50
+    let u = rand_mat::<T>(&mut g, m, 17);
+    gs.insert_cols(50, u.as_ref()).unwrap();
+    cs.insert_cols(50, u.as_ref()).unwrap();
+    let nn = a.ncols() + 17;
+    a = Mat::from_fn(m, nn, |i, j| match j {
+        j if j < 50 => a[(i, j)],
+        j if j < 67 => u[(i, j - 50)].to_f64(),
+        j => a[(i, j - 17)],
+    });
+    compare_states("insert_cols k0=50 p=17", &gs, &cs, &a);
+
+    // rank-one
+    let uu: Vec<T> = rand_vec(&mut g, m);
+    let vv: Vec<T> = rand_vec(&mut g, nn);
+    gs.rank_one(&uu, &vv).unwrap();
+    cs.rank_one(&uu, &vv).unwrap();
+    a = Mat::from_fn(m, nn, |i, j| a[(i, j)] + uu[i].to_f64() * vv[j].to_f64());
+    compare_states("rank_one", &gs, &cs, &a);
+
+    // delete 17 rows at 201, then 1 row at 0
+    for (k0, p) in [(201usize, 17usize), (0, 1)] {
+        gs.delete_rows(k0, p).unwrap();
+        cs.delete_rows(k0, p).unwrap();
+        let rows = a.nrows() - p;
+        a = Mat::from_fn(rows, nn, |i, j| a[(if i < k0 { i } else { i + p }, j)]);
+        compare_states(&format!("delete_rows k0={k0} p={p}"), &gs, &cs, &a);
+    }
+
+    // insert one column in the middle
+    let rows = a.nrows();
+    let u1 = rand_mat::<T>(&mut g, rows, 1);
+    gs.insert_cols(99, u1.as_ref()).unwrap();
+    cs.insert_cols(99, u1.as_ref()).unwrap();
+    a = Mat::from_fn(rows, nn + 1, |i, j| match j {
+        j if j < 99 => a[(i, j)],
+        99 => u1[(i, 0)].to_f64(),
+        j => a[(i, j - 1)],
+    });
+    compare_states("insert_cols k0=99 p=1", &gs, &cs, &a);
+}
+
+#[test]
+fn gpuqr_wavefront_composite_f64() {
+    through_gpuqr::<f64>(RowRemoval::Composite);
+}
+
+#[test]
+fn gpuqr_wavefront_composite_f32() {
+    through_gpuqr::<f32>(RowRemoval::Composite);
+}
+
+#[test]
+fn gpuqr_wavefront_separate_streams_f64() {
+    through_gpuqr::<f64>(RowRemoval::SeparateStreams);
+}
+
+#[test]
+fn gpuqr_wavefront_separate_streams_f32() {
+    through_gpuqr::<f32>(RowRemoval::SeparateStreams);
 }

@@ -183,6 +183,7 @@ fn zero_col<T: GpuScalar>(
     rows: core::ops::Range<usize>,
 ) -> Result<()> {
     if rows.start < rows.end {
+        gpu.count_launch();
         gpu.stream()
             .memset_zeros(&mut a.col_mut(j, rows))
             .map_err(driver_err("zeroing a column"))?;
@@ -212,7 +213,8 @@ fn transpose_back<T: GpuScalar>(gpu: &Gpu, src: &DevMat<T>, dst: &mut DevMat<T>)
 /// [`Gpu::stream`], Q(:, k0:m) (its columns are pitched rows) on [`Gpu::stream2`], dᵀ on
 /// [`Gpu::stream3`]; then the region is transposed back and the zeroed entries are set
 /// to exact zeros. `r` is m×(n+p), `q` m×m, `d` m×q; nothing happens when k0 = n.
-/// Launches: 3 + 4·steps + p (+2 for d); all work is ordered on [`Gpu::stream`].
+/// Launches: 4·steps + p + 4 (3·steps + p + 2 when d has no columns); all work is ordered
+/// on [`Gpu::stream`].
 ///
 /// # Errors
 /// [`crate::Error::OutOfMemory`] for the pitched buffers, [`crate::Error::Driver`].
@@ -439,7 +441,7 @@ pub fn delete_rows_rotate_separate<T: GpuScalar>(
 /// zeroes w(i+1) against w(i) for i = m−2 down to 0 (R becomes upper Hessenberg),
 /// R(0, :) += w₀vᵀ (one gemv on the composite), stage B zeroes H(i+1, i) against H(i, i)
 /// for i < min(n, m−1); then Q, R, d are unpacked in place and R's strictly lower part is
-/// set to exact zeros. `w` is not modified. Launches: 2(m−1) + 2·min(n, m−1) + n + 10.
+/// set to exact zeros. `w` is not modified. Launches: 2(m−1) + 3·min(n, m−1) + 9.
 ///
 /// # Errors
 /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`], [`crate::Error::Cublas`].
@@ -487,6 +489,7 @@ pub fn rank_one_rotate_wavefront<T: GpuScalar>(
     // H = R + w₀e₀vᵀ: R(0, j) is C(m+j, 0), contiguous in C's column 0.
     if n > 0 {
         let mut w0 = DevVec::<T>::zeros(gpu, 1)?;
+        gpu.count_launch();
         main.memcpy_dtod(&c.col(0, wrow..wrow + 1), &mut w0.view_mut())
             .map_err(driver_err("copying w₀"))?;
         gpu.gemv(

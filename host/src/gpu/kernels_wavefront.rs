@@ -74,6 +74,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count);
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
+        self.count_launch();
         let mut b = stream.launch_builder(f);
         b.arg(a.buf())
             .arg(&pitch)
@@ -130,6 +131,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_Y);
         let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
         let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
+        self.count_launch();
         let mut b = stream.launch_builder(f);
         b.arg(a.buf_mut())
             .arg(&pitch)
@@ -185,6 +187,7 @@ impl Gpu {
         assert!(cols.div_ceil(TILE as usize) <= MAX_GRID_Y);
         let (lds, ldd) = (src.ld(), dst.ld());
         let f = &T::kernel_set(&self.kernels).transpose_padded;
+        self.count_launch();
         let mut b = stream.launch_builder(f);
         b.arg(src.buf())
             .arg(&lds)
@@ -255,6 +258,7 @@ impl Gpu {
             WidthInBytes: rows * size,
             Height: cols,
         };
+        self.count_launch();
         // SAFETY: cuMemcpy2DAsync_v2 contract: both operands are device memory of this
         // context (bound above); the source reads column j at src + j·lds·size for
         // rows·size bytes, j < cols, which is the src view's span ld·(cols−1)+rows
