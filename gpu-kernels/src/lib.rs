@@ -22,6 +22,7 @@
 pub mod device;
 pub mod givens;
 pub mod householder;
+pub mod lu;
 pub mod panel;
 pub mod reduce;
 pub mod transpose;
@@ -195,6 +196,17 @@ entries! {
          x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
          x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply;
 
+    /// Streams a strip/block-schedule rotation list through up to three strided targets in
+    /// wavefront step order (spec §1.5 apply, unrolled independent loads).
+    ///
+    /// # Safety
+    /// Grid (⌈max n_g/128⌉, 3), block 128; see `two_phase::apply_sched`.
+    two_phase_apply_sched_f32, two_phase_apply_sched_f64
+        (rot: *const T, sched: usize, s0: usize, s1: usize,
+         x0: *mut T, rs0: usize, cs0: usize, n0: usize, b0: usize,
+         x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
+         x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply_sched;
+
     /// Applies one Householder reflector to up to two strided targets (spec §1.11 A2).
     ///
     /// # Safety
@@ -237,4 +249,28 @@ entries! {
 
     panel_col_norms_f32, panel_col_norms_f64
         (a: *const T, lda: usize, rows: usize, cols: usize, out: *mut T) => panel::col_norms;
+
+    /// LU column step: pivot search, swap in the base panel, u_jj (issue 6, lu.rs).
+    ///
+    /// # Safety
+    /// Grid 1, block a multiple of 32 (≤ 1024), dynamic shared memory 32·12 + 4 bytes;
+    /// see `lu::pivot`.
+    lu_pivot_f32, lu_pivot_f64
+        (a: *mut T, lda: usize, m: usize, j: usize, c0: usize, cend: usize,
+         ipiv: *mut u32, diag: *mut T) => lu::pivot;
+
+    /// LU column step: scaling and fused rank-1 update of the base panel (issue 6).
+    ///
+    /// # Safety
+    /// Grid ⌈(m − j − 1)/block⌉; see `lu::update`.
+    lu_update_f32, lu_update_f64
+        (a: *mut T, lda: usize, m: usize, j: usize, cend: usize) => lu::update;
+
+    /// Row interchanges ipiv[k1..k2) on columns col0..col1 minus skip0..skip1 (laswp).
+    ///
+    /// # Safety
+    /// Grid ⌈(col1 − col0)/block⌉; see `lu::laswp`.
+    lu_laswp_f32, lu_laswp_f64
+        (a: *mut T, lda: usize, col0: usize, col1: usize, skip0: usize, skip1: usize,
+         ipiv: *const u32, k1: usize, k2: usize) => lu::laswp;
 }

@@ -86,6 +86,8 @@ kernel_table! {
     two_phase_gen_rank_one_b,
     /// `two_phase_apply_<T>(rot, plane, count, 3 × (x, rs, cs, n, b))` (spec §1.5 apply).
     two_phase_apply,
+    /// `two_phase_apply_sched_<T>(rot, sched, s0, s1, 3 × (x, rs, cs, n, b))` (step order).
+    two_phase_apply_sched,
     /// `two_phase_house_apply_<T>(vt, len, tau, 2 × (x, rs, cs, n))` (spec §1.11 A2).
     two_phase_house_apply,
     /// `two_phase_copy_<T>(src, lds, rows, cols, dst, ldd, skip0, skip_p, zero_lower)`.
@@ -104,6 +106,12 @@ kernel_table! {
     panel_embed_q,
     /// `panel_col_norms_<T>(a, lda, rows, cols, out)` (column norms and diagonal).
     panel_col_norms,
+    /// `lu_pivot_<T>(a, lda, m, j, c0, cend, ipiv, diag)` (LU pivot search and swap, issue 6).
+    lu_pivot,
+    /// `lu_update_<T>(a, lda, m, j, cend)` (LU scaling and rank-1 update, issue 6).
+    lu_update,
+    /// `lu_laswp_<T>(a, lda, col0, col1, skip0, skip1, ipiv, k1, k2)` (row interchanges).
+    lu_laswp,
 }
 
 fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Result<CudaFunction> {

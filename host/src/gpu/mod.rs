@@ -13,6 +13,7 @@ pub mod givens_two_phase;
 pub mod householder;
 pub mod kernels;
 mod kernels_wavefront;
+pub mod kernels_lu;
 pub mod kernels_panel;
 pub mod kernels_two_phase;
 pub mod matrix;

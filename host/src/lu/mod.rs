@@ -32,10 +32,10 @@
 #![forbid(unsafe_code)]
 
 pub mod cpu;
-// pub mod gpu;
+pub mod gpu;
 
 pub use cpu::CpuLu;
-// pub use gpu::GpuLu;
+pub use gpu::GpuLu;
 
 use crate::error::{Error, Result};
 use crate::mat::{Mat, MatRef};

@@ -1,0 +1,212 @@
+//! LU with partial pivoting (issue 6; spec §4.3, erratum E35 corrected): the column
+//! step of the panel — pivot search (first index of max |·|, block argmax), row swap
+//! within the panel, scaling and rank-1 update — and the row interchanges applied
+//! across whole column ranges (laswp). Column-major throughout; pivots are absolute
+//! 0-based row indices (`u32`).
+
+use crate::device::{self, Float, WARP};
+
+/// Replaces (v, i) by (ov, oi) when ov is larger, or equal with a smaller index.
+#[inline(always)]
+fn better<T: Float>(v: T, i: u32, ov: T, oi: u32) -> bool {
+    ov > v || (ov == v && oi < i)
+}
+
+/// Warp argmax: the (value, index) pair with the largest value, smallest index on
+/// ties, lands in lane 0.
+///
+/// # Safety
+/// The whole warp calls convergently (see `device::shfl_down_b32`).
+#[inline(always)]
+unsafe fn warp_argmax<T: Float>(mut v: T, mut i: u32) -> (T, u32) {
+    let mut d = (WARP / 2) as u32;
+    while d > 0 {
+        // SAFETY: forwarded: the full warp is convergent here.
+        let (ov, oi) = unsafe { (v.shfl_down(d), device::shfl_down_b32(i, d)) };
+        if better(v, i, ov, oi) {
+            v = ov;
+            i = oi;
+        }
+        d /= 2;
+    }
+    (v, i)
+}
+
+/// `lu_pivot`: pivot search and swap of column step j. One block finds p = the first
+/// row index of max |a(i, j)| over i in j..m (p = j if the column holds only NaN),
+/// writes `ipiv[j] = p`, swaps rows j and p in columns c0..cend (the base panel) and
+/// writes the pivot u_jj into `diag[j]`.
+/// Grid 1, block a multiple of 32 (≤ 1024), dynamic shared memory 32·(8 + 4) bytes.
+///
+/// # Safety
+/// Launch shape as documented; j < m; c0 ≤ j < cend; `a` read-writable at rows 0..m of
+/// columns c0..cend (ld `lda` ≥ m); `ipiv[j]` and `diag[j]` writable; no other launch
+/// touches these concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn pivot<T: Float>(
+    a: *mut T,
+    lda: usize,
+    m: usize,
+    j: usize,
+    c0: usize,
+    cend: usize,
+    ipiv: *mut u32,
+    diag: *mut T,
+) {
+    let tid = device::thread_linear();
+    let nt = device::block_threads();
+    let lane = tid % WARP;
+    let warp = tid / WARP;
+    let nwarps = nt.div_ceil(WARP);
+    let sval = device::shared::<T>();
+    // 32 values of T (≤ 8 bytes each), then 32 indices.
+    let sidx = sval.wrapping_add(32) as *mut u32;
+    let col = a.wrapping_add(j * lda) as *const T;
+
+    let mut bv = T::ZERO.sub(T::ONE);
+    let mut bi = u32::MAX;
+    let mut i = j + tid;
+    while i < m {
+        // SAFETY: j ≤ i < m, inside column j; nobody writes the column before the
+        // barriers below.
+        let v = unsafe { device::ld(col, i) }.abs();
+        if v > bv {
+            bv = v;
+            bi = i as u32;
+        }
+        i += nt;
+    }
+    // SAFETY: every thread of the block reaches here (no early return above); full warps.
+    let (wv, wi) = unsafe { warp_argmax(bv, bi) };
+    if lane == 0 {
+        // SAFETY: warp < 32 slots, one writer each.
+        unsafe {
+            device::st(sval, warp, wv);
+            device::st(sidx, warp, wi);
+        }
+    }
+    // SAFETY: block-uniform barrier.
+    unsafe { device::sync_threads() };
+    if warp == 0 {
+        let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
+        if lane < nwarps {
+            // SAFETY: slots < nwarps were written before the barrier.
+            unsafe {
+                v = device::ld(sval as *const T, lane);
+                ix = device::ld(sidx as *const u32, lane);
+            }
+        }
+        // SAFETY: warp 0 is complete and convergent here.
+        let (_, p) = unsafe { warp_argmax(v, ix) };
+        if lane == 0 {
+            let p = if p == u32::MAX { j as u32 } else { p };
+            // SAFETY: slot 32 of the index area is ours; ipiv[j] writable (contract).
+            unsafe {
+                device::st(sidx, 32, p);
+                device::st(ipiv, j, p);
+            }
+        }
+    }
+    // SAFETY: block-uniform barrier; makes the pivot visible to the block.
+    unsafe { device::sync_threads() };
+    // SAFETY: written before the barrier.
+    let p = unsafe { device::ld(sidx as *const u32, 32) } as usize;
+    let mut t = tid;
+    while c0 + t < cend {
+        let c = c0 + t;
+        let base = a.wrapping_add(c * lda);
+        // SAFETY: rows j and p < m of column c in c0..cend, one thread per column.
+        unsafe {
+            let x = device::ld(base as *const T, j);
+            let y = device::ld(base as *const T, p);
+            if p != j {
+                device::st(base, j, y);
+                device::st(base, p, x);
+            }
+            if c == j {
+                device::st(diag, j, y);
+            }
+        }
+        t += nt;
+    }
+}
+
+/// `lu_update`: scaling and rank-1 update of column step j, one thread per row i in
+/// j+1..m: l = a(i, j)/a(j, j) stored in a(i, j), then a(i, c) −= l·a(j, c) for c in
+/// j+1..cend (fused). Nothing happens for a zero pivot (the host reports it).
+/// Grid ⌈(m − j − 1)/block⌉, block any multiple of 32.
+///
+/// # Safety
+/// Launch shape as documented; j < cend; `a` read-writable at rows j..m of columns
+/// j..cend (ld `lda` ≥ m); no other launch touches them concurrently.
+#[inline(always)]
+pub unsafe fn update<T: Float>(a: *mut T, lda: usize, m: usize, j: usize, cend: usize) {
+    let i = j + 1 + device::block_x() * device::block_dim_x() + device::thread_x();
+    if i >= m {
+        return;
+    }
+    // SAFETY: row j < m of column j; row j is not written by this launch.
+    let piv = unsafe { device::ld(a as *const T, j + j * lda) };
+    if piv == T::ZERO {
+        return;
+    }
+    // SAFETY: row i of column j, this thread's own element.
+    let l = unsafe { device::ld(a as *const T, i + j * lda) }.div(piv);
+    // SAFETY: as above, single writer of (i, j).
+    unsafe { device::st(a, i + j * lda, l) };
+    let nl = l.neg();
+    let mut c = j + 1;
+    while c < cend {
+        // SAFETY: (j, c) is read-only in this launch; (i, c) belongs to this thread.
+        unsafe {
+            let u = device::ld(a as *const T, j + c * lda);
+            let x = device::ld(a as *const T, i + c * lda);
+            device::st(a, i + c * lda, nl.mul_add(u, x));
+        }
+        c += 1;
+    }
+}
+
+/// `lu_laswp`: applies the interchanges ipiv[k1..k2) in order (row k swapped with
+/// row ipiv[k]) to the columns c in col0..col1 outside skip0..skip1; one thread per
+/// column. Grid ⌈(col1 − col0)/block⌉, block any size.
+///
+/// # Safety
+/// Launch shape as documented; `ipiv[k1..k2)` readable, each entry < rows of `a`; `a`
+/// read-writable at rows k1..max ipiv of the swapped columns (ld `lda`); no other
+/// launch touches them concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn laswp<T: Float>(
+    a: *mut T,
+    lda: usize,
+    col0: usize,
+    col1: usize,
+    skip0: usize,
+    skip1: usize,
+    ipiv: *const u32,
+    k1: usize,
+    k2: usize,
+) {
+    let c = col0 + device::block_x() * device::block_dim_x() + device::thread_x();
+    if c >= col1 || (c >= skip0 && c < skip1) {
+        return;
+    }
+    let base = a.wrapping_add(c * lda);
+    let mut k = k1;
+    while k < k2 {
+        // SAFETY: ipiv[k] readable (contract); rows k and p of column c belong to this
+        // thread alone.
+        unsafe {
+            let p = device::ld(ipiv, k) as usize;
+            if p != k {
+                let x = device::ld(base as *const T, k);
+                let y = device::ld(base as *const T, p);
+                device::st(base, k, y);
+                device::st(base, p, x);
+            }
+        }
+        k += 1;
+    }
+}

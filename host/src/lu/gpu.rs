@@ -1,0 +1,252 @@
+//! GPU driver of the blocked LU with partial pivoting (issue 6; spec §4.3, E35
+//! corrected): the same algorithm as [`CpuLu`](super::CpuLu), with the panel's
+//! column steps and the interchanges in Rust kernels and TRSM/GEMM through cuBLAS
+//! (`Gpu::lu_factor_in_place`, gpu/kernels_lu.rs). Solve: laswp on B, then two
+//! cuBLAS TRSMs. After the factorisation the pivots and the diagonal of U (2·min(m, n)
+//! values) come back to the host to check singularity and for `det_sign_log`.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaSlice;
+
+use super::{check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u};
+use super::{default_block_size, LuParams};
+use crate::error::{Error, Result};
+use crate::gpu::{alloc_err, driver_err, DevMat, Diag, Gpu, GpuScalar, Op, Side, Uplo};
+use crate::mat::{Mat, MatRef};
+
+/// An LU factorisation PA = LU held on the GPU (issue 6).
+pub struct GpuLu<T: GpuScalar> {
+    gpu: Arc<Gpu>,
+    /// Packed factors, m×n (ld padded).
+    lu: DevMat<T>,
+    /// Pivots on the device (0-based absolute rows), min(m, n).
+    ipiv_dev: CudaSlice<u32>,
+    /// The same pivots on the host.
+    ipiv: Vec<usize>,
+    /// u_jj on the host, min(m, n).
+    diag: Vec<T>,
+}
+
+impl<T: GpuScalar> core::fmt::Debug for GpuLu<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GpuLu")
+            .field("m", &self.lu.nrows())
+            .field("n", &self.lu.ncols())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: GpuScalar> GpuLu<T> {
+    /// Uploads the m×n `a` and factorises it on the GPU as PA = LU (issue 6).
+    ///
+    /// # Errors
+    /// As [`CpuLu::factorize`](super::CpuLu::factorize) (validation is the same
+    /// shared `plan`), plus [`Error::OutOfMemory`], [`Error::Driver`],
+    /// [`Error::Cublas`] from the device.
+    pub fn factorize(gpu: &Arc<Gpu>, a: MatRef<'_, T>, params: LuParams) -> Result<Self> {
+        const OP: &str = "GpuLu::factorize";
+        let plan = plan(OP, a, &params)?;
+        let lu = DevMat::from_host(gpu, a)?;
+        Self::run(gpu, lu, plan.nb, plan.base, OP, Some(plan.abs_tol))
+    }
+
+    /// Factorises a matrix already on the device, taking it over (benchmarks:
+    /// no host transfer of A). The input is not scanned on the host: the
+    /// singularity tolerance is `singular_tol`·max_j |u_jj| (default max(m, n)·u),
+    /// and a NaN/∞ input surfaces as [`Error::Singular`] at a non-finite pivot.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] for bad `params`; [`Error::Singular`];
+    /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
+    pub fn factorize_dev(gpu: &Arc<Gpu>, a: DevMat<T>, params: LuParams) -> Result<Self> {
+        const OP: &str = "GpuLu::factorize_dev";
+        let (m, n) = (a.nrows(), a.ncols());
+        // validate the parameters through the shared plan on an empty view
+        let empty: [T; 0] = [];
+        let probe = MatRef::new(&empty, 0, 0, 1)?;
+        let mut p = params;
+        p.block_size = Some(
+            params
+                .block_size
+                .unwrap_or_else(|| default_block_size(m, n)),
+        );
+        plan(OP, probe, &p)?;
+        let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
+        let base = params.panel_base.unwrap_or(32).min(nb);
+        let mut me = Self::run(gpu, a, nb, base, OP, None)?;
+        let rel = params
+            .singular_tol
+            .unwrap_or(m.max(n) as f64 * T::UNIT_ROUNDOFF);
+        let dmax = me
+            .diag
+            .iter()
+            .map(|d| d.to_f64().abs())
+            .fold(0.0f64, |a, b| if b.is_finite() { a.max(b) } else { a });
+        check_pivots(OP, &me.diag, rel * dmax)?;
+        me.gpu = gpu.clone();
+        Ok(me)
+    }
+
+    fn run(
+        gpu: &Arc<Gpu>,
+        mut lu: DevMat<T>,
+        nb: usize,
+        base: usize,
+        op: &'static str,
+        abs_tol: Option<f64>,
+    ) -> Result<Self> {
+        let k = lu.nrows().min(lu.ncols());
+        let s = gpu.stream();
+        let mut ipiv_dev = s
+            .alloc_zeros::<u32>(k.max(1))
+            .map_err(alloc_err("LU pivots", 4 * k.max(1)))?;
+        let mut diag_dev = s.alloc_zeros::<T>(k.max(1)).map_err(alloc_err(
+            "LU diagonal",
+            core::mem::size_of::<T>() * k.max(1),
+        ))?;
+        gpu.lu_factor_in_place(&mut lu, &mut ipiv_dev, &mut diag_dev, nb, base)?;
+        let piv = s
+            .clone_dtoh(&ipiv_dev)
+            .map_err(driver_err("reading LU pivots"))?;
+        let mut diag = s
+            .clone_dtoh(&diag_dev)
+            .map_err(driver_err("reading LU diagonal"))?;
+        s.synchronize().map_err(driver_err("LU factorisation"))?;
+        diag.truncate(k);
+        let ipiv: Vec<usize> = piv.iter().take(k).map(|&p| p as usize).collect();
+        if ipiv
+            .iter()
+            .enumerate()
+            .any(|(j, &p)| p < j || p >= lu.nrows())
+        {
+            return Err(Error::Driver(format!(
+                "{op}: device returned invalid pivots"
+            )));
+        }
+        if let Some(t) = abs_tol {
+            check_pivots(op, &diag, t)?;
+        }
+        Ok(Self {
+            gpu: gpu.clone(),
+            lu,
+            ipiv_dev,
+            ipiv,
+            diag,
+        })
+    }
+
+    /// Rows m.
+    pub fn nrows(&self) -> usize {
+        self.lu.nrows()
+    }
+
+    /// Columns n.
+    pub fn ncols(&self) -> usize {
+        self.lu.ncols()
+    }
+
+    /// The packed factors on the device (L below the diagonal, U on and above).
+    pub fn device(&self) -> &DevMat<T> {
+        &self.lu
+    }
+
+    /// Downloads the packed factors.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn packed(&self) -> Result<Mat<T>> {
+        self.lu.to_host(&self.gpu)
+    }
+
+    /// LAPACK-style interchanges (0-based): at step j rows j and `ipiv()[j]` swapped.
+    pub fn ipiv(&self) -> &[usize] {
+        &self.ipiv
+    }
+
+    /// The unit lower-trapezoidal L, m×min(m, n) (downloaded).
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn l(&self) -> Result<Mat<T>> {
+        Ok(unpack_l(self.packed()?.as_ref()))
+    }
+
+    /// The upper-trapezoidal U, min(m, n)×n (downloaded).
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn u(&self) -> Result<Mat<T>> {
+        Ok(unpack_u(self.packed()?.as_ref()))
+    }
+
+    /// The row permutation: row i of PA is row `perm()[i]` of A.
+    pub fn perm(&self) -> Vec<usize> {
+        perm_from_ipiv(&self.ipiv, self.lu.nrows())
+    }
+
+    /// (sign, ln|det A|) from the pivots (no device work).
+    pub fn det_sign_log(&self) -> (f64, f64) {
+        det_sign_log(&self.diag, &self.ipiv)
+    }
+
+    /// Solves A·X = B for square A on the GPU (B is n×q): laswp, then L and U TRSMs.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if A is not square or B has not n rows;
+    /// [`Error::NonFinite`] for a NaN/∞ in B; device errors.
+    #[must_use = "solve returns X; B is not modified"]
+    pub fn solve(&self, b: MatRef<'_, T>) -> Result<Mat<T>> {
+        check_solve("GpuLu::solve", self.nrows(), self.ncols(), b)?;
+        let mut x = DevMat::from_host(&self.gpu, b)?;
+        self.solve_in_place_dev(&mut x)?;
+        x.to_host(&self.gpu)
+    }
+
+    /// Overwrites the device matrix `b` (n×q) with A⁻¹B (benchmarks: no transfers).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if A is not square or `b` has not n rows; device errors.
+    pub fn solve_in_place_dev(&self, b: &mut DevMat<T>) -> Result<()> {
+        const OP: &str = "GpuLu::solve";
+        let n = self.nrows();
+        if self.ncols() != n {
+            return Err(Error::Shape {
+                op: OP,
+                what: "columns of A (solve needs a square A)",
+                got: self.ncols(),
+                expected: n,
+            });
+        }
+        if b.nrows() != n {
+            return Err(Error::Shape {
+                op: OP,
+                what: "rows of B",
+                got: b.nrows(),
+                expected: n,
+            });
+        }
+        let g = &self.gpu;
+        g.lu_laswp_rows(&mut b.view_mut(), &self.ipiv_dev, n)?;
+        let a = self.lu.view();
+        g.trsm(
+            Side::Left,
+            Uplo::Lower,
+            Op::N,
+            Diag::Unit,
+            T::ONE,
+            &a,
+            &mut b.view_mut(),
+        )?;
+        g.trsm(
+            Side::Left,
+            Uplo::Upper,
+            Op::N,
+            Diag::NonUnit,
+            T::ONE,
+            &a,
+            &mut b.view_mut(),
+        )?;
+        Ok(())
+    }
+}
