@@ -439,6 +439,127 @@ fn small_kernel_gen_block_matches_cpu_replay() {
     }
 }
 
+/// CPU replay of a list on Q (columns), R and d (rows): `cpu::givens::rot` / `rot_pair`.
+fn replay<T: Scalar>(list: &[(T, T, usize)], q: &mut Mat<T>, r: &mut Mat<T>, d: &mut Mat<T>) {
+    let rows = |x: &mut Mat<T>, c: T, s: T, a: usize| {
+        for j in 0..x.ncols() {
+            let (mut u, mut l) = (x[(a, j)], x[(a + 1, j)]);
+            rot_pair(c, s, &mut u, &mut l);
+            x[(a, j)] = u;
+            x[(a + 1, j)] = l;
+        }
+    };
+    for &(c, s, a) in list {
+        let mut x: Vec<T> = q.col(a).to_vec();
+        let mut y: Vec<T> = q.col(a + 1).to_vec();
+        rot(c, s, &mut x, &mut y);
+        for i in 0..q.nrows() {
+            q[(i, a)] = x[i];
+            q[(i, a + 1)] = y[i];
+        }
+        rows(r, c, s, a);
+        rows(d, c, s, a);
+    }
+}
+
+/// The schedule-order apply (`two_phase_apply_sched`, used for strip and block lists)
+/// against the list-order apply and a CPU replay: all three bit for bit equal.
+fn sched_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, strip: bool, s0: usize, s1: usize) {
+    let mut g = common::rng(seed);
+    let (span, count) = if strip {
+        (s0 + s1, s0 * s1)
+    } else {
+        (s1, s0 * s1 - s0 * (s0 + 1) / 2)
+    };
+    let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+    if strip {
+        let (h, p) = (s0, s1);
+        let x0 = common::rand_mat::<T>(&mut g, h + p, p);
+        let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
+        gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl)
+            .unwrap();
+    } else {
+        let z0 = common::rand_mat::<T>(&mut g, s0, s1);
+        let zd = DevMat::from_host(gpu, z0.as_ref()).unwrap();
+        let mut z = DevVec::<T>::zeros(gpu, s0 * s1).unwrap();
+        gpu.two_phase_gen_block(&zd.view(), &mut z, &mut rl)
+            .unwrap();
+    }
+    let list = rl.to_host(gpu).unwrap();
+    let nr = span - 1;
+    let q0 = common::rand_mat::<T>(&mut g, 45, span);
+    let r0 = Mat::from_fn(span, nr, |i, j| {
+        if i <= j {
+            T::from_f64(common::nonzero(&mut g))
+        } else {
+            T::ZERO
+        }
+    });
+    let d0 = common::rand_mat::<T>(&mut g, span, 2);
+    let run = |rl: &RotList<T>| {
+        let mut qd = DevMat::from_host(gpu, q0.as_ref()).unwrap();
+        let mut rd = DevMat::from_host(gpu, r0.as_ref()).unwrap();
+        let mut dd = DevMat::from_host(gpu, d0.as_ref()).unwrap();
+        let (mut qv, mut rv, mut dv) = (qd.view_mut(), rd.view_mut(), dd.view_mut());
+        gpu.two_phase_apply(
+            rl,
+            &mut [
+                ApplyTarget {
+                    view: &mut qv,
+                    side: RotSide::Cols,
+                    banded: false,
+                },
+                ApplyTarget {
+                    view: &mut rv,
+                    side: RotSide::Rows,
+                    banded: true,
+                },
+                ApplyTarget {
+                    view: &mut dv,
+                    side: RotSide::Rows,
+                    banded: false,
+                },
+            ],
+        )
+        .unwrap();
+        (
+            qd.to_host(gpu).unwrap(),
+            rd.to_host(gpu).unwrap(),
+            dd.to_host(gpu).unwrap(),
+        )
+    };
+    let by_steps = run(&rl);
+    rl.forget_schedule();
+    let in_order = run(&rl);
+    let (mut q, mut r, mut d) = (q0.clone(), r0.clone(), d0.clone());
+    replay(&list, &mut q, &mut r, &mut d);
+    assert!(
+        by_steps.0 == q && by_steps.1 == r && by_steps.2 == d,
+        "step order vs CPU"
+    );
+    assert!(
+        in_order.0 == q && in_order.1 == r && in_order.2 == d,
+        "list order vs CPU"
+    );
+}
+
+#[test]
+fn small_kernel_apply_sched_matches_list_order() {
+    let Some(gpu) = common::gpu() else { return };
+    for &(strip, s0, s1) in &[
+        (true, 45, 7),
+        (true, 1, 1),
+        (true, 3, 20),
+        (false, 5, 83),
+        (false, 1, 2),
+        (false, 12, 33),
+        (false, 17, 18),
+    ] {
+        sched_apply_kernel::<f64>(&gpu, 7 + s1 as u64, strip, s0, s1);
+        sched_apply_kernel::<f32>(&gpu, 8 + s1 as u64, strip, s0, s1);
+    }
+}
+
 /// Prints the launch count (kernels, cuBLAS calls and memcpys) of one update of each
 /// kind at m = 8000, n = 3000, p = 200 (k0 = 0 for insert_cols). Prints only.
 #[test]

@@ -514,3 +514,154 @@ pub unsafe fn copy<T: Float>(
     // SAFETY: (i, j) inside dst; one writer per element.
     unsafe { device::st(dst, i + j * ldd, v) };
 }
+
+/// Rotations processed per unrolled chunk by [`apply_sched`] (independent loads in
+/// flight per thread); must match the literal list in [`unroll!`].
+const UNROLL: usize = 8;
+
+/// Repeats `$body` with `$u` bound to each literal (a compile-time unroll, so that the
+/// per-chunk arrays of [`apply_sched_one`] live in registers, not local memory).
+macro_rules! unroll {
+    ($u:ident in [$($n:literal),*] $body:block) => {
+        $( { let $u: usize = $n; $body } )*
+    };
+}
+
+/// Active range and rotation of the strip (sched 1, s0 = h, s1 = p) or block (sched 2,
+/// s0 = p, s1 = m) wavefront at step t: returns (lo, hi) of the active columns/rows.
+#[inline(always)]
+fn sched_range(sched: usize, s0: usize, s1: usize, t: usize) -> (usize, usize) {
+    if sched == 1 {
+        ((t + 1).saturating_sub(s0), t.min(s1 - 1))
+    } else {
+        ((t + 2).saturating_sub(s1), (s0 - 1).min(t / 2))
+    }
+}
+
+/// (list index k, plane a) of the active rotation `i` at step t (see [`gen_strip`] and
+/// [`gen_block`] for the index formulas).
+#[inline(always)]
+fn sched_rot(sched: usize, s0: usize, s1: usize, t: usize, i: usize) -> (usize, usize) {
+    if sched == 1 {
+        let (h, j) = (s0, i);
+        let r = h + 2 * j - t;
+        (j * h + (h + j - r), r - 1)
+    } else {
+        let m = s1;
+        let j = m - 1 - t + 2 * i;
+        (
+            i * (m - 1) - i * i.saturating_sub(1) / 2 + (m - 1 - j),
+            j - 1,
+        )
+    }
+}
+
+/// Streams a strip- or block-schedule list through one vector in wavefront step order:
+/// the rotations of one step act on disjoint planes and commute, so they are taken
+/// [`UNROLL`] at a time with all loads issued before any store (memory-level parallelism
+/// instead of one dependent load per rotation). Same results, bit for bit, as the list
+/// order. `bottom` as in [`apply_one`].
+///
+/// # Safety
+/// As [`apply_one`]; `rot` holds the whole schedule's list.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn apply_sched_one<T: Float>(
+    rot: *const T,
+    sched: usize,
+    s0: usize,
+    s1: usize,
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    mut bottom: usize,
+) {
+    let steps = if sched == 1 { s0 + s1 - 1 } else { s1 + s0 - 2 };
+    for t in 0..steps {
+        let (lo, hi) = sched_range(sched, s0, s1, t);
+        let mut i = lo;
+        while i <= hi {
+            let mut ca = [T::ZERO; UNROLL];
+            let mut sa = [T::ZERO; UNROLL];
+            let mut xa = [T::ZERO; UNROLL];
+            let mut ya = [T::ZERO; UNROLL];
+            let mut pa = [NONE; UNROLL];
+            unroll!(u in [0, 1, 2, 3, 4, 5, 6, 7] {
+                if i + u <= hi {
+                    let (k, a) = sched_rot(sched, s0, s1, t, i + u);
+                    if bottom == NONE || a <= bottom {
+                        pa[u] = a;
+                        // SAFETY: k is inside the list; a, a+1 are elements of this
+                        // thread's vector (caller's contract).
+                        unsafe {
+                            ca[u] = device::ld(rot, 2 * k);
+                            sa[u] = device::ld(rot, 2 * k + 1);
+                            xa[u] = device::ld(x, base + a * cs);
+                            ya[u] = device::ld(x, base + (a + 1) * cs);
+                        }
+                    }
+                }
+            });
+            unroll!(u in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let a = pa[u];
+                if a != NONE {
+                    let (xn, yn) = rot_pair(ca[u], sa[u], xa[u], ya[u]);
+                    // SAFETY: as above; planes of one step are disjoint, so no element
+                    // loaded in this chunk is written by another rotation of it.
+                    unsafe {
+                        device::st(x, base + a * cs, xn);
+                        device::st(x, base + (a + 1) * cs, yn);
+                    }
+                    if bottom != NONE && a + 1 > bottom {
+                        bottom = a + 1;
+                    }
+                }
+            });
+            i += UNROLL;
+        }
+    }
+}
+
+/// `two_phase_apply_sched`: like [`apply`] (three targets, blockIdx.y = g) for a list
+/// recorded by [`gen_strip`] (sched = 1, s0 = h, s1 = p) or [`gen_block`] (sched = 2,
+/// s0 = p, s1 = m), streamed in wavefront step order with unrolled independent loads;
+/// planes are recomputed from the schedule. Grid (⌈max n_g/128⌉, 3), block 128.
+///
+/// # Safety
+/// As [`apply`], with `rot` holding the schedule's whole list.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply_sched<T: Float>(
+    rot: *const T,
+    sched: usize,
+    s0: usize,
+    s1: usize,
+    x0: *mut T,
+    rs0: usize,
+    cs0: usize,
+    n0: usize,
+    b0: usize,
+    x1: *mut T,
+    rs1: usize,
+    cs1: usize,
+    n1: usize,
+    b1: usize,
+    x2: *mut T,
+    rs2: usize,
+    cs2: usize,
+    n2: usize,
+    b2: usize,
+) {
+    let (x, rs, cs, n, b) = match device::block_y() {
+        0 => (x0, rs0, cs0, n0, b0),
+        1 => (x1, rs1, cs1, n1, b1),
+        _ => (x2, rs2, cs2, n2, b2),
+    };
+    let t = device::block_x() * device::block_dim_x() + device::thread_x();
+    if t >= n || s0 == 0 || s1 == 0 || (sched == 2 && s0 >= s1) {
+        return;
+    }
+    let bottom = if b == NONE { NONE } else { b + t };
+    // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
+    unsafe { apply_sched_one(rot, sched, s0, s1, x, t * rs, cs, bottom) };
+}

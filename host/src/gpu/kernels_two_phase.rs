@@ -47,6 +47,9 @@ pub struct RotList<T> {
     cap: usize,
     len: usize,
     span: usize,
+    /// (kernel schedule id, s0, s1) when the list is a whole strip (1, h, p) or block
+    /// (2, p, m) wavefront, which [`Gpu::two_phase_apply`] then streams in step order.
+    sched: Option<(usize, usize, usize)>,
 }
 
 impl<T: GpuScalar> RotList<T> {
@@ -72,6 +75,7 @@ impl<T: GpuScalar> RotList<T> {
             cap,
             len: 0,
             span: 0,
+            sched: None,
         })
     }
 
@@ -143,7 +147,14 @@ impl<T: GpuScalar> RotList<T> {
             .map_err(super::driver_err("RotList upload"))?;
         self.len = list.len();
         self.span = list.iter().map(|r| r.2 + 2).max().unwrap_or(0);
+        self.sched = None;
         Ok(())
+    }
+
+    /// Drops the schedule, so that [`Gpu::two_phase_apply`] streams the list in its
+    /// stored order (the same results bit for bit; for tests and benchmarks).
+    pub fn forget_schedule(&mut self) {
+        self.sched = None;
     }
 
     fn reserve(&self, extra: usize) {
@@ -212,6 +223,7 @@ impl Gpu {
         assert_eq!(x.nrows(), h + p);
         list.len = 0;
         list.span = 0;
+        list.sched = None;
         list.reserve(p * h);
         if p == 0 || h == 0 {
             return Ok(());
@@ -234,6 +246,7 @@ impl Gpu {
             .map_err(launch_err("two_phase_gen_strip"))?;
         list.len = p * h;
         list.span = h + p;
+        list.sched = Some((1, h, p));
         Ok(())
     }
 
@@ -258,6 +271,7 @@ impl Gpu {
         let count = p * m - p * (p + 1) / 2;
         list.len = 0;
         list.span = 0;
+        list.sched = None;
         list.reserve(count);
         if p == 0 {
             return Ok(());
@@ -283,6 +297,7 @@ impl Gpu {
             .map_err(launch_err("two_phase_gen_block"))?;
         list.len = count;
         list.span = m;
+        list.sched = Some((2, p, m));
         Ok(())
     }
 
@@ -304,6 +319,7 @@ impl Gpu {
         let top = w.len() - 1;
         list.len = 0;
         list.span = 0;
+        list.sched = None;
         list.reserve(top);
         if top == 0 {
             return Ok(());
@@ -344,6 +360,7 @@ impl Gpu {
         assert!(!w.is_empty() && v.len() == n);
         let nb = n.min(m.saturating_sub(1));
         list.reserve(nb);
+        list.sched = None;
         if n == 0 || m == 0 {
             return Ok(());
         }
@@ -376,7 +393,10 @@ impl Gpu {
 
     /// `two_phase_apply` (spec §1.5 phase 2): applies rotations 0..`list.len()` in order
     /// to up to three targets in one launch (e.g. Q from the right, R and d from the
-    /// left), one thread per row (Cols) or column (Rows) of each target.
+    /// left), one thread per row (Cols) or column (Rows) of each target. A list made by
+    /// [`Gpu::two_phase_gen_strip`] or [`Gpu::two_phase_gen_block`] goes through
+    /// `two_phase_apply_sched` instead (wavefront step order, eight independent rotations
+    /// per chunk: the same results bit for bit, far more loads in flight).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -403,10 +423,20 @@ impl Gpu {
             return Ok(());
         }
         let null: u64 = 0;
-        let f = &T::kernel_set(&self.kernels).two_phase_apply;
+        let ks = T::kernel_set(&self.kernels);
+        let (sid, s0, s1) = list.sched.unwrap_or((0, 0, 0));
+        let f = if sid == 0 {
+            &ks.two_phase_apply
+        } else {
+            &ks.two_phase_apply_sched
+        };
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
-        b.arg(&list.rot).arg(&list.plane).arg(&count);
+        if sid == 0 {
+            b.arg(&list.rot).arg(&list.plane).arg(&count);
+        } else {
+            b.arg(&list.rot).arg(&sid).arg(&s0).arg(&s1);
+        }
         let mut it = targets.iter_mut();
         for slot in &meta {
             match it.next() {
@@ -416,7 +446,10 @@ impl Gpu {
             b.arg(&slot.0).arg(&slot.1).arg(&slot.2).arg(&slot.3);
         }
         // SAFETY: matches two_phase_apply_{f32,f64}(rot: *const T, plane: *const u32,
-        // count, then per target x: *mut T, rs, cs, n, b): rot/plane hold ≥ count
+        // count, then per target x: *mut T, rs, cs, n, b), or, for a list with a
+        // schedule, two_phase_apply_sched_{f32,f64}(rot: *const T, sched, s0, s1, the same
+        // targets), whose list is the whole schedule's (set only by the generate
+        // launchers, which recorded exactly count = len rotations); rot/plane hold ≥ count
         // rotations; every plane index + 1 < list.span ≤ the elements per vector of each
         // target (asserted), so vector t < n touches x[t·rs + k·cs] inside its view
         // (row t, column k for Cols; column t, row k for Rows); distinct vectors are
