@@ -162,6 +162,7 @@ Commands:
            and a JSON summary
   demo     a regression session on synthetic data: updates versus
            refactorising from scratch, with timings and accuracy
+  bench    GPU benchmarks against cuSOLVER (cuqr bench lu --help)
   help     print this help, or the help of a command (cuqr help update)
 
 Options:

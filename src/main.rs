@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+mod bench;
 mod cli;
 mod demo;
 mod json;
@@ -31,6 +32,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
                 None => print!("{}", cli::MAIN_HELP),
                 Some("update") => print!("{}", cli::UPDATE_HELP),
                 Some("demo") => print!("{}", cli::DEMO_HELP),
+                Some("bench") => print!("{}", bench::help()),
                 Some(other) => {
                     return Err(format!("unknown command '{other}' (try cuqr --help)").into())
                 }
@@ -43,6 +45,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
         }
         "update" => update_cmd::run(rest),
         "demo" => demo::run(rest),
+        "bench" => bench::run(rest),
         other => Err(CliError(format!(
             "unknown command '{other}' (try cuqr --help)"
         ))),

@@ -11,11 +11,12 @@
 //! laswp/TRSM/GEMM.
 
 use cudarc::cublas::sys as cublas;
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::blas::int;
 use super::matrix::{DevMat, DevMatViewMut};
-use super::{Dtype, Gpu, GpuScalar};
+use super::{driver_err, Dtype, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
 /// Threads of the single-block `lu_pivot`.
@@ -59,6 +60,34 @@ impl LuPtrs {
     }
 }
 
+/// Time per phase of one device LU (milliseconds, from CUDA events around each
+/// phase of each panel): the recursive panel, the laswp across the matrix, the
+/// U₁₂ TRSM and the Schur-complement GEMM (issue 6 "Benchmark").
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LuPhaseTimes {
+    /// Recursive panel factorisation (column-step kernels, inner TRSM/GEMM).
+    pub panel_ms: f64,
+    /// Row interchanges outside the panel.
+    pub laswp_ms: f64,
+    /// U₁₂ := L₁₁⁻¹A₁₂.
+    pub trsm_ms: f64,
+    /// A₂₂ −= L₂₁U₁₂.
+    pub gemm_ms: f64,
+}
+
+/// Event pairs recorded per phase while profiling.
+struct PhaseEvents {
+    ev: [Vec<(CudaEvent, CudaEvent)>; 4],
+}
+
+impl PhaseEvents {
+    fn mark(gpu: &Gpu) -> Result<CudaEvent> {
+        gpu.stream()
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_err("recording a profiling event"))
+    }
+}
+
 impl Gpu {
     /// Factorises the m×n `a` in place as PA = LU (issue 6): L below the diagonal
     /// (unit diagonal implied), U on and above it; `ipiv[j]` (0-based, absolute)
@@ -79,6 +108,7 @@ impl Gpu {
         diag: &mut CudaSlice<T>,
         nb: usize,
         base: usize,
+        profile: Option<&mut LuPhaseTimes>,
     ) -> Result<()> {
         let (m, n, lda) = (a.nrows(), a.ncols(), a.ld());
         let kmin = m.min(n);
@@ -100,14 +130,45 @@ impl Gpu {
             ipiv: pp,
             diag: pd,
         };
+        let mut events = profile.as_ref().map(|_| PhaseEvents {
+            ev: [Vec::new(), Vec::new(), Vec::new(), Vec::new()],
+        });
         let mut k = 0;
         while k < kmin {
             let w = nb.min(kmin - k);
-            self.lu_panel::<T>(&p, k, w, base)?;
-            self.lu_laswp_raw::<T>(&p, 0..n, k..k + w, k..k + w)?;
-            self.lu_trsm_in::<T>(&p, k, w, k + w..n)?;
-            self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n)?;
+            for phase in 0..4 {
+                let t0 = match events {
+                    Some(_) => Some(PhaseEvents::mark(self)?),
+                    None => None,
+                };
+                match phase {
+                    0 => self.lu_panel::<T>(&p, k, w, base)?,
+                    1 => self.lu_laswp_raw::<T>(&p, 0..n, k..k + w, k..k + w)?,
+                    2 => self.lu_trsm_in::<T>(&p, k, w, k + w..n)?,
+                    _ => self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n)?,
+                }
+                if let (Some(e), Some(t0)) = (events.as_mut(), t0) {
+                    e.ev[phase].push((t0, PhaseEvents::mark(self)?));
+                }
+            }
             k += w;
+        }
+        if let (Some(out), Some(e)) = (profile, events) {
+            let mut sums = [0.0f64; 4];
+            for (phase, pairs) in e.ev.iter().enumerate() {
+                for (a, b) in pairs {
+                    sums[phase] += a
+                        .elapsed_ms(b)
+                        .map_err(driver_err("reading a profiling event"))?
+                        as f64;
+                }
+            }
+            *out = LuPhaseTimes {
+                panel_ms: sums[0],
+                laswp_ms: sums[1],
+                trsm_ms: sums[2],
+                gemm_ms: sums[3],
+            };
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ pub mod kernels_two_phase;
 pub mod matrix;
 pub mod qr;
 pub mod solver;
+pub mod timing;
 
 pub use blas::{Diag, Op, Side, Uplo};
 pub use device::Gpu;

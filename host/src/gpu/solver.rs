@@ -415,3 +415,179 @@ impl Gpu {
         self.read_info(OP, &info)
     }
 }
+
+/// cuSOLVER LU (`xgetrf`, `xgetrs`): the baseline of `cuqr bench lu` and a test
+/// oracle for [`crate::lu::GpuLu`] (issue 6) — never cuqr's own LU.
+impl Gpu {
+    /// LU with partial pivoting in place (cuSOLVER `xgetrf`): L below the diagonal,
+    /// U on and above; `ipiv[0..min(m, n))` 1-based (LAPACK convention).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `ipiv` is shorter than min(m, n); [`Error::InvalidParam`];
+    /// [`Error::Singular`] when `devInfo` = i > 0 (u_ii exactly zero, column i − 1);
+    /// [`Error::Cusolver`] for a failed status or a negative `devInfo`;
+    /// [`Error::OutOfMemory`] for the workspace.
+    pub fn getrf<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+        ipiv: &mut CudaViewMut<'_, i32>,
+    ) -> Result<()> {
+        const OP: &str = "getrf";
+        let (m, n) = (a.nrows(), a.ncols());
+        let kmin = m.min(n);
+        check(OP, "length of ipiv", ipiv.len() >= kmin, ipiv.len(), kmin)?;
+        if kmin == 0 {
+            return Ok(());
+        }
+        let (mi, ni, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "lda", a.ld())?);
+        let h = self.solver.cu();
+        let mut lwork = 0i32;
+        {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgetrf_bufferSize reads only the dimensions; A is m×n
+                // with ld lda inside its view; lwork is a live host i32. T = f32.
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgetrf_bufferSize(h, mi, ni, pa as *mut f32, lda, &mut lwork)
+                },
+                // SAFETY: as above with the f64 routine and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgetrf_bufferSize(h, mi, ni, pa as *mut f64, lda, &mut lwork)
+                },
+            };
+            status(OP, st)?;
+        }
+        let mut work = self.workspace::<T>(lwork)?;
+        let mut info = self.dev_info()?;
+        {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let (pp, _gp) = ipiv.device_ptr_mut(&self.stream);
+            let (pw, _gw) = work.device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgetrf contract: A m×n (ld lda) inside its &mut view,
+                // devIpiv ≥ min(m, n) i32 (checked), Workspace ≥ lwork elements as
+                // queried, devInfo one i32; distinct allocations; handle on self.stream.
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgetrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f32,
+                        lda,
+                        pw as *mut f32,
+                        pp as *mut i32,
+                        pi as *mut i32,
+                    )
+                },
+                // SAFETY: as above with cusolverDnDgetrf and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgetrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f64,
+                        lda,
+                        pw as *mut f64,
+                        pp as *mut i32,
+                        pi as *mut i32,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        self.count_launch();
+        let v = self
+            .stream
+            .clone_dtoh(&info)
+            .map_err(driver_err("reading devInfo"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver_err("reading devInfo"))?;
+        match v.first() {
+            Some(0) => Ok(()),
+            Some(&i) if i > 0 => Err(Error::Singular {
+                op: OP,
+                column: (i - 1) as usize,
+                pivot: 0.0,
+                tol: 0.0,
+            }),
+            Some(&i) => Err(Error::Cusolver(format!(
+                "{OP}: devInfo = {i} (parameter {} is wrong)",
+                -i
+            ))),
+            None => Err(Error::Cusolver(format!("{OP}: devInfo not read"))),
+        }
+    }
+
+    /// Solves A·X = B with the factors of [`Gpu::getrf`] (cuSOLVER `xgetrs`, no
+    /// transpose), overwriting `b` (n×q) with X.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if A is not n×n, `ipiv` shorter than n, or B not n rows;
+    /// [`Error::InvalidParam`]; [`Error::Cusolver`].
+    pub fn getrs<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        ipiv: &CudaView<'_, i32>,
+        b: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "getrs";
+        let n = a.nrows();
+        check(OP, "columns of A", a.ncols() == n, a.ncols(), n)?;
+        check(OP, "length of ipiv", ipiv.len() >= n, ipiv.len(), n)?;
+        check(OP, "rows of B", b.nrows() == n, b.nrows(), n)?;
+        if n == 0 || b.ncols() == 0 {
+            return Ok(());
+        }
+        let (ni, qi) = (int(OP, "n", n)?, int(OP, "nrhs", b.ncols())?);
+        let (lda, ldb) = (int(OP, "lda", a.ld())?, int(OP, "ldb", b.ld())?);
+        let h = self.solver.cu();
+        let mut info = self.dev_info()?;
+        {
+            let (pa, _ga) = a.buf().device_ptr(&self.stream);
+            let (pp, _gp) = ipiv.device_ptr(&self.stream);
+            let (pb, _gb) = b.buf_mut().device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            let tr = op_cusolver(Op::N);
+            self.count_launch();
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgetrs contract: A n×n (ld lda) and devIpiv ≥ n i32
+                // (checked) are read only, B n×nrhs (ld ldb) inside its &mut view (so it
+                // aliases neither), devInfo one i32; handle on self.stream. T = f32.
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgetrs(
+                        h,
+                        tr,
+                        ni,
+                        qi,
+                        pa as *const f32,
+                        lda,
+                        pp as *const i32,
+                        pb as *mut f32,
+                        ldb,
+                        pi as *mut i32,
+                    )
+                },
+                // SAFETY: as above with cusolverDnDgetrs and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgetrs(
+                        h,
+                        tr,
+                        ni,
+                        qi,
+                        pa as *const f64,
+                        lda,
+                        pp as *const i32,
+                        pb as *mut f64,
+                        ldb,
+                        pi as *mut i32,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        self.read_info(OP, &info)
+    }
+}

@@ -12,6 +12,7 @@ use cudarc::driver::CudaSlice;
 use super::{check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u};
 use super::{default_block_size, LuParams};
 use crate::error::{Error, Result};
+use crate::gpu::kernels_lu::LuPhaseTimes;
 use crate::gpu::{alloc_err, driver_err, DevMat, Diag, Gpu, GpuScalar, Op, Side, Uplo};
 use crate::mat::{Mat, MatRef};
 
@@ -26,6 +27,8 @@ pub struct GpuLu<T: GpuScalar> {
     ipiv: Vec<usize>,
     /// u_jj on the host, min(m, n).
     diag: Vec<T>,
+    /// Phase times when profiled.
+    profile: Option<LuPhaseTimes>,
 }
 
 impl<T: GpuScalar> core::fmt::Debug for GpuLu<T> {
@@ -48,7 +51,15 @@ impl<T: GpuScalar> GpuLu<T> {
         const OP: &str = "GpuLu::factorize";
         let plan = plan(OP, a, &params)?;
         let lu = DevMat::from_host(gpu, a)?;
-        Self::run(gpu, lu, plan.nb, plan.base, OP, Some(plan.abs_tol))
+        Self::run(
+            gpu,
+            lu,
+            plan.nb,
+            plan.base,
+            OP,
+            Some(plan.abs_tol),
+            params.profile,
+        )
     }
 
     /// Factorises a matrix already on the device, taking it over (benchmarks:
@@ -74,7 +85,7 @@ impl<T: GpuScalar> GpuLu<T> {
         plan(OP, probe, &p)?;
         let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
         let base = params.panel_base.unwrap_or(32).min(nb);
-        let mut me = Self::run(gpu, a, nb, base, OP, None)?;
+        let mut me = Self::run(gpu, a, nb, base, OP, None, params.profile)?;
         let rel = params
             .singular_tol
             .unwrap_or(m.max(n) as f64 * T::UNIT_ROUNDOFF);
@@ -95,6 +106,7 @@ impl<T: GpuScalar> GpuLu<T> {
         base: usize,
         op: &'static str,
         abs_tol: Option<f64>,
+        profile: bool,
     ) -> Result<Self> {
         let k = lu.nrows().min(lu.ncols());
         let s = gpu.stream();
@@ -105,7 +117,15 @@ impl<T: GpuScalar> GpuLu<T> {
             "LU diagonal",
             core::mem::size_of::<T>() * k.max(1),
         ))?;
-        gpu.lu_factor_in_place(&mut lu, &mut ipiv_dev, &mut diag_dev, nb, base)?;
+        let mut times = LuPhaseTimes::default();
+        gpu.lu_factor_in_place(
+            &mut lu,
+            &mut ipiv_dev,
+            &mut diag_dev,
+            nb,
+            base,
+            profile.then_some(&mut times),
+        )?;
         let piv = s
             .clone_dtoh(&ipiv_dev)
             .map_err(driver_err("reading LU pivots"))?;
@@ -133,7 +153,14 @@ impl<T: GpuScalar> GpuLu<T> {
             ipiv_dev,
             ipiv,
             diag,
+            profile: profile.then_some(times),
         })
+    }
+
+    /// Time per phase of the factorisation, when [`LuParams::profile`] was set
+    /// (events around each phase serialise nothing but add a few µs per panel).
+    pub fn profile(&self) -> Option<LuPhaseTimes> {
+        self.profile
     }
 
     /// Rows m.

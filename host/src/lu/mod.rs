@@ -54,6 +54,8 @@ pub struct LuParams {
     /// |u_jj| ≤ singular_tol·max|a_ij|. `None` uses max(m, n)·u; `Some(0.0)`
     /// rejects exact zeros only (LAPACK's `info > 0`).
     pub singular_tol: Option<f64>,
+    /// GPU only: time each phase with CUDA events ([`GpuLu::profile`]).
+    pub profile: bool,
 }
 
 impl Default for LuParams {
@@ -62,6 +64,7 @@ impl Default for LuParams {
             block_size: None,
             panel_base: None,
             singular_tol: None,
+            profile: false,
         }
     }
 }

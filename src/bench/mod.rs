@@ -1,0 +1,176 @@
+//! `cuqr bench <GROUP> [OPTIONS]`: benchmarks against the in-process cuSOLVER
+//! baseline with CUDA events, warm-up and the median of ≥ 5 runs on random
+//! (never zero) device-resident data (architecture.md "Performance method").
+//! Each group is a sibling file with `HELP` and `run(&[String])`; add a group by
+//! adding a file and a line to [`GROUPS`].
+
+mod lu;
+
+use crate::cli::CliResult;
+
+/// A benchmark group: name, one-line summary, help text, entry point.
+struct Group {
+    name: &'static str,
+    summary: &'static str,
+    help: &'static str,
+    run: fn(&[String]) -> CliResult<()>,
+}
+
+/// Every benchmark group.
+const GROUPS: &[Group] = &[Group {
+    name: "lu",
+    summary: "blocked LU with partial pivoting vs cuSOLVER getrf + getrs",
+    help: lu::HELP,
+    run: lu::run,
+}];
+
+/// `cuqr bench --help`.
+pub fn help() -> String {
+    let mut s = String::from(
+        "cuqr bench: GPU benchmarks against cuSOLVER in the same process\n\n\
+         Usage: cuqr bench <GROUP> [OPTIONS]   (cuqr bench <GROUP> --help)\n\nGroups:\n",
+    );
+    for g in GROUPS {
+        s.push_str(&format!("  {:<8} {}\n", g.name, g.summary));
+    }
+    s
+}
+
+/// Dispatches `cuqr bench <GROUP> ...`.
+pub fn run(args: &[String]) -> CliResult<()> {
+    let Some(name) = args.first() else {
+        print!("{}", help());
+        return Err("bench: no group given".into());
+    };
+    if name == "-h" || name == "--help" {
+        print!("{}", help());
+        return Ok(());
+    }
+    let Some(g) = GROUPS.iter().find(|g| g.name == name) else {
+        return Err(format!("bench: unknown group '{name}' (try cuqr bench --help)").into());
+    };
+    if args[1..].iter().any(|a| a == "-h" || a == "--help") {
+        print!("{}", g.help);
+        return Ok(());
+    }
+    (g.run)(&args[1..])
+}
+
+/// Options shared by the groups: flags (no value) and `--name value` /
+/// `--name=value` pairs; unknown names are errors.
+#[derive(Debug, Default)]
+pub(crate) struct BenchOpts {
+    pub flags: Vec<String>,
+    pub values: Vec<(String, String)>,
+}
+
+impl BenchOpts {
+    /// Parses `args` given the allowed flag and value names.
+    pub fn parse(cmd: &str, args: &[String], flags: &[&str], values: &[&str]) -> CliResult<Self> {
+        let mut o = BenchOpts::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let Some(body) = a.strip_prefix("--") else {
+                return Err(format!("{cmd}: unexpected argument '{a}'").into());
+            };
+            let (name, inline) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            if flags.contains(&name) && inline.is_none() {
+                o.flags.push(name.to_string());
+            } else if values.contains(&name) {
+                let v = match inline {
+                    Some(v) => v,
+                    None => it
+                        .next()
+                        .cloned()
+                        .ok_or_else(|| format!("{cmd}: option --{name} needs a value"))?,
+                };
+                if o.values.iter().any(|(n, _)| n == name) {
+                    return Err(format!("{cmd}: option --{name} given twice").into());
+                }
+                o.values.push((name.to_string(), v));
+            } else {
+                return Err(format!("{cmd}: unknown option --{name}").into());
+            }
+        }
+        Ok(o)
+    }
+
+    /// Whether flag `--name` was given.
+    pub fn flag(&self, name: &str) -> bool {
+        self.flags.iter().any(|f| f == name)
+    }
+
+    /// The value of `--name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `--name` as a positive integer.
+    pub fn usize(&self, name: &str) -> CliResult<Option<usize>> {
+        self.get(name)
+            .map(|v| match v.parse::<usize>() {
+                Ok(x) if x > 0 => Ok(x),
+                _ => Err(format!("--{name} must be a positive integer, not '{v}'").into()),
+            })
+            .transpose()
+    }
+
+    /// `--name` as a comma-separated list of positive integers.
+    pub fn usize_list(&self, name: &str) -> CliResult<Option<Vec<usize>>> {
+        self.get(name)
+            .map(|v| {
+                v.split(',')
+                    .map(|s| match s.trim().parse::<usize>() {
+                        Ok(x) if x > 0 => Ok(x),
+                        _ => Err(format!("--{name}: '{s}' is not a positive integer").into()),
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_flags_values_and_lists() {
+        let o = BenchOpts::parse(
+            "bench lu",
+            &strs(&["--quick", "--sizes", "1024,2048", "--precision=f32"]),
+            &["quick"],
+            &["sizes", "precision"],
+        )
+        .unwrap();
+        assert!(o.flag("quick"));
+        assert_eq!(o.get("precision"), Some("f32"));
+        assert_eq!(o.usize_list("sizes").unwrap(), Some(vec![1024, 2048]));
+        for bad in [
+            &["--nope"][..],
+            &["--sizes"],
+            &["x"],
+            &["--sizes", "1", "--sizes", "2"],
+        ] {
+            assert!(BenchOpts::parse("b", &strs(bad), &["quick"], &["sizes"]).is_err());
+        }
+        let o = BenchOpts::parse("b", &strs(&["--sizes", "4,0"]), &[], &["sizes"]).unwrap();
+        assert!(o.usize_list("sizes").is_err());
+    }
+
+    #[test]
+    fn unknown_group_is_an_error() {
+        assert!(run(&strs(&["nope"])).is_err());
+        assert!(run(&strs(&["--help"])).is_ok());
+    }
+}
