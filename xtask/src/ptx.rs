@@ -23,6 +23,14 @@ pub const KERNELS: &[&str] = &[
     "panel_copy",
     "panel_embed_q",
     "panel_col_norms",
+    "two_phase_gen_strip",
+    "two_phase_gen_block",
+    "two_phase_gen_rank_one_a",
+    "two_phase_gen_rank_one_b",
+    "two_phase_apply",
+    "two_phase_apply_sched",
+    "two_phase_house_apply",
+    "two_phase_copy",
 ];
 
 /// Committed PTX, relative to the repository root.
