@@ -100,7 +100,12 @@ fn random<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>) {
     for (idx, &(m, n, nb, base)) in cases.iter().enumerate() {
         let mut rng = common::rng(500 + idx as u64);
         let a: Mat<T> = common::rand_mat(&mut rng, m, n);
+        // fused one-block base panels (default for short panels) and the two-launch
+        // column steps everywhere (fused_rows = 0)
         check(g, &a, params(nb, base), 600 + idx as u64);
+        let mut p = params(nb, base);
+        p.fused_rows = Some(0);
+        check(g, &a, p, 700 + idx as u64);
     }
 }
 

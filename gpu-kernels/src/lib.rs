@@ -266,6 +266,15 @@ entries! {
     lu_update_f32, lu_update_f64
         (a: *mut T, lda: usize, m: usize, j: usize, cend: usize) => lu::update;
 
+    /// LU base panel c0..c0+w (w ≤ 64) by one block, all column steps fused (issue 6).
+    ///
+    /// # Safety
+    /// Grid 1, block a multiple of 32 (≤ 1024), dynamic shared memory 96·8 + 33·4 bytes;
+    /// see `lu::panel_fused`.
+    lu_panel_fused_f32, lu_panel_fused_f64
+        (a: *mut T, lda: usize, m: usize, c0: usize, w: usize, ipiv: *mut u32, diag: *mut T)
+        => lu::panel_fused;
+
     /// Row interchanges ipiv[k1..k2) on columns col0..col1 minus skip0..skip1 (laswp).
     ///
     /// # Safety

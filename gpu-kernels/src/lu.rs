@@ -156,7 +156,30 @@ pub unsafe fn update<T: Float>(a: *mut T, lda: usize, m: usize, j: usize, cend: 
     // SAFETY: as above, single writer of (i, j).
     unsafe { device::st(a, i + j * lda, l) };
     let nl = l.neg();
+    // Chunks of 8 columns: all loads of a chunk are issued before its stores, so the
+    // memory latency overlaps (the compiler cannot reorder loads past the stores of
+    // possibly aliasing pointers).
     let mut c = j + 1;
+    while c + 8 <= cend {
+        let mut u = [T::ZERO; 8];
+        let mut x = [T::ZERO; 8];
+        let mut q = 0;
+        while q < 8 {
+            // SAFETY: (j, c+q) is read-only in this launch; (i, c+q) is this thread's.
+            unsafe {
+                u[q] = device::ld(a as *const T, j + (c + q) * lda);
+                x[q] = device::ld(a as *const T, i + (c + q) * lda);
+            }
+            q += 1;
+        }
+        let mut q = 0;
+        while q < 8 {
+            // SAFETY: (i, c+q) belongs to this thread alone.
+            unsafe { device::st(a, i + (c + q) * lda, nl.mul_add(u[q], x[q])) };
+            q += 1;
+        }
+        c += 8;
+    }
     while c < cend {
         // SAFETY: (j, c) is read-only in this launch; (i, c) belongs to this thread.
         unsafe {
@@ -165,6 +188,136 @@ pub unsafe fn update<T: Float>(a: *mut T, lda: usize, m: usize, j: usize, cend: 
             device::st(a, i + c * lda, nl.mul_add(u, x));
         }
         c += 1;
+    }
+}
+
+/// `lu_panel_fused`: the whole base panel c0..c0+w (w ≤ 64) by one block, all column
+/// steps in one launch: for each j, block argmax (first index of max |·|), swap rows j
+/// and p across the base panel, u_jj into `diag[j]`, pivot row staged in shared
+/// memory, then scaling and rank-1 update of rows j+1..m (threads stride over rows).
+/// Block barriers order the steps (they also order global memory within the block).
+/// For short panels, where launch latency dominates. Grid 1, block a multiple of 32
+/// (≤ 1024), dynamic shared memory 96·8 + 33·4 bytes.
+///
+/// # Safety
+/// Launch shape as documented; c0 < m, 1 ≤ w ≤ 64; `a` read-writable at rows c0..m of
+/// columns c0..c0+w (ld `lda` ≥ m); `ipiv`, `diag` writable at c0..c0+w; no other
+/// launch touches them concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn panel_fused<T: Float>(
+    a: *mut T,
+    lda: usize,
+    m: usize,
+    c0: usize,
+    w: usize,
+    ipiv: *mut u32,
+    diag: *mut T,
+) {
+    let tid = device::thread_linear();
+    let nt = device::block_threads();
+    let lane = tid % WARP;
+    let warp = tid / WARP;
+    let nwarps = nt.div_ceil(WARP);
+    let sval = device::shared::<T>();
+    let urow = sval.wrapping_add(32);
+    let sidx = sval.wrapping_add(96) as *mut u32;
+    let cend = c0 + w;
+    let mut j = c0;
+    while j < cend && j < m {
+        let col = a.wrapping_add(j * lda) as *const T;
+        let mut bv = T::ZERO.sub(T::ONE);
+        let mut bi = u32::MAX;
+        let mut i = j + tid;
+        while i < m {
+            // SAFETY: j ≤ i < m in column j; written only after the barriers below.
+            let v = unsafe { device::ld(col, i) }.abs();
+            if v > bv {
+                bv = v;
+                bi = i as u32;
+            }
+            i += nt;
+        }
+        // SAFETY: block-uniform control flow (loop bounds are uniform); full warps.
+        let (wv, wi) = unsafe { warp_argmax(bv, bi) };
+        if lane == 0 {
+            // SAFETY: one writer per slot < 32.
+            unsafe {
+                device::st(sval, warp, wv);
+                device::st(sidx, warp, wi);
+            }
+        }
+        // SAFETY: block-uniform barrier.
+        unsafe { device::sync_threads() };
+        if warp == 0 {
+            let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
+            if lane < nwarps {
+                // SAFETY: written before the barrier.
+                unsafe {
+                    v = device::ld(sval as *const T, lane);
+                    ix = device::ld(sidx as *const u32, lane);
+                }
+            }
+            // SAFETY: warp 0 complete and convergent.
+            let (_, p) = unsafe { warp_argmax(v, ix) };
+            if lane == 0 {
+                let p = if p == u32::MAX { j as u32 } else { p };
+                // SAFETY: slot 32 is the broadcast slot; ipiv[j] writable.
+                unsafe {
+                    device::st(sidx, 32, p);
+                    device::st(ipiv, j, p);
+                }
+            }
+        }
+        // SAFETY: block-uniform barrier.
+        unsafe { device::sync_threads() };
+        // SAFETY: written before the barrier.
+        let p = unsafe { device::ld(sidx as *const u32, 32) } as usize;
+        let mut t = tid;
+        while c0 + t < cend {
+            let c = c0 + t;
+            let base = a.wrapping_add(c * lda);
+            // SAFETY: rows j, p < m of column c; one thread per column; urow has 64 slots.
+            unsafe {
+                let x = device::ld(base as *const T, j);
+                let y = device::ld(base as *const T, p);
+                if p != j {
+                    device::st(base, j, y);
+                    device::st(base, p, x);
+                }
+                device::st(urow, t, y);
+                if c == j {
+                    device::st(diag, j, y);
+                }
+            }
+            t += nt;
+        }
+        // SAFETY: block-uniform barrier: swaps and the staged row are visible.
+        unsafe { device::sync_threads() };
+        // SAFETY: slot j − c0 < 64 written before the barrier.
+        let piv = unsafe { device::ld(urow as *const T, j - c0) };
+        if piv != T::ZERO {
+            let mut i = j + 1 + tid;
+            while i < m {
+                // SAFETY: row i > j of columns j..cend belongs to this thread in this step.
+                unsafe {
+                    let l = device::ld(col, i).div(piv);
+                    device::st(a, i + j * lda, l);
+                    let nl = l.neg();
+                    let mut c = j + 1;
+                    while c < cend {
+                        let u = device::ld(urow as *const T, c - c0);
+                        let x = device::ld(a as *const T, i + c * lda);
+                        device::st(a, i + c * lda, nl.mul_add(u, x));
+                        c += 1;
+                    }
+                }
+                i += nt;
+            }
+        }
+        // SAFETY: block-uniform barrier before the next step reads the updated panel.
+        unsafe { device::sync_threads() };
+        j += 1;
     }
 }
 

@@ -22,7 +22,7 @@ pub const HELP: &str = "\
 cuqr bench lu: blocked LU with partial pivoting (cuqr) vs cuSOLVER getrf + getrs
 
 Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
-                     [--reps R] [--nb NB] [--base B]
+                     [--reps R] [--nb NB] [--base B] [--fused-rows F]
 
   --quick        sizes 1024,2048,4096 (default: 1024,2048,4096,6144,8192,16384,32768)
   --precision    f64, f32 or both (default both)
@@ -30,6 +30,8 @@ Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
   --reps         timed repetitions, at least 5 (default 5; one warm-up run first)
   --nb           cuqr block size (default: cuqr::lu::default_block_size)
   --base         cuqr recursive-panel base width (default 32)
+  --fused-rows   cuqr one-block base panels up to this many rows (default
+                 cuqr::lu::DEFAULT_FUSED_ROWS; 0 never fuses)
 
 Prints one markdown table row per (precision, n): median milliseconds of cuqr and
 cuSOLVER, the ratio cuSOLVER/cuqr (> 1 means cuqr is faster), GFLOP/s of cuqr
@@ -117,6 +119,7 @@ fn bench_one<T: GpuScalar>(
     reps: usize,
     nb: Option<usize>,
     base: Option<usize>,
+    fused: Option<usize>,
 ) -> cuqr::Result<Row> {
     let a_host: Mat<T> = random_matrix(n, 0xC0FFEE ^ n as u64);
     let a_fro = a_host.as_ref().norm_fro();
@@ -128,6 +131,7 @@ fn bench_one<T: GpuScalar>(
     let mut params = LuParams::default();
     params.block_size = nb;
     params.panel_base = base;
+    params.fused_rows = fused;
     let nb_used = nb.unwrap_or_else(|| default_block_size(n, n));
 
     // cuqr factorisation: a fresh copy of A per run (untimed), result kept alive
@@ -244,7 +248,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
         CMD,
         args,
         &["quick"],
-        &["precision", "sizes", "reps", "nb", "base"],
+        &["precision", "sizes", "reps", "nb", "base", "fused-rows"],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
         "both" => &["f64", "f32"],
@@ -262,6 +266,13 @@ pub fn run(args: &[String]) -> CliResult<()> {
         return Err("--reps must be at least 5 (medians of >= 5 runs)".into());
     }
     let (nb, base) = (o.usize("nb")?, o.usize("base")?);
+    let fused = match o.get("fused-rows") {
+        None => None,
+        Some(v) => Some(
+            v.parse::<usize>()
+                .map_err(|_| format!("--fused-rows must be a non-negative integer, not '{v}'"))?,
+        ),
+    };
     let gpu = Arc::new(Gpu::new(0)?);
     println!("device: {}", gpu.describe()?);
     println!("command: cuqr bench lu {}", args.join(" "));
@@ -271,9 +282,9 @@ pub fn run(args: &[String]) -> CliResult<()> {
     for &p in precs {
         for &n in &sizes {
             let r = if p == "f64" {
-                bench_one::<f64>(&gpu, n, reps, nb, base)?
+                bench_one::<f64>(&gpu, n, reps, nb, base, fused)?
             } else {
-                bench_one::<f32>(&gpu, n, reps, nb, base)?
+                bench_one::<f32>(&gpu, n, reps, nb, base, fused)?
             };
             print_row(p, &r);
         }

@@ -112,6 +112,8 @@ kernel_table! {
     lu_update,
     /// `lu_laswp_<T>(a, lda, col0, col1, skip0, skip1, ipiv, k1, k2)` (row interchanges).
     lu_laswp,
+    /// `lu_panel_fused_<T>(a, lda, m, c0, w, ipiv, diag)` (one-block LU base panel).
+    lu_panel_fused,
 }
 
 fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Result<CudaFunction> {

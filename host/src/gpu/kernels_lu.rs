@@ -27,6 +27,10 @@ pub const LU_UPDATE_BLOCK: u32 = 256;
 pub const LU_LASWP_BLOCK: u32 = 128;
 /// Dynamic shared memory of `lu_pivot`: 32 values (≤ 8 bytes), 33 indices.
 const LU_PIVOT_SMEM: u32 = 32 * 8 + 33 * 4;
+/// Widest base panel `lu_panel_fused` takes (its staged pivot row).
+pub const LU_FUSED_MAX_W: usize = 64;
+/// Dynamic shared memory of `lu_panel_fused`: 96 values, 33 indices.
+const LU_FUSED_SMEM: u32 = 96 * 8 + 33 * 4;
 
 fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     move |e| Error::Driver(format!("launching {name}: {e}"))
@@ -51,6 +55,8 @@ struct LuPtrs {
     n: usize,
     ipiv: u64,
     diag: u64,
+    /// Base panels with at most this many rows run as one `lu_panel_fused` launch.
+    fused_rows: usize,
 }
 
 impl LuPtrs {
@@ -108,6 +114,7 @@ impl Gpu {
         diag: &mut CudaSlice<T>,
         nb: usize,
         base: usize,
+        fused_rows: usize,
         profile: Option<&mut LuPhaseTimes>,
     ) -> Result<()> {
         let (m, n, lda) = (a.nrows(), a.ncols(), a.ld());
@@ -129,6 +136,7 @@ impl Gpu {
             n,
             ipiv: pp,
             diag: pd,
+            fused_rows,
         };
         let mut events = profile.as_ref().map(|_| PhaseEvents {
             ev: [Vec::new(), Vec::new(), Vec::new(), Vec::new()],
@@ -175,6 +183,9 @@ impl Gpu {
 
     /// Recursive panel: rows c0..m of columns c0..c0+w.
     fn lu_panel<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize, base: usize) -> Result<()> {
+        if w <= base && w <= LU_FUSED_MAX_W && p.m - c0 <= p.fused_rows {
+            return self.lu_panel_fused_raw::<T>(p, c0, w);
+        }
         if w <= base {
             for j in c0..c0 + w {
                 self.lu_pivot_raw::<T>(p, j, c0, c0 + w)?;
@@ -232,6 +243,35 @@ impl Gpu {
         // dynamic shared memory as the entry's # Safety requires; everything is ordered
         // on self.stream.
         unsafe { b.launch(cfg) }.map_err(launch_err("lu_pivot"))?;
+        Ok(())
+    }
+
+    /// `lu_panel_fused`: the base panel c0..c0+w in one single-block launch.
+    fn lu_panel_fused_raw<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize) -> Result<()> {
+        assert!(w >= 1 && w <= LU_FUSED_MAX_W && c0 + w <= p.n && c0 < p.m);
+        let f = &T::kernel_set(&self.kernels).lu_panel_fused;
+        self.count_launch();
+        let (ipiv, diag) = (p.ipiv, p.diag);
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&p.a)
+            .arg(&p.lda)
+            .arg(&p.m)
+            .arg(&c0)
+            .arg(&w)
+            .arg(&ipiv)
+            .arg(&diag);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (LU_PIVOT_BLOCK, 1, 1),
+            shared_mem_bytes: LU_FUSED_SMEM,
+        };
+        // SAFETY: matches lu_panel_fused_{f32,f64}(a: *mut T, lda, m, c0, w, ipiv: *mut
+        // u32, diag: *mut T); LuPtrs' invariant gives `a` m×n (ld lda) and ipiv/diag of
+        // min(m, n) entries, and the assert gives 1 ≤ w ≤ 64, c0 + w ≤ n, c0 < m, so rows
+        // c0..m of columns c0..c0+w and entries c0..c0+w (≤ min(m, n), as the panel
+        // lies within the first min(m, n) columns) are in bounds; grid 1, block 1024,
+        // 900 bytes of dynamic shared memory as the entry requires; on self.stream.
+        unsafe { b.launch(cfg) }.map_err(launch_err("lu_panel_fused"))?;
         Ok(())
     }
 

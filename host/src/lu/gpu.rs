@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 
 use super::{check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u};
-use super::{default_block_size, LuParams};
+use super::{default_block_size, LuParams, DEFAULT_FUSED_ROWS};
 use crate::error::{Error, Result};
 use crate::gpu::kernels_lu::LuPhaseTimes;
 use crate::gpu::{alloc_err, driver_err, DevMat, Diag, Gpu, GpuScalar, Op, Side, Uplo};
@@ -59,6 +59,7 @@ impl<T: GpuScalar> GpuLu<T> {
             OP,
             Some(plan.abs_tol),
             params.profile,
+            params.fused_rows.unwrap_or(DEFAULT_FUSED_ROWS),
         )
     }
 
@@ -85,7 +86,16 @@ impl<T: GpuScalar> GpuLu<T> {
         plan(OP, probe, &p)?;
         let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
         let base = params.panel_base.unwrap_or(32).min(nb);
-        let mut me = Self::run(gpu, a, nb, base, OP, None, params.profile)?;
+        let mut me = Self::run(
+            gpu,
+            a,
+            nb,
+            base,
+            OP,
+            None,
+            params.profile,
+            params.fused_rows.unwrap_or(DEFAULT_FUSED_ROWS),
+        )?;
         let rel = params
             .singular_tol
             .unwrap_or(m.max(n) as f64 * T::UNIT_ROUNDOFF);
@@ -107,6 +117,7 @@ impl<T: GpuScalar> GpuLu<T> {
         op: &'static str,
         abs_tol: Option<f64>,
         profile: bool,
+        fused_rows: usize,
     ) -> Result<Self> {
         let k = lu.nrows().min(lu.ncols());
         let s = gpu.stream();
@@ -124,6 +135,7 @@ impl<T: GpuScalar> GpuLu<T> {
             &mut diag_dev,
             nb,
             base,
+            fused_rows,
             profile.then_some(&mut times),
         )?;
         let piv = s
