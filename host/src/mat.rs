@@ -185,7 +185,11 @@ impl<'a, T: Scalar> MatRef<'a, T> {
                 expected: nrows.max(1),
             });
         }
-        let need = if ncols == 0 { 0 } else { ld * (ncols - 1) + nrows };
+        let need = if ncols == 0 {
+            0
+        } else {
+            ld * (ncols - 1) + nrows
+        };
         if data.len() < need {
             return Err(Error::Shape {
                 op: "MatRef::new",

@@ -48,7 +48,13 @@ mod tests {
 
     #[test]
     fn annihilates_with_nonnegative_r() {
-        for &(f, g) in &[(3.0f64, 4.0), (-3.0, 4.0), (0.0, -2.0), (-5.0, 0.0), (1e300, 1e300)] {
+        for &(f, g) in &[
+            (3.0f64, 4.0),
+            (-3.0, 4.0),
+            (0.0, -2.0),
+            (-5.0, 0.0),
+            (1e300, 1e300),
+        ] {
             let (c, s, r) = givens(f, g);
             assert!(r >= 0.0 && r.is_finite());
             let (mut x, mut y) = (f, g);

@@ -6,16 +6,16 @@
 
 pub mod blas;
 pub mod device;
+pub mod givens_two_phase;
 /// Seed Wavefront Givens stages (docs/gpu-updates.md); public only for tests/gpu_wavefront.rs.
 #[doc(hidden)]
 pub mod givens_wavefront;
-pub mod givens_two_phase;
 pub mod householder;
 pub mod kernels;
-mod kernels_wavefront;
 pub mod kernels_lu;
 pub mod kernels_panel;
 pub mod kernels_two_phase;
+mod kernels_wavefront;
 pub mod matrix;
 pub mod qr;
 pub mod solver;
