@@ -29,7 +29,8 @@ Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
   --sizes        square orders to run
   --reps         timed repetitions, at least 5 (default 5; one warm-up run first)
   --nb           cuqr block size (default: cuqr::lu::default_block_size)
-  --base         cuqr recursive-panel base width (default 32)
+  --base         cuqr recursive-panel base width (default
+                 cuqr::lu::DEFAULT_PANEL_BASE)
   --fused-rows   cuqr one-block base panels up to this many rows (default
                  cuqr::lu::DEFAULT_FUSED_ROWS; 0 never fuses)
 

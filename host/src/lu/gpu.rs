@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 
 use super::{check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u};
-use super::{default_block_size, LuParams, DEFAULT_FUSED_ROWS};
+use super::{default_block_size, LuParams, DEFAULT_FUSED_ROWS, DEFAULT_PANEL_BASE};
 use crate::error::{Error, Result};
 use crate::gpu::kernels_lu::LuPhaseTimes;
 use crate::gpu::{alloc_err, driver_err, DevMat, Diag, Gpu, GpuScalar, Op, Side, Uplo};
@@ -85,7 +85,7 @@ impl<T: GpuScalar> GpuLu<T> {
         );
         plan(OP, probe, &p)?;
         let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
-        let base = params.panel_base.unwrap_or(32).min(nb);
+        let base = params.panel_base.unwrap_or(DEFAULT_PANEL_BASE).min(nb);
         let mut me = Self::run(
             gpu,
             a,

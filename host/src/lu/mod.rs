@@ -48,7 +48,7 @@ pub struct LuParams {
     /// Outer block size (panel width); `None` picks [`default_block_size`].
     pub block_size: Option<usize>,
     /// Width at which the recursive panel stops splitting and runs column steps;
-    /// `None` picks 32 (rounded to at most the block size).
+    /// `None` picks [`DEFAULT_PANEL_BASE`] (at most the block size).
     pub panel_base: Option<usize>,
     /// Relative singularity tolerance: column j is rejected when
     /// |u_jj| ≤ singular_tol·max|a_ij|. `None` uses max(m, n)·u; `Some(0.0)`
@@ -75,18 +75,19 @@ impl Default for LuParams {
     }
 }
 
-/// The default outer block size for an m×n matrix: 64 below 1024 columns,
-/// 128 below 4096, else 256 (tuned on an H100 against cuSOLVER `getrf`).
+/// The default outer block size for an m×n matrix: 64 below 4096 (the
+/// smaller of m, n), else 128 (from a sweep of 64/128/256 against cuSOLVER
+/// `getrf` on an H200, docs/performance.md).
 pub fn default_block_size(m: usize, n: usize) -> usize {
-    let k = m.min(n);
-    if k < 1024 {
+    if m.min(n) < 4096 {
         64
-    } else if k < 4096 {
-        128
     } else {
-        256
+        128
     }
 }
+
+/// The default recursive-panel base width (same sweep: 16 beat 32 and 64).
+pub const DEFAULT_PANEL_BASE: usize = 16;
 
 /// Default [`LuParams::fused_rows`]: below this many rows one block runs a whole base
 /// panel faster than the two-launch column steps (measured on an H200).
@@ -124,7 +125,7 @@ pub(crate) fn plan<T: Scalar>(
             why: "must be at least 1".into(),
         });
     }
-    let base = params.panel_base.unwrap_or(32);
+    let base = params.panel_base.unwrap_or(DEFAULT_PANEL_BASE);
     if base == 0 {
         return Err(Error::InvalidParam {
             op,
