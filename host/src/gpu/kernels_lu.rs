@@ -107,6 +107,7 @@ impl Gpu {
     ///
     /// # Panics
     /// If `ipiv` or `diag` is shorter than min(m, n), or nb or base is 0 (cuqr bugs).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn lu_factor_in_place<T: GpuScalar>(
         &self,
         a: &mut DevMat<T>,
@@ -248,7 +249,7 @@ impl Gpu {
 
     /// `lu_panel_fused`: the base panel c0..c0+w in one single-block launch.
     fn lu_panel_fused_raw<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize) -> Result<()> {
-        assert!(w >= 1 && w <= LU_FUSED_MAX_W && c0 + w <= p.n && c0 < p.m);
+        assert!((1..=LU_FUSED_MAX_W).contains(&w) && c0 + w <= p.n && c0 < p.m);
         let f = &T::kernel_set(&self.kernels).lu_panel_fused;
         self.count_launch();
         let (ipiv, diag) = (p.ipiv, p.diag);

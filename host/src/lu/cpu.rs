@@ -342,13 +342,17 @@ mod tests {
         let mut s = 7u64;
         for &(m, n) in &[(37usize, 37usize), (61, 29), (29, 61), (70, 70)] {
             let a = Mat::from_fn(m, n, |_, _| lcg(&mut s));
-            let mut p = LuParams::default();
-            p.block_size = Some(16);
-            p.panel_base = Some(4);
+            let p = LuParams {
+                block_size: Some(16),
+                panel_base: Some(4),
+                ..Default::default()
+            };
             let blk = CpuLu::factorize(a.as_ref(), p).unwrap();
-            let mut p1 = LuParams::default();
-            p1.block_size = Some(1);
-            p1.panel_base = Some(1);
+            let p1 = LuParams {
+                block_size: Some(1),
+                panel_base: Some(1),
+                ..Default::default()
+            };
             let unb = CpuLu::factorize(a.as_ref(), p1).unwrap();
             assert_eq!(blk.ipiv(), unb.ipiv(), "same pivots for {m}x{n}");
             let tol = 10.0 * m.max(n) as f64 * f64::UNIT_ROUNDOFF;

@@ -109,6 +109,7 @@ impl<T: GpuScalar> GpuLu<T> {
         Ok(me)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         gpu: &Arc<Gpu>,
         mut lu: DevMat<T>,

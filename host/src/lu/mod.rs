@@ -42,7 +42,7 @@ use crate::mat::{Mat, MatRef};
 use crate::scalar::Scalar;
 
 /// Options of the LU factorisation (issue 6 "What to build" 1).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
 #[non_exhaustive]
 pub struct LuParams {
     /// Outer block size (panel width); `None` picks [`default_block_size`].
@@ -61,18 +61,6 @@ pub struct LuParams {
     pub fused_rows: Option<usize>,
     /// GPU only: time each phase with CUDA events ([`GpuLu::profile`]).
     pub profile: bool,
-}
-
-impl Default for LuParams {
-    fn default() -> Self {
-        Self {
-            block_size: None,
-            panel_base: None,
-            singular_tol: None,
-            fused_rows: None,
-            profile: false,
-        }
-    }
 }
 
 /// The default outer block size for an m×n matrix: 64 below 4096 (the
@@ -171,7 +159,7 @@ pub(crate) fn plan<T: Scalar>(
 pub(crate) fn check_pivots<T: Scalar>(op: &'static str, diag: &[T], abs_tol: f64) -> Result<()> {
     for (column, d) in diag.iter().enumerate() {
         let p = d.to_f64().abs();
-        if !(p > abs_tol) || !p.is_finite() {
+        if p.partial_cmp(&abs_tol) != Some(core::cmp::Ordering::Greater) || !p.is_finite() {
             return Err(Error::Singular {
                 op,
                 column,
@@ -286,8 +274,10 @@ mod tests {
     #[test]
     fn plan_rejects_bad_params() {
         let a = Mat::<f64>::from_fn(3, 3, |i, j| (i * 3 + j) as f64 + 0.5);
-        let mut p = LuParams::default();
-        p.block_size = Some(0);
+        let p = LuParams {
+            block_size: Some(0),
+            ..Default::default()
+        };
         assert!(matches!(
             plan("t", a.as_ref(), &p),
             Err(Error::InvalidParam {
@@ -295,8 +285,10 @@ mod tests {
                 ..
             })
         ));
-        let mut p = LuParams::default();
-        p.singular_tol = Some(-1.0);
+        let p = LuParams {
+            singular_tol: Some(-1.0),
+            ..Default::default()
+        };
         assert!(matches!(
             plan("t", a.as_ref(), &p),
             Err(Error::InvalidParam {
