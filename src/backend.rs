@@ -3,13 +3,15 @@
 //! [`factorize`], the one place that knows the concrete backend types.
 
 use std::fmt;
+use std::sync::Arc;
 
-use cuqr::{CpuQr, FactorParams, MatRef, QPolicy, QrUpdate, Scalar};
+use cuqr::gpu::{GpuQr, GpuScalar};
+use cuqr::{CpuQr, FactorParams, Gpu, MatRef, QPolicy, QrUpdate};
 
 /// What the user asked for with `--backend`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choice {
-    /// The GPU when one is usable and this build has a GPU QR backend, else the CPU.
+    /// The GPU when one is usable, else the CPU.
     Auto,
     /// The serial CPU backend.
     Cpu,
@@ -30,27 +32,39 @@ impl Choice {
 }
 
 /// The backend a command runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Backend {
     /// [`CpuQr`].
     Cpu,
+    /// [`GpuQr`] on this device.
+    Gpu(Arc<Gpu>),
 }
 
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Backend::Cpu => f.write_str("cpu"),
+            Backend::Gpu(g) => match g.name() {
+                Ok(name) => write!(f, "gpu ({name})"),
+                Err(_) => f.write_str("gpu"),
+            },
         }
     }
 }
 
-/// Why the GPU backend cannot be used in this build. The library has no GPU
-/// QR backend yet (`cuqr::gpu` does not exist); when `GpuQr` lands, add a
-/// `Backend::Gpu` variant, let this probe `cuqr::gpu::Gpu::new(0)`, and add
-/// its arm to [`factorize`].
-fn gpu_unavailable() -> String {
-    "GPU backend not available in this build: the cuqr library has no GPU QR backend yet"
-        .to_string()
+impl Backend {
+    /// `"cpu"` or `"gpu"`, for machine-readable output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Gpu(_) => "gpu",
+        }
+    }
+}
+
+/// Opens GPU 0, or says in one line why it cannot be used.
+fn open_gpu() -> Result<Arc<Gpu>, String> {
+    Gpu::new(0).map(Arc::new).map_err(|e| e.to_string())
 }
 
 /// Resolves `--backend` to a backend, with a note saying why `auto` fell
@@ -61,8 +75,11 @@ fn gpu_unavailable() -> String {
 pub fn resolve(choice: Choice) -> Result<(Backend, Option<String>), String> {
     match choice {
         Choice::Cpu => Ok((Backend::Cpu, None)),
-        Choice::Auto => Ok((Backend::Cpu, Some(gpu_unavailable()))),
-        Choice::Gpu => Err(gpu_unavailable()),
+        Choice::Auto => match open_gpu() {
+            Ok(g) => Ok((Backend::Gpu(g), None)),
+            Err(why) => Ok((Backend::Cpu, Some(why))),
+        },
+        Choice::Gpu => open_gpu().map(|g| (Backend::Gpu(g), None)),
     }
 }
 
@@ -70,14 +87,21 @@ pub fn resolve(choice: Choice) -> Result<(Backend, Option<String>), String> {
 ///
 /// # Errors
 /// Whatever the backend's `factorize` returns.
-pub fn factorize<T: Scalar>(
-    backend: Backend,
+pub fn factorize<T: GpuScalar>(
+    backend: &Backend,
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
     policy: QPolicy,
 ) -> cuqr::Result<Box<dyn QrUpdate<T>>> {
     match backend {
         Backend::Cpu => Ok(Box::new(CpuQr::factorize(
+            a,
+            b,
+            policy,
+            FactorParams::default(),
+        )?)),
+        Backend::Gpu(g) => Ok(Box::new(GpuQr::factorize(
+            g,
             a,
             b,
             policy,

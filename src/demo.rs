@@ -10,6 +10,7 @@ use crate::backend::{self, Backend, Choice};
 use crate::cli::{self, CliResult, Parsed, Precision};
 use crate::ops::Update;
 use crate::rng::Rng;
+use cuqr::gpu::GpuScalar;
 
 const OPTIONS: &[&str] = &["backend", "precision", "seed", "size"];
 
@@ -31,6 +32,15 @@ const DEFAULT: Sizes = Sizes {
     add_rows: 150,
     add_cols: 7,
     del_rows: 60,
+};
+
+/// The default session on the GPU backend: the same steps at 6000×600.
+const DEFAULT_GPU: Sizes = Sizes {
+    m: 6000,
+    n: 600,
+    add_rows: 300,
+    add_cols: 11,
+    del_rows: 150,
 };
 
 const SMALL: Sizes = Sizes {
@@ -56,12 +66,13 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;
     let precision = Precision::from_opt(opts.get("precision"))?;
     let seed = opts.u64("seed")?.unwrap_or(42);
-    let sizes = match opts.get("size") {
-        None | Some("default") => DEFAULT,
-        Some("small") => SMALL,
-        Some(s) => return Err(format!("--size must be small or default, not '{s}'").into()),
-    };
     let (backend, note) = backend::resolve(choice)?;
+    let sizes = match (opts.get("size"), &backend) {
+        (None | Some("default"), Backend::Gpu(_)) => DEFAULT_GPU,
+        (None | Some("default"), Backend::Cpu) => DEFAULT,
+        (Some("small"), _) => SMALL,
+        (Some(s), _) => return Err(format!("--size must be small or default, not '{s}'").into()),
+    };
     match note {
         Some(why) => println!("backend: {backend} (auto: {why})"),
         None => println!("backend: {backend}"),
@@ -167,14 +178,14 @@ impl Table {
 }
 
 /// The state of a demo session: the factorisation and the data it represents.
-struct Session<T: Scalar> {
+struct Session<T: GpuScalar> {
     backend: Backend,
     qr: Box<dyn QrUpdate<T>>,
     a: Mat<T>,
     y: Mat<T>,
 }
 
-impl<T: Scalar> Session<T> {
+impl<T: GpuScalar> Session<T> {
     /// Applies `update` to the factorisation (timed), to the data, refactorises
     /// the new data from scratch (timed) and prints the table row.
     fn step(&mut self, label: &str, update: Update<T>) -> CliResult<()> {
@@ -188,7 +199,7 @@ impl<T: Scalar> Session<T> {
 
         let t = Instant::now();
         let fresh = backend::factorize(
-            self.backend,
+            &self.backend,
             self.a.as_ref(),
             self.y.as_ref(),
             QPolicy::Full,
@@ -211,7 +222,7 @@ impl<T: Scalar> Session<T> {
     }
 }
 
-fn session<T: Scalar>(backend: Backend, seed: u64, s: Sizes) -> CliResult<()> {
+fn session<T: GpuScalar>(backend: Backend, seed: u64, s: Sizes) -> CliResult<()> {
     let mut rng = Rng::new(seed);
     let mut vars: Vec<Variable> = (0..s.n)
         .map(|_| Variable {
@@ -234,7 +245,7 @@ fn session<T: Scalar>(backend: Backend, seed: u64, s: Sizes) -> CliResult<()> {
     Table::header();
 
     let t = Instant::now();
-    let qr = backend::factorize(backend, a.as_ref(), y.as_ref(), QPolicy::Full)?;
+    let qr = backend::factorize(&backend, a.as_ref(), y.as_ref(), QPolicy::Full)?;
     let t_fact = t.elapsed().as_secs_f64() * 1e3;
     let sol = qr.solve()?;
     let ea = e_a(qr.as_ref(), &a)?;

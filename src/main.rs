@@ -52,7 +52,26 @@ fn dispatch(args: &[String]) -> CliResult<()> {
     }
 }
 
+/// Output piped into a program that stops reading (`cuqr demo | head`) ends the
+/// run quietly, as other command-line tools do, instead of with a panic trace; any
+/// other panic is a cuqr bug and is reported in one line.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        if msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        eprintln!("cuqr: internal error (a bug, please report): {msg}");
+    }));
+}
+
 fn main() {
+    install_panic_hook();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Err(e) = dispatch(&args) {
         eprintln!("cuqr: error: {e}");

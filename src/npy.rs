@@ -66,7 +66,7 @@ impl Array {
 }
 
 /// Element types the writer can emit.
-pub trait NpyElem: Scalar {
+pub trait NpyElem: cuqr::gpu::GpuScalar {
     /// NumPy `descr` string (little-endian).
     const DESCR: &'static str;
     /// Appends the little-endian bytes of `self`.

@@ -174,7 +174,7 @@ impl Job {
         let (m2, n2) = update.check(m, n, q)?;
 
         let t = Instant::now();
-        let mut qr = backend::factorize(backend, a.as_ref(), b.as_ref(), self.policy)?;
+        let mut qr = backend::factorize(&backend, a.as_ref(), b.as_ref(), self.policy)?;
         let t_fact = ms(t);
         let t = Instant::now();
         update.apply(qr.as_mut())?;
@@ -214,7 +214,8 @@ impl Job {
             ("op".into(), Json::Str(update.name().into())),
             ("k0".into(), k0),
             ("p".into(), p),
-            ("backend".into(), Json::Str(backend.to_string())),
+            ("backend".into(), Json::Str(backend.kind().into())),
+            ("device".into(), Json::Str(backend.to_string())),
             ("precision".into(), Json::Str(T::NAME.into())),
             (
                 "q_policy".into(),
