@@ -835,7 +835,7 @@ fn backend_gpu_either_works_or_fails_cleanly() {
         p(&out),
     ]);
     if !o.status.success() {
-        assert_cli_error(&o, "GPU");
+        assert_cli_error(&o, "CUDA device");
     }
 }
 
