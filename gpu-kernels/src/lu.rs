@@ -304,23 +304,7 @@ pub unsafe fn panel_fused<T: Float>(
                     let l = device::ld(col, i).div(piv);
                     device::st(a, i + j * lda, l);
                     let nl = l.neg();
-                    // chunks of 8: loads issued before the stores (latency overlap)
                     let mut c = j + 1;
-                    while c + 8 <= cend {
-                        let mut x = [T::ZERO; 8];
-                        let mut q = 0;
-                        while q < 8 {
-                            x[q] = device::ld(a as *const T, i + (c + q) * lda);
-                            q += 1;
-                        }
-                        let mut q = 0;
-                        while q < 8 {
-                            let u = device::ld(urow as *const T, c + q - c0);
-                            device::st(a, i + (c + q) * lda, nl.mul_add(u, x[q]));
-                            q += 1;
-                        }
-                        c += 8;
-                    }
                     while c < cend {
                         let u = device::ld(urow as *const T, c - c0);
                         let x = device::ld(a as *const T, i + c * lda);
