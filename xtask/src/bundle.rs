@@ -51,6 +51,7 @@ pub fn gpu_bundle(args: &[String]) -> Result<(), String> {
         let dst = out.join(&name);
         println!("copy {} -> {}", e.path.display(), dst.display());
         std::fs::copy(&e.path, &dst).map_err(|err| format!("copy {}: {err}", e.path.display()))?;
+        strip_debug_info(&dst);
         names.push((e.kind, name));
     }
     let script = out.join("run.sh");
@@ -67,6 +68,25 @@ pub fn gpu_bundle(args: &[String]) -> Result<(), String> {
         out.display()
     );
     Ok(())
+}
+
+/// Drops debug info from a bundled executable (`strip --strip-debug`) so the bundle
+/// stays small enough to ship to the GPU machine; symbols stay, so backtraces still
+/// name functions. Without a `strip` on PATH the file is left as it is.
+fn strip_debug_info(p: &Path) {
+    match Command::new("strip")
+        .arg("--strip-debug")
+        .arg(p)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => {}
+        _ => println!(
+            "note: could not strip {} (left with debug info)",
+            p.display()
+        ),
+    }
 }
 
 #[cfg(unix)]
