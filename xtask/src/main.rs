@@ -4,7 +4,7 @@
 //!   `host/ptx/cuqr_kernels.ptx`;
 //! * `cargo xtask build-ptx --check` — rebuilds from scratch into a temporary target dir,
 //!   fails if the result differs from the committed PTX, if any `.extern` is left, if a
-//!   kernel of [`ptx::KERNELS`] is missing, or if `ptxas` rejects it; prints each kernel's
+//!   kernel of the host's `kernel_table!` is missing, or if `ptxas` rejects it; prints each kernel's
 //!   registers and spills;
 //! * `cargo xtask gpu-bundle [--out DIR]` — release test/bench/bin executables plus a
 //!   `run.sh` in one folder, for a GPU machine without a Rust toolchain.

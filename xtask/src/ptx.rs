@@ -5,33 +5,38 @@ use crate::util::{self, repo_root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Every kernel of docs/kernels.md; each must appear as `.entry <name>_f32(` and `_f64(`.
-pub const KERNELS: &[&str] = &[
-    "householder_house",
-    "reduce_dot",
-    "reduce_nrm2",
-    "givens_make_wavefront",
-    "givens_apply_wavefront",
-    "transpose_padded",
-    "reduce_double_sum",
-    "wy_set_tau",
-    "wy_build_t",
-    "panel_apply",
-    "panel_extract_v",
-    "panel_zero_lower",
-    "panel_set_identity",
-    "panel_copy",
-    "panel_embed_q",
-    "panel_col_norms",
-    "two_phase_gen_strip",
-    "two_phase_gen_block",
-    "two_phase_gen_rank_one_a",
-    "two_phase_gen_rank_one_b",
-    "two_phase_apply",
-    "two_phase_apply_sched",
-    "two_phase_house_apply",
-    "two_phase_copy",
-];
+/// The host's kernel table, the one list of kernels (each must appear in the PTX as
+/// `.entry <name>_f32(` and `_f64(`).
+const HOST_KERNELS_RS: &str = "host/src/gpu/kernels.rs";
+
+/// Kernel base names from the host's `kernel_table! { ... }` (host/src/gpu/kernels.rs):
+/// every line inside it that is a bare identifier followed by a comma.
+pub fn kernel_names_from(src: &str) -> Result<Vec<String>, String> {
+    let start = src
+        .find("kernel_table! {")
+        .ok_or("no `kernel_table! {` in the host kernel table")?;
+    let body = &src[start + "kernel_table! {".len()..];
+    let end = body.find("\n}").ok_or("unterminated kernel_table!")?;
+    let names: Vec<String> = body[..end]
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.strip_suffix(','))
+        .filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_string)
+        .collect();
+    if names.is_empty() {
+        return Err("kernel_table! lists no kernels".into());
+    }
+    Ok(names)
+}
+
+/// The kernel names of the host's table, read from the repository.
+pub fn kernel_names() -> Result<Vec<String>, String> {
+    let path = repo_root().join(HOST_KERNELS_RS);
+    let src =
+        std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    kernel_names_from(&src)
+}
 
 /// Committed PTX, relative to the repository root.
 const PTX_PATH: &str = "host/ptx/cuqr_kernels.ptx";
@@ -69,7 +74,7 @@ pub fn build_ptx(args: &[String]) -> Result<(), String> {
     } else {
         let target = root.join("gpu-kernels/target");
         let ptx = build(&root, &target)?;
-        validate(&ptx)?;
+        validate(&ptx, &kernel_names()?)?;
         if let Some(dir) = committed.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         }
@@ -82,7 +87,7 @@ pub fn build_ptx(args: &[String]) -> Result<(), String> {
 
 fn check_ptx(root: &Path, tmp: &Path, committed: &Path) -> Result<(), String> {
     let fresh = build(root, tmp)?;
-    validate(&fresh)?;
+    validate(&fresh, &kernel_names()?)?;
     let old = std::fs::read_to_string(committed).map_err(|e| {
         format!(
             "cannot read {}: {e} (run `cargo xtask build-ptx`)",
@@ -179,8 +184,8 @@ fn build(root: &Path, target_dir: &Path) -> Result<String, String> {
 
 /// Checks that the PTX has no `.extern` other than the dynamic shared memory
 /// declaration (`.extern .shared ... []`, which is how PTX spells launch-sized shared
-/// memory), targets sm_80, and has every kernel of [`KERNELS`] in both dtypes.
-fn validate(ptx: &str) -> Result<(), String> {
+/// memory), targets sm_80, and has every kernel of `kernels` in both dtypes.
+fn validate(ptx: &str, kernels: &[String]) -> Result<(), String> {
     let is_dyn_smem =
         |l: &str| l.trim_start().starts_with(".extern .shared") && l.trim_end().ends_with("[];");
     if let Some(l) = ptx
@@ -196,7 +201,7 @@ fn validate(ptx: &str) -> Result<(), String> {
         return Err(format!("PTX does not target {}", link::DEFAULT_CPU));
     }
     let mut missing = Vec::new();
-    for k in KERNELS {
+    for k in kernels {
         for t in ["f32", "f64"] {
             let entry = format!(".entry {k}_{t}(");
             if !ptx.contains(&entry) {
@@ -207,7 +212,7 @@ fn validate(ptx: &str) -> Result<(), String> {
     if missing.is_empty() {
         println!(
             "all {} kernels present in f32 and f64; no .extern besides dynamic shared memory",
-            KERNELS.len()
+            kernels.len()
         );
         Ok(())
     } else {
@@ -270,11 +275,11 @@ fn run_ptxas(ptxas: &Path, ptx: &Path) -> Result<Vec<Usage>, String> {
         String::from_utf8_lossy(&out.stderr)
     );
     let usage = parse_ptxas(&text);
-    if usage.len() != 2 * KERNELS.len() {
+    let expected = 2 * kernel_names()?.len();
+    if usage.len() != expected {
         return Err(format!(
-            "ptxas reported {} kernels, expected {}:\n{text}",
+            "ptxas reported {} kernels, expected {expected} (every kernel_table! entry in f32 and f64):\n{text}",
             usage.len(),
-            2 * KERNELS.len()
         ));
     }
     Ok(usage)
@@ -357,15 +362,20 @@ ptxas info    : Used 8 registers, 380 bytes cmem[0]\n";
     #[test]
     fn validate_rejects_extern_and_missing_kernels() {
         let mut ptx = String::from(".version 7.0\n.target sm_80\n");
-        for k in KERNELS {
+        let kernels = kernel_names().unwrap();
+        for k in &kernels {
             ptx.push_str(&format!(
                 ".visible .entry {k}_f32(\n.visible .entry {k}_f64(\n"
             ));
         }
-        assert!(validate(&ptx).is_ok());
-        assert!(validate(&format!("{ptx}.extern .func foo\n")).is_err());
-        assert!(validate(&format!("{ptx}.extern .shared .align 8 .b8 smem[];\n")).is_ok());
-        assert!(validate(&format!("{ptx}.extern .shared .align 8 .b8 smem[64];\n")).is_err());
-        assert!(validate(&ptx.replace(".entry wy_build_t_f64(", "")).is_err());
+        assert!(kernels.iter().any(|k| k == "wy_build_t") && kernels.len() > 20);
+        assert!(validate(&ptx, &kernels).is_ok());
+        assert!(validate(&format!("{ptx}.extern .func foo\n"), &kernels).is_err());
+        let dyn_smem = format!("{ptx}.extern .shared .align 8 .b8 smem[];\n");
+        assert!(validate(&dyn_smem, &kernels).is_ok());
+        let sized = format!("{ptx}.extern .shared .align 8 .b8 smem[64];\n");
+        assert!(validate(&sized, &kernels).is_err());
+        let missing = ptx.replace(".entry wy_build_t_f64(", "");
+        assert!(validate(&missing, &kernels).is_err());
     }
 }
