@@ -582,7 +582,8 @@ mod tests {
                     "reduce",
                     "wy",
                     "panel",
-                    "two_phase"
+                    "two_phase",
+                    "lu"
                 ]
                 .contains(&file),
                 "{name}"
