@@ -689,9 +689,11 @@ fn through_gpuqr<T: GpuScalar>(removal: RowRemoval) {
     let fp = FactorParams::default();
     let mut gs = GpuQr::<T>::factorize(&gpu, a0.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
     let mut cs = CpuQr::<T>::factorize(a0.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
-    let mut params = UpdateParams::default();
-    params.givens = Givens::Wavefront;
-    params.row_removal = removal;
+    let params = UpdateParams {
+        givens: Givens::Wavefront,
+        row_removal: removal,
+        ..UpdateParams::default()
+    };
     gs.set_params(params);
     cs.set_params(params);
     let mut a = to64(&a0);
