@@ -5,6 +5,7 @@
 //! adding a file and a line to [`GROUPS`].
 
 mod lu;
+mod updates;
 
 use crate::cli::CliResult;
 
@@ -17,12 +18,20 @@ struct Group {
 }
 
 /// Every benchmark group.
-const GROUPS: &[Group] = &[Group {
-    name: "lu",
-    summary: "blocked LU with partial pivoting vs cuSOLVER getrf + getrs",
-    help: lu::HELP,
-    run: lu::run,
-}];
+const GROUPS: &[Group] = &[
+    Group {
+        name: "lu",
+        summary: "blocked LU with partial pivoting vs cuSOLVER getrf + getrs",
+        help: lu::HELP,
+        run: lu::run,
+    },
+    Group {
+        name: "updates",
+        summary: "QR updates vs cuSOLVER refactorisation and the serial CPU update (spec §3.9)",
+        help: updates::HELP,
+        run: updates::run,
+    },
+];
 
 /// `cuqr bench --help`.
 pub fn help() -> String {

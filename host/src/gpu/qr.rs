@@ -97,6 +97,48 @@ impl<T: GpuScalar> GpuQr<T> {
         self.q.as_ref()
     }
 
+    /// A device-side copy of the whole state (R, d, Q, options): benchmarks
+    /// restore a factorised state from such a snapshot before each timed update
+    /// (architecture.md "Performance method", spec §3.9).
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`], [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn try_clone(&self) -> Result<Self> {
+        use super::householder::dup_mat;
+        self.guarded(|| {
+            Ok(Self {
+                gpu: self.gpu.clone(),
+                dims: self.dims,
+                r: dup_mat(&self.gpu, &self.r)?,
+                d: dup_mat(&self.gpu, &self.d)?,
+                q: self.q.as_ref().map(|q| dup_mat(&self.gpu, q)).transpose()?,
+                params: self.params,
+                rank_tol: self.rank_tol,
+                poisoned: AtomicBool::new(false),
+            })
+        })
+    }
+
+    /// The same factorisation copied to the host as a [`crate::CpuQr`] (same
+    /// R, d, Q, options and rank tolerance), so the serial CPU update (spec §3.1
+    /// "sequential update") can start from the identical state without a slow
+    /// serial factorisation.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`], [`Error::Driver`].
+    pub fn to_cpu(&self) -> Result<crate::CpuQr<T>> {
+        self.guarded(|| {
+            Ok(crate::CpuQr {
+                dims: self.dims,
+                r: self.r.to_host(&self.gpu)?,
+                d: self.d.to_host(&self.gpu)?,
+                q: self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose()?,
+                params: self.params,
+                rank_tol: self.rank_tol,
+            })
+        })
+    }
+
     /// True once a device fault has poisoned the state (every call then
     /// returns [`Error::Poisoned`]).
     pub fn is_poisoned(&self) -> bool {
