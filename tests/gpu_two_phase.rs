@@ -462,8 +462,10 @@ fn replay<T: Scalar>(list: &[(T, T, usize)], q: &mut Mat<T>, r: &mut Mat<T>, d: 
     }
 }
 
-/// The schedule-order apply (`two_phase_apply_sched`, used for strip and block lists)
-/// against the list-order apply and a CPU replay: all three bit for bit equal.
+/// The schedule-order apply (`two_phase_apply_sched`, used for strip and block lists;
+/// its Q and d targets take the register-blocked path, its banded R target the
+/// step-order path) against the list-order apply and a CPU replay: all three bit for
+/// bit equal.
 fn sched_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, strip: bool, s0: usize, s1: usize) {
     let mut g = common::rng(seed);
     let (span, count) = if strip {
@@ -554,6 +556,14 @@ fn small_kernel_apply_sched_matches_list_order() {
         (false, 1, 2),
         (false, 12, 33),
         (false, 17, 18),
+        // register-blocked path (16 chains per block): several blocks with a partial
+        // last one, chains shorter than the window, exactly one full block
+        (true, 37, 35),
+        (true, 2, 40),
+        (true, 50, 16),
+        (false, 33, 101),
+        (false, 16, 17),
+        (false, 40, 41),
     ] {
         sched_apply_kernel::<f64>(&gpu, 7 + s1 as u64, strip, s0, s1);
         sched_apply_kernel::<f32>(&gpu, 8 + s1 as u64, strip, s0, s1);

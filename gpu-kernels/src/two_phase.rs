@@ -622,6 +622,135 @@ unsafe fn apply_sched_one<T: Float>(
     }
 }
 
+/// Chains per register block in [`apply_blocked_one`] (the window holds 2·WB elements).
+const WB: usize = 16;
+
+/// Repeats `$body` with `$u` bound to 0..WB (literal unroll: register arrays).
+macro_rules! rep_wb {
+    ($u:ident $body:block) => {
+        unroll!($u in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] $body)
+    };
+}
+
+/// Repeats `$body` with `$u` bound to 0..2·WB.
+macro_rules! rep_win {
+    ($u:ident $body:block) => {
+        unroll!($u in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+            20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31] $body)
+    };
+}
+
+/// Register-blocked application of a strip (sched 1, s0 = h, s1 = p) or block (sched 2,
+/// s0 = p, s1 = m) schedule to one vector with no band limit (issue 7, "rotations
+/// blocked so each row or column of a target is read and written once per block of
+/// rotations"). Both schedules are `nch` chains; chain c holds the rotations on planes
+/// a = hi(c), hi(c)−1, …, c (list index k = kb(c) − a), and at wavefront step t chain c
+/// is on plane a = A0 + 2c − t (strip: nch = p, A0 = h−1, hi(c) = h+c−1,
+/// kb(c) = c·h + h + c − 1; block: nch = p, A0 = m−2, hi(c) = m−2,
+/// kb(c) = c(m−1) − c(c−1)/2 + m − 2). For a block of WB chains the elements touched at
+/// step t form the window w..w+2·WB (w = A0 + 2c₀ − t), which slides down by one element
+/// per step: the window lives in registers, so each element is loaded and stored once per
+/// WB chains instead of once per rotation, and the WB rotations of a step are independent
+/// (ILP). Each element sees the same rotations in the same order as in list order, so the
+/// result is bit-identical to [`apply_one`].
+///
+/// # Safety
+/// As [`apply_sched_one`] with no band limit: `rot` holds the schedule's whole list and
+/// elements 0..span of the vector (span = h+p, resp. m) are this thread's.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn apply_blocked_one<T: Float>(
+    rot: *const T,
+    sched: usize,
+    s0: usize,
+    s1: usize,
+    x: *mut T,
+    base: usize,
+    cs: usize,
+) {
+    let strip = sched == 1;
+    let (nch, a0) = if strip {
+        (s1, s0 as isize - 1)
+    } else {
+        (s0, s1 as isize - 2)
+    };
+    let hi = |c: usize| -> isize {
+        if strip {
+            (s0 + c) as isize - 1
+        } else {
+            s1 as isize - 2
+        }
+    };
+    let kb = |c: usize| -> usize {
+        if strip {
+            c * s0 + s0 + c - 1
+        } else {
+            c * (s1 - 1) - c * c.saturating_sub(1) / 2 + s1 - 2
+        }
+    };
+    let mut c0 = 0;
+    while c0 < nch {
+        let c1 = (c0 + WB).min(nch);
+        // elements any chain of the block touches: c0 ..= hi(c1−1)+1
+        let (e_lo, e_hi) = (c0 as isize, hi(c1 - 1) + 1);
+        let t_first = a0 + 2 * c0 as isize - hi(c0);
+        let t_last = a0 + c1 as isize - 1;
+        let mut w = a0 + 2 * c0 as isize - t_first;
+        let mut reg = [T::ZERO; 2 * WB];
+        rep_win!(u {
+            let i = w + u as isize;
+            if i >= e_lo && i <= e_hi {
+                // SAFETY: 0 ≤ i < span: an element of this thread's vector.
+                reg[u] = unsafe { device::ld(x, base + i as usize * cs) };
+            }
+        });
+        let mut t = t_first;
+        loop {
+            rep_wb!(b {
+                let c = c0 + b;
+                let a = w + 2 * b as isize;
+                if c < c1 && a >= c as isize && a <= hi(c) {
+                    let k = kb(c) - a as usize;
+                    // SAFETY: chain c's rotation on plane a is list entry k < len.
+                    let (cc, ss) = unsafe { (device::ld(rot, 2 * k), device::ld(rot, 2 * k + 1)) };
+                    let (xn, yn) = rot_pair(cc, ss, reg[2 * b], reg[2 * b + 1]);
+                    reg[2 * b] = xn;
+                    reg[2 * b + 1] = yn;
+                }
+            });
+            if t >= t_last {
+                break;
+            }
+            // slide the window down: the top element is final for this block
+            let top = w + 2 * WB as isize - 1;
+            if top >= e_lo && top <= e_hi {
+                // SAFETY: 0 ≤ top < span, this thread's element.
+                unsafe { device::st(x, base + top as usize * cs, reg[2 * WB - 1]) };
+            }
+            unroll!(u in [31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15,
+                14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1] {
+                reg[u] = reg[u - 1];
+            });
+            w -= 1;
+            t += 1;
+            reg[0] = if w >= e_lo && w <= e_hi {
+                // SAFETY: 0 ≤ w < span, this thread's element.
+                unsafe { device::ld(x, base + w as usize * cs) }
+            } else {
+                T::ZERO
+            };
+        }
+        rep_win!(u {
+            let i = w + u as isize;
+            if i >= e_lo && i <= e_hi {
+                // SAFETY: 0 ≤ i < span, this thread's element.
+                unsafe { device::st(x, base + i as usize * cs, reg[u]) };
+            }
+        });
+        c0 = c1;
+    }
+}
+
 /// `two_phase_apply_sched`: like [`apply`] (three targets, blockIdx.y = g) for a list
 /// recorded by [`gen_strip`] (sched = 1, s0 = h, s1 = p) or [`gen_block`] (sched = 2,
 /// s0 = p, s1 = m), streamed in wavefront step order with unrolled independent loads;
@@ -662,6 +791,11 @@ pub unsafe fn apply_sched<T: Float>(
         return;
     }
     let bottom = if b == NONE { NONE } else { b + t };
-    // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
-    unsafe { apply_sched_one(rot, sched, s0, s1, x, t * rs, cs, bottom) };
+    if bottom == NONE {
+        // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
+        unsafe { apply_blocked_one(rot, sched, s0, s1, x, t * rs, cs) };
+    } else {
+        // SAFETY: as above.
+        unsafe { apply_sched_one(rot, sched, s0, s1, x, t * rs, cs, bottom) };
+    }
 }

@@ -36,6 +36,7 @@ serial CPU update, on the seeds' grids (spec §3.9), device-resident protocol
 
 Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...]
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
+                          [--profile]
 
   --quick        a small grid (m = 1200, n = 500) that runs in well under a
                  minute; without a GPU it runs the CPU columns only and says so
@@ -46,6 +47,10 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
   --csv FILE     also write every row as CSV
   --no-cpu       skip the serial CPU update column
   --cpu-budget   seconds of CPU repetitions per point (default 3; at least one run)
+  --profile      also time the two-phase Givens stage of each insert_cols (k0 < n)
+                 and delete_rows point alone (generate, apply in step order with the
+                 register-blocked kernel, apply in list order), and the ceilings
+                 measured in the same run (device copy bandwidth, cuBLAS GEMM rate)
 
 Columns: update = update + TRSM solve (median ms); launches = kernel/library
 launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
@@ -712,6 +717,7 @@ struct Ctx<'a> {
     reps: usize,
     cpu: bool,
     cpu_budget: f64,
+    profile: bool,
 }
 
 /// Runs the points of one precision, grouped by (m, n, policy) so each state
@@ -722,6 +728,7 @@ fn sweep<T: GpuScalar>(
     done: &mut usize,
     total: usize,
     out: &mut dyn FnMut(&Point, &Row),
+    prof: &mut Vec<String>,
 ) -> CliResult<()> {
     let mut keys: Vec<(usize, usize, QPolicy)> = Vec::new();
     for p in points {
@@ -790,9 +797,169 @@ fn sweep<T: GpuScalar>(
                 }
             };
             out(p, &row);
+            if let (true, Some(g), Some(base)) = (ctx.profile, ctx.gpu, &gpu_base) {
+                if let Some((tg, ts, tl, count, vecs, bytes)) =
+                    profile_givens(g, base, p, ctx.reps)?
+                {
+                    let flops = 6.0 * count as f64 * vecs as f64;
+                    prof.push(format!(
+                        "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0} | {} |",
+                        p.group,
+                        std::any::type_name::<T>(),
+                        p.kind.name(),
+                        p.m,
+                        p.n,
+                        p.k0,
+                        p.p,
+                        tg,
+                        ts,
+                        tl,
+                        tl / ts,
+                        2.0 * bytes as f64 / (ts * 1e6),
+                        flops / (ts * 1e6),
+                        fmt_opt(row.upd_ms, 3),
+                    ));
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// Ceilings measured in the same run (architecture.md "Performance method"): device
+/// to device copy bandwidth (GB/s, read + write) and the cuBLAS GEMM rate (GFLOP/s).
+fn ceilings<T: GpuScalar>(gpu: &Arc<Gpu>, reps: usize) -> cuqr::Result<(f64, f64)> {
+    let n = 1usize << 14; // 16384² elements: 1 GiB in f32, 2 GiB in f64
+    let a = DevMat::<T>::from_host(gpu, random::<T>(n, n / 8, 1).as_ref())?;
+    let mut b = DevMat::<T>::zeros(gpu, n, n / 8)?;
+    let t = time_with_setup(gpu, 1, reps, || Ok(()), |()| copy_into(gpu, &a, &mut b))?;
+    let bytes = 2.0 * (a.ld() * a.ncols() * std::mem::size_of::<T>()) as f64;
+    let bw = bytes / (t.median_ms() * 1e6);
+    drop((a, b));
+    let k = 8192;
+    let x = DevMat::<T>::from_host(gpu, random::<T>(k, k, 2).as_ref())?;
+    let mut c = DevMat::<T>::zeros(gpu, k, k)?;
+    let t = time_with_setup(
+        gpu,
+        1,
+        reps,
+        || Ok(()),
+        |()| {
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &x.view(),
+                &x.view(),
+                T::ZERO,
+                &mut c.view_mut(),
+            )
+        },
+    )?;
+    Ok((bw, 2.0 * (k as f64).powi(3) / (t.median_ms() * 1e6)))
+}
+
+/// (generate ms, step-order apply ms, list-order apply ms, rotations, vectors, bytes).
+type GivensProfile = (f64, f64, f64, usize, usize, usize);
+
+/// The two-phase Givens stage of one point timed alone: (generate ms, apply ms in
+/// wavefront-step order, apply ms in list order, rotations, vectors, bytes of the
+/// targets). Targets: a copy of the state's Q (block), random R-like and d blocks of
+/// the stage's shapes (the work does not depend on the values).
+fn profile_givens<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    base: &GpuQr<T>,
+    pt: &Point,
+    reps: usize,
+) -> cuqr::Result<Option<GivensProfile>> {
+    use cuqr::gpu::kernels_two_phase::{ApplyTarget, RotList, RotSide};
+    let Some(q0) = base.q_dev() else {
+        return Ok(None);
+    };
+    let m = pt.m;
+    let (span, count, nr) = match pt.kind {
+        Kind::InsertCols if pt.k0 < pt.n => {
+            let h = pt.n - pt.k0;
+            (h + pt.p, pt.p * h, h)
+        }
+        Kind::DeleteRows => (m, pt.p * m - pt.p * (pt.p + 1) / 2, pt.n),
+        _ => return Ok(None),
+    };
+    let mut list = RefCell::new(RotList::<T>::with_capacity(gpu, count)?);
+    let t_gen = if pt.kind == Kind::InsertCols {
+        let h = pt.n - pt.k0;
+        let x0 = DevMat::from_host(gpu, random::<T>(h + pt.p, pt.p, 5).as_ref())?;
+        let x = RefCell::new(DevMat::<T>::zeros(gpu, h + pt.p, pt.p)?);
+        time_with_setup(
+            gpu,
+            1,
+            reps,
+            || copy_into(gpu, &x0, &mut x.borrow_mut()),
+            |()| gpu.two_phase_gen_strip(&mut x.borrow_mut().view_mut(), h, &mut list.borrow_mut()),
+        )?
+    } else {
+        let mut z = DevVec::<T>::zeros(gpu, pt.p * m)?;
+        time_with_setup(
+            gpu,
+            1,
+            reps,
+            || Ok(()),
+            |()| {
+                gpu.two_phase_gen_block(
+                    &q0.block(pt.k0, 0, pt.p, m),
+                    &mut z,
+                    &mut list.borrow_mut(),
+                )
+            },
+        )?
+    };
+    let mut q = DevMat::<T>::zeros(gpu, m, m)?;
+    copy_into(gpu, q0, &mut q)?;
+    let col0 = if pt.kind == Kind::InsertCols {
+        pt.k0
+    } else {
+        0
+    };
+    let mut r = DevMat::from_host(gpu, random::<T>(span, nr, 6).as_ref())?;
+    let mut d = DevMat::from_host(gpu, random::<T>(span, 1, 7).as_ref())?;
+    let mut apply = |list: &RotList<T>| -> cuqr::Result<()> {
+        let mut qv = q.block_mut(0, col0, m, span);
+        let mut rv = r.view_mut();
+        let mut dv = d.view_mut();
+        gpu.two_phase_apply(
+            list,
+            &mut [
+                ApplyTarget {
+                    view: &mut qv,
+                    side: RotSide::Cols,
+                    banded: false,
+                },
+                ApplyTarget {
+                    view: &mut rv,
+                    side: RotSide::Rows,
+                    banded: true,
+                },
+                ApplyTarget {
+                    view: &mut dv,
+                    side: RotSide::Rows,
+                    banded: false,
+                },
+            ],
+        )
+    };
+    let t_sched = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow()))?;
+    list.get_mut().forget_schedule();
+    let t_list = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow()))?;
+    let vectors = m + nr + 1;
+    let bytes = (m * span + span * nr + span) * std::mem::size_of::<T>();
+    Ok(Some((
+        t_gen.median_ms(),
+        t_sched.median_ms(),
+        t_list.median_ms(),
+        count,
+        vectors,
+        bytes,
+    )))
 }
 
 /// Runs `cuqr bench updates`.
@@ -801,7 +968,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let o = BenchOpts::parse(
         CMD,
         args,
-        &["quick", "no-cpu"],
+        &["quick", "no-cpu", "profile"],
         &["precision", "groups", "reps", "csv", "cpu-budget"],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
@@ -857,7 +1024,9 @@ pub fn run(args: &[String]) -> CliResult<()> {
         reps,
         cpu: !o.flag("no-cpu"),
         cpu_budget,
+        profile: o.flag("profile"),
     };
+    let mut prof = Vec::new();
     let total = points.len() * precs.len();
     let mut done = 0;
     for &prec in precs {
@@ -868,12 +1037,36 @@ pub fn run(args: &[String]) -> CliResult<()> {
             csv.push('\n');
         };
         if prec == "f64" {
-            sweep::<f64>(&ctx, &points, &mut done, total, &mut out)?;
+            sweep::<f64>(&ctx, &points, &mut done, total, &mut out, &mut prof)?;
         } else {
-            sweep::<f32>(&ctx, &points, &mut done, total, &mut out)?;
+            sweep::<f32>(&ctx, &points, &mut done, total, &mut out, &mut prof)?;
         }
     }
     eprintln!();
+    if let (true, Some(g)) = (ctx.profile, &gpu) {
+        println!(
+            "\nCeilings (same run): device copy GB/s (read + write), cuBLAS GEMM GFLOP/s (8192³)\n"
+        );
+        println!("| prec | copy GB/s | GEMM GFLOP/s |\n|---|---|---|");
+        for &prec in precs {
+            let (bw, gf) = if prec == "f64" {
+                ceilings::<f64>(g, reps)?
+            } else {
+                ceilings::<f32>(g, reps)?
+            };
+            println!("| {prec} | {bw:.0} | {gf:.0} |");
+        }
+        println!(
+            "\nTwo-phase Givens stage alone (ms): generate, apply in step order (register-blocked \
+             for Q and d), apply in list order; GB/s = 2·(bytes of Q block + R + d)/apply time \
+             (each element read and written once: the minimum traffic); GFLOP/s = 6·rotations·vectors/apply time\n"
+        );
+        println!("| group | type | update | m | n | k0 | p | gen ms | apply ms | list-order apply ms | list/step | apply GB/s | apply GFLOP/s | whole update ms |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for l in &prof {
+            println!("{l}");
+        }
+    }
     if let Some(path) = o.get("csv") {
         std::fs::write(path, csv).map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
         println!("\nCSV written to {path}");

@@ -16,8 +16,12 @@ use crate::error::{Error, Result};
 
 /// Threads per block of the single-block generate kernels.
 pub const GEN_BLOCK: u32 = 512;
-/// Threads per block of `two_phase_apply` and `two_phase_house_apply`.
+/// Threads per block of `two_phase_house_apply`.
 pub const APPLY_BLOCK: u32 = 128;
+/// Threads per block of `two_phase_apply(_sched)`: one warp, so the few thousand
+/// vectors of a target (one thread each) spread over every SM instead of filling
+/// half of them (issue 7; the register-blocked sched kernel uses ~250 registers).
+pub const APPLY_ROT_BLOCK: u32 = 32;
 /// Block of `two_phase_copy`: 32 × 8.
 const COPY_BLOCK: (u32, u32) = (32, 8);
 
@@ -455,9 +459,15 @@ impl Gpu {
         // (row t, column k for Cols; column t, row k for Rows); distinct vectors are
         // distinct rows/columns; targets are distinct &mut views (no overlap with each
         // other or the list); absent targets have n = 0 and a null pointer never read;
-        // grid (⌈max n/128⌉, 3), block 128.
-        unsafe { b.launch(cfg((blocks(maxv, APPLY_BLOCK), 3), (APPLY_BLOCK, 1))) }
-            .map_err(launch_err("two_phase_apply"))?;
+        // grid (⌈max n/APPLY_ROT_BLOCK⌉, 3), block APPLY_ROT_BLOCK (the kernels derive
+        // the vector index from blockDim, so any block size covers every vector).
+        unsafe {
+            b.launch(cfg(
+                (blocks(maxv, APPLY_ROT_BLOCK), 3),
+                (APPLY_ROT_BLOCK, 1),
+            ))
+        }
+        .map_err(launch_err("two_phase_apply"))?;
         Ok(())
     }
 
