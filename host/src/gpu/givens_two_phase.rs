@@ -9,7 +9,9 @@
 use super::kernels_two_phase::{ApplyTarget, RotList, RotSide};
 use super::matrix::{DevMat, DevVec};
 use super::{driver_err, Gpu, GpuScalar};
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 
 /// Step 3 of spec §1.7 on the device: R is m×(n_old+p) after stage 1 with the new
 /// columns at k0..k0+p (column k0+j nonzero in rows ≤ n_old+j), Q is m×m, d is m×q.
@@ -222,7 +224,10 @@ pub(crate) fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T>> {
 
 /// The rank check of the CPU backend (`cpu::check_rank_of`) on a device R: the first
 /// j < n with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`]
-/// (spec §5.2 F19). Synchronises (downloads ‖R‖_F and the diagonal).
+/// (spec §5.2 F19). Synchronises. ‖R‖_F comes from the multi-block column norms of
+/// [`super::householder::check_rank_dev`] (R is m×n, so its n columns are all of R):
+/// the former single-block `reduce_nrm2` over the whole allocation ran at ≈ 3 ns per
+/// element — 70–350 ms of each update at the seeds' sizes (issue 7, docs/performance.md).
 ///
 /// # Errors
 /// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].
@@ -232,23 +237,6 @@ pub(crate) fn check_rank<T: GpuScalar>(
     n: usize,
     rank_tol: f64,
 ) -> Result<()> {
-    let mut nrm = DevVec::<T>::zeros(gpu, 1)?;
-    // The padding rows are zero (DevMat invariant), so the norm of the whole
-    // allocation is ‖R‖_F.
-    gpu.reduce_nrm2(&r.buf().slice(..), &mut nrm.view_mut())?;
-    let k = n.min(r.nrows());
-    let mut diag = DevVec::<T>::zeros(gpu, k)?;
-    gpu.two_phase_diag(&r.view(), &mut diag.view_mut())?;
-    let tol = rank_tol * nrm.to_vec(gpu)?[0].to_f64();
-    for (j, x) in diag.to_vec(gpu)?.iter().enumerate() {
-        let rjj = x.to_f64().abs();
-        if rjj <= tol || !rjj.is_finite() {
-            return Err(Error::RankDeficient {
-                column: j,
-                r_jj: rjj,
-                tol,
-            });
-        }
-    }
-    Ok(())
+    assert!(n <= r.ncols());
+    super::householder::check_rank_dev(gpu, r, n.min(r.nrows()), rank_tol)
 }
