@@ -651,8 +651,9 @@ macro_rules! rep_win {
 /// step t form the window w..w+2·WB (w = A0 + 2c₀ − t), which slides down by one element
 /// per step: the window lives in registers, so each element is loaded and stored once per
 /// WB chains instead of once per rotation, and the WB rotations of a step are independent
-/// (ILP). Each element sees the same rotations in the same order as in list order, so the
-/// result is bit-identical to [`apply_one`].
+/// (ILP); the elements entering the window are prefetched four steps ahead. Each element
+/// sees the same rotations in the same order as in list order, so the result is
+/// bit-identical to [`apply_one`].
 ///
 /// # Safety
 /// As [`apply_sched_one`] with no band limit: `rot` holds the schedule's whole list and
@@ -704,6 +705,17 @@ unsafe fn apply_blocked_one<T: Float>(
                 reg[u] = unsafe { device::ld(x, base + i as usize * cs) };
             }
         });
+        // the next PF elements below the window, loaded PF steps before they enter it,
+        // so that the global-memory latency of the sliding window is hidden
+        let ldg = |i: isize| -> T {
+            if i >= e_lo {
+                // SAFETY: e_lo ≤ i < w ≤ e_hi: an element of this thread's vector.
+                unsafe { device::ld(x, base + i as usize * cs) }
+            } else {
+                T::ZERO
+            }
+        };
+        let (mut pf0, mut pf1, mut pf2, mut pf3) = (ldg(w - 1), ldg(w - 2), ldg(w - 3), ldg(w - 4));
         let mut t = t_first;
         loop {
             rep_wb!(b {
@@ -733,12 +745,12 @@ unsafe fn apply_blocked_one<T: Float>(
             });
             w -= 1;
             t += 1;
-            reg[0] = if w >= e_lo && w <= e_hi {
-                // SAFETY: 0 ≤ w < span, this thread's element.
-                unsafe { device::ld(x, base + w as usize * cs) }
-            } else {
-                T::ZERO
-            };
+            // x[w] was prefetched into pf0 four steps ago (ZERO below e_lo: never used)
+            reg[0] = pf0;
+            pf0 = pf1;
+            pf1 = pf2;
+            pf2 = pf3;
+            pf3 = ldg(w - 4);
         }
         rep_win!(u {
             let i = w + u as isize;
