@@ -4,6 +4,7 @@
 //! Each group is a sibling file with `HELP` and `run(&[String])`; add a group by
 //! adding a file and a line to [`GROUPS`].
 
+mod kernels;
 mod lu;
 mod updates;
 
@@ -30,6 +31,12 @@ const GROUPS: &[Group] = &[
         summary: "QR updates vs cuSOLVER refactorisation and the serial CPU update (spec §3.9)",
         help: updates::HELP,
         run: updates::run,
+    },
+    Group {
+        name: "kernels",
+        summary: "kernel micro-benchmarks vs copy bandwidth and cuBLAS GEMM (issue 7)",
+        help: kernels::HELP,
+        run: kernels::run,
     },
 ];
 
