@@ -57,7 +57,9 @@ launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
 (+ orgqr when Q is kept), (b) = geqrf + ormqr + trsm; a/upd and b/upd are
 speed-ups (> 1: the update wins); seed = the seeds' CULA/TUS (or seq/TUT)
 ratio at the same point (spec §3.3-§3.6); cpu = serial CPU update + solve
-(median over the runs that fit the budget); bar = issue 7's required speed-up
+(median over the runs that fit the budget); (d) faer = faer's sequential QR of
+the updated matrix + least-squares solve, solution only (no Q), at the points
+with a cpu column, same budget rule; bar = issue 7's required speed-up
 over (a) at this point and whether it holds.
 ";
 
@@ -463,6 +465,9 @@ struct Row {
     solve_ms: Option<f64>,
     cpu_ms: Option<f64>,
     cpu_runs: usize,
+    /// (d) faer's CPU refactorisation + least-squares solve of the updated matrix.
+    faer_ms: Option<f64>,
+    faer_runs: usize,
     /// ‖x_update − x_refactorise‖/‖x_refactorise‖ (GPU only).
     ex: Option<f64>,
 }
@@ -520,6 +525,41 @@ fn time_cpu<T: Scalar>(
     }
     samples.sort_by(f64::total_cmp);
     Ok((samples[samples.len() / 2], samples.len()))
+}
+
+/// Times baseline (d): faer's QR of the updated matrix plus its least-squares
+/// solve, sequential (faer without rayon), in the working precision; conversion to
+/// faer's matrix type is outside the timed region. Same repetition rule as
+/// [`time_cpu`]. Returns (median ms, runs).
+fn time_faer<T: Scalar>(c: &Case<T>, budget_s: f64) -> (f64, usize) {
+    fn run<F: faer::traits::RealField + Copy>(
+        a: &faer::Mat<F>,
+        b: &faer::Mat<F>,
+        budget_s: f64,
+    ) -> (f64, usize) {
+        use faer::linalg::solvers::SolveLstsq;
+        let mut samples = Vec::new();
+        let t_all = Instant::now();
+        while samples.len() < 5 && (samples.is_empty() || t_all.elapsed().as_secs_f64() < budget_s)
+        {
+            let t = Instant::now();
+            let x = a.qr().solve_lstsq(b);
+            samples.push(t.elapsed().as_secs_f64() * 1e3);
+            std::hint::black_box(x);
+        }
+        samples.sort_by(f64::total_cmp);
+        (samples[samples.len() / 2], samples.len())
+    }
+    let (a, b) = (&c.a_new, &c.b_new);
+    if T::NAME == "f32" {
+        let fa = faer::Mat::<f32>::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)].to_f64() as f32);
+        let fb = faer::Mat::<f32>::from_fn(b.nrows(), b.ncols(), |i, j| b[(i, j)].to_f64() as f32);
+        run(&fa, &fb, budget_s)
+    } else {
+        let fa = faer::Mat::<f64>::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)].to_f64());
+        let fb = faer::Mat::<f64>::from_fn(b.nrows(), b.ncols(), |i, j| b[(i, j)].to_f64());
+        run(&fa, &fb, budget_s)
+    }
 }
 
 /// Measures one point on the GPU (and the CPU where marked).
@@ -623,6 +663,10 @@ fn bench_gpu<T: GpuScalar>(
         let (ms, runs) = time_cpu(cb, pt, c, cpu_budget)?;
         row.cpu_ms = Some(ms);
         row.cpu_runs = runs;
+        (row.faer_ms, row.faer_runs) = {
+            let (ms, runs) = time_faer(c, cpu_budget);
+            (Some(ms), runs)
+        };
     }
     Ok(row)
 }
@@ -655,12 +699,12 @@ fn bar_cell(pt: &Point, r: &Row) -> String {
     s
 }
 
-const TABLE_HEAD: &str = "| group | prec | update | m | n | k0 | p | Q | update ms | launches | (a) refac ms | a/upd | (b) solve-only ms | b/upd | seed CULA/TUS | cpu ms (runs) | cpu/upd | seed seq/TUT | e_x | bar |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
-const CSV_HEAD: &str = "group,prec,update,m,n,k0,p,q_full,update_ms,launches,refac_ms,refac_over_update,solve_only_ms,solve_only_over_update,seed_cula_over_tus,cpu_ms,cpu_runs,cpu_over_update,seed_seq_over_tut,e_x,required_speedup";
+const TABLE_HEAD: &str = "| group | prec | update | m | n | k0 | p | Q | update ms | launches | (a) refac ms | a/upd | (b) solve-only ms | b/upd | seed CULA/TUS | cpu ms (runs) | cpu/upd | seed seq/TUT | (d) faer ms (runs) | d/upd | e_x | bar |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+const CSV_HEAD: &str = "group,prec,update,m,n,k0,p,q_full,update_ms,launches,refac_ms,refac_over_update,solve_only_ms,solve_only_over_update,seed_cula_over_tus,cpu_ms,cpu_runs,cpu_over_update,seed_seq_over_tut,faer_ms,faer_runs,faer_over_update,e_x,required_speedup";
 
 fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
     format!(
-        "| {} | {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         pt.group,
         pt.kind.name(),
         pt.m,
@@ -679,6 +723,9 @@ fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
             .map_or("–".into(), |c| format!("{c:.1} ({})", r.cpu_runs)),
         fmt_opt(ratio(r.cpu_ms, r.upd_ms), 1),
         fmt_opt(pt.seed_seq, 1),
+        r.faer_ms
+            .map_or("–".into(), |c| format!("{c:.1} ({})", r.faer_runs)),
+        fmt_opt(ratio(r.faer_ms, r.upd_ms), 1),
         r.ex.map_or("–".into(), |e| format!("{e:.1e}")),
         bar_cell(pt, r),
     )
@@ -687,7 +734,7 @@ fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
 fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
     let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
     format!(
-        "{},{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         pt.group,
         pt.kind.name(),
         pt.m,
@@ -706,6 +753,9 @@ fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
         r.cpu_runs,
         o(ratio(r.cpu_ms, r.upd_ms)),
         o(pt.seed_seq),
+        o(r.faer_ms),
+        r.faer_runs,
+        o(ratio(r.faer_ms, r.upd_ms)),
         o(r.ex),
         required_speedup(pt),
     )
@@ -792,6 +842,9 @@ fn sweep<T: GpuScalar>(
                         let (ms, runs) = time_cpu(cb, p, &case, ctx.cpu_budget)?;
                         r.cpu_ms = Some(ms);
                         r.cpu_runs = runs;
+                        let (ms, runs) = time_faer(&case, ctx.cpu_budget);
+                        r.faer_ms = Some(ms);
+                        r.faer_runs = runs;
                     }
                     r
                 }
