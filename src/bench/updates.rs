@@ -1055,7 +1055,9 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let gpu = match cuqr::Gpu::new(0) {
         Ok(g) => Some(Arc::new(g)),
         Err(e) if quick => {
-            println!("no GPU ({e}): CPU columns only (serial CPU update + solve, faer refactorisation)");
+            println!(
+                "no GPU ({e}): CPU columns only (serial CPU update + solve, faer refactorisation)"
+            );
             None
         }
         Err(e) => return Err(format!("{CMD}: needs a GPU without --quick: {e}").into()),
