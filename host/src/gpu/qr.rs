@@ -21,6 +21,21 @@ use crate::params::{FactorParams, QPolicy, UpdateParams};
 ///
 /// The layout matches [`crate::CpuQr`]: R is m×n upper trapezoidal with exact
 /// zeros below the diagonal, d is m×q, Q (when held) is m×m.
+///
+/// # Examples
+/// The same calls as with [`crate::CpuQr`]; only the constructor differs.
+/// ```no_run
+/// use std::sync::Arc;
+/// use cuqr::gpu::GpuQr;
+/// use cuqr::{FactorParams, Gpu, Mat, QPolicy, QrUpdate};
+/// let gpu = Arc::new(Gpu::new(0)?);
+/// let a = Mat::<f64>::from_fn(1000, 300, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
+/// let b = Mat::<f64>::from_fn(1000, 1, |i, _| i as f64);
+/// let mut qr = GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+/// qr.delete_rows(10, 5)?;                       // drop observations 10..15
+/// let sol = qr.solve()?;                        // x (300×1) and the residual norm
+/// # Ok::<(), cuqr::Error>(())
+/// ```
 pub struct GpuQr<T: GpuScalar> {
     /// The device everything lives on.
     pub(crate) gpu: Arc<Gpu>,
