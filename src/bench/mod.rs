@@ -6,6 +6,7 @@
 
 mod kernels;
 mod lu;
+mod plot;
 mod updates;
 
 use crate::cli::CliResult;

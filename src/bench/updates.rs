@@ -25,7 +25,7 @@ use cuqr::gpu::timing::time_with_setup;
 use cuqr::gpu::{DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, Side, Uplo};
 use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy, QrUpdate, Scalar};
 
-use super::BenchOpts;
+use super::{plot, BenchOpts};
 use crate::cli::CliResult;
 use crate::rng::Rng;
 
@@ -36,7 +36,7 @@ serial CPU update, on the seeds' grids (spec §3.9), device-resident protocol
 
 Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...]
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
-                          [--profile]
+                          [--profile] [--svg DIR]
 
   --quick        a small grid (m = 1200, n = 500) that runs in well under a
                  minute; without a GPU it runs the CPU columns only and says so
@@ -51,6 +51,10 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
                  and delete_rows point alone (generate, apply in step order with the
                  register-blocked kernel, apply in list order), and the ceilings
                  measured in the same run (device copy bandwidth, cuBLAS GEMM rate)
+  --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
+                 speed-up over (a) and over the CPU update (c) against the parameter
+                 that varies in the group (k0, p, m or n), the bar dashed; without a
+                 GPU, the ratio (d) faer / (c) CPU update instead (log y axis)
 
 Columns: update = update + TRSM solve (median ms); launches = kernel/library
 launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
@@ -1017,12 +1021,17 @@ fn profile_givens<T: GpuScalar>(
 
 /// Runs `cuqr bench updates`.
 pub fn run(args: &[String]) -> CliResult<()> {
+    run_on(args, None)
+}
+
+/// [`run`], with `grid` (when given) replacing the quick or full grid (tests).
+fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     const CMD: &str = "bench updates";
     let o = BenchOpts::parse(
         CMD,
         args,
         &["quick", "no-cpu", "profile"],
-        &["precision", "groups", "reps", "csv", "cpu-budget"],
+        &["precision", "groups", "reps", "csv", "cpu-budget", "svg"],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
         "both" => &["f64", "f32"],
@@ -1042,7 +1051,11 @@ pub fn run(args: &[String]) -> CliResult<()> {
         },
     };
     let quick = o.flag("quick");
-    let mut points = if quick { quick_grid() } else { full_grid() };
+    let mut points = match grid {
+        Some(g) => g,
+        None if quick => quick_grid(),
+        None => full_grid(),
+    };
     if let (false, Some(gs)) = (quick, o.get("groups")) {
         let want: Vec<&str> = gs.split(',').map(str::trim).collect();
         for w in &want {
@@ -1082,6 +1095,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
         profile: o.flag("profile"),
     };
     let mut prof = Vec::new();
+    let mut rows: Vec<(&str, Point, Row)> = Vec::new();
     let total = points.len() * precs.len();
     let mut done = 0;
     for &prec in precs {
@@ -1090,6 +1104,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
             println!("{}", table_row(prec, p, r));
             csv.push_str(&csv_row(prec, p, r));
             csv.push('\n');
+            rows.push((prec, *p, r.clone()));
         };
         if prec == "f64" {
             sweep::<f64>(&ctx, &points, &mut done, total, &mut out, &mut prof)?;
@@ -1126,7 +1141,176 @@ pub fn run(args: &[String]) -> CliResult<()> {
         std::fs::write(path, csv).map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
         println!("\nCSV written to {path}");
     }
+    if let Some(dir) = o.get("svg") {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{CMD}: creating {dir}: {e}"))?;
+        let mut names = Vec::new();
+        for (name, chart) in speedup_charts(&rows, gpu.is_some()) {
+            let path = std::path::Path::new(dir).join(&name);
+            std::fs::write(&path, plot::line_chart(&chart))
+                .map_err(|e| format!("{CMD}: writing {}: {e}", path.display()))?;
+            names.push(name);
+        }
+        println!("\nSVG plots written to {dir}: {}", names.join(", "));
+    }
     Ok(())
+}
+
+/// The plots of `--svg` (issue 7: speed-up against k0, p, m and n): one chart per
+/// (group, precision), file name `<group>_<prec>.svg`. x is the field of
+/// (k0, p, m, n) that takes the most values in the group (the group name's hint
+/// — `-k`, `-p`, `-m`, `-n` — breaks ties and picks it for a single point);
+/// other varying fields give one series per value, unless they vary with x alone.
+/// With a GPU: y = (a)/update and (c)/update, dashed lines at the bar (issue 7's
+/// required speed-up over (a), and 50× over (c) where it applies). Without one:
+/// y = (d) faer / (c) serial CPU update, dashed line at 1×.
+fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::Chart)> {
+    type Field = (&'static str, fn(&Point) -> usize);
+    const FIELDS: [Field; 4] = [
+        ("k0", |p| p.k0),
+        ("p", |p| p.p),
+        ("m", |p| p.m),
+        ("n", |p| p.n),
+    ];
+    type Measure = (&'static str, fn(&Row) -> Option<f64>);
+    let measures: &[Measure] = if gpu {
+        &[
+            ("over (a) refactorise", |r| ratio(r.refac_ms, r.upd_ms)),
+            ("over (c) CPU update", |r| ratio(r.cpu_ms, r.upd_ms)),
+        ]
+    } else {
+        &[("(d) faer / (c) CPU update", |r| ratio(r.faer_ms, r.cpu_ms))]
+    };
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for (prec, p, _) in rows {
+        if !keys.contains(&(p.group, *prec)) {
+            keys.push((p.group, *prec));
+        }
+    }
+    let mut charts = Vec::new();
+    for (group, prec) in keys {
+        let sel: Vec<&(&str, Point, Row)> = rows
+            .iter()
+            .filter(|(pr, p, _)| p.group == group && *pr == prec)
+            .collect();
+        let distinct = |f: fn(&Point) -> usize| {
+            let mut v: Vec<usize> = sel.iter().map(|(_, p, _)| f(p)).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let hint = match group.split_once('-').map(|(_, s)| s) {
+            Some(s) if s.starts_with('k') => 0,
+            Some("p") => 1,
+            Some("m") => 2,
+            Some("n") => 3,
+            _ => 1,
+        };
+        let counts: Vec<usize> = FIELDS.iter().map(|(_, f)| distinct(*f).len()).collect();
+        let xi = (0..4)
+            .max_by_key(|&i| (counts[i], i == hint, 4 - i))
+            .expect("four fields");
+        let (xname, xf) = FIELDS[xi];
+        let others: Vec<usize> = (0..4).filter(|&i| i != xi && counts[i] > 1).collect();
+        let key_of =
+            |p: &Point| -> Vec<usize> { others.iter().map(|&i| (FIELDS[i].1)(p)).collect() };
+        // the other fields vary with x alone: one series
+        let follows_x = distinct(xf).iter().all(|&x| {
+            let mut ks: Vec<Vec<usize>> = sel
+                .iter()
+                .filter(|(_, p, _)| xf(p) == x)
+                .map(|(_, p, _)| key_of(p))
+                .collect();
+            ks.dedup();
+            ks.len() == 1
+        });
+        let mut series_keys: Vec<Vec<usize>> = Vec::new();
+        for (_, p, _) in &sel {
+            let k = if follows_x { vec![] } else { key_of(p) };
+            if !series_keys.contains(&k) {
+                series_keys.push(k);
+            }
+        }
+        let mut series = Vec::new();
+        for (mlabel, mf) in measures {
+            for k in &series_keys {
+                let mut pts: Vec<(f64, Option<f64>)> = sel
+                    .iter()
+                    .filter(|(_, p, _)| follows_x || key_of(p) == *k)
+                    .map(|(_, p, r)| (xf(p) as f64, mf(r)))
+                    .collect();
+                if pts.iter().all(|(_, y)| y.is_none()) {
+                    continue;
+                }
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let what: Vec<String> = others
+                    .iter()
+                    .zip(k)
+                    .map(|(&i, v)| format!("{} = {v}", FIELDS[i].0))
+                    .collect();
+                let label = if what.is_empty() {
+                    mlabel.to_string()
+                } else {
+                    format!("{mlabel}, {}", what.join(", "))
+                };
+                series.push(plot::Series { label, points: pts });
+            }
+        }
+        let mut hlines: Vec<plot::HLine> = Vec::new();
+        let mut add_line = |y: f64, label: String| match hlines.iter_mut().find(|h| h.y == y) {
+            Some(h) if h.label.split("; ").any(|l| l == label) => {}
+            Some(h) => {
+                h.label.push_str("; ");
+                h.label.push_str(&label);
+            }
+            None => hlines.push(plot::HLine { y, label }),
+        };
+        if gpu {
+            for (_, p, _) in &sel {
+                add_line(
+                    required_speedup(p),
+                    format!("bar {}× over (a)", required_speedup(p)),
+                );
+            }
+            if sel
+                .iter()
+                .any(|(_, p, r)| cpu_bar_applies(p) && ratio(r.cpu_ms, r.upd_ms).is_some())
+            {
+                add_line(50.0, "bar 50× over (c)".to_string());
+            }
+        } else {
+            add_line(1.0, "1× (equal times)".to_string());
+        }
+        let fixed: Vec<String> = (0..4)
+            .filter(|&i| counts[i] == 1)
+            .map(|i| format!("{} = {}", FIELDS[i].0, (FIELDS[i].1)(&sel[0].1)))
+            .collect();
+        let mut x_label = xname.to_string();
+        if follows_x && !others.is_empty() {
+            let names: Vec<&str> = others.iter().map(|&i| FIELDS[i].0).collect();
+            x_label.push_str(&format!(" ({} vary with {xname})", names.join(", ")));
+        }
+        if !fixed.is_empty() {
+            x_label.push_str(&format!("   [{}]", fixed.join(", ")));
+        }
+        let kind = sel[0].1.kind.name();
+        let title = if gpu {
+            format!("{group} {prec} {kind}: speed-up of the update (+ solve)")
+        } else {
+            format!("{group} {prec} {kind}: CPU only (no GPU), (d) faer / (c) CPU update")
+        };
+        charts.push((
+            format!("{group}_{prec}.svg"),
+            plot::Chart {
+                title,
+                x_label,
+                y_label: "speed-up (×)".to_string(),
+                log_y: true,
+                series,
+                hlines,
+            },
+        ));
+    }
+    charts
 }
 
 #[cfg(test)]
@@ -1175,6 +1359,120 @@ mod tests {
         assert_eq!(c.a_new.ncols(), 8);
         assert_eq!(c.a_new[(0, 7)], a[(0, 7)]);
         assert!(a.as_slice().iter().all(|v| v.abs() >= 0.1));
+    }
+
+    /// `--svg` charts from GPU-style rows of the full grid: x is the field that
+    /// varies, one series per value of the other varying field, the bars dashed.
+    #[test]
+    fn speedup_charts_pick_the_varying_field() {
+        let mut rng = Rng::new(0x51a7);
+        let rows: Vec<(&str, Point, Row)> = full_grid()
+            .into_iter()
+            .map(|p| {
+                let upd = 0.5 + rng.uniform();
+                let r = Row {
+                    upd_ms: Some(upd),
+                    refac_ms: Some(upd * (0.2 + 50.0 * rng.uniform())),
+                    cpu_ms: p.cpu.then(|| upd * (1.0 + 100.0 * rng.uniform())),
+                    ..Row::default()
+                };
+                ("f64", p, r)
+            })
+            .collect();
+        let charts = speedup_charts(&rows, true);
+        let groups: Vec<&str> = rows.iter().map(|(_, p, _)| p.group).collect();
+        let mut want: Vec<String> = groups.iter().map(|g| format!("{g}_f64.svg")).collect();
+        want.dedup();
+        let names: Vec<String> = charts.iter().map(|(n, _)| n.clone()).collect();
+        assert_eq!(names, want);
+        let get = |n: &str| &charts.iter().find(|(f, _)| f == n).unwrap().1;
+        // AC-k3: k0 varies at m = 8000 (5 points) and m = 4000 (2, with CPU)
+        let ac = get("AC-k3_f64.svg");
+        assert!(ac.x_label.starts_with("k0"), "{}", ac.x_label);
+        let labels: Vec<&str> = ac.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "over (a) refactorise, m = 8000",
+                "over (a) refactorise, m = 4000",
+                "over (c) CPU update, m = 4000"
+            ]
+        );
+        assert_eq!(ac.series[0].points.len(), 5);
+        assert!(ac.hlines.iter().any(|h| h.y == 10.0));
+        assert!(ac
+            .hlines
+            .iter()
+            .any(|h| h.y == 50.0 && h.label.contains("(c)")));
+        // RC-k: k0 on x, one series per p, bars 10× and 50× (k0 ≥ n/2)
+        let rc = get("RC-k_f64.svg");
+        assert!(rc.x_label.starts_with("k0"));
+        assert_eq!(rc.series.len(), 2);
+        assert!(rc.hlines.iter().any(|h| h.y == 50.0));
+        // AR-p: p on x, series per n; R1: m and n vary together, one series
+        assert!(get("AR-p_f64.svg").x_label.starts_with("p "));
+        let r1 = get("R1_f64.svg");
+        assert!(r1.x_label.contains("vary with"), "{}", r1.x_label);
+        assert_eq!(r1.series[0].points.len(), 2);
+        // every measured ratio is plotted
+        let total: usize = charts
+            .iter()
+            .flat_map(|(_, c)| c.series.iter())
+            .flat_map(|s| s.points.iter())
+            .filter(|(_, y)| y.is_some())
+            .count();
+        let cpu = rows.iter().filter(|(_, p, _)| p.cpu).count();
+        assert_eq!(total, rows.len() + cpu);
+        for (_, c) in &charts {
+            plot::check_xml(&plot::line_chart(c)).unwrap();
+        }
+    }
+
+    /// End to end: the quick path (CPU-only without a GPU) on a reduced grid with
+    /// `--svg` writes one parseable SVG per (group, precision).
+    #[test]
+    fn svg_option_writes_valid_plots() {
+        use Kind::*;
+        let grid = vec![
+            pt("AC-k", InsertCols, 130, 50, 0, 5, true, None, None),
+            pt("AC-k", InsertCols, 130, 50, 25, 5, true, None, None),
+            pt("AC-k", InsertCols, 130, 50, 50, 5, true, None, None),
+            pt("AR-p", InsertRows, 130, 50, 0, 3, true, None, None),
+            pt("AR-p", InsertRows, 130, 50, 0, 7, true, None, None),
+            pt("AR-p", InsertRows, 130, 37, 0, 7, true, None, None),
+            pt("R1", RankOne, 97, 41, 0, 1, true, None, None),
+        ];
+        let dir = std::env::temp_dir().join(format!("cuqr-svg-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let args: Vec<String> = [
+            "--quick",
+            "--precision",
+            "both",
+            "--cpu-budget",
+            "0",
+            "--svg",
+            dir.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        run_on(&args, Some(grid)).unwrap();
+        for g in ["AC-k", "AR-p", "R1"] {
+            for prec in ["f64", "f32"] {
+                let svg = std::fs::read_to_string(dir.join(format!("{g}_{prec}.svg"))).unwrap();
+                let names = plot::check_xml(&svg).unwrap();
+                let want = match g {
+                    "AC-k" => 3,
+                    "AR-p" => 3,
+                    _ => 1,
+                };
+                let circles = names.iter().filter(|n| *n == "circle").count();
+                assert!(circles >= want, "{g} {prec}: {circles} points");
+                assert!(svg.contains("stroke-dasharray"));
+            }
+        }
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The CPU column of the quick grid against an independent refactorisation:
