@@ -35,10 +35,10 @@ pub(crate) struct Chart {
     pub hlines: Vec<HLine>,
 }
 
-const WIDTH: f64 = 760.0;
+const WIDTH: f64 = 840.0;
 const HEIGHT: f64 = 460.0;
 const LEFT: f64 = 75.0;
-const RIGHT: f64 = 230.0;
+const RIGHT: f64 = 290.0;
 const TOP: f64 = 45.0;
 const BOTTOM: f64 = 60.0;
 const COLORS: &[&str] = &[

@@ -1266,10 +1266,16 @@ fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::
         };
         if gpu {
             for (_, p, _) in &sel {
-                add_line(
-                    required_speedup(p),
-                    format!("bar {}× over (a)", required_speedup(p)),
-                );
+                let need = required_speedup(p);
+                // the cases of required_speedup, in its order
+                let why = match p.kind {
+                    Kind::RankOne => "rank-one",
+                    Kind::DeleteCols if 2 * p.k0 >= p.n => "k0 ≥ n/2",
+                    Kind::InsertCols | Kind::DeleteCols if 10 * p.p <= p.n => "p ≤ n/10",
+                    Kind::InsertRows | Kind::DeleteRows if 10 * p.p <= p.m => "p ≤ m/10",
+                    _ => "elsewhere",
+                };
+                add_line(need, format!("bar {need}× over (a), {why}"));
             }
             if sel
                 .iter()
@@ -1408,7 +1414,11 @@ mod tests {
         let rc = get("RC-k_f64.svg");
         assert!(rc.x_label.starts_with("k0"));
         assert_eq!(rc.series.len(), 2);
-        assert!(rc.hlines.iter().any(|h| h.y == 50.0));
+        assert!(rc
+            .hlines
+            .iter()
+            .any(|h| h.y == 50.0 && h.label.ends_with("k0 ≥ n/2")));
+        assert!(rc.hlines.iter().any(|h| h.y == 1.0));
         // AR-p: p on x, series per n; R1: m and n vary together, one series
         assert!(get("AR-p_f64.svg").x_label.starts_with("p "));
         let r1 = get("R1_f64.svg");
