@@ -101,6 +101,15 @@ pub enum Error {
         /// Explanation.
         why: String,
     },
+    /// An iterative solver (the mixed-precision least-squares refinement, spec §4.2)
+    /// stopped without reaching its tolerance; no solution is returned.
+    #[error("refinement did not converge after {iterations} iterations: backward error {backward_error:e}")]
+    NotConverged {
+        /// Refinement steps taken.
+        iterations: usize,
+        /// Normwise backward error of the last iterate.
+        backward_error: f64,
+    },
     /// No usable CUDA driver or device.
     #[error("no usable CUDA device: {0}")]
     NoDevice(String),

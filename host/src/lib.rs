@@ -29,6 +29,7 @@ pub mod error;
 pub mod gpu;
 pub mod lu;
 pub mod mat;
+pub mod mixed;
 pub mod params;
 pub mod qr;
 pub mod scalar;

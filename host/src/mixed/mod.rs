@@ -1,0 +1,227 @@
+//! Mixed-precision blocked Householder QR and a refined least-squares solver, CPU
+//! emulation (spec §4.2, seed S3; issue 5). Panels, T and all solves run in the working
+//! precision (f32 or f64); the compact-WY trailing-update and Q-accumulation GEMMs
+//! (VᵀC, op(T)·W, V·W₂) round their *inputs* to [`GemmPrecision`] (bf16, f16 or tf32)
+//! and accumulate in f32, exactly as tensor cores do (products of such inputs are exact
+//! in f32). Cost as blocked QR: ≈ 2mn² − 2n³/3, of which all but O(mn·n_b) is GEMM.
+//!
+//! The factorisation alone carries errors of order u_low·‖A‖ (u_bf16 = 2⁻⁸,
+//! u_f16 = u_tf32 = 2⁻¹¹). [`lstsq_mixed_cpu`] recovers the working precision's accuracy
+//! by iterative refinement whose correction equation AᵀAδ = Aᵀr (r = b − Ax) is solved
+//! by a Krylov method preconditioned by the low-precision R̃ — the least-squares analogue
+//! of GMRES-based iterative refinement (Carson & Higham, SIAM J. Sci. Comput. 40(2),
+//! 2018; Carson, Higham & Pranesh, SIAM J. Sci. Comput. 42(6), 2020) built on the
+//! semi-normal equations R̃ᵀR̃δ = Aᵀr (Higham, *Accuracy and Stability of Numerical
+//! Algorithms*, 2nd ed., §20.6): conjugate gradients on AᵀA with preconditioner R̃ᵀR̃
+//! (one CG step is one step of refined semi-normal equations), the operator, r and Aᵀr
+//! applied in f64 (the "u_r = u²" precision of Carson–Higham's analysis when the working
+//! precision is f32). The recurred CG residual is Aᵀr itself, so rounding stays
+//! relative to the quantity being driven to zero (CGLS, which recurs the O(‖b‖) residual,
+//! stalled near 1e-15 in f64 on κ = 1e6 in our tests).
+//! R̃ is the exact R factor of A + ΔA with ‖ΔA‖ ≲ γ‖A‖, γ ~ √n·u_low, so
+//! κ(A·R̃⁻¹) ≤ (1 + γκ)² (the bound Carson–Higham give for LU preconditioners): for
+//! κ(A)·γ < 1 CG converges in a few steps per digit, beyond it convergence slows and the
+//! inner budget (10n + 50 steps per refinement) runs out — which is how an A too ill
+//! conditioned for the chosen precision (e.g. κ ≈ 1e12 with bf16) shows up. The outer
+//! loop stops when the backward error is below u/10 or no longer halves, keeps its best
+//! iterate, and returns it only if its normwise backward error ([`ls_backward_error`])
+//! meets the tolerance, otherwise [`Error::NotConverged`](crate::Error::NotConverged):
+//! never a silent wrong answer. Measured (tests/mixed_cpu.rs): κ ≤ 1e6 in f32 and f64
+//! with all three GEMM precisions reaches faer's f64 (or f32) backward error in 2–3 steps.
+//!
+//! # Examples
+//! ```
+//! use cuqr::Mat;
+//! use cuqr::mixed::{lstsq_mixed_cpu, ls_backward_error, GemmPrecision, MixedParams};
+//! let (m, n) = (61, 23);
+//! let a = Mat::<f64>::from_fn(m, n, |i, j| ((i * 37 + j * 11) % 17) as f64 / 7.0 - 1.0
+//!     + if i == j { 3.0 } else { 0.0 });
+//! let b = Mat::<f64>::from_fn(m, 1, |i, _| (i as f64 * 0.37).sin());
+//! let params = MixedParams { precision: GemmPrecision::Bf16, ..MixedParams::default() };
+//! let sol = lstsq_mixed_cpu(a.as_ref(), b.as_ref(), &params).unwrap();
+//! let eta = ls_backward_error(a.as_ref(), b.col(0), sol.x.col(0));
+//! assert!(eta <= 1e-14 && eta == sol.backward_error);
+//! ```
+#![forbid(unsafe_code)]
+
+mod cpu;
+
+pub use cpu::{ls_backward_error, lstsq_mixed_cpu, mixed_qr_cpu, MixedQr, MixedSolution};
+
+/// How the inputs of the trailing-update and Q-accumulation GEMMs are rounded (spec §4.2,
+/// seed S3). Accumulation is always in f32. Rounding is to nearest, ties to even, straight
+/// from the working precision (f64 inputs go through f32 with round-to-odd, which makes
+/// the two-step rounding exact).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GemmPrecision {
+    /// bfloat16: 8-bit significand (7 stored bits), f32's exponent range; u = 2⁻⁸.
+    Bf16,
+    /// IEEE binary16: 11-bit significand, exponents −14..15 (max 65504), so each GEMM
+    /// operand is pre-scaled by a power of two (exact) to keep its largest entry in
+    /// [2¹⁴, 2¹⁵) and the result is scaled back; u = 2⁻¹¹.
+    F16,
+    /// TensorFloat-32: 11-bit significand (10 stored bits), f32's exponent range;
+    /// u = 2⁻¹¹.
+    Tf32,
+}
+
+impl GemmPrecision {
+    /// Unit roundoff u = 2⁻ᵗ of the format (t = significand bits).
+    pub const fn unit_roundoff(self) -> f64 {
+        match self {
+            GemmPrecision::Bf16 => 1.0 / 256.0,
+            GemmPrecision::F16 | GemmPrecision::Tf32 => 1.0 / 2048.0,
+        }
+    }
+
+    /// Number of stored significand (mantissa) bits: 7, 10, 10.
+    pub const fn mantissa_bits(self) -> u32 {
+        match self {
+            GemmPrecision::Bf16 => 7,
+            GemmPrecision::F16 | GemmPrecision::Tf32 => 10,
+        }
+    }
+
+    /// Rounds one value to this format, to nearest with ties to even, and returns it as
+    /// the f32 a tensor core would multiply (exactly representable in f32). No scaling:
+    /// values beyond the format's range become ±∞ (f16 above 65520, bf16/tf32 beyond
+    /// f32's range), values below its subnormal range become ±0. NaN stays NaN.
+    pub fn round(self, x: f64) -> f32 {
+        let y = f64_to_f32_round_odd(x);
+        match self {
+            GemmPrecision::Bf16 => half::bf16::from_f32(y).to_f32(),
+            GemmPrecision::F16 => half::f16::from_f32(y).to_f32(),
+            GemmPrecision::Tf32 => f32_to_tf32(y),
+        }
+    }
+}
+
+/// f64 → f32 rounded to odd: truncate, then set the last bit if anything was lost.
+/// Rounding the result to nearest in any format with at most 22 significand bits equals
+/// rounding x directly (Boldo & Melquiond, IEEE TC 57(4), 2008).
+fn f64_to_f32_round_odd(x: f64) -> f32 {
+    let y = x as f32;
+    if x.is_nan() || y as f64 == x {
+        return y;
+    }
+    let mut bits = y.to_bits();
+    if (y as f64).abs() > x.abs() {
+        bits -= 1; // y was rounded away from zero: step its magnitude down one ulp.
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// f32 → tf32 (10 stored significand bits) by round to nearest even on the bit pattern;
+/// a carry into the exponent gives the next binade or ±∞, as IEEE rounding does.
+fn f32_to_tf32(y: f32) -> f32 {
+    if !y.is_finite() {
+        return y;
+    }
+    let bits = y.to_bits();
+    let lsb = (bits >> 13) & 1;
+    f32::from_bits(bits.wrapping_add(0xFFF + lsb) & !0x1FFF)
+}
+
+/// Options of the mixed-precision QR and least-squares solver (spec §4.2, §5.3). The
+/// precision option is off by default in the rest of cuqr: these functions are the
+/// opt-in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MixedParams {
+    /// Rounding of the GEMM inputs (default [`GemmPrecision::Tf32`]).
+    pub precision: GemmPrecision,
+    /// Householder block size n_b; `None` = `params::default_block_size(n)`; `Some(0)`
+    /// is refused.
+    pub block_size: Option<usize>,
+    /// Maximum number of refinement steps (outer iterations) of the solver (default 10).
+    pub max_iterations: usize,
+    /// Normwise backward error the solution must reach ([`ls_backward_error`]); `None`
+    /// = 10·m·u of the working precision (spec §3.7).
+    pub tol: Option<f64>,
+}
+
+impl Default for MixedParams {
+    fn default() -> Self {
+        Self {
+            precision: GemmPrecision::Tf32,
+            block_size: None,
+            max_iterations: 10,
+            tol: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Trailing significand bits below the format's last stored bit are zero.
+    fn low_bits_clear(y: f32, p: GemmPrecision) -> bool {
+        let drop = 23 - p.mantissa_bits();
+        y.to_bits() & ((1u32 << drop) - 1) == 0
+    }
+
+    #[test]
+    fn rounding_keeps_only_the_format_bits_and_is_nearest() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(5);
+        for p in [GemmPrecision::Bf16, GemmPrecision::F16, GemmPrecision::Tf32] {
+            let u = p.unit_roundoff();
+            for _ in 0..2000 {
+                // Normal range of every format (f16 normal from 2⁻¹⁴ to 65504).
+                let sign = if rng.random_bool(0.5) { -1.0 } else { 1.0 };
+                let x: f64 =
+                    sign * rng.random_range(1.0..2.0) * 2f64.powi(rng.random_range(-13..=14));
+                let y = p.round(x);
+                assert!(low_bits_clear(y, p), "{p:?} {x} -> {y}");
+                let err = (y as f64 - x).abs();
+                assert!(err <= u * x.abs(), "{p:?} {x} -> {y}");
+                // Nearest: neither neighbour on the format's grid is closer.
+                let ulp = 2f64.powi(x.abs().log2().floor() as i32 - p.mantissa_bits() as i32);
+                for nb in [y as f64 - ulp, y as f64 + ulp] {
+                    assert!((nb - x).abs() >= err, "{p:?} {x} -> {y}, {nb} closer");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rounding_from_f64_is_direct_not_double() {
+        // 1 + 2⁻⁸ + 2⁻³⁰ is just above the bf16 midpoint 1 + 2⁻⁸: it must round up,
+        // although via f32 with round-to-nearest it would first become the tie 1 + 2⁻⁸
+        // and then round to even (1.0).
+        let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-30);
+        assert_eq!(GemmPrecision::Bf16.round(x), 1.0 + 2f32.powi(-7));
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(GemmPrecision::Tf32.round(x), 1.0 + 2f32.powi(-10));
+        assert_eq!(GemmPrecision::F16.round(x), 1.0 + 2f32.powi(-10));
+        // Exact ties go to even.
+        assert_eq!(GemmPrecision::Bf16.round(1.0 + 2f64.powi(-8)), 1.0);
+        assert_eq!(
+            GemmPrecision::Tf32.round(1.0 + 3.0 * 2f64.powi(-11)),
+            1.0 + 2f32.powi(-9)
+        );
+        // Exactly representable values are unchanged.
+        assert_eq!(GemmPrecision::F16.round(-0.75), -0.75);
+    }
+
+    #[test]
+    fn range_behaviour_is_as_documented() {
+        // f16: 65504 is the largest finite value, 65520 and above round to ∞.
+        assert_eq!(GemmPrecision::F16.round(65519.0), 65504.0);
+        assert_eq!(GemmPrecision::F16.round(65520.0), f32::INFINITY);
+        assert_eq!(GemmPrecision::F16.round(-1e6), f32::NEG_INFINITY);
+        // f16 smallest subnormal 2⁻²⁴; half of it ties to 0.
+        assert_eq!(GemmPrecision::F16.round(2f64.powi(-24)), 2f32.powi(-24));
+        assert_eq!(GemmPrecision::F16.round(2f64.powi(-25)), 0.0);
+        // bf16 and tf32 keep f32's range.
+        assert_eq!(
+            GemmPrecision::Bf16.round(1e30),
+            half::bf16::from_f32(1e30).to_f32()
+        );
+        assert!(GemmPrecision::Tf32.round(1e38).is_finite());
+        assert_eq!(GemmPrecision::Tf32.round(1e39), f32::INFINITY);
+        assert_eq!(GemmPrecision::Bf16.round(1e39), f32::INFINITY);
+        assert!(GemmPrecision::Tf32.round(f64::NAN).is_nan());
+    }
+}
