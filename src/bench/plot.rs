@@ -538,7 +538,7 @@ mod tests {
 
     #[test]
     fn charts_are_well_formed_with_every_point() {
-        let mut rng = Rng::new(0x5eed_7);
+        let mut rng = Rng::new(0x5eed7);
         for log in [false, true] {
             let c = random_chart(&mut rng, log);
             let svg = line_chart(&c);
