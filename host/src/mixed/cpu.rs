@@ -356,14 +356,14 @@ fn pcg_normal(
     let mut p = precond(&rho);
     let mut gamma = dot(&rho, &p);
     for _ in 0..max_it {
-        if norm2(&rho) <= stop || !(gamma > 0.0) {
+        if norm2(&rho) <= stop || gamma.is_nan() || gamma <= 0.0 {
             break;
         }
         let mut ap = vec![0.0; m];
         gemv_sub(af, m, &p, &mut ap); // −A p
         let w = gemv_t(af, m, n, &ap); // −AᵀA p
         let pw = -dot(&p, &w);
-        if !(pw > 0.0) || !pw.is_finite() {
+        if !pw.is_finite() || pw <= 0.0 {
             break;
         }
         let alpha = gamma / pw;
@@ -501,7 +501,7 @@ pub fn lstsq_mixed_cpu<T: Scalar>(
         let eta = ls_backward_error(a, &b.col(col)[..m], x.col(col));
         iterations = iterations.max(it);
         worst = worst.max(eta);
-        if !(eta <= tol) {
+        if eta.is_nan() || eta > tol {
             return Err(Error::NotConverged {
                 iterations: it,
                 backward_error: eta,

@@ -57,6 +57,7 @@ pub use cpu::{ls_backward_error, lstsq_mixed_cpu, mixed_qr_cpu, MixedQr, MixedSo
 /// from the working precision (f64 inputs go through f32 with round-to-odd, which makes
 /// the two-step rounding exact).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GemmPrecision {
     /// bfloat16: 8-bit significand (7 stored bits), f32's exponent range; u = 2⁻⁸.
     Bf16,
