@@ -34,6 +34,44 @@ pub fn resolve_block_size(
     }
 }
 
+/// Panel factorisation (level 2) of columns j0..j0+jb of `r`, rows j0..m (spec §1.4):
+/// one `house` per column, applied to the rest of the panel; β lands on the
+/// diagonal and the reflector tails below it. Returns V (ℓ×jb with ℓ = m − j0,
+/// unit lower trapezoidal, explicit ones and zeros) and the τ's, ready for
+/// [`larft`] and the block application.
+pub fn factor_panel<T: Scalar>(r: &mut Mat<T>, j0: usize, jb: usize) -> (Mat<T>, Vec<T>) {
+    use crate::cpu::householder::{apply_left_split, house};
+    let m = r.nrows();
+    let mut tau = Vec::with_capacity(jb);
+    for j in j0..j0 + jb {
+        let (head, tail) = r.col_mut(j)[j..].split_first_mut().expect("j < m");
+        let (beta, t) = house(*head, tail);
+        *head = beta;
+        tau.push(t);
+        for c in j + 1..j0 + jb {
+            let (vj, cc) = r.two_cols_mut(j, c);
+            let (ch, ct) = cc[j..].split_first_mut().expect("j < m");
+            apply_left_split(&vj[j + 1..], t, ch, ct);
+        }
+    }
+    let v = Mat::from_fn(m - j0, jb, |i, k| match i.cmp(&k) {
+        core::cmp::Ordering::Equal => T::ONE,
+        core::cmp::Ordering::Less => T::ZERO,
+        core::cmp::Ordering::Greater => r[(j0 + i, j0 + k)],
+    });
+    (v, tau)
+}
+
+/// Sets the strictly lower part of the first `n` columns of `r` to exact zero
+/// (erratum H3: no rounding residue below the diagonal, ‖L‖ = 0).
+pub fn zero_below_diagonal<T: Scalar>(r: &mut Mat<T>, n: usize) {
+    for j in 0..n {
+        for x in &mut r.col_mut(j)[j + 1..] {
+            *x = T::ZERO;
+        }
+    }
+}
+
 /// The Gram matrix S = VᵀV (k×k, only the strictly upper part is needed by
 /// [`larft_from_gram`]). V is ℓ×k with its structural zeros above the unit diagonal
 /// stored explicitly, so the sums start at row i.

@@ -5,8 +5,7 @@
 #![forbid(unsafe_code)]
 
 use super::{GemmPrecision, MixedParams};
-use crate::cpu::householder::{apply_left_split, house};
-use crate::cpu::wy::{larft, resolve_block_size};
+use crate::cpu::wy::{factor_panel, larft, resolve_block_size, zero_below_diagonal};
 use crate::error::{Error, Result};
 use crate::mat::{Mat, MatRef};
 use crate::scalar::Scalar;
@@ -161,7 +160,7 @@ impl<T: Scalar> MixedQr<T> {
 /// [`Error::Shape`] (empty A), [`Error::Underdetermined`] (m < n), [`Error::NonFinite`],
 /// [`Error::InvalidParam`] (block size 0).
 pub fn mixed_qr_cpu<T: Scalar>(a: MatRef<'_, T>, params: &MixedParams) -> Result<MixedQr<T>> {
-    let (m, n) = (a.nrows(), a.ncols());
+    let n = a.ncols();
     check_a(OP_QR, a)?;
     let nb = resolve_block_size(OP_QR, params.block_size, n)?;
     let mut r = a.to_owned();
@@ -169,34 +168,14 @@ pub fn mixed_qr_cpu<T: Scalar>(a: MatRef<'_, T>, params: &MixedParams) -> Result
     let mut j0 = 0;
     while j0 < n {
         let jb = nb.min(n - j0);
-        let mut tau = Vec::with_capacity(jb);
         // Panel (level 2, working precision): reflectors below the diagonal.
-        for j in j0..j0 + jb {
-            let (head, tail) = r.col_mut(j)[j..].split_first_mut().expect("j < m");
-            let (beta, t) = house(*head, tail);
-            *head = beta;
-            tau.push(t);
-            for c in j + 1..j0 + jb {
-                let (vj, cc) = r.two_cols_mut(j, c);
-                let (ch, ct) = cc[j..].split_first_mut().expect("j < m");
-                apply_left_split(&vj[j + 1..], t, ch, ct);
-            }
-        }
-        let v = Mat::from_fn(m - j0, jb, |i, k| match i.cmp(&k) {
-            core::cmp::Ordering::Equal => T::ONE,
-            core::cmp::Ordering::Less => T::ZERO,
-            core::cmp::Ordering::Greater => r[(j0 + i, j0 + k)],
-        });
+        let (v, tau) = factor_panel(&mut r, j0, jb);
         let t = larft(&v, &tau);
         larfb_left_mixed(&v, &t, true, &mut r, j0, j0 + jb..n, params.precision);
         blocks.push((j0, v, t));
         j0 += jb;
     }
-    for j in 0..n {
-        for x in &mut r.col_mut(j)[j + 1..] {
-            *x = T::ZERO;
-        }
-    }
+    zero_below_diagonal(&mut r, n);
     Ok(MixedQr {
         r,
         blocks,

@@ -5,8 +5,7 @@
 //! Fixes errata E6/E7 (β written, exact zeros below the diagonal, half-open ranges) and E14.
 #![forbid(unsafe_code)]
 
-use crate::cpu::householder::{apply_left_split, house};
-use crate::cpu::wy::{larfb_left, larft, resolve_block_size};
+use crate::cpu::wy::{factor_panel, larfb_left, larft, resolve_block_size, zero_below_diagonal};
 use crate::cpu::{check_rank_of, CpuQr, Dims};
 use crate::error::{Error, Result};
 use crate::mat::{Mat, MatRef};
@@ -141,31 +140,9 @@ pub fn run_cpu<T: Scalar>(
     let mut j0 = 0;
     while j0 < n {
         let jb = nb.min(n - j0);
-        let l = m - j0;
-        let mut tau = Vec::with_capacity(jb);
-        // Panel (level 2): reflectors stored below the diagonal of r.
-        for j in j0..j0 + jb {
-            let col = r.col_mut(j);
-            let (head, tail) = col[j..].split_first_mut().expect("j < m");
-            let (beta, t) = house(*head, tail);
-            *head = beta;
-            tau.push(t);
-            for c in j + 1..j0 + jb {
-                let (vj, cc) = r.two_cols_mut(j, c);
-                let (ch, ct) = cc[j..].split_first_mut().expect("j < m");
-                apply_left_split(&vj[j + 1..], t, ch, ct);
-            }
-        }
-        // V (ℓ×jb, unit lower trapezoidal) and T.
-        let v = Mat::from_fn(l, jb, |i, k| {
-            if i == k {
-                T::ONE
-            } else if i < k {
-                T::ZERO
-            } else {
-                r[(j0 + i, j0 + k)]
-            }
-        });
+        // Panel (level 2): reflectors stored below the diagonal of r; V (ℓ×jb, unit
+        // lower trapezoidal) and the τ's.
+        let (v, tau) = factor_panel(&mut r, j0, jb);
         let t = larft(&v, &tau);
         // Block application (level 3): C −= V Tᵀ (Vᵀ C) on the trailing columns and d.
         larfb_left(&v, &t, true, &mut r, j0, j0 + jb..n);
@@ -176,11 +153,7 @@ pub fn run_cpu<T: Scalar>(
         j0 += jb;
     }
     // Exact zeros below the diagonal (erratum H3).
-    for j in 0..n {
-        for x in &mut r.col_mut(j)[j + 1..] {
-            *x = T::ZERO;
-        }
-    }
+    zero_below_diagonal(&mut r, n);
     check_rank_of(&r, n, plan.rank_tol)?;
 
     let q = if keep_q {
@@ -271,7 +244,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
 pub(crate) mod tests {
     use super::*;
     use crate::backend::QrUpdate;
-    use crate::cpu::householder::apply_left;
+    use crate::cpu::householder::{apply_left, house};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
