@@ -1,4 +1,4 @@
-//! GPU backend vs CPU backend and the f64 faer model (docs/gpu-updates.md; spec §1.4,
+//! GPU backend vs CPU backend and the f64 faer model (docs/design.md; spec §1.4,
 //! §1.8, §1.9, §3.7): factorize, solve, delete_cols, insert_rows (and every update the
 //! GPU wires: extend [`GPU_WIRED`]), f32 and f64, ragged sizes, k0 at 0 / middle / end,
 //! p = 1 and p > 1, random update sequences through `&mut dyn QrUpdate<T>`, the same

@@ -1,4 +1,4 @@
-//! The seed Wavefront Givens stages (`cuqr::gpu::givens_wavefront`, docs/gpu-updates.md;
+//! The seed Wavefront Givens stages (`cuqr::gpu::givens_wavefront`, docs/design.md;
 //! spec §1.5, §1.7 step 3, §1.10, §1.11) against serial CPU replays of the same
 //! rotations and against the CPU backend, f32 and f64, on random nonzero inputs with
 //! ragged sizes (m = 1000, n = 333, p ∈ {1, 17}, k0 at the start, middle and end).
@@ -678,7 +678,7 @@ fn to64<T: Scalar>(a: &Mat<T>) -> Mat<f64> {
 }
 
 /// An update sequence through `GpuQr` with `Givens::Wavefront` and the given row-removal
-/// strategy, against the same sequence on `CpuQr` (docs/gpu-updates.md dispatch).
+/// strategy, against the same sequence on `CpuQr` (docs/design.md dispatch).
 fn through_gpuqr<T: GpuScalar>(removal: RowRemoval) {
     let Some(gpu) = common::gpu() else { return };
     let gpu = Arc::new(gpu);

@@ -31,7 +31,7 @@ pub struct Gpu {
     pub(crate) stream3: Arc<CudaStream>,
     pub(crate) ctx: Arc<CudaContext>,
     /// Kernel launches, cuBLAS/cuSOLVER calls and memcpys issued so far
-    /// (docs/gpu-updates.md "Launch counting").
+    /// (docs/design.md "Launch counting").
     pub(crate) launches: AtomicU64,
 }
 
@@ -136,7 +136,7 @@ impl Gpu {
     }
 
     /// How many kernel launches, cuBLAS and cuSOLVER calls and memcpys cuqr
-    /// has issued on this device (docs/gpu-updates.md "Launch counting"):
+    /// has issued on this device (docs/design.md "Launch counting"):
     /// read it before and after an operation to count that operation's launches.
     pub fn launch_count(&self) -> u64 {
         self.launches.load(Ordering::Relaxed)

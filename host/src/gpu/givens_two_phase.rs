@@ -1,5 +1,5 @@
 //! Givens stages of the GPU updates in the two-phase design (spec §1.5 "Recommended
-//! modern design"; docs/gpu-updates.md "Givens stages"): one single-block generate
+//! modern design"; docs/design.md "Givens stages"): one single-block generate
 //! launch runs the wavefront over the driver block (the p new columns for §1.7, Z =
 //! Q(k0..k0+p, :) for §1.10, w and the Hessenberg R for §1.11) and records the rotations;
 //! one apply launch streams them through Q, d and R together. Launches per stage: 2 for

@@ -1,4 +1,4 @@
-//! Blocked Householder QR on the device (spec §1.3–§1.4; docs/gpu-updates.md
+//! Blocked Householder QR on the device (spec §1.3–§1.4; docs/design.md
 //! "Shared building blocks"): per panel column the `householder_house` kernel and
 //! `panel_apply`, V extracted with explicit unit diagonal and zeros by
 //! `panel_extract_v` (which also leaves exact zeros below R's diagonal), T by

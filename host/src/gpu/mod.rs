@@ -7,7 +7,7 @@
 pub mod blas;
 pub mod device;
 pub mod givens_two_phase;
-/// Seed Wavefront Givens stages (docs/gpu-updates.md); public only for tests/gpu_wavefront.rs.
+/// Seed Wavefront Givens stages (docs/design.md); public only for tests/gpu_wavefront.rs.
 #[doc(hidden)]
 pub mod givens_wavefront;
 pub mod householder;

@@ -1,5 +1,5 @@
 //! [`GpuQr`]: a QR factorisation held in device memory and updated there
-//! (docs/gpu-updates.md "State"; spec §1.4–§1.11). R (m×n), d = Qᵀb (m×q) and,
+//! (docs/design.md "State"; spec §1.4–§1.11). R (m×n), d = Qᵀb (m×q) and,
 //! under [`QPolicy::Full`], the explicit m×m Q live in [`DevMat`]s with padded
 //! leading dimensions. Every operation validates with the same `plan` as the
 //! CPU backend, computes into new or scratch buffers, checks the new diagonal,
@@ -17,7 +17,7 @@ use crate::mat::{Mat, MatRef};
 use crate::params::{FactorParams, QPolicy, UpdateParams};
 
 /// A QR factorisation A = QR with right-hand sides d = Qᵀb in device memory
-/// (docs/gpu-updates.md "State", spec §5.1–§5.2).
+/// (docs/design.md "State", spec §5.1–§5.2).
 ///
 /// The layout matches [`crate::CpuQr`]: R is m×n upper trapezoidal with exact
 /// zeros below the diagonal, d is m×q, Q (when held) is m×m.

@@ -150,7 +150,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     Ok(())
 }
 
-/// Deletes rows k0..k0+p on the device (spec §1.10; docs/gpu-updates.md): the rotations
+/// Deletes rows k0..k0+p on the device (spec §1.10; docs/design.md): the rotations
 /// on copies of Q, R and d (`params.row_removal`: two-phase, or the seed composite /
 /// separate-streams designs), then Q̃ = Q(rows ∉ block, p:m), R̃ = R(p:m, :) with exact
 /// zeros below the diagonal and d̃ = d(p:m, :) gathered into new buffers, the rank check,

@@ -252,7 +252,7 @@ fn householder_below<T: Scalar>(r: &mut Mat<T>, q: &mut Mat<T>, d: &mut Mat<T>, 
 }
 
 /// Inserts the m×p block `u` as columns k0..k0+p on the device (spec §1.7;
-/// docs/gpu-updates.md): R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)] in a new buffer (two device
+/// docs/design.md): R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)] in a new buffer (two device
 /// copies and one cuBLAS GEMM), blocked Householder on R'(n:m, k0:k0+p) applied to copies
 /// of d and Q (`gpu::householder::blocked_qr`), then the Givens strip unless k0 = n
 /// (`params.givens`: two-phase, or the seed wavefront), the rank check, and the swap.

@@ -189,7 +189,7 @@ fn rot_rows<T: Scalar>(
     }
 }
 
-/// Replaces A by A + u vᵀ on the device (spec §1.11; docs/gpu-updates.md): w = Qᵀu by
+/// Replaces A by A + u vᵀ on the device (spec §1.11; docs/design.md): w = Qᵀu by
 /// cuBLAS GEMV, then stages A and B on copies of R, Q and d (`params.givens`: two-phase,
 /// or the seed wavefront), the rank check, and the swap. R keeps exact zeros below its
 /// diagonal.
