@@ -77,6 +77,71 @@ pub unsafe fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// `gridDim.x · gridDim.y`: blocks in the launch.
+#[inline(always)]
+pub fn grid_blocks() -> usize {
+    // SAFETY: reading special registers has no preconditions.
+    unsafe { nvptx::_grid_dim_x() as usize * nvptx::_grid_dim_y() as usize }
+}
+
+/// Reads `p[i]` with `ld.volatile` (never served from a stale L1 line): for data that
+/// other blocks wrote before a [`grid_sync`].
+///
+/// # Safety
+/// `p.add(i)` must be in bounds of one allocation and aligned.
+#[inline(always)]
+pub unsafe fn ld_volatile<T: Copy>(p: *const T, i: usize) -> T {
+    // SAFETY: the caller guarantees an in-bounds, aligned read.
+    unsafe { p.add(i).read_volatile() }
+}
+
+/// `__syncwarp()` (PTX `bar.warp.sync 0xffffffff`): orders the shared-memory accesses
+/// of the warp's lanes.
+///
+/// # Safety
+/// All 32 lanes of the warp execute it together.
+#[inline(always)]
+pub unsafe fn sync_warp() {
+    // SAFETY: full-mask warp barrier; the caller guarantees all lanes arrive.
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack, preserves_flags)) };
+}
+
+/// Grid-wide barrier of a cooperative launch (every block resident at once): the
+/// block's threads meet at `bar.sync`; thread 0 then fences (`membar.gl`, making the
+/// block's earlier global writes visible device-wide), adds 1 to `*counter` and spins
+/// until it reaches `target`, fences again; the block meets at `bar.sync` once more.
+/// With the counter at `base` at launch, the g-th barrier (g = 0, 1, …) of a launch of
+/// B blocks waits for `base + (g + 1)·B`. Data other blocks wrote before the barrier
+/// must be read with [`ld_volatile`].
+///
+/// # Safety
+/// Cooperative launch (all blocks co-resident, else this deadlocks); every thread of
+/// every block calls it with the same `target` sequence; `counter` points at a
+/// device-global `u32` that only these barriers touch during the launch.
+#[inline(always)]
+pub unsafe fn grid_sync(counter: *mut u32, target: u32) {
+    // SAFETY: block-uniform call (caller's contract).
+    unsafe { sync_threads() };
+    if thread_linear() == 0 {
+        // SAFETY: `counter` is a valid global u32 (caller's contract); `membar.gl`
+        // and `atom.global.add` have no other preconditions; the spin reads with
+        // `ld.volatile` so it observes the other blocks' atomic adds.
+        unsafe {
+            asm!("membar.gl;", options(nostack, preserves_flags));
+            asm!(
+                "atom.global.add.u32 {old}, [{p}], 1;",
+                old = out(reg32) _,
+                p = in(reg64) counter,
+                options(nostack, preserves_flags),
+            );
+            while (counter.read_volatile().wrapping_sub(target) as i32) < 0 {}
+            asm!("membar.gl;", options(nostack, preserves_flags));
+        }
+    }
+    // SAFETY: block-uniform call.
+    unsafe { sync_threads() };
+}
+
 /// Aborts the kernel (PTX `trap`): the launch fails with an error on the host.
 #[inline(always)]
 pub fn trap() -> ! {

@@ -24,7 +24,7 @@ pub unsafe fn warp_sum<T: Float>(mut v: T) -> T {
 /// # Safety
 /// The whole warp calls convergently.
 #[inline(always)]
-unsafe fn warp_max<T: Float>(mut v: T) -> T {
+pub unsafe fn warp_max<T: Float>(mut v: T) -> T {
     let mut d = (WARP / 2) as u32;
     while d > 0 {
         // SAFETY: forwarded: the full warp is convergent here.
@@ -43,7 +43,22 @@ unsafe fn warp_max<T: Float>(mut v: T) -> T {
 /// multiple of 32); dynamic shared memory holds at least 32 `T`s.
 #[inline(always)]
 unsafe fn block_reduce<T: Float>(v: T, id: T, warp_op: unsafe fn(T) -> T) -> T {
-    let smem = device::shared::<T>();
+    // SAFETY: forwarded; the dynamic shared memory holds ≥ 32 `T`s.
+    unsafe { block_reduce_in(device::shared::<T>(), v, id, warp_op) }
+}
+
+/// [`block_reduce`] with its 32-element scratch at `smem` (shared memory).
+///
+/// # Safety
+/// As [`block_reduce`], with `smem` valid shared memory for 32 `T`s that no other
+/// code touches during the call.
+#[inline(always)]
+pub(crate) unsafe fn block_reduce_in<T: Float>(
+    smem: *mut T,
+    v: T,
+    id: T,
+    warp_op: unsafe fn(T) -> T,
+) -> T {
     let tid = device::thread_linear();
     let lane = tid % WARP;
     let warp = tid / WARP;
