@@ -114,6 +114,10 @@ kernel_table! {
     lu_laswp,
     /// `lu_panel_fused_<T>(a, lda, m, c0, w, ipiv, diag)` (one-block LU base panel).
     lu_panel_fused,
+    /// `convert_to_f32_<T>(src, lds, rows, cols, dst: f32, ldd, ystride)` (issue 5).
+    convert_to_f32,
+    /// `convert_from_f32_<T>(src: f32, lds, rows, cols, dst, ldd, ystride)` (issue 5).
+    convert_from_f32,
 }
 
 fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Result<CudaFunction> {

@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod kernels_lu;
 pub mod kernels_panel;
 pub mod kernels_two_phase;
+mod kernels_convert;
 mod kernels_wavefront;
 pub mod matrix;
 pub mod qr;

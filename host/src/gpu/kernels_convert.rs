@@ -1,0 +1,111 @@
+//! Typed launchers of the precision-conversion kernels (gpu-kernels/src/convert.rs;
+//! issue 5, spec §4.2): an f32 copy of a working-precision matrix for the
+//! mixed-precision factorisation, and the f32 factor widened back for refinement.
+//! Launches go on [`Gpu::stream`] and count themselves.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::matrix::{DevMatView, DevMatViewMut};
+use super::{Gpu, GpuScalar};
+use crate::error::{Error, Result};
+
+/// Threads per block (x) of the elementwise conversion kernels.
+const BLOCK: u32 = 128;
+/// Largest grid y; the kernels loop over columns with this stride.
+const MAX_GRID_Y: usize = 65_535;
+
+/// Grid (⌈rows/128⌉, min(cols, 65535)), block 128, and the column stride (= grid y).
+fn cfg(rows: usize, cols: usize) -> (LaunchConfig, usize) {
+    let gx = u32::try_from(rows.div_ceil(BLOCK as usize)).expect("grid x fits u32");
+    let gy = cols.min(MAX_GRID_Y);
+    (
+        LaunchConfig {
+            grid_dim: (gx, gy as u32, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        },
+        gy,
+    )
+}
+
+fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+    move |e| Error::Driver(format!("launching {name}: {e}"))
+}
+
+impl Gpu {
+    /// `convert_to_f32`: dst := src rounded to f32 (to nearest), same shape, any lds.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If the shapes differ (a cuqr bug).
+    pub fn convert_to_f32<T: GpuScalar>(
+        &self,
+        src: &DevMatView<'_, T>,
+        dst: &mut DevMatViewMut<'_, f32>,
+    ) -> Result<()> {
+        let (rows, cols) = (src.nrows(), src.ncols());
+        assert!(dst.nrows() == rows && dst.ncols() == cols);
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let (lds, ldd) = (src.ld(), dst.ld());
+        let (c, ystride) = cfg(rows, cols);
+        let f = &T::kernel_set(&self.kernels).convert_to_f32;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(src.buf())
+            .arg(&lds)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(dst.buf_mut())
+            .arg(&ldd)
+            .arg(&ystride);
+        // SAFETY: matches convert_to_f32_{f32,f64}(src: *const T, lds, rows, cols,
+        // dst: *mut f32, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
+        // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
+        // view of another buffer type, so it cannot alias src; grid (⌈rows/128⌉,
+        // min(cols, 65535)), block 128, ystride = grid y.
+        unsafe { b.launch(c) }.map_err(launch_err("convert_to_f32"))?;
+        Ok(())
+    }
+
+    /// `convert_from_f32`: dst := src widened exactly from f32, same shape, any lds.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If the shapes differ (a cuqr bug).
+    pub fn convert_from_f32<T: GpuScalar>(
+        &self,
+        src: &DevMatView<'_, f32>,
+        dst: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        let (rows, cols) = (src.nrows(), src.ncols());
+        assert!(dst.nrows() == rows && dst.ncols() == cols);
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let (lds, ldd) = (src.ld(), dst.ld());
+        let (c, ystride) = cfg(rows, cols);
+        let f = &T::kernel_set(&self.kernels).convert_from_f32;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(src.buf())
+            .arg(&lds)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(dst.buf_mut())
+            .arg(&ldd)
+            .arg(&ystride);
+        // SAFETY: matches convert_from_f32_{f32,f64}(src: *const f32, lds, rows, cols,
+        // dst: *mut T, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
+        // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
+        // view and cannot alias src; grid (⌈rows/128⌉, min(cols, 65535)), block 128,
+        // ystride = grid y.
+        unsafe { b.launch(c) }.map_err(launch_err("convert_from_f32"))?;
+        Ok(())
+    }
+}
