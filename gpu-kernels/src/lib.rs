@@ -284,21 +284,21 @@ entries! {
         (a: *mut T, lda: usize, col0: usize, col1: usize, skip0: usize, skip1: usize,
          ipiv: *const u32, k1: usize, k2: usize) => lu::laswp;
 
-    /// dst := f32(src), elementwise, rounded to nearest (issue 5; spec §4.2).
+    /// dst := f32(scale·src), elementwise, rounded to nearest (issue 5; spec §4.2).
     ///
     /// # Safety
     /// Grid (⌈rows/128⌉, min(cols, 65535)), block 128, `ystride` = grid y; see
     /// `convert::to_f32`.
     convert_to_f32_f32, convert_to_f32_f64
-        (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut f32, ldd: usize,
-         ystride: usize) => convert::to_f32;
+        (src: *const T, lds: usize, rows: usize, cols: usize, scale: T, dst: *mut f32,
+         ldd: usize, ystride: usize) => convert::to_f32;
 
-    /// dst := T(src), elementwise exact widening from f32 (issue 5; spec §4.2).
+    /// dst := scale·T(src), elementwise (issue 5; spec §4.2).
     ///
     /// # Safety
     /// Grid (⌈rows/128⌉, min(cols, 65535)), block 128, `ystride` = grid y; see
     /// `convert::from_f32`.
     convert_from_f32_f32, convert_from_f32_f64
-        (src: *const f32, lds: usize, rows: usize, cols: usize, dst: *mut T, ldd: usize,
-         ystride: usize) => convert::from_f32;
+        (src: *const f32, lds: usize, rows: usize, cols: usize, scale: T, dst: *mut T,
+         ldd: usize, ystride: usize) => convert::from_f32;
 }

@@ -33,7 +33,8 @@ fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) ->
 }
 
 impl Gpu {
-    /// `convert_to_f32`: dst := src rounded to f32 (to nearest), same shape, any lds.
+    /// `convert_to_f32`: dst := scale·src rounded to f32 (to nearest), same shape, any
+    /// lds. Pass a power of two as `scale` to keep the scaling exact.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -43,6 +44,7 @@ impl Gpu {
     pub fn convert_to_f32<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, T>,
+        scale: T,
         dst: &mut DevMatViewMut<'_, f32>,
     ) -> Result<()> {
         let (rows, cols) = (src.nrows(), src.ncols());
@@ -59,11 +61,12 @@ impl Gpu {
             .arg(&lds)
             .arg(&rows)
             .arg(&cols)
+            .arg(&scale)
             .arg(dst.buf_mut())
             .arg(&ldd)
             .arg(&ystride);
         // SAFETY: matches convert_to_f32_{f32,f64}(src: *const T, lds, rows, cols,
-        // dst: *mut f32, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
+        // scale: T, dst: *mut f32, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
         // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
         // view of another buffer type, so it cannot alias src; grid (⌈rows/128⌉,
         // min(cols, 65535)), block 128, ystride = grid y.
@@ -71,7 +74,8 @@ impl Gpu {
         Ok(())
     }
 
-    /// `convert_from_f32`: dst := src widened exactly from f32, same shape, any lds.
+    /// `convert_from_f32`: dst := scale·src (src widened exactly from f32), same shape,
+    /// any lds.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -81,6 +85,7 @@ impl Gpu {
     pub fn convert_from_f32<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, f32>,
+        scale: T,
         dst: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
         let (rows, cols) = (src.nrows(), src.ncols());
@@ -97,11 +102,12 @@ impl Gpu {
             .arg(&lds)
             .arg(&rows)
             .arg(&cols)
+            .arg(&scale)
             .arg(dst.buf_mut())
             .arg(&ldd)
             .arg(&ystride);
         // SAFETY: matches convert_from_f32_{f32,f64}(src: *const f32, lds, rows, cols,
-        // dst: *mut T, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
+        // scale: T, dst: *mut T, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
         // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
         // view and cannot alias src; grid (⌈rows/128⌉, min(cols, 65535)), block 128,
         // ystride = grid y.
