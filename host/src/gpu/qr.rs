@@ -87,6 +87,34 @@ impl<T: GpuScalar> GpuQr<T> {
         crate::qr::factorize::run_gpu(gpu, a, b, policy, params)
     }
 
+    /// [`factorize`](Self::factorize) of A (m×n) and b (m×q) already in device
+    /// memory, taken over as the state's R and d (benchmarks: no host transfer or
+    /// host scan of A; spec §1.4, §5.1 F1). Shapes and `params` are validated as in
+    /// [`factorize`](Self::factorize); the values are not scanned: a NaN/∞ in A
+    /// surfaces as [`Error::RankDeficient`] at a non-finite diagonal of R, and one
+    /// in b only in d.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::Underdetermined`], [`Error::InvalidParam`],
+    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`],
+    /// [`Error::Cublas`].
+    pub fn factorize_dev(
+        gpu: &Arc<Gpu>,
+        a: DevMat<T>,
+        b: DevMat<T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        use crate::qr::factorize::{plan_shapes, run_gpu_dev};
+        let plan = plan_shapes::<T>(
+            (a.nrows(), a.ncols()),
+            (b.nrows(), b.ncols()),
+            policy,
+            params,
+        )?;
+        run_gpu_dev(gpu, plan, params, a, b)
+    }
+
     /// Dimensions and policy.
     pub fn dims(&self) -> Dims {
         self.dims

@@ -37,7 +37,42 @@ pub(crate) fn plan<T: Scalar>(
     policy: QPolicy,
     params: FactorParams,
 ) -> Result<Plan> {
-    let (m, n, q) = (a.nrows(), a.ncols(), b.ncols());
+    let plan = plan_shapes::<T>(
+        (a.nrows(), a.ncols()),
+        (b.nrows(), b.ncols()),
+        policy,
+        params,
+    )?;
+    if let Some((row, col)) = a.first_non_finite() {
+        return Err(Error::NonFinite {
+            op: OP,
+            what: "A",
+            row,
+            col,
+        });
+    }
+    if let Some((row, col)) = b.first_non_finite() {
+        return Err(Error::NonFinite {
+            op: OP,
+            what: "b",
+            row,
+            col,
+        });
+    }
+    Ok(plan)
+}
+
+/// The checks of [`plan`] that need no values: shapes of A (m×n) and b, block size
+/// and rank tolerance (spec §5.2 F19).
+///
+/// # Errors
+/// As [`plan`], without [`Error::NonFinite`].
+pub(crate) fn plan_shapes<T: Scalar>(
+    (m, n): (usize, usize),
+    (bm, q): (usize, usize),
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<Plan> {
     let shape = |what, got, expected| Error::Shape {
         op: OP,
         what,
@@ -50,8 +85,8 @@ pub(crate) fn plan<T: Scalar>(
     if n == 0 {
         return Err(shape("columns of A", 0, 1));
     }
-    if b.nrows() != m {
-        return Err(shape("rows of b", b.nrows(), m));
+    if bm != m {
+        return Err(shape("rows of b", bm, m));
     }
     if q == 0 {
         return Err(shape("columns of b", 0, 1));
@@ -71,22 +106,6 @@ pub(crate) fn plan<T: Scalar>(
             })
         }
     };
-    if let Some((row, col)) = a.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "A",
-            row,
-            col,
-        });
-    }
-    if let Some((row, col)) = b.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "b",
-            row,
-            col,
-        });
-    }
     Ok(Plan {
         dims: Dims { m, n, q, policy },
         block_size,
@@ -195,19 +214,36 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     policy: QPolicy,
     params: FactorParams,
 ) -> Result<crate::gpu::GpuQr<T>> {
-    use crate::gpu::householder::{accumulate_q_backward, blocked_qr_band, check_rank_dev};
     use crate::gpu::DevMat;
     let plan = plan(a, b, policy, params)?;
+    let r = DevMat::from_host(gpu, a)?;
+    let d = DevMat::from_host(gpu, b)?;
+    run_gpu_dev(gpu, plan, params, r, d)
+}
+
+/// [`run_gpu`] on A and b already in device memory (taken over as R and d), for a
+/// `plan` from [`plan`] or [`plan_shapes`].
+///
+/// # Errors
+/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`],
+/// [`Error::Cublas`].
+pub(crate) fn run_gpu_dev<T: crate::gpu::GpuScalar>(
+    gpu: &std::sync::Arc<crate::gpu::Gpu>,
+    plan: Plan,
+    params: FactorParams,
+    mut r: crate::gpu::DevMat<T>,
+    mut d: crate::gpu::DevMat<T>,
+) -> Result<crate::gpu::GpuQr<T>> {
+    use crate::gpu::householder::{accumulate_q_backward, blocked_qr_band, check_rank_dev};
+    use crate::gpu::DevMat;
     let Dims { m, n, .. } = plan.dims;
-    let keep_q = policy == QPolicy::Full;
+    let keep_q = plan.dims.policy == QPolicy::Full;
     // Allocate everything (Q included) before computing: out of memory fails early.
     let mut q = if keep_q {
         Some(DevMat::<T>::zeros(gpu, m, m)?)
     } else {
         None
     };
-    let mut r = DevMat::from_host(gpu, a)?;
-    let mut d = DevMat::from_host(gpu, b)?;
     let mut blocks = Vec::new();
     blocked_qr_band(
         gpu,
