@@ -33,6 +33,9 @@ pub struct Gpu {
     /// Kernel launches, cuBLAS/cuSOLVER calls and memcpys issued so far
     /// (docs/design.md "Launch counting").
     pub(crate) launches: AtomicU64,
+    /// GEMM precision of f32 GEMMs (`blas::GemmMode` code; 0 = plain f32), set only by
+    /// a [`super::blas::GemmPrecisionGuard`] (issue 5, spec §4.2).
+    pub(crate) gemm_mode: core::sync::atomic::AtomicU8,
 }
 
 impl core::fmt::Debug for Gpu {
@@ -132,6 +135,7 @@ impl Gpu {
             stream3,
             ctx,
             launches: AtomicU64::new(0),
+            gemm_mode: core::sync::atomic::AtomicU8::new(0),
         })
     }
 

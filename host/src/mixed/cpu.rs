@@ -14,7 +14,7 @@ const OP_QR: &str = "mixed_qr";
 const OP_LS: &str = "lstsq_mixed";
 /// Backward-error target of each inner (correction) solve: the outer step then shrinks
 /// the backward error by about this factor, so 2–3 steps reach f64's u.
-const INNER_EPS: f64 = 1e-8;
+pub(super) const INNER_EPS: f64 = 1e-8;
 
 /// A GEMM operand rounded to the low precision: value ≈ `data[i + j·rows] · unscale`.
 struct Low {
@@ -183,7 +183,7 @@ pub fn mixed_qr_cpu<T: Scalar>(a: MatRef<'_, T>, params: &MixedParams) -> Result
     })
 }
 
-fn check_a<T: Scalar>(op: &'static str, a: MatRef<'_, T>) -> Result<()> {
+pub(super) fn check_a<T: Scalar>(op: &'static str, a: MatRef<'_, T>) -> Result<()> {
     let (m, n) = (a.nrows(), a.ncols());
     if m == 0 || n == 0 {
         let what = if m == 0 { "rows of A" } else { "columns of A" };

@@ -49,8 +49,10 @@
 #![forbid(unsafe_code)]
 
 mod cpu;
+mod gpu;
 
 pub use cpu::{ls_backward_error, lstsq_mixed_cpu, mixed_qr_cpu, MixedQr, MixedSolution};
+pub use gpu::{lstsq_mixed_gpu, lstsq_mixed_gpu_host, mixed_qr_gpu, MixedQrGpu, MixedSolutionGpu};
 
 /// How the inputs of the trailing-update and Q-accumulation GEMMs are rounded (spec §4.2,
 /// seed S3). Accumulation is always in f32. Rounding is to nearest, ties to even, straight
@@ -68,6 +70,9 @@ pub enum GemmPrecision {
     /// TensorFloat-32: 11-bit significand (10 stored bits), f32's exponent range;
     /// u = 2⁻¹¹.
     Tf32,
+    /// Plain IEEE binary32 inputs (no tensor-core rounding; on the GPU, SGEMM): the
+    /// reference point of the three low formats; u = 2⁻²⁴.
+    F32,
 }
 
 impl GemmPrecision {
@@ -76,14 +81,16 @@ impl GemmPrecision {
         match self {
             GemmPrecision::Bf16 => 1.0 / 256.0,
             GemmPrecision::F16 | GemmPrecision::Tf32 => 1.0 / 2048.0,
+            GemmPrecision::F32 => 1.0 / 16_777_216.0,
         }
     }
 
-    /// Number of stored significand (mantissa) bits: 7, 10, 10.
+    /// Number of stored significand (mantissa) bits: 7, 10, 10, 23.
     pub const fn mantissa_bits(self) -> u32 {
         match self {
             GemmPrecision::Bf16 => 7,
             GemmPrecision::F16 | GemmPrecision::Tf32 => 10,
+            GemmPrecision::F32 => 23,
         }
     }
 
@@ -92,11 +99,11 @@ impl GemmPrecision {
     /// values beyond the format's range become ±∞ (f16 above 65520, bf16/tf32 beyond
     /// f32's range), values below its subnormal range become ±0. NaN stays NaN.
     pub fn round(self, x: f64) -> f32 {
-        let y = f64_to_f32_round_odd(x);
         match self {
-            GemmPrecision::Bf16 => half::bf16::from_f32(y).to_f32(),
-            GemmPrecision::F16 => half::f16::from_f32(y).to_f32(),
-            GemmPrecision::Tf32 => f32_to_tf32(y),
+            GemmPrecision::F32 => x as f32,
+            GemmPrecision::Bf16 => half::bf16::from_f32(f64_to_f32_round_odd(x)).to_f32(),
+            GemmPrecision::F16 => half::f16::from_f32(f64_to_f32_round_odd(x)).to_f32(),
+            GemmPrecision::Tf32 => f32_to_tf32(f64_to_f32_round_odd(x)),
         }
     }
 }
@@ -208,6 +215,16 @@ mod tests {
         );
         // Exactly representable values are unchanged.
         assert_eq!(GemmPrecision::F16.round(-0.75), -0.75);
+    }
+
+    #[test]
+    fn f32_is_plain_round_to_nearest() {
+        let x = 1.0 + 2f64.powi(-24) + 2f64.powi(-40);
+        assert_eq!(GemmPrecision::F32.round(x), 1.0 + 2f32.powi(-23));
+        assert_eq!(GemmPrecision::F32.round(0.1), 0.1f32);
+        assert_eq!(GemmPrecision::F32.unit_roundoff(), 2f64.powi(-24));
+        assert_eq!(GemmPrecision::F32.mantissa_bits(), 23);
+        assert_eq!(GemmPrecision::F32.round(1e39), f32::INFINITY);
     }
 
     #[test]
