@@ -1,0 +1,454 @@
+//! Mixed-precision QR and least squares on the GPU (spec §4.2, seed S3; issue 5):
+//! the tensor-core GEMM hook (inputs really rounded under a `GemmPrecisionGuard`,
+//! restored after it), the mixed QR's backward error of the GEMM precision's order, and
+//! the refined f64 least-squares solution on A = U·diag(σ)·Vᵀ with κ = 1e2, 1e4, 1e6
+//! for bf16, f16, tf32 and plain f32 GEMMs, whose normwise backward error
+//! η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖ + ‖b‖)) must be within 10× of that of faer's f64 solution
+//! (and ≤ 10·m·u, spec §3.7); `NotConverged` when the tolerance cannot be met; errors for
+//! bad shapes and non-finite data with the inputs unchanged; data far outside f16's (and
+//! f32's) range. Sizes are not multiples of 32. Skips without a device unless
+//! `CUQR_REQUIRE_GPU=1`.
+
+mod common;
+
+use cuqr::gpu::{DevMat, Op};
+use cuqr::mixed::{
+    ls_backward_error, lstsq_mixed_gpu, lstsq_mixed_gpu_host, mixed_qr_gpu, GemmPrecision,
+    MixedParams,
+};
+use cuqr::{Error, Gpu, Mat};
+use faer::linalg::solvers::SolveLstsq;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const PRECS: [GemmPrecision; 4] = [
+    GemmPrecision::Bf16,
+    GemmPrecision::F16,
+    GemmPrecision::Tf32,
+    GemmPrecision::F32,
+];
+
+fn orthogonal(rng: &mut StdRng, k: usize) -> faer::Mat<f64> {
+    let g = faer::Mat::<f64>::from_fn(k, k, |_, _| rng.random_range(-1.0..1.0));
+    g.qr().compute_Q()
+}
+
+/// m×n A = U·diag(σ)·Vᵀ, σ_i = κ^(−i/(n−1)) (‖A‖₂ = 1, κ₂(A) = κ).
+fn with_cond(rng: &mut StdRng, m: usize, n: usize, kappa: f64) -> Mat<f64> {
+    let (u, v) = (orthogonal(rng, m), orthogonal(rng, n));
+    let sigma: Vec<f64> = (0..n)
+        .map(|i| kappa.powf(-(i as f64) / (n - 1) as f64))
+        .collect();
+    let us = faer::Mat::<f64>::from_fn(m, n, |i, j| u[(i, j)] * sigma[j]);
+    let a = &us * v.transpose();
+    Mat::from_fn(m, n, |i, j| a[(i, j)])
+}
+
+/// Two right-hand sides: random (large residual) and consistent (b = A·x_true).
+fn rhs(rng: &mut StdRng, a: &Mat<f64>) -> Mat<f64> {
+    let (m, n) = (a.nrows(), a.ncols());
+    let xt: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    Mat::from_fn(m, 2, |i, j| {
+        if j == 0 {
+            rng.random_range(-1.0..1.0)
+        } else {
+            (0..n).map(|k| a[(i, k)] * xt[k]).sum()
+        }
+    })
+}
+
+fn faer_lstsq(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
+    let fa = faer::Mat::<f64>::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)]);
+    let fb = faer::Mat::<f64>::from_fn(b.nrows(), b.ncols(), |i, j| b[(i, j)]);
+    let x = fa.qr().solve_lstsq(&fb);
+    Mat::from_fn(a.ncols(), b.ncols(), |i, j| x[(i, j)])
+}
+
+fn gpu() -> Option<Gpu> {
+    common::gpu()
+}
+
+/// Under a guard the f32 GEMM rounds its inputs: 1 + 2⁻²⁰ (exact in f32, not in
+/// bf16/f16/tf32) times ones sums to exactly k·(1 + 2⁻²⁰) with plain SGEMM and to k
+/// with any tensor-core precision; the setting reverts when the guard drops, nests, and
+/// never touches f64 GEMMs.
+#[test]
+fn gemm_precision_guard_rounds_f32_gemm_inputs_and_restores() {
+    let Some(g) = gpu() else { return };
+    let (k, n) = (37, 5);
+    let x = 1.0 + 2f64.powi(-20);
+    let a32 = DevMat::from_host(&g, Mat::<f32>::from_fn(k, 3, |_, _| x as f32).as_ref()).unwrap();
+    let b32 = DevMat::from_host(&g, Mat::<f32>::from_fn(k, n, |_, _| 1.0).as_ref()).unwrap();
+    let a64 = DevMat::from_host(&g, Mat::<f64>::from_fn(k, 3, |_, _| x).as_ref()).unwrap();
+    let b64 = DevMat::from_host(&g, Mat::<f64>::from_fn(k, n, |_, _| 1.0).as_ref()).unwrap();
+    let run32 = || {
+        let mut c = DevMat::<f32>::zeros(&g, 3, n).unwrap();
+        g.gemm(
+            Op::T,
+            Op::N,
+            1.0f32,
+            &a32.view(),
+            &b32.view(),
+            0.0,
+            &mut c.view_mut(),
+        )
+        .unwrap();
+        c.to_host(&g).unwrap()
+    };
+    let run64 = || {
+        let mut c = DevMat::<f64>::zeros(&g, 3, n).unwrap();
+        g.gemm(
+            Op::T,
+            Op::N,
+            1.0f64,
+            &a64.view(),
+            &b64.view(),
+            0.0,
+            &mut c.view_mut(),
+        )
+        .unwrap();
+        c.to_host(&g).unwrap()
+    };
+    let exact = (k as f64 * x) as f32;
+    assert_eq!(g.gemm_precision(), GemmPrecision::F32);
+    assert!(run32().as_slice().iter().all(|&v| v == exact));
+    for p in [GemmPrecision::Bf16, GemmPrecision::F16, GemmPrecision::Tf32] {
+        {
+            let _guard = g.gemm_precision_scope(p);
+            assert_eq!(g.gemm_precision(), p);
+            let c = run32();
+            assert!(
+                c.as_slice().iter().all(|&v| v == k as f32),
+                "{p:?}: {:?}",
+                &c.as_slice()[..3]
+            );
+            // f64 GEMMs are unaffected.
+            assert!(run64().as_slice().iter().all(|&v| v == k as f64 * x));
+            {
+                let _inner = g.gemm_precision_scope(GemmPrecision::F32);
+                assert!(run32().as_slice().iter().all(|&v| v == exact));
+            }
+            assert_eq!(g.gemm_precision(), p);
+        }
+        assert_eq!(g.gemm_precision(), GemmPrecision::F32);
+        assert!(run32().as_slice().iter().all(|&v| v == exact));
+    }
+}
+
+/// ‖R̃ᵀR̃ − AᵀA‖_F/‖A‖_F² of the mixed QR is of the GEMM precision's order
+/// (≤ 20·√n·u_low) and, for the three tensor-core formats, clearly above f32's: the
+/// tensor cores really did the trailing updates. The precision is plain f32 afterwards.
+#[test]
+fn mixed_qr_backward_error_is_of_gemm_precision() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(41);
+    let (m, n) = (389, 157);
+    let a = with_cond(&mut rng, m, n, 10.0);
+    let da = DevMat::from_host(&g, a.as_ref()).unwrap();
+    let fa = faer::Mat::<f64>::from_fn(m, n, |i, j| a[(i, j)]);
+    let ata = fa.transpose() * &fa;
+    let anorm2 = fa.norm_l2().powi(2);
+    for p in PRECS {
+        let params = MixedParams {
+            precision: p,
+            block_size: Some(24),
+            ..MixedParams::default()
+        };
+        let qr = mixed_qr_gpu(&g, &da, &params).unwrap();
+        assert_eq!(qr.precision(), p);
+        assert_eq!(g.gemm_precision(), GemmPrecision::F32);
+        let r = qr.r(&g).unwrap();
+        for j in 0..n {
+            for i in j + 1..n {
+                assert_eq!(r[(i, j)], 0.0, "R̃ not upper triangular at ({i}, {j})");
+            }
+        }
+        let fr = faer::Mat::<f64>::from_fn(n, n, |i, j| r[(i, j)]);
+        let e = (fr.transpose() * &fr - &ata).norm_l2() / anorm2;
+        let bound = 20.0 * (n as f64).sqrt() * p.unit_roundoff();
+        eprintln!("mixed QR {p:?}: ‖R̃ᵀR̃ − AᵀA‖/‖A‖² = {e:.2e} (bound {bound:.1e})");
+        assert!(e <= bound, "{p:?}: {e:e} > {bound:e}");
+        if p != GemmPrecision::F32 {
+            assert!(e > 0.01 * p.unit_roundoff(), "{p:?}: {e:e} looks like f32");
+        }
+    }
+}
+
+fn check_lstsq(seed: u64, m: usize, n: usize, nb: Option<usize>) {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(seed);
+    let u = f64::EPSILON / 2.0;
+    for kappa in [1e2, 1e4, 1e6] {
+        let a = with_cond(&mut rng, m, n, kappa);
+        let b = rhs(&mut rng, &a);
+        let xf = faer_lstsq(&a, &b);
+        let (da, db) = (
+            DevMat::from_host(&g, a.as_ref()).unwrap(),
+            DevMat::from_host(&g, b.as_ref()).unwrap(),
+        );
+        for p in PRECS {
+            let params = MixedParams {
+                precision: p,
+                block_size: nb,
+                ..MixedParams::default()
+            };
+            let sol = lstsq_mixed_gpu(&g, &da, &db, &params)
+                .unwrap_or_else(|e| panic!("{m}x{n} κ={kappa:e} {p:?}: {e}"));
+            assert!(sol.iterations >= 1 && sol.iterations <= params.max_iterations);
+            assert!(sol.backward_error <= 10.0 * m as f64 * u);
+            let x = sol.x.to_host(&g).unwrap();
+            assert_eq!((x.nrows(), x.ncols()), (n, 2));
+            for c in 0..2 {
+                let eta = ls_backward_error(a.as_ref(), b.col(c), x.col(c));
+                let eta_f = ls_backward_error(a.as_ref(), b.col(c), xf.col(c));
+                eprintln!(
+                    "{m}x{n} κ={kappa:.0e} {p:?} rhs {c}: η {eta:.2e} (faer {eta_f:.2e}), {} steps",
+                    sol.iterations
+                );
+                assert!(
+                    eta <= 10.0 * eta_f.max(u * 1e-3) && eta <= 10.0 * m as f64 * u,
+                    "{m}x{n} κ={kappa:e} {p:?} rhs {c}: η {eta:e} vs faer {eta_f:e}"
+                );
+            }
+        }
+        // Inputs unchanged.
+        assert_eq!(da.to_host(&g).unwrap(), a);
+        assert_eq!(db.to_host(&g).unwrap(), b);
+    }
+}
+
+#[test]
+fn lstsq_matches_faer_backward_error_default_blocks() {
+    check_lstsq(42, 389, 157, None);
+}
+
+#[test]
+fn lstsq_matches_faer_backward_error_small_blocks() {
+    check_lstsq(43, 301, 211, Some(24));
+}
+
+/// The host convenience gives the device API's answer.
+#[test]
+fn host_convenience_matches_device_api() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(44);
+    let (m, n) = (263, 71);
+    let a = with_cond(&mut rng, m, n, 1e3);
+    let b = rhs(&mut rng, &a);
+    let params = MixedParams::default();
+    let h = lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params).unwrap();
+    let (da, db) = (
+        DevMat::from_host(&g, a.as_ref()).unwrap(),
+        DevMat::from_host(&g, b.as_ref()).unwrap(),
+    );
+    let d = lstsq_mixed_gpu(&g, &da, &db, &params).unwrap();
+    assert_eq!(h.x, d.x.to_host(&g).unwrap());
+    assert_eq!(h.iterations, d.iterations);
+    assert_eq!(h.backward_error, d.backward_error);
+}
+
+/// Data scaled far outside f16's range (1e±30) and outside f32's (1e±200) is handled
+/// by the exact power-of-two scaling of the f32 copy: still converges to f64 accuracy.
+#[test]
+fn extreme_scales_converge() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(45);
+    let (m, n) = (197, 67);
+    let a0 = with_cond(&mut rng, m, n, 1e4);
+    let b = rhs(&mut rng, &a0);
+    for s in [1e30, 1e-30, 1e200, 1e-200] {
+        let a = Mat::from_fn(m, n, |i, j| a0[(i, j)] * s);
+        for p in [GemmPrecision::F16, GemmPrecision::Bf16] {
+            let params = MixedParams {
+                precision: p,
+                ..MixedParams::default()
+            };
+            let sol = lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params)
+                .unwrap_or_else(|e| panic!("scale {s:e} {p:?}: {e}"));
+            for c in 0..2 {
+                let eta = ls_backward_error(a.as_ref(), b.col(c), sol.x.col(c));
+                assert!(
+                    eta <= 10.0 * m as f64 * f64::EPSILON / 2.0,
+                    "scale {s:e} {p:?}: η {eta:e}"
+                );
+            }
+        }
+    }
+}
+
+/// An unreachable tolerance gives `NotConverged` with the steps taken and the finite
+/// backward error reached, not an answer.
+#[test]
+fn unreachable_tolerance_is_not_converged() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(46);
+    let (m, n) = (173, 61);
+    let a = with_cond(&mut rng, m, n, 1e4);
+    let b = rhs(&mut rng, &a);
+    let params = MixedParams {
+        precision: GemmPrecision::Bf16,
+        max_iterations: 4,
+        tol: Some(1e-300),
+        ..MixedParams::default()
+    };
+    match lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params) {
+        Err(Error::NotConverged {
+            iterations,
+            backward_error,
+        }) => {
+            assert!((1..=4).contains(&iterations));
+            assert!(backward_error > 1e-300 && backward_error.is_finite());
+        }
+        other => panic!("expected NotConverged, got {other:?}"),
+    }
+    assert_eq!(g.gemm_precision(), GemmPrecision::F32);
+}
+
+/// κ = 1e10 and 1e14 (beyond f32's 1/u: the f32 copy of A is numerically singular) with
+/// bf16 and one refinement step: never a wrong answer — `NotConverged` (or an exactly
+/// zero pivot of R̃, `RankDeficient`), or an x whose independently recomputed η meets
+/// the tolerance. With max_iterations = 1 and κ = 1e14 it must fail.
+#[test]
+fn ill_conditioned_never_returns_a_wrong_answer() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(47);
+    let (m, n) = (211, 97);
+    let tol = 10.0 * m as f64 * f64::EPSILON / 2.0;
+    for (kappa, max_iterations) in [(1e10, 10), (1e14, 10), (1e14, 1)] {
+        let a = with_cond(&mut rng, m, n, kappa);
+        let b = rhs(&mut rng, &a);
+        let params = MixedParams {
+            precision: GemmPrecision::Bf16,
+            max_iterations,
+            ..MixedParams::default()
+        };
+        let got = lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params);
+        eprintln!(
+            "κ={kappa:e} max_iterations {max_iterations}: {:?}",
+            got.as_ref().map(|s| (s.iterations, s.backward_error))
+        );
+        match got {
+            Err(Error::NotConverged {
+                iterations,
+                backward_error,
+            }) => {
+                assert!(iterations >= 1 && iterations <= max_iterations);
+                assert!(backward_error > tol || backward_error.is_nan());
+            }
+            Err(Error::RankDeficient { .. }) => {}
+            Ok(sol) => {
+                assert!(max_iterations > 1, "κ = 1e14 in one step cannot converge");
+                for c in 0..2 {
+                    let eta = ls_backward_error(a.as_ref(), b.col(c), sol.x.col(c));
+                    assert!(eta <= tol, "κ={kappa:e}: η {eta:e} > {tol:e}");
+                }
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors_and_change_nothing() {
+    let Some(g) = gpu() else { return };
+    let p = MixedParams::default();
+    let a = Mat::<f64>::from_fn(9, 4, |i, j| {
+        ((i * 3 + j * 5) % 7) as f64 + (i == j) as u8 as f64
+    });
+    let b = Mat::<f64>::from_fn(9, 1, |i, _| i as f64);
+    let (da, db) = (
+        DevMat::from_host(&g, a.as_ref()).unwrap(),
+        DevMat::from_host(&g, b.as_ref()).unwrap(),
+    );
+    // b with the wrong number of rows; b without columns.
+    let b8 = DevMat::from_host(&g, Mat::<f64>::zeros(8, 1).as_ref()).unwrap();
+    assert!(matches!(
+        lstsq_mixed_gpu(&g, &da, &b8, &p),
+        Err(Error::Shape {
+            what: "rows of b",
+            ..
+        })
+    ));
+    let b0 = DevMat::<f64>::zeros(&g, 9, 0).unwrap();
+    assert!(matches!(
+        lstsq_mixed_gpu(&g, &da, &b0, &p),
+        Err(Error::Shape {
+            what: "columns of b",
+            ..
+        })
+    ));
+    // Underdetermined and empty A.
+    let wide = DevMat::from_host(&g, Mat::<f64>::zeros(3, 5).as_ref()).unwrap();
+    let b3 = DevMat::from_host(&g, Mat::<f64>::zeros(3, 1).as_ref()).unwrap();
+    assert!(matches!(
+        lstsq_mixed_gpu(&g, &wide, &b3, &p),
+        Err(Error::Underdetermined { m: 3, n: 5, .. })
+    ));
+    let empty = DevMat::<f64>::zeros(&g, 9, 0).unwrap();
+    assert!(matches!(
+        lstsq_mixed_gpu(&g, &empty, &db, &p),
+        Err(Error::Shape { .. })
+    ));
+    // Bad parameters.
+    for bad in [
+        MixedParams {
+            block_size: Some(0),
+            ..p
+        },
+        MixedParams {
+            max_iterations: 0,
+            ..p
+        },
+        MixedParams {
+            tol: Some(f64::NAN),
+            ..p
+        },
+    ] {
+        assert!(matches!(
+            lstsq_mixed_gpu(&g, &da, &db, &bad),
+            Err(Error::InvalidParam { .. })
+        ));
+    }
+    // Non-finite A (located) and b.
+    let mut an = a.clone();
+    an[(6, 2)] = f64::NAN;
+    let dan = DevMat::from_host(&g, an.as_ref()).unwrap();
+    assert!(matches!(
+        lstsq_mixed_gpu(&g, &dan, &db, &p),
+        Err(Error::NonFinite {
+            what: "A",
+            row: 6,
+            col: 2,
+            ..
+        })
+    ));
+    let mut bn = b.clone();
+    bn[(4, 0)] = f64::INFINITY;
+    let dbn = DevMat::from_host(&g, bn.as_ref()).unwrap();
+    assert!(matches!(
+        lstsq_mixed_gpu(&g, &da, &dbn, &p),
+        Err(Error::NonFinite {
+            what: "b",
+            row: 4,
+            col: 0,
+            ..
+        })
+    ));
+    assert!(matches!(
+        lstsq_mixed_gpu_host(&g, an.as_ref(), b.as_ref(), &p),
+        Err(Error::NonFinite { what: "A", .. })
+    ));
+    // Exactly dependent columns: R̃ has a zero diagonal entry.
+    let z = Mat::<f64>::from_fn(9, 4, |i, j| if j == 3 { 0.0 } else { (i + j) as f64 });
+    let dz = DevMat::from_host(&g, z.as_ref()).unwrap();
+    assert!(matches!(
+        lstsq_mixed_gpu(&g, &dz, &db, &p),
+        Err(Error::RankDeficient { .. })
+    ));
+    // Nothing changed, the GEMM precision is back to plain f32, and a good call works.
+    assert_eq!(da.to_host(&g).unwrap(), a);
+    assert_eq!(db.to_host(&g).unwrap(), b);
+    assert_eq!(g.gemm_precision(), GemmPrecision::F32);
+    let sol = lstsq_mixed_gpu(&g, &da, &db, &p).unwrap();
+    assert!(sol.backward_error <= 10.0 * 9.0 * f64::EPSILON / 2.0);
+}
