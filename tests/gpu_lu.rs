@@ -100,13 +100,31 @@ fn random<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>) {
     for (idx, &(m, n, nb, base)) in cases.iter().enumerate() {
         let mut rng = common::rng(500 + idx as u64);
         let a: Mat<T> = common::rand_mat(&mut rng, m, n);
-        // fused one-block base panels (default for short panels) and the two-launch
-        // column steps everywhere (fused_rows = 0)
-        check(g, &a, params(nb, base), 600 + idx as u64);
-        let mut p = params(nb, base);
-        p.fused_rows = Some(0);
-        check(g, &a, p, 700 + idx as u64);
+        for (v, p) in variants(nb, base).into_iter().enumerate() {
+            check(g, &a, p, 600 + 100 * v as u64 + idx as u64);
+        }
     }
+}
+
+/// The panel variants every shape runs under: the cooperative panel (default: slabs in
+/// shared memory, 128 rows per block), the cooperative panel with 16-row slabs (many
+/// blocks, pivots in other blocks than row j) in shared and in global memory, and the
+/// column-step path with fused one-block base panels and without (fused_rows = 0).
+fn variants(nb: Option<usize>, base: Option<usize>) -> Vec<LuParams> {
+    let mut out = vec![params(nb, base)];
+    for smem in [true, false] {
+        let mut p = params(nb, base);
+        p.coop_rows = Some(16);
+        p.coop_smem = Some(smem);
+        out.push(p);
+    }
+    for fused in [None, Some(0)] {
+        let mut p = params(nb, base);
+        p.coop_panel = Some(false);
+        p.fused_rows = fused;
+        out.push(p);
+    }
+    out
 }
 
 #[test]
@@ -140,9 +158,102 @@ fn gpu_tiny_leading_entry_and_reversed_rows() {
             d[(r, j)]
         }
     });
-    let glu = GpuLu::factorize(&g, r.as_ref(), params(Some(64), Some(16))).unwrap();
-    assert_eq!(glu.perm(), (0..n).rev().collect::<Vec<_>>());
-    check(&g, &r, params(Some(64), Some(16)), 43);
+    // the pivot of column j sits in row n−1−j: with 16-row slabs in another block than
+    // row j for almost every j
+    for (v, p) in variants(Some(64), Some(16))
+        .into_iter()
+        .chain(variants(Some(64), None))
+        .enumerate()
+    {
+        let glu = GpuLu::factorize(&g, r.as_ref(), p).unwrap();
+        assert_eq!(glu.perm(), (0..n).rev().collect::<Vec<_>>(), "variant {v}");
+        check(&g, &r, p, 43 + v as u64);
+    }
+}
+
+#[test]
+fn gpu_coop_panel_shapes() {
+    let Some(g) = gpu() else { return };
+    // (m, n, nb, coop_rows): several blocks, slab boundaries not multiples of 32, slabs
+    // beyond the 48 KiB default shared memory (opt-in), panels as wide as 128,
+    // rectangular shapes, and one 700-row block whose slab cannot fit in shared
+    // memory (global memory even when shared memory is allowed)
+    let cases: &[(usize, usize, usize, usize)] = &[
+        (97, 97, 32, 8),
+        (161, 161, 64, 32),
+        (250, 250, 128, 17),
+        (515, 515, 128, 128),
+        (1025, 1025, 128, 33),
+        (600, 211, 96, 50),
+        (211, 600, 96, 50),
+        (700, 700, 128, 5000),
+    ];
+    for (idx, &(m, n, nb, rows)) in cases.iter().enumerate() {
+        for smem in [true, false] {
+            let mut p = params(Some(nb), None);
+            p.coop_rows = Some(rows);
+            p.coop_smem = Some(smem);
+            let mut rng = common::rng(900 + idx as u64);
+            let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+            check(&g, &a, p, 950 + idx as u64);
+            let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
+            check(&g, &a, p, 970 + idx as u64);
+        }
+        // look-ahead: the next panel on the second stream during the Schur GEMM
+        let mut p = params(Some(nb), None);
+        p.coop_rows = Some(rows);
+        p.lookahead = Some(true);
+        let mut rng = common::rng(990 + idx as u64);
+        let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+        check(&g, &a, p, 995 + idx as u64);
+    }
+}
+
+#[test]
+fn gpu_coop_nan_column_and_singular() {
+    let Some(g) = gpu() else { return };
+    let n = 301;
+    let mut rng = common::rng(71);
+    for (rows, smem) in [(128, true), (16, true), (16, false)] {
+        let mut p = params(Some(64), None);
+        p.coop_rows = Some(rows);
+        p.coop_smem = Some(smem);
+        // a NaN column on the device path (no host scan): reported at its pivot
+        let a: Mat<f64> = Mat::from_fn(n, n, |_, j| {
+            if j == 77 {
+                f64::NAN
+            } else {
+                common::nonzero(&mut rng)
+            }
+        });
+        let da = DevMat::from_host(&g, a.as_ref()).unwrap();
+        match GpuLu::factorize_dev(&g, da, p) {
+            Err(Error::Singular { column, .. }) => assert_eq!(column, 77),
+            other => panic!("expected Singular at 77, got {other:?}"),
+        }
+        // a zero column: the failing column is reported
+        let a: Mat<f32> = Mat::from_fn(n, n, |_, j| {
+            if j == 150 {
+                0.0
+            } else {
+                common::nonzero(&mut rng) as f32
+            }
+        });
+        match GpuLu::factorize(&g, a.as_ref(), p) {
+            Err(Error::Singular { column, .. }) => assert_eq!(column, 150),
+            other => panic!("expected Singular at 150, got {other:?}"),
+        }
+    }
+    let mut p = LuParams::default();
+    p.coop_rows = Some(0);
+    let a: Mat<f64> = common::rand_mat(&mut rng, 8, 8);
+    assert!(matches!(
+        GpuLu::factorize(&g, a.as_ref(), p),
+        Err(Error::InvalidParam {
+            what: "coop_rows",
+            ..
+        })
+    ));
 }
 
 #[test]

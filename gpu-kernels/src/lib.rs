@@ -276,6 +276,24 @@ entries! {
         (a: *mut T, lda: usize, m: usize, c0: usize, w: usize, ipiv: *mut u32, diag: *mut T)
         => lu::panel_fused;
 
+    /// LU panel c0..c0+w by a cooperative grid, one grid barrier per column (issue 6).
+    ///
+    /// # Safety
+    /// Cooperative launch, all blocks co-resident; shared memory and partials as
+    /// `lu::panel_coop` documents.
+    lu_panel_coop_f32, lu_panel_coop_f64
+        (a: *mut T, lda: usize, m: usize, c0: usize, w: usize, ipiv: *mut u32, diag: *mut T,
+         slab: usize, in_smem: u32, pval: *mut T, pidx: *mut u32, prow: *mut T,
+         counter: *mut u32, cbase: u32) => lu::panel_coop;
+
+    /// Row interchanges ipiv[k1..k2) (at most 128) on 16-column tiles as one gather.
+    ///
+    /// # Safety
+    /// Grid ⌈(col1 − col0)/16⌉, shared memory as `lu::laswp_tile` documents.
+    lu_laswp_tile_f32, lu_laswp_tile_f64
+        (a: *mut T, lda: usize, col0: usize, col1: usize, skip0: usize, skip1: usize,
+         ipiv: *const u32, k1: usize, k2: usize) => lu::laswp_tile;
+
     /// Row interchanges ipiv[k1..k2) on columns col0..col1 minus skip0..skip1 (laswp).
     ///
     /// # Safety

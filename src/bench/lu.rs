@@ -23,16 +23,26 @@ cuqr bench lu: blocked LU with partial pivoting (cuqr) vs cuSOLVER getrf + getrs
 
 Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
                      [--reps R] [--nb NB] [--base B] [--fused-rows F]
+                     [--coop on|off] [--coop-rows R] [--coop-smem on|off]
+                     [--lookahead on|off]
 
   --quick        sizes 1024,2048,4096 (default: 1024,2048,4096,6144,8192,16384,32768)
   --precision    f64, f32 or both (default both)
   --sizes        square orders to run
   --reps         timed repetitions, at least 5 (default 5; one warm-up run first)
   --nb           cuqr block size (default: cuqr::lu::default_block_size)
-  --base         cuqr recursive-panel base width (default
-                 cuqr::lu::DEFAULT_PANEL_BASE)
-  --fused-rows   cuqr one-block base panels up to this many rows (default
-                 cuqr::lu::DEFAULT_FUSED_ROWS; 0 never fuses)
+  --base         cuqr recursive-panel base width (default: the block size with
+                 the cooperative panel, else cuqr::lu::DEFAULT_PANEL_BASE)
+  --fused-rows   column-step path: one-block base panels up to this many rows
+                 (default cuqr::lu::DEFAULT_FUSED_ROWS; 0 never fuses)
+  --coop         cooperative multi-block panel (on, the default) or the
+                 column-step kernels (off)
+  --coop-rows    cooperative panel: target rows per block (default
+                 cuqr::lu::DEFAULT_COOP_ROWS)
+  --coop-smem    cooperative panel: slabs in shared memory where they fit (on,
+                 the default) or always in global memory (off)
+  --lookahead    factor the next panel on a second stream during the Schur
+                 GEMM (default cuqr::lu::DEFAULT_LOOKAHEAD)
 
 Prints one markdown table row per (precision, n): median milliseconds of cuqr and
 cuSOLVER, the ratio cuSOLVER/cuqr (> 1 means cuqr is faster), GFLOP/s of cuqr
@@ -118,9 +128,7 @@ fn bench_one<T: GpuScalar>(
     gpu: &Arc<Gpu>,
     n: usize,
     reps: usize,
-    nb: Option<usize>,
-    base: Option<usize>,
-    fused: Option<usize>,
+    params: LuParams,
 ) -> cuqr::Result<Row> {
     let a_host: Mat<T> = random_matrix(n, 0xC0FFEE ^ n as u64);
     let a_fro = a_host.as_ref().norm_fro();
@@ -129,11 +137,9 @@ fn bench_one<T: GpuScalar>(
     let b_host: Mat<T> = random_matrix(n, 0xBEEF ^ n as u64).as_ref().to_owned();
     let b_col = Mat::from_fn(n, 1, |i, _| b_host[(i, 0)]);
     let b = DevMat::from_host(gpu, b_col.as_ref())?;
-    let mut params = LuParams::default();
-    params.block_size = nb;
-    params.panel_base = base;
-    params.fused_rows = fused;
-    let nb_used = nb.unwrap_or_else(|| default_block_size(n, n));
+    let nb_used = params
+        .block_size
+        .unwrap_or_else(|| default_block_size(n, n));
 
     // cuqr factorisation: a fresh copy of A per run (untimed), result kept alive
     // until the next setup so that freeing it is not timed.
@@ -249,7 +255,18 @@ pub fn run(args: &[String]) -> CliResult<()> {
         CMD,
         args,
         &["quick"],
-        &["precision", "sizes", "reps", "nb", "base", "fused-rows"],
+        &[
+            "precision",
+            "sizes",
+            "reps",
+            "nb",
+            "base",
+            "fused-rows",
+            "coop",
+            "coop-rows",
+            "coop-smem",
+            "lookahead",
+        ],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
         "both" => &["f64", "f32"],
@@ -274,6 +291,25 @@ pub fn run(args: &[String]) -> CliResult<()> {
                 .map_err(|_| format!("--fused-rows must be a non-negative integer, not '{v}'"))?,
         ),
     };
+    let on_off = |key: &str| -> CliResult<Option<bool>> {
+        match o.get(key) {
+            None => Ok(None),
+            Some("on") => Ok(Some(true)),
+            Some("off") => Ok(Some(false)),
+            Some(v) => Err(format!("--{key} must be on or off, not '{v}'").into()),
+        }
+    };
+    let mut params = LuParams::default();
+    params.block_size = nb;
+    params.panel_base = base;
+    params.fused_rows = fused;
+    params.coop_panel = on_off("coop")?;
+    params.coop_smem = on_off("coop-smem")?;
+    params.coop_rows = o.usize("coop-rows")?;
+    params.lookahead = on_off("lookahead")?;
+    if params.coop_rows == Some(0) {
+        return Err("--coop-rows must be at least 1".into());
+    }
     let gpu = Arc::new(Gpu::new(0)?);
     println!("device: {}", gpu.describe()?);
     println!("command: cuqr bench lu {}", args.join(" "));
@@ -283,9 +319,9 @@ pub fn run(args: &[String]) -> CliResult<()> {
     for &p in precs {
         for &n in &sizes {
             let r = if p == "f64" {
-                bench_one::<f64>(&gpu, n, reps, nb, base, fused)?
+                bench_one::<f64>(&gpu, n, reps, params)?
             } else {
-                bench_one::<f32>(&gpu, n, reps, nb, base, fused)?
+                bench_one::<f32>(&gpu, n, reps, params)?
             };
             print_row(p, &r);
         }

@@ -114,6 +114,10 @@ kernel_table! {
     lu_laswp,
     /// `lu_panel_fused_<T>(a, lda, m, c0, w, ipiv, diag)` (one-block LU base panel).
     lu_panel_fused,
+    /// `lu_panel_coop_<T>(a, lda, m, c0, w, ipiv, diag, slab, in_smem, pval, pidx, prow, counter, cbase)` (cooperative LU panel, issue 6).
+    lu_panel_coop,
+    /// `lu_laswp_tile_<T>(a, lda, col0, col1, skip0, skip1, ipiv, k1, k2)` (gathered interchanges, issue 6).
+    lu_laswp_tile,
     /// `convert_to_f32_<T>(src, lds, rows, cols, dst: f32, ldd, ystride)` (issue 5).
     convert_to_f32,
     /// `convert_from_f32_<T>(src: f32, lds, rows, cols, dst, ldd, ystride)` (issue 5).

@@ -10,13 +10,15 @@
 //! base b: 2w column-step kernels plus 4 per recursion node, plus 3 for the panel's
 //! laswp/TRSM/GEMM.
 
+use core::cell::Cell;
+
 use cudarc::cublas::sys as cublas;
-use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::blas::int;
 use super::matrix::{DevMat, DevMatViewMut};
-use super::{driver_err, Dtype, Gpu, GpuScalar};
+use super::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
 /// Threads of the single-block `lu_pivot`.
@@ -31,6 +33,53 @@ const LU_PIVOT_SMEM: u32 = 32 * 8 + 33 * 4;
 pub const LU_FUSED_MAX_W: usize = 64;
 /// Dynamic shared memory of `lu_panel_fused`: 96 values, 33 indices.
 const LU_FUSED_SMEM: u32 = 96 * 8 + 33 * 4;
+/// Columns per block of `lu_laswp_tile`.
+const LU_LASWP_TILE_COLS: usize = 16;
+/// Most interchanges one `lu_laswp_tile` launch applies.
+const LU_LASWP_TILE_MAX_K: usize = 128;
+/// Threads per block of `lu_laswp_tile`.
+const LU_LASWP_TILE_BLOCK: u32 = 256;
+/// Threads per block of the cooperative `lu_panel_coop`.
+pub const LU_COOP_BLOCK: u32 = 256;
+/// Widest panel `lu_panel_coop` takes (its staged rows and partials are sized by it).
+pub const LU_COOP_MAX_W: usize = 128;
+
+/// How [`Gpu::lu_factor_in_place`] factors its panels (issue 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LuPanelOpts {
+    /// Column-step path only: base panels with at most this many rows run as one
+    /// `lu_panel_fused` launch.
+    pub fused_rows: usize,
+    /// Leaves of at most [`LU_COOP_MAX_W`] columns run as one cooperative
+    /// `lu_panel_coop` launch (else two launches per column).
+    pub coop: bool,
+    /// `lu_panel_coop`: target rows per block (the grid is at most one block per SM).
+    pub coop_rows: usize,
+    /// `lu_panel_coop`: hold each block's slab in shared memory when it fits (else
+    /// the kernel works on the matrix in global memory).
+    pub coop_smem: bool,
+    /// Factor panel k+1 on a second stream while the main stream runs the rest of
+    /// panel k's Schur update (only with one cooperative launch per panel).
+    pub lookahead: bool,
+}
+
+/// Scratch and settings of the cooperative panel for one factorisation: the
+/// double-buffered partials and the grid-barrier counter (zeroed once per
+/// factorisation; `cbase` tracks its value between launches).
+struct CoopPtrs {
+    pval: u64,
+    pidx: u64,
+    prow: u64,
+    counter: u64,
+    cbase: Cell<u32>,
+    /// Largest grid (one block per SM) the partials are sized for.
+    max_blocks: usize,
+    /// Panel width the row partials are sized for.
+    max_w: usize,
+    smem_optin: usize,
+    rows_per_block: usize,
+    smem: bool,
+}
 
 fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     move |e| Error::Driver(format!("launching {name}: {e}"))
@@ -57,6 +106,8 @@ struct LuPtrs {
     diag: u64,
     /// Base panels with at most this many rows run as one `lu_panel_fused` launch.
     fused_rows: usize,
+    /// The cooperative panel's scratch, when it is used.
+    coop: Option<CoopPtrs>,
 }
 
 impl LuPtrs {
@@ -64,6 +115,16 @@ impl LuPtrs {
     fn at<T>(&self, i: usize, j: usize) -> u64 {
         self.a + ((i + j * self.lda) * core::mem::size_of::<T>()) as u64
     }
+}
+
+/// The cooperative panel's device scratch (see [`CoopPtrs`]).
+struct CoopBufs<T> {
+    pval: CudaSlice<T>,
+    pidx: CudaSlice<u32>,
+    prow: CudaSlice<T>,
+    counter: CudaSlice<u32>,
+    max_blocks: usize,
+    smem_optin: usize,
 }
 
 /// Time per phase of one device LU (milliseconds, from CUDA events around each
@@ -115,7 +176,7 @@ impl Gpu {
         diag: &mut CudaSlice<T>,
         nb: usize,
         base: usize,
-        fused_rows: usize,
+        opts: LuPanelOpts,
         profile: Option<&mut LuPhaseTimes>,
     ) -> Result<()> {
         let (m, n, lda) = (a.nrows(), a.ncols(), a.ld());
@@ -127,9 +188,43 @@ impl Gpu {
         int("lu", "m", m)?;
         int("lu", "n", n)?;
         int("lu", "lda", lda)?;
+        let base = if opts.coop {
+            base.min(LU_COOP_MAX_W)
+        } else {
+            base
+        };
+        // cooperative-panel scratch: allocated (and the counter zeroed) once here
+        let mut coop_bufs = if opts.coop {
+            Some(self.lu_coop_alloc::<T>(base)?)
+        } else {
+            None
+        };
         let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
         let (pp, _gp) = ipiv.device_ptr_mut(&self.stream);
         let (pd, _gd) = diag.device_ptr_mut(&self.stream);
+        let mut coop_guards = None;
+        let coop = match coop_bufs.as_mut() {
+            Some(cb) => {
+                let (pv, gv) = cb.pval.device_ptr_mut(&self.stream);
+                let (pi, gi) = cb.pidx.device_ptr_mut(&self.stream);
+                let (pr, gr) = cb.prow.device_ptr_mut(&self.stream);
+                let (pc, gc) = cb.counter.device_ptr_mut(&self.stream);
+                coop_guards = Some((gv, gi, gr, gc));
+                Some(CoopPtrs {
+                    pval: pv,
+                    pidx: pi,
+                    prow: pr,
+                    counter: pc,
+                    cbase: Cell::new(0),
+                    max_blocks: cb.max_blocks,
+                    max_w: base,
+                    smem_optin: cb.smem_optin,
+                    rows_per_block: opts.coop_rows.max(1),
+                    smem: opts.coop_smem,
+                })
+            }
+            None => None,
+        };
         let p = LuPtrs {
             a: pa,
             lda,
@@ -137,12 +232,23 @@ impl Gpu {
             n,
             ipiv: pp,
             diag: pd,
-            fused_rows,
+            fused_rows: opts.fused_rows,
+            coop,
         };
         let mut events = profile.as_ref().map(|_| PhaseEvents {
             ev: [Vec::new(), Vec::new(), Vec::new(), Vec::new()],
         });
-        let mut k = 0;
+        // look-ahead: only when every panel is one cooperative launch (no cuBLAS call
+        // inside the panel, as the cuBLAS handle is bound to the main stream) and not
+        // while profiling (the phases would overlap)
+        if opts.lookahead && p.coop.is_some() && base >= nb && events.is_none() {
+            self.lu_lookahead_loop::<T>(&p, nb)?;
+        }
+        let mut k = if opts.lookahead && p.coop.is_some() && base >= nb && events.is_none() {
+            kmin
+        } else {
+            0
+        };
         while k < kmin {
             let w = nb.min(kmin - k);
             for phase in 0..4 {
@@ -179,11 +285,194 @@ impl Gpu {
                 gemm_ms: sums[3],
             };
         }
+        // the scratch is freed only after the work queued on the stream that uses it
+        // (cudarc frees on the stream, in order)
+        drop(coop_guards);
+        drop(coop_bufs);
+        Ok(())
+    }
+
+    /// The blocked loop with look-ahead (issue 6 "look-ahead"): after panel k's
+    /// interchanges and U₁₂ TRSM, the GEMM first updates panel k+1's columns, then
+    /// panel k+1 is factored by the cooperative kernel on [`Gpu::stream2`] while the
+    /// main stream runs the rest of the Schur update; the main stream waits for the
+    /// panel before the next interchanges. The two streams touch disjoint columns in
+    /// the overlap (panel k+1's rows k+w..m of its own columns vs the columns after it).
+    fn lu_lookahead_loop<T: GpuScalar>(&self, p: &LuPtrs, nb: usize) -> Result<()> {
+        let (m, n) = (p.m, p.n);
+        let kmin = m.min(n);
+        let ev = |s: &cudarc::driver::CudaStream| {
+            s.record_event(None)
+                .map_err(driver_err("recording a look-ahead event"))
+        };
+        self.lu_panel_coop_on::<T>(p, 0, nb.min(kmin), &self.stream)?;
+        let mut k = 0;
+        while k < kmin {
+            let w = nb.min(kmin - k);
+            let k2 = k + w;
+            self.lu_laswp_raw::<T>(p, 0..n, k..k2, k..k2)?;
+            self.lu_trsm_in::<T>(p, k, w, k2..n)?;
+            if k2 < kmin {
+                let w2 = nb.min(kmin - k2);
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..k2 + w2)?;
+                let ready = ev(&self.stream)?;
+                self.stream2
+                    .wait(&ready)
+                    .map_err(driver_err("look-ahead stream wait"))?;
+                self.lu_panel_coop_on::<T>(p, k2, w2, &self.stream2)?;
+                let done = ev(&self.stream2)?;
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2 + w2..n)?;
+                self.stream
+                    .wait(&done)
+                    .map_err(driver_err("look-ahead stream wait"))?;
+            } else {
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..n)?;
+            }
+            k = k2;
+        }
+        Ok(())
+    }
+
+    /// Allocates the cooperative panel's scratch for panels up to `max_w` columns
+    /// (≤ [`LU_COOP_MAX_W`]) and grids up to one block per SM, zeroes the barrier
+    /// counter and raises `lu_panel_coop`'s shared-memory limit to the device's opt-in
+    /// maximum.
+    fn lu_coop_alloc<T: GpuScalar>(&self, max_w: usize) -> Result<CoopBufs<T>> {
+        assert!((1..=LU_COOP_MAX_W).contains(&max_w));
+        let sms = self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_err("querying the SM count"))?
+            .max(1) as usize;
+        let smem_optin = self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(driver_err("querying the shared memory per block"))?
+            .max(48 * 1024) as usize;
+        let f = &T::kernel_set(&self.kernels).lu_panel_coop;
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(smem_optin).unwrap_or(i32::MAX),
+        )
+        .map_err(driver_err("raising lu_panel_coop's shared memory limit"))?;
+        let elem = core::mem::size_of::<T>();
+        let s = &self.stream;
+        let pval = s
+            .alloc_zeros::<T>(2 * sms)
+            .map_err(alloc_err("LU panel partials", 2 * sms * elem))?;
+        let pidx = s
+            .alloc_zeros::<u32>(2 * sms)
+            .map_err(alloc_err("LU panel partial indices", 8 * sms))?;
+        let prow = s
+            .alloc_zeros::<T>(2 * (sms + 1) * max_w)
+            .map_err(alloc_err(
+                "LU panel partial rows",
+                2 * (sms + 1) * max_w * elem,
+            ))?;
+        let counter = s
+            .alloc_zeros::<u32>(1)
+            .map_err(alloc_err("LU panel barrier counter", 4))?;
+        self.count_launch();
+        Ok(CoopBufs {
+            pval,
+            pidx,
+            prow,
+            counter,
+            max_blocks: sms,
+            smem_optin,
+        })
+    }
+
+    /// `lu_panel_coop`: the panel c0..c0+w (rows c0..m) in one cooperative launch.
+    fn lu_panel_coop_raw<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize) -> Result<()> {
+        self.lu_panel_coop_on::<T>(p, c0, w, &self.stream)
+    }
+
+    /// `lu_panel_coop` on `stream` (the main stream, or [`Gpu::stream2`] for the
+    /// look-ahead, ordered against the main stream by events).
+    fn lu_panel_coop_on<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<()> {
+        let cw = p.coop.as_ref().expect("cooperative scratch present");
+        assert!((1..=cw.max_w).contains(&w) && c0 + w <= p.m.min(p.n));
+        let rows = p.m - c0;
+        let elem = core::mem::size_of::<T>();
+        let f = &T::kernel_set(&self.kernels).lu_panel_coop;
+        let mut blocks = rows.div_ceil(cw.rows_per_block).clamp(1, cw.max_blocks);
+        let slab = rows.div_ceil(blocks);
+        blocks = rows.div_ceil(slab);
+        let header = (72 + 2 * w) * elem;
+        let smem_bytes = header + slab * w * elem;
+        let occupancy = |bytes: usize| -> Result<usize> {
+            f.occupancy_max_active_blocks_per_multiprocessor(LU_COOP_BLOCK, bytes, None)
+                .map(|n| n as usize)
+                .map_err(driver_err("querying lu_panel_coop's occupancy"))
+        };
+        let in_smem = cw.smem && smem_bytes <= cw.smem_optin && occupancy(smem_bytes)? >= 1;
+        let bytes = if in_smem { smem_bytes } else { header };
+        // at most one block per SM (blocks ≤ max_blocks = SMs), so one resident block
+        // per SM makes the grid co-resident
+        if occupancy(bytes)? < 1 {
+            return Err(Error::Driver(format!(
+                "lu_panel_coop: no block of {LU_COOP_BLOCK} threads with {bytes} bytes of \
+                 shared memory fits on an SM"
+            )));
+        }
+        let (ipiv, diag, cbase) = (p.ipiv, p.diag, cw.cbase.get());
+        let in_smem_arg = u32::from(in_smem);
+        self.count_launch();
+        let mut b = stream.launch_builder(f);
+        b.arg(&p.a)
+            .arg(&p.lda)
+            .arg(&p.m)
+            .arg(&c0)
+            .arg(&w)
+            .arg(&ipiv)
+            .arg(&diag)
+            .arg(&slab)
+            .arg(&in_smem_arg)
+            .arg(&cw.pval)
+            .arg(&cw.pidx)
+            .arg(&cw.prow)
+            .arg(&cw.counter)
+            .arg(&cbase);
+        let cfg = LaunchConfig {
+            grid_dim: (u32::try_from(blocks).expect("grid fits u32"), 1, 1),
+            block_dim: (LU_COOP_BLOCK, 1, 1),
+            shared_mem_bytes: u32::try_from(bytes).expect("shared memory fits u32"),
+        };
+        // SAFETY: matches lu_panel_coop_{f32,f64}(a: *mut T, lda, m, c0, w, ipiv: *mut u32,
+        // diag: *mut T, slab, in_smem: u32, pval: *mut T, pidx: *mut u32, prow: *mut T,
+        // counter: *mut u32, cbase: u32) (device pointers are 64-bit). LuPtrs' invariant
+        // gives `a` m×n (ld lda ≥ m) and ipiv/diag of min(m, n) entries, and the assert
+        // gives c0 + w ≤ min(m, n), so rows c0..m of the panel's columns and entries
+        // c0..c0+w are in bounds. blocks·slab ≥ rows and every block's slab starts below
+        // m (blocks = ⌈rows/slab⌉). The partials were allocated by lu_coop_alloc for
+        // max_blocks ≥ blocks and max_w ≥ w: pval/pidx 2·max_blocks, prow
+        // 2·(max_blocks + 1)·max_w entries; the counter holds cbase (zeroed at
+        // allocation, every earlier launch of this factorisation on this stream advanced
+        // it by w·blocks, tracked below) and nothing else touches it. Cooperative launch
+        // of blocks ≤ SMs with an occupancy of ≥ 1 block per SM at this shared memory
+        // (checked above; the limit was raised to the opt-in maximum), block 256,
+        // (72 + 2w + in_smem·slab·w)·size_of::<T>() bytes as the entry requires; on
+        // self.stream, or on stream2 ordered by events after the work on self.stream
+        // that wrote the panel and before any later work on self.stream that touches
+        // it, the partials or the counter (lu_lookahead_loop); the guards are held by
+        // lu_factor_in_place.
+        unsafe { b.launch_cooperative(cfg) }.map_err(launch_err("lu_panel_coop"))?;
+        cw.cbase.set(cbase.wrapping_add((w * blocks) as u32));
         Ok(())
     }
 
     /// Recursive panel: rows c0..m of columns c0..c0+w.
     fn lu_panel<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize, base: usize) -> Result<()> {
+        if w <= base && p.coop.is_some() {
+            return self.lu_panel_coop_raw::<T>(p, c0, w);
+        }
         if w <= base && w <= LU_FUSED_MAX_W && p.m - c0 <= p.fused_rows {
             return self.lu_panel_fused_raw::<T>(p, c0, w);
         }
@@ -313,6 +602,9 @@ impl Gpu {
         if cols.is_empty() || steps.is_empty() || all_skipped {
             return Ok(());
         }
+        if steps.len() <= LU_LASWP_TILE_MAX_K {
+            return self.lu_laswp_tile_raw::<T>(p, cols, skip, steps);
+        }
         let f = &T::kernel_set(&self.kernels).lu_laswp;
         self.count_launch();
         let ipiv = p.ipiv;
@@ -337,6 +629,49 @@ impl Gpu {
         // every swapped row is < m and every column < n (asserted), inside `a` (LuPtrs'
         // invariant); one thread per column, no other launch runs concurrently on it.
         unsafe { b.launch(cfg) }.map_err(launch_err("lu_laswp"))?;
+        Ok(())
+    }
+
+    /// `lu_laswp_tile`: interchanges ipiv[steps] (at most 128) on columns `cols` minus
+    /// `skip`, gathered per 16-column tile.
+    fn lu_laswp_tile_raw<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        cols: core::ops::Range<usize>,
+        skip: core::ops::Range<usize>,
+        steps: core::ops::Range<usize>,
+    ) -> Result<()> {
+        let kw = steps.len();
+        assert!(
+            (1..=LU_LASWP_TILE_MAX_K).contains(&kw) && cols.end <= p.n && steps.end <= p.m.min(p.n)
+        );
+        let f = &T::kernel_set(&self.kernels).lu_laswp_tile;
+        self.count_launch();
+        let ipiv = p.ipiv;
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&p.a)
+            .arg(&p.lda)
+            .arg(&cols.start)
+            .arg(&cols.end)
+            .arg(&skip.start)
+            .arg(&skip.end)
+            .arg(&ipiv)
+            .arg(&steps.start)
+            .arg(&steps.end);
+        let smem = 6 * kw * 4 + 2 * kw * LU_LASWP_TILE_COLS * core::mem::size_of::<T>();
+        let cfg = LaunchConfig {
+            grid_dim: (blocks(cols.len(), LU_LASWP_TILE_COLS as u32), 1, 1),
+            block_dim: (LU_LASWP_TILE_BLOCK, 1, 1),
+            shared_mem_bytes: u32::try_from(smem).expect("shared memory fits u32"),
+        };
+        // SAFETY: matches lu_laswp_tile_{f32,f64}(a: *mut T, lda, col0, col1, skip0, skip1,
+        // ipiv: *const u32, k1, k2); 1 ≤ k2 − k1 ≤ 128 (asserted); ipiv[steps] were
+        // written earlier on this stream by the panel with k ≤ ipiv[k] < m, so every
+        // touched row is < m and every column < n (asserted), inside `a` (LuPtrs'
+        // invariant); grid ⌈|cols|/16⌉, block 256, 6·kw·4 + 2·kw·16·size_of::<T>()
+        // (≤ 36 KiB) bytes of dynamic shared memory as the entry requires; ordered on
+        // self.stream.
+        unsafe { b.launch(cfg) }.map_err(launch_err("lu_laswp_tile"))?;
         Ok(())
     }
 

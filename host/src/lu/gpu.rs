@@ -10,11 +10,44 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 
 use super::{check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u};
-use super::{default_block_size, LuParams, DEFAULT_FUSED_ROWS, DEFAULT_PANEL_BASE};
+use super::{default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS};
+use super::{DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
 use crate::error::{Error, Result};
-use crate::gpu::kernels_lu::LuPhaseTimes;
+use crate::gpu::kernels_lu::{LuPanelOpts, LuPhaseTimes};
 use crate::gpu::{alloc_err, driver_err, DevMat, Diag, Gpu, GpuScalar, Op, Side, Uplo};
 use crate::mat::{Mat, MatRef};
+
+/// The GPU panel options of `params` (issue 6).
+///
+/// # Errors
+/// [`Error::InvalidParam`] for `coop_rows` = 0.
+fn panel_opts(op: &'static str, params: &LuParams) -> Result<LuPanelOpts> {
+    let coop_rows = params.coop_rows.unwrap_or(DEFAULT_COOP_ROWS);
+    if coop_rows == 0 {
+        return Err(Error::InvalidParam {
+            op,
+            what: "coop_rows",
+            why: "must be at least 1".into(),
+        });
+    }
+    Ok(LuPanelOpts {
+        fused_rows: params.fused_rows.unwrap_or(DEFAULT_FUSED_ROWS),
+        coop: params.coop_panel.unwrap_or(true),
+        coop_rows,
+        coop_smem: params.coop_smem.unwrap_or(true),
+        lookahead: params.lookahead.unwrap_or(DEFAULT_LOOKAHEAD),
+    })
+}
+
+/// The recursive-panel base on the GPU: with the cooperative panel and no explicit
+/// `panel_base`, the block size (one launch per panel); else the planned base.
+fn gpu_base(params: &LuParams, opts: &LuPanelOpts, nb: usize, planned: usize) -> usize {
+    if opts.coop && params.panel_base.is_none() {
+        nb
+    } else {
+        planned
+    }
+}
 
 /// An LU factorisation PA = LU held on the GPU (issue 6).
 pub struct GpuLu<T: GpuScalar> {
@@ -50,16 +83,18 @@ impl<T: GpuScalar> GpuLu<T> {
     pub fn factorize(gpu: &Arc<Gpu>, a: MatRef<'_, T>, params: LuParams) -> Result<Self> {
         const OP: &str = "GpuLu::factorize";
         let plan = plan(OP, a, &params)?;
+        let opts = panel_opts(OP, &params)?;
+        let base = gpu_base(&params, &opts, plan.nb, plan.base);
         let lu = DevMat::from_host(gpu, a)?;
         Self::run(
             gpu,
             lu,
             plan.nb,
-            plan.base,
+            base,
             OP,
             Some(plan.abs_tol),
             params.profile,
-            params.fused_rows.unwrap_or(DEFAULT_FUSED_ROWS),
+            opts,
         )
     }
 
@@ -84,18 +119,11 @@ impl<T: GpuScalar> GpuLu<T> {
                 .unwrap_or_else(|| default_block_size(m, n)),
         );
         plan(OP, probe, &p)?;
+        let opts = panel_opts(OP, &params)?;
         let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
         let base = params.panel_base.unwrap_or(DEFAULT_PANEL_BASE).min(nb);
-        let mut me = Self::run(
-            gpu,
-            a,
-            nb,
-            base,
-            OP,
-            None,
-            params.profile,
-            params.fused_rows.unwrap_or(DEFAULT_FUSED_ROWS),
-        )?;
+        let base = gpu_base(&params, &opts, nb, base);
+        let mut me = Self::run(gpu, a, nb, base, OP, None, params.profile, opts)?;
         let rel = params
             .singular_tol
             .unwrap_or(m.max(n) as f64 * T::UNIT_ROUNDOFF);
@@ -118,7 +146,7 @@ impl<T: GpuScalar> GpuLu<T> {
         op: &'static str,
         abs_tol: Option<f64>,
         profile: bool,
-        fused_rows: usize,
+        opts: LuPanelOpts,
     ) -> Result<Self> {
         let k = lu.nrows().min(lu.ncols());
         let s = gpu.stream();
@@ -136,7 +164,7 @@ impl<T: GpuScalar> GpuLu<T> {
             &mut diag_dev,
             nb,
             base,
-            fused_rows,
+            opts,
             profile.then_some(&mut times),
         )?;
         let piv = s

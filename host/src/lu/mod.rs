@@ -48,7 +48,9 @@ pub struct LuParams {
     /// Outer block size (panel width); `None` picks [`default_block_size`].
     pub block_size: Option<usize>,
     /// Width at which the recursive panel stops splitting and runs column steps;
-    /// `None` picks [`DEFAULT_PANEL_BASE`] (at most the block size).
+    /// `None` picks [`DEFAULT_PANEL_BASE`] (at most the block size); on the GPU with
+    /// the cooperative panel `None` picks the block size (one launch per panel, up
+    /// to 128 columns).
     pub panel_base: Option<usize>,
     /// Relative singularity tolerance: column j is rejected when
     /// |u_jj| ≤ singular_tol·max|a_ij|. `None` uses max(m, n)·u; `Some(0.0)`
@@ -61,6 +63,22 @@ pub struct LuParams {
     pub fused_rows: Option<usize>,
     /// GPU only: time each phase with CUDA events ([`GpuLu::profile`]).
     pub profile: bool,
+    /// GPU only: factor each panel (recursive leaf) of at most 128 columns in one
+    /// cooperative multi-block launch (`lu_panel_coop`, one grid barrier per column)
+    /// instead of column-step kernels; `None` means `true`. Same algorithm and pivots.
+    pub coop_panel: Option<bool>,
+    /// GPU only: target rows per block of the cooperative panel (the grid is at most
+    /// one block per SM); `None` uses [`DEFAULT_COOP_ROWS`].
+    pub coop_rows: Option<usize>,
+    /// GPU only: `Some(false)` makes the cooperative panel work on the matrix in
+    /// global memory even where a block's rows fit in shared memory (`None`: shared
+    /// memory where it fits).
+    pub coop_smem: Option<bool>,
+    /// GPU only: look-ahead — factor panel k+1 (one cooperative launch) on a second
+    /// stream while the main stream runs the rest of panel k's Schur-complement GEMM;
+    /// `None` uses [`DEFAULT_LOOKAHEAD`]. Needs the cooperative panel with a base of
+    /// at least the block size (the default); ignored otherwise and while profiling.
+    pub lookahead: Option<bool>,
 }
 
 /// The default outer block size for an m×n matrix: 64 below 4096 (the
@@ -76,6 +94,12 @@ pub fn default_block_size(m: usize, n: usize) -> usize {
 
 /// The default recursive-panel base width (same sweep: 16 beat 32 and 64).
 pub const DEFAULT_PANEL_BASE: usize = 16;
+
+/// Default [`LuParams::coop_rows`]: rows per block of the cooperative panel.
+pub const DEFAULT_COOP_ROWS: usize = 128;
+
+/// Default [`LuParams::lookahead`].
+pub const DEFAULT_LOOKAHEAD: bool = false;
 
 /// Default [`LuParams::fused_rows`]: below this many rows one block runs a whole base
 /// panel faster than the two-launch column steps (measured on an H200).
