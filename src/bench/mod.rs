@@ -6,6 +6,7 @@
 
 mod kernels;
 mod lu;
+mod mixed;
 mod plot;
 mod updates;
 
@@ -32,6 +33,12 @@ const GROUPS: &[Group] = &[
         summary: "QR updates vs cuSOLVER refactorisation and the serial CPU update (spec §3.9)",
         help: updates::HELP,
         run: updates::run,
+    },
+    Group {
+        name: "mixed",
+        summary: "mixed-precision least squares vs cuSOLVER f64 LS and IRS gels (issue 5)",
+        help: mixed::HELP,
+        run: mixed::run,
     },
     Group {
         name: "kernels",

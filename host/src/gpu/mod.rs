@@ -11,6 +11,7 @@ pub mod givens_two_phase;
 #[doc(hidden)]
 pub mod givens_wavefront;
 pub mod householder;
+pub mod irs;
 pub mod kernels;
 pub mod kernels_lu;
 pub mod kernels_panel;

@@ -1,0 +1,395 @@
+//! `cuqr bench mixed`: cuqr's mixed-precision least squares (issue 5, spec §4.2, seed
+//! S3: tensor-core f32 QR of an f32 copy, R̃-preconditioned CG refinement in f64)
+//! against cuSOLVER's f64 least squares (`geqrf` + `ormqr` + `trsm`, the baseline (b)
+//! of `bench updates`) and cuSOLVER's iterative-refinement solvers (`DDgels`,
+//! `DSgels`, `DHgels`, `DBgels`, `DXgels`), in the same process on the same
+//! device-resident f64 problem: A = Q₁·diag(σ)·Vᵀ (Q₁, V orthonormal from cuSOLVER QR of
+//! random ±[0.1, 1) matrices, σ geometric from 1 to 1/κ) and a random b. Medians of ≥ 5
+//! CUDA-event timings after one warm-up; each timing is the whole solve from A and b
+//! (cuqr: f32 copy, factorisation, refinement, all allocations; cuSOLVER: from a copy
+//! of A, the copy not timed). Accuracy: the normwise LS backward error
+//! η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖ + ‖b‖)) of every solution, computed the same way on the
+//! device for all.
+
+use std::cell::RefCell;
+
+use cuqr::gpu::irs::IrsKind;
+use cuqr::gpu::timing::time_with_setup;
+use cuqr::gpu::{DevMat, DevVec, Diag, Op, Side, Uplo};
+use cuqr::mixed::{lstsq_mixed_gpu, GemmPrecision, MixedParams};
+use cuqr::{Error, Gpu, Mat};
+
+use super::BenchOpts;
+use crate::cli::CliResult;
+
+/// `cuqr bench mixed --help`.
+pub const HELP: &str = "\
+cuqr bench mixed: mixed-precision least squares (cuqr, tensor-core QR + f64
+refinement) vs cuSOLVER f64 least squares and cuSOLVER's IRS gels
+
+Usage: cuqr bench mixed [--quick] [--shapes MxN,MxN,...] [--reps R]
+
+  --quick    shapes 2000x300, 6000x1000 (default: 8192x1024, 65536x2048,
+             16384x4096, 16384x16384)
+  --shapes   shapes to run, e.g. 8192x1024,20000x3000 (m >= n)
+  --reps     timed repetitions, at least 5 (default 5; one warm-up run first)
+
+Every shape runs with kappa = 1e2 and 1e6. Prints one markdown table per
+(shape, kappa): for each method the median milliseconds, the speed-up over
+cuSOLVER f64 least squares (geqrf + ormqr + trsm; > 1 means faster), the
+backward error eta of its solution, its refinement steps, and whether it meets
+the bar (>= 2x faster at eta within 10x of the f64 solver's). A method that
+fails (cuqr: NotConverged) shows the error instead of a time.
+";
+
+const KAPPAS: [f64; 2] = [1e2, 1e6];
+const PRECS: [GemmPrecision; 4] = [
+    GemmPrecision::Bf16,
+    GemmPrecision::F16,
+    GemmPrecision::Tf32,
+    GemmPrecision::F32,
+];
+const IRS: [IrsKind; 5] = [
+    IrsKind::F64,
+    IrsKind::F32,
+    IrsKind::F16,
+    IrsKind::Bf16,
+    IrsKind::Tf32,
+];
+
+/// An m×n matrix with entries ±[0.1, 1) from a split-mix generator, in parallel.
+fn random_matrix(m: usize, n: usize, seed: u64) -> Mat<f64> {
+    let mut data = vec![0.0f64; m * n];
+    let threads = std::thread::available_parallelism()
+        .map(|t| t.get())
+        .unwrap_or(1)
+        .min(32);
+    let chunk = (m * n).div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (c, part) in data.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut x = seed ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                for v in part {
+                    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut z = x;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    z ^= z >> 31;
+                    let u = (z >> 11) as f64 / (1u64 << 53) as f64;
+                    let mag = 0.1 + 0.9 * u;
+                    *v = if z & 1 == 0 { mag } else { -mag };
+                }
+            });
+        }
+    });
+    Mat::from_col_major(m, n, data).expect("m·n values")
+}
+
+/// An orthonormal m×n basis: cuSOLVER geqrf + orgqr of a random matrix.
+fn orthonormal(gpu: &Gpu, m: usize, n: usize, seed: u64) -> cuqr::Result<DevMat<f64>> {
+    let mut q = DevMat::from_host(gpu, random_matrix(m, n, seed).as_ref())?;
+    let mut tau = DevVec::<f64>::zeros(gpu, n)?;
+    gpu.geqrf(&mut q.view_mut(), &mut tau.view_mut())?;
+    gpu.orgqr(&mut q.view_mut(), n, &tau.view())?;
+    Ok(q)
+}
+
+/// σ_j = κ^(−j/(n−1)), j = 0..n.
+fn sigmas(n: usize, kappa: f64) -> Vec<f64> {
+    (0..n)
+        .map(|j| kappa.powf(-(j as f64) / (n.max(2) - 1) as f64))
+        .collect()
+}
+
+/// A = Q₁·diag(σ)·Vᵀ on the device (‖A‖₂ = 1, κ₂(A) = κ; padding zero).
+fn conditioned(gpu: &Gpu, m: usize, n: usize, kappa: f64, seed: u64) -> cuqr::Result<DevMat<f64>> {
+    let mut q1 = orthonormal(gpu, m, n, seed)?;
+    let v = orthonormal(gpu, n, n, seed ^ 0x5EED)?;
+    for (j, s) in sigmas(n, kappa).into_iter().enumerate() {
+        gpu.scal(s, &mut q1.col_mut(j, 0..m))?;
+    }
+    let mut a = DevMat::<f64>::zeros(gpu, m, n)?;
+    gpu.gemm(
+        Op::N,
+        Op::T,
+        1.0,
+        &q1.view(),
+        &v.view(),
+        0.0,
+        &mut a.view_mut(),
+    )?;
+    Ok(a)
+}
+
+fn copy(gpu: &Gpu, a: &DevMat<f64>, b: &mut DevMat<f64>) -> cuqr::Result<()> {
+    gpu.stream()
+        .memcpy_dtod(a.buf(), b.buf_mut())
+        .map_err(|e| Error::Driver(format!("device copy: {e}")))
+}
+
+/// η = ‖Aᵀ(b − Ax)‖₂ / (‖A‖_F(‖A‖_F‖x‖₂ + ‖b‖₂)) on the device, in f64 (x: the first
+/// n entries of column 0 of `x`).
+fn eta(
+    gpu: &Gpu,
+    a: &DevMat<f64>,
+    a_fro: f64,
+    b: &DevMat<f64>,
+    x: &DevMat<f64>,
+) -> cuqr::Result<f64> {
+    let (m, n) = (a.nrows(), a.ncols());
+    let mut r = DevVec::<f64>::zeros(gpu, m)?;
+    let mut h = DevVec::<f64>::zeros(gpu, n)?;
+    let xv = x.col(0, 0..n);
+    gpu.copy(&b.col(0, 0..m), &mut r.view_mut())?;
+    gpu.gemv(Op::N, -1.0, &a.view(), &xv, 1.0, &mut r.view_mut())?;
+    gpu.gemv(Op::T, 1.0, &a.view(), &r.view(), 0.0, &mut h.view_mut())?;
+    let (nh, nx, nb) = (
+        gpu.nrm2(&h.view())?,
+        gpu.nrm2(&xv)?,
+        gpu.nrm2(&b.col(0, 0..m))?,
+    );
+    Ok(nh / (a_fro * (a_fro * nx + nb)))
+}
+
+/// One method's outcome at one point.
+struct Res {
+    name: String,
+    ms: Option<f64>,
+    eta: Option<f64>,
+    iters: String,
+    note: String,
+}
+
+fn bench_point(gpu: &Gpu, m: usize, n: usize, kappa: f64, reps: usize) -> cuqr::Result<Vec<Res>> {
+    let seed = 0xA11CE ^ (m as u64) << 20 ^ n as u64;
+    let a = conditioned(gpu, m, n, kappa, seed)?;
+    let b = DevMat::from_host(gpu, random_matrix(m, 1, seed ^ 0xB).as_ref())?;
+    let a_fro = gpu.nrm2(&a.buf().slice(..))?;
+    let mut out = Vec::new();
+
+    // cuSOLVER f64 least squares: geqrf + ormqr (Qᵀb) + trsm, from a copy of A and b.
+    let work = RefCell::new(DevMat::<f64>::zeros(gpu, m, n)?);
+    let d = RefCell::new(DevMat::<f64>::zeros(gpu, m, 1)?);
+    let tau = RefCell::new(DevVec::<f64>::zeros(gpu, n)?);
+    let t = time_with_setup(
+        gpu,
+        1,
+        reps,
+        || {
+            copy(gpu, &a, &mut work.borrow_mut())?;
+            copy(gpu, &b, &mut d.borrow_mut())
+        },
+        |()| {
+            let (mut w, mut dd, mut tv) = (work.borrow_mut(), d.borrow_mut(), tau.borrow_mut());
+            gpu.geqrf(&mut w.view_mut(), &mut tv.view_mut())?;
+            gpu.ormqr(
+                Side::Left,
+                Op::T,
+                &w.view(),
+                n,
+                &tv.view(),
+                &mut dd.view_mut(),
+            )?;
+            gpu.trsm(
+                Side::Left,
+                Uplo::Upper,
+                Op::N,
+                Diag::NonUnit,
+                1.0,
+                &w.block(0, 0, n, n),
+                &mut dd.block_mut(0, 0, n, 1),
+            )
+        },
+    )?;
+    out.push(Res {
+        name: "cuSOLVER f64 geqrf+ormqr+trsm".into(),
+        ms: Some(t.median_ms()),
+        eta: Some(eta(gpu, &a, a_fro, &b, &d.borrow())?),
+        iters: "–".into(),
+        note: String::new(),
+    });
+    drop((d, tau));
+
+    // cuSOLVER IRS gels.
+    let x = RefCell::new(DevMat::<f64>::zeros(gpu, n, 1)?);
+    for kind in IRS {
+        let iter = std::cell::Cell::new(0i32);
+        let t = time_with_setup(
+            gpu,
+            1,
+            reps,
+            || copy(gpu, &a, &mut work.borrow_mut()),
+            |()| {
+                let it = gpu.irs_gels(kind, &mut work.borrow_mut(), &b, &mut x.borrow_mut())?;
+                iter.set(it);
+                Ok(())
+            },
+        );
+        out.push(match t {
+            Ok(t) => Res {
+                name: format!("cuSOLVER IRS {}", kind.routine()),
+                ms: Some(t.median_ms()),
+                eta: Some(eta(gpu, &a, a_fro, &b, &x.borrow())?),
+                iters: iter.get().to_string(),
+                note: if iter.get() < 0 {
+                    "fell back to f64".into()
+                } else {
+                    String::new()
+                },
+            },
+            Err(e) => Res {
+                name: format!("cuSOLVER IRS {}", kind.routine()),
+                ms: None,
+                eta: None,
+                iters: "–".into(),
+                note: format!("error: {e}"),
+            },
+        });
+    }
+    drop(work);
+
+    // cuqr mixed-precision LS, device resident.
+    for p in PRECS {
+        let params = MixedParams {
+            precision: p,
+            ..MixedParams::default()
+        };
+        let last = RefCell::new(None);
+        let t = time_with_setup(
+            gpu,
+            1,
+            reps,
+            || Ok(()),
+            |()| {
+                let sol = lstsq_mixed_gpu(gpu, &a, &b, &params)?;
+                *last.borrow_mut() = Some(sol);
+                Ok(())
+            },
+        );
+        let name = format!("cuqr mixed {p:?}");
+        out.push(match t {
+            Ok(t) => {
+                let sol = last
+                    .borrow_mut()
+                    .take()
+                    .expect("a timed run stored its solution");
+                Res {
+                    name,
+                    ms: Some(t.median_ms()),
+                    eta: Some(eta(gpu, &a, a_fro, &b, &sol.x)?),
+                    iters: sol.iterations.to_string(),
+                    note: format!("own η {:.1e}", sol.backward_error),
+                }
+            }
+            Err(e) => Res {
+                name,
+                ms: None,
+                eta: None,
+                iters: "–".into(),
+                note: format!("error: {e}"),
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn parse_shapes(s: &str) -> CliResult<Vec<(usize, usize)>> {
+    s.split(',')
+        .map(|t| {
+            let (m, n) = t
+                .trim()
+                .split_once('x')
+                .ok_or_else(|| format!("--shapes: '{t}' is not MxN"))?;
+            match (m.parse::<usize>(), n.parse::<usize>()) {
+                (Ok(m), Ok(n)) if n > 0 && m >= n => Ok((m, n)),
+                _ => Err(format!("--shapes: '{t}' needs integers m >= n > 0").into()),
+            }
+        })
+        .collect()
+}
+
+/// `cuqr bench mixed [...]`.
+pub fn run(args: &[String]) -> CliResult<()> {
+    let o = BenchOpts::parse("bench mixed", args, &["quick"], &["shapes", "reps"])?;
+    let reps = o.usize("reps")?.unwrap_or(5);
+    if reps < 5 {
+        return Err(format!("--reps must be at least 5 (a median of ≥ 5), not {reps}").into());
+    }
+    let shapes = match o.get("shapes") {
+        Some(s) => parse_shapes(s)?,
+        None if o.flag("quick") => vec![(2000, 300), (6000, 1000)],
+        None => vec![(8192, 1024), (65536, 2048), (16384, 4096), (16384, 16384)],
+    };
+    let gpu = Gpu::new(0).map_err(|e| format!("bench mixed needs a GPU: {e}"))?;
+    println!("device: {}", gpu.describe()?);
+    println!("reps: {reps} (median), 1 warm-up; η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖+‖b‖))\n");
+    for (m, n) in shapes {
+        for kappa in KAPPAS {
+            let rows = bench_point(&gpu, m, n, kappa, reps)?;
+            let base_ms = rows[0].ms.expect("the f64 baseline has a time");
+            let base_eta = rows[0].eta.expect("the f64 baseline has an η");
+            println!("### {m}×{n}, κ = {kappa:.0e}\n");
+            println!("| method | ms | speed-up | η | steps | bar | note |");
+            println!("|---|---:|---:|---:|---:|---|---|");
+            for r in &rows {
+                let sp = r.ms.map(|t| base_ms / t);
+                let bar = match (sp, r.eta) {
+                    (Some(s), Some(e)) if r.name.starts_with("cuqr") => {
+                        let acc = e <= 10.0 * base_eta;
+                        if s >= 2.0 && acc {
+                            "met".to_string()
+                        } else {
+                            format!("missed ({})", if acc { "speed" } else { "accuracy" })
+                        }
+                    }
+                    (None, _) if r.name.starts_with("cuqr") => "missed (failed)".into(),
+                    _ => String::new(),
+                };
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    r.name,
+                    r.ms.map_or("–".into(), |t| format!("{t:.2}")),
+                    sp.map_or("–".into(), |s| format!("{s:.2}×")),
+                    r.eta.map_or("–".into(), |e| format!("{e:.1e}")),
+                    r.iters,
+                    bar,
+                    r.note
+                );
+            }
+            println!();
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_parse_and_reject() {
+        assert_eq!(
+            parse_shapes("8192x1024, 100x100").unwrap(),
+            vec![(8192, 1024), (100, 100)]
+        );
+        for bad in ["8192", "10x20", "ax3", "5x0", ""] {
+            assert!(parse_shapes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sigmas_span_kappa() {
+        let s = sigmas(5, 1e4);
+        assert_eq!(s[0], 1.0);
+        assert!((s[4] - 1e-4).abs() < 1e-16);
+        assert!(s.windows(2).all(|w| w[1] < w[0]));
+    }
+
+    #[test]
+    fn options_are_validated() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(run(&a(&["--reps", "3"])).is_err());
+        assert!(run(&a(&["--shapes", "10x20"])).is_err());
+        assert!(run(&a(&["--nope"])).is_err());
+    }
+}
