@@ -125,7 +125,8 @@ pub unsafe fn qr<T: Float>(
                 // SAFETY: this block's partials row, one writer.
                 unsafe { device::st(mine, 0, s) };
             }
-            // Quantity 1 + (c − k) for c = k..jb: Σ (x/s)·A(:, c) over the tail rows.
+            // Quantity 1 + (c − k) over the tail rows: Σ (x/s)² for c = k, Σ (x/s)·A(:, c)
+            // for c > k.
             let mut c = k + warp;
             while c < jb {
                 let mut acc = T::ZERO;
@@ -139,7 +140,9 @@ pub unsafe fn qr<T: Float>(
                                 device::ld(p as *const T, g - rs + c * ldp),
                             )
                         };
-                        acc = x.div(s).mul_add(y, acc);
+                        // c = k: Σ (x/s)² (both factors scaled).
+                        let xs = x.div(s);
+                        acc = xs.mul_add(if c == k { xs } else { y }, acc);
                         g += WARP;
                     }
                 }
@@ -232,7 +235,10 @@ pub unsafe fn qr<T: Float>(
                     while bb < nb {
                         // SAFETY: bb < nb; block bb's Σ(x/s_b)².
                         let (sb, ss) = unsafe {
-                            (device::ld(sc, bb), device::ld_volatile(part as *const T, bb * width + 1))
+                            (
+                                device::ld(sc, bb),
+                                device::ld_volatile(part as *const T, bb * width + 1),
+                            )
                         };
                         let r = sb.div(big);
                         acc = r.mul(r).mul_add(ss, acc);
@@ -312,7 +318,8 @@ pub unsafe fn qr<T: Float>(
                 // rewritten by its only reader; head row entry published before the grid
                 // barrier.
                 unsafe {
-                    let w = device::ld_volatile(hrow as *const T, c).add(inv.mul(device::ld(qv, c)));
+                    let w =
+                        device::ld_volatile(hrow as *const T, c).add(inv.mul(device::ld(qv, c)));
                     device::st(qv, c, w);
                 }
                 c += nt;

@@ -21,6 +21,7 @@
 
 pub mod convert;
 pub mod device;
+pub mod fused_panel;
 pub mod givens;
 pub mod householder;
 pub mod lu;
@@ -250,6 +251,16 @@ entries! {
 
     panel_col_norms_f32, panel_col_norms_f64
         (a: *const T, lda: usize, rows: usize, cols: usize, out: *mut T) => panel::col_norms;
+
+    /// One-launch Householder panel (spec §1.4, §4.1; fused_panel.rs).
+    ///
+    /// # Safety
+    /// Cooperative launch, grid ⌈rows/rpb⌉, block 256, dynamic shared memory and
+    /// scratch as `fused_panel::qr` documents.
+    fused_panel_qr_f32, fused_panel_qr_f64
+        (a: *mut T, lda: usize, rows: usize, jb: usize, band: usize, v: *mut T, ldv: usize,
+         tau: *mut T, t: *mut T, ldt: usize, partials: *mut T, head: *mut T,
+         counter: *mut u32, bar_base: u32, rpb: usize, in_shared: u32) => fused_panel::qr;
 
     /// LU column step: pivot search, swap in the base panel, u_jj (issue 6, lu.rs).
     ///

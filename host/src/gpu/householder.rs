@@ -1,8 +1,9 @@
-//! Blocked Householder QR on the device (spec §1.3–§1.4; docs/design.md
-//! "Shared building blocks"): per panel column the `householder_house` kernel and
-//! `panel_apply`, V extracted with explicit unit diagonal and zeros by
-//! `panel_extract_v` (which also leaves exact zeros below R's diagonal), T by
-//! `wy_build_t` (LAPACK larft, τ ≥ 0, erratum E14), and the trailing matrix, d and
+//! Blocked Householder QR on the device (spec §1.3–§1.4, §4.1; docs/design.md
+//! "Shared building blocks"): each panel of nb ≤ 64 columns in one cooperative launch
+//! of `fused_panel_qr` (R with exact zeros below the diagonal, V with explicit unit
+//! diagonal and zeros, τ, and T as LAPACK larft, τ ≥ 0, erratum E14); wider panels per
+//! column (`householder_house` + `panel_apply`, then `panel_extract_v` and
+//! `wy_build_t`); then the trailing matrix, d and
 //! Q updated with three cuBLAS GEMMs each: C −= V·(Tᵀ·(VᵀC)), Q −= ((QV)T)Vᵀ.
 //! A `band` limits each reflector to band+1 rows (column deletion, spec §1.8).
 
@@ -10,6 +11,7 @@ use core::ops::Range;
 
 use super::blas::Op;
 use super::kernels::BUILD_T_MAX_K;
+use super::kernels_fused::{FusedPanelWork, FUSED_MAX_JB};
 use super::matrix::{DevMat, DevVec};
 use super::{Gpu, GpuScalar};
 use crate::error::{Error, Result};
@@ -33,6 +35,8 @@ struct Work<T> {
     w: DevMat<T>,
     w2: DevMat<T>,
     wq: Option<(DevMat<T>, DevMat<T>)>,
+    /// Scratch of the one-launch panel (None: per-column panel, nb > 64).
+    fused: Option<FusedPanelWork<T>>,
 }
 
 /// Triangularises A[rows, cols] in place (β on the diagonal, exact zeros below),
@@ -69,10 +73,38 @@ pub(crate) fn blocked_qr_band<T: GpuScalar>(
     rows: Range<usize>,
     cols: Range<usize>,
     band: Option<usize>,
+    d: Option<&mut DevMat<T>>,
+    q: Option<&mut DevMat<T>>,
+    nb: usize,
+    keep: Option<&mut Vec<Block<T>>>,
+) -> Result<()> {
+    blocked_qr_impl(gpu, a, rows, cols, band, d, q, nb, keep, PanelImpl::Auto)
+}
+
+/// How [`blocked_qr_impl`] factors each panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PanelImpl {
+    /// `fused_panel_qr` (one launch) when nb ≤ 64, else per column.
+    Auto,
+    /// `householder_house` + `panel_apply` per column, then V and T (reference path).
+    PerColumn,
+    /// `fused_panel_qr` forced into its in-place (global-memory) variant.
+    FusedInPlace,
+}
+
+/// [`blocked_qr_band`] with the panel implementation chosen explicitly.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn blocked_qr_impl<T: GpuScalar>(
+    gpu: &Gpu,
+    a: &mut DevMat<T>,
+    rows: Range<usize>,
+    cols: Range<usize>,
+    band: Option<usize>,
     mut d: Option<&mut DevMat<T>>,
     mut q: Option<&mut DevMat<T>>,
     nb: usize,
     mut keep: Option<&mut Vec<Block<T>>>,
+    panel: PanelImpl,
 ) -> Result<()> {
     if nb == 0 {
         return Err(Error::InvalidParam {
@@ -115,20 +147,19 @@ pub(crate) fn blocked_qr_band<T: GpuScalar>(
             )),
             None => None,
         },
+        fused: if nb <= FUSED_MAX_JB && panel != PanelImpl::PerColumn {
+            let mut w = FusedPanelWork::new(gpu)?;
+            w.force_in_place = panel == PanelImpl::FusedInPlace;
+            Some(w)
+        } else {
+            None
+        },
     };
     let mut j0 = cols.start;
     while j0 < cols.end {
         let jb = nb.min(cols.end - j0);
         let r0 = rows.start + (j0 - cols.start);
         let l = span_rows(r0, jb);
-        // Panel (level 2): house + apply per column.
-        for i in 0..jb {
-            let (j, rj) = (j0 + i, r0 + i);
-            let len = band.map_or(rows.end - rj - 1, |b| b.min(rows.end - rj - 1));
-            gpu.house_at(a, rj, j, len, &mut ws.tau, i)?;
-            gpu.panel_apply_in(a, j, rj, len, j + 1..j0 + jb, &ws.tau, i)?;
-        }
-        // V (explicit 1s/0s; exact zeros left below R's diagonal) and T.
         let mut kept = if keep.is_some() {
             Some((DevMat::zeros(gpu, l, jb)?, DevMat::zeros(gpu, jb, jb)?))
         } else {
@@ -138,15 +169,39 @@ pub(crate) fn blocked_qr_band<T: GpuScalar>(
             Some((v, t)) => (v, t),
             None => (&mut ws.v, &mut ws.t),
         };
-        gpu.panel_extract_v(
-            &mut a.block_mut(r0, j0, l, jb),
-            &mut v.block_mut(0, 0, l, jb),
-        )?;
-        gpu.wy_build_t(
-            &v.block(0, 0, l, jb),
-            &ws.tau.slice(0..jb),
-            &mut t.block_mut(0, 0, jb, jb),
-        )?;
+        if let Some(fw) = ws.fused.as_mut() {
+            // The whole panel in one cooperative launch: R (exact zeros below), V, τ, T.
+            gpu.fused_panel_qr(
+                fw,
+                a,
+                r0,
+                j0,
+                l,
+                jb,
+                band,
+                &mut v.block_mut(0, 0, l, jb),
+                &mut ws.tau,
+                &mut t.block_mut(0, 0, jb, jb),
+            )?;
+        } else {
+            // Panel (level 2): house + apply per column.
+            for i in 0..jb {
+                let (j, rj) = (j0 + i, r0 + i);
+                let len = band.map_or(rows.end - rj - 1, |b| b.min(rows.end - rj - 1));
+                gpu.house_at(a, rj, j, len, &mut ws.tau, i)?;
+                gpu.panel_apply_in(a, j, rj, len, j + 1..j0 + jb, &ws.tau, i)?;
+            }
+            // V (explicit 1s/0s; exact zeros left below R's diagonal) and T.
+            gpu.panel_extract_v(
+                &mut a.block_mut(r0, j0, l, jb),
+                &mut v.block_mut(0, 0, l, jb),
+            )?;
+            gpu.wy_build_t(
+                &v.block(0, 0, l, jb),
+                &ws.tau.slice(0..jb),
+                &mut t.block_mut(0, 0, jb, jb),
+            )?;
+        }
         let (vv, tv) = (v.block(0, 0, l, jb), t.block(0, 0, jb, jb));
         // Trailing columns and d: C −= V (Tᵀ (Vᵀ C)).
         let nc = a.ncols() - (j0 + jb);
@@ -326,4 +381,347 @@ pub(crate) fn dup_mat<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T
         .memcpy_dtod(a.buf(), b.buf_mut())
         .map_err(super::driver_err("DevMat copy"))?;
     Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The one-launch panel against the per-column reference path and against the
+    //! factorisation identities (spec §3.7): exact zeros below R's diagonal,
+    //! ‖RᵀR − AᵀA‖_F ≤ 10·m·u·‖A‖²_F, and with Q kept ‖QR − A‖_F ≤ 10·m·u·‖A‖_F,
+    //! ‖QᵀQ − I‖_F ≤ 10·m·u, d = Qᵀb. Runs on a GPU; without one it prints that it
+    //! skipped (a failure with `CUQR_REQUIRE_GPU=1`).
+    use super::*;
+    use crate::{Mat, Scalar};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn gpu() -> Option<Gpu> {
+        super::tests_gate()
+    }
+
+    /// Entries of magnitude in [0.1, 1) with random signs, zero below `band` (if any).
+    fn rand_mat<T: Scalar>(seed: u64, m: usize, n: usize, band: Option<usize>) -> Mat<T> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        Mat::from_fn(m, n, |i, j| {
+            let x: f64 = rng.random_range(0.1..1.0);
+            let x = if rng.random_bool(0.5) { x } else { -x };
+            match band {
+                Some(b) if i > j + b => T::ZERO,
+                _ => T::from_f64(x),
+            }
+        })
+    }
+
+    fn fro(a: &Mat<f64>) -> f64 {
+        let mut s = 0.0;
+        for j in 0..a.ncols() {
+            for i in 0..a.nrows() {
+                s += a[(i, j)] * a[(i, j)];
+            }
+        }
+        s.sqrt()
+    }
+
+    /// op(A)·B in f64 (A transposed when `ta`).
+    fn mul(a: &Mat<f64>, ta: bool, b: &Mat<f64>) -> Mat<f64> {
+        let (m, k) = if ta {
+            (a.ncols(), a.nrows())
+        } else {
+            (a.nrows(), a.ncols())
+        };
+        assert_eq!(k, b.nrows());
+        let mut c = Mat::<f64>::zeros(m, b.ncols());
+        for j in 0..b.ncols() {
+            for p in 0..k {
+                let bp = b[(p, j)];
+                for i in 0..m {
+                    let aip = if ta { a[(p, i)] } else { a[(i, p)] };
+                    c[(i, j)] += aip * bp;
+                }
+            }
+        }
+        c
+    }
+
+    fn to64<T: Scalar>(a: &Mat<T>) -> Mat<f64> {
+        Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)].to_f64())
+    }
+
+    struct Out {
+        r: Mat<f64>,
+        d: Mat<f64>,
+        q: Option<Mat<f64>>,
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn factor<T: GpuScalar>(
+        g: &Gpu,
+        a: &Mat<T>,
+        b: &Mat<T>,
+        band: Option<usize>,
+        nb: usize,
+        with_q: bool,
+        panel: PanelImpl,
+    ) -> Out {
+        let m = a.nrows();
+        let mut da = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut dd = DevMat::from_host(g, b.as_ref()).unwrap();
+        let mut dq = if with_q {
+            let mut q = DevMat::<T>::zeros(g, m, m).unwrap();
+            g.panel_set_identity(&mut q.view_mut()).unwrap();
+            Some(q)
+        } else {
+            None
+        };
+        let n = a.ncols();
+        blocked_qr_impl(
+            g,
+            &mut da,
+            0..m,
+            0..n,
+            band,
+            Some(&mut dd),
+            dq.as_mut(),
+            nb,
+            None,
+            panel,
+        )
+        .unwrap();
+        Out {
+            r: to64(&da.to_host(g).unwrap()),
+            d: to64(&dd.to_host(g).unwrap()),
+            q: dq.map(|q| to64(&q.to_host(g).unwrap())),
+        }
+    }
+
+    fn check<T: GpuScalar>(
+        g: &Gpu,
+        seed: u64,
+        (m, n): (usize, usize),
+        band: Option<usize>,
+        nb: usize,
+        with_q: bool,
+        panel: PanelImpl,
+    ) {
+        let a = rand_mat::<T>(seed, m, n, band);
+        let b = rand_mat::<T>(seed + 1, m, 2, None);
+        let (a64, b64) = (to64(&a), to64(&b));
+        let tol = 10.0 * m as f64 * T::UNIT_ROUNDOFF;
+        let what = format!("{m}x{n} {} nb {nb} band {band:?} {panel:?}", T::NAME);
+        let out = factor(g, &a, &b, band, nb, with_q, panel);
+        let refp = factor(g, &a, &b, band, nb, false, PanelImpl::PerColumn);
+        for j in 0..n {
+            for i in j + 1..m {
+                assert!(
+                    out.r[(i, j)] == 0.0,
+                    "{what}: R({i},{j}) = {} ≠ 0",
+                    out.r[(i, j)]
+                );
+            }
+        }
+        let na = fro(&a64);
+        let r = Mat::from_fn(n, n, |i, j| out.r[(i, j)]);
+        let mut gram = mul(&r, true, &r);
+        let ata = mul(&a64, true, &a64);
+        for j in 0..n {
+            for i in 0..n {
+                gram[(i, j)] -= ata[(i, j)];
+            }
+        }
+        let e_gram = fro(&gram) / (na * na);
+        assert!(
+            e_gram <= tol,
+            "{what}: ‖RᵀR − AᵀA‖/‖A‖² = {e_gram:e} > {tol:e}"
+        );
+        let mut diff = out.r.clone();
+        for j in 0..n {
+            for i in 0..m {
+                diff[(i, j)] -= refp.r[(i, j)];
+            }
+        }
+        let e_ref = fro(&diff) / na;
+        assert!(
+            e_ref <= 10.0 * tol,
+            "{what}: ‖R_fused − R_per-column‖/‖A‖ = {e_ref:e} > {:e}",
+            10.0 * tol
+        );
+        if let Some(q) = &out.q {
+            let mut qr = mul(q, false, &out.r);
+            for j in 0..n {
+                for i in 0..m {
+                    qr[(i, j)] -= a64[(i, j)];
+                }
+            }
+            let e_a = fro(&qr) / na;
+            assert!(e_a <= tol, "{what}: ‖QR − A‖/‖A‖ = {e_a:e} > {tol:e}");
+            let mut qtq = mul(q, true, q);
+            for i in 0..m {
+                qtq[(i, i)] -= 1.0;
+            }
+            let e_q = fro(&qtq);
+            assert!(e_q <= tol, "{what}: ‖QᵀQ − I‖ = {e_q:e} > {tol:e}");
+            let mut qtb = mul(q, true, &b64);
+            for j in 0..2 {
+                for i in 0..m {
+                    qtb[(i, j)] -= out.d[(i, j)];
+                }
+            }
+            let e_d = fro(&qtb) / fro(&b64);
+            assert!(e_d <= tol, "{what}: ‖d − Qᵀb‖/‖b‖ = {e_d:e} > {tol:e}");
+        }
+    }
+
+    fn cases<T: GpuScalar>(g: &Gpu) {
+        use PanelImpl::{Auto, FusedInPlace};
+        check::<T>(g, 1, (300, 200), None, 32, true, Auto);
+        check::<T>(g, 2, (97, 97), None, 16, true, Auto);
+        check::<T>(g, 3, (33, 33), None, 64, true, Auto);
+        check::<T>(g, 4, (70, 45), None, 1, true, Auto);
+        check::<T>(g, 5, (700, 130), None, 64, true, FusedInPlace);
+        check::<T>(g, 6, (501, 77), None, 24, true, FusedInPlace);
+        check::<T>(g, 7, (400, 120), Some(9), 32, true, Auto);
+        check::<T>(g, 8, (400, 120), Some(9), 32, false, FusedInPlace);
+        check::<T>(g, 9, (6007, 70), None, 64, false, Auto);
+        check::<T>(g, 10, (6007, 41), None, 32, false, FusedInPlace);
+        check::<T>(g, 11, (20011, 33), None, 33, false, Auto);
+    }
+
+    #[test]
+    fn fused_panel_matches_per_column_and_identities_f64() {
+        if let Some(g) = gpu() {
+            cases::<f64>(&g);
+        }
+    }
+
+    #[test]
+    fn fused_panel_matches_per_column_and_identities_f32() {
+        if let Some(g) = gpu() {
+            cases::<f32>(&g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod panel_tests {
+    //! One panel through `fused_panel_qr` against the per-column kernels
+    //! (`householder_house` + `panel_apply`, `panel_extract_v`, `wy_build_t`):
+    //! R, V, τ and T agree to a few ulps of the data.
+    use super::*;
+    use crate::{Mat, Scalar};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn close<T: Scalar>(what: &str, x: &Mat<T>, y: &Mat<T>, tol: f64) {
+        assert_eq!((x.nrows(), x.ncols()), (y.nrows(), y.ncols()));
+        let mut worst = (0.0f64, 0, 0);
+        for j in 0..x.ncols() {
+            for i in 0..x.nrows() {
+                let d = (x[(i, j)].to_f64() - y[(i, j)].to_f64()).abs();
+                if d > worst.0 || d.is_nan() {
+                    worst = (d, i, j);
+                }
+            }
+        }
+        let (d, i, j) = worst;
+        assert!(
+            d <= tol,
+            "{what}: |fused − per-column| = {d:e} at ({i},{j}): {} vs {}",
+            x[(i, j)].to_f64(),
+            y[(i, j)].to_f64()
+        );
+    }
+
+    fn one<T: GpuScalar>(g: &Gpu, seed: u64, m: usize, jb: usize, in_place: bool) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = Mat::<T>::from_fn(m, jb, |_, _| T::from_f64(rng.random_range(-1.0..1.0)));
+        let what = format!("{m}x{jb} {} in_place {in_place}", T::NAME);
+        // Per-column reference.
+        let mut ra = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut rtau = DevVec::<T>::zeros(g, jb).unwrap();
+        for i in 0..jb {
+            g.house_at(&mut ra, i, i, m - i - 1, &mut rtau, i).unwrap();
+            g.panel_apply_in(&mut ra, i, i, m - i - 1, i + 1..jb, &rtau, i)
+                .unwrap();
+        }
+        let mut rv = DevMat::<T>::zeros(g, m, jb).unwrap();
+        g.panel_extract_v(&mut ra.view_mut(), &mut rv.view_mut())
+            .unwrap();
+        let mut rt = DevMat::<T>::zeros(g, jb, jb).unwrap();
+        g.wy_build_t(&rv.view(), &rtau.slice(0..jb), &mut rt.view_mut())
+            .unwrap();
+        // Fused, outputs poisoned first.
+        let mut fa = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut fv = DevMat::<T>::zeros(g, m, jb).unwrap();
+        fv.fill(g, T::from_f64(f64::NAN)).unwrap();
+        let mut ft = DevMat::<T>::zeros(g, jb, jb).unwrap();
+        ft.fill(g, T::from_f64(f64::NAN)).unwrap();
+        let mut ftau = DevVec::<T>::zeros(g, jb).unwrap();
+        ftau.fill(g, T::from_f64(f64::NAN)).unwrap();
+        let mut work = FusedPanelWork::new(g).unwrap();
+        work.force_in_place = in_place;
+        g.fused_panel_qr(
+            &mut work,
+            &mut fa,
+            0,
+            0,
+            m,
+            jb,
+            None,
+            &mut fv.view_mut(),
+            &mut ftau,
+            &mut ft.view_mut(),
+        )
+        .unwrap();
+        let tol = 50.0 * m as f64 * T::UNIT_ROUNDOFF;
+        let tau_f = Mat::from_fn(jb, 1, |i, _| ftau.to_vec(g).unwrap()[i]);
+        let tau_r = Mat::from_fn(jb, 1, |i, _| rtau.to_vec(g).unwrap()[i]);
+        close(&format!("{what} tau"), &tau_f, &tau_r, tol);
+        close(
+            &format!("{what} R"),
+            &fa.to_host(g).unwrap(),
+            &ra.to_host(g).unwrap(),
+            tol,
+        );
+        close(
+            &format!("{what} V"),
+            &fv.to_host(g).unwrap(),
+            &rv.to_host(g).unwrap(),
+            tol,
+        );
+        close(
+            &format!("{what} T"),
+            &ft.to_host(g).unwrap(),
+            &rt.to_host(g).unwrap(),
+            tol,
+        );
+    }
+
+    #[test]
+    fn single_panels_match_per_column() {
+        let Some(g) = super::tests_gate() else { return };
+        for &in_place in &[false, true] {
+            one::<f64>(&g, 1, 40, 8, in_place);
+            one::<f64>(&g, 2, 33, 33, in_place);
+            one::<f64>(&g, 3, 1000, 33, in_place);
+            one::<f64>(&g, 4, 9001, 64, in_place);
+            one::<f32>(&g, 5, 1000, 33, in_place);
+            one::<f32>(&g, 6, 77, 1, in_place);
+        }
+    }
+}
+
+/// The GPU gate of the in-crate GPU tests: a device, or `None` after printing that the
+/// test skipped (a panic with `CUQR_REQUIRE_GPU=1`).
+#[cfg(test)]
+fn tests_gate() -> Option<Gpu> {
+    match Gpu::new(0) {
+        Ok(g) => Some(g),
+        Err(e) if std::env::var("CUQR_REQUIRE_GPU").as_deref() == Ok("1") => {
+            panic!("CUQR_REQUIRE_GPU=1 but no GPU: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
 }

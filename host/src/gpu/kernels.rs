@@ -106,6 +106,9 @@ kernel_table! {
     panel_embed_q,
     /// `panel_col_norms_<T>(a, lda, rows, cols, out)` (column norms and diagonal).
     panel_col_norms,
+    /// `fused_panel_qr_<T>(a, lda, rows, jb, band, v, ldv, tau, t, ldt, partials, head,
+    /// counter, bar_base, rpb, in_shared)` (one-launch panel, spec §1.4, §4.1).
+    fused_panel_qr,
     /// `lu_pivot_<T>(a, lda, m, j, c0, cend, ipiv, diag)` (LU pivot search and swap, issue 6).
     lu_pivot,
     /// `lu_update_<T>(a, lda, m, j, cend)` (LU scaling and rank-1 update, issue 6).

@@ -17,6 +17,7 @@ pub mod kernels_lu;
 pub mod kernels_panel;
 pub mod kernels_two_phase;
 mod kernels_convert;
+pub(crate) mod kernels_fused;
 mod kernels_wavefront;
 pub mod matrix;
 pub mod qr;

@@ -1,0 +1,302 @@
+//! Launcher of `fused_panel_qr` (gpu-kernels/src/fused_panel.rs, docs/kernels.md): the
+//! whole Householder panel in one cooperative launch (spec §1.4, §4.1). The launch
+//! shape — blocks, rows per block, shared-memory slab or in-place global work — is
+//! chosen here from the device's SM count, its opt-in shared memory and the kernel's
+//! occupancy, so that every block is resident at once (the grid barrier needs it).
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaSlice, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use super::matrix::{DevMat, DevMatViewMut, DevVec};
+use super::{alloc_err, driver_err, Gpu, GpuScalar};
+use crate::error::{Error, Result};
+
+/// Threads per block of `fused_panel_qr`.
+pub const FUSED_PANEL_BLOCK: u32 = 256;
+/// Widest panel `fused_panel_qr` takes (gpu-kernels `fused_panel::MAX_JB`).
+pub const FUSED_MAX_JB: usize = 64;
+/// Shared scratch of the kernel besides the slab, in elements, plus one per block.
+const SCRATCH_FIXED: usize = 32 + 8 + 2 * FUSED_MAX_JB + 2;
+/// Fewest panel rows a block owns (keeps the per-step reductions worth a block).
+const MIN_ROWS_PER_BLOCK: usize = 32;
+/// Most blocks per SM in the in-place (global-memory) variant.
+const MAX_BLOCKS_PER_SM_GLOBAL: usize = 2;
+
+/// Scratch of `fused_panel_qr` reused across the panels of one factorisation:
+/// the double-buffered partials, the published head row and the barrier counter
+/// (zeroed once; each launch advances it by (jb + 1)·blocks).
+pub(crate) struct FusedPanelWork<T> {
+    partials: DevVec<T>,
+    head: DevVec<T>,
+    counter: CudaSlice<u32>,
+    bar: u32,
+    max_blocks: usize,
+    sms: usize,
+    smem_optin: usize,
+    /// Always take the in-place (global-memory) variant (tests of that path).
+    pub(crate) force_in_place: bool,
+}
+
+impl<T: GpuScalar> FusedPanelWork<T> {
+    /// Allocates the scratch for up to one block per SM × 2 (the kernel's largest grid).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn new(gpu: &Gpu) -> Result<Self> {
+        let sms = gpu
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_err("querying the SM count"))?
+            .max(1) as usize;
+        let smem_optin = gpu
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(driver_err("querying the shared memory per block"))?
+            .max(48 * 1024) as usize;
+        let max_blocks = sms * MAX_BLOCKS_PER_SM_GLOBAL;
+        let width = 2 * FUSED_MAX_JB + 2;
+        let counter = gpu
+            .stream
+            .alloc_zeros::<u32>(1)
+            .map_err(alloc_err("the panel barrier counter", 4))?;
+        gpu.count_launch();
+        Ok(Self {
+            partials: DevVec::zeros(gpu, 2 * max_blocks * width)?,
+            head: DevVec::zeros(gpu, 2 * FUSED_MAX_JB)?,
+            counter,
+            bar: 0,
+            max_blocks,
+            sms,
+            smem_optin,
+            force_in_place: false,
+        })
+    }
+}
+
+/// Launch shape of one panel: blocks, rows per block, slab in shared memory or not,
+/// dynamic shared memory bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FusedShape {
+    pub blocks: usize,
+    pub rows_per_block: usize,
+    pub in_shared: bool,
+    pub smem_bytes: usize,
+}
+
+/// Chooses the launch shape for a rows×jb panel of `elem`-byte elements on `sms` SMs
+/// with `smem_optin` bytes of shared memory per block; `occupancy(smem)` says how many
+/// blocks of that shared memory fit one SM. The slab variant (one block per SM, rows
+/// split evenly) is taken when its slab fits and `in_place` is false; otherwise up to
+/// [`MAX_BLOCKS_PER_SM_GLOBAL`] blocks per SM work in place.
+pub(crate) fn fused_shape(
+    rows: usize,
+    jb: usize,
+    elem: usize,
+    sms: usize,
+    smem_optin: usize,
+    max_blocks: usize,
+    in_place: bool,
+    occupancy: &dyn Fn(usize) -> Result<usize>,
+) -> Result<FusedShape> {
+    let scratch = |blocks: usize| (SCRATCH_FIXED + blocks) * elem;
+    // Slab variant: one block per SM at most.
+    let rpb = rows.div_ceil(sms).max(MIN_ROWS_PER_BLOCK);
+    let blocks = rows.div_ceil(rpb);
+    let bytes = rpb * jb * elem + scratch(blocks);
+    if !in_place && bytes <= smem_optin && occupancy(bytes)? >= 1 {
+        return Ok(FusedShape {
+            blocks,
+            rows_per_block: rpb,
+            in_shared: true,
+            smem_bytes: bytes,
+        });
+    }
+    // In place: as many co-resident blocks as allowed.
+    let bytes = scratch(max_blocks);
+    let per_sm = occupancy(bytes)?.min(MAX_BLOCKS_PER_SM_GLOBAL);
+    if per_sm == 0 {
+        return Err(Error::Driver(
+            "fused_panel_qr: no block fits on an SM (occupancy 0)".into(),
+        ));
+    }
+    let cap = (sms * per_sm).min(max_blocks);
+    let rpb = rows.div_ceil(cap).max(MIN_ROWS_PER_BLOCK);
+    let blocks = rows.div_ceil(rpb);
+    Ok(FusedShape {
+        blocks,
+        rows_per_block: rpb,
+        in_shared: false,
+        smem_bytes: scratch(blocks),
+    })
+}
+
+impl Gpu {
+    /// `fused_panel_qr` on the panel a[r0 .. r0+rows, j0 .. j0+jb] (spec §1.4): R in
+    /// place with exact zeros below the diagonal, V (rows×jb, explicit 1s and 0s) into
+    /// `v`, τ into `tau[0..jb)`, T (jb×jb) into `t`; reflector k limited to rows
+    /// k..=k+band when `band` is given (spec §1.8). One cooperative launch.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails (e.g. the cooperative grid does not fit).
+    ///
+    /// # Panics
+    /// If the panel or outputs do not fit, jb > [`FUSED_MAX_JB`] or jb > rows (a cuqr
+    /// bug).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fused_panel_qr<T: GpuScalar>(
+        &self,
+        work: &mut FusedPanelWork<T>,
+        a: &mut DevMat<T>,
+        r0: usize,
+        j0: usize,
+        rows: usize,
+        jb: usize,
+        band: Option<usize>,
+        v: &mut DevMatViewMut<'_, T>,
+        tau: &mut DevVec<T>,
+        t: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        assert!(jb >= 1 && jb <= FUSED_MAX_JB && jb <= rows);
+        assert!(r0 + rows <= a.nrows() && j0 + jb <= a.ncols());
+        assert!(v.nrows() >= rows && v.ncols() >= jb);
+        assert!(tau.len() >= jb && t.nrows() >= jb && t.ncols() >= jb);
+        let f = &T::kernel_set(&self.kernels).fused_panel_qr;
+        let elem = core::mem::size_of::<T>();
+        let occupancy = |bytes: usize| -> Result<usize> {
+            if bytes > 48 * 1024 {
+                f.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    i32::try_from(bytes).expect("shared memory fits i32"),
+                )
+                .map_err(driver_err("raising fused_panel_qr's shared memory limit"))?;
+            }
+            f.occupancy_max_active_blocks_per_multiprocessor(FUSED_PANEL_BLOCK, bytes, None)
+                .map(|n| n as usize)
+                .map_err(driver_err("querying fused_panel_qr's occupancy"))
+        };
+        let shape = fused_shape(
+            rows,
+            jb,
+            elem,
+            work.sms,
+            work.smem_optin,
+            work.max_blocks,
+            work.force_in_place,
+            &occupancy,
+        )?;
+        let band = band.unwrap_or(rows).min(rows);
+        let (lda, ldv, ldt) = (a.ld(), v.ld(), t.ld());
+        let rpb = shape.rows_per_block;
+        let in_shared = u32::from(shape.in_shared);
+        let base = work.bar;
+        let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+        let pa = pa + ((r0 + j0 * lda) * elem) as u64;
+        let (pv, _gv) = v.buf_mut().device_ptr_mut(&self.stream);
+        let (pt, _gt) = t.buf_mut().device_ptr_mut(&self.stream);
+        let mut tau_v = tau.view_mut();
+        let (ptau, _gtau) = tau_v.device_ptr_mut(&self.stream);
+        let mut part_v = work.partials.view_mut();
+        let (pp, _gp) = part_v.device_ptr_mut(&self.stream);
+        let mut head_v = work.head.view_mut();
+        let (ph, _gh) = head_v.device_ptr_mut(&self.stream);
+        let (pc, _gc) = work.counter.device_ptr_mut(&self.stream);
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&pa)
+            .arg(&lda)
+            .arg(&rows)
+            .arg(&jb)
+            .arg(&band)
+            .arg(&pv)
+            .arg(&ldv)
+            .arg(&ptau)
+            .arg(&pt)
+            .arg(&ldt)
+            .arg(&pp)
+            .arg(&ph)
+            .arg(&pc)
+            .arg(&base)
+            .arg(&rpb)
+            .arg(&in_shared);
+        let cfg = LaunchConfig {
+            grid_dim: (u32::try_from(shape.blocks).expect("grid fits u32"), 1, 1),
+            block_dim: (FUSED_PANEL_BLOCK, 1, 1),
+            shared_mem_bytes: u32::try_from(shape.smem_bytes).expect("smem fits u32"),
+        };
+        // SAFETY: matches fused_panel_qr_{f32,f64}(a: *mut T, lda, rows, jb, band, v: *mut T,
+        // ldv, tau: *mut T, t: *mut T, ldt, partials: *mut T, head: *mut T, counter: *mut
+        // u32, bar_base: u32, rpb, in_shared: u32) (device pointers are 64-bit). The
+        // asserts above keep the panel inside `a`, V (rows×jb), τ (jb) and T (jb×jb)
+        // inside their buffers; `partials` holds 2·max_blocks·(2·64+2) ≥ 2·B·(2·jb+2)
+        // elements (B ≤ max_blocks by `fused_shape`), `head` 2·64 ≥ 2·jb; the counter
+        // holds `work.bar` (every earlier launch on this stream advanced it by exactly
+        // (jb+1)·B, tracked below); the buffers are distinct allocations and their guards
+        // live across the call. Cooperative launch with B blocks that `fused_shape`
+        // checked against the occupancy for this shared memory, block 256, dynamic
+        // shared memory as the contract computes.
+        unsafe { b.launch_cooperative(cfg) }
+            .map_err(|e| Error::Driver(format!("launching fused_panel_qr: {e}")))?;
+        work.bar = base.wrapping_add(((jb + 1) * shape.blocks) as u32);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn occ(limit: usize) -> impl Fn(usize) -> Result<usize> {
+        move |bytes| Ok(if bytes <= limit { 4 } else { 0 })
+    }
+
+    #[test]
+    fn small_panels_use_a_shared_slab_per_sm() {
+        let s = fused_shape(8000, 32, 8, 132, 227 * 1024, 264, false, &occ(227 * 1024)).unwrap();
+        assert!(s.in_shared);
+        assert_eq!(s.rows_per_block, 61);
+        assert_eq!(s.blocks, 8000usize.div_ceil(61));
+        assert!(s.blocks <= 132);
+        assert_eq!(s.smem_bytes, (61 * 32 + SCRATCH_FIXED + s.blocks) * 8);
+    }
+
+    #[test]
+    fn short_panels_keep_at_least_min_rows_per_block() {
+        let s = fused_shape(100, 7, 4, 132, 48 * 1024, 264, false, &occ(48 * 1024)).unwrap();
+        assert!(s.in_shared);
+        assert_eq!(s.rows_per_block, MIN_ROWS_PER_BLOCK);
+        assert_eq!(s.blocks, 4);
+    }
+
+    #[test]
+    fn tall_panels_work_in_place_with_co_resident_blocks() {
+        let s = fused_shape(
+            1 << 20,
+            32,
+            8,
+            132,
+            227 * 1024,
+            264,
+            false,
+            &occ(227 * 1024),
+        )
+        .unwrap();
+        assert!(!s.in_shared);
+        assert!(s.blocks <= 264);
+        assert!(s.blocks * s.rows_per_block >= 1 << 20);
+        assert_eq!(s.smem_bytes, (SCRATCH_FIXED + s.blocks) * 8);
+    }
+
+    #[test]
+    fn in_place_can_be_forced() {
+        let s = fused_shape(1000, 16, 8, 132, 227 * 1024, 264, true, &occ(227 * 1024)).unwrap();
+        assert!(!s.in_shared);
+        assert_eq!(s.rows_per_block, MIN_ROWS_PER_BLOCK);
+        assert_eq!(s.blocks, 1000usize.div_ceil(MIN_ROWS_PER_BLOCK));
+    }
+
+    #[test]
+    fn no_resident_block_is_an_error() {
+        let r = fused_shape(1 << 20, 32, 8, 132, 227 * 1024, 264, false, &|_| Ok(0));
+        assert!(matches!(r, Err(Error::Driver(_))));
+    }
+}
