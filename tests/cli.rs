@@ -901,3 +901,184 @@ fn demo_small_prints_the_table() {
     ]);
     assert!(stdout(&o).contains("f32"));
 }
+
+// ---------- bench qr and the bench updates strategy columns ----------
+
+/// Whether a GPU is usable; with `CUQR_REQUIRE_GPU=1` a missing one fails.
+fn have_gpu() -> bool {
+    match cuqr::Gpu::new(0) {
+        Ok(_) => true,
+        Err(e) if std::env::var("CUQR_REQUIRE_GPU").as_deref() == Ok("1") => {
+            panic!("CUQR_REQUIRE_GPU=1 but no GPU: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+/// Cells of a markdown table line.
+fn md_cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split(" | ")
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn bench_qr_rejects_bad_options() {
+    for (args, needle) in [
+        (&["bench", "qr", "--dtype", "f16"][..], "--dtype must be"),
+        (&["bench", "qr", "--reps", "2"], "at least 5"),
+        (&["bench", "qr", "--shapes", "10x20"], "m >= n"),
+        (&["bench", "qr", "--shapes", "64"], "not MxN"),
+        (&["bench", "qr", "--max-n", "0"], "positive integer"),
+        (&["bench", "qr", "--max-n", "16"], "no shape"),
+        (
+            &["bench", "qr", "--quick", "--shapes", "64x32"],
+            "replaces the grid",
+        ),
+        (&["bench", "qr", "--nope"], "unknown option --nope"),
+        (&["bench", "qr", "stray"], "unexpected argument"),
+    ] {
+        assert_cli_error(&cuqr(args), needle);
+    }
+    let o = run_ok(&["bench", "qr", "--help"]);
+    for needle in ["--dtype", "--max-n", "--shapes", "geqrf + orgqr", "m·u"] {
+        assert!(stdout(&o).contains(needle), "{needle:?} missing from help");
+    }
+    assert!(stdout(&run_ok(&["bench", "--help"])).contains("qr "));
+}
+
+#[test]
+fn bench_qr_quick_without_gpu_says_so() {
+    if cuqr::Gpu::new(0).is_ok() {
+        eprintln!("skipped: a GPU is present (the --quick grid would run in full)");
+        return;
+    }
+    let o = run_ok(&["bench", "qr", "--quick"]);
+    let s = stdout(&o);
+    assert!(s.starts_with("no GPU"), "{s}");
+    assert!(s.contains("nothing run"), "{s}");
+    assert_eq!(s.lines().count(), 1, "{s}");
+}
+
+/// GPU smoke run on tiny shapes: every column present, cuqr and both cuSOLVER
+/// baselines timed, Kerr's accuracy criteria pass, the CSV matches the table.
+#[test]
+fn bench_qr_tiny_shapes_on_gpu() {
+    if !have_gpu() {
+        return;
+    }
+    let dir = temp_dir("bench-qr");
+    let csv = dir.join("qr.csv");
+    let o = run_ok(&[
+        "bench",
+        "qr",
+        "--shapes",
+        "384x192,257x257",
+        "--dtype",
+        "both",
+        "--nb",
+        "32",
+        "--csv",
+        p(&csv),
+    ]);
+    let s = stdout(&o);
+    let head = s
+        .lines()
+        .find(|l| l.starts_with("| prec |"))
+        .unwrap_or_else(|| panic!("no table in\n{s}"));
+    let cols = md_cells(head);
+    let col = |name: &str| {
+        cols.iter()
+            .position(|c| c == name)
+            .unwrap_or_else(|| panic!("no column {name:?} in {cols:?}"))
+    };
+    let rows: Vec<Vec<String>> = s
+        .lines()
+        .filter(|l| l.starts_with("| f64 |") || l.starts_with("| f32 |"))
+        .map(md_cells)
+        .collect();
+    assert_eq!(rows.len(), 4, "{s}");
+    for r in &rows {
+        assert_eq!(r.len(), cols.len(), "{r:?}");
+        for name in [
+            "cuqr ms",
+            "geqrf ms",
+            "geqrf/cuqr",
+            "cuqr+Q ms",
+            "geqrf+orgqr ms",
+            "‖QR−A‖/‖A‖",
+            "‖QᵀQ−I‖",
+        ] {
+            let v: f64 = r[col(name)]
+                .parse()
+                .unwrap_or_else(|_| panic!("{name} = {:?} in {r:?}", r[col(name)]));
+            assert!(v.is_finite() && v >= 0.0, "{name} = {v}");
+        }
+        let launches: u64 = r[col("launches")].parse().unwrap();
+        assert!(launches > 0);
+        assert_eq!(r[col("R zero below diag")], "yes", "{r:?}");
+        assert!(r[col("accuracy")].starts_with("pass"), "{r:?}");
+    }
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    let head: Vec<&str> = lines[0].split(',').collect();
+    let pass = head.iter().position(|c| *c == "accuracy_pass").unwrap();
+    for l in &lines[1..] {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), head.len(), "{l}");
+        assert_eq!(f[pass], "true", "{l}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// GPU smoke run of `bench updates --quick`: the Wavefront strategy columns are
+/// filled exactly for the updates with a Givens stage, and its solution agrees
+/// with the refactorisation's.
+#[test]
+fn bench_updates_quick_wavefront_columns_on_gpu() {
+    if !have_gpu() {
+        return;
+    }
+    let dir = temp_dir("bench-upd");
+    let csv = dir.join("upd.csv");
+    run_ok(&[
+        "bench",
+        "updates",
+        "--quick",
+        "--no-cpu",
+        "--precision",
+        "f64",
+        "--csv",
+        p(&csv),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| head.iter().position(|c| *c == name).unwrap();
+    let mut with_wf = 0;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), head.len(), "{l}");
+        let (kind, k0, n) = (f[at("update")], f[at("k0")], f[at("n")]);
+        let givens = matches!(kind, "delete_rows" | "rank_one")
+            || (kind == "insert_cols"
+                && k0.parse::<usize>().unwrap() < n.parse::<usize>().unwrap());
+        let wf = f[at("wavefront_ms")];
+        assert_eq!(!wf.is_empty(), givens, "{l}");
+        if givens {
+            with_wf += 1;
+            assert!(wf.parse::<f64>().unwrap() > 0.0);
+            let e: f64 = f[at("e_x_wavefront")].parse().unwrap();
+            assert!(e < 1e-8, "{l}");
+            assert!(f[at("refac_over_wavefront")].parse::<f64>().unwrap() > 0.0);
+        }
+    }
+    assert_eq!(with_wf, 4, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -8,6 +8,7 @@ mod kernels;
 mod lu;
 mod mixed;
 mod plot;
+mod qr;
 mod updates;
 
 use crate::cli::CliResult;
@@ -27,6 +28,13 @@ const GROUPS: &[Group] = &[
         summary: "blocked LU with partial pivoting vs cuSOLVER getrf + getrs",
         help: lu::HELP,
         run: lu::run,
+    },
+    Group {
+        name: "qr",
+        summary:
+            "full QR factorisation vs cuSOLVER geqrf (+ orgqr), Kerr's accuracy criteria (issue 5)",
+        help: qr::HELP,
+        run: qr::run,
     },
     Group {
         name: "updates",

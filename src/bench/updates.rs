@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use cuqr::gpu::timing::time_with_setup;
 use cuqr::gpu::{DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, Side, Uplo};
-use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy, QrUpdate, Scalar};
+use cuqr::{CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar};
 
 use super::{plot, BenchOpts};
 use crate::cli::CliResult;
@@ -60,7 +60,12 @@ Columns: update = update + TRSM solve (median ms); launches = kernel/library
 launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
 (+ orgqr when Q is kept), (b) = geqrf + ormqr + trsm; a/upd and b/upd are
 speed-ups (> 1: the update wins); seed = the seeds' CULA/TUS (or seq/TUT)
-ratio at the same point (spec §3.3-§3.6); cpu = serial CPU update + solve
+ratio at the same point (spec §3.3-§3.6); wavefront = the same update (+ solve)
+with the seeds' Wavefront strategy (Givens::Wavefront, and for delete_rows the
+seeds' composite [Q; R^T; d^T] layout, RowRemoval::Composite) where the update
+has a Givens stage (delete_rows, insert_cols with k0 < n, rank_one; default
+columns are the two-phase strategy), a/wf its speed-up over (a); cpu = serial
+CPU update + solve
 (median over the runs that fit the budget); (d) faer = faer's sequential QR of
 the updated matrix + least-squares solve, solution only (no Q), at the points
 with a cpu column, same budget rule; bar = issue 7's required speed-up
@@ -474,6 +479,31 @@ struct Row {
     faer_runs: usize,
     /// ‖x_update − x_refactorise‖/‖x_refactorise‖ (GPU only).
     ex: Option<f64>,
+    /// The update (+ solve) with the seeds' Wavefront strategy, where it applies.
+    wf_ms: Option<f64>,
+    /// Launches of the Wavefront update alone.
+    wf_launches: Option<u64>,
+    /// e_x of the Wavefront update's solution.
+    wf_ex: Option<f64>,
+}
+
+/// Whether the point's update has a Givens stage whose GPU strategy
+/// [`wavefront_params`] changes (spec §1.5, §1.7, §1.10, §1.11).
+fn has_givens_stage(pt: &Point) -> bool {
+    match pt.kind {
+        Kind::DeleteRows | Kind::RankOne => true,
+        Kind::InsertCols => pt.k0 < pt.n,
+        Kind::DeleteCols | Kind::InsertRows => false,
+    }
+}
+
+/// The seeds' Wavefront strategy (spec §1.5): a generate and an apply launch per
+/// wavefront step; for row deletion the seeds' composite layout (spec §1.10, §3.6).
+fn wavefront_params<T: GpuScalar>(st: &GpuQr<T>) -> cuqr::UpdateParams {
+    let mut p = st.params();
+    p.givens = Givens::Wavefront;
+    p.row_removal = RowRemoval::Composite;
+    p
 }
 
 fn copy_into<T: GpuScalar>(gpu: &Gpu, src: &DevMat<T>, dst: &mut DevMat<T>) -> cuqr::Result<()> {
@@ -606,6 +636,33 @@ fn bench_gpu<T: GpuScalar>(
     row.upd_ms = Some(t.median_ms());
     row.launches = Some(launches.get());
 
+    // the same with the seeds' Wavefront strategy
+    let x_wf = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
+    if has_givens_stage(pt) {
+        let t = time_with_setup(
+            gpu,
+            1,
+            reps,
+            || {
+                keep.borrow_mut().take();
+                let mut st = base.try_clone()?;
+                st.set_params(wavefront_params(&st));
+                Ok(st)
+            },
+            |mut st| {
+                let l0 = gpu.launch_count();
+                apply(&mut st, pt, c)?;
+                launches.set(gpu.launch_count() - l0);
+                solve_dev(gpu, &st, &mut x_wf.borrow_mut())?;
+                *keep.borrow_mut() = Some(st);
+                Ok(())
+            },
+        )?;
+        keep.borrow_mut().take();
+        row.wf_ms = Some(t.median_ms());
+        row.wf_launches = Some(launches.get());
+    }
+
     // baselines on the updated matrix
     let a_dev = DevMat::from_host(gpu, c.a_new.as_ref())?;
     let b_dev = DevMat::from_host(gpu, c.b_new.as_ref())?;
@@ -657,6 +714,10 @@ fn bench_gpu<T: GpuScalar>(
     let x_ref = dwork.borrow().to_host(gpu)?;
     let x_u = x_upd.borrow().to_host(gpu)?;
     row.ex = Some(rel_diff(x_u.as_slice(), &x_ref.as_slice()[..n2]));
+    if row.wf_ms.is_some() {
+        let x_w = x_wf.borrow().to_host(gpu)?;
+        row.wf_ex = Some(rel_diff(x_w.as_slice(), &x_ref.as_slice()[..n2]));
+    }
     row.refac_ms = if keep_q {
         Some(time_with_setup(gpu, 1, reps, setup, |()| refac(true))?.median_ms())
     } else {
@@ -703,12 +764,12 @@ fn bar_cell(pt: &Point, r: &Row) -> String {
     s
 }
 
-const TABLE_HEAD: &str = "| group | prec | update | m | n | k0 | p | Q | update ms | launches | (a) refac ms | a/upd | (b) solve-only ms | b/upd | seed CULA/TUS | cpu ms (runs) | cpu/upd | seed seq/TUT | (d) faer ms (runs) | d/upd | e_x | bar |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
-const CSV_HEAD: &str = "group,prec,update,m,n,k0,p,q_full,update_ms,launches,refac_ms,refac_over_update,solve_only_ms,solve_only_over_update,seed_cula_over_tus,cpu_ms,cpu_runs,cpu_over_update,seed_seq_over_tut,faer_ms,faer_runs,faer_over_update,e_x,required_speedup";
+const TABLE_HEAD: &str = "| group | prec | update | m | n | k0 | p | Q | update ms | launches | (a) refac ms | a/upd | wavefront ms | a/wf | (b) solve-only ms | b/upd | seed CULA/TUS | cpu ms (runs) | cpu/upd | seed seq/TUT | (d) faer ms (runs) | d/upd | e_x | bar |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+const CSV_HEAD: &str = "group,prec,update,m,n,k0,p,q_full,update_ms,launches,refac_ms,refac_over_update,wavefront_ms,wavefront_launches,refac_over_wavefront,e_x_wavefront,solve_only_ms,solve_only_over_update,seed_cula_over_tus,cpu_ms,cpu_runs,cpu_over_update,seed_seq_over_tut,faer_ms,faer_runs,faer_over_update,e_x,required_speedup";
 
 fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
     format!(
-        "| {} | {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         pt.group,
         pt.kind.name(),
         pt.m,
@@ -720,6 +781,8 @@ fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
         r.launches.map_or("–".into(), |l| l.to_string()),
         fmt_opt(r.refac_ms, 3),
         fmt_opt(ratio(r.refac_ms, r.upd_ms), 2),
+        fmt_opt(r.wf_ms, 3),
+        fmt_opt(ratio(r.refac_ms, r.wf_ms), 2),
         fmt_opt(r.solve_ms, 3),
         fmt_opt(ratio(r.solve_ms, r.upd_ms), 2),
         fmt_opt(pt.seed_cula, 2),
@@ -738,7 +801,7 @@ fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
 fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
     let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
     format!(
-        "{},{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{},{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         pt.group,
         pt.kind.name(),
         pt.m,
@@ -750,6 +813,10 @@ fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
         r.launches.map_or(String::new(), |l| l.to_string()),
         o(r.refac_ms),
         o(ratio(r.refac_ms, r.upd_ms)),
+        o(r.wf_ms),
+        r.wf_launches.map_or(String::new(), |l| l.to_string()),
+        o(ratio(r.refac_ms, r.wf_ms)),
+        o(r.wf_ex),
         o(r.solve_ms),
         o(ratio(r.solve_ms, r.upd_ms)),
         o(pt.seed_cula),
@@ -1338,6 +1405,55 @@ mod tests {
         assert_eq!(required_speedup(&find("AR-p", 0, 1500)), 1.0);
         assert_eq!(required_speedup(&find("RR-m", 0, 20)), 10.0);
         assert_eq!(required_speedup(&find("R1", 0, 1)), 50.0);
+    }
+
+    /// The strategy columns: present exactly where a Givens stage exists, and the
+    /// table and CSV rows have as many cells as their headers.
+    #[test]
+    fn wavefront_columns_line_up() {
+        let givens: Vec<(Kind, usize)> = quick_grid()
+            .iter()
+            .filter(|p| has_givens_stage(p))
+            .map(|p| (p.kind, p.k0))
+            .collect();
+        assert_eq!(
+            givens,
+            [
+                (Kind::InsertCols, 0),
+                (Kind::InsertCols, 250),
+                (Kind::DeleteRows, 0),
+                (Kind::RankOne, 0)
+            ]
+        );
+        let pt = quick_grid()[0];
+        let r = Row {
+            upd_ms: Some(1.0),
+            refac_ms: Some(8.0),
+            wf_ms: Some(2.0),
+            wf_launches: Some(17),
+            wf_ex: Some(1e-15),
+            ..Row::default()
+        };
+        let cells = |line: &str| line.trim_matches('|').split(" | ").count();
+        let head = TABLE_HEAD.lines().next().unwrap();
+        let row = table_row("f64", &pt, &r);
+        assert_eq!(cells(&row), cells(head));
+        let col = head
+            .trim_matches('|')
+            .split(" | ")
+            .position(|c| c.trim() == "a/wf");
+        let cell = row
+            .trim_matches('|')
+            .split(" | ")
+            .nth(col.unwrap())
+            .unwrap();
+        assert_eq!(cell.trim(), "4.00");
+        let csv = csv_row("f64", &pt, &r);
+        assert_eq!(csv.split(',').count(), CSV_HEAD.split(',').count());
+        let i = CSV_HEAD
+            .split(',')
+            .position(|c| c == "refac_over_wavefront");
+        assert_eq!(csv.split(',').nth(i.unwrap()), Some("4"));
     }
 
     #[test]
