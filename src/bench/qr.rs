@@ -338,7 +338,7 @@ struct Row {
     res: Option<f64>,
     /// ‖QᵀQ − I‖_F.
     orth: Option<f64>,
-    /// ‖RᵀR − AᵀA‖_F/‖A‖²_F (only without Q).
+    /// ‖RᵀR − AᵀA‖_F/‖A‖²_F of the state without Q (the verdict when Q is not kept).
     gram: Option<f64>,
     /// R exactly zero below the diagonal (every measured state).
     zeros: Option<bool>,
@@ -486,10 +486,9 @@ fn bench_shape<T: GpuScalar>(
         return Ok(row);
     };
 
-    // without Q
+    // without Q; R checked (exact zeros, Gram error) and the state freed at once
     let mut zeros = true;
     let mut zero_checked = false;
-    let mut state_no_q = None;
     if let Some((ms, l, st)) = if_fits(gpu, "cuqr", 2.0 * mn + slack, &mut notes, || {
         time_cuqr(gpu, &a, &b, QPolicy::None, params, reps)
     })? {
@@ -497,25 +496,22 @@ fn bench_shape<T: GpuScalar>(
         row.cuqr_launches = Some(l);
         zeros &= lower_is_zero(gpu, st.r_dev())?;
         zero_checked = true;
-        state_no_q = Some(st);
+        let need = 2.0 * n as f64 * n as f64 * s + slack;
+        row.gram = if_fits(gpu, "R-only accuracy", need, &mut notes, || {
+            gram_error(gpu, st.r_dev(), &a, a_fro)
+        })?;
     }
-    // keep the state only while nothing else needs the memory
-    let gram_candidate = state_no_q.take();
     row.geqrf_ms = if_fits(gpu, "geqrf", 1.2 * mn + slack, &mut notes, || {
         time_cusolver(gpu, &a, false, reps)
     })?;
 
     // with Q
     let need_q = mm + 2.2 * mn + slack;
-    let mut q_state = None;
     if let Some((ms, l, st)) = if_fits(gpu, "cuqr with Q (m×m)", need_q, &mut notes, || {
         time_cuqr(gpu, &a, &b, QPolicy::Full, params, reps)
     })? {
         row.cuqr_q_ms = Some(ms);
         row.cuqr_q_launches = Some(l);
-        q_state = Some(st);
-    }
-    if let Some(st) = q_state.as_ref() {
         zeros &= lower_is_zero(gpu, st.r_dev())?;
         zero_checked = true;
         let q = st.q_dev().expect("Q kept under QPolicy::Full");
@@ -526,13 +522,7 @@ fn bench_shape<T: GpuScalar>(
             row.res = Some(res);
             row.orth = Some(orth);
         }
-    } else if let Some(st) = gram_candidate.as_ref() {
-        let need = 2.0 * n as f64 * n as f64 * s + slack;
-        row.gram = if_fits(gpu, "R-only accuracy", need, &mut notes, || {
-            gram_error(gpu, st.r_dev(), &a, a_fro)
-        })?;
     }
-    drop((q_state, gram_candidate));
     row.orgqr_ms = if_fits(
         gpu,
         "geqrf + orgqr (m×m)",
@@ -566,13 +556,14 @@ fn q_phase(r: &Row) -> Option<f64> {
 
 fn accuracy_cell(r: &Row, m: usize, u: f64) -> String {
     let mu = m as f64 * u;
-    match (r.pass(m, u), r.gram) {
-        (None, _) => "–".to_string(),
-        (Some(true), None) => format!("pass (≤ m·u = {mu:.1e})"),
-        (Some(false), None) => format!("FAIL (> m·u = {mu:.1e} or R not zero below)"),
-        (Some(p), Some(g)) => format!(
-            "{} (no Q: ‖RᵀR−AᵀA‖/‖A‖² = {g:.1e} vs 2m·u = {:.1e})",
-            if p { "pass" } else { "FAIL" },
+    let verdict = |p: bool| if p { "pass" } else { "FAIL" };
+    match (r.pass(m, u), r.res.is_some() && r.orth.is_some(), r.gram) {
+        (None, _, _) => "–".to_string(),
+        (Some(p), true, _) => format!("{} (vs m·u = {mu:.1e})", verdict(p)),
+        (Some(p), false, g) => format!(
+            "{} (no Q: ‖RᵀR−AᵀA‖/‖A‖² = {} vs 2m·u = {:.1e})",
+            verdict(p),
+            g.map_or("–".to_string(), |g| format!("{g:.1e}")),
             2.0 * mu
         ),
     }
