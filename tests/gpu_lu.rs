@@ -107,7 +107,7 @@ fn random<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>) {
 }
 
 /// The panel variants every shape runs under: the cooperative panel (default: slabs in
-/// shared memory, 128 rows per block), the cooperative panel with 16-row slabs (many
+/// shared memory, 64 rows per block, look-ahead where a panel is one launch), the cooperative panel with 16-row slabs (many
 /// blocks, pivots in other blocks than row j) in shared and in global memory, and the
 /// column-step path with fused one-block base panels and without (fused_rows = 0).
 fn variants(nb: Option<usize>, base: Option<usize>) -> Vec<LuParams> {
@@ -199,10 +199,11 @@ fn gpu_coop_panel_shapes() {
             let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
             check(&g, &a, p, 970 + idx as u64);
         }
-        // look-ahead: the next panel on the second stream during the Schur GEMM
+        // without look-ahead (the default runs the next panel on the second stream
+        // during the Schur GEMM)
         let mut p = params(Some(nb), None);
         p.coop_rows = Some(rows);
-        p.lookahead = Some(true);
+        p.lookahead = Some(false);
         let mut rng = common::rng(990 + idx as u64);
         let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
         check(&g, &a, p, 995 + idx as u64);

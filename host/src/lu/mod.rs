@@ -95,11 +95,13 @@ pub fn default_block_size(m: usize, n: usize) -> usize {
 /// The default recursive-panel base width (same sweep: 16 beat 32 and 64).
 pub const DEFAULT_PANEL_BASE: usize = 16;
 
-/// Default [`LuParams::coop_rows`]: rows per block of the cooperative panel.
-pub const DEFAULT_COOP_ROWS: usize = 128;
+/// Default [`LuParams::coop_rows`]: rows per block of the cooperative panel (64 beat
+/// 128 and 256 at n = 2048 and 8192 on an H200, docs/performance.md).
+pub const DEFAULT_COOP_ROWS: usize = 64;
 
-/// Default [`LuParams::lookahead`].
-pub const DEFAULT_LOOKAHEAD: bool = false;
+/// Default [`LuParams::lookahead`]: on (−7 % time at n = 8192, neutral at 2048 on an
+/// H200, docs/performance.md).
+pub const DEFAULT_LOOKAHEAD: bool = true;
 
 /// Default [`LuParams::fused_rows`]: below this many rows one block runs a whole base
 /// panel faster than the two-launch column steps (measured on an H200).
