@@ -1,14 +1,20 @@
 //! Typed launchers of the LU kernels (gpu-kernels/src/lu.rs, docs/kernels.md) and the
 //! device blocked LU with partial pivoting built on them (issue 6; spec §4.3, E35
-//! corrected): recursive panel of column steps (`lu_pivot` + `lu_update`), `lu_laswp`
-//! across the rest of the matrix, cuBLAS TRSM for U₁₂ and GEMM for the Schur update,
-//! all in place in one [`DevMat`] on [`Gpu::stream`].
+//! corrected): each panel (or recursive-panel leaf of ≤ 128 columns) in one
+//! cooperative multi-block launch (`lu_panel_coop`, one grid barrier per column), or
+//! as column steps (`lu_pivot` + `lu_update`, `lu_panel_fused` for short panels) when
+//! the cooperative panel is off; the interchanges across the rest of the matrix by
+//! `lu_laswp_tile` (≤ 128 steps) or `lu_laswp`; cuBLAS TRSM for U₁₂ and GEMM for the
+//! Schur update, all in place in one [`DevMat`] on [`Gpu::stream`], with the next
+//! panel on [`Gpu::stream2`] under look-ahead.
 //!
 //! The matrix, pivot and diagonal pointers are taken once per factorisation (one
 //! cudarc guard each, held for the whole loop) and carried in a private [`LuPtrs`],
-//! so the per-launch host cost is the launch alone. Launches per panel of width w with
-//! base b: 2w column-step kernels plus 4 per recursion node, plus 3 for the panel's
-//! laswp/TRSM/GEMM.
+//! so the per-launch host cost is the launch alone; the cooperative panel's partials
+//! and barrier counter are allocated (the counter zeroed) once per factorisation.
+//! Launches per panel with the cooperative panel and look-ahead: 1 panel, 1 laswp, 1
+//! TRSM, 2 GEMMs (plus two event records). Column steps with base b: 2w kernels plus
+//! 4 per recursion node, plus 3 for the panel's laswp/TRSM/GEMM.
 
 use core::cell::Cell;
 

@@ -1,7 +1,8 @@
 //! GPU driver of the blocked LU with partial pivoting (issue 6; spec §4.3, E35
-//! corrected): the same algorithm as [`CpuLu`](super::CpuLu), with the panel's
-//! column steps and the interchanges in Rust kernels and TRSM/GEMM through cuBLAS
-//! (`Gpu::lu_factor_in_place`, gpu/kernels_lu.rs). Solve: laswp on B, then two
+//! corrected): the same algorithm as [`CpuLu`](super::CpuLu) (same pivots), with the
+//! panel (one cooperative multi-block launch per panel by default, see
+//! [`LuParams::coop_panel`]) and the interchanges in Rust kernels, TRSM/GEMM through
+//! cuBLAS and optional look-ahead (`Gpu::lu_factor_in_place`, gpu/kernels_lu.rs). Solve: laswp on B, then two
 //! cuBLAS TRSMs. After the factorisation the pivots and the diagonal of U (2·min(m, n)
 //! values) come back to the host to check singularity and for `det_sign_log`.
 

@@ -10,7 +10,8 @@
 //! (TRSM); (4) A₂₂ −= L₂₁U₁₂ (GEMM). Cost ≈ m·n² − n³/3 flops.
 //!
 //! * [`CpuLu`] (cpu.rs): plain loops, the reference.
-//! * [`GpuLu`] (gpu.rs): panel in Rust kernels, TRSM/GEMM through cuBLAS.
+//! * [`GpuLu`] (gpu.rs): panel in Rust kernels (a cooperative multi-block kernel
+//!   per panel), TRSM/GEMM through cuBLAS, look-ahead on a second stream.
 //!
 //! Factors are stored LAPACK-style: the unit lower L strictly below the
 //! diagonal of one m×n array, U on and above it, and `ipiv[j]` (0-based) the row
