@@ -330,4 +330,13 @@ entries! {
     convert_from_f32_f32, convert_from_f32_f64
         (src: *const f32, lds: usize, rows: usize, cols: usize, scale: T, dst: *mut T,
          ldd: usize, ystride: usize) => convert::from_f32;
+
+    /// dst := bf16/f16 bits of f32(src) (format 0/1), round to nearest even (issue 5).
+    ///
+    /// # Safety
+    /// Grid (⌈rows/128⌉, min(cols, 65535)), block 128, `ystride` = grid y; see
+    /// `convert::to_half`.
+    convert_to_half_f32, convert_to_half_f64
+        (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut u16, ldd: usize,
+         format: u32, ystride: usize) => convert::to_half;
 }

@@ -6,9 +6,13 @@
 //! so they wait for the stream.
 //!
 //! f32 GEMMs honour the device's GEMM precision (issue 5, spec §4.2, seed S3): with a
-//! [`GemmPrecisionGuard`] alive, [`Gpu::gemm`] on f32 data runs `cublasGemmEx` with
-//! compute type `CUBLAS_COMPUTE_32F_FAST_16BF` / `_FAST_16F` / `_FAST_TF32`, i.e.
-//! tensor cores fed with inputs rounded to bf16 / f16 / tf32 and accumulating in f32.
+//! [`GemmPrecisionGuard`] alive, [`Gpu::gemm`] on f32 data runs `cublasGemmEx` on tensor
+//! cores with f32 accumulation: for bf16 and f16 the operands are first rounded
+//! explicitly (round to nearest even, `convert_to_half` kernel) and passed as
+//! `CUDA_R_16BF` / `CUDA_R_16F` with `CUBLAS_COMPUTE_32F`; for tf32 the f32 operands go
+//! in with `CUBLAS_COMPUTE_32F_FAST_TF32`. (The `_FAST_16BF` / `_FAST_16F` compute types
+//! with f32 operands only *allow* down-conversion; on an H200 their results were
+//! identical to TF32's, so cuqr does not rely on them.)
 
 use cudarc::cublas::sys;
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
@@ -126,14 +130,22 @@ fn mode_of(code: u8) -> GemmPrecision {
     }
 }
 
-/// cuBLAS compute type of a tensor-core GEMM precision (`None` for plain f32).
-fn compute_type(p: GemmPrecision) -> Option<sys::cublasComputeType_t> {
+/// How an f32 GEMM runs in precision `p`: `None` = plain SGEMM; `Some((format, Atype,
+/// compute))` = `cublasGemmEx`, where `format` = `Some(0 | 1)` means the operands are
+/// first rounded explicitly to bf16 / f16 by the `convert_to_half` kernel and passed as
+/// `Atype` with plain f32 compute (cuBLAS's `_FAST_16BF` / `_FAST_16F` compute types
+/// only *allow* down-conversion: on an H200 they gave results identical to TF32), and
+/// `None` means f32 operands with `CUBLAS_COMPUTE_32F_FAST_TF32` (tf32 tensor cores).
+type HalfPlan = (Option<u32>, sys::cudaDataType, sys::cublasComputeType_t);
+
+fn gemm_plan(p: GemmPrecision) -> Option<HalfPlan> {
     use sys::cublasComputeType_t as C;
+    use sys::cudaDataType as D;
     match p {
         GemmPrecision::F32 => None,
-        GemmPrecision::Bf16 => Some(C::CUBLAS_COMPUTE_32F_FAST_16BF),
-        GemmPrecision::F16 => Some(C::CUBLAS_COMPUTE_32F_FAST_16F),
-        GemmPrecision::Tf32 => Some(C::CUBLAS_COMPUTE_32F_FAST_TF32),
+        GemmPrecision::Bf16 => Some((Some(0), D::CUDA_R_16BF, C::CUBLAS_COMPUTE_32F)),
+        GemmPrecision::F16 => Some((Some(1), D::CUDA_R_16F, C::CUBLAS_COMPUTE_32F)),
+        GemmPrecision::Tf32 => Some((None, D::CUDA_R_32F, C::CUBLAS_COMPUTE_32F_FAST_TF32)),
     }
 }
 
@@ -209,16 +221,38 @@ impl Gpu {
         let (pb, _gb) = b.buf().device_ptr(&self.stream);
         let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
         self.count_launch();
-        let tensor = compute_type(self.gemm_precision());
+        let plan = gemm_plan(self.gemm_precision());
+        // Explicit bf16/f16 operands (kept alive until after the call).
+        let halves = match (T::DTYPE, plan) {
+            (Dtype::F32, Some((Some(fmt), _, _))) => {
+                Some((self.convert_to_half(a, fmt)?, self.convert_to_half(b, fmt)?))
+            }
+            _ => None,
+        };
         let st = match T::DTYPE {
-            Dtype::F32 if tensor.is_some() => {
-                let ct = tensor.expect("matched");
+            Dtype::F32 if plan.is_some() => {
+                let (_, dt, ct) = plan.expect("matched");
                 let (al, be) = (alpha.to_f64() as f32, beta.to_f64() as f32);
-                let r32 = sys::cudaDataType::CUDA_R_32F;
-                // SAFETY: cublasGemmEx contract with A, B, C all CUDA_R_32F (T is f32,
-                // DTYPE = F32) and α, β host f32 as the f32-accumulating compute types
-                // require: the extents, the non-aliasing of C and the stream binding are
-                // as for cublasSgemm_v2 below.
+                let guards;
+                let (qa, qb) = match halves.as_ref() {
+                    Some((ha, hb)) => {
+                        let (ga, gb) = (ha.device_ptr(&self.stream), hb.device_ptr(&self.stream));
+                        let ptrs = (ga.0, gb.0);
+                        guards = Some((ga.1, gb.1));
+                        ptrs
+                    }
+                    None => {
+                        guards = None;
+                        (pa, pb)
+                    }
+                };
+                let _keep = guards;
+                // SAFETY: cublasGemmEx contract: A and B are either the f32 views (dt =
+                // CUDA_R_32F, T is f32) or u16 buffers of the same shape and leading
+                // dimension holding bf16/f16 bit patterns (dt = CUDA_R_16BF / 16F), alive
+                // until after the call; C is f32 (CUDA_R_32F) with the extents, the
+                // non-aliasing and the stream binding as for cublasSgemm_v2 below; α, β
+                // are host f32 as the f32 compute types require.
                 unsafe {
                     sys::cublasGemmEx(
                         h,
@@ -228,15 +262,15 @@ impl Gpu {
                         ni,
                         ki,
                         (&al as *const f32).cast(),
-                        pa as *const core::ffi::c_void,
-                        r32,
+                        qa as *const core::ffi::c_void,
+                        dt,
                         lda,
-                        pb as *const core::ffi::c_void,
-                        r32,
+                        qb as *const core::ffi::c_void,
+                        dt,
                         ldb,
                         (&be as *const f32).cast(),
                         pc as *mut core::ffi::c_void,
-                        r32,
+                        sys::cudaDataType::CUDA_R_32F,
                         ldc,
                         ct,
                         sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
@@ -699,18 +733,33 @@ mod tests {
         }
         // Code 0 (the field's initial value) is plain SGEMM.
         assert_eq!(mode_of(0), GemmPrecision::F32);
-        assert_eq!(compute_type(GemmPrecision::F32), None);
+        assert!(gemm_plan(GemmPrecision::F32).is_none());
+        let (f, d, c) = gemm_plan(GemmPrecision::Bf16).unwrap();
         assert_eq!(
-            compute_type(GemmPrecision::Bf16),
-            Some(C::CUBLAS_COMPUTE_32F_FAST_16BF)
+            (f, d, c),
+            (
+                Some(0),
+                sys::cudaDataType::CUDA_R_16BF,
+                C::CUBLAS_COMPUTE_32F
+            )
         );
+        let (f, d, c) = gemm_plan(GemmPrecision::F16).unwrap();
         assert_eq!(
-            compute_type(GemmPrecision::F16),
-            Some(C::CUBLAS_COMPUTE_32F_FAST_16F)
+            (f, d, c),
+            (
+                Some(1),
+                sys::cudaDataType::CUDA_R_16F,
+                C::CUBLAS_COMPUTE_32F
+            )
         );
+        let (f, d, c) = gemm_plan(GemmPrecision::Tf32).unwrap();
         assert_eq!(
-            compute_type(GemmPrecision::Tf32),
-            Some(C::CUBLAS_COMPUTE_32F_FAST_TF32)
+            (f, d, c),
+            (
+                None,
+                sys::cudaDataType::CUDA_R_32F,
+                C::CUBLAS_COMPUTE_32F_FAST_TF32
+            )
         );
     }
 }

@@ -125,6 +125,8 @@ kernel_table! {
     convert_to_f32,
     /// `convert_from_f32_<T>(src: f32, lds, rows, cols, dst, ldd, ystride)` (issue 5).
     convert_from_f32,
+    /// `convert_to_half_<T>(src, lds, rows, cols, dst: u16, ldd, format, ystride)` (issue 5).
+    convert_to_half,
 }
 
 fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Result<CudaFunction> {

@@ -3,10 +3,10 @@
 //! mixed-precision factorisation, and the f32 factor widened back for refinement.
 //! Launches go on [`Gpu::stream`] and count themselves.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::matrix::{DevMatView, DevMatViewMut};
-use super::{Gpu, GpuScalar};
+use super::{alloc_err, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
 /// Threads per block (x) of the elementwise conversion kernels.
@@ -113,5 +113,50 @@ impl Gpu {
         // ystride = grid y.
         unsafe { b.launch(c) }.map_err(launch_err("convert_from_f32"))?;
         Ok(())
+    }
+
+    /// `convert_to_half`: a fresh u16 buffer with the bit patterns of `src` rounded to
+    /// bf16 (`format` 0) or f16 (`format` 1), to nearest even, laid out with `src`'s
+    /// leading dimension (padding zero): explicit tensor-core GEMM operands (issue 5).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] or [`Error::Driver`].
+    ///
+    /// # Panics
+    /// If `format` is not 0 or 1 (a cuqr bug).
+    pub(crate) fn convert_to_half<T: GpuScalar>(
+        &self,
+        src: &DevMatView<'_, T>,
+        format: u32,
+    ) -> Result<CudaSlice<u16>> {
+        assert!(format <= 1);
+        let (rows, cols, ld) = (src.nrows(), src.ncols(), src.ld());
+        let len = (ld * cols).max(1);
+        let mut dst = self
+            .stream
+            .alloc_zeros::<u16>(len)
+            .map_err(alloc_err("half-precision GEMM operand", 2 * len))?;
+        if rows == 0 || cols == 0 {
+            return Ok(dst);
+        }
+        let (c, ystride) = cfg(rows, cols);
+        let f = &T::kernel_set(&self.kernels).convert_to_half;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(src.buf())
+            .arg(&ld)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(&mut dst)
+            .arg(&ld)
+            .arg(&format)
+            .arg(&ystride);
+        // SAFETY: matches convert_to_half_{f32,f64}(src: *const T, lds, rows, cols,
+        // dst: *mut u16, ldd, format: u32, ystride): reads src[i + j·ld] inside the view,
+        // writes dst[i + j·ld] for i < rows ≤ ld, j < cols, inside the ld·cols elements
+        // just allocated (a distinct buffer); grid (⌈rows/128⌉, min(cols, 65535)),
+        // block 128, ystride = grid y.
+        unsafe { b.launch(c) }.map_err(launch_err("convert_to_half"))?;
+        Ok(dst)
     }
 }
