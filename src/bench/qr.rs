@@ -54,7 +54,8 @@ Shapes: Kerr et al.'s grid m = 2n; squares; tall-skinny 1048576×32,
 that does not fit in device memory is skipped with a note.
 
 Columns: cuqr = GpuQr::factorize_dev without Q (R and d = Q^T b for one
-right-hand side; includes the rank check's one small download); launches =
+right-hand side; includes the rank check's one small download, run with
+tolerance 0: the default rejects random f32 squares); launches =
 kernel/library launches and copies per factorisation; geqrf/cuqr = speed-up
 (> 1: cuqr faster); GFLOP/s with 2mn^2 - 2n^3/3 flops; +Q = with the explicit
 m×m Q, against geqrf + orgqr (m×m), flops + 4m^2n - 4mn^2 + 4n^3/3; Q phase =
@@ -366,7 +367,7 @@ fn is_oom(e: &cuqr::Error) -> bool {
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// Runs `f` unless `need` bytes exceed the free device memory; an out-of-memory
-/// error becomes a note too. Other errors propagate.
+/// or rank-deficiency error becomes a note too. Other errors propagate.
 fn if_fits<R>(
     gpu: &Gpu,
     what: &str,
@@ -387,6 +388,10 @@ fn if_fits<R>(
         Ok(r) => Ok(Some(r)),
         Err(e) if is_oom(&e) => {
             notes.push(format!("{what} skipped: out of device memory ({e})"));
+            Ok(None)
+        }
+        Err(e @ cuqr::Error::RankDeficient { .. }) => {
+            notes.push(format!("{what} refused the matrix: {e}"));
             Ok(None)
         }
         Err(e) => Err(e),
@@ -681,9 +686,12 @@ fn parse(args: &[String]) -> CliResult<Opts> {
             g
         }
     };
+    // The rank check still runs (same launches and download), with tolerance 0: the
+    // default 10·max(m, n)·u·‖A‖_F rejects random squares in f32 (|r_nn| ~ 0.3 at
+    // n = 1000 against a tolerance of ~0.36).
     let params = FactorParams {
         block_size: o.usize("nb")?,
-        ..FactorParams::default()
+        rank_tol: Some(0.0),
     };
     Ok(Opts {
         precs,
@@ -824,6 +832,7 @@ mod tests {
             [(64, 32), (100, 100)]
         );
         assert_eq!(o.params.block_size, Some(16));
+        assert_eq!(o.params.rank_tol, Some(0.0));
     }
 
     #[test]
