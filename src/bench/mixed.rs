@@ -28,13 +28,18 @@ cuqr bench mixed: mixed-precision least squares (cuqr, tensor-core QR + f64
 refinement) vs cuSOLVER f64 least squares and cuSOLVER's IRS gels
 
 Usage: cuqr bench mixed [--quick] [--shapes MxN,MxN,...] [--reps R]
+                        [--precisions bf16,f16,tf32,f32] [--kappas 1e2,1e6]
 
-  --quick    shapes 2000x300, 6000x1000 (default: 8192x1024, 65536x2048,
-             16384x4096, 16384x16384)
+  --quick    shapes 2000x300, 6000x1000 (default: 8192x1024, 16384x4096,
+             65536x2048)
   --shapes   shapes to run, e.g. 8192x1024,20000x3000 (m >= n)
   --reps     timed repetitions, at least 5 (default 5; one warm-up run first)
+  --precisions  cuqr GEMM precisions to run (default bf16,f16,tf32,f32)
+  --kappas   condition numbers (default 1e2,1e6)
 
-Every shape runs with kappa = 1e2 and 1e6. Prints one markdown table per
+At kappa = 1e6 the bf16/f16/tf32 refinement needs hundreds to thousands of CG
+steps (see docs/performance.md): on large shapes restrict it with --precisions.
+ Prints one markdown table per
 (shape, kappa): for each method the median milliseconds, the speed-up over
 cuSOLVER f64 least squares (geqrf + ormqr + trsm; > 1 means faster), the
 backward error eta of its solution, its refinement steps, and whether it meets
@@ -160,7 +165,14 @@ struct Res {
     note: String,
 }
 
-fn bench_point(gpu: &Gpu, m: usize, n: usize, kappa: f64, reps: usize) -> cuqr::Result<Vec<Res>> {
+fn bench_point(
+    gpu: &Gpu,
+    m: usize,
+    n: usize,
+    kappa: f64,
+    reps: usize,
+    precs: &[GemmPrecision],
+) -> cuqr::Result<Vec<Res>> {
     let seed = 0xA11CE ^ (m as u64) << 20 ^ n as u64;
     let a = conditioned(gpu, m, n, kappa, seed)?;
     let b = DevMat::from_host(gpu, random_matrix(m, 1, seed ^ 0xB).as_ref())?;
@@ -249,7 +261,7 @@ fn bench_point(gpu: &Gpu, m: usize, n: usize, kappa: f64, reps: usize) -> cuqr::
     drop(work);
 
     // cuqr mixed-precision LS, device resident.
-    for p in PRECS {
+    for &p in precs {
         let params = MixedParams {
             precision: p,
             ..MixedParams::default()
@@ -308,9 +320,35 @@ fn parse_shapes(s: &str) -> CliResult<Vec<(usize, usize)>> {
         .collect()
 }
 
+fn parse_precisions(s: &str) -> CliResult<Vec<GemmPrecision>> {
+    s.split(',')
+        .map(|t| match t.trim() {
+            "bf16" => Ok(GemmPrecision::Bf16),
+            "f16" => Ok(GemmPrecision::F16),
+            "tf32" => Ok(GemmPrecision::Tf32),
+            "f32" => Ok(GemmPrecision::F32),
+            other => Err(format!("--precisions: '{other}' is not bf16, f16, tf32 or f32").into()),
+        })
+        .collect()
+}
+
+fn parse_kappas(s: &str) -> CliResult<Vec<f64>> {
+    s.split(',')
+        .map(|t| match t.trim().parse::<f64>() {
+            Ok(k) if k.is_finite() && k >= 1.0 => Ok(k),
+            _ => Err(format!("--kappas: '{t}' is not a number >= 1").into()),
+        })
+        .collect()
+}
+
 /// `cuqr bench mixed [...]`.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let o = BenchOpts::parse("bench mixed", args, &["quick"], &["shapes", "reps"])?;
+    let o = BenchOpts::parse(
+        "bench mixed",
+        args,
+        &["quick"],
+        &["shapes", "reps", "precisions", "kappas"],
+    )?;
     let reps = o.usize("reps")?.unwrap_or(5);
     if reps < 5 {
         return Err(format!("--reps must be at least 5 (a median of ≥ 5), not {reps}").into());
@@ -318,14 +356,22 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let shapes = match o.get("shapes") {
         Some(s) => parse_shapes(s)?,
         None if o.flag("quick") => vec![(2000, 300), (6000, 1000)],
-        None => vec![(8192, 1024), (65536, 2048), (16384, 4096), (16384, 16384)],
+        None => vec![(8192, 1024), (16384, 4096), (65536, 2048)],
+    };
+    let precs = match o.get("precisions") {
+        Some(s) => parse_precisions(s)?,
+        None => PRECS.to_vec(),
+    };
+    let kappas = match o.get("kappas") {
+        Some(s) => parse_kappas(s)?,
+        None => KAPPAS.to_vec(),
     };
     let gpu = Gpu::new(0).map_err(|e| format!("bench mixed needs a GPU: {e}"))?;
     println!("device: {}", gpu.describe()?);
     println!("reps: {reps} (median), 1 warm-up; η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖+‖b‖))\n");
     for (m, n) in shapes {
-        for kappa in KAPPAS {
-            let rows = bench_point(&gpu, m, n, kappa, reps)?;
+        for &kappa in &kappas {
+            let rows = bench_point(&gpu, m, n, kappa, reps, &precs)?;
             let base_ms = rows[0].ms.expect("the f64 baseline has a time");
             let base_eta = rows[0].eta.expect("the f64 baseline has an η");
             println!("### {m}×{n}, κ = {kappa:.0e}\n");
@@ -378,6 +424,19 @@ mod tests {
     }
 
     #[test]
+    fn precisions_and_kappas_parse_and_reject() {
+        assert_eq!(
+            parse_precisions("bf16, f32").unwrap(),
+            vec![GemmPrecision::Bf16, GemmPrecision::F32]
+        );
+        assert!(parse_precisions("fp8").is_err());
+        assert_eq!(parse_kappas("1e2,1e6").unwrap(), vec![1e2, 1e6]);
+        for bad in ["0.5", "x", "inf", ""] {
+            assert!(parse_kappas(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn sigmas_span_kappa() {
         let s = sigmas(5, 1e4);
         assert_eq!(s[0], 1.0);
@@ -391,5 +450,7 @@ mod tests {
         assert!(run(&a(&["--reps", "3"])).is_err());
         assert!(run(&a(&["--shapes", "10x20"])).is_err());
         assert!(run(&a(&["--nope"])).is_err());
+        assert!(run(&a(&["--precisions", "fp8"])).is_err());
+        assert!(run(&a(&["--kappas", "0"])).is_err());
     }
 }
