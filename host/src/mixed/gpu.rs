@@ -27,6 +27,15 @@
 //!   Same stopping rules, same best-iterate bookkeeping, same
 //!   [`Error::NotConverged`] when the backward error misses the tolerance.
 //!
+//! **Measured** (H200, docs/performance.md; tests/gpu_mixed.rs): at κ = 1e2–1e6 all four
+//! precisions reach η ≈ 2–4e-19 in 2 outer steps, at or below the f64 cuSOLVER solution's
+//! η. Speed depends on u_low·κ: with u_low·κ ≳ 1 (bf16, f16, tf32 at κ = 1e6) the inner
+//! CG needs hundreds to thousands of steps, each a pass over A in f64 (0.7–4.8 s at
+//! 8192×1024 against 11 ms for cuSOLVER's f64 solve), while the f32 factor (u·κ ≈ 0.06)
+//! converges as fast as at κ = 1e2. Even then this build is 0.4–0.8× the f64 cuSOLVER
+//! solve (level-2 panel of the device QR, host-synchronising CG scalars): the issue's 2×
+//! is not met.
+//!
 //! # Examples
 //! ```no_run
 //! use cuqr::gpu::{DevMat, Gpu};
