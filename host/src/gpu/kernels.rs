@@ -596,7 +596,8 @@ mod tests {
                     "wy",
                     "panel",
                     "two_phase",
-                    "lu"
+                    "lu",
+                    "convert"
                 ]
                 .contains(&file),
                 "{name}"
