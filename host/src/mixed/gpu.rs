@@ -33,8 +33,8 @@
 //! CG needs hundreds to thousands of steps, each a pass over A in f64 (0.7–4.8 s at
 //! 8192×1024 against 11 ms for cuSOLVER's f64 solve), while the f32 factor (u·κ ≈ 0.06)
 //! converges as fast as at κ = 1e2. Even then this build is 0.4–0.8× the f64 cuSOLVER
-//! solve (level-2 panel of the device QR, host-synchronising CG scalars): the issue's 2×
-//! is not met.
+//! solve (the split between the f32 factorisation and the refinement, whose CG steps
+//! wait on the host three times each, was not profiled): the issue's 2× is not met.
 //!
 //! # Examples
 //! ```no_run
