@@ -12,7 +12,7 @@ mod support;
 use std::sync::Arc;
 
 use cuqr::cpu::givens::{givens, rot, rot_pair};
-use cuqr::gpu::kernels_two_phase::{ApplyTarget, RotList, RotSide};
+use cuqr::gpu::kernels_two_phase::{ApplyPath, ApplyTarget, RotList, RotSide};
 use cuqr::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::{
     CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar, UpdateParams,
@@ -567,6 +567,217 @@ fn small_kernel_apply_sched_matches_list_order() {
     ] {
         sched_apply_kernel::<f64>(&gpu, 7 + s1 as u64, strip, s0, s1);
         sched_apply_kernel::<f32>(&gpu, 8 + s1 as u64, strip, s0, s1);
+    }
+}
+
+/// A strip (`strip`, s0 = h, s1 = p) or block (s0 = p, s1 = m) list made by the
+/// generate kernel on random data, as a device list and on the host.
+fn sched_list<T: GpuScalar>(
+    gpu: &Gpu,
+    g: &mut rand::rngs::StdRng,
+    strip: bool,
+    s0: usize,
+    s1: usize,
+) -> (RotList<T>, Vec<(T, T, usize)>, usize) {
+    let (span, count) = if strip {
+        (s0 + s1, s0 * s1)
+    } else {
+        (s1, s0 * s1 - s0 * (s0 + 1) / 2)
+    };
+    let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+    if strip {
+        let x0 = common::rand_mat::<T>(g, s0 + s1, s1);
+        let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
+        gpu.two_phase_gen_strip(&mut xd.view_mut(), s0, &mut rl)
+            .unwrap();
+    } else {
+        let z0 = common::rand_mat::<T>(g, s0, s1);
+        let zd = DevMat::from_host(gpu, z0.as_ref()).unwrap();
+        let mut z = DevVec::<T>::zeros(gpu, s0 * s1).unwrap();
+        gpu.two_phase_gen_block(&zd.view(), &mut z, &mut rl)
+            .unwrap();
+    }
+    let list = rl.to_host(gpu).unwrap();
+    assert_eq!(list.len(), count);
+    (rl, list, span)
+}
+
+/// Pads `a` into a NaN-filled (rows+5)×(cols+6) matrix at offset (2, 3).
+fn poisoned<T: Scalar>(a: &Mat<T>) -> Mat<T> {
+    let nan = T::from_f64(f64::NAN);
+    Mat::from_fn(a.nrows() + 5, a.ncols() + 6, |i, j| {
+        if (2..a.nrows() + 2).contains(&i) && (3..a.ncols() + 3).contains(&j) {
+            a[(i - 2, j - 3)]
+        } else {
+            nan
+        }
+    })
+}
+
+/// The block at (2, 3) of a padded result equals `want` bit for bit and every padding
+/// entry is still NaN (no write outside the target).
+fn check_padded<T: Scalar>(what: &str, got: &Mat<T>, want: &Mat<T>) {
+    for j in 0..got.ncols() {
+        for i in 0..got.nrows() {
+            let inside = (2..want.nrows() + 2).contains(&i) && (3..want.ncols() + 3).contains(&j);
+            let v = got[(i, j)];
+            if inside {
+                let w = want[(i - 2, j - 3)];
+                assert!(
+                    v == w || (v != v && w != w),
+                    "{what}: ({}, {}) = {v:?}, want {w:?}",
+                    i - 2,
+                    j - 3
+                );
+            } else {
+                assert!(v != v, "{what}: padding ({i}, {j}) overwritten with {v:?}");
+            }
+        }
+    }
+}
+
+/// Every apply path (`two_phase_apply` in list order, `two_phase_apply_sched`,
+/// `two_phase_apply_pipe` with 1, 2, 3, 4 and 8 warps, and the default) on a strip or block
+/// list against a CPU replay, bit for bit, with Q (`nq` rows, any count), a banded
+/// upper-triangular R and d held as blocks of NaN-padded matrices (poisoned outputs: a
+/// write outside a target fails the test).
+fn paths_apply_kernel<T: GpuScalar>(
+    gpu: &Gpu,
+    seed: u64,
+    strip: bool,
+    s0: usize,
+    s1: usize,
+    nq: usize,
+) {
+    let mut g = common::rng(seed);
+    let (mut rl, list, span) = sched_list::<T>(gpu, &mut g, strip, s0, s1);
+    let nr = span - 1;
+    let q0 = common::rand_mat::<T>(&mut g, nq, span);
+    let r0 = Mat::from_fn(span, nr, |i, j| {
+        if i <= j {
+            T::from_f64(common::nonzero(&mut g))
+        } else {
+            T::ZERO
+        }
+    });
+    let d0 = common::rand_mat::<T>(&mut g, span, 3);
+    let (mut q, mut r, mut d) = (q0.clone(), r0.clone(), d0.clone());
+    replay(&list, &mut q, &mut r, &mut d);
+    let (qp, rp, dp) = (poisoned(&q0), poisoned(&r0), poisoned(&d0));
+    let run = |rl: &RotList<T>, path: Option<ApplyPath>| {
+        let mut qd = DevMat::from_host(gpu, qp.as_ref()).unwrap();
+        let mut rd = DevMat::from_host(gpu, rp.as_ref()).unwrap();
+        let mut dd = DevMat::from_host(gpu, dp.as_ref()).unwrap();
+        {
+            let mut qv = qd.block_mut(2, 3, nq, span);
+            let mut rv = rd.block_mut(2, 3, span, nr);
+            let mut dv = dd.block_mut(2, 3, span, 3);
+            let mut targets = [
+                ApplyTarget {
+                    view: &mut qv,
+                    side: RotSide::Cols,
+                    banded: false,
+                },
+                ApplyTarget {
+                    view: &mut rv,
+                    side: RotSide::Rows,
+                    banded: true,
+                },
+                ApplyTarget {
+                    view: &mut dv,
+                    side: RotSide::Rows,
+                    banded: false,
+                },
+            ];
+            match path {
+                Some(p) => gpu.two_phase_apply_path(rl, &mut targets, p).unwrap(),
+                None => gpu.two_phase_apply(rl, &mut targets).unwrap(),
+            }
+        }
+        (
+            qd.to_host(gpu).unwrap(),
+            rd.to_host(gpu).unwrap(),
+            dd.to_host(gpu).unwrap(),
+        )
+    };
+    let mut paths = vec![None, Some(ApplyPath::Step)];
+    for warps in [1, 2, 3, 4, 8] {
+        paths.push(Some(ApplyPath::Pipe { warps }));
+    }
+    for path in paths {
+        let what = format!("{path:?} strip={strip} s0={s0} s1={s1} nq={nq}");
+        let (gq, gr, gd) = run(&rl, path);
+        check_padded(&format!("{what} Q"), &gq, &q);
+        check_padded(&format!("{what} R"), &gr, &r);
+        check_padded(&format!("{what} d"), &gd, &d);
+    }
+    // out-of-range warps and scheduled paths on a list without schedule: errors, and
+    // the targets are left as they were
+    let again = run(&rl, None);
+    assert!(matches!(
+        gpu.two_phase_apply_path(&rl, &mut [], ApplyPath::Pipe { warps: 9 }),
+        Err(cuqr::Error::InvalidParam { .. })
+    ));
+    check_padded("default again", &again.0, &q);
+    rl.forget_schedule();
+    let (gq, gr, gd) = run(&rl, Some(ApplyPath::List));
+    check_padded("list order Q", &gq, &q);
+    check_padded("list order R", &gr, &r);
+    check_padded("list order d", &gd, &d);
+    let mut qd = DevMat::from_host(gpu, q0.as_ref()).unwrap();
+    for path in [ApplyPath::Step, ApplyPath::Pipe { warps: 4 }] {
+        let err = gpu.two_phase_apply_path(
+            &rl,
+            &mut [ApplyTarget {
+                view: &mut qd.view_mut(),
+                side: RotSide::Cols,
+                banded: false,
+            }],
+            path,
+        );
+        assert!(
+            matches!(err, Err(cuqr::Error::InvalidParam { .. })),
+            "{err:?}"
+        );
+    }
+    assert!(
+        qd.to_host(gpu).unwrap() == q0,
+        "a refused apply changed the target"
+    );
+}
+
+#[test]
+fn small_kernel_apply_paths_match_cpu_replay() {
+    let Some(gpu) = common::gpu() else { return };
+    // chain counts around one warp's window (8 chains for the pipe, 16 for the
+    // one-warp step-order kernel) and a default pipe block's 64: 1, 2, b−1, b, b+1,
+    // 3b+5; vector counts not multiples of 32
+    for &(strip, s0, s1, nq) in &[
+        (true, 45, 1, 45),
+        (true, 45, 2, 33),
+        (true, 30, 15, 77),
+        (true, 30, 16, 31),
+        (true, 30, 17, 45),
+        (true, 20, 53, 45),
+        (true, 12, 63, 45),
+        (true, 12, 64, 65),
+        (true, 12, 65, 45),
+        (true, 7, 197, 45),
+        (true, 1, 70, 45),
+        (false, 1, 40, 45),
+        (false, 2, 41, 33),
+        (false, 15, 50, 77),
+        (false, 16, 50, 31),
+        (false, 17, 50, 45),
+        (false, 53, 90, 45),
+        (false, 63, 100, 45),
+        (false, 64, 100, 65),
+        (false, 65, 100, 45),
+        (false, 197, 230, 45),
+        (false, 3, 4, 45),
+    ] {
+        paths_apply_kernel::<f64>(&gpu, 21 + s0 as u64 + s1 as u64, strip, s0, s1, nq);
+        paths_apply_kernel::<f32>(&gpu, 22 + s0 as u64 + s1 as u64, strip, s0, s1, nq);
     }
 }
 

@@ -209,6 +209,18 @@ entries! {
          x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
          x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply_sched;
 
+    /// Streams a strip/block-schedule rotation list through up to three strided targets,
+    /// block-pipelined register windows (issue 7: one pass per warps·8 chains).
+    ///
+    /// # Safety
+    /// Grid (⌈max n_g/32⌉, 3), block 32·nw (nw ≤ 16), dyn smem 2·nw·32·size_of::<T>();
+    /// see `two_phase::apply_pipe`.
+    two_phase_apply_pipe_f32, two_phase_apply_pipe_f64
+        (rot: *const T, sched: usize, s0: usize, s1: usize,
+         x0: *mut T, rs0: usize, cs0: usize, n0: usize, b0: usize,
+         x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
+         x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply_pipe;
+
     /// Applies one Householder reflector to up to two strided targets (spec §1.11 A2).
     ///
     /// # Safety

@@ -811,3 +811,304 @@ pub unsafe fn apply_sched<T: Float>(
         unsafe { apply_sched_one(rot, sched, s0, s1, x, t * rs, cs, bottom) };
     }
 }
+
+/// Chains per warp in [`apply_pipe`]: each warp holds a 2·PW-element window in
+/// registers (PW = 8 keeps a thread near 128 registers without spills, so 16 warps of
+/// an SM can be resident; the 16-chain window of [`apply_blocked_one`] needs ~254).
+const PW: usize = 8;
+
+/// Repeats `$body` with `$u` bound to 0..PW (literal unroll: register arrays).
+macro_rules! rep_pw {
+    ($u:ident $body:block) => {
+        unroll!($u in [0, 1, 2, 3, 4, 5, 6, 7] $body)
+    };
+}
+
+/// Repeats `$body` with `$u` bound to 0..2·PW.
+macro_rules! rep_pwin {
+    ($u:ident $body:block) => {
+        unroll!($u in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] $body)
+    };
+}
+
+/// Most warps per block of [`apply_pipe`]: its hand-off buffer (dynamic shared memory)
+/// holds 2 · warps · 32 elements.
+pub const PIPE_MAX_WARPS: usize = 16;
+
+/// The band bound B_c (spec §1.5 G4) of a banded vector whose entries after `b0` are
+/// exact zeros, at the start of chain c of a strip (s0 = h) or block (s1 = m) schedule:
+/// in list order chain c applies exactly its planes a ≤ B_c, and B_{c+1} = B_c + 1 when
+/// its planes lo(c) = c ..= hi(c) contain B_c, else B_c. Closed form: strip (hi(c) =
+/// h + c − 1) B_c = b0 + c for b0 < h, else max(b0, h + c − 1); block (hi = m − 2)
+/// B_c = min(b0 + c, m − 1) for b0 ≤ m − 2, else b0. In both cases chain c applies plane
+/// a iff a ≤ B_{c'} + (c − c') for any earlier chain c' (the bound grows by at most one
+/// per chain and, once it stops growing, every plane of the later chains is below it).
+#[inline(always)]
+fn band_at(strip: bool, s0: usize, s1: usize, b0: usize, c: usize) -> usize {
+    if strip {
+        if b0 < s0 {
+            b0 + c
+        } else {
+            b0.max(s0 + c - 1)
+        }
+    } else if b0 + 2 <= s1 {
+        (b0 + c).min(s1 - 1)
+    } else {
+        b0
+    }
+}
+
+/// One vector of [`apply_pipe`] (issue 7: each element of the vector is loaded and
+/// stored once per `nw`·PW chains). The chains (see [`apply_blocked_one`]) are taken in
+/// rounds of `nw`·PW; in a round, warp `g` of the block owns chains
+/// c0 = C0 + g·PW .. c0 + PW and, at wavefront step t, the 2·PW-element register window
+/// w_g = A0 + 2·C0 − t + 2·PW·g .. w_g + 2·PW that those chains touch at t. The windows of
+/// consecutive warps are adjacent, so the block holds one window of 2·PW·nw elements
+/// that slides down one element per step: warp 0 loads the element entering at the
+/// bottom (prefetched four steps ahead), warp g hands its top element (final for its
+/// chains) to warp g + 1 through shared memory, where it is exactly the element entering
+/// warp g + 1's window, and the top active warp stores it. One barrier per step (the
+/// hand-off buffer is double-buffered). Every element sees the same rotations in the
+/// same order as in list order, so the result is bit-identical to [`apply_one`].
+///
+/// Banded vectors (`b` ≠ NONE; entries after b + vector index are exact zeros): chain
+/// c0 + u applies its plane a iff a ≤ B_{c0} + u ([`band_at`]), elements after the
+/// round's final bound are neither loaded nor stored, and the round starts at the first
+/// step at which the block's largest bound (lane 31) lets any rotation through, so a column of R
+/// costs steps in proportion to its height, not to the whole span.
+///
+/// # Safety
+/// As [`apply_sched_one`]: `rot` holds the schedule's whole list; when `base` ≠ NONE the
+/// elements 0..span of the vector at `base` (stride `cs`) are this thread's; the block
+/// is `nw` ≤ [`PIPE_MAX_WARPS`] full warps that all call this with the same schedule,
+/// `b`, `v0` (first vector of the block), and the dynamic shared memory holds
+/// 2·nw·32 elements.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pipe_vec<T: Float>(
+    rot: *const T,
+    strip: bool,
+    s0: usize,
+    s1: usize,
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    b: usize,
+    v0: usize,
+    lane: usize,
+    g: usize,
+    nw: usize,
+) {
+    let valid = base != NONE;
+    let (nch, a0) = if strip {
+        (s1, s0 as isize - 1)
+    } else {
+        (s0, s1 as isize - 2)
+    };
+    let hi = |c: usize| -> isize {
+        if strip {
+            (s0 + c) as isize - 1
+        } else {
+            s1 as isize - 2
+        }
+    };
+    let banded = b != NONE;
+    // bt: this lane's bound at chain 0; btx: the block's largest (lane 31), whose
+    // rotations start earliest (band_at grows with b0): the round's first step
+    let (bt, btx) = if banded {
+        (b + v0 + lane, b + v0 + 31)
+    } else {
+        (0, 0)
+    };
+    let hand = device::shared::<T>();
+    let wb = PW as isize;
+    let mut buf = 0usize;
+    let mut cr = 0usize;
+    while cr < nch {
+        let cr1 = (cr + nw * PW).min(nch);
+        let gtop = (cr1 - cr - 1) / PW;
+        let act = g <= gtop;
+        let c0 = cr + g * PW;
+        let c1 = (c0 + PW).min(cr1);
+        let e_lo = cr as isize;
+        let mut e_hi = hi(cr1 - 1) + 1;
+        let t_first = a0 + 2 * cr as isize - hi(cr);
+        let t_last = a0 + cr1 as isize - 1;
+        let mut t_start = t_first;
+        let mut lim = isize::MAX / 4;
+        if banded {
+            e_hi = e_hi.min(band_at(strip, s0, s1, bt, cr1) as isize);
+            let first = a0 + 2 * cr as isize - band_at(strip, s0, s1, btx, cr) as isize;
+            t_start = t_start.max(first);
+            if act {
+                lim = band_at(strip, s0, s1, bt, c0) as isize;
+            }
+        }
+        // list index of chain c0 + u's rotation on plane a: kc0 + u·dk − tri(u) − a
+        // (strip: kb(c) = c·h + h + c − 1; block: kb(c) = c(m−1) − c(c−1)/2 + m − 2)
+        let (kc0, dk) = if !act {
+            (0isize, 0isize)
+        } else if strip {
+            ((c0 * s0 + s0 + c0 - 1) as isize, s0 as isize + 1)
+        } else {
+            (
+                (c0 * (s1 - 1) - c0 * c0.saturating_sub(1) / 2 + s1 - 2) as isize,
+                (s1 - 1 - c0) as isize,
+            )
+        };
+        let in_range = |i: isize| valid && i >= e_lo && i <= e_hi;
+        let mut reg = [T::ZERO; 2 * PW];
+        if t_start <= t_last {
+            let mut w = a0 + 2 * cr as isize - t_start + 2 * wb * g as isize;
+            if act {
+                rep_pwin!(u {
+                    let i = w + u as isize;
+                    if in_range(i) {
+                        // SAFETY: 0 ≤ e_lo ≤ i ≤ e_hi < span: this thread's element.
+                        reg[u] = unsafe { device::ld(x, base + i as usize * cs) };
+                    }
+                });
+            }
+            let ldg = |i: isize| -> T {
+                if g == 0 && in_range(i) {
+                    // SAFETY: as above.
+                    unsafe { device::ld(x, base + i as usize * cs) }
+                } else {
+                    T::ZERO
+                }
+            };
+            let (mut pf0, mut pf1, mut pf2, mut pf3) =
+                (ldg(w - 1), ldg(w - 2), ldg(w - 3), ldg(w - 4));
+            let mut t = t_start;
+            loop {
+                if act {
+                    rep_pw!(u {
+                        let c = (c0 + u) as isize;
+                        let a = w + 2 * u as isize;
+                        let hic = if strip { a0 + c } else { a0 };
+                        if c < c1 as isize && a >= c && a <= hic && a <= lim + u as isize {
+                            let tri = if strip {
+                                0
+                            } else {
+                                (u * u.saturating_sub(1) / 2) as isize
+                            };
+                            let k = (kc0 + u as isize * dk - tri - a) as usize;
+                            // SAFETY: chain c's rotation on plane a is list entry k < len.
+                            let (cc, ss) =
+                                unsafe { (device::ld(rot, 2 * k), device::ld(rot, 2 * k + 1)) };
+                            let (xn, yn) = rot_pair(cc, ss, reg[2 * u], reg[2 * u + 1]);
+                            reg[2 * u] = xn;
+                            reg[2 * u + 1] = yn;
+                        }
+                    });
+                }
+                if t >= t_last {
+                    break;
+                }
+                let top = w + 2 * wb - 1;
+                if g == gtop {
+                    if in_range(top) {
+                        // SAFETY: this thread's element; no window holds it any more.
+                        unsafe { device::st(x, base + top as usize * cs, reg[2 * PW - 1]) };
+                    }
+                } else if act {
+                    // SAFETY: slot (buf, g, lane) < 2·nw·32 of the dynamic shared memory;
+                    // written by this thread only, read by lane `lane` of warp g + 1
+                    // after the barrier below, and not rewritten before the next barrier.
+                    unsafe { device::st(hand, (buf * nw + g) * 32 + lane, reg[2 * PW - 1]) };
+                }
+                // SAFETY: every thread of the block runs the same trip count (t_start,
+                // t_last depend only on the round, the block's first vector and b).
+                unsafe { device::sync_threads() };
+                w -= 1;
+                t += 1;
+                if act {
+                    unroll!(u in [15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1] {
+                        reg[u] = reg[u - 1];
+                    });
+                    if g == 0 {
+                        // x[w] was prefetched into pf0 four steps ago
+                        reg[0] = pf0;
+                        pf0 = pf1;
+                        pf1 = pf2;
+                        pf2 = pf3;
+                        pf3 = ldg(w - 4);
+                    } else {
+                        // SAFETY: written by lane `lane` of warp g − 1 before the barrier.
+                        reg[0] = unsafe { device::ld(hand, (buf * nw + g - 1) * 32 + lane) };
+                    }
+                }
+                buf ^= 1;
+            }
+            if act {
+                rep_pwin!(u {
+                    let i = w + u as isize;
+                    if in_range(i) {
+                        // SAFETY: this thread's element; the windows are disjoint.
+                        unsafe { device::st(x, base + i as usize * cs, reg[u]) };
+                    }
+                });
+            }
+        }
+        // SAFETY: uniform (once per round); orders this round's global stores before the
+        // next round's loads by other warps, and the hand-off buffer's reuse.
+        unsafe { device::sync_threads() };
+        cr = cr1;
+    }
+}
+
+/// `two_phase_apply_pipe`: like [`apply_sched`] (same arguments; three targets,
+/// blockIdx.y = g) for a strip (sched 1) or block (sched 2) list, all targets — banded
+/// ones included — through the block-pipelined register window of [`pipe_vec`]: block
+/// x covers vectors 32·x .. 32·x + 32 of its target (lane = vector), its warps split the
+/// chains, and each element is read and written once per (warps·8) chains.
+/// Grid (⌈max n_g/32⌉, 3), block 32·nw (nw ≤ [`PIPE_MAX_WARPS`]), dynamic shared memory
+/// 2·nw·32·size_of::<T>() bytes.
+///
+/// # Safety
+/// As [`apply_sched`], with the launch shape above.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply_pipe<T: Float>(
+    rot: *const T,
+    sched: usize,
+    s0: usize,
+    s1: usize,
+    x0: *mut T,
+    rs0: usize,
+    cs0: usize,
+    n0: usize,
+    b0: usize,
+    x1: *mut T,
+    rs1: usize,
+    cs1: usize,
+    n1: usize,
+    b1: usize,
+    x2: *mut T,
+    rs2: usize,
+    cs2: usize,
+    n2: usize,
+    b2: usize,
+) {
+    let (x, rs, cs, n, b) = match device::block_y() {
+        0 => (x0, rs0, cs0, n0, b0),
+        1 => (x1, rs1, cs1, n1, b1),
+        _ => (x2, rs2, cs2, n2, b2),
+    };
+    let v0 = device::block_x() * 32;
+    // block-uniform exits only: the warps of a block meet at barriers
+    if v0 >= n || s0 == 0 || s1 == 0 || (sched == 2 && s0 >= s1) {
+        return;
+    }
+    let (lane, g, nw) = (
+        device::thread_x() % 32,
+        device::thread_x() / 32,
+        device::block_dim_x() / 32,
+    );
+    let t = v0 + lane;
+    let base = if t < n { t * rs } else { NONE };
+    // SAFETY: forwarded from the entry's contract; vector t belongs to lane `lane` of
+    // every warp of this block, and only the warp whose window holds an element
+    // touches it.
+    unsafe { pipe_vec(rot, sched == 1, s0, s1, x, base, cs, b, v0, lane, g, nw) };
+}

@@ -88,6 +88,8 @@ kernel_table! {
     two_phase_apply,
     /// `two_phase_apply_sched_<T>(rot, sched, s0, s1, 3 × (x, rs, cs, n, b))` (step order).
     two_phase_apply_sched,
+    /// `two_phase_apply_pipe_<T>(rot, sched, s0, s1, 3 × (x, rs, cs, n, b))` (issue 7).
+    two_phase_apply_pipe,
     /// `two_phase_house_apply_<T>(vt, len, tau, 2 × (x, rs, cs, n))` (spec §1.11 A2).
     two_phase_house_apply,
     /// `two_phase_copy_<T>(src, lds, rows, cols, dst, ldd, skip0, skip_p, zero_lower)`.

@@ -22,6 +22,15 @@ pub const APPLY_BLOCK: u32 = 128;
 /// vectors of a target (one thread each) spread over every SM instead of filling
 /// half of them (issue 7; the register-blocked sched kernel uses ~250 registers).
 pub const APPLY_ROT_BLOCK: u32 = 32;
+/// Most warps per block of `two_phase_apply_pipe`, and the default ([`ApplyPath::Pipe`]
+/// takes ⌈chains/8⌉ warps, at most this many): block x holds vectors 32x..32x+32 of a
+/// target and its warps split each round of chains, 8 chains a warp, so every element of
+/// Q, d and R is read and written once per 64 chains (issue 7). Eight because the kernel
+/// takes ~250 registers a thread (ptxas, sm_90): 8 warps are all of an SM's registers.
+pub const APPLY_PIPE_WARPS: u32 = 8;
+/// Most warps per block `two_phase_apply_pipe` can be launched with (see
+/// [`APPLY_PIPE_WARPS`]; the kernel's shared buffer allows 16).
+pub const APPLY_PIPE_MAX_WARPS: u32 = 8;
 /// Block of `two_phase_copy`: 32 × 8.
 const COPY_BLOCK: (u32, u32) = (32, 8);
 
@@ -169,6 +178,27 @@ impl<T: GpuScalar> RotList<T> {
             self.cap
         );
     }
+}
+
+/// Which kernel [`Gpu::two_phase_apply_path`] streams a rotation list with. All paths
+/// give the same results bit for bit (each element sees the same rotations in the same
+/// order, spec §1.5 apply); they differ in memory traffic and parallelism.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplyPath {
+    /// `two_phase_apply`: the list in stored order, one thread per vector, one load and
+    /// one store of a target element per rotation (the reference; any list).
+    List,
+    /// `two_phase_apply_sched`: a strip or block list in wavefront step order; unbanded
+    /// targets through a one-warp 16-chain register window, banded ones eight rotations
+    /// at a time.
+    Step,
+    /// `two_phase_apply_pipe` with `warps` warps per block (1 ..= 8): a strip or block
+    /// list through a register window of 16·warps elements split over the block's warps
+    /// (banded targets included), one pass over each target per 8·warps chains.
+    Pipe {
+        /// Warps per block.
+        warps: u32,
+    },
 }
 
 /// Which way a target receives the rotations of [`Gpu::two_phase_apply`].
@@ -399,8 +429,9 @@ impl Gpu {
     /// to up to three targets in one launch (e.g. Q from the right, R and d from the
     /// left), one thread per row (Cols) or column (Rows) of each target. A list made by
     /// [`Gpu::two_phase_gen_strip`] or [`Gpu::two_phase_gen_block`] goes through
-    /// `two_phase_apply_sched` instead (wavefront step order, eight independent rotations
-    /// per chunk: the same results bit for bit, far more loads in flight).
+    /// `two_phase_apply_pipe` ([`ApplyPath::Pipe`], ⌈p/8⌉ ≤ [`APPLY_PIPE_WARPS`] warps:
+    /// each element read and written once per 64 chains, the same results bit for bit), any
+    /// other list through `two_phase_apply` ([`ApplyPath::List`]).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -413,7 +444,54 @@ impl Gpu {
         list: &RotList<T>,
         targets: &mut [ApplyTarget<'_, '_, T>],
     ) -> Result<()> {
+        let path = if let Some((sid, s0, s1)) = list.sched {
+            // chains: p of a strip (s1) or block (s0) list; idle warps would only
+            // hold registers and meet at the barriers
+            let chains = if sid == 1 { s1 } else { s0 };
+            let warps = chains.div_ceil(8).clamp(1, APPLY_PIPE_WARPS as usize) as u32;
+            ApplyPath::Pipe { warps }
+        } else {
+            ApplyPath::List
+        };
+        self.two_phase_apply_path(list, targets, path)
+    }
+
+    /// [`Gpu::two_phase_apply`] through the kernel `path` names (tests and benchmarks
+    /// compare the paths; all give the same results bit for bit).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] if `path` is [`ApplyPath::Step`] or [`ApplyPath::Pipe`]
+    /// and the list has no strip/block schedule (uploaded, or after
+    /// [`RotList::forget_schedule`]), or `warps` is outside 1..=8 (nothing is launched);
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If more than three targets are given or a target has fewer than `list.span()`
+    /// elements per vector (a cuqr bug).
+    pub fn two_phase_apply_path<T: GpuScalar>(
+        &self,
+        list: &RotList<T>,
+        targets: &mut [ApplyTarget<'_, '_, T>],
+        path: ApplyPath,
+    ) -> Result<()> {
         assert!(targets.len() <= 3);
+        let op = "two_phase_apply";
+        if path != ApplyPath::List && list.sched.is_none() {
+            return Err(Error::InvalidParam {
+                op,
+                what: "path",
+                why: format!("{path:?} needs a strip or block list; this list has no schedule"),
+            });
+        }
+        if let ApplyPath::Pipe { warps } = path {
+            if !(1..=APPLY_PIPE_MAX_WARPS).contains(&warps) {
+                return Err(Error::InvalidParam {
+                    op,
+                    what: "warps",
+                    why: format!("{warps} warps per block; 1..={APPLY_PIPE_MAX_WARPS} allowed"),
+                });
+            }
+        }
         let count = list.len;
         let mut meta = [(0usize, 0usize, 0usize, usize::MAX); 3];
         for (slot, t) in meta.iter_mut().zip(targets.iter()) {
@@ -429,14 +507,24 @@ impl Gpu {
         let null: u64 = 0;
         let ks = T::kernel_set(&self.kernels);
         let (sid, s0, s1) = list.sched.unwrap_or((0, 0, 0));
-        let f = if sid == 0 {
-            &ks.two_phase_apply
-        } else {
-            &ks.two_phase_apply_sched
+        let (f, launch) = match path {
+            ApplyPath::List => (
+                &ks.two_phase_apply,
+                cfg((blocks(maxv, APPLY_ROT_BLOCK), 3), (APPLY_ROT_BLOCK, 1)),
+            ),
+            ApplyPath::Step => (
+                &ks.two_phase_apply_sched,
+                cfg((blocks(maxv, APPLY_ROT_BLOCK), 3), (APPLY_ROT_BLOCK, 1)),
+            ),
+            ApplyPath::Pipe { warps } => {
+                let mut c = cfg((blocks(maxv, 32), 3), (32 * warps, 1));
+                c.shared_mem_bytes = 2 * 32 * warps * size_of::<T>() as u32;
+                (&ks.two_phase_apply_pipe, c)
+            }
         };
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
-        if sid == 0 {
+        if path == ApplyPath::List {
             b.arg(&list.rot).arg(&list.plane).arg(&count);
         } else {
             b.arg(&list.rot).arg(&sid).arg(&s0).arg(&s1);
@@ -450,24 +538,22 @@ impl Gpu {
             b.arg(&slot.0).arg(&slot.1).arg(&slot.2).arg(&slot.3);
         }
         // SAFETY: matches two_phase_apply_{f32,f64}(rot: *const T, plane: *const u32,
-        // count, then per target x: *mut T, rs, cs, n, b), or, for a list with a
-        // schedule, two_phase_apply_sched_{f32,f64}(rot: *const T, sched, s0, s1, the same
-        // targets), whose list is the whole schedule's (set only by the generate
-        // launchers, which recorded exactly count = len rotations); rot/plane hold ≥ count
-        // rotations; every plane index + 1 < list.span ≤ the elements per vector of each
-        // target (asserted), so vector t < n touches x[t·rs + k·cs] inside its view
-        // (row t, column k for Cols; column t, row k for Rows); distinct vectors are
-        // distinct rows/columns; targets are distinct &mut views (no overlap with each
-        // other or the list); absent targets have n = 0 and a null pointer never read;
-        // grid (⌈max n/APPLY_ROT_BLOCK⌉, 3), block APPLY_ROT_BLOCK (the kernels derive
-        // the vector index from blockDim, so any block size covers every vector).
-        unsafe {
-            b.launch(cfg(
-                (blocks(maxv, APPLY_ROT_BLOCK), 3),
-                (APPLY_ROT_BLOCK, 1),
-            ))
-        }
-        .map_err(launch_err("two_phase_apply"))?;
+        // count, then per target x: *mut T, rs, cs, n, b) for ApplyPath::List, or, for a
+        // list with a schedule (checked above), two_phase_apply_sched_{f32,f64} /
+        // two_phase_apply_pipe_{f32,f64}(rot: *const T, sched, s0, s1, the same targets),
+        // whose list is the whole schedule's (set only by the generate launchers, which
+        // recorded exactly count = len rotations); rot/plane hold ≥ count rotations;
+        // every plane index + 1 < list.span ≤ the elements per vector of each target
+        // (asserted), so vector t < n touches x[t·rs + k·cs] inside its view (row t,
+        // column k for Cols; column t, row k for Rows); distinct vectors are distinct
+        // rows/columns; targets are distinct &mut views (no overlap with each other or
+        // the list); absent targets have n = 0 and a null pointer never read. Launch
+        // shapes: List/Step grid (⌈max n/APPLY_ROT_BLOCK⌉, 3), block APPLY_ROT_BLOCK (the
+        // kernels derive the vector index from blockDim, so any block size covers every
+        // vector); Pipe grid (⌈max n/32⌉, 3), block 32·warps with 1 ≤ warps ≤ 8 (checked
+        // above) and 2·32·warps·size_of::<T>() bytes of dynamic shared memory, as its
+        // contract requires.
+        unsafe { b.launch(launch) }.map_err(launch_err("two_phase_apply"))?;
         Ok(())
     }
 
