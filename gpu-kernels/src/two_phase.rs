@@ -831,6 +831,18 @@ macro_rules! rep_pwin {
     };
 }
 
+/// Steps per unrolled batch of [`apply_pipe`]: warp 0 loads the PD elements that enter
+/// the window during the next batch at the start of this one (prefetch distance PD
+/// steps, with no register move of a pending load).
+const PD: usize = 8;
+
+/// Repeats `$body` with `$u` bound to 0..PD.
+macro_rules! rep_pd {
+    ($u:ident $body:block) => {
+        unroll!($u in [0, 1, 2, 3, 4, 5, 6, 7] $body)
+    };
+}
+
 /// Most warps per block of [`apply_pipe`]: its hand-off buffer (dynamic shared memory)
 /// holds 2 · warps · 32 elements.
 pub const PIPE_MAX_WARPS: usize = 16;
@@ -865,11 +877,14 @@ fn band_at(strip: bool, s0: usize, s1: usize, b0: usize, c: usize) -> usize {
 /// w_g = A0 + 2·C0 − t + 2·PW·g .. w_g + 2·PW that those chains touch at t. The windows of
 /// consecutive warps are adjacent, so the block holds one window of 2·PW·nw elements
 /// that slides down one element per step: warp 0 loads the element entering at the
-/// bottom (prefetched four steps ahead), warp g hands its top element (final for its
-/// chains) to warp g + 1 through shared memory, where it is exactly the element entering
+/// bottom (a batch of steps ahead, see below), warp g hands its top element (final for
+/// its chains) to warp g + 1 through shared memory, where it is exactly the element entering
 /// warp g + 1's window, and the top active warp stores it. One barrier per step (the
-/// hand-off buffer is double-buffered). Every element sees the same rotations in the
-/// same order as in list order, so the result is bit-identical to [`apply_one`].
+/// hand-off buffer is double-buffered). The step loop is unrolled in batches of PD = 8
+/// steps: warp 0 loads the next batch's entering elements at the start of the current
+/// one, and the rotations of step t + 1 are loaded before those of step t are applied.
+/// Every element sees the same rotations in the same order as in list order, so the
+/// result is bit-identical to [`apply_one`].
 ///
 /// Banded vectors (`b` ≠ NONE; entries after b + vector index are exact zeros): chain
 /// c0 + u applies its plane a iff a ≤ B_{c0} + u ([`band_at`]), elements after the
@@ -977,68 +992,107 @@ unsafe fn pipe_vec<T: Float>(
                     T::ZERO
                 }
             };
-            let (mut pf0, mut pf1, mut pf2, mut pf3) =
-                (ldg(w - 1), ldg(w - 2), ldg(w - 3), ldg(w - 4));
+            // chain c0 + u has a rotation on plane w + 2u when the window is at w
+            // (lane-independent part; the band test is per lane)
+            let live = |u: usize, w: isize| -> bool {
+                let c = (c0 + u) as isize;
+                let a = w + 2 * u as isize;
+                let hic = if strip { a0 + c } else { a0 };
+                act && c < c1 as isize && a >= c && a <= hic
+            };
+            // loads the (c, s) of the step whose window is at w into (rc, rs)
+            let fetch = |rc: &mut [T; PW], rs: &mut [T; PW], w: isize| {
+                rep_pw!(u {
+                    if live(u, w) {
+                        let tri = if strip {
+                            0
+                        } else {
+                            (u * u.saturating_sub(1) / 2) as isize
+                        };
+                        let k = (kc0 + u as isize * dk - tri - (w + 2 * u as isize)) as usize;
+                        // SAFETY: chain c0 + u's rotation on plane w + 2u is list entry
+                        // k < len.
+                        unsafe {
+                            rc[u] = device::ld(rot, 2 * k);
+                            rs[u] = device::ld(rot, 2 * k + 1);
+                        }
+                    }
+                });
+            };
+            // the elements entering warp 0's window in the current batch of PD steps
+            // (cur[j] = x[w − 1 − j] at the batch's start) and the next (nxt): loaded a
+            // whole batch before use, with no register move touching a pending load
+            let mut cur = [T::ZERO; PD];
+            let mut nxt = [T::ZERO; PD];
+            if g == 0 {
+                rep_pd!(j {
+                    cur[j] = ldg(w - 1 - j as isize);
+                });
+            }
+            // rotations of even (ca, sa) and odd (cb, sb) steps of a batch: the next
+            // step's are loaded before this step's are applied
+            let (mut ca, mut sa) = ([T::ZERO; PW], [T::ZERO; PW]);
+            let (mut cb, mut sb) = ([T::ZERO; PW], [T::ZERO; PW]);
+            fetch(&mut ca, &mut sa, w);
             let mut t = t_start;
-            loop {
-                if act {
+            'steps: loop {
+                if g == 0 {
+                    rep_pd!(j {
+                        nxt[j] = ldg(w - 1 - (PD + j) as isize);
+                    });
+                }
+                rep_pd!(j {
+                    let (rc, rs) = if j % 2 == 0 {
+                        fetch(&mut cb, &mut sb, w - 1);
+                        (&ca, &sa)
+                    } else {
+                        fetch(&mut ca, &mut sa, w - 1);
+                        (&cb, &sb)
+                    };
                     rep_pw!(u {
-                        let c = (c0 + u) as isize;
-                        let a = w + 2 * u as isize;
-                        let hic = if strip { a0 + c } else { a0 };
-                        if c < c1 as isize && a >= c && a <= hic && a <= lim + u as isize {
-                            let tri = if strip {
-                                0
-                            } else {
-                                (u * u.saturating_sub(1) / 2) as isize
-                            };
-                            let k = (kc0 + u as isize * dk - tri - a) as usize;
-                            // SAFETY: chain c's rotation on plane a is list entry k < len.
-                            let (cc, ss) =
-                                unsafe { (device::ld(rot, 2 * k), device::ld(rot, 2 * k + 1)) };
-                            let (xn, yn) = rot_pair(cc, ss, reg[2 * u], reg[2 * u + 1]);
+                        if live(u, w) && w + (u as isize) <= lim {
+                            let (xn, yn) = rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
                             reg[2 * u] = xn;
                             reg[2 * u + 1] = yn;
                         }
                     });
-                }
-                if t >= t_last {
-                    break;
-                }
-                let top = w + 2 * wb - 1;
-                if g == gtop {
-                    if in_range(top) {
-                        // SAFETY: this thread's element; no window holds it any more.
-                        unsafe { device::st(x, base + top as usize * cs, reg[2 * PW - 1]) };
+                    if t >= t_last {
+                        break 'steps;
                     }
-                } else if act {
-                    // SAFETY: slot (buf, g, lane) < 2·nw·32 of the dynamic shared memory;
-                    // written by this thread only, read by lane `lane` of warp g + 1
-                    // after the barrier below, and not rewritten before the next barrier.
-                    unsafe { device::st(hand, (buf * nw + g) * 32 + lane, reg[2 * PW - 1]) };
-                }
-                // SAFETY: every thread of the block runs the same trip count (t_start,
-                // t_last depend only on the round, the block's first vector and b).
-                unsafe { device::sync_threads() };
-                w -= 1;
-                t += 1;
-                if act {
-                    unroll!(u in [15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1] {
-                        reg[u] = reg[u - 1];
-                    });
-                    if g == 0 {
-                        // x[w] was prefetched into pf0 four steps ago
-                        reg[0] = pf0;
-                        pf0 = pf1;
-                        pf1 = pf2;
-                        pf2 = pf3;
-                        pf3 = ldg(w - 4);
-                    } else {
-                        // SAFETY: written by lane `lane` of warp g − 1 before the barrier.
-                        reg[0] = unsafe { device::ld(hand, (buf * nw + g - 1) * 32 + lane) };
+                    let top = w + 2 * wb - 1;
+                    if g == gtop {
+                        if in_range(top) {
+                            // SAFETY: this thread's element; no window holds it any more.
+                            unsafe { device::st(x, base + top as usize * cs, reg[2 * PW - 1]) };
+                        }
+                    } else if act {
+                        // SAFETY: slot (buf, g, lane) < 2·nw·32 of the dynamic shared
+                        // memory; written by this thread only, read by lane `lane` of warp
+                        // g + 1 after the barrier below, and not rewritten before the next
+                        // barrier.
+                        unsafe { device::st(hand, (buf * nw + g) * 32 + lane, reg[2 * PW - 1]) };
                     }
-                }
-                buf ^= 1;
+                    // SAFETY: every thread of the block runs the same trip count
+                    // (t_start, t_last depend only on the round, the block's first vector
+                    // and b).
+                    unsafe { device::sync_threads() };
+                    w -= 1;
+                    t += 1;
+                    if act {
+                        unroll!(u in [15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1] {
+                            reg[u] = reg[u - 1];
+                        });
+                        if g == 0 {
+                            reg[0] = cur[j];
+                        } else {
+                            // SAFETY: written by lane `lane` of warp g − 1 before the
+                            // barrier.
+                            reg[0] = unsafe { device::ld(hand, (buf * nw + g - 1) * 32 + lane) };
+                        }
+                    }
+                    buf ^= 1;
+                });
+                cur = nxt;
             }
             if act {
                 rep_pwin!(u {

@@ -2,7 +2,9 @@
 //! modern design"; docs/design.md "Givens stages"): one single-block generate
 //! launch runs the wavefront over the driver block (the p new columns for §1.7, Z =
 //! Q(k0..k0+p, :) for §1.10, w and the Hessenberg R for §1.11) and records the rotations;
-//! one apply launch streams them through Q, d and R together. Launches per stage: 2 for
+//! one apply launch streams them through Q, d and R together (for the strip and block
+//! cases the blocked `two_phase_apply_pipe`, which reads and writes each element of the
+//! targets once per 64 chains, once in all for p ≤ 64; issue 7). Launches per stage: 2 for
 //! column insertion and row deletion, 4–6 for the rank-one update, whatever the size
 //! (the seeds' design needs O(steps)). Same rotations as the CPU backend (cpu/givens.rs).
 

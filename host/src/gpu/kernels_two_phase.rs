@@ -1,7 +1,9 @@
 //! Typed launchers of the two-phase Givens kernels (spec §1.5 "Recommended modern
 //! design"; gpu-kernels/src/two_phase.rs; docs/kernels.md `two_phase_*` rows): the
 //! single-block generate kernels that record a rotation list ([`RotList`]), the apply
-//! kernel that streams a list through up to three targets in one launch, the Householder
+//! kernels that stream a list through up to three targets in one launch ([`ApplyPath`]:
+//! list order, step order, and the default blocked `two_phase_apply_pipe` for strip and
+//! block lists, issue 7), the Householder
 //! apply of rank-one variant A2, and a gather/copy kernel. Each launcher checks its bounds
 //! with `assert!` (a failure is a cuqr bug) and holds one `unsafe` launch block.
 
