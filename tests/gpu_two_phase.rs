@@ -462,10 +462,9 @@ fn replay<T: Scalar>(list: &[(T, T, usize)], q: &mut Mat<T>, r: &mut Mat<T>, d: 
     }
 }
 
-/// The schedule-order apply (`two_phase_apply_sched`, used for strip and block lists;
-/// its Q and d targets take the register-blocked path, its banded R target the
-/// step-order path) against the list-order apply and a CPU replay: all three bit for
-/// bit equal.
+/// The default apply of a strip or block list (`two_phase_apply_pipe`, ⌈p/8⌉ warps a
+/// block, banded R included) against the list-order apply and a CPU replay: all three
+/// bit for bit equal (the other paths: `paths_apply_kernel`).
 fn sched_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, strip: bool, s0: usize, s1: usize) {
     let mut g = common::rng(seed);
     let (span, count) = if strip {
