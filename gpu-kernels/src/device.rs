@@ -103,7 +103,12 @@ pub unsafe fn ld_volatile<T: Copy>(p: *const T, i: usize) -> T {
 #[inline(always)]
 pub unsafe fn sync_warp() {
     // SAFETY: full-mask warp barrier; the caller guarantees all lanes arrive.
-    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack, preserves_flags)) };
+    unsafe {
+        asm!(
+            "bar.warp.sync 0xffffffff;",
+            options(nostack, preserves_flags)
+        )
+    };
 }
 
 /// Grid-wide barrier of a cooperative launch (every block resident at once): the
@@ -134,6 +139,49 @@ pub unsafe fn grid_sync(counter: *mut u32, target: u32) {
                 p = in(reg64) counter,
                 options(nostack, preserves_flags),
             );
+            while (counter.read_volatile().wrapping_sub(target) as i32) < 0 {}
+            asm!("membar.gl;", options(nostack, preserves_flags));
+        }
+    }
+    // SAFETY: block-uniform call.
+    unsafe { sync_threads() };
+}
+
+/// First half of a split [`grid_sync`]: the block's threads meet at `bar.sync`, then
+/// thread 0 fences and adds 1 to `*counter`. Work that other blocks do not wait for may
+/// run between this and [`grid_wait`] (it overlaps the barrier's latency).
+///
+/// # Safety
+/// As [`grid_sync`]; every `grid_arrive` is followed by a `grid_wait` before the next
+/// arrival, with the same block-uniform control flow.
+#[inline(always)]
+pub unsafe fn grid_arrive(counter: *mut u32) {
+    // SAFETY: block-uniform call (caller's contract).
+    unsafe { sync_threads() };
+    if thread_linear() == 0 {
+        // SAFETY: as in `grid_sync`.
+        unsafe {
+            asm!("membar.gl;", options(nostack, preserves_flags));
+            asm!(
+                "atom.global.add.u32 {old}, [{p}], 1;",
+                old = out(reg32) _,
+                p = in(reg64) counter,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+}
+
+/// Second half of a split [`grid_sync`]: thread 0 spins until `*counter` reaches
+/// `target`, fences; the block meets at `bar.sync`.
+///
+/// # Safety
+/// As [`grid_sync`], after this block's [`grid_arrive`].
+#[inline(always)]
+pub unsafe fn grid_wait(counter: *mut u32, target: u32) {
+    if thread_linear() == 0 {
+        // SAFETY: as in `grid_sync`.
+        unsafe {
             while (counter.read_volatile().wrapping_sub(target) as i32) < 0 {}
             asm!("membar.gl;", options(nostack, preserves_flags));
         }
@@ -203,6 +251,27 @@ pub unsafe fn shfl_down_b32(v: u32, delta: u32) -> u32 {
     r
 }
 
+/// `__shfl_xor_sync(0xffffffff, v, mask)` on 32 bits (butterfly exchange).
+///
+/// # Safety
+/// As [`shfl_down_b32`]: the full warp executes the call convergently.
+#[inline(always)]
+pub unsafe fn shfl_xor_b32(v: u32, mask: u32) -> u32 {
+    let r: u32;
+    // SAFETY: `shfl.sync.bfly.b32` with member mask 0xffffffff and c = 0x1f is valid
+    // when all lanes execute it convergently, which the caller guarantees.
+    unsafe {
+        asm!(
+            "shfl.sync.bfly.b32 {r}, {v}, {d}, 0x1f, 0xffffffff;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            d = in(reg32) mask,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    r
+}
+
 /// Floating-point element type of the kernels: f32 or f64 (style.md §2.3: kernels are
 /// generic device fns stamped per dtype). Only what the kernels need.
 pub trait Float: Copy + PartialEq + PartialOrd {
@@ -239,6 +308,19 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     /// # Safety
     /// As [`shfl_down_b32`]: the full warp executes the call convergently.
     unsafe fn shfl_down(self, delta: u32) -> Self;
+    /// Warp butterfly shuffle with lane mask `mask` (see [`shfl_xor_b32`]).
+    ///
+    /// # Safety
+    /// As [`shfl_xor_b32`]: the full warp executes the call convergently.
+    unsafe fn shfl_xor(self, mask: u32) -> Self;
+    /// Reads `*p` from global memory with `ld.global.cg` (L2 only, never a stale L1
+    /// line): for data other blocks wrote before a [`grid_sync`]. The compiler may
+    /// schedule these loads freely between two barriers (they are pure reads).
+    ///
+    /// # Safety
+    /// `p` is an aligned pointer into global memory that nobody writes between the
+    /// barriers around the read.
+    unsafe fn ld_cg(p: *const Self) -> Self;
 
     /// √(a² + b²) without undue overflow or underflow: with h = max(|a|, |b|),
     /// l = min(|a|, |b|), r = l/h, returns h·√(1 + r²) (fused). h = 0 gives 0, an
@@ -316,8 +398,58 @@ macro_rules! impl_float {
             unsafe fn shfl_down(self, delta: u32) -> Self {
                 impl_float!(@shfl $t, self, delta)
             }
+            #[inline(always)]
+            unsafe fn shfl_xor(self, mask: u32) -> Self {
+                impl_float!(@shflx $t, self, mask)
+            }
+            #[inline(always)]
+            unsafe fn ld_cg(p: *const Self) -> Self {
+                impl_float!(@ldcg $t, p)
+            }
         }
     };
+    (@shflx f32, $v:expr, $d:expr) => {{
+        // SAFETY: forwarded from the caller of `shfl_xor` (full, convergent warp).
+        f32::from_bits(unsafe { shfl_xor_b32($v.to_bits(), $d) })
+    }};
+    (@shflx f64, $v:expr, $d:expr) => {{
+        let bits = $v.to_bits();
+        // SAFETY: forwarded from the caller of `shfl_xor` (full, convergent warp).
+        let (lo, hi) = unsafe {
+            (
+                shfl_xor_b32(bits as u32, $d),
+                shfl_xor_b32((bits >> 32) as u32, $d),
+            )
+        };
+        f64::from_bits(((hi as u64) << 32) | lo as u64)
+    }};
+    (@ldcg f32, $p:expr) => {{
+        let r: u32;
+        // SAFETY: forwarded from the caller of `ld_cg` (aligned global pointer, no
+        // concurrent writer); a pure read.
+        unsafe {
+            asm!(
+                "ld.global.cg.b32 {r}, [{p}];",
+                r = out(reg32) r,
+                p = in(reg64) $p,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+        f32::from_bits(r)
+    }};
+    (@ldcg f64, $p:expr) => {{
+        let r: u64;
+        // SAFETY: as for f32.
+        unsafe {
+            asm!(
+                "ld.global.cg.b64 {r}, [{p}];",
+                r = out(reg64) r,
+                p = in(reg64) $p,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+        f64::from_bits(r)
+    }};
     (@shfl f32, $v:expr, $d:expr) => {{
         // SAFETY: forwarded from the caller of `shfl_down` (full, convergent warp).
         f32::from_bits(unsafe { shfl_down_b32($v.to_bits(), $d) })

@@ -14,16 +14,77 @@
 //! every block writes its rows of R (exact zeros below the diagonal, erratum H3) and of V
 //! (explicit unit diagonal and zeros above it). A `band` limits reflector k to rows
 //! k..=k+band (column deletion, spec §1.8).
+//!
+//! Latency is what this kernel fights (one grid barrier per column): warps reduce
+//! [`UNROLL`] quantities at once (independent shuffles and loads in flight), partials are
+//! laid out quantity-major so a warp's loads of one quantity are contiguous, and every
+//! post-barrier load of the step is issued in one round (`ld.global.cg`).
 
 use crate::device::{self, Float, WARP};
 use crate::reduce;
 
-/// Widest panel the kernel takes (partials rows hold 2·jb + 2 values).
+/// Widest panel the kernel takes (partials hold 2·jb + 2 quantities per block).
 pub const MAX_JB: usize = 64;
+/// Blocks per lane in the post-barrier reductions: at most 32·LANE_BLOCKS blocks.
+pub const LANE_BLOCKS: usize = 4;
+/// Quantities a warp reduces at once.
+const UNROLL: usize = 4;
+/// Shared scratch after the panel slab, in `T`s, besides T itself (jb·jb): 32 (block
+/// reductions) + 8 (scalars) + 2·MAX_JB + 2 (combined quantities) + MAX_JB (τ) +
+/// MAX_JB (the published row k).
+pub const SCRATCH: usize = 32 + 8 + 2 * MAX_JB + 2 + 2 * MAX_JB;
 
-/// Shared scratch after the panel slab, in `T`s: 32 (block reductions) + 8 (scalars)
-/// + 2·MAX_JB + 2 (combined quantities) + `grid_blocks()` (per-block scales).
-const SCRATCH_FIXED: usize = 32 + 8 + 2 * MAX_JB + 2;
+/// T's column q = −τ_q·T(0:q, 0:q)·y, T(q, q) = τ_q, zeros below (LAPACK `larft`
+/// forward, columnwise), in shared memory (ld jb); thread i owns row i, so every element
+/// a thread reads it wrote itself at an earlier column.
+///
+/// # Safety
+/// `tsm` holds jb×jb with columns < q complete; `y` holds q values, `taus` q + 1; no
+/// other thread writes them meanwhile.
+#[inline(always)]
+unsafe fn t_column<T: Float>(tsm: *mut T, jb: usize, q: usize, y: *const T, taus: *const T) {
+    let tid = device::thread_linear();
+    let nt = device::block_threads();
+    // SAFETY: q < jb entries of τ.
+    let tq = unsafe { device::ld(taus, q) };
+    let mut i = tid;
+    while i < jb {
+        let val = if i < q {
+            let mut acc = T::ZERO;
+            let mut kk = i;
+            while kk < q {
+                // SAFETY: T(i, kk), kk < q, written by this thread; y[kk] readable.
+                acc = unsafe {
+                    device::ld(tsm as *const T, i + kk * jb).mul_add(device::ld(y, kk), acc)
+                };
+                kk += 1;
+            }
+            tq.neg().mul(acc)
+        } else if i == q {
+            tq
+        } else {
+            T::ZERO
+        };
+        // SAFETY: T(i, q): one writer (thread i).
+        unsafe { device::st(tsm, i + q * jb, val) };
+        i += nt;
+    }
+}
+
+/// Warp-wide max, every lane gets it (butterfly).
+///
+/// # Safety
+/// The full warp calls convergently.
+#[inline(always)]
+unsafe fn warp_allmax<T: Float>(mut v: T) -> T {
+    let mut d = (WARP / 2) as u32;
+    while d > 0 {
+        // SAFETY: forwarded: the full warp is convergent here.
+        v = v.max(unsafe { v.shfl_xor(d) });
+        d /= 2;
+    }
+    v
+}
 
 /// `fused_panel_qr`: factors the panel `a` (rows×jb, ld `lda`, rows ≥ jb) in place.
 /// Outputs: R in the upper triangle of `a` with exact zeros below; V (rows×jb, ld
@@ -31,14 +92,14 @@ const SCRATCH_FIXED: usize = 32 + 8 + 2 * MAX_JB + 2;
 /// `ldt`) upper triangular with zeros below. Reflector k acts on rows
 /// k..min(rows, k + band + 1) (pass band ≥ rows for none).
 ///
-/// Launch: cooperative, grid B = ⌈rows / rpb⌉ blocks (1-D, all co-resident), block
-/// 256 threads; dynamic shared memory (rpb·jb·[in_shared ≠ 0] + 32 + 8 + 2·64 + 2 + B)
-/// · size_of::<T>() bytes. `partials` holds 2·B·(2·jb + 2) `T`s and `head` 2·jb `T`s
-/// (scratch, any contents); `*counter` equals `bar_base` at launch and ends at
+/// Launch: cooperative, grid B = ⌈rows / rpb⌉ ≤ 32·[`LANE_BLOCKS`] blocks (1-D, all
+/// co-resident), block 256 threads; dynamic shared memory (rpb·jb·[in_shared ≠ 0] +
+/// [`SCRATCH`] + jb·jb)·size_of::<T>() bytes. `partials` holds 2·B·(2·jb + 2) `T`s and `head`
+/// 2·jb `T`s (scratch, any contents); `*counter` equals `bar_base` at launch and ends at
 /// `bar_base + (jb + 1)·B`.
 ///
 /// # Safety
-/// Launch shape as documented; jb ≤ [`MAX_JB`], jb ≤ rows; `a` read-writable
+/// Launch shape as documented; 1 ≤ jb ≤ [`MAX_JB`], jb ≤ rows; `a` read-writable
 /// rows×jb (ld ≥ rows), `v` writable rows×jb (ld ≥ rows), `tau` writable jb, `t`
 /// writable jb×jb (ld ≥ jb), `partials`, `head`, `counter` as above; no two of these
 /// overlap.
@@ -88,15 +149,23 @@ pub unsafe fn qr<T: Float>(
     let red = scratch; // 32
     let misc = scratch.wrapping_add(32); // 8
     let qv = scratch.wrapping_add(40); // 2·MAX_JB + 2
-    let sc = scratch.wrapping_add(SCRATCH_FIXED); // nb
+    let taus = scratch.wrapping_add(40 + 2 * MAX_JB + 2); // MAX_JB
+    let hv = scratch.wrapping_add(40 + 3 * MAX_JB + 2); // MAX_JB
+    let tsm = scratch.wrapping_add(SCRATCH); // jb·jb (block 0)
+
+    // P(g, c) for a row g of this slab (global row index).
+    let pat = |g: usize, c: usize| g - rs + c * ldp;
 
     if in_shared {
-        let mut idx = tid;
-        while idx < nloc * jb {
-            let (r, c) = (idx % nloc, idx / nloc);
-            // SAFETY: r < nloc ≤ rpb, c < jb: inside the slab and inside `a`.
-            unsafe { device::st(p, r + c * ldp, device::ld(a as *const T, rs + r + c * lda)) };
-            idx += nt;
+        let mut c = warp;
+        while c < jb {
+            let mut r = lane;
+            while r < nloc {
+                // SAFETY: r < nloc ≤ rpb, c < jb: inside the slab and inside `a`.
+                unsafe { device::st(p, r + c * ldp, device::ld(a as *const T, rs + r + c * lda)) };
+                r += WARP;
+            }
+            c += nwarps;
         }
     }
     // SAFETY: block-uniform barrier.
@@ -105,144 +174,150 @@ pub unsafe fn qr<T: Float>(
     for k in 0..=jb {
         let buf = k & 1;
         let part = partials.wrapping_add(buf * nb * width);
-        let mine = part.wrapping_add(b * width);
         let hrow = head.wrapping_add(buf * jb);
-        // ---- Publish step k's partials. ----
+        // ---- Publish step k's partials (quantity q of block b at part[q·nb + b]). ----
+        // Tail of reflector k: rows (k, hi_k); T's column q = k − 1: rows [q, hi_q).
+        let hi_k = rows.min(k + band + 1);
+        let (t0, t1) = ((k + 1).max(rs), hi_k.min(re));
+        let ncol = jb.saturating_sub(k); // quantities 1 + (c − k), c = k..jb
+        let ny = k.saturating_sub(1); // quantities jb + 1 + i, i < k − 1
+        let mut s = T::ZERO;
         if k < jb {
-            let hi = rows.min(k + band + 1);
-            let (t0, t1) = ((k + 1).max(rs), hi.min(re));
-            let (t0, t1) = (t0.min(t1), t1);
             let mut mx = T::ZERO;
             let mut g = t0 + tid;
             while g < t1 {
                 // SAFETY: rs ≤ g < re, k < jb: inside this block's slab.
-                mx = mx.max(unsafe { device::ld(p as *const T, g - rs + k * ldp) }.abs());
+                mx = mx.max(unsafe { device::ld(p as *const T, pat(g, k)) }.abs());
                 g += nt;
             }
             // SAFETY: block-uniform; `red` is 32 shared `T`s used only here.
-            let s = unsafe { reduce::block_reduce_in(red, mx, T::ZERO, reduce::warp_max::<T>) };
+            s = unsafe { reduce::block_reduce_in(red, mx, T::ZERO, reduce::warp_max::<T>) };
             if tid == 0 {
-                // SAFETY: this block's partials row, one writer.
-                unsafe { device::st(mine, 0, s) };
-            }
-            // Quantity 1 + (c − k) over the tail rows: Σ (x/s)² for c = k, Σ (x/s)·A(:, c)
-            // for c > k.
-            let mut c = k + warp;
-            while c < jb {
-                let mut acc = T::ZERO;
-                if s != T::ZERO && s.is_finite() {
-                    let mut g = t0 + lane;
-                    while g < t1 {
-                        // SAFETY: slab rows, columns k and c < jb.
-                        let (x, y) = unsafe {
-                            (
-                                device::ld(p as *const T, g - rs + k * ldp),
-                                device::ld(p as *const T, g - rs + c * ldp),
-                            )
-                        };
-                        // c = k: Σ (x/s)² (both factors scaled).
-                        let xs = x.div(s);
-                        acc = xs.mul_add(if c == k { xs } else { y }, acc);
-                        g += WARP;
-                    }
-                }
-                // SAFETY: `c < jb` is warp-uniform: the whole warp is here.
-                let sum = unsafe { reduce::warp_sum(acc) };
-                if lane == 0 {
-                    // SAFETY: index 1 + c − k ≤ jb < width; one writer per entry.
-                    unsafe { device::st(mine, 1 + c - k, sum) };
-                }
-                c += nwarps;
+                // SAFETY: quantity 0 of this block; one writer.
+                unsafe { device::st(part, b, s) };
             }
             // The owner of row k publishes it (columns k..jb).
             if rs <= k && k < re {
                 let mut c = k + tid;
                 while c < jb {
                     // SAFETY: row k is in this slab; c < jb; one writer per entry.
-                    unsafe { device::st(hrow, c, device::ld(p as *const T, k - rs + c * ldp)) };
+                    unsafe { device::st(hrow, c, device::ld(p as *const T, pat(k, c))) };
                     c += nt;
                 }
             }
         }
-        if k >= 1 {
-            // T column q = k − 1: y_i = Σ_g V(g, i)·v_q(g), g ∈ [q, q + band], i < q.
-            let q = k - 1;
-            let hi = rows.min(q + band + 1);
-            let (t0, t1) = (q.max(rs), hi.min(re));
-            let mut i = warp;
-            while i < q {
-                let mut acc = T::ZERO;
-                let mut g = t0 + lane;
-                while g < t1 {
-                    // SAFETY: slab rows; columns i < q < jb.
-                    let (vi, vq) = unsafe {
-                        (
-                            device::ld(p as *const T, g - rs + i * ldp),
-                            if g == q {
-                                T::ONE
-                            } else {
-                                device::ld(p as *const T, g - rs + q * ldp)
-                            },
-                        )
-                    };
-                    acc = vi.mul_add(vq, acc);
-                    g += WARP;
+        // x/s without a division per use (a subnormal s whose reciprocal overflows
+        // falls back to dividing).
+        let inv_s = if s != T::ZERO && s.is_finite() {
+            T::ONE.div(s)
+        } else {
+            T::ZERO
+        };
+        let divide = !inv_s.is_finite();
+        let scaled = |x: T| if divide { x.div(s) } else { x.mul(inv_s) };
+        let q = k.wrapping_sub(1);
+        let hi_q = if k >= 1 { rows.min(q + band + 1) } else { 0 };
+        let jobs = ncol + ny;
+        let (r0, r1) = (k.saturating_sub(1).max(rs), hi_k.min(re));
+        let mut js = warp * UNROLL;
+        while js < jobs {
+            let mut acc = [T::ZERO; UNROLL];
+            let mut g = r0 + lane;
+            while g < r1 {
+                let in_tail = g > k && g < t1 && s != T::ZERO;
+                // SAFETY: slab row g, column k < jb (only read when k < jb).
+                let xs = if in_tail && k < jb {
+                    scaled(unsafe { device::ld(p as *const T, pat(g, k)) })
+                } else {
+                    T::ZERO
+                };
+                let vq = if k >= 1 && g >= q && g < hi_q {
+                    if g == q {
+                        T::ONE
+                    } else {
+                        // SAFETY: slab row g, column q < jb.
+                        unsafe { device::ld(p as *const T, pat(g, q)) }
+                    }
+                } else {
+                    T::ZERO
+                };
+                for (u, slot) in acc.iter_mut().enumerate() {
+                    let job = js + u;
+                    if job < ncol {
+                        let c = k + job;
+                        let y = if c == k {
+                            xs
+                        } else {
+                            // SAFETY: slab row g, column c < jb.
+                            unsafe { device::ld(p as *const T, pat(g, c)) }
+                        };
+                        *slot = xs.mul_add(y, *slot);
+                    } else if job < jobs {
+                        let i = job - ncol;
+                        // SAFETY: slab row g, column i < q < jb.
+                        let vi = unsafe { device::ld(p as *const T, pat(g, i)) };
+                        *slot = vi.mul_add(vq, *slot);
+                    }
                 }
-                // SAFETY: `i < q` is warp-uniform.
-                let sum = unsafe { reduce::warp_sum(acc) };
-                if lane == 0 {
-                    // SAFETY: jb + 1 + i < 2·jb + 2 = width; one writer per entry.
-                    unsafe { device::st(mine, jb + 1 + i, sum) };
-                }
-                i += nwarps;
+                g += WARP;
             }
+            for (u, slot) in acc.iter().enumerate() {
+                // SAFETY: `js < jobs` is warp-uniform; the whole warp is here.
+                let sum = unsafe { reduce::warp_sum(*slot) };
+                let job = js + u;
+                if lane == 0 && job < jobs {
+                    let qi = if job < ncol {
+                        1 + job
+                    } else {
+                        jb + 1 + (job - ncol)
+                    };
+                    // SAFETY: qi < width; one writer per (quantity, block).
+                    unsafe { device::st(part, qi * nb + b, sum) };
+                }
+            }
+            js += nwarps * UNROLL;
         }
         // SAFETY: cooperative launch, every thread of every block runs the same steps.
-        unsafe { device::grid_sync(counter, bar_base.wrapping_add((k as u32 + 1) * nb as u32)) };
+        unsafe { device::grid_arrive(counter) };
+        if b == 0 && k >= 2 {
+            // While the barrier completes: T's column k − 2 from the y of step k − 1
+            // (qv[jb..], rewritten only after this barrier).
+            // SAFETY: block-uniform branch; tsm/qv/taus as `t_column` requires.
+            unsafe { t_column(tsm, jb, k - 2, qv.wrapping_add(jb) as *const T, taus) };
+        }
+        // SAFETY: as `grid_arrive` above.
+        unsafe { device::grid_wait(counter, bar_base.wrapping_add((k as u32 + 1) * nb as u32)) };
 
-        // ---- Combine and apply step k. ----
-        if k < jb {
-            let mut bb = tid;
-            while bb < nb {
-                // SAFETY: block bb's scale, written before the barrier.
-                unsafe { device::st(sc, bb, device::ld_volatile(part as *const T, bb * width)) };
-                bb += nt;
+        // ---- Combine: every load of the step in one round. ----
+        let nd = jb.saturating_sub(k + 1); // D_c, c = k+1..jb: quantity 2 + (c − k − 1)
+        let nyb = if b == 0 { ny } else { 0 }; // y_i for T's column q (block 0 only)
+        let mut sbv = [T::ZERO; LANE_BLOCKS];
+        for (j, sb) in sbv.iter_mut().enumerate() {
+            let bb = lane + WARP * j;
+            if bb < nb {
+                // SAFETY: quantity 0 of block bb, written before the grid barrier.
+                *sb = unsafe { T::ld_cg(part.wrapping_add(bb)) };
             }
-            // SAFETY: block-uniform barrier.
-            unsafe { device::sync_threads() };
-            if warp == 0 {
+        }
+        if warp == 0 {
+            if k < jb {
                 // σ = S·√(Σ_b (s_b/S)²·ss_b), S = max_b s_b (scaled, spec §1.2 H2).
                 let mut m = T::ZERO;
-                let mut bb = lane;
-                while bb < nb {
-                    // SAFETY: bb < nb entries of `sc`.
-                    m = m.max(unsafe { device::ld(sc, bb) });
-                    bb += WARP;
+                for sb in sbv {
+                    m = m.max(sb);
                 }
                 // SAFETY: warp 0 complete and convergent.
-                let m = unsafe { reduce::warp_max(m) };
-                if lane == 0 {
-                    // SAFETY: misc[0], one writer.
-                    unsafe { device::st(misc, 0, m) };
-                }
-                // SAFETY: the full warp; orders lane 0's write before the reads.
-                unsafe { device::sync_warp() };
-                // SAFETY: written above.
-                let big = unsafe { device::ld(misc as *const T, 0) };
+                let big = unsafe { warp_allmax(m) };
                 let mut acc = T::ZERO;
                 if big != T::ZERO && big.is_finite() {
-                    let mut bb = lane;
-                    while bb < nb {
-                        // SAFETY: bb < nb; block bb's Σ(x/s_b)².
-                        let (sb, ss) = unsafe {
-                            (
-                                device::ld(sc, bb),
-                                device::ld_volatile(part as *const T, bb * width + 1),
-                            )
-                        };
-                        let r = sb.div(big);
-                        acc = r.mul(r).mul_add(ss, acc);
-                        bb += WARP;
+                    for (j, sb) in sbv.iter().enumerate() {
+                        let bb = lane + WARP * j;
+                        if bb < nb {
+                            // SAFETY: quantity 1 of block bb.
+                            let ss = unsafe { T::ld_cg(part.wrapping_add(nb + bb)) };
+                            let r = sb.div(big);
+                            acc = r.mul(r).mul_add(ss, acc);
+                        }
                     }
                 }
                 // SAFETY: warp 0 complete and convergent.
@@ -254,7 +329,7 @@ pub unsafe fn qr<T: Float>(
                         big.mul(ss.sqrt())
                     };
                     // SAFETY: α = A(k, k), published by row k's owner before the barrier.
-                    let alpha = unsafe { device::ld_volatile(hrow as *const T, k) };
+                    let alpha = unsafe { T::ld_cg(hrow.wrapping_add(k)) };
                     let (beta, tk, inv) = if sigma == T::ZERO {
                         (alpha, T::ZERO, T::ZERO)
                     } else {
@@ -273,36 +348,64 @@ pub unsafe fn qr<T: Float>(
                         unsafe { device::st(tau, k, tk) };
                     }
                 }
-            } else {
-                // D_c = Σ_b s_b·d_{b,c} for c = k+1..jb (warps 1..).
-                let mut c = k + 1 + (warp - 1);
-                while c < jb {
-                    let mut acc = T::ZERO;
-                    let mut bb = lane;
-                    while bb < nb {
-                        // SAFETY: bb < nb; entry 1 + c − k < width.
-                        let (sb, d) = unsafe {
-                            (
-                                device::ld(sc, bb),
-                                device::ld_volatile(part as *const T, bb * width + 1 + c - k),
-                            )
-                        };
-                        if sb != T::ZERO {
-                            acc = sb.mul_add(d, acc);
-                        }
-                        bb += WARP;
-                    }
-                    // SAFETY: `c < jb` is warp-uniform.
-                    let sum = unsafe { reduce::warp_sum(acc) };
-                    if lane == 0 {
-                        // SAFETY: qv[c], c < jb; one writer.
-                        unsafe { device::st(qv, c, sum) };
-                    }
-                    c += nwarps - 1;
-                }
             }
-            // SAFETY: block-uniform barrier.
-            unsafe { device::sync_threads() };
+        } else {
+            let cjobs = nd + nyb;
+            let mut js = (warp - 1) * UNROLL;
+            while js < cjobs {
+                let mut acc = [T::ZERO; UNROLL];
+                for (j, sb) in sbv.iter().enumerate() {
+                    let bb = lane + WARP * j;
+                    if bb < nb {
+                        for (u, slot) in acc.iter_mut().enumerate() {
+                            let job = js + u;
+                            if job < nd {
+                                // SAFETY: quantity 2 + job < width of block bb.
+                                let d = unsafe { T::ld_cg(part.wrapping_add((2 + job) * nb + bb)) };
+                                *slot = sb.mul_add(d, *slot);
+                            } else if job < cjobs {
+                                let i = job - nd;
+                                // SAFETY: quantity jb + 1 + i < width of block bb.
+                                let y =
+                                    unsafe { T::ld_cg(part.wrapping_add((jb + 1 + i) * nb + bb)) };
+                                *slot = slot.add(y);
+                            }
+                        }
+                    }
+                }
+                // Lane u fetches row k's entry of D-job u (same round as the partials).
+                let hjob = js + lane;
+                if lane < UNROLL && hjob < nd {
+                    // SAFETY: head row entry k + 1 + hjob < jb, published before the
+                    // barrier; hv[c] has one writer.
+                    unsafe {
+                        let c = k + 1 + hjob;
+                        device::st(hv, c, T::ld_cg(hrow.wrapping_add(c)));
+                    }
+                }
+                for (u, slot) in acc.iter().enumerate() {
+                    // SAFETY: `js < cjobs` is warp-uniform.
+                    let sum = unsafe { reduce::warp_sum(*slot) };
+                    let job = js + u;
+                    if lane == 0 && job < cjobs {
+                        let at = if job < nd {
+                            k + 1 + job
+                        } else {
+                            jb + (job - nd)
+                        };
+                        // SAFETY: qv index < 2·jb; one writer per entry. (qv[0..jb) holds
+                        // D_c then w_c, qv[jb..2jb) holds y.)
+                        unsafe { device::st(qv, at, sum) };
+                    }
+                }
+                js += (nwarps - 1) * UNROLL;
+            }
+        }
+        // SAFETY: block-uniform barrier.
+        unsafe { device::sync_threads() };
+
+        // ---- Apply reflector k to this slab. ----
+        if k < jb {
             // SAFETY: misc written before the barrier.
             let (beta, tk, inv) = unsafe {
                 (
@@ -311,54 +414,57 @@ pub unsafe fn qr<T: Float>(
                     device::ld(misc as *const T, 3),
                 )
             };
+            if tid == 0 {
+                // SAFETY: taus[k], k < jb ≤ MAX_JB; one writer.
+                unsafe { device::st(taus, k, tk) };
+            }
             // w_c = A(k, c) + D_c/(α − β).
             let mut c = k + 1 + tid;
             while c < jb {
-                // SAFETY: qv[c] written before the barrier by its only writer, now
-                // rewritten by its only reader; head row entry published before the grid
-                // barrier.
+                // SAFETY: qv[c] and hv[c] were written before the block barrier above;
+                // qv[c] has one reader/writer here.
                 unsafe {
-                    let w =
-                        device::ld_volatile(hrow as *const T, c).add(inv.mul(device::ld(qv, c)));
+                    let w = device::ld(hv as *const T, c).add(inv.mul(device::ld(qv, c)));
                     device::st(qv, c, w);
                 }
                 c += nt;
             }
             // Scale the tail into v (x := 0 when σ = 0, as `householder_house`).
-            let hi = rows.min(k + band + 1);
-            let (t0, t1) = ((k + 1).max(rs), hi.min(re));
             let mut g = t0 + tid;
             while g < t1 {
                 // SAFETY: slab row g, column k; one thread per element.
                 unsafe {
-                    let x = device::ld(p as *const T, g - rs + k * ldp);
-                    device::st(p, g - rs + k * ldp, x.mul(inv));
+                    let x = device::ld(p as *const T, pat(g, k));
+                    device::st(p, pat(g, k), x.mul(inv));
                 }
                 g += nt;
             }
             // SAFETY: block-uniform barrier (v and w complete).
             unsafe { device::sync_threads() };
-            // A(g, c) −= τ·v_g·w_c over the reflector's rows of this slab, c > k.
+            // A(g, c) −= τ·v_g·w_c over the reflector's rows of this slab, c > k: a warp
+            // per column, lanes over rows (no index division).
             if tk != T::ZERO {
-                let (u0, u1) = (k.max(rs), hi.min(re));
-                let nr = u1.saturating_sub(u0);
-                let ncol = jb - k - 1;
-                let mut idx = tid;
-                while idx < nr * ncol {
-                    let (g, c) = (u0 + idx % nr, k + 1 + idx / nr);
-                    // SAFETY: slab row g, columns k < c < jb; each (g, c) has one
-                    // writer; column k and qv are only read in this phase.
-                    unsafe {
-                        let vg = if g == k {
-                            T::ONE
-                        } else {
-                            device::ld(p as *const T, g - rs + k * ldp)
-                        };
-                        let w = device::ld(qv as *const T, c);
-                        let y = device::ld(p as *const T, g - rs + c * ldp);
-                        device::st(p, g - rs + c * ldp, tk.mul(vg).neg().mul_add(w, y));
+                let (u0, u1) = (k.max(rs), hi_k.min(re));
+                let mut c = k + 1 + warp;
+                while c < jb {
+                    // SAFETY: qv[c] = w_c, written before the barrier above.
+                    let tw = tk.mul(unsafe { device::ld(qv as *const T, c) });
+                    let mut g = u0 + lane;
+                    while g < u1 {
+                        // SAFETY: slab row g, columns k < c < jb; each (g, c) has one
+                        // writer; column k is only read in this phase.
+                        unsafe {
+                            let vg = if g == k {
+                                T::ONE
+                            } else {
+                                device::ld(p as *const T, pat(g, k))
+                            };
+                            let y = device::ld(p as *const T, pat(g, c));
+                            device::st(p, pat(g, c), tw.neg().mul_add(vg, y));
+                        }
+                        g += WARP;
                     }
-                    idx += nt;
+                    c += nwarps;
                 }
             }
             // SAFETY: block-uniform barrier (updates done before β lands in (k, k) and
@@ -366,85 +472,52 @@ pub unsafe fn qr<T: Float>(
             unsafe { device::sync_threads() };
             if rs <= k && k < re && tid == 0 {
                 // SAFETY: row k is in this slab; one writer.
-                unsafe { device::st(p, k - rs + k * ldp, beta) };
+                unsafe { device::st(p, pat(k, k), beta) };
             }
         }
-        if k >= 1 && b == 0 {
-            // T column q = k − 1 (block 0 only; the branch is block-uniform).
-            let q = k - 1;
-            let mut i = warp;
-            while i < q {
-                let mut acc = T::ZERO;
-                let mut bb = lane;
-                while bb < nb {
-                    // SAFETY: bb < nb; entry jb + 1 + i < width.
-                    acc = acc.add(unsafe {
-                        device::ld_volatile(part as *const T, bb * width + jb + 1 + i)
-                    });
-                    bb += WARP;
-                }
-                // SAFETY: `i < q` is warp-uniform.
-                let sum = unsafe { reduce::warp_sum(acc) };
-                if lane == 0 {
-                    // SAFETY: qv[jb + i] < 2·jb + 2; one writer. (qv[0..jb) holds w.)
-                    unsafe { device::st(qv, jb + i, sum) };
-                }
-                i += nwarps;
-            }
-            // SAFETY: block-uniform (b == 0 for the whole block).
-            unsafe { device::sync_threads() };
-            // SAFETY: τ_q written by this block at step q (global, own writes, ordered
-            // by the barriers since).
-            let tq = unsafe { device::ld(tau as *const T, q) };
-            let mut i = tid;
+    }
+
+    // T's last column, then T to global memory (block 0).
+    if b == 0 {
+        // SAFETY: block-uniform branch; y of column jb − 1 came from the last combine.
+        unsafe {
+            t_column(tsm, jb, jb - 1, qv.wrapping_add(jb) as *const T, taus);
+            device::sync_threads();
+        }
+        let mut c = warp;
+        while c < jb {
+            let mut i = lane;
             while i < jb {
-                let val = if i < q {
-                    let mut acc = T::ZERO;
-                    let mut kk = i;
-                    while kk < q {
-                        // SAFETY: T(i, kk) for kk < q was written at an earlier step by
-                        // this block; qv[jb + kk] written before the barrier above.
-                        acc = unsafe {
-                            device::ld(t as *const T, i + kk * ldt)
-                                .mul_add(device::ld(qv as *const T, jb + kk), acc)
-                        };
-                        kk += 1;
-                    }
-                    tq.neg().mul(acc)
-                } else if i == q {
-                    tq
-                } else {
-                    T::ZERO
-                };
-                // SAFETY: T(i, q), i < jb; one writer per entry; column q is not read
-                // in this step.
-                unsafe { device::st(t, i + q * ldt, val) };
-                i += nt;
+                // SAFETY: i, c < jb: inside tsm and T; one writer per element.
+                unsafe { device::st(t, i + c * ldt, device::ld(tsm as *const T, i + c * jb)) };
+                i += WARP;
             }
-            // SAFETY: block-uniform barrier before qv is reused.
-            unsafe { device::sync_threads() };
+            c += nwarps;
         }
     }
 
     // ---- Write back R (zeros below the diagonal) and V (explicit 1s and 0s). ----
-    let mut idx = tid;
-    while idx < nloc * jb {
-        let (r, c) = (idx % nloc, idx / nloc);
-        let g = rs + r;
-        // SAFETY: slab element (r, c); `a`, `v` in bounds (g < rows, c < jb); each
-        // element read and written by this thread only.
-        unsafe {
-            let x = device::ld(p as *const T, r + c * ldp);
-            let vx = if g < c {
-                T::ZERO
-            } else if g == c {
-                T::ONE
-            } else {
-                x
-            };
-            device::st(v, g + c * ldv, vx);
-            device::st(a, g + c * lda, if g <= c { x } else { T::ZERO });
+    let mut c = warp;
+    while c < jb {
+        let mut r = lane;
+        while r < nloc {
+            let g = rs + r;
+            // SAFETY: slab element (r, c); `a`, `v` in bounds (g < rows, c < jb); each
+            // element read and written by this thread only.
+            unsafe {
+                let x = device::ld(p as *const T, r + c * ldp);
+                let vx = if g < c {
+                    T::ZERO
+                } else if g == c {
+                    T::ONE
+                } else {
+                    x
+                };
+                device::st(v, g + c * ldv, vx);
+                device::st(a, g + c * lda, if g <= c { x } else { T::ZERO });
+            }
+            r += WARP;
         }
-        idx += nt;
+        c += nwarps;
     }
 }

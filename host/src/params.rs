@@ -45,7 +45,8 @@ pub struct FactorParams {
     /// Householder block size n_b; `None` picks a default from n.
     pub block_size: Option<usize>,
     /// Relative rank tolerance: column j is rejected when
-    /// |R_jj| ≤ rank_tol·‖A‖_F. `None` uses 10·max(m, n)·u.
+    /// |R_jj| ≤ rank_tol·‖A‖_F. `None` uses max(m, n)·u/√min(m, n)
+    /// ([`crate::qr::factorize::default_rank_tol`]).
     pub rank_tol: Option<f64>,
 }
 

@@ -15,8 +15,14 @@ use crate::error::{Error, Result};
 pub const FUSED_PANEL_BLOCK: u32 = 256;
 /// Widest panel `fused_panel_qr` takes (gpu-kernels `fused_panel::MAX_JB`).
 pub const FUSED_MAX_JB: usize = 64;
-/// Shared scratch of the kernel besides the slab, in elements, plus one per block.
-const SCRATCH_FIXED: usize = 32 + 8 + 2 * FUSED_MAX_JB + 2;
+/// Shared scratch of the kernel besides the slab and T (jb·jb), in elements
+/// (`fused_panel::SCRATCH`).
+const SCRATCH: usize = 32 + 8 + 2 * FUSED_MAX_JB + 2 + 2 * FUSED_MAX_JB;
+/// Most blocks in a launch: 32 lanes × `fused_panel::LANE_BLOCKS`.
+const MAX_BLOCKS: usize = 32 * 4;
+/// Blocks the slab variant aims for: few blocks keep the per-column grid barrier and
+/// the post-barrier reductions short, while each block's slab stays small.
+const TARGET_BLOCKS: usize = 32;
 /// Fewest panel rows a block owns (keeps the per-step reductions worth a block).
 const MIN_ROWS_PER_BLOCK: usize = 32;
 /// Most blocks per SM in the in-place (global-memory) variant.
@@ -30,7 +36,6 @@ pub(crate) struct FusedPanelWork<T> {
     head: DevVec<T>,
     counter: CudaSlice<u32>,
     bar: u32,
-    max_blocks: usize,
     sms: usize,
     smem_optin: usize,
     /// Always take the in-place (global-memory) variant (tests of that path).
@@ -38,7 +43,7 @@ pub(crate) struct FusedPanelWork<T> {
 }
 
 impl<T: GpuScalar> FusedPanelWork<T> {
-    /// Allocates the scratch for up to one block per SM × 2 (the kernel's largest grid).
+    /// Allocates the scratch for the kernel's largest grid ([`MAX_BLOCKS`]).
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
@@ -53,7 +58,6 @@ impl<T: GpuScalar> FusedPanelWork<T> {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(driver_err("querying the shared memory per block"))?
             .max(48 * 1024) as usize;
-        let max_blocks = sms * MAX_BLOCKS_PER_SM_GLOBAL;
         let width = 2 * FUSED_MAX_JB + 2;
         let counter = gpu
             .stream
@@ -61,11 +65,10 @@ impl<T: GpuScalar> FusedPanelWork<T> {
             .map_err(alloc_err("the panel barrier counter", 4))?;
         gpu.count_launch();
         Ok(Self {
-            partials: DevVec::zeros(gpu, 2 * max_blocks * width)?,
+            partials: DevVec::zeros(gpu, 2 * MAX_BLOCKS * width)?,
             head: DevVec::zeros(gpu, 2 * FUSED_MAX_JB)?,
             counter,
             bar: 0,
-            max_blocks,
             sms,
             smem_optin,
             force_in_place: false,
@@ -83,27 +86,42 @@ pub(crate) struct FusedShape {
     pub smem_bytes: usize,
 }
 
-/// Chooses the launch shape for a rows×jb panel of `elem`-byte elements on `sms` SMs
-/// with `smem_optin` bytes of shared memory per block; `occupancy(smem)` says how many
-/// blocks of that shared memory fit one SM. The slab variant (one block per SM, rows
-/// split evenly) is taken when its slab fits and `in_place` is false; otherwise up to
-/// [`MAX_BLOCKS_PER_SM_GLOBAL`] blocks per SM work in place.
+/// The device limits [`fused_shape`] works within.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FusedLimits {
+    /// Streaming multiprocessors.
+    pub sms: usize,
+    /// Opt-in shared memory per block, bytes.
+    pub smem_optin: usize,
+    /// Take the in-place variant even when a slab would fit.
+    pub in_place: bool,
+}
+
+/// Chooses the launch shape for a rows×jb panel of `elem`-byte elements;
+/// `occupancy(smem)` says how many blocks of that shared memory fit one SM. The slab
+/// variant (about [`TARGET_BLOCKS`] blocks, at most one per SM, rows split evenly, each
+/// block's rows in shared memory) is taken when its slab fits; otherwise up to
+/// [`MAX_BLOCKS_PER_SM_GLOBAL`] blocks per SM (at most [`MAX_BLOCKS`]) work in place.
 pub(crate) fn fused_shape(
     rows: usize,
     jb: usize,
     elem: usize,
-    sms: usize,
-    smem_optin: usize,
-    max_blocks: usize,
-    in_place: bool,
+    lim: FusedLimits,
     occupancy: &dyn Fn(usize) -> Result<usize>,
 ) -> Result<FusedShape> {
-    let scratch = |blocks: usize| (SCRATCH_FIXED + blocks) * elem;
-    // Slab variant: one block per SM at most.
-    let rpb = rows.div_ceil(sms).max(MIN_ROWS_PER_BLOCK);
+    let scratch = (SCRATCH + jb * jb) * elem;
+    let cap = MAX_BLOCKS.min(lim.sms);
+    // Rows per block: about TARGET_BLOCKS blocks, more (up to `cap`) when the slab
+    // would not fit the shared memory.
+    let fit = lim.smem_optin.saturating_sub(scratch) / (jb * elem);
+    let rpb = rows
+        .div_ceil(TARGET_BLOCKS)
+        .min(fit)
+        .max(rows.div_ceil(cap))
+        .max(MIN_ROWS_PER_BLOCK);
     let blocks = rows.div_ceil(rpb);
-    let bytes = rpb * jb * elem + scratch(blocks);
-    if !in_place && bytes <= smem_optin && occupancy(bytes)? >= 1 {
+    let bytes = rpb * jb * elem + scratch;
+    if !lim.in_place && bytes <= lim.smem_optin && occupancy(bytes)? >= 1 {
         return Ok(FusedShape {
             blocks,
             rows_per_block: rpb,
@@ -111,22 +129,19 @@ pub(crate) fn fused_shape(
             smem_bytes: bytes,
         });
     }
-    // In place: as many co-resident blocks as allowed.
-    let bytes = scratch(max_blocks);
-    let per_sm = occupancy(bytes)?.min(MAX_BLOCKS_PER_SM_GLOBAL);
+    let per_sm = occupancy(scratch)?.min(MAX_BLOCKS_PER_SM_GLOBAL);
     if per_sm == 0 {
         return Err(Error::Driver(
             "fused_panel_qr: no block fits on an SM (occupancy 0)".into(),
         ));
     }
-    let cap = (sms * per_sm).min(max_blocks);
+    let cap = (lim.sms * per_sm).min(MAX_BLOCKS);
     let rpb = rows.div_ceil(cap).max(MIN_ROWS_PER_BLOCK);
-    let blocks = rows.div_ceil(rpb);
     Ok(FusedShape {
-        blocks,
+        blocks: rows.div_ceil(rpb),
         rows_per_block: rpb,
         in_shared: false,
-        smem_bytes: scratch(blocks),
+        smem_bytes: scratch,
     })
 }
 
@@ -156,7 +171,7 @@ impl Gpu {
         tau: &mut DevVec<T>,
         t: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
-        assert!(jb >= 1 && jb <= FUSED_MAX_JB && jb <= rows);
+        assert!((1..=FUSED_MAX_JB).contains(&jb) && jb <= rows);
         assert!(r0 + rows <= a.nrows() && j0 + jb <= a.ncols());
         assert!(v.nrows() >= rows && v.ncols() >= jb);
         assert!(tau.len() >= jb && t.nrows() >= jb && t.ncols() >= jb);
@@ -174,16 +189,12 @@ impl Gpu {
                 .map(|n| n as usize)
                 .map_err(driver_err("querying fused_panel_qr's occupancy"))
         };
-        let shape = fused_shape(
-            rows,
-            jb,
-            elem,
-            work.sms,
-            work.smem_optin,
-            work.max_blocks,
-            work.force_in_place,
-            &occupancy,
-        )?;
+        let lim = FusedLimits {
+            sms: work.sms,
+            smem_optin: work.smem_optin,
+            in_place: work.force_in_place,
+        };
+        let shape = fused_shape(rows, jb, elem, lim, &occupancy)?;
         let band = band.unwrap_or(rows).min(rows);
         let (lda, ldv, ldt) = (a.ld(), v.ld(), t.ld());
         let rpb = shape.rows_per_block;
@@ -227,8 +238,8 @@ impl Gpu {
         // ldv, tau: *mut T, t: *mut T, ldt, partials: *mut T, head: *mut T, counter: *mut
         // u32, bar_base: u32, rpb, in_shared: u32) (device pointers are 64-bit). The
         // asserts above keep the panel inside `a`, V (rows×jb), τ (jb) and T (jb×jb)
-        // inside their buffers; `partials` holds 2·max_blocks·(2·64+2) ≥ 2·B·(2·jb+2)
-        // elements (B ≤ max_blocks by `fused_shape`), `head` 2·64 ≥ 2·jb; the counter
+        // inside their buffers; `partials` holds 2·MAX_BLOCKS·(2·64+2) ≥ 2·B·(2·jb+2)
+        // elements (B ≤ MAX_BLOCKS by `fused_shape`), `head` 2·64 ≥ 2·jb; the counter
         // holds `work.bar` (every earlier launch on this stream advanced it by exactly
         // (jb+1)·B, tracked below); the buffers are distinct allocations and their guards
         // live across the call. Cooperative launch with B blocks that `fused_shape`
@@ -249,46 +260,63 @@ mod tests {
         move |bytes| Ok(if bytes <= limit { 4 } else { 0 })
     }
 
+    fn lim(in_place: bool) -> FusedLimits {
+        FusedLimits {
+            sms: 132,
+            smem_optin: 227 * 1024,
+            in_place,
+        }
+    }
+
     #[test]
-    fn small_panels_use_a_shared_slab_per_sm() {
-        let s = fused_shape(8000, 32, 8, 132, 227 * 1024, 264, false, &occ(227 * 1024)).unwrap();
+    fn panels_use_about_target_blocks_with_shared_slabs() {
+        let s = fused_shape(8000, 32, 8, lim(false), &occ(227 * 1024)).unwrap();
         assert!(s.in_shared);
-        assert_eq!(s.rows_per_block, 61);
-        assert_eq!(s.blocks, 8000usize.div_ceil(61));
-        assert!(s.blocks <= 132);
-        assert_eq!(s.smem_bytes, (61 * 32 + SCRATCH_FIXED + s.blocks) * 8);
+        assert_eq!(s.rows_per_block, 250);
+        assert_eq!(s.blocks, 32);
+        assert_eq!(s.smem_bytes, (250 * 32 + SCRATCH + 32 * 32) * 8);
+    }
+
+    #[test]
+    fn large_panels_take_more_blocks_to_keep_a_shared_slab() {
+        let s = fused_shape(16384, 64, 8, lim(false), &occ(227 * 1024)).unwrap();
+        assert!(s.in_shared);
+        assert!(s.blocks > TARGET_BLOCKS && s.blocks <= MAX_BLOCKS);
+        assert!(s.smem_bytes <= 227 * 1024);
     }
 
     #[test]
     fn short_panels_keep_at_least_min_rows_per_block() {
-        let s = fused_shape(100, 7, 4, 132, 48 * 1024, 264, false, &occ(48 * 1024)).unwrap();
+        let s = fused_shape(100, 7, 4, lim(false), &occ(48 * 1024)).unwrap();
         assert!(s.in_shared);
         assert_eq!(s.rows_per_block, MIN_ROWS_PER_BLOCK);
         assert_eq!(s.blocks, 4);
     }
 
     #[test]
-    fn tall_panels_work_in_place_with_co_resident_blocks() {
-        let s = fused_shape(
-            1 << 20,
-            32,
-            8,
-            132,
-            227 * 1024,
-            264,
-            false,
-            &occ(227 * 1024),
-        )
-        .unwrap();
+    fn slabs_too_big_for_shared_memory_work_in_place() {
+        let s = fused_shape(1 << 20, 32, 8, lim(false), &occ(227 * 1024)).unwrap();
         assert!(!s.in_shared);
-        assert!(s.blocks <= 264);
+        assert!(s.blocks <= MAX_BLOCKS);
         assert!(s.blocks * s.rows_per_block >= 1 << 20);
-        assert_eq!(s.smem_bytes, (SCRATCH_FIXED + s.blocks) * 8);
+        assert_eq!(s.smem_bytes, (SCRATCH + 32 * 32) * 8);
+    }
+
+    #[test]
+    fn small_devices_cap_the_grid_at_the_sm_count() {
+        let l = FusedLimits {
+            sms: 20,
+            smem_optin: 227 * 1024,
+            in_place: false,
+        };
+        let s = fused_shape(8000, 32, 8, l, &occ(227 * 1024)).unwrap();
+        assert!(s.in_shared);
+        assert!(s.blocks <= 20);
     }
 
     #[test]
     fn in_place_can_be_forced() {
-        let s = fused_shape(1000, 16, 8, 132, 227 * 1024, 264, true, &occ(227 * 1024)).unwrap();
+        let s = fused_shape(1000, 16, 8, lim(true), &occ(227 * 1024)).unwrap();
         assert!(!s.in_shared);
         assert_eq!(s.rows_per_block, MIN_ROWS_PER_BLOCK);
         assert_eq!(s.blocks, 1000usize.div_ceil(MIN_ROWS_PER_BLOCK));
@@ -296,7 +324,7 @@ mod tests {
 
     #[test]
     fn no_resident_block_is_an_error() {
-        let r = fused_shape(1 << 20, 32, 8, 132, 227 * 1024, 264, false, &|_| Ok(0));
+        let r = fused_shape(1 << 20, 32, 8, lim(false), &|_| Ok(0));
         assert!(matches!(r, Err(Error::Driver(_))));
     }
 }

@@ -96,7 +96,7 @@ pub(crate) fn plan_shapes<T: Scalar>(
     }
     let block_size = resolve_block_size(OP, params.block_size, n)?;
     let rank_tol = match params.rank_tol {
-        None => 10.0 * m.max(n) as f64 * T::UNIT_ROUNDOFF,
+        None => default_rank_tol(m, n, T::UNIT_ROUNDOFF),
         Some(t) if t.is_finite() && t >= 0.0 => t,
         Some(t) => {
             return Err(Error::InvalidParam {
@@ -113,6 +113,15 @@ pub(crate) fn plan_shapes<T: Scalar>(
     })
 }
 
+/// The default relative rank tolerance: max(m, n)·u/√min(m, n). With ‖A‖_F/√min(m, n)
+/// standing in for ‖A‖₂ (within a factor √min(m, n) of it), |R_jj| ≤ tol·‖A‖_F is the
+/// usual numerical-rank test σ ≤ max(m, n)·u·‖A‖₂ (as NumPy's `matrix_rank`), while an
+/// exactly dependent column (|R_jj| ≈ u·‖A‖) is still rejected. The former default
+/// 10·max(m, n)·u rejected well-conditioned random f32 squares from n ≈ 1000 on.
+pub fn default_rank_tol(m: usize, n: usize, unit_roundoff: f64) -> f64 {
+    m.max(n) as f64 * unit_roundoff / (m.min(n).max(1) as f64).sqrt()
+}
+
 /// Factorises A = QR (A m×n, m ≥ n) and forms d = Qᵀb for the m×q right-hand sides b,
 /// by blocked Householder QR (spec §1.4). Under [`QPolicy::Full`] the explicit m×m Q is
 /// accumulated backwards from the identity. R's strictly lower part is exactly 0.
@@ -121,7 +130,7 @@ pub(crate) fn plan_shapes<T: Scalar>(
 /// # Errors
 /// [`Error::Shape`], [`Error::Underdetermined`] (m < n), [`Error::NonFinite`],
 /// [`Error::InvalidParam`] (see `plan`), and [`Error::RankDeficient`] when some
-/// |R_jj| ≤ rank_tol·‖A‖_F (default rank_tol = 10·max(m, n)·u).
+/// |R_jj| ≤ rank_tol·‖A‖_F (default: [`default_rank_tol`]).
 ///
 /// # Examples
 /// ```
@@ -141,6 +150,7 @@ pub(crate) fn plan_shapes<T: Scalar>(
 ///     }
 /// }
 /// ```
+
 pub fn run_cpu<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,

@@ -323,6 +323,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
 ) -> Result<()> {
     use crate::gpu::householder::check_rank_dev;
     use crate::gpu::kernels::BUILD_T_MAX_K;
+    use crate::gpu::kernels_fused::{FusedPanelWork, FUSED_MAX_JB};
     use crate::gpu::{DevMat, DevVec, Op};
     let plan = plan(st.dims, k0, u, e)?;
     let Dims { m, n, q, .. } = st.dims;
@@ -353,6 +354,18 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
         )),
         None => None,
     };
+    // The one-launch panel and its staging (panel, V) when nb fits it.
+    let (mut fused, mut staging) = if nb <= FUSED_MAX_JB {
+        (
+            Some(FusedPanelWork::new(g)?),
+            Some((
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+            )),
+        )
+    } else {
+        (None, None)
+    };
     g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
     g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
     if let (Some(qo), Some(qm)) = (st.q.as_ref(), qn.as_mut()) {
@@ -362,24 +375,47 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     let mut j0 = 0;
     while j0 < n {
         let jb = nb.min(n - j0);
-        // Phase 1: reduce the block column by column (level 2).
-        for j in j0..j0 + jb {
-            let i = j - j0;
-            {
-                let mut alpha = r.col_mut(j, j..j + 1);
-                let mut x = uw.col_mut(j, 0..p);
-                let mut ti = tau.slice_mut(i..i + 1);
-                g.householder_house(&mut alpha, &mut x, &mut ti)?;
+        if let (Some(fw), Some((sa, sv))) = (fused.as_mut(), staging.as_mut()) {
+            // Phases 1–2 in one launch: the (jb+p)×jb panel [R(j0.., j0..); U(:, j0..)]
+            // (upper triangular top, exact zeros below its diagonal, so each reflector
+            // touches row j and the p rows of U only) staged contiguously and factored by
+            // `fused_panel_qr`; its V is [I; V_U] and its T that of V_U (spec §1.9).
+            g.panel_copy(&r.block(j0, j0, jb, jb), &mut sa.block_mut(0, 0, jb, jb))?;
+            g.panel_copy(&uw.block(0, j0, p, jb), &mut sa.block_mut(jb, 0, p, jb))?;
+            g.fused_panel_qr(
+                fw,
+                sa,
+                0,
+                0,
+                jb + p,
+                jb,
+                None,
+                &mut sv.block_mut(0, 0, jb + p, jb),
+                &mut tau,
+                &mut t.block_mut(0, 0, jb, jb),
+            )?;
+            g.panel_copy(&sa.block(0, 0, jb, jb), &mut r.block_mut(j0, j0, jb, jb))?;
+            g.panel_copy(&sv.block(jb, 0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
+        } else {
+            // Phase 1: reduce the block column by column (level 2).
+            for j in j0..j0 + jb {
+                let i = j - j0;
+                {
+                    let mut alpha = r.col_mut(j, j..j + 1);
+                    let mut x = uw.col_mut(j, 0..p);
+                    let mut ti = tau.slice_mut(i..i + 1);
+                    g.householder_house(&mut alpha, &mut x, &mut ti)?;
+                }
+                g.panel_apply_split(&mut r, j, &mut uw, j, j + 1..j0 + jb, &tau, i)?;
             }
-            g.panel_apply_split(&mut r, j, &mut uw, j, j + 1..j0 + jb, &tau, i)?;
+            // Phase 2: V_U (a copy, so U₂ can be written while V_U is read) and T.
+            g.panel_copy(&uw.block(0, j0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
+            g.wy_build_t(
+                &vu.block(0, 0, p, jb),
+                &tau.slice(0..jb),
+                &mut t.block_mut(0, 0, jb, jb),
+            )?;
         }
-        // Phase 2: V_U (a copy, so U₂ can be written while V_U is read) and T.
-        g.panel_copy(&uw.block(0, j0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
-        g.wy_build_t(
-            &vu.block(0, 0, p, jb),
-            &tau.slice(0..jb),
-            &mut t.block_mut(0, 0, jb, jb),
-        )?;
         let (vv, tv) = (vu.block(0, 0, p, jb), t.block(0, 0, jb, jb));
         // Phase 3: trailing R rows and U, then d and e.
         for (top, bot, cols) in [(&mut r, &mut uw, j0 + jb..n), (&mut d, &mut ew, 0..q)] {
