@@ -112,9 +112,10 @@ pub unsafe fn sync_warp() {
 }
 
 /// Grid-wide barrier of a cooperative launch (every block resident at once): the
-/// block's threads meet at `bar.sync`; thread 0 then fences (`membar.gl`, making the
-/// block's earlier global writes visible device-wide), adds 1 to `*counter` and spins
-/// until it reaches `target`, fences again; the block meets at `bar.sync` once more.
+/// block's threads meet at `bar.sync`; thread 0 then adds 1 to `*counter` with a
+/// release reduction at GPU scope (publishing the block's earlier global writes) and
+/// spins with acquire loads until the counter reaches `target`; the block meets at
+/// `bar.sync` once more ([`grid_arrive`] + [`grid_wait`]).
 /// With the counter at `base` at launch, the g-th barrier (g = 0, 1, …) of a launch of
 /// B blocks waits for `base + (g + 1)·B`. Data other blocks wrote before the barrier
 /// must be read with [`ld_volatile`].
@@ -125,30 +126,15 @@ pub unsafe fn sync_warp() {
 /// device-global `u32` that only these barriers touch during the launch.
 #[inline(always)]
 pub unsafe fn grid_sync(counter: *mut u32, target: u32) {
-    // SAFETY: block-uniform call (caller's contract).
-    unsafe { sync_threads() };
-    if thread_linear() == 0 {
-        // SAFETY: `counter` is a valid global u32 (caller's contract); `membar.gl`
-        // and `atom.global.add` have no other preconditions; the spin reads with
-        // `ld.volatile` so it observes the other blocks' atomic adds.
-        unsafe {
-            asm!("membar.gl;", options(nostack, preserves_flags));
-            asm!(
-                "atom.global.add.u32 {old}, [{p}], 1;",
-                old = out(reg32) _,
-                p = in(reg64) counter,
-                options(nostack, preserves_flags),
-            );
-            while (counter.read_volatile().wrapping_sub(target) as i32) < 0 {}
-            asm!("membar.gl;", options(nostack, preserves_flags));
-        }
+    // SAFETY: forwarded (caller's contract): arrive, then wait, block-uniformly.
+    unsafe {
+        grid_arrive(counter);
+        grid_wait(counter, target);
     }
-    // SAFETY: block-uniform call.
-    unsafe { sync_threads() };
 }
 
 /// First half of a split [`grid_sync`]: the block's threads meet at `bar.sync`, then
-/// thread 0 fences and adds 1 to `*counter`. Work that other blocks do not wait for may
+/// thread 0 adds 1 to `*counter` (release, GPU scope). Work that other blocks do not wait for may
 /// run between this and [`grid_wait`] (it overlaps the barrier's latency).
 ///
 /// # Safety
@@ -159,12 +145,13 @@ pub unsafe fn grid_arrive(counter: *mut u32) {
     // SAFETY: block-uniform call (caller's contract).
     unsafe { sync_threads() };
     if thread_linear() == 0 {
-        // SAFETY: as in `grid_sync`.
+        // SAFETY: `counter` is a valid global u32 (caller's contract). The reduction has
+        // release semantics at GPU scope: with the `bar.sync` above it publishes every
+        // write the block made before the barrier (PTX memory model: causality order is
+        // transitive through the CTA barrier and the release).
         unsafe {
-            asm!("membar.gl;", options(nostack, preserves_flags));
             asm!(
-                "atom.global.add.u32 {old}, [{p}], 1;",
-                old = out(reg32) _,
+                "red.release.gpu.global.add.u32 [{p}], 1;",
                 p = in(reg64) counter,
                 options(nostack, preserves_flags),
             );
@@ -172,18 +159,30 @@ pub unsafe fn grid_arrive(counter: *mut u32) {
     }
 }
 
-/// Second half of a split [`grid_sync`]: thread 0 spins until `*counter` reaches
-/// `target`, fences; the block meets at `bar.sync`.
+/// Second half of a split [`grid_sync`]: thread 0 spins with acquire loads (GPU scope)
+/// until `*counter` reaches `target`; the block meets at `bar.sync`.
 ///
 /// # Safety
 /// As [`grid_sync`], after this block's [`grid_arrive`].
 #[inline(always)]
 pub unsafe fn grid_wait(counter: *mut u32, target: u32) {
     if thread_linear() == 0 {
-        // SAFETY: as in `grid_sync`.
-        unsafe {
-            while (counter.read_volatile().wrapping_sub(target) as i32) < 0 {}
-            asm!("membar.gl;", options(nostack, preserves_flags));
+        loop {
+            let seen: u32;
+            // SAFETY: `counter` is a valid global u32; an acquire load at GPU scope, so
+            // the writes other blocks released before their arrival are visible to this
+            // block after the `bar.sync` below.
+            unsafe {
+                asm!(
+                    "ld.acquire.gpu.global.u32 {v}, [{p}];",
+                    v = out(reg32) seen,
+                    p = in(reg64) counter,
+                    options(nostack, preserves_flags),
+                );
+            }
+            if (seen.wrapping_sub(target) as i32) >= 0 {
+                break;
+            }
         }
     }
     // SAFETY: block-uniform call.

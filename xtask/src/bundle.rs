@@ -107,6 +107,7 @@ fn build(root: &Path) -> Result<Vec<Exe>, String> {
         .args([
             "build",
             "--release",
+            "--workspace",
             "--tests",
             "--benches",
             "--bins",
