@@ -93,7 +93,7 @@ unsafe fn warp_allmax<T: Float>(mut v: T) -> T {
 /// k..min(rows, k + band + 1) (pass band ≥ rows for none).
 ///
 /// Launch: cooperative, grid B = ⌈rows / rpb⌉ ≤ 32·[`LANE_BLOCKS`] blocks (1-D, all
-/// co-resident), block 256 threads; dynamic shared memory (rpb·jb·[in_shared ≠ 0] +
+/// co-resident), block 512 threads (the entry carries `.maxntid 512, 1, 1`); dynamic shared memory (rpb·jb·[in_shared ≠ 0] +
 /// [`SCRATCH`] + jb·jb)·size_of::<T>() bytes. `partials` holds 2·B·(2·jb + 2) `T`s and `head`
 /// 2·jb `T`s (scratch, any contents); `*counter` equals `bar_base` at launch and ends at
 /// `bar_base + (jb + 1)·B`.

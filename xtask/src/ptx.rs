@@ -179,7 +179,36 @@ fn build(root: &Path, target_dir: &Path) -> Result<String, String> {
         .env(link::LINKER_ENV, "1")
         .env(link::LLVM_BIN_ENV, &llvm_bin);
     util::run(&mut cmd)?;
-    std::fs::read_to_string(&artifact).map_err(|e| format!("no PTX at {}: {e}", artifact.display()))
+    let ptx = std::fs::read_to_string(&artifact)
+        .map_err(|e| format!("no PTX at {}: {e}", artifact.display()))?;
+    Ok(with_directives(&ptx))
+}
+
+/// Per-kernel PTX performance directives (`.maxntid`), which Rust has no attribute for:
+/// (kernel-name prefix, directive). `fused_panel_qr` runs 512 threads per block, so
+/// ptxas must keep it within 128 registers a thread.
+const DIRECTIVES: &[(&str, &str)] = &[("fused_panel_qr_", ".maxntid 512, 1, 1")];
+
+/// Inserts [`DIRECTIVES`] between each matching entry's parameter list and its body.
+fn with_directives(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 64);
+    let mut pending: Option<&str> = None;
+    for line in ptx.split_inclusive('\n') {
+        if let Some(name) = line.trim_start().strip_prefix(".visible .entry ") {
+            pending = DIRECTIVES
+                .iter()
+                .find(|(prefix, _)| name.starts_with(prefix))
+                .map(|(_, d)| *d);
+        }
+        if line.trim_end() == "{" {
+            if let Some(d) = pending.take() {
+                out.push_str(d);
+                out.push('\n');
+            }
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// Checks that the PTX has no `.extern` other than the dynamic shared memory
@@ -357,6 +386,15 @@ ptxas info    : Used 8 registers, 380 bytes cmem[0]\n";
             (u[1].name.as_str(), u[1].registers, u[1].spill_loads),
             ("wy_set_tau_f32", 8, 0)
         );
+    }
+
+    #[test]
+    fn directives_go_between_parameters_and_body() {
+        let ptx = ".visible .entry fused_panel_qr_f64(\n\t.param .u64 a\n)\n{\n\tret;\n}\n\
+                   .visible .entry other_f64(\n)\n{\n\tret;\n}\n";
+        let out = with_directives(ptx);
+        assert!(out.contains(")\n.maxntid 512, 1, 1\n{\n\tret;"));
+        assert_eq!(out.matches(".maxntid").count(), 1);
     }
 
     #[test]

@@ -11,8 +11,9 @@ use super::matrix::{DevMat, DevMatViewMut, DevVec};
 use super::{alloc_err, driver_err, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
-/// Threads per block of `fused_panel_qr`.
-pub const FUSED_PANEL_BLOCK: u32 = 256;
+/// Threads per block of `fused_panel_qr` (its PTX entry carries `.maxntid 512, 1, 1`,
+/// added by `cargo xtask build-ptx`, so ptxas keeps it within 128 registers).
+pub const FUSED_PANEL_BLOCK: u32 = 512;
 /// Widest panel `fused_panel_qr` takes (gpu-kernels `fused_panel::MAX_JB`).
 pub const FUSED_MAX_JB: usize = 64;
 /// Shared scratch of the kernel besides the slab and T (jb·jb), in elements
@@ -243,7 +244,7 @@ impl Gpu {
         // holds `work.bar` (every earlier launch on this stream advanced it by exactly
         // (jb+1)·B, tracked below); the buffers are distinct allocations and their guards
         // live across the call. Cooperative launch with B blocks that `fused_shape`
-        // checked against the occupancy for this shared memory, block 256, dynamic
+        // checked against the occupancy for this shared memory, block 512, dynamic
         // shared memory as the contract computes.
         unsafe { b.launch_cooperative(cfg) }
             .map_err(|e| Error::Driver(format!("launching fused_panel_qr: {e}")))?;

@@ -150,7 +150,6 @@ pub fn default_rank_tol(m: usize, n: usize, unit_roundoff: f64) -> f64 {
 ///     }
 /// }
 /// ```
-
 pub fn run_cpu<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
