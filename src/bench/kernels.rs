@@ -315,7 +315,7 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
     let fl = 6.0 * (p * h) as f64 * (qm + 1) as f64;
     row(
         prec,
-        "two_phase_apply_sched (strip, Q+d)",
+        "two_phase_apply default (strip, Q+d: pipe kernel)",
         &format!("Q {qm}×{} p·h={}", h + p, p * h),
         ms,
         Work::Flops(fl),

@@ -49,7 +49,7 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
   --cpu-budget   seconds of CPU repetitions per point (default 3; at least one run)
   --profile      also time the two-phase Givens stage of each insert_cols (k0 < n)
                  and delete_rows point alone (generate, apply in step order with the
-                 register-blocked kernel, apply in list order), and the ceilings
+                 default pipe kernel, apply in list order), and the ceilings
                  measured in the same run (device copy bandwidth, cuBLAS GEMM rate)
   --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
                  speed-up over (a) and over the CPU update (c) against the parameter
@@ -1194,7 +1194,7 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
             println!("| {prec} | {bw:.0} | {gf:.0} |");
         }
         println!(
-            "\nTwo-phase Givens stage alone (ms): generate, apply in step order (register-blocked \
+            "\nTwo-phase Givens stage alone (ms): generate, apply in step order (the default pipe kernel \
              for Q and d), apply in list order; GB/s = 2·(bytes of Q block + R + d)/apply time \
              (each element read and written once: the minimum traffic); GFLOP/s = 6·rotations·vectors/apply time\n"
         );
