@@ -1,5 +1,8 @@
 //! A small deterministic PRNG (xoshiro256** seeded by splitmix64) for the demo
-//! and the tests, so the CLI needs no random-number dependency.
+//! and the tests, so the CLI needs no random-number dependency, and the benchmarks'
+//! random matrices.
+
+use cuqr::{Mat, Scalar};
 
 /// xoshiro256** generator (Blackman & Vigna), seeded through splitmix64.
 #[derive(Clone, Debug)]
@@ -64,6 +67,41 @@ impl Rng {
     }
 }
 
+/// An m×n matrix with entries ±[0.1, 1) (never zero, as architecture.md's testing
+/// rules ask), generated in parallel in fixed chunks of 2²⁰ values so the values depend
+/// on `seed` only, not on the thread count. The benchmarks' input generator.
+pub fn random_signed_matrix<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
+    const CHUNK: usize = 1 << 20;
+    let mut data = vec![T::ZERO; m * n];
+    let threads = std::thread::available_parallelism()
+        .map(|t| t.get())
+        .unwrap_or(1)
+        .clamp(1, 32);
+    let chunks: Vec<(usize, &mut [T])> = data.chunks_mut(CHUNK).enumerate().collect();
+    let per = chunks.len().div_ceil(threads).max(1);
+    let mut groups: Vec<Vec<(usize, &mut [T])>> = Vec::new();
+    for c in chunks {
+        match groups.last_mut() {
+            Some(g) if g.len() < per => g.push(c),
+            _ => groups.push(vec![c]),
+        }
+    }
+    std::thread::scope(|s| {
+        for g in groups {
+            s.spawn(move || {
+                for (i, part) in g {
+                    let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    for v in part.iter_mut() {
+                        let mag = 0.1 + 0.9 * rng.uniform();
+                        *v = T::from_f64(if rng.next_u64() & 1 == 0 { mag } else { -mag });
+                    }
+                }
+            });
+        }
+    });
+    Mat::from_col_major(m, n, data).expect("m·n values")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +125,15 @@ mod tests {
             assert!((0.0..1.0).contains(&u));
             assert!(a.below(13) < 13);
         }
+    }
+
+    #[test]
+    fn random_matrix_is_deterministic_and_never_zero() {
+        let a = random_signed_matrix::<f64>(1500, 1500, 7);
+        let b = random_signed_matrix::<f64>(1500, 1500, 7);
+        assert_eq!(a.as_slice(), b.as_slice());
+        assert!(a.as_slice().iter().all(|v| (0.1..1.0).contains(&v.abs())));
+        let c = random_signed_matrix::<f64>(1500, 1500, 8);
+        assert_ne!(a.as_slice(), c.as_slice());
     }
 }

@@ -12,10 +12,11 @@ use std::sync::Arc;
 use cuqr::gpu::timing::time_with_setup;
 use cuqr::gpu::{DevMat, GpuScalar, Op};
 use cuqr::lu::{default_block_size, GpuLu, LuParams};
-use cuqr::{Gpu, Mat, Scalar};
+use cuqr::{Gpu, Mat};
 
 use super::BenchOpts;
 use crate::cli::CliResult;
+use crate::rng::random_signed_matrix;
 
 /// `cuqr bench lu --help`.
 pub const HELP: &str = "\
@@ -49,34 +50,6 @@ cuSOLVER, the ratio cuSOLVER/cuqr (> 1 means cuqr is faster), GFLOP/s of cuqr
 (2n^3/3 flops), the solve times (1 right-hand side), both backward errors and
 cuqr's time per phase.
 ";
-
-/// Fills an n×n matrix with ±[0.1, 1) from a split-mix generator, in parallel.
-fn random_matrix<T: Scalar>(n: usize, seed: u64) -> Mat<T> {
-    let mut data = vec![T::ZERO; n * n];
-    let threads = std::thread::available_parallelism()
-        .map(|t| t.get())
-        .unwrap_or(1)
-        .min(32);
-    let chunk = (n * n).div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (c, part) in data.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut x = seed ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                for v in part {
-                    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = x;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    z ^= z >> 31;
-                    let u = (z >> 11) as f64 / (1u64 << 53) as f64;
-                    let mag = 0.1 + 0.9 * u;
-                    *v = T::from_f64(if z & 1 == 0 { mag } else { -mag });
-                }
-            });
-        }
-    });
-    Mat::from_col_major(n, n, data).expect("n·n values")
-}
 
 fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> cuqr::Result<DevMat<T>> {
     let mut b = DevMat::zeros(gpu, a.nrows(), a.ncols())?;
@@ -130,11 +103,13 @@ fn bench_one<T: GpuScalar>(
     reps: usize,
     params: LuParams,
 ) -> cuqr::Result<Row> {
-    let a_host: Mat<T> = random_matrix(n, 0xC0FFEE ^ n as u64);
+    let a_host: Mat<T> = random_signed_matrix(n, n, 0xC0FFEE ^ n as u64);
     let a_fro = a_host.as_ref().norm_fro();
     let a = DevMat::from_host(gpu, a_host.as_ref())?;
     drop(a_host);
-    let b_host: Mat<T> = random_matrix(n, 0xBEEF ^ n as u64).as_ref().to_owned();
+    let b_host: Mat<T> = random_signed_matrix::<T>(n, n, 0xBEEF ^ n as u64)
+        .as_ref()
+        .to_owned();
     let b_col = Mat::from_fn(n, 1, |i, _| b_host[(i, 0)]);
     let b = DevMat::from_host(gpu, b_col.as_ref())?;
     let nb_used = params

@@ -17,10 +17,11 @@ use cuqr::gpu::irs::IrsKind;
 use cuqr::gpu::timing::time_with_setup;
 use cuqr::gpu::{DevMat, DevVec, Diag, Op, Side, Uplo};
 use cuqr::mixed::{lstsq_mixed_gpu, GemmPrecision, MixedParams};
-use cuqr::{Error, Gpu, Mat};
+use cuqr::{Error, Gpu};
 
 use super::BenchOpts;
 use crate::cli::CliResult;
+use crate::rng::random_signed_matrix;
 
 /// `cuqr bench mixed --help`.
 pub const HELP: &str = "\
@@ -62,37 +63,9 @@ const IRS: [IrsKind; 5] = [
     IrsKind::Tf32,
 ];
 
-/// An m×n matrix with entries ±[0.1, 1) from a split-mix generator, in parallel.
-fn random_matrix(m: usize, n: usize, seed: u64) -> Mat<f64> {
-    let mut data = vec![0.0f64; m * n];
-    let threads = std::thread::available_parallelism()
-        .map(|t| t.get())
-        .unwrap_or(1)
-        .min(32);
-    let chunk = (m * n).div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (c, part) in data.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut x = seed ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                for v in part {
-                    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = x;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    z ^= z >> 31;
-                    let u = (z >> 11) as f64 / (1u64 << 53) as f64;
-                    let mag = 0.1 + 0.9 * u;
-                    *v = if z & 1 == 0 { mag } else { -mag };
-                }
-            });
-        }
-    });
-    Mat::from_col_major(m, n, data).expect("m·n values")
-}
-
 /// An orthonormal m×n basis: cuSOLVER geqrf + orgqr of a random matrix.
 fn orthonormal(gpu: &Gpu, m: usize, n: usize, seed: u64) -> cuqr::Result<DevMat<f64>> {
-    let mut q = DevMat::from_host(gpu, random_matrix(m, n, seed).as_ref())?;
+    let mut q = DevMat::from_host(gpu, random_signed_matrix::<f64>(m, n, seed).as_ref())?;
     let mut tau = DevVec::<f64>::zeros(gpu, n)?;
     gpu.geqrf(&mut q.view_mut(), &mut tau.view_mut())?;
     gpu.orgqr(&mut q.view_mut(), n, &tau.view())?;
@@ -175,7 +148,7 @@ fn bench_point(
 ) -> cuqr::Result<Vec<Res>> {
     let seed = 0xA11CE ^ (m as u64) << 20 ^ n as u64;
     let a = conditioned(gpu, m, n, kappa, seed)?;
-    let b = DevMat::from_host(gpu, random_matrix(m, 1, seed ^ 0xB).as_ref())?;
+    let b = DevMat::from_host(gpu, random_signed_matrix::<f64>(m, 1, seed ^ 0xB).as_ref())?;
     let a_fro = gpu.nrm2(&a.buf().slice(..))?;
     let mut out = Vec::new();
 

@@ -30,7 +30,7 @@ use cuqr::{FactorParams, Gpu, Mat, QPolicy, Scalar};
 
 use super::BenchOpts;
 use crate::cli::CliResult;
-use crate::rng::Rng;
+use crate::rng::random_signed_matrix;
 
 /// `cuqr bench qr --help`.
 pub const HELP: &str = "\
@@ -146,40 +146,6 @@ fn qr_flops(m: usize, n: usize) -> f64 {
 fn q_flops(m: usize, n: usize) -> f64 {
     let (m, n) = (m as f64, n as f64);
     4.0 * m * m * n - 4.0 * m * n * n + 4.0 * n * n * n / 3.0
-}
-
-/// An m×n matrix with entries ±[0.1, 1) (never zero), generated in parallel in
-/// fixed chunks so the values depend on `seed` only.
-fn random_matrix<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
-    const CHUNK: usize = 1 << 20;
-    let mut data = vec![T::ZERO; m * n];
-    let threads = std::thread::available_parallelism()
-        .map(|t| t.get())
-        .unwrap_or(1)
-        .clamp(1, 32);
-    let chunks: Vec<(usize, &mut [T])> = data.chunks_mut(CHUNK).enumerate().collect();
-    let per = chunks.len().div_ceil(threads).max(1);
-    let mut groups: Vec<Vec<(usize, &mut [T])>> = Vec::new();
-    for c in chunks {
-        match groups.last_mut() {
-            Some(g) if g.len() < per => g.push(c),
-            _ => groups.push(vec![c]),
-        }
-    }
-    std::thread::scope(|s| {
-        for g in groups {
-            s.spawn(move || {
-                for (i, part) in g {
-                    let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    for v in part.iter_mut() {
-                        let mag = 0.1 + 0.9 * rng.uniform();
-                        *v = T::from_f64(if rng.next_u64() & 1 == 0 { mag } else { -mag });
-                    }
-                }
-            });
-        }
-    });
-    Mat::from_col_major(m, n, data).expect("m·n values")
 }
 
 fn copy_into<T: GpuScalar>(gpu: &Gpu, src: &DevMat<T>, dst: &mut DevMat<T>) -> cuqr::Result<()> {
@@ -479,11 +445,14 @@ fn bench_shape<T: GpuScalar>(
     let mut notes = Vec::new();
     // A, b on the device, and a host copy's ‖A‖_F
     let data = if_fits(gpu, "shape", 3.0 * mn + slack, &mut notes, || {
-        let a_host: Mat<T> = random_matrix(m, n, 0x5EED ^ ((m as u64) << 24) ^ n as u64);
+        let a_host: Mat<T> = random_signed_matrix(m, n, 0x5EED ^ ((m as u64) << 24) ^ n as u64);
         let a_fro = a_host.as_ref().norm_fro();
         let a = DevMat::from_host(gpu, a_host.as_ref())?;
         drop(a_host);
-        let b = DevMat::from_host(gpu, random_matrix::<T>(m, 1, 0xB0B ^ m as u64).as_ref())?;
+        let b = DevMat::from_host(
+            gpu,
+            random_signed_matrix::<T>(m, 1, 0xB0B ^ m as u64).as_ref(),
+        )?;
         Ok((a, b, a_fro))
     })?;
     let Some((a, b, a_fro)) = data else {
@@ -845,16 +814,6 @@ mod tests {
         let (m, n) = (1 << 20, 32);
         assert!((qr_flops(m, n) / (2.0 * m as f64 * (n * n) as f64) - 1.0).abs() < 1e-3);
         assert!((q_flops(m, n) / (4.0 * (m as f64).powi(2) * n as f64) - 1.0).abs() < 1e-3);
-    }
-
-    #[test]
-    fn random_matrix_is_deterministic_and_never_zero() {
-        let a = random_matrix::<f64>(1500, 1500, 7);
-        let b = random_matrix::<f64>(1500, 1500, 7);
-        assert_eq!(a.as_slice(), b.as_slice());
-        assert!(a.as_slice().iter().all(|v| (0.1..1.0).contains(&v.abs())));
-        let c = random_matrix::<f64>(1500, 1500, 8);
-        assert_ne!(a.as_slice(), c.as_slice());
     }
 
     #[test]
