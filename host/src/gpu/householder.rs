@@ -412,37 +412,6 @@ mod tests {
         })
     }
 
-    fn fro(a: &Mat<f64>) -> f64 {
-        let mut s = 0.0;
-        for j in 0..a.ncols() {
-            for i in 0..a.nrows() {
-                s += a[(i, j)] * a[(i, j)];
-            }
-        }
-        s.sqrt()
-    }
-
-    /// op(A)·B in f64 (A transposed when `ta`).
-    fn mul(a: &Mat<f64>, ta: bool, b: &Mat<f64>) -> Mat<f64> {
-        let (m, k) = if ta {
-            (a.ncols(), a.nrows())
-        } else {
-            (a.nrows(), a.ncols())
-        };
-        assert_eq!(k, b.nrows());
-        let mut c = Mat::<f64>::zeros(m, b.ncols());
-        for j in 0..b.ncols() {
-            for p in 0..k {
-                let bp = b[(p, j)];
-                for i in 0..m {
-                    let aip = if ta { a[(p, i)] } else { a[(i, p)] };
-                    c[(i, j)] += aip * bp;
-                }
-            }
-        }
-        c
-    }
-
     fn to64<T: Scalar>(a: &Mat<T>) -> Mat<f64> {
         Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)].to_f64())
     }
@@ -519,16 +488,16 @@ mod tests {
                 );
             }
         }
-        let na = fro(&a64);
+        let na = a64.norm_fro();
         let r = Mat::from_fn(n, n, |i, j| out.r[(i, j)]);
-        let mut gram = mul(&r, true, &r);
-        let ata = mul(&a64, true, &a64);
+        let mut gram = r.transpose().matmul(&r);
+        let ata = a64.transpose().matmul(&a64);
         for j in 0..n {
             for i in 0..n {
                 gram[(i, j)] -= ata[(i, j)];
             }
         }
-        let e_gram = fro(&gram) / (na * na);
+        let e_gram = gram.norm_fro() / (na * na);
         assert!(
             e_gram <= tol,
             "{what}: ‖RᵀR − AᵀA‖/‖A‖² = {e_gram:e} > {tol:e}"
@@ -539,34 +508,34 @@ mod tests {
                 diff[(i, j)] -= refp.r[(i, j)];
             }
         }
-        let e_ref = fro(&diff) / na;
+        let e_ref = diff.norm_fro() / na;
         assert!(
             e_ref <= 10.0 * tol,
             "{what}: ‖R_fused − R_per-column‖/‖A‖ = {e_ref:e} > {:e}",
             10.0 * tol
         );
         if let Some(q) = &out.q {
-            let mut qr = mul(q, false, &out.r);
+            let mut qr = q.matmul(&out.r);
             for j in 0..n {
                 for i in 0..m {
                     qr[(i, j)] -= a64[(i, j)];
                 }
             }
-            let e_a = fro(&qr) / na;
+            let e_a = qr.norm_fro() / na;
             assert!(e_a <= tol, "{what}: ‖QR − A‖/‖A‖ = {e_a:e} > {tol:e}");
-            let mut qtq = mul(q, true, q);
+            let mut qtq = q.transpose().matmul(q);
             for i in 0..m {
                 qtq[(i, i)] -= 1.0;
             }
-            let e_q = fro(&qtq);
+            let e_q = qtq.norm_fro();
             assert!(e_q <= tol, "{what}: ‖QᵀQ − I‖ = {e_q:e} > {tol:e}");
-            let mut qtb = mul(q, true, &b64);
+            let mut qtb = q.transpose().matmul(&b64);
             for j in 0..2 {
                 for i in 0..m {
                     qtb[(i, j)] -= out.d[(i, j)];
                 }
             }
-            let e_d = fro(&qtb) / fro(&b64);
+            let e_d = qtb.norm_fro() / b64.norm_fro();
             assert!(e_d <= tol, "{what}: ‖d − Qᵀb‖/‖b‖ = {e_d:e} > {tol:e}");
         }
     }
