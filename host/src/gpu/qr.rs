@@ -201,12 +201,26 @@ impl<T: GpuScalar> GpuQr<T> {
     /// the state's buffers) poisons the state.
     pub(crate) fn guarded<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
         self.check_live()?;
-        let out = f();
-        if let Err(Error::Driver(_)) = &out {
-            self.poisoned.store(true, Ordering::Relaxed);
-        }
-        out
+        poison_on_fault(&self.poisoned, f())
     }
+}
+
+/// True for the errors after which the device buffers may hold garbage: a failed
+/// driver call (an asynchronous kernel fault surfaces at the next driver call) or a
+/// failed cuBLAS call. Validation errors, rank deficiency and out-of-memory are
+/// reported before anything is written and leave the state usable.
+fn is_device_fault(e: &Error) -> bool {
+    matches!(e, Error::Driver(_) | Error::Cublas(_))
+}
+
+/// Passes `out` through, setting `flag` when it is a device fault.
+fn poison_on_fault<R>(flag: &AtomicBool, out: Result<R>) -> Result<R> {
+    if let Err(e) = &out {
+        if is_device_fault(e) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+    out
 }
 
 impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
@@ -230,23 +244,28 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
     }
     fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
-        crate::update::insert_cols::run_gpu(self, k0, u)
+        let out = crate::update::insert_cols::run_gpu(self, k0, u);
+        poison_on_fault(&self.poisoned, out)
     }
     fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
         self.check_live()?;
-        crate::update::delete_cols::run_gpu(self, k0, p)
+        let out = crate::update::delete_cols::run_gpu(self, k0, p);
+        poison_on_fault(&self.poisoned, out)
     }
     fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
-        crate::update::insert_rows::run_gpu(self, k0, u, e)
+        let out = crate::update::insert_rows::run_gpu(self, k0, u, e);
+        poison_on_fault(&self.poisoned, out)
     }
     fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
         self.check_live()?;
-        crate::update::delete_rows::run_gpu(self, k0, p)
+        let out = crate::update::delete_rows::run_gpu(self, k0, p);
+        poison_on_fault(&self.poisoned, out)
     }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
         self.check_live()?;
-        crate::update::rank_one::run_gpu(self, u, v)
+        let out = crate::update::rank_one::run_gpu(self, u, v);
+        poison_on_fault(&self.poisoned, out)
     }
     fn solve(&self) -> Result<Solution<T>> {
         self.guarded(|| crate::qr::solve::solve_gpu(self))
@@ -259,5 +278,37 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
     }
     fn d(&self) -> Result<Mat<T>> {
         self.guarded(|| self.d.to_host(&self.gpu))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_faults_poison_and_other_errors_do_not() {
+        let flag = AtomicBool::new(false);
+        let kept: Result<()> = Err(Error::InvalidParam {
+            op: "delete_rows",
+            what: "k0",
+            why: "out of range".into(),
+        });
+        assert!(poison_on_fault(&flag, kept).is_err());
+        assert!(
+            !flag.load(Ordering::Relaxed),
+            "a validation error must not poison"
+        );
+        assert_eq!(poison_on_fault(&flag, Ok(7)).unwrap(), 7);
+        assert!(!flag.load(Ordering::Relaxed));
+        let fault: Result<()> = Err(Error::Driver("illegal address".into()));
+        assert!(matches!(
+            poison_on_fault(&flag, fault),
+            Err(Error::Driver(_))
+        ));
+        assert!(flag.load(Ordering::Relaxed), "a driver error must poison");
+        let flag = AtomicBool::new(false);
+        let fault: Result<()> = Err(Error::Cublas("execution failed".into()));
+        assert!(poison_on_fault(&flag, fault).is_err());
+        assert!(flag.load(Ordering::Relaxed), "a cuBLAS error must poison");
     }
 }
