@@ -5,69 +5,140 @@
 //! Each block owns a slab of `rpb` consecutive panel rows (kept in shared memory when
 //! `in_shared` ≠ 0, else worked on in place in global memory). Step k (k = 0..=jb):
 //! every block publishes, for its rows, the partial quantities of column k
-//! (its scale s_b = max |x|, Σ(x/s_b)², and Σ(x/s_b)·A(:, c) for c > k) and of T's
-//! column k−1 (V(:, i)ᵀ v_{k−1}, i < k−1); the owner of row k publishes row k; one grid
-//! barrier; then every block combines the partials (same order in every block, so all
-//! agree bit for bit), forms β, τ and w = vᵀA(:, k+1..jb) exactly as
-//! `householder_house` + `panel_apply` would (spec §1.2 robust `house`), and updates its
-//! own rows. Block 0 builds T (LAPACK `larft` forward, τ ≥ 0, erratum E14). At the end
-//! every block writes its rows of R (exact zeros below the diagonal, erratum H3) and of V
+//! (its scale s_b, a power of two, Σ(x/s_b)², and Σ(x/s_b)·A(:, c) for c > k) and of
+//! T's column k−1 (V(:, i)ᵀ v_{k−1}, i < k−1); the owner of row k publishes row k; one
+//! grid barrier; then every block combines the partials (same order in every block, so
+//! all agree bit for bit), forms β, τ and w = vᵀA(:, k+1..jb) as `householder_house` +
+//! `panel_apply` do (spec §1.2 robust `house`, scaled norm), and updates its own rows.
+//! Block 0 builds T (LAPACK `larft` forward, τ ≥ 0, erratum E14). At the end every
+//! block writes its rows of R (exact zeros below the diagonal, erratum H3) and of V
 //! (explicit unit diagonal and zeros above it). A `band` limits reflector k to rows
 //! k..=k+band (column deletion, spec §1.8).
 //!
-//! Latency is what this kernel fights (one grid barrier per column): warps reduce
-//! [`UNROLL`] quantities at once (independent shuffles and loads in flight), partials are
-//! laid out quantity-major so a warp's loads of one quantity are contiguous, and every
-//! post-barrier load of the step is issued in one round (`ld.global.cg`).
+//! Latency is what this kernel fights (one grid barrier per column), so a step has four
+//! block barriers (the two of the grid barrier, one after the combination, one after
+//! the update) and one round of global loads after the grid barrier:
+//! * the slab's scale is a power of two found by every warp on its own (no block
+//!   reduction; x/s_b and s_b/S are exact), and the combined D_c = Σ x·A(:, c) is kept
+//!   divided by S = max_b s_b until it meets 1/(α − β), so it neither overflows nor
+//!   underflows where x² would;
+//! * v_k = x·(1/(α − β)) is formed where it is used, and column k is scaled in place
+//!   during the next step's update, so the update needs no barrier of its own; the
+//!   diagonal row (v = 1) is split off the update loop;
+//! * indices are 32-bit (the slab variant addresses shared memory with 32-bit offsets);
+//! * T's column is summed by eight threads a row while the grid barrier completes.
 
 use crate::device::{self, Float, WARP};
 use crate::reduce;
+
+/// Runs `$body` once per listed index with `$u` bound to it, so that arrays indexed by
+/// `$u` stay in registers (LLVM does not unroll loops around warp shuffles itself, and a
+/// dynamically indexed array lives in local memory).
+macro_rules! unroll {
+    ([$($i:literal),*], |$u:ident| $body:block) => {
+        $( { let $u: usize = $i; $body } )*
+    };
+}
 
 /// Widest panel the kernel takes (partials hold 2·jb + 2 quantities per block).
 pub const MAX_JB: usize = 64;
 /// Blocks per lane in the post-barrier reductions: at most 32·LANE_BLOCKS blocks.
 pub const LANE_BLOCKS: usize = 4;
-/// Quantities a warp reduces at once.
+/// Quantities a warp reduces at once before the grid barrier.
 const UNROLL: usize = 4;
+/// Quantities a warp combines at once after the grid barrier (15 warps × 5 ≥ 2·MAX_JB
+/// − 1 jobs of block 0: one round).
+const CUNROLL: usize = 5;
+/// Columns a warp updates per pass over its rows (16 warps × 4 ≥ MAX_JB − 1).
+const CPW: usize = 4;
+const _: () = assert!(UNROLL == 4 && CUNROLL == 5 && LANE_BLOCKS == 4);
+/// Entries of the published row k that a lane of warp 0 fetches (32 lanes × 2 ≥ MAX_JB).
+const HV_PER_LANE: usize = MAX_JB / WARP;
 /// Shared scratch after the panel slab, in `T`s, besides T itself (jb·jb): 32 (block
-/// reductions) + 8 (scalars) + 2·MAX_JB + 2 (combined quantities) + MAX_JB (τ) +
-/// MAX_JB (the published row k).
-pub const SCRATCH: usize = 32 + 8 + 2 * MAX_JB + 2 + 2 * MAX_JB;
+/// reduction, in-place variant) + 8 (scalars) + 2·MAX_JB (combined D_c, then y) +
+/// MAX_JB (τ) + MAX_JB (the published row k).
+pub const SCRATCH: usize = 32 + 8 + 4 * MAX_JB;
+
+/// Power-of-two scaling of a non-negative magnitude (spec §1.2, erratum H2).
+pub trait Pow2: Float {
+    /// (s, 1/s) with s = 2^e the largest power of two ≤ x, e clamped so that both s
+    /// and 1/s are normal numbers (x subnormal: s is the smallest normal; x ≥ 2^EMAX:
+    /// s = 2^(EMAX−1)); x = 0 gives (0, 0), a non-finite x gives (x, 0). For every
+    /// finite y with |y| ≤ x, y·(1/s) is exact (or underflows harmlessly) and below 4.
+    fn pow2_scale(self) -> (Self, Self);
+}
+
+impl Pow2 for f64 {
+    #[inline(always)]
+    fn pow2_scale(self) -> (Self, Self) {
+        if self == 0.0 || !self.is_finite() {
+            return (self, 0.0);
+        }
+        let e = ((self.to_bits() >> 52) & 0x7ff).clamp(1, 2045);
+        (f64::from_bits(e << 52), f64::from_bits((2046 - e) << 52))
+    }
+}
+
+impl Pow2 for f32 {
+    #[inline(always)]
+    fn pow2_scale(self) -> (Self, Self) {
+        if self == 0.0 || !self.is_finite() {
+            return (self, 0.0);
+        }
+        let e = ((self.to_bits() >> 23) & 0xff).clamp(1, 253);
+        (f32::from_bits(e << 23), f32::from_bits((254 - e) << 23))
+    }
+}
 
 /// T's column q = −τ_q·T(0:q, 0:q)·y, T(q, q) = τ_q, zeros below (LAPACK `larft`
-/// forward, columnwise), in shared memory (ld jb); thread i owns row i, so every element
-/// a thread reads it wrote itself at an earlier column.
+/// forward, columnwise), in shared memory (ld jb): eight consecutive threads share a
+/// row i (strided terms, then a fixed butterfly), so a row costs ⌈q/8⌉ steps.
 ///
 /// # Safety
-/// `tsm` holds jb×jb with columns < q complete; `y` holds q values, `taus` q + 1; no
-/// other thread writes them meanwhile.
+/// Called by every thread of the block (full warps, block-uniform); `tsm` holds jb×jb
+/// with columns < q complete and published by a block barrier; `y` holds q values,
+/// `taus` q + 1; nobody writes them meanwhile.
 #[inline(always)]
-unsafe fn t_column<T: Float>(tsm: *mut T, jb: usize, q: usize, y: *const T, taus: *const T) {
-    let tid = device::thread_linear();
-    let nt = device::block_threads();
+unsafe fn t_column<T: Float>(tsm: *mut T, jb: u32, q: u32, y: *const T, taus: *const T) {
+    let tid = device::thread_linear() as u32;
+    let per_pass = device::block_threads() as u32 / 8;
+    let part = tid % 8;
     // SAFETY: q < jb entries of τ.
-    let tq = unsafe { device::ld(taus, q) };
-    let mut i = tid;
-    while i < jb {
-        let val = if i < q {
-            let mut acc = T::ZERO;
-            let mut kk = i;
+    let tq = unsafe { device::ld(taus, q as usize) };
+    let mut base = 0u32;
+    while base < jb {
+        let i = base + tid / 8;
+        let mut acc = T::ZERO;
+        if i < q {
+            let mut kk = i + part;
             while kk < q {
-                // SAFETY: T(i, kk), kk < q, written by this thread; y[kk] readable.
+                // SAFETY: T(i, kk), kk < q < jb, complete; y[kk] readable.
                 acc = unsafe {
-                    device::ld(tsm as *const T, i + kk * jb).mul_add(device::ld(y, kk), acc)
+                    device::ld(tsm as *const T, (i + kk * jb) as usize)
+                        .mul_add(device::ld(y, kk as usize), acc)
                 };
-                kk += 1;
+                kk += 8;
             }
-            tq.neg().mul(acc)
-        } else if i == q {
-            tq
-        } else {
-            T::ZERO
-        };
-        // SAFETY: T(i, q): one writer (thread i).
-        unsafe { device::st(tsm, i + q * jb, val) };
-        i += nt;
+        }
+        // SAFETY: `base` is block-uniform, so every lane of the warp is here.
+        unsafe {
+            acc = acc.add(acc.shfl_xor(4));
+            acc = acc.add(acc.shfl_xor(2));
+            acc = acc.add(acc.shfl_xor(1));
+        }
+        if part == 0 && i < jb {
+            let val = if i < q {
+                tq.neg().mul(acc)
+            } else if i == q {
+                tq
+            } else {
+                T::ZERO
+            };
+            // SAFETY: T(i, q), i < jb: one writer (the row's first thread); nobody reads
+            // column q before the next block barrier.
+            unsafe { device::st(tsm, (i + q * jb) as usize, val) };
+        }
+        base += per_pass;
     }
 }
 
@@ -86,6 +157,47 @@ unsafe fn warp_allmax<T: Float>(mut v: T) -> T {
     v
 }
 
+/// A block's slab of the panel: rows rs.. of the panel at `p` with leading dimension
+/// `ld`, in shared memory (`SHARED`, 32-bit offsets) or in global memory.
+#[derive(Clone, Copy)]
+struct Slab<T, const SHARED: bool> {
+    p: *mut T,
+    ld: usize,
+    rs: u32,
+}
+
+impl<T: Copy, const SHARED: bool> Slab<T, SHARED> {
+    /// Offset of P(g, c), g a panel row of this slab.
+    #[inline(always)]
+    fn off(self, g: u32, c: u32) -> usize {
+        if SHARED {
+            (g - self.rs + c * self.ld as u32) as usize
+        } else {
+            (g - self.rs) as usize + c as usize * self.ld
+        }
+    }
+
+    /// P(g, c).
+    ///
+    /// # Safety
+    /// g is a row of this slab, c < jb, and no other thread writes P(g, c) meanwhile.
+    #[inline(always)]
+    unsafe fn ld(self, g: u32, c: u32) -> T {
+        // SAFETY: inside the slab (caller's contract), race-free.
+        unsafe { device::ld(self.p as *const T, self.off(g, c)) }
+    }
+
+    /// P(g, c) = val.
+    ///
+    /// # Safety
+    /// As [`Self::ld`], and no other thread reads or writes P(g, c) meanwhile.
+    #[inline(always)]
+    unsafe fn st(self, g: u32, c: u32, val: T) {
+        // SAFETY: inside the slab (caller's contract), one writer.
+        unsafe { device::st(self.p, self.off(g, c), val) }
+    }
+}
+
 /// `fused_panel_qr`: factors the panel `a` (rows×jb, ld `lda`, rows ≥ jb) in place.
 /// Outputs: R in the upper triangle of `a` with exact zeros below; V (rows×jb, ld
 /// `ldv`) unit lower trapezoidal with explicit 1s and 0s; `tau[0..jb)`; T (jb×jb, ld
@@ -93,19 +205,20 @@ unsafe fn warp_allmax<T: Float>(mut v: T) -> T {
 /// k..min(rows, k + band + 1) (pass band ≥ rows for none).
 ///
 /// Launch: cooperative, grid B = ⌈rows / rpb⌉ ≤ 32·[`LANE_BLOCKS`] blocks (1-D, all
-/// co-resident), block 512 threads (the entry carries `.maxntid 512, 1, 1`); dynamic shared memory (rpb·jb·[in_shared ≠ 0] +
-/// [`SCRATCH`] + jb·jb)·size_of::<T>() bytes. `partials` holds 2·B·(2·jb + 2) `T`s and `head`
-/// 2·jb `T`s (scratch, any contents); `*counter` equals `bar_base` at launch and ends at
-/// `bar_base + (jb + 1)·B`.
+/// co-resident), block 512 threads (the entry carries `.maxntid 512, 1, 1`); dynamic
+/// shared memory (rpb·jb·[in_shared ≠ 0] + [`SCRATCH`] + jb·jb)·size_of::<T>() bytes.
+/// `partials` holds 2·B·(2·jb + 2) `T`s and `head` 2·jb `T`s (scratch, any contents);
+/// `*counter` equals `bar_base` at launch and ends at `bar_base + (jb + 1)·B`.
 ///
 /// # Safety
-/// Launch shape as documented; 1 ≤ jb ≤ [`MAX_JB`], jb ≤ rows; `a` read-writable
-/// rows×jb (ld ≥ rows), `v` writable rows×jb (ld ≥ rows), `tau` writable jb, `t`
-/// writable jb×jb (ld ≥ jb), `partials`, `head`, `counter` as above; no two of these
-/// overlap.
+/// Launch shape as documented; 1 ≤ jb ≤ [`MAX_JB`], jb ≤ rows < 2³¹, rpb·B < 2³¹
+/// (32-bit row indices), and with in_shared ≠ 0 rpb·jb + jb·jb + [`SCRATCH`] < 2³²; `a`
+/// read-writable rows×jb (ld ≥ rows), `v` writable rows×jb (ld ≥ rows), `tau` writable
+/// jb, `t` writable jb×jb (ld ≥ jb), `partials`, `head`, `counter` as above; no two of
+/// these overlap.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn qr<T: Float>(
+pub unsafe fn qr<T: Pow2>(
     a: *mut T,
     lda: usize,
     rows: usize,
@@ -123,47 +236,110 @@ pub unsafe fn qr<T: Float>(
     rpb: usize,
     in_shared: u32,
 ) {
-    let nb = device::grid_blocks();
-    let b = device::block_x();
-    let tid = device::thread_linear();
-    let nt = device::block_threads();
-    let (lane, warp, nwarps) = (tid % WARP, tid / WARP, nt / WARP);
-    let rs = (b * rpb).min(rows);
-    let re = (rs + rpb).min(rows);
-    let nloc = re - rs;
-    let in_shared = in_shared != 0;
+    let args = Args {
+        a,
+        lda,
+        rows,
+        jb,
+        band,
+        v,
+        ldv,
+        tau,
+        t,
+        ldt,
+        partials,
+        head,
+        counter,
+        bar_base,
+        rpb,
+    };
+    // SAFETY: forwarded (the caller's contract); `in_shared` picks the variant whose
+    // shared memory the launch provides.
+    unsafe {
+        if in_shared != 0 {
+            qr_impl::<T, true>(&args);
+        } else {
+            qr_impl::<T, false>(&args);
+        }
+    }
+}
+
+/// The arguments of [`qr`].
+struct Args<T> {
+    a: *mut T,
+    lda: usize,
+    rows: usize,
+    jb: usize,
+    band: usize,
+    v: *mut T,
+    ldv: usize,
+    tau: *mut T,
+    t: *mut T,
+    ldt: usize,
+    partials: *mut T,
+    head: *mut T,
+    counter: *mut u32,
+    bar_base: u32,
+    rpb: usize,
+}
+
+/// [`qr`] with the slab in shared memory (`SHARED`) or in place in global memory.
+///
+/// # Safety
+/// As [`qr`], with `SHARED` = (in_shared ≠ 0).
+#[inline(always)]
+unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
+    let (a, lda, v, ldv, tau, t, ldt) = (x.a, x.lda, x.v, x.ldv, x.tau, x.t, x.ldt);
+    let (partials, head, counter, bar_base) = (x.partials, x.head, x.counter, x.bar_base);
+    let nb = device::grid_blocks() as u32;
+    let b = device::block_x() as u32;
+    let tid = device::thread_linear() as u32;
+    let nt = device::block_threads() as u32;
+    let w32 = WARP as u32;
+    let (lane, warp, nwarps) = (tid % w32, tid / w32, nt / w32);
+    let rows = x.rows as u32;
+    let jb = x.jb as u32;
+    let band = x.band.min(x.rows) as u32;
+    let rs = (b as usize * x.rpb).min(x.rows) as u32;
+    let re = (rs as usize + x.rpb).min(x.rows) as u32;
     let width = 2 * jb + 2;
-    let band = band.min(rows);
 
     let smem = device::shared::<T>();
-    let (p, ldp) = if in_shared {
-        (smem, rpb)
+    // The slab: shared memory (ld rpb) or the panel itself (ld lda), row rs first.
+    let (p, ldp) = if SHARED {
+        (smem, x.rpb)
     } else {
-        (a.wrapping_add(rs), lda)
+        (a.wrapping_add(rs as usize), lda)
     };
-    let scratch = if in_shared {
-        smem.wrapping_add(rpb * jb)
+    let scratch = if SHARED {
+        smem.wrapping_add(x.rpb * x.jb)
     } else {
         smem
     };
     let red = scratch; // 32
     let misc = scratch.wrapping_add(32); // 8
-    let qv = scratch.wrapping_add(40); // 2·MAX_JB + 2
-    let taus = scratch.wrapping_add(40 + 2 * MAX_JB + 2); // MAX_JB
-    let hv = scratch.wrapping_add(40 + 3 * MAX_JB + 2); // MAX_JB
+    let qv = scratch.wrapping_add(40); // 2·MAX_JB
+    let taus = scratch.wrapping_add(40 + 2 * MAX_JB); // MAX_JB
+    let hv = scratch.wrapping_add(40 + 3 * MAX_JB); // MAX_JB
     let tsm = scratch.wrapping_add(SCRATCH); // jb·jb (block 0)
 
-    // P(g, c) for a row g of this slab (global row index).
-    let pat = |g: usize, c: usize| g - rs + c * ldp;
+    let sl = Slab::<T, SHARED> { p, ld: ldp, rs };
 
-    if in_shared {
+    if SHARED {
         let mut c = warp;
         while c < jb {
-            let mut r = lane;
-            while r < nloc {
-                // SAFETY: r < nloc ≤ rpb, c < jb: inside the slab and inside `a`.
-                unsafe { device::st(p, r + c * ldp, device::ld(a as *const T, rs + r + c * lda)) };
-                r += WARP;
+            let mut g = rs + lane;
+            while g < re {
+                // SAFETY: slab row g < re ≤ rows, c < jb: inside the slab and inside `a`;
+                // one writer per element.
+                unsafe {
+                    sl.st(
+                        g,
+                        c,
+                        device::ld(a as *const T, g as usize + c as usize * lda),
+                    )
+                };
+                g += w32;
             }
             c += nwarps;
         }
@@ -171,100 +347,114 @@ pub unsafe fn qr<T: Float>(
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
 
+    // 1/(α − β) of the previous reflector: its column is scaled during this step's update.
+    let mut inv_prev = T::ZERO;
     for k in 0..=jb {
         let buf = k & 1;
-        let part = partials.wrapping_add(buf * nb * width);
-        let hrow = head.wrapping_add(buf * jb);
-        // ---- Publish step k's partials (quantity q of block b at part[q·nb + b]). ----
-        // Tail of reflector k: rows (k, hi_k); T's column q = k − 1: rows [q, hi_q).
+        let part = partials.wrapping_add((buf * nb * width) as usize);
+        let hrow = head.wrapping_add((buf * jb) as usize);
+        // Reflector k: rows k..hi_k, tail rows [t0, t1) of this slab. Reflector q = k − 1
+        // (T's column): rows q..hi_q.
         let hi_k = rows.min(k + band + 1);
         let (t0, t1) = ((k + 1).max(rs), hi_k.min(re));
-        let ncol = jb.saturating_sub(k); // quantities 1 + (c − k), c = k..jb
+        let q = k.wrapping_sub(1);
+        let hi_q = if k >= 1 { rows.min(k + band) } else { 0 };
+        let ncol = jb - k; // quantities 1 + (c − k), c = k..jb
         let ny = k.saturating_sub(1); // quantities jb + 1 + i, i < k − 1
-        let mut s = T::ZERO;
+
+        // ---- Publish step k's partials (quantity qi of block b at part[qi·nb + b]). ----
+        let (s, inv_s) = if k < jb {
+            let mx = if SHARED {
+                // Every warp finds the slab's max on its own (the same value in all).
+                let mut mx = T::ZERO;
+                let mut g = t0 + lane;
+                while g < t1 {
+                    // SAFETY: slab row g, column k < jb; nobody writes the panel here.
+                    mx = mx.max(unsafe { sl.ld(g, k) }.abs());
+                    g += w32;
+                }
+                // SAFETY: every lane of the warp is here.
+                unsafe { warp_allmax(mx) }
+            } else {
+                let mut mx = T::ZERO;
+                let mut g = t0 + tid;
+                while g < t1 {
+                    // SAFETY: slab row g, column k < jb; nobody writes the panel here.
+                    mx = mx.max(unsafe { sl.ld(g, k) }.abs());
+                    g += nt;
+                }
+                // SAFETY: block-uniform; `red` is 32 shared `T`s used only here.
+                unsafe { reduce::block_reduce_in(red, mx, T::ZERO, reduce::warp_max::<T>) }
+            };
+            mx.pow2_scale()
+        } else {
+            (T::ZERO, T::ZERO)
+        };
         if k < jb {
-            let mut mx = T::ZERO;
-            let mut g = t0 + tid;
-            while g < t1 {
-                // SAFETY: rs ≤ g < re, k < jb: inside this block's slab.
-                mx = mx.max(unsafe { device::ld(p as *const T, pat(g, k)) }.abs());
-                g += nt;
-            }
-            // SAFETY: block-uniform; `red` is 32 shared `T`s used only here.
-            s = unsafe { reduce::block_reduce_in(red, mx, T::ZERO, reduce::warp_max::<T>) };
             if tid == 0 {
                 // SAFETY: quantity 0 of this block; one writer.
-                unsafe { device::st(part, b, s) };
+                unsafe { device::st(part, b as usize, s) };
             }
             // The owner of row k publishes it (columns k..jb).
             if rs <= k && k < re {
                 let mut c = k + tid;
                 while c < jb {
-                    // SAFETY: row k is in this slab; c < jb; one writer per entry.
-                    unsafe { device::st(hrow, c, device::ld(p as *const T, pat(k, c))) };
+                    // SAFETY: row k is in this slab, c < jb; one writer per entry of hrow.
+                    unsafe { device::st(hrow, c as usize, sl.ld(k, c)) };
                     c += nt;
                 }
             }
         }
-        // x/s without a division per use (a subnormal s whose reciprocal overflows
-        // falls back to dividing).
-        let inv_s = if s != T::ZERO && s.is_finite() {
-            T::ONE.div(s)
-        } else {
-            T::ZERO
-        };
-        let divide = !inv_s.is_finite();
-        let scaled = |x: T| if divide { x.div(s) } else { x.mul(inv_s) };
-        let q = k.wrapping_sub(1);
-        let hi_q = if k >= 1 { rows.min(q + band + 1) } else { 0 };
         let jobs = ncol + ny;
-        let (r0, r1) = (k.saturating_sub(1).max(rs), hi_k.min(re));
-        let mut js = warp * UNROLL;
+        // Rows that carry a term: x's tail [t0, t1) and v_q's rows [q, hi_q) ⊂ [q, t1).
+        let r0 = if k >= 1 { q.max(rs) } else { t0 };
+        let r1 = t1;
+        let mut js = warp * UNROLL as u32;
         while js < jobs {
             let mut acc = [T::ZERO; UNROLL];
             let mut g = r0 + lane;
             while g < r1 {
-                let in_tail = g > k && g < t1 && s != T::ZERO;
-                // SAFETY: slab row g, column k < jb (only read when k < jb).
-                let xs = if in_tail && k < jb {
-                    scaled(unsafe { device::ld(p as *const T, pat(g, k)) })
+                // x/s_b on the tail (g > k; rows ≥ r0 ≥ rs), else 0.
+                let xs = if k < jb && g > k {
+                    // SAFETY: slab row g, column k < jb; only read in this phase.
+                    unsafe { sl.ld(g, k) }.mul(inv_s)
                 } else {
                     T::ZERO
                 };
-                let vq = if k >= 1 && g >= q && g < hi_q {
+                // v_q(g): 1 on its diagonal, x·(1/(α − β)) below (column q is scaled in
+                // place only during this step's update).
+                let vq = if k >= 1 && g < hi_q {
                     if g == q {
                         T::ONE
                     } else {
-                        // SAFETY: slab row g, column q < jb.
-                        unsafe { device::ld(p as *const T, pat(g, q)) }
+                        // SAFETY: slab row g, column q < jb; only read in this phase.
+                        unsafe { sl.ld(g, q) }.mul(inv_prev)
                     }
                 } else {
                     T::ZERO
                 };
-                for (u, slot) in acc.iter_mut().enumerate() {
-                    let job = js + u;
+                unroll!([0, 1, 2, 3], |u| {
+                    let job = js + u as u32;
                     if job < ncol {
-                        let c = k + job;
-                        let y = if c == k {
+                        let y = if job == 0 {
                             xs
                         } else {
-                            // SAFETY: slab row g, column c < jb.
-                            unsafe { device::ld(p as *const T, pat(g, c)) }
+                            // SAFETY: slab row g, column k + job < jb; only read here.
+                            unsafe { sl.ld(g, k + job) }
                         };
-                        *slot = xs.mul_add(y, *slot);
+                        acc[u] = xs.mul_add(y, acc[u]);
                     } else if job < jobs {
-                        let i = job - ncol;
-                        // SAFETY: slab row g, column i < q < jb.
-                        let vi = unsafe { device::ld(p as *const T, pat(g, i)) };
-                        *slot = vi.mul_add(vq, *slot);
+                        // SAFETY: slab row g, column i = job − ncol < q (V(g, i), scaled
+                        // at an earlier step); only read here.
+                        acc[u] = unsafe { sl.ld(g, job - ncol) }.mul_add(vq, acc[u]);
                     }
-                }
-                g += WARP;
+                });
+                g += w32;
             }
-            for (u, slot) in acc.iter().enumerate() {
+            unroll!([0, 1, 2, 3], |u| {
                 // SAFETY: `js < jobs` is warp-uniform; the whole warp is here.
-                let sum = unsafe { reduce::warp_sum(*slot) };
-                let job = js + u;
+                let sum = unsafe { reduce::warp_sum(acc[u]) };
+                let job = js + u as u32;
                 if lane == 0 && job < jobs {
                     let qi = if job < ncol {
                         1 + job
@@ -272,10 +462,10 @@ pub unsafe fn qr<T: Float>(
                         jb + 1 + (job - ncol)
                     };
                     // SAFETY: qi < width; one writer per (quantity, block).
-                    unsafe { device::st(part, qi * nb + b, sum) };
+                    unsafe { device::st(part, (qi * nb + b) as usize, sum) };
                 }
-            }
-            js += nwarps * UNROLL;
+            });
+            js += nwarps * UNROLL as u32;
         }
         // SAFETY: cooperative launch, every thread of every block runs the same steps.
         unsafe { device::grid_arrive(counter) };
@@ -283,110 +473,154 @@ pub unsafe fn qr<T: Float>(
             // While the barrier completes: T's column k − 2 from the y of step k − 1
             // (qv[jb..], rewritten only after this barrier).
             // SAFETY: block-uniform branch; tsm/qv/taus as `t_column` requires.
-            unsafe { t_column(tsm, jb, k - 2, qv.wrapping_add(jb) as *const T, taus) };
+            unsafe {
+                t_column(
+                    tsm,
+                    jb,
+                    k - 2,
+                    qv.wrapping_add(x.jb) as *const T,
+                    taus as *const T,
+                )
+            };
         }
         // SAFETY: as `grid_arrive` above.
-        unsafe { device::grid_wait(counter, bar_base.wrapping_add((k as u32 + 1) * nb as u32)) };
+        unsafe { device::grid_wait(counter, bar_base.wrapping_add((k + 1) * nb)) };
 
         // ---- Combine: every load of the step in one round. ----
         let nd = jb.saturating_sub(k + 1); // D_c, c = k+1..jb: quantity 2 + (c − k − 1)
         let nyb = if b == 0 { ny } else { 0 }; // y_i for T's column q (block 0 only)
         let mut sbv = [T::ZERO; LANE_BLOCKS];
         for (j, sb) in sbv.iter_mut().enumerate() {
-            let bb = lane + WARP * j;
-            if bb < nb {
+            let bb = lane + w32 * j as u32;
+            if bb < nb && k < jb {
                 // SAFETY: quantity 0 of block bb, written before the grid barrier.
-                *sb = unsafe { T::ld_cg(part.wrapping_add(bb)) };
+                *sb = unsafe { T::ld_cg(part.wrapping_add(bb as usize)) };
             }
         }
         if warp == 0 {
             if k < jb {
-                // σ = S·√(Σ_b (s_b/S)²·ss_b), S = max_b s_b (scaled, spec §1.2 H2).
-                let mut m = T::ZERO;
-                for sb in sbv {
-                    m = m.max(sb);
-                }
-                // SAFETY: warp 0 complete and convergent.
-                let big = unsafe { warp_allmax(m) };
-                let mut acc = T::ZERO;
-                if big != T::ZERO && big.is_finite() {
-                    for (j, sb) in sbv.iter().enumerate() {
-                        let bb = lane + WARP * j;
-                        if bb < nb {
-                            // SAFETY: quantity 1 of block bb.
-                            let ss = unsafe { T::ld_cg(part.wrapping_add(nb + bb)) };
-                            let r = sb.div(big);
-                            acc = r.mul(r).mul_add(ss, acc);
-                        }
+                let mut ssv = [T::ZERO; LANE_BLOCKS];
+                for (j, ss) in ssv.iter_mut().enumerate() {
+                    let bb = lane + w32 * j as u32;
+                    if bb < nb {
+                        // SAFETY: quantity 1 of block bb.
+                        *ss = unsafe { T::ld_cg(part.wrapping_add((nb + bb) as usize)) };
                     }
                 }
+                // SAFETY: α = A(k, k), published by row k's owner before the barrier.
+                let alpha = unsafe { T::ld_cg(hrow.wrapping_add(k as usize)) };
+                // Row k's entries c > k for the update, loaded in this round, stored below.
+                let mut hl = [T::ZERO; HV_PER_LANE];
+                for (j, h) in hl.iter_mut().enumerate() {
+                    let c = k + 1 + lane + w32 * j as u32;
+                    if c < jb {
+                        // SAFETY: c < jb, published before the barrier.
+                        *h = unsafe { T::ld_cg(hrow.wrapping_add(c as usize)) };
+                    }
+                }
+                // σ = S·√(Σ_b (s_b/S)²·ss_b), S = max_b s_b (a power of two, so s_b/S is
+                // exact; spec §1.2 H2); μ = ‖(α, σ)‖ scaled by a power of two ≥ |α|, S.
+                let mut m = T::ZERO;
+                unroll!([0, 1, 2, 3], |j| {
+                    m = m.max(sbv[j]);
+                });
                 // SAFETY: warp 0 complete and convergent.
-                let ss = unsafe { reduce::warp_sum(acc) };
+                let big = unsafe { warp_allmax(m) };
+                let (_, ib) = big.pow2_scale();
+                let mut acc = T::ZERO;
+                unroll!([0, 1, 2, 3], |j| {
+                    let r = sbv[j].mul(ib);
+                    acc = r.mul(r).mul_add(ssv[j], acc);
+                });
+                // SAFETY: warp 0 complete and convergent.
+                let tsum = unsafe { reduce::warp_sum(acc) };
                 if lane == 0 {
-                    let sigma = if big == T::ZERO || !big.is_finite() {
-                        big
-                    } else {
-                        big.mul(ss.sqrt())
-                    };
-                    // SAFETY: α = A(k, k), published by row k's owner before the barrier.
-                    let alpha = unsafe { T::ld_cg(hrow.wrapping_add(k)) };
-                    let (beta, tk, inv) = if sigma == T::ZERO {
+                    let (beta, tk, inv) = if big == T::ZERO {
                         (alpha, T::ZERO, T::ZERO)
                     } else {
-                        let mu = alpha.hypot(sigma);
+                        let mu = if big.is_finite() && alpha.is_finite() {
+                            let (s2, is2) = alpha.abs().max(big).pow2_scale();
+                            let (ap, bp) = (alpha.mul(is2), big.mul(is2));
+                            s2.mul(ap.mul_add(ap, bp.mul(bp).mul(tsum)).sqrt())
+                        } else {
+                            alpha.hypot(big)
+                        };
                         let beta = mu.copysign(alpha).neg();
                         (beta, beta.sub(alpha).div(beta), T::ONE.div(alpha.sub(beta)))
                     };
-                    // SAFETY: misc[1..4], one writer.
+                    // SAFETY: misc[0..3] and taus[k] (k < jb ≤ MAX_JB), one writer.
                     unsafe {
-                        device::st(misc, 1, beta);
-                        device::st(misc, 2, tk);
-                        device::st(misc, 3, inv);
+                        device::st(misc, 0, beta);
+                        device::st(misc, 1, tk);
+                        device::st(misc, 2, inv);
+                        // w_c = A(k, c) + D̃_c·S/(α − β); S/(α − β) ≤ 1 for a normal tail
+                        // (|α − β| ≥ σ ≥ S), and bounded for a subnormal one.
+                        device::st(misc, 3, big.mul(inv));
+                        device::st(taus, k as usize, tk);
                     }
                     if b == 0 {
                         // SAFETY: tau[k], k < jb; block 0 lane 0 is the only writer.
-                        unsafe { device::st(tau, k, tk) };
+                        unsafe { device::st(tau, k as usize, tk) };
+                    }
+                }
+                for (j, h) in hl.iter().enumerate() {
+                    let c = k + 1 + lane + w32 * j as u32;
+                    if c < jb {
+                        // SAFETY: hv[c], c < jb ≤ MAX_JB: one writer (this lane).
+                        unsafe { device::st(hv, c as usize, *h) };
                     }
                 }
             }
         } else {
             let cjobs = nd + nyb;
-            let mut js = (warp - 1) * UNROLL;
+            // D̃_c = Σ_b (s_b/S)·D_b = D_c/S (exact weights, S = max_b s_b as warp 0
+            // finds it): neither D_c's overflow nor its underflow can happen.
+            let mut m = T::ZERO;
+            unroll!([0, 1, 2, 3], |j| {
+                m = m.max(sbv[j]);
+            });
+            let (_, ib) = if nd > 0 {
+                // SAFETY: `nd` is block-uniform; the whole warp is here.
+                unsafe { warp_allmax(m) }.pow2_scale()
+            } else {
+                (T::ZERO, T::ZERO)
+            };
+            let mut wv = [T::ZERO; LANE_BLOCKS];
+            unroll!([0, 1, 2, 3], |j| {
+                wv[j] = sbv[j].mul(ib);
+            });
+            let mut js = (warp - 1) * CUNROLL as u32;
             while js < cjobs {
-                let mut acc = [T::ZERO; UNROLL];
-                for (j, sb) in sbv.iter().enumerate() {
-                    let bb = lane + WARP * j;
-                    if bb < nb {
-                        for (u, slot) in acc.iter_mut().enumerate() {
-                            let job = js + u;
-                            if job < nd {
-                                // SAFETY: quantity 2 + job < width of block bb.
-                                let d = unsafe { T::ld_cg(part.wrapping_add((2 + job) * nb + bb)) };
-                                *slot = sb.mul_add(d, *slot);
-                            } else if job < cjobs {
-                                let i = job - nd;
-                                // SAFETY: quantity jb + 1 + i < width of block bb.
-                                let y =
-                                    unsafe { T::ld_cg(part.wrapping_add((jb + 1 + i) * nb + bb)) };
-                                *slot = slot.add(y);
-                            }
+                let mut vals = [[T::ZERO; LANE_BLOCKS]; CUNROLL];
+                unroll!([0, 1, 2, 3, 4], |u| {
+                    let job = js + u as u32;
+                    let qi = if job < nd {
+                        2 + job
+                    } else {
+                        jb + 1 + (job - nd)
+                    };
+                    unroll!([0, 1, 2, 3], |j| {
+                        let bb = lane + w32 * j as u32;
+                        if bb < nb && job < cjobs {
+                            // SAFETY: quantity qi < width of block bb, written before
+                            // the grid barrier.
+                            vals[u][j] =
+                                unsafe { T::ld_cg(part.wrapping_add((qi * nb + bb) as usize)) };
                         }
-                    }
-                }
-                // Lane u fetches row k's entry of D-job u (same round as the partials).
-                let hjob = js + lane;
-                if lane < UNROLL && hjob < nd {
-                    // SAFETY: head row entry k + 1 + hjob < jb, published before the
-                    // barrier; hv[c] has one writer.
-                    unsafe {
-                        let c = k + 1 + hjob;
-                        device::st(hv, c, T::ld_cg(hrow.wrapping_add(c)));
-                    }
-                }
-                for (u, slot) in acc.iter().enumerate() {
+                    });
+                });
+                unroll!([0, 1, 2, 3, 4], |u| {
+                    let job = js + u as u32;
+                    let mut acc = T::ZERO;
+                    unroll!([0, 1, 2, 3], |j| {
+                        acc = if job < nd {
+                            wv[j].mul_add(vals[u][j], acc)
+                        } else {
+                            acc.add(vals[u][j])
+                        };
+                    });
                     // SAFETY: `js < cjobs` is warp-uniform.
-                    let sum = unsafe { reduce::warp_sum(*slot) };
-                    let job = js + u;
+                    let sum = unsafe { reduce::warp_sum(acc) };
                     if lane == 0 && job < cjobs {
                         let at = if job < nd {
                             k + 1 + job
@@ -394,94 +628,108 @@ pub unsafe fn qr<T: Float>(
                             jb + (job - nd)
                         };
                         // SAFETY: qv index < 2·jb; one writer per entry. (qv[0..jb) holds
-                        // D_c then w_c, qv[jb..2jb) holds y.)
-                        unsafe { device::st(qv, at, sum) };
+                        // D̃_c, qv[jb..2jb) holds y.)
+                        unsafe { device::st(qv, at as usize, sum) };
                     }
-                }
-                js += (nwarps - 1) * UNROLL;
+                });
+                js += (nwarps - 1) * CUNROLL as u32;
             }
         }
         // SAFETY: block-uniform barrier.
         unsafe { device::sync_threads() };
 
-        // ---- Apply reflector k to this slab. ----
+        // ---- Apply: scale v_{k−1} in place, write β, update columns c > k. ----
+        if k >= 1 {
+            // Column q's tail rows (q, hi_q) of this slab: nobody reads them in this
+            // phase (the update reads column k and writes columns > k).
+            let mut g = k.max(rs) + tid;
+            let ge = hi_q.min(re);
+            while g < ge {
+                // SAFETY: slab row g, column q < jb; this thread is its only reader and
+                // writer in this phase.
+                unsafe { sl.st(g, q, sl.ld(g, q).mul(inv_prev)) };
+                g += nt;
+            }
+        }
         if k < jb {
             // SAFETY: misc written before the barrier.
-            let (beta, tk, inv) = unsafe {
+            let (beta, tk, inv, sinv) = unsafe {
                 (
+                    device::ld(misc as *const T, 0),
                     device::ld(misc as *const T, 1),
                     device::ld(misc as *const T, 2),
                     device::ld(misc as *const T, 3),
                 )
             };
-            if tid == 0 {
-                // SAFETY: taus[k], k < jb ≤ MAX_JB; one writer.
-                unsafe { device::st(taus, k, tk) };
+            let owns_k = rs <= k && k < re;
+            if owns_k && tid == 0 {
+                // SAFETY: row k is in this slab; R(k, k) = β (the update reads column k
+                // only below row k); one writer.
+                unsafe { sl.st(k, k, beta) };
             }
-            // w_c = A(k, c) + D_c/(α − β).
-            let mut c = k + 1 + tid;
-            while c < jb {
-                // SAFETY: qv[c] and hv[c] were written before the block barrier above;
-                // qv[c] has one reader/writer here.
-                unsafe {
-                    let w = device::ld(hv as *const T, c).add(inv.mul(device::ld(qv, c)));
-                    device::st(qv, c, w);
-                }
-                c += nt;
-            }
-            // Scale the tail into v (x := 0 when σ = 0, as `householder_house`).
-            let mut g = t0 + tid;
-            while g < t1 {
-                // SAFETY: slab row g, column k; one thread per element.
-                unsafe {
-                    let x = device::ld(p as *const T, pat(g, k));
-                    device::st(p, pat(g, k), x.mul(inv));
-                }
-                g += nt;
-            }
-            // SAFETY: block-uniform barrier (v and w complete).
-            unsafe { device::sync_threads() };
-            // A(g, c) −= τ·v_g·w_c over the reflector's rows of this slab, c > k: a warp
-            // per column, lanes over rows (no index division).
+            // A(g, c) −= τ·v_g·w_c, c > k, w_c = A(k, c) + D̃_c·S/(α − β), v_k = 1 and
+            // v_g = x_g·(1/(α − β)) below: a warp per column (CPW at a time), lanes over
+            // rows.
             if tk != T::ZERO {
-                let (u0, u1) = (k.max(rs), hi_k.min(re));
-                let mut c = k + 1 + warp;
-                while c < jb {
-                    // SAFETY: qv[c] = w_c, written before the barrier above.
-                    let tw = tk.mul(unsafe { device::ld(qv as *const T, c) });
-                    let mut g = u0 + lane;
-                    while g < u1 {
-                        // SAFETY: slab row g, columns k < c < jb; each (g, c) has one
-                        // writer; column k is only read in this phase.
-                        unsafe {
-                            let vg = if g == k {
-                                T::ONE
-                            } else {
-                                device::ld(p as *const T, pat(g, k))
+                let mut cb = k + 1 + warp;
+                while cb < jb {
+                    let mut tw = [T::ZERO; CPW];
+                    for (j, twj) in tw.iter_mut().enumerate() {
+                        let c = cb + nwarps * j as u32;
+                        if c < jb {
+                            // SAFETY: hv[c], qv[c] written before the barrier above.
+                            let w = unsafe {
+                                device::ld(hv as *const T, c as usize)
+                                    .add(sinv.mul(device::ld(qv as *const T, c as usize)))
                             };
-                            let y = device::ld(p as *const T, pat(g, c));
-                            device::st(p, pat(g, c), tw.neg().mul_add(vg, y));
+                            *twj = tk.mul(w);
                         }
-                        g += WARP;
                     }
-                    c += nwarps;
+                    if owns_k && lane == 0 {
+                        for (j, twj) in tw.iter().enumerate() {
+                            let c = cb + nwarps * j as u32;
+                            if c < jb {
+                                // SAFETY: row k is in this slab, c < jb; this lane is the
+                                // only one touching (k, c) in this phase.
+                                unsafe { sl.st(k, c, sl.ld(k, c).sub(*twj)) };
+                            }
+                        }
+                    }
+                    let mut g = t0 + lane;
+                    while g < t1 {
+                        // SAFETY: slab row g, column k (only read in this phase).
+                        let vg = unsafe { sl.ld(g, k) }.mul(inv);
+                        for (j, twj) in tw.iter().enumerate() {
+                            let c = cb + nwarps * j as u32;
+                            if c < jb {
+                                // SAFETY: slab row g, column c < jb; (g, c) has one reader
+                                // and writer (this lane) in this phase.
+                                unsafe { sl.st(g, c, twj.neg().mul_add(vg, sl.ld(g, c))) };
+                            }
+                        }
+                        g += w32;
+                    }
+                    cb += nwarps * CPW as u32;
                 }
             }
-            // SAFETY: block-uniform barrier (updates done before β lands in (k, k) and
-            // before the next step reads the panel).
-            unsafe { device::sync_threads() };
-            if rs <= k && k < re && tid == 0 {
-                // SAFETY: row k is in this slab; one writer.
-                unsafe { device::st(p, pat(k, k), beta) };
-            }
+            inv_prev = inv;
         }
+        // SAFETY: block-uniform barrier (the update and the scaling done before the next
+        // step reads the panel).
+        unsafe { device::sync_threads() };
     }
 
     // T's last column, then T to global memory (block 0).
     if b == 0 {
         // SAFETY: block-uniform branch; y of column jb − 1 came from the last combine.
         unsafe {
-            t_column(tsm, jb, jb - 1, qv.wrapping_add(jb) as *const T, taus);
+            t_column(
+                tsm,
+                jb,
+                jb - 1,
+                qv.wrapping_add(x.jb) as *const T,
+                taus as *const T,
+            );
             device::sync_threads();
         }
         let mut c = warp;
@@ -489,8 +737,14 @@ pub unsafe fn qr<T: Float>(
             let mut i = lane;
             while i < jb {
                 // SAFETY: i, c < jb: inside tsm and T; one writer per element.
-                unsafe { device::st(t, i + c * ldt, device::ld(tsm as *const T, i + c * jb)) };
-                i += WARP;
+                unsafe {
+                    device::st(
+                        t,
+                        i as usize + c as usize * ldt,
+                        device::ld(tsm as *const T, (i + c * jb) as usize),
+                    )
+                };
+                i += w32;
             }
             c += nwarps;
         }
@@ -499,24 +753,28 @@ pub unsafe fn qr<T: Float>(
     // ---- Write back R (zeros below the diagonal) and V (explicit 1s and 0s). ----
     let mut c = warp;
     while c < jb {
-        let mut r = lane;
-        while r < nloc {
-            let g = rs + r;
-            // SAFETY: slab element (r, c); `a`, `v` in bounds (g < rows, c < jb); each
-            // element read and written by this thread only.
+        let mut g = rs + lane;
+        while g < re {
+            // SAFETY: slab row g, column c < jb; read and written by this thread only.
+            let xg = unsafe { sl.ld(g, c) };
+            let vx = if g < c {
+                T::ZERO
+            } else if g == c {
+                T::ONE
+            } else {
+                xg
+            };
+            // SAFETY: g < rows, c < jb: inside `a` and `v`; each element read and
+            // written by this thread only.
             unsafe {
-                let x = device::ld(p as *const T, r + c * ldp);
-                let vx = if g < c {
-                    T::ZERO
-                } else if g == c {
-                    T::ONE
-                } else {
-                    x
-                };
-                device::st(v, g + c * ldv, vx);
-                device::st(a, g + c * lda, if g <= c { x } else { T::ZERO });
+                device::st(v, g as usize + c as usize * ldv, vx);
+                device::st(
+                    a,
+                    g as usize + c as usize * lda,
+                    if g <= c { xg } else { T::ZERO },
+                );
             }
-            r += WARP;
+            g += w32;
         }
         c += nwarps;
     }

@@ -26,6 +26,9 @@ pub struct Gpu {
     pub(crate) blas: CudaBlas,
     pub(crate) solver: DnHandle,
     pub(crate) kernels: Kernels,
+    /// Scratch and launch facts of `fused_panel_qr`, made by the first panel and kept
+    /// for every later one (`kernels_fused.rs`).
+    pub(crate) fused: std::sync::Mutex<Option<super::kernels_fused::FusedCache>>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) stream2: Arc<CudaStream>,
     pub(crate) stream3: Arc<CudaStream>,
@@ -130,6 +133,7 @@ impl Gpu {
             blas,
             solver,
             kernels,
+            fused: std::sync::Mutex::new(None),
             stream,
             stream2,
             stream3,

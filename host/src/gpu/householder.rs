@@ -11,7 +11,7 @@ use core::ops::Range;
 
 use super::blas::Op;
 use super::kernels::BUILD_T_MAX_K;
-use super::kernels_fused::{FusedPanelWork, FUSED_MAX_JB};
+use super::kernels_fused::{FusedPanelWork, FUSED_MAX_JB, FUSED_MAX_ROWS};
 use super::matrix::{DevMat, DevVec};
 use super::{Gpu, GpuScalar};
 use crate::error::{Error, Result};
@@ -35,7 +35,8 @@ struct Work<T> {
     w: DevMat<T>,
     w2: DevMat<T>,
     wq: Option<(DevMat<T>, DevMat<T>)>,
-    /// Scratch of the one-launch panel (None: per-column panel, nb > 64).
+    /// Handle on the one-launch panel's scratch, which lives on [`Gpu`] (None:
+    /// per-column panel, nb > 64 or more rows than the kernel indexes).
     fused: Option<FusedPanelWork<T>>,
 }
 
@@ -147,7 +148,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             )),
             None => None,
         },
-        fused: if nb <= FUSED_MAX_JB && panel != PanelImpl::PerColumn {
+        fused: if nb <= FUSED_MAX_JB && lmax <= FUSED_MAX_ROWS && panel != PanelImpl::PerColumn {
             let mut w = FusedPanelWork::new(gpu)?;
             w.force_in_place = panel == PanelImpl::FusedInPlace;
             Some(w)
@@ -157,8 +158,12 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     };
     let mut j0 = cols.start;
     while j0 < cols.end {
-        let jb = nb.min(cols.end - j0);
+        let mut jb = nb.min(cols.end - j0);
         let r0 = rows.start + (j0 - cols.start);
+        if ws.fused.as_ref().is_some_and(|f| !f.force_in_place) {
+            // Narrower, if that lets the panel's rows sit in shared memory.
+            jb = gpu.fused_panel_width(span_rows(r0, jb), jb, core::mem::size_of::<T>());
+        }
         let l = span_rows(r0, jb);
         let mut kept = if keep.is_some() {
             Some((DevMat::zeros(gpu, l, jb)?, DevMat::zeros(gpu, jb, jb)?))
@@ -601,9 +606,24 @@ mod panel_tests {
     }
 
     fn one<T: GpuScalar>(g: &Gpu, seed: u64, m: usize, jb: usize, in_place: bool) {
+        one_scaled::<T>(g, seed, m, jb, in_place, 1.0);
+    }
+
+    /// [`one`] on the random panel times `scale` (a power of two: the reference stays
+    /// exact), with R compared relative to `scale` (V, τ and T do not scale).
+    fn one_scaled<T: GpuScalar>(
+        g: &Gpu,
+        seed: u64,
+        m: usize,
+        jb: usize,
+        in_place: bool,
+        scale: f64,
+    ) {
         let mut rng = StdRng::seed_from_u64(seed);
-        let a = Mat::<T>::from_fn(m, jb, |_, _| T::from_f64(rng.random_range(-1.0..1.0)));
-        let what = format!("{m}x{jb} {} in_place {in_place}", T::NAME);
+        let a = Mat::<T>::from_fn(m, jb, |_, _| {
+            T::from_f64(rng.random_range(-1.0..1.0) * scale)
+        });
+        let what = format!("{m}x{jb} {} in_place {in_place} scale {scale:e}", T::NAME);
         // Per-column reference.
         let mut ra = DevMat::from_host(g, a.as_ref()).unwrap();
         let mut rtau = DevVec::<T>::zeros(g, jb).unwrap();
@@ -649,7 +669,7 @@ mod panel_tests {
             &format!("{what} R"),
             &fa.to_host(g).unwrap(),
             &ra.to_host(g).unwrap(),
-            tol,
+            tol * scale,
         );
         close(
             &format!("{what} V"),
@@ -677,12 +697,26 @@ mod panel_tests {
             one::<f32>(&g, 6, 77, 1, in_place);
         }
     }
+
+    #[test]
+    fn extreme_scales_neither_overflow_nor_underflow() {
+        // Squares of these entries overflow or underflow: the power-of-two scaling of
+        // the partial norms must keep R, V, τ and T as the per-column (scaled) kernels
+        // compute them (spec §1.2 H2).
+        let Some(g) = super::tests_gate() else { return };
+        for &in_place in &[false, true] {
+            one_scaled::<f64>(&g, 7, 3000, 40, in_place, 2f64.powi(700));
+            one_scaled::<f64>(&g, 8, 3000, 40, in_place, 2f64.powi(-700));
+            one_scaled::<f32>(&g, 9, 3000, 40, in_place, 2f64.powi(90));
+            one_scaled::<f32>(&g, 10, 3000, 40, in_place, 2f64.powi(-90));
+        }
+    }
 }
 
 /// The GPU gate of the in-crate GPU tests: a device, or `None` after printing that the
 /// test skipped (a panic with `CUQR_REQUIRE_GPU=1`).
 #[cfg(test)]
-fn tests_gate() -> Option<Gpu> {
+pub(crate) fn tests_gate() -> Option<Gpu> {
     match Gpu::new(0) {
         Ok(g) => Some(g),
         Err(e) if std::env::var("CUQR_REQUIRE_GPU").as_deref() == Ok("1") => {

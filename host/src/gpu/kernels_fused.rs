@@ -3,6 +3,11 @@
 //! shape — blocks, rows per block, shared-memory slab or in-place global work — is
 //! chosen here from the device's SM count, its opt-in shared memory and the kernel's
 //! occupancy, so that every block is resident at once (the grid barrier needs it).
+//! The kernel's scratch (partials, head rows, barrier counter) and those launch facts
+//! live on [`Gpu`] ([`FusedCache`]): made by the first panel, reused by every later
+//! one, so a factorisation or update allocates nothing for its panels.
+
+use core::marker::PhantomData;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, DevicePtrMut, LaunchConfig, PushKernelArg};
@@ -16,11 +21,15 @@ use crate::error::{Error, Result};
 pub const FUSED_PANEL_BLOCK: u32 = 512;
 /// Widest panel `fused_panel_qr` takes (gpu-kernels `fused_panel::MAX_JB`).
 pub const FUSED_MAX_JB: usize = 64;
+/// Most panel rows `fused_panel_qr` takes (its row indices are 32-bit).
+pub const FUSED_MAX_ROWS: usize = (1 << 31) - 1;
 /// Shared scratch of the kernel besides the slab and T (jb·jb), in elements
 /// (`fused_panel::SCRATCH`).
-const SCRATCH: usize = 32 + 8 + 2 * FUSED_MAX_JB + 2 + 2 * FUSED_MAX_JB;
+const SCRATCH: usize = 32 + 8 + 4 * FUSED_MAX_JB;
 /// Most blocks in a launch: 32 lanes × `fused_panel::LANE_BLOCKS`.
 const MAX_BLOCKS: usize = 32 * 4;
+/// Elements of the partials: two buffers of MAX_BLOCKS × (2·jb + 2) quantities.
+const PARTIALS: usize = 2 * MAX_BLOCKS * (2 * FUSED_MAX_JB + 2);
 /// Blocks the slab variant aims for: few blocks keep the per-column grid barrier and
 /// the post-barrier reductions short, while each block's slab stays small.
 const TARGET_BLOCKS: usize = 32;
@@ -29,26 +38,32 @@ const MIN_ROWS_PER_BLOCK: usize = 32;
 /// Most blocks per SM in the in-place (global-memory) variant.
 const MAX_BLOCKS_PER_SM_GLOBAL: usize = 2;
 
-/// Scratch of `fused_panel_qr` reused across the panels of one factorisation:
-/// the double-buffered partials, the published head row and the barrier counter
-/// (zeroed once; each launch advances it by (jb + 1)·blocks).
-pub(crate) struct FusedPanelWork<T> {
-    partials: DevVec<T>,
-    head: DevVec<T>,
+/// What `fused_panel_qr` keeps on [`Gpu`] between launches: its scratch, sized for
+/// either precision (f64 elements), the barrier counter with the value the host knows
+/// it holds, the device limits, and the occupancy answers already obtained.
+pub(crate) struct FusedCache {
+    /// Double-buffered partials, [`PARTIALS`] f64s (as many f32s fit twice over).
+    partials: CudaSlice<f64>,
+    /// Double-buffered published row k, 2·[`FUSED_MAX_JB`] f64s.
+    head: CudaSlice<f64>,
+    /// Grid-barrier counter (zeroed once; each launch advances it by (jb + 1)·blocks).
     counter: CudaSlice<u32>,
+    /// The counter's value once every launch queued so far has run.
     bar: u32,
     sms: usize,
     smem_optin: usize,
-    /// Always take the in-place (global-memory) variant (tests of that path).
-    pub(crate) force_in_place: bool,
+    /// Dynamic shared memory each entry (index 0 f32, 1 f64) has been allowed so far.
+    smem_allowed: [usize; 2],
+    /// Blocks per SM by (entry index, dynamic shared memory bytes).
+    occupancy: Vec<((usize, usize), usize)>,
 }
 
-impl<T: GpuScalar> FusedPanelWork<T> {
-    /// Allocates the scratch for the kernel's largest grid ([`MAX_BLOCKS`]).
+impl FusedCache {
+    /// Allocates the scratch for the kernel's largest grid and reads the device limits.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
-    pub(crate) fn new(gpu: &Gpu) -> Result<Self> {
+    fn new(gpu: &Gpu) -> Result<Self> {
         let sms = gpu
             .ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -59,20 +74,56 @@ impl<T: GpuScalar> FusedPanelWork<T> {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(driver_err("querying the shared memory per block"))?
             .max(48 * 1024) as usize;
-        let width = 2 * FUSED_MAX_JB + 2;
+        let partials = gpu
+            .stream
+            .alloc_zeros::<f64>(PARTIALS)
+            .map_err(alloc_err("the panel partials", PARTIALS * 8))?;
+        let head = gpu
+            .stream
+            .alloc_zeros::<f64>(2 * FUSED_MAX_JB)
+            .map_err(alloc_err("the panel head rows", 2 * FUSED_MAX_JB * 8))?;
         let counter = gpu
             .stream
             .alloc_zeros::<u32>(1)
             .map_err(alloc_err("the panel barrier counter", 4))?;
-        gpu.count_launch();
+        for _ in 0..3 {
+            gpu.count_launch();
+        }
         Ok(Self {
-            partials: DevVec::zeros(gpu, 2 * MAX_BLOCKS * width)?,
-            head: DevVec::zeros(gpu, 2 * FUSED_MAX_JB)?,
+            partials,
+            head,
             counter,
             bar: 0,
             sms,
             smem_optin,
+            smem_allowed: [48 * 1024; 2],
+            occupancy: Vec::new(),
+        })
+    }
+}
+
+/// A caller's handle on `fused_panel_qr`'s scratch: the scratch itself is the
+/// [`FusedCache`] on [`Gpu`], made by the first [`FusedPanelWork::new`] of the device.
+pub(crate) struct FusedPanelWork<T> {
+    /// Always take the in-place (global-memory) variant (tests of that path).
+    pub(crate) force_in_place: bool,
+    _elem: PhantomData<T>,
+}
+
+impl<T: GpuScalar> FusedPanelWork<T> {
+    /// Makes the device's [`FusedCache`] unless it exists (the first call per device
+    /// allocates; later calls allocate nothing).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn new(gpu: &Gpu) -> Result<Self> {
+        let mut cache = gpu.fused.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.is_none() {
+            *cache = Some(FusedCache::new(gpu)?);
+        }
+        Ok(Self {
             force_in_place: false,
+            _elem: PhantomData,
         })
     }
 }
@@ -108,7 +159,7 @@ pub(crate) fn fused_shape(
     jb: usize,
     elem: usize,
     lim: FusedLimits,
-    occupancy: &dyn Fn(usize) -> Result<usize>,
+    occupancy: &mut dyn FnMut(usize) -> Result<usize>,
 ) -> Result<FusedShape> {
     let scratch = (SCRATCH + jb * jb) * elem;
     let cap = MAX_BLOCKS.min(lim.sms);
@@ -146,18 +197,57 @@ pub(crate) fn fused_shape(
     })
 }
 
+/// [`Gpu::fused_panel_width`] for the device limits `lim` (occupancy assumed ≥ 1).
+fn panel_width(rows: usize, jb: usize, elem: usize, lim: FusedLimits) -> usize {
+    let fits = |w: usize| {
+        w <= rows && fused_shape(rows, w, elem, lim, &mut |_| Ok(1)).is_ok_and(|s| s.in_shared)
+    };
+    let mut w = jb;
+    while 2 * w >= jb && w >= 1 {
+        if fits(w) {
+            return w;
+        }
+        if w <= 8 {
+            break;
+        }
+        w -= 8;
+    }
+    jb
+}
+
 impl Gpu {
+    /// The panel width to factor a rows×jb panel with: the widest of jb, jb − 8, … (at
+    /// least ⌈jb/2⌉) whose rows fit `fused_panel_qr`'s shared-memory slabs on this
+    /// device, else jb (the in-place variant). A narrower panel whose slab fits is far
+    /// faster than the in-place variant (f64 panels of 65536 rows and 64 columns do not
+    /// fit 132 SMs' shared memory; 48 columns do), at the price of thinner trailing
+    /// GEMMs. Without a [`FusedCache`] yet, jb.
+    pub(crate) fn fused_panel_width(&self, rows: usize, jb: usize, elem: usize) -> usize {
+        let guard = self.fused.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(cache) = guard.as_ref() else {
+            return jb;
+        };
+        let lim = FusedLimits {
+            sms: cache.sms,
+            smem_optin: cache.smem_optin,
+            in_place: false,
+        };
+        panel_width(rows, jb, elem, lim)
+    }
+
     /// `fused_panel_qr` on the panel a[r0 .. r0+rows, j0 .. j0+jb] (spec §1.4): R in
     /// place with exact zeros below the diagonal, V (rows×jb, explicit 1s and 0s) into
     /// `v`, τ into `tau[0..jb)`, T (jb×jb) into `t`; reflector k limited to rows
-    /// k..=k+band when `band` is given (spec §1.8). One cooperative launch.
+    /// k..=k+band when `band` is given (spec §1.8). One cooperative launch, on the
+    /// scratch kept on this `Gpu` ([`FusedCache`]); the shared-memory limit and the
+    /// occupancy are asked of the driver once per size.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails (e.g. the cooperative grid does not fit).
     ///
     /// # Panics
-    /// If the panel or outputs do not fit, jb > [`FUSED_MAX_JB`] or jb > rows (a cuqr
-    /// bug).
+    /// If the panel or outputs do not fit, jb > [`FUSED_MAX_JB`], jb > rows or rows >
+    /// [`FUSED_MAX_ROWS`] (a cuqr bug).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn fused_panel_qr<T: GpuScalar>(
         &self,
@@ -172,46 +262,62 @@ impl Gpu {
         tau: &mut DevVec<T>,
         t: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
-        assert!((1..=FUSED_MAX_JB).contains(&jb) && jb <= rows);
+        assert!((1..=FUSED_MAX_JB).contains(&jb) && jb <= rows && rows <= FUSED_MAX_ROWS);
         assert!(r0 + rows <= a.nrows() && j0 + jb <= a.ncols());
         assert!(v.nrows() >= rows && v.ncols() >= jb);
         assert!(tau.len() >= jb && t.nrows() >= jb && t.ncols() >= jb);
+        let mut guard = self.fused.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            *guard = Some(FusedCache::new(self)?);
+        }
+        let cache = guard.as_mut().expect("made above");
         let f = &T::kernel_set(&self.kernels).fused_panel_qr;
         let elem = core::mem::size_of::<T>();
-        let occupancy = |bytes: usize| -> Result<usize> {
-            if bytes > 48 * 1024 {
+        let entry = usize::from(elem == 8);
+        let (smem_optin, sms) = (cache.smem_optin, cache.sms);
+        let (allowed, memo) = (&mut cache.smem_allowed[entry], &mut cache.occupancy);
+        let mut occupancy = |bytes: usize| -> Result<usize> {
+            if let Some(&(_, n)) = memo.iter().find(|(key, _)| *key == (entry, bytes)) {
+                return Ok(n);
+            }
+            if bytes > *allowed {
+                // Raise the limit to the device's maximum once (bytes ≤ smem_optin
+                // here), so later sizes need no call.
+                let to = smem_optin.max(bytes);
                 f.set_attribute(
                     CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    i32::try_from(bytes).expect("shared memory fits i32"),
+                    i32::try_from(to).expect("shared memory fits i32"),
                 )
                 .map_err(driver_err("raising fused_panel_qr's shared memory limit"))?;
+                *allowed = to;
             }
-            f.occupancy_max_active_blocks_per_multiprocessor(FUSED_PANEL_BLOCK, bytes, None)
+            let n = f
+                .occupancy_max_active_blocks_per_multiprocessor(FUSED_PANEL_BLOCK, bytes, None)
                 .map(|n| n as usize)
-                .map_err(driver_err("querying fused_panel_qr's occupancy"))
+                .map_err(driver_err("querying fused_panel_qr's occupancy"))?;
+            memo.push(((entry, bytes), n));
+            Ok(n)
         };
         let lim = FusedLimits {
-            sms: work.sms,
-            smem_optin: work.smem_optin,
+            sms,
+            smem_optin,
             in_place: work.force_in_place,
         };
-        let shape = fused_shape(rows, jb, elem, lim, &occupancy)?;
+        let shape = fused_shape(rows, jb, elem, lim, &mut occupancy)?;
         let band = band.unwrap_or(rows).min(rows);
         let (lda, ldv, ldt) = (a.ld(), v.ld(), t.ld());
         let rpb = shape.rows_per_block;
         let in_shared = u32::from(shape.in_shared);
-        let base = work.bar;
+        let base = cache.bar;
         let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
         let pa = pa + ((r0 + j0 * lda) * elem) as u64;
         let (pv, _gv) = v.buf_mut().device_ptr_mut(&self.stream);
         let (pt, _gt) = t.buf_mut().device_ptr_mut(&self.stream);
         let mut tau_v = tau.view_mut();
         let (ptau, _gtau) = tau_v.device_ptr_mut(&self.stream);
-        let mut part_v = work.partials.view_mut();
-        let (pp, _gp) = part_v.device_ptr_mut(&self.stream);
-        let mut head_v = work.head.view_mut();
-        let (ph, _gh) = head_v.device_ptr_mut(&self.stream);
-        let (pc, _gc) = work.counter.device_ptr_mut(&self.stream);
+        let (pp, _gp) = cache.partials.device_ptr_mut(&self.stream);
+        let (ph, _gh) = cache.head.device_ptr_mut(&self.stream);
+        let (pc, _gc) = cache.counter.device_ptr_mut(&self.stream);
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(&pa)
@@ -239,16 +345,17 @@ impl Gpu {
         // ldv, tau: *mut T, t: *mut T, ldt, partials: *mut T, head: *mut T, counter: *mut
         // u32, bar_base: u32, rpb, in_shared: u32) (device pointers are 64-bit). The
         // asserts above keep the panel inside `a`, V (rows×jb), τ (jb) and T (jb×jb)
-        // inside their buffers; `partials` holds 2·MAX_BLOCKS·(2·64+2) ≥ 2·B·(2·jb+2)
-        // elements (B ≤ MAX_BLOCKS by `fused_shape`), `head` 2·64 ≥ 2·jb; the counter
-        // holds `work.bar` (every earlier launch on this stream advanced it by exactly
-        // (jb+1)·B, tracked below); the buffers are distinct allocations and their guards
-        // live across the call. Cooperative launch with B blocks that `fused_shape`
-        // checked against the occupancy for this shared memory, block 512, dynamic
-        // shared memory as the contract computes.
+        // inside their buffers, and rows < 2³¹ (the kernel's 32-bit row indices);
+        // `partials` holds PARTIALS f64s ≥ 2·B·(2·jb+2) elements of T (B ≤ MAX_BLOCKS by
+        // `fused_shape`), `head` 2·64 f64s ≥ 2·jb; the counter holds `cache.bar` (every
+        // earlier launch, all on this stream and made under this lock, advanced it by
+        // exactly (jb+1)·B, tracked below); the buffers are distinct allocations and
+        // their guards live across the call. Cooperative launch with B blocks that
+        // `fused_shape` checked against the occupancy for this shared memory, block 512,
+        // dynamic shared memory as the contract computes (≤ the limit raised above).
         unsafe { b.launch_cooperative(cfg) }
             .map_err(|e| Error::Driver(format!("launching fused_panel_qr: {e}")))?;
-        work.bar = base.wrapping_add(((jb + 1) * shape.blocks) as u32);
+        cache.bar = base.wrapping_add(((jb + 1) * shape.blocks) as u32);
         Ok(())
     }
 }
@@ -257,7 +364,7 @@ impl Gpu {
 mod tests {
     use super::*;
 
-    fn occ(limit: usize) -> impl Fn(usize) -> Result<usize> {
+    fn occ(limit: usize) -> impl FnMut(usize) -> Result<usize> {
         move |bytes| Ok(if bytes <= limit { 4 } else { 0 })
     }
 
@@ -271,7 +378,7 @@ mod tests {
 
     #[test]
     fn panels_use_about_target_blocks_with_shared_slabs() {
-        let s = fused_shape(8000, 32, 8, lim(false), &occ(227 * 1024)).unwrap();
+        let s = fused_shape(8000, 32, 8, lim(false), &mut occ(227 * 1024)).unwrap();
         assert!(s.in_shared);
         assert_eq!(s.rows_per_block, 250);
         assert_eq!(s.blocks, 32);
@@ -280,7 +387,7 @@ mod tests {
 
     #[test]
     fn large_panels_take_more_blocks_to_keep_a_shared_slab() {
-        let s = fused_shape(16384, 64, 8, lim(false), &occ(227 * 1024)).unwrap();
+        let s = fused_shape(16384, 64, 8, lim(false), &mut occ(227 * 1024)).unwrap();
         assert!(s.in_shared);
         assert!(s.blocks > TARGET_BLOCKS && s.blocks <= MAX_BLOCKS);
         assert!(s.smem_bytes <= 227 * 1024);
@@ -288,7 +395,7 @@ mod tests {
 
     #[test]
     fn short_panels_keep_at_least_min_rows_per_block() {
-        let s = fused_shape(100, 7, 4, lim(false), &occ(48 * 1024)).unwrap();
+        let s = fused_shape(100, 7, 4, lim(false), &mut occ(48 * 1024)).unwrap();
         assert!(s.in_shared);
         assert_eq!(s.rows_per_block, MIN_ROWS_PER_BLOCK);
         assert_eq!(s.blocks, 4);
@@ -296,7 +403,7 @@ mod tests {
 
     #[test]
     fn slabs_too_big_for_shared_memory_work_in_place() {
-        let s = fused_shape(1 << 20, 32, 8, lim(false), &occ(227 * 1024)).unwrap();
+        let s = fused_shape(1 << 20, 32, 8, lim(false), &mut occ(227 * 1024)).unwrap();
         assert!(!s.in_shared);
         assert!(s.blocks <= MAX_BLOCKS);
         assert!(s.blocks * s.rows_per_block >= 1 << 20);
@@ -310,22 +417,34 @@ mod tests {
             smem_optin: 227 * 1024,
             in_place: false,
         };
-        let s = fused_shape(8000, 32, 8, l, &occ(227 * 1024)).unwrap();
+        let s = fused_shape(8000, 32, 8, l, &mut occ(227 * 1024)).unwrap();
         assert!(s.in_shared);
         assert!(s.blocks <= 20);
     }
 
     #[test]
     fn in_place_can_be_forced() {
-        let s = fused_shape(1000, 16, 8, lim(true), &occ(227 * 1024)).unwrap();
+        let s = fused_shape(1000, 16, 8, lim(true), &mut occ(227 * 1024)).unwrap();
         assert!(!s.in_shared);
         assert_eq!(s.rows_per_block, MIN_ROWS_PER_BLOCK);
         assert_eq!(s.blocks, 1000usize.div_ceil(MIN_ROWS_PER_BLOCK));
     }
 
     #[test]
+    fn panels_narrow_to_keep_shared_slabs_but_not_below_half() {
+        // f64, 65536 rows: 64 columns need 128 blocks of 256 KB; 48 columns fit.
+        assert_eq!(panel_width(65536, 64, 8, lim(false)), 48);
+        assert_eq!(panel_width(65536, 64, 4, lim(false)), 64);
+        assert_eq!(panel_width(4096, 64, 8, lim(false)), 64);
+        // Nothing of at least half the width fits: keep it (in-place variant).
+        assert_eq!(panel_width(1 << 20, 32, 8, lim(false)), 32);
+        assert_eq!(panel_width(1 << 20, 8, 8, lim(false)), 8);
+        assert_eq!(panel_width(5, 5, 8, lim(false)), 5);
+    }
+
+    #[test]
     fn no_resident_block_is_an_error() {
-        let r = fused_shape(1 << 20, 32, 8, lim(false), &|_| Ok(0));
+        let r = fused_shape(1 << 20, 32, 8, lim(false), &mut |_| Ok(0));
         assert!(matches!(r, Err(Error::Driver(_))));
     }
 }
