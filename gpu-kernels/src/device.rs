@@ -189,6 +189,45 @@ pub unsafe fn grid_wait(counter: *mut u32, target: u32) {
     unsafe { sync_threads() };
 }
 
+/// Acquire load (GPU scope) of a global `u32`: writes released before the value was
+/// stored are visible to this thread afterwards.
+///
+/// # Safety
+/// `p` points at a valid global `u32`.
+#[inline(always)]
+pub unsafe fn ld_acquire_u32(p: *const u32) -> u32 {
+    let v: u32;
+    // SAFETY: valid global u32 (caller's contract); a plain acquire load.
+    unsafe {
+        asm!(
+            "ld.acquire.gpu.global.u32 {v}, [{p}];",
+            v = out(reg32) v,
+            p = in(reg64) p,
+            options(nostack, preserves_flags),
+        );
+    }
+    v
+}
+
+/// Adds `k` to `*counter` with a release reduction at GPU scope (no barrier): after a
+/// CTA barrier it publishes the whole block's earlier writes to any thread that sees
+/// the new count with [`ld_acquire_u32`].
+///
+/// # Safety
+/// `counter` points at a valid global `u32`.
+#[inline(always)]
+pub unsafe fn red_release_add(counter: *mut u32, k: u32) {
+    // SAFETY: valid global u32 (caller's contract).
+    unsafe {
+        asm!(
+            "red.release.gpu.global.add.u32 [{p}], {k};",
+            p = in(reg64) counter,
+            k = in(reg32) k,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
 /// Aborts the kernel (PTX `trap`): the launch fails with an error on the host.
 #[inline(always)]
 pub fn trap() -> ! {

@@ -27,6 +27,7 @@ pub mod householder;
 pub mod lu;
 pub mod panel;
 pub mod reduce;
+pub mod row_insert;
 pub mod transpose;
 pub mod two_phase;
 pub mod wy;
@@ -351,4 +352,13 @@ entries! {
     convert_to_half_f32, convert_to_half_f64
         (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut u16, ldd: usize,
          format: u32, ystride: usize) => convert::to_half;
+
+    /// Row insertion without Q in one cooperative launch (spec §1.9; row_insert.rs).
+    ///
+    /// # Safety
+    /// As `row_insert::qr` documents (grid, block, shared memory, counter).
+    row_insert_qr_f32, row_insert_qr_f64
+        (r: *mut T, ldr: usize, d: *mut T, ldd: usize, u: *mut T, ldu: usize, e: *mut T,
+         lde: usize, n: usize, q: usize, p: usize, tau: *mut T, counter: *mut u32,
+         base: u32, cpb: usize, ring: usize) => row_insert::qr;
 }

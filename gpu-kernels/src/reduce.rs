@@ -34,6 +34,36 @@ pub unsafe fn warp_max<T: Float>(mut v: T) -> T {
     v
 }
 
+/// Sum of `v` over the calling warp; every lane gets it (butterfly).
+///
+/// # Safety
+/// The whole warp calls convergently.
+#[inline(always)]
+pub unsafe fn warp_allsum<T: Float>(mut v: T) -> T {
+    let mut d = (WARP / 2) as u32;
+    while d > 0 {
+        // SAFETY: forwarded: the full warp is convergent here.
+        v = v.add(unsafe { v.shfl_xor(d) });
+        d /= 2;
+    }
+    v
+}
+
+/// Max (IEEE maxNum) of `v` over the calling warp; every lane gets it (butterfly).
+///
+/// # Safety
+/// The whole warp calls convergently.
+#[inline(always)]
+pub unsafe fn warp_allmax<T: Float>(mut v: T) -> T {
+    let mut d = (WARP / 2) as u32;
+    while d > 0 {
+        // SAFETY: forwarded: the full warp is convergent here.
+        v = v.max(unsafe { v.shfl_xor(d) });
+        d /= 2;
+    }
+    v
+}
+
 /// Block-wide combination with `op` and identity `id`; every thread gets the result.
 /// Uses the first `block_threads()/32` elements of the dynamic shared memory (as `T`)
 /// and ends with a barrier, so the shared memory may be reused at once.

@@ -111,6 +111,9 @@ kernel_table! {
     /// `fused_panel_qr_<T>(a, lda, rows, jb, band, v, ldv, tau, t, ldt, partials, head,
     /// counter, bar_base, rpb, in_shared)` (one-launch panel, spec §1.4, §4.1).
     fused_panel_qr,
+    /// `row_insert_qr_<T>(r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, counter, base, cpb,
+    /// ring)` (row insertion without Q in one launch, spec §1.9).
+    row_insert_qr,
     /// `lu_pivot_<T>(a, lda, m, j, c0, cend, ipiv, diag)` (LU pivot search and swap, issue 6).
     lu_pivot,
     /// `lu_update_<T>(a, lda, m, j, cend)` (LU scaling and rank-1 update, issue 6).

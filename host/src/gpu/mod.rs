@@ -17,6 +17,7 @@ mod kernels_convert;
 pub(crate) mod kernels_fused;
 pub mod kernels_lu;
 pub mod kernels_panel;
+pub(crate) mod kernels_row_insert;
 pub mod kernels_two_phase;
 mod kernels_wavefront;
 pub mod matrix;

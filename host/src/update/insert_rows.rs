@@ -321,6 +321,18 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     u: MatRef<'_, T>,
     e: MatRef<'_, T>,
 ) -> Result<()> {
+    run_gpu_path(st, k0, u, e, true)
+}
+
+/// [`run_gpu`] with the one-launch path (`row_insert_qr`, states without Q) allowed or
+/// not; `false` always takes the blocked compact-WY path (tests compare the two).
+pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+    one_launch: bool,
+) -> Result<()> {
     use crate::gpu::householder::check_rank_dev;
     use crate::gpu::kernels::BUILD_T_MAX_K;
     use crate::gpu::kernels_fused::{FusedPanelWork, FUSED_MAX_JB};
@@ -333,6 +345,25 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
         .min(n);
     let gpu = st.gpu.clone();
     let g = &*gpu;
+    if one_launch && st.q.is_none() {
+        if let Some(shape) = g.row_insert_plan::<T>(n, q, p)? {
+            // Without Q the whole update is one cooperative launch (spec §1.9): the
+            // reflectors of [R d; U e] flow between blocks that own its columns.
+            let mut r = DevMat::<T>::zeros(g, m + p, n)?;
+            let mut d = DevMat::<T>::zeros(g, m + p, q)?;
+            let mut uw = DevMat::from_host(g, u)?;
+            let mut ew = DevMat::from_host(g, e)?;
+            g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
+            g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
+            g.row_insert_qr(&mut r, &mut d, &mut uw, &mut ew, n, q, p, shape)?;
+            g.panel_copy(&ew.view(), &mut d.block_mut(m, 0, p, q))?;
+            check_rank_dev(g, &r, n, st.rank_tol)?;
+            st.r = r;
+            st.d = d;
+            st.dims.m = m + p;
+            return Ok(());
+        }
+    }
     let mut r = DevMat::<T>::zeros(g, m + p, n)?;
     let mut d = DevMat::<T>::zeros(g, m + p, q)?;
     let mut qn = match st.q.as_ref() {
@@ -711,5 +742,115 @@ mod tests {
         // The same state accepts a sensible row.
         st.insert_rows(5, u.as_ref(), e.as_ref()).unwrap();
         assert_eq!(st.nrows(), 40);
+    }
+}
+
+/// The one-launch path (`row_insert_qr`) against the CPU update and the blocked GPU
+/// path, on the GPU (skips without one).
+#[cfg(test)]
+mod gpu_tests {
+    use super::*;
+    use crate::backend::QrUpdate;
+    use crate::gpu::{GpuQr, GpuScalar};
+    use crate::params::{FactorParams, QPolicy};
+    use crate::qr::factorize::tests::{lower_is_zero, rand_mat};
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    use std::sync::Arc;
+
+    fn rel_diff<T: Scalar>(x: &Mat<T>, y: &Mat<T>) -> f64 {
+        assert_eq!((x.nrows(), x.ncols()), (y.nrows(), y.ncols()));
+        let (mut num, mut den) = (0.0f64, 0.0f64);
+        for j in 0..x.ncols() {
+            for i in 0..x.nrows() {
+                let (a, b) = (x[(i, j)].to_f64(), y[(i, j)].to_f64());
+                num += (a - b) * (a - b);
+                den += b * b;
+            }
+        }
+        num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn case<T: GpuScalar>(
+        g: &Arc<crate::gpu::Gpu>,
+        seed: u64,
+        m: usize,
+        n: usize,
+        q: usize,
+        p: usize,
+        k0: usize,
+    ) {
+        let what = format!(
+            "{} m={m} n={n} q={q} p={p} k0={k0}",
+            core::any::type_name::<T>()
+        );
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = rand_mat::<T>(&mut rng, m, n);
+        let b = rand_mat::<T>(&mut rng, m, q);
+        let u = rand_mat::<T>(&mut rng, p, n);
+        let e = rand_mat::<T>(&mut rng, p, q);
+        assert!(
+            g.row_insert_plan::<T>(n, q, p).unwrap().is_some(),
+            "{what}: the one-launch path must apply"
+        );
+        let params = FactorParams::default();
+        let mut cs = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::None, params).unwrap();
+        cs.insert_rows(k0, u.as_ref(), e.as_ref()).unwrap();
+        let tol = 10.0 * (m + p) as f64 * T::UNIT_ROUNDOFF;
+        for one_launch in [true, false] {
+            let mut gs =
+                GpuQr::factorize(g, a.as_ref(), b.as_ref(), QPolicy::None, params).unwrap();
+            run_gpu_path(&mut gs, k0, u.as_ref(), e.as_ref(), one_launch).unwrap();
+            assert_eq!(gs.dims.m, m + p, "{what}");
+            let (r, d) = (gs.r.to_host(g).unwrap(), gs.d.to_host(g).unwrap());
+            assert!(
+                lower_is_zero(&r),
+                "{what} one_launch={one_launch}: R not upper triangular"
+            );
+            let er = rel_diff(&r, &cs.r);
+            assert!(
+                er <= tol,
+                "{what} one_launch={one_launch}: R differs from the CPU by {er:.2e} > {tol:.2e}"
+            );
+            if q > 0 {
+                let ed = rel_diff(&d, &cs.d);
+                assert!(ed <= tol, "{what} one_launch={one_launch}: d differs from the CPU by {ed:.2e} > {tol:.2e}");
+            }
+        }
+    }
+
+    fn sweep<T: GpuScalar>(g: &Arc<crate::gpu::Gpu>) {
+        // (m, n, q, p, k0): p = 1, p < 32, p = 33 (two elements a lane), p = 100;
+        // n + q not multiples of 32; sizes up to ~1000 columns (several blocks).
+        for (i, &(m, n, q, p, k0)) in [
+            (7, 5, 1, 1, 3),
+            (60, 37, 2, 20, 0),
+            (130, 97, 1, 33, 130),
+            (700, 501, 1, 20, 250),
+            (1210, 1003, 3, 100, 5),
+            (300, 250, 1, 256, 17),
+        ]
+        .iter()
+        .enumerate()
+        {
+            case::<T>(g, 40 + i as u64, m, n, q, p, k0);
+        }
+    }
+
+    #[test]
+    fn one_launch_row_insertion_matches_cpu_and_blocked_f64() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        sweep::<f64>(&Arc::new(g));
+    }
+
+    #[test]
+    fn one_launch_row_insertion_matches_cpu_and_blocked_f32() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        sweep::<f32>(&Arc::new(g));
     }
 }

@@ -1,0 +1,309 @@
+//! Launcher of `row_insert_qr` (gpu-kernels/src/row_insert.rs, docs/kernels.md): row
+//! insertion into a state without Q (spec §1.9) as one cooperative launch. Each block
+//! owns a range of columns of [R d; U e] in shared memory; reflectors flow from block
+//! to block through a release/acquire counter, so there is no per-column grid barrier
+//! and no per-panel launch chain. [`row_insert_shape`] decides whether the columns fit
+//! the device (shared memory, co-resident blocks); the caller falls back to the
+//! blocked compact-WY path when they do not.
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use super::matrix::{DevMat, DevVec};
+use super::{alloc_err, driver_err, Gpu, GpuScalar};
+use crate::error::{Error, Result};
+
+/// Threads per block (gpu-kernels `row_insert::BLOCK`).
+pub const ROW_INSERT_BLOCK: u32 = 256;
+/// Columns per block the launch aims for (4 a warp): each block boundary the chain
+/// of reflectors crosses costs a publication and an acquire (microseconds), while a
+/// block must apply each reflector to its columns about as fast as the chain makes
+/// them.
+const TARGET_CPB: usize = 32;
+/// Most reflectors of earlier blocks staged at once.
+const MAX_RING: usize = 32;
+/// Most new rows this path takes; more rows make each application a long dot product
+/// and the GEMM-based blocked path the better choice.
+pub const ROW_INSERT_MAX_P: usize = 256;
+
+/// Launch shape of `row_insert_qr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RowInsertShape {
+    /// Columns of [R d; U e] per block.
+    pub cpb: usize,
+    /// Blocks, ⌈(n + q)/cpb⌉.
+    pub blocks: usize,
+    /// Reflectors staged per batch (≥ 2).
+    pub ring: usize,
+    /// Dynamic shared memory, bytes.
+    pub smem_bytes: usize,
+}
+
+/// Shared memory of a block that owns `cpb` columns: R rows (n per column), U rows
+/// (p per column), the ring of v tails and τ, one counter slot.
+fn smem_bytes(n: usize, p: usize, cpb: usize, ring: usize, elem: usize) -> usize {
+    (n * cpb + p * cpb + ring * (p + 1) + 1) * elem
+}
+
+/// Chooses the launch shape for n columns of R, q right-hand sides and p new rows:
+/// about [`TARGET_CPB`] columns per block, every block resident at once (`occupancy(bytes)` =
+/// blocks of that shared memory per SM), within `smem_optin` bytes per block. `None`
+/// when no shape fits (the caller takes the blocked path), p is 0 or above
+/// [`ROW_INSERT_MAX_P`], or n is 0.
+///
+/// # Errors
+/// Those of `occupancy`.
+pub(crate) fn row_insert_shape(
+    n: usize,
+    q: usize,
+    p: usize,
+    elem: usize,
+    sms: usize,
+    smem_optin: usize,
+    occupancy: &dyn Fn(usize) -> Result<usize>,
+) -> Result<Option<RowInsertShape>> {
+    if n == 0 || p == 0 || p > ROW_INSERT_MAX_P {
+        return Ok(None);
+    }
+    let ncol = n + q;
+    let ring = MAX_RING;
+    let fits = |cpb: usize| -> Result<Option<RowInsertShape>> {
+        let bytes = smem_bytes(n, p, cpb, ring, elem);
+        if bytes > smem_optin {
+            return Ok(None);
+        }
+        let blocks = ncol.div_ceil(cpb);
+        if blocks > sms * occupancy(bytes)? {
+            return Ok(None);
+        }
+        Ok(Some(RowInsertShape {
+            cpb,
+            blocks,
+            ring,
+            smem_bytes: bytes,
+        }))
+    };
+    let target = TARGET_CPB.min(ncol);
+    // Fewer columns per block than the target first (less shared memory each), then
+    // more (fewer blocks) while the shared memory allows.
+    for cpb in (1..=target).rev() {
+        if let Some(s) = fits(cpb)? {
+            return Ok(Some(s));
+        }
+    }
+    let mut cpb = target + 1;
+    while cpb <= ncol && smem_bytes(n, p, cpb, ring, elem) <= smem_optin {
+        if let Some(s) = fits(cpb)? {
+            return Ok(Some(s));
+        }
+        cpb += 1;
+    }
+    Ok(None)
+}
+
+impl Gpu {
+    /// The launch shape `row_insert_qr` would take for these sizes, or `None` when the
+    /// blocked path must be used (see [`row_insert_shape`]).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if a device query fails.
+    pub(crate) fn row_insert_plan<T: GpuScalar>(
+        &self,
+        n: usize,
+        q: usize,
+        p: usize,
+    ) -> Result<Option<RowInsertShape>> {
+        let sms = self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_err("querying the SM count"))?
+            .max(1) as usize;
+        let smem_optin = self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(driver_err("querying the shared memory per block"))?
+            .max(48 * 1024) as usize;
+        let f = &T::kernel_set(&self.kernels).row_insert_qr;
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(smem_optin).expect("shared memory fits i32"),
+        )
+        .map_err(driver_err("raising row_insert_qr's shared memory limit"))?;
+        let occupancy = |bytes: usize| -> Result<usize> {
+            f.occupancy_max_active_blocks_per_multiprocessor(ROW_INSERT_BLOCK, bytes, None)
+                .map(|b| b as usize)
+                .map_err(driver_err("querying row_insert_qr's occupancy"))
+        };
+        row_insert_shape(
+            n,
+            q,
+            p,
+            core::mem::size_of::<T>(),
+            sms,
+            smem_optin,
+            &occupancy,
+        )
+    }
+
+    /// `row_insert_qr` (spec §1.9): the QR of [R d; U e] in place, R and d in the top
+    /// n rows of `r` and `d`, U (p×n) in `u`, e (p×q) in `e`. Afterwards R and d are
+    /// updated, `u` holds V_U and `e` the transformed new right-hand-side rows. One
+    /// cooperative launch with `shape` from [`Gpu::row_insert_plan`].
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] (the counter), [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If the matrices do not have the documented shapes or `shape` is not one
+    /// [`row_insert_shape`] can return for them (a cuqr bug).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn row_insert_qr<T: GpuScalar>(
+        &self,
+        r: &mut DevMat<T>,
+        d: &mut DevMat<T>,
+        u: &mut DevMat<T>,
+        e: &mut DevMat<T>,
+        n: usize,
+        q: usize,
+        p: usize,
+        shape: RowInsertShape,
+    ) -> Result<()> {
+        assert!(r.nrows() >= n && r.ncols() == n && d.nrows() >= n && d.ncols() == q);
+        assert!(u.nrows() == p && u.ncols() == n && e.nrows() == p && e.ncols() == q);
+        assert!(shape.ring >= 2 && shape.cpb >= 1);
+        assert_eq!(shape.blocks, (n + q).div_ceil(shape.cpb));
+        assert!(
+            shape.smem_bytes >= smem_bytes(n, p, shape.cpb, shape.ring, core::mem::size_of::<T>())
+        );
+        let f = &T::kernel_set(&self.kernels).row_insert_qr;
+        if shape.smem_bytes > 48 * 1024 {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(shape.smem_bytes).expect("shared memory fits i32"),
+            )
+            .map_err(driver_err("raising row_insert_qr's shared memory limit"))?;
+        }
+        let mut tau = DevVec::<T>::zeros(self, n)?;
+        let mut counter = self
+            .stream
+            .alloc_zeros::<u32>(1)
+            .map_err(alloc_err("the row-insertion counter", 4))?;
+        self.count_launch();
+        let base = 0u32;
+        let (ldr, ldd, ldu, lde) = (r.ld(), d.ld(), u.ld(), e.ld());
+        let (cpb, ring) = (shape.cpb, shape.ring);
+        let (pr, _gr) = r.buf_mut().device_ptr_mut(&self.stream);
+        let (pd, _gd) = d.buf_mut().device_ptr_mut(&self.stream);
+        let (pu, _gu) = u.buf_mut().device_ptr_mut(&self.stream);
+        let (pe, _ge) = e.buf_mut().device_ptr_mut(&self.stream);
+        let mut tau_v = tau.view_mut();
+        let (pt, _gt) = tau_v.device_ptr_mut(&self.stream);
+        let (pc, _gc) = counter.device_ptr_mut(&self.stream);
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&pr)
+            .arg(&ldr)
+            .arg(&pd)
+            .arg(&ldd)
+            .arg(&pu)
+            .arg(&ldu)
+            .arg(&pe)
+            .arg(&lde)
+            .arg(&n)
+            .arg(&q)
+            .arg(&p)
+            .arg(&pt)
+            .arg(&pc)
+            .arg(&base)
+            .arg(&cpb)
+            .arg(&ring);
+        let cfg = LaunchConfig {
+            grid_dim: (u32::try_from(shape.blocks).expect("grid fits u32"), 1, 1),
+            block_dim: (ROW_INSERT_BLOCK, 1, 1),
+            shared_mem_bytes: u32::try_from(shape.smem_bytes).expect("smem fits u32"),
+        };
+        // SAFETY: matches row_insert_qr_{f32,f64}(r: *mut T, ldr, d: *mut T, ldd, u: *mut
+        // T, ldu, e: *mut T, lde, n, q, p, tau: *mut T, counter: *mut u32, base: u32,
+        // cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d (n×q)
+        // inside the top rows of `r` and `d`, U (p×n), e (p×q), τ (n) inside their
+        // buffers, which are distinct allocations whose guards live across the call;
+        // the counter is a fresh zeroed u32 (= base) only this launch touches; the grid
+        // is ⌈(n+q)/cpb⌉ blocks of 256 threads with the shared memory the contract
+        // computes, all co-resident (checked by `row_insert_shape` against the
+        // occupancy) and launched cooperatively.
+        unsafe { b.launch_cooperative(cfg) }
+            .map_err(|e| Error::Driver(format!("launching row_insert_qr: {e}")))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn occ(limit: usize, per_sm: usize) -> impl Fn(usize) -> Result<usize> {
+        move |bytes| Ok(if bytes <= limit { per_sm } else { 0 })
+    }
+
+    #[test]
+    fn quick_grid_takes_the_target_columns_per_block() {
+        let s = row_insert_shape(500, 1, 20, 8, 132, 227 * 1024, &occ(227 * 1024, 2))
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.cpb, 32);
+        assert_eq!(s.blocks, 501usize.div_ceil(32));
+        assert_eq!(s.smem_bytes, smem_bytes(500, 20, 32, MAX_RING, 8));
+        assert!(s.blocks <= 132 * 2);
+    }
+
+    #[test]
+    fn large_n_shrinks_columns_per_block_to_fit_shared_memory() {
+        // the target cpb = 32 needs 1500·32·8 > 227 KB.
+        let s = row_insert_shape(1500, 1, 100, 8, 132, 227 * 1024, &occ(227 * 1024, 1))
+            .unwrap()
+            .unwrap();
+        assert!(s.cpb < 32);
+        assert!(s.smem_bytes <= 227 * 1024);
+        assert!(s.blocks <= 132);
+        assert_eq!(s.blocks, 1501usize.div_ceil(s.cpb));
+    }
+
+    #[test]
+    fn too_large_or_too_many_rows_take_the_blocked_path() {
+        let occ1 = occ(227 * 1024, 1);
+        assert_eq!(
+            row_insert_shape(6000, 1, 20, 8, 132, 227 * 1024, &occ1).unwrap(),
+            None
+        );
+        assert_eq!(
+            row_insert_shape(100, 1, ROW_INSERT_MAX_P + 1, 8, 132, 227 * 1024, &occ1).unwrap(),
+            None
+        );
+        assert_eq!(
+            row_insert_shape(0, 1, 5, 8, 132, 227 * 1024, &occ1).unwrap(),
+            None
+        );
+        assert_eq!(
+            row_insert_shape(10, 1, 0, 8, 132, 227 * 1024, &occ1).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn few_sms_grow_the_columns_per_block() {
+        // 2 SMs, one block each: 101 columns need cpb ≥ 51.
+        let s = row_insert_shape(100, 1, 4, 4, 2, 227 * 1024, &occ(227 * 1024, 1))
+            .unwrap()
+            .unwrap();
+        assert!(s.blocks <= 2);
+        assert!(s.cpb >= 51);
+    }
+
+    #[test]
+    fn occupancy_errors_propagate() {
+        let r = row_insert_shape(50, 1, 4, 8, 132, 227 * 1024, &|_| {
+            Err(Error::Driver("x".into()))
+        });
+        assert!(matches!(r, Err(Error::Driver(_))));
+    }
+}
