@@ -12,7 +12,9 @@ mod support;
 use std::sync::Arc;
 
 use cuqr::cpu::givens::{givens, rot, rot_pair};
-use cuqr::gpu::kernels_two_phase::{ApplyPath, ApplyTarget, RotList, RotSide};
+use cuqr::gpu::kernels_two_phase::{
+    ApplyPath, ApplyTarget, GenPath, RotList, RotSide, GEN_R1_MAX_N,
+};
 use cuqr::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::{
     CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar, UpdateParams,
@@ -153,6 +155,15 @@ fn big_updates<T: GpuScalar>(gpu: &Arc<Gpu>) {
         delete_rows_case::<T>(gpu, 201 + k0 as u64, 1000, 333, p, k0);
     }
     rank_one_case::<T>(gpu, 301, 1000, 333);
+    // the pipelined stage B with several columns a thread (n > 256), A1 (m = n + 1)
+    rank_one_case::<T>(gpu, 302, 700, 600);
+    rank_one_case::<T>(gpu, 303, 530, 529);
+    // row deletion whose Z (p×m) is just inside / just outside the shared-memory path
+    // at f64 on an H100/H200 (227 KiB: p = 20, m ≤ 1448), and a wide Z
+    delete_rows_case::<T>(gpu, 304, 1448, 400, 20, 700);
+    delete_rows_case::<T>(gpu, 305, 1449, 400, 20, 0);
+    // column insertion with a strip of p > 32 columns, k0 inside
+    insert_cols_case::<T>(gpu, 306, 900, 500, 45, 123);
 }
 
 fn arc_gpu() -> Option<Arc<Gpu>> {
@@ -838,4 +849,456 @@ fn launch_counts_print() {
         gpu.launch_count() - c0,
         t.elapsed().as_secs_f64()
     );
+}
+
+// ------------------------------------------------------- generate paths (issue 7)
+
+/// A rotation list on the host: (c, s, plane) in application order.
+type List<T> = Vec<(T, T, usize)>;
+
+/// Every generate path of the strip wavefront on one driver, with the driver held as a
+/// block of a NaN-padded matrix: the list and driver of each path equal the step
+/// kernel's bit for bit (and the step kernel's list matches the CPU replay within
+/// `check_list`'s tolerance via [`gen_strip_kernel`]'s sizes), the padding is untouched.
+/// A shared path that does not fit is refused with nothing changed.
+fn gen_strip_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, h: usize, p: usize) {
+    let mut g = common::rng(seed);
+    let x0 = Mat::from_fn(h + p, p, |i, j| {
+        if i <= h + j {
+            T::from_f64(common::nonzero(&mut g))
+        } else {
+            T::ZERO
+        }
+    });
+    let xp = poisoned(&x0);
+    let run = |path: GenPath| -> cuqr::Result<(List<T>, Mat<T>)> {
+        let mut xd = DevMat::from_host(gpu, xp.as_ref()).unwrap();
+        let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
+        gpu.two_phase_gen_strip_path(&mut xd.block_mut(2, 3, h + p, p), h, &mut rl, path)?;
+        Ok((rl.to_host(gpu).unwrap(), xd.to_host(gpu).unwrap()))
+    };
+    let (want_list, want_x) = run(GenPath::Step).unwrap();
+    let limit = gpu.two_phase_smem_optin().unwrap();
+    let fits = (4 * p + (h + p) * p) * std::mem::size_of::<T>() <= limit;
+    for path in [
+        GenPath::Pipe { shared: false },
+        GenPath::Pipe { shared: true },
+    ] {
+        let what = format!("gen_strip {path:?} h={h} p={p}");
+        match run(path) {
+            Ok((list, x)) => {
+                assert!(fits || path == GenPath::Pipe { shared: false }, "{what}");
+                assert!(
+                    list == want_list,
+                    "{what}: list differs from the step kernel"
+                );
+                check_padded(
+                    &what,
+                    &x,
+                    &Mat::from_fn(h + p, p, |i, j| want_x[(i + 2, j + 3)]),
+                );
+            }
+            Err(e) => {
+                assert!(
+                    !fits && matches!(e, cuqr::Error::InvalidParam { .. }),
+                    "{what}: {e}"
+                );
+            }
+        }
+    }
+    // a refused launch leaves the driver and the list as they were
+    if !fits {
+        let mut xd = DevMat::from_host(gpu, xp.as_ref()).unwrap();
+        let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
+        let e = gpu.two_phase_gen_strip_path(
+            &mut xd.block_mut(2, 3, h + p, p),
+            h,
+            &mut rl,
+            GenPath::Pipe { shared: true },
+        );
+        assert!(matches!(e, Err(cuqr::Error::InvalidParam { .. })));
+        assert!(rl.is_empty(), "a refused launch filled the list");
+        check_padded("refused strip", &xd.to_host(gpu).unwrap(), &x0);
+    }
+    // the default path is one of the above
+    let mut xd = DevMat::from_host(gpu, xp.as_ref()).unwrap();
+    let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
+    gpu.two_phase_gen_strip(&mut xd.block_mut(2, 3, h + p, p), h, &mut rl)
+        .unwrap();
+    assert!(rl.to_host(gpu).unwrap() == want_list, "default strip list");
+    check_padded(
+        "default strip driver",
+        &xd.to_host(gpu).unwrap(),
+        &Mat::from_fn(h + p, p, |i, j| want_x[(i + 2, j + 3)]),
+    );
+}
+
+/// The largest h (or m for a block) whose driver of p chains (rows·p elements, with
+/// rows = h + p for a strip) still fits the shared-memory path.
+fn smem_edge<T: GpuScalar>(gpu: &Gpu, p: usize) -> usize {
+    let elems = gpu.two_phase_smem_optin().unwrap() / std::mem::size_of::<T>();
+    (elems - 4 * p) / p
+}
+
+/// As [`gen_strip_paths`] for the block wavefront (Z = rows k0..k0+p of a NaN-padded
+/// matrix; the final compact Z in `z` compared too).
+fn gen_block_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, p: usize, m: usize) {
+    let mut g = common::rng(seed);
+    let full0 = common::rand_mat::<T>(&mut g, p + 4, m);
+    let full = poisoned(&full0);
+    let count = p * m - p * (p + 1) / 2;
+    let qd = DevMat::from_host(gpu, full.as_ref()).unwrap();
+    let run = |path: GenPath| -> cuqr::Result<(List<T>, Vec<T>)> {
+        let mut z = DevVec::<T>::from_slice(gpu, &vec![T::from_f64(f64::NAN); p * m + 3]).unwrap();
+        let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+        gpu.two_phase_gen_block_path(&qd.block(4, 3, p, m), &mut z, &mut rl, path)?;
+        Ok((rl.to_host(gpu).unwrap(), z.to_vec(gpu).unwrap()))
+    };
+    let (want_list, want_z) = run(GenPath::Step).unwrap();
+    assert!(want_z[p * m..].iter().all(|v| v.to_f64().is_nan()));
+    let limit = gpu.two_phase_smem_optin().unwrap();
+    let fits = (4 * p + p * m) * std::mem::size_of::<T>() <= limit;
+    for path in [
+        GenPath::Pipe { shared: false },
+        GenPath::Pipe { shared: true },
+    ] {
+        let what = format!("gen_block {path:?} p={p} m={m}");
+        match run(path) {
+            Ok((list, z)) => {
+                assert!(fits || path == GenPath::Pipe { shared: false }, "{what}");
+                assert!(
+                    list == want_list,
+                    "{what}: list differs from the step kernel"
+                );
+                let same = z
+                    .iter()
+                    .zip(&want_z)
+                    .all(|(a, b)| a == b || (a.to_f64().is_nan() && b.to_f64().is_nan()));
+                assert!(same, "{what}: Z differs from the step kernel");
+            }
+            Err(e) => {
+                assert!(
+                    !fits && matches!(e, cuqr::Error::InvalidParam { .. }),
+                    "{what}: {e}"
+                );
+            }
+        }
+    }
+    let mut z = DevVec::<T>::zeros(gpu, p * m).unwrap();
+    let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+    gpu.two_phase_gen_block(&qd.block(4, 3, p, m), &mut z, &mut rl)
+        .unwrap();
+    assert!(rl.to_host(gpu).unwrap() == want_list, "default block list");
+    check_padded("Q after the generates", &qd.to_host(gpu).unwrap(), &full0);
+}
+
+/// Stage B of the rank-one update (spec §1.11) on a random upper Hessenberg R held as a
+/// block of a NaN-padded matrix: the pipelined kernel against the step kernel (R and
+/// the rotations appended after `k_off` = 3 dummy entries, bit for bit) and the step
+/// kernel against a CPU replay (`givens`, `rot_pair`; rotations within `check_list`'s
+/// tolerance, R within 10·m·u). n > GEN_R1_MAX_N: the pipe is refused, nothing changed.
+fn gen_rank_one_b_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, m: usize, n: usize) {
+    let mut g = common::rng(seed);
+    let r0 = Mat::from_fn(m, n, |i, j| {
+        if i <= j + 1 {
+            T::from_f64(common::nonzero(&mut g))
+        } else {
+            T::ZERO
+        }
+    });
+    let w = vec![T::from_f64(common::nonzero(&mut g))];
+    let v = common::rand_vec::<T>(&mut g, n);
+    let (wd, vd) = (
+        DevVec::from_slice(gpu, &w).unwrap(),
+        DevVec::from_slice(gpu, &v).unwrap(),
+    );
+    let nb = n.min(m.saturating_sub(1));
+    let pre: Vec<(T, T, usize)> = (0..3)
+        .map(|i| (T::from_f64(0.6), T::from_f64(0.8), i))
+        .collect();
+    let rp = poisoned(&r0);
+    let run = |path: GenPath| -> cuqr::Result<(List<T>, Mat<T>)> {
+        let mut rd = DevMat::from_host(gpu, rp.as_ref()).unwrap();
+        let mut rl = RotList::<T>::with_capacity(gpu, 3 + nb).unwrap();
+        rl.upload(gpu, &pre).unwrap();
+        gpu.two_phase_gen_rank_one_b_path(
+            &mut rd.block_mut(2, 3, m, n),
+            &wd.view(),
+            &vd.view(),
+            &mut rl,
+            path,
+        )?;
+        Ok((rl.to_host(gpu).unwrap(), rd.to_host(gpu).unwrap()))
+    };
+    let (want_list, want_r) = run(GenPath::Step).unwrap();
+    assert_eq!(want_list.len(), 3 + nb);
+    assert!(want_list[..3] == pre[..]);
+    // CPU replay of the step kernel's arithmetic
+    let mut x = r0.clone();
+    for j in 0..n {
+        x[(0, j)] = w[0].mul_add(v[j], x[(0, j)]);
+    }
+    let mut cpu_list = pre.clone();
+    for i in 0..nb {
+        let (c, s, rho) = givens(x[(i, i)], x[(i + 1, i)]);
+        x[(i, i)] = rho;
+        x[(i + 1, i)] = T::ZERO;
+        for j in i + 1..n {
+            let (mut u, mut l) = (x[(i, j)], x[(i + 1, j)]);
+            rot_pair(c, s, &mut u, &mut l);
+            x[(i, j)] = u;
+            x[(i + 1, j)] = l;
+        }
+        cpu_list.push((c, s, i));
+    }
+    check_list(&want_list, &cpu_list, m.max(n));
+    let inner = Mat::from_fn(m, n, |i, j| want_r[(i + 2, j + 3)]);
+    let tol = 10.0 * m.max(n) as f64 * T::UNIT_ROUNDOFF;
+    for j in 0..n {
+        assert!(
+            max_rel(inner.col(j), x.col(j)) <= tol,
+            "R column {j} vs CPU"
+        );
+        for i in j + 1..m.min(nb + 1) {
+            assert_eq!(inner[(i, j)], T::ZERO, "R({i}, {j}) not exactly zero");
+        }
+    }
+    check_padded(&format!("stage B step m={m} n={n}"), &want_r, &inner);
+    let what = format!("stage B pipe m={m} n={n}");
+    match run(GenPath::Pipe { shared: false }) {
+        Ok((list, rg)) => {
+            assert!(n <= GEN_R1_MAX_N, "{what}: accepted");
+            assert!(
+                list == want_list,
+                "{what}: list differs from the step kernel"
+            );
+            check_padded(&what, &rg, &inner);
+        }
+        Err(e) => assert!(
+            n > GEN_R1_MAX_N && matches!(e, cuqr::Error::InvalidParam { .. }),
+            "{what}: {e}"
+        ),
+    }
+    assert!(matches!(
+        run(GenPath::Pipe { shared: true }),
+        Err(cuqr::Error::InvalidParam { .. })
+    ));
+}
+
+#[test]
+fn small_kernel_gen_paths_match_step() {
+    let Some(gpu) = common::gpu() else { return };
+    for &(h, p) in &[(45, 7), (1, 1), (3, 9), (70, 1), (20, 40), (1, 33)] {
+        gen_strip_paths::<f64>(&gpu, 31 + h as u64, h, p);
+        gen_strip_paths::<f32>(&gpu, 32 + h as u64, h, p);
+    }
+    for &(p, m) in &[(5, 83), (1, 2), (1, 40), (9, 10), (12, 33), (33, 34)] {
+        gen_block_paths::<f64>(&gpu, 41 + m as u64, p, m);
+        gen_block_paths::<f32>(&gpu, 42 + m as u64, p, m);
+    }
+    for &(m, n) in &[
+        (97, 40),
+        (41, 40),
+        (40, 40),
+        (2, 1),
+        (1, 1),
+        (3, 1),
+        (1, 5),
+        (30, 50),
+        (37, 257),
+    ] {
+        gen_rank_one_b_paths::<f64>(&gpu, 51 + m as u64 + n as u64, m, n);
+        gen_rank_one_b_paths::<f32>(&gpu, 52 + m as u64 + n as u64, m, n);
+    }
+}
+
+/// Large drivers: more chains than threads, several columns a thread, and the driver
+/// just inside / just outside the shared-memory path (both precisions).
+#[test]
+fn big_kernel_gen_paths_match_step() {
+    let Some(gpu) = common::gpu() else { return };
+    for &(h, p) in &[(600, 37), (20, 530)] {
+        gen_strip_paths::<f64>(&gpu, 61 + h as u64, h, p);
+        gen_strip_paths::<f32>(&gpu, 62 + h as u64, h, p);
+    }
+    gen_strip_kernel::<f64>(&gpu, 63, 600, 37);
+    for &(p, m) in &[(37, 700), (530, 560)] {
+        gen_block_paths::<f64>(&gpu, 64 + m as u64, p, m);
+        gen_block_paths::<f32>(&gpu, 65 + m as u64, p, m);
+    }
+    gen_block_kernel::<f64>(&gpu, 66, 37, 700);
+    gen_block_kernel::<f32>(&gpu, 67, 37, 700);
+    let p = 20;
+    let (e64, e32) = (smem_edge::<f64>(&gpu, p), smem_edge::<f32>(&gpu, p));
+    for h in [e64 - p, e64 - p + 1] {
+        gen_strip_paths::<f64>(&gpu, 68, h, p);
+    }
+    for h in [e32 - p, e32 - p + 1] {
+        gen_strip_paths::<f32>(&gpu, 69, h, p);
+    }
+    for m in [e64, e64 + 1] {
+        gen_block_paths::<f64>(&gpu, 70, p, m);
+    }
+    for m in [e32, e32 + 1] {
+        gen_block_paths::<f32>(&gpu, 71, p, m);
+    }
+    gen_rank_one_b_paths::<f64>(&gpu, 72, 700, 600);
+    gen_rank_one_b_paths::<f32>(&gpu, 73, 700, 600);
+    // 12 columns a thread exactly, and one column more than the pipe takes
+    gen_rank_one_b_paths::<f64>(&gpu, 74, GEN_R1_MAX_N + 20, GEN_R1_MAX_N);
+    gen_rank_one_b_paths::<f32>(&gpu, 75, 120, GEN_R1_MAX_N + 1);
+}
+
+/// The rank-one lists (stage A from `two_phase_gen_rank_one_a` on a random w of length
+/// top + 1, stage B appended by `two_phase_gen_rank_one_b` on a random Hessenberg R with
+/// n columns) through the sweep apply ([`ApplyPath::Sweep`], the default for these
+/// lists) and the list-order apply, against a CPU replay, bit for bit, on NaN-padded
+/// targets: stage A alone on a banded upper-triangular R (as in the update), and the
+/// whole list on Q (`nq` rows) and d. A sweep with a banded target and an ascending part,
+/// and a sweep of a list without one, are refused with nothing changed.
+fn sweep_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, top: usize, n: usize, nq: usize) {
+    let mut g = common::rng(seed);
+    let m = top + 1;
+    let nb = n.min(m - 1);
+    let w0 = common::rand_vec::<T>(&mut g, m);
+    let mut wd = DevVec::from_slice(gpu, &w0).unwrap();
+    let mut rl = RotList::<T>::with_capacity(gpu, top + nb).unwrap();
+    gpu.two_phase_gen_rank_one_a(&mut wd.view_mut(), &mut rl)
+        .unwrap();
+    let stage_a = rl.to_host(gpu).unwrap();
+    assert_eq!(stage_a.len(), top);
+    // stage A on a banded R (m×n upper triangular), then the rank-one stage B on it
+    let r0 = Mat::from_fn(m, n, |i, j| {
+        if i <= j {
+            T::from_f64(common::nonzero(&mut g))
+        } else {
+            T::ZERO
+        }
+    });
+    let mut r_cpu = r0.clone();
+    let (mut q_dummy, mut d_dummy) = (Mat::<T>::zeros(1, m), Mat::<T>::zeros(m, 1));
+    replay(&stage_a, &mut q_dummy, &mut r_cpu, &mut d_dummy);
+    let rp = poisoned(&r0);
+    let run_r = |rl: &RotList<T>, path: ApplyPath| -> cuqr::Result<Mat<T>> {
+        let mut rd = DevMat::from_host(gpu, rp.as_ref()).unwrap();
+        gpu.two_phase_apply_path(
+            rl,
+            &mut [ApplyTarget {
+                view: &mut rd.block_mut(2, 3, m, n),
+                side: RotSide::Rows,
+                banded: true,
+            }],
+            path,
+        )?;
+        Ok(rd.to_host(gpu).unwrap())
+    };
+    check_padded(
+        "stage A sweep on R",
+        &run_r(&rl, ApplyPath::Sweep).unwrap(),
+        &r_cpu,
+    );
+    check_padded(
+        "stage A list on R",
+        &run_r(&rl, ApplyPath::List).unwrap(),
+        &r_cpu,
+    );
+    let mut rd = DevMat::from_host(gpu, r_cpu.as_ref()).unwrap();
+    let v = common::rand_vec::<T>(&mut g, n);
+    let vd = DevVec::from_slice(gpu, &v).unwrap();
+    gpu.two_phase_gen_rank_one_b(&mut rd.view_mut(), &wd.view(), &vd.view(), &mut rl)
+        .unwrap();
+    let list = rl.to_host(gpu).unwrap();
+    assert_eq!(list.len(), top + nb);
+    // the whole list on Q (columns) and d (rows)
+    let q0 = common::rand_mat::<T>(&mut g, nq, m);
+    let d0 = common::rand_mat::<T>(&mut g, m, 2);
+    let (mut q, mut d) = (q0.clone(), d0.clone());
+    let mut r_dummy = Mat::<T>::zeros(m, 1);
+    replay(&list, &mut q, &mut r_dummy, &mut d);
+    let (qp, dp) = (poisoned(&q0), poisoned(&d0));
+    let run_qd = |rl: &RotList<T>, path: Option<ApplyPath>, banded_r: bool| {
+        let mut qd = DevMat::from_host(gpu, qp.as_ref()).unwrap();
+        let mut dd = DevMat::from_host(gpu, dp.as_ref()).unwrap();
+        let mut rd = DevMat::from_host(gpu, rp.as_ref()).unwrap();
+        let res = {
+            let mut qv = qd.block_mut(2, 3, nq, m);
+            let mut dv = dd.block_mut(2, 3, m, 2);
+            let mut rv = rd.block_mut(2, 3, m, n);
+            let mut targets = vec![
+                ApplyTarget {
+                    view: &mut qv,
+                    side: RotSide::Cols,
+                    banded: false,
+                },
+                ApplyTarget {
+                    view: &mut dv,
+                    side: RotSide::Rows,
+                    banded: false,
+                },
+            ];
+            if banded_r {
+                targets.push(ApplyTarget {
+                    view: &mut rv,
+                    side: RotSide::Rows,
+                    banded: true,
+                });
+            }
+            match path {
+                Some(p) => gpu.two_phase_apply_path(rl, &mut targets, p),
+                None => gpu.two_phase_apply(rl, &mut targets),
+            }
+        };
+        (
+            res,
+            qd.to_host(gpu).unwrap(),
+            dd.to_host(gpu).unwrap(),
+            rd.to_host(gpu).unwrap(),
+        )
+    };
+    for path in [None, Some(ApplyPath::Sweep), Some(ApplyPath::List)] {
+        let (res, gq, gd, _) = run_qd(&rl, path, false);
+        res.unwrap();
+        check_padded(&format!("{path:?} Q top={top} n={n}"), &gq, &q);
+        check_padded(&format!("{path:?} d top={top} n={n}"), &gd, &d);
+    }
+    if nb > 0 {
+        let (res, gq, _, gr) = run_qd(&rl, Some(ApplyPath::Sweep), true);
+        assert!(
+            matches!(res, Err(cuqr::Error::InvalidParam { .. })),
+            "{res:?}"
+        );
+        check_padded("refused sweep Q", &gq, &q0);
+        check_padded("refused sweep R", &gr, &r0);
+        // the default falls back to list order for a banded target
+        let (res, gq, _, _) = run_qd(&rl, None, true);
+        res.unwrap();
+        check_padded("default with banded R: Q", &gq, &q);
+    }
+    rl.forget_schedule();
+    let (res, gq, _, _) = run_qd(&rl, Some(ApplyPath::Sweep), false);
+    assert!(
+        matches!(res, Err(cuqr::Error::InvalidParam { .. })),
+        "{res:?}"
+    );
+    check_padded("sweep without a sweep list", &gq, &q0);
+}
+
+#[test]
+fn small_kernel_apply_sweep_matches_list_order() {
+    let Some(gpu) = common::gpu() else { return };
+    // (top, n, rows of Q): batch edges (8), A1-like (top = n) and A2-like (top > n)
+    // shapes, wide stage B (n > top), one rotation
+    for &(top, n, nq) in &[
+        (1, 1, 5),
+        (7, 7, 33),
+        (8, 8, 31),
+        (9, 8, 45),
+        (40, 40, 97),
+        (17, 40, 3),
+        (100, 33, 130),
+        (300, 299, 70),
+    ] {
+        sweep_apply_kernel::<f64>(&gpu, 81 + top as u64, top, n, nq);
+        sweep_apply_kernel::<f32>(&gpu, 82 + top as u64, top, n, nq);
+    }
 }

@@ -189,6 +189,48 @@ entries! {
         (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
          plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b;
 
+    /// Rank-one stage B pipelined, one barrier a step (spec §1.11, issue 7), one block.
+    ///
+    /// # Safety
+    /// Grid 1, block nt with n ≤ nt·R1_PIPE_CPT, dyn smem 4·size_of::<T>(); `r`
+    /// read-writable m×n (ld ldr); `w` readable 1, `v` n; `rot`/`plane` writable at
+    /// k_off .. k_off + min(n, m−1); no overlap.
+    two_phase_gen_rank_one_b_pipe_f32, two_phase_gen_rank_one_b_pipe_f64
+        (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
+         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe;
+
+    /// Strip wavefront generate, one barrier a step, driver in shared or global memory
+    /// (spec §1.5, §1.7 step 3, issue 7), one block.
+    ///
+    /// # Safety
+    /// Grid 1; `x` read-writable (h+p)×p (ld ≥ h+p); `rot` writable for 2·p·h, `plane`
+    /// for p·h; no overlap; dyn smem (4p + in_smem·(h+p)·p)·size_of::<T>().
+    two_phase_gen_strip_pipe_f32, two_phase_gen_strip_pipe_f64
+        (x: *mut T, ld: usize, h: usize, p: usize, rot: *mut T, plane: *mut u32,
+         in_smem: usize) => two_phase::gen_strip_pipe;
+
+    /// Block wavefront generate on Z = Q(k0..k0+p, :), one barrier a step, Z in shared
+    /// or global memory (spec §1.5, §1.10, issue 7), one block.
+    ///
+    /// # Safety
+    /// Grid 1; `qz` readable p×m (ld ldq); `z` writable p·m; `rot`/`plane` writable for
+    /// pm − p(p+1)/2 rotations; no overlap; p < m; dyn smem (4p + in_smem·p·m)·
+    /// size_of::<T>().
+    two_phase_gen_block_pipe_f32, two_phase_gen_block_pipe_f64
+        (qz: *const T, ldq: usize, p: usize, m: usize, z: *mut T, rot: *mut T,
+         plane: *mut u32, in_smem: usize) => two_phase::gen_block_pipe;
+
+    /// Streams a rank-one sweep list (planes down−1 … 0, then 0 … up−1) through up to
+    /// three strided targets, loads a batch ahead (spec §1.11, issue 7).
+    ///
+    /// # Safety
+    /// Grid (⌈max n_g/128⌉, 3), block 128; see `two_phase::apply_sweep`.
+    two_phase_apply_sweep_f32, two_phase_apply_sweep_f64
+        (rot: *const T, down: usize, up: usize,
+         x0: *mut T, rs0: usize, cs0: usize, n0: usize, b0: usize,
+         x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
+         x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply_sweep;
+
     /// Streams a rotation list through up to three strided targets (spec §1.5 apply).
     ///
     /// # Safety

@@ -1,12 +1,15 @@
 //! Givens stages of the GPU updates in the two-phase design (spec §1.5 "Recommended
 //! modern design"; docs/design.md "Givens stages"): one single-block generate
 //! launch runs the wavefront over the driver block (the p new columns for §1.7, Z =
-//! Q(k0..k0+p, :) for §1.10, w and the Hessenberg R for §1.11) and records the rotations;
-//! one apply launch streams them through Q, d and R together (for the strip and block
-//! cases the blocked `two_phase_apply_pipe`, which reads and writes each element of the
-//! targets once per 64 chains, once in all for p ≤ 64; issue 7). Launches per stage: 2 for
-//! column insertion and row deletion, 4–6 for the rank-one update, whatever the size
-//! (the seeds' design needs O(steps)). Same rotations as the CPU backend (cpu/givens.rs).
+//! Q(k0..k0+p, :) for §1.10, w and the Hessenberg R for §1.11) and records the rotations
+//! (issue 7: pipelined kernels with one barrier a step, the strip or Z in shared memory
+//! when it fits the opt-in limit, rank-one stage B with each column's running element in
+//! a register); one apply launch streams them through Q, d and R together (for the strip
+//! and block cases the blocked `two_phase_apply_pipe`, which reads and writes each
+//! element of the targets once per 64 chains, once in all for p ≤ 64; for the rank-one
+//! lists `two_phase_apply_sweep`, loads a batch ahead). Launches per stage: 2 for column
+//! insertion and row deletion, 4–6 for the rank-one update, whatever the size (the
+//! seeds' design needs O(steps)). Same rotations as the CPU backend (cpu/givens.rs).
 
 use super::kernels_two_phase::{ApplyTarget, RotList, RotSide};
 use super::matrix::{DevMat, DevVec};

@@ -84,6 +84,14 @@ kernel_table! {
     two_phase_gen_rank_one_a,
     /// `two_phase_gen_rank_one_b_<T>(r, ldr, m, n, w, v, rot, plane, k_off)` (§1.11 stage B).
     two_phase_gen_rank_one_b,
+    /// `two_phase_gen_rank_one_b_pipe_<T>(r, ldr, m, n, w, v, rot, plane, k_off)` (issue 7).
+    two_phase_gen_rank_one_b_pipe,
+    /// `two_phase_gen_strip_pipe_<T>(x, ld, h, p, rot, plane, in_smem)` (issue 7).
+    two_phase_gen_strip_pipe,
+    /// `two_phase_gen_block_pipe_<T>(qz, ldq, p, m, z, rot, plane, in_smem)` (issue 7).
+    two_phase_gen_block_pipe,
+    /// `two_phase_apply_sweep_<T>(rot, down, up, 3 × (x, rs, cs, n, b))` (rank-one lists).
+    two_phase_apply_sweep,
     /// `two_phase_apply_<T>(rot, plane, count, 3 × (x, rs, cs, n, b))` (spec §1.5 apply).
     two_phase_apply,
     /// `two_phase_apply_sched_<T>(rot, sched, s0, s1, 3 × (x, rs, cs, n, b))` (step order).

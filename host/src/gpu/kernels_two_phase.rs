@@ -10,6 +10,7 @@
 use core::mem::size_of;
 use core::ops::Range;
 
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 
 use super::matrix::{DevMatView, DevMatViewMut, DevVec};
@@ -18,6 +19,15 @@ use crate::error::{Error, Result};
 
 /// Threads per block of the single-block generate kernels.
 pub const GEN_BLOCK: u32 = 512;
+/// Threads per block of `two_phase_gen_rank_one_b_pipe`: 256, so that any register
+/// count ptxas picks (≤ 255) fits an SM.
+pub const GEN_R1_BLOCK: u32 = 256;
+/// Largest n `two_phase_gen_rank_one_b_pipe` takes: [`GEN_R1_BLOCK`] threads × 12
+/// columns (the kernel's `R1_PIPE_CPT`).
+pub const GEN_R1_MAX_N: usize = GEN_R1_BLOCK as usize * 12;
+/// Largest chain count (p) of the pipelined strip/block generate kernels (their item
+/// indices are 32-bit).
+pub const GEN_PIPE_MAX_CHAINS: usize = 65_535;
 /// Threads per block of `two_phase_house_apply`.
 pub const APPLY_BLOCK: u32 = 128;
 /// Threads per block of `two_phase_apply(_sched)`: one warp, so the few thousand
@@ -35,6 +45,12 @@ pub const APPLY_PIPE_WARPS: u32 = 8;
 pub const APPLY_PIPE_MAX_WARPS: u32 = 8;
 /// Block of `two_phase_copy`: 32 × 8.
 const COPY_BLOCK: (u32, u32) = (32, 8);
+
+/// Whether `two_phase_gen_rank_one_b_pipe` takes an R with n columns and leading
+/// dimension `ld` (12 columns a thread; 32-bit element offsets).
+fn r1_pipe_fits(n: usize, ld: usize) -> bool {
+    n <= GEN_R1_MAX_N && (ld as u64) * (n as u64) < (1u64 << 32)
+}
 
 fn blocks(n: usize, per: u32) -> u32 {
     u32::try_from(n.div_ceil(per as usize)).expect("grid dimension fits u32")
@@ -65,6 +81,11 @@ pub struct RotList<T> {
     /// (kernel schedule id, s0, s1) when the list is a whole strip (1, h, p) or block
     /// (2, p, m) wavefront, which [`Gpu::two_phase_apply`] then streams in step order.
     sched: Option<(usize, usize, usize)>,
+    /// (down, up) when the list is a rank-one sweep: `down` rotations on planes
+    /// down−1, …, 0 then `up` on planes 0, …, up−1 (made by
+    /// [`Gpu::two_phase_gen_rank_one_a`] and [`Gpu::two_phase_gen_rank_one_b`]), which
+    /// [`Gpu::two_phase_apply`] streams with `two_phase_apply_sweep`.
+    sweep: Option<(usize, usize)>,
 }
 
 impl<T: GpuScalar> RotList<T> {
@@ -91,6 +112,7 @@ impl<T: GpuScalar> RotList<T> {
             len: 0,
             span: 0,
             sched: None,
+            sweep: None,
         })
     }
 
@@ -163,13 +185,33 @@ impl<T: GpuScalar> RotList<T> {
         self.len = list.len();
         self.span = list.iter().map(|r| r.2 + 2).max().unwrap_or(0);
         self.sched = None;
+        self.sweep = None;
         Ok(())
     }
 
-    /// Drops the schedule, so that [`Gpu::two_phase_apply`] streams the list in its
-    /// stored order (the same results bit for bit; for tests and benchmarks).
+    /// Drops the schedule (strip, block or sweep), so that [`Gpu::two_phase_apply`]
+    /// streams the list in its stored order (the same results bit for bit; for tests and
+    /// benchmarks).
     pub fn forget_schedule(&mut self) {
         self.sched = None;
+        self.sweep = None;
+    }
+
+    /// Asserts room for `count` rotations in an emptied list (a cuqr bug otherwise).
+    fn reserve_from_empty(&self, count: usize) {
+        assert!(
+            count <= self.cap,
+            "rotation list too small ({count} > {})",
+            self.cap
+        );
+    }
+
+    /// Empties the list (and drops its schedule).
+    fn clear(&mut self) {
+        self.len = 0;
+        self.span = 0;
+        self.sched = None;
+        self.sweep = None;
     }
 
     fn reserve(&self, extra: usize) {
@@ -200,6 +242,28 @@ pub enum ApplyPath {
     Pipe {
         /// Warps per block.
         warps: u32,
+    },
+    /// `two_phase_apply_sweep`: a rank-one list (planes down−1 … 0, then 0 … up−1),
+    /// one thread per vector with elements and rotations loaded eight entries ahead
+    /// (banded targets only for a list without the ascending part).
+    Sweep,
+}
+
+/// Which kernel a generate launcher runs (all give the same rotations and driver
+/// results bit for bit; spec §1.5 generate, issue 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenPath {
+    /// The step kernels `two_phase_gen_strip`, `two_phase_gen_block`,
+    /// `two_phase_gen_rank_one_b`: two barriers a step, the driver in global memory, one
+    /// thread loading, rotating and storing in between (the reference).
+    Step,
+    /// The pipelined kernels (`..._pipe`): one barrier a step; the driver block in
+    /// shared memory (`shared`, strip and block only, when it fits the device's opt-in
+    /// limit) or in global memory; rank-one: the column-owner pipeline (n ≤
+    /// [`GEN_R1_MAX_N`], `shared` must be false).
+    Pipe {
+        /// Driver block in shared memory.
+        shared: bool,
     },
 }
 
@@ -236,13 +300,96 @@ impl<T> ApplyTarget<'_, '_, T> {
     }
 }
 
+/// Dynamic shared memory (bytes) of a pipelined strip/block generate: rotation buffers
+/// 4·chains, plus the driver block when `shared`.
+fn gen_pipe_bytes(chains: usize, driver: usize, shared: bool, elem: usize) -> usize {
+    (4 * chains + if shared { driver } else { 0 }) * elem
+}
+
 /// Launchers of the two-phase kernels, on [`Gpu::stream`]. Empty problems launch nothing.
 impl Gpu {
+    /// The device's opt-in dynamic shared memory per block (bytes): the pipelined
+    /// strip/block generate keeps its driver block in shared memory when 4·p + the
+    /// driver's elements fit (tests pick sizes at this boundary).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the attribute query fails.
+    pub fn two_phase_smem_optin(&self) -> Result<usize> {
+        Ok(self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(super::driver_err("querying the shared memory per block"))?
+            .max(48 * 1024) as usize)
+    }
+
+    /// The default path of a strip (driver (h+p)×p) or block (p×m) generate with
+    /// `chains` = p: the driver in shared memory when it fits, else the pipelined kernel
+    /// in global memory, else (rotation buffers too large) the step kernel.
+    fn gen_default_path<T: GpuScalar>(&self, chains: usize, driver: usize) -> Result<GenPath> {
+        if chains > GEN_PIPE_MAX_CHAINS {
+            return Ok(GenPath::Step);
+        }
+        let (optin, elem) = (self.two_phase_smem_optin()?, size_of::<T>());
+        Ok(if gen_pipe_bytes(chains, driver, true, elem) <= optin {
+            GenPath::Pipe { shared: true }
+        } else if gen_pipe_bytes(chains, driver, false, elem) <= optin {
+            GenPath::Pipe { shared: false }
+        } else {
+            GenPath::Step
+        })
+    }
+
+    /// Checks `path` for a strip/block generate and returns its launch configuration
+    /// (raising the kernel's shared-memory limit when above 48 KiB).
+    fn gen_pipe_cfg<T: GpuScalar>(
+        &self,
+        f: &cudarc::driver::CudaFunction,
+        op: &'static str,
+        chains: usize,
+        driver: usize,
+        shared: bool,
+    ) -> Result<LaunchConfig> {
+        let optin = self.two_phase_smem_optin()?;
+        let bytes = gen_pipe_bytes(chains, driver, shared, size_of::<T>());
+        if chains > GEN_PIPE_MAX_CHAINS || bytes > optin {
+            return Err(Error::InvalidParam {
+                op,
+                what: "path",
+                why: format!(
+                    "the pipelined generate needs {bytes} bytes of shared memory for {chains} \
+                     chains (device limit {optin}, at most {GEN_PIPE_MAX_CHAINS} chains)"
+                ),
+            });
+        }
+        if bytes > 48 * 1024 {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(bytes).expect("shared memory fits i32"),
+            )
+            .map_err(super::driver_err(
+                "raising a generate kernel's shared memory limit",
+            ))?;
+        }
+        // GEN_BLOCK threads unless the registers the driver's compiler gave the kernel
+        // allow fewer (the kernel takes any multiple of 32)
+        let most = f.max_threads_per_block().map_err(super::driver_err(
+            "querying a generate kernel's block limit",
+        ))?;
+        let threads = GEN_BLOCK
+            .min(u32::try_from(most).unwrap_or(0) / 32 * 32)
+            .max(32);
+        let mut c = cfg((1, 1), (threads, 1));
+        c.shared_mem_bytes = u32::try_from(bytes).expect("shared memory fits u32");
+        Ok(c)
+    }
+
     /// `two_phase_gen_strip` (spec §1.5 strip case, §1.7 step 3): runs the wavefront on
     /// the driver block `x` = R'(k0..n+p, k0..k0+p) ((h+p)×p, h = n − k0) in place —
     /// ρ on the band, exact zeros below it, rows rotated in the driver's later columns —
     /// and records the p·h rotations into `list` (replacing it) in the sequential order
-    /// of `update::insert_cols::run_cpu`, planes local to row k0.
+    /// of `update::insert_cols::run_cpu`, planes local to row k0. Runs the pipelined
+    /// kernel with the driver in shared memory when it fits, else in global memory
+    /// ([`GenPath`]; issue 7).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -256,16 +403,45 @@ impl Gpu {
         list: &mut RotList<T>,
     ) -> Result<()> {
         let p = x.ncols();
+        let path = self.gen_default_path::<T>(p, (h + p) * p)?;
+        self.two_phase_gen_strip_path(x, h, list, path)
+    }
+
+    /// [`Gpu::two_phase_gen_strip`] through the kernel `path` names (tests and
+    /// benchmarks; every path gives the same list and driver bit for bit).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] if `path` is `Pipe` and its shared memory exceeds the
+    /// device's limit (nothing is launched, `list` and `x` are unchanged);
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If `x` is not (h+p)×p or the list is too small (a cuqr bug).
+    pub fn two_phase_gen_strip_path<T: GpuScalar>(
+        &self,
+        x: &mut DevMatViewMut<'_, T>,
+        h: usize,
+        list: &mut RotList<T>,
+        path: GenPath,
+    ) -> Result<()> {
+        let p = x.ncols();
         assert_eq!(x.nrows(), h + p);
-        list.len = 0;
-        list.span = 0;
-        list.sched = None;
-        list.reserve(p * h);
+        list.reserve_from_empty(p * h);
         if p == 0 || h == 0 {
+            list.clear();
             return Ok(());
         }
         let ld = x.ld();
-        let f = &T::kernel_set(&self.kernels).two_phase_gen_strip;
+        let ks = T::kernel_set(&self.kernels);
+        let (f, launch, in_smem) = match path {
+            GenPath::Step => (&ks.two_phase_gen_strip, cfg((1, 1), (GEN_BLOCK, 1)), 0usize),
+            GenPath::Pipe { shared } => {
+                let f = &ks.two_phase_gen_strip_pipe;
+                let c = self.gen_pipe_cfg::<T>(f, "two_phase_gen_strip", p, (h + p) * p, shared)?;
+                (f, c, shared as usize)
+            }
+        };
+        list.clear();
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(x.buf_mut())
@@ -274,12 +450,17 @@ impl Gpu {
             .arg(&p)
             .arg(&mut list.rot)
             .arg(&mut list.plane);
+        if path != GenPath::Step {
+            b.arg(&in_smem);
+        }
         // SAFETY: matches two_phase_gen_strip_{f32,f64}(x: *mut T, ld, h, p, rot: *mut T,
-        // plane: *mut u32): x spans (h+p)×p with ld ≥ h+p (asserted shape, view extent);
-        // rot holds 2·cap ≥ 2·p·h and plane cap ≥ p·h (reserve); three distinct &mut
-        // buffers cannot overlap; grid 1 as the contract requires.
-        unsafe { b.launch(cfg((1, 1), (GEN_BLOCK, 1))) }
-            .map_err(launch_err("two_phase_gen_strip"))?;
+        // plane: *mut u32) for GenPath::Step, or two_phase_gen_strip_pipe_{f32,f64}(the
+        // same, in_smem) for Pipe: x spans (h+p)×p with ld ≥ h+p (asserted shape, view
+        // extent); rot holds 2·cap ≥ 2·p·h and plane cap ≥ p·h (reserve); three distinct
+        // &mut buffers cannot overlap; grid 1, block GEN_BLOCK (the pipe: any multiple of
+        // 32 up to it, gen_pipe_cfg); the pipe's dynamic shared memory is (4p + in_smem·(h+p)·p)·size_of::<T>() (gen_pipe_cfg, within
+        // the limit it raised) and p ≤ GEN_PIPE_MAX_CHAINS < 2³².
+        unsafe { b.launch(launch) }.map_err(launch_err("two_phase_gen_strip"))?;
         list.len = p * h;
         list.span = h + p;
         list.sched = Some((1, h, p));
@@ -289,7 +470,9 @@ impl Gpu {
     /// `two_phase_gen_block` (spec §1.5 block case, §1.10): copies Z = `qz` (p×m, rows
     /// k0..k0+p of Q) into the compact scratch `z` (p·m) and runs the wavefront on it,
     /// recording the pm − p(p+1)/2 rotations into `list` (replacing it) in the order of
-    /// `update::delete_rows::rotate_out`; planes are column indices of Q.
+    /// `update::delete_rows::rotate_out`; planes are column indices of Q. Runs the
+    /// pipelined kernel with Z in shared memory when it fits, else in `z` ([`GenPath`];
+    /// issue 7); `z` holds the final Z either way.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -303,17 +486,46 @@ impl Gpu {
         list: &mut RotList<T>,
     ) -> Result<()> {
         let (p, m) = (qz.nrows(), qz.ncols());
+        let path = self.gen_default_path::<T>(p, p * m)?;
+        self.two_phase_gen_block_path(qz, z, list, path)
+    }
+
+    /// [`Gpu::two_phase_gen_block`] through the kernel `path` names (tests and
+    /// benchmarks; every path gives the same list and final Z bit for bit).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] if `path` is `Pipe` and its shared memory exceeds the
+    /// device's limit (nothing is launched; `list` and `z` are unchanged);
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If p ≥ m, `z` is shorter than p·m or the list is too small (a cuqr bug).
+    pub fn two_phase_gen_block_path<T: GpuScalar>(
+        &self,
+        qz: &DevMatView<'_, T>,
+        z: &mut DevVec<T>,
+        list: &mut RotList<T>,
+        path: GenPath,
+    ) -> Result<()> {
+        let (p, m) = (qz.nrows(), qz.ncols());
         assert!(p < m && z.len() >= p * m);
         let count = p * m - p * (p + 1) / 2;
-        list.len = 0;
-        list.span = 0;
-        list.sched = None;
-        list.reserve(count);
+        list.reserve_from_empty(count);
         if p == 0 {
+            list.clear();
             return Ok(());
         }
         let ldq = qz.ld();
-        let f = &T::kernel_set(&self.kernels).two_phase_gen_block;
+        let ks = T::kernel_set(&self.kernels);
+        let (f, launch, in_smem) = match path {
+            GenPath::Step => (&ks.two_phase_gen_block, cfg((1, 1), (GEN_BLOCK, 1)), 0usize),
+            GenPath::Pipe { shared } => {
+                let f = &ks.two_phase_gen_block_pipe;
+                let c = self.gen_pipe_cfg::<T>(f, "two_phase_gen_block", p, p * m, shared)?;
+                (f, c, shared as usize)
+            }
+        };
+        list.clear();
         self.count_launch();
         let mut zv = z.view_mut();
         let mut b = self.stream.launch_builder(f);
@@ -324,13 +536,18 @@ impl Gpu {
             .arg(&mut zv)
             .arg(&mut list.rot)
             .arg(&mut list.plane);
+        if path != GenPath::Step {
+            b.arg(&in_smem);
+        }
         // SAFETY: matches two_phase_gen_block_{f32,f64}(qz: *const T, ldq, p, m,
-        // z: *mut T, rot: *mut T, plane: *mut u32): qz is a p×m view (ld ldq), z holds
-        // ≥ p·m (asserted), rot/plane hold ≥ count rotations (reserve); z, rot, plane
-        // are distinct &mut buffers and qz is borrowed shared, so none overlap; p < m;
-        // grid 1.
-        unsafe { b.launch(cfg((1, 1), (GEN_BLOCK, 1))) }
-            .map_err(launch_err("two_phase_gen_block"))?;
+        // z: *mut T, rot: *mut T, plane: *mut u32) for GenPath::Step, or
+        // two_phase_gen_block_pipe_{f32,f64}(the same, in_smem) for Pipe: qz is a p×m
+        // view (ld ldq), z holds ≥ p·m (asserted), rot/plane hold ≥ count rotations
+        // (reserve); z, rot, plane are distinct &mut buffers and qz is borrowed shared,
+        // so none overlap; p < m; grid 1, block GEN_BLOCK (the pipe: any multiple of 32
+        // up to it, gen_pipe_cfg); the pipe's dynamic shared memory is (4p + in_smem·p·m)·size_of::<T>() (gen_pipe_cfg, within the limit it
+        // raised) and p ≤ GEN_PIPE_MAX_CHAINS < 2³².
+        unsafe { b.launch(launch) }.map_err(launch_err("two_phase_gen_block"))?;
         list.len = count;
         list.span = m;
         list.sched = Some((2, p, m));
@@ -353,10 +570,9 @@ impl Gpu {
     ) -> Result<()> {
         assert!(!w.is_empty());
         let top = w.len() - 1;
-        list.len = 0;
-        list.span = 0;
-        list.sched = None;
+        list.clear();
         list.reserve(top);
+        list.sweep = Some((top, 0));
         if top == 0 {
             return Ok(());
         }
@@ -378,7 +594,8 @@ impl Gpu {
 
     /// `two_phase_gen_rank_one_b` (spec §1.11): R(0, :) += w(0)·vᵀ, then stage B on the
     /// upper Hessenberg `r` (m×n), done in place; its min(n, m−1) rotations are appended to
-    /// `list` (planes (i, i+1)).
+    /// `list` (planes (i, i+1)). Runs the pipelined kernel (one barrier a step, issue 7)
+    /// when n ≤ [`GEN_R1_MAX_N`], else the step kernel ([`GenPath`]).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -392,16 +609,66 @@ impl Gpu {
         v: &CudaView<'_, T>,
         list: &mut RotList<T>,
     ) -> Result<()> {
+        let path = if r1_pipe_fits(r.ncols(), r.ld()) {
+            GenPath::Pipe { shared: false }
+        } else {
+            GenPath::Step
+        };
+        self.two_phase_gen_rank_one_b_path(r, w, v, list, path)
+    }
+
+    /// [`Gpu::two_phase_gen_rank_one_b`] through the kernel `path` names (tests and
+    /// benchmarks; both give the same rotations and R bit for bit).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] for `Pipe { shared: true }`, or `Pipe` with n >
+    /// [`GEN_R1_MAX_N`] or ld·n ≥ 2³² (nothing is launched; `r` and `list` unchanged);
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If `w` is empty, `v.len() != n` or the list is too small (a cuqr bug).
+    pub fn two_phase_gen_rank_one_b_path<T: GpuScalar>(
+        &self,
+        r: &mut DevMatViewMut<'_, T>,
+        w: &CudaView<'_, T>,
+        v: &CudaView<'_, T>,
+        list: &mut RotList<T>,
+        path: GenPath,
+    ) -> Result<()> {
         let (m, n) = (r.nrows(), r.ncols());
         assert!(!w.is_empty() && v.len() == n);
         let nb = n.min(m.saturating_sub(1));
         list.reserve(nb);
+        if path != GenPath::Step
+            && (path == (GenPath::Pipe { shared: true }) || !r1_pipe_fits(n, r.ld()))
+        {
+            return Err(Error::InvalidParam {
+                op: "two_phase_gen_rank_one_b",
+                what: "path",
+                why: format!(
+                    "{path:?}: the pipelined stage B keeps R in global memory and takes n ≤ \
+                     {GEN_R1_MAX_N} with ld·n < 2^32 (n = {n}, ld = {})",
+                    r.ld()
+                ),
+            });
+        }
         list.sched = None;
+        list.sweep = match list.sweep {
+            Some((down, 0)) if down == list.len => Some((down, nb)),
+            _ => None,
+        };
         if n == 0 || m == 0 {
             return Ok(());
         }
         let (ldr, k_off) = (r.ld(), list.len);
-        let f = &T::kernel_set(&self.kernels).two_phase_gen_rank_one_b;
+        let ks = T::kernel_set(&self.kernels);
+        let (f, launch) = if path == GenPath::Step {
+            (&ks.two_phase_gen_rank_one_b, cfg((1, 1), (GEN_BLOCK, 1)))
+        } else {
+            let mut c = cfg((1, 1), (GEN_R1_BLOCK, 1));
+            c.shared_mem_bytes = 4 * size_of::<T>() as u32;
+            (&ks.two_phase_gen_rank_one_b_pipe, c)
+        };
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(r.buf_mut())
@@ -413,13 +680,15 @@ impl Gpu {
             .arg(&mut list.rot)
             .arg(&mut list.plane)
             .arg(&k_off);
-        // SAFETY: matches two_phase_gen_rank_one_b_{f32,f64}(r: *mut T, ldr, m, n,
-        // w: *const T, v: *const T, rot: *mut T, plane: *mut u32, k_off): r is an m×n
-        // view, w ≥ 1 and v = n elements (asserted), rot/plane have room for
-        // k_off + nb rotations (reserve); r, rot, plane are distinct &mut buffers and
-        // w, v shared borrows, so nothing overlaps; grid 1.
-        unsafe { b.launch(cfg((1, 1), (GEN_BLOCK, 1))) }
-            .map_err(launch_err("two_phase_gen_rank_one_b"))?;
+        // SAFETY: matches two_phase_gen_rank_one_b_{f32,f64} and
+        // two_phase_gen_rank_one_b_pipe_{f32,f64}(r: *mut T, ldr, m, n, w: *const T,
+        // v: *const T, rot: *mut T, plane: *mut u32, k_off): r is an m×n view, w ≥ 1 and
+        // v = n elements (asserted), rot/plane have room for k_off + nb rotations
+        // (reserve); r, rot, plane are distinct &mut buffers and w, v shared borrows, so
+        // nothing overlaps; grid 1; the pipe runs with GEN_R1_BLOCK threads, n ≤
+        // GEN_R1_BLOCK·12 and ld·n < 2³² (r1_pipe_fits, checked above) and 4 elements of
+        // dynamic shared memory, as its contract requires.
+        unsafe { b.launch(launch) }.map_err(launch_err("two_phase_gen_rank_one_b"))?;
         list.len += nb;
         if nb > 0 {
             list.span = list.span.max(nb + 1);
@@ -432,8 +701,10 @@ impl Gpu {
     /// left), one thread per row (Cols) or column (Rows) of each target. A list made by
     /// [`Gpu::two_phase_gen_strip`] or [`Gpu::two_phase_gen_block`] goes through
     /// `two_phase_apply_pipe` ([`ApplyPath::Pipe`], ⌈p/8⌉ ≤ [`APPLY_PIPE_WARPS`] warps:
-    /// each element read and written once per 64 chains, the same results bit for bit), any
-    /// other list through `two_phase_apply` ([`ApplyPath::List`]).
+    /// each element read and written once per 64 chains, the same results bit for bit), a
+    /// rank-one list through `two_phase_apply_sweep` ([`ApplyPath::Sweep`], unless a
+    /// banded target meets its ascending part), any other list through
+    /// `two_phase_apply` ([`ApplyPath::List`]).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -452,6 +723,9 @@ impl Gpu {
             let chains = if sid == 1 { s1 } else { s0 };
             let warps = chains.div_ceil(8).clamp(1, APPLY_PIPE_WARPS as usize) as u32;
             ApplyPath::Pipe { warps }
+        } else if matches!(list.sweep, Some((_, up)) if up == 0 || targets.iter().all(|t| !t.banded))
+        {
+            ApplyPath::Sweep
         } else {
             ApplyPath::List
         };
@@ -464,7 +738,9 @@ impl Gpu {
     /// # Errors
     /// [`Error::InvalidParam`] if `path` is [`ApplyPath::Step`] or [`ApplyPath::Pipe`]
     /// and the list has no strip/block schedule (uploaded, or after
-    /// [`RotList::forget_schedule`]), or `warps` is outside 1..=8 (nothing is launched);
+    /// [`RotList::forget_schedule`]), or `warps` is outside 1..=8, or `path` is
+    /// [`ApplyPath::Sweep`] and the list is not a rank-one sweep or has an ascending part
+    /// while a target is banded (nothing is launched);
     /// [`Error::Driver`] if the launch fails.
     ///
     /// # Panics
@@ -478,7 +754,25 @@ impl Gpu {
     ) -> Result<()> {
         assert!(targets.len() <= 3);
         let op = "two_phase_apply";
-        if path != ApplyPath::List && list.sched.is_none() {
+        if path == ApplyPath::Sweep {
+            match list.sweep {
+                None => {
+                    return Err(Error::InvalidParam {
+                        op,
+                        what: "path",
+                        why: "Sweep needs a rank-one list; this list has no sweep".into(),
+                    })
+                }
+                Some((_, up)) if up > 0 && targets.iter().any(|t| t.banded) => {
+                    return Err(Error::InvalidParam {
+                        op,
+                        what: "path",
+                        why: "Sweep takes banded targets only without the ascending part".into(),
+                    })
+                }
+                Some(_) => {}
+            }
+        } else if path != ApplyPath::List && list.sched.is_none() {
             return Err(Error::InvalidParam {
                 op,
                 what: "path",
@@ -518,6 +812,10 @@ impl Gpu {
                 &ks.two_phase_apply_sched,
                 cfg((blocks(maxv, APPLY_ROT_BLOCK), 3), (APPLY_ROT_BLOCK, 1)),
             ),
+            ApplyPath::Sweep => (
+                &ks.two_phase_apply_sweep,
+                cfg((blocks(maxv, APPLY_BLOCK), 3), (APPLY_BLOCK, 1)),
+            ),
             ApplyPath::Pipe { warps } => {
                 let mut c = cfg((blocks(maxv, 32), 3), (32 * warps, 1));
                 c.shared_mem_bytes = 2 * 32 * warps * size_of::<T>() as u32;
@@ -526,8 +824,11 @@ impl Gpu {
         };
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
+        let (down, up) = list.sweep.unwrap_or((0, 0));
         if path == ApplyPath::List {
             b.arg(&list.rot).arg(&list.plane).arg(&count);
+        } else if path == ApplyPath::Sweep {
+            b.arg(&list.rot).arg(&down).arg(&up);
         } else {
             b.arg(&list.rot).arg(&sid).arg(&s0).arg(&s1);
         }
@@ -554,7 +855,11 @@ impl Gpu {
         // kernels derive the vector index from blockDim, so any block size covers every
         // vector); Pipe grid (⌈max n/32⌉, 3), block 32·warps with 1 ≤ warps ≤ 8 (checked
         // above) and 2·32·warps·size_of::<T>() bytes of dynamic shared memory, as its
-        // contract requires.
+        // contract requires. Sweep: two_phase_apply_sweep_{f32,f64}(rot: *const T, down,
+        // up, the same targets) on a list made by the rank-one generate launchers (down =
+        // the stage A count, up = stage B's, down + up = count), banded targets only with
+        // up = 0 (checked above); grid (⌈max n/APPLY_BLOCK⌉, 3), block APPLY_BLOCK (any
+        // block size).
         unsafe { b.launch(launch) }.map_err(launch_err("two_phase_apply"))?;
         Ok(())
     }
