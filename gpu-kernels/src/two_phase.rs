@@ -489,22 +489,62 @@ pub unsafe fn house_apply<T: Float>(
         return;
     }
     let base = t * rs;
+    let at = |k: usize| base + k * cs;
     // SAFETY: elements base + k·cs, k < len, belong to vector t (caller's contract);
-    // vt[0..len−1] and tau[0] readable.
+    // vt[0..len−1] and tau[0] readable. Both passes load (x_k, v_k) eight entries ahead
+    // of their use (issue 7: the addresses do not depend on the data) and keep the
+    // arithmetic and its order: z accumulates k = 1, 2, … with one fma each.
     unsafe {
         let mut z = device::ld(x, base);
-        for k in 1..len {
-            z = device::ld(x, base + k * cs).mul_add(device::ld(vt, k - 1), z);
+        let (mut nx, mut nv) = ([T::ZERO; 8], [T::ZERO; 8]);
+        rep8!(u {
+            if 1 + u < len {
+                nx[u] = device::ld(x, at(1 + u));
+                nv[u] = device::ld(vt, u);
+            }
+        });
+        let mut k0 = 1;
+        while k0 < len {
+            let (bx, bv) = (nx, nv);
+            rep8!(u {
+                let k = k0 + 8 + u;
+                if k < len {
+                    nx[u] = device::ld(x, at(k));
+                    nv[u] = device::ld(vt, k - 1);
+                }
+            });
+            rep8!(u {
+                if k0 + u < len {
+                    z = bx[u].mul_add(bv[u], z);
+                }
+            });
+            k0 += 8;
         }
         let tz = device::ld(tau, 0).mul(z);
         device::st(x, base, tz.neg().add(device::ld(x, base)));
-        for k in 1..len {
-            let e = base + k * cs;
-            device::st(
-                x,
-                e,
-                tz.neg().mul_add(device::ld(vt, k - 1), device::ld(x, e)),
-            );
+        rep8!(u {
+            if 1 + u < len {
+                nx[u] = device::ld(x, at(1 + u));
+                nv[u] = device::ld(vt, u);
+            }
+        });
+        let mut k0 = 1;
+        while k0 < len {
+            let (bx, bv) = (nx, nv);
+            rep8!(u {
+                let k = k0 + 8 + u;
+                if k < len {
+                    nx[u] = device::ld(x, at(k));
+                    nv[u] = device::ld(vt, k - 1);
+                }
+            });
+            rep8!(u {
+                let k = k0 + u;
+                if k < len {
+                    device::st(x, at(k), tz.neg().mul_add(bv[u], bx[u]));
+                }
+            });
+            k0 += 8;
         }
     }
 }
