@@ -56,8 +56,8 @@ const _: () = assert!(UNROLL == 4 && CUNROLL == 5 && LANE_BLOCKS == 4);
 const HV_PER_LANE: usize = MAX_JB / WARP;
 /// Shared scratch after the panel slab, in `T`s, besides T itself (jb·jb): 32 (block
 /// reduction, in-place variant) + 8 (scalars) + 2·MAX_JB (combined D_c, then y) +
-/// MAX_JB (τ) + MAX_JB (the published row k).
-pub const SCRATCH: usize = 32 + 8 + 4 * MAX_JB;
+/// MAX_JB (τ) + MAX_JB (the published row k) + MAX_JB (row-stripe partial sums).
+pub const SCRATCH: usize = 32 + 8 + 5 * MAX_JB;
 
 /// Power-of-two scaling of a non-negative magnitude (spec §1.2, erratum H2).
 pub trait Pow2: Float {
@@ -321,6 +321,7 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
     let qv = scratch.wrapping_add(40); // 2·MAX_JB
     let taus = scratch.wrapping_add(40 + 2 * MAX_JB); // MAX_JB
     let hv = scratch.wrapping_add(40 + 3 * MAX_JB); // MAX_JB
+    let pst = scratch.wrapping_add(40 + 4 * MAX_JB); // MAX_JB
     let tsm = scratch.wrapping_add(SCRATCH); // jb·jb (block 0)
 
     let sl = Slab::<T, SHARED> { p, ld: ldp, rs };
@@ -409,10 +410,15 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
         // Rows that carry a term: x's tail [t0, t1) and v_q's rows [q, hi_q) ⊂ [q, t1).
         let r0 = if k >= 1 { q.max(rs) } else { t0 };
         let r1 = t1;
-        let mut js = warp * UNROLL as u32;
-        while js < jobs {
+        // Warps take UNROLL quantities each; with fewer than 16 such groups, the idle
+        // warps split the rows into `stripes` (partial sums then meet in `pst`).
+        let groups = jobs.div_ceil(UNROLL as u32).max(1);
+        let stripes = if groups < nwarps { nwarps / groups } else { 1 };
+        let (stripe, grp) = (warp / groups, warp % groups);
+        let mut js = grp * UNROLL as u32;
+        while js < jobs && stripe < stripes {
             let mut acc = [T::ZERO; UNROLL];
-            let mut g = r0 + lane;
+            let mut g = r0 + stripe * w32 + lane;
             while g < r1 {
                 // x/s_b on the tail (g > k; rows ≥ r0 ≥ rs), else 0.
                 let xs = if k < jb && g > k {
@@ -449,23 +455,48 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
                         acc[u] = unsafe { sl.ld(g, job - ncol) }.mul_add(vq, acc[u]);
                     }
                 });
-                g += w32;
+                g += w32 * stripes;
             }
             unroll!([0, 1, 2, 3], |u| {
-                // SAFETY: `js < jobs` is warp-uniform; the whole warp is here.
+                // SAFETY: `js < jobs` and `stripe` are warp-uniform; the whole warp is here.
                 let sum = unsafe { reduce::warp_sum(acc[u]) };
                 let job = js + u as u32;
                 if lane == 0 && job < jobs {
-                    let qi = if job < ncol {
-                        1 + job
+                    if stripes == 1 {
+                        let qi = if job < ncol {
+                            1 + job
+                        } else {
+                            jb + 1 + (job - ncol)
+                        };
+                        // SAFETY: qi < width; one writer per (quantity, block).
+                        unsafe { device::st(part, (qi * nb + b) as usize, sum) };
                     } else {
-                        jb + 1 + (job - ncol)
-                    };
-                    // SAFETY: qi < width; one writer per (quantity, block).
-                    unsafe { device::st(part, (qi * nb + b) as usize, sum) };
+                        // SAFETY: stripe·jobs + job < stripes·groups·UNROLL ≤ 16·4 = MAX_JB
+                        // (stripes > 1 only when groups ≤ 8); one writer per entry.
+                        unsafe { device::st(pst, (stripe * jobs + job) as usize, sum) };
+                    }
                 }
             });
             js += nwarps * UNROLL as u32;
+        }
+        if stripes > 1 {
+            // SAFETY: block-uniform (jobs is); the stripes' sums are in `pst`.
+            unsafe { device::sync_threads() };
+            if tid < jobs {
+                let mut sum = T::ZERO;
+                for sp in 0..stripes {
+                    // SAFETY: written before the barrier above, read-only until the next.
+                    sum =
+                        sum.add(unsafe { device::ld(pst as *const T, (sp * jobs + tid) as usize) });
+                }
+                let qi = if tid < ncol {
+                    1 + tid
+                } else {
+                    jb + 1 + (tid - ncol)
+                };
+                // SAFETY: qi < width; one writer per (quantity, block).
+                unsafe { device::st(part, (qi * nb + b) as usize, sum) };
+            }
         }
         // SAFETY: cooperative launch, every thread of every block runs the same steps.
         unsafe { device::grid_arrive(counter) };
@@ -573,22 +604,6 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
             }
         } else {
             let cjobs = nd + nyb;
-            // D̃_c = Σ_b (s_b/S)·D_b = D_c/S (exact weights, S = max_b s_b as warp 0
-            // finds it): neither D_c's overflow nor its underflow can happen.
-            let mut m = T::ZERO;
-            unroll!([0, 1, 2, 3], |j| {
-                m = m.max(sbv[j]);
-            });
-            let (_, ib) = if nd > 0 {
-                // SAFETY: `nd` is block-uniform; the whole warp is here.
-                unsafe { warp_allmax(m) }.pow2_scale()
-            } else {
-                (T::ZERO, T::ZERO)
-            };
-            let mut wv = [T::ZERO; LANE_BLOCKS];
-            unroll!([0, 1, 2, 3], |j| {
-                wv[j] = sbv[j].mul(ib);
-            });
             let mut js = (warp - 1) * CUNROLL as u32;
             while js < cjobs {
                 let mut vals = [[T::ZERO; LANE_BLOCKS]; CUNROLL];
@@ -608,6 +623,23 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
                                 unsafe { T::ld_cg(part.wrapping_add((qi * nb + bb) as usize)) };
                         }
                     });
+                });
+                // D̃_c = Σ_b (s_b/S)·D_b = D_c/S (exact weights, S = max_b s_b as warp 0
+                // finds it): neither D_c's overflow nor its underflow can happen. (After
+                // the loads, so that they all are in flight at once.)
+                let mut m = T::ZERO;
+                unroll!([0, 1, 2, 3], |j| {
+                    m = m.max(sbv[j]);
+                });
+                let (_, ib) = if nd > 0 {
+                    // SAFETY: `nd` and `js` are warp-uniform; the whole warp is here.
+                    unsafe { warp_allmax(m) }.pow2_scale()
+                } else {
+                    (T::ZERO, T::ZERO)
+                };
+                let mut wv = [T::ZERO; LANE_BLOCKS];
+                unroll!([0, 1, 2, 3], |j| {
+                    wv[j] = sbv[j].mul(ib);
                 });
                 unroll!([0, 1, 2, 3, 4], |u| {
                     let job = js + u as u32;
@@ -671,11 +703,17 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
             // v_g = x_g·(1/(α − β)) below: a warp per column (CPW at a time), lanes over
             // rows.
             if tk != T::ZERO {
-                let mut cb = k + 1 + warp;
-                while cb < jb {
+                // Warp w takes columns k + 1 + (w mod ncw) + ncw·j; with fewer columns
+                // than warps, the spare warps split the rows into stripes.
+                let ncols = jb - k - 1;
+                let ncw = ncols.clamp(1, nwarps);
+                let stripes = nwarps / ncw;
+                let (stripe, cslot) = (warp / ncw, warp % ncw);
+                let mut cb = k + 1 + cslot;
+                while cb < jb && stripe < stripes {
                     let mut tw = [T::ZERO; CPW];
                     for (j, twj) in tw.iter_mut().enumerate() {
-                        let c = cb + nwarps * j as u32;
+                        let c = cb + ncw * j as u32;
                         if c < jb {
                             // SAFETY: hv[c], qv[c] written before the barrier above.
                             let w = unsafe {
@@ -685,9 +723,9 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
                             *twj = tk.mul(w);
                         }
                     }
-                    if owns_k && lane == 0 {
+                    if owns_k && lane == 0 && stripe == 0 {
                         for (j, twj) in tw.iter().enumerate() {
-                            let c = cb + nwarps * j as u32;
+                            let c = cb + ncw * j as u32;
                             if c < jb {
                                 // SAFETY: row k is in this slab, c < jb; this lane is the
                                 // only one touching (k, c) in this phase.
@@ -695,21 +733,21 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
                             }
                         }
                     }
-                    let mut g = t0 + lane;
+                    let mut g = t0 + stripe * w32 + lane;
                     while g < t1 {
                         // SAFETY: slab row g, column k (only read in this phase).
                         let vg = unsafe { sl.ld(g, k) }.mul(inv);
                         for (j, twj) in tw.iter().enumerate() {
-                            let c = cb + nwarps * j as u32;
+                            let c = cb + ncw * j as u32;
                             if c < jb {
                                 // SAFETY: slab row g, column c < jb; (g, c) has one reader
                                 // and writer (this lane) in this phase.
                                 unsafe { sl.st(g, c, twj.neg().mul_add(vg, sl.ld(g, c))) };
                             }
                         }
-                        g += w32;
+                        g += w32 * stripes;
                     }
-                    cb += nwarps * CPW as u32;
+                    cb += ncw * CPW as u32;
                 }
             }
             inv_prev = inv;

@@ -1,7 +1,9 @@
 //! Blocked Householder QR on the device (spec §1.3–§1.4, §4.1; docs/design.md
 //! "Shared building blocks"): each panel of nb ≤ 64 columns in one cooperative launch
 //! of `fused_panel_qr` (R with exact zeros below the diagonal, V with explicit unit
-//! diagonal and zeros, τ, and T as LAPACK larft, τ ≥ 0, erratum E14); wider panels per
+//! diagonal and zeros, τ, and T as LAPACK larft, τ ≥ 0, erratum E14; a panel is
+//! narrowed in steps of 8 columns, to no less than half, when that keeps its rows in
+//! shared memory; the kernel's scratch lives on [`Gpu`]); wider panels per
 //! column (`householder_house` + `panel_apply`, then `panel_extract_v` and
 //! `wy_build_t`); then the trailing matrix, d and
 //! Q updated with three cuBLAS GEMMs each: C −= V·(Tᵀ·(VᵀC)), Q −= ((QV)T)Vᵀ.

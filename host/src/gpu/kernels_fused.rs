@@ -25,7 +25,7 @@ pub const FUSED_MAX_JB: usize = 64;
 pub const FUSED_MAX_ROWS: usize = (1 << 31) - 1;
 /// Shared scratch of the kernel besides the slab and T (jb·jb), in elements
 /// (`fused_panel::SCRATCH`).
-const SCRATCH: usize = 32 + 8 + 4 * FUSED_MAX_JB;
+const SCRATCH: usize = 32 + 8 + 5 * FUSED_MAX_JB;
 /// Most blocks in a launch: 32 lanes × `fused_panel::LANE_BLOCKS`.
 const MAX_BLOCKS: usize = 32 * 4;
 /// Elements of the partials: two buffers of MAX_BLOCKS × (2·jb + 2) quantities.
