@@ -1,9 +1,9 @@
 //! Blocked Householder QR on the device (spec §1.3–§1.4, §4.1; docs/design.md
 //! "Shared building blocks"): each panel of nb ≤ 64 columns in one cooperative launch
 //! of `fused_panel_qr` (R with exact zeros below the diagonal, V with explicit unit
-//! diagonal and zeros, τ, and T as LAPACK larft, τ ≥ 0, erratum E14; a panel is
-//! narrowed in steps of 8 columns, to no less than half, when that keeps its rows in
-//! shared memory; the kernel's scratch lives on [`Gpu`]); wider panels per
+//! diagonal and zeros, τ, and T as LAPACK larft, τ ≥ 0, erratum E14; without Q, a
+//! panel is narrowed in steps of 8 columns, to no less than half, when that keeps its
+//! rows in shared memory; the kernel's scratch lives on [`Gpu`]); wider panels per
 //! column (`householder_house` + `panel_apply`, then `panel_extract_v` and
 //! `wy_build_t`); then the trailing matrix, d and
 //! Q updated with three cuBLAS GEMMs each: C −= V·(Tᵀ·(VᵀC)), Q −= ((QV)T)Vᵀ.
@@ -158,11 +158,15 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             None
         },
     };
+    // Narrower panels whose rows fit shared memory pay off when only A and d are
+    // updated; with Q kept (here or backwards from `keep`), every panel is one more
+    // pass over Q's columns, which costs more than the in-place panel saves.
+    let narrow = q.is_none() && keep.is_none();
     let mut j0 = cols.start;
     while j0 < cols.end {
         let mut jb = nb.min(cols.end - j0);
         let r0 = rows.start + (j0 - cols.start);
-        if ws.fused.as_ref().is_some_and(|f| !f.force_in_place) {
+        if narrow && ws.fused.as_ref().is_some_and(|f| !f.force_in_place) {
             // Narrower, if that lets the panel's rows sit in shared memory.
             jb = gpu.fused_panel_width(span_rows(r0, jb), jb, core::mem::size_of::<T>());
         }

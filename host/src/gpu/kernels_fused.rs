@@ -221,7 +221,8 @@ impl Gpu {
     /// device, else jb (the in-place variant). A narrower panel whose slab fits is far
     /// faster than the in-place variant (f64 panels of 65536 rows and 64 columns do not
     /// fit 132 SMs' shared memory; 48 columns do), at the price of thinner trailing
-    /// GEMMs. Without a [`FusedCache`] yet, jb.
+    /// GEMMs (and one more pass over Q per panel, which is why `blocked_qr` narrows
+    /// only without Q). Without a [`FusedCache`] yet, jb.
     pub(crate) fn fused_panel_width(&self, rows: usize, jb: usize, elem: usize) -> usize {
         let guard = self.fused.lock().unwrap_or_else(|e| e.into_inner());
         let Some(cache) = guard.as_ref() else {
