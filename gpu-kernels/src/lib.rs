@@ -310,7 +310,7 @@ entries! {
     /// One-launch Householder panel (spec §1.4, §4.1; fused_panel.rs).
     ///
     /// # Safety
-    /// Cooperative launch, grid ⌈rows/rpb⌉, block 256, dynamic shared memory and
+    /// Cooperative launch, grid ⌈rows/rpb⌉, block 512, dynamic shared memory and
     /// scratch as `fused_panel::qr` documents.
     fused_panel_qr_f32, fused_panel_qr_f64
         (a: *mut T, lda: usize, rows: usize, jb: usize, band: usize, v: *mut T, ldv: usize,
