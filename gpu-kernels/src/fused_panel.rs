@@ -29,7 +29,7 @@
 //! * T's column is summed by eight threads a row while the grid barrier completes.
 
 use crate::device::{self, Float, WARP};
-use crate::reduce;
+use crate::reduce::{self, warp_allmax};
 
 /// Runs `$body` once per listed index with `$u` bound to it, so that arrays indexed by
 /// `$u` stay in registers (LLVM does not unroll loops around warp shuffles itself, and a
@@ -140,21 +140,6 @@ unsafe fn t_column<T: Float>(tsm: *mut T, jb: u32, q: u32, y: *const T, taus: *c
         }
         base += per_pass;
     }
-}
-
-/// Warp-wide max, every lane gets it (butterfly).
-///
-/// # Safety
-/// The full warp calls convergently.
-#[inline(always)]
-unsafe fn warp_allmax<T: Float>(mut v: T) -> T {
-    let mut d = (WARP / 2) as u32;
-    while d > 0 {
-        // SAFETY: forwarded: the full warp is convergent here.
-        v = v.max(unsafe { v.shfl_xor(d) });
-        d /= 2;
-    }
-    v
 }
 
 /// A block's slab of the panel: rows rs.. of the panel at `p` with leading dimension

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
 use cudarc::cusolver::DnHandle;
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use super::kernels::Kernels;
@@ -80,6 +81,32 @@ fn probe_libraries() -> Result<()> {
 }
 
 impl Gpu {
+    /// Streaming multiprocessors of the device (at least 1): the bound on co-resident
+    /// blocks of a cooperative launch, with the occupancy.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the attribute query fails.
+    pub(crate) fn sm_count(&self) -> Result<usize> {
+        Ok(self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_err("querying the SM count"))?
+            .max(1) as usize)
+    }
+
+    /// Opt-in dynamic shared memory per block in bytes (at least the 48 KiB every device
+    /// grants without opting in).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the attribute query fails.
+    pub(crate) fn smem_optin(&self) -> Result<usize> {
+        Ok(self
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(driver_err("querying the shared memory per block"))?
+            .max(48 * 1024) as usize)
+    }
+
     /// Opens device `ordinal`: probes the driver, cuBLAS and cuSOLVER libraries,
     /// retains the primary context, creates three non-blocking streams, binds
     /// cuBLAS and cuSOLVER to the first, and loads the embedded PTX, resolving

@@ -9,7 +9,7 @@
 
 use core::marker::PhantomData;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::matrix::{DevMat, DevMatViewMut, DevVec};
@@ -64,16 +64,8 @@ impl FusedCache {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     fn new(gpu: &Gpu) -> Result<Self> {
-        let sms = gpu
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(driver_err("querying the SM count"))?
-            .max(1) as usize;
-        let smem_optin = gpu
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .map_err(driver_err("querying the shared memory per block"))?
-            .max(48 * 1024) as usize;
+        let sms = gpu.sm_count()?;
+        let smem_optin = gpu.smem_optin()?;
         let partials = gpu
             .stream
             .alloc_zeros::<f64>(PARTIALS)

@@ -19,7 +19,7 @@
 use core::cell::Cell;
 
 use cudarc::cublas::sys as cublas;
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute};
+use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::blas::int;
@@ -345,16 +345,8 @@ impl Gpu {
     /// maximum.
     fn lu_coop_alloc<T: GpuScalar>(&self, max_w: usize) -> Result<CoopBufs<T>> {
         assert!((1..=LU_COOP_MAX_W).contains(&max_w));
-        let sms = self
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(driver_err("querying the SM count"))?
-            .max(1) as usize;
-        let smem_optin = self
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .map_err(driver_err("querying the shared memory per block"))?
-            .max(48 * 1024) as usize;
+        let sms = self.sm_count()?;
+        let smem_optin = self.smem_optin()?;
         let f = &T::kernel_set(&self.kernels).lu_panel_coop;
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

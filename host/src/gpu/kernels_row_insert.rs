@@ -6,7 +6,7 @@
 //! the device (shared memory, co-resident blocks); the caller falls back to the
 //! blocked compact-WY path when they do not.
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::matrix::{DevMat, DevVec};
@@ -113,16 +113,8 @@ impl Gpu {
         q: usize,
         p: usize,
     ) -> Result<Option<RowInsertShape>> {
-        let sms = self
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(driver_err("querying the SM count"))?
-            .max(1) as usize;
-        let smem_optin = self
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .map_err(driver_err("querying the shared memory per block"))?
-            .max(48 * 1024) as usize;
+        let sms = self.sm_count()?;
+        let smem_optin = self.smem_optin()?;
         let f = &T::kernel_set(&self.kernels).row_insert_qr;
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

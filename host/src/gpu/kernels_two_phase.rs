@@ -10,7 +10,7 @@
 use core::mem::size_of;
 use core::ops::Range;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 
 use super::matrix::{DevMatView, DevMatViewMut, DevVec};
@@ -315,11 +315,7 @@ impl Gpu {
     /// # Errors
     /// [`Error::Driver`] if the attribute query fails.
     pub fn two_phase_smem_optin(&self) -> Result<usize> {
-        Ok(self
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .map_err(super::driver_err("querying the shared memory per block"))?
-            .max(48 * 1024) as usize)
+        self.smem_optin()
     }
 
     /// The default path of a strip (driver (h+p)×p) or block (p×m) generate with
