@@ -17,8 +17,9 @@ use crate::error::{Error, Result};
 pub const ROW_INSERT_BLOCK: u32 = 256;
 /// Columns per block the launch aims for: one per warp. Every own reflector ends with
 /// a block barrier, so the chain's step waits for the warp with the most columns; on an
-/// H100 (m = 1200, n = 500, p = 20) 32 columns a block (4 a warp) took 1.80 ms against
-/// 1.59 ms for about 8 a block (measured with per-reflector publication).
+/// H100 (m = 1200, n = 500, p = 20, whole update) 32 columns a block with grouped
+/// publication took 1.80 ms against 1.59 ms for 8 a block publishing every reflector;
+/// 8 a block with grouped publication (this default) is not measured yet.
 const TARGET_CPB: usize = 8;
 /// Most reflectors of earlier blocks staged at once.
 const MAX_RING: usize = 32;
@@ -140,7 +141,8 @@ impl Gpu {
     /// `row_insert_qr` (spec §1.9): the QR of [R d; U e] in place, R and d in the top
     /// n rows of `r` and `d`, U (p×n) in `u`, e (p×q) in `e`. Afterwards R and d are
     /// updated, `u` holds V_U and `e` the transformed new right-hand-side rows. One
-    /// cooperative launch with `shape` from [`Gpu::row_insert_plan`].
+    /// cooperative launch with `shape` from [`Gpu::row_insert_plan`] (which also raised
+    /// the kernel's shared-memory limit; a launch without it fails with a driver error).
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] (the counter), [`Error::Driver`] if the launch fails.
@@ -167,14 +169,8 @@ impl Gpu {
         assert!(
             shape.smem_bytes >= smem_bytes(n, p, shape.cpb, shape.ring, core::mem::size_of::<T>())
         );
+        // The shared-memory limit was raised to the device maximum by `row_insert_plan`.
         let f = &T::kernel_set(&self.kernels).row_insert_qr;
-        if shape.smem_bytes > 48 * 1024 {
-            f.set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                i32::try_from(shape.smem_bytes).expect("shared memory fits i32"),
-            )
-            .map_err(driver_err("raising row_insert_qr's shared memory limit"))?;
-        }
         let mut tau = DevVec::<T>::zeros(self, n)?;
         let mut counter = self
             .stream

@@ -758,17 +758,11 @@ mod gpu_tests {
     use rand::SeedableRng;
     use std::sync::Arc;
 
+    /// ‖x − y‖_F / ‖y‖_F.
     fn rel_diff<T: Scalar>(x: &Mat<T>, y: &Mat<T>) -> f64 {
         assert_eq!((x.nrows(), x.ncols()), (y.nrows(), y.ncols()));
-        let (mut num, mut den) = (0.0f64, 0.0f64);
-        for j in 0..x.ncols() {
-            for i in 0..x.nrows() {
-                let (a, b) = (x[(i, j)].to_f64(), y[(i, j)].to_f64());
-                num += (a - b) * (a - b);
-                den += b * b;
-            }
-        }
-        num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE)
+        let diff = Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)] - y[(i, j)]);
+        diff.norm_fro() / y.norm_fro().max(f64::MIN_POSITIVE)
     }
 
     #[allow(clippy::too_many_arguments)]
