@@ -10,7 +10,7 @@
 use core::marker::PhantomData;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaSlice, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::matrix::{DevMat, DevMatViewMut, DevVec};
 use super::{alloc_err, driver_err, Gpu, GpuScalar};
@@ -37,6 +37,34 @@ const TARGET_BLOCKS: usize = 32;
 const MIN_ROWS_PER_BLOCK: usize = 32;
 /// Most blocks per SM in the in-place (global-memory) variant.
 const MAX_BLOCKS_PER_SM_GLOBAL: usize = 2;
+
+/// A column-major matrix by its device address: what a panel launched on a second
+/// stream works on, so that cudarc's per-buffer event tracking does not order that
+/// stream after the main stream's work on other columns of the same buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawMat {
+    ptr: u64,
+    nrows: usize,
+    ncols: usize,
+    ld: usize,
+}
+
+impl RawMat {
+    /// # Safety
+    /// `ptr` is the device address of a live allocation holding an nrows×ncols
+    /// column-major matrix with leading dimension `ld` ≥ nrows, and stays so while the
+    /// value is used; the user orders every access through it against other work on
+    /// the same elements (cudarc's event tracking does not see it).
+    pub(crate) unsafe fn new(ptr: u64, nrows: usize, ncols: usize, ld: usize) -> Self {
+        debug_assert!(ld >= nrows.max(1));
+        Self {
+            ptr,
+            nrows,
+            ncols,
+            ld,
+        }
+    }
+}
 
 /// What `fused_panel_qr` keeps on [`Gpu`] between launches: its scratch, sized for
 /// either precision (f64 elements), the barrier counter with the value the host knows
@@ -255,8 +283,45 @@ impl Gpu {
         tau: &mut DevVec<T>,
         t: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
+        let (nrows, ncols, ld) = (a.nrows(), a.ncols(), a.ld());
+        let (ptr, _guard) = a.buf_mut().device_ptr_mut(&self.stream);
+        // SAFETY: `ptr` is a's buffer, described by a's own shape and leading dimension;
+        // the guard keeps cudarc's record of the write on the main stream, which the
+        // launch is queued on.
+        let raw = unsafe { RawMat::new(ptr, nrows, ncols, ld) };
+        self.fused_panel_qr_on(work, &raw, r0, j0, rows, jb, band, v, tau, t, &self.stream)
+    }
+
+    /// [`Gpu::fused_panel_qr`] on the matrix at `a` (a raw address, so that cudarc's
+    /// per-buffer event tracking does not order `stream` after the main stream's work
+    /// on other columns of the same matrix: the look-ahead of `blocked_qr`), queued on
+    /// `stream`. The caller orders `stream` after every write to the panel's columns
+    /// (and before every later access to them). V, τ, T and the kernel's scratch are
+    /// taken through cudarc on `stream`, so their accesses stay ordered by its events;
+    /// successive panels (on either stream) are ordered by those of the scratch.
+    ///
+    /// # Errors
+    /// As [`Gpu::fused_panel_qr`].
+    ///
+    /// # Panics
+    /// As [`Gpu::fused_panel_qr`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fused_panel_qr_on<T: GpuScalar>(
+        &self,
+        work: &mut FusedPanelWork<T>,
+        a: &RawMat,
+        r0: usize,
+        j0: usize,
+        rows: usize,
+        jb: usize,
+        band: Option<usize>,
+        v: &mut DevMatViewMut<'_, T>,
+        tau: &mut DevVec<T>,
+        t: &mut DevMatViewMut<'_, T>,
+        stream: &CudaStream,
+    ) -> Result<()> {
         assert!((1..=FUSED_MAX_JB).contains(&jb) && jb <= rows && rows <= FUSED_MAX_ROWS);
-        assert!(r0 + rows <= a.nrows() && j0 + jb <= a.ncols());
+        assert!(r0 + rows <= a.nrows && j0 + jb <= a.ncols);
         assert!(v.nrows() >= rows && v.ncols() >= jb);
         assert!(tau.len() >= jb && t.nrows() >= jb && t.ncols() >= jb);
         let mut guard = self.fused.lock().unwrap_or_else(|e| e.into_inner());
@@ -298,21 +363,20 @@ impl Gpu {
         };
         let shape = fused_shape(rows, jb, elem, lim, &mut occupancy)?;
         let band = band.unwrap_or(rows).min(rows);
-        let (lda, ldv, ldt) = (a.ld(), v.ld(), t.ld());
+        let (lda, ldv, ldt) = (a.ld, v.ld(), t.ld());
         let rpb = shape.rows_per_block;
         let in_shared = u32::from(shape.in_shared);
         let base = cache.bar;
-        let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-        let pa = pa + ((r0 + j0 * lda) * elem) as u64;
-        let (pv, _gv) = v.buf_mut().device_ptr_mut(&self.stream);
-        let (pt, _gt) = t.buf_mut().device_ptr_mut(&self.stream);
+        let pa = a.ptr + ((r0 + j0 * lda) * elem) as u64;
+        let (pv, _gv) = v.buf_mut().device_ptr_mut(stream);
+        let (pt, _gt) = t.buf_mut().device_ptr_mut(stream);
         let mut tau_v = tau.view_mut();
-        let (ptau, _gtau) = tau_v.device_ptr_mut(&self.stream);
-        let (pp, _gp) = cache.partials.device_ptr_mut(&self.stream);
-        let (ph, _gh) = cache.head.device_ptr_mut(&self.stream);
-        let (pc, _gc) = cache.counter.device_ptr_mut(&self.stream);
+        let (ptau, _gtau) = tau_v.device_ptr_mut(stream);
+        let (pp, _gp) = cache.partials.device_ptr_mut(stream);
+        let (ph, _gh) = cache.head.device_ptr_mut(stream);
+        let (pc, _gc) = cache.counter.device_ptr_mut(stream);
         self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = stream.launch_builder(f);
         b.arg(&pa)
             .arg(&lda)
             .arg(&rows)
@@ -337,11 +401,14 @@ impl Gpu {
         // SAFETY: matches fused_panel_qr_{f32,f64}(a: *mut T, lda, rows, jb, band, v: *mut T,
         // ldv, tau: *mut T, t: *mut T, ldt, partials: *mut T, head: *mut T, counter: *mut
         // u32, bar_base: u32, rpb, in_shared: u32) (device pointers are 64-bit). The
-        // asserts above keep the panel inside `a`, V (rows×jb), τ (jb) and T (jb×jb)
+        // asserts above keep the panel inside `a` (a live nrows×ncols matrix with leading
+        // dimension ld: RawMat's contract, the caller ordering `stream` against other
+        // work on these columns), V (rows×jb), τ (jb) and T (jb×jb)
         // inside their buffers, and rows < 2³¹ (the kernel's 32-bit row indices);
         // `partials` holds PARTIALS f64s ≥ 2·B·(2·jb+2) elements of T (B ≤ MAX_BLOCKS by
         // `fused_shape`), `head` 2·64 f64s ≥ 2·jb; the counter holds `cache.bar` (every
-        // earlier launch, all on this stream and made under this lock, advanced it by
+        // earlier launch, made under this lock and ordered before this one by the
+        // scratch's cudarc events on whichever stream it ran, advanced it by
         // exactly (jb+1)·B, tracked below); the buffers are distinct allocations and
         // their guards live across the call. Cooperative launch with B blocks that
         // `fused_shape` checked against the occupancy for this shared memory, block 512,
