@@ -14,11 +14,13 @@
 //! factorisation, 4m²n − 4mn² + 4n³/3 for forming the m×m Q from n reflectors
 //! (`orgqr` with m = n_Q = m, k = n). Accuracy of cuqr (Kerr et al.'s criteria, seeds
 //! spec §4.3, issue 5 bar) on the state with Q: ‖QR − A‖_F/‖A‖_F ≤ m·u and
-//! ‖QᵀQ − I‖_F ≤ m·u, norms on the device (cuBLAS Gram products, diagonal read by one
-//! kernel), and R's strictly lower part exactly zero (checked on the host after a
+//! ‖QᵀQ − I‖_F ≤ m·u, norms on the device in f64 (cuBLAS DGEMM products, f32 data
+//! widened exactly first; diagonal of the Gram matrix read by one kernel), and R's
+//! strictly lower part exactly zero (checked on the host after a
 //! download: exactness allows no reduction shortcut). Where the m×m Q does not fit,
 //! R alone is checked: ‖RᵀR − AᵀA‖_F/‖A‖²_F ≤ 2m·u (a backward-error consequence of
-//! QR = A + ΔA with orthogonal Q) and the exact zeros.
+//! QR = A + ΔA with orthogonal Q) and the exact zeros. cuSOLVER's Q (`geqrf` +
+//! `orgqr`) is measured by the same ‖QᵀQ − I‖_F, for comparison.
 
 use std::cell::{Cell, RefCell};
 use std::io::Write;
@@ -60,9 +62,10 @@ kernel/library launches and copies per factorisation; geqrf/cuqr = speed-up
 (> 1: cuqr faster); GFLOP/s with 2mn^2 - 2n^3/3 flops; +Q = with the explicit
 m×m Q, against geqrf + orgqr (m×m), flops + 4m^2n - 4mn^2 + 4n^3/3; Q phase =
 (cuqr+Q) - cuqr, the difference of the medians, and its GFLOP/s with the Q
-flops; |QR-A|/|A|, |Q^TQ-I| (Frobenius, on the device) and whether R is
-exactly zero below its diagonal, each against m·u; accuracy = pass when all
-hold. Without the m×m Q: R only, |R^TR - A^TA|/|A|^2 <= 2m·u and the zeros.
+flops; |QR-A|/|A|, |Q^TQ-I| (Frobenius, on the device, in f64 also for f32
+data) and whether R is exactly zero below its diagonal, each against m·u;
+accuracy = pass when all hold; cuSOLVER |Q^TQ-I| = the same measure of
+geqrf + orgqr's Q. Without the m×m Q: R only, |R^TR - A^TA|/|A|^2 <= 2m·u and the zeros.
 Kerr's panel / trailing-update split is not measured (it needs timers inside
 the factorisation); the Q phase is.
 ";
@@ -162,6 +165,9 @@ fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> cuqr::Result<DevMat<T>> {
 
 /// Columns per block of the accuracy products (bounds their scratch memory).
 const ACC_BLOCK: usize = 1024;
+/// Output columns per pass of the widened (f32 → f64) orthogonality check: every pass
+/// widens all of Q once, so wider passes convert less.
+const ORTH_BLOCK: usize = 4096;
 
 /// ‖C‖²_F of an m×w block on the device: the diagonal of the Gram matrix CᵀC
 /// (cuBLAS GEMM), read by one `panel_col_norms` launch (2w values downloaded).
@@ -178,8 +184,10 @@ fn fro_sq<T: GpuScalar>(gpu: &Gpu, c: &DevMatView<'_, T>) -> cuqr::Result<f64> {
     Ok(h[w..].iter().map(|x| x.to_f64()).sum())
 }
 
-/// ‖QR − A‖_F/‖A‖_F and ‖QᵀQ − I‖_F for the state's m×m Q and m×n R, by blocks of
-/// columns on the device.
+/// ‖QR − A‖_F/‖A‖_F and ‖QᵀQ − I‖_F for an m×m Q and m×n R, by blocks of columns on
+/// the device, always in f64: f32 data is widened block by block (exactly) before
+/// the DGEMMs, so the check's own rounding (f32 dot products over m rows, ≈ u a
+/// product, m² of them) does not masquerade as the factorisation's error.
 fn kerr_norms<T: GpuScalar>(
     gpu: &Gpu,
     q: &DevMat<T>,
@@ -187,6 +195,12 @@ fn kerr_norms<T: GpuScalar>(
     a: &DevMat<T>,
     a_fro: f64,
 ) -> cuqr::Result<(f64, f64)> {
+    if core::mem::size_of::<T>() == 4 {
+        return Ok((
+            residual_widened(gpu, q, r, a, a_fro)?,
+            orthogonality(gpu, q)?,
+        ));
+    }
     let (m, n) = (a.nrows(), a.ncols());
     let w = ACC_BLOCK.min(n.max(1));
     let mut c = DevMat::<T>::zeros(gpu, m, w)?;
@@ -207,27 +221,114 @@ fn kerr_norms<T: GpuScalar>(
         res += fro_sq(gpu, &c.block(0, 0, m, wb))?;
     }
     drop(c);
-    let w = ACC_BLOCK.min(m);
-    let mut e = DevMat::<T>::zeros(gpu, m, w)?;
+    Ok((res.sqrt() / a_fro, orthogonality(gpu, q)?))
+}
+
+/// dst(0..r, 0..c) := src (r×c), widened to f64 through the f32 staging `st`: exact
+/// for f32 data (`convert_to_f32` then `convert_from_f32`). Not for f64 data.
+fn widen<T: GpuScalar>(
+    gpu: &Gpu,
+    src: &DevMatView<'_, T>,
+    st: &mut DevMat<f32>,
+    dst: &mut DevMat<f64>,
+) -> cuqr::Result<()> {
+    debug_assert_eq!(core::mem::size_of::<T>(), 4);
+    let (r, c) = (src.nrows(), src.ncols());
+    gpu.convert_to_f32(src, T::ONE, &mut st.block_mut(0, 0, r, c))?;
+    gpu.convert_from_f32::<f64>(&st.block(0, 0, r, c), 1.0, &mut dst.block_mut(0, 0, r, c))
+}
+
+/// ‖QR − A‖_F/‖A‖_F for f32 Q, R, A, in f64: for each block of A's columns, A's
+/// block minus Σ_k Q(:, k-block)·R(k-block, block) over the k < n that R's upper
+/// triangle reaches (R's rows ≥ n and below the diagonal are exact zeros).
+fn residual_widened<T: GpuScalar>(
+    gpu: &Gpu,
+    q: &DevMat<T>,
+    r: &DevMat<T>,
+    a: &DevMat<T>,
+    a_fro: f64,
+) -> cuqr::Result<f64> {
+    let (m, n) = (a.nrows(), a.ncols());
+    let w = ACC_BLOCK.min(n.max(1));
+    let mut st = DevMat::<f32>::zeros(gpu, m, w)?;
+    let mut c = DevMat::<f64>::zeros(gpu, m, w)?;
+    let mut qk = DevMat::<f64>::zeros(gpu, m, w)?;
+    let mut rk = DevMat::<f64>::zeros(gpu, w, w)?;
+    let mut res = 0.0;
+    for c0 in (0..n).step_by(w) {
+        let wb = w.min(n - c0);
+        widen(gpu, &a.block(0, c0, m, wb), &mut st, &mut c)?;
+        for k0 in (0..c0 + wb).step_by(w) {
+            let kb = w.min(c0 + wb - k0);
+            widen(gpu, &q.block(0, k0, m, kb), &mut st, &mut qk)?;
+            widen(gpu, &r.block(k0, c0, kb, wb), &mut st, &mut rk)?;
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                -1.0,
+                &qk.block(0, 0, m, kb),
+                &rk.block(0, 0, kb, wb),
+                1.0,
+                &mut c.block_mut(0, 0, m, wb),
+            )?;
+        }
+        res += fro_sq(gpu, &c.block(0, 0, m, wb))?;
+    }
+    Ok(res.sqrt() / a_fro)
+}
+
+/// ‖QᵀQ − I‖_F of an m×m Q, in f64 (f32 data widened by blocks of rows: each block of
+/// output columns E := Σ_k Q(k-rows, :)ᵀ·Q(k-rows, block) − I).
+fn orthogonality<T: GpuScalar>(gpu: &Gpu, q: &DevMat<T>) -> cuqr::Result<f64> {
+    let m = q.nrows();
     let mut orth = 0.0;
+    if core::mem::size_of::<T>() == 8 {
+        let w = ACC_BLOCK.min(m);
+        let mut e = DevMat::<T>::zeros(gpu, m, w)?;
+        for c0 in (0..m).step_by(w) {
+            let wb = w.min(m - c0);
+            // E := I(:, c0..c0+wb), then E := QᵀQ(:, c0..c0+wb) − E
+            e.fill(gpu, T::ZERO)?;
+            gpu.panel_set_identity(&mut e.block_mut(c0, 0, wb, wb))?;
+            let mut ev = e.block_mut(0, 0, m, wb);
+            gpu.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &q.view(),
+                &q.block(0, c0, m, wb),
+                -T::ONE,
+                &mut ev,
+            )?;
+            orth += fro_sq(gpu, &e.block(0, 0, m, wb))?;
+        }
+        return Ok(orth.sqrt());
+    }
+    let w = ORTH_BLOCK.min(m);
+    let kb_max = ACC_BLOCK.min(m);
+    let mut e = DevMat::<f64>::zeros(gpu, m, w)?;
+    let mut st = DevMat::<f32>::zeros(gpu, kb_max, m)?;
+    let mut qk = DevMat::<f64>::zeros(gpu, kb_max, m)?;
     for c0 in (0..m).step_by(w) {
         let wb = w.min(m - c0);
-        // E := I(:, c0..c0+wb), then E := QᵀQ(:, c0..c0+wb) − E
-        e.fill(gpu, T::ZERO)?;
+        e.fill(gpu, 0.0)?;
         gpu.panel_set_identity(&mut e.block_mut(c0, 0, wb, wb))?;
-        let mut ev = e.block_mut(0, 0, m, wb);
-        gpu.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
-            &q.view(),
-            &q.block(0, c0, m, wb),
-            -T::ONE,
-            &mut ev,
-        )?;
+        for (i, k0) in (0..m).step_by(kb_max).enumerate() {
+            let kb = kb_max.min(m - k0);
+            widen(gpu, &q.block(k0, 0, kb, m), &mut st, &mut qk)?;
+            gpu.gemm(
+                Op::T,
+                Op::N,
+                1.0,
+                &qk.block(0, 0, kb, m),
+                &qk.block(0, c0, kb, wb),
+                if i == 0 { -1.0 } else { 1.0 },
+                &mut e.block_mut(0, 0, m, wb),
+            )?;
+        }
         orth += fro_sq(gpu, &e.block(0, 0, m, wb))?;
     }
-    Ok((res.sqrt() / a_fro, orth.sqrt()))
+    Ok(orth.sqrt())
 }
 
 /// ‖RᵀR − AᵀA‖_F/‖A‖²_F on the device (R: m×n, its lower part included).
@@ -305,6 +406,8 @@ struct Row {
     res: Option<f64>,
     /// ‖QᵀQ − I‖_F.
     orth: Option<f64>,
+    /// ‖QᵀQ − I‖_F of cuSOLVER's Q (`geqrf` + `orgqr`), measured the same way.
+    orth_cusolver: Option<f64>,
     /// ‖RᵀR − AᵀA‖_F/‖A‖²_F of the state without Q (the verdict when Q is not kept).
     gram: Option<f64>,
     /// R exactly zero below the diagonal (every measured state).
@@ -402,7 +505,7 @@ fn time_cusolver<T: GpuScalar>(
     a: &DevMat<T>,
     with_q: bool,
     reps: usize,
-) -> cuqr::Result<f64> {
+) -> cuqr::Result<(f64, Option<DevMat<T>>)> {
     let (m, n) = (a.nrows(), a.ncols());
     let work = RefCell::new(DevMat::<T>::zeros(gpu, m, n)?);
     let tau = RefCell::new(DevVec::<T>::zeros(gpu, n)?);
@@ -427,7 +530,7 @@ fn time_cusolver<T: GpuScalar>(
             Ok(())
         },
     )?;
-    Ok(t.median_ms())
+    Ok((t.median_ms(), qbuf.into_inner()))
 }
 
 /// Measures one shape in precision `T`.
@@ -476,11 +579,17 @@ fn bench_shape<T: GpuScalar>(
         })?;
     }
     row.geqrf_ms = if_fits(gpu, "geqrf", 1.2 * mn + slack, &mut notes, || {
-        time_cusolver(gpu, &a, false, reps)
+        time_cusolver(gpu, &a, false, reps).map(|(ms, _)| ms)
     })?;
 
     // with Q
     let need_q = mm + 2.2 * mn + slack;
+    // scratch of the accuracy products (f32 data widened to f64: see kerr_norms)
+    let acc_need = if s == 4.0 {
+        m as f64 * (ORTH_BLOCK * 8 + ACC_BLOCK * 28) as f64 + slack
+    } else {
+        2.0 * m as f64 * ACC_BLOCK as f64 * s + slack
+    };
     if let Some((ms, l, st)) = if_fits(gpu, "cuqr with Q (m×m)", need_q, &mut notes, || {
         time_cuqr(gpu, &a, &b, QPolicy::Full, params, reps)
     })? {
@@ -489,21 +598,28 @@ fn bench_shape<T: GpuScalar>(
         zeros &= lower_is_zero(gpu, st.r_dev())?;
         zero_checked = true;
         let q = st.q_dev().expect("Q kept under QPolicy::Full");
-        let need = 2.0 * m as f64 * ACC_BLOCK as f64 * s + slack;
-        if let Some((res, orth)) = if_fits(gpu, "accuracy", need, &mut notes, || {
+        if let Some((res, orth)) = if_fits(gpu, "accuracy", acc_need, &mut notes, || {
             kerr_norms(gpu, q, st.r_dev(), &a, a_fro)
         })? {
             row.res = Some(res);
             row.orth = Some(orth);
         }
     }
-    row.orgqr_ms = if_fits(
+    if let Some((ms, q)) = if_fits(
         gpu,
         "geqrf + orgqr (m×m)",
         mm + 1.2 * mn + slack,
         &mut notes,
         || time_cusolver(gpu, &a, true, reps),
-    )?;
+    )? {
+        row.orgqr_ms = Some(ms);
+        // cuSOLVER's Q by the same measure, for comparison with cuqr's
+        if let Some(q) = q {
+            row.orth_cusolver = if_fits(gpu, "cuSOLVER Q accuracy", acc_need, &mut notes, || {
+                orthogonality(gpu, &q)
+            })?;
+        }
+    }
     if zero_checked {
         row.zeros = Some(zeros);
     }
@@ -543,14 +659,14 @@ fn accuracy_cell(r: &Row, m: usize, u: f64) -> String {
     }
 }
 
-const TABLE_HEAD: &str = "| prec | shape | m | n | cuqr ms | launches | geqrf ms | geqrf/cuqr | cuqr GFLOP/s | geqrf GFLOP/s | cuqr+Q ms | launches +Q | geqrf+orgqr ms | (geqrf+orgqr)/(cuqr+Q) | cuqr+Q GFLOP/s | Q phase ms | Q phase GFLOP/s | ‖QR−A‖/‖A‖ | ‖QᵀQ−I‖ | R zero below diag | accuracy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
-const CSV_HEAD: &str = "prec,shape,m,n,cuqr_ms,cuqr_launches,geqrf_ms,geqrf_over_cuqr,cuqr_gflops,geqrf_gflops,cuqr_q_ms,cuqr_q_launches,geqrf_orgqr_ms,geqrf_orgqr_over_cuqr_q,cuqr_q_gflops,q_phase_ms,q_phase_gflops,qr_residual,orthogonality,gram_error,r_lower_zero,m_u,accuracy_pass";
+const TABLE_HEAD: &str = "| prec | shape | m | n | cuqr ms | launches | geqrf ms | geqrf/cuqr | cuqr GFLOP/s | geqrf GFLOP/s | cuqr+Q ms | launches +Q | geqrf+orgqr ms | (geqrf+orgqr)/(cuqr+Q) | cuqr+Q GFLOP/s | Q phase ms | Q phase GFLOP/s | ‖QR−A‖/‖A‖ | ‖QᵀQ−I‖ | cuSOLVER ‖QᵀQ−I‖ | R zero below diag | accuracy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+const CSV_HEAD: &str = "prec,shape,m,n,cuqr_ms,cuqr_launches,geqrf_ms,geqrf_over_cuqr,cuqr_gflops,geqrf_gflops,cuqr_q_ms,cuqr_q_launches,geqrf_orgqr_ms,geqrf_orgqr_over_cuqr_q,cuqr_q_gflops,q_phase_ms,q_phase_gflops,qr_residual,orthogonality,orthogonality_cusolver,gram_error,r_lower_zero,m_u,accuracy_pass";
 
 fn table_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
     let (f, fq) = (qr_flops(sh.m, sh.n), q_flops(sh.m, sh.n));
     let l = |x: Option<u64>| x.map_or("–".to_string(), |v| v.to_string());
     format!(
-        "| {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         sh.family,
         sh.m,
         sh.n,
@@ -569,6 +685,7 @@ fn table_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
         fmt_opt(gflops(fq, q_phase(r)), 0),
         r.res.map_or("–".into(), |x| format!("{x:.1e}")),
         r.orth.map_or("–".into(), |x| format!("{x:.1e}")),
+        r.orth_cusolver.map_or("–".into(), |x| format!("{x:.1e}")),
         r.zeros.map_or("–", |z| if z { "yes" } else { "NO" }),
         accuracy_cell(r, sh.m, u),
     )
@@ -579,7 +696,7 @@ fn csv_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
     let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
     let l = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
     format!(
-        "{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
         sh.family,
         sh.m,
         sh.n,
@@ -598,6 +715,7 @@ fn csv_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
         o(gflops(fq, q_phase(r))),
         o(r.res),
         o(r.orth),
+        o(r.orth_cusolver),
         o(r.gram),
         r.zeros.map_or(String::new(), |z| z.to_string()),
         sh.m as f64 * u,
@@ -831,6 +949,7 @@ mod tests {
             orgqr_ms: Some(6.0),
             res: Some(1e-15),
             orth: Some(1e-15),
+            orth_cusolver: Some(2e-15),
             zeros: Some(true),
             ..Row::default()
         };

@@ -256,6 +256,24 @@ impl Gpu {
         panel_width(rows, jb, elem, lim)
     }
 
+    /// Whether a rows×jb panel of `elem`-byte elements takes `fused_panel_qr`'s
+    /// shared-memory (slab) variant on this device: about 32 blocks, latency-bound,
+    /// leaving most SMs to a concurrent trailing update (what look-ahead needs). The
+    /// in-place variant streams from global memory on every SM. Without a
+    /// [`FusedCache`] yet, false.
+    pub(crate) fn fused_panel_in_shared(&self, rows: usize, jb: usize, elem: usize) -> bool {
+        let guard = self.fused.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(cache) = guard.as_ref() else {
+            return false;
+        };
+        let lim = FusedLimits {
+            sms: cache.sms,
+            smem_optin: cache.smem_optin,
+            in_place: false,
+        };
+        fused_shape(rows, jb, elem, lim, &mut |_| Ok(1)).is_ok_and(|s| s.in_shared)
+    }
+
     /// `fused_panel_qr` on the panel a[r0 .. r0+rows, j0 .. j0+jb] (spec §1.4): R in
     /// place with exact zeros below the diagonal, V (rows×jb, explicit 1s and 0s) into
     /// `v`, τ into `tau[0..jb)`, T (jb×jb) into `t`; reflector k limited to rows
