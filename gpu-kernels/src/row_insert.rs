@@ -5,14 +5,25 @@
 //! columns is independent work.
 //!
 //! Each block owns `cpb` consecutive columns of X = [R d; U e] (R's rows 0..min(c1, n)
-//! and U's p rows of each, in shared memory). It generates the reflectors of its own
-//! columns in order (one block barrier each) and publishes each one — the v tail in
-//! `u(:, j)`, τ in `tau[j]` — with a release increment of `*counter`. Reflectors of
-//! earlier blocks are applied in batches of up to `ring` as soon as an acquire load of
-//! the counter shows them. There is no grid barrier: a block waits only for blocks
-//! before it, which are resident (cooperative launch), so the launch cannot deadlock.
-//! Arithmetic per element as the CPU `house` and `apply_left_split` (scaled norm,
-//! τ ≥ 0, τ = 0 for a zero tail); only the summation order of the dot products differs.
+//! and U's p rows of each, in shared memory); warp w of the block owns its columns
+//! w, w + 8, … and works through the reflectors 0, 1, … on its own, with no block
+//! barrier after the initial load (the critical path is one warp's work per reflector):
+//!
+//! - a reflector of an earlier block is published per reflector — v tail in `u(:, j)`,
+//!   τ in `tau[j]`, then a release store of `flags[j]` by its generating warp — and
+//!   the consuming warp acquires up to `ring` consecutive flags with one coalesced load,
+//!   stages those reflectors in its own shared slots and applies them;
+//! - a reflector of the own block is read from the generating column in shared memory
+//!   after a shared ready count (CTA-scope fence) shows it;
+//! - look-ahead: a warp applies reflector j to its columns in increasing order, so
+//!   column j + 1 (if it is the warp's) comes first, and generates and publishes
+//!   reflector j + 1 before applying reflector j to its other columns.
+//!
+//! A block waits only for blocks before it, which are resident (cooperative launch),
+//! so the launch cannot deadlock. Arithmetic per element as the CPU `house` and
+//! `apply_left_split` (scaled norm, τ ≥ 0, τ = 0 for a zero tail); only the summation
+//! order of the dot products differs. Each column sees its reflectors in the order
+//! 0, 1, … with fixed per-lane partial sums, so results are bit-for-bit reproducible.
 
 use crate::device::{self, Float, WARP};
 use crate::reduce::{warp_allmax, warp_allsum};
@@ -20,10 +31,51 @@ use crate::reduce::{warp_allmax, warp_allsum};
 /// Threads per block of `row_insert_qr`.
 pub const BLOCK: usize = 256;
 
-/// A block publishes its own reflectors in groups of this many (and at the end of its
-/// range): each publication is a GPU-scope release, too slow to pay per reflector on
-/// the chain.
-const PUBLISH_EVERY: usize = 16;
+/// Bits of the lanes whose `pred` is true (`vote.sync.ballot.b32`, full warp).
+///
+/// # Safety
+/// All 32 lanes of the warp execute it together.
+#[inline(always)]
+unsafe fn ballot(pred: bool) -> u32 {
+    let m: u32;
+    // SAFETY: full-mask vote; the caller guarantees a convergent warp.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {m}, p, 0xffffffff; }}",
+            x = in(reg32) pred as u32,
+            m = out(reg32) m,
+            options(nostack, preserves_flags),
+        )
+    };
+    m
+}
+
+/// `fence.acq_rel.cta`: orders this thread's shared-memory accesses before and after it
+/// as seen by the other threads of the block.
+#[inline(always)]
+fn fence_cta() {
+    // SAFETY: a fence has no operands and no preconditions.
+    unsafe { core::arch::asm!("fence.acq_rel.cta;", options(nostack, preserves_flags)) };
+}
+
+/// Release store (GPU scope) of a global `u32`: every write this thread has observed
+/// (its own and, through `bar.warp.sync`, its warp's) is visible to a thread that
+/// acquires the value.
+///
+/// # Safety
+/// `p` points at a valid global `u32`.
+#[inline(always)]
+unsafe fn st_release_u32(p: *mut u32, v: u32) {
+    // SAFETY: valid global u32 (caller's contract).
+    unsafe {
+        core::arch::asm!(
+            "st.release.gpu.global.u32 [{p}], {v};",
+            p = in(reg64) p,
+            v = in(reg32) v,
+            options(nostack, preserves_flags),
+        )
+    };
+}
 
 /// Applies H = I − τ·[1; y][1; y]ᵀ to the column whose top entry is `*top` and whose
 /// p-tail is `col` (spec §1.9: w = top + yᵀcol, top −= τw, col −= τw·y).
@@ -128,16 +180,17 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
 /// sides e (p×q) into the top n rows of R (n×n upper triangular, ld `ldr`) and d (ld
 /// `ldd`), in place (spec §1.9). Outputs: R and d updated, U overwritten by the v tails
 /// (V_U), e by its transformed rows, τ in `tau[0..n)`. Block b owns columns
-/// b·cpb .. min((b+1)·cpb, n+q) of X.
+/// b·cpb .. min((b+1)·cpb, n+q) of X; warp w of the block owns its columns w, w + nw, …
 ///
 /// Launch: cooperative, grid ⌈(n+q)/cpb⌉ (all co-resident), block [`BLOCK`]; dynamic
-/// shared memory (n·cpb + p·cpb + ring·(p + 1) + 1)·size_of::<T>() bytes; `*counter`
-/// equals `base` at launch and ends at `base + n`.
+/// shared memory (n·cpb + p·cpb + cpb + (BLOCK/32)·ring·(p + 1) + 1)·size_of::<T>()
+/// bytes; `flags[0..n)` all differ from `base + 1` at launch (reflector j is published
+/// by storing `base + 1` into `flags[j]`).
 ///
 /// # Safety
-/// Launch shape as documented; ring ≥ 2, cpb ≥ 1; `r` read-writable n×n (ld ≥ n), `d`
-/// n×q (ld ≥ n), `u` p×n (ld ≥ p), `e` p×q (ld ≥ p), `tau` n, `counter` one `u32` only
-/// this launch touches; no two overlap.
+/// Launch shape as documented; n ≥ 1, 1 ≤ ring ≤ 32, cpb ≥ 1; `r` read-writable n×n (ld ≥ n),
+/// `d` n×q (ld ≥ n), `u` p×n (ld ≥ p), `e` p×q (ld ≥ p), `tau` n, `flags` n `u32`s
+/// only this launch touches; no two overlap.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn qr<T: Float>(
@@ -153,7 +206,7 @@ pub unsafe fn qr<T: Float>(
     q: usize,
     p: usize,
     tau: *mut T,
-    counter: *mut u32,
+    flags: *mut u32,
     base: u32,
     cpb: usize,
     ring: usize,
@@ -173,10 +226,13 @@ pub unsafe fn qr<T: Float>(
     let nr = c1.min(n);
     let sh = device::shared::<T>();
     let rs = sh; // R rows 0..nr of the block's columns, ld n
-    let us = sh.wrapping_add(n * cpb); // U rows, ld p
-    let ry = us.wrapping_add(p * cpb); // ring of v tails, ld p
-    let rt = ry.wrapping_add(ring * p); // ring of τ
-    let savail = rt.wrapping_add(ring) as *mut u32;
+    let us = sh.wrapping_add(n * cpb); // U rows, ld p (column lc < n: its v tail once generated)
+    let ts = us.wrapping_add(p * cpb); // τ of the block's own reflectors
+    let stage = ts.wrapping_add(cpb);
+    let sy = stage.wrapping_add(warp * ring * (p + 1)); // this warp's staged v tails, ld p
+    let sts = sy.wrapping_add(ring * p); // and their τ
+    // Own reflectors generated so far (0..=cpb), written by the generating warp's lane 0.
+    let sready = stage.wrapping_add(nw * ring * (p + 1)) as *mut u32;
     // Column lc of the block: pointers to its top (R or d) and tail (U or e).
     let top_of = |lc: usize| -> *mut T {
         let k = c0 + lc;
@@ -208,165 +264,177 @@ pub unsafe fn qr<T: Float>(
         unsafe { device::st(us, i + lc * p, device::ld(tail_of(lc) as *const T, i)) };
         x += nt;
     }
+    if tid == 0 {
+        // SAFETY: the shared counter slot; read only after the barrier below.
+        unsafe { sready.write_volatile(0) };
+    }
     // SAFETY: block-uniform barrier (no thread returned: the early return is uniform).
+    // It is the kernel's only block barrier: from here on each warp runs on its own.
     unsafe { device::sync_threads() };
+    if warp >= nloc {
+        return; // warp-uniform: a warp without columns
+    }
+    let set = base.wrapping_add(1);
 
-    let jend = nr;
-    let mut next = 0;
-    // Own reflectors published so far (block-uniform); starts at c0.
-    let mut published = c0;
-    while next < jend {
-        if next < c0 {
-            // Reflectors of earlier blocks: wait until at least one more is published.
-            if tid == 0 {
-                let seen = loop {
-                    // SAFETY: `counter` is a valid global u32 (contract); acquire at GPU
-                    // scope pairs with the publishers' release increments.
-                    let s = unsafe { device::ld_acquire_u32(counter) }.wrapping_sub(base) as usize;
-                    if s > next {
-                        break s;
-                    }
-                };
-                let avail = seen.min(c0).min(next + ring);
-                // SAFETY: shared slot, one writer, read after the barrier.
-                unsafe { device::st(savail, 0, avail as u32) };
+    // Generates reflector k = c0 + lc (column lc is this warp's and has had reflectors
+    // 0..k applied) and publishes it: to the block through `sready`, to later blocks
+    // through u(:, k), tau[k] and the release store of flags[k].
+    let publish = |lc: usize| {
+        let k = c0 + lc;
+        let col = us.wrapping_add(lc * p);
+        // SAFETY: warp-convergent; column lc (top row k and tail) is this warp's alone.
+        let t = unsafe { generate(rs.wrapping_add(k + lc * n), col, p) };
+        let mut i = lane;
+        while i < p {
+            // SAFETY: i < p: the lane's own element of the tail (written by this lane in
+            // `generate`) and column k of U, which only this warp writes.
+            unsafe { device::st(u, i + k * ldu, device::ld(col as *const T, i)) };
+            i += WARP;
+        }
+        if lane == 0 {
+            // SAFETY: one writer each; ts[lc] and tau[k] belong to column lc.
+            unsafe {
+                device::st(ts, lc, t);
+                device::st(tau, k, t);
             }
-            // SAFETY: block-uniform barrier; the acquire by thread 0 plus the barrier
-            // make the published reflectors visible to the block.
-            unsafe { device::sync_threads() };
-            // SAFETY: written before the barrier.
-            let avail = unsafe { device::ld(savail as *const u32, 0) } as usize;
-            let cnt = avail - next;
-            let mut x = tid;
-            while x < cnt * p {
-                let (i, s) = (x % p, x / p);
-                // SAFETY: column next+s < c0 ≤ n of U, published; `ld_cg` bypasses L1
-                // (a line of it may have been cached when this block loaded U).
+        }
+        // SAFETY: convergent warp: orders every lane's writes above (shared tail, U, τ)
+        // before lane 0's fence and flag stores below.
+        unsafe { device::sync_warp() };
+        if lane == 0 {
+            fence_cta();
+            // SAFETY: the shared counter (one writer at a time: reflectors are generated
+            // in order, each after the previous one was seen); flags[k] is valid (k < n).
+            unsafe {
+                sready.write_volatile((lc + 1) as u32);
+                st_release_u32(flags.wrapping_add(k), set);
+            }
+        }
+    };
+    // Applies reflector jj (v tail `y`, τ `t`) to this warp's columns after jj, in
+    // increasing order; when column jj + 1 is this warp's and in R, reflector jj + 1 is
+    // generated right after its column got reflector jj (look-ahead).
+    let step = |jj: usize, y: *const T, t: T| {
+        let mut lc = warp;
+        while lc < nloc {
+            let k = c0 + lc;
+            if k > jj {
+                // SAFETY: warp-convergent (lc is warp-uniform); row jj < nr of column lc
+                // and its tail are this warp's alone; `y` is read-only while in use.
                 unsafe {
-                    device::st(
-                        ry,
-                        i + s * p,
-                        T::ld_cg(u.wrapping_add(i + (next + s) * ldu)),
+                    apply_col(
+                        rs.wrapping_add(jj + lc * n),
+                        us.wrapping_add(lc * p),
+                        y,
+                        t,
+                        p,
                     )
                 };
-                x += nt;
-            }
-            let mut s = tid;
-            while s < cnt {
-                // SAFETY: τ of a published reflector.
-                unsafe { device::st(rt, s, T::ld_cg(tau.wrapping_add(next + s))) };
-                s += nt;
-            }
-            // SAFETY: block-uniform barrier: the batch is staged.
-            unsafe { device::sync_threads() };
-            let mut lc = warp;
-            while lc < nloc {
-                for s in 0..cnt {
-                    // SAFETY: warp-convergent; row next+s < c0 < nr of column lc and its
-                    // tail are this warp's alone; the staged reflector is read-only now.
-                    unsafe {
-                        apply_col(
-                            rs.wrapping_add(next + s + lc * n),
-                            us.wrapping_add(lc * p),
-                            ry.wrapping_add(s * p),
-                            device::ld(rt as *const T, s),
-                            p,
-                        )
-                    };
+                if k == jj + 1 && k < n {
+                    publish(lc);
                 }
-                lc += nw;
             }
-            // SAFETY: block-uniform barrier: the ring may be refilled.
-            unsafe { device::sync_threads() };
-            next = avail;
+            lc += nw;
+        }
+    };
+
+    if c0 == 0 && warp == 0 {
+        // Reflector 0 needs nothing applied (n ≥ 1 by contract).
+        publish(0);
+    }
+    // This warp applies reflectors 0..jw: its last column needs all before it (in R) or
+    // all n (a column of d).
+    let last = warp + (nloc - 1 - warp) / nw * nw;
+    let jw = (c0 + last).min(nr);
+    let mut j = 0;
+    while j < jw {
+        if j < c0 {
+            // Reflectors of earlier blocks: acquire up to `ring` consecutive flags in one
+            // load, stage the ready ones in the warp's slots, apply them.
+            let lim = (c0 - j).min(ring).min(jw - j);
+            let cnt = loop {
+                let ok = lane < lim
+                    // SAFETY: j + lane < c0 ≤ n flags; acquire at GPU scope pairs with the
+                    // generator's release store.
+                    && unsafe { device::ld_acquire_u32(flags.wrapping_add(j + lane)) } == set;
+                // SAFETY: convergent warp (the loop condition is warp-uniform).
+                let c = (!unsafe { ballot(ok) }).trailing_zeros() as usize;
+                if c > 0 {
+                    break c;
+                }
+            };
+            // SAFETY: convergent warp: the lanes' acquires are ordered before every lane's
+            // reads below (memory ordering among the barrier's threads).
+            unsafe { device::sync_warp() };
+            let mut x = lane;
+            while x < cnt * p {
+                let (i, s) = (x % p, x / p);
+                // SAFETY: column j+s < c0 of U, published (acquired above) and never
+                // written again; a slot of this warp's stage. `ld_cg` reads L2 (this
+                // block never cached these lines: it loaded only its own columns).
+                unsafe { device::st(sy, x, T::ld_cg(u.wrapping_add(i + (j + s) * ldu))) };
+                x += WARP;
+            }
+            if lane < cnt {
+                // SAFETY: τ of a published reflector; this warp's slot.
+                unsafe { device::st(sts, lane, T::ld_cg(tau.wrapping_add(j + lane))) };
+            }
+            // SAFETY: convergent warp: the stage is complete before any lane reads it.
+            unsafe { device::sync_warp() };
+            for s in 0..cnt {
+                // SAFETY: staged τ slot s < cnt ≤ ring.
+                let t = unsafe { device::ld(sts as *const T, s) };
+                step(j + s, sy.wrapping_add(s * p), t);
+            }
+            // SAFETY: convergent warp: every lane is done reading the stage before the
+            // next batch overwrites it.
+            unsafe { device::sync_warp() };
+            j += cnt;
         } else {
-            // Own reflector j: column j has had reflectors 0..j applied (by its warp).
-            let j = next;
+            // Reflector j of this block: wait until its generating warp counted it.
             let lj = j - c0;
-            let slot = j & 1;
-            if warp == lj % nw {
-                // SAFETY: warp-convergent; column lj is this warp's.
-                let t =
-                    unsafe { generate(rs.wrapping_add(j + lj * n), us.wrapping_add(lj * p), p) };
-                let mut i = lane;
-                while i < p {
-                    // SAFETY: i < p: the ring slot (unused by any warp since the last
-                    // barrier but one) and column j of U (this block's alone).
-                    unsafe {
-                        let v = device::ld(us.wrapping_add(lj * p) as *const T, i);
-                        device::st(ry, i + slot * p, v);
-                        device::st(u, i + j * ldu, v);
-                    }
-                    i += WARP;
-                }
-                if lane == 0 {
-                    // SAFETY: one writer each.
-                    unsafe {
-                        device::st(rt, slot, t);
-                        device::st(tau, j, t);
-                    }
-                }
-            }
-            // SAFETY: block-uniform barrier: reflector j is staged.
-            unsafe { device::sync_threads() };
-            if j + 1 == jend || (j + 1 - c0) % PUBLISH_EVERY == 0 {
-                if tid == 0 {
-                    // SAFETY: `counter` is valid (contract). The release reduction after
-                    // the barrier publishes every global write the block's warps made
-                    // before it (causality through the CTA barrier), i.e. reflectors
-                    // published..=j.
-                    unsafe { device::red_release_add(counter, (j + 1 - published) as u32) };
-                }
-                published = j + 1;
-            }
-            // SAFETY: written before the barrier.
-            let t = unsafe { device::ld(rt as *const T, slot) };
-            let mut lc = warp;
-            while lc < nloc {
-                if lc > lj {
-                    // SAFETY: warp-convergent (lc is warp-uniform); row j < nr of column
-                    // lc and its tail are this warp's alone.
-                    unsafe {
-                        apply_col(
-                            rs.wrapping_add(j + lc * n),
-                            us.wrapping_add(lc * p),
-                            ry.wrapping_add(slot * p),
-                            t,
-                            p,
-                        )
-                    };
-                }
-                lc += nw;
-            }
-            next = j + 1;
+            // SAFETY: the shared counter slot (volatile: re-read every iteration).
+            while (unsafe { device::ld_volatile(sready as *const u32, 0) } as usize) <= lj {}
+            fence_cta();
+            // SAFETY: τ of own reflector lj, written before the counter showed it.
+            let t = unsafe { device::ld(ts as *const T, lj) };
+            step(j, us.wrapping_add(lj * p), t);
+            j += 1;
         }
     }
-    // SAFETY: block-uniform barrier: every warp is done with the shared columns.
-    unsafe { device::sync_threads() };
-    let mut x = tid;
-    while x < nr * nloc {
-        let (i, lc) = (x % nr, x / nr);
-        // SAFETY: as the load above.
-        unsafe {
-            device::st(
-                top_of(lc),
-                i,
-                device::ld(rs.wrapping_add(i + lc * n) as *const T, 0),
-            )
-        };
-        x += nt;
-    }
-    let mut x = tid;
-    while x < p * nloc {
-        let (i, lc) = (x % p, x / p);
-        // SAFETY: as the load above.
-        unsafe {
-            device::st(
-                tail_of(lc),
-                i,
-                device::ld(us.wrapping_add(i + lc * p) as *const T, 0),
-            )
-        };
-        x += nt;
+    // SAFETY: convergent warp: lane 0's last writes of the tops precede the reads below.
+    unsafe { device::sync_warp() };
+    // The warp's columns are final: write them back (the v tails of R's columns are in
+    // U already).
+    let mut lc = warp;
+    while lc < nloc {
+        let k = c0 + lc;
+        let mut i = lane;
+        while i < nr {
+            // SAFETY: as the load above; column lc is this warp's alone.
+            unsafe {
+                device::st(
+                    top_of(lc),
+                    i,
+                    device::ld(rs.wrapping_add(i + lc * n) as *const T, 0),
+                )
+            };
+            i += WARP;
+        }
+        if k >= n {
+            let mut i = lane;
+            while i < p {
+                // SAFETY: as the load above (a column of e, this warp's alone).
+                unsafe {
+                    device::st(
+                        tail_of(lc),
+                        i,
+                        device::ld(us.wrapping_add(i + lc * p) as *const T, 0),
+                    )
+                };
+                i += WARP;
+            }
+        }
+        lc += nw;
     }
 }

@@ -30,6 +30,9 @@ pub struct Gpu {
     /// Scratch and launch facts of `fused_panel_qr`, made by the first panel and kept
     /// for every later one (`kernels_fused.rs`).
     pub(crate) fused: std::sync::Mutex<Option<super::kernels_fused::FusedCache>>,
+    /// Device limits and launch answers of `row_insert_qr`, filled by the first row
+    /// insertion and kept (`kernels_row_insert.rs`).
+    pub(crate) row_insert: std::sync::Mutex<super::kernels_row_insert::RowInsertCache>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) stream2: Arc<CudaStream>,
     pub(crate) stream3: Arc<CudaStream>,
@@ -161,6 +164,7 @@ impl Gpu {
             solver,
             kernels,
             fused: std::sync::Mutex::new(None),
+            row_insert: std::sync::Mutex::new(Default::default()),
             stream,
             stream2,
             stream3,

@@ -1,10 +1,10 @@
 //! Launcher of `row_insert_qr` (gpu-kernels/src/row_insert.rs, docs/kernels.md): row
 //! insertion into a state without Q (spec §1.9) as one cooperative launch. Each block
 //! owns a range of columns of [R d; U e] in shared memory; reflectors flow from block
-//! to block through a release/acquire counter, so there is no per-column grid barrier
-//! and no per-panel launch chain. [`row_insert_shape`] decides whether the columns fit
-//! the device (shared memory, co-resident blocks); the caller falls back to the
-//! blocked compact-WY path when they do not.
+//! to block through one release/acquire flag each, so there is no per-column grid
+//! barrier and no per-panel launch chain. [`row_insert_shape`] decides whether the
+//! columns fit the device (shared memory, co-resident blocks); the caller falls back
+//! to the blocked compact-WY path when they do not.
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DevicePtrMut, LaunchConfig, PushKernelArg};
@@ -15,14 +15,18 @@ use crate::error::{Error, Result};
 
 /// Threads per block (gpu-kernels `row_insert::BLOCK`).
 pub const ROW_INSERT_BLOCK: u32 = 256;
-/// Columns per block the launch aims for: one per warp. Every own reflector ends with
-/// a block barrier, so the chain's step waits for the warp with the most columns; on an
-/// H100 (m = 1200, n = 500, p = 20, whole update) 32 columns a block with grouped
-/// publication took 1.80 ms against 1.59 ms for 8 a block publishing every reflector;
-/// 8 a block with grouped publication (this default) is not measured yet.
+/// Warps per block: each stages reflectors of earlier blocks in its own slots.
+const WARPS: usize = ROW_INSERT_BLOCK as usize / 32;
+/// Columns per block the launch aims for: one per warp. Reflectors cross blocks through
+/// global memory (a release store and an acquire load, about a microsecond) but stay in
+/// shared memory inside a block, so more columns a block mean fewer slow crossings on
+/// the chain while each warp's own look-ahead keeps its next column first.
 const TARGET_CPB: usize = 8;
-/// Most reflectors of earlier blocks staged at once.
+/// Most reflectors of earlier blocks a warp stages at once (one flag a lane).
 const MAX_RING: usize = 32;
+/// Elements of a warp's staging slots (v tails and τ): ring = this / (p + 1), at most
+/// [`MAX_RING`].
+const STAGE_ELEMS: usize = 1024;
 /// Most new rows this path takes; more rows make each application a long dot product
 /// and the GEMM-based blocked path the better choice.
 pub const ROW_INSERT_MAX_P: usize = 256;
@@ -34,16 +38,22 @@ pub(crate) struct RowInsertShape {
     pub cpb: usize,
     /// Blocks, ⌈(n + q)/cpb⌉.
     pub blocks: usize,
-    /// Reflectors staged per batch (≥ 2).
+    /// Reflectors of earlier blocks a warp stages per batch (1..=32).
     pub ring: usize,
     /// Dynamic shared memory, bytes.
     pub smem_bytes: usize,
 }
 
 /// Shared memory of a block that owns `cpb` columns: R rows (n per column), U rows
-/// (p per column), the ring of v tails and τ, one counter slot.
+/// (p per column), τ of its own reflectors, each warp's `ring` staging slots (v tail
+/// and τ), one counter slot.
 fn smem_bytes(n: usize, p: usize, cpb: usize, ring: usize, elem: usize) -> usize {
-    (n * cpb + p * cpb + ring * (p + 1) + 1) * elem
+    (n * cpb + p * cpb + cpb + WARPS * ring * (p + 1) + 1) * elem
+}
+
+/// Reflectors a warp stages per batch for p new rows.
+fn ring_for(p: usize) -> usize {
+    (STAGE_ELEMS / (p + 1)).clamp(1, MAX_RING)
 }
 
 /// Chooses the launch shape for n columns of R, q right-hand sides and p new rows:
@@ -61,14 +71,14 @@ pub(crate) fn row_insert_shape(
     elem: usize,
     sms: usize,
     smem_optin: usize,
-    occupancy: &dyn Fn(usize) -> Result<usize>,
+    occupancy: &mut dyn FnMut(usize) -> Result<usize>,
 ) -> Result<Option<RowInsertShape>> {
     if n == 0 || p == 0 || p > ROW_INSERT_MAX_P {
         return Ok(None);
     }
     let ncol = n + q;
-    let ring = MAX_RING;
-    let fits = |cpb: usize| -> Result<Option<RowInsertShape>> {
+    let ring = ring_for(p);
+    let mut fits = |cpb: usize| -> Result<Option<RowInsertShape>> {
         let bytes = smem_bytes(n, p, cpb, ring, elem);
         if bytes > smem_optin {
             return Ok(None);
@@ -102,40 +112,96 @@ pub(crate) fn row_insert_shape(
     Ok(None)
 }
 
+/// Entries of [`RowInsertCache`]'s memo lists before they are cleared (a bound on
+/// memory for callers that cycle through many shapes).
+const MEMO_MAX: usize = 64;
+
+/// Key of a memoised plan: (entry: 0 f32, 1 f64; n; q; p).
+type PlanKey = (usize, usize, usize, usize);
+
+/// What `row_insert_qr`'s planning keeps on [`Gpu`] so that a row insertion makes no
+/// driver query after the first of its shape: the device limits, whether each entry's
+/// shared-memory limit was raised, the occupancy answers and the plans obtained.
+#[derive(Debug, Default)]
+pub(crate) struct RowInsertCache {
+    /// SM count and opt-in shared memory per block, once read.
+    limits: Option<(usize, usize)>,
+    /// Whether entry 0 (f32) / 1 (f64) has had its shared-memory limit raised.
+    raised: [bool; 2],
+    /// Blocks per SM by (entry, dynamic shared memory bytes).
+    occupancy: Vec<((usize, usize), usize)>,
+    /// Plans by (entry, n, q, p).
+    plans: Vec<(PlanKey, Option<RowInsertShape>)>,
+}
+
 impl Gpu {
     /// The launch shape `row_insert_qr` would take for these sizes, or `None` when the
-    /// blocked path must be used (see [`row_insert_shape`]).
+    /// blocked path must be used (see [`row_insert_shape`]). The first call per device
+    /// reads its limits and raises the kernel's shared-memory limit; the answers are
+    /// memoised on the `Gpu` ([`RowInsertCache`]), so a later call for the same sizes
+    /// makes no driver query.
     ///
     /// # Errors
-    /// [`Error::Driver`] if a device query fails.
+    /// [`Error::Driver`] if a device query fails (nothing is memoised from it).
     pub(crate) fn row_insert_plan<T: GpuScalar>(
         &self,
         n: usize,
         q: usize,
         p: usize,
     ) -> Result<Option<RowInsertShape>> {
-        let sms = self.sm_count()?;
-        let smem_optin = self.smem_optin()?;
-        let f = &T::kernel_set(&self.kernels).row_insert_qr;
-        f.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            i32::try_from(smem_optin).expect("shared memory fits i32"),
-        )
-        .map_err(driver_err("raising row_insert_qr's shared memory limit"))?;
-        let occupancy = |bytes: usize| -> Result<usize> {
-            f.occupancy_max_active_blocks_per_multiprocessor(ROW_INSERT_BLOCK, bytes, None)
-                .map(|b| b as usize)
-                .map_err(driver_err("querying row_insert_qr's occupancy"))
+        let entry = usize::from(core::mem::size_of::<T>() == 8);
+        let key = (entry, n, q, p);
+        let mut guard = self.row_insert.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = &mut *guard;
+        if let Some(&(_, plan)) = cache.plans.iter().find(|(k, _)| *k == key) {
+            return Ok(plan);
+        }
+        let (sms, smem_optin) = match cache.limits {
+            Some(l) => l,
+            None => {
+                let l = (self.sm_count()?, self.smem_optin()?);
+                cache.limits = Some(l);
+                l
+            }
         };
-        row_insert_shape(
+        let f = &T::kernel_set(&self.kernels).row_insert_qr;
+        if !cache.raised[entry] {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(smem_optin).expect("shared memory fits i32"),
+            )
+            .map_err(driver_err("raising row_insert_qr's shared memory limit"))?;
+            cache.raised[entry] = true;
+        }
+        let memo = &mut cache.occupancy;
+        let mut occupancy = |bytes: usize| -> Result<usize> {
+            if let Some(&(_, b)) = memo.iter().find(|(k, _)| *k == (entry, bytes)) {
+                return Ok(b);
+            }
+            let b = f
+                .occupancy_max_active_blocks_per_multiprocessor(ROW_INSERT_BLOCK, bytes, None)
+                .map(|b| b as usize)
+                .map_err(driver_err("querying row_insert_qr's occupancy"))?;
+            if memo.len() >= MEMO_MAX {
+                memo.clear();
+            }
+            memo.push(((entry, bytes), b));
+            Ok(b)
+        };
+        let plan = row_insert_shape(
             n,
             q,
             p,
             core::mem::size_of::<T>(),
             sms,
             smem_optin,
-            &occupancy,
-        )
+            &mut occupancy,
+        )?;
+        if cache.plans.len() >= MEMO_MAX {
+            cache.plans.clear();
+        }
+        cache.plans.push((key, plan));
+        Ok(plan)
     }
 
     /// `row_insert_qr` (spec §1.9): the QR of [R d; U e] in place, R and d in the top
@@ -145,7 +211,7 @@ impl Gpu {
     /// the kernel's shared-memory limit; a launch without it fails with a driver error).
     ///
     /// # Errors
-    /// [`Error::OutOfMemory`] (the counter), [`Error::Driver`] if the launch fails.
+    /// [`Error::OutOfMemory`] (the flags), [`Error::Driver`] if the launch fails.
     ///
     /// # Panics
     /// If the matrices do not have the documented shapes or `shape` is not one
@@ -164,7 +230,7 @@ impl Gpu {
     ) -> Result<()> {
         assert!(r.nrows() >= n && r.ncols() == n && d.nrows() >= n && d.ncols() == q);
         assert!(u.nrows() == p && u.ncols() == n && e.nrows() == p && e.ncols() == q);
-        assert!(shape.ring >= 2 && shape.cpb >= 1);
+        assert!((1..=MAX_RING).contains(&shape.ring) && shape.cpb >= 1);
         assert_eq!(shape.blocks, (n + q).div_ceil(shape.cpb));
         assert!(
             shape.smem_bytes >= smem_bytes(n, p, shape.cpb, shape.ring, core::mem::size_of::<T>())
@@ -172,10 +238,11 @@ impl Gpu {
         // The shared-memory limit was raised to the device maximum by `row_insert_plan`.
         let f = &T::kernel_set(&self.kernels).row_insert_qr;
         let mut tau = DevVec::<T>::zeros(self, n)?;
+        // One publication flag per reflector (zeroed: none is `base + 1`).
         let mut counter = self
             .stream
-            .alloc_zeros::<u32>(1)
-            .map_err(alloc_err("the row-insertion counter", 4))?;
+            .alloc_zeros::<u32>(n)
+            .map_err(alloc_err("the row-insertion flags", 4 * n))?;
         self.count_launch();
         let base = 0u32;
         let (ldr, ldd, ldu, lde) = (r.ld(), d.ld(), u.ld(), e.ld());
@@ -215,7 +282,7 @@ impl Gpu {
         // cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d (n×q)
         // inside the top rows of `r` and `d`, U (p×n), e (p×q), τ (n) inside their
         // buffers, which are distinct allocations whose guards live across the call;
-        // the counter is a fresh zeroed u32 (= base) only this launch touches; the grid
+        // the flags are n fresh zeroed u32s (none equals base + 1) only this launch touches; the grid
         // is ⌈(n+q)/cpb⌉ blocks of 256 threads with the shared memory the contract
         // computes, all co-resident (checked by `row_insert_shape` against the
         // occupancy) and launched cooperatively.
@@ -235,7 +302,7 @@ mod tests {
 
     #[test]
     fn quick_grid_takes_the_target_columns_per_block() {
-        let s = row_insert_shape(500, 1, 20, 8, 132, 227 * 1024, &occ(227 * 1024, 2))
+        let s = row_insert_shape(500, 1, 20, 8, 132, 227 * 1024, &mut occ(227 * 1024, 2))
             .unwrap()
             .unwrap();
         assert_eq!(s.cpb, 8);
@@ -246,20 +313,21 @@ mod tests {
 
     #[test]
     fn large_n_shrinks_columns_per_block_to_fit_shared_memory() {
-        // cpb = 8 needs (3000·8 + 256·8 + 32·257 + 1)·8 bytes > 227 KB; 6 fits, and a
-        // device with 1000 SMs holds the 501 blocks.
-        let s = row_insert_shape(3000, 1, 256, 8, 1000, 227 * 1024, &occ(227 * 1024, 1))
+        // p = 256 stages 3 reflectors a warp; cpb = 8 needs (3000·8 + 256·8 + 8 + 8·3·257
+        // + 1)·8 bytes > 227 KB; 7 fits, and a device with 1000 SMs holds the 429 blocks.
+        let s = row_insert_shape(3000, 1, 256, 8, 1000, 227 * 1024, &mut occ(227 * 1024, 1))
             .unwrap()
             .unwrap();
-        assert_eq!(s.cpb, 6);
+        assert_eq!(s.ring, 3);
+        assert_eq!(s.cpb, 7);
         assert!(s.smem_bytes <= 227 * 1024);
-        assert_eq!(s.blocks, 3001usize.div_ceil(6));
+        assert_eq!(s.blocks, 3001usize.div_ceil(7));
     }
 
     #[test]
     fn many_columns_grow_the_columns_per_block_to_stay_resident() {
         // 1501 columns at 8 a block would be 188 blocks > 132 resident.
-        let s = row_insert_shape(1500, 1, 100, 8, 132, 227 * 1024, &occ(227 * 1024, 1))
+        let s = row_insert_shape(1500, 1, 100, 8, 132, 227 * 1024, &mut occ(227 * 1024, 1))
             .unwrap()
             .unwrap();
         assert!(s.cpb > 8);
@@ -270,21 +338,21 @@ mod tests {
 
     #[test]
     fn too_large_or_too_many_rows_take_the_blocked_path() {
-        let occ1 = occ(227 * 1024, 1);
+        let mut occ1 = occ(227 * 1024, 1);
         assert_eq!(
-            row_insert_shape(6000, 1, 20, 8, 132, 227 * 1024, &occ1).unwrap(),
+            row_insert_shape(6000, 1, 20, 8, 132, 227 * 1024, &mut occ1).unwrap(),
             None
         );
         assert_eq!(
-            row_insert_shape(100, 1, ROW_INSERT_MAX_P + 1, 8, 132, 227 * 1024, &occ1).unwrap(),
+            row_insert_shape(100, 1, ROW_INSERT_MAX_P + 1, 8, 132, 227 * 1024, &mut occ1).unwrap(),
             None
         );
         assert_eq!(
-            row_insert_shape(0, 1, 5, 8, 132, 227 * 1024, &occ1).unwrap(),
+            row_insert_shape(0, 1, 5, 8, 132, 227 * 1024, &mut occ1).unwrap(),
             None
         );
         assert_eq!(
-            row_insert_shape(10, 1, 0, 8, 132, 227 * 1024, &occ1).unwrap(),
+            row_insert_shape(10, 1, 0, 8, 132, 227 * 1024, &mut occ1).unwrap(),
             None
         );
     }
@@ -292,7 +360,7 @@ mod tests {
     #[test]
     fn few_sms_grow_the_columns_per_block() {
         // 2 SMs, one block each: 101 columns need cpb ≥ 51.
-        let s = row_insert_shape(100, 1, 4, 4, 2, 227 * 1024, &occ(227 * 1024, 1))
+        let s = row_insert_shape(100, 1, 4, 4, 2, 227 * 1024, &mut occ(227 * 1024, 1))
             .unwrap()
             .unwrap();
         assert!(s.blocks <= 2);
@@ -300,8 +368,30 @@ mod tests {
     }
 
     #[test]
+    fn plans_are_memoised_on_the_gpu() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        let first = g.row_insert_plan::<f64>(500, 1, 20).unwrap();
+        assert!(first.is_some());
+        {
+            let mut c = g.row_insert.lock().unwrap();
+            assert!(c.limits.is_some() && c.raised[1] && !c.raised[0]);
+            assert!(!c.occupancy.is_empty());
+            // Replace the memoised answer: a second call must return it unchanged
+            // (it asks the driver nothing), not recompute the shape.
+            let slot = c.plans.iter_mut().find(|(k, _)| *k == (1, 500, 1, 20));
+            slot.expect("the plan is memoised").1 = None;
+        }
+        assert_eq!(g.row_insert_plan::<f64>(500, 1, 20).unwrap(), None);
+        // Another precision is planned (and its limit raised) on its own.
+        assert!(g.row_insert_plan::<f32>(500, 1, 20).unwrap().is_some());
+        assert!(g.row_insert.lock().unwrap().raised[0]);
+    }
+
+    #[test]
     fn occupancy_errors_propagate() {
-        let r = row_insert_shape(50, 1, 4, 8, 132, 227 * 1024, &|_| {
+        let r = row_insert_shape(50, 1, 4, 8, 132, 227 * 1024, &mut |_| {
             Err(Error::Driver("x".into()))
         });
         assert!(matches!(r, Err(Error::Driver(_))));
