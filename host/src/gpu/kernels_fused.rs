@@ -244,16 +244,18 @@ impl Gpu {
     /// GEMMs (and one more pass over Q per panel, which is why `blocked_qr` narrows
     /// only without Q). Without a [`FusedCache`] yet, jb.
     pub(crate) fn fused_panel_width(&self, rows: usize, jb: usize, elem: usize) -> usize {
+        self.fused_limits()
+            .map_or(jb, |lim| panel_width(rows, jb, elem, lim))
+    }
+
+    /// The slab-variant limits from this device's [`FusedCache`], if made yet.
+    fn fused_limits(&self) -> Option<FusedLimits> {
         let guard = self.fused.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(cache) = guard.as_ref() else {
-            return jb;
-        };
-        let lim = FusedLimits {
+        guard.as_ref().map(|cache| FusedLimits {
             sms: cache.sms,
             smem_optin: cache.smem_optin,
             in_place: false,
-        };
-        panel_width(rows, jb, elem, lim)
+        })
     }
 
     /// Whether a rows×jb panel of `elem`-byte elements takes `fused_panel_qr`'s
@@ -262,16 +264,9 @@ impl Gpu {
     /// in-place variant streams from global memory on every SM. Without a
     /// [`FusedCache`] yet, false.
     pub(crate) fn fused_panel_in_shared(&self, rows: usize, jb: usize, elem: usize) -> bool {
-        let guard = self.fused.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(cache) = guard.as_ref() else {
-            return false;
-        };
-        let lim = FusedLimits {
-            sms: cache.sms,
-            smem_optin: cache.smem_optin,
-            in_place: false,
-        };
-        fused_shape(rows, jb, elem, lim, &mut |_| Ok(1)).is_ok_and(|s| s.in_shared)
+        self.fused_limits().is_some_and(|lim| {
+            fused_shape(rows, jb, elem, lim, &mut |_| Ok(1)).is_ok_and(|s| s.in_shared)
+        })
     }
 
     /// `fused_panel_qr` on the panel a[r0 .. r0+rows, j0 .. j0+jb] (spec §1.4): R in
