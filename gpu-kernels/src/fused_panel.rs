@@ -396,73 +396,85 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
         let r0 = if k >= 1 { q.max(rs) } else { t0 };
         let r1 = t1;
         // Warps take UNROLL quantities each; with fewer than 16 such groups, the idle
-        // warps split the rows into `stripes` (partial sums then meet in `pst`).
+        // warps split the rows into `stripes` (partial sums then meet in `pst`). A step
+        // with every warp busy runs the loop with the stripe count a literal 1 (the
+        // striped loop's run-time stride and stripe tests cost the square panels'
+        // 64-column steps about 1 ms in 4096², docs/performance.md).
         let groups = jobs.div_ceil(UNROLL as u32).max(1);
         let stripes = if groups < nwarps { nwarps / groups } else { 1 };
-        let (stripe, grp) = (warp / groups, warp % groups);
-        let mut js = grp * UNROLL as u32;
-        while js < jobs && stripe < stripes {
-            let mut acc = [T::ZERO; UNROLL];
-            let mut g = r0 + stripe * w32 + lane;
-            while g < r1 {
-                // x/s_b on the tail (g > k; rows ≥ r0 ≥ rs), else 0.
-                let xs = if k < jb && g > k {
-                    // SAFETY: slab row g, column k < jb; only read in this phase.
-                    unsafe { sl.ld(g, k) }.mul(inv_s)
-                } else {
-                    T::ZERO
-                };
-                // v_q(g): 1 on its diagonal, x·(1/(α − β)) below (column q is scaled in
-                // place only during this step's update).
-                let vq = if k >= 1 && g < hi_q {
-                    if g == q {
-                        T::ONE
-                    } else {
-                        // SAFETY: slab row g, column q < jb; only read in this phase.
-                        unsafe { sl.ld(g, q) }.mul(inv_prev)
-                    }
-                } else {
-                    T::ZERO
-                };
-                unroll!([0, 1, 2, 3], |u| {
-                    let job = js + u as u32;
-                    if job < ncol {
-                        let y = if job == 0 {
-                            xs
+        macro_rules! publish {
+            ($stripes:expr, $stripe:expr, $grp:expr) => {{
+                let (stripes, stripe, grp): (u32, u32, u32) = ($stripes, $stripe, $grp);
+                let mut js = grp * UNROLL as u32;
+                while js < jobs && stripe < stripes {
+                    let mut acc = [T::ZERO; UNROLL];
+                    let mut g = r0 + stripe * w32 + lane;
+                    while g < r1 {
+                        // x/s_b on the tail (g > k; rows ≥ r0 ≥ rs), else 0.
+                        let xs = if k < jb && g > k {
+                            // SAFETY: slab row g, column k < jb; only read in this phase.
+                            unsafe { sl.ld(g, k) }.mul(inv_s)
                         } else {
-                            // SAFETY: slab row g, column k + job < jb; only read here.
-                            unsafe { sl.ld(g, k + job) }
+                            T::ZERO
                         };
-                        acc[u] = xs.mul_add(y, acc[u]);
-                    } else if job < jobs {
-                        // SAFETY: slab row g, column i = job − ncol < q (V(g, i), scaled
-                        // at an earlier step); only read here.
-                        acc[u] = unsafe { sl.ld(g, job - ncol) }.mul_add(vq, acc[u]);
-                    }
-                });
-                g += w32 * stripes;
-            }
-            unroll!([0, 1, 2, 3], |u| {
-                // SAFETY: `js < jobs` and `stripe` are warp-uniform; the whole warp is here.
-                let sum = unsafe { reduce::warp_sum(acc[u]) };
-                let job = js + u as u32;
-                if lane == 0 && job < jobs {
-                    if stripes == 1 {
-                        let qi = if job < ncol {
-                            1 + job
+                        // v_q(g): 1 on its diagonal, x·(1/(α − β)) below (column q is scaled in
+                        // place only during this step's update).
+                        let vq = if k >= 1 && g < hi_q {
+                            if g == q {
+                                T::ONE
+                            } else {
+                                // SAFETY: slab row g, column q < jb; only read in this phase.
+                                unsafe { sl.ld(g, q) }.mul(inv_prev)
+                            }
                         } else {
-                            jb + 1 + (job - ncol)
+                            T::ZERO
                         };
-                        // SAFETY: qi < width; one writer per (quantity, block).
-                        unsafe { device::st(part, (qi * nb + b) as usize, sum) };
-                    } else {
-                        // SAFETY: stripe·jobs + job < stripes·groups·UNROLL ≤ 16·4 = MAX_JB
-                        // (stripes > 1 only when groups ≤ 8); one writer per entry.
-                        unsafe { device::st(pst, (stripe * jobs + job) as usize, sum) };
+                        unroll!([0, 1, 2, 3], |u| {
+                            let job = js + u as u32;
+                            if job < ncol {
+                                let y = if job == 0 {
+                                    xs
+                                } else {
+                                    // SAFETY: slab row g, column k + job < jb; only read here.
+                                    unsafe { sl.ld(g, k + job) }
+                                };
+                                acc[u] = xs.mul_add(y, acc[u]);
+                            } else if job < jobs {
+                                // SAFETY: slab row g, column i = job − ncol < q (V(g, i), scaled
+                                // at an earlier step); only read here.
+                                acc[u] = unsafe { sl.ld(g, job - ncol) }.mul_add(vq, acc[u]);
+                            }
+                        });
+                        g += w32 * stripes;
                     }
+                    unroll!([0, 1, 2, 3], |u| {
+                        // SAFETY: `js < jobs` and `stripe` are warp-uniform; the whole warp is here.
+                        let sum = unsafe { reduce::warp_sum(acc[u]) };
+                        let job = js + u as u32;
+                        if lane == 0 && job < jobs {
+                            if stripes == 1 {
+                                let qi = if job < ncol {
+                                    1 + job
+                                } else {
+                                    jb + 1 + (job - ncol)
+                                };
+                                // SAFETY: qi < width; one writer per (quantity, block).
+                                unsafe { device::st(part, (qi * nb + b) as usize, sum) };
+                            } else {
+                                // SAFETY: stripe·jobs + job < stripes·groups·UNROLL ≤ 16·4 = MAX_JB
+                                // (stripes > 1 only when groups ≤ 8); one writer per entry.
+                                unsafe { device::st(pst, (stripe * jobs + job) as usize, sum) };
+                            }
+                        }
+                    });
+                    js += nwarps * UNROLL as u32;
                 }
-            });
-            js += nwarps * UNROLL as u32;
+            }};
+        }
+        if stripes == 1 {
+            publish!(1, 0, warp);
+        } else {
+            publish!(stripes, warp / groups, warp % groups);
         }
         if stripes > 1 {
             // SAFETY: block-uniform (jobs is); the stripes' sums are in `pst`.
@@ -689,50 +701,61 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
             // rows.
             if tk != T::ZERO {
                 // Warp w takes columns k + 1 + (w mod ncw) + ncw·j; with fewer columns
-                // than warps, the spare warps split the rows into stripes.
+                // than warps, the spare warps split the rows into stripes. With every
+                // warp on a column the loop runs with ncw = 16 warps and one stripe as
+                // literals (see `publish!`).
                 let ncols = jb - k - 1;
-                let ncw = ncols.clamp(1, nwarps);
-                let stripes = nwarps / ncw;
-                let (stripe, cslot) = (warp / ncw, warp % ncw);
-                let mut cb = k + 1 + cslot;
-                while cb < jb && stripe < stripes {
-                    let mut tw = [T::ZERO; CPW];
-                    for (j, twj) in tw.iter_mut().enumerate() {
-                        let c = cb + ncw * j as u32;
-                        if c < jb {
-                            // SAFETY: hv[c], qv[c] written before the barrier above.
-                            let w = unsafe {
-                                device::ld(hv as *const T, c as usize)
-                                    .add(sinv.mul(device::ld(qv as *const T, c as usize)))
-                            };
-                            *twj = tk.mul(w);
-                        }
-                    }
-                    if owns_k && lane == 0 && stripe == 0 {
-                        for (j, twj) in tw.iter().enumerate() {
-                            let c = cb + ncw * j as u32;
-                            if c < jb {
-                                // SAFETY: row k is in this slab, c < jb; this lane is the
-                                // only one touching (k, c) in this phase.
-                                unsafe { sl.st(k, c, sl.ld(k, c).sub(*twj)) };
+                macro_rules! update {
+                    ($ncw:expr, $stripes:expr, $stripe:expr, $cslot:expr) => {{
+                        let (ncw, stripes, stripe, cslot): (u32, u32, u32, u32) =
+                            ($ncw, $stripes, $stripe, $cslot);
+                        let mut cb = k + 1 + cslot;
+                        while cb < jb && stripe < stripes {
+                            let mut tw = [T::ZERO; CPW];
+                            for (j, twj) in tw.iter_mut().enumerate() {
+                                let c = cb + ncw * j as u32;
+                                if c < jb {
+                                    // SAFETY: hv[c], qv[c] written before the barrier above.
+                                    let w = unsafe {
+                                        device::ld(hv as *const T, c as usize)
+                                            .add(sinv.mul(device::ld(qv as *const T, c as usize)))
+                                    };
+                                    *twj = tk.mul(w);
+                                }
                             }
-                        }
-                    }
-                    let mut g = t0 + stripe * w32 + lane;
-                    while g < t1 {
-                        // SAFETY: slab row g, column k (only read in this phase).
-                        let vg = unsafe { sl.ld(g, k) }.mul(inv);
-                        for (j, twj) in tw.iter().enumerate() {
-                            let c = cb + ncw * j as u32;
-                            if c < jb {
-                                // SAFETY: slab row g, column c < jb; (g, c) has one reader
-                                // and writer (this lane) in this phase.
-                                unsafe { sl.st(g, c, twj.neg().mul_add(vg, sl.ld(g, c))) };
+                            if owns_k && lane == 0 && stripe == 0 {
+                                for (j, twj) in tw.iter().enumerate() {
+                                    let c = cb + ncw * j as u32;
+                                    if c < jb {
+                                        // SAFETY: row k is in this slab, c < jb; this lane is the
+                                        // only one touching (k, c) in this phase.
+                                        unsafe { sl.st(k, c, sl.ld(k, c).sub(*twj)) };
+                                    }
+                                }
                             }
+                            let mut g = t0 + stripe * w32 + lane;
+                            while g < t1 {
+                                // SAFETY: slab row g, column k (only read in this phase).
+                                let vg = unsafe { sl.ld(g, k) }.mul(inv);
+                                for (j, twj) in tw.iter().enumerate() {
+                                    let c = cb + ncw * j as u32;
+                                    if c < jb {
+                                        // SAFETY: slab row g, column c < jb; (g, c) has one reader
+                                        // and writer (this lane) in this phase.
+                                        unsafe { sl.st(g, c, twj.neg().mul_add(vg, sl.ld(g, c))) };
+                                    }
+                                }
+                                g += w32 * stripes;
+                            }
+                            cb += ncw * CPW as u32;
                         }
-                        g += w32 * stripes;
-                    }
-                    cb += ncw * CPW as u32;
+                    }};
+                }
+                if ncols >= nwarps {
+                    update!(nwarps, 1, 0, warp);
+                } else {
+                    let ncw = ncols.max(1);
+                    update!(ncw, nwarps / ncw, warp / ncw, warp % ncw);
                 }
             }
             inv_prev = inv;
