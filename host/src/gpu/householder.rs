@@ -31,6 +31,9 @@ pub(crate) struct Block<T> {
     pub t: DevMat<T>,
 }
 
+/// Fewest panels a factorisation needs for look-ahead (see [`blocked_qr_impl`]).
+const LOOKAHEAD_MIN_PANELS: usize = 4;
+
 /// One panel's outputs: V, T and τ (sized for the widest panel, or exactly for a kept
 /// block).
 struct PanelBufs<T> {
@@ -210,8 +213,10 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     // Look-ahead pays when a panel leaves most SMs to the concurrent trailing update:
     // the slab variant (about 32 blocks). The in-place variant of very tall panels
     // streams A on every SM, and running the trailing GEMM beside it was slower
-    // (1048576×32 on an H100, docs/performance.md).
-    let lookahead = panels.len() > 1
+    // (1048576×32 on an H100, docs/performance.md). Its fixed cost (three more GEMM
+    // launches and two events a panel) needs a few panels to pay back: with three
+    // (column insertion's 20 new columns, H100) it was slower.
+    let lookahead = panels.len() >= LOOKAHEAD_MIN_PANELS
         && ws.fused.as_ref().is_some_and(|f| !f.force_in_place)
         && panel != PanelImpl::FusedInOrder
         && {
