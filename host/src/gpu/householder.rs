@@ -8,7 +8,7 @@
 //! `wy_build_t`); then the trailing matrix, d and
 //! Q updated with three cuBLAS GEMMs each: C −= V·(Tᵀ·(VᵀC)), Q −= ((QV)T)Vᵀ.
 //! With the one-launch panel, the next panel is factored on a second stream while
-//! those GEMMs run (look-ahead, [`blocked_qr_impl`]).
+//! those GEMMs run (look-ahead, `blocked_qr_impl`).
 //! A `band` limits each reflector to band+1 rows (column deletion, spec §1.8).
 
 use core::ops::Range;
