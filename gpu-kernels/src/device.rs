@@ -310,6 +310,27 @@ pub unsafe fn shfl_xor_b32(v: u32, mask: u32) -> u32 {
     r
 }
 
+/// `__reduce_max_sync(0xffffffff, v)` (PTX `redux.sync.max.u32`, sm_80+): the largest
+/// `v` of the warp, in every lane, in one instruction.
+///
+/// # Safety
+/// The full warp executes the call convergently.
+#[inline(always)]
+pub unsafe fn warp_allmax_u32(v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: `redux.sync` with member mask 0xffffffff is valid when all lanes execute
+    // it convergently, which the caller guarantees; the kernels target sm_80.
+    unsafe {
+        asm!(
+            "redux.sync.max.u32 {r}, {v}, 0xffffffff;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    r
+}
+
 /// Floating-point element type of the kernels: f32 or f64 (style.md §2.3: kernels are
 /// generic device fns stamped per dtype). Only what the kernels need.
 pub trait Float: Copy + PartialEq + PartialOrd {

@@ -19,9 +19,10 @@
 //! block barriers (the two of the grid barrier, one after the combination, one after
 //! the update) and one round of global loads after the grid barrier:
 //! * the slab's scale is a power of two found by every warp on its own (no block
-//!   reduction; x/s_b and s_b/S are exact), and the combined D_c = Σ x·A(:, c) is kept
-//!   divided by S = max_b s_b until it meets 1/(α − β), so it neither overflows nor
-//!   underflows where x² would;
+//!   reduction; x/s_b and s_b/S are exact); it and S = max_b s_b are integer maxima
+//!   of order keys ([`Pow2::max_key`]), one `redux.sync` each instead of five
+//!   shuffle rounds; the combined D_c = Σ x·A(:, c) is kept divided by S until it
+//!   meets 1/(α − β), so it neither overflows nor underflows where x² would;
 //! * v_k = x·(1/(α − β)) is formed where it is used, and column k is scaled in place
 //!   during the next step's update, so the update needs no barrier of its own; the
 //!   diagonal row (v = 1) is split off the update loop;
@@ -29,7 +30,7 @@
 //! * T's column is summed by eight threads a row while the grid barrier completes.
 
 use crate::device::{self, Float, WARP};
-use crate::reduce::{self, warp_allmax};
+use crate::reduce;
 
 /// Runs `$body` once per listed index with `$u` bound to it, so that arrays indexed by
 /// `$u` stay in registers (LLVM does not unroll loops around warp shuffles itself, and a
@@ -66,6 +67,15 @@ pub trait Pow2: Float {
     /// s = 2^(EMAX−1)); x = 0 gives (0, 0), a non-finite x gives (x, 0). For every
     /// finite y with |y| ≤ x, y·(1/s) is exact (or underflows harmlessly) and below 4.
     fn pow2_scale(self) -> (Self, Self);
+    /// Order key of |self| for a one-instruction warp max (`redux.sync.max.u32`): f64
+    /// its high word with bit 0 set when the low word is not zero, f32 its bits; 0 for
+    /// a NaN (ignored, as IEEE maxNum does). |x| ≤ |y| (neither NaN) gives key(x) ≤
+    /// key(y), and keys differ only where the magnitudes do.
+    fn max_key(self) -> u32;
+    /// A magnitude with the key `k`: for k = max_key(m), m ≥ 0 not NaN, it has m's
+    /// exponent, is 0 iff m is and infinite iff m is, so its `pow2_scale` is m's; for m
+    /// 0, ∞ or a power of two (an f64's low word 0) it is m itself.
+    fn from_max_key(k: u32) -> Self;
 }
 
 impl Pow2 for f64 {
@@ -77,6 +87,20 @@ impl Pow2 for f64 {
         let e = ((self.to_bits() >> 52) & 0x7ff).clamp(1, 2045);
         (f64::from_bits(e << 52), f64::from_bits((2046 - e) << 52))
     }
+    #[inline(always)]
+    fn max_key(self) -> u32 {
+        let bits = self.to_bits();
+        let k = ((bits >> 32) as u32 & 0x7fff_ffff) | (bits as u32 != 0) as u32;
+        if k > 0x7ff0_0000 {
+            0
+        } else {
+            k
+        }
+    }
+    #[inline(always)]
+    fn from_max_key(k: u32) -> Self {
+        f64::from_bits((k as u64) << 32)
+    }
 }
 
 impl Pow2 for f32 {
@@ -87,6 +111,19 @@ impl Pow2 for f32 {
         }
         let e = ((self.to_bits() >> 23) & 0xff).clamp(1, 253);
         (f32::from_bits(e << 23), f32::from_bits((254 - e) << 23))
+    }
+    #[inline(always)]
+    fn max_key(self) -> u32 {
+        let k = self.to_bits() & 0x7fff_ffff;
+        if k > 0x7f80_0000 {
+            0
+        } else {
+            k
+        }
+    }
+    #[inline(always)]
+    fn from_max_key(k: u32) -> Self {
+        f32::from_bits(k)
     }
 }
 
@@ -351,16 +388,17 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
         // ---- Publish step k's partials (quantity qi of block b at part[qi·nb + b]). ----
         let (s, inv_s) = if k < jb {
             let mx = if SHARED {
-                // Every warp finds the slab's max on its own (the same value in all).
-                let mut mx = T::ZERO;
+                // Every warp finds the slab's max on its own (the same value in all), as
+                // an integer max of order keys (one `redux.sync` for five shuffles).
+                let mut mk = 0u32;
                 let mut g = t0 + lane;
                 while g < t1 {
                     // SAFETY: slab row g, column k < jb; nobody writes the panel here.
-                    mx = mx.max(unsafe { sl.ld(g, k) }.abs());
+                    mk = mk.max(unsafe { sl.ld(g, k) }.max_key());
                     g += w32;
                 }
                 // SAFETY: every lane of the warp is here.
-                unsafe { warp_allmax(mx) }
+                T::from_max_key(unsafe { device::warp_allmax_u32(mk) })
             } else {
                 let mut mx = T::ZERO;
                 let mut g = t0 + tid;
@@ -548,12 +586,14 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
                 }
                 // σ = S·√(Σ_b (s_b/S)²·ss_b), S = max_b s_b (a power of two, so s_b/S is
                 // exact; spec §1.2 H2); μ = ‖(α, σ)‖ scaled by a power of two ≥ |α|, S.
-                let mut m = T::ZERO;
+                // S as an integer max of the scales' keys (exact: s_b is 0, ∞ or a
+                // power of two).
+                let mut mk = 0u32;
                 unroll!([0, 1, 2, 3], |j| {
-                    m = m.max(sbv[j]);
+                    mk = mk.max(sbv[j].max_key());
                 });
                 // SAFETY: warp 0 complete and convergent.
-                let big = unsafe { warp_allmax(m) };
+                let big = T::from_max_key(unsafe { device::warp_allmax_u32(mk) });
                 let (_, ib) = big.pow2_scale();
                 let mut acc = T::ZERO;
                 unroll!([0, 1, 2, 3], |j| {
@@ -624,13 +664,13 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
                 // D̃_c = Σ_b (s_b/S)·D_b = D_c/S (exact weights, S = max_b s_b as warp 0
                 // finds it): neither D_c's overflow nor its underflow can happen. (After
                 // the loads, so that they all are in flight at once.)
-                let mut m = T::ZERO;
+                let mut mk = 0u32;
                 unroll!([0, 1, 2, 3], |j| {
-                    m = m.max(sbv[j]);
+                    mk = mk.max(sbv[j].max_key());
                 });
                 let (_, ib) = if nd > 0 {
                     // SAFETY: `nd` and `js` are warp-uniform; the whole warp is here.
-                    unsafe { warp_allmax(m) }.pow2_scale()
+                    T::from_max_key(unsafe { device::warp_allmax_u32(mk) }).pow2_scale()
                 } else {
                     (T::ZERO, T::ZERO)
                 };

@@ -521,3 +521,132 @@ mod tests {
         assert!(matches!(r, Err(Error::Driver(_))));
     }
 }
+
+#[cfg(test)]
+mod scale_tests {
+    //! The slab scales of `fused_panel_qr` on subnormal panels (spec §1.2 H2): every
+    //! block's scale must be the smallest normal power of two, not 0. f64 entries below
+    //! 2^−1042 have a zero high word, which the kernel's one-instruction warp max of the
+    //! scale keys must still count as non-zero.
+    use super::*;
+    use crate::{Mat, Scalar};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// R, V, τ and T of `a` (m×jb) through the fused panel (shared slabs, or in place).
+    fn factor<T: GpuScalar>(
+        g: &Gpu,
+        a: &Mat<T>,
+        in_place: bool,
+    ) -> (Mat<T>, Mat<T>, Vec<T>, Mat<T>) {
+        let (m, jb) = (a.nrows(), a.ncols());
+        let mut fa = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut fv = DevMat::<T>::zeros(g, m, jb).unwrap();
+        let mut ft = DevMat::<T>::zeros(g, jb, jb).unwrap();
+        let mut ftau = DevVec::<T>::zeros(g, jb).unwrap();
+        ftau.fill(g, T::from_f64(f64::NAN)).unwrap();
+        let mut work = FusedPanelWork::new(g).unwrap();
+        work.force_in_place = in_place;
+        g.fused_panel_qr(
+            &mut work,
+            &mut fa,
+            0,
+            0,
+            m,
+            jb,
+            None,
+            &mut fv.view_mut(),
+            &mut ftau,
+            &mut ft.view_mut(),
+        )
+        .unwrap();
+        (
+            fa.to_host(g).unwrap(),
+            fv.to_host(g).unwrap(),
+            ftau.to_vec(g).unwrap(),
+            ft.to_host(g).unwrap(),
+        )
+    }
+
+    /// max |x − y·f| ≤ tol·max(1, max |y·f|) over the entries.
+    fn near<T: Scalar>(what: &str, x: &[T], y: &[T], f: f64, tol: f64) {
+        let big = y.iter().fold(1.0f64, |b, v| b.max((v.to_f64() * f).abs()));
+        for (i, (p, q)) in x.iter().zip(y).enumerate() {
+            let d = (p.to_f64() - q.to_f64() * f).abs();
+            assert!(
+                d <= tol * big,
+                "{what}: entry {i}: {:e} vs {:e} (tolerance {:e})",
+                p.to_f64(),
+                q.to_f64() * f,
+                tol * big
+            );
+        }
+    }
+
+    /// The panel of entries k·2^`lo` (k an integer, |k| < `kmax`, all subnormal) against
+    /// the same panel times 2^`up` (normal numbers, exactly): τ, V and T agree and R
+    /// scales by 2^−`up`, up to the rounding of the subnormal updates.
+    #[allow(clippy::too_many_arguments)]
+    fn tiny_case<T: GpuScalar>(
+        g: &Gpu,
+        seed: u64,
+        m: usize,
+        jb: usize,
+        in_place: bool,
+        lo: i32,
+        kmax: i64,
+        up: i32,
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let ks = Mat::<f64>::from_fn(m, jb, |_, _| rng.random_range(-kmax + 1..kmax) as f64);
+        // 2^lo as two exact halves (2^−1074 has no f64 reciprocal).
+        let (h1, h2) = (2f64.powi(lo / 2), 2f64.powi(lo - lo / 2));
+        let tiny = Mat::<T>::from_fn(m, jb, |i, j| T::from_f64(ks[(i, j)] * h1 * h2));
+        let big = Mat::<T>::from_fn(m, jb, |i, j| T::from_f64(ks[(i, j)] * 2f64.powi(lo + up)));
+        // The scaling by 2^up is exact entry by entry.
+        for j in 0..jb {
+            for i in 0..m {
+                assert_eq!(tiny[(i, j)].to_f64() * 2f64.powi(up), big[(i, j)].to_f64());
+            }
+        }
+        let what = format!("{m}x{jb} {} in_place {in_place}", T::NAME);
+        let (rt, vt, taut, tt) = factor(g, &tiny, in_place);
+        let (rb, vb, taub, tb) = factor(g, &big, in_place);
+        let flat = |x: &Mat<T>| -> Vec<T> {
+            (0..x.ncols())
+                .flat_map(|j| (0..x.nrows()).map(move |i| (i, j)))
+                .map(|ij| x[ij])
+                .collect()
+        };
+        let tol = 1e-3;
+        assert!(
+            taub.iter().all(|t| t.to_f64() > 0.5),
+            "{what}: reference τ {taub:?}"
+        );
+        near(&format!("{what} tau"), &taut, &taub, 1.0, tol);
+        near(&format!("{what} V"), &flat(&vt), &flat(&vb), 1.0, tol);
+        near(&format!("{what} T"), &flat(&tt), &flat(&tb), 1.0, tol);
+        // R of the tiny panel, scaled up exactly (R's entries are subnormal or zero).
+        let rmax = flat(&rb)
+            .iter()
+            .fold(0.0f64, |b, v| b.max(v.to_f64().abs()));
+        let rts: Vec<f64> = flat(&rt)
+            .iter()
+            .map(|v| v.to_f64() * 2f64.powi(up) / rmax)
+            .collect();
+        let rbs: Vec<f64> = flat(&rb).iter().map(|v| v.to_f64() / rmax).collect();
+        near(&format!("{what} R/max|R|"), &rts, &rbs, 1.0, tol);
+    }
+
+    #[test]
+    fn subnormal_panels_keep_their_scale() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        for &in_place in &[false, true] {
+            // f64: |entries| < 2^−1043, high words all zero.
+            tiny_case::<f64>(&g, 11, 700, 8, in_place, -1074, 1 << 31, 1000);
+            tiny_case::<f32>(&g, 12, 700, 8, in_place, -149, 1 << 20, 100);
+        }
+    }
+}
