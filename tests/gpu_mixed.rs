@@ -6,15 +6,16 @@
 //! η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖ + ‖b‖)) must be within 10× of that of faer's f64 solution
 //! (and ≤ 10·m·u, spec §3.7); `NotConverged` when the tolerance cannot be met; errors for
 //! bad shapes and non-finite data with the inputs unchanged; data far outside f16's (and
-//! f32's) range. Sizes are not multiples of 32. Skips without a device unless
+//! f32's) range; the switch of a slow tensor-core factor to f32, the phase split, and
+//! degenerate right-hand sides and widths (b = 0, n = 1, 2). Sizes are not multiples of 32. Skips without a device unless
 //! `CUQR_REQUIRE_GPU=1`.
 
 mod common;
 
 use cuqr::gpu::{DevMat, Op};
 use cuqr::mixed::{
-    ls_backward_error, lstsq_mixed_gpu, lstsq_mixed_gpu_host, mixed_qr_gpu, GemmPrecision,
-    MixedParams,
+    ls_backward_error, lstsq_mixed_gpu, lstsq_mixed_gpu_host, lstsq_mixed_gpu_phases, mixed_qr_gpu,
+    GemmPrecision, MixedFactor, MixedParams, MixedRoute,
 };
 use cuqr::{Error, Gpu, Mat};
 use faer::linalg::solvers::SolveLstsq;
@@ -272,14 +273,19 @@ fn check_lstsq(seed: u64, m: usize, n: usize, nb: Option<usize>) {
             DevMat::from_host(&g, a.as_ref()).unwrap(),
             DevMat::from_host(&g, b.as_ref()).unwrap(),
         );
-        for p in PRECS {
+        for (p, route) in PRECS
+            .iter()
+            .map(|&p| (p, MixedRoute::Qr))
+            .chain([(GemmPrecision::F32, MixedRoute::Auto)])
+        {
             let params = MixedParams {
                 precision: p,
+                route,
                 block_size: nb,
                 ..MixedParams::default()
             };
             let sol = lstsq_mixed_gpu(&g, &da, &db, &params)
-                .unwrap_or_else(|e| panic!("{m}x{n} κ={kappa:e} {p:?}: {e}"));
+                .unwrap_or_else(|e| panic!("{m}x{n} κ={kappa:e} {p:?} {route:?}: {e}"));
             assert!(sol.iterations >= 1 && sol.iterations <= params.max_iterations);
             assert!(sol.backward_error <= 10.0 * m as f64 * u);
             let x = sol.x.to_host(&g).unwrap();
@@ -288,8 +294,8 @@ fn check_lstsq(seed: u64, m: usize, n: usize, nb: Option<usize>) {
                 let eta = ls_backward_error(a.as_ref(), b.col(c), x.col(c));
                 let eta_f = ls_backward_error(a.as_ref(), b.col(c), xf.col(c));
                 eprintln!(
-                    "{m}x{n} κ={kappa:.0e} {p:?} rhs {c}: η {eta:.2e} (faer {eta_f:.2e}), {} steps",
-                    sol.iterations
+                    "{m}x{n} κ={kappa:.0e} {p:?} {route:?} rhs {c}: η {eta:.2e} (faer {eta_f:.2e}), {} steps, {:?}",
+                    sol.iterations, sol.factor
                 );
                 assert!(
                     eta <= 10.0 * eta_f.max(u * 1e-3) && eta <= 10.0 * m as f64 * u,
@@ -347,6 +353,7 @@ fn extreme_scales_converge() {
         for p in [GemmPrecision::F16, GemmPrecision::Bf16] {
             let params = MixedParams {
                 precision: p,
+                route: MixedRoute::Qr,
                 ..MixedParams::default()
             };
             let sol = lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params)
@@ -373,6 +380,7 @@ fn unreachable_tolerance_is_not_converged() {
     let b = rhs(&mut rng, &a);
     let params = MixedParams {
         precision: GemmPrecision::Bf16,
+        route: MixedRoute::Qr,
         max_iterations: 4,
         tol: Some(1e-300),
         ..MixedParams::default()
@@ -407,6 +415,7 @@ fn ill_conditioned_never_returns_a_wrong_answer() {
         let b = rhs(&mut rng, &a);
         let params = MixedParams {
             precision: GemmPrecision::Bf16,
+            route: MixedRoute::Qr,
             ..MixedParams::default()
         };
         let got = lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params);
@@ -555,4 +564,141 @@ fn bad_inputs_are_errors_and_change_nothing() {
     assert_eq!(g.gemm_precision(), GemmPrecision::F32);
     let sol = lstsq_mixed_gpu(&g, &da, &db, &p).unwrap();
     assert!(sol.backward_error <= 10.0 * 9.0 * f64::EPSILON / 2.0);
+}
+
+/// The preconditioner stages: with the QR route a tensor-core factor with u_low·κ ≫ 1
+/// (bf16 at κ = 1e6: u·κ ≈ 4e3) does not bring the first inner CG to its target within
+/// 30 steps and the solver re-factors in f32 and says so; at κ = 1e2 tf32 (u·κ ≈ 0.05)
+/// and f32 keep their own factor. The auto route uses the f32 Gram-Cholesky factor at
+/// κ = 1e2 (n·u_f32·κ² ≈ 2e-3) and ends on the f32 QR at κ = 1e6 (κ² beyond f32). All
+/// reach the f64 accuracy; the phase split is reported, positive, and the solution is
+/// the one of the plain call; cuBLAS is back in host pointer mode afterwards.
+#[test]
+fn preconditioner_stages_switch_when_slow() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(48);
+    let (m, n) = (421, 173);
+    let u = f64::EPSILON / 2.0;
+    for (kappa, p, route, expect) in [
+        (
+            1e6,
+            GemmPrecision::Bf16,
+            MixedRoute::Qr,
+            MixedFactor::Qr(GemmPrecision::F32),
+        ),
+        (
+            1e2,
+            GemmPrecision::Tf32,
+            MixedRoute::Qr,
+            MixedFactor::Qr(GemmPrecision::Tf32),
+        ),
+        (
+            1e6,
+            GemmPrecision::F32,
+            MixedRoute::Qr,
+            MixedFactor::Qr(GemmPrecision::F32),
+        ),
+        (
+            1e2,
+            GemmPrecision::F32,
+            MixedRoute::Auto,
+            MixedFactor::GramCholesky,
+        ),
+        (
+            1e6,
+            GemmPrecision::F32,
+            MixedRoute::Auto,
+            MixedFactor::Qr(GemmPrecision::F32),
+        ),
+        (
+            1e6,
+            GemmPrecision::Tf32,
+            MixedRoute::Auto,
+            MixedFactor::Qr(GemmPrecision::F32),
+        ),
+    ] {
+        let a = with_cond(&mut rng, m, n, kappa);
+        let b = rhs(&mut rng, &a);
+        let (da, db) = (
+            DevMat::from_host(&g, a.as_ref()).unwrap(),
+            DevMat::from_host(&g, b.as_ref()).unwrap(),
+        );
+        let params = MixedParams {
+            precision: p,
+            route,
+            ..MixedParams::default()
+        };
+        let sol = lstsq_mixed_gpu_phases(&g, &da, &db, &params).unwrap();
+        eprintln!(
+            "κ={kappa:.0e} {p:?} {route:?}: factor {:?}, {} steps, {} CG steps, {:?}",
+            sol.factor, sol.iterations, sol.inner_steps, sol.phases
+        );
+        assert_eq!(sol.factor, expect, "κ={kappa:e} {p:?} {route:?}");
+        assert!(sol.inner_steps >= sol.iterations);
+        if route == MixedRoute::Qr && expect != MixedFactor::Qr(p) {
+            assert!(sol.inner_steps >= 30);
+        }
+        let ph = sol.phases.expect("phases requested");
+        assert!(ph.factor_ms > 0.0 && ph.refine_ms > 0.0, "{ph:?}");
+        assert!(sol.backward_error <= 10.0 * m as f64 * u);
+        let x = sol.x.to_host(&g).unwrap();
+        for c in 0..2 {
+            let eta = ls_backward_error(a.as_ref(), b.col(c), x.col(c));
+            assert!(eta <= 10.0 * m as f64 * u, "κ={kappa:e} {p:?}: η {eta:e}");
+        }
+        let plain = lstsq_mixed_gpu(&g, &da, &db, &params).unwrap();
+        assert!(plain.phases.is_none());
+        assert_eq!(plain.x.to_host(&g).unwrap(), x);
+        assert_eq!(plain.factor, sol.factor);
+        // cuBLAS is back in host pointer mode: a host-mode DDOT gives the right value.
+        let ones = DevMat::from_host(&g, Mat::<f64>::from_fn(7, 1, |_, _| 1.5).as_ref()).unwrap();
+        let d = g.dot(&ones.col(0, 0..7), &ones.col(0, 0..7)).unwrap();
+        assert_eq!(d, 7.0 * 2.25);
+    }
+}
+
+/// b = 0 gives x = 0 with η = 0 (h = 0: the inner solve stops before its first step);
+/// n = 1 and n = 2 converge (CG ends in ≤ n steps, then stops or breaks down without
+/// spoiling δ).
+#[test]
+fn degenerate_rhs_and_narrow_a() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(49);
+    let a = with_cond(&mut rng, 97, 13, 1e3);
+    let zero = Mat::<f64>::zeros(97, 1);
+    for route in [MixedRoute::Auto, MixedRoute::Qr] {
+        let params = MixedParams {
+            route,
+            ..MixedParams::default()
+        };
+        let sol = lstsq_mixed_gpu_host(&g, a.as_ref(), zero.as_ref(), &params).unwrap();
+        assert_eq!(sol.backward_error, 0.0);
+        assert!(sol.x.as_ref().col(0).iter().all(|&v| v == 0.0));
+    }
+    for n in [1usize, 2] {
+        let a = Mat::<f64>::from_fn(53, n, |i, j| ((i * 7 + j * 3) % 11) as f64 - 4.5);
+        let b = Mat::<f64>::from_fn(53, 2, |i, j| (i as f64 * 0.3 + j as f64).sin());
+        for (p, route) in PRECS
+            .iter()
+            .map(|&p| (p, MixedRoute::Qr))
+            .chain([(GemmPrecision::F32, MixedRoute::Auto)])
+        {
+            let params = MixedParams {
+                precision: p,
+                route,
+                ..MixedParams::default()
+            };
+            let sol = lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params)
+                .unwrap_or_else(|e| panic!("n={n} {p:?} {route:?}: {e}"));
+            let xf = faer_lstsq(&a, &b);
+            for c in 0..2 {
+                let eta = ls_backward_error(a.as_ref(), b.col(c), sol.x.col(c));
+                let eta_f = ls_backward_error(a.as_ref(), b.col(c), xf.col(c));
+                assert!(
+                    eta <= 10.0 * eta_f.max(1e-3 * f64::EPSILON),
+                    "n={n} {p:?}: η {eta:e} vs faer {eta_f:e}"
+                );
+            }
+        }
+    }
 }

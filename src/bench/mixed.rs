@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use cuqr::gpu::irs::IrsKind;
 use cuqr::gpu::timing::time_with_setup;
 use cuqr::gpu::{DevMat, DevVec, Diag, Op, Side, Uplo};
-use cuqr::mixed::{lstsq_mixed_gpu, GemmPrecision, MixedParams};
+use cuqr::mixed::{lstsq_mixed_gpu_phases, GemmPrecision, MixedFactor, MixedParams, MixedRoute};
 use cuqr::{Error, Gpu};
 
 use super::BenchOpts;
@@ -30,6 +30,7 @@ refinement) vs cuSOLVER f64 least squares and cuSOLVER's IRS gels
 
 Usage: cuqr bench mixed [--quick] [--shapes MxN,MxN,...] [--reps R]
                         [--precisions bf16,f16,tf32,f32] [--kappas 1e2,1e6]
+                        [--routes auto,qr] [--block-size NB] [--no-irs]
 
   --quick    shapes 2000x300, 6000x1000 (default: 8192x1024, 16384x4096,
              65536x2048)
@@ -37,15 +38,24 @@ Usage: cuqr bench mixed [--quick] [--shapes MxN,MxN,...] [--reps R]
   --reps     timed repetitions, at least 5 (default 5; one warm-up run first)
   --precisions  cuqr GEMM precisions to run (default bf16,f16,tf32,f32)
   --kappas   condition numbers (default 1e2,1e6)
+  --routes   cuqr routes to run (default auto,qr): auto = Gram-Cholesky
+             preconditioner first, QR when it fails or is poor; qr = the
+             mixed QR only
+  --block-size  Householder block size of cuqr's f32 factorisation (default:
+             the QR's own choice for n)
+  --no-irs   skip cuSOLVER's IRS gels rows
 
-At kappa = 1e6 the bf16/f16/tf32 refinement needs hundreds to thousands of CG
-steps (see docs/performance.md): on large shapes restrict it with --precisions.
- Prints one markdown table per
+Prints one markdown table per
 (shape, kappa): for each method the median milliseconds, the speed-up over
 cuSOLVER f64 least squares (geqrf + ormqr + trsm; > 1 means faster), the
 backward error eta of its solution, its refinement steps, and whether it meets
 the bar (>= 2x faster at eta within 10x of the f64 solver's). A method that
-fails (cuqr: NotConverged) shows the error instead of a time.
+fails (cuqr: NotConverged) shows the error instead of a time. cuqr rows add
+the phase split of the same timed runs (CUDA events inside the solve, medians):
+factorisation (f32 copy, QR, R̃ in f64) and refinement (preconditioner set-up,
+inner CG, residuals), the inner CG steps, and the factor's precision when the
+solver switched a tensor-core factor to f32 (large u_low*kappa). The GEMM
+precision only matters where a QR runs.
 ";
 
 const KAPPAS: [f64; 2] = [1e2, 1e6];
@@ -136,6 +146,29 @@ struct Res {
     eta: Option<f64>,
     iters: String,
     note: String,
+    /// cuqr only: median factorisation / refinement ms and inner CG steps.
+    split: Option<(f64, f64, usize)>,
+}
+
+/// What one (shape, κ) point runs.
+struct PointOpts<'a> {
+    reps: usize,
+    precs: &'a [GemmPrecision],
+    routes: &'a [MixedRoute],
+    block_size: Option<usize>,
+    irs: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let k = v.len();
+    if k == 0 {
+        f64::NAN
+    } else if k % 2 == 1 {
+        v[k / 2]
+    } else {
+        0.5 * (v[k / 2 - 1] + v[k / 2])
+    }
 }
 
 fn bench_point(
@@ -143,9 +176,9 @@ fn bench_point(
     m: usize,
     n: usize,
     kappa: f64,
-    reps: usize,
-    precs: &[GemmPrecision],
+    o: &PointOpts<'_>,
 ) -> cuqr::Result<Vec<Res>> {
+    let (reps, precs) = (o.reps, o.precs);
     let seed = 0xA11CE ^ (m as u64) << 20 ^ n as u64;
     let a = conditioned(gpu, m, n, kappa, seed)?;
     let b = DevMat::from_host(gpu, random_signed_matrix::<f64>(m, 1, seed ^ 0xB).as_ref())?;
@@ -192,12 +225,14 @@ fn bench_point(
         eta: Some(eta(gpu, &a, a_fro, &b, &d.borrow())?),
         iters: "–".into(),
         note: String::new(),
+        split: None,
     });
     drop((d, tau));
 
     // cuSOLVER IRS gels.
     let x = RefCell::new(DevMat::<f64>::zeros(gpu, n, 1)?);
-    for kind in IRS {
+    let irs: &[IrsKind] = if o.irs { &IRS } else { &[] };
+    for &kind in irs {
         let iter = std::cell::Cell::new(0i32);
         let t = time_with_setup(
             gpu,
@@ -221,6 +256,7 @@ fn bench_point(
                 } else {
                     String::new()
                 },
+                split: None,
             },
             Err(e) => Res {
                 name: format!("cuSOLVER IRS {}", kind.routine()),
@@ -228,54 +264,96 @@ fn bench_point(
                 eta: None,
                 iters: "–".into(),
                 note: format!("error: {e}"),
+                split: None,
             },
         });
     }
     drop(work);
 
-    // cuqr mixed-precision LS, device resident.
-    for &p in precs {
-        let params = MixedParams {
-            precision: p,
-            ..MixedParams::default()
-        };
-        let last = RefCell::new(None);
-        let t = time_with_setup(
-            gpu,
-            1,
-            reps,
-            || Ok(()),
-            |()| {
-                let sol = lstsq_mixed_gpu(gpu, &a, &b, &params)?;
-                *last.borrow_mut() = Some(sol);
-                Ok(())
-            },
-        );
-        let name = format!("cuqr mixed {p:?}");
-        out.push(match t {
-            Ok(t) => {
-                let sol = last
-                    .borrow_mut()
-                    .take()
-                    .expect("a timed run stored its solution");
-                Res {
-                    name,
-                    ms: Some(t.median_ms()),
-                    eta: Some(eta(gpu, &a, a_fro, &b, &sol.x)?),
-                    iters: sol.iterations.to_string(),
-                    note: format!("own η {:.1e}", sol.backward_error),
+    // cuqr mixed-precision LS, device resident; the phase split from the same runs.
+    for &route in o.routes {
+        for &p in precs {
+            let params = MixedParams {
+                precision: p,
+                route,
+                block_size: o.block_size,
+                ..MixedParams::default()
+            };
+            let last = RefCell::new(None);
+            let phases = RefCell::new(Vec::new());
+            let t = time_with_setup(
+                gpu,
+                1,
+                reps,
+                || Ok(()),
+                |()| {
+                    let sol = lstsq_mixed_gpu_phases(gpu, &a, &b, &params)?;
+                    if let Some(ph) = sol.phases {
+                        phases.borrow_mut().push((ph.factor_ms, ph.refine_ms));
+                    }
+                    *last.borrow_mut() = Some(sol);
+                    Ok(())
+                },
+            );
+            let name = format!("cuqr mixed {p:?} {}", route_name(route));
+            out.push(match t {
+                Ok(t) => {
+                    let sol = last
+                        .borrow_mut()
+                        .take()
+                        .expect("a timed run stored its solution");
+                    // The warm-up run's split is the first entry: leave it out.
+                    let ph = phases.borrow();
+                    let timed = &ph[ph.len().saturating_sub(reps)..];
+                    let f = median(timed.iter().map(|x| x.0).collect());
+                    let r = median(timed.iter().map(|x| x.1).collect());
+                    let note = format!(
+                        "own η {:.1e}, R̃ from {}",
+                        sol.backward_error,
+                        match sol.factor {
+                            MixedFactor::GramCholesky => "Gram-Cholesky".to_string(),
+                            MixedFactor::Qr(q) => format!("QR {q:?}"),
+                            other => format!("{other:?}"),
+                        }
+                    );
+                    Res {
+                        name,
+                        ms: Some(t.median_ms()),
+                        eta: Some(eta(gpu, &a, a_fro, &b, &sol.x)?),
+                        iters: sol.iterations.to_string(),
+                        note,
+                        split: Some((f, r, sol.inner_steps)),
+                    }
                 }
-            }
-            Err(e) => Res {
-                name,
-                ms: None,
-                eta: None,
-                iters: "–".into(),
-                note: format!("error: {e}"),
-            },
-        });
+                Err(e) => Res {
+                    name,
+                    ms: None,
+                    eta: None,
+                    iters: "–".into(),
+                    note: format!("error: {e}"),
+                    split: None,
+                },
+            });
+        }
     }
     Ok(out)
+}
+
+fn route_name(r: MixedRoute) -> &'static str {
+    match r {
+        MixedRoute::Qr => "qr",
+        _ => "auto",
+    }
+}
+
+fn parse_routes(s: &str) -> CliResult<Vec<MixedRoute>> {
+    s.split(',')
+        .map(|t| match t.trim() {
+            "auto" => Ok(MixedRoute::Auto),
+            "qr" => Ok(MixedRoute::Qr),
+            other => Err(format!("--routes: '{other}' is not auto or qr").into()),
+        })
+        .collect()
 }
 
 fn parse_shapes(s: &str) -> CliResult<Vec<(usize, usize)>> {
@@ -319,9 +397,20 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let o = BenchOpts::parse(
         "bench mixed",
         args,
-        &["quick"],
-        &["shapes", "reps", "precisions", "kappas"],
+        &["quick", "no-irs"],
+        &[
+            "shapes",
+            "reps",
+            "precisions",
+            "kappas",
+            "block-size",
+            "routes",
+        ],
     )?;
+    let block_size = o.usize("block-size")?;
+    if block_size == Some(0) {
+        return Err("--block-size must be at least 1".into());
+    }
     let reps = o.usize("reps")?.unwrap_or(5);
     if reps < 5 {
         return Err(format!("--reps must be at least 5 (a median of ≥ 5), not {reps}").into());
@@ -335,6 +424,10 @@ pub fn run(args: &[String]) -> CliResult<()> {
         Some(s) => parse_precisions(s)?,
         None => PRECS.to_vec(),
     };
+    let routes = match o.get("routes") {
+        Some(s) => parse_routes(s)?,
+        None => vec![MixedRoute::Auto, MixedRoute::Qr],
+    };
     let kappas = match o.get("kappas") {
         Some(s) => parse_kappas(s)?,
         None => KAPPAS.to_vec(),
@@ -344,12 +437,21 @@ pub fn run(args: &[String]) -> CliResult<()> {
     println!("reps: {reps} (median), 1 warm-up; η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖+‖b‖))\n");
     for (m, n) in shapes {
         for &kappa in &kappas {
-            let rows = bench_point(&gpu, m, n, kappa, reps, &precs)?;
+            let po = PointOpts {
+                reps,
+                precs: &precs,
+                routes: &routes,
+                block_size,
+                irs: !o.flag("no-irs"),
+            };
+            let rows = bench_point(&gpu, m, n, kappa, &po)?;
             let base_ms = rows[0].ms.expect("the f64 baseline has a time");
             let base_eta = rows[0].eta.expect("the f64 baseline has an η");
             println!("### {m}×{n}, κ = {kappa:.0e}\n");
-            println!("| method | ms | speed-up | η | steps | bar | note |");
-            println!("|---|---:|---:|---:|---:|---|---|");
+            println!(
+                "| method | ms | speed-up | η | steps | bar | factor ms | refine ms | CG steps | note |"
+            );
+            println!("|---|---:|---:|---:|---:|---|---:|---:|---:|---|");
             for r in &rows {
                 let sp = r.ms.map(|t| base_ms / t);
                 let bar = match (sp, r.eta) {
@@ -364,14 +466,21 @@ pub fn run(args: &[String]) -> CliResult<()> {
                     (None, _) if r.name.starts_with("cuqr") => "missed (failed)".into(),
                     _ => String::new(),
                 };
+                let (f, rf, cg) = match r.split {
+                    Some((f, rf, cg)) => (format!("{f:.2}"), format!("{rf:.2}"), cg.to_string()),
+                    None => ("–".into(), "–".into(), "–".into()),
+                };
                 println!(
-                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     r.name,
                     r.ms.map_or("–".into(), |t| format!("{t:.2}")),
                     sp.map_or("–".into(), |s| format!("{s:.2}×")),
                     r.eta.map_or("–".into(), |e| format!("{e:.1e}")),
                     r.iters,
                     bar,
+                    f,
+                    rf,
+                    cg,
                     r.note
                 );
             }
@@ -403,10 +512,22 @@ mod tests {
             vec![GemmPrecision::Bf16, GemmPrecision::F32]
         );
         assert!(parse_precisions("fp8").is_err());
+        assert_eq!(
+            parse_routes("qr, auto").unwrap(),
+            vec![MixedRoute::Qr, MixedRoute::Auto]
+        );
+        assert!(parse_routes("gram").is_err());
         assert_eq!(parse_kappas("1e2,1e6").unwrap(), vec![1e2, 1e6]);
         for bad in ["0.5", "x", "inf", ""] {
             assert!(parse_kappas(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn median_is_the_middle() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
     }
 
     #[test]
@@ -425,5 +546,7 @@ mod tests {
         assert!(run(&a(&["--nope"])).is_err());
         assert!(run(&a(&["--precisions", "fp8"])).is_err());
         assert!(run(&a(&["--kappas", "0"])).is_err());
+        assert!(run(&a(&["--block-size", "0"])).is_err());
+        assert!(run(&a(&["--routes", "x"])).is_err());
     }
 }

@@ -55,11 +55,13 @@
 //! ```
 
 use super::cpu::{check_a, INNER_EPS};
-use super::{GemmPrecision, MixedParams, MixedSolution};
+use super::gram::gram_cholesky;
+use super::refine::InnerCg;
+use super::{GemmPrecision, MixedFactor, MixedParams, MixedRoute, MixedSolution};
 use crate::cpu::wy::resolve_block_size;
 use crate::error::{Error, Result};
 use crate::gpu::householder::{blocked_qr, check_rank_dev};
-use crate::gpu::{DevMat, DevVec, Diag, Gpu, GpuScalar, Op, Uplo};
+use crate::gpu::{DevMat, DevVec, Gpu, GpuScalar, Op};
 use crate::mat::{Mat, MatRef};
 
 const OP_QR: &str = "mixed_qr_gpu";
@@ -146,18 +148,17 @@ fn check_dims(op: &'static str, m: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Mixed-precision blocked Householder QR of A (m×n, m ≥ n, f32 or f64 data) on the
-/// device, spec §4.2 / seed S3 (module doc): returns the factor and ‖A‖_F (computed from
-/// the f32 copy, relative accuracy ~u_f32, or exactly in f64 on the rare path).
-fn factor<T: GpuScalar>(
-    gpu: &Gpu,
-    op: &'static str,
-    a: &DevMat<T>,
-    params: &MixedParams,
-) -> Result<(MixedQrGpu, f64)> {
+/// The f32 copy 2^shift·A of A (spec §4.2; module doc): ‖·‖_F ∈ [2¹³, 2¹⁴) by an exact
+/// power-of-two scaling, and ‖A‖_F (from the copy, relative accuracy ~u_f32, or exactly
+/// in f64 on the rare path).
+struct F32Copy {
+    f: DevMat<f32>,
+    shift: i32,
+    anorm: f64,
+}
+
+fn f32_copy<T: GpuScalar>(gpu: &Gpu, op: &'static str, a: &DevMat<T>) -> Result<F32Copy> {
     let (m, n) = (a.nrows(), a.ncols());
-    check_dims(op, m, n)?;
-    let nb = resolve_block_size(op, params.block_size, n)?;
     // Fresh zeros: the padding of the copy is zero, so NRM2 over the whole buffer is ‖·‖_F.
     let mut f = DevMat::<f32>::zeros(gpu, m, n)?;
     gpu.convert_to_f32(&a.view(), T::ONE, &mut f.view_mut())?;
@@ -177,21 +178,42 @@ fn factor<T: GpuScalar>(
         gpu.convert_to_f32(&a.view(), T::from_f64(pow2(shift)), &mut f.view_mut())?;
         (fro, shift)
     };
+    Ok(F32Copy { f, shift, anorm })
+}
+
+/// The mixed-precision blocked Householder QR of an f32 copy (in place), spec §4.2 /
+/// seed S3, with block size `nb` and the trailing GEMMs in `precision`.
+fn qr_of_copy(gpu: &Gpu, c: F32Copy, nb: usize, precision: GemmPrecision) -> Result<MixedQrGpu> {
+    let F32Copy { mut f, shift, .. } = c;
+    let (m, n) = (f.nrows(), f.ncols());
     {
-        let _tensor = gpu.gemm_precision_scope(params.precision);
+        let _tensor = gpu.gemm_precision_scope(precision);
         blocked_qr(gpu, &mut f, 0..m, 0..n, None, None, nb)?;
     }
     // A zero (or non-finite) diagonal entry of R̃: the preconditioner does not exist.
     check_rank_dev(gpu, &f, n, 0.0)?;
-    Ok((
-        MixedQrGpu {
-            f,
-            n,
-            shift,
-            precision: params.precision,
-        },
-        anorm,
-    ))
+    Ok(MixedQrGpu {
+        f,
+        n,
+        shift,
+        precision,
+    })
+}
+
+/// Mixed-precision blocked Householder QR of A (m×n, m ≥ n, f32 or f64 data) on the
+/// device, spec §4.2 / seed S3 (module doc): returns the factor and ‖A‖_F.
+fn factor<T: GpuScalar>(
+    gpu: &Gpu,
+    op: &'static str,
+    a: &DevMat<T>,
+    params: &MixedParams,
+) -> Result<(MixedQrGpu, f64)> {
+    let (m, n) = (a.nrows(), a.ncols());
+    check_dims(op, m, n)?;
+    let nb = resolve_block_size(op, params.block_size, n)?;
+    let c = f32_copy(gpu, op, a)?;
+    let anorm = c.anorm;
+    Ok((qr_of_copy(gpu, c, nb, params.precision)?, anorm))
 }
 
 /// Mixed-precision blocked Householder QR of A (m×n, m ≥ n; f32 or f64 data) on the
@@ -223,39 +245,44 @@ pub struct MixedSolutionGpu {
     /// Normwise backward error η (as [`ls_backward_error`](super::ls_backward_error),
     /// with ‖A‖_F from the f32 copy) of the returned x, largest over the columns of b.
     pub backward_error: f64,
+    /// Inner CG steps, summed over refinement steps and columns (those of an abandoned
+    /// tensor-core factor included).
+    pub inner_steps: usize,
+    /// The preconditioner factor the returned x was refined with (the stages are
+    /// described at [`lstsq_mixed_gpu`]).
+    pub factor: MixedFactor,
+    /// Time split of the solve, only from [`lstsq_mixed_gpu_phases`].
+    pub phases: Option<MixedPhases>,
 }
 
-/// Device vectors of the refinement (f64).
-struct Work {
-    r: DevVec<f64>,
-    ap: DevVec<f64>,
-    h: DevVec<f64>,
-    delta: DevVec<f64>,
-    rho: DevVec<f64>,
-    p: DevVec<f64>,
-    z: DevVec<f64>,
-    w: DevVec<f64>,
-    zero: DevVec<f64>,
+/// Where the time of one [`lstsq_mixed_gpu_phases`] solve went, from CUDA events on the
+/// solver's stream (milliseconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MixedPhases {
+    /// Factorisations: f32 copy, norm and scaling, blocked QR, rank check, R̃ in f64
+    /// (both factorisations when the precision was switched).
+    pub factor_ms: f64,
+    /// Everything else: ‖b‖, the preconditioner set-up, inner CG, residuals and η.
+    pub refine_ms: f64,
 }
 
-impl Work {
-    fn new(gpu: &Gpu, m: usize, n: usize) -> Result<Self> {
-        Ok(Self {
-            r: DevVec::zeros(gpu, m)?,
-            ap: DevVec::zeros(gpu, m)?,
-            h: DevVec::zeros(gpu, n)?,
-            delta: DevVec::zeros(gpu, n)?,
-            rho: DevVec::zeros(gpu, n)?,
-            p: DevVec::zeros(gpu, n)?,
-            z: DevVec::zeros(gpu, n)?,
-            w: DevVec::zeros(gpu, n)?,
-            zero: DevVec::zeros(gpu, n)?,
-        })
-    }
-}
+/// Inner CG steps a tensor-core factor gets in its first correction before the solver
+/// re-factors in f32 (module doc of [`lstsq_mixed_gpu`]). With u_low·κ ≲ 0.1 CG needs
+/// about 10 steps to reduce ‖ρ‖ by `INNER_EPS` = 1e-8; with u_low·κ ≫ 1 it needs
+/// hundreds (H200, 8192×1024, κ = 1e6: 0.7 s with tf32 against a 25 ms solve with
+/// f32), while a second factorisation costs about as much as 30 steps at n ≥ 1024.
+const SWITCH_STEPS: usize = 30;
 
-/// r = b − Ax, h = Aᵀr (left in `ws.h` for the next correction), and the backward error
-/// η = ‖Aᵀr‖₂ / (‖A‖_F(‖A‖_F‖x‖₂ + ‖b‖₂)), all in f64.
+/// Inner CG steps the Gram-Cholesky factor gets in its first correction before the
+/// solver moves to the QR: with c·n·u_f32·κ² ≲ 0.01 CG gains about two digits a step and
+/// needs ≤ 5 steps for `INNER_EPS`; 12 steps without reaching it mean a poor factor.
+const GRAM_STEPS: usize = 12;
+
+/// r = b − Ax (skipped when x = 0: r = b), h = Aᵀr (left in `h` for the next
+/// correction), and the backward error
+/// η = ‖Aᵀr‖₂ / (‖A‖_F(‖A‖_F‖x‖₂ + ‖b‖₂)), all in f64 (host pointer mode: reads ‖h‖
+/// and ‖x‖).
+#[allow(clippy::too_many_arguments)]
 fn eta_at(
     gpu: &Gpu,
     a: &DevMat<f64>,
@@ -263,96 +290,70 @@ fn eta_at(
     x: &cudarc::driver::CudaView<'_, f64>,
     anorm: f64,
     bnorm: f64,
-    ws: &mut Work,
+    r: &mut DevVec<f64>,
+    h: &mut DevVec<f64>,
 ) -> Result<f64> {
-    gpu.copy(b, &mut ws.r.view_mut())?;
-    gpu.gemv(Op::N, -1.0, &a.view(), x, 1.0, &mut ws.r.view_mut())?;
-    gpu.gemv(
-        Op::T,
-        1.0,
-        &a.view(),
-        &ws.r.view(),
-        0.0,
-        &mut ws.h.view_mut(),
-    )?;
-    let nh = gpu.nrm2(&ws.h.view())?;
     let nx = gpu.nrm2(x)?;
+    if nx == 0.0 {
+        // x = 0 (the start): r = b, no pass over A for it.
+        gpu.gemv(Op::T, 1.0, &a.view(), b, 0.0, &mut h.view_mut())?;
+    } else {
+        gpu.copy(b, &mut r.view_mut())?;
+        gpu.gemv(Op::N, -1.0, &a.view(), x, 1.0, &mut r.view_mut())?;
+        gpu.gemv(Op::T, 1.0, &a.view(), &r.view(), 0.0, &mut h.view_mut())?;
+    }
+    let nh = gpu.nrm2(&h.view())?;
     let den = anorm * (anorm * nx + bnorm);
     Ok(if den == 0.0 { 0.0 } else { nh / den })
 }
 
-/// z := (R̃ᵀR̃)⁻¹ z by two DTRSV.
-fn precond(gpu: &Gpu, r: &DevMat<f64>, z: &mut DevVec<f64>) -> Result<()> {
-    gpu.trsv(
-        Uplo::Upper,
-        Op::T,
-        Diag::NonUnit,
-        &r.view(),
-        &mut z.view_mut(),
-    )?;
-    gpu.trsv(
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        &r.view(),
-        &mut z.view_mut(),
-    )
+/// Timing events of [`lstsq_mixed_gpu_phases`].
+struct PhaseClock {
+    start: cudarc::driver::CudaEvent,
+    marks: Vec<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
 }
 
-/// Inner solve on the device, the CPU's `pcg_normal` step for step: δ ≈ (AᵀA)⁻¹h for
-/// h = `ws.h`, CG on AᵀA preconditioned by R̃ᵀR̃, recurring the normal residual ρ; stops
-/// when ‖ρ‖ ≤ `eps`·‖h‖, on breakdown, or after `max_it` steps. Result in `ws.delta`.
-fn pcg_normal(
-    gpu: &Gpu,
-    a: &DevMat<f64>,
-    r: &DevMat<f64>,
-    ws: &mut Work,
-    eps: f64,
-    max_it: usize,
-) -> Result<()> {
-    let stop = eps * gpu.nrm2(&ws.h.view())?;
-    gpu.copy(&ws.zero.view(), &mut ws.delta.view_mut())?;
-    gpu.copy(&ws.h.view(), &mut ws.rho.view_mut())?;
-    gpu.copy(&ws.rho.view(), &mut ws.z.view_mut())?;
-    precond(gpu, r, &mut ws.z)?;
-    gpu.copy(&ws.z.view(), &mut ws.p.view_mut())?;
-    let mut gamma = gpu.dot(&ws.rho.view(), &ws.p.view())?;
-    for _ in 0..max_it {
-        if gpu.nrm2(&ws.rho.view())? <= stop || gamma.is_nan() || gamma <= 0.0 {
-            break;
-        }
-        gpu.gemv(
-            Op::N,
-            1.0,
-            &a.view(),
-            &ws.p.view(),
-            0.0,
-            &mut ws.ap.view_mut(),
-        )?;
-        gpu.gemv(
-            Op::T,
-            1.0,
-            &a.view(),
-            &ws.ap.view(),
-            0.0,
-            &mut ws.w.view_mut(),
-        )?;
-        let pw = gpu.dot(&ws.p.view(), &ws.w.view())?;
-        if !pw.is_finite() || pw <= 0.0 {
-            break;
-        }
-        let alpha = gamma / pw;
-        gpu.axpy(alpha, &ws.p.view(), &mut ws.delta.view_mut())?;
-        gpu.axpy(-alpha, &ws.w.view(), &mut ws.rho.view_mut())?;
-        gpu.copy(&ws.rho.view(), &mut ws.z.view_mut())?;
-        precond(gpu, r, &mut ws.z)?;
-        let gamma_new = gpu.dot(&ws.rho.view(), &ws.z.view())?;
-        let beta = gamma_new / gamma;
-        gpu.scal(beta, &mut ws.p.view_mut())?;
-        gpu.axpy(1.0, &ws.z.view(), &mut ws.p.view_mut())?;
-        gamma = gamma_new;
+impl PhaseClock {
+    fn event(gpu: &Gpu) -> Result<cudarc::driver::CudaEvent> {
+        let ev = gpu
+            .context()
+            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crate::gpu::driver_err("creating a phase event"))?;
+        ev.record(gpu.stream())
+            .map_err(crate::gpu::driver_err("recording a phase event"))?;
+        Ok(ev)
     }
-    Ok(())
+    fn new(gpu: &Gpu) -> Result<Self> {
+        Ok(Self {
+            start: Self::event(gpu)?,
+            marks: Vec::new(),
+        })
+    }
+    /// Times `f` as a factorisation phase.
+    fn factor<R>(clock: &mut Option<Self>, gpu: &Gpu, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        let Some(c) = clock else { return f() };
+        let s = Self::event(gpu)?;
+        let out = f()?;
+        c.marks.push((s, Self::event(gpu)?));
+        Ok(out)
+    }
+    fn finish(self, gpu: &Gpu) -> Result<MixedPhases> {
+        let end = Self::event(gpu)?;
+        let ms = |a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent| {
+            a.elapsed_ms(b)
+                .map(f64::from)
+                .map_err(crate::gpu::driver_err("reading a phase event"))
+        };
+        let total = ms(&self.start, &end)?;
+        let mut factor_ms = 0.0;
+        for (s, e) in &self.marks {
+            factor_ms += ms(s, e)?;
+        }
+        Ok(MixedPhases {
+            factor_ms,
+            refine_ms: total - factor_ms,
+        })
+    }
 }
 
 /// Least squares min ‖Ax − b‖₂ for f64 A (m×n, m ≥ n, full rank) and b (m×q), device
@@ -363,6 +364,14 @@ fn pcg_normal(
 /// AᵀAδ = Aᵀr and x += δ; it stops when η is below u/10, after two steps that do not
 /// halve it, or after `params.max_iterations` steps, and returns the best iterate only
 /// if its η ≤ `params.tol` (default 10·m·u, u = 2⁻⁵³). A and b are not modified.
+///
+/// **Precision switch.** When a tensor-core factor (bf16, f16, tf32) has not brought the
+/// first inner CG to its target within 30 steps (u_low·κ(A) ≳ 1: the preconditioned
+/// operator is then far from the identity and CG would need hundreds of steps, each
+/// two passes over A), A is factored again with [`GemmPrecision::F32`] (u·κ ≈ 0.06 at
+/// κ = 1e6) and the solve restarts from x₀ = 0; [`MixedSolutionGpu::precision`] says
+/// which factor was used. If that f32 factorisation fails (e.g. an exactly zero pivot),
+/// the tensor-core factor is kept with the full inner budget.
 ///
 /// # Errors
 /// As [`mixed_qr_gpu`]; [`Error::Shape`] when b's rows differ from A's or b is empty;
@@ -375,9 +384,80 @@ pub fn lstsq_mixed_gpu(
     b: &DevMat<f64>,
     params: &MixedParams,
 ) -> Result<MixedSolutionGpu> {
+    solve(gpu, a, b, params, None)
+}
+
+/// [`lstsq_mixed_gpu`] with its time split into the factorisation and the refinement
+/// ([`MixedSolutionGpu::phases`]), measured with CUDA events on the solver's stream
+/// (a few event records; the result is the same as [`lstsq_mixed_gpu`]'s).
+///
+/// # Errors
+/// As [`lstsq_mixed_gpu`]; [`Error::Driver`] for the events.
+pub fn lstsq_mixed_gpu_phases(
+    gpu: &Gpu,
+    a: &DevMat<f64>,
+    b: &DevMat<f64>,
+    params: &MixedParams,
+) -> Result<MixedSolutionGpu> {
+    let clock = PhaseClock::new(gpu)?;
+    solve(gpu, a, b, params, Some(clock))
+}
+
+/// A preconditioner stage of the solve (module doc of [`lstsq_mixed_gpu`]).
+fn next_stage(stage: MixedFactor, params: &MixedParams) -> Option<MixedFactor> {
+    match stage {
+        MixedFactor::GramCholesky => Some(MixedFactor::Qr(params.precision)),
+        MixedFactor::Qr(p) if p != GemmPrecision::F32 => Some(MixedFactor::Qr(GemmPrecision::F32)),
+        MixedFactor::Qr(_) => None,
+    }
+}
+
+/// Inner CG steps the first correction of `stage` may take before the next stage is
+/// tried ([`GRAM_STEPS`], [`SWITCH_STEPS`]).
+fn switch_cap(stage: MixedFactor) -> usize {
+    match stage {
+        MixedFactor::GramCholesky => GRAM_STEPS,
+        MixedFactor::Qr(_) => SWITCH_STEPS,
+    }
+}
+
+/// R̃ (f64, unscaled) of `stage` from an f32 copy of A (consumed by the QR), or `None`
+/// when the Gram matrix is not positive definite in f32. The copy is handed back when
+/// the stage did not consume it.
+fn stage_r(
+    gpu: &Gpu,
+    c: F32Copy,
+    stage: MixedFactor,
+    nb: usize,
+) -> Result<(Option<DevMat<f64>>, Option<F32Copy>)> {
+    let n = c.f.ncols();
+    match stage {
+        MixedFactor::GramCholesky => match gram_cholesky(gpu, &c.f)? {
+            Some(g) => {
+                let mut r = DevMat::<f64>::zeros(gpu, n, n)?;
+                gpu.convert_from_f32(&g.block(0, 0, n, n), pow2(-c.shift), &mut r.view_mut())?;
+                Ok((Some(r), Some(c)))
+            }
+            None => Ok((None, Some(c))),
+        },
+        MixedFactor::Qr(p) => {
+            let qr = qr_of_copy(gpu, c, nb, p)?;
+            Ok((Some(qr.r_dev(gpu)?), None))
+        }
+    }
+}
+
+fn solve(
+    gpu: &Gpu,
+    a: &DevMat<f64>,
+    b: &DevMat<f64>,
+    params: &MixedParams,
+    mut clock: Option<PhaseClock>,
+) -> Result<MixedSolutionGpu> {
     let (m, n, nrhs) = (a.nrows(), a.ncols(), b.ncols());
     check_dims(OP_LS, m, n)?;
     let tol = check_ls_params(m, b.nrows(), nrhs, params)?;
+    let nb = resolve_block_size(OP_LS, params.block_size, n)?;
     let mut bnorms = Vec::with_capacity(nrhs);
     for c in 0..nrhs {
         let nb = gpu.nrm2(&b.col(c, 0..m))?;
@@ -392,28 +472,80 @@ pub fn lstsq_mixed_gpu(
         }
         bnorms.push(nb);
     }
-    let (qr, anorm) = factor(gpu, OP_LS, a, params)?;
-    let r = qr.r_dev(gpu)?;
-    drop(qr);
+    // The first stage: Gram-Cholesky (falling through to the QR when SPOTRF fails),
+    // or the QR.
+    let copy = PhaseClock::factor(&mut clock, gpu, || f32_copy(gpu, OP_LS, a))?;
+    let anorm = copy.anorm;
+    let mut stage = match params.route {
+        MixedRoute::Auto => MixedFactor::GramCholesky,
+        MixedRoute::Qr => MixedFactor::Qr(params.precision),
+    };
+    let (mut r, mut spare) = PhaseClock::factor(&mut clock, gpu, || stage_r(gpu, copy, stage, nb))?;
+    if r.is_none() {
+        stage = MixedFactor::Qr(params.precision);
+        let c = spare.take().expect("the Gram stage hands its copy back");
+        (r, spare) = PhaseClock::factor(&mut clock, gpu, || stage_r(gpu, c, stage, nb))?;
+    }
+    let r = r.expect("a QR stage always gives R̃");
     let u = f64::EPSILON / 2.0;
     let max_inner = 10 * n + 50;
-    let mut ws = Work::new(gpu, m, n)?;
+    let mut cg = InnerCg::new(gpu, m, n, r)?;
+    let mut rv = DevVec::<f64>::zeros(gpu, m)?;
+    let mut h = DevVec::<f64>::zeros(gpu, n)?;
     let mut x = DevMat::<f64>::zeros(gpu, n, nrhs)?;
     let mut xc = DevVec::<f64>::zeros(gpu, n)?;
     let mut best = DevVec::<f64>::zeros(gpu, n)?;
-    let (mut iterations, mut worst) = (0usize, 0.0f64);
-    for (col, &bnorm) in bnorms.iter().enumerate() {
+    let (mut iterations, mut worst, mut inner_steps) = (0usize, 0.0f64, 0usize);
+    // May the first inner solve of this stage still trigger the next stage?
+    let mut may_switch = next_stage(stage, params).is_some();
+    let mut col = 0;
+    while col < nrhs {
+        let bnorm = bnorms[col];
         let bc = b.col(col, 0..m);
-        gpu.copy(&ws.zero.view(), &mut xc.view_mut())?;
+        xc.fill(gpu, 0.0)?;
         // h = Aᵀb at x₀ = 0.
-        eta_at(gpu, a, &bc, &xc.view(), anorm, bnorm, &mut ws)?;
+        eta_at(gpu, a, &bc, &xc.view(), anorm, bnorm, &mut rv, &mut h)?;
         let mut best_eta = f64::INFINITY;
         let (mut it, mut idle) = (0, 0);
+        let mut restart = false;
         while it < params.max_iterations {
             it += 1;
-            pcg_normal(gpu, a, &r, &mut ws, INNER_EPS, max_inner)?;
-            gpu.axpy(1.0, &ws.delta.view(), &mut xc.view_mut())?;
-            let eta = eta_at(gpu, a, &bc, &xc.view(), anorm, bnorm, &mut ws)?;
+            let cap = if may_switch {
+                switch_cap(stage)
+            } else {
+                max_inner
+            };
+            let out = cg.solve(gpu, a, &h.view(), INNER_EPS, cap)?;
+            inner_steps += out.steps;
+            if may_switch {
+                may_switch = false;
+                if !out.converged && out.steps >= cap {
+                    if let Some(next) = next_stage(stage, params) {
+                        // The Gram stage hands back its f32 copy; a QR stage consumed
+                        // its own, so the f32 QR needs a fresh one.
+                        let got = PhaseClock::factor(&mut clock, gpu, || {
+                            let c = match spare.take() {
+                                Some(c) => c,
+                                None => f32_copy(gpu, OP_LS, a)?,
+                            };
+                            stage_r(gpu, c, next, nb)
+                        });
+                        if let Ok((Some(r2), _)) = got {
+                            cg = InnerCg::new(gpu, m, n, r2)?;
+                            stage = next;
+                            may_switch = next_stage(stage, params).is_some();
+                            restart = true;
+                            break;
+                        }
+                    }
+                    // The next factorisation failed: redo this correction with the full
+                    // budget on the current factor (the rare path).
+                    let full = cg.solve(gpu, a, &h.view(), INNER_EPS, max_inner)?;
+                    inner_steps += full.steps;
+                }
+            }
+            gpu.axpy(1.0, &cg.delta.slice(0..n), &mut xc.view_mut())?;
+            let eta = eta_at(gpu, a, &bc, &xc.view(), anorm, bnorm, &mut rv, &mut h)?;
             // Progress = at least halving the best backward error (as the CPU side).
             idle = if eta <= 0.5 * best_eta { 0 } else { idle + 1 };
             if eta < best_eta {
@@ -424,6 +556,9 @@ pub fn lstsq_mixed_gpu(
                 break;
             }
         }
+        if restart {
+            continue;
+        }
         if best_eta.is_nan() || best_eta > tol {
             return Err(Error::NotConverged {
                 iterations: it,
@@ -433,11 +568,20 @@ pub fn lstsq_mixed_gpu(
         gpu.copy(&best.view(), &mut x.col_mut(col, 0..n))?;
         iterations = iterations.max(it);
         worst = worst.max(best_eta);
+        col += 1;
     }
+    drop(spare);
+    let phases = match clock {
+        Some(c) => Some(c.finish(gpu)?),
+        None => None,
+    };
     Ok(MixedSolutionGpu {
         x,
         iterations,
         backward_error: worst,
+        inner_steps,
+        factor: stage,
+        phases,
     })
 }
 

@@ -49,13 +49,22 @@
 //! let eta = ls_backward_error(a.as_ref(), b.col(0), sol.x.col(0));
 //! assert!(eta <= 1e-14 && eta == sol.backward_error);
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod cpu;
 mod gpu;
+// cuBLAS in device pointer mode: raw calls, each with its SAFETY comment.
+#[allow(unsafe_code)]
+mod refine;
+// cuBLAS SSYRK and cuSOLVER SPOTRF: raw calls, each with its SAFETY comment.
+#[allow(unsafe_code)]
+mod gram;
 
 pub use cpu::{ls_backward_error, lstsq_mixed_cpu, mixed_qr_cpu, MixedQr, MixedSolution};
-pub use gpu::{lstsq_mixed_gpu, lstsq_mixed_gpu_host, mixed_qr_gpu, MixedQrGpu, MixedSolutionGpu};
+pub use gpu::{
+    lstsq_mixed_gpu, lstsq_mixed_gpu_host, lstsq_mixed_gpu_phases, mixed_qr_gpu, MixedPhases,
+    MixedQrGpu, MixedSolutionGpu,
+};
 
 /// How the inputs of the trailing-update and Q-accumulation GEMMs are rounded (spec §4.2,
 /// seed S3). Accumulation is always in f32. Rounding is to nearest, ties to even, straight
@@ -137,13 +146,46 @@ fn f32_to_tf32(y: f32) -> f32 {
     f32::from_bits(bits.wrapping_add(0xFFF + lsb) & !0x1FFF)
 }
 
+/// Which preconditioner factor R̃ the GPU least-squares solver starts from (spec §4.2,
+/// §3.7; issue 5). The CPU emulation ([`lstsq_mixed_cpu`]) always takes the QR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MixedRoute {
+    /// First R̃ from the f32 Cholesky factorisation of the f32 Gram matrix (cuBLAS
+    /// SSYRK + cuSOLVER SPOTRF, far cheaper than a QR: mn² flops of SYRK against a
+    /// column-by-column panel chain); when SPOTRF fails or the inner CG shows R̃ is poor
+    /// (κ(A)² beyond f32), the mixed QR with [`MixedParams::precision`]
+    /// ([`lstsq_mixed_gpu`] describes the stages). The default.
+    Auto,
+    /// Only the mixed QR of spec §4.2 / seed S3 (with the switch of a slow tensor-core
+    /// factor to f32 described at [`lstsq_mixed_gpu`]).
+    Qr,
+}
+
+/// The preconditioner factor a GPU least-squares solve used
+/// ([`MixedSolutionGpu::factor`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MixedFactor {
+    /// f32 Cholesky factor of the f32 Gram matrix ([`MixedRoute::Auto`]).
+    GramCholesky,
+    /// The mixed QR with trailing GEMMs in this precision.
+    Qr(GemmPrecision),
+}
+
 /// Options of the mixed-precision QR and least-squares solver (spec §4.2, §5.3). The
 /// precision option is off by default in the rest of cuqr: these functions are the
 /// opt-in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MixedParams {
-    /// Rounding of the GEMM inputs (default [`GemmPrecision::Tf32`]).
+    /// Rounding of the GEMM inputs of the QR (default [`GemmPrecision::F32`]: on an H100
+    /// the tf32 factorisation of 16384×4096 was only 8 % faster than the f32 one — the
+    /// panel chain, not the GEMMs, sets its time — while its refinement needed twice
+    /// the CG steps at κ = 1e2 and a second, f32, factorisation at κ = 1e6).
     pub precision: GemmPrecision,
+    /// Where the GPU least-squares solver starts (default [`MixedRoute::Auto`]); ignored
+    /// by the QR functions and the CPU emulation.
+    pub route: MixedRoute,
     /// Householder block size n_b; `None` = `params::default_block_size(n)`; `Some(0)`
     /// is refused.
     pub block_size: Option<usize>,
@@ -157,7 +199,8 @@ pub struct MixedParams {
 impl Default for MixedParams {
     fn default() -> Self {
         Self {
-            precision: GemmPrecision::Tf32,
+            precision: GemmPrecision::F32,
+            route: MixedRoute::Auto,
             block_size: None,
             max_iterations: 10,
             tol: None,
