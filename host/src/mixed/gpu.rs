@@ -19,22 +19,35 @@
 //!   u_f16·‖A‖_F. One global exact scaling thus replaces the per-operand scaling the CPU
 //!   emulation does; bf16 and tf32 have f32's range and need none, but get the same
 //!   scaling (it is exact and keeps f64 data beyond f32's range representable).
-//! * **Refinement** ([`lstsq_mixed_gpu`]): exactly the CPU algorithm — iterative
-//!   refinement whose correction AᵀAδ = Aᵀr is solved by conjugate gradients
-//!   preconditioned with R̃ᵀR̃ (R̃ widened to f64 and unscaled), the residual r = b − Ax,
-//!   Aᵀr and AᵀA·p applied in f64 by cuBLAS DGEMV, the preconditioner by two cuBLAS
-//!   DTRSV, scalars by DDOT/DNRM2 (each waits for the stream: three waits per CG step).
-//!   Same stopping rules, same best-iterate bookkeeping, same
-//!   [`Error::NotConverged`] when the backward error misses the tolerance.
+//! * **Refinement** ([`lstsq_mixed_gpu`]): the CPU algorithm — iterative refinement
+//!   whose correction AᵀAδ = Aᵀr is solved by conjugate gradients preconditioned with
+//!   R̃ᵀR̃ (R̃ widened to f64 and unscaled), the residual r = b − Ax, Aᵀr and AᵀA·p
+//!   applied in f64 by cuBLAS DGEMV (r = b without a pass over A at x₀ = 0), the
+//!   preconditioner by two cuBLAS DTRSV. The inner CG (`refine.rs`) keeps its scalars
+//!   on the device (cuBLAS device pointer mode, divisions as 1×1 DTRSV) and reads three
+//!   numbers back per step, once, for the CPU's stopping and breakdown rules (the
+//!   earlier version waited for the stream three times per step). Same stopping rules,
+//!   same best-iterate bookkeeping, same [`Error::NotConverged`] when the backward error
+//!   misses the tolerance.
+//! * **Preconditioner stages** ([`MixedRoute`](super::MixedRoute)): with the default
+//!   route `Auto` R̃ is first the f32 Cholesky factor of the f32 Gram matrix of the
+//!   copy (`gram.rs`: SSYRK + SPOTRF, good for κ(A)² · n · u_f32 ≲ 0.01); if SPOTRF
+//!   fails, or the first inner CG does not converge within 12 steps, the same f32 copy
+//!   is factored by the mixed QR in `params.precision`; a tensor-core QR factor whose
+//!   first inner CG does not converge within 30 steps (u_low·κ ≳ 1) is replaced by the
+//!   f32 QR. Each switch restarts the solve from x₀ = 0;
+//!   [`MixedSolutionGpu::factor`] says which R̃ was used and
+//!   [`MixedSolutionGpu::inner_steps`] counts all CG steps. The route `Qr` skips the
+//!   Gram stage.
 //!
-//! **Measured** (H200, docs/performance.md; tests/gpu_mixed.rs): at κ = 1e2–1e6 all four
-//! precisions reach η ≈ 2–4e-19 in 2 outer steps, at or below the f64 cuSOLVER solution's
-//! η. Speed depends on u_low·κ: with u_low·κ ≳ 1 (bf16, f16, tf32 at κ = 1e6) the inner
-//! CG needs hundreds to thousands of steps, each a pass over A in f64 (0.7–4.8 s at
-//! 8192×1024 against 11 ms for cuSOLVER's f64 solve), while the f32 factor (u·κ ≈ 0.06)
-//! converges as fast as at κ = 1e2. Even then this build is 0.4–0.8× the f64 cuSOLVER
-//! solve (the split between the f32 factorisation and the refinement, whose CG steps
-//! wait on the host three times each, was not profiled): the issue's 2× is not met.
+//! **Measured** (H100, docs/performance.md; tests/gpu_mixed.rs): the factorisation is
+//! most of the time. With the QR route and the f32 factor at κ = 1e2 (4 CG steps, 2
+//! refinement steps) 16384×4096 took 57.8 ms = 50.4 ms factorisation + 7.3 ms
+//! refinement against 97.3 ms for cuSOLVER's f64 solve (1.68×), 65536×2048 52.7 ms
+//! (43.9 + 8.7; 1.47×); the tf32 factorisation was at most 9 % faster and needed twice
+//! the CG steps. At κ = 1e6 a tf32 factor took 36–40 CG steps before the switch to f32
+//! (0.4–0.6×), the f32 factor 6–10 steps. All solutions have η ≈ 1e-19 – 4e-18, at or
+//! below the f64 cuSOLVER solution's.
 //!
 //! # Examples
 //! ```no_run
@@ -365,13 +378,17 @@ impl PhaseClock {
 /// halve it, or after `params.max_iterations` steps, and returns the best iterate only
 /// if its η ≤ `params.tol` (default 10·m·u, u = 2⁻⁵³). A and b are not modified.
 ///
-/// **Precision switch.** When a tensor-core factor (bf16, f16, tf32) has not brought the
-/// first inner CG to its target within 30 steps (u_low·κ(A) ≳ 1: the preconditioned
-/// operator is then far from the identity and CG would need hundreds of steps, each
-/// two passes over A), A is factored again with [`GemmPrecision::F32`] (u·κ ≈ 0.06 at
-/// κ = 1e6) and the solve restarts from x₀ = 0; [`MixedSolutionGpu::precision`] says
-/// which factor was used. If that f32 factorisation fails (e.g. an exactly zero pivot),
-/// the tensor-core factor is kept with the full inner budget.
+/// **Preconditioner stages** (module doc). With `params.route` =
+/// [`MixedRoute::Auto`] (default) R̃ is first the f32 Cholesky factor of the Gram matrix
+/// of the f32 copy of A; when SPOTRF finds it not positive definite, or the first inner
+/// CG has not reached its target within 12 steps (κ(A)² too large for f32), the same
+/// copy is factored by the mixed QR with `params.precision`. When a tensor-core QR
+/// factor (bf16, f16, tf32) has not brought the first inner CG to its target within 30
+/// steps (u_low·κ(A) ≳ 1: CG would need hundreds of steps, each two passes over A), A
+/// is factored again with [`GemmPrecision::F32`]. Each switch restarts the solve from
+/// x₀ = 0; [`MixedSolutionGpu::factor`] says which factor was used. If the next
+/// factorisation fails (e.g. an exactly zero pivot), the current factor is kept with
+/// the full inner budget.
 ///
 /// # Errors
 /// As [`mixed_qr_gpu`]; [`Error::Shape`] when b's rows differ from A's or b is empty;

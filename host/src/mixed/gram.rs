@@ -16,6 +16,63 @@ use crate::gpu::{alloc_err, driver_err, DevMat, Gpu};
 
 const OP: &str = "lstsq_mixed_gpu Gram-Cholesky";
 
+/// Unit roundoff of f32.
+const U_F32: f64 = 1.0 / 16_777_216.0;
+
+/// Largest (max|r̃_jj| / min|r̃_jj|)²·u_f32 for which the factor is used. The diagonal
+/// ratio is a lower bound of κ(R̃) = κ(A) (to first order), so this rejects only
+/// factors that are certainly poor: where fl(fᵀf) is numerically indefinite but SPOTRF
+/// still succeeded, its smallest pivots are ~√u_f32·‖A‖ and the ratio² · u_f32 is of
+/// order one. Borderline factors that pass are caught by the inner CG's step cap.
+const KAPPA2_U_MAX: f64 = 1e-2;
+
+/// max|r_jj| / min|r_jj| of the n×n factor (its diagonal read back: n f32), `None` when
+/// a diagonal entry is zero or not finite.
+fn diag_ratio(gpu: &Gpu, g: &DevMat<f32>) -> Result<Option<f64>> {
+    let n = g.ncols();
+    let (ni, step) = (int("n", n)?, int("ld of G", g.ld() + 1)?);
+    let st = gpu.stream().clone();
+    let mut d = st
+        .alloc_zeros::<f32>(n.max(1))
+        .map_err(alloc_err("diagonal of R̃", n.max(1) * 4))?;
+    {
+        let (pg, _gg) = g.buf().device_ptr(&st);
+        let (pd, _gd) = d.device_ptr_mut(&st);
+        gpu.count_launch();
+        // SAFETY: cublasScopy_v2: the n diagonal entries of the n×n G lie at stride
+        // ld + 1 inside its buffer; d holds n f32 (stride 1), a different allocation;
+        // SCOPY has no scalar arguments; handle bound to the stream.
+        let s = unsafe {
+            blas::cublasScopy_v2(
+                *gpu.blas().handle(),
+                ni,
+                pg as *const f32,
+                step,
+                pd as *mut f32,
+                1,
+            )
+        };
+        s.result()
+            .map_err(|e| Error::Cublas(format!("{OP}: scopy: {e}")))?;
+    }
+    gpu.count_launch();
+    let h = st
+        .clone_dtoh(&d)
+        .map_err(driver_err("reading the diagonal of R̃"))?;
+    st.synchronize()
+        .map_err(driver_err("reading the diagonal of R̃"))?;
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for &x in &h[..n] {
+        let a = (x as f64).abs();
+        if a == 0.0 || !a.is_finite() {
+            return Ok(None);
+        }
+        lo = lo.min(a);
+        hi = hi.max(a);
+    }
+    Ok(Some(hi / lo))
+}
+
 fn int(what: &'static str, x: usize) -> Result<i32> {
     i32::try_from(x).map_err(|_| Error::InvalidParam {
         op: OP,
@@ -27,7 +84,8 @@ fn int(what: &'static str, x: usize) -> Result<i32> {
 /// The upper-triangular f32 factor R̃ with R̃ᵀR̃ = fl(fᵀf) (n×n, in the upper triangle of
 /// the returned matrix; its strict lower triangle is not referenced) for the m×n f32 `f`,
 /// or `None` when SPOTRF stops at a non-positive pivot (fᵀf not positive definite in
-/// f32: κ(f)² too large for f32). `f` is only read. Waits for the stream (devInfo).
+/// f32: κ(f)² too large for f32) or the factor's diagonal shows κ(R̃)²·u_f32 > 1e-2
+/// ([`KAPPA2_U_MAX`]). `f` is only read. Waits for the stream (devInfo, diagonal).
 ///
 /// # Errors
 /// [`Error::InvalidParam`] (dimensions beyond int), [`Error::OutOfMemory`],
@@ -118,7 +176,13 @@ pub(super) fn gram_cholesky(gpu: &Gpu, f: &DevMat<f32>) -> Result<Option<DevMat<
     st.synchronize()
         .map_err(driver_err("reading SPOTRF devInfo"))?;
     match v.first() {
-        Some(0) => Ok(Some(g)),
+        Some(0) => {
+            if diag_ratio(gpu, &g)?.is_some_and(|q| q * q * U_F32 <= KAPPA2_U_MAX) {
+                Ok(Some(g))
+            } else {
+                Ok(None)
+            }
+        }
         Some(&i) if i > 0 => Ok(None),
         Some(&i) => Err(Error::Cusolver(format!("{OP}: spotrf devInfo = {i}"))),
         None => Err(Error::Cusolver(format!("{OP}: no devInfo"))),

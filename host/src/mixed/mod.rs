@@ -1,8 +1,9 @@
 //! Mixed-precision blocked Householder QR and a refined least-squares solver (spec §4.2,
 //! seed S3; issue 5): a CPU emulation ([`mixed_qr_cpu`], [`lstsq_mixed_cpu`]) and the GPU
 //! version ([`mixed_qr_gpu`], [`lstsq_mixed_gpu`]: real tensor-core GEMMs on an f32 copy
-//! of f64 data, refinement in f64 on the device; its own module doc in `gpu.rs` says
-//! how). The rest of this doc describes the method through the CPU emulation. Panels, T and all solves run in the working
+//! of f64 data, refinement in f64 on the device; for least squares by default first
+//! an f32 Gram-Cholesky preconditioner, [`MixedRoute`]; its own module doc in `gpu.rs`
+//! says how). The rest of this doc describes the method through the CPU emulation. Panels, T and all solves run in the working
 //! precision (f32 or f64); the compact-WY trailing-update and Q-accumulation GEMMs
 //! (VᵀC, op(T)·W, V·W₂) round their *inputs* to [`GemmPrecision`] (bf16, f16 or tf32)
 //! and accumulate in f32, exactly as tensor cores do (products of such inputs are exact
