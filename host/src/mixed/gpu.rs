@@ -40,14 +40,17 @@
 //!   [`MixedSolutionGpu::inner_steps`] counts all CG steps. The route `Qr` skips the
 //!   Gram stage.
 //!
-//! **Measured** (H100, docs/performance.md; tests/gpu_mixed.rs): the factorisation is
-//! most of the time. With the QR route and the f32 factor at κ = 1e2 (4 CG steps, 2
-//! refinement steps) 16384×4096 took 57.8 ms = 50.4 ms factorisation + 7.3 ms
-//! refinement against 97.3 ms for cuSOLVER's f64 solve (1.68×), 65536×2048 52.7 ms
-//! (43.9 + 8.7; 1.47×); the tf32 factorisation was at most 9 % faster and needed twice
-//! the CG steps. At κ = 1e6 a tf32 factor took 36–40 CG steps before the switch to f32
-//! (0.4–0.6×), the f32 factor 6–10 steps. All solutions have η ≈ 1e-19 – 4e-18, at or
-//! below the f64 cuSOLVER solution's.
+//! **Measured** (H100, `cuqr bench mixed`, docs/performance.md; tests/gpu_mixed.rs). At
+//! κ = 1e2 the default route refines from the Gram-Cholesky factor: 8192×1024 4.4 ms
+//! (1.6 factorisation + 2.7 refinement; 2.7× cuSOLVER's f64 solve), 16384×4096 22.4 ms
+//! (13.1 + 8.7; 4.3×), 65536×2048 24.6 ms (11.8 + 10.7; 3.2×), 6–7 CG steps in 2
+//! refinement steps. The QR route spends 80–87 % of its time factorising (16384×4096
+//! f32: 48.7 + 7.2 ms, 1.7×; the tf32 factorisation is at most 10 % faster and needs
+//! twice the CG steps). At κ = 1e6 SPOTRF or the diagonal test rejects the Gram factor
+//! (≈ 12 ms lost at 16384×4096), the f32 QR takes over and the solve is 0.9–1.4× (QR
+//! route alone 1.0–1.7×); a tf32 factor needs 36–40 CG steps before the switch to f32
+//! (0.4–0.7×). All solutions have η ≈ 1e-19 – 4e-18, at or below the f64 cuSOLVER
+//! solution's.
 //!
 //! # Examples
 //! ```no_run
