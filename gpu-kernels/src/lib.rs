@@ -29,6 +29,7 @@ pub mod panel;
 pub mod reduce;
 pub mod row_insert;
 pub mod transpose;
+pub mod tsqr;
 pub mod two_phase;
 pub mod wy;
 
@@ -403,4 +404,29 @@ entries! {
         (r: *mut T, ldr: usize, d: *mut T, ldd: usize, u: *mut T, ldu: usize, e: *mut T,
          lde: usize, n: usize, q: usize, p: usize, tau: *mut T, counter: *mut u32,
          base: u32, cpb: usize, ring: usize) => row_insert::qr;
+
+    /// TSQR leaf QRs of one tree level (issue 5; tsqr.rs).
+    ///
+    /// # Safety
+    /// As `tsqr::leaf_qr` documents (grid, block 256, shared memory).
+    tsqr_leaf_qr_f32, tsqr_leaf_qr_f64
+        (a: *mut T, lda: usize, rows: usize, n: usize, tau: *mut T, r_out: *mut T,
+         ldr: usize) => tsqr::leaf_qr;
+
+    /// TSQR explicit Q of one tree level; at level 0 also the reconstruction's V₂ (from
+    /// C·M) and R written into the panel (issue 5; tsqr.rs).
+    ///
+    /// # Safety
+    /// As `tsqr::leaf_apply` documents (grid, block 256, shared memory).
+    tsqr_leaf_apply_f32, tsqr_leaf_apply_f64
+        (v: *mut T, ldv: usize, rows: usize, n: usize, tau: *const T, c_in: *const T,
+         ldc: usize, out: *mut T, ldo: usize, skip_top: u32, rh: *const T) => tsqr::leaf_apply;
+
+    /// TSQR Householder reconstruction: V₁, T, τ, M = U⁻¹ and R (issue 5; tsqr.rs).
+    ///
+    /// # Safety
+    /// As `tsqr::reconstruct` documents (grid 1, block 1024, shared memory).
+    tsqr_reconstruct_f32, tsqr_reconstruct_f64
+        (y: *mut T, ldy: usize, rows: usize, n: usize, r_top: *const T, ldr: usize, t: *mut T,
+         ldt: usize, tau: *mut T, m: *mut T, rh: *mut T) => tsqr::reconstruct;
 }

@@ -186,8 +186,15 @@ fn build(root: &Path, target_dir: &Path) -> Result<String, String> {
 
 /// Per-kernel PTX performance directives (`.maxntid`), which Rust has no attribute for:
 /// (kernel-name prefix, directive). `fused_panel_qr` runs 512 threads per block, so
-/// ptxas must keep it within 128 registers a thread.
-const DIRECTIVES: &[(&str, &str)] = &[("fused_panel_qr_", ".maxntid 512, 1, 1")];
+/// ptxas must keep it within 128 registers a thread; the TSQR leaf kernels run 256
+/// threads with two blocks an SM (128 registers: faster on the H100 than one block
+/// with all of f64 `tsqr_leaf_qr`'s 228 registers and no spills), `tsqr_reconstruct`
+/// 1024 (64 registers).
+const DIRECTIVES: &[(&str, &str)] = &[
+    ("fused_panel_qr_", ".maxntid 512, 1, 1"),
+    ("tsqr_leaf_", ".maxntid 256, 1, 1\n.minnctapersm 2"),
+    ("tsqr_reconstruct_", ".maxntid 1024, 1, 1"),
+];
 
 /// Inserts [`DIRECTIVES`] between each matching entry's parameter list and its body.
 fn with_directives(ptx: &str) -> String {

@@ -18,6 +18,7 @@ use cudarc::driver::DevicePtrMut;
 use super::blas::Op;
 use super::kernels::BUILD_T_MAX_K;
 use super::kernels_fused::{FusedPanelWork, RawMat, FUSED_MAX_JB, FUSED_MAX_ROWS};
+use super::kernels_tsqr::{TsqrWork, TSQR_MAX_COLS};
 use super::matrix::{DevMat, DevVec};
 use super::{Gpu, GpuScalar};
 use crate::error::{Error, Result};
@@ -62,6 +63,8 @@ struct Work<T> {
     /// Handle on the one-launch panel's scratch, which lives on [`Gpu`] (None:
     /// per-column panel, nb > 64 or more rows than the kernel indexes).
     fused: Option<FusedPanelWork<T>>,
+    /// Scratch of the TSQR panel, when some panel takes it.
+    tsqr: Option<TsqrWork<T>>,
 }
 
 /// Triangularises A[rows, cols] in place (β on the diagonal, exact zeros below),
@@ -117,6 +120,10 @@ pub(crate) enum PanelImpl {
     FusedInPlace,
     /// `fused_panel_qr` as in `Auto`, every panel on the main stream (no look-ahead).
     FusedInOrder,
+    /// The TSQR panel for every panel without a band, 32 columns wide (tests of that
+    /// path); banded panels as in `FusedInOrder`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Tsqr,
 }
 
 /// [`blocked_qr_band`] with the panel implementation chosen explicitly.
@@ -168,6 +175,60 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
         let l = rows.end - r0;
         band.map_or(l, |b| l.min(b + jb))
     };
+    let fused = if span_rows(rows.start, nb) <= FUSED_MAX_ROWS
+        && nb <= FUSED_MAX_JB
+        && panel != PanelImpl::PerColumn
+    {
+        let mut w = FusedPanelWork::new(gpu)?;
+        w.force_in_place = panel == PanelImpl::FusedInPlace;
+        Some(w)
+    } else {
+        None
+    };
+    let slab_ok = fused.as_ref().is_some_and(|f| !f.force_in_place);
+    // Narrower panels whose rows fit shared memory pay off when only A and d are
+    // updated; with Q kept (here or backwards from `keep`), every panel is one more
+    // pass over Q's columns, which costs more than the in-place panel saves.
+    let narrow = q.is_none() && keep.is_none();
+    // A tall panel whose rows do not fit the slab variant (which would stream them from
+    // global memory once a column) is a TSQR panel instead, when nothing but A and d is
+    // updated. It reads its rows a fixed number of times whatever its width, so it is
+    // TSQR_MAX_COLS wide (or the columns left) whatever nb.
+    let elem = core::mem::size_of::<T>();
+    let tsqr_for = |l: usize, jb: usize| -> bool {
+        band.is_none()
+            && jb <= TSQR_MAX_COLS
+            && l >= jb
+            && match panel {
+                PanelImpl::Tsqr => true,
+                PanelImpl::Auto => narrow && slab_ok && !gpu.fused_panel_in_shared(l, jb, elem),
+                _ => false,
+            }
+    };
+    // The panels (first column, width, TSQR or not), fixed before any work so that
+    // panel i+1 is known while panel i is applied.
+    let mut panels = Vec::new();
+    let mut use_tsqr = Vec::new();
+    let mut j0 = cols.start;
+    while j0 < cols.end {
+        let r0 = rows.start + (j0 - cols.start);
+        let wide = TSQR_MAX_COLS.min(cols.end - j0);
+        let tall = tsqr_for(span_rows(r0, wide), wide);
+        let jb = if tall {
+            wide
+        } else if narrow && slab_ok {
+            // Narrower, if that lets the panel's rows sit in shared memory.
+            let jb = nb.min(cols.end - j0);
+            gpu.fused_panel_width(span_rows(r0, jb), jb, elem)
+        } else {
+            nb.min(cols.end - j0)
+        };
+        panels.push((j0, jb));
+        use_tsqr.push(tall);
+        j0 += jb;
+    }
+    // The widest panel sizes the GEMM workspace and the panel buffers.
+    let nb = panels.iter().map(|&(_, jb)| jb).max().unwrap_or(1);
     let lmax = span_rows(rows.start, nb);
     let qcols = d.as_deref().map_or(0, |x| x.ncols());
     let wcols = (a.ncols() - cols.start).max(qcols).max(1);
@@ -181,37 +242,23 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             )),
             None => None,
         },
-        fused: if nb <= FUSED_MAX_JB && lmax <= FUSED_MAX_ROWS && panel != PanelImpl::PerColumn {
-            let mut w = FusedPanelWork::new(gpu)?;
-            w.force_in_place = panel == PanelImpl::FusedInPlace;
-            Some(w)
-        } else {
-            None
-        },
+        fused,
+        tsqr: None,
     };
-    // Narrower panels whose rows fit shared memory pay off when only A and d are
-    // updated; with Q kept (here or backwards from `keep`), every panel is one more
-    // pass over Q's columns, which costs more than the in-place panel saves.
-    let narrow = q.is_none() && keep.is_none();
-    // The panels (first column, width), fixed before any work so that panel i+1 is
-    // known while panel i is applied.
-    let mut panels = Vec::new();
-    let mut j0 = cols.start;
-    while j0 < cols.end {
-        let mut jb = nb.min(cols.end - j0);
-        let r0 = rows.start + (j0 - cols.start);
-        if narrow && ws.fused.as_ref().is_some_and(|f| !f.force_in_place) {
-            // Narrower, if that lets the panel's rows sit in shared memory.
-            jb = gpu.fused_panel_width(span_rows(r0, jb), jb, core::mem::size_of::<T>());
-        }
-        panels.push((j0, jb));
-        j0 += jb;
+    if let Some(i) = use_tsqr.iter().position(|&t| t) {
+        // The first TSQR panel is the tallest.
+        let (j0, _) = panels[i];
+        ws.tsqr = Some(TsqrWork::new(
+            gpu,
+            span_rows(rows.start + (j0 - cols.start), 1),
+        )?);
     }
     let at = |i: usize| -> (usize, usize, usize, usize) {
         let (j0, jb) = panels[i];
         let r0 = rows.start + (j0 - cols.start);
         (j0, jb, r0, span_rows(r0, jb))
     };
+    let any_tsqr = ws.tsqr.is_some();
     // Look-ahead pays when a panel leaves most SMs to the concurrent trailing update:
     // the slab variant (about 32 blocks). The in-place variant of very tall panels
     // streams A on every SM, and running the trailing GEMM beside it was slower
@@ -221,6 +268,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     let lookahead = panels.len() >= LOOKAHEAD_MIN_PANELS
         && ws.fused.as_ref().is_some_and(|f| !f.force_in_place)
         && panel != PanelImpl::FusedInOrder
+        && !any_tsqr
         && {
             let (_, jb, _, l) = at(1);
             gpu.fused_panel_in_shared(l, jb, core::mem::size_of::<T>())
@@ -262,7 +310,18 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     };
 
     let mut cur = take(0, &mut spare)?;
-    factor_panel(gpu, a, &raw, &mut ws, at(0), rows.end, band, &mut cur, None)?;
+    factor_panel(
+        gpu,
+        a,
+        &raw,
+        &mut ws,
+        at(0),
+        use_tsqr[0],
+        rows.end,
+        band,
+        &mut cur,
+        None,
+    )?;
     for i in 0..panels.len() {
         let (j0, jb, r0, l) = at(i);
         let next_cols = if i + 1 < panels.len() {
@@ -299,6 +358,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                     &raw,
                     &mut ws,
                     at(i + 1),
+                    use_tsqr[i + 1],
                     rows.end,
                     band,
                     &mut nb_,
@@ -388,6 +448,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                     &raw,
                     &mut ws,
                     at(i + 1),
+                    use_tsqr[i + 1],
                     rows.end,
                     band,
                     &mut b,
@@ -404,7 +465,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
 }
 
 /// Factors the panel (j0, jb, r0, l) of `a` (rows up to `rows_end`) into `out` (V, τ,
-/// T): one launch of
+/// T): the TSQR panel when `tsqr` (main stream), else one launch of
 /// `fused_panel_qr` (on `stream2` through `raw` when given, else on the main stream),
 /// or the per-column kernels.
 #[allow(clippy::too_many_arguments)]
@@ -414,13 +475,26 @@ fn factor_panel<T: GpuScalar>(
     raw: &RawMat,
     ws: &mut Work<T>,
     (j0, jb, r0, l): (usize, usize, usize, usize),
+    tsqr: bool,
     rows_end: usize,
     band: Option<usize>,
     out: &mut PanelBufs<T>,
     stream2: Option<&cudarc::driver::CudaStream>,
 ) -> Result<()> {
     let (v, t, tau) = (&mut out.v, &mut out.t, &mut out.tau);
-    if let Some(fw) = ws.fused.as_mut() {
+    if tsqr {
+        assert!(
+            stream2.is_none() && band.is_none(),
+            "TSQR panels run in order, unbanded"
+        );
+        let work = ws
+            .tsqr
+            .as_mut()
+            .expect("TSQR scratch made with the panel list");
+        let mut vb = v.block_mut(0, 0, l, jb);
+        let mut tb = t.block_mut(0, 0, jb, jb);
+        gpu.tsqr_panel(work, a, r0, j0, l, jb, &mut vb, tau, &mut tb)
+    } else if let Some(fw) = ws.fused.as_mut() {
         // The whole panel in one cooperative launch: R (exact zeros below), V, τ, T.
         let mut vb = v.block_mut(0, 0, l, jb);
         let mut tb = t.block_mut(0, 0, jb, jb);
@@ -761,6 +835,22 @@ mod tests {
             true,
             PanelImpl::FusedInOrder,
         );
+        // TSQR panels (32 columns, the last narrower), with and without Q; a band
+        // falls back to the fused panel.
+        check::<T>(g, 14, (300, 200), None, 32, true, PanelImpl::Tsqr);
+        check::<T>(g, 15, (6007, 70), None, 64, false, PanelImpl::Tsqr);
+        check::<T>(g, 16, (1000, 45), None, 64, true, PanelImpl::Tsqr);
+        check::<T>(g, 17, (20011, 33), None, 33, false, PanelImpl::Tsqr);
+        check::<T>(g, 18, (400, 120), Some(9), 32, true, PanelImpl::Tsqr);
+    }
+
+    /// A panel too tall for the slab variant takes the TSQR panel by itself (Auto).
+    #[test]
+    fn tall_panels_take_tsqr() {
+        if let Some(g) = gpu() {
+            check::<f64>(&g, 19, (300_007, 40), None, 64, false, PanelImpl::Auto);
+            check::<f32>(&g, 20, (300_007, 40), None, 64, false, PanelImpl::Auto);
+        }
     }
 
     /// Look-ahead (panel i+1 on stream 2 during panel i's trailing update) against
@@ -827,7 +917,7 @@ mod tests {
 
 #[cfg(test)]
 mod panel_tests {
-    //! One panel through `fused_panel_qr` against the per-column kernels
+    //! One panel through `fused_panel_qr` or the TSQR panel against the per-column kernels
     //! (`householder_house` + `panel_apply`, `panel_extract_v`, `wy_build_t`):
     //! R, V, τ and T agree to a few ulps of the data.
     use super::*;
@@ -855,8 +945,19 @@ mod panel_tests {
         );
     }
 
-    fn one<T: GpuScalar>(g: &Gpu, seed: u64, m: usize, jb: usize, in_place: bool) {
-        one_scaled::<T>(g, seed, m, jb, in_place, 1.0);
+    /// Which panel kernel a test runs against the per-column reference.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Variant {
+        /// `fused_panel_qr`, slab in shared memory where it fits.
+        Slab,
+        /// `fused_panel_qr` forced in place.
+        InPlace,
+        /// The TSQR panel (jb ≤ 32).
+        Tsqr,
+    }
+
+    fn one<T: GpuScalar>(g: &Gpu, seed: u64, m: usize, jb: usize, variant: Variant) {
+        one_scaled::<T>(g, seed, m, jb, variant, 1.0);
     }
 
     /// [`one`] on the random panel times `scale` (a power of two: the reference stays
@@ -866,14 +967,14 @@ mod panel_tests {
         seed: u64,
         m: usize,
         jb: usize,
-        in_place: bool,
+        variant: Variant,
         scale: f64,
     ) {
         let mut rng = StdRng::seed_from_u64(seed);
         let a = Mat::<T>::from_fn(m, jb, |_, _| {
             T::from_f64(rng.random_range(-1.0..1.0) * scale)
         });
-        let what = format!("{m}x{jb} {} in_place {in_place} scale {scale:e}", T::NAME);
+        let what = format!("{m}x{jb} {} {variant:?} scale {scale:e}", T::NAME);
         // Per-column reference.
         let mut ra = DevMat::from_host(g, a.as_ref()).unwrap();
         let mut rtau = DevVec::<T>::zeros(g, jb).unwrap();
@@ -888,7 +989,7 @@ mod panel_tests {
         let mut rt = DevMat::<T>::zeros(g, jb, jb).unwrap();
         g.wy_build_t(&rv.view(), &rtau.slice(0..jb), &mut rt.view_mut())
             .unwrap();
-        // Fused, outputs poisoned first.
+        // The variant, outputs poisoned first.
         let mut fa = DevMat::from_host(g, a.as_ref()).unwrap();
         let mut fv = DevMat::<T>::zeros(g, m, jb).unwrap();
         fv.fill(g, T::from_f64(f64::NAN)).unwrap();
@@ -896,21 +997,37 @@ mod panel_tests {
         ft.fill(g, T::from_f64(f64::NAN)).unwrap();
         let mut ftau = DevVec::<T>::zeros(g, jb).unwrap();
         ftau.fill(g, T::from_f64(f64::NAN)).unwrap();
-        let mut work = FusedPanelWork::new(g).unwrap();
-        work.force_in_place = in_place;
-        g.fused_panel_qr(
-            &mut work,
-            &mut fa,
-            0,
-            0,
-            m,
-            jb,
-            None,
-            &mut fv.view_mut(),
-            &mut ftau,
-            &mut ft.view_mut(),
-        )
-        .unwrap();
+        if variant == Variant::Tsqr {
+            let mut work = TsqrWork::new(g, m).unwrap();
+            g.tsqr_panel(
+                &mut work,
+                &mut fa,
+                0,
+                0,
+                m,
+                jb,
+                &mut fv.view_mut(),
+                &mut ftau,
+                &mut ft.view_mut(),
+            )
+            .unwrap();
+        } else {
+            let mut work = FusedPanelWork::new(g).unwrap();
+            work.force_in_place = variant == Variant::InPlace;
+            g.fused_panel_qr(
+                &mut work,
+                &mut fa,
+                0,
+                0,
+                m,
+                jb,
+                None,
+                &mut fv.view_mut(),
+                &mut ftau,
+                &mut ft.view_mut(),
+            )
+            .unwrap();
+        }
         let tol = 50.0 * m as f64 * T::UNIT_ROUNDOFF;
         let tau_f = Mat::from_fn(jb, 1, |i, _| ftau.to_vec(g).unwrap()[i]);
         let tau_r = Mat::from_fn(jb, 1, |i, _| rtau.to_vec(g).unwrap()[i]);
@@ -938,14 +1055,33 @@ mod panel_tests {
     #[test]
     fn single_panels_match_per_column() {
         let Some(g) = super::tests_gate() else { return };
-        for &in_place in &[false, true] {
-            one::<f64>(&g, 1, 40, 8, in_place);
-            one::<f64>(&g, 2, 33, 33, in_place);
-            one::<f64>(&g, 3, 1000, 33, in_place);
-            one::<f64>(&g, 4, 9001, 64, in_place);
-            one::<f32>(&g, 5, 1000, 33, in_place);
-            one::<f32>(&g, 6, 77, 1, in_place);
+        for variant in [Variant::Slab, Variant::InPlace] {
+            one::<f64>(&g, 1, 40, 8, variant);
+            one::<f64>(&g, 2, 33, 33, variant);
+            one::<f64>(&g, 3, 1000, 33, variant);
+            one::<f64>(&g, 4, 9001, 64, variant);
+            one::<f32>(&g, 5, 1000, 33, variant);
+            one::<f32>(&g, 6, 77, 1, variant);
         }
+    }
+
+    #[test]
+    fn tsqr_panels_match_per_column() {
+        // One leaf (40, 33, 32 rows), two levels (1000: 4 leaves, the last ragged),
+        // four (70001), one column; the tree's R, V, τ and T reconstructed must be the
+        // per-column factorisation's to rounding.
+        let Some(g) = super::tests_gate() else { return };
+        let t = Variant::Tsqr;
+        one::<f64>(&g, 21, 40, 8, t);
+        one::<f64>(&g, 22, 33, 32, t);
+        one::<f64>(&g, 23, 32, 32, t);
+        one::<f64>(&g, 24, 1000, 32, t);
+        one::<f64>(&g, 25, 9001, 17, t);
+        one::<f64>(&g, 26, 70_001, 32, t);
+        one::<f64>(&g, 27, 777, 1, t);
+        one::<f32>(&g, 28, 1000, 32, t);
+        one::<f32>(&g, 29, 70_001, 20, t);
+        one::<f32>(&g, 30, 300, 3, t);
     }
 
     #[test]
@@ -954,11 +1090,12 @@ mod panel_tests {
         // the partial norms must keep R, V, τ and T as the per-column (scaled) kernels
         // compute them (spec §1.2 H2).
         let Some(g) = super::tests_gate() else { return };
-        for &in_place in &[false, true] {
-            one_scaled::<f64>(&g, 7, 3000, 40, in_place, 2f64.powi(700));
-            one_scaled::<f64>(&g, 8, 3000, 40, in_place, 2f64.powi(-700));
-            one_scaled::<f32>(&g, 9, 3000, 40, in_place, 2f64.powi(90));
-            one_scaled::<f32>(&g, 10, 3000, 40, in_place, 2f64.powi(-90));
+        for variant in [Variant::Slab, Variant::InPlace, Variant::Tsqr] {
+            let jb = if variant == Variant::Tsqr { 32 } else { 40 };
+            one_scaled::<f64>(&g, 7, 3000, jb, variant, 2f64.powi(700));
+            one_scaled::<f64>(&g, 8, 3000, jb, variant, 2f64.powi(-700));
+            one_scaled::<f32>(&g, 9, 3000, jb, variant, 2f64.powi(90));
+            one_scaled::<f32>(&g, 10, 3000, jb, variant, 2f64.powi(-90));
         }
     }
 }

@@ -119,6 +119,12 @@ kernel_table! {
     /// `fused_panel_qr_<T>(a, lda, rows, jb, band, v, ldv, tau, t, ldt, partials, head,
     /// counter, bar_base, rpb, in_shared)` (one-launch panel, spec §1.4, §4.1).
     fused_panel_qr,
+    /// `tsqr_leaf_qr_<T>(a, lda, rows, n, tau, r_out, ldr)` (TSQR leaves, issue 5).
+    tsqr_leaf_qr,
+    /// `tsqr_leaf_apply_<T>(v, ldv, rows, n, tau, c_in, ldc, out, ldo, m, rh)` (TSQR Q).
+    tsqr_leaf_apply,
+    /// `tsqr_reconstruct_<T>(y, ldy, rows, n, r_top, ldr, t, ldt, tau, m, rh)` (V, T, R).
+    tsqr_reconstruct,
     /// `row_insert_qr_<T>(r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, counter, base, cpb,
     /// ring)` (row insertion without Q in one launch, spec §1.9).
     row_insert_qr,

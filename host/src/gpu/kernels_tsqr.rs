@@ -1,0 +1,455 @@
+//! The TSQR panel (gpu-kernels/src/tsqr.rs, docs/kernels.md; spec §4.1 "TSQR-style
+//! panels for tall shapes", issue 5): a tall rows×n panel (n ≤ [`TSQR_MAX_COLS`])
+//! factored by a tree of 256-row Householder QRs that read the panel once, then turned
+//! back into the compact-WY form every other panel produces (R with exact zeros below
+//! the diagonal in A, V with explicit 1s and 0s, τ, T) by Householder reconstruction.
+//! [`tsqr_plan`] lays out the tree; [`Gpu::tsqr_panel`] runs it in 2·levels + 2
+//! launches on the main stream.
+
+use core::marker::PhantomData;
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaFunction, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use super::blas::Op;
+use super::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
+use super::{driver_err, Gpu, GpuScalar};
+use crate::error::Result;
+
+/// Widest panel the TSQR kernels take (gpu-kernels `tsqr::COLS`).
+pub(crate) const TSQR_MAX_COLS: usize = 32;
+/// Rows of a leaf (gpu-kernels `tsqr::LEAF`).
+pub(crate) const TSQR_LEAF: usize = 256;
+/// Threads per block of the leaf kernels (`tsqr::THREADS`; `.maxntid` in the PTX).
+const LEAF_THREADS: u32 = 256;
+/// Threads of `tsqr_reconstruct` (`tsqr::RECON_THREADS`).
+const RECON_THREADS: u32 = 1024;
+/// Leading dimension of the kernels' staging tile.
+const LDS: usize = TSQR_LEAF + 1;
+/// `tsqr::QR_SMEM`, elements.
+const QR_SMEM: usize = TSQR_MAX_COLS * LDS
+    + 2 * TSQR_LEAF
+    + 2 * TSQR_MAX_COLS
+    + 2 * 8 * TSQR_MAX_COLS
+    + 3 * TSQR_MAX_COLS;
+/// `tsqr::APPLY_SMEM`, elements.
+const APPLY_SMEM: usize = TSQR_MAX_COLS * LDS + TSQR_MAX_COLS + 2 * 8 * TSQR_MAX_COLS;
+/// `tsqr::RECON_SMEM`, elements.
+const RECON_SMEM: usize = 3 * TSQR_MAX_COLS * (TSQR_MAX_COLS + 1) + TSQR_MAX_COLS;
+
+/// One level of the tree: `rows`×n factored as `leaves` leaves; for levels ≥ 1 its
+/// matrix (the stacked R's of the level below) and its explicit Q lie in the scratch at
+/// `mat` and `q` (ld `rows`); its τ at `tau` (leaves × [`TSQR_MAX_COLS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TsqrLevel {
+    pub rows: usize,
+    pub leaves: usize,
+    pub mat: usize,
+    pub q: usize,
+    pub tau: usize,
+}
+
+/// The tree of a rows×n panel and the offsets (in elements) of its scratch: the levels
+/// from the panel (level 0) up to a single leaf, the tree's final R, M = U⁻¹ and the
+/// reconstructed R (each [`TSQR_MAX_COLS`]², ld TSQR_MAX_COLS), and the total length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TsqrPlan {
+    pub levels: Vec<TsqrLevel>,
+    pub r_final: usize,
+    pub m: usize,
+    pub rh: usize,
+    pub len: usize,
+}
+
+/// Lays out the tree of a rows×n panel (1 ≤ n ≤ [`TSQR_MAX_COLS`], rows ≥ n): level
+/// ℓ + 1 stacks the n×n R's of level ℓ's leaves, until a level is one leaf.
+pub(crate) fn tsqr_plan(rows: usize, n: usize) -> TsqrPlan {
+    assert!((1..=TSQR_MAX_COLS).contains(&n) && rows >= n);
+    let mut levels = Vec::new();
+    let mut len = 0;
+    let mut r = rows;
+    loop {
+        let leaves = r.div_ceil(TSQR_LEAF);
+        let (mat, q) = if levels.is_empty() {
+            (0, 0)
+        } else {
+            len += 2 * r * n;
+            (len - 2 * r * n, len - r * n)
+        };
+        levels.push(TsqrLevel {
+            rows: r,
+            leaves,
+            mat,
+            q,
+            tau: len,
+        });
+        len += leaves * TSQR_MAX_COLS;
+        if leaves == 1 {
+            break;
+        }
+        r = leaves * n;
+    }
+    let sq = TSQR_MAX_COLS * TSQR_MAX_COLS;
+    TsqrPlan {
+        levels,
+        r_final: len,
+        m: len + sq,
+        rh: len + 2 * sq,
+        len: len + 3 * sq,
+    }
+}
+
+/// Scratch of [`Gpu::tsqr_panel`], sized for the tallest panel of a factorisation
+/// (every later panel's plan is no longer), with the kernels' shared-memory limits
+/// raised.
+pub(crate) struct TsqrWork<T> {
+    scratch: DevVec<T>,
+    _elem: PhantomData<T>,
+}
+
+impl<T: GpuScalar> TsqrWork<T> {
+    /// Scratch for panels of up to `rows` rows and [`TSQR_MAX_COLS`] columns.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+    pub(crate) fn new(gpu: &Gpu, rows: usize) -> Result<Self> {
+        let plan = tsqr_plan(rows.max(TSQR_MAX_COLS), TSQR_MAX_COLS);
+        let elem = core::mem::size_of::<T>();
+        let ks = T::kernel_set(&gpu.kernels);
+        for (f, words, what) in [
+            (
+                &ks.tsqr_leaf_qr,
+                QR_SMEM,
+                "raising tsqr_leaf_qr's shared memory limit",
+            ),
+            (
+                &ks.tsqr_leaf_apply,
+                APPLY_SMEM,
+                "raising tsqr_leaf_apply's shared memory limit",
+            ),
+        ] {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(words * elem).expect("shared memory fits i32"),
+            )
+            .map_err(driver_err(what))?;
+        }
+        Ok(Self {
+            scratch: DevVec::zeros(gpu, plan.len)?,
+            _elem: PhantomData,
+        })
+    }
+}
+
+/// Launch configuration of a leaf kernel.
+fn leaf_cfg<T>(blocks: usize, words: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (u32::try_from(blocks).expect("leaf count fits u32"), 1, 1),
+        block_dim: (LEAF_THREADS, 1, 1),
+        shared_mem_bytes: u32::try_from(words * core::mem::size_of::<T>()).expect("fits u32"),
+    }
+}
+
+impl Gpu {
+    /// Factors the rows×n panel of `a` at (r0, j0) by TSQR and Householder
+    /// reconstruction: R (exact zeros below the diagonal) in place, V (explicit unit
+    /// diagonal, zeros above) into `v`, τ into `tau`, T (upper triangular) into `t` —
+    /// the outputs of `fused_panel_qr` (spec §1.4), to rounding. 2·levels + 2 launches
+    /// and one GEMM (level 1's Q times M, in the working precision) on the main stream.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`] if a launch fails, [`crate::Error::Cublas`].
+    ///
+    /// # Panics
+    /// If the panel or outputs do not fit, n > [`TSQR_MAX_COLS`], n > rows, or the
+    /// scratch is too small for the panel (a cuqr bug).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tsqr_panel<T: GpuScalar>(
+        &self,
+        work: &mut TsqrWork<T>,
+        a: &mut DevMat<T>,
+        r0: usize,
+        j0: usize,
+        rows: usize,
+        n: usize,
+        v: &mut DevMatViewMut<'_, T>,
+        tau: &mut DevVec<T>,
+        t: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        assert!((1..=TSQR_MAX_COLS).contains(&n) && n <= rows);
+        assert!(r0 + rows <= a.nrows() && j0 + n <= a.ncols());
+        assert!(v.nrows() >= rows && v.ncols() >= n);
+        assert!(tau.len() >= n && t.nrows() >= n && t.ncols() >= n);
+        let plan = tsqr_plan(rows, n);
+        assert!(
+            plan.len <= work.scratch.len(),
+            "TSQR scratch sized for a shorter panel"
+        );
+        let elem = core::mem::size_of::<T>() as u64;
+        let ks = T::kernel_set(&self.kernels);
+        let s = &self.stream;
+        let top = plan.levels.len() - 1;
+        let cols = TSQR_MAX_COLS;
+        let null = 0u64;
+        let lda = a.ld();
+        let (ldv, ldt) = (v.ld(), t.ld());
+        // Phase 1 (kernels on raw addresses; the guards record the main stream's use).
+        let (pa, pv, scr) = {
+            let (pa0, _ga) = a.buf_mut().device_ptr_mut(s);
+            let pa = pa0 + (r0 + j0 * lda) as u64 * elem;
+            let (pv, _gv) = v.buf_mut().device_ptr_mut(s);
+            let (pt, _gt) = t.buf_mut().device_ptr_mut(s);
+            let mut tau_v = tau.view_mut();
+            let (ptau, _gtau) = tau_v.device_ptr_mut(s);
+            let mut scr_v = work.scratch.view_mut();
+            let (scr, _gs) = scr_v.device_ptr_mut(s);
+            let at = |off: usize| scr + off as u64 * elem;
+            let mat = |l: usize| -> (u64, usize) {
+                if l == 0 {
+                    (pa, lda)
+                } else {
+                    (at(plan.levels[l].mat), plan.levels[l].rows)
+                }
+            };
+            // Up the tree: leaf QRs, each level's R's stacked into the next.
+            for (l, lev) in plan.levels.iter().enumerate() {
+                let (pm, ld) = mat(l);
+                let (pr, ldr) = if l < top {
+                    (at(plan.levels[l + 1].mat), plan.levels[l + 1].rows)
+                } else {
+                    (at(plan.r_final), cols)
+                };
+                self.leaf_qr_launch::<T>(
+                    &ks.tsqr_leaf_qr,
+                    lev.leaves,
+                    (pm, ld, lev.rows, n),
+                    at(lev.tau),
+                    (pr, ldr),
+                )?;
+            }
+            // Down the tree: explicit Q of levels top ..= 1, then of level 0's first leaf
+            // (the top n×n of Q) into V.
+            for l in (0..=top).rev() {
+                let lev = plan.levels[l];
+                let (pm, ld) = mat(l);
+                let (pc, ldc) = if l == top {
+                    (null, 1)
+                } else {
+                    (at(plan.levels[l + 1].q), plan.levels[l + 1].rows)
+                };
+                let (blocks, out) = if l == 0 {
+                    (1, (pv, ldv))
+                } else {
+                    (lev.leaves, (at(lev.q), lev.rows))
+                };
+                self.leaf_apply_launch::<T>(
+                    &ks.tsqr_leaf_apply,
+                    blocks,
+                    (pm, ld, lev.rows, n),
+                    at(lev.tau),
+                    (pc, ldc),
+                    out,
+                    (0, null),
+                )?;
+            }
+            // V₁, T, τ, M = U⁻¹ and R from it.
+            self.count_launch();
+            let mut b = s.launch_builder(&ks.tsqr_reconstruct);
+            let (pr, pm, prh) = (at(plan.r_final), at(plan.m), at(plan.rh));
+            b.arg(&pv)
+                .arg(&ldv)
+                .arg(&rows)
+                .arg(&n)
+                .arg(&pr)
+                .arg(&cols)
+                .arg(&pt)
+                .arg(&ldt)
+                .arg(&ptau)
+                .arg(&pm)
+                .arg(&prh);
+            let cfg = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (RECON_THREADS, 1, 1),
+                shared_mem_bytes: u32::try_from(RECON_SMEM * elem as usize).expect("fits u32"),
+            };
+            // SAFETY: matches tsqr_reconstruct_{f32,f64}(y: *mut T, ldy, rows, n,
+            // r_top: *const T, ldr, t: *mut T, ldt, tau: *mut T, m: *mut T, rh: *mut T):
+            // grid 1, block 1024, RECON_SMEM elements of shared memory (< 48 KiB); y = V's
+            // top n×n (asserted to fit), r_top / m / rh = three disjoint COLS×COLS
+            // regions of the scratch (plan.len ≤ its length), t n×n and τ n (asserted);
+            // on the main stream, with every guard held until the end of this block.
+            unsafe { b.launch(cfg) }.map_err(driver_err("launching tsqr_reconstruct"))?;
+            (pa, pv, scr)
+        };
+        // Phase 2: C·M for level 0's leaves, where C is level 1's Q (rows_1×n), into
+        // level 1's matrix (read by nothing any more), or M itself for a one-level
+        // tree. A GEMM in the working precision (the panel's accuracy depends on it).
+        let (cm, ldcm) = if top == 0 {
+            (scr + plan.m as u64 * elem, cols)
+        } else {
+            let l1 = plan.levels[1];
+            let _exact = self.gemm_precision_scope(crate::mixed::GemmPrecision::F32);
+            let mut sv = work.scratch.view_mut();
+            let (mut left, right) = sv.split_at_mut(l1.q);
+            let e1 = DevMatView::new(
+                right
+                    .try_slice(0..l1.rows * n)
+                    .expect("level 1's Q in the scratch"),
+                l1.rows,
+                n,
+                l1.rows,
+            )?;
+            let m_off = plan.m - l1.q;
+            let mm = DevMatView::new(
+                right
+                    .try_slice(m_off..m_off + cols * n)
+                    .expect("M in the scratch"),
+                n,
+                n,
+                cols,
+            )?;
+            let mut out = DevMatViewMut::new(
+                left.slice_mut(l1.mat..l1.mat + l1.rows * n),
+                l1.rows,
+                n,
+                l1.rows,
+            )?;
+            self.gemm(Op::N, Op::N, T::ONE, &e1, &mm, T::ZERO, &mut out)?;
+            (scr + l1.mat as u64 * elem, l1.rows)
+        };
+        // Phase 3: every leaf of level 0 again with C·M: V₂ = Q₂·M below row n, and R
+        // and zeros into the panel.
+        // Re-take the guards so that cudarc orders later users after this launch.
+        let (_, _ga) = a.buf_mut().device_ptr_mut(s);
+        let (_, _gv) = v.buf_mut().device_ptr_mut(s);
+        let mut scr_v = work.scratch.view_mut();
+        let (_, _gs) = scr_v.device_ptr_mut(s);
+        let lev0 = plan.levels[0];
+        self.leaf_apply_launch::<T>(
+            &ks.tsqr_leaf_apply,
+            lev0.leaves,
+            (pa, lda, rows, n),
+            scr + lev0.tau as u64 * elem,
+            (cm, ldcm),
+            (pv, ldv),
+            (1, scr + plan.rh as u64 * elem),
+        )
+    }
+
+    /// One `tsqr_leaf_qr` launch: `m` = (matrix, ld, rows, n), τ, `r` = (R out, ld).
+    fn leaf_qr_launch<T: GpuScalar>(
+        &self,
+        f: &CudaFunction,
+        leaves: usize,
+        m: (u64, usize, usize, usize),
+        tau: u64,
+        r: (u64, usize),
+    ) -> Result<()> {
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&m.0)
+            .arg(&m.1)
+            .arg(&m.2)
+            .arg(&m.3)
+            .arg(&tau)
+            .arg(&r.0)
+            .arg(&r.1);
+        // SAFETY: matches tsqr_leaf_qr_{f32,f64}(a: *mut T, lda, rows, n, tau: *mut T,
+        // r_out: *mut T, ldr): grid ⌈rows/LEAF⌉ (`leaves`), block 256, QR_SMEM elements
+        // (limit raised in TsqrWork::new). The caller (`tsqr_panel`) passes the panel
+        // (rows×n inside A, asserted) or a level matrix in the scratch, τ and R regions
+        // of the scratch laid out by `tsqr_plan` (disjoint from each other and from the
+        // matrix), on the main stream with every buffer's guard held.
+        unsafe { b.launch(leaf_cfg::<T>(leaves, QR_SMEM)) }
+            .map_err(driver_err("launching tsqr_leaf_qr"))?;
+        Ok(())
+    }
+
+    /// One `tsqr_leaf_apply` launch on `blocks` leaves: `v` = (matrix, ld, rows, n),
+    /// τ, `c` = (C or null, ld), `out` = (output, ld), `sr` = (skip_top, R or null).
+    #[allow(clippy::too_many_arguments)]
+    fn leaf_apply_launch<T: GpuScalar>(
+        &self,
+        f: &CudaFunction,
+        blocks: usize,
+        v: (u64, usize, usize, usize),
+        tau: u64,
+        c: (u64, usize),
+        out: (u64, usize),
+        sr: (u32, u64),
+    ) -> Result<()> {
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&v.0)
+            .arg(&v.1)
+            .arg(&v.2)
+            .arg(&v.3)
+            .arg(&tau)
+            .arg(&c.0)
+            .arg(&c.1)
+            .arg(&out.0)
+            .arg(&out.1)
+            .arg(&sr.0)
+            .arg(&sr.1);
+        // SAFETY: matches tsqr_leaf_apply_{f32,f64}(v: *mut T, ldv, rows, n,
+        // tau: *const T, c_in: *const T, ldc, out: *mut T, ldo, skip_top: u32,
+        // rh: *const T): at most ⌈rows/LEAF⌉ blocks, block 256, APPLY_SMEM elements
+        // (limit raised in TsqrWork::new). The caller (`tsqr_panel`) passes a level's
+        // matrix with its τ, C = the level above's explicit Q, C·M or M (or null:
+        // identity), an output disjoint from them (the level's Q in the scratch, or V),
+        // and R in the scratch or null, all laid out by `tsqr_plan`, on the main stream
+        // with every buffer's guard held.
+        unsafe { b.launch(leaf_cfg::<T>(blocks, APPLY_SMEM)) }
+            .map_err(driver_err("launching tsqr_leaf_apply"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_stacks_leaves_until_one_is_left() {
+        // 1M×32: 4096 leaves, then 131072, 16384, 2048 and 256 rows.
+        let p = tsqr_plan(1 << 20, 32);
+        let rows: Vec<usize> = p.levels.iter().map(|l| l.rows).collect();
+        assert_eq!(rows, [1 << 20, 131_072, 16_384, 2048, 256]);
+        let leaves: Vec<usize> = p.levels.iter().map(|l| l.leaves).collect();
+        assert_eq!(leaves, [4096, 512, 64, 8, 1]);
+        // Regions are disjoint and in bounds.
+        let mut regions = vec![];
+        for (i, l) in p.levels.iter().enumerate() {
+            if i > 0 {
+                regions.push((l.mat, l.rows * 32));
+                regions.push((l.q, l.rows * 32));
+            }
+            regions.push((l.tau, l.leaves * TSQR_MAX_COLS));
+        }
+        for off in [p.r_final, p.m, p.rh] {
+            regions.push((off, TSQR_MAX_COLS * TSQR_MAX_COLS));
+        }
+        regions.sort();
+        for w in regions.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "{w:?}");
+        }
+        let last = regions.last().unwrap();
+        assert_eq!(last.0 + last.1, p.len);
+    }
+
+    #[test]
+    fn plan_of_a_short_or_ragged_panel() {
+        let p = tsqr_plan(100, 7);
+        assert_eq!(p.levels.len(), 1);
+        assert_eq!(p.levels[0].leaves, 1);
+        // 1000×20: 4 leaves (the last of 232 rows), then 80 rows in one leaf.
+        let p = tsqr_plan(1000, 20);
+        let rows: Vec<usize> = p.levels.iter().map(|l| l.rows).collect();
+        assert_eq!(rows, [1000, 80]);
+        // Scratch for the tallest, widest panel covers every shorter or narrower one.
+        let big = tsqr_plan(70_001, 32).len;
+        for (r, n) in [(70_001, 5), (69_000, 32), (257, 32), (32, 32)] {
+            assert!(tsqr_plan(r, n).len <= big);
+        }
+    }
+}
