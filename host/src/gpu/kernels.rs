@@ -612,6 +612,7 @@ mod tests {
             "convert",
             "fused_panel",
             "row_insert",
+            "tsqr",
         ];
         for name in KERNELS {
             let file = MODULES
