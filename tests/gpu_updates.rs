@@ -165,6 +165,44 @@ fn factorize_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, dims: (usize, usize, 
     }
 }
 
+/// The profiled factorisation (`factorize_dev_phases`, issue 5's phase split) gives a
+/// state that passes the same checks as `factorize`'s, and its phases fit in its total.
+fn profiled_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, (m, n, q): (usize, usize, usize)) {
+    for policy in [QPolicy::Full, QPolicy::None] {
+        let mut g = rng(seed);
+        let a = random_mat::<T>(&mut g, m, n);
+        let b = random_mat::<T>(&mut g, m, q);
+        let (gs, t) = GpuQr::factorize_dev_phases(
+            gpu,
+            cuqr::gpu::DevMat::from_host(gpu, a.as_ref()).unwrap(),
+            cuqr::gpu::DevMat::from_host(gpu, b.as_ref()).unwrap(),
+            policy,
+            FactorParams::default(),
+        )
+        .unwrap();
+        let cs = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default()).unwrap();
+        let what = format!("profiled factorize {:?} {policy:?} {}", (m, n, q), T::NAME);
+        compare(&gs, &cs, &Model::new(&a, &b), &what);
+        let phases = [t.panel_ms, t.trailing_ms, t.rhs_ms, t.rank_ms, t.q_ms];
+        assert!(
+            phases.iter().all(|x| x.is_finite() && *x >= 0.0),
+            "{what}: {t:?}"
+        );
+        assert!(
+            t.panel_ms > 0.0 && t.rank_ms > 0.0 && (policy == QPolicy::None) == (t.q_ms == 0.0),
+            "{what}: {t:?}"
+        );
+        assert!(phases.iter().sum::<f64>() <= t.total_ms, "{what}: {t:?}");
+    }
+}
+
+#[test]
+fn profiled_factorisation_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    profiled_case::<f64>(&gpu, 150, (1000, 333, 2));
+    profiled_case::<f32>(&gpu, 151, (2049, 130, 1));
+}
+
 #[test]
 fn factorize_and_solve_match_cpu() {
     let Some(gpu) = gpu() else { return };

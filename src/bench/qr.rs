@@ -27,7 +27,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use cuqr::gpu::timing::time_with_setup;
-use cuqr::gpu::{DevMat, DevMatView, DevVec, GpuQr, GpuScalar, Op};
+use cuqr::gpu::{DevMat, DevMatView, DevVec, GpuQr, GpuScalar, Op, QrPhaseTimes};
 use cuqr::{FactorParams, Gpu, Mat, QPolicy, Scalar};
 
 use super::BenchOpts;
@@ -66,8 +66,9 @@ flops; |QR-A|/|A|, |Q^TQ-I| (Frobenius, on the device, in f64 also for f32
 data) and whether R is exactly zero below its diagonal, each against m·u;
 accuracy = pass when all hold; cuSOLVER |Q^TQ-I| = the same measure of
 geqrf + orgqr's Q. Without the m×m Q: R only, |R^TR - A^TA|/|A|^2 <= 2m·u and the zeros.
-Kerr's panel / trailing-update split is not measured (it needs timers inside
-the factorisation); the Q phase is.
+A second table splits one more run per shape into Kerr et al.'s phases (their
+Table 2): panels, trailing update, d, rank check and forming Q, from CUDA events
+around each phase (that run has no look-ahead, so its total exceeds the median).
 ";
 
 /// A shape of the grid.
@@ -412,6 +413,8 @@ struct Row {
     gram: Option<f64>,
     /// R exactly zero below the diagonal (every measured state).
     zeros: Option<bool>,
+    /// One profiled factorisation (phase split, no look-ahead) and whether it kept Q.
+    phases: Option<(QrPhaseTimes, bool)>,
     notes: Vec<String>,
 }
 
@@ -623,6 +626,19 @@ fn bench_shape<T: GpuScalar>(
     if zero_checked {
         row.zeros = Some(zeros);
     }
+    // the phase split: one profiled run, with Q where cuqr with Q ran, else without
+    let with_q = row.cuqr_q_ms.is_some();
+    if with_q || row.cuqr_ms.is_some() {
+        let (policy, need) = if with_q {
+            (QPolicy::Full, need_q)
+        } else {
+            (QPolicy::None, 2.0 * mn + slack)
+        };
+        row.phases = if_fits(gpu, "phase split", need, &mut notes, || {
+            let (a2, b2) = (dup(gpu, &a)?, dup(gpu, &b)?);
+            GpuQr::factorize_dev_phases(gpu, a2, b2, policy, params).map(|(_, t)| (t, with_q))
+        })?;
+    }
     row.notes = notes;
     Ok(row)
 }
@@ -660,7 +676,7 @@ fn accuracy_cell(r: &Row, m: usize, u: f64) -> String {
 }
 
 const TABLE_HEAD: &str = "| prec | shape | m | n | cuqr ms | launches | geqrf ms | geqrf/cuqr | cuqr GFLOP/s | geqrf GFLOP/s | cuqr+Q ms | launches +Q | geqrf+orgqr ms | (geqrf+orgqr)/(cuqr+Q) | cuqr+Q GFLOP/s | Q phase ms | Q phase GFLOP/s | ‖QR−A‖/‖A‖ | ‖QᵀQ−I‖ | cuSOLVER ‖QᵀQ−I‖ | R zero below diag | accuracy |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
-const CSV_HEAD: &str = "prec,shape,m,n,cuqr_ms,cuqr_launches,geqrf_ms,geqrf_over_cuqr,cuqr_gflops,geqrf_gflops,cuqr_q_ms,cuqr_q_launches,geqrf_orgqr_ms,geqrf_orgqr_over_cuqr_q,cuqr_q_gflops,q_phase_ms,q_phase_gflops,qr_residual,orthogonality,orthogonality_cusolver,gram_error,r_lower_zero,m_u,accuracy_pass";
+const CSV_HEAD: &str = "prec,shape,m,n,cuqr_ms,cuqr_launches,geqrf_ms,geqrf_over_cuqr,cuqr_gflops,geqrf_gflops,cuqr_q_ms,cuqr_q_launches,geqrf_orgqr_ms,geqrf_orgqr_over_cuqr_q,cuqr_q_gflops,q_phase_ms,q_phase_gflops,qr_residual,orthogonality,orthogonality_cusolver,gram_error,r_lower_zero,m_u,accuracy_pass,split_with_q,split_total_ms,split_panel_ms,split_panel_flops,split_trailing_ms,split_trailing_flops,split_rhs_ms,split_rank_ms,split_q_ms";
 
 fn table_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
     let (f, fq) = (qr_flops(sh.m, sh.n), q_flops(sh.m, sh.n));
@@ -691,12 +707,60 @@ fn table_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
     )
 }
 
+const PHASE_HEAD: &str = "| prec | shape | m | n | Q | total ms | panel ms | panel % | panel GFLOP/s | trailing ms | trailing % | trailing GFLOP/s | d ms | rank check ms | Q ms | Q % | Q GFLOP/s | other ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+/// A row of the phase-split table (Kerr et al.'s Table 2), when the shape has one.
+fn phase_row(prec: &str, sh: &Shape, r: &Row) -> Option<String> {
+    let (t, with_q) = r.phases?;
+    let pct = |x: f64| format!("{:.0}", 100.0 * x / t.total_ms);
+    let q_ms = with_q.then_some(t.q_ms);
+    let other = t.total_ms - (t.panel_ms + t.trailing_ms + t.rhs_ms + t.rank_ms + t.q_ms);
+    Some(format!(
+        "| {prec} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {} | {:.3} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {:.3} |",
+        sh.family,
+        sh.m,
+        sh.n,
+        if with_q { "m×m" } else { "none" },
+        t.total_ms,
+        t.panel_ms,
+        pct(t.panel_ms),
+        fmt_opt(gflops(t.panel_flops, Some(t.panel_ms)), 0),
+        t.trailing_ms,
+        pct(t.trailing_ms),
+        fmt_opt(gflops(t.trailing_flops, Some(t.trailing_ms)), 0),
+        t.rhs_ms,
+        t.rank_ms,
+        fmt_opt(q_ms, 3),
+        q_ms.map_or("–".to_string(), pct),
+        fmt_opt(gflops(q_flops(sh.m, sh.n), q_ms), 0),
+        other,
+    ))
+}
+
 fn csv_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
     let (f, fq) = (qr_flops(sh.m, sh.n), q_flops(sh.m, sh.n));
     let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
     let l = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
+    let split = match r.phases {
+        Some((t, with_q)) => format!(
+            "{with_q},{},{},{},{},{},{},{},{}",
+            t.total_ms,
+            t.panel_ms,
+            t.panel_flops,
+            t.trailing_ms,
+            t.trailing_flops,
+            t.rhs_ms,
+            t.rank_ms,
+            if with_q {
+                t.q_ms.to_string()
+            } else {
+                String::new()
+            }
+        ),
+        None => ",,,,,,,,".to_string(),
+    };
     format!(
-        "{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        "{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{split}",
         sh.family,
         sh.m,
         sh.n,
@@ -811,6 +875,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let mut csv = String::from(CSV_HEAD);
     csv.push('\n');
     let mut notes = Vec::new();
+    let mut phase_rows = Vec::new();
     let total = o.precs.len() * o.shapes.len();
     let mut done = 0;
     for &prec in &o.precs {
@@ -834,6 +899,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
             };
             eprint!("\r");
             println!("{}", table_row(prec, sh, &row, u));
+            phase_rows.extend(phase_row(prec, sh, &row));
             csv.push_str(&csv_row(prec, sh, &row, u));
             csv.push('\n');
             for note in &row.notes {
@@ -842,6 +908,21 @@ pub fn run(args: &[String]) -> CliResult<()> {
         }
     }
     eprintln!();
+    if !phase_rows.is_empty() {
+        println!(
+            "\nPhase split (Kerr et al.'s Table 2): one more run per shape with CUDA events \
+             around each phase and no look-ahead (so its total exceeds the median above); \
+             panel = Householder vectors, their application inside the panel and T; \
+             trailing = A -= V(T^T(V^T A)); d = the right-hand side's update; Q = forming \
+             the m×m Q backwards; other = allocations and gaps. GFLOP/s: panel \
+             sum 2l·jb^2 - 2jb^3/3, trailing sum 4l·jb·c over the panels taken, Q the \
+             orgqr count.\n"
+        );
+        println!("{PHASE_HEAD}");
+        for r in &phase_rows {
+            println!("{r}");
+        }
+    }
     if !notes.is_empty() {
         println!("\nNotes:");
         for n in &notes {
@@ -963,14 +1044,44 @@ mod tests {
         );
         let csv = csv_row("f64", &sh, &r, u);
         assert_eq!(csv.split(',').count(), CSV_HEAD.split(',').count());
-        assert!(csv.ends_with(",true"));
+        // the accuracy verdict, then nine empty phase-split cells
+        assert!(csv.ends_with(",true,,,,,,,,,"), "{csv}");
         // the Q phase is the difference of the medians, absent when not positive
         assert_eq!(q_phase(&r), Some(3.0));
         let neg = Row {
             cuqr_q_ms: Some(1.0),
-            ..r
+            ..r.clone()
         };
         assert_eq!(q_phase(&neg), None);
+        // the phase split: a row only with a profiled run, as many cells as the head
+        assert_eq!(phase_row("f64", &sh, &r), None);
+        let t = QrPhaseTimes {
+            panel_ms: 1.0,
+            trailing_ms: 2.0,
+            rhs_ms: 0.1,
+            rank_ms: 0.2,
+            q_ms: 3.0,
+            total_ms: 8.0,
+            panel_flops: 1e9,
+            trailing_flops: 4e10,
+        };
+        let with = Row {
+            phases: Some((t, true)),
+            ..Row::default()
+        };
+        let line = phase_row("f64", &sh, &with).unwrap();
+        assert_eq!(cells(&line), cells(PHASE_HEAD.lines().next().unwrap()));
+        // panel 1e9 flops in 1 ms = 1000 GFLOP/s, 12.5 % of the total; other = 1.7 ms
+        assert!(
+            line.contains("| 1000 |") && line.contains("| 1.700 |"),
+            "{line}"
+        );
+        let csv = csv_row("f64", &sh, &with, u);
+        assert_eq!(csv.split(',').count(), CSV_HEAD.split(',').count());
+        assert!(
+            csv.ends_with(",true,8,1,1000000000,2,40000000000,0.1,0.2,3"),
+            "{csv}"
+        );
     }
 
     #[test]

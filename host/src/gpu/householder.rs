@@ -20,6 +20,7 @@ use super::kernels::BUILD_T_MAX_K;
 use super::kernels_fused::{FusedPanelWork, RawMat, FUSED_MAX_JB, FUSED_MAX_ROWS};
 use super::kernels_tsqr::{TsqrWork, TSQR_MAX_COLS};
 use super::matrix::{DevMat, DevVec};
+use super::timing::PhaseClock;
 use super::{Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
@@ -33,6 +34,42 @@ pub(crate) struct Block<T> {
     /// T (jb×jb upper triangular).
     pub t: DevMat<T>,
 }
+
+/// Time per phase of one profiled device factorisation
+/// ([`GpuQr::factorize_dev_phases`](super::GpuQr::factorize_dev_phases)), in
+/// milliseconds from CUDA events around each phase of each panel: the split of Kerr et
+/// al.'s Table 2 (spec §3.8) for cuqr's blocked QR (spec §1.4, §4.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QrPhaseTimes {
+    /// The panels: Householder vectors, their application inside the panel and T
+    /// (Kerr's "Householder", "A = P·A" and "WY computation"; one launch a panel).
+    pub panel_ms: f64,
+    /// The trailing update A −= V(Tᵀ(VᵀA)) (Kerr's "A ← (I + WYᴴ)ᴴA").
+    pub trailing_ms: f64,
+    /// The right-hand sides d −= V(Tᵀ(Vᵀd)).
+    pub rhs_ms: f64,
+    /// The rank check of R.
+    pub rank_ms: f64,
+    /// Forming the explicit Q (backward accumulation; Kerr's "Q ← Q(I + WYᴴ)").
+    pub q_ms: f64,
+    /// The whole factorisation, allocations included, from the first event to the last.
+    pub total_ms: f64,
+    /// Flops of the panels as LAPACK counts an unblocked QR: Σ 2ℓ·jb² − 2jb³/3 over
+    /// the panels (ℓ×jb) the factorisation actually took.
+    pub panel_flops: f64,
+    /// Flops of the trailing update: Σ 4ℓ·jb·c over the panels (c trailing columns;
+    /// the two tall GEMMs of each block reflector).
+    pub trailing_flops: f64,
+}
+
+/// The phases a [`QrClock`] times, as indices.
+pub(crate) const PHASE_PANEL: usize = 0;
+pub(crate) const PHASE_TRAILING: usize = 1;
+pub(crate) const PHASE_RHS: usize = 2;
+pub(crate) const PHASE_RANK: usize = 3;
+pub(crate) const PHASE_Q: usize = 4;
+/// Events around the phases of a profiled factorisation ([`QrPhaseTimes`]).
+pub(crate) type QrClock = PhaseClock<5>;
 
 /// Fewest panels a factorisation needs for look-ahead (see [`blocked_qr_impl`]).
 const LOOKAHEAD_MIN_PANELS: usize = 4;
@@ -106,7 +143,19 @@ pub(crate) fn blocked_qr_band<T: GpuScalar>(
     nb: usize,
     keep: Option<&mut Vec<Block<T>>>,
 ) -> Result<()> {
-    blocked_qr_impl(gpu, a, rows, cols, band, d, q, nb, keep, PanelImpl::Auto)
+    blocked_qr_impl(
+        gpu,
+        a,
+        rows,
+        cols,
+        band,
+        d,
+        q,
+        nb,
+        keep,
+        PanelImpl::Auto,
+        None,
+    )
 }
 
 /// How [`blocked_qr_impl`] factors each panel.
@@ -137,6 +186,9 @@ pub(crate) enum PanelImpl {
 /// panel scratch, against the columns after them, d, Q and the GEMM workspace); the
 /// panel works on A by its raw address, so that cudarc's per-buffer event tracking
 /// does not order stream 2 after the main stream's GEMMs on A's other columns.
+///
+/// With a `clock`, every phase is bracketed by events on the main stream
+/// ([`QrPhaseTimes`]) and there is no look-ahead (the phases would overlap).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     gpu: &Gpu,
@@ -149,6 +201,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     nb: usize,
     mut keep: Option<&mut Vec<Block<T>>>,
     panel: PanelImpl,
+    mut clock: Option<&mut QrClock>,
 ) -> Result<()> {
     if nb == 0 {
         return Err(Error::InvalidParam {
@@ -269,6 +322,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
         && ws.fused.as_ref().is_some_and(|f| !f.force_in_place)
         && panel != PanelImpl::FusedInOrder
         && !any_tsqr
+        && clock.is_none()
         && {
             let (_, jb, _, l) = at(1);
             gpu.fused_panel_in_shared(l, jb, core::mem::size_of::<T>())
@@ -309,19 +363,27 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             .map_err(super::driver_err("recording a look-ahead event"))
     };
 
+    let panel_flops = |i: usize| -> f64 {
+        let (_, jb, _, l) = at(i);
+        let (l, jb) = (l as f64, jb as f64);
+        2.0 * l * jb * jb - 2.0 * jb * jb * jb / 3.0
+    };
     let mut cur = take(0, &mut spare)?;
-    factor_panel(
-        gpu,
-        a,
-        &raw,
-        &mut ws,
-        at(0),
-        use_tsqr[0],
-        rows.end,
-        band,
-        &mut cur,
-        None,
-    )?;
+    PhaseClock::add_flops(clock.as_deref_mut(), PHASE_PANEL, panel_flops(0));
+    PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_PANEL, || {
+        factor_panel(
+            gpu,
+            a,
+            &raw,
+            &mut ws,
+            at(0),
+            use_tsqr[0],
+            rows.end,
+            band,
+            &mut cur,
+            None,
+        )
+    })?;
     for i in 0..panels.len() {
         let (j0, jb, r0, l) = at(i);
         let next_cols = if i + 1 < panels.len() {
@@ -374,46 +436,58 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                 j0 + jb
             };
             if rest < a.ncols() {
-                larfb_left(
-                    gpu,
-                    &vv,
-                    &tv,
-                    true,
-                    a,
-                    r0,
-                    rest..a.ncols(),
-                    &mut ws.w,
-                    &mut ws.w2,
-                )?;
+                let c = (a.ncols() - rest) as f64;
+                PhaseClock::add_flops(
+                    clock.as_deref_mut(),
+                    PHASE_TRAILING,
+                    4.0 * l as f64 * jb as f64 * c,
+                );
+                PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_TRAILING, || {
+                    larfb_left(
+                        gpu,
+                        &vv,
+                        &tv,
+                        true,
+                        a,
+                        r0,
+                        rest..a.ncols(),
+                        &mut ws.w,
+                        &mut ws.w2,
+                    )
+                })?;
             }
             if let Some(dm) = d.as_deref_mut() {
                 let qc = dm.ncols();
-                larfb_left(gpu, &vv, &tv, true, dm, r0, 0..qc, &mut ws.w, &mut ws.w2)?;
+                PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_RHS, || {
+                    larfb_left(gpu, &vv, &tv, true, dm, r0, 0..qc, &mut ws.w, &mut ws.w2)
+                })?;
             }
             // Q[:, r0..r0+l] −= ((Q V) T) Vᵀ.
             if let (Some(qm), Some((wq, wq2))) = (q.as_deref_mut(), ws.wq.as_mut()) {
-                let mq = qm.nrows();
-                let mut w = wq.block_mut(0, 0, mq, jb);
-                gpu.gemm(
-                    Op::N,
-                    Op::N,
-                    T::ONE,
-                    &qm.block(0, r0, mq, l),
-                    &vv,
-                    T::ZERO,
-                    &mut w,
-                )?;
-                let mut w2 = wq2.block_mut(0, 0, mq, jb);
-                gpu.gemm(Op::N, Op::N, T::ONE, &w.as_view(), &tv, T::ZERO, &mut w2)?;
-                gpu.gemm(
-                    Op::N,
-                    Op::T,
-                    -T::ONE,
-                    &w2.as_view(),
-                    &vv,
-                    T::ONE,
-                    &mut qm.block_mut(0, r0, mq, l),
-                )?;
+                PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_Q, || {
+                    let mq = qm.nrows();
+                    let mut w = wq.block_mut(0, 0, mq, jb);
+                    gpu.gemm(
+                        Op::N,
+                        Op::N,
+                        T::ONE,
+                        &qm.block(0, r0, mq, l),
+                        &vv,
+                        T::ZERO,
+                        &mut w,
+                    )?;
+                    let mut w2 = wq2.block_mut(0, 0, mq, jb);
+                    gpu.gemm(Op::N, Op::N, T::ONE, &w.as_view(), &tv, T::ZERO, &mut w2)?;
+                    gpu.gemm(
+                        Op::N,
+                        Op::T,
+                        -T::ONE,
+                        &w2.as_view(),
+                        &vv,
+                        T::ONE,
+                        &mut qm.block_mut(0, r0, mq, l),
+                    )
+                })?;
             }
         }
         let done_cur = match keep.as_deref_mut() {
@@ -442,18 +516,21 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             }
             None => {
                 let mut b = take(i + 1, &mut spare)?;
-                factor_panel(
-                    gpu,
-                    a,
-                    &raw,
-                    &mut ws,
-                    at(i + 1),
-                    use_tsqr[i + 1],
-                    rows.end,
-                    band,
-                    &mut b,
-                    None,
-                )?;
+                PhaseClock::add_flops(clock.as_deref_mut(), PHASE_PANEL, panel_flops(i + 1));
+                PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_PANEL, || {
+                    factor_panel(
+                        gpu,
+                        a,
+                        &raw,
+                        &mut ws,
+                        at(i + 1),
+                        use_tsqr[i + 1],
+                        rows.end,
+                        band,
+                        &mut b,
+                        None,
+                    )
+                })?;
                 b
             }
         };
@@ -726,6 +803,7 @@ mod tests {
             nb,
             None,
             panel,
+            None,
         )
         .unwrap();
         Out {
@@ -897,6 +975,65 @@ mod tests {
                 lookahead_case::<f64>(&g, 40 + i as u64, (m, n), nb);
                 lookahead_case::<f32>(&g, 50 + i as u64, (m, n), nb);
             }
+        }
+    }
+
+    /// A profiled factorisation (events around every phase, no look-ahead) computes
+    /// exactly what the in-order panels compute, and every phase it ran took time.
+    fn profiled_case<T: GpuScalar>(g: &Gpu, seed: u64, (m, n): (usize, usize), nb: usize) {
+        let a = rand_mat::<T>(seed, m, n, None);
+        let b = rand_mat::<T>(seed + 1, m, 2, None);
+        let io = factor(g, &a, &b, None, nb, true, PanelImpl::FusedInOrder);
+        let mut da = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut dd = DevMat::from_host(g, b.as_ref()).unwrap();
+        let mut dq = DevMat::<T>::zeros(g, m, m).unwrap();
+        g.panel_set_identity(&mut dq.view_mut()).unwrap();
+        let mut clock = QrClock::new();
+        blocked_qr_impl(
+            g,
+            &mut da,
+            0..m,
+            0..n,
+            None,
+            Some(&mut dd),
+            Some(&mut dq),
+            nb,
+            None,
+            PanelImpl::Auto,
+            Some(&mut clock),
+        )
+        .unwrap();
+        let what = format!("{m}x{n} {} nb {nb}", T::NAME);
+        assert!(to64(&da.to_host(g).unwrap()) == io.r, "{what}: R differs");
+        assert!(to64(&dd.to_host(g).unwrap()) == io.d, "{what}: d differs");
+        assert!(
+            Some(to64(&dq.to_host(g).unwrap())) == io.q,
+            "{what}: Q differs"
+        );
+        let t = clock.totals_ms().unwrap();
+        for (name, i) in [
+            ("panel", PHASE_PANEL),
+            ("trailing", PHASE_TRAILING),
+            ("rhs", PHASE_RHS),
+            ("Q", PHASE_Q),
+        ] {
+            assert!(
+                t[i] > 0.0 && t[i].is_finite(),
+                "{what}: {name} phase {}",
+                t[i]
+            );
+        }
+        assert_eq!(
+            t[PHASE_RANK], 0.0,
+            "{what}: no rank check inside blocked_qr"
+        );
+    }
+
+    #[test]
+    fn profiled_factorisation_matches_in_order_panels() {
+        if let Some(g) = gpu() {
+            profiled_case::<f64>(&g, 60, (1000, 700), 64);
+            profiled_case::<f32>(&g, 61, (777, 301), 48);
         }
     }
 

@@ -28,6 +28,7 @@ pub mod timing;
 
 pub use blas::{Diag, Op, Side, Uplo};
 pub use device::Gpu;
+pub use householder::QrPhaseTimes;
 pub use kernels::{KernelSet, Kernels, KERNELS, PTX};
 pub use matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 pub use qr::GpuQr;

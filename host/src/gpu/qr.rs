@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::householder::QrPhaseTimes;
 use super::matrix::DevMat;
 use super::{Gpu, GpuScalar};
 use crate::backend::{QrUpdate, Solution};
@@ -112,7 +113,78 @@ impl<T: GpuScalar> GpuQr<T> {
             policy,
             params,
         )?;
-        run_gpu_dev(gpu, plan, params, a, b)
+        run_gpu_dev(gpu, plan, params, a, b, None)
+    }
+
+    /// [`factorize_dev`](Self::factorize_dev) with its time split into phases
+    /// ([`QrPhaseTimes`]: panels, trailing update, right-hand sides, rank check,
+    /// forming Q; Kerr et al.'s Table 2, spec §3.8), measured with CUDA events on the
+    /// main stream. The factorisation runs without look-ahead (its panels would
+    /// overlap the trailing update), so its total is an upper bound on
+    /// [`factorize_dev`](Self::factorize_dev)'s time; the result is the same up to
+    /// rounding.
+    ///
+    /// # Errors
+    /// As [`factorize_dev`](Self::factorize_dev).
+    ///
+    /// # Example
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::gpu::{DevMat, GpuQr};
+    /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
+    ///
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let a = Mat::<f64>::from_fn(4000, 2000, |i, j| ((i * 7 + j * 3) % 11) as f64 - 5.0 + (i == j) as u8 as f64 * 50.0);
+    /// let b = Mat::<f64>::from_fn(4000, 1, |i, _| i as f64);
+    /// let (qr, t) = GpuQr::factorize_dev_phases(
+    ///     &gpu,
+    ///     DevMat::from_host(&gpu, a.as_ref())?,
+    ///     DevMat::from_host(&gpu, b.as_ref())?,
+    ///     QPolicy::Full,
+    ///     FactorParams::default(),
+    /// )?;
+    /// println!("panels {:.2} ms, trailing {:.2} ms, Q {:.2} ms", t.panel_ms, t.trailing_ms, t.q_ms);
+    /// # drop(qr);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize_dev_phases(
+        gpu: &Arc<Gpu>,
+        a: DevMat<T>,
+        b: DevMat<T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<(Self, QrPhaseTimes)> {
+        use super::householder::{
+            QrClock, PHASE_PANEL, PHASE_Q, PHASE_RANK, PHASE_RHS, PHASE_TRAILING,
+        };
+        use super::timing::EventTimer;
+        use crate::qr::factorize::{plan_shapes, run_gpu_dev};
+        let plan = plan_shapes::<T>(
+            (a.nrows(), a.ncols()),
+            (b.nrows(), b.ncols()),
+            policy,
+            params,
+        )?;
+        let whole = EventTimer::new(gpu)?;
+        let mut clock = QrClock::new();
+        whole.start(gpu)?;
+        let qr = run_gpu_dev(gpu, plan, params, a, b, Some(&mut clock))?;
+        let total_ms = whole.stop(gpu)?;
+        let t = clock.totals_ms()?;
+        let f = clock.flops();
+        Ok((
+            qr,
+            QrPhaseTimes {
+                panel_ms: t[PHASE_PANEL],
+                trailing_ms: t[PHASE_TRAILING],
+                rhs_ms: t[PHASE_RHS],
+                rank_ms: t[PHASE_RANK],
+                q_ms: t[PHASE_Q],
+                total_ms,
+                panel_flops: f[PHASE_PANEL],
+                trailing_flops: f[PHASE_TRAILING],
+            },
+        ))
     }
 
     /// Dimensions and policy.

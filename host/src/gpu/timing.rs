@@ -153,6 +153,78 @@ pub fn time_median(
     time_with_setup(gpu, warmup, reps, || Ok(()), |()| run())
 }
 
+/// CUDA-event pairs around the phases of one operation, recorded on [`Gpu::stream`]
+/// (the phase splits of the benchmarks): `N` phases, each summed over every time it
+/// ran, with the flops the caller counts to each. Work timed this way must run on the
+/// main stream (a profiled factorisation has no look-ahead), or the pairs would not
+/// bracket it.
+pub(crate) struct PhaseClock<const N: usize> {
+    pairs: [Vec<(CudaEvent, CudaEvent)>; N],
+    flops: [f64; N],
+}
+
+impl<const N: usize> PhaseClock<N> {
+    /// A clock with no phase recorded yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            pairs: core::array::from_fn(|_| Vec::new()),
+            flops: [0.0; N],
+        }
+    }
+
+    /// Counts `flops` to `phase` (nothing without a clock).
+    pub(crate) fn add_flops(clock: Option<&mut Self>, phase: usize, flops: f64) {
+        if let Some(c) = clock {
+            c.flops[phase] += flops;
+        }
+    }
+
+    /// The flops counted to each phase.
+    pub(crate) fn flops(&self) -> [f64; N] {
+        self.flops
+    }
+
+    fn mark(gpu: &Gpu) -> Result<CudaEvent> {
+        gpu.stream()
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_err("recording a phase event"))
+    }
+
+    /// Runs `f`; with a clock, between two events counted to `phase` (< N).
+    ///
+    /// # Errors
+    /// `f`'s error, or [`Error::Driver`] for an event.
+    pub(crate) fn time<R>(
+        clock: Option<&mut Self>,
+        gpu: &Gpu,
+        phase: usize,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let Some(c) = clock else { return f() };
+        let start = Self::mark(gpu)?;
+        let out = f()?;
+        c.pairs[phase].push((start, Self::mark(gpu)?));
+        Ok(out)
+    }
+
+    /// The milliseconds of each phase (waits for the last event).
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub(crate) fn totals_ms(&self) -> Result<[f64; N]> {
+        let mut out = [0.0; N];
+        for (o, pairs) in out.iter_mut().zip(&self.pairs) {
+            for (a, b) in pairs {
+                *o += f64::from(
+                    a.elapsed_ms(b)
+                        .map_err(driver_err("reading a phase event"))?,
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -227,7 +227,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     let plan = plan(a, b, policy, params)?;
     let r = DevMat::from_host(gpu, a)?;
     let d = DevMat::from_host(gpu, b)?;
-    run_gpu_dev(gpu, plan, params, r, d)
+    run_gpu_dev(gpu, plan, params, r, d, None)
 }
 
 /// [`run_gpu`] on A and b already in device memory (taken over as R and d), for a
@@ -242,8 +242,12 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::GpuScalar>(
     params: FactorParams,
     mut r: crate::gpu::DevMat<T>,
     mut d: crate::gpu::DevMat<T>,
+    mut clock: Option<&mut crate::gpu::householder::QrClock>,
 ) -> Result<crate::gpu::GpuQr<T>> {
-    use crate::gpu::householder::{accumulate_q_backward, blocked_qr_band, check_rank_dev};
+    use crate::gpu::householder::{
+        accumulate_q_backward, blocked_qr_impl, check_rank_dev, PanelImpl, PHASE_Q, PHASE_RANK,
+    };
+    use crate::gpu::timing::PhaseClock;
     use crate::gpu::DevMat;
     let Dims { m, n, .. } = plan.dims;
     let keep_q = plan.dims.policy == QPolicy::Full;
@@ -254,7 +258,7 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::GpuScalar>(
         None
     };
     let mut blocks = Vec::new();
-    blocked_qr_band(
+    blocked_qr_impl(
         gpu,
         &mut r,
         0..m,
@@ -264,10 +268,16 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::GpuScalar>(
         None,
         plan.block_size,
         keep_q.then_some(&mut blocks),
+        PanelImpl::Auto,
+        clock.as_deref_mut(),
     )?;
-    check_rank_dev(gpu, &r, n, plan.rank_tol)?;
+    PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_RANK, || {
+        check_rank_dev(gpu, &r, n, plan.rank_tol)
+    })?;
     if let Some(qm) = q.as_mut() {
-        accumulate_q_backward(gpu, &blocks, qm)?;
+        PhaseClock::time(clock, gpu, PHASE_Q, || {
+            accumulate_q_backward(gpu, &blocks, qm)
+        })?;
     }
     drop(blocks);
     Ok(crate::gpu::GpuQr {
