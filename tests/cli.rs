@@ -986,7 +986,11 @@ fn bench_qr_tiny_shapes_on_gpu() {
         "--csv",
         p(&csv),
     ]);
-    let s = stdout(&o);
+    let out = stdout(&o);
+    // the main table, then the phase split
+    let (s, split) = out
+        .split_once("\nPhase split")
+        .unwrap_or_else(|| panic!("no phase split in\n{out}"));
     let head = s
         .lines()
         .find(|l| l.starts_with("| prec |"))
@@ -997,12 +1001,30 @@ fn bench_qr_tiny_shapes_on_gpu() {
             .position(|c| c == name)
             .unwrap_or_else(|| panic!("no column {name:?} in {cols:?}"))
     };
-    let rows: Vec<Vec<String>> = s
-        .lines()
-        .filter(|l| l.starts_with("| f64 |") || l.starts_with("| f32 |"))
-        .map(md_cells)
-        .collect();
+    let data_rows = |t: &str| -> Vec<Vec<String>> {
+        t.lines()
+            .filter(|l| l.starts_with("| f64 |") || l.starts_with("| f32 |"))
+            .map(md_cells)
+            .collect()
+    };
+    let rows = data_rows(s);
     assert_eq!(rows.len(), 4, "{s}");
+    // one phase row per shape and precision, every time present and finite
+    let split_head = split
+        .lines()
+        .find(|l| l.starts_with("| prec |"))
+        .map(md_cells)
+        .unwrap_or_else(|| panic!("no phase table in\n{split}"));
+    let split_rows = data_rows(split);
+    assert_eq!(split_rows.len(), 4, "{split}");
+    for r in &split_rows {
+        assert_eq!(r.len(), split_head.len(), "{r:?}");
+        for name in ["total ms", "panel ms", "trailing ms", "Q ms"] {
+            let i = split_head.iter().position(|c| c == name).unwrap();
+            let v: f64 = r[i].parse().unwrap_or_else(|_| panic!("{name} in {r:?}"));
+            assert!(v.is_finite() && v > 0.0, "{name} = {v}");
+        }
+    }
     for r in &rows {
         assert_eq!(r.len(), cols.len(), "{r:?}");
         for name in [
