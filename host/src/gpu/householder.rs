@@ -647,8 +647,16 @@ pub(crate) fn larfb_left<T: GpuScalar>(
     )
 }
 
+/// Widest merged block reflector of [`accumulate_q_backward`]: the inner dimension of
+/// its two tall GEMMs (one panel's 64 leaves the H100's f64 GEMM at ≈ 23 TFLOP/s,
+/// docs/performance.md "Kerr's grid and the phase split").
+pub(crate) const Q_MERGE_WIDTH: usize = 256;
+
 /// Q := H_1⋯H_K applied to the identity, backwards (Q = B₁(B₂(⋯(B_K I)))), each
-/// block touching rows and columns row0.. only (spec §4.3 lesson 1).
+/// block touching rows and columns row0.. only (spec §4.3 lesson 1). Consecutive
+/// blocks that reach the last row (each starting where the previous one's columns
+/// end) are merged into block reflectors of up to [`Q_MERGE_WIDTH`] columns first
+/// ([`merge_blocks`]), so that each pass over Q does more work per byte.
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
@@ -657,25 +665,170 @@ pub(crate) fn accumulate_q_backward<T: GpuScalar>(
     blocks: &[Block<T>],
     q: &mut DevMat<T>,
 ) -> Result<()> {
+    accumulate_q_merged(gpu, blocks, q, Q_MERGE_WIDTH)
+}
+
+/// [`accumulate_q_backward`] with merged reflectors of at most `max_width` columns
+/// (0: every block on its own).
+fn accumulate_q_merged<T: GpuScalar>(
+    gpu: &Gpu,
+    blocks: &[Block<T>],
+    q: &mut DevMat<T>,
+    max_width: usize,
+) -> Result<()> {
     let m = q.nrows();
     gpu.panel_set_identity(&mut q.view_mut())?;
-    let nb = blocks.iter().map(|b| b.t.ncols()).max().unwrap_or(1);
+    let shapes: Vec<(usize, usize, usize)> = blocks
+        .iter()
+        .map(|b| (b.row0, b.v.nrows(), b.t.ncols()))
+        .collect();
+    let groups = merge_groups(&shapes, m, max_width);
+    let width = |g: &Range<usize>| -> usize { blocks[g.clone()].iter().map(|b| b.t.ncols()).sum() };
+    let nb = groups.iter().map(width).max().unwrap_or(1);
     let mut w = DevMat::zeros(gpu, nb, m)?;
     let mut w2 = DevMat::zeros(gpu, nb, m)?;
-    for b in blocks.iter().rev() {
+    // Scratch of the merged reflectors, sized for the widest group of several blocks.
+    let merged = groups
+        .iter()
+        .filter(|g| g.len() > 1)
+        .map(|g| (m - blocks[g.start].row0, width(g)))
+        .fold(None, |acc: Option<(usize, usize)>, (l, k)| {
+            Some(acc.map_or((l, k), |(a, b)| (a.max(l), b.max(k))))
+        });
+    let mut scratch = match merged {
+        Some((l, k)) => Some((DevMat::zeros(gpu, l, k)?, DevMat::zeros(gpu, k, k)?)),
+        None => None,
+    };
+    for g in groups.iter().rev() {
+        let row0 = blocks[g.start].row0;
+        if g.len() == 1 {
+            let b = &blocks[g.start];
+            larfb_left(
+                gpu,
+                &b.v.view(),
+                &b.t.view(),
+                false,
+                q,
+                row0,
+                row0..m,
+                &mut w,
+                &mut w2,
+            )?;
+            continue;
+        }
+        let (vc, tc) = scratch
+            .as_mut()
+            .expect("scratch sized for every merged group");
+        let (l, k) = merge_blocks(gpu, &blocks[g.clone()], m, vc, tc, &mut w, &mut w2)?;
         larfb_left(
             gpu,
-            &b.v.view(),
-            &b.t.view(),
+            &vc.block(0, 0, l, k),
+            &tc.block(0, 0, k, k),
             false,
             q,
-            b.row0,
-            b.row0..m,
+            row0,
+            row0..m,
             &mut w,
             &mut w2,
         )?;
     }
     Ok(())
+}
+
+/// Splits blocks, given as (row0, rows of V, columns), into runs that
+/// [`merge_blocks`] can merge: consecutive blocks whose V reaches row m
+/// (rows = m − row0) and starts where the previous block's columns end (row0 + jb),
+/// at most `max_width` columns a run (a single block may be wider).
+fn merge_groups(shapes: &[(usize, usize, usize)], m: usize, max_width: usize) -> Vec<Range<usize>> {
+    let full = |&(row0, rows, _): &(usize, usize, usize)| rows == m - row0;
+    let mut out: Vec<Range<usize>> = Vec::new();
+    let mut width = 0;
+    for (i, b) in shapes.iter().enumerate() {
+        let jb = b.2;
+        let joins = out.last().is_some_and(|g| {
+            let prev = &shapes[g.end - 1];
+            full(prev) && full(b) && b.0 == prev.0 + prev.2 && width + jb <= max_width
+        });
+        if joins {
+            out.last_mut().expect("a run to join").end = i + 1;
+            width += jb;
+        } else {
+            out.push(i..i + 1);
+            width = jb;
+        }
+    }
+    out
+}
+
+/// The block reflector B₁⋯B_g of consecutive `blocks` (as [`merge_groups`] forms
+/// them) as one: V = [V₁ V₂ ⋯] (block i's V placed at its own rows, zeros above) into
+/// `vc` and T into `tc` by the forward recurrence (LAPACK larft, blocked): each new
+/// block's T_new joins as T₁₂ = −T_acc·(V_accᵀV_new)·T_new, three GEMMs. Returns the
+/// merged ℓ×k. `w`, `w2` are scratch of at least k×jb.
+///
+/// # Errors
+/// [`Error::Driver`], [`Error::Cublas`].
+fn merge_blocks<T: GpuScalar>(
+    gpu: &Gpu,
+    blocks: &[Block<T>],
+    m: usize,
+    vc: &mut DevMat<T>,
+    tc: &mut DevMat<T>,
+    w: &mut DevMat<T>,
+    w2: &mut DevMat<T>,
+) -> Result<(usize, usize)> {
+    let row0 = blocks[0].row0;
+    let l = m - row0;
+    // Zeros above each block's rows and below T's diagonal.
+    for x in [&mut *vc, &mut *tc] {
+        gpu.stream
+            .memset_zeros(x.buf_mut())
+            .map_err(super::driver_err("clearing merged reflector scratch"))?;
+    }
+    let mut k = 0;
+    for b in blocks {
+        let (off, jb) = (b.row0 - row0, b.t.ncols());
+        debug_assert_eq!(b.v.nrows(), l - off);
+        gpu.panel_copy(&b.v.view(), &mut vc.block_mut(off, k, l - off, jb))?;
+        gpu.panel_copy(&b.t.view(), &mut tc.block_mut(k, k, jb, jb))?;
+        if k > 0 {
+            // W = V_accᵀ V_new over the new block's rows (V_new is zero above them),
+            // W₂ = T_acc W, T₁₂ = −W₂ T_new.
+            let mut wk = w.block_mut(0, 0, k, jb);
+            gpu.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &vc.block(off, 0, l - off, k),
+                &b.v.view(),
+                T::ZERO,
+                &mut wk,
+            )?;
+            let mut w2k = w2.block_mut(0, 0, k, jb);
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &tc.block(0, 0, k, k),
+                &wk.as_view(),
+                T::ZERO,
+                &mut w2k,
+            )?;
+            // T_new is read from the block itself: tc's (k, k) block is written from it
+            // above, and the target (0..k, k..k+jb) does not overlap either.
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                -T::ONE,
+                &w2k.as_view(),
+                &b.t.view(),
+                T::ZERO,
+                &mut tc.block_mut(0, k, k, jb),
+            )?;
+        }
+        k += jb;
+    }
+    Ok((l, k))
 }
 
 /// Rank check of an upper-trapezoidal R on the device (spec §5.2 F19): the first
@@ -975,6 +1128,93 @@ mod tests {
                 lookahead_case::<f64>(&g, 40 + i as u64, (m, n), nb);
                 lookahead_case::<f32>(&g, 50 + i as u64, (m, n), nb);
             }
+        }
+    }
+
+    #[test]
+    fn merge_groups_take_consecutive_full_height_blocks() {
+        let m = 1000;
+        // five 64-column panels from row 0, then a 40-column one
+        let s = [
+            (0, 1000, 64),
+            (64, 936, 64),
+            (128, 872, 64),
+            (192, 808, 64),
+            (256, 744, 64),
+            (320, 680, 40),
+        ];
+        assert_eq!(merge_groups(&s, m, 256), vec![0..4, 4..6]);
+        assert_eq!(merge_groups(&s, m, 128), vec![0..2, 2..4, 4..6]);
+        let single: Vec<Range<usize>> = (0..6).map(|i| i..i + 1).collect();
+        assert_eq!(merge_groups(&s, m, 0), single);
+        // a banded block (fewer rows) or a gap between blocks ends a run
+        let t = [(0, 1000, 32), (32, 100, 32), (64, 936, 32), (100, 900, 32)];
+        assert_eq!(merge_groups(&t, m, 256), vec![0..1, 1..2, 2..3, 3..4]);
+        // a block wider than the limit stands alone
+        assert_eq!(
+            merge_groups(&[(0, 1000, 300), (300, 700, 8)], m, 256),
+            vec![0..1, 1..2]
+        );
+        assert!(merge_groups(&[], m, 256).is_empty());
+    }
+
+    /// Q accumulated from merged block reflectors equals Q from one block at a time
+    /// within m·u (‖ΔQ‖_F/√m), and is orthogonal to 10·m·u.
+    fn merged_q_case<T: GpuScalar>(g: &Gpu, seed: u64, (m, n): (usize, usize), nb: usize) {
+        let a = rand_mat::<T>(seed, m, n, None);
+        let mut da = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut blocks = Vec::new();
+        blocked_qr_band(
+            g,
+            &mut da,
+            0..m,
+            0..n,
+            None,
+            None,
+            None,
+            nb,
+            Some(&mut blocks),
+        )
+        .unwrap();
+        let q_of = |width: usize| -> Mat<f64> {
+            let mut q = DevMat::<T>::zeros(g, m, m).unwrap();
+            accumulate_q_merged(g, &blocks, &mut q, width).unwrap();
+            to64(&q.to_host(g).unwrap())
+        };
+        let q0 = q_of(0);
+        let tol = m as f64 * T::UNIT_ROUNDOFF;
+        for width in [128, Q_MERGE_WIDTH, 1 << 20] {
+            let qw = q_of(width);
+            let e =
+                Mat::from_fn(m, m, |i, j| qw[(i, j)] - q0[(i, j)]).norm_fro() / (m as f64).sqrt();
+            assert!(
+                e <= tol,
+                "{m}x{n} {} nb {nb} width {width}: ‖ΔQ‖/√m = {e:e}",
+                T::NAME
+            );
+            let mut orth = 0.0f64;
+            for i in 0..m {
+                for j in 0..m {
+                    let dot: f64 = (0..m).map(|k| qw[(k, i)] * qw[(k, j)]).sum();
+                    let d = dot - if i == j { 1.0 } else { 0.0 };
+                    orth += d * d;
+                }
+            }
+            assert!(
+                orth.sqrt() <= 10.0 * tol,
+                "{m}x{n} {} width {width}: ‖QᵀQ − I‖ = {:e}",
+                T::NAME,
+                orth.sqrt()
+            );
+        }
+    }
+
+    #[test]
+    fn merged_block_reflectors_give_the_same_q() {
+        if let Some(g) = gpu() {
+            merged_q_case::<f64>(&g, 70, (700, 450), 64);
+            merged_q_case::<f32>(&g, 71, (533, 301), 48);
+            merged_q_case::<f64>(&g, 72, (300, 300), 8);
         }
     }
 
