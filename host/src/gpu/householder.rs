@@ -10,6 +10,9 @@
 //! With the one-launch panel, the next panel is factored on a second stream while
 //! those GEMMs run (look-ahead, `blocked_qr_impl`).
 //! A `band` limits each reflector to band+1 rows (column deletion, spec §1.8).
+//! A factorisation that keeps Q forms it afterwards from the kept blocks, backwards,
+//! merging consecutive blocks into block reflectors of up to 256 columns first
+//! (`accumulate_q_backward`).
 
 use core::ops::Range;
 
