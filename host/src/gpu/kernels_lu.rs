@@ -19,11 +19,12 @@
 use core::cell::Cell;
 
 use cudarc::cublas::sys as cublas;
-use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
-use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::blas::int;
 use super::matrix::{DevMat, DevMatViewMut};
+use super::timing::PhaseClock;
 use super::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
@@ -148,19 +149,6 @@ pub struct LuPhaseTimes {
     pub gemm_ms: f64,
 }
 
-/// Event pairs recorded per phase while profiling.
-struct PhaseEvents {
-    ev: [Vec<(CudaEvent, CudaEvent)>; 4],
-}
-
-impl PhaseEvents {
-    fn mark(gpu: &Gpu) -> Result<CudaEvent> {
-        gpu.stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(driver_err("recording a profiling event"))
-    }
-}
-
 impl Gpu {
     /// Factorises the m×n `a` in place as PA = LU (issue 6): L below the diagonal
     /// (unit diagonal implied), U on and above it; `ipiv[j]` (0-based, absolute)
@@ -241,16 +229,14 @@ impl Gpu {
             fused_rows: opts.fused_rows,
             coop,
         };
-        let mut events = profile.as_ref().map(|_| PhaseEvents {
-            ev: [Vec::new(), Vec::new(), Vec::new(), Vec::new()],
-        });
+        let mut clock = profile.as_ref().map(|_| PhaseClock::<4>::new());
         // look-ahead: only when every panel is one cooperative launch (no cuBLAS call
         // inside the panel, as the cuBLAS handle is bound to the main stream) and not
         // while profiling (the phases would overlap)
-        if opts.lookahead && p.coop.is_some() && base >= nb && events.is_none() {
+        if opts.lookahead && p.coop.is_some() && base >= nb && clock.is_none() {
             self.lu_lookahead_loop::<T>(&p, nb)?;
         }
-        let mut k = if opts.lookahead && p.coop.is_some() && base >= nb && events.is_none() {
+        let mut k = if opts.lookahead && p.coop.is_some() && base >= nb && clock.is_none() {
             kmin
         } else {
             0
@@ -258,32 +244,17 @@ impl Gpu {
         while k < kmin {
             let w = nb.min(kmin - k);
             for phase in 0..4 {
-                let t0 = match events {
-                    Some(_) => Some(PhaseEvents::mark(self)?),
-                    None => None,
-                };
-                match phase {
-                    0 => self.lu_panel::<T>(&p, k, w, base)?,
-                    1 => self.lu_laswp_raw::<T>(&p, 0..n, k..k + w, k..k + w)?,
-                    2 => self.lu_trsm_in::<T>(&p, k, w, k + w..n)?,
-                    _ => self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n)?,
-                }
-                if let (Some(e), Some(t0)) = (events.as_mut(), t0) {
-                    e.ev[phase].push((t0, PhaseEvents::mark(self)?));
-                }
+                PhaseClock::time(clock.as_mut(), self, phase, || match phase {
+                    0 => self.lu_panel::<T>(&p, k, w, base),
+                    1 => self.lu_laswp_raw::<T>(&p, 0..n, k..k + w, k..k + w),
+                    2 => self.lu_trsm_in::<T>(&p, k, w, k + w..n),
+                    _ => self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n),
+                })?;
             }
             k += w;
         }
-        if let (Some(out), Some(e)) = (profile, events) {
-            let mut sums = [0.0f64; 4];
-            for (phase, pairs) in e.ev.iter().enumerate() {
-                for (a, b) in pairs {
-                    sums[phase] += a
-                        .elapsed_ms(b)
-                        .map_err(driver_err("reading a profiling event"))?
-                        as f64;
-                }
-            }
+        if let (Some(out), Some(c)) = (profile, clock) {
+            let sums = c.totals_ms()?;
             *out = LuPhaseTimes {
                 panel_ms: sums[0],
                 laswp_ms: sums[1],

@@ -77,6 +77,7 @@ use super::{GemmPrecision, MixedFactor, MixedParams, MixedRoute, MixedSolution};
 use crate::cpu::wy::resolve_block_size;
 use crate::error::{Error, Result};
 use crate::gpu::householder::{blocked_qr, check_rank_dev};
+use crate::gpu::timing::{EventTimer, PhaseClock};
 use crate::gpu::{DevMat, DevVec, Gpu, GpuScalar, Op};
 use crate::mat::{Mat, MatRef};
 
@@ -323,48 +324,29 @@ fn eta_at(
     Ok(if den == 0.0 { 0.0 } else { nh / den })
 }
 
-/// Timing events of [`lstsq_mixed_gpu_phases`].
-struct PhaseClock {
-    start: cudarc::driver::CudaEvent,
-    marks: Vec<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
+/// Timing events of [`lstsq_mixed_gpu_phases`]: the whole solve, and the phases that
+/// factor A.
+struct MixedClock {
+    whole: EventTimer,
+    factor: PhaseClock<1>,
 }
 
-impl PhaseClock {
-    fn event(gpu: &Gpu) -> Result<cudarc::driver::CudaEvent> {
-        let ev = gpu
-            .context()
-            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crate::gpu::driver_err("creating a phase event"))?;
-        ev.record(gpu.stream())
-            .map_err(crate::gpu::driver_err("recording a phase event"))?;
-        Ok(ev)
-    }
+impl MixedClock {
     fn new(gpu: &Gpu) -> Result<Self> {
+        let whole = EventTimer::new(gpu)?;
+        whole.start(gpu)?;
         Ok(Self {
-            start: Self::event(gpu)?,
-            marks: Vec::new(),
+            whole,
+            factor: PhaseClock::new(),
         })
     }
     /// Times `f` as a factorisation phase.
     fn factor<R>(clock: &mut Option<Self>, gpu: &Gpu, f: impl FnOnce() -> Result<R>) -> Result<R> {
-        let Some(c) = clock else { return f() };
-        let s = Self::event(gpu)?;
-        let out = f()?;
-        c.marks.push((s, Self::event(gpu)?));
-        Ok(out)
+        PhaseClock::time(clock.as_mut().map(|c| &mut c.factor), gpu, 0, f)
     }
     fn finish(self, gpu: &Gpu) -> Result<MixedPhases> {
-        let end = Self::event(gpu)?;
-        let ms = |a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent| {
-            a.elapsed_ms(b)
-                .map(f64::from)
-                .map_err(crate::gpu::driver_err("reading a phase event"))
-        };
-        let total = ms(&self.start, &end)?;
-        let mut factor_ms = 0.0;
-        for (s, e) in &self.marks {
-            factor_ms += ms(s, e)?;
-        }
+        let total = self.whole.stop(gpu)?;
+        let [factor_ms] = self.factor.totals_ms()?;
         Ok(MixedPhases {
             factor_ms,
             refine_ms: total - factor_ms,
@@ -419,7 +401,7 @@ pub fn lstsq_mixed_gpu_phases(
     b: &DevMat<f64>,
     params: &MixedParams,
 ) -> Result<MixedSolutionGpu> {
-    let clock = PhaseClock::new(gpu)?;
+    let clock = MixedClock::new(gpu)?;
     solve(gpu, a, b, params, Some(clock))
 }
 
@@ -472,7 +454,7 @@ fn solve(
     a: &DevMat<f64>,
     b: &DevMat<f64>,
     params: &MixedParams,
-    mut clock: Option<PhaseClock>,
+    mut clock: Option<MixedClock>,
 ) -> Result<MixedSolutionGpu> {
     let (m, n, nrhs) = (a.nrows(), a.ncols(), b.ncols());
     check_dims(OP_LS, m, n)?;
@@ -494,17 +476,17 @@ fn solve(
     }
     // The first stage: Gram-Cholesky (falling through to the QR when SPOTRF fails),
     // or the QR.
-    let copy = PhaseClock::factor(&mut clock, gpu, || f32_copy(gpu, OP_LS, a))?;
+    let copy = MixedClock::factor(&mut clock, gpu, || f32_copy(gpu, OP_LS, a))?;
     let anorm = copy.anorm;
     let mut stage = match params.route {
         MixedRoute::Auto => MixedFactor::GramCholesky,
         MixedRoute::Qr => MixedFactor::Qr(params.precision),
     };
-    let (mut r, mut spare) = PhaseClock::factor(&mut clock, gpu, || stage_r(gpu, copy, stage, nb))?;
+    let (mut r, mut spare) = MixedClock::factor(&mut clock, gpu, || stage_r(gpu, copy, stage, nb))?;
     if r.is_none() {
         stage = MixedFactor::Qr(params.precision);
         let c = spare.take().expect("the Gram stage hands its copy back");
-        (r, spare) = PhaseClock::factor(&mut clock, gpu, || stage_r(gpu, c, stage, nb))?;
+        (r, spare) = MixedClock::factor(&mut clock, gpu, || stage_r(gpu, c, stage, nb))?;
     }
     let r = r.expect("a QR stage always gives R̃");
     let u = f64::EPSILON / 2.0;
@@ -543,7 +525,7 @@ fn solve(
                     if let Some(next) = next_stage(stage, params) {
                         // The Gram stage hands back its f32 copy; a QR stage consumed
                         // its own, so the f32 QR needs a fresh one.
-                        let got = PhaseClock::factor(&mut clock, gpu, || {
+                        let got = MixedClock::factor(&mut clock, gpu, || {
                             let c = match spare.take() {
                                 Some(c) => c,
                                 None => f32_copy(gpu, OP_LS, a)?,
