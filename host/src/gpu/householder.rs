@@ -690,17 +690,15 @@ fn accumulate_q_merged<T: GpuScalar>(
     let nb = groups.iter().map(width).max().unwrap_or(1);
     let mut w = DevMat::zeros(gpu, nb, m)?;
     let mut w2 = DevMat::zeros(gpu, nb, m)?;
-    // Scratch of the merged reflectors, sized for the widest group of several blocks.
-    let merged = groups
-        .iter()
-        .filter(|g| g.len() > 1)
-        .map(|g| (m - blocks[g.start].row0, width(g)))
-        .fold(None, |acc: Option<(usize, usize)>, (l, k)| {
-            Some(acc.map_or((l, k), |(a, b)| (a.max(l), b.max(k))))
-        });
-    let mut scratch = match merged {
-        Some((l, k)) => Some((DevMat::zeros(gpu, l, k)?, DevMat::zeros(gpu, k, k)?)),
-        None => None,
+    // Scratch of the merged reflectors: the tallest and the widest group of several
+    // blocks (the first such group is the tallest).
+    let multi = || groups.iter().filter(|g| g.len() > 1);
+    let mut scratch = match (multi().next(), multi().map(width).max()) {
+        (Some(g), Some(k)) => {
+            let l = m - blocks[g.start].row0;
+            Some((DevMat::zeros(gpu, l, k)?, DevMat::zeros(gpu, k, k)?))
+        }
+        _ => None,
     };
     for g in groups.iter().rev() {
         let row0 = blocks[g.start].row0;
