@@ -74,6 +74,11 @@ pub(crate) const PHASE_Q: usize = 4;
 /// Events around the phases of a profiled factorisation ([`QrPhaseTimes`]).
 pub(crate) type QrClock = PhaseClock<5>;
 
+/// Widest merged block reflector of the trailing update in [`blocked_qr_impl`]: the
+/// panels of a run of this many columns update only the run's own columns, and the
+/// columns after the run get the run's merged reflector at once.
+pub(crate) const TRAILING_MERGE_WIDTH: usize = 256;
+
 /// Fewest panels a factorisation needs for look-ahead (see [`blocked_qr_impl`]).
 const LOOKAHEAD_MIN_PANELS: usize = 4;
 
@@ -286,11 +291,39 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     // The widest panel sizes the GEMM workspace and the panel buffers.
     let nb = panels.iter().map(|&(_, jb)| jb).max().unwrap_or(1);
     let lmax = span_rows(rows.start, nb);
+    // Runs of panels whose trailing update is merged (unbanded panels only: a merged
+    // V must reach the last row): run g's panels update the run's own columns one by
+    // one, and the columns after it with one merged reflector of up to
+    // TRAILING_MERGE_WIDTH columns (GEMMs with that inner dimension instead of jb).
+    let runs: Vec<Range<usize>> = if band.is_none() {
+        let shapes: Vec<(usize, usize, usize)> = panels
+            .iter()
+            .map(|&(j0, jb)| {
+                let r0 = rows.start + (j0 - cols.start);
+                (r0, rows.end - r0, jb)
+            })
+            .collect();
+        merge_groups(&shapes, rows.end, TRAILING_MERGE_WIDTH)
+    } else {
+        (0..panels.len()).map(|i| i..i + 1).collect()
+    };
+    let run_of: Vec<usize> = runs
+        .iter()
+        .enumerate()
+        .flat_map(|(g, r)| r.clone().map(move |_| g))
+        .collect();
+    let run_width = |r: &Range<usize>| -> usize { panels[r.clone()].iter().map(|p| p.1).sum() };
+    let kmax = runs.iter().filter(|r| r.len() > 1).map(run_width).max();
+    let mut merged = match kmax {
+        Some(k) => Some(MergedBlock::new(gpu, rows.len(), k)?),
+        None => None,
+    };
+    let wrows = nb.max(kmax.unwrap_or(0));
     let qcols = d.as_deref().map_or(0, |x| x.ncols());
     let wcols = (a.ncols() - cols.start).max(qcols).max(1);
     let mut ws = Work {
-        w: DevMat::zeros(gpu, nb, wcols)?,
-        w2: DevMat::zeros(gpu, nb, wcols)?,
+        w: DevMat::zeros(gpu, wrows, wcols)?,
+        w2: DevMat::zeros(gpu, wrows, wcols)?,
         wq: match q.as_deref() {
             Some(qm) => Some((
                 DevMat::zeros(gpu, qm.nrows(), nb)?,
@@ -395,19 +428,54 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
         } else {
             a.ncols()..a.ncols()
         };
+        // The run of panel i: its columns end at `run_end`; the columns after it are
+        // updated by the run's merged reflector once its last panel is factored (by
+        // panel i itself when the run is one panel).
+        let run = &runs[run_of[i]];
+        let run_end = {
+            let (j, w) = panels[run.end - 1];
+            j + w
+        };
+        let last_of_run = i + 1 == run.end;
         let mut next = None;
         {
             let (vv, tv) = (cur.v.block(0, 0, l, jb), cur.t.block(0, 0, jb, jb));
+            if run.len() > 1 {
+                let mb = merged.as_mut().expect("scratch for merged runs");
+                PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_TRAILING, || {
+                    if i == run.start {
+                        mb.reset(gpu, r0, l)?;
+                    }
+                    mb.append(gpu, r0, &vv, &tv, &mut ws.w, &mut ws.w2)
+                })?;
+            }
+            // The reflector for the columns after the run, with its first row.
+            let run_views = match (run.len() > 1, last_of_run, merged.as_ref()) {
+                (true, true, Some(mb)) => Some((mb.v(), mb.t())),
+                _ => None,
+            };
+            let far = match (run.len() > 1, &run_views) {
+                (false, _) => Some((&vv, &tv, r0)),
+                (true, Some((v, t))) => {
+                    Some((v, t, rows.start + (panels[run.start].0 - cols.start)))
+                }
+                (true, None) => None,
+            };
             if lookahead && !next_cols.is_empty() {
-                // Panel i+1's columns first, then panel i+1 on stream 2 while the
-                // main stream applies panel i to everything else.
+                // Panel i+1's columns first (inside the run: panel i; after it: the
+                // run's reflector), then panel i+1 on stream 2 while the main stream
+                // applies panel i to everything else.
+                let (v1, t1, row1) = match far {
+                    Some(f) if next_cols.start >= run_end => f,
+                    _ => (&vv, &tv, r0),
+                };
                 larfb_left(
                     gpu,
-                    &vv,
-                    &tv,
+                    v1,
+                    t1,
                     true,
                     a,
-                    r0,
+                    row1,
                     next_cols.clone(),
                     &mut ws.w,
                     &mut ws.w2,
@@ -432,32 +500,31 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                 let done = record(&gpu.stream2)?;
                 next = Some((nb_, done));
             }
-            // Trailing columns and d: C −= V (Tᵀ (Vᵀ C)).
-            let rest = if next.is_some() {
+            // Trailing columns: C −= V (Tᵀ (Vᵀ C)), panel i inside its run, the run's
+            // reflector after it.
+            let ncols = a.ncols();
+            let done_to = if next.is_some() {
                 next_cols.end
             } else {
                 j0 + jb
             };
-            if rest < a.ncols() {
-                let c = (a.ncols() - rest) as f64;
-                PhaseClock::add_flops(
-                    clock.as_deref_mut(),
-                    PHASE_TRAILING,
-                    4.0 * l as f64 * jb as f64 * c,
-                );
+            let mut trailing = |v: &super::DevMatView<'_, T>,
+                                t: &super::DevMatView<'_, T>,
+                                row0: usize,
+                                c: Range<usize>|
+             -> Result<()> {
+                if c.is_empty() {
+                    return Ok(());
+                }
+                let flops = 4.0 * v.nrows() as f64 * v.ncols() as f64 * c.len() as f64;
+                PhaseClock::add_flops(clock.as_deref_mut(), PHASE_TRAILING, flops);
                 PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_TRAILING, || {
-                    larfb_left(
-                        gpu,
-                        &vv,
-                        &tv,
-                        true,
-                        a,
-                        r0,
-                        rest..a.ncols(),
-                        &mut ws.w,
-                        &mut ws.w2,
-                    )
-                })?;
+                    larfb_left(gpu, v, t, true, a, row0, c, &mut ws.w, &mut ws.w2)
+                })
+            };
+            trailing(&vv, &tv, r0, done_to.min(run_end)..run_end)?;
+            if let Some((fv, ft, frow)) = far {
+                trailing(fv, ft, frow, done_to.max(run_end)..ncols)?;
             }
             if let Some(dm) = d.as_deref_mut() {
                 let qc = dm.ncols();
@@ -659,7 +726,7 @@ pub(crate) const Q_MERGE_WIDTH: usize = 256;
 /// block touching rows and columns row0.. only (spec §4.3 lesson 1). Consecutive
 /// blocks that reach the last row (each starting where the previous one's columns
 /// end) are merged into block reflectors of up to [`Q_MERGE_WIDTH`] columns first
-/// ([`merge_blocks`]), so that each pass over Q does more work per byte.
+/// ([`MergedBlock`]), so that each pass over Q does more work per byte.
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
@@ -694,10 +761,7 @@ fn accumulate_q_merged<T: GpuScalar>(
     // blocks (the first such group is the tallest).
     let multi = || groups.iter().filter(|g| g.len() > 1);
     let mut scratch = match (multi().next(), multi().map(width).max()) {
-        (Some(g), Some(k)) => {
-            let l = m - blocks[g.start].row0;
-            Some((DevMat::zeros(gpu, l, k)?, DevMat::zeros(gpu, k, k)?))
-        }
+        (Some(g), Some(k)) => Some(MergedBlock::new(gpu, m - blocks[g.start].row0, k)?),
         _ => None,
     };
     for g in groups.iter().rev() {
@@ -717,14 +781,17 @@ fn accumulate_q_merged<T: GpuScalar>(
             )?;
             continue;
         }
-        let (vc, tc) = scratch
+        let mb = scratch
             .as_mut()
             .expect("scratch sized for every merged group");
-        let (l, k) = merge_blocks(gpu, &blocks[g.clone()], m, vc, tc, &mut w, &mut w2)?;
+        mb.reset(gpu, row0, m - row0)?;
+        for b in &blocks[g.clone()] {
+            mb.append(gpu, b.row0, &b.v.view(), &b.t.view(), &mut w, &mut w2)?;
+        }
         larfb_left(
             gpu,
-            &vc.block(0, 0, l, k),
-            &tc.block(0, 0, k, k),
+            &mb.v(),
+            &mb.t(),
             false,
             q,
             row0,
@@ -737,7 +804,7 @@ fn accumulate_q_merged<T: GpuScalar>(
 }
 
 /// Splits blocks, given as (row0, rows of V, columns), into runs that
-/// [`merge_blocks`] can merge: consecutive blocks whose V reaches row m
+/// [`MergedBlock`] can merge: consecutive blocks whose V reaches row m
 /// (rows = m − row0) and starts where the previous block's columns end (row0 + jb),
 /// at most `max_width` columns a run (a single block may be wider).
 fn merge_groups(shapes: &[(usize, usize, usize)], m: usize, max_width: usize) -> Vec<Range<usize>> {
@@ -761,37 +828,68 @@ fn merge_groups(shapes: &[(usize, usize, usize)], m: usize, max_width: usize) ->
     out
 }
 
-/// The block reflector B₁⋯B_g of consecutive `blocks` (as [`merge_groups`] forms
-/// them) as one: V = [V₁ V₂ ⋯] (block i's V placed at its own rows, zeros above) into
-/// `vc` and T into `tc` by the forward recurrence (LAPACK larft, blocked): each new
-/// block's T_new joins as T₁₂ = −T_acc·(V_accᵀV_new)·T_new, three GEMMs. Returns the
-/// merged ℓ×k. `w`, `w2` are scratch of at least k×jb.
-///
-/// # Errors
-/// [`Error::Driver`], [`Error::Cublas`].
-fn merge_blocks<T: GpuScalar>(
-    gpu: &Gpu,
-    blocks: &[Block<T>],
-    m: usize,
-    vc: &mut DevMat<T>,
-    tc: &mut DevMat<T>,
-    w: &mut DevMat<T>,
-    w2: &mut DevMat<T>,
-) -> Result<(usize, usize)> {
-    let row0 = blocks[0].row0;
-    let l = m - row0;
-    // Zeros above each block's rows and below T's diagonal.
-    for x in [&mut *vc, &mut *tc] {
-        gpu.stream
-            .memset_zeros(x.buf_mut())
-            .map_err(super::driver_err("clearing merged reflector scratch"))?;
+/// A block reflector merged from consecutive blocks B₁⋯B_g (as [`merge_groups`] forms
+/// them): V = [V₁ V₂ ⋯] with each block's V at its own rows and zeros above, and T by
+/// the forward recurrence (LAPACK larft, blocked): each new block's T_new joins as
+/// T₁₂ = −T_acc·(V_accᵀV_new)·T_new, three GEMMs ([`MergedBlock::append`]).
+pub(crate) struct MergedBlock<T> {
+    v: DevMat<T>,
+    t: DevMat<T>,
+    row0: usize,
+    rows: usize,
+    k: usize,
+}
+
+impl<T: GpuScalar> MergedBlock<T> {
+    /// Scratch for merged reflectors of up to `rows`×`width`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn new(gpu: &Gpu, rows: usize, width: usize) -> Result<Self> {
+        Ok(Self {
+            v: DevMat::zeros(gpu, rows.max(1), width.max(1))?,
+            t: DevMat::zeros(gpu, width.max(1), width.max(1))?,
+            row0: 0,
+            rows: 0,
+            k: 0,
+        })
     }
-    let mut k = 0;
-    for b in blocks {
-        let (off, jb) = (b.row0 - row0, b.t.ncols());
-        debug_assert_eq!(b.v.nrows(), l - off);
-        gpu.panel_copy(&b.v.view(), &mut vc.block_mut(off, k, l - off, jb))?;
-        gpu.panel_copy(&b.t.view(), &mut tc.block_mut(k, k, jb, jb))?;
+
+    /// Starts an empty merge of blocks acting on rows `row0 .. row0 + rows`.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub(crate) fn reset(&mut self, gpu: &Gpu, row0: usize, rows: usize) -> Result<()> {
+        assert!(rows <= self.v.nrows());
+        // Zeros above each block's rows and below T's diagonal.
+        for x in [&mut self.v, &mut self.t] {
+            gpu.stream
+                .memset_zeros(x.buf_mut())
+                .map_err(super::driver_err("clearing merged reflector scratch"))?;
+        }
+        (self.row0, self.rows, self.k) = (row0, rows, 0);
+        Ok(())
+    }
+
+    /// Appends the block I − V T Vᵀ acting on rows `row0 ..` to the merge's last row
+    /// (V ℓ×jb, unit lower trapezoidal, starting where the previous block's columns
+    /// end). `w`, `w2` hold at least k×jb (k the columns merged so far).
+    ///
+    /// # Errors
+    /// [`Error::Driver`], [`Error::Cublas`].
+    pub(crate) fn append(
+        &mut self,
+        gpu: &Gpu,
+        row0: usize,
+        v: &super::DevMatView<'_, T>,
+        t: &super::DevMatView<'_, T>,
+        w: &mut DevMat<T>,
+        w2: &mut DevMat<T>,
+    ) -> Result<()> {
+        let (k, jb, off, l) = (self.k, t.ncols(), row0 - self.row0, self.rows);
+        assert!(v.nrows() == l - off && v.ncols() == jb && k + jb <= self.t.ncols());
+        gpu.panel_copy(v, &mut self.v.block_mut(off, k, l - off, jb))?;
+        gpu.panel_copy(t, &mut self.t.block_mut(k, k, jb, jb))?;
         if k > 0 {
             // W = V_accᵀ V_new over the new block's rows (V_new is zero above them),
             // W₂ = T_acc W, T₁₂ = −W₂ T_new.
@@ -800,8 +898,8 @@ fn merge_blocks<T: GpuScalar>(
                 Op::T,
                 Op::N,
                 T::ONE,
-                &vc.block(off, 0, l - off, k),
-                &b.v.view(),
+                &self.v.block(off, 0, l - off, k),
+                v,
                 T::ZERO,
                 &mut wk,
             )?;
@@ -810,26 +908,34 @@ fn merge_blocks<T: GpuScalar>(
                 Op::N,
                 Op::N,
                 T::ONE,
-                &tc.block(0, 0, k, k),
+                &self.t.block(0, 0, k, k),
                 &wk.as_view(),
                 T::ZERO,
                 &mut w2k,
             )?;
-            // T_new is read from the block itself: tc's (k, k) block is written from it
-            // above, and the target (0..k, k..k+jb) does not overlap either.
             gpu.gemm(
                 Op::N,
                 Op::N,
                 -T::ONE,
                 &w2k.as_view(),
-                &b.t.view(),
+                t,
                 T::ZERO,
-                &mut tc.block_mut(0, k, k, jb),
+                &mut self.t.block_mut(0, k, k, jb),
             )?;
         }
-        k += jb;
+        self.k += jb;
+        Ok(())
     }
-    Ok((l, k))
+
+    /// V (rows×k) of the blocks merged so far.
+    pub(crate) fn v(&self) -> super::DevMatView<'_, T> {
+        self.v.block(0, 0, self.rows, self.k)
+    }
+
+    /// T (k×k) of the blocks merged so far.
+    pub(crate) fn t(&self) -> super::DevMatView<'_, T> {
+        self.t.block(0, 0, self.k, self.k)
+    }
 }
 
 /// Rank check of an upper-trapezoidal R on the device (spec §5.2 F19): the first
