@@ -292,9 +292,13 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     let nb = panels.iter().map(|&(_, jb)| jb).max().unwrap_or(1);
     let lmax = span_rows(rows.start, nb);
     // Runs of panels whose trailing update is merged (unbanded panels only: a merged
-    // V must reach the last row): run g's panels update the run's own columns one by
-    // one, and the columns after it with one merged reflector of up to
-    // TRAILING_MERGE_WIDTH columns (GEMMs with that inner dimension instead of jb).
+    // V must reach the last row; not TSQR panels: their very tall V makes W = VᵀC a
+    // GEMM with a tiny output, slower merged): run g's panels update the run's own
+    // columns one by one; at its last panel, the run's merged reflector of up to
+    // TRAILING_MERGE_WIDTH columns (GEMMs with that inner dimension instead of jb)
+    // updates the next run's columns at once and the columns after those in chunks,
+    // one after each of the next run's panels but its last, so that every look-ahead
+    // panel again has GEMM work beside it.
     let runs: Vec<Range<usize>> = if band.is_none() {
         let shapes: Vec<(usize, usize, usize)> = panels
             .iter()
@@ -304,6 +308,15 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             })
             .collect();
         merge_groups(&shapes, rows.end, TRAILING_MERGE_WIDTH)
+            .into_iter()
+            .flat_map(|r| {
+                if use_tsqr[r.clone()].iter().any(|&t| t) {
+                    r.map(|i| i..i + 1).collect::<Vec<_>>()
+                } else {
+                    vec![r]
+                }
+            })
+            .collect()
     } else {
         (0..panels.len()).map(|i| i..i + 1).collect()
     };
@@ -314,10 +327,21 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
         .collect();
     let run_width = |r: &Range<usize>| -> usize { panels[r.clone()].iter().map(|p| p.1).sum() };
     let kmax = runs.iter().filter(|r| r.len() > 1).map(run_width).max();
-    let mut merged = match kmax {
-        Some(k) => Some(MergedBlock::new(gpu, rows.len(), k)?),
-        None => None,
+    // Two merge buffers: run g's reflector is still being applied (in chunks) while
+    // run g+1's is merged.
+    let mut merged: Vec<MergedBlock<T>> = match kmax {
+        Some(k) => vec![
+            MergedBlock::new(gpu, rows.len(), k)?,
+            MergedBlock::new(gpu, rows.len(), k)?,
+        ],
+        None => Vec::new(),
     };
+    let run_cols_end = |g: usize| -> usize {
+        let (j, w) = panels[runs[g].end - 1];
+        j + w
+    };
+    // The merged reflector still owed to columns: (buffer, first row, columns).
+    let mut pending: Option<(usize, usize, Range<usize>)> = None;
     let wrows = nb.max(kmax.unwrap_or(0));
     let qcols = d.as_deref().map_or(0, |x| x.ncols());
     let wcols = (a.ncols() - cols.start).max(qcols).max(1);
@@ -431,34 +455,69 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
         // The run of panel i: its columns end at `run_end`; the columns after it are
         // updated by the run's merged reflector once its last panel is factored (by
         // panel i itself when the run is one panel).
-        let run = &runs[run_of[i]];
-        let run_end = {
-            let (j, w) = panels[run.end - 1];
-            j + w
-        };
+        let g = run_of[i];
+        let run = runs[g].clone();
+        let run_end = run_cols_end(g);
         let last_of_run = i + 1 == run.end;
+        let pos = i - run.start;
+        let buf = g % 2;
+        let run_row0 = rows.start + (panels[run.start].0 - cols.start);
+        let ncols = a.ncols();
         let mut next = None;
         {
             let (vv, tv) = (cur.v.block(0, 0, l, jb), cur.t.block(0, 0, jb, jb));
             if run.len() > 1 {
-                let mb = merged.as_mut().expect("scratch for merged runs");
+                let mb = &mut merged[buf];
                 PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_TRAILING, || {
-                    if i == run.start {
+                    if pos == 0 {
                         mb.reset(gpu, r0, l)?;
                     }
                     mb.append(gpu, r0, &vv, &tv, &mut ws.w, &mut ws.w2)
                 })?;
             }
+            let mut trailing = |a: &mut DevMat<T>,
+                                ws: &mut Work<T>,
+                                v: &super::DevMatView<'_, T>,
+                                t: &super::DevMatView<'_, T>,
+                                row0: usize,
+                                c: Range<usize>|
+             -> Result<()> {
+                if c.is_empty() {
+                    return Ok(());
+                }
+                let flops = 4.0 * v.nrows() as f64 * v.ncols() as f64 * c.len() as f64;
+                PhaseClock::add_flops(clock.as_deref_mut(), PHASE_TRAILING, flops);
+                PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_TRAILING, || {
+                    larfb_left(gpu, v, t, true, a, row0, c, &mut ws.w, &mut ws.w2)
+                })
+            };
+            // The previous merged run's chunk for this panel: the columns after this
+            // run, split over this run's panels but its last (a run of one panel takes
+            // them all, before anything else touches them).
+            let owed = pending.clone().and_then(|(b, row0, c)| {
+                let parts = run.len().saturating_sub(1).max(1);
+                (pos < parts).then(|| {
+                    let at = |p: usize| c.start + c.len() * p / parts;
+                    (b, row0, at(pos)..at(pos + 1))
+                })
+            });
+            if pos + 1 >= run.len().saturating_sub(1).max(1) {
+                pending = None;
+            }
+            // (a run of one panel: before its own reflector reaches those columns)
+            let owed_first = run.len() == 1;
+            if let (true, Some((b, row0, c))) = (owed_first, owed.clone()) {
+                trailing(a, &mut ws, &merged[b].v(), &merged[b].t(), row0, c)?;
+            }
             // The reflector for the columns after the run, with its first row.
-            let run_views = match (run.len() > 1, last_of_run, merged.as_ref()) {
-                (true, true, Some(mb)) => Some((mb.v(), mb.t())),
-                _ => None,
+            let run_views = if run.len() > 1 && last_of_run {
+                Some((merged[buf].v(), merged[buf].t()))
+            } else {
+                None
             };
             let far = match (run.len() > 1, &run_views) {
                 (false, _) => Some((&vv, &tv, r0)),
-                (true, Some((v, t))) => {
-                    Some((v, t, rows.start + (panels[run.start].0 - cols.start)))
-                }
+                (true, Some((v, t))) => Some((v, t, run_row0)),
                 (true, None) => None,
             };
             if lookahead && !next_cols.is_empty() {
@@ -502,29 +561,26 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             }
             // Trailing columns: C −= V (Tᵀ (Vᵀ C)), panel i inside its run, the run's
             // reflector after it.
-            let ncols = a.ncols();
             let done_to = if next.is_some() {
                 next_cols.end
             } else {
                 j0 + jb
             };
-            let mut trailing = |v: &super::DevMatView<'_, T>,
-                                t: &super::DevMatView<'_, T>,
-                                row0: usize,
-                                c: Range<usize>|
-             -> Result<()> {
-                if c.is_empty() {
-                    return Ok(());
-                }
-                let flops = 4.0 * v.nrows() as f64 * v.ncols() as f64 * c.len() as f64;
-                PhaseClock::add_flops(clock.as_deref_mut(), PHASE_TRAILING, flops);
-                PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_TRAILING, || {
-                    larfb_left(gpu, v, t, true, a, row0, c, &mut ws.w, &mut ws.w2)
-                })
-            };
-            trailing(&vv, &tv, r0, done_to.min(run_end)..run_end)?;
+            trailing(a, &mut ws, &vv, &tv, r0, done_to.min(run_end)..run_end)?;
+            if let (false, Some((b, row0, c))) = (owed_first, owed) {
+                trailing(a, &mut ws, &merged[b].v(), &merged[b].t(), row0, c)?;
+            }
             if let Some((fv, ft, frow)) = far {
-                trailing(fv, ft, frow, done_to.max(run_end)..ncols)?;
+                // A merged run updates the next run's columns now, the rest later.
+                let now_end = if run.len() > 1 && g + 1 < runs.len() {
+                    run_cols_end(g + 1)
+                } else {
+                    ncols
+                };
+                trailing(a, &mut ws, fv, ft, frow, done_to.max(run_end)..now_end)?;
+                if now_end < ncols {
+                    pending = Some((buf, run_row0, now_end..ncols));
+                }
             }
             if let Some(dm) = d.as_deref_mut() {
                 let qc = dm.ncols();
