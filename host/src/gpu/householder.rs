@@ -79,6 +79,17 @@ pub(crate) type QrClock = PhaseClock<5>;
 /// columns after the run get the run's merged reflector at once.
 pub(crate) const TRAILING_MERGE_WIDTH: usize = 256;
 
+/// Whether [`blocked_qr_band`] merges the trailing update of runs of panels for a
+/// factorisation of `ncols` columns in `T`: in f64 from 8192 columns on. Measured on
+/// an H100 (docs/performance.md, "The trailing update by merged runs of panels"):
+/// f64 `geqrf`/cuqr 8192² 1.15 → 1.25×, 16384² 1.06 → 1.50×, 16384×8192 1.60 → 1.82×,
+/// but 4096² 1.00 → 0.98×, and f32 slower at every size (its GEMMs with one panel's
+/// inner dimension already run near the merged rate, so the merges cost more than
+/// they save).
+pub(crate) fn merges_trailing<T: GpuScalar>(ncols: usize) -> bool {
+    core::mem::size_of::<T>() == 8 && ncols >= 8192
+}
+
 /// Fewest panels a factorisation needs for look-ahead (see [`blocked_qr_impl`]).
 const LOOKAHEAD_MIN_PANELS: usize = 4;
 
@@ -151,6 +162,7 @@ pub(crate) fn blocked_qr_band<T: GpuScalar>(
     nb: usize,
     keep: Option<&mut Vec<Block<T>>>,
 ) -> Result<()> {
+    let merge = merges_trailing::<T>(cols.len());
     blocked_qr_impl(
         gpu,
         a,
@@ -162,6 +174,7 @@ pub(crate) fn blocked_qr_band<T: GpuScalar>(
         nb,
         keep,
         PanelImpl::Auto,
+        merge,
         None,
     )
 }
@@ -195,6 +208,9 @@ pub(crate) enum PanelImpl {
 /// panel works on A by its raw address, so that cudarc's per-buffer event tracking
 /// does not order stream 2 after the main stream's GEMMs on A's other columns.
 ///
+/// With `merge_trailing`, runs of panels update the columns after the run with one
+/// merged reflector (see `runs` below; [`merges_trailing`] is the default choice).
+///
 /// With a `clock`, every phase is bracketed by events on the main stream
 /// ([`QrPhaseTimes`]) and there is no look-ahead (the phases would overlap).
 #[allow(clippy::too_many_arguments)]
@@ -209,6 +225,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     nb: usize,
     mut keep: Option<&mut Vec<Block<T>>>,
     panel: PanelImpl,
+    merge_trailing: bool,
     mut clock: Option<&mut QrClock>,
 ) -> Result<()> {
     if nb == 0 {
@@ -299,7 +316,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     // updates the next run's columns at once and the columns after those in chunks,
     // one after each of the next run's panels but its last, so that every look-ahead
     // panel again has GEMM work beside it.
-    let runs: Vec<Range<usize>> = if band.is_none() {
+    let runs: Vec<Range<usize>> = if band.is_none() && merge_trailing {
         let shapes: Vec<(usize, usize, usize)> = panels
             .iter()
             .map(|&(j0, jb)| {
@@ -1119,6 +1136,7 @@ mod tests {
             nb,
             None,
             panel,
+            true,
             None,
         )
         .unwrap();
@@ -1403,6 +1421,7 @@ mod tests {
             nb,
             None,
             PanelImpl::Auto,
+            true,
             Some(&mut clock),
         )
         .unwrap();

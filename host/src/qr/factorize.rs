@@ -245,7 +245,8 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::GpuScalar>(
     mut clock: Option<&mut crate::gpu::householder::QrClock>,
 ) -> Result<crate::gpu::GpuQr<T>> {
     use crate::gpu::householder::{
-        accumulate_q_backward, blocked_qr_impl, check_rank_dev, PanelImpl, PHASE_Q, PHASE_RANK,
+        accumulate_q_backward, blocked_qr_impl, check_rank_dev, merges_trailing, PanelImpl,
+        PHASE_Q, PHASE_RANK,
     };
     use crate::gpu::timing::PhaseClock;
     use crate::gpu::DevMat;
@@ -269,6 +270,7 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::GpuScalar>(
         plan.block_size,
         keep_q.then_some(&mut blocks),
         PanelImpl::Auto,
+        merges_trailing::<T>(n),
         clock.as_deref_mut(),
     )?;
     PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_RANK, || {
