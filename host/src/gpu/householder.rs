@@ -795,11 +795,20 @@ pub(crate) fn larfb_left<T: GpuScalar>(
 /// docs/performance.md "Kerr's grid and the phase split").
 pub(crate) const Q_MERGE_WIDTH: usize = 256;
 
+/// Fewest rows of Q for [`accumulate_q_backward`] to merge blocks. Below, the Q phase is
+/// short and merging buys little time, while the merged T's longer products cost a
+/// little orthogonality that Kerr's m·u criterion does not leave room for at small m
+/// (H100, f64 257×257 with 32-column panels: ‖QᵀQ − I‖_F 1.5e-14 one block at a time,
+/// 3.0e-14 merged, m·u = 2.9e-14, cuSOLVER's Q 2.7e-14; at 4096² 1.9e-13 → 2.2e-13 against
+/// 4.5e-13 with the Q phase 6.3 → 4.7 ms).
+pub(crate) const Q_MERGE_MIN_ROWS: usize = 4096;
+
 /// Q := H_1⋯H_K applied to the identity, backwards (Q = B₁(B₂(⋯(B_K I)))), each
 /// block touching rows and columns row0.. only (spec §4.3 lesson 1). Consecutive
 /// blocks that reach the last row (each starting where the previous one's columns
 /// end) are merged into block reflectors of up to [`Q_MERGE_WIDTH`] columns first
-/// ([`MergedBlock`]), so that each pass over Q does more work per byte.
+/// ([`MergedBlock`]), so that each pass over Q does more work per byte, when Q has at
+/// least [`Q_MERGE_MIN_ROWS`] rows.
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
@@ -808,7 +817,12 @@ pub(crate) fn accumulate_q_backward<T: GpuScalar>(
     blocks: &[Block<T>],
     q: &mut DevMat<T>,
 ) -> Result<()> {
-    accumulate_q_merged(gpu, blocks, q, Q_MERGE_WIDTH)
+    let width = if q.nrows() >= Q_MERGE_MIN_ROWS {
+        Q_MERGE_WIDTH
+    } else {
+        0
+    };
+    accumulate_q_merged(gpu, blocks, q, width)
 }
 
 /// [`accumulate_q_backward`] with merged reflectors of at most `max_width` columns
