@@ -13,7 +13,7 @@
 
 use core::ops::Range;
 
-use cudarc::driver::{CudaSlice, DevicePtrMut, PinnedHostSlice};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 
 use super::blas::Op;
 use super::kernels::BUILD_T_MAX_K;
@@ -774,26 +774,41 @@ impl RankScratch {
                 .expect("the prefix fits the scratch (asserted)");
             gpu.panel_col_norms(&r.block(0, 0, r.nrows(), n), &mut out)?;
         }
-        // The whole buffer comes back: cudarc copies as many elements as the host side
-        // holds, so both sides must be the same length.
+        // Only the f64 slots holding the 2n outputs come back (cudarc's memcpy_dtoh would
+        // copy the whole host buffer, however wide an earlier check made it).
+        let slots = bytes.div_ceil(8);
         gpu.count_launch();
-        gpu.stream
-            .memcpy_dtoh(&self.dev, &mut self.host)
-            .map_err(super::driver_err("rank check download"))?;
-        // Wait by the stream (the context's spin-then-yield policy): cudarc's page-locked
-        // buffers carry a blocking-sync event, and waiting on that one puts the thread to
-        // sleep (measured: ≈ 0.05–0.1 ms more per update on an H100). `as_slice` then
-        // finds the copy complete.
-        gpu.stream
-            .synchronize()
+        gpu.ctx
+            .bind_to_thread()
             .map_err(super::driver_err("rank check download"))?;
         let host = self
             .host
-            .as_slice()
+            .as_mut_slice()
+            .map_err(super::driver_err("rank check download"))?;
+        {
+            let (src, _record) = self.dev.device_ptr(&gpu.stream);
+            // SAFETY: copies `slots` ≤ len f64s from the device scratch into the first
+            // `slots` of the page-locked host buffer; both stay alive and untouched by
+            // anything else (the scratch is borrowed mutably under Gpu's lock) until the
+            // stream wait below, which completes the copy before the host reads it.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    &mut host[..slots],
+                    src,
+                    gpu.stream.cu_stream(),
+                )
+            }
+            .map_err(super::driver_err("rank check download"))?;
+        }
+        // Wait by the stream (the context's spin-then-yield policy), not by the page-locked
+        // buffer's own event: cudarc creates that one blocking-sync, and waiting on it puts
+        // the thread to sleep (measured: ≈ 0.05–0.1 ms more per update on an H100).
+        gpu.stream
+            .synchronize()
             .map_err(super::driver_err("rank check download"))?;
         // SAFETY: the first `bytes` bytes of the page-locked f64 buffer (alignment 8 ≥
         // that of T) hold the 2n elements of T the kernel wrote and the copy above
-        // brought back (`as_slice` waited for it); every bit pattern is a valid T.
+        // brought back (the stream wait completed it); every bit pattern is a valid T.
         Ok(unsafe { core::slice::from_raw_parts(host.as_ptr().cast::<T>(), 2 * n) })
     }
 }
@@ -1308,6 +1323,55 @@ mod panel_tests {
             one_scaled::<f32>(&g, 9, 3000, jb, variant, 2f64.powi(90));
             one_scaled::<f32>(&g, 10, 3000, jb, variant, 2f64.powi(-90));
         }
+    }
+
+    /// The rank check with its scratch kept on `Gpu` (the updates' check): a wide R
+    /// grows the scratch, narrower ones after it read back only their own outputs; the
+    /// verdicts (column, |R_jj|, tolerance) are those of the CPU check on the same R.
+    fn rank_checks_case<T: GpuScalar>(g: &Gpu) {
+        for (seed, m, n, bad) in [
+            (1u64, 9usize, 7usize, None),
+            (2, 3100, 3000, None),
+            (3, 40, 5, Some(3usize)),
+            (4, 3100, 3000, Some(2999)),
+            (5, 12, 11, Some(0)),
+            (6, 33, 31, None),
+        ] {
+            let mut rng = StdRng::seed_from_u64(seed);
+            // Upper triangular, entries of magnitude in [0.1, 1), random signs.
+            let mut r = Mat::<T>::from_fn(m, n, |i, j| {
+                let x: f64 = rng.random_range(0.1..1.0);
+                let x = if rng.random_bool(0.5) { x } else { -x };
+                if i > j {
+                    T::ZERO
+                } else {
+                    T::from_f64(x)
+                }
+            });
+            if let Some(j) = bad {
+                r[(j, j)] = T::from_f64(1e-30);
+            }
+            let dr = DevMat::from_host(g, r.as_ref()).unwrap();
+            let got = check_rank_dev(g, &dr, n, 1e-8);
+            let want = crate::cpu::check_rank_of(&r, n, 1e-8);
+            match (&got, &want) {
+                (Ok(()), Ok(())) => assert!(bad.is_none(), "n={n}: deficiency missed"),
+                (
+                    Err(Error::RankDeficient { column: cg, .. }),
+                    Err(Error::RankDeficient { column: cc, .. }),
+                ) => {
+                    assert_eq!((Some(*cg), *cg), (bad, *cc), "n={n}");
+                }
+                _ => panic!("n={n}: GPU {got:?} against CPU {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn rank_checks_for_updates_wide_then_narrow() {
+        let Some(g) = super::tests_gate() else { return };
+        rank_checks_case::<f64>(&g);
+        rank_checks_case::<f32>(&g);
     }
 }
 
