@@ -33,6 +33,11 @@ pub struct Gpu {
     /// Device limits and launch answers of `row_insert_qr`, filled by the first row
     /// insertion and kept (`kernels_row_insert.rs`).
     pub(crate) row_insert: std::sync::Mutex<super::kernels_row_insert::RowInsertCache>,
+    /// Device and page-locked host buffers of the rank check
+    /// (`householder::check_rank_dev`), made by the first check and grown as needed.
+    pub(crate) rank_scratch: std::sync::Mutex<Option<super::householder::RankScratch>>,
+    /// Page-locked staging of the updates' uploads (`DevMat::from_host_async`).
+    pub(crate) upload_staging: std::sync::Mutex<Option<super::matrix::UploadStaging>>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) stream2: Arc<CudaStream>,
     pub(crate) stream3: Arc<CudaStream>,
@@ -165,6 +170,8 @@ impl Gpu {
             kernels,
             fused: std::sync::Mutex::new(None),
             row_insert: std::sync::Mutex::new(Default::default()),
+            rank_scratch: std::sync::Mutex::new(None),
+            upload_staging: std::sync::Mutex::new(None),
             stream,
             stream2,
             stream3,

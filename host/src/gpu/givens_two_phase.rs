@@ -13,7 +13,7 @@
 
 use super::kernels_two_phase::{ApplyTarget, RotList, RotSide};
 use super::matrix::{DevMat, DevVec};
-use super::{driver_err, Gpu, GpuScalar};
+use super::{Gpu, GpuScalar};
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
@@ -214,17 +214,12 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
     )
 }
 
-/// A device copy of `a` (same shape and leading dimension), one memcpy.
+/// A device copy of `a` (same shape and leading dimension), one memcpy, no memset.
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`].
 pub(crate) fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T>> {
-    let mut b = DevMat::zeros(gpu, a.nrows(), a.ncols())?;
-    gpu.count_launch();
-    gpu.stream
-        .memcpy_dtod(a.buf(), b.buf_mut())
-        .map_err(driver_err("copying a device matrix"))?;
-    Ok(b)
+    a.dup(gpu)
 }
 
 /// The rank check of the CPU backend (`cpu::check_rank_of`) on a device R: the first

@@ -9,7 +9,7 @@
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DevicePtrMut, LaunchConfig, PushKernelArg};
 
-use super::matrix::{DevMat, DevVec};
+use super::matrix::DevMat;
 use super::{alloc_err, driver_err, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
@@ -133,6 +133,22 @@ pub(crate) struct RowInsertCache {
     occupancy: Vec<((usize, usize), usize)>,
     /// Plans by (entry, n, q, p).
     plans: Vec<(PlanKey, Option<RowInsertShape>)>,
+    /// The launch's τ and publication flags, kept between launches (issue 7: no
+    /// allocation or memset per row insertion once they are wide enough).
+    scratch: Option<RowInsertScratch>,
+}
+
+/// `row_insert_qr`'s τ (scratch: each τ_j is written before its flag is published and
+/// read only after) and flags, for up to `flags.len()` reflectors. The flags hold
+/// values ≤ `base` (zero when made), so a launch with `base` (it publishes by storing
+/// base + 1) finds none of its flags already set; each launch then raises `base` by
+/// one. Before `base + 1` could wrap, the flags are zeroed again.
+#[derive(Debug)]
+struct RowInsertScratch {
+    flags: cudarc::driver::CudaSlice<u32>,
+    /// Room for as many f64s as flags (as many f32s fit twice over).
+    tau: cudarc::driver::CudaSlice<f64>,
+    base: u32,
 }
 
 impl Gpu {
@@ -238,23 +254,48 @@ impl Gpu {
         );
         // The shared-memory limit was raised to the device maximum by `row_insert_plan`.
         let f = &T::kernel_set(&self.kernels).row_insert_qr;
-        let mut tau = DevVec::<T>::zeros(self, n)?;
-        // One publication flag per reflector (zeroed: none is `base + 1`).
-        let mut counter = self
-            .stream
-            .alloc_zeros::<u32>(n)
-            .map_err(alloc_err("the row-insertion flags", 4 * n))?;
-        self.count_launch();
-        let base = 0u32;
+        // The cache stays locked until the launch is queued, so launches take their
+        // `base` values in stream order.
+        let mut guard = self.row_insert.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.scratch.as_ref().is_none_or(|s| s.flags.len() < n) {
+            guard.scratch = None;
+            let len = n.next_power_of_two().max(1024);
+            let flags = self
+                .stream
+                .alloc_zeros::<u32>(len)
+                .map_err(alloc_err("the row-insertion flags", 4 * len))?;
+            // SAFETY: uninitialised τ scratch; the kernel writes τ_j before publishing
+            // reflector j and reads it only after (see RowInsertScratch).
+            let tau = unsafe { self.stream.alloc::<f64>(len) }
+                .map_err(alloc_err("the row-insertion tau", 8 * len))?;
+            self.count_launch();
+            guard.scratch = Some(RowInsertScratch {
+                flags,
+                tau,
+                base: 0,
+            });
+        }
+        let sc = guard.scratch.as_mut().expect("made above");
+        if sc.base >= u32::MAX - 1 {
+            self.stream
+                .memset_zeros(&mut sc.flags)
+                .map_err(driver_err("zeroing the row-insertion flags"))?;
+            self.count_launch();
+            sc.base = 0;
+        }
+        let base = sc.base;
+        sc.base += 1;
         let (ldr, ldd, ldu, lde) = (r.ld(), d.ld(), u.ld(), e.ld());
         let (cpb, ring) = (shape.cpb, shape.ring);
         let (pr, _gr) = r.buf_mut().device_ptr_mut(&self.stream);
         let (pd, _gd) = d.buf_mut().device_ptr_mut(&self.stream);
         let (pu, _gu) = u.buf_mut().device_ptr_mut(&self.stream);
         let (pe, _ge) = e.buf_mut().device_ptr_mut(&self.stream);
-        let mut tau_v = tau.view_mut();
+        // SAFETY: n elements of T (f32 or f64; alignment ≤ 8, any bits valid) fit the
+        // tau scratch of flags.len() ≥ n f64s.
+        let mut tau_v = unsafe { sc.tau.transmute_mut::<T>(n) }.expect("tau scratch fits n");
         let (pt, _gt) = tau_v.device_ptr_mut(&self.stream);
-        let (pc, _gc) = counter.device_ptr_mut(&self.stream);
+        let (pc, _gc) = sc.flags.device_ptr_mut(&self.stream);
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
         b.arg(&pr)
@@ -283,7 +324,9 @@ impl Gpu {
         // cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d (n×q)
         // inside the top rows of `r` and `d`, U (p×n), e (p×q), τ (n) inside their
         // buffers, which are distinct allocations whose guards live across the call;
-        // the flags are n fresh zeroed u32s (none equals base + 1) only this launch touches; the grid
+        // the flags are the first n of the cached flags, all ≤ base (none equals base + 1;
+        // see RowInsertScratch), and the τ scratch is n elements of T; launches using
+        // them are ordered on this stream (the cache lock is held until queued); the grid
         // is ⌈(n+q)/cpb⌉ blocks of 256 threads with the shared memory the contract
         // computes, all co-resident (checked by `row_insert_shape` against the
         // occupancy) and launched cooperatively.

@@ -6,7 +6,7 @@
 
 use core::ops::Range;
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, PinnedHostSlice};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, DevicePtrMut, PinnedHostSlice};
 
 use super::{alloc_err, driver_err, Gpu, GpuScalar};
 use crate::error::{Error, Result};
@@ -98,6 +98,58 @@ impl<T: GpuScalar> DevMat<T> {
         let mut m = Self::zeros(gpu, a.nrows(), a.ncols())?;
         m.upload(gpu, a)?;
         Ok(m)
+    }
+
+    /// [`DevMat::from_host`] without waiting (the updates' inputs, issue 7): the
+    /// matrix is packed (padding rows zero) into the page-locked [`UploadStaging`] kept
+    /// on [`Gpu`] and copied by one asynchronous copy on [`Gpu::stream`], so later work
+    /// on that stream sees it; no memset (the copy writes every element), no
+    /// synchronisation unless the staging is full or too small.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn from_host_async(gpu: &Gpu, a: MatRef<'_, T>) -> Result<Self> {
+        let (nrows, ncols) = (a.nrows(), a.ncols());
+        let ld = padded_ld::<T>(nrows);
+        let len = (ld * ncols).max(1);
+        // SAFETY: uninitialised device memory; the staged copy below writes all `len`
+        // elements (padding rows and the one element of an empty matrix included)
+        // before any later work on the stream can read them.
+        let buf = unsafe { gpu.stream.alloc::<T>(len) }
+            .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
+        let mut m = Self {
+            buf,
+            nrows,
+            ncols,
+            ld,
+        };
+        stage_upload(gpu, &mut m.buf, len, |host| {
+            m_pack(a, nrows, ncols, ld, host);
+        })?;
+        Ok(m)
+    }
+
+    /// A device copy (same shape and ld, padding included): one allocation and one
+    /// device-to-device copy, no memset (the copy writes the whole allocation).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn dup(&self, gpu: &Gpu) -> Result<Self> {
+        let len = self.buf.len();
+        // SAFETY: uninitialised device memory of the source's length; the copy below
+        // overwrites all of it before any later work on the stream reads it.
+        let mut buf = unsafe { gpu.stream.alloc::<T>(len) }
+            .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
+        gpu.count_launch();
+        gpu.stream
+            .memcpy_dtod(&self.buf, &mut buf)
+            .map_err(driver_err("DevMat copy"))?;
+        Ok(Self {
+            buf,
+            nrows: self.nrows,
+            ncols: self.ncols,
+            ld: self.ld,
+        })
     }
 
     /// Rows.
@@ -344,6 +396,56 @@ impl<T: GpuScalar> DevMat<T> {
         }
     }
 
+    /// Keeps the first `ncols` columns in place: no allocation, no copy, no device
+    /// work (column deletion at the end, issue 7). The matrix becomes nrows × ncols
+    /// over the same allocation, whose buffer is re-described as its first ld·ncols
+    /// elements; the trailing columns' memory stays allocated, unused, until the
+    /// matrix is freed (the free releases the whole allocation by its base pointer).
+    ///
+    /// # Panics
+    /// If `ncols` is 0 or more than the current column count. Should cudarc fail to
+    /// create the buffer's tracking events (it panics there) the process aborts: the
+    /// buffer is between its old and new descriptions at that point.
+    pub(crate) fn truncate_cols(&mut self, ncols: usize) {
+        assert!(
+            ncols >= 1 && ncols <= self.ncols,
+            "truncate_cols({ncols}) of {} columns",
+            self.ncols
+        );
+        if ncols == self.ncols {
+            return;
+        }
+        /// Aborts if dropped during an unwind between the read and the write below.
+        struct AbortOnUnwind;
+        impl Drop for AbortOnUnwind {
+            fn drop(&mut self) {
+                std::process::abort();
+            }
+        }
+        let guard = AbortOnUnwind;
+        let stream = self.buf.stream().clone();
+        // SAFETY: `self.buf` is read out and the slot is overwritten by the
+        // `ptr::write` below before anything else can observe or drop it; the only
+        // code in between that can panic (cudarc's event creation in
+        // `upgrade_device_ptr`) aborts the process through `guard` instead of
+        // unwinding past the moved-out slot, so the buffer is never dropped twice.
+        let old = unsafe { core::ptr::read(&self.buf) };
+        // `leak` waits on the buffer's tracking events, drops them and returns the
+        // base pointer without freeing it.
+        let ptr = old.leak();
+        // SAFETY: `ptr` is the base of a live allocation of ld·self.ncols ≥
+        // ld·ncols elements of T, made on `stream` (every DevMat allocates on
+        // Gpu::stream and its buffer keeps that stream) and no longer owned by
+        // anything after `leak`; the new slice describes a prefix of it and frees
+        // the whole allocation (cuMemFreeAsync of the base pointer) when dropped.
+        let new = unsafe { stream.upgrade_device_ptr::<T>(ptr, self.ld * ncols) };
+        // SAFETY: the slot holds the moved-out `old` (now leaked); writing without
+        // dropping it is what the read above requires.
+        unsafe { core::ptr::write(&mut self.buf, new) };
+        core::mem::forget(guard);
+        self.ncols = ncols;
+    }
+
     /// Rows `rows` of column `j` as a vector view.
     ///
     /// # Panics
@@ -503,6 +605,25 @@ impl<T: GpuScalar> DevVec<T> {
         Ok(v)
     }
 
+    /// [`DevVec::from_slice`] without waiting: staged through the page-locked
+    /// [`UploadStaging`] on [`Gpu`] and copied asynchronously on [`Gpu::stream`]
+    /// (as [`DevMat::from_host_async`]).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn from_slice_async(gpu: &Gpu, x: &[T]) -> Result<Self> {
+        let len = x.len().max(1);
+        // SAFETY: uninitialised device memory; the staged copy below writes all `len`
+        // elements (a zero for the one element of an empty vector).
+        let mut buf = unsafe { gpu.stream.alloc::<T>(len) }
+            .map_err(alloc_err("DevVec", len * core::mem::size_of::<T>()))?;
+        stage_upload(gpu, &mut buf, len, |host| {
+            host[..x.len()].copy_from_slice(x);
+            host[x.len()..].fill(T::ZERO);
+        })?;
+        Ok(Self { buf, len: x.len() })
+    }
+
     /// Overwrites the vector with `x` (same length).
     ///
     /// # Errors
@@ -597,6 +718,110 @@ impl<T: GpuScalar> DevVec<T> {
     }
 }
 
+/// Packs the rows × cols matrix `a` column-major with leading dimension `ld` into
+/// `out` (ld·cols elements, or 1 for an empty matrix), padding rows zero.
+fn m_pack<T: GpuScalar>(a: MatRef<'_, T>, rows: usize, cols: usize, ld: usize, out: &mut [T]) {
+    out.fill(T::ZERO);
+    for j in 0..cols {
+        out[j * ld..j * ld + rows].copy_from_slice(a.col(j));
+    }
+}
+
+/// Page-locked host memory through which [`DevMat::from_host_async`] and
+/// [`DevVec::from_slice_async`] upload without waiting, kept on [`Gpu`]
+/// (`Gpu::upload_staging`). Uploads take consecutive regions (128-byte aligned); when
+/// one does not fit what is left, the host waits for `done` (every copy queued so far
+/// out of this buffer) and starts again at the front, so no region is rewritten while
+/// a copy may still read it. Grown (never shrunk) when one upload exceeds it.
+pub(crate) struct UploadStaging {
+    host: PinnedHostSlice<f64>,
+    /// Next free f64 slot.
+    cursor: usize,
+    /// Recorded on [`Gpu::stream`] after each copy out of `host`.
+    done: CudaEvent,
+}
+
+impl UploadStaging {
+    /// Smallest staging, in f64s (1 MiB).
+    const MIN_LEN: usize = 1 << 17;
+
+    fn new(gpu: &Gpu, len: usize) -> Result<Self> {
+        Ok(Self {
+            host: gpu.alloc_pinned::<f64>(len)?,
+            cursor: 0,
+            done: gpu
+                .ctx
+                .new_event(None)
+                .map_err(driver_err("creating the upload staging event"))?,
+        })
+    }
+}
+
+impl Drop for UploadStaging {
+    fn drop(&mut self) {
+        // The page-locked memory must outlive every copy still reading it.
+        let _ = self.done.synchronize();
+    }
+}
+
+/// Copies `len` elements of T, written into page-locked staging by `fill`, into
+/// `dst` (≥ `len` elements) with one asynchronous copy on [`Gpu::stream`].
+fn stage_upload<T: GpuScalar>(
+    gpu: &Gpu,
+    dst: &mut CudaSlice<T>,
+    len: usize,
+    fill: impl FnOnce(&mut [T]),
+) -> Result<()> {
+    assert!(dst.len() >= len);
+    let need = (len * core::mem::size_of::<T>()).div_ceil(8);
+    let mut guard = gpu.upload_staging.lock().unwrap_or_else(|e| e.into_inner());
+    if guard.as_ref().is_none_or(|s| s.host.len() < need) {
+        // Dropping the old staging waits for its copies.
+        *guard = None;
+        let cap = need.next_power_of_two().max(UploadStaging::MIN_LEN);
+        *guard = Some(UploadStaging::new(gpu, cap)?);
+    }
+    let st = guard.as_mut().expect("made above");
+    let mut off = st.cursor.next_multiple_of(LD_ALIGN_BYTES / 8);
+    if off + need > st.host.len() {
+        st.done
+            .synchronize()
+            .map_err(driver_err("waiting for the upload staging"))?;
+        off = 0;
+    }
+    let host = st
+        .host
+        .as_mut_slice()
+        .map_err(driver_err("upload staging"))?;
+    // SAFETY: f64 slots off..off+need of the page-locked buffer (inside it: checked
+    // above) hold `len` elements of T (alignment ≤ 8; every bit pattern valid); no
+    // queued copy reads this region (see UploadStaging: a region is reused only after
+    // `done` has been waited for).
+    let region =
+        unsafe { core::slice::from_raw_parts_mut(host[off..].as_mut_ptr().cast::<T>(), len) };
+    fill(region);
+    gpu.ctx
+        .bind_to_thread()
+        .map_err(driver_err("upload staging"))?;
+    gpu.count_launch();
+    {
+        let (dptr, _record) = dst.device_ptr_mut(&gpu.stream);
+        // SAFETY: copies `len` elements from page-locked host memory that stays
+        // allocated and unmodified until `done` (recorded right after, on the same
+        // stream) has completed, into `dst`, which holds ≥ len elements (asserted);
+        // `_record` keeps cudarc's ordering of `dst` across streams.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(dptr, &*region, gpu.stream.cu_stream())
+        }
+        .map_err(driver_err("staged upload"))?;
+    }
+    st.done
+        .record(&gpu.stream)
+        .map_err(driver_err("recording the upload staging event"))?;
+    st.cursor = off + need;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,5 +844,92 @@ mod tests {
         assert_eq!(span(5, 3, 16), 37);
         assert_eq!(span(0, 3, 16), 0);
         assert_eq!(span(5, 0, 16), 0);
+    }
+
+    fn gpu() -> Option<Gpu> {
+        super::super::householder::tests_gate()
+    }
+
+    fn host_mat<T: GpuScalar>(seed: u64, rows: usize, cols: usize) -> Mat<T> {
+        // Never zero: 1 + (a hash of the position and the seed) / 2^20.
+        Mat::from_fn(rows, cols, |i, j| {
+            let h = (i as u64 * 2_654_435_761 + j as u64 * 40_503 + seed * 97) % (1 << 20);
+            T::from_f64(1.0 + h as f64 / (1u64 << 20) as f64)
+        })
+    }
+
+    /// Staged uploads (the updates' inputs) arrive exactly, padding zero, through many
+    /// uploads in a row: regions side by side, wrap-around of the staging once it is
+    /// full, and growth for one upload larger than it; interleaved with a device copy.
+    fn staged_uploads_case<T: GpuScalar>(g: &Gpu) {
+        let shapes = [
+            (1200usize, 20usize),
+            (7, 3),
+            (1, 1),
+            (2, 4),
+            (513, 257),
+            (31, 1),
+        ];
+        let mut kept = Vec::new();
+        for round in 0..6u64 {
+            for (k, &(r, c)) in shapes.iter().enumerate() {
+                let a = host_mat::<T>(round * 10 + k as u64, r, c);
+                let d = DevMat::from_host_async(g, a.as_ref()).unwrap();
+                kept.push((a, d));
+            }
+            // larger than the smallest staging (1 MiB): makes it grow
+            if round == 3 {
+                let a = host_mat::<T>(999, 700, 400);
+                let d = DevMat::from_host_async(g, a.as_ref()).unwrap();
+                kept.push((a, d));
+            }
+        }
+        for (a, d) in &kept {
+            let copy = d.dup(g).unwrap();
+            assert!(copy.to_host(g).unwrap() == *a);
+            let raw = d.download_raw(g).unwrap();
+            for j in 0..a.ncols() {
+                assert!(raw[j * d.ld() + a.nrows()..(j + 1) * d.ld()]
+                    .iter()
+                    .all(|x| *x == T::ZERO));
+            }
+        }
+        let v: Vec<T> = (0..1001).map(|i| T::from_f64(0.5 + i as f64)).collect();
+        for len in [0usize, 1, 1001] {
+            let dv = DevVec::from_slice_async(g, &v[..len]).unwrap();
+            assert_eq!(dv.len(), len);
+            assert!(dv.to_vec(g).unwrap() == v[..len]);
+        }
+    }
+
+    #[test]
+    fn staged_uploads_for_updates_arrive_exactly() {
+        let Some(g) = gpu() else { return };
+        staged_uploads_case::<f64>(&g);
+        staged_uploads_case::<f32>(&g);
+    }
+
+    /// Column truncation in place (column deletion at the end): the first columns
+    /// unchanged, the matrix usable by copies, downloads, views and a later drop.
+    #[test]
+    fn truncate_cols_for_updates_keeps_the_leading_columns() {
+        let Some(g) = gpu() else { return };
+        let a = host_mat::<f64>(5, 37, 11);
+        let mut d = DevMat::from_host(&g, a.as_ref()).unwrap();
+        d.truncate_cols(11);
+        assert_eq!(d.ncols(), 11);
+        d.truncate_cols(5);
+        assert_eq!((d.nrows(), d.ncols(), d.buf().len()), (37, 5, d.ld() * 5));
+        let want = Mat::from_fn(37, 5, |i, j| a[(i, j)]);
+        assert!(d.to_host(&g).unwrap() == want);
+        assert!(d.dup(&g).unwrap().to_host(&g).unwrap() == want);
+        d.truncate_cols(1);
+        let mut e = DevMat::<f64>::zeros(&g, 37, 1).unwrap();
+        g.stream
+            .memcpy_dtod(&d.col(0, 0..37), &mut e.col_mut(0, 0..37))
+            .unwrap();
+        assert!(e.to_host(&g).unwrap() == Mat::from_fn(37, 1, |i, _| a[(i, 0)]));
+        drop(d);
+        g.synchronize().unwrap();
     }
 }

@@ -149,8 +149,15 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
 /// GPU path of [`run_cpu`] (spec §1.8, erratum E13): validates with the same `plan`,
 /// moves the kept columns into a new R with two device-to-device copies (with the
 /// padded ld, columns k0+p..n are contiguous), then runs the banded blocked reflectors
-/// (length p+1, blocks of p+n_b rows) on copies of d and Q. Fast path k0 = n−p: the
-/// copy only. The state is swapped in only after the rank check passes.
+/// (length p+1, blocks of p+n_b rows) on copies of d and Q. The state is swapped in
+/// only after the rank check passes.
+///
+/// Fast path k0 = n−p: R's first n−p columns are kept **in place**
+/// (`DevMat::truncate_cols`: no allocation, no copy, no launch,
+/// no synchronisation; issue 7) and there is no rank check: the kept columns and
+/// their diagonal are unchanged and ‖R‖_F can only shrink, so a state that passed
+/// its rank test (every GPU state did, at its own tolerance: factorisation and every
+/// update check it) still passes it. The CPU path keeps its (cheap) check.
 ///
 /// # Errors
 /// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors.
@@ -164,6 +171,11 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     let plan = plan(st.dims, k0, p)?;
     let nn = plan.n_new;
     let nb = resolve_block_size(OP, st.params.block_size, nn - k0)?;
+    if plan.is_truncation() {
+        st.r.truncate_cols(nn);
+        st.dims.n = nn;
+        return Ok(());
+    }
     let gpu = st.gpu.clone();
     let (m, n) = (st.dims.m, st.dims.n);
     let ld = st.r.ld();
@@ -180,12 +192,6 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
         gpu.stream()
             .memcpy_dtod(&st.r.buf().slice(src), &mut r.buf_mut().slice_mut(dst))
             .map_err(crate::gpu::driver_err("delete_cols: moving R's columns"))?;
-    }
-    if plan.is_truncation() {
-        check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
-        st.r = r;
-        st.dims.n = nn;
-        return Ok(());
     }
     let mut d = dup_mat(&gpu, &st.d)?;
     let mut q = st.q.as_ref().map(|qm| dup_mat(&gpu, qm)).transpose()?;

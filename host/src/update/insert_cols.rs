@@ -274,7 +274,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     })?;
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
-        let ud = DevMat::from_host(gpu, u)?;
+        let ud = DevMat::from_host_async(gpu, u)?;
         let mut r = DevMat::zeros(gpu, m, n + p)?;
         if k0 > 0 {
             let src = st.r.block(0, 0, m, k0);

@@ -351,8 +351,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
             // reflectors of [R d; U e] flow between blocks that own its columns.
             let mut r = DevMat::<T>::zeros(g, m + p, n)?;
             let mut d = DevMat::<T>::zeros(g, m + p, q)?;
-            let mut uw = DevMat::from_host(g, u)?;
-            let mut ew = DevMat::from_host(g, e)?;
+            let mut uw = DevMat::from_host_async(g, u)?;
+            let mut ew = DevMat::from_host_async(g, e)?;
             g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
             g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
             g.row_insert_qr(&mut r, &mut d, &mut uw, &mut ew, n, q, p, shape)?;
@@ -370,8 +370,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
         Some(_) => Some(DevMat::<T>::zeros(g, m + p, m + p)?),
         None => None,
     };
-    let mut uw = DevMat::from_host(g, u)?;
-    let mut ew = DevMat::from_host(g, e)?;
+    let mut uw = DevMat::from_host_async(g, u)?;
+    let mut ew = DevMat::from_host_async(g, e)?;
     let mut tau = DevVec::<T>::zeros(g, nb)?;
     let mut t = DevMat::<T>::zeros(g, nb, nb)?;
     let mut vu = DevMat::<T>::zeros(g, p, nb)?;

@@ -211,8 +211,8 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     })?;
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
-        let ud = DevVec::from_slice(gpu, u)?;
-        let vd = DevVec::from_slice(gpu, v)?;
+        let ud = DevVec::from_slice_async(gpu, u)?;
+        let vd = DevVec::from_slice_async(gpu, v)?;
         let mut w = DevVec::zeros(gpu, m)?;
         gpu.gemv(
             Op::T,
