@@ -310,6 +310,27 @@ pub unsafe fn shfl_xor_b32(v: u32, mask: u32) -> u32 {
     r
 }
 
+/// `__shfl_sync(0xffffffff, v, lane)` on 32 bits: lane `lane`'s `v` in every lane.
+///
+/// # Safety
+/// As [`shfl_down_b32`]: the full warp executes the call convergently.
+#[inline(always)]
+pub unsafe fn shfl_idx_b32(v: u32, lane: u32) -> u32 {
+    let r: u32;
+    // SAFETY: `shfl.sync.idx.b32` with member mask 0xffffffff and c = 0x1f is valid
+    // when all lanes execute it convergently, which the caller guarantees.
+    unsafe {
+        asm!(
+            "shfl.sync.idx.b32 {r}, {v}, {d}, 0x1f, 0xffffffff;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            d = in(reg32) lane,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    r
+}
+
 /// `__reduce_max_sync(0xffffffff, v)` (PTX `redux.sync.max.u32`, sm_80+): the largest
 /// `v` of the warp, in every lane, in one instruction.
 ///
@@ -372,6 +393,11 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     /// # Safety
     /// As [`shfl_xor_b32`]: the full warp executes the call convergently.
     unsafe fn shfl_xor(self, mask: u32) -> Self;
+    /// Lane `lane`'s value in every lane (see [`shfl_idx_b32`]).
+    ///
+    /// # Safety
+    /// As [`shfl_idx_b32`]: the full warp executes the call convergently.
+    unsafe fn shfl_idx(self, lane: u32) -> Self;
     /// Reads `*p` from global memory with `ld.global.cg` (L2 only, never a stale L1
     /// line): for data other blocks wrote before a [`grid_sync`]. The compiler may
     /// schedule these loads freely between two barriers (they are pure reads).
@@ -462,6 +488,10 @@ macro_rules! impl_float {
                 impl_float!(@shflx $t, self, mask)
             }
             #[inline(always)]
+            unsafe fn shfl_idx(self, lane: u32) -> Self {
+                impl_float!(@shfli $t, self, lane)
+            }
+            #[inline(always)]
             unsafe fn ld_cg(p: *const Self) -> Self {
                 impl_float!(@ldcg $t, p)
             }
@@ -478,6 +508,21 @@ macro_rules! impl_float {
             (
                 shfl_xor_b32(bits as u32, $d),
                 shfl_xor_b32((bits >> 32) as u32, $d),
+            )
+        };
+        f64::from_bits(((hi as u64) << 32) | lo as u64)
+    }};
+    (@shfli f32, $v:expr, $d:expr) => {{
+        // SAFETY: forwarded from the caller of `shfl_idx` (full, convergent warp).
+        f32::from_bits(unsafe { shfl_idx_b32($v.to_bits(), $d) })
+    }};
+    (@shfli f64, $v:expr, $d:expr) => {{
+        let bits = $v.to_bits();
+        // SAFETY: forwarded from the caller of `shfl_idx` (full, convergent warp).
+        let (lo, hi) = unsafe {
+            (
+                shfl_idx_b32(bits as u32, $d),
+                shfl_idx_b32((bits >> 32) as u32, $d),
             )
         };
         f64::from_bits(((hi as u64) << 32) | lo as u64)

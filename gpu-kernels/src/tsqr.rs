@@ -70,9 +70,12 @@ const LDS: usize = LEAF + 1;
 /// broadcast rows, the per-group dot partials, the per-group column maxima, and per
 /// column its scale s_c, its V factor s_c/(α − β) and β.
 pub const QR_SMEM: usize = COLS * LDS + 2 * LEAF + 2 * COLS + 2 * GROUPS * COLS + 3 * COLS;
+/// Leading dimension of [`leaf_apply`]'s tile (even: its columns' pairs of rows are
+/// aligned for vector loads).
+const LDV: usize = LEAF + 2;
 /// Shared memory of [`leaf_apply`], in elements: staging tile (V, then the output),
 /// τ and two sets of dot partials.
-pub const APPLY_SMEM: usize = COLS * LDS + COLS + 2 * GROUPS * COLS;
+pub const APPLY_SMEM: usize = COLS * LDV + COLS + 2 * GROUPS * COLS;
 /// Threads of [`reconstruct`] (one per entry of a COLS×COLS matrix).
 pub const RECON_THREADS: usize = COLS * COLS;
 /// Leading dimension of [`reconstruct`]'s shared matrices.
@@ -86,68 +89,104 @@ fn sum4<T: Float>(a: &[T; 4]) -> T {
     a[0].add(a[1]).add(a[2].add(a[3]))
 }
 
-/// β, τ and 1/(α − β) of the reflector for α and σ = ‖x‖ (spec §1.2, as
-/// `householder::house`): σ = 0 gives (α, 0, 0).
+/// β, τ and 1/(α − β) of the reflector for α and σ² = ‖x‖² of a column of the scaled
+/// leaf (entries below 32 in magnitude, so α² + σ² cannot overflow), as
+/// `householder::house` (spec §1.2): σ² = 0 gives (α, 0, 0); μ = √(α² + σ²) in one
+/// square root, or by [`Float::hypot`] of α and σ when α² + σ² is too small for that
+/// to be accurate. The two quotients are independent (one latency, not two).
 #[inline(always)]
-fn house<T: Float>(alpha: T, sigma: T) -> (T, T, T) {
-    if sigma == T::ZERO {
+fn house<T: Pair>(alpha: T, ss: T) -> (T, T, T) {
+    if ss == T::ZERO {
         (alpha, T::ZERO, T::ZERO)
     } else {
-        let mu = alpha.hypot(sigma);
+        let q = alpha.mul_add(alpha, ss);
+        let mu = if q >= T::TINY {
+            q.sqrt()
+        } else {
+            alpha.hypot(ss.sqrt())
+        };
         let beta = mu.copysign(alpha).neg();
         (beta, beta.sub(alpha).div(beta), T::ONE.div(alpha.sub(beta)))
     }
 }
 
-/// Publishes column `q` divided by its scale (lane q multiplies its own rows below q by
-/// `inv_s` = 1/s_q and writes them, zeros at and above q, to `xbq`) and row q of the
-/// leaf, unscaled, to `rowq` (warp 0).
+/// (a₀ + a₁) + (a₂ + a₃) + ((a₄ + a₅) + (a₆ + a₇)): a sum of [`GROUPS`] partials with
+/// three additions on its critical path.
+#[inline(always)]
+fn sum8<T: Float>(p: &[T; GROUPS]) -> T {
+    p[0].add(p[1])
+        .add(p[2].add(p[3]))
+        .add(p[4].add(p[5]).add(p[6].add(p[7])))
+}
+
+/// Two adjacent elements of shared memory, aligned to their size, so that one
+/// vector instruction (`ld.shared.v2` / `st.shared.v2`) moves both.
+pub trait Pair: Float {
+    /// `[Self; 2]` aligned to 2·size_of Self.
+    type P: Copy;
+    /// Smallest α² + σ² whose square root [`house`] takes directly (far above the
+    /// subnormal range: 2^-960 in f64, 2^-100 in f32).
+    const TINY: Self;
+    /// The pair (a, b).
+    fn pair(a: Self, b: Self) -> Self::P;
+    /// Its elements.
+    fn unpair(p: Self::P) -> (Self, Self);
+}
+
+/// Two f32, 8-byte aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub struct PairF32([f32; 2]);
+/// Two f64, 16-byte aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+pub struct PairF64([f64; 2]);
+
+impl Pair for f32 {
+    type P = PairF32;
+    const TINY: Self = f32::from_bits(27 << 23); // 2^-100
+    #[inline(always)]
+    fn pair(a: Self, b: Self) -> PairF32 {
+        PairF32([a, b])
+    }
+    #[inline(always)]
+    fn unpair(p: PairF32) -> (Self, Self) {
+        (p.0[0], p.0[1])
+    }
+}
+
+impl Pair for f64 {
+    type P = PairF64;
+    const TINY: Self = f64::from_bits(63 << 52); // 2^-960
+    #[inline(always)]
+    fn pair(a: Self, b: Self) -> PairF64 {
+        PairF64([a, b])
+    }
+    #[inline(always)]
+    fn unpair(p: PairF64) -> (Self, Self) {
+        (p.0[0], p.0[1])
+    }
+}
+
+/// `(p[i], p[i + 1])` in one vector load.
 ///
 /// # Safety
-/// Called by every thread of the block between two barriers, with `xbq` ([`LEAF`]) and
-/// `rowq` ([`COLS`]) in shared memory that no thread reads meanwhile.
+/// `p.add(i)` is aligned to 2·size_of T (i even and `p` so aligned), both elements in
+/// bounds and not concurrently written.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn publish<T: Float>(
-    x: &mut [T; RPT],
-    c: usize,
-    g: usize,
-    n: usize,
-    q: usize,
-    inv_s: T,
-    xbq: *mut T,
-    rowq: *mut T,
-) {
-    if c == q {
-        if g == 0 {
-            rows32!(|r| {
-                let v = if r > q {
-                    x[r] = x[r].mul(inv_s);
-                    x[r]
-                } else {
-                    T::ZERO
-                };
-                // SAFETY: r < LEAF; lane q of warp 0 writes its own rows only.
-                unsafe { device::st(xbq, r, v) };
-            });
-        } else {
-            rows32!(|r| {
-                x[r] = x[r].mul(inv_s);
-                // SAFETY: g·RPT + r < LEAF; lane q of warp g writes its own rows only.
-                unsafe { device::st(xbq, g * RPT + r, x[r]) };
-            });
-        }
-    }
-    if g == 0 && c < n {
-        let mut v = T::ZERO;
-        rows32!(|r| {
-            if r == q {
-                v = x[r];
-            }
-        });
-        // SAFETY: c < COLS; one writer per column.
-        unsafe { device::st(rowq, c, v) };
-    }
+unsafe fn ld2<T: Pair>(p: *const T, i: usize) -> (T, T) {
+    // SAFETY: forwarded from the caller (alignment, bounds, no race).
+    T::unpair(unsafe { p.add(i).cast::<T::P>().read() })
+}
+
+/// `p[i], p[i + 1] = a, b` in one vector store.
+///
+/// # Safety
+/// As [`ld2`], and no other thread accesses the two elements concurrently.
+#[inline(always)]
+unsafe fn st2<T: Pair>(p: *mut T, i: usize, a: T, b: T) {
+    // SAFETY: forwarded from the caller (alignment, bounds, exclusive).
+    unsafe { p.add(i).cast::<T::P>().write(T::pair(a, b)) }
 }
 
 /// `tsqr_leaf_qr`: Householder QR of every leaf of the rows×n matrix `a` (ld `lda`),
@@ -156,16 +195,24 @@ unsafe fn publish<T: Float>(
 /// rows on and above the diagonal get R), τ to `tau[b·COLS + j]`, and R (n×n upper
 /// triangular, exact zeros below) to `r_out[b·n + i + j·ldr]`.
 ///
-/// Step j: lanes c ≥ j sum x̂_j·a_c over their rows (lane j's own sum is ‖x̂_j‖²);
-/// barrier; every thread forms σ, β, τ, 1/(α − β); lanes c > j update a_c; lane j+1
-/// publishes its column and warp 0 row j+1; barrier.
+/// Every column c is first divided by s_c (exact: a power of two), so the leaf factored
+/// is Â = A·S⁻¹, whose columns' largest entries lie in [1, 2): the reflectors (v, τ)
+/// are those of A (they do not depend on a column's scale), R = R̂·S (exact), and no
+/// square or dot product overflows or underflows where the data do not. The column
+/// steps are unrolled (j a constant in each copy), so that the rows a step touches and
+/// the row it publishes are known at compile time.
+///
+/// Step j: lanes c ≥ j sum x̂_j·â_c over their rows (pairs of the broadcast column in
+/// one load; lane j's own sum is σ̂²); barrier; every thread forms β̂, τ, 1/(α̂ − β̂)
+/// from lane j's partials; lanes c > j update â_c; lane j+1 publishes its column and
+/// warp 0 row j+1; barrier.
 ///
 /// # Safety
 /// Grid ⌈rows/LEAF⌉, block [`THREADS`], dynamic shared memory [`QR_SMEM`] elements;
 /// 1 ≤ n ≤ COLS; `a` read-writable rows×n (ld ≥ rows); `tau` writable for
 /// grid·COLS; `r_out` writable (grid·n)×n (ld ≥ grid·n); no overlap.
 #[inline(always)]
-pub unsafe fn leaf_qr<T: Float + Pow2>(
+pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
     a: *mut T,
     lda: usize,
     rows: usize,
@@ -179,8 +226,9 @@ pub unsafe fn leaf_qr<T: Float + Pow2>(
     let b = device::block_x();
     let leaf0 = b * LEAF;
     let nr = LEAF.min(rows - leaf0);
-    let sm = device::shared::<T>();
-    // SAFETY: the offsets stay inside QR_SMEM elements (launch contract).
+    let sm = device::shared::<T::P>().cast::<T>();
+    // SAFETY: the offsets stay inside QR_SMEM elements (launch contract). xb starts at
+    // COLS·LDS elements, a multiple of 32: pair-aligned, as are its halves (LEAF).
     let (stage, xb, rowb, pw, cmax, scl, fac, bet) = unsafe {
         let xb = sm.add(COLS * LDS);
         let rowb = xb.add(2 * LEAF);
@@ -221,112 +269,149 @@ pub unsafe fn leaf_qr<T: Float + Pow2>(
     unsafe { device::st(cmax, g * COLS + c, m4[0].max(m4[1]).max(m4[2].max(m4[3]))) };
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
-    // This column's scale s_c (0 for a zero column, whose entries stay zero).
+    // This column's scale s_c (0 for a zero column, whose entries stay zero); the
+    // column is divided by it once (exact).
     let mut mx = T::ZERO;
     for gg in 0..GROUPS {
         // SAFETY: inside the maxima, written before the barrier.
         mx = mx.max(unsafe { device::ld(cmax, gg * COLS + c) });
     }
     let (s_c, inv_s) = mx.pow2_scale();
+    rows32!(|r| {
+        x[r] = x[r].mul(inv_s);
+    });
     if g == 0 {
         // SAFETY: c < COLS; one writer per column.
         unsafe { device::st(scl, c, s_c) };
     }
-    // SAFETY: between barriers; buffers of parity 0.
-    unsafe { publish(&mut x, c, g, n, 0, inv_s, xb, rowb) };
+    // Publish column 0 (rows ≥ 1) and row 0 into the parity-0 buffers.
+    if c == 0 {
+        rows32!(|r| {
+            if r % 2 == 0 {
+                // SAFETY: pair-aligned (r even), inside the column; lane 0 of warp g
+                // writes its own rows (row 0 of group 0 is never read).
+                unsafe { st2(xb, g * RPT + r, x[r], x[r + 1]) };
+            }
+        });
+    }
+    if g == 0 {
+        // SAFETY: c < COLS; one writer per column.
+        unsafe { device::st(rowb, c, x[0]) };
+    }
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
-    for j in 0..n {
-        let p = j & 1;
-        // SAFETY: parity-p buffers, written before the last barrier and rewritten only
-        // after the next one.
-        let (xbp, rowp) = unsafe { (xb.add(p * LEAF), rowb.add(p * COLS)) };
-        if c >= j && c < n {
-            let mut acc = [T::ZERO; 4];
-            rows32!(|r| {
-                // SAFETY: inside the broadcast column (zero at and above row j).
-                let v = unsafe { device::ld(xbp, g * RPT + r) };
-                acc[r & 3] = v.mul_add(x[r], acc[r & 3]);
-            });
-            // SAFETY: one writer per (group, column).
-            unsafe { device::st(pw, g * COLS + c, sum4(&acc)) };
-        }
-        // SAFETY: block-uniform barrier.
-        unsafe { device::sync_threads() };
-        // σ = s_j·‖x̂_j‖ from lane j's partials (the same order in every thread).
-        let mut ss = T::ZERO;
-        for gg in 0..GROUPS {
-            // SAFETY: inside the dot partials.
-            ss = ss.add(unsafe { device::ld(pw, gg * COLS + j) });
-        }
-        // SAFETY: inside the scales and the broadcast row.
-        let (s_j, alpha) = unsafe { (device::ld(scl, j), device::ld(rowp, j)) };
-        let (beta, t, inv) = house(alpha, s_j.mul(ss.sqrt()));
-        // v = x̂_j·s_j/(α − β) below row j, 1 on it.
-        let si = s_j.mul(inv);
-        if c > j && c < n {
-            let mut sc = T::ZERO;
-            for gg in 0..GROUPS {
-                // SAFETY: inside the dot partials.
-                sc = sc.add(unsafe { device::ld(pw, gg * COLS + c) });
-            }
-            // w_c = vᵀa_c = a_jc + si·Σ x̂_i·a_ic; a_c −= τ·w_c·v.
-            // SAFETY: inside the broadcast row.
-            let w = si.mul_add(sc, unsafe { device::ld(rowp, c) });
-            let f = t.mul(w);
-            let fs = f.mul(si).neg();
-            if g == 0 {
+    rows32!(|j| {
+        if j < n {
+            let p = j & 1;
+            // SAFETY: parity-p buffers, written before the last barrier and rewritten
+            // only after the next one.
+            let (xbp, rowp) = unsafe { (xb.add(p * LEAF), rowb.add(p * COLS)) };
+            // Rows of this group that column j reaches below its diagonal: all in
+            // groups ≥ 1, rows > j in group 0 (the pair holding row j + 1 starts at
+            // row j + 1 rounded down to even; its other row, ≤ j, is multiplied by the
+            // zero or stale value only in the dot of lanes that discard it).
+            if c >= j && c < n {
+                let mut acc = [T::ZERO; 4];
                 rows32!(|r| {
-                    // SAFETY: inside the broadcast column.
-                    x[r] = fs.mul_add(unsafe { device::ld(xbp, r) }, x[r]);
-                    if r == j {
-                        x[r] = x[r].sub(f);
+                    if r % 2 == 0 {
+                        if g > 0 || r > j {
+                            // SAFETY: pair-aligned, inside the broadcast column.
+                            let (v0, v1) = unsafe { ld2(xbp, g * RPT + r) };
+                            acc[r & 3] = v0.mul_add(x[r], acc[r & 3]);
+                            acc[(r + 1) & 3] = v1.mul_add(x[r + 1], acc[(r + 1) & 3]);
+                        } else if r + 1 > j {
+                            // Row r ≤ j, row r + 1 > j: only the latter counts.
+                            // SAFETY: inside the broadcast column.
+                            let v1 = unsafe { device::ld(xbp, g * RPT + r + 1) };
+                            acc[(r + 1) & 3] = v1.mul_add(x[r + 1], acc[(r + 1) & 3]);
+                        }
                     }
                 });
-            } else {
+                // SAFETY: one writer per (group, column).
+                unsafe { device::st(pw, g * COLS + c, sum4(&acc)) };
+            }
+            // SAFETY: block-uniform barrier.
+            unsafe { device::sync_threads() };
+            // Lane c's sum of its partials (meaningful for j ≤ c < n); lane j's is
+            // σ̂², which every lane of the warp takes from it.
+            let mut part = [T::ZERO; GROUPS];
+            for (gg, pv) in part.iter_mut().enumerate() {
+                // SAFETY: inside the dot partials.
+                *pv = unsafe { device::ld(pw, gg * COLS + c) };
+            }
+            let sc = sum8(&part);
+            // SAFETY: the whole warp executes this (no divergence at this point).
+            let ss = unsafe { sc.shfl_idx(j as u32) };
+            // SAFETY: inside the broadcast row.
+            let alpha = unsafe { device::ld(rowp, j) };
+            let (beta, t, inv) = house(alpha, ss);
+            // v = x̂_j/(α̂ − β̂) below row j, 1 on it.
+            if c > j && c < n {
+                // w_c = vᵀâ_c = â_jc + inv·Σ x̂_i·â_ic; â_c −= τ·w_c·v.
+                // SAFETY: inside the broadcast row.
+                let w = inv.mul_add(sc, unsafe { device::ld(rowp, c) });
+                let f = t.mul(w);
+                let fs = f.mul(inv).neg();
                 rows32!(|r| {
-                    // SAFETY: inside the broadcast column.
-                    x[r] = fs.mul_add(unsafe { device::ld(xbp, g * RPT + r) }, x[r]);
+                    if r % 2 == 0 {
+                        if g > 0 || r > j {
+                            // SAFETY: pair-aligned, inside the broadcast column.
+                            let (v0, v1) = unsafe { ld2(xbp, g * RPT + r) };
+                            x[r] = fs.mul_add(v0, x[r]);
+                            x[r + 1] = fs.mul_add(v1, x[r + 1]);
+                        } else if r + 1 > j {
+                            // SAFETY: inside the broadcast column.
+                            let v1 = unsafe { device::ld(xbp, g * RPT + r + 1) };
+                            x[r + 1] = fs.mul_add(v1, x[r + 1]);
+                        }
+                    }
                 });
+                if g == 0 {
+                    x[j] = x[j].sub(f);
+                }
             }
-        }
-        if tid == j {
-            // SAFETY: j < COLS; one writer (lane j of warp 0).
-            unsafe {
-                device::st(tau, b * COLS + j, t);
-                device::st(fac, j, si);
-                device::st(bet, j, beta);
+            if tid == j {
+                // SAFETY: j < COLS; one writer (lane j of warp 0).
+                unsafe {
+                    device::st(tau, b * COLS + j, t);
+                    device::st(fac, j, inv);
+                    device::st(bet, j, beta);
+                }
             }
-        }
-        if j + 1 < n {
-            // SAFETY: parity 1 − p buffers, last read before this step's first barrier.
-            unsafe {
-                let q = 1 - p;
-                publish(
-                    &mut x,
-                    c,
-                    g,
-                    n,
-                    j + 1,
-                    inv_s,
-                    xb.add(q * LEAF),
-                    rowb.add(q * COLS),
-                );
+            if j + 1 < n {
+                let q = j + 1;
+                // SAFETY: parity 1 − p buffers, last read before this step's first
+                // barrier; pair-aligned stores of the publishing lane's own rows.
+                unsafe {
+                    let (xbq, rowq) = (xb.add((1 - p) * LEAF), rowb.add((1 - p) * COLS));
+                    if c == q {
+                        rows32!(|r| {
+                            if r % 2 == 0 && (g > 0 || r + 1 > q) {
+                                st2(xbq, g * RPT + r, x[r], x[r + 1]);
+                            }
+                        });
+                    }
+                    if g == 0 {
+                        // q < n ≤ RPT here; the mask only keeps the last unrolled
+                        // copy (j = 31, never reached) in bounds.
+                        device::st(rowq, c, x[q & (RPT - 1)]);
+                    }
+                }
             }
+            // SAFETY: block-uniform barrier.
+            unsafe { device::sync_threads() };
         }
-        // SAFETY: block-uniform barrier.
-        unsafe { device::sync_threads() };
-    }
-    // Column c: R above the diagonal, β on it, V = x̂·s_c/(α − β) below.
+    });
+    // Column c: R = R̂·s_c above the diagonal, β̂·s_c on it, V = x̂/(α̂ − β̂) below.
     if c < n {
         // SAFETY: inside the per-column values, written before the last barrier.
         let (fc, bc) = unsafe { (device::ld(fac, c), device::ld(bet, c)) };
         if g == 0 {
             rows32!(|r| {
                 let v = if r < c {
-                    x[r]
+                    x[r].mul(s_c)
                 } else if r == c {
-                    bc
+                    bc.mul(s_c)
                 } else {
                     x[r].mul(fc)
                 };
@@ -382,7 +467,7 @@ pub unsafe fn leaf_qr<T: Float + Pow2>(
 /// none of the others.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn leaf_apply<T: Float>(
+pub unsafe fn leaf_apply<T: Float + Pair>(
     v: *mut T,
     ldv: usize,
     rows: usize,
@@ -401,10 +486,11 @@ pub unsafe fn leaf_apply<T: Float>(
     let leaf0 = b * LEAF;
     let nr = LEAF.min(rows - leaf0);
     let gi = leaf0 + tid;
-    let sm = device::shared::<T>();
-    // SAFETY: the offsets stay inside APPLY_SMEM elements (launch contract).
+    let sm = device::shared::<T::P>().cast::<T>();
+    // SAFETY: the offsets stay inside APPLY_SMEM elements (launch contract). The tile's
+    // columns start at even offsets (LDV even): pairs of rows are aligned.
     let (stage, taus, pw) = unsafe {
-        let taus = sm.add(COLS * LDS);
+        let taus = sm.add(COLS * LDV);
         (sm, taus, taus.add(COLS))
     };
     // Row tid of the leaf's V (unit diagonal, zeros above and past the matrix).
@@ -421,7 +507,7 @@ pub unsafe fn leaf_apply<T: Float>(
         if k < n {
             let x = if tid == k { T::ONE } else { tmp[k] };
             // SAFETY: inside the tile; thread tid writes row tid only.
-            unsafe { device::st(stage, k * LDS + tid, x) };
+            unsafe { device::st(stage, k * LDV + tid, x) };
         }
     });
     if tid < n {
@@ -460,43 +546,68 @@ pub unsafe fn leaf_apply<T: Float>(
             }
         });
     }
-    // H_b,k for k = n−1 down to 0: y −= τ_k·v_k·(v_kᵀy).
-    for k in (0..n).rev() {
-        // SAFETY: parity buffers of the dot partials: written here, read after the
-        // barrier below, rewritten two steps later (after the next barrier).
-        let pwp = unsafe { pw.add((k & 1) * GROUPS * COLS) };
-        if c < n {
-            let mut acc = [T::ZERO; 4];
-            rows32!(|r| {
-                // SAFETY: inside the tile (zeros above the diagonal and past nr).
-                let x = unsafe { device::ld(stage, k * LDS + g * RPT + r) };
-                acc[r & 3] = x.mul_add(y[r], acc[r & 3]);
-            });
-            // SAFETY: one writer per (group, column).
-            unsafe { device::st(pwp, g * COLS + c, sum4(&acc)) };
-        }
-        // SAFETY: block-uniform barrier.
-        unsafe { device::sync_threads() };
-        if c < n {
-            let mut s = T::ZERO;
-            for gg in 0..GROUPS {
-                // SAFETY: inside the partials.
-                s = s.add(unsafe { device::ld(pwp, gg * COLS + c) });
+    // H_b,k for k = n−1 down to 0: y −= τ_k·v_k·(v_kᵀy), unrolled (k a constant in
+    // each copy): v_k is zero above row k, so group 0 skips those rows.
+    rows32!(|kk| {
+        let k = COLS - 1 - kk;
+        if k < n {
+            // SAFETY: parity buffers of the dot partials: written here, read after the
+            // barrier below, rewritten two steps later (after the next barrier).
+            let pwp = unsafe { pw.add((k & 1) * GROUPS * COLS) };
+            let vk = k * LDV + g * RPT;
+            if c < n {
+                let mut acc = [T::ZERO; 4];
+                rows32!(|r| {
+                    if r % 2 == 0 {
+                        if g > 0 || r >= k {
+                            // SAFETY: pair-aligned (LDV, RPT, r even), inside the tile.
+                            let (x0, x1) = unsafe { ld2(stage, vk + r) };
+                            acc[r & 3] = x0.mul_add(y[r], acc[r & 3]);
+                            acc[(r + 1) & 3] = x1.mul_add(y[r + 1], acc[(r + 1) & 3]);
+                        } else if r + 1 >= k {
+                            // SAFETY: inside the tile.
+                            let x1 = unsafe { device::ld(stage, vk + r + 1) };
+                            acc[(r + 1) & 3] = x1.mul_add(y[r + 1], acc[(r + 1) & 3]);
+                        }
+                    }
+                });
+                // SAFETY: one writer per (group, column).
+                unsafe { device::st(pwp, g * COLS + c, sum4(&acc)) };
             }
-            // SAFETY: inside the shared τ.
-            let f = unsafe { device::ld(taus, k) }.mul(s).neg();
-            rows32!(|r| {
-                // SAFETY: inside the tile.
-                y[r] = f.mul_add(unsafe { device::ld(stage, k * LDS + g * RPT + r) }, y[r]);
-            });
+            // SAFETY: block-uniform barrier.
+            unsafe { device::sync_threads() };
+            if c < n {
+                let mut part = [T::ZERO; GROUPS];
+                for (gg, pv) in part.iter_mut().enumerate() {
+                    // SAFETY: inside the partials.
+                    *pv = unsafe { device::ld(pwp, gg * COLS + c) };
+                }
+                let s = sum8(&part);
+                // SAFETY: inside the shared τ.
+                let f = unsafe { device::ld(taus, k) }.mul(s).neg();
+                rows32!(|r| {
+                    if r % 2 == 0 {
+                        if g > 0 || r >= k {
+                            // SAFETY: pair-aligned, inside the tile.
+                            let (x0, x1) = unsafe { ld2(stage, vk + r) };
+                            y[r] = f.mul_add(x0, y[r]);
+                            y[r + 1] = f.mul_add(x1, y[r + 1]);
+                        } else if r + 1 >= k {
+                            // SAFETY: inside the tile.
+                            let x1 = unsafe { device::ld(stage, vk + r + 1) };
+                            y[r + 1] = f.mul_add(x1, y[r + 1]);
+                        }
+                    }
+                });
+            }
         }
-    }
+    });
     // SAFETY: block-uniform barrier (every read of V done).
     unsafe { device::sync_threads() };
     if c < n {
         rows32!(|r| {
             // SAFETY: inside the tile.
-            unsafe { device::st(stage, c * LDS + g * RPT + r, y[r]) };
+            unsafe { device::st(stage, c * LDV + g * RPT + r, y[r]) };
         });
     }
     // SAFETY: block-uniform barrier.
@@ -504,7 +615,7 @@ pub unsafe fn leaf_apply<T: Float>(
     rows32!(|k| {
         if k < n {
             // SAFETY: inside the tile.
-            tmp[k] = unsafe { device::ld(stage, k * LDS + tid) };
+            tmp[k] = unsafe { device::ld(stage, k * LDV + tid) };
         }
     });
     if tid < nr && (skip_top == 0 || gi >= n) {

@@ -88,6 +88,75 @@ fn probe_libraries() -> Result<()> {
     Ok(())
 }
 
+/// Fraction of the device's memory that the default memory pool keeps reserved after
+/// a synchronisation (1/8).
+const POOL_KEEP_DIVISOR: u64 = 8;
+
+/// Raises the release threshold of the device's default memory pool (the pool that
+/// cudarc's stream-ordered allocations come from) to 1/[`POOL_KEEP_DIVISOR`] of the
+/// device memory, unless it is already higher. With CUDA's default of 0, every stream
+/// or event synchronisation returns all freed pool memory to the driver, and the next
+/// allocation maps it again: a factorisation that frees its panel buffers and then
+/// synchronises for the rank check paid ≈ 0.3–0.9 ms of host-side unmapping and
+/// remapping per call on an H100 (1048576×32, docs/performance.md). Memory above the
+/// threshold is still released at synchronisation. Nothing to do without the
+/// stream-ordered allocator.
+fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
+    use cudarc::driver::sys::{self, CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
+    let check = |r: sys::CUresult, what: &str| -> Result<()> {
+        if r == sys::CUresult::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(Error::Driver(format!("{what}: {r:?}")))
+        }
+    };
+    if !ctx.has_async_alloc() {
+        return Ok(()); // no stream-ordered allocator: nothing is pooled
+    }
+    ctx.bind_to_thread()
+        .map_err(driver_err("binding the context"))?;
+    let dev = ctx.cu_device();
+    let mut total = 0usize;
+    let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
+    let mut cur = 0u64;
+    // SAFETY: `dev` is the context's device handle; each call writes only through the
+    // pointer it is given (a usize, a CUmemoryPool, a u64: the types the driver API
+    // documents for these queries), all live locals.
+    unsafe {
+        check(
+            sys::cuDeviceTotalMem_v2(&mut total, dev),
+            "querying the device memory",
+        )?;
+        check(
+            sys::cuDeviceGetDefaultMemPool(&mut pool, dev),
+            "querying the default memory pool",
+        )?;
+        check(
+            sys::cuMemPoolGetAttribute(
+                pool,
+                CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut cur as *mut u64).cast(),
+            ),
+            "reading the pool's release threshold",
+        )?;
+    }
+    let mut keep = total as u64 / POOL_KEEP_DIVISOR;
+    if keep > cur {
+        // SAFETY: `pool` was returned by the driver above; the attribute takes a u64.
+        unsafe {
+            check(
+                sys::cuMemPoolSetAttribute(
+                    pool,
+                    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                    (&mut keep as *mut u64).cast(),
+                ),
+                "setting the pool's release threshold",
+            )?;
+        }
+    }
+    Ok(())
+}
+
 impl Gpu {
     /// Streaming multiprocessors of the device (at least 1): the bound on co-resident
     /// blocks of a cooperative launch, with the occupancy.
@@ -164,6 +233,7 @@ impl Gpu {
         let solver = DnHandle::new(stream.clone())
             .map_err(|e| Error::Cusolver(format!("creating the dense handle: {e}")))?;
         let kernels = Kernels::load(&ctx)?;
+        keep_pool_memory(&ctx)?;
         Ok(Self {
             blas,
             solver,

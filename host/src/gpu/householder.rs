@@ -102,9 +102,16 @@ struct PanelBufs<T> {
 }
 
 impl<T: GpuScalar> PanelBufs<T> {
+    /// V is left unset: every panel implementation writes all of V's l×jb block
+    /// (explicit 1s and 0s above the reflectors: `fused_panel_qr`'s write-back,
+    /// `panel_extract_v`, the TSQR panel's leaf-0 apply, `tsqr_reconstruct` and final
+    /// apply) before the block reflector reads it, so the fill pass over the tallest
+    /// panel's rows (256 MiB for 1048576×32 f64) is not needed.
     fn new(gpu: &Gpu, l: usize, jb: usize) -> Result<Self> {
         Ok(Self {
-            v: DevMat::zeros(gpu, l.max(1), jb)?,
+            // SAFETY: see above: only the block (0..l', 0..jb') of the panel being
+            // factored is read, after the panel wrote all of it.
+            v: unsafe { DevMat::uninit(gpu, l.max(1), jb)? },
             t: DevMat::zeros(gpu, jb, jb)?,
             tau: DevVec::zeros(gpu, jb)?,
         })
@@ -1632,11 +1639,31 @@ mod panel_tests {
         variant: Variant,
         scale: f64,
     ) {
+        one_col_scaled::<T>(g, seed, m, jb, variant, &vec![scale; jb]);
+    }
+
+    /// [`one`] on the random panel with column j times `scales[j]` (powers of two):
+    /// QR(A·D) = Q·(R·D), so V, τ and T are those of A and R's column j is compared
+    /// relative to `scales[j]`.
+    fn one_col_scaled<T: GpuScalar>(
+        g: &Gpu,
+        seed: u64,
+        m: usize,
+        jb: usize,
+        variant: Variant,
+        scales: &[f64],
+    ) {
         let mut rng = StdRng::seed_from_u64(seed);
-        let a = Mat::<T>::from_fn(m, jb, |_, _| {
-            T::from_f64(rng.random_range(-1.0..1.0) * scale)
+        let a = Mat::<T>::from_fn(m, jb, |_, j| {
+            T::from_f64(rng.random_range(-1.0..1.0) * scales[j])
         });
-        let what = format!("{m}x{jb} {} {variant:?} scale {scale:e}", T::NAME);
+        let (lo, hi) = scales
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(l, h), &s| (l.min(s), h.max(s)));
+        let what = format!(
+            "{m}x{jb} {} {variant:?} column scales {lo:e}..{hi:e}",
+            T::NAME
+        );
         // Per-column reference.
         let mut ra = DevMat::from_host(g, a.as_ref()).unwrap();
         let mut rtau = DevVec::<T>::zeros(g, jb).unwrap();
@@ -1694,11 +1721,12 @@ mod panel_tests {
         let tau_f = Mat::from_fn(jb, 1, |i, _| ftau.to_vec(g).unwrap()[i]);
         let tau_r = Mat::from_fn(jb, 1, |i, _| rtau.to_vec(g).unwrap()[i]);
         close(&format!("{what} tau"), &tau_f, &tau_r, tol);
+        let unscaled = |x: Mat<T>| Mat::from_fn(m, jb, |i, j| x[(i, j)].to_f64() / scales[j]);
         close(
             &format!("{what} R"),
-            &fa.to_host(g).unwrap(),
-            &ra.to_host(g).unwrap(),
-            tol * scale,
+            &unscaled(fa.to_host(g).unwrap()),
+            &unscaled(ra.to_host(g).unwrap()),
+            tol,
         );
         close(
             &format!("{what} V"),
@@ -1808,6 +1836,23 @@ mod panel_tests {
         let Some(g) = super::tests_gate() else { return };
         rank_checks_case::<f64>(&g);
         rank_checks_case::<f32>(&g);
+    }
+
+    #[test]
+    fn tsqr_panel_with_columns_of_far_apart_scales() {
+        // Columns scaled by powers of two far apart (squares and cross products of the
+        // unscaled entries overflow or underflow): each column is scaled by its own
+        // power of two inside the leaves, so R, V, τ and T must match the per-column
+        // kernels, R column by column relative to its scale.
+        let Some(g) = super::tests_gate() else { return };
+        let e64 = [700, -700, 0, 300, -1000, 500, -300, 0];
+        let e32 = [90, -90, 0, 40, -100, 60, -40, 0];
+        for (jb, m) in [(32, 3001), (13, 70_001)] {
+            let s64: Vec<f64> = (0..jb).map(|j| 2f64.powi(e64[j % 8])).collect();
+            one_col_scaled::<f64>(&g, 41, m, jb, Variant::Tsqr, &s64);
+            let s32: Vec<f64> = (0..jb).map(|j| 2f64.powi(e32[j % 8])).collect();
+            one_col_scaled::<f32>(&g, 42, m, jb, Variant::Tsqr, &s32);
+        }
     }
 }
 

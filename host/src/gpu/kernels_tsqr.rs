@@ -32,8 +32,10 @@ const QR_SMEM: usize = TSQR_MAX_COLS * LDS
     + 2 * TSQR_MAX_COLS
     + 2 * 8 * TSQR_MAX_COLS
     + 3 * TSQR_MAX_COLS;
+/// Leading dimension of `tsqr_leaf_apply`'s tile (`tsqr::LDV`, even).
+const LDV: usize = TSQR_LEAF + 2;
 /// `tsqr::APPLY_SMEM`, elements.
-const APPLY_SMEM: usize = TSQR_MAX_COLS * LDS + TSQR_MAX_COLS + 2 * 8 * TSQR_MAX_COLS;
+const APPLY_SMEM: usize = TSQR_MAX_COLS * LDV + TSQR_MAX_COLS + 2 * 8 * TSQR_MAX_COLS;
 /// `tsqr::RECON_SMEM`, elements.
 const RECON_SMEM: usize = 3 * TSQR_MAX_COLS * (TSQR_MAX_COLS + 1) + TSQR_MAX_COLS;
 
@@ -135,7 +137,12 @@ impl<T: GpuScalar> TsqrWork<T> {
             .map_err(driver_err(what))?;
         }
         Ok(Self {
-            scratch: DevVec::zeros(gpu, plan.len)?,
+            // SAFETY: every region of the scratch is written before it is read: level
+            // matrices by the level below's `tsqr_leaf_qr` (all leaves·n rows), the
+            // levels' Q by `tsqr_leaf_apply` (all rows), τ for columns < n by the leaf
+            // QR (read for those only), the final R by the top leaf QR, M and R by
+            // `tsqr_reconstruct` (columns < n, read for those only).
+            scratch: unsafe { DevVec::uninit(gpu, plan.len)? },
             _elem: PhantomData,
         })
     }

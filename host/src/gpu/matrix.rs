@@ -90,6 +90,30 @@ impl<T: GpuScalar> DevMat<T> {
         })
     }
 
+    /// An `nrows × ncols` matrix whose contents are left unset (no fill pass over
+    /// the allocation): for outputs that a kernel writes in full before anything
+    /// reads them.
+    ///
+    /// # Safety
+    /// Every element that is read (through views, copies or kernels) must have been
+    /// written first; reading an unset element gives arbitrary values.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) unsafe fn uninit(gpu: &Gpu, nrows: usize, ncols: usize) -> Result<Self> {
+        let ld = padded_ld::<T>(nrows);
+        let len = (ld * ncols).max(1);
+        // SAFETY: the contents are unset; the caller writes before reading (contract).
+        let buf = unsafe { gpu.stream.alloc::<T>(len) }
+            .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
+        Ok(Self {
+            buf,
+            nrows,
+            ncols,
+            ld,
+        })
+    }
+
     /// Uploads a host matrix (padding rows zero).
     ///
     /// # Errors
@@ -591,6 +615,20 @@ impl<T: GpuScalar> DevVec<T> {
         let buf = gpu
             .stream
             .alloc_zeros::<T>(len.max(1))
+            .map_err(alloc_err("DevVec", len.max(1) * core::mem::size_of::<T>()))?;
+        Ok(Self { buf, len })
+    }
+
+    /// `len` elements left unset (see [`DevMat::uninit`]).
+    ///
+    /// # Safety
+    /// Every element that is read must have been written first.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) unsafe fn uninit(gpu: &Gpu, len: usize) -> Result<Self> {
+        // SAFETY: the contents are unset; the caller writes before reading (contract).
+        let buf = unsafe { gpu.stream.alloc::<T>(len.max(1)) }
             .map_err(alloc_err("DevVec", len.max(1) * core::mem::size_of::<T>()))?;
         Ok(Self { buf, len })
     }
