@@ -204,6 +204,16 @@ fn rectangular_f32() {
 }
 
 #[test]
+fn empty_matrix_is_a_shape_error() {
+    for (m, n) in [(0, 4), (4, 0), (0, 0)] {
+        match CpuLu::factorize(Mat::<f64>::zeros(m, n).as_ref(), LuParams::default()) {
+            Err(Error::Shape { got: 0, .. }) => {}
+            other => panic!("{m}x{n}: expected a Shape error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn singular_zero_column() {
     let mut rng = common::rng(31);
     let n = 67;

@@ -232,9 +232,14 @@ impl<'a, T: Scalar> MatRef<'a, T> {
         assert!(i < self.nrows && j < self.ncols);
         self.data[i + j * self.ld]
     }
-    /// Column `j` as a slice.
+    /// Column `j` as a slice (empty when the view has no rows).
     pub fn col(&self, j: usize) -> &'a [T] {
         assert!(j < self.ncols);
+        if self.nrows == 0 {
+            // A view of a 0-row matrix may hold less data than ld·j (`Mat::as_ref`
+            // of an empty Mat): no element is read, whatever j.
+            return &[];
+        }
         &self.data[j * self.ld..j * self.ld + self.nrows]
     }
     /// An owned copy.
@@ -277,5 +282,27 @@ impl<'a, T: Scalar> MatRef<'a, T> {
 impl<'a, T: Scalar> From<&'a Mat<T>> for MatRef<'a, T> {
     fn from(m: &'a Mat<T>) -> Self {
         m.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Views of matrices without rows hold no element: every column is empty, scans
+    /// find nothing, norms are zero (no panic for j ≥ 1 of an empty `Mat`).
+    #[test]
+    fn views_without_rows_have_empty_columns() {
+        let a = Mat::<f64>::zeros(0, 3);
+        let v = a.as_ref();
+        for j in 0..3 {
+            assert!(v.col(j).is_empty());
+        }
+        assert_eq!(v.first_non_finite(), None);
+        assert_eq!(v.norm_fro(), 0.0);
+        assert_eq!(v.to_owned().ncols(), 3);
+        let data = [1.0f32; 4];
+        let w = MatRef::new(&data, 0, 2, 2).unwrap();
+        assert!(w.col(1).is_empty());
     }
 }

@@ -24,7 +24,8 @@ impl<T: Scalar> CpuLu<T> {
     /// Factorises the m×n matrix `a` as PA = LU with partial pivoting (issue 6).
     ///
     /// # Errors
-    /// [`Error::InvalidParam`](crate::Error::InvalidParam) for bad `params`;
+    /// [`Error::Shape`](crate::Error::Shape) for an empty `a` (no rows or no
+    /// columns); [`Error::InvalidParam`](crate::Error::InvalidParam) for bad `params`;
     /// [`Error::NonFinite`](crate::Error::NonFinite) for a NaN/∞ entry;
     /// [`Error::Singular`](crate::Error::Singular) naming the first column j <
     /// min(m, n) with |u_jj| ≤ tol·max|a_ij|.

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 
-use super::{check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u};
+use super::{
+    check_params, check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u,
+};
 use super::{default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS};
 use super::{DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
 use crate::error::{Error, Result};
@@ -105,21 +107,20 @@ impl<T: GpuScalar> GpuLu<T> {
     /// and a NaN/∞ input surfaces as [`Error::Singular`] at a non-finite pivot.
     ///
     /// # Errors
-    /// [`Error::InvalidParam`] for bad `params`; [`Error::Singular`];
+    /// [`Error::Shape`] for an empty `a`; [`Error::InvalidParam`] for bad `params`;
+    /// [`Error::Singular`];
     /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
     pub fn factorize_dev(gpu: &Arc<Gpu>, a: DevMat<T>, params: LuParams) -> Result<Self> {
         const OP: &str = "GpuLu::factorize_dev";
         let (m, n) = (a.nrows(), a.ncols());
-        // validate the parameters through the shared plan on an empty view
-        let empty: [T; 0] = [];
-        let probe = MatRef::new(&empty, 0, 0, 1)?;
+        // the shape and parameters, checked as the host path checks them
         let mut p = params;
         p.block_size = Some(
             params
                 .block_size
                 .unwrap_or_else(|| default_block_size(m, n)),
         );
-        plan(OP, probe, &p)?;
+        check_params::<T>(OP, m, n, &p)?;
         let opts = panel_opts(OP, &params)?;
         let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
         let base = params.panel_base.unwrap_or(DEFAULT_PANEL_BASE).min(nb);

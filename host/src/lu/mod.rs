@@ -119,17 +119,29 @@ pub(crate) struct Plan {
     pub abs_tol: f64,
 }
 
-/// Validates `a` and `params` (shared by both backends so they fail alike).
+/// Validates an m×n shape and `params` (shared by both backends so they fail alike):
+/// returns the block size, the panel base and the relative singularity tolerance.
 ///
 /// # Errors
+/// [`Error::Shape`] for an empty A (as the QR factorisation: nothing to factor);
 /// [`Error::InvalidParam`] for a zero block size or panel base, or a negative or
-/// non-finite tolerance; [`Error::NonFinite`] for a NaN/∞ entry of `a`.
-pub(crate) fn plan<T: Scalar>(
+/// non-finite tolerance.
+pub(crate) fn check_params<T: Scalar>(
     op: &'static str,
-    a: MatRef<'_, T>,
+    m: usize,
+    n: usize,
     params: &LuParams,
-) -> Result<Plan> {
-    let (m, n) = (a.nrows(), a.ncols());
+) -> Result<(usize, usize, f64)> {
+    for (what, got) in [("rows of A", m), ("columns of A", n)] {
+        if got == 0 {
+            return Err(Error::Shape {
+                op,
+                what,
+                got,
+                expected: 1,
+            });
+        }
+    }
     let nb = params
         .block_size
         .unwrap_or_else(|| default_block_size(m, n));
@@ -158,6 +170,20 @@ pub(crate) fn plan<T: Scalar>(
             why: format!("{rel} is not a finite value >= 0"),
         });
     }
+    Ok((nb, base, rel))
+}
+
+/// Validates `a` and `params` ([`check_params`]) and plans the factorisation.
+///
+/// # Errors
+/// As [`check_params`]; [`Error::NonFinite`] for a NaN/∞ entry of `a`.
+pub(crate) fn plan<T: Scalar>(
+    op: &'static str,
+    a: MatRef<'_, T>,
+    params: &LuParams,
+) -> Result<Plan> {
+    let (m, n) = (a.nrows(), a.ncols());
+    let (nb, base, rel) = check_params::<T>(op, m, n, params)?;
     if let Some((row, col)) = a.first_non_finite() {
         return Err(Error::NonFinite {
             op,
@@ -296,6 +322,23 @@ mod tests {
         // two swaps (+1), one negative pivot (−1)
         assert_eq!(s, -1.0);
         assert!((l - 3.0f64.ln()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn plan_rejects_an_empty_matrix() {
+        for (m, n, what) in [
+            (0, 3, "rows of A"),
+            (3, 0, "columns of A"),
+            (0, 0, "rows of A"),
+        ] {
+            let a = Mat::<f64>::zeros(m, n);
+            match plan("t", a.as_ref(), &LuParams::default()) {
+                Err(Error::Shape {
+                    what: w, got: 0, ..
+                }) => assert_eq!(w, what, "{m}x{n}"),
+                other => panic!("{m}x{n}: {other:?}"),
+            }
+        }
     }
 
     #[test]
