@@ -9,7 +9,7 @@
 //! panel on [`Gpu::stream2`] under look-ahead.
 //!
 //! The matrix, pivot and diagonal pointers are taken once per factorisation (one
-//! cudarc guard each, held for the whole loop) and carried in a private [`LuPtrs`],
+//! cudarc guard each, held for the whole loop) and carried in a private `LuPtrs`,
 //! so the per-launch host cost is the launch alone; the cooperative panel's partials
 //! and barrier counter are allocated (the counter zeroed) once per factorisation.
 //! Launches per panel with the cooperative panel and look-ahead: 1 panel, 1 laswp, 1

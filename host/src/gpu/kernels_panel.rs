@@ -350,7 +350,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// `panel_col_norms`: out[c] = ‖a(0:min(c+1, rows), c)‖₂ and out[cols + c] = a(c, c),
+    /// `panel_col_norms`: `out[c]` = ‖a(0:min(c+1, rows), c)‖₂ and `out[cols + c]` = a(c, c),
     /// for the rank check of an upper-trapezoidal R (spec §5.2 F19).
     ///
     /// # Errors

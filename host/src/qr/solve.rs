@@ -28,7 +28,7 @@ pub(crate) fn nrm2_f64<T: Scalar>(x: &[T]) -> f64 {
 }
 
 /// Solves min ‖Ax − b‖₂ from R (m×n upper trapezoidal) and d = Qᵀb (m×q): x = R₁⁻¹ d(0:n)
-/// by back substitution for every right-hand side, and residual_norms[j] = ‖d(n:m, j)‖₂
+/// by back substitution for every right-hand side, and `residual_norms[j]` = ‖d(n:m, j)‖₂
 /// (spec §1.1). `n` is the number of columns of the current problem (`r.ncols()`).
 ///
 /// # Errors

@@ -307,7 +307,7 @@ fn apply_block_q<T: Scalar>(vu: &Mat<T>, t: &Mat<T>, mm: &mut Mat<T>, j0: usize,
 
 /// GPU path of [`run_cpu`] (spec §1.9, erratum E16): validates with the same `plan`,
 /// then the compact-WY row addition on the device: phase 1 per column (`house` on
-/// R[j,j] and U[:,j], `panel_apply` on the block's rest of R's row j and U), phase 2
+/// R(j, j) and U(:, j), `panel_apply` on the block's rest of R's row j and U), phase 2
 /// T by `wy_build_t` on V_U, phase 3 by GEMMs (W = R₁ + V_UᵀU₂; R₁ −= TᵀW;
 /// U₂ −= V_U(TᵀW)), d and e likewise; with Q, Q̃ = Pᵀ·diag(Q, I_p)·H₁⋯H_n with the
 /// new rows at k0. Everything is built in new buffers and swapped in after the rank
