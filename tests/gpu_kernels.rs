@@ -632,7 +632,8 @@ fn gpu_opens_and_describes_itself() {
     gpu.synchronize().unwrap();
 }
 
-/// Pinned and pageable transfers round-trip a padded matrix exactly.
+/// Pinned and pageable transfers round-trip a padded matrix exactly, also through a
+/// staging buffer longer than the matrix.
 #[test]
 fn devmat_round_trips() {
     let Some(gpu) = common::gpu() else { return };
@@ -645,5 +646,12 @@ fn devmat_round_trips() {
         let b = rand_mat::<f64>(&mut rng, m, n);
         d.upload_pinned(&gpu, b.as_ref(), &mut staging).unwrap();
         assert_eq!(d.download_pinned(&gpu, &mut staging).unwrap(), b);
+        // A staging buffer longer than the matrix (a reused, larger one): only the
+        // matrix's elements move.
+        let mut long = gpu.alloc_pinned::<f64>(d.ld() * n + 777).unwrap();
+        let c = rand_mat::<f64>(&mut rng, m, n);
+        d.upload_pinned(&gpu, c.as_ref(), &mut long).unwrap();
+        assert_eq!(d.to_host(&gpu).unwrap(), c);
+        assert_eq!(d.download_pinned(&gpu, &mut long).unwrap(), c);
     }
 }

@@ -261,8 +261,12 @@ impl<T: GpuScalar> DevMat<T> {
             .map_err(driver_err("pinned staging"))?;
         self.pack(a, &mut host[..len]);
         gpu.count_launch();
+        // Exactly the allocation's length: cudarc copies as many elements as the host
+        // side holds, and a longer staging buffer would fail its length assert. The
+        // slice is page-locked memory all the same; the wait below completes the copy
+        // before `staging` can be touched again.
         gpu.stream
-            .memcpy_htod(staging, &mut self.buf)
+            .memcpy_htod(&host[..len], &mut self.buf)
             .map_err(driver_err("DevMat pinned upload"))?;
         gpu.stream
             .synchronize()
@@ -297,13 +301,17 @@ impl<T: GpuScalar> DevMat<T> {
             ));
         }
         gpu.count_launch();
+        let host = staging
+            .as_mut_slice()
+            .map_err(driver_err("pinned staging"))?;
+        // Exactly the allocation's length: cudarc copies as many elements as the host
+        // side holds, so a longer staging buffer would read past the device buffer.
         gpu.stream
-            .memcpy_dtoh(&self.buf, staging)
+            .memcpy_dtoh(&self.buf, &mut host[..len])
             .map_err(driver_err("DevMat pinned download"))?;
         gpu.stream
             .synchronize()
             .map_err(driver_err("DevMat pinned download"))?;
-        let host = staging.as_slice().map_err(driver_err("pinned staging"))?;
         Ok(self.unpack(&host[..len]))
     }
 
