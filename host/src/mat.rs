@@ -22,11 +22,14 @@ pub struct MatRef<'a, T> {
 
 impl<T: Scalar> Mat<T> {
     /// An `nrows × ncols` matrix of zeros.
+    ///
+    /// # Panics
+    /// If `nrows · ncols` overflows `usize` (as `Vec` panics on a capacity overflow).
     pub fn zeros(nrows: usize, ncols: usize) -> Self {
         Self {
             nrows,
             ncols,
-            data: vec![T::ZERO; nrows * ncols],
+            data: vec![T::ZERO; element_count("Mat::zeros", nrows, ncols)],
         }
     }
 
@@ -40,8 +43,11 @@ impl<T: Scalar> Mat<T> {
     }
 
     /// Builds a matrix from `f(i, j)`.
+    ///
+    /// # Panics
+    /// If `nrows · ncols` overflows `usize`.
     pub fn from_fn(nrows: usize, ncols: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
-        let mut data = Vec::with_capacity(nrows * ncols);
+        let mut data = Vec::with_capacity(element_count("Mat::from_fn", nrows, ncols));
         for j in 0..ncols {
             for i in 0..nrows {
                 data.push(f(i, j));
@@ -53,14 +59,19 @@ impl<T: Scalar> Mat<T> {
     /// Wraps column-major data.
     ///
     /// # Errors
+    /// [`Error::InvalidParam`] if `nrows · ncols` overflows `usize`;
     /// [`Error::Shape`] if `data.len() != nrows * ncols`.
     pub fn from_col_major(nrows: usize, ncols: usize, data: Vec<T>) -> Result<Self> {
-        if data.len() != nrows * ncols {
+        const OP: &str = "Mat::from_col_major";
+        let Some(count) = nrows.checked_mul(ncols) else {
+            return Err(overflow(OP, nrows, ncols));
+        };
+        if data.len() != count {
             return Err(Error::Shape {
-                op: "Mat::from_col_major",
+                op: OP,
                 what: "data length",
                 got: data.len(),
-                expected: nrows * ncols,
+                expected: count,
             });
         }
         Ok(Self { nrows, ncols, data })
@@ -154,6 +165,22 @@ impl<T: Scalar> Mat<T> {
     }
 }
 
+/// `nrows · ncols` for an infallible constructor; panics with the shape on overflow.
+fn element_count(op: &str, nrows: usize, ncols: usize) -> usize {
+    nrows
+        .checked_mul(ncols)
+        .unwrap_or_else(|| panic!("{op}: {nrows}×{ncols} elements overflow usize"))
+}
+
+/// [`Error::InvalidParam`] for a shape whose element count overflows `usize`.
+fn overflow(op: &'static str, nrows: usize, ncols: usize) -> Error {
+    Error::InvalidParam {
+        op,
+        what: "shape",
+        why: format!("{nrows}×{ncols} elements overflow usize"),
+    }
+}
+
 impl<T> core::ops::Index<(usize, usize)> for Mat<T> {
     type Output = T;
     #[inline(always)]
@@ -175,24 +202,37 @@ impl<'a, T: Scalar> MatRef<'a, T> {
     /// A view of column-major `data` with leading dimension `ld`.
     ///
     /// # Errors
-    /// [`Error::Shape`] if `ld < nrows` or `data` is too short.
+    /// [`Error::Shape`] if `ld < nrows` or `data` is too short;
+    /// [`Error::InvalidParam`] if the extent `ld·(ncols − 1) + nrows` overflows `usize`.
     pub fn new(data: &'a [T], nrows: usize, ncols: usize, ld: usize) -> Result<Self> {
+        const OP: &str = "MatRef::new";
         if ld < nrows.max(1) {
             return Err(Error::Shape {
-                op: "MatRef::new",
+                op: OP,
                 what: "leading dimension",
                 got: ld,
                 expected: nrows.max(1),
             });
         }
-        let need = if ncols == 0 {
-            0
-        } else {
-            ld * (ncols - 1) + nrows
+        let need = match ncols.checked_sub(1) {
+            None => 0,
+            Some(last) => match ld.checked_mul(last).and_then(|x| x.checked_add(nrows)) {
+                Some(need) => need,
+                None => {
+                    return Err(Error::InvalidParam {
+                        op: OP,
+                        what: "shape",
+                        why: format!(
+                            "the extent ld·(ncols − 1) + nrows of {nrows}×{ncols} with ld = {ld} \
+                             overflows usize"
+                        ),
+                    })
+                }
+            },
         };
         if data.len() < need {
             return Err(Error::Shape {
-                op: "MatRef::new",
+                op: OP,
                 what: "data length",
                 got: data.len(),
                 expected: need,
@@ -304,5 +344,69 @@ mod tests {
         let data = [1.0f32; 4];
         let w = MatRef::new(&data, 0, 2, 2).unwrap();
         assert!(w.col(1).is_empty());
+    }
+
+    /// Shapes whose extent overflows `usize` are refused with an error (they made
+    /// `MatRef::new` and `Mat::from_col_major` panic on the overflowing product in
+    /// debug builds, and wrap to a small extent in release builds, accepting a
+    /// short slice for a huge view).
+    #[test]
+    fn overflowing_shapes_are_errors() {
+        let data = [1.0f64; 8];
+        for (m, n, ld) in [
+            (2, usize::MAX, usize::MAX / 2),
+            (usize::MAX, 2, usize::MAX),
+            (1 << 32, (1 << 32) + 1, 1 << 32),
+        ] {
+            let e = MatRef::new(&data, m, n, ld).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::InvalidParam {
+                        op: "MatRef::new",
+                        what: "shape",
+                        ..
+                    }
+                ),
+                "{m}x{n} ld {ld}: {e:?}"
+            );
+            assert!(e.to_string().contains("overflows usize"), "{e}");
+        }
+        // Extents that fit are still checked against the data length.
+        assert!(matches!(
+            MatRef::new(&data, 2, 5, 2),
+            Err(Error::Shape {
+                what: "data length",
+                got: 8,
+                expected: 10,
+                ..
+            })
+        ));
+        for (m, n) in [(usize::MAX, 2), (1 << 32, 1 << 32)] {
+            let e = Mat::<f32>::from_col_major(m, n, vec![]).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::InvalidParam {
+                        op: "Mat::from_col_major",
+                        what: "shape",
+                        ..
+                    }
+                ),
+                "{m}x{n}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "Mat::zeros: 4294967296×4294967296 elements overflow usize")]
+    fn zeros_panics_clearly_on_overflow() {
+        let _ = Mat::<f64>::zeros(1 << 32, 1 << 32);
+    }
+
+    #[test]
+    #[should_panic(expected = "Mat::from_fn: 3×6148914691236517206 elements overflow usize")]
+    fn from_fn_panics_clearly_on_overflow() {
+        let _ = Mat::<f64>::from_fn(3, usize::MAX / 3 + 1, |_, _| 0.0);
     }
 }
