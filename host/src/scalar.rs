@@ -38,6 +38,8 @@ pub trait Scalar:
     const ZERO: Self;
     /// Multiplicative identity.
     const ONE: Self;
+    /// Smallest positive normal value (`f32::MIN_POSITIVE`, `f64::MIN_POSITIVE`).
+    const MIN_POSITIVE: Self;
     /// Rounds an `f64` to this type.
     fn from_f64(x: f64) -> Self;
     /// Widens to `f64` (exact).
@@ -65,6 +67,7 @@ macro_rules! impl_scalar {
             const NAME: &'static str = $name;
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
+            const MIN_POSITIVE: Self = <$t>::MIN_POSITIVE;
             #[inline(always)]
             fn from_f64(x: f64) -> Self {
                 x as $t

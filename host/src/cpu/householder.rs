@@ -14,11 +14,19 @@ pub fn nrm2<T: Scalar>(x: &[T]) -> T {
     if scale == T::ZERO || !scale.is_finite() {
         return scale;
     }
-    let inv = T::ONE / scale;
     let mut ssq = T::ZERO;
-    for &xi in x {
-        let t = xi * inv;
-        ssq = t.mul_add(t, ssq);
+    let inv = T::ONE / scale;
+    if inv.is_finite() {
+        for &xi in x {
+            let t = xi * inv;
+            ssq = t.mul_add(t, ssq);
+        }
+    } else {
+        // scale is subnormal: 1/scale overflows, so divide instead.
+        for &xi in x {
+            let t = xi / scale;
+            ssq = t.mul_add(t, ssq);
+        }
     }
     scale * ssq.sqrt()
 }
@@ -35,13 +43,32 @@ pub fn house<T: Scalar>(alpha: T, x: &mut [T]) -> (T, T) {
         }
         return (alpha, T::ZERO);
     }
-    let mu = alpha.hypot(sigma);
-    let beta = -mu.copysign(alpha);
-    let inv = T::ONE / (alpha - beta);
+    let mut mu = alpha.hypot(sigma);
+    let mut alpha_s = alpha;
+    let subnormal = mu < T::MIN_POSITIVE;
+    if subnormal {
+        // As LAPACK xLARFG: with a subnormal β, 1/(α − β) overflows and τ and v
+        // computed from the few bits left are inconsistent (H not orthogonal). Scale
+        // α and x by 1/MIN_POSITIVE (a power of two: exact, and into the normal
+        // range), and scale β back at the end.
+        let up = T::ONE / T::MIN_POSITIVE;
+        alpha_s *= up;
+        for xi in x.iter_mut() {
+            *xi *= up;
+        }
+        mu = alpha_s.hypot(nrm2(x));
+    }
+    let beta_s = -mu.copysign(alpha_s);
+    let inv = T::ONE / (alpha_s - beta_s);
     for xi in x.iter_mut() {
         *xi *= inv;
     }
-    let tau = (beta - alpha) / beta;
+    let tau = (beta_s - alpha_s) / beta_s;
+    let beta = if subnormal {
+        beta_s * T::MIN_POSITIVE
+    } else {
+        beta_s
+    };
     (beta, tau)
 }
 
@@ -115,5 +142,37 @@ mod tests {
         let mut z = [3e30f32, 4e30];
         let (b32, _) = house(0.0f32, &mut z);
         assert!((b32.abs() / 5e30 - 1.0).abs() < 1e-6);
+    }
+
+    /// Subnormal columns: 1/scale and 1/(α − β) overflowed to ∞, which made the norm
+    /// ∞ and the reflector NaN (a full-rank matrix with entries ~1e-310 was refused
+    /// as rank deficient with |r_00| = ∞); H must stay orthogonal.
+    #[test]
+    fn house_handles_subnormal_columns() {
+        let s = 1e-310f64;
+        assert!(s < f64::MIN_POSITIVE);
+        let n = nrm2(&[3.0 * s, 4.0 * s]);
+        assert!((n / (5.0 * s) - 1.0).abs() < 1e-12, "{n:e}");
+        for alpha in [s, -2.0 * s, 0.0] {
+            let x0 = [3.0 * s, -4.0 * s, s];
+            let mut v = x0;
+            let (beta, tau) = house(alpha, &mut v);
+            assert!(beta.is_finite() && tau.is_finite(), "{beta:e} {tau:e}");
+            assert!(v.iter().all(|t| t.is_finite()), "{v:?}");
+            let norm = (alpha / s).hypot((9.0f64 + 16.0 + 1.0).sqrt()) * s;
+            assert!(
+                (beta.abs() / norm - 1.0).abs() < 1e-12,
+                "{beta:e} vs {norm:e}"
+            );
+            assert!((1.0..=2.0).contains(&tau), "{tau}");
+            // H = I − τ v vᵀ is orthogonal to working precision: τ(1 + ‖v‖²) = 2.
+            let vv: f64 = 1.0 + v.iter().map(|t| t * t).sum::<f64>();
+            assert!((tau * vv - 2.0).abs() < 1e-14, "τ·vᵀv = {}", tau * vv);
+        }
+        let t = 1e-40f32;
+        assert!(t < f32::MIN_POSITIVE);
+        let mut w = [t, t];
+        let (b32, tau32) = house(t, &mut w);
+        assert!(b32.is_finite() && tau32.is_finite() && w.iter().all(|x| x.is_finite()));
     }
 }

@@ -591,4 +591,45 @@ pub(crate) mod tests {
         let st = run_cpu(a.as_ref(), b.as_ref(), full, p).unwrap();
         assert_eq!((st.nrows(), st.ncols(), st.nrhs()), (7, 3, 1));
     }
+
+    /// A full-rank matrix scaled into the subnormal range factorises, with
+    /// |R_jj| the scaled |R_jj| of the unscaled matrix (to the few bits subnormals
+    /// keep). The reflectors' 1/scale and 1/(α − β) used to overflow to ∞ and the
+    /// factorisation failed with RankDeficient { column: 0, r_jj: ∞ }.
+    fn subnormal_case<T: Scalar>(exp: i32, rel: f64) {
+        let mut rng = StdRng::seed_from_u64(77);
+        let (m, n) = (13, 5);
+        let a = rand_mat::<T>(&mut rng, m, n);
+        let b = rand_mat::<T>(&mut rng, m, 1);
+        let s = 2f64.powi(exp / 2) * 2f64.powi(exp - exp / 2); // 2^exp (powi would give 0)
+        let tiny = Mat::from_fn(m, n, |i, j| T::from_f64(a[(i, j)].to_f64() * s));
+        let min_normal = if T::NAME == "f64" {
+            f64::MIN_POSITIVE
+        } else {
+            f32::MIN_POSITIVE as f64
+        };
+        assert!((0..m).all(|i| tiny[(i, 0)].to_f64().abs() < min_normal));
+        let p = FactorParams::default();
+        let st = run_cpu(tiny.as_ref(), b.as_ref(), QPolicy::Full, p).unwrap();
+        let st1 = run_cpu(a.as_ref(), b.as_ref(), QPolicy::Full, p).unwrap();
+        for j in 0..n {
+            let (got, want) = (
+                st.r[(j, j)].to_f64().abs(),
+                st1.r[(j, j)].to_f64().abs() * s,
+            );
+            assert!(
+                (got - want).abs() <= rel * want,
+                "{}: |r_{j}{j}| = {got:e}, expected {want:e}",
+                T::NAME
+            );
+        }
+        let (e_q, _) = errs(st.q.as_ref().unwrap(), &st.r, &tiny);
+        assert!(e_q <= 10.0 * m as f64 * T::UNIT_ROUNDOFF, "e_Q {e_q:e}");
+    }
+
+    #[test]
+    fn subnormal_matrices_factorise() {
+        subnormal_case::<f64>(-1060, 1e-3);
+        subnormal_case::<f32>(-140, 5e-2);
+    }
 }
