@@ -22,6 +22,47 @@ pub fn padded_ld<T>(nrows: usize) -> usize {
     nrows.max(1).div_ceil(per) * per
 }
 
+/// Leading dimension and element count (at least 1) of the device allocation for an
+/// `nrows × ncols` [`DevMat`] of `T`, checked on the host before any device work:
+/// a byte size that overflows `usize` would otherwise wrap to a short allocation
+/// that kernels launched for the full shape would overrun.
+///
+/// # Errors
+/// [`Error::InvalidParam`] when the padded size in bytes overflows `usize`.
+fn mat_alloc_len<T>(nrows: usize, ncols: usize) -> Result<(usize, usize)> {
+    let per = (LD_ALIGN_BYTES / core::mem::size_of::<T>()).max(1);
+    let size = core::mem::size_of::<T>();
+    nrows
+        .max(1)
+        .div_ceil(per)
+        .checked_mul(per)
+        .and_then(|ld| {
+            let len = ld.checked_mul(ncols)?.max(1);
+            len.checked_mul(size)?;
+            Some((ld, len))
+        })
+        .ok_or_else(|| Error::InvalidParam {
+            op: "DevMat",
+            what: "shape",
+            why: format!("{nrows}×{ncols} elements of {size} bytes overflow usize"),
+        })
+}
+
+/// Element count (at least 1) of the device allocation for a [`DevVec`] of `len`
+/// `T`s, checked as [`mat_alloc_len`].
+fn vec_alloc_len<T>(len: usize) -> Result<usize> {
+    let size = core::mem::size_of::<T>();
+    let len = len.max(1);
+    match len.checked_mul(size) {
+        Some(_) => Ok(len),
+        None => Err(Error::InvalidParam {
+            op: "DevVec",
+            what: "length",
+            why: format!("{len} elements of {size} bytes overflow usize"),
+        }),
+    }
+}
+
 /// Elements a column-major `rows × cols` block with leading dimension `ld` spans.
 fn span(rows: usize, cols: usize, ld: usize) -> usize {
     if rows == 0 || cols == 0 {
@@ -76,8 +117,7 @@ impl<T: GpuScalar> DevMat<T> {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn zeros(gpu: &Gpu, nrows: usize, ncols: usize) -> Result<Self> {
-        let ld = padded_ld::<T>(nrows);
-        let len = (ld * ncols).max(1);
+        let (ld, len) = mat_alloc_len::<T>(nrows, ncols)?;
         let buf = gpu
             .stream
             .alloc_zeros::<T>(len)
@@ -101,8 +141,7 @@ impl<T: GpuScalar> DevMat<T> {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub(crate) unsafe fn uninit(gpu: &Gpu, nrows: usize, ncols: usize) -> Result<Self> {
-        let ld = padded_ld::<T>(nrows);
-        let len = (ld * ncols).max(1);
+        let (ld, len) = mat_alloc_len::<T>(nrows, ncols)?;
         // SAFETY: the contents are unset; the caller writes before reading (contract).
         let buf = unsafe { gpu.stream.alloc::<T>(len) }
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
@@ -134,8 +173,7 @@ impl<T: GpuScalar> DevMat<T> {
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub(crate) fn from_host_async(gpu: &Gpu, a: MatRef<'_, T>) -> Result<Self> {
         let (nrows, ncols) = (a.nrows(), a.ncols());
-        let ld = padded_ld::<T>(nrows);
-        let len = (ld * ncols).max(1);
+        let (ld, len) = mat_alloc_len::<T>(nrows, ncols)?;
         // SAFETY: uninitialised device memory; the staged copy below writes all `len`
         // elements (padding rows and the one element of an empty matrix included)
         // before any later work on the stream can read them.
@@ -620,10 +658,11 @@ impl<T: GpuScalar> DevVec<T> {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn zeros(gpu: &Gpu, len: usize) -> Result<Self> {
+        let n = vec_alloc_len::<T>(len)?;
         let buf = gpu
             .stream
-            .alloc_zeros::<T>(len.max(1))
-            .map_err(alloc_err("DevVec", len.max(1) * core::mem::size_of::<T>()))?;
+            .alloc_zeros::<T>(n)
+            .map_err(alloc_err("DevVec", n * core::mem::size_of::<T>()))?;
         Ok(Self { buf, len })
     }
 
@@ -635,9 +674,10 @@ impl<T: GpuScalar> DevVec<T> {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub(crate) unsafe fn uninit(gpu: &Gpu, len: usize) -> Result<Self> {
+        let n = vec_alloc_len::<T>(len)?;
         // SAFETY: the contents are unset; the caller writes before reading (contract).
-        let buf = unsafe { gpu.stream.alloc::<T>(len.max(1)) }
-            .map_err(alloc_err("DevVec", len.max(1) * core::mem::size_of::<T>()))?;
+        let buf = unsafe { gpu.stream.alloc::<T>(n) }
+            .map_err(alloc_err("DevVec", n * core::mem::size_of::<T>()))?;
         Ok(Self { buf, len })
     }
 
@@ -658,7 +698,7 @@ impl<T: GpuScalar> DevVec<T> {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub(crate) fn from_slice_async(gpu: &Gpu, x: &[T]) -> Result<Self> {
-        let len = x.len().max(1);
+        let len = vec_alloc_len::<T>(x.len())?;
         // SAFETY: uninitialised device memory; the staged copy below writes all `len`
         // elements (a zero for the one element of an empty vector).
         let mut buf = unsafe { gpu.stream.alloc::<T>(len) }
@@ -871,6 +911,44 @@ fn stage_upload<T: GpuScalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Device allocation sizes are checked on the host: shapes whose padded byte
+    /// size overflows usize are refused before any device work (the products
+    /// `ld · ncols` and `len · size_of::<T>()` wrapped in release builds, giving a
+    /// short allocation for a huge shape, and panicked in debug builds).
+    #[test]
+    fn allocation_sizes_that_overflow_are_errors() {
+        assert_eq!(mat_alloc_len::<f64>(17, 3).unwrap(), (32, 96));
+        assert_eq!(mat_alloc_len::<f32>(0, 0).unwrap(), (32, 1));
+        assert_eq!(vec_alloc_len::<f64>(0).unwrap(), 1);
+        for (m, n) in [
+            (usize::MAX, 1),
+            (1 << 32, 1 << 32),
+            (16, usize::MAX / 16 + 1),
+            (16, usize::MAX / 64),
+        ] {
+            let e = mat_alloc_len::<f64>(m, n).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::InvalidParam {
+                        op: "DevMat",
+                        what: "shape",
+                        ..
+                    }
+                ),
+                "{m}x{n}: {e:?}"
+            );
+        }
+        assert!(matches!(
+            vec_alloc_len::<f32>(usize::MAX / 2),
+            Err(Error::InvalidParam { op: "DevVec", .. })
+        ));
+        assert_eq!(
+            vec_alloc_len::<f32>(usize::MAX / 4).unwrap(),
+            usize::MAX / 4
+        );
+    }
 
     #[test]
     fn ld_is_padded_to_128_bytes() {
