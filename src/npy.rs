@@ -96,8 +96,11 @@ pub fn read_file(path: &Path) -> Result<Array, NpyError> {
 
 /// Parses the bytes of a `.npy` file.
 pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
-    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+    if bytes.get(..6) != Some(&MAGIC[..]) {
         return err("not a .npy file (bad magic string)");
+    }
+    if bytes.len() < 10 {
+        return err("truncated .npy header");
     }
     let major = bytes[6];
     let (hlen, hstart) = match major {
@@ -117,8 +120,8 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
     let header = std::str::from_utf8(header).map_err(|_| NpyError("header is not text".into()))?;
     let descr = dict_str(header, "descr")?;
     let fortran = match dict_raw(header, "fortran_order")? {
-        s if s.starts_with("True") => true,
-        s if s.starts_with("False") => false,
+        s if is_word(s, "True") => true,
+        s if is_word(s, "False") => false,
         _ => return err("header: fortran_order is neither True nor False"),
     };
     let shape = parse_shape(dict_raw(header, "shape")?)?;
@@ -143,17 +146,18 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
             ))
         }
     };
-    let count = nrows
-        .checked_mul(ncols)
-        .ok_or_else(|| NpyError("shape overflows".into()))?;
     let size = match dtype {
         Dtype::F64 => 8,
         Dtype::F32 => 4,
     };
+    let overflow = || {
+        NpyError(format!(
+            "shape {shape:?} of {descr} is too large (its byte size overflows)"
+        ))
+    };
+    let count = nrows.checked_mul(ncols).ok_or_else(overflow)?;
     let body = &bytes[hstart + hlen..];
-    let need = count
-        .checked_mul(size)
-        .ok_or_else(|| NpyError("shape overflows".into()))?;
+    let need = count.checked_mul(size).ok_or_else(overflow)?;
     if body.len() != need {
         return err(format!(
             "data is {} bytes, shape {:?} of {} needs {need}",
@@ -205,6 +209,13 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
         dtype,
         data,
     })
+}
+
+/// Whether `s` starts with the Python literal `word` followed by the end of the
+/// value (`,`, `}` or white space), so that `Trueish` is not read as `True`.
+fn is_word(s: &str, word: &str) -> bool {
+    s.strip_prefix(word)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([',', '}', ' ', '\n', '\t']))
 }
 
 /// The text after `'key':` in the header dictionary.
@@ -426,5 +437,112 @@ mod tests {
         s.extend_from_slice(&1.0f64.to_le_bytes());
         let e = parse(&s).unwrap_err();
         assert!(e.0.contains("structured"), "{e}");
+    }
+
+    /// A file cut inside the preamble (after a correct magic string) is reported as
+    /// truncated, not as "bad magic" (files of 6 to 9 bytes said bad magic).
+    #[test]
+    fn truncated_preamble_is_not_bad_magic() {
+        let good = encode(&Mat::<f64>::zeros(2, 2), false);
+        for len in 6..10 {
+            let e = parse(&good[..len]).unwrap_err();
+            assert!(e.0.contains("truncated"), "{len} bytes: {e}");
+        }
+        for bytes in [&b""[..], b"\x93NUM", b"\x93NUMPX\x01\x00\x00\x00"] {
+            assert!(parse(bytes).unwrap_err().0.contains("magic"));
+        }
+    }
+
+    /// `fortran_order` must be exactly True or False (a value such as `Trueish` or
+    /// `False_` was read by its first letters).
+    #[test]
+    fn fortran_order_must_be_a_whole_literal() {
+        let good = encode_c("<f8", "(2, 2)", &[1.0; 4]);
+        assert!(parse(&good).is_ok());
+        for bad in ["Trueish", "False_", "TrueFalse"] {
+            let text = String::from_utf8_lossy(&good).replace("False", bad);
+            let mut bytes = good[..8].to_vec();
+            let hlen = u16::from_le_bytes([good[8], good[9]]) as usize + bad.len() - 5;
+            bytes.extend_from_slice(&(hlen as u16).to_le_bytes());
+            bytes.extend_from_slice(&text.as_bytes()[10..10 + hlen]);
+            bytes.extend_from_slice(&good[good.len() - 32..]);
+            let e = parse(&bytes).unwrap_err();
+            assert!(e.0.contains("fortran_order"), "{bad}: {e}");
+        }
+    }
+
+    /// Shapes whose byte size overflows are refused with the shape in the message.
+    #[test]
+    fn overflowing_shapes_name_the_shape() {
+        for shape in ["(4294967296, 4294967296)", "(2305843009213693952,)"] {
+            let e = parse(&encode_c("<f8", shape, &[])).unwrap_err();
+            assert!(e.0.contains("too large"), "{shape}: {e}");
+        }
+    }
+
+    mod fuzz {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Whatever the bytes, `parse` returns (no panic), and an accepted array
+        /// holds exactly rows × columns values.
+        fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+            if let Ok(a) = parse(bytes) {
+                prop_assert_eq!(a.data.len(), a.nrows * a.ncols);
+                prop_assert!(!a.one_d || a.ncols == 1);
+            }
+            Ok(())
+        }
+
+        fn valid() -> impl Strategy<Value = Vec<u8>> {
+            (0usize..5, 0usize..5, any::<bool>(), any::<bool>()).prop_map(|(m, n, f32, one_d)| {
+                let n = if one_d { 1 } else { n };
+                if f32 {
+                    encode(&Mat::<f32>::from_fn(m, n, |i, j| (i + 7 * j) as f32), one_d)
+                } else {
+                    encode(
+                        &Mat::<f64>::from_fn(m, n, |i, j| (i * j) as f64 - 0.5),
+                        one_d,
+                    )
+                }
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(400))]
+
+            #[test]
+            fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+                check(&bytes)?;
+                // The same bytes behind a valid magic string and version.
+                let mut b = b"\x93NUMPY".to_vec();
+                b.extend_from_slice(&bytes);
+                check(&b)?;
+            }
+
+            #[test]
+            fn mutated_valid_files(
+                file in valid(),
+                cut in any::<prop::sample::Index>(),
+                flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+                text in "[(),: 0-9a-zA-Z'<>=|{}\\[\\]L-]{0,12}",
+                at in any::<prop::sample::Index>(),
+            ) {
+                check(&file)?;
+                prop_assert!(parse(&file).is_ok());
+                check(&file[..cut.index(file.len() + 1)])?;
+                let mut f = file.clone();
+                for (i, x) in &flips {
+                    let k = i.index(f.len());
+                    f[k] = *x;
+                }
+                check(&f)?;
+                // Header text spliced in (the header is the first 64 bytes here).
+                let mut g = file.clone();
+                let k = 10 + at.index(54);
+                g.splice(k..k, text.bytes());
+                check(&g)?;
+            }
+        }
     }
 }
