@@ -132,6 +132,31 @@ fn need<'p>(path: &'p Option<PathBuf>, name: &str, op: &str) -> CliResult<&'p Pa
         .ok_or_else(|| CliError(format!("update: --op {op} needs --{name}")))
 }
 
+/// Reads a `.npy` file whose values must fit the working precision `T`: a finite
+/// value that would round to ±∞ (a float64 file above f32's range under
+/// `--precision f32`) is an error naming the file and the entry, instead of a later
+/// "non-finite entry" error about data that the file does not hold.
+fn read<T: Scalar>(path: &Path) -> CliResult<Array> {
+    let arr = npy::read_file(path)?;
+    let rows = arr.nrows.max(1);
+    if let Some(k) = arr
+        .data
+        .iter()
+        .position(|&x| x.is_finite() && !T::from_f64(x).is_finite())
+    {
+        return Err(format!(
+            "{}: entry ({}, {}) = {:e} overflows {} (try --precision f64)",
+            path.display(),
+            k % rows,
+            k / rows,
+            arr.data[k],
+            T::NAME
+        )
+        .into());
+    }
+    Ok(arr)
+}
+
 /// A 1-D array, or a 2-D array with one row or one column, as a vector.
 fn vector<T: Scalar>(arr: &Array, what: &str) -> CliResult<Vec<T>> {
     if arr.one_d || arr.ncols == 1 || arr.nrows == 1 {
@@ -152,13 +177,13 @@ fn ms(t: Instant) -> f64 {
 impl Job {
     fn run<T: NpyElem>(&self) -> CliResult<()> {
         let (backend, note) = backend::resolve(self.choice)?;
-        let a_arr = npy::read_file(&self.a)?;
+        let a_arr = read::<T>(&self.a)?;
         let a: Mat<T> = a_arr.to_mat();
         let (m, n) = (a.nrows(), a.ncols());
         let (b, b_one_d) = match &self.b {
             None => (Mat::from_fn(m, 1, |_, _| T::ONE), true),
             Some(p) => {
-                let arr = npy::read_file(p)?;
+                let arr = read::<T>(p)?;
                 if arr.nrows != m {
                     return Err(format!(
                         "b has {} rows, A has {m} (b must be of length m or m x q)",
@@ -291,7 +316,7 @@ impl Job {
         };
         Ok(match self.op {
             Op::InsertCols => {
-                let arr = npy::read_file(need(&self.u, "u", name)?)?;
+                let arr = read::<T>(need(&self.u, "u", name)?)?;
                 if arr.nrows != m {
                     return Err(format!(
                         "insert-cols: U has {} rows, A has {m} (U must be m x p)",
@@ -314,7 +339,7 @@ impl Job {
                 p: self.p.unwrap_or(1),
             },
             Op::InsertRows => {
-                let arr = npy::read_file(need(&self.u, "u", name)?)?;
+                let arr = read::<T>(need(&self.u, "u", name)?)?;
                 // A 1-D U is one row.
                 let u: Mat<T> = if arr.one_d {
                     arr.to_mat::<T>().transpose()
@@ -333,7 +358,7 @@ impl Job {
                 let e = match &self.e {
                     None => Mat::from_fn(p, q, |_, _| T::ONE),
                     Some(path) => {
-                        let arr = npy::read_file(path)?;
+                        let arr = read::<T>(path)?;
                         let e: Mat<T> = arr.to_mat();
                         if arr.one_d && q != 1 && p == 1 {
                             e.transpose()
@@ -353,8 +378,8 @@ impl Job {
                 Update::InsertRows { k0, u, e }
             }
             Op::RankOne => {
-                let u = vector::<T>(&npy::read_file(need(&self.u, "u", name)?)?, "u")?;
-                let v = vector::<T>(&npy::read_file(need(&self.v, "v", name)?)?, "v")?;
+                let u = vector::<T>(&read::<T>(need(&self.u, "u", name)?)?, "u")?;
+                let v = vector::<T>(&read::<T>(need(&self.v, "v", name)?)?, "v")?;
                 Update::RankOne { u, v }
             }
         })

@@ -831,6 +831,86 @@ fn errors_exit_2_with_one_line() {
     assert!(!out.exists(), "no output may be written on error");
 }
 
+/// Malformed or out-of-range inputs found by a robustness sweep: each exits with 2
+/// and one clear line (a truncated preamble said "bad magic", a `Trueish`
+/// fortran_order was accepted, float64 values beyond f32's range under
+/// `--precision f32` were reported as non-finite entries the file does not hold,
+/// `--quick=yes` was an "unknown option"); a matrix of subnormal numbers, which
+/// failed as rank deficient with |r_jj| = inf, now factorises.
+#[test]
+fn malformed_inputs_and_extreme_values() {
+    let (c, _) = setup("robust", 21, Layout::F64C, 1);
+    let out = c.dir.join("out");
+    let o = p(&out);
+    let bad = c.dir.join("bad.npy");
+    let delete = |a: &str, extra: &[&str]| {
+        let mut args = vec!["update", "--a", a, "--op", "delete-cols", "--k0", "0"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--backend", "cpu", "--out", o]);
+        cuqr(&args)
+    };
+    let good = std::fs::read(c.dir.join("A.npy")).unwrap();
+    std::fs::write(&bad, &good[..8]).unwrap();
+    assert_cli_error(&delete(p(&bad), &[]), "truncated .npy header");
+    let mut text = good.clone();
+    let at = text.windows(5).position(|w| w == b"False").unwrap();
+    assert_eq!(text[at + 5], b',');
+    text[at + 5] = b'y'; // fortran_order: Falsey 'shape': ...
+    std::fs::write(&bad, text).unwrap();
+    assert_cli_error(&delete(p(&bad), &[]), "fortran_order");
+    let mut huge = b"\x93NUMPY\x01\x00".to_vec();
+    let h = "{'descr': '<f8', 'fortran_order': True, 'shape': (4294967296, 4294967296), }\n";
+    huge.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    huge.extend_from_slice(h.as_bytes());
+    std::fs::write(&bad, huge).unwrap();
+    assert_cli_error(&delete(p(&bad), &[]), "too large");
+
+    // float64 values beyond f32's range.
+    let big = M::from_fn(M0, N0, |i, j| c.a.at(i, j) * 1e300);
+    write_npy(&bad, &big, Layout::F64C, false);
+    assert_cli_error(&delete(p(&bad), &["--precision", "f32"]), "overflows f32");
+    // ... and in b.
+    let bb = c.dir.join("bb.npy");
+    write_npy(
+        &bb,
+        &M::from_fn(M0, 1, |i, _| i as f64 * 1e100),
+        Layout::F64C,
+        true,
+    );
+    assert_cli_error(
+        &delete(
+            p(&c.dir.join("A.npy")),
+            &["--precision", "f32", "--b", p(&bb)],
+        ),
+        "bb.npy: entry (1, 0) = 1e100 overflows f32",
+    );
+    assert!(!out.exists(), "no output may be written on error");
+
+    // A matrix of subnormal numbers factorises (f64: scaled by 2^-1060).
+    let s = 2f64.powi(-530) * 2f64.powi(-530);
+    let tiny = M::from_fn(M0, N0, |i, j| c.a.at(i, j) * s);
+    write_npy(&bad, &tiny, Layout::F64C, false);
+    run_ok(&[
+        "update",
+        "--a",
+        p(&bad),
+        "--op",
+        "delete-cols",
+        "--k0",
+        "2",
+        "--backend",
+        "cpu",
+        "--out",
+        o,
+    ]);
+    assert!(out.join("R.npy").exists());
+
+    assert_cli_error(
+        &cuqr(&["bench", "qr", "--quick=yes"]),
+        "--quick takes no value",
+    );
+}
+
 #[test]
 fn backend_gpu_either_works_or_fails_cleanly() {
     let (c, _) = setup("gpu", 9, Layout::F64C, 1);

@@ -109,7 +109,13 @@ impl BenchOpts {
                 Some((n, v)) => (n, Some(v.to_string())),
                 None => (body, None),
             };
-            if flags.contains(&name) && inline.is_none() {
+            if flags.contains(&name) {
+                if inline.is_some() {
+                    return Err(format!("{cmd}: option --{name} takes no value").into());
+                }
+                if o.flag(name) {
+                    return Err(format!("{cmd}: option --{name} given twice").into());
+                }
                 o.flags.push(name.to_string());
             } else if values.contains(&name) {
                 let v = match inline {
@@ -196,6 +202,11 @@ mod tests {
         ] {
             assert!(BenchOpts::parse("b", &strs(bad), &["quick"], &["sizes"]).is_err());
         }
+        // A flag given a value says so (it was "unknown option --quick").
+        let e = BenchOpts::parse("b", &strs(&["--quick=yes"]), &["quick"], &[]).unwrap_err();
+        assert!(e.0.contains("--quick takes no value"), "{}", e.0);
+        let e = BenchOpts::parse("b", &strs(&["--quick", "--quick"]), &["quick"], &[]).unwrap_err();
+        assert!(e.0.contains("given twice"), "{}", e.0);
         let o = BenchOpts::parse("b", &strs(&["--sizes", "4,0"]), &[], &["sizes"]).unwrap();
         assert!(o.usize_list("sizes").is_err());
     }
