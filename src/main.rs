@@ -66,8 +66,17 @@ fn install_panic_hook() {
         if msg.contains("Broken pipe") {
             std::process::exit(141);
         }
-        eprintln!("cuqr: internal error (a bug, please report): {msg}");
+        eprintln!("{}", panic_line(msg));
     }));
+}
+
+/// The one stderr line for a panic message (`assert_eq!` messages span lines).
+fn panic_line(msg: &str) -> String {
+    let flat: Vec<&str> = msg.split_whitespace().collect();
+    format!(
+        "cuqr: internal error (a bug, please report): {}",
+        flat.join(" ")
+    )
 }
 
 fn main() {
@@ -76,5 +85,17 @@ fn main() {
     if let Err(e) = dispatch(&args) {
         eprintln!("cuqr: error: {e}");
         std::process::exit(2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn panic_messages_are_one_line() {
+        let line = super::panic_line("assertion `left == right` failed\n  left: 1\n right: 2");
+        assert_eq!(
+            line,
+            "cuqr: internal error (a bug, please report): assertion `left == right` failed left: 1 right: 2"
+        );
     }
 }
