@@ -115,6 +115,9 @@ impl<T: Scalar> Mat<T> {
         &mut self.data[j * self.nrows..(j + 1) * self.nrows]
     }
     /// Two distinct columns, mutable (`j1 != j2`).
+    ///
+    /// # Panics
+    /// If `j1 == j2` or either is out of range.
     pub fn two_cols_mut(&mut self, j1: usize, j2: usize) -> (&mut [T], &mut [T]) {
         assert!(j1 != j2 && j1 < self.ncols && j2 < self.ncols);
         let m = self.nrows;
@@ -145,6 +148,9 @@ impl<T: Scalar> Mat<T> {
         self.as_ref().norm_fro()
     }
     /// The matrix product `self · rhs` (plain triple loop; for tests and diagnostics).
+    ///
+    /// # Panics
+    /// If `self.ncols() != rhs.nrows()`.
     pub fn matmul(&self, rhs: &Mat<T>) -> Mat<T> {
         assert_eq!(self.ncols, rhs.nrows);
         let mut out = Mat::zeros(self.nrows, rhs.ncols);
