@@ -1022,6 +1022,16 @@ fn bench_qr_rejects_bad_options() {
         ),
         (&["bench", "qr", "--nope"], "unknown option --nope"),
         (&["bench", "qr", "stray"], "unexpected argument"),
+        // Shapes whose byte size overflows (they wrapped to short device allocations).
+        (
+            &["bench", "qr", "--shapes", "18446744073709551615x1"],
+            "too large",
+        ),
+        (
+            &["bench", "mixed", "--shapes", "4294967296x4294967296"],
+            "too large",
+        ),
+        (&["bench", "lu", "--sizes", "1024,4294967296"], "too large"),
     ] {
         assert_cli_error(&cuqr(args), needle);
     }

@@ -254,6 +254,9 @@ pub fn run(args: &[String]) -> CliResult<()> {
         None if o.flag("quick") => vec![1024, 2048, 4096],
         None => vec![1024, 2048, 4096, 6144, 8192, 16384, 32768],
     };
+    for &n in &sizes {
+        super::check_shape_fits("sizes", n, n)?;
+    }
     let reps = o.usize("reps")?.unwrap_or(5);
     if reps < 5 {
         return Err("--reps must be at least 5 (medians of >= 5 runs)".into());

@@ -364,7 +364,10 @@ fn parse_shapes(s: &str) -> CliResult<Vec<(usize, usize)>> {
                 .split_once('x')
                 .ok_or_else(|| format!("--shapes: '{t}' is not MxN"))?;
             match (m.parse::<usize>(), n.parse::<usize>()) {
-                (Ok(m), Ok(n)) if n > 0 && m >= n => Ok((m, n)),
+                (Ok(m), Ok(n)) if n > 0 && m >= n => {
+                    super::check_shape_fits("shapes", m, n)?;
+                    Ok((m, n))
+                }
                 _ => Err(format!("--shapes: '{t}' needs integers m >= n > 0").into()),
             }
         })
@@ -543,6 +546,7 @@ mod tests {
         let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(run(&a(&["--reps", "3"])).is_err());
         assert!(run(&a(&["--shapes", "10x20"])).is_err());
+        assert!(run(&a(&["--shapes", "4294967296x4294967296"])).is_err());
         assert!(run(&a(&["--nope"])).is_err());
         assert!(run(&a(&["--precisions", "fp8"])).is_err());
         assert!(run(&a(&["--kappas", "0"])).is_err());

@@ -174,6 +174,16 @@ impl BenchOpts {
     }
 }
 
+/// Refuses a benchmark shape m×n whose m·max(m, n) f64 elements (A, or an m×m Q)
+/// overflow `usize`, before any host or device allocation (such a size wrapped to a
+/// short device allocation, or panicked in the host allocator).
+pub fn check_shape_fits(opt: &str, m: usize, n: usize) -> CliResult<()> {
+    match m.checked_mul(m.max(n)).and_then(|c| c.checked_mul(8)) {
+        Some(_) => Ok(()),
+        None => Err(format!("--{opt}: {m}x{n} is too large (its size in bytes overflows)").into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +217,14 @@ mod tests {
         assert!(e.0.contains("--quick takes no value"), "{}", e.0);
         let e = BenchOpts::parse("b", &strs(&["--quick", "--quick"]), &["quick"], &[]).unwrap_err();
         assert!(e.0.contains("given twice"), "{}", e.0);
+        assert!(check_shape_fits("shapes", 1 << 20, 1 << 10).is_ok());
+        let e = check_shape_fits("shapes", 1 << 32, 1).unwrap_err();
+        assert!(
+            e.0.contains("--shapes: 4294967296x1 is too large"),
+            "{}",
+            e.0
+        );
+        assert!(check_shape_fits("shapes", usize::MAX, 1).is_err());
         let o = BenchOpts::parse("b", &strs(&["--sizes", "4,0"]), &[], &["sizes"]).unwrap();
         assert!(o.usize_list("sizes").is_err());
     }

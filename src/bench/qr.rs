@@ -129,11 +129,14 @@ fn parse_shapes(s: &str) -> CliResult<Vec<Shape>> {
             let (a, b) = t.split_once(['x', 'X']).ok_or_else(bad)?;
             let (m, n) = (a.trim().parse::<usize>(), b.trim().parse::<usize>());
             match (m, n) {
-                (Ok(m), Ok(n)) if n >= 1 && m >= n => Ok(Shape {
-                    family: "custom",
-                    m,
-                    n,
-                }),
+                (Ok(m), Ok(n)) if n >= 1 && m >= n => {
+                    super::check_shape_fits("shapes", m, n)?;
+                    Ok(Shape {
+                        family: "custom",
+                        m,
+                        n,
+                    })
+                }
                 _ => Err(bad().into()),
             }
         })
@@ -986,6 +989,8 @@ mod tests {
             &["--shapes", "10x20"],
             &["--shapes", "10"],
             &["--shapes", "0x0"],
+            &["--shapes", "18446744073709551615x1"],
+            &["--shapes", "4294967296x4294967296"],
             &["--shapes", "64x32", "--quick"],
             &["--dtype", "f32", "--precision", "f64"],
             &["--nb", "0"],
