@@ -377,7 +377,8 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
 ///
 /// # Errors
 /// As [`mixed_qr_cpu`]; [`Error::Shape`] when b's rows differ from A's or b is empty;
-/// [`Error::InvalidParam`] for `max_iterations = 0` or a bad `tol`;
+/// [`Error::InvalidParam`] for `max_iterations = 0`, a bad `tol`, or a column of b whose
+/// 2-norm overflows f64 (as the GPU solver);
 /// [`Error::RankDeficient`] when R̃ has a zero diagonal entry; [`Error::NotConverged`]
 /// (with the steps taken and the backward error reached) when the tolerance is missed.
 pub fn lstsq_mixed_cpu<T: Scalar>(
@@ -429,6 +430,18 @@ pub fn lstsq_mixed_cpu<T: Scalar>(
             })
         }
     };
+    for c in 0..nrhs {
+        let bf: Vec<f64> = b.col(c).iter().map(|v| v.to_f64()).collect();
+        if !norm2(&bf).is_finite() {
+            // As the GPU solver: finite entries whose 2-norm overflows f64 (the
+            // refinement's residuals and backward error would be NaN).
+            return Err(Error::InvalidParam {
+                op: OP_LS,
+                what: "b",
+                why: format!("‖b‖₂ of column {c} overflows f64"),
+            });
+        }
+    }
     let qr = mixed_qr_cpu(a, params)?;
     let rf: Vec<f64> = qr.r().as_slice().iter().map(|v| v.to_f64()).collect();
     for j in 0..n {
@@ -701,6 +714,15 @@ mod tests {
             lstsq_mixed_cpu(z.as_ref(), b.as_ref(), &p),
             Err(Error::RankDeficient { column: 2, .. })
         ));
+        // Finite b whose ‖b‖₂ overflows: refused as by the GPU solver (it ran and
+        // reported NotConverged with a NaN backward error).
+        let huge = Mat::<f64>::from_fn(6, 2, |i, j| if j == 1 && i < 3 { 1.5e308 } else { 1.0 });
+        match lstsq_mixed_cpu(a.as_ref(), huge.as_ref(), &p) {
+            Err(Error::InvalidParam { what: "b", why, .. }) => {
+                assert!(why.contains("column 1 overflows"), "{why}")
+            }
+            other => panic!("expected InvalidParam for b, got {other:?}"),
+        }
         a[(4, 1)] = f64::NAN;
         assert!(matches!(
             lstsq_mixed_cpu(a.as_ref(), b.as_ref(), &p),
