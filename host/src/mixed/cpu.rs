@@ -246,6 +246,19 @@ fn eta_f64(af: &[f64], m: usize, n: usize, anorm: f64, bf: &[f64], bnorm: f64, x
     norm2(&atr) / den
 }
 
+/// x ← 2^k·x, exactly while the results stay normal (steps of at most 2^±1000 so
+/// that the factor itself is finite and normal).
+fn scale_pow2(x: &mut [f64], mut k: i32) {
+    while k != 0 {
+        let step = k.clamp(-1000, 1000);
+        let f = 2f64.powi(step);
+        for v in x.iter_mut() {
+            *v *= f;
+        }
+        k -= step;
+    }
+}
+
 fn norm2(x: &[f64]) -> f64 {
     let s = x.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     if s == 0.0 {
@@ -461,7 +474,18 @@ pub fn lstsq_mixed_cpu<T: Scalar>(
     let mut x = Mat::<T>::zeros(n, nrhs);
     let (mut iterations, mut worst) = (0usize, 0.0f64);
     for col in 0..nrhs {
-        let bf: Vec<f64> = b.col(col)[..m].iter().map(|v| v.to_f64()).collect();
+        let mut bf: Vec<f64> = b.col(col)[..m].iter().map(|v| v.to_f64()).collect();
+        // The solution is linear in b: refine for 2^shift·b with ‖2^shift·b‖₂ near 1 when
+        // ‖b‖₂ is far from 1 (exact power-of-two scaling), and scale x back. Otherwise
+        // the inner products of the CG (‖b‖² for the preconditioned residual) overflow
+        // from ‖b‖ ≈ 1e154 on, or underflow, and a well-posed problem fails to converge.
+        let shift = match norm2(&bf) {
+            nb if nb > 0.0 && !(2f64.powi(-100)..=2f64.powi(100)).contains(&nb) => {
+                -(nb.log2().floor() as i32)
+            }
+            _ => 0,
+        };
+        scale_pow2(&mut bf, shift);
         let bnorm = norm2(&bf);
         let mut xf = vec![0.0f64; n];
         let (mut best, mut best_eta) = (xf.clone(), f64::INFINITY);
@@ -487,6 +511,7 @@ pub fn lstsq_mixed_cpu<T: Scalar>(
                 break;
             }
         }
+        scale_pow2(&mut best, -shift);
         for (dst, &v) in x.col_mut(col).iter_mut().zip(&best) {
             *dst = T::from_f64(v);
         }
@@ -728,6 +753,37 @@ mod tests {
             lstsq_mixed_cpu(a.as_ref(), b.as_ref(), &p),
             Err(Error::NonFinite { .. })
         ));
+    }
+
+    /// Right-hand sides of norm far from 1 (1e300 overflowed the CG's inner products,
+    /// 1e-300 underflowed them: both failed with NotConverged on a well-conditioned
+    /// problem); the solution is linear in b.
+    #[test]
+    fn lstsq_with_extreme_right_hand_side_scales() {
+        let mut rng = StdRng::seed_from_u64(9);
+        let (m, n) = (57, 13);
+        let a = with_cond::<f64>(&mut rng, m, n, 1e3);
+        let b = Mat::<f64>::from_fn(m, 1, |_, _| rng.random_range(-1.0..1.0));
+        let p = MixedParams::default();
+        let x1 = lstsq_mixed_cpu(a.as_ref(), b.as_ref(), &p).unwrap().x;
+        for s in [1e300, 1e200, 1e-200, 1e-300] {
+            let bs = Mat::<f64>::from_fn(m, 1, |i, _| b[(i, 0)] * s);
+            let sol = lstsq_mixed_cpu(a.as_ref(), bs.as_ref(), &p)
+                .unwrap_or_else(|e| panic!("b scaled by {s:e}: {e}"));
+            let eta = ls_backward_error(a.as_ref(), bs.col(0), sol.x.col(0));
+            assert!(
+                eta <= 10.0 * m as f64 * f64::EPSILON / 2.0,
+                "{s:e}: η {eta:e}"
+            );
+            for i in 0..n {
+                let want = x1[(i, 0)] * s;
+                assert!(
+                    (sol.x[(i, 0)] - want).abs() <= 1e-10 * want.abs().max(s * 1e-3),
+                    "{s:e}: x[{i}] {} vs {want}",
+                    sol.x[(i, 0)]
+                );
+            }
+        }
     }
 
     #[test]
