@@ -226,6 +226,10 @@ pub(crate) fn check_pivots<T: Scalar>(op: &'static str, diag: &[T], abs_tol: f64
 
 /// The row permutation of LAPACK-style `ipiv` on `m` rows: `perm[i]` is the row
 /// of A that became row i of PA.
+///
+/// # Panics
+/// If `ipiv` is longer than `m` or an entry is ≥ `m` (not the interchanges of an
+/// m-row factorisation).
 pub fn perm_from_ipiv(ipiv: &[usize], m: usize) -> Vec<usize> {
     let mut perm: Vec<usize> = (0..m).collect();
     for (j, &p) in ipiv.iter().enumerate() {
