@@ -106,6 +106,18 @@ impl<T: GpuScalar> GpuQr<T> {
         policy: QPolicy,
         params: FactorParams,
     ) -> Result<Self> {
+        Self::factorize_dev_clocked(gpu, a, b, policy, params, None)
+    }
+
+    /// [`factorize_dev`](Self::factorize_dev) with an optional phase clock.
+    fn factorize_dev_clocked(
+        gpu: &Arc<Gpu>,
+        a: DevMat<T>,
+        b: DevMat<T>,
+        policy: QPolicy,
+        params: FactorParams,
+        clock: Option<&mut super::householder::QrClock>,
+    ) -> Result<Self> {
         use crate::qr::factorize::{plan_shapes, run_gpu_dev};
         let plan = plan_shapes::<T>(
             (a.nrows(), a.ncols()),
@@ -113,7 +125,7 @@ impl<T: GpuScalar> GpuQr<T> {
             policy,
             params,
         )?;
-        run_gpu_dev(gpu, plan, params, a, b, None)
+        run_gpu_dev(gpu, plan, params, a, b, clock)
     }
 
     /// [`factorize_dev`](Self::factorize_dev) with its time split into phases
@@ -158,17 +170,10 @@ impl<T: GpuScalar> GpuQr<T> {
             QrClock, PHASE_PANEL, PHASE_Q, PHASE_RANK, PHASE_RHS, PHASE_TRAILING,
         };
         use super::timing::EventTimer;
-        use crate::qr::factorize::{plan_shapes, run_gpu_dev};
-        let plan = plan_shapes::<T>(
-            (a.nrows(), a.ncols()),
-            (b.nrows(), b.ncols()),
-            policy,
-            params,
-        )?;
         let whole = EventTimer::new(gpu)?;
         let mut clock = QrClock::new();
         whole.start(gpu)?;
-        let qr = run_gpu_dev(gpu, plan, params, a, b, Some(&mut clock))?;
+        let qr = Self::factorize_dev_clocked(gpu, a, b, policy, params, Some(&mut clock))?;
         let total_ms = whole.stop(gpu)?;
         let t = clock.totals_ms()?;
         let f = clock.flops();
