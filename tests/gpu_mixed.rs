@@ -6,7 +6,8 @@
 //! η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖ + ‖b‖)) must be within 10× of that of faer's f64 solution
 //! (and ≤ 10·m·u, spec §3.7); `NotConverged` when the tolerance cannot be met; errors for
 //! bad shapes and non-finite data with the inputs unchanged; data far outside f16's (and
-//! f32's) range; the switch of a slow tensor-core factor to f32, the phase split, and
+//! f32's) range; the switch of a slow tensor-core factor to f32, the f32 → f64 Gram →
+//! QR stages of the default route (and the `GramF64` route), the phase split, and
 //! degenerate right-hand sides and widths (b = 0, n = 1, 2). Sizes are not multiples of 32. Skips without a device unless
 //! `CUQR_REQUIRE_GPU=1`.
 
@@ -273,11 +274,10 @@ fn check_lstsq(seed: u64, m: usize, n: usize, nb: Option<usize>) {
             DevMat::from_host(&g, a.as_ref()).unwrap(),
             DevMat::from_host(&g, b.as_ref()).unwrap(),
         );
-        for (p, route) in PRECS
-            .iter()
-            .map(|&p| (p, MixedRoute::Qr))
-            .chain([(GemmPrecision::F32, MixedRoute::Auto)])
-        {
+        for (p, route) in PRECS.iter().map(|&p| (p, MixedRoute::Qr)).chain([
+            (GemmPrecision::F32, MixedRoute::Auto),
+            (GemmPrecision::F32, MixedRoute::GramF64),
+        ]) {
             let params = MixedParams {
                 precision: p,
                 route,
@@ -570,7 +570,8 @@ fn bad_inputs_are_errors_and_change_nothing() {
 /// (bf16 at κ = 1e6: u·κ ≈ 4e3) does not bring the first inner CG to its target within
 /// 30 steps and the solver re-factors in f32 and says so; at κ = 1e2 tf32 (u·κ ≈ 0.05)
 /// and f32 keep their own factor. The auto route uses the f32 Gram-Cholesky factor at
-/// κ = 1e2 (n·u_f32·κ² ≈ 2e-3) and ends on the f32 QR at κ = 1e6 (κ² beyond f32). All
+/// κ = 1e2 (n·u_f32·κ² ≈ 2e-3) and the f64 one at κ = 1e6 (κ² beyond f32, within f64),
+/// whatever the GEMM precision; the `GramF64` route starts there. All
 /// reach the f64 accuracy; the phase split is reported, positive, and the solution is
 /// the one of the plain call; cuBLAS is back in host pointer mode afterwards.
 #[test]
@@ -608,13 +609,19 @@ fn preconditioner_stages_switch_when_slow() {
             1e6,
             GemmPrecision::F32,
             MixedRoute::Auto,
-            MixedFactor::Qr(GemmPrecision::F32),
+            MixedFactor::GramCholeskyF64,
         ),
         (
             1e6,
             GemmPrecision::Tf32,
             MixedRoute::Auto,
-            MixedFactor::Qr(GemmPrecision::F32),
+            MixedFactor::GramCholeskyF64,
+        ),
+        (
+            1e2,
+            GemmPrecision::Tf32,
+            MixedRoute::GramF64,
+            MixedFactor::GramCholeskyF64,
         ),
     ] {
         let a = with_cond(&mut rng, m, n, kappa);
@@ -657,6 +664,46 @@ fn preconditioner_stages_switch_when_slow() {
     }
 }
 
+/// κ = 1e10 is beyond both Gram factors (κ²·u_f64 ≈ 1e4: fl(AᵀA) is numerically
+/// singular, so DPOTRF fails or the diagonal test — ratio ≳ 1/√u — rejects the factor):
+/// the `Auto` route falls through the f32 and f64 Gram stages, the `GramF64` route
+/// through the f64 one, and both end on the f32 QR and meet the tolerance 10·m·u. (At
+/// κ = 1e8, κ²·u_f64 ≈ 1, the f64 Gram factor still worked on the H100 at 397×131:
+/// 14 CG steps in 2 refinement steps, η 2.9e-18.)
+#[test]
+fn gram_stages_fall_through_to_the_qr() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(50);
+    let (m, n) = (397, 131);
+    let u = f64::EPSILON / 2.0;
+    let a = with_cond(&mut rng, m, n, 1e10);
+    let b = rhs(&mut rng, &a);
+    let (da, db) = (
+        DevMat::from_host(&g, a.as_ref()).unwrap(),
+        DevMat::from_host(&g, b.as_ref()).unwrap(),
+    );
+    for route in [MixedRoute::Auto, MixedRoute::GramF64] {
+        let params = MixedParams {
+            route,
+            ..MixedParams::default()
+        };
+        let sol = lstsq_mixed_gpu(&g, &da, &db, &params)
+            .unwrap_or_else(|e| panic!("κ=1e10 {route:?}: {e}"));
+        eprintln!(
+            "κ=1e10 {route:?}: factor {:?}, {} steps, {} CG steps, η {:.2e}",
+            sol.factor, sol.iterations, sol.inner_steps, sol.backward_error
+        );
+        assert_eq!(sol.factor, MixedFactor::Qr(GemmPrecision::F32), "{route:?}");
+        let x = sol.x.to_host(&g).unwrap();
+        for c in 0..2 {
+            let eta = ls_backward_error(a.as_ref(), b.col(c), x.col(c));
+            assert!(eta <= 10.0 * m as f64 * u, "{route:?} rhs {c}: η {eta:e}");
+        }
+    }
+    assert_eq!(da.to_host(&g).unwrap(), a);
+    assert_eq!(db.to_host(&g).unwrap(), b);
+}
+
 /// b = 0 gives x = 0 with η = 0 (h = 0: the inner solve stops before its first step);
 /// n = 1 and n = 2 converge (CG ends in ≤ n steps, then stops or breaks down without
 /// spoiling δ).
@@ -666,7 +713,7 @@ fn degenerate_rhs_and_narrow_a() {
     let mut rng = StdRng::seed_from_u64(49);
     let a = with_cond(&mut rng, 97, 13, 1e3);
     let zero = Mat::<f64>::zeros(97, 1);
-    for route in [MixedRoute::Auto, MixedRoute::Qr] {
+    for route in [MixedRoute::Auto, MixedRoute::GramF64, MixedRoute::Qr] {
         let params = MixedParams {
             route,
             ..MixedParams::default()
@@ -678,11 +725,10 @@ fn degenerate_rhs_and_narrow_a() {
     for n in [1usize, 2] {
         let a = Mat::<f64>::from_fn(53, n, |i, j| ((i * 7 + j * 3) % 11) as f64 - 4.5);
         let b = Mat::<f64>::from_fn(53, 2, |i, j| (i as f64 * 0.3 + j as f64).sin());
-        for (p, route) in PRECS
-            .iter()
-            .map(|&p| (p, MixedRoute::Qr))
-            .chain([(GemmPrecision::F32, MixedRoute::Auto)])
-        {
+        for (p, route) in PRECS.iter().map(|&p| (p, MixedRoute::Qr)).chain([
+            (GemmPrecision::F32, MixedRoute::Auto),
+            (GemmPrecision::F32, MixedRoute::GramF64),
+        ]) {
             let params = MixedParams {
                 precision: p,
                 route,

@@ -30,7 +30,7 @@ refinement) vs cuSOLVER f64 least squares and cuSOLVER's IRS gels
 
 Usage: cuqr bench mixed [--quick] [--shapes MxN,MxN,...] [--reps R]
                         [--precisions bf16,f16,tf32,f32] [--kappas 1e2,1e6]
-                        [--routes auto,qr] [--block-size NB] [--no-irs]
+                        [--routes auto,qr,gram64] [--block-size NB] [--no-irs]
 
   --quick    shapes 2000x300, 6000x1000 (default: 8192x1024, 16384x4096,
              65536x2048)
@@ -38,9 +38,10 @@ Usage: cuqr bench mixed [--quick] [--shapes MxN,MxN,...] [--reps R]
   --reps     timed repetitions, at least 5 (default 5; one warm-up run first)
   --precisions  cuqr GEMM precisions to run (default bf16,f16,tf32,f32)
   --kappas   condition numbers (default 1e2,1e6)
-  --routes   cuqr routes to run (default auto,qr): auto = Gram-Cholesky
-             preconditioner first, QR when it fails or is poor; qr = the
-             mixed QR only
+  --routes   cuqr routes to run (default auto,qr): auto = f32 Gram-Cholesky
+             preconditioner first, then the f64 Gram-Cholesky one, then the
+             QR, each when the one before fails or is poor; gram64 = auto
+             without its f32 Gram stage; qr = the mixed QR only
   --block-size  Householder block size of cuqr's f32 factorisation (default:
              the QR's own choice for n)
   --no-irs   skip cuSOLVER's IRS gels rows
@@ -312,6 +313,7 @@ fn bench_point(
                         sol.backward_error,
                         match sol.factor {
                             MixedFactor::GramCholesky => "Gram-Cholesky".to_string(),
+                            MixedFactor::GramCholeskyF64 => "f64 Gram-Cholesky".to_string(),
                             MixedFactor::Qr(q) => format!("QR {q:?}"),
                             other => format!("{other:?}"),
                         }
@@ -342,6 +344,7 @@ fn bench_point(
 fn route_name(r: MixedRoute) -> &'static str {
     match r {
         MixedRoute::Qr => "qr",
+        MixedRoute::GramF64 => "gram64",
         _ => "auto",
     }
 }
@@ -351,7 +354,8 @@ fn parse_routes(s: &str) -> CliResult<Vec<MixedRoute>> {
         .map(|t| match t.trim() {
             "auto" => Ok(MixedRoute::Auto),
             "qr" => Ok(MixedRoute::Qr),
-            other => Err(format!("--routes: '{other}' is not auto or qr").into()),
+            "gram64" => Ok(MixedRoute::GramF64),
+            other => Err(format!("--routes: '{other}' is not auto, qr or gram64").into()),
         })
         .collect()
 }
@@ -516,8 +520,8 @@ mod tests {
         );
         assert!(parse_precisions("fp8").is_err());
         assert_eq!(
-            parse_routes("qr, auto").unwrap(),
-            vec![MixedRoute::Qr, MixedRoute::Auto]
+            parse_routes("qr, auto,gram64").unwrap(),
+            vec![MixedRoute::Qr, MixedRoute::Auto, MixedRoute::GramF64]
         );
         assert!(parse_routes("gram").is_err());
         assert_eq!(parse_kappas("1e2,1e6").unwrap(), vec![1e2, 1e6]);

@@ -32,25 +32,26 @@
 //! * **Preconditioner stages** ([`MixedRoute`](super::MixedRoute)): with the default
 //!   route `Auto` R̃ is first the f32 Cholesky factor of the f32 Gram matrix of the
 //!   copy (`gram.rs`: SSYRK + SPOTRF, good for κ(A)² · n · u_f32 ≲ 0.01); if SPOTRF
-//!   fails, or the first inner CG does not converge within 12 steps, the same f32 copy
-//!   is factored by the mixed QR in `params.precision`; a tensor-core QR factor whose
+//!   fails, or the first inner CG does not converge within 12 steps, R̃ is the f64
+//!   Cholesky factor of AᵀA (DSYRK + DPOTRF of A itself — an f64 factor, the
+//!   preconditioner of the corrected semi-normal equations, good for
+//!   κ(A)²·u_f64 ≲ 1e-3; on an H100 DSYRK runs on the FP64 tensor cores at the rate of
+//!   SSYRK); if that fails in turn, the same f32 copy is factored by the mixed QR in
+//!   `params.precision`; a tensor-core QR factor whose
 //!   first inner CG does not converge within 30 steps (u_low·κ ≳ 1) is replaced by the
 //!   f32 QR. Each switch restarts the solve from x₀ = 0;
 //!   [`MixedSolutionGpu::factor`] says which R̃ was used and
 //!   [`MixedSolutionGpu::inner_steps`] counts all CG steps. The route `Qr` skips the
-//!   Gram stage.
+//!   Gram stages, the route `GramF64` the f32 one.
 //!
-//! **Measured** (H100, `cuqr bench mixed`, docs/performance.md; tests/gpu_mixed.rs). At
-//! κ = 1e2 the default route refines from the Gram-Cholesky factor: 8192×1024 4.4 ms
-//! (1.6 factorisation + 2.7 refinement; 2.7× cuSOLVER's f64 solve), 16384×4096 22.4 ms
-//! (13.1 + 8.7; 4.3×), 65536×2048 24.6 ms (11.8 + 10.7; 3.2×), 6–7 CG steps in 2
-//! refinement steps. The QR route spends 80–87 % of its time factorising (16384×4096
-//! f32: 48.7 + 7.2 ms, 1.7×; the tf32 factorisation is at most 10 % faster and needs
-//! twice the CG steps). At κ = 1e6 SPOTRF or the diagonal test rejects the Gram factor
-//! (≈ 12 ms lost at 16384×4096), the f32 QR takes over and the solve is 0.9–1.4× (QR
-//! route alone 1.0–1.7×); a tf32 factor needs 36–40 CG steps before the switch to f32
-//! (0.4–0.7×). All solutions have η ≈ 1e-19 – 4e-18, at or below the f64 cuSOLVER
-//! solution's.
+//! **Measured** (H100, `cuqr bench mixed`, docs/performance.md; tests/gpu_mixed.rs;
+//! medians, speed-up over cuSOLVER's f64 `geqrf` + `ormqr` + `trsm` in the same run).
+//! κ = 1e2: the default route refines from the f32 Gram-Cholesky factor, 2.8× at
+//! 8192×1024, 4.6× at 16384×4096, 3.5× at 65536×2048. κ = 1e6: the f32 Gram factor is
+//! rejected and the f64 one taken, 2.9× / 3.6× / 2.8× (the f32 QR route alone:
+//! 1.0× / 1.7× / 1.3×, 80–87 % of it the factorisation's panel chain). The route
+//! `GramF64` skips the rejected f32 stage and its slower CG: 4.5–7.2× at both κ. All
+//! solutions have η within 10× of the f64 cuSOLVER solution's (most below it).
 //!
 //! # Examples
 //! ```no_run
@@ -366,8 +367,11 @@ impl MixedClock {
 /// **Preconditioner stages** (module doc). With `params.route` =
 /// [`MixedRoute::Auto`] (default) R̃ is first the f32 Cholesky factor of the Gram matrix
 /// of the f32 copy of A; when SPOTRF finds it not positive definite, or the first inner
-/// CG has not reached its target within 12 steps (κ(A)² too large for f32), the same
-/// copy is factored by the mixed QR with `params.precision`. When a tensor-core QR
+/// CG has not reached its target within 12 steps (κ(A)² too large for f32), the f64
+/// Cholesky factor of AᵀA ([`MixedFactor::GramCholeskyF64`], κ(A)² within f64); when
+/// that fails in the same ways, the f32 copy is factored by the mixed QR with
+/// `params.precision` ([`MixedRoute::GramF64`] starts at the f64 Gram stage,
+/// [`MixedRoute::Qr`] at the QR). When a tensor-core QR
 /// factor (bf16, f16, tf32) has not brought the first inner CG to its target within 30
 /// steps (u_low·κ(A) ≳ 1: CG would need hundreds of steps, each two passes over A), A
 /// is factored again with [`GemmPrecision::F32`]. Each switch restarts the solve from
@@ -405,10 +409,12 @@ pub fn lstsq_mixed_gpu_phases(
     solve(gpu, a, b, params, Some(clock))
 }
 
-/// A preconditioner stage of the solve (module doc of [`lstsq_mixed_gpu`]).
+/// A preconditioner stage of the solve (module doc of [`lstsq_mixed_gpu`]): f32 Gram →
+/// f64 Gram → QR in `params.precision` → QR in f32.
 fn next_stage(stage: MixedFactor, params: &MixedParams) -> Option<MixedFactor> {
     match stage {
-        MixedFactor::GramCholesky => Some(MixedFactor::Qr(params.precision)),
+        MixedFactor::GramCholesky => Some(MixedFactor::GramCholeskyF64),
+        MixedFactor::GramCholeskyF64 => Some(MixedFactor::Qr(params.precision)),
         MixedFactor::Qr(p) if p != GemmPrecision::F32 => Some(MixedFactor::Qr(GemmPrecision::F32)),
         MixedFactor::Qr(_) => None,
     }
@@ -418,23 +424,35 @@ fn next_stage(stage: MixedFactor, params: &MixedParams) -> Option<MixedFactor> {
 /// tried ([`GRAM_STEPS`], [`SWITCH_STEPS`]).
 fn switch_cap(stage: MixedFactor) -> usize {
     match stage {
-        MixedFactor::GramCholesky => GRAM_STEPS,
+        MixedFactor::GramCholesky | MixedFactor::GramCholeskyF64 => GRAM_STEPS,
         MixedFactor::Qr(_) => SWITCH_STEPS,
     }
 }
 
-/// R̃ (f64, unscaled) of `stage` from an f32 copy of A (consumed by the QR), or `None`
-/// when the Gram matrix is not positive definite in f32. The copy is handed back when
+/// ‖A‖_F range in which the f64 Gram matrix AᵀA neither overflows nor loses its small
+/// entries to underflow (with κ(A) ≤ 1e7, where the f64 Gram stage can succeed at all).
+const GRAM_F64_NORM_RANGE: std::ops::RangeInclusive<f64> = 1.0e-120..=1.0e120;
+
+/// R̃ (f64, unscaled) of `stage` from A and its f32 copy (consumed by the QR), or `None`
+/// when the Gram matrix is not positive definite in the stage's precision (or, for the
+/// f64 Gram, ‖A‖_F is outside [`GRAM_F64_NORM_RANGE`]). The copy is handed back when
 /// the stage did not consume it.
 fn stage_r(
     gpu: &Gpu,
+    a: &DevMat<f64>,
     c: F32Copy,
     stage: MixedFactor,
     nb: usize,
 ) -> Result<(Option<DevMat<f64>>, Option<F32Copy>)> {
     let n = c.f.ncols();
     match stage {
-        MixedFactor::GramCholesky => match gram_cholesky(gpu, &c.f)? {
+        MixedFactor::GramCholeskyF64 => {
+            if !GRAM_F64_NORM_RANGE.contains(&c.anorm) {
+                return Ok((None, Some(c)));
+            }
+            Ok((gram_cholesky::<f64>(gpu, a)?, Some(c)))
+        }
+        MixedFactor::GramCholesky => match gram_cholesky::<f32>(gpu, &c.f)? {
             Some(g) => {
                 let mut r = DevMat::<f64>::zeros(gpu, n, n)?;
                 gpu.convert_from_f32(&g.block(0, 0, n, n), pow2(-c.shift), &mut r.view_mut())?;
@@ -480,15 +498,19 @@ fn solve(
     let anorm = copy.anorm;
     let mut stage = match params.route {
         MixedRoute::Auto => MixedFactor::GramCholesky,
+        MixedRoute::GramF64 => MixedFactor::GramCholeskyF64,
         MixedRoute::Qr => MixedFactor::Qr(params.precision),
     };
-    let (mut r, mut spare) = MixedClock::factor(&mut clock, gpu, || stage_r(gpu, copy, stage, nb))?;
-    if r.is_none() {
-        stage = MixedFactor::Qr(params.precision);
-        let c = spare.take().expect("the Gram stage hands its copy back");
-        (r, spare) = MixedClock::factor(&mut clock, gpu, || stage_r(gpu, c, stage, nb))?;
+    let (mut r, mut spare) =
+        MixedClock::factor(&mut clock, gpu, || stage_r(gpu, a, copy, stage, nb))?;
+    // A Gram stage that fails hands its copy back; the stages end with a QR, which
+    // always gives R̃ (or an error).
+    while r.is_none() {
+        stage = next_stage(stage, params).expect("the last stage is a QR");
+        let c = spare.take().expect("a Gram stage hands its copy back");
+        (r, spare) = MixedClock::factor(&mut clock, gpu, || stage_r(gpu, a, c, stage, nb))?;
     }
-    let r = r.expect("a QR stage always gives R̃");
+    let r = r.expect("the loop above ends with R̃");
     let u = f64::EPSILON / 2.0;
     let max_inner = 10 * n + 50;
     let mut cg = InnerCg::new(gpu, m, n, r)?;
@@ -522,26 +544,42 @@ fn solve(
             if may_switch {
                 may_switch = false;
                 if !out.converged && out.steps >= cap {
-                    if let Some(next) = next_stage(stage, params) {
-                        // The Gram stage hands back its f32 copy; a QR stage consumed
-                        // its own, so the f32 QR needs a fresh one.
+                    // The later stages in order, until one gives a factor. A Gram
+                    // stage hands its f32 copy back; a QR stage consumes its own, so a
+                    // later QR needs a fresh one.
+                    let mut next = next_stage(stage, params);
+                    let mut switched = false;
+                    while let Some(cand) = next {
                         let got = MixedClock::factor(&mut clock, gpu, || {
                             let c = match spare.take() {
                                 Some(c) => c,
                                 None => f32_copy(gpu, OP_LS, a)?,
                             };
-                            stage_r(gpu, c, next, nb)
+                            stage_r(gpu, a, c, cand, nb)
                         });
-                        if let Ok((Some(r2), _)) = got {
-                            cg = InnerCg::new(gpu, m, n, r2)?;
-                            stage = next;
-                            may_switch = next_stage(stage, params).is_some();
-                            restart = true;
-                            break;
+                        match got {
+                            Ok((Some(r2), c2)) => {
+                                spare = c2;
+                                cg = InnerCg::new(gpu, m, n, r2)?;
+                                stage = cand;
+                                may_switch = next_stage(stage, params).is_some();
+                                switched = true;
+                                break;
+                            }
+                            Ok((None, c2)) => {
+                                spare = c2;
+                                next = next_stage(cand, params);
+                            }
+                            // E.g. an exactly zero pivot of the f32 QR: stay.
+                            Err(_) => break,
                         }
                     }
-                    // The next factorisation failed: redo this correction with the full
-                    // budget on the current factor (the rare path).
+                    if switched {
+                        restart = true;
+                        break;
+                    }
+                    // No later factorisation succeeded: redo this correction with the
+                    // full budget on the current factor (the rare path).
                     let full = cg.solve(gpu, a, &h.view(), INNER_EPS, max_inner)?;
                     inner_steps += full.steps;
                 }
@@ -699,6 +737,40 @@ mod tests {
             ..p
         };
         assert_eq!(check_ls_params(100, 100, 2, &given).unwrap(), 1e-9);
+    }
+
+    #[test]
+    fn stages_go_from_cheap_to_robust() {
+        let p = MixedParams {
+            precision: GemmPrecision::Bf16,
+            ..MixedParams::default()
+        };
+        let mut order = vec![MixedFactor::GramCholesky];
+        while let Some(next) = next_stage(*order.last().unwrap(), &p) {
+            order.push(next);
+        }
+        assert_eq!(
+            order,
+            [
+                MixedFactor::GramCholesky,
+                MixedFactor::GramCholeskyF64,
+                MixedFactor::Qr(GemmPrecision::Bf16),
+                MixedFactor::Qr(GemmPrecision::F32),
+            ]
+        );
+        // An f32 QR is the last stage, whatever came before it.
+        let f32p = MixedParams::default();
+        assert_eq!(
+            next_stage(MixedFactor::GramCholeskyF64, &f32p),
+            Some(MixedFactor::Qr(GemmPrecision::F32))
+        );
+        assert_eq!(next_stage(MixedFactor::Qr(GemmPrecision::F32), &f32p), None);
+        assert_eq!(switch_cap(MixedFactor::GramCholeskyF64), GRAM_STEPS);
+        assert_eq!(
+            switch_cap(MixedFactor::Qr(GemmPrecision::Tf32)),
+            SWITCH_STEPS
+        );
+        assert!(GRAM_F64_NORM_RANGE.contains(&1.0) && !GRAM_F64_NORM_RANGE.contains(&1e200));
     }
 
     #[test]

@@ -1,59 +1,260 @@
-//! The Gram-Cholesky preconditioner of the GPU least-squares solver (spec §4.2, §3.7;
-//! issue 5): R̃ from the f32 Cholesky factorisation of the f32 Gram matrix G = fᵀf of the
-//! scaled f32 copy f of A, by cuBLAS SSYRK (mn² flops, plain f32) and cuSOLVER SPOTRF
-//! (n³/3 flops). R̃ᵀR̃ = AᵀA + E with ‖E‖ ≲ c·n·u_f32·‖A‖², so the preconditioned normal
-//! operator R̃⁻ᵀAᵀAR̃⁻¹ is within about c·n·u_f32·κ(A)² of the identity: as good as the
-//! mixed QR's for κ(A) up to ~1e2–1e3, useless (or SPOTRF fails: G not positive
-//! definite in f32) beyond. The solver therefore tries it first and falls back to the QR
-//! (module doc of `gpu.rs`); the refinement in f64 fixes the accuracy either way.
+//! The Gram-Cholesky preconditioners of the GPU least-squares solver (spec §4.2, §3.7;
+//! issue 5): R̃ from the Cholesky factorisation of the Gram matrix G = fᵀf, by cuBLAS
+//! xSYRK (mn² flops) and cuSOLVER xPOTRF (n³/3 flops), in one of two precisions:
+//!
+//! * **f32, of the scaled f32 copy f of A** ([`MixedFactor::GramCholesky`]): R̃ᵀR̃ = AᵀA + E
+//!   with ‖E‖ ≲ c·n·u_f32·‖A‖², so the preconditioned normal operator R̃⁻ᵀAᵀAR̃⁻¹ is
+//!   within about c·n·u_f32·κ(A)² of the identity: as good as the mixed QR's for κ(A) up
+//!   to ~1e2–1e3, useless (or SPOTRF fails: G not positive definite in f32) beyond.
+//! * **f64, of A itself** ([`MixedFactor::GramCholeskyF64`]): the same with u_f64, so
+//!   good up to κ(A) ≈ 1e6–1e7 (κ² · u_f64 ≲ 1e-3). This is *not* a low-precision
+//!   factor — it is the classical preconditioner of the semi-normal equations (Björck,
+//!   *Numerical Methods for Least Squares Problems*, §2.5.4), used because on GPUs with
+//!   FP64 tensor cores (H100: DGEMM at the rate of plain f32 FMA) DSYRK + DPOTRF cost a
+//!   small fraction of any QR, and the f32 factors need κ(A)²·u_f32 ≪ 1 (Gram) or pay
+//!   the QR's panel chain. The refinement and its stopping rules are the same for
+//!   every factor.
+//!
+//! The solver tries them in that order and falls back to the QR (module doc of
+//! `gpu.rs`); the refinement in f64 fixes the accuracy either way.
+//!
+//! [`MixedFactor::GramCholesky`]: super::MixedFactor::GramCholesky
+//! [`MixedFactor::GramCholeskyF64`]: super::MixedFactor::GramCholeskyF64
 
 use cudarc::cublas::sys as blas;
 use cudarc::cusolver::sys as solver;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
 use crate::error::{Error, Result};
-use crate::gpu::{alloc_err, driver_err, DevMat, Gpu};
+use crate::gpu::{alloc_err, driver_err, DevMat, Gpu, GpuScalar};
 
 const OP: &str = "lstsq_mixed_gpu Gram-Cholesky";
 
-/// Unit roundoff of f32.
-const U_F32: f64 = 1.0 / 16_777_216.0;
-
-/// Largest (max|r̃_jj| / min|r̃_jj|)²·u_f32 for which the factor is used. The diagonal
-/// ratio is a lower bound of κ(R̃) = κ(A) (to first order), so this rejects only
-/// factors that are certainly poor: where fl(fᵀf) is numerically indefinite but SPOTRF
-/// still succeeded, its smallest pivots are ~√u_f32·‖A‖ and the ratio² · u_f32 is of
-/// order one. Borderline factors that pass are caught by the inner CG's step cap.
+/// Largest (max|r̃_jj| / min|r̃_jj|)²·u for which the factor is used (u the unit
+/// roundoff of the factor's precision). The diagonal ratio is a lower bound of κ(R̃) = κ(A) (to first order), so
+/// this rejects only factors that are certainly poor: where fl(fᵀf) is numerically
+/// indefinite but xPOTRF still succeeded, its smallest pivots are ~√u·‖A‖ and the
+/// ratio² · u is of order one. Borderline factors that pass are caught by the inner
+/// CG's step cap.
 const KAPPA2_U_MAX: f64 = 1e-2;
 
-/// max|r_jj| / min|r_jj| of the n×n factor (its diagonal read back: n f32), `None` when
-/// a diagonal entry is zero or not finite.
-fn diag_ratio(gpu: &Gpu, g: &DevMat<f32>) -> Result<Option<f64>> {
+/// The cuBLAS / cuSOLVER entry points of the Gram-Cholesky factor in one precision.
+pub(super) trait GramScalar: GpuScalar {
+    /// C = op(A)ᵀ·A (upper triangle) by xSYRK; arguments as `cublasXsyrk_v2` with
+    /// uplo = upper, trans = T, α = 1, β = 0.
+    ///
+    /// # Safety
+    /// As `cublasXsyrk_v2`: A is k×n (ld lda ≥ k) and C n×n (ld ldc ≥ n), both inside
+    /// live device allocations ordered on the handle's stream, C not overlapping A;
+    /// the handle in host pointer mode.
+    unsafe fn syrk(
+        h: blas::cublasHandle_t,
+        n: i32,
+        k: i32,
+        a: *const Self,
+        lda: i32,
+        c: *mut Self,
+        ldc: i32,
+    ) -> blas::cublasStatus_t;
+    /// xCOPY of n elements with strides.
+    ///
+    /// # Safety
+    /// As `cublasXcopy_v2`: both vectors inside live device allocations, not overlapping.
+    unsafe fn copy(
+        h: blas::cublasHandle_t,
+        n: i32,
+        x: *const Self,
+        incx: i32,
+        y: *mut Self,
+        incy: i32,
+    ) -> blas::cublasStatus_t;
+    /// xPOTRF workspace query (upper).
+    ///
+    /// # Safety
+    /// As `cusolverDnXpotrf_bufferSize`: reads only the dimensions; `lwork` a live i32.
+    unsafe fn potrf_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut Self,
+        lda: i32,
+        lwork: *mut i32,
+    ) -> solver::cusolverStatus_t;
+    /// xPOTRF (upper) in place.
+    ///
+    /// # Safety
+    /// As `cusolverDnXpotrf`: A n×n (ld lda), a workspace of ≥ lwork elements as
+    /// queried and one device i32 devInfo, all live, distinct allocations ordered on
+    /// the handle's stream.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn potrf(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut Self,
+        lda: i32,
+        work: *mut Self,
+        lwork: i32,
+        info: *mut i32,
+    ) -> solver::cusolverStatus_t;
+}
+
+const UPPER_B: blas::cublasFillMode_t = blas::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
+const UPPER_S: solver::cublasFillMode_t = solver::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
+
+impl GramScalar for f32 {
+    unsafe fn syrk(
+        h: blas::cublasHandle_t,
+        n: i32,
+        k: i32,
+        a: *const f32,
+        lda: i32,
+        c: *mut f32,
+        ldc: i32,
+    ) -> blas::cublasStatus_t {
+        let (one, zero) = (1.0f32, 0.0f32);
+        // SAFETY: the caller's contract (trait doc); α, β are live host f32.
+        unsafe {
+            blas::cublasSsyrk_v2(
+                h,
+                UPPER_B,
+                blas::cublasOperation_t::CUBLAS_OP_T,
+                n,
+                k,
+                &one,
+                a,
+                lda,
+                &zero,
+                c,
+                ldc,
+            )
+        }
+    }
+    unsafe fn copy(
+        h: blas::cublasHandle_t,
+        n: i32,
+        x: *const f32,
+        incx: i32,
+        y: *mut f32,
+        incy: i32,
+    ) -> blas::cublasStatus_t {
+        // SAFETY: the caller's contract (trait doc).
+        unsafe { blas::cublasScopy_v2(h, n, x, incx, y, incy) }
+    }
+    unsafe fn potrf_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut f32,
+        lda: i32,
+        lwork: *mut i32,
+    ) -> solver::cusolverStatus_t {
+        // SAFETY: the caller's contract (trait doc).
+        unsafe { solver::cusolverDnSpotrf_bufferSize(h, UPPER_S, n, a, lda, lwork) }
+    }
+    unsafe fn potrf(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut f32,
+        lda: i32,
+        work: *mut f32,
+        lwork: i32,
+        info: *mut i32,
+    ) -> solver::cusolverStatus_t {
+        // SAFETY: the caller's contract (trait doc).
+        unsafe { solver::cusolverDnSpotrf(h, UPPER_S, n, a, lda, work, lwork, info) }
+    }
+}
+
+impl GramScalar for f64 {
+    unsafe fn syrk(
+        h: blas::cublasHandle_t,
+        n: i32,
+        k: i32,
+        a: *const f64,
+        lda: i32,
+        c: *mut f64,
+        ldc: i32,
+    ) -> blas::cublasStatus_t {
+        let (one, zero) = (1.0f64, 0.0f64);
+        // SAFETY: the caller's contract (trait doc); α, β are live host f64.
+        unsafe {
+            blas::cublasDsyrk_v2(
+                h,
+                UPPER_B,
+                blas::cublasOperation_t::CUBLAS_OP_T,
+                n,
+                k,
+                &one,
+                a,
+                lda,
+                &zero,
+                c,
+                ldc,
+            )
+        }
+    }
+    unsafe fn copy(
+        h: blas::cublasHandle_t,
+        n: i32,
+        x: *const f64,
+        incx: i32,
+        y: *mut f64,
+        incy: i32,
+    ) -> blas::cublasStatus_t {
+        // SAFETY: the caller's contract (trait doc).
+        unsafe { blas::cublasDcopy_v2(h, n, x, incx, y, incy) }
+    }
+    unsafe fn potrf_buffer_size(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut f64,
+        lda: i32,
+        lwork: *mut i32,
+    ) -> solver::cusolverStatus_t {
+        // SAFETY: the caller's contract (trait doc).
+        unsafe { solver::cusolverDnDpotrf_bufferSize(h, UPPER_S, n, a, lda, lwork) }
+    }
+    unsafe fn potrf(
+        h: solver::cusolverDnHandle_t,
+        n: i32,
+        a: *mut f64,
+        lda: i32,
+        work: *mut f64,
+        lwork: i32,
+        info: *mut i32,
+    ) -> solver::cusolverStatus_t {
+        // SAFETY: the caller's contract (trait doc).
+        unsafe { solver::cusolverDnDpotrf(h, UPPER_S, n, a, lda, work, lwork, info) }
+    }
+}
+
+/// max|r_jj| / min|r_jj| of the n×n factor (its diagonal read back: n values), `None`
+/// when a diagonal entry is zero or not finite.
+fn diag_ratio<T: GramScalar>(gpu: &Gpu, g: &DevMat<T>) -> Result<Option<f64>> {
     let n = g.ncols();
     let (ni, step) = (int("n", n)?, int("ld of G", g.ld() + 1)?);
     let st = gpu.stream().clone();
-    let mut d = st
-        .alloc_zeros::<f32>(n.max(1))
-        .map_err(alloc_err("diagonal of R̃", n.max(1) * 4))?;
+    let mut d = st.alloc_zeros::<T>(n.max(1)).map_err(alloc_err(
+        "diagonal of R̃",
+        n.max(1) * std::mem::size_of::<T>(),
+    ))?;
     {
         let (pg, _gg) = g.buf().device_ptr(&st);
         let (pd, _gd) = d.device_ptr_mut(&st);
         gpu.count_launch();
-        // SAFETY: cublasScopy_v2: the n diagonal entries of the n×n G lie at stride
-        // ld + 1 inside its buffer; d holds n f32 (stride 1), a different allocation;
-        // SCOPY has no scalar arguments; handle bound to the stream.
+        // SAFETY: xCOPY: the n diagonal entries of the n×n G lie at stride ld + 1 inside
+        // its buffer; d holds n elements (stride 1), a different allocation; handle
+        // bound to the stream.
         let s = unsafe {
-            blas::cublasScopy_v2(
+            T::copy(
                 *gpu.blas().handle(),
                 ni,
-                pg as *const f32,
+                pg as *const T,
                 step,
-                pd as *mut f32,
+                pd as *mut T,
                 1,
             )
         };
         s.result()
-            .map_err(|e| Error::Cublas(format!("{OP}: scopy: {e}")))?;
+            .map_err(|e| Error::Cublas(format!("{OP}: copy of the diagonal: {e}")))?;
     }
     gpu.count_launch();
     let h = st
@@ -63,7 +264,7 @@ fn diag_ratio(gpu: &Gpu, g: &DevMat<f32>) -> Result<Option<f64>> {
         .map_err(driver_err("reading the diagonal of R̃"))?;
     let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
     for &x in &h[..n] {
-        let a = (x as f64).abs();
+        let a = x.to_f64().abs();
         if a == 0.0 || !a.is_finite() {
             return Ok(None);
         }
@@ -81,110 +282,102 @@ fn int(what: &'static str, x: usize) -> Result<i32> {
     })
 }
 
-/// The upper-triangular f32 factor R̃ with R̃ᵀR̃ = fl(fᵀf) (n×n, in the upper triangle of
-/// the returned matrix; its strict lower triangle is not referenced) for the m×n f32 `f`,
-/// or `None` when SPOTRF stops at a non-positive pivot (fᵀf not positive definite in
-/// f32: κ(f)² too large for f32) or the factor's diagonal shows κ(R̃)²·u_f32 > 1e-2
-/// ([`KAPPA2_U_MAX`]). `f` is only read. Waits for the stream (devInfo, diagonal).
+/// The upper-triangular factor R̃ with R̃ᵀR̃ = fl(fᵀf) (n×n, in the upper triangle of the
+/// returned matrix; its strict lower triangle is not referenced) for the m×n `f`, in
+/// f's precision, or `None` when xPOTRF stops at a non-positive pivot (fᵀf not
+/// positive definite in that precision: κ(f)² too large) or the factor's diagonal shows
+/// κ(R̃)²·u > 1e-2 ([`KAPPA2_U_MAX`]). `f` is only read; the caller makes sure fᵀf
+/// neither over- nor underflows. Waits for the stream (devInfo, diagonal).
 ///
 /// # Errors
 /// [`Error::InvalidParam`] (dimensions beyond int), [`Error::OutOfMemory`],
 /// [`Error::Cublas`], [`Error::Cusolver`] (including a negative devInfo),
 /// [`Error::Driver`].
-pub(super) fn gram_cholesky(gpu: &Gpu, f: &DevMat<f32>) -> Result<Option<DevMat<f32>>> {
+pub(super) fn gram_cholesky<T: GramScalar>(gpu: &Gpu, f: &DevMat<T>) -> Result<Option<DevMat<T>>> {
     let (m, n) = (f.nrows(), f.ncols());
     let (mi, ni) = (int("m", m)?, int("n", n)?);
     let ldf = int("ld of A", f.ld())?;
-    let mut g = DevMat::<f32>::zeros(gpu, n, n)?;
+    let mut g = DevMat::<T>::zeros(gpu, n, n)?;
     let ldg = int("ld of G", g.ld())?;
     let st = gpu.stream().clone();
     {
         let (pf, _gf) = f.buf().device_ptr(&st);
         let (pg, _gg) = g.buf_mut().device_ptr_mut(&st);
-        let (one, zero) = (1.0f32, 0.0f32);
         gpu.count_launch();
-        // SAFETY: cublasSsyrk_v2 with op T: A is m×n (ld ldf ≥ m) inside f's buffer, C is
-        // n×n (ld ldg ≥ n) inside g's, a different allocation; α, β are live host f32
-        // (the handle is in its default host pointer mode: the only device-mode user,
-        // `refine::InnerCg::solve`, restores it before returning); handle bound to the
-        // stream.
+        // SAFETY: xSYRK with op T: A is m×n (ld ldf ≥ m) inside f's buffer, C is n×n (ld
+        // ldg ≥ n) inside g's, a different allocation; the handle is in its default
+        // host pointer mode (the only device-mode user, `refine::InnerCg::solve`,
+        // restores it before returning) and bound to the stream.
         let s = unsafe {
-            blas::cublasSsyrk_v2(
+            T::syrk(
                 *gpu.blas().handle(),
-                blas::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER,
-                blas::cublasOperation_t::CUBLAS_OP_T,
                 ni,
                 mi,
-                &one,
-                pf as *const f32,
+                pf as *const T,
                 ldf,
-                &zero,
-                pg as *mut f32,
+                pg as *mut T,
                 ldg,
             )
         };
         s.result()
-            .map_err(|e| Error::Cublas(format!("{OP}: ssyrk: {e}")))?;
+            .map_err(|e| Error::Cublas(format!("{OP}: syrk: {e}")))?;
     }
     let h = gpu.solver().cu();
-    let up = solver::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
     let mut lwork = 0i32;
     {
         let (pg, _gg) = g.buf_mut().device_ptr_mut(&st);
-        // SAFETY: cusolverDnSpotrf_bufferSize reads only the dimensions; G is n×n (ld
-        // ldg) inside its buffer; `lwork` is a live host i32.
-        let s = unsafe {
-            solver::cusolverDnSpotrf_bufferSize(h, up, ni, pg as *mut f32, ldg, &mut lwork)
-        };
+        // SAFETY: xPOTRF_bufferSize reads only the dimensions; G is n×n (ld ldg) inside
+        // its buffer; `lwork` is a live host i32.
+        let s = unsafe { T::potrf_buffer_size(h, ni, pg as *mut T, ldg, &mut lwork) };
         s.result()
-            .map_err(|e| Error::Cusolver(format!("{OP}: spotrf_bufferSize: {e}")))?;
+            .map_err(|e| Error::Cusolver(format!("{OP}: potrf_bufferSize: {e}")))?;
     }
     let lw = usize::try_from(lwork).unwrap_or(0).max(1);
     let mut work = st
-        .alloc_zeros::<f32>(lw)
-        .map_err(alloc_err("SPOTRF workspace", lw * 4))?;
+        .alloc_zeros::<T>(lw)
+        .map_err(alloc_err("POTRF workspace", lw * std::mem::size_of::<T>()))?;
     let mut info = st
         .alloc_zeros::<i32>(1)
-        .map_err(alloc_err("SPOTRF devInfo", 4))?;
+        .map_err(alloc_err("POTRF devInfo", 4))?;
     {
         let (pg, _gg) = g.buf_mut().device_ptr_mut(&st);
         let (pw, _gw) = work.device_ptr_mut(&st);
         let (pi, _gi) = info.device_ptr_mut(&st);
         gpu.count_launch();
-        // SAFETY: cusolverDnSpotrf contract: G n×n (ld ldg) upper triangle referenced, a
-        // workspace of `lw` ≥ lwork f32 as queried, devInfo one device i32, all distinct
+        // SAFETY: xPOTRF contract: G n×n (ld ldg) upper triangle referenced, a workspace
+        // of `lw` ≥ lwork elements as queried, devInfo one device i32, all distinct
         // allocations; the cuSOLVER handle is bound to the stream.
         let s = unsafe {
-            solver::cusolverDnSpotrf(
+            T::potrf(
                 h,
-                up,
                 ni,
-                pg as *mut f32,
+                pg as *mut T,
                 ldg,
-                pw as *mut f32,
+                pw as *mut T,
                 lwork.max(1),
                 pi as *mut i32,
             )
         };
         s.result()
-            .map_err(|e| Error::Cusolver(format!("{OP}: spotrf: {e}")))?;
+            .map_err(|e| Error::Cusolver(format!("{OP}: potrf: {e}")))?;
     }
     gpu.count_launch();
     let v = st
         .clone_dtoh(&info)
-        .map_err(driver_err("reading SPOTRF devInfo"))?;
+        .map_err(driver_err("reading POTRF devInfo"))?;
     st.synchronize()
-        .map_err(driver_err("reading SPOTRF devInfo"))?;
+        .map_err(driver_err("reading POTRF devInfo"))?;
     match v.first() {
         Some(0) => {
-            if diag_ratio(gpu, &g)?.is_some_and(|q| q * q * U_F32 <= KAPPA2_U_MAX) {
+            let u = T::UNIT_ROUNDOFF;
+            if diag_ratio(gpu, &g)?.is_some_and(|q| q * q * u <= KAPPA2_U_MAX) {
                 Ok(Some(g))
             } else {
                 Ok(None)
             }
         }
         Some(&i) if i > 0 => Ok(None),
-        Some(&i) => Err(Error::Cusolver(format!("{OP}: spotrf devInfo = {i}"))),
+        Some(&i) => Err(Error::Cusolver(format!("{OP}: potrf devInfo = {i}"))),
         None => Err(Error::Cusolver(format!("{OP}: no devInfo"))),
     }
 }

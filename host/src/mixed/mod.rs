@@ -155,12 +155,19 @@ pub enum MixedRoute {
     /// First R̃ from the f32 Cholesky factorisation of the f32 Gram matrix (cuBLAS
     /// SSYRK + cuSOLVER SPOTRF, far cheaper than a QR: mn² flops of SYRK against a
     /// column-by-column panel chain); when SPOTRF fails or the inner CG shows R̃ is poor
-    /// (κ(A)² beyond f32), the mixed QR with [`MixedParams::precision`]
-    /// ([`lstsq_mixed_gpu`] describes the stages). The default.
+    /// (κ(A)² beyond f32), the f64 Gram-Cholesky factor (DSYRK + DPOTRF of A itself,
+    /// good to κ(A) ≈ 1e6–1e7); when that fails too, the mixed QR with
+    /// [`MixedParams::precision`] ([`lstsq_mixed_gpu`] describes the stages). The
+    /// default.
     Auto,
     /// Only the mixed QR of spec §4.2 / seed S3 (with the switch of a slow tensor-core
     /// factor to f32 described at [`lstsq_mixed_gpu`]).
     Qr,
+    /// [`MixedRoute::Auto`] without its f32 Gram stage: first the f64 Gram-Cholesky
+    /// factor ([`MixedFactor::GramCholeskyF64`]), then the mixed QR. Worth it where
+    /// κ(A) is known to be beyond the f32 Gram matrix (κ ≳ 1e3) and f64 SYRK is fast
+    /// (GPUs with FP64 tensor cores).
+    GramF64,
 }
 
 /// The preconditioner factor a GPU least-squares solve used
@@ -170,6 +177,11 @@ pub enum MixedRoute {
 pub enum MixedFactor {
     /// f32 Cholesky factor of the f32 Gram matrix ([`MixedRoute::Auto`]).
     GramCholesky,
+    /// f64 Cholesky factor of the f64 Gram matrix AᵀA ([`MixedRoute::Auto`] when the f32
+    /// one fails, [`MixedRoute::GramF64`]): not a low-precision factor, the
+    /// preconditioner of the corrected semi-normal equations, good for
+    /// κ(A)²·u_f64 ≲ 1e-3.
+    GramCholeskyF64,
     /// The mixed QR with trailing GEMMs in this precision.
     Qr(GemmPrecision),
 }
