@@ -175,9 +175,10 @@ fn gpu_tiny_leading_entry_and_reversed_rows() {
 fn gpu_coop_panel_shapes() {
     let Some(g) = gpu() else { return };
     // (m, n, nb, coop_rows): several blocks, slab boundaries not multiples of 32, slabs
-    // beyond the 48 KiB default shared memory (opt-in), panels as wide as 128,
-    // rectangular shapes, and one 700-row block whose slab cannot fit in shared
-    // memory (global memory even when shared memory is allowed)
+    // beyond the 48 KiB default shared memory (opt-in), panels as wide as 256 (two
+    // interchange gathers a panel), rectangular shapes, and one 700-row block whose
+    // slab cannot fit in shared memory (global memory even when shared memory is
+    // allowed)
     let cases: &[(usize, usize, usize, usize)] = &[
         (97, 97, 32, 8),
         (161, 161, 64, 32),
@@ -187,6 +188,8 @@ fn gpu_coop_panel_shapes() {
         (600, 211, 96, 50),
         (211, 600, 96, 50),
         (700, 700, 128, 5000),
+        (1300, 1300, 256, 64),
+        (900, 530, 200, 40),
     ];
     for (idx, &(m, n, nb, rows)) in cases.iter().enumerate() {
         for smem in [true, false] {

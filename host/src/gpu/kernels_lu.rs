@@ -6,14 +6,16 @@
 //! the cooperative panel is off; the interchanges across the rest of the matrix by
 //! `lu_laswp_tile` (≤ 128 steps) or `lu_laswp`; cuBLAS TRSM for U₁₂ and GEMM for the
 //! Schur update, all in place in one [`DevMat`] on [`Gpu::stream`], with the next
-//! panel on [`Gpu::stream2`] under look-ahead.
+//! panel on [`Gpu::stream2`] and the interchanges left of each panel on
+//! [`Gpu::stream3`] under look-ahead.
 //!
 //! The matrix, pivot and diagonal pointers are taken once per factorisation (one
 //! cudarc guard each, held for the whole loop) and carried in a private `LuPtrs`,
 //! so the per-launch host cost is the launch alone; the cooperative panel's partials
 //! and barrier counter are allocated (the counter zeroed) once per factorisation.
-//! Launches per panel with the cooperative panel and look-ahead: 1 panel, 1 laswp, 1
-//! TRSM, 2 GEMMs (plus two event records). Column steps with base b: 2w kernels plus
+//! Launches per panel with the cooperative panel and look-ahead: 1 panel, 3 laswp
+//! (the next panel's columns, the columns after it, and left of the panel on stream
+//! 3), 2 TRSMs, 2 GEMMs (plus three event records). Column steps with base b: 2w kernels plus
 //! 4 per recursion node, plus 3 for the panel's laswp/TRSM/GEMM.
 
 use core::cell::Cell;
@@ -48,8 +50,9 @@ const LU_LASWP_TILE_MAX_K: usize = 128;
 const LU_LASWP_TILE_BLOCK: u32 = 256;
 /// Threads per block of the cooperative `lu_panel_coop`.
 pub const LU_COOP_BLOCK: u32 = 256;
-/// Widest panel `lu_panel_coop` takes (its staged rows and partials are sized by it).
-pub const LU_COOP_MAX_W: usize = 128;
+/// Widest panel `lu_panel_coop` takes (its staged rows and partials are sized by it;
+/// a 64-row f64 slab of 256 columns is 128 KiB of shared memory).
+pub const LU_COOP_MAX_W: usize = 256;
 
 /// How [`Gpu::lu_factor_in_place`] factors its panels (issue 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,13 +272,30 @@ impl Gpu {
         Ok(())
     }
 
-    /// The blocked loop with look-ahead (issue 6 "look-ahead"): after panel k's
-    /// interchanges and U₁₂ TRSM, the GEMM first updates panel k+1's columns, then
-    /// panel k+1 is factored by the cooperative kernel on [`Gpu::stream2`] while the
-    /// main stream runs the rest of the Schur update; the main stream waits for the
-    /// panel before the next interchanges. The two streams touch disjoint columns in
+    /// The blocked loop with look-ahead (issue 6 "look-ahead"): panel k's interchanges,
+    /// U₁₂ TRSM and Schur GEMM first update panel k+1's columns, then panel k+1 is
+    /// factored by the cooperative kernel on [`Gpu::stream2`] while the main stream runs
+    /// the interchanges, TRSM and GEMM of the columns after it; the main stream waits for
+    /// the panel before the next step. The two streams touch disjoint columns in
     /// the overlap (panel k+1's rows k+w..m of its own columns vs the columns after it).
+    ///
+    /// The interchanges of panel k on the columns left of it (0..k: finished L columns
+    /// that only later interchanges touch) run on [`Gpu::stream3`], after an event on the
+    /// main stream that follows panel k and every earlier launch reading those columns,
+    /// so they overlap the panel chain and the GEMMs instead of delaying the next TRSM;
+    /// the interchanges right of the panel stay on the main stream. The main stream
+    /// waits for stream 3 before this returns, on success and on error alike.
     fn lu_lookahead_loop<T: GpuScalar>(&self, p: &LuPtrs, nb: usize) -> Result<()> {
+        let res = self.lu_lookahead_steps::<T>(p, nb);
+        let join = self
+            .stream3
+            .record_event(None)
+            .and_then(|e| self.stream.wait(&e))
+            .map_err(driver_err("joining the left interchanges' stream"));
+        res.and(join)
+    }
+
+    fn lu_lookahead_steps<T: GpuScalar>(&self, p: &LuPtrs, nb: usize) -> Result<()> {
         let (m, n) = (p.m, p.n);
         let kmin = m.min(n);
         let ev = |s: &cudarc::driver::CudaStream| {
@@ -287,22 +307,39 @@ impl Gpu {
         while k < kmin {
             let w = nb.min(kmin - k);
             let k2 = k + w;
-            self.lu_laswp_raw::<T>(p, 0..n, k..k2, k..k2)?;
-            self.lu_trsm_in::<T>(p, k, w, k2..n)?;
+            if k > 0 {
+                // Panel k is done (the main stream waited for it) and every launch that
+                // reads columns 0..k is queued before this event.
+                let left = ev(&self.stream)?;
+                self.stream3
+                    .wait(&left)
+                    .map_err(driver_err("left interchanges' stream wait"))?;
+                self.lu_laswp_on::<T>(p, 0..k, 0..0, k..k2, &self.stream3)?;
+            }
             if k2 < kmin {
+                // Next panel's columns first: interchanges, U₁₂ block and Schur update,
+                // then the panel on stream 2; the rest of the interchanges, TRSM and
+                // GEMM run on the main stream while it factors.
                 let w2 = nb.min(kmin - k2);
-                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..k2 + w2)?;
+                let k3 = k2 + w2;
+                self.lu_laswp_raw::<T>(p, k2..k3, 0..0, k..k2)?;
+                self.lu_trsm_in::<T>(p, k, w, k2..k3)?;
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..k3)?;
                 let ready = ev(&self.stream)?;
                 self.stream2
                     .wait(&ready)
                     .map_err(driver_err("look-ahead stream wait"))?;
                 self.lu_panel_coop_on::<T>(p, k2, w2, &self.stream2)?;
                 let done = ev(&self.stream2)?;
-                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2 + w2..n)?;
+                self.lu_laswp_raw::<T>(p, k3..n, 0..0, k..k2)?;
+                self.lu_trsm_in::<T>(p, k, w, k3..n)?;
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k3..n)?;
                 self.stream
                     .wait(&done)
                     .map_err(driver_err("look-ahead stream wait"))?;
             } else {
+                self.lu_laswp_raw::<T>(p, k2..n, 0..0, k..k2)?;
+                self.lu_trsm_in::<T>(p, k, w, k2..n)?;
                 self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..n)?;
             }
             k = k2;
@@ -558,7 +595,8 @@ impl Gpu {
         Ok(())
     }
 
-    /// `lu_laswp`: interchanges ipiv[steps] on columns `cols` minus `skip`.
+    /// `lu_laswp`: interchanges ipiv[steps] on columns `cols` minus `skip`, on the main
+    /// stream.
     fn lu_laswp_raw<T: GpuScalar>(
         &self,
         p: &LuPtrs,
@@ -566,18 +604,37 @@ impl Gpu {
         skip: core::ops::Range<usize>,
         steps: core::ops::Range<usize>,
     ) -> Result<()> {
+        self.lu_laswp_on::<T>(p, cols, skip, steps, &self.stream)
+    }
+
+    /// [`Gpu::lu_laswp_raw`] on `stream`; the caller orders it after the panel that wrote
+    /// ipiv[steps] and against every other launch that touches the same columns.
+    fn lu_laswp_on<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        cols: core::ops::Range<usize>,
+        skip: core::ops::Range<usize>,
+        steps: core::ops::Range<usize>,
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<()> {
         assert!(cols.end <= p.n && steps.end <= p.m.min(p.n));
         let all_skipped = !skip.is_empty() && skip.start <= cols.start && skip.end >= cols.end;
         if cols.is_empty() || steps.is_empty() || all_skipped {
             return Ok(());
         }
         if steps.len() <= LU_LASWP_TILE_MAX_K {
-            return self.lu_laswp_tile_raw::<T>(p, cols, skip, steps);
+            return self.lu_laswp_tile_raw::<T>(p, cols, skip, steps, stream);
+        }
+        if steps.len() <= 2 * LU_LASWP_TILE_MAX_K {
+            // A 256-wide panel: two gathers in order on the same stream.
+            let mid = steps.start + LU_LASWP_TILE_MAX_K;
+            self.lu_laswp_tile_raw::<T>(p, cols.clone(), skip.clone(), steps.start..mid, stream)?;
+            return self.lu_laswp_tile_raw::<T>(p, cols, skip, mid..steps.end, stream);
         }
         let f = &T::kernel_set(&self.kernels).lu_laswp;
         self.count_launch();
         let ipiv = p.ipiv;
-        let mut b = self.stream.launch_builder(f);
+        let mut b = stream.launch_builder(f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&cols.start)
@@ -593,10 +650,12 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         // SAFETY: matches lu_laswp_{f32,f64}(a: *mut T, lda, col0, col1, skip0, skip1,
-        // ipiv: *const u32, k1, k2); ipiv[steps] were written by earlier lu_pivot launches
-        // on this stream with values in steps.start..m (a pivot of step j is ≥ j, < m), so
-        // every swapped row is < m and every column < n (asserted), inside `a` (LuPtrs'
-        // invariant); one thread per column, no other launch runs concurrently on it.
+        // ipiv: *const u32, k1, k2); ipiv[steps] were written by earlier panel launches
+        // ordered before this one (this stream, or an event the caller waited for) with
+        // values in steps.start..m (a pivot of step j is ≥ j, < m), so every swapped row
+        // is < m and every column < n (asserted), inside `a` (LuPtrs' invariant); one
+        // thread per column, no launch touching these columns runs concurrently (the
+        // caller's ordering).
         unsafe { b.launch(cfg) }.map_err(launch_err("lu_laswp"))?;
         Ok(())
     }
@@ -609,6 +668,7 @@ impl Gpu {
         cols: core::ops::Range<usize>,
         skip: core::ops::Range<usize>,
         steps: core::ops::Range<usize>,
+        stream: &cudarc::driver::CudaStream,
     ) -> Result<()> {
         let kw = steps.len();
         assert!(
@@ -617,7 +677,7 @@ impl Gpu {
         let f = &T::kernel_set(&self.kernels).lu_laswp_tile;
         self.count_launch();
         let ipiv = p.ipiv;
-        let mut b = self.stream.launch_builder(f);
+        let mut b = stream.launch_builder(f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&cols.start)
@@ -635,11 +695,12 @@ impl Gpu {
         };
         // SAFETY: matches lu_laswp_tile_{f32,f64}(a: *mut T, lda, col0, col1, skip0, skip1,
         // ipiv: *const u32, k1, k2); 1 ≤ k2 − k1 ≤ 128 (asserted); ipiv[steps] were
-        // written earlier on this stream by the panel with k ≤ ipiv[k] < m, so every
-        // touched row is < m and every column < n (asserted), inside `a` (LuPtrs'
-        // invariant); grid ⌈|cols|/16⌉, block 256, 6·kw·4 + 2·kw·16·size_of::<T>()
-        // (≤ 36 KiB) bytes of dynamic shared memory as the entry requires; ordered on
-        // self.stream.
+        // written by the panel, ordered before this launch (same stream, or an event the
+        // caller waited for), with k ≤ ipiv[k] < m, so every touched row is < m and every
+        // column < n (asserted), inside `a` (LuPtrs' invariant); grid ⌈|cols|/16⌉, block
+        // 256, 6·kw·4 + 2·kw·16·size_of::<T>() (≤ 36 KiB) bytes of dynamic shared memory
+        // as the entry requires; no launch touching these columns runs concurrently (the
+        // caller's ordering).
         unsafe { b.launch(cfg) }.map_err(launch_err("lu_laswp_tile"))?;
         Ok(())
     }

@@ -51,7 +51,7 @@ pub struct LuParams {
     /// Width at which the recursive panel stops splitting and runs column steps;
     /// `None` picks [`DEFAULT_PANEL_BASE`] (at most the block size); on the GPU with
     /// the cooperative panel `None` picks the block size (one launch per panel, up
-    /// to 128 columns).
+    /// to 256 columns).
     pub panel_base: Option<usize>,
     /// Relative singularity tolerance: column j is rejected when
     /// |u_jj| ≤ singular_tol·max|a_ij|. `None` uses max(m, n)·u; `Some(0.0)`
@@ -64,7 +64,7 @@ pub struct LuParams {
     pub fused_rows: Option<usize>,
     /// GPU only: time each phase with CUDA events ([`GpuLu::profile`]).
     pub profile: bool,
-    /// GPU only: factor each panel (recursive leaf) of at most 128 columns in one
+    /// GPU only: factor each panel (recursive leaf) of at most 256 columns in one
     /// cooperative multi-block launch (`lu_panel_coop`, one grid barrier per column)
     /// instead of column-step kernels; `None` means `true`. Same algorithm and pivots.
     pub coop_panel: Option<bool>,
