@@ -1194,3 +1194,21 @@ fn bench_updates_quick_wavefront_columns_on_gpu() {
     assert_eq!(with_wf, 4, "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A `--csv` file that cannot be written, or an `--svg` directory that cannot be
+/// created, is refused before the run (exit 2, one line naming the path), with or
+/// without a GPU; before, the error came only after the whole sweep.
+#[test]
+fn bench_output_paths_are_checked_before_the_run() {
+    let dir = temp_dir("bench-out");
+    let bad_csv = dir.join("missing/dir/out.csv");
+    let o = cuqr(&["bench", "qr", "--shapes", "64x32", "--csv", p(&bad_csv)]);
+    assert_cli_error(&o, "missing/dir/out.csv");
+    let o = cuqr(&["bench", "updates", "--quick", "--csv", p(&bad_csv)]);
+    assert_cli_error(&o, "missing/dir/out.csv");
+    let file = dir.join("plain");
+    std::fs::write(&file, "x").unwrap();
+    let bad_svg = file.join("plots");
+    let o = cuqr(&["bench", "updates", "--quick", "--svg", p(&bad_svg)]);
+    assert_cli_error(&o, "--svg");
+}

@@ -184,9 +184,54 @@ pub fn check_shape_fits(opt: &str, m: usize, n: usize) -> CliResult<()> {
     }
 }
 
+/// Checks before a run that `--csv FILE` can be written (opened for writing, created
+/// if missing, not truncated: the run overwrites it at the end), so a bad path fails
+/// at once instead of after a long sweep.
+pub fn check_csv_path(cmd: &str, path: &str) -> CliResult<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)
+        .map_err(|e| format!("{cmd}: --csv {path}: {e}").into())
+}
+
+/// Creates `--svg DIR` (and its parents) before a run, so a bad path fails at once.
+pub fn check_svg_dir(cmd: &str, dir: &str) -> CliResult<()> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{cmd}: --svg {dir}: {e}").into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_paths_are_checked_up_front() {
+        let dir = std::env::temp_dir().join(format!("cuqr-out-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("x.csv");
+        let fs = f.to_str().unwrap();
+        check_csv_path("bench qr", fs).unwrap();
+        assert!(f.exists());
+        // An existing file is not truncated by the check.
+        std::fs::write(&f, "keep").unwrap();
+        check_csv_path("bench qr", fs).unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "keep");
+        // A directory, or a file under a missing directory, is refused with the path.
+        let e = check_csv_path("bench qr", dir.to_str().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("--csv"), "{e}");
+        let missing = dir.join("no/such/dir/x.csv");
+        let e = check_csv_path("bench updates", missing.to_str().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("no/such/dir"), "{e}");
+        // --svg: created, and a path under a regular file is refused.
+        let sub = dir.join("plots/a");
+        check_svg_dir("bench updates", sub.to_str().unwrap()).unwrap();
+        assert!(sub.is_dir());
+        let e = check_svg_dir("bench updates", f.join("p").to_str().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("--svg"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn strs(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

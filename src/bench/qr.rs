@@ -846,6 +846,9 @@ fn parse(args: &[String]) -> CliResult<Opts> {
         block_size: o.usize("nb")?,
         rank_tol: None,
     };
+    if let Some(path) = o.get("csv") {
+        super::check_csv_path("bench qr", path)?;
+    }
     Ok(Opts {
         precs,
         reps,

@@ -1117,6 +1117,12 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
             _ => return Err(format!("--cpu-budget must be a number of seconds, not '{v}'").into()),
         },
     };
+    if let Some(path) = o.get("csv") {
+        super::check_csv_path(CMD, path)?;
+    }
+    if let Some(dir) = o.get("svg") {
+        super::check_svg_dir(CMD, dir)?;
+    }
     let quick = o.flag("quick");
     let mut points = match grid {
         Some(g) => g,
