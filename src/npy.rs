@@ -9,6 +9,7 @@
 //! boundary as NumPy does.
 
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 use cuqr::{Mat, Scalar};
@@ -87,15 +88,54 @@ impl NpyElem for f32 {
     }
 }
 
-/// Reads a `.npy` file from disk; errors name the file.
+/// Largest `.npy` header the reader accepts (NumPy writes a few hundred bytes; format
+/// 2.0 allows up to 4 GiB, which would only be read to be refused).
+const MAX_HEADER: usize = 1 << 20;
+
+/// Reads a `.npy` file from disk; errors name the file. The file is read in stages —
+/// the preamble, the header, then exactly the data the header announces and one byte
+/// more (to detect trailing data) — so a file that is not `.npy`, or a stream without
+/// end such as `/dev/zero`, is refused after a few bytes instead of read whole.
 pub fn read_file(path: &Path) -> Result<Array, NpyError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| NpyError(format!("cannot read {}: {e}", path.display())))?;
-    parse(&bytes).map_err(|e| NpyError(format!("{}: {}", path.display(), e.0)))
+    let named = |e: NpyError| NpyError(format!("{}: {}", path.display(), e.0));
+    let cannot = |e: std::io::Error| NpyError(format!("cannot read {}: {e}", path.display()));
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    let mut read_to = |bytes: &mut Vec<u8>, total: usize| -> Result<(), NpyError> {
+        let more = total.saturating_sub(bytes.len()) as u64;
+        (&mut file)
+            .take(more)
+            .read_to_end(bytes)
+            .map(drop)
+            .map_err(cannot)
+    };
+    read_to(&mut bytes, 12)?;
+    let (hlen, hstart) = preamble(&bytes).map_err(named)?;
+    if hlen > MAX_HEADER {
+        return Err(named(NpyError(format!(
+            "header of {hlen} bytes is longer than cuqr reads ({MAX_HEADER})"
+        ))));
+    }
+    read_to(&mut bytes, hstart + hlen)?;
+    if let Some(header) = bytes.get(hstart..hstart + hlen) {
+        let header = std::str::from_utf8(header)
+            .map_err(|_| named(NpyError("header is not text".into())))?;
+        let m = header_meta(header).map_err(named)?;
+        let end = (hstart + hlen).saturating_add(m.need);
+        let what = format!("shape {:?} of {} needs {} bytes", m.shape, m.descr, m.need);
+        read_to(&mut bytes, end.saturating_add(1))?;
+        if bytes.len() > end {
+            return Err(named(NpyError(format!(
+                "data is longer than the header says ({what})"
+            ))));
+        }
+    }
+    parse(&bytes).map_err(named)
 }
 
-/// Parses the bytes of a `.npy` file.
-pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
+/// The header length and where the header starts, from the preamble (magic string,
+/// version, length field).
+fn preamble(bytes: &[u8]) -> Result<(usize, usize), NpyError> {
     if bytes.get(..6) != Some(&MAGIC[..]) {
         return err("not a .npy file (bad magic string)");
     }
@@ -114,10 +154,26 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
         }
         v => return err(format!("unsupported .npy format version {v}")),
     };
-    let Some(header) = bytes.get(hstart..hstart + hlen) else {
-        return err("truncated .npy header");
-    };
-    let header = std::str::from_utf8(header).map_err(|_| NpyError("header is not text".into()))?;
+    Ok((hlen, hstart))
+}
+
+/// What the header says: element type and byte order, order, shape, and the data's
+/// byte length.
+struct Meta<'h> {
+    descr: &'h str,
+    dtype: Dtype,
+    big: bool,
+    fortran: bool,
+    shape: Vec<usize>,
+    nrows: usize,
+    ncols: usize,
+    one_d: bool,
+    size: usize,
+    count: usize,
+    need: usize,
+}
+
+fn header_meta(header: &str) -> Result<Meta<'_>, NpyError> {
     let descr = dict_str(header, "descr")?;
     let fortran = match dict_raw(header, "fortran_order")? {
         s if is_word(s, "True") => true,
@@ -156,8 +212,43 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
         ))
     };
     let count = nrows.checked_mul(ncols).ok_or_else(overflow)?;
-    let body = &bytes[hstart + hlen..];
     let need = count.checked_mul(size).ok_or_else(overflow)?;
+    Ok(Meta {
+        descr,
+        dtype,
+        big,
+        fortran,
+        shape,
+        nrows,
+        ncols,
+        one_d,
+        size,
+        count,
+        need,
+    })
+}
+
+/// Parses the bytes of a `.npy` file.
+pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
+    let (hlen, hstart) = preamble(bytes)?;
+    let Some(header) = bytes.get(hstart..hstart + hlen) else {
+        return err("truncated .npy header");
+    };
+    let header = std::str::from_utf8(header).map_err(|_| NpyError("header is not text".into()))?;
+    let Meta {
+        descr,
+        dtype,
+        big,
+        fortran,
+        shape,
+        nrows,
+        ncols,
+        one_d,
+        size,
+        count,
+        need,
+    } = header_meta(header)?;
+    let body = &bytes[hstart + hlen..];
     if body.len() != need {
         return err(format!(
             "data is {} bytes, shape {:?} of {} needs {need}",
@@ -478,6 +569,62 @@ mod tests {
             let e = parse(&encode_c("<f8", shape, &[])).unwrap_err();
             assert!(e.0.contains("too large"), "{shape}: {e}");
         }
+    }
+
+    /// `read_file` reads in stages: a file that is not `.npy` is refused after its
+    /// preamble (even an endless stream), a file with more data than its header
+    /// announces is refused without reading the rest, and a valid file, a short one
+    /// and an oversized header give the same results as `parse`.
+    #[test]
+    fn read_file_reads_only_what_the_header_announces() {
+        let dir = std::env::temp_dir().join(format!("cuqr-npy-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.npy");
+        let a = Mat::<f64>::from_fn(7, 3, |i, j| (i * 3 + j) as f64 - 2.5);
+        let good = encode(&a, false);
+        std::fs::write(&path, &good).unwrap();
+        assert_eq!(read_file(&path).unwrap(), parse(&good).unwrap());
+        // Trailing data (one byte or a megabyte): refused, naming the file.
+        for extra in [1usize, 1 << 20] {
+            let mut long = good.clone();
+            long.extend(std::iter::repeat_n(0u8, extra));
+            std::fs::write(&path, &long).unwrap();
+            let e = read_file(&path).unwrap_err();
+            assert!(e.0.contains("longer than the header says"), "{e}");
+            assert!(e.0.contains("a.npy"), "{e}");
+        }
+        // Short data: the parser's message.
+        std::fs::write(&path, &good[..good.len() - 8]).unwrap();
+        let e = read_file(&path).unwrap_err();
+        assert_eq!(
+            e.0,
+            format!(
+                "{}: {}",
+                path.display(),
+                parse(&good[..good.len() - 8]).unwrap_err().0
+            )
+        );
+        // A header announcing 2^40 values with none present: refused, nothing huge
+        // allocated.
+        std::fs::write(&path, encode_c("<f8", "(1099511627776,)", &[])).unwrap();
+        assert!(read_file(&path).unwrap_err().0.contains("needs"));
+        // A format-2.0 header length beyond MAX_HEADER.
+        let mut v2 = MAGIC.to_vec();
+        v2.extend_from_slice(&[2, 0]);
+        v2.extend_from_slice(&(MAX_HEADER as u32 + 1).to_le_bytes());
+        std::fs::write(&path, &v2).unwrap();
+        assert!(read_file(&path)
+            .unwrap_err()
+            .0
+            .contains("longer than cuqr reads"));
+        // Not .npy at all, and an endless stream of zeros.
+        std::fs::write(&path, b"hello").unwrap();
+        assert!(read_file(&path).unwrap_err().0.contains("magic"));
+        let zero = Path::new("/dev/zero");
+        if zero.exists() {
+            assert!(read_file(zero).unwrap_err().0.contains("not a .npy file"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     mod fuzz {
