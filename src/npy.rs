@@ -235,30 +235,20 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
         return err("truncated .npy header");
     };
     let header = std::str::from_utf8(header).map_err(|_| NpyError("header is not text".into()))?;
-    let Meta {
-        descr,
-        dtype,
-        big,
-        fortran,
-        shape,
-        nrows,
-        ncols,
-        one_d,
-        size,
-        count,
-        need,
-    } = header_meta(header)?;
+    let m = header_meta(header)?;
+    let (nrows, ncols, dtype, big) = (m.nrows, m.ncols, m.dtype, m.big);
     let body = &bytes[hstart + hlen..];
-    if body.len() != need {
+    if body.len() != m.need {
         return err(format!(
-            "data is {} bytes, shape {:?} of {} needs {need}",
+            "data is {} bytes, shape {:?} of {} needs {}",
             body.len(),
-            shape,
-            descr
+            m.shape,
+            m.descr,
+            m.need
         ));
     }
-    let mut flat = Vec::with_capacity(count);
-    for chunk in body.chunks_exact(size) {
+    let mut flat = Vec::with_capacity(m.count);
+    for chunk in body.chunks_exact(m.size) {
         let x = match dtype {
             Dtype::F64 => {
                 let mut b = [0u8; 8];
@@ -282,10 +272,10 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
         flat.push(x);
     }
     // C order holds row-major data: transpose it into column-major.
-    let data = if fortran || one_d || ncols == 1 || nrows == 1 {
+    let data = if m.fortran || m.one_d || ncols == 1 || nrows == 1 {
         flat
     } else {
-        let mut d = vec![0.0; count];
+        let mut d = vec![0.0; m.count];
         for i in 0..nrows {
             for j in 0..ncols {
                 d[i + j * nrows] = flat[i * ncols + j];
@@ -296,7 +286,7 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
     Ok(Array {
         nrows,
         ncols,
-        one_d,
+        one_d: m.one_d,
         dtype,
         data,
     })

@@ -50,7 +50,7 @@
 //! 8192×1024, 4.6× at 16384×4096, 3.5× at 65536×2048. κ = 1e6: the f32 Gram factor is
 //! rejected and the f64 one taken, 2.9× / 3.6× / 2.8× (the f32 QR route alone:
 //! 1.0× / 1.7× / 1.3×, 80–87 % of it the factorisation's panel chain). The route
-//! `GramF64` skips the rejected f32 stage and its slower CG: 4.5–7.2× at both κ. All
+//! `GramF64` skips the rejected f32 stage and its slower CG: 4.4–7.2× at both κ. All
 //! solutions have η within 10× of the f64 cuSOLVER solution's (most below it).
 //!
 //! # Examples

@@ -100,131 +100,88 @@ pub(super) trait GramScalar: GpuScalar {
 const UPPER_B: blas::cublasFillMode_t = blas::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
 const UPPER_S: solver::cublasFillMode_t = solver::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
 
-impl GramScalar for f32 {
-    unsafe fn syrk(
-        h: blas::cublasHandle_t,
-        n: i32,
-        k: i32,
-        a: *const f32,
-        lda: i32,
-        c: *mut f32,
-        ldc: i32,
-    ) -> blas::cublasStatus_t {
-        let (one, zero) = (1.0f32, 0.0f32);
-        // SAFETY: the caller's contract (trait doc); α, β are live host f32.
-        unsafe {
-            blas::cublasSsyrk_v2(
-                h,
-                UPPER_B,
-                blas::cublasOperation_t::CUBLAS_OP_T,
-                n,
-                k,
-                &one,
-                a,
-                lda,
-                &zero,
-                c,
-                ldc,
-            )
+/// The [`GramScalar`] impl of one precision from its cuBLAS/cuSOLVER entry points.
+macro_rules! gram_scalar {
+    ($t:ty, $syrk:ident, $copy:ident, $bufsize:ident, $potrf:ident) => {
+        impl GramScalar for $t {
+            unsafe fn syrk(
+                h: blas::cublasHandle_t,
+                n: i32,
+                k: i32,
+                a: *const $t,
+                lda: i32,
+                c: *mut $t,
+                ldc: i32,
+            ) -> blas::cublasStatus_t {
+                let (one, zero): ($t, $t) = (1.0, 0.0);
+                // SAFETY: the caller's contract (trait doc); α, β are live host values.
+                unsafe {
+                    blas::$syrk(
+                        h,
+                        UPPER_B,
+                        blas::cublasOperation_t::CUBLAS_OP_T,
+                        n,
+                        k,
+                        &one,
+                        a,
+                        lda,
+                        &zero,
+                        c,
+                        ldc,
+                    )
+                }
+            }
+            unsafe fn copy(
+                h: blas::cublasHandle_t,
+                n: i32,
+                x: *const $t,
+                incx: i32,
+                y: *mut $t,
+                incy: i32,
+            ) -> blas::cublasStatus_t {
+                // SAFETY: the caller's contract (trait doc).
+                unsafe { blas::$copy(h, n, x, incx, y, incy) }
+            }
+            unsafe fn potrf_buffer_size(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: *mut $t,
+                lda: i32,
+                lwork: *mut i32,
+            ) -> solver::cusolverStatus_t {
+                // SAFETY: the caller's contract (trait doc).
+                unsafe { solver::$bufsize(h, UPPER_S, n, a, lda, lwork) }
+            }
+            unsafe fn potrf(
+                h: solver::cusolverDnHandle_t,
+                n: i32,
+                a: *mut $t,
+                lda: i32,
+                work: *mut $t,
+                lwork: i32,
+                info: *mut i32,
+            ) -> solver::cusolverStatus_t {
+                // SAFETY: the caller's contract (trait doc).
+                unsafe { solver::$potrf(h, UPPER_S, n, a, lda, work, lwork, info) }
+            }
         }
-    }
-    unsafe fn copy(
-        h: blas::cublasHandle_t,
-        n: i32,
-        x: *const f32,
-        incx: i32,
-        y: *mut f32,
-        incy: i32,
-    ) -> blas::cublasStatus_t {
-        // SAFETY: the caller's contract (trait doc).
-        unsafe { blas::cublasScopy_v2(h, n, x, incx, y, incy) }
-    }
-    unsafe fn potrf_buffer_size(
-        h: solver::cusolverDnHandle_t,
-        n: i32,
-        a: *mut f32,
-        lda: i32,
-        lwork: *mut i32,
-    ) -> solver::cusolverStatus_t {
-        // SAFETY: the caller's contract (trait doc).
-        unsafe { solver::cusolverDnSpotrf_bufferSize(h, UPPER_S, n, a, lda, lwork) }
-    }
-    unsafe fn potrf(
-        h: solver::cusolverDnHandle_t,
-        n: i32,
-        a: *mut f32,
-        lda: i32,
-        work: *mut f32,
-        lwork: i32,
-        info: *mut i32,
-    ) -> solver::cusolverStatus_t {
-        // SAFETY: the caller's contract (trait doc).
-        unsafe { solver::cusolverDnSpotrf(h, UPPER_S, n, a, lda, work, lwork, info) }
-    }
+    };
 }
 
-impl GramScalar for f64 {
-    unsafe fn syrk(
-        h: blas::cublasHandle_t,
-        n: i32,
-        k: i32,
-        a: *const f64,
-        lda: i32,
-        c: *mut f64,
-        ldc: i32,
-    ) -> blas::cublasStatus_t {
-        let (one, zero) = (1.0f64, 0.0f64);
-        // SAFETY: the caller's contract (trait doc); α, β are live host f64.
-        unsafe {
-            blas::cublasDsyrk_v2(
-                h,
-                UPPER_B,
-                blas::cublasOperation_t::CUBLAS_OP_T,
-                n,
-                k,
-                &one,
-                a,
-                lda,
-                &zero,
-                c,
-                ldc,
-            )
-        }
-    }
-    unsafe fn copy(
-        h: blas::cublasHandle_t,
-        n: i32,
-        x: *const f64,
-        incx: i32,
-        y: *mut f64,
-        incy: i32,
-    ) -> blas::cublasStatus_t {
-        // SAFETY: the caller's contract (trait doc).
-        unsafe { blas::cublasDcopy_v2(h, n, x, incx, y, incy) }
-    }
-    unsafe fn potrf_buffer_size(
-        h: solver::cusolverDnHandle_t,
-        n: i32,
-        a: *mut f64,
-        lda: i32,
-        lwork: *mut i32,
-    ) -> solver::cusolverStatus_t {
-        // SAFETY: the caller's contract (trait doc).
-        unsafe { solver::cusolverDnDpotrf_bufferSize(h, UPPER_S, n, a, lda, lwork) }
-    }
-    unsafe fn potrf(
-        h: solver::cusolverDnHandle_t,
-        n: i32,
-        a: *mut f64,
-        lda: i32,
-        work: *mut f64,
-        lwork: i32,
-        info: *mut i32,
-    ) -> solver::cusolverStatus_t {
-        // SAFETY: the caller's contract (trait doc).
-        unsafe { solver::cusolverDnDpotrf(h, UPPER_S, n, a, lda, work, lwork, info) }
-    }
-}
+gram_scalar!(
+    f32,
+    cublasSsyrk_v2,
+    cublasScopy_v2,
+    cusolverDnSpotrf_bufferSize,
+    cusolverDnSpotrf
+);
+gram_scalar!(
+    f64,
+    cublasDsyrk_v2,
+    cublasDcopy_v2,
+    cusolverDnDpotrf_bufferSize,
+    cusolverDnDpotrf
+);
 
 /// max|r_jj| / min|r_jj| of the n×n factor (its diagonal read back: n values), `None`
 /// when a diagonal entry is zero or not finite.
