@@ -1302,3 +1302,94 @@ fn small_kernel_apply_sweep_matches_list_order() {
         sweep_apply_kernel::<f32>(&gpu, 82 + top as u64, top, n, nq);
     }
 }
+
+/// Stage A of the rank-one update (`two_phase_gen_rank_one_a`, a scan of scaled suffix
+/// norms) on w of length top + 1 scaled by 2^`e`, with the last `zeros` entries zero
+/// (then w(top − zeros) is negated, so the first live g is negative): every rotation
+/// within 10·len·u of the serial chain's (`cpu::givens::givens` on (w(i), ρ_{i+1})),
+/// w(0) = ‖w‖ and w(1..) exact zeros afterwards, and the list applied to w on the CPU
+/// leaves ρ e₀ up to 10·len·u·‖w‖.
+fn gen_rank_one_a_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, top: usize, e: i32, zeros: usize) {
+    let mut g = common::rng(seed);
+    let len = top + 1;
+    let sc = 2f64.powi(e);
+    let mut w0: Vec<T> = (0..len)
+        .map(|i| {
+            if i + zeros >= len && i > 0 {
+                T::ZERO
+            } else {
+                T::from_f64(common::nonzero(&mut g) * sc)
+            }
+        })
+        .collect();
+    if zeros > 0 && zeros < len {
+        let k = len - 1 - zeros;
+        w0[k] = T::from_f64(-w0[k].to_f64().abs());
+    }
+    let mut wd = DevVec::from_slice(gpu, &w0).unwrap();
+    let mut rl = RotList::<T>::with_capacity(gpu, top).unwrap();
+    gpu.two_phase_gen_rank_one_a(&mut wd.view_mut(), &mut rl)
+        .unwrap();
+    let got = rl.to_host(gpu).unwrap();
+    // the serial chain
+    let mut wc = w0.clone();
+    let mut want = Vec::with_capacity(top);
+    for i in (0..top).rev() {
+        let (c, s, rho) = givens(wc[i], wc[i + 1]);
+        wc[i] = rho;
+        wc[i + 1] = T::ZERO;
+        want.push((c, s, i));
+    }
+    check_list(&got, &want, len);
+    let norm = w0
+        .iter()
+        .map(|x| (x.to_f64() / sc).powi(2))
+        .sum::<f64>()
+        .sqrt()
+        * sc;
+    let tol = 10.0 * len as f64 * common::u::<T>();
+    let wg = wd.to_vec(gpu).unwrap();
+    assert!(
+        (wg[0].to_f64() - norm).abs() <= tol * norm,
+        "w(0) = {:?}, ‖w‖ = {norm:e}",
+        wg[0]
+    );
+    assert!(
+        wg[1..].iter().all(|&x| x == T::ZERO),
+        "w(1..) not exact zeros"
+    );
+    // the list zeroes w: apply it in f64 to the original w
+    let mut x: Vec<f64> = w0.iter().map(|v| v.to_f64() / sc).collect();
+    for &(c, s, a) in &got {
+        let (c, s) = (c.to_f64(), s.to_f64());
+        let (u, l) = (x[a], x[a + 1]);
+        x[a] = c * u + s * l;
+        x[a + 1] = -s * u + c * l;
+    }
+    let nn = norm / sc;
+    assert!((x[0] - nn).abs() <= tol * nn, "G·w(0) = {} vs {nn}", x[0]);
+    for (i, v) in x.iter().enumerate().skip(1) {
+        assert!(
+            v.abs() <= tol * nn,
+            "G·w({i}) = {v:e} not below {:e}",
+            tol * nn
+        );
+    }
+}
+
+#[test]
+fn small_kernel_gen_rank_one_a_matches_the_serial_chain() {
+    let Some(gpu) = common::gpu() else { return };
+    // one chunk a thread and several (block of 512), a single rotation, suffix zeros
+    for &(top, zeros) in &[(1, 0), (2, 1), (700, 0), (513, 3), (5000, 40), (37, 37)] {
+        gen_rank_one_a_kernel::<f64>(&gpu, 80 + top as u64, top, 0, zeros);
+        gen_rank_one_a_kernel::<f32>(&gpu, 81 + top as u64, top, 0, zeros);
+    }
+    // scales where squares overflow or underflow without the power-of-two scaling
+    for &e in &[600, -600, 1000, -1000] {
+        gen_rank_one_a_kernel::<f64>(&gpu, 90, 900, e, 5);
+    }
+    for &e in &[70, -70, 120, -120] {
+        gen_rank_one_a_kernel::<f32>(&gpu, 91, 900, e, 5);
+    }
+}

@@ -359,6 +359,8 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     const ZERO: Self;
     /// 1.
     const ONE: Self;
+    /// 1/2.
+    const HALF: Self;
     /// +∞.
     const INFINITY: Self;
     /// a + b.
@@ -407,6 +409,19 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     /// barriers around the read.
     unsafe fn ld_cg(p: *const Self) -> Self;
 
+    /// Approximate 1/√a from the hardware (`rsqrt.approx`; relative error below 2⁻²²);
+    /// callers refine it with Newton steps ([`Float::RSQRT_NEWTON`]).
+    fn rsqrt_approx(self) -> Self;
+    /// Newton steps that take [`Float::rsqrt_approx`] to working precision (f32: 1,
+    /// f64: 2).
+    const RSQRT_NEWTON: usize;
+    /// [ROT_LO, ROT_HI]: the magnitudes h = max(|f|, |g|) for which f² + g² is a finite
+    /// normal number with room to spare (f32: 2^±60, f64: 2^±480), so the fast Givens
+    /// rotation needs no scaling.
+    const ROT_LO: Self;
+    /// See [`Float::ROT_LO`].
+    const ROT_HI: Self;
+
     /// √(a² + b²) without undue overflow or underflow: with h = max(|a|, |b|),
     /// l = min(|a|, |b|), r = l/h, returns h·√(1 + r²) (fused). h = 0 gives 0, an
     /// infinite operand gives +∞, otherwise a NaN operand gives NaN.
@@ -434,6 +449,7 @@ macro_rules! impl_float {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
+            const HALF: Self = 0.5;
             const INFINITY: Self = $t::INFINITY;
             #[inline(always)]
             fn add(self, o: Self) -> Self {
@@ -495,8 +511,49 @@ macro_rules! impl_float {
             unsafe fn ld_cg(p: *const Self) -> Self {
                 impl_float!(@ldcg $t, p)
             }
+            #[inline(always)]
+            fn rsqrt_approx(self) -> Self {
+                impl_float!(@rsqrt $t, self)
+            }
+            const RSQRT_NEWTON: usize = impl_float!(@newton $t);
+            const ROT_LO: Self = impl_float!(@rotlo $t);
+            const ROT_HI: Self = impl_float!(@rothi $t);
         }
     };
+    (@newton f32) => { 1 };
+    (@newton f64) => { 2 };
+    (@rotlo f32) => { f32::from_bits((127 - 60) << 23) }; // 2^-60
+    (@rothi f32) => { f32::from_bits((127 + 60) << 23) }; // 2^60
+    (@rotlo f64) => { f64::from_bits((1023 - 480) << 52) }; // 2^-480
+    (@rothi f64) => { f64::from_bits((1023 + 480) << 52) }; // 2^480
+    (@rsqrt f32, $v:expr) => {{
+        let r: f32;
+        // SAFETY: `rsqrt.approx.f32` reads one register and writes one; no memory, no
+        // side effects (PTX ISA, rsqrt).
+        unsafe {
+            asm!(
+                "rsqrt.approx.f32 {r}, {v};",
+                r = out(reg32) r,
+                v = in(reg32) $v,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        r
+    }};
+    (@rsqrt f64, $v:expr) => {{
+        let r: f64;
+        // SAFETY: `rsqrt.approx.f64` reads one register and writes one; no memory, no
+        // side effects (PTX ISA, rsqrt).
+        unsafe {
+            asm!(
+                "rsqrt.approx.f64 {r}, {v};",
+                r = out(reg64) r,
+                v = in(reg64) $v,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        r
+    }};
     (@shflx f32, $v:expr, $d:expr) => {{
         // SAFETY: forwarded from the caller of `shfl_xor` (full, convergent warp).
         f32::from_bits(unsafe { shfl_xor_b32($v.to_bits(), $d) })

@@ -177,7 +177,8 @@ entries! {
     /// Rank-one stage A chain on w (spec §1.11), one thread.
     ///
     /// # Safety
-    /// Grid 1, block 1; `w` read-writable for top+1; `rot`/`plane` writable for top.
+    /// Grid 1, block a multiple of 32 (≤ 1024), 64 `T`s of dynamic shared memory; `w`
+    /// read-writable for top+1; `rot`/`plane` writable for top.
     two_phase_gen_rank_one_a_f32, two_phase_gen_rank_one_a_f64
         (w: *mut T, top: usize, rot: *mut T, plane: *mut u32) => two_phase::gen_rank_one_a;
 

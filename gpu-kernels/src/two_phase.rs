@@ -8,12 +8,19 @@
 //! `cpu::givens::givens` (r ≥ 0, safe at (0, 0), hypot); zeroed entries are exact 0.
 
 use crate::device::{self, Float};
+use crate::fused_panel::Pow2;
 
 /// Marks "no value held in a register" in [`apply_one`].
 const NONE: usize = usize::MAX;
 
-/// (c, s, ρ) exactly as `cpu::givens::givens`: g = 0 gives (±1, 0, |f|), otherwise
-/// ρ = hypot(f, g), c = f/ρ, s = g/ρ.
+/// (c, s, ρ) with the convention of `cpu::givens::givens`: g = 0 gives (±1, 0, |f|)
+/// exactly. Otherwise, when h = max(|f|, |g|) lies in [`Float::ROT_LO`],
+/// [`Float::ROT_HI`] (f² + g² cannot overflow or go subnormal), y ≈ 1/√(f² + g²) from
+/// the hardware rsqrt and Newton steps, and c = f·y, s = g·y, ρ = (f² + g²)·y (each
+/// within about two units of the last place of the correctly rounded value); outside
+/// that range (and for NaN or ±∞) ρ = hypot(f, g), c = f/ρ, s = g/ρ as on the CPU.
+/// The rotation is made on the critical path of every generate chain (issue 7): the
+/// rsqrt path has no division and no IEEE square root, about a fifth of their latency.
 #[inline(always)]
 pub fn givens<T: Float>(f: T, g: T) -> (T, T, T) {
     if g == T::ZERO {
@@ -22,9 +29,24 @@ pub fn givens<T: Float>(f: T, g: T) -> (T, T, T) {
         }
         return (T::ONE.neg(), T::ZERO, f.neg());
     }
+    let (a, b) = (f.abs(), g.abs());
+    let h = if a >= b { a } else { b };
+    if h >= T::ROT_LO && h <= T::ROT_HI {
+        let ss = f.mul_add(f, g.mul(g));
+        let mut y = ss.rsqrt_approx();
+        let mut k = 0;
+        while k < T::RSQRT_NEWTON {
+            // y ← y + (y/2)(1 − ss·y²)
+            let e = ss.mul(y).neg().mul_add(y, T::ONE);
+            y = y.mul(T::HALF).mul_add(e, y);
+            k += 1;
+        }
+        return (f.mul(y), g.mul(y), ss.mul(y));
+    }
     let r = f.hypot(g);
     (f.div(r), g.div(r), r)
 }
+
 
 /// x ← c·x + s·y, y ← −s·x + c·y, fused exactly as `cpu::givens::rot_pair`.
 #[inline(always)]
@@ -202,7 +224,7 @@ pub unsafe fn gen_block<T: Float>(
     }
 }
 
-/// Repeats `$body` with `$u` bound to 0..8 (the batches of [`gen_rank_one_a`]).
+/// Repeats `$body` with `$u` bound to 0..8 (batches of eight in the apply kernels).
 macro_rules! rep8 {
     ($u:ident $body:block) => {
         rep8!(@ $u $body [0, 1, 2, 3, 4, 5, 6, 7])
@@ -212,50 +234,105 @@ macro_rules! rep8 {
     };
 }
 
-/// `two_phase_gen_rank_one_a`: stage A of spec §1.11, a
-/// sequential chain on w: for i = top−1 down to 0, zero w(i+1) against w(i) on plane
-/// (i, i+1); rotation i is recorded at index top−1−i. w(0) ends as ρ, w(1..=top) as
-/// exact zeros. The thread loads w(i) eight rotations before it needs it (the chain
-/// itself only waits for `givens`). One thread.
+/// `two_phase_gen_rank_one_a`: stage A of spec §1.11 on w(0..=top): for i = top−1 down
+/// to 0, the rotation on plane (i, i+1) zeroing w(i+1) against w(i), recorded at index
+/// top−1−i; w(0) ends as ρ₀ = ±‖w‖ (≥ 0), w(1..=top) as exact zeros.
+///
+/// The serial chain makes rotation i from (w(i), ρ_{i+1}), ρ_{i+1} being the previous
+/// rotation's ρ, i.e. ‖w(i+1..=top)‖ up to rounding. Here every rotation is made at once
+/// from g_i = ‖w(i+1..=top)‖ (g_{top−1} = w(top) itself, as in the chain): one block
+/// finds s = 2^e ≥ max |w| (`Pow2::pow2_scale`, so scaling is exact), each thread sums
+/// (w/s)² over its chunk, a block suffix scan (warp shuffles, then the warp totals)
+/// gives each chunk the sum after it, and each thread walks its chunk downwards with
+/// g_i = s·√(sum after i) and `givens`. The rotations differ from the chain's by
+/// rounding only (issue 7: the chain took ≈ 0.34 µs a rotation on one thread). Entries
+/// below 2⁻⁵¹¹·max |w| vanish from the sums (far below the unit roundoff of ‖w‖).
 ///
 /// # Safety
-/// Grid 1, block 1; `w` read-writable for top+1; `rot` writable for 2·top, `plane` for
-/// top; no overlap.
+/// Grid 1, block size a multiple of 32 (at most 1024); `w` read-writable for top+1;
+/// `rot` writable for 2·top, `plane` for top; no overlap; dynamic shared memory of at
+/// least 64 `T`s.
 #[inline(always)]
-pub unsafe fn gen_rank_one_a<T: Float>(w: *mut T, top: usize, rot: *mut T, plane: *mut u32) {
-    if device::thread_linear() != 0 || device::block_x() != 0 {
-        return;
+pub unsafe fn gen_rank_one_a<T: Pow2>(w: *mut T, top: usize, rot: *mut T, plane: *mut u32) {
+    let (tid, nt) = (device::thread_linear(), device::block_threads());
+    let (lane, warp, nw) = (tid % 32, tid / 32, nt.div_ceil(32));
+    let len = top + 1;
+    let per = len.div_ceil(nt);
+    let lo = (tid * per).min(len);
+    let hi = (lo + per).min(len);
+    // SAFETY: index top < len; read before the barrier after which w is written.
+    let wtop = unsafe { device::ld(w as *const T, top) };
+    let mut mx = T::ZERO;
+    for i in lo..hi {
+        // SAFETY: i < len.
+        mx = mx.max(unsafe { device::ld(w as *const T, i) }.abs());
     }
-    // SAFETY: indices 0..=top of w and 0..top of the list, single thread; the loads of
-    // w(i) (i < current plane) precede the stores of w(i+1) that would overwrite them.
-    unsafe {
-        let mut cur = device::ld(w, top);
-        let mut i = top;
-        let mut nxt = [T::ZERO; 8];
-        rep8!(u {
-            if i > u {
-                nxt[u] = device::ld(w, i - 1 - u);
-            }
-        });
-        while i > 0 {
-            let buf = nxt;
-            rep8!(u {
-                if i > 8 + u {
-                    nxt[u] = device::ld(w, i - 9 - u);
-                }
-            });
-            rep8!(u {
-                if i > 0 {
-                    let ii = i - 1;
-                    let (c, s, rho) = givens(buf[u], cur);
-                    cur = rho;
-                    device::st(w, ii + 1, T::ZERO);
-                    record(rot, plane, top - 1 - ii, c, s, ii);
-                    i = ii;
-                }
-            });
+    // SAFETY: block-uniform; shared memory holds ≥ 32 `T`s for the reduction.
+    let mx = unsafe { crate::reduce::block_max(mx) };
+    let (sc, inv) = mx.pow2_scale();
+    // A non-finite entry: let it propagate (the update's rank check refuses the result).
+    let (sc, inv) = if mx.is_finite() { (sc, inv) } else { (T::ONE, T::ONE) };
+    let mut part = T::ZERO;
+    for i in (lo..hi).rev() {
+        // SAFETY: i < len.
+        let x = unsafe { device::ld(w as *const T, i) }.mul(inv);
+        part = x.mul_add(x, part);
+    }
+    // Suffix sums: inclusive within the warp, then the sum of every later warp.
+    let mut incl = part;
+    let mut d = 1u32;
+    while d < 32 {
+        // SAFETY: every lane of every (full) warp runs this loop the same number of times.
+        let o = unsafe { incl.shfl_down(d) };
+        if lane + (d as usize) < 32 {
+            incl = incl.add(o);
         }
-        device::st(w, 0, cur);
+        d *= 2;
+    }
+    // SAFETY: as above.
+    let next = unsafe { incl.shfl_down(1) };
+    let excl_in_warp = if lane < 31 { next } else { T::ZERO };
+    // SAFETY: slots 32..64 of the dynamic shared memory (the contract's 64 `T`s).
+    let totals = unsafe { device::shared::<T>().add(32) };
+    if lane == 0 {
+        // SAFETY: warp < 32 slots after the reduction's 32; one writer each.
+        unsafe { device::st(totals, warp, incl) };
+    }
+    // SAFETY: block-uniform barrier.
+    unsafe { device::sync_threads() };
+    let mut after = excl_in_warp;
+    for k in (warp + 1..nw).rev() {
+        // SAFETY: written before the barrier.
+        after = after.add(unsafe { device::ld(totals as *const T, k) });
+    }
+    // Walk the chunk downwards: `after` = Σ (w_k/s)² over k > i.
+    let mut rho0 = T::ZERO;
+    let mut i = hi;
+    while i > lo {
+        i -= 1;
+        // SAFETY: i < len; w is not written before the barrier below.
+        let wi = unsafe { device::ld(w as *const T, i) };
+        if i + 1 <= top {
+            let g = if i + 1 == top {
+                wtop
+            } else {
+                sc.mul(after.sqrt())
+            };
+            let (c, sn, rho) = givens(wi, g);
+            // SAFETY: list index top−1−i < top, written by this thread only.
+            unsafe { record(rot, plane, top - 1 - i, c, sn, i) };
+            if i == 0 {
+                rho0 = rho;
+            }
+        }
+        let x = wi.mul(inv);
+        after = x.mul_add(x, after);
+    }
+    // SAFETY: block-uniform barrier: every read of w is done.
+    unsafe { device::sync_threads() };
+    for i in lo..hi {
+        // SAFETY: i < len, this thread's chunk.
+        unsafe { device::st(w, i, if i == 0 { rho0 } else { T::ZERO }) };
     }
 }
 

@@ -36,7 +36,7 @@ serial CPU update, on the seeds' grids (spec §3.9), device-resident protocol
 
 Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...]
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
-                          [--profile] [--svg DIR]
+                          [--profile] [--stages] [--svg DIR]
 
   --quick        a small grid (m = 1200, n = 500) that runs in well under a
                  minute; without a GPU it runs the CPU columns only and says so
@@ -51,6 +51,9 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
                  and delete_rows point alone (generate, apply in step order with the
                  default pipe kernel, apply in list order), and the ceilings
                  measured in the same run (device copy bandwidth, cuBLAS GEMM rate)
+  --stages       also time each point's stages (uploads, copies, Givens generate
+                 and apply, Householder panels and trailing updates, rank check,
+                 the solve) by events on the main stream, median of --reps runs
   --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
                  speed-up over (a) and over the CPU update (c) against the parameter
                  that varies in the group (k0, p, m or n), the bar dashed; without a
@@ -839,6 +842,7 @@ struct Ctx<'a> {
     cpu: bool,
     cpu_budget: f64,
     profile: bool,
+    stages: bool,
 }
 
 /// Runs the points of one precision, grouped by (m, n, policy) so each state
@@ -850,6 +854,7 @@ fn sweep<T: GpuScalar>(
     total: usize,
     out: &mut dyn FnMut(&Point, &Row),
     prof: &mut Vec<String>,
+    stages: &mut Vec<String>,
 ) -> CliResult<()> {
     let mut keys: Vec<(usize, usize, QPolicy)> = Vec::new();
     for p in points {
@@ -921,6 +926,26 @@ fn sweep<T: GpuScalar>(
                 }
             };
             out(p, &row);
+            if let (true, Some(g), Some(base)) = (ctx.stages, ctx.gpu, &gpu_base) {
+                let st = stage_split(g, base, p, &case, ctx.reps)?;
+                let cells: Vec<String> = st
+                    .iter()
+                    .map(|(name, ms)| format!("{name} {ms:.3}"))
+                    .collect();
+                let sum: f64 = st.iter().map(|x| x.1).sum();
+                stages.push(format!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} |",
+                    p.group,
+                    std::any::type_name::<T>(),
+                    p.kind.name(),
+                    p.m,
+                    p.n,
+                    p.k0,
+                    p.p,
+                    sum,
+                    cells.join("; "),
+                ));
+            }
             if let (true, Some(g), Some(base)) = (ctx.profile, ctx.gpu, &gpu_base) {
                 if let Some((tg, ts, tl, count, vecs, bytes)) =
                     profile_givens(g, base, p, ctx.reps)?
@@ -948,6 +973,57 @@ fn sweep<T: GpuScalar>(
         }
     }
     Ok(())
+}
+
+/// The stages of one point's update + solve ([`Gpu::stage_marks_begin`]): `reps` runs
+/// from the snapshot, each stage's milliseconds summed over its marks within a run, the
+/// median over runs, stages in the order they first ran.
+fn stage_split<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    base: &GpuQr<T>,
+    pt: &Point,
+    c: &Case<T>,
+    reps: usize,
+) -> cuqr::Result<Vec<(&'static str, f64)>> {
+    let (_, n2) = pt.kind.new_dims(pt.m, pt.n, pt.p);
+    let mut x = DevMat::<T>::zeros(gpu, n2, 1)?;
+    let mut names: Vec<&'static str> = Vec::new();
+    let mut runs: Vec<Vec<f64>> = Vec::new();
+    for _ in 0..reps {
+        let mut st = base.try_clone()?;
+        gpu.synchronize()?;
+        gpu.stage_marks_begin()?;
+        let r = apply(&mut st, pt, c).and_then(|()| {
+            gpu.stage_mark_public("update rest");
+            solve_dev(gpu, &st, &mut x)
+        });
+        gpu.stage_mark_public("solve");
+        let marks = gpu.stage_marks_end()?;
+        r?;
+        let mut sums = vec![0.0; names.len()];
+        for (name, ms) in marks {
+            match names.iter().position(|&x| x == name) {
+                Some(i) => sums[i] += ms,
+                None => {
+                    names.push(name);
+                    sums.push(ms);
+                }
+            }
+        }
+        runs.push(sums);
+    }
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .map(|r| r.get(i).copied().unwrap_or(0.0))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            (name, v[v.len() / 2])
+        })
+        .collect())
 }
 
 /// Ceilings measured in the same run (architecture.md "Performance method"): device
@@ -1097,7 +1173,7 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     let o = BenchOpts::parse(
         CMD,
         args,
-        &["quick", "no-cpu", "profile"],
+        &["quick", "no-cpu", "profile", "stages"],
         &["precision", "groups", "reps", "csv", "cpu-budget", "svg"],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
@@ -1166,8 +1242,10 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         cpu: !o.flag("no-cpu"),
         cpu_budget,
         profile: o.flag("profile"),
+        stages: o.flag("stages"),
     };
     let mut prof = Vec::new();
+    let mut stage_rows = Vec::new();
     let mut rows: Vec<(&str, Point, Row)> = Vec::new();
     let total = points.len() * precs.len();
     let mut done = 0;
@@ -1180,12 +1258,39 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
             rows.push((prec, *p, r.clone()));
         };
         if prec == "f64" {
-            sweep::<f64>(&ctx, &points, &mut done, total, &mut out, &mut prof)?;
+            sweep::<f64>(
+                &ctx,
+                &points,
+                &mut done,
+                total,
+                &mut out,
+                &mut prof,
+                &mut stage_rows,
+            )?;
         } else {
-            sweep::<f32>(&ctx, &points, &mut done, total, &mut out, &mut prof)?;
+            sweep::<f32>(
+                &ctx,
+                &points,
+                &mut done,
+                total,
+                &mut out,
+                &mut prof,
+                &mut stage_rows,
+            )?;
         }
     }
     eprintln!();
+    if ctx.stages && gpu.is_some() {
+        println!(
+            "\nStages of each update + solve (ms, median over {reps} runs of each stage's sum; \
+             events on the main stream, side-stream work counted where it is joined)\n"
+        );
+        println!("| group | type | update | m | n | k0 | p | sum ms | stages (ms) |");
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for l in &stage_rows {
+            println!("{l}");
+        }
+    }
     if let (true, Some(g)) = (ctx.profile, &gpu) {
         println!(
             "\nCeilings (same run): device copy GB/s (read + write), cuBLAS GEMM GFLOP/s (8192³)\n"

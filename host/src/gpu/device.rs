@@ -9,7 +9,8 @@ use std::sync::Arc;
 use cudarc::cublas::CudaBlas;
 use cudarc::cusolver::DnHandle;
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::kernels::Kernels;
 use super::{alloc_err, driver_err, GpuScalar};
@@ -38,6 +39,8 @@ pub struct Gpu {
     pub(crate) rank_scratch: std::sync::Mutex<Option<super::householder::RankScratch>>,
     /// Page-locked staging of the updates' uploads (`DevMat::from_host_async`).
     pub(crate) upload_staging: std::sync::Mutex<Option<super::matrix::UploadStaging>>,
+    /// Named events of a stage profile ([`Gpu::stage_marks_begin`]); None when off.
+    pub(crate) stage_marks: std::sync::Mutex<Option<Vec<(&'static str, CudaEvent)>>>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) stream2: Arc<CudaStream>,
     pub(crate) stream3: Arc<CudaStream>,
@@ -242,6 +245,7 @@ impl Gpu {
             row_insert: std::sync::Mutex::new(Default::default()),
             rank_scratch: std::sync::Mutex::new(None),
             upload_staging: std::sync::Mutex::new(None),
+            stage_marks: std::sync::Mutex::new(None),
             stream,
             stream2,
             stream3,
@@ -261,6 +265,66 @@ impl Gpu {
     /// Counts one launch, library call or memcpy (see [`Gpu::launch_count`]).
     pub(crate) fn count_launch(&self) {
         self.launches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Starts a stage profile (issue 7, `cuqr bench updates --stages`): from now on the
+    /// update paths record a named event on [`Gpu::stream`] at the end of each stage,
+    /// until [`Gpu::stage_marks_end`]. Work the marks bracket must be on the main
+    /// stream (side-stream work counts to the stage that joins it).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the start event cannot be recorded.
+    pub fn stage_marks_begin(&self) -> Result<()> {
+        let ev = self
+            .stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_err("recording a stage mark"))?;
+        *self.stage_marks.lock().unwrap_or_else(|e| e.into_inner()) = Some(vec![("", ev)]);
+        Ok(())
+    }
+
+    /// Records the end of stage `name` when a stage profile is running (else nothing:
+    /// one uncontended lock). A mark that cannot be recorded is dropped; profiling
+    /// never fails an operation.
+    pub(crate) fn stage_mark(&self, name: &'static str) {
+        let mut g = self.stage_marks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = g.as_mut() {
+            if let Ok(ev) = self
+                .stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            {
+                v.push((name, ev));
+            }
+        }
+    }
+
+    /// [`Gpu::stage_mark`] for callers outside the crate (benchmarks marking their own
+    /// stages, e.g. the solve after an update).
+    pub fn stage_mark_public(&self, name: &'static str) {
+        self.stage_mark(name);
+    }
+
+    /// Ends the stage profile: waits for the last mark and returns each stage's name
+    /// with its milliseconds (from the previous mark), in order; a name may repeat.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] (also when no profile was started).
+    pub fn stage_marks_end(&self) -> Result<Vec<(&'static str, f64)>> {
+        let marks = self
+            .stage_marks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| Error::Driver("stage_marks_end without stage_marks_begin".into()))?;
+        let mut out = Vec::with_capacity(marks.len());
+        for w in marks.windows(2) {
+            let ms = w[0]
+                .1
+                .elapsed_ms(&w[1].1)
+                .map_err(driver_err("reading a stage mark"))?;
+            out.push((w[1].0, f64::from(ms)));
+        }
+        Ok(out)
     }
 
     /// The device ordinal this was opened on.

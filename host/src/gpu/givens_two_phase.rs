@@ -47,6 +47,7 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
     }
     let mut list = RotList::with_capacity(gpu, p * h)?;
     gpu.two_phase_gen_strip(&mut r.block_mut(k0, k0, h + p, p), h, &mut list)?;
+    gpu.stage_mark("givens generate");
     let nq = d.ncols();
     let mut qv = q.block_mut(0, k0, m, h + p);
     let mut dv = d.block_mut(k0, 0, h + p, nq);
@@ -70,7 +71,9 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
                 banded: false,
             },
         ],
-    )
+    )?;
+    gpu.stage_mark("givens apply");
+    Ok(())
 }
 
 /// The rotations of spec §1.10 on the device, in place: afterwards Q(k0..k0+p, :) =
@@ -100,6 +103,7 @@ pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
     let mut z = DevVec::zeros(gpu, p * m)?;
     let mut list = RotList::with_capacity(gpu, p * m - p * (p + 1) / 2)?;
     gpu.two_phase_gen_block(&q.block(k0, 0, p, m), &mut z, &mut list)?;
+    gpu.stage_mark("givens generate");
     let mut qv = q.view_mut();
     let mut rv = r.view_mut();
     let mut dv = d.view_mut();
@@ -122,7 +126,9 @@ pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
                 banded: false,
             },
         ],
-    )
+    )?;
+    gpu.stage_mark("givens apply");
+    Ok(())
 }
 
 /// Stages A and B of spec §1.11 on the device, given w = Qᵀu (length m, overwritten) and
@@ -177,12 +183,14 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
                 },
             ],
         )?;
+        gpu.stage_mark("stage A householder");
         n
     } else {
         m - 1
     };
     let mut list = RotList::with_capacity(gpu, top + n.min(m - 1))?;
     gpu.two_phase_gen_rank_one_a(&mut w.slice_mut(0..top + 1), &mut list)?;
+    gpu.stage_mark("stage A generate");
     {
         let mut rv = r.view_mut();
         gpu.two_phase_apply(
@@ -194,7 +202,9 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
             }],
         )?;
     }
+    gpu.stage_mark("stage A apply to R");
     gpu.two_phase_gen_rank_one_b(&mut r.view_mut(), &w.slice(0..1), &v.view(), &mut list)?;
+    gpu.stage_mark("stage B generate");
     let mut qv = q.view_mut();
     let mut dv = d.view_mut();
     gpu.two_phase_apply(
@@ -211,7 +221,9 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
                 banded: false,
             },
         ],
-    )
+    )?;
+    gpu.stage_mark("apply A+B to Q, d");
+    Ok(())
 }
 
 /// A device copy of `a` (same shape and leading dimension), one memcpy, no memset.
@@ -238,5 +250,7 @@ pub(crate) fn check_rank<T: GpuScalar>(
     rank_tol: f64,
 ) -> Result<()> {
     assert!(n <= r.ncols());
-    super::householder::check_rank_dev(gpu, r, n.min(r.nrows()), rank_tol)
+    let out = super::householder::check_rank_dev(gpu, r, n.min(r.nrows()), rank_tol);
+    gpu.stage_mark("rank check");
+    out
 }

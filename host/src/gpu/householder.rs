@@ -468,6 +468,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             None,
         )
     })?;
+    gpu.stage_mark("qr panel");
     for i in 0..panels.len() {
         let (j0, jb, r0, l) = at(i);
         let next_cols = if i + 1 < panels.len() {
@@ -640,6 +641,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                 })?;
             }
         }
+        gpu.stage_mark("qr trailing, d, Q");
         let done_cur = match keep.as_deref_mut() {
             Some(list) => {
                 list.push(Block {
@@ -662,6 +664,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                 gpu.stream
                     .wait(&done)
                     .map_err(super::driver_err("look-ahead stream wait"))?;
+                gpu.stage_mark("qr look-ahead wait");
                 b
             }
             None => {
@@ -681,6 +684,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                         None,
                     )
                 })?;
+                gpu.stage_mark("qr panel");
                 b
             }
         };

@@ -19,6 +19,8 @@ use crate::error::{Error, Result};
 
 /// Threads per block of the single-block generate kernels.
 pub const GEN_BLOCK: u32 = 512;
+/// Threads per block of `two_phase_gen_rank_one_a` (the stage A scan, spec §1.11).
+pub const GEN_A_BLOCK: u32 = 512;
 /// Threads per block of `two_phase_gen_rank_one_b_pipe`: 256, so that any register
 /// count ptxas picks (≤ 255) fits an SM.
 pub const GEN_R1_BLOCK: u32 = 256;
@@ -552,7 +554,9 @@ impl Gpu {
 
     /// `two_phase_gen_rank_one_a` (spec §1.11 stage A): on w(0..=top) (`w.len()` =
     /// top + 1), rotations zeroing w(i+1) against w(i) for i = top−1 down to 0, recorded
-    /// into `list` (replacing it); w(0) := ρ, the rest exact zeros.
+    /// into `list` (replacing it); w(0) := ρ, the rest exact zeros. All rotations are made
+    /// at once from scaled suffix norms of w (one block, a scan; the serial chain's
+    /// rotations up to rounding).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -579,10 +583,13 @@ impl Gpu {
             .arg(&top)
             .arg(&mut list.rot)
             .arg(&mut list.plane);
+        let mut c = cfg((1, 1), (GEN_A_BLOCK, 1));
+        c.shared_mem_bytes = 64 * size_of::<T>() as u32;
         // SAFETY: matches two_phase_gen_rank_one_a_{f32,f64}(w: *mut T, top, rot: *mut T,
         // plane: *mut u32): w holds top+1, rot/plane ≥ top rotations (reserve); distinct
-        // &mut buffers; grid 1, block 1.
-        unsafe { b.launch(cfg((1, 1), (1, 1))) }.map_err(launch_err("two_phase_gen_rank_one_a"))?;
+        // &mut buffers; grid 1, a block of GEN_A_BLOCK (a multiple of 32, ≤ 1024)
+        // threads and 64 elements of dynamic shared memory, as the kernel requires.
+        unsafe { b.launch(c) }.map_err(launch_err("two_phase_gen_rank_one_a"))?;
         list.len = top;
         list.span = top + 1;
         Ok(())

@@ -195,6 +195,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     }
     let mut d = dup_mat(&gpu, &st.d)?;
     let mut q = st.q.as_ref().map(|qm| dup_mat(&gpu, qm)).transpose()?;
+    gpu.stage_mark("copies");
     blocked_qr_band(
         &gpu,
         &mut r,
@@ -206,7 +207,9 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
         nb,
         None,
     )?;
+    gpu.stage_mark("band QR");
     check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
+    gpu.stage_mark("rank check");
     st.r = r;
     st.d = d;
     st.q = q;

@@ -177,6 +177,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
         let mut q = tp::dup(gpu, q_old)?;
         let mut r = tp::dup(gpu, &st.r)?;
         let mut d = tp::dup(gpu, &st.d)?;
+        gpu.stage_mark("copies");
         match st.params.row_removal {
             RowRemoval::Composite => {
                 wf::delete_rows_rotate_composite(gpu, &mut q, &mut r, &mut d, k0, p)?
@@ -188,12 +189,14 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
                 tp::delete_rows_rotate_two_phase(gpu, &mut q, &mut r, &mut d, k0, p)?
             }
         }
+        gpu.stage_mark("rotations");
         let mut qn = DevMat::zeros(gpu, mp, mp)?;
         gpu.two_phase_copy(&q.block(0, p, m, mp), &mut qn.view_mut(), k0..k0 + p, false)?;
         let mut rn = DevMat::zeros(gpu, mp, n)?;
         gpu.two_phase_copy(&r.block(p, 0, mp, n), &mut rn.view_mut(), 0..0, true)?;
         let mut dn = DevMat::zeros(gpu, mp, nrhs)?;
         gpu.two_phase_copy(&d.block(p, 0, mp, nrhs), &mut dn.view_mut(), 0..0, false)?;
+        gpu.stage_mark("drop rows");
         tp::check_rank(gpu, &rn, n, st.rank_tol)?;
         Ok((rn, qn, dn))
     })?;

@@ -276,6 +276,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
         let gpu = &*st.gpu;
         let ud = DevMat::from_host_async(gpu, u)?;
         let mut r = DevMat::zeros(gpu, m, n + p)?;
+        gpu.stage_mark("upload, alloc");
         if k0 > 0 {
             let src = st.r.block(0, 0, m, k0);
             gpu.two_phase_copy(&src, &mut r.block_mut(0, 0, m, k0), 0..0, false)?;
@@ -284,6 +285,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             let src = st.r.block(0, k0, m, n - k0);
             gpu.two_phase_copy(&src, &mut r.block_mut(0, k0 + p, m, n - k0), 0..0, false)?;
         }
+        gpu.stage_mark("copy R");
         let mut qtu = r.block_mut(0, k0, m, p);
         gpu.gemm(
             Op::T,
@@ -294,8 +296,10 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             T::ZERO,
             &mut qtu,
         )?;
+        gpu.stage_mark("Q^T U");
         let mut q = tp::dup(gpu, q_old)?;
         let mut d = tp::dup(gpu, &st.d)?;
+        gpu.stage_mark("copy Q, d");
         if m > n {
             householder::blocked_qr(
                 gpu,
@@ -306,6 +310,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
                 Some(&mut q),
                 nb,
             )?;
+            gpu.stage_mark("householder rows n..m");
         }
         if k0 < n {
             match st.params.givens {

@@ -355,9 +355,12 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
             let mut ew = DevMat::from_host_async(g, e)?;
             g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
             g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
+            g.stage_mark("upload, copies");
             g.row_insert_qr(&mut r, &mut d, &mut uw, &mut ew, n, q, p, shape)?;
+            g.stage_mark("row_insert_qr");
             g.panel_copy(&ew.view(), &mut d.block_mut(m, 0, p, q))?;
             check_rank_dev(g, &r, n, st.rank_tol)?;
+            g.stage_mark("rank check");
             st.r = r;
             st.d = d;
             st.dims.m = m + p;

@@ -214,6 +214,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
         let ud = DevVec::from_slice_async(gpu, u)?;
         let vd = DevVec::from_slice_async(gpu, v)?;
         let mut w = DevVec::zeros(gpu, m)?;
+        gpu.stage_mark("upload");
         gpu.gemv(
             Op::T,
             T::ONE,
@@ -222,9 +223,11 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             T::ZERO,
             &mut w.view_mut(),
         )?;
+        gpu.stage_mark("w = Q^T u");
         let mut q = tp::dup(gpu, q_old)?;
         let mut r = tp::dup(gpu, &st.r)?;
         let mut d = tp::dup(gpu, &st.d)?;
+        gpu.stage_mark("copies");
         match st.params.givens {
             Givens::Wavefront => {
                 wf::rank_one_rotate_wavefront(gpu, &w, &vd, &mut r, &mut q, &mut d)?
