@@ -1106,6 +1106,9 @@ fn small_kernel_gen_paths_match_step() {
         (1, 5),
         (30, 50),
         (37, 257),
+        // the last n of the two-column stage B kernel (2·256) and the first past it
+        (520, 512),
+        (300, 513),
     ] {
         gen_rank_one_b_paths::<f64>(&gpu, 51 + m as u64 + n as u64, m, n);
         gen_rank_one_b_paths::<f32>(&gpu, 52 + m as u64 + n as u64, m, n);

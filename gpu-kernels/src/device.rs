@@ -95,6 +95,72 @@ pub unsafe fn ld_volatile<T: Copy>(p: *const T, i: usize) -> T {
     unsafe { p.add(i).read_volatile() }
 }
 
+/// Starts an asynchronous copy of one (c, s) pair — `2·size_of::<T>()` bytes, 8 (f32) or
+/// 16 (f64) — from global memory at `src` to shared memory at `dst` (PTX `cp.async.ca`,
+/// sm_80+). It lands after a later [`cp_async_commit`] and [`cp_async_wait`] /
+/// [`cp_async_wait_all`] of this thread; other threads see it after a barrier that
+/// follows that wait.
+///
+/// # Safety
+/// `src` points at 2 readable `T`s of global memory, aligned to 2·size_of::<T>(); `dst`
+/// (a generic pointer into this block's shared memory) at 2 writable `T`s with the same
+/// alignment, which nothing else reads or writes until the copy has been waited for.
+#[inline(always)]
+pub unsafe fn cp_async_pair<T: Copy>(dst: *mut T, src: *const T) {
+    // SAFETY: the caller guarantees the addresses, alignment and exclusivity; the asm
+    // converts the generic addresses to the shared and global windows the instruction
+    // takes (PTX ISA, cvta and cp.async).
+    unsafe {
+        if core::mem::size_of::<T>() == 8 {
+            asm!(
+                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 16; }}",
+                d = in(reg64) dst,
+                g = in(reg64) src,
+                options(nostack, preserves_flags),
+            );
+        } else {
+            asm!(
+                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 8; }}",
+                d = in(reg64) dst,
+                g = in(reg64) src,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+}
+
+/// Closes this thread's group of [`cp_async_pair`] copies (PTX `cp.async.commit_group`).
+///
+/// # Safety
+/// None beyond running on sm_80+ (the kernels target sm_80 and later).
+#[inline(always)]
+pub unsafe fn cp_async_commit() {
+    // SAFETY: no operands; marks a group boundary of this thread's async copies.
+    unsafe { asm!("cp.async.commit_group;", options(nostack, preserves_flags)) };
+}
+
+/// Waits until at most `N` of this thread's committed copy groups are still pending
+/// (PTX `cp.async.wait_group N`).
+///
+/// # Safety
+/// As [`cp_async_commit`].
+#[inline(always)]
+pub unsafe fn cp_async_wait<const N: u32>() {
+    // SAFETY: waits on this thread's own copies; a memory clobber (no `nomem`) keeps
+    // shared-memory reads after it.
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack, preserves_flags)) };
+}
+
+/// Waits for all of this thread's async copies (PTX `cp.async.wait_all`).
+///
+/// # Safety
+/// As [`cp_async_commit`].
+#[inline(always)]
+pub unsafe fn cp_async_wait_all() {
+    // SAFETY: as `cp_async_wait`.
+    unsafe { asm!("cp.async.wait_all;", options(nostack, preserves_flags)) };
+}
+
 /// `__syncwarp()` (PTX `bar.warp.sync 0xffffffff`): orders the shared-memory accesses
 /// of the warp's lanes.
 ///
@@ -361,6 +427,8 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     const ONE: Self;
     /// 1/2.
     const HALF: Self;
+    /// The smallest positive normal number.
+    const MIN_POSITIVE: Self;
     /// +∞.
     const INFINITY: Self;
     /// a + b.
@@ -450,6 +518,7 @@ macro_rules! impl_float {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
             const HALF: Self = 0.5;
+            const MIN_POSITIVE: Self = $t::MIN_POSITIVE;
             const INFINITY: Self = $t::INFINITY;
             #[inline(always)]
             fn add(self, o: Self) -> Self {

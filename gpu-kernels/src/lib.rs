@@ -28,6 +28,7 @@ pub mod lu;
 pub mod panel;
 pub mod reduce;
 pub mod row_insert;
+pub mod small_panel;
 pub mod transpose;
 pub mod tsqr;
 pub mod two_phase;
@@ -199,7 +200,15 @@ entries! {
     /// k_off .. k_off + min(n, m−1); no overlap.
     two_phase_gen_rank_one_b_pipe_f32, two_phase_gen_rank_one_b_pipe_f64
         (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
-         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe;
+         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe12;
+
+    /// Rank-one stage B pipelined with two columns a thread (n ≤ 2·block; issue 7).
+    ///
+    /// # Safety
+    /// As `two_phase_gen_rank_one_b_pipe` with n ≤ 2·block.
+    two_phase_gen_rank_one_b_pipe2_f32, two_phase_gen_rank_one_b_pipe2_f64
+        (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
+         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe2;
 
     /// Strip wavefront generate, one barrier a step, driver in shared or global memory
     /// (spec §1.5, §1.7 step 3, issue 7), one block.
@@ -258,7 +267,8 @@ entries! {
     /// block-pipelined register windows (issue 7: one pass per warps·8 chains).
     ///
     /// # Safety
-    /// Grid (⌈max n_g/32⌉, 3), block 32·nw (nw ≤ 16), dyn smem 2·nw·32·size_of::<T>();
+    /// Grid (⌈max n_g/32⌉, 3), block 32·nw (nw ≤ 16), dyn smem
+    /// (2·nw·32 + nw·two_phase::PIPE_RING_ELEMS)·size_of::<T>();
     /// see `two_phase::apply_pipe`.
     two_phase_apply_pipe_f32, two_phase_apply_pipe_f64
         (rot: *const T, sched: usize, s0: usize, s1: usize,
@@ -318,6 +328,16 @@ entries! {
         (a: *mut T, lda: usize, rows: usize, jb: usize, band: usize, v: *mut T, ldv: usize,
          tau: *mut T, t: *mut T, ldt: usize, partials: *mut T, head: *mut T,
          counter: *mut u32, bar_base: u32, rpb: usize, in_shared: u32) => fused_panel::qr;
+
+    /// One-block Householder panel for panels whose rows fit shared memory (issue 7;
+    /// small_panel.rs).
+    ///
+    /// # Safety
+    /// Grid 1, block a multiple of 32 (≤ 1024), dynamic shared memory as
+    /// `small_panel::qr` documents.
+    small_panel_qr_f32, small_panel_qr_f64
+        (a: *mut T, lda: usize, rows: usize, jb: usize, band: usize, v: *mut T, ldv: usize,
+         tau: *mut T, t: *mut T, ldt: usize) => small_panel::qr;
 
     /// LU column step: pivot search, swap in the base panel, u_jj (issue 6, lu.rs).
     ///

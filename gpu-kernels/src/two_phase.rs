@@ -996,6 +996,15 @@ macro_rules! rep_pd {
 /// holds 2 · warps · 32 elements.
 pub const PIPE_MAX_WARPS: usize = 16;
 
+/// Batches of PD steps' rotations a warp of [`apply_pipe`] keeps in flight: its
+/// rotations reach shared memory by `cp.async` RING − 1 batches (24 steps) before they
+/// are used, instead of by a global load one step ahead (issue 7: that load's L2
+/// latency was most of each step).
+const RING: usize = 4;
+
+/// Elements of one warp's rotation ring: RING batches × PW chains × PD steps × (c, s).
+pub const PIPE_RING_ELEMS: usize = RING * PW * PD * 2;
+
 /// The band bound B_c (spec §1.5 G4) of a banded vector whose entries after `b0` are
 /// exact zeros, at the start of chain c of a strip (s0 = h) or block (s1 = m) schedule:
 /// in list order chain c applies exactly its planes a ≤ B_c, and B_{c+1} = B_c + 1 when
@@ -1046,7 +1055,8 @@ fn band_at(strip: bool, s0: usize, s1: usize, b0: usize, c: usize) -> usize {
 /// elements 0..span of the vector at `base` (stride `cs`) are this thread's; the block
 /// is `nw` ≤ [`PIPE_MAX_WARPS`] full warps that all call this with the same schedule,
 /// `b`, `v0` (first vector of the block), and the dynamic shared memory holds
-/// 2·nw·32 elements.
+/// 2·nw·32 + nw·[`PIPE_RING_ELEMS`] elements (hand-off buffer, then one rotation ring a
+/// warp), aligned to 16 bytes.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn pipe_vec<T: Float>(
@@ -1085,6 +1095,9 @@ unsafe fn pipe_vec<T: Float>(
         (0, 0)
     };
     let hand = device::shared::<T>();
+    // this warp's rotation ring, after the hand-off buffer (2·nw·32 elements; the ring's
+    // pairs stay aligned to two elements)
+    let ring = hand.wrapping_add(2 * nw * 32 + g * PIPE_RING_ELEMS);
     let wb = PW as isize;
     let mut buf = 0usize;
     let mut cr = 0usize;
@@ -1149,21 +1162,69 @@ unsafe fn pipe_vec<T: Float>(
                 let hic = if strip { a0 + c } else { a0 };
                 act && c < c1 as isize && a >= c && a <= hic
             };
-            // loads the (c, s) of the step whose window is at w into (rc, rs)
+            // list index of chain c0 + u's rotation when the window is at w
+            let kidx = |u: usize, w: isize| -> usize {
+                let tri = if strip {
+                    0
+                } else {
+                    (u * u.saturating_sub(1) / 2) as isize
+                };
+                (kc0 + u as isize * dk - tri - (w + 2 * u as isize)) as usize
+            };
+            // The rotation ring: step s (window w_first − s) of this round is in batch
+            // s / PD, slot (s / PD) mod RING, at ((slot·PW + u)·PD + s mod PD)·2.
+            let w_first = w;
+            let issue = |bt: usize| {
+                let (u, part) = (lane / 4, lane % 4);
+                let slot = bt % RING;
+                unroll!(jj in [0, 1] {
+                    let si = part * 2 + jj;
+                    let wv = w_first - (bt * PD + si) as isize;
+                    if live(u, wv) {
+                        let k = kidx(u, wv);
+                        // SAFETY: chain c0 + u's rotation on plane wv + 2u is list entry
+                        // k < len (rot[2k], rot[2k+1], aligned to two elements); the
+                        // slot's pair belongs to this lane, and the slot is not read
+                        // until this batch is waited for (see `fetch`).
+                        unsafe {
+                            device::cp_async_pair(
+                                ring.wrapping_add(((slot * PW + u) * PD + si) * 2),
+                                rot.wrapping_add(2 * k),
+                            )
+                        };
+                    }
+                });
+                // SAFETY: closes this thread's group (possibly empty).
+                unsafe { device::cp_async_commit() };
+            };
+            unroll!(bt in [0, 1, 2] {
+                issue(bt);
+            });
+            // loads the (c, s) of the step whose window is at w into (rc, rs); the first
+            // fetch of a batch issues the batch RING − 1 ahead into the slot the last
+            // batch freed (every lane read it before the step's block barrier) and
+            // waits for this one
             let fetch = |rc: &mut [T; PW], rs: &mut [T; PW], w: isize| {
+                let st = (w_first - w) as usize;
+                let (bt, si) = (st / PD, st % PD);
+                if si == 0 {
+                    issue(bt + RING - 1);
+                    // SAFETY: waits for this thread's copies of batch bt (RING − 1 newer
+                    // groups may stay pending); the warp barrier makes every lane's
+                    // copies visible to the others (warp-uniform: st is).
+                    unsafe {
+                        device::cp_async_wait::<{ (RING - 1) as u32 }>();
+                        device::sync_warp();
+                    }
+                }
+                let slot = bt % RING;
                 rep_pw!(u {
                     if live(u, w) {
-                        let tri = if strip {
-                            0
-                        } else {
-                            (u * u.saturating_sub(1) / 2) as isize
-                        };
-                        let k = (kc0 + u as isize * dk - tri - (w + 2 * u as isize)) as usize;
-                        // SAFETY: chain c0 + u's rotation on plane w + 2u is list entry
-                        // k < len.
+                        let o = ((slot * PW + u) * PD + si) * 2;
+                        // SAFETY: written by this batch's copies, waited for above.
                         unsafe {
-                            rc[u] = device::ld(rot, 2 * k);
-                            rs[u] = device::ld(rot, 2 * k + 1);
+                            rc[u] = device::ld(ring as *const T, o);
+                            rs[u] = device::ld(ring as *const T, o + 1);
                         }
                     }
                 });
@@ -1253,6 +1314,9 @@ unsafe fn pipe_vec<T: Float>(
                 });
             }
         }
+        // SAFETY: no copy of this round stays in flight into the ring (batches issued
+        // past the round's last step land before the next round reuses the slots).
+        unsafe { device::cp_async_wait_all() };
         // SAFETY: uniform (once per round); orders this round's global stores before the
         // next round's loads by other warps, and the hand-off buffer's reuse.
         unsafe { device::sync_threads() };
@@ -1266,7 +1330,8 @@ unsafe fn pipe_vec<T: Float>(
 /// x covers vectors 32·x .. 32·x + 32 of its target (lane = vector), its warps split the
 /// chains, and each element is read and written once per (warps·8) chains.
 /// Grid (⌈max n_g/32⌉, 3), block 32·nw (nw ≤ [`PIPE_MAX_WARPS`]), dynamic shared memory
-/// 2·nw·32·size_of::<T>() bytes.
+/// (2·nw·32 + nw·[`PIPE_RING_ELEMS`])·size_of::<T>() bytes. Each warp's rotations come
+/// through its ring by `cp.async`, RING − 1 batches of PD steps ahead.
 ///
 /// # Safety
 /// As [`apply_sched`], with the launch shape above.
@@ -1325,17 +1390,69 @@ pub const R1_PIPE_CPT: usize = 12;
 /// r mod 4 and is loaded four steps before the step that applies it.
 const R1_RING: usize = 4;
 
-/// Repeats `$body` with `$k` bound to 0..R1_PIPE_CPT.
+/// Repeats `$body` with `$k` bound to 0..CPT (≤ R1_PIPE_CPT; `CPT` is the const generic
+/// of the function it is used in, so the bodies for k ≥ CPT are compiled away).
 macro_rules! rep_cpt {
     ($k:ident $body:block) => {
-        unroll!($k in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] $body)
+        unroll!($k in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] {
+            if $k < CPT {
+                $body
+            }
+        })
     };
+}
+
+/// Columns per thread of the small stage B variant (`two_phase_gen_rank_one_b_pipe2`):
+/// the twelve-column kernel's unrolled code (255 registers) stalled on instruction fetch
+/// at n = 500 (issue 7, Nsight Compute on the H100); two columns a thread keep it short.
+pub const R1_PIPE2_CPT: usize = 2;
+
+/// [`gen_rank_one_b_pipe`] with [`R1_PIPE_CPT`] columns a thread (n ≤ 12·block).
+///
+/// # Safety
+/// As [`gen_rank_one_b_pipe`] with CPT = [`R1_PIPE_CPT`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gen_rank_one_b_pipe12<T: Float>(
+    r: *mut T,
+    ldr: usize,
+    m: usize,
+    n: usize,
+    w: *const T,
+    v: *const T,
+    rot: *mut T,
+    plane: *mut u32,
+    k_off: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe { gen_rank_one_b_pipe::<T, R1_PIPE_CPT>(r, ldr, m, n, w, v, rot, plane, k_off) }
+}
+
+/// [`gen_rank_one_b_pipe`] with [`R1_PIPE2_CPT`] columns a thread (n ≤ 2·block).
+///
+/// # Safety
+/// As [`gen_rank_one_b_pipe`] with CPT = [`R1_PIPE2_CPT`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gen_rank_one_b_pipe2<T: Float>(
+    r: *mut T,
+    ldr: usize,
+    m: usize,
+    n: usize,
+    w: *const T,
+    v: *const T,
+    rot: *mut T,
+    plane: *mut u32,
+    k_off: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe { gen_rank_one_b_pipe::<T, R1_PIPE2_CPT>(r, ldr, m, n, w, v, rot, plane, k_off) }
 }
 
 /// `two_phase_gen_rank_one_b_pipe` (issue 7): R(0, :) += w(0)·vᵀ, then stage B of spec
 /// §1.11 on the upper Hessenberg R (m×n, ld ldr), with the same rotations, records and
 /// results as [`gen_rank_one_b`] bit for bit, but pipelined with one barrier a step and
-/// the chain in registers. Thread `tid` owns columns j = tid + k·nt (k < R1_PIPE_CPT) and
+/// the chain in registers. Thread `tid` owns columns j = tid + k·nt (k < CPT ≤ R1_PIPE_CPT) and
 /// keeps each column's running element (the row the next rotation's upper half lands
 /// on) in a register. Step s = 0..=nb (nb = min(n, m−1)): every column j ≥ s applies
 /// rotation s−1 (read from shared memory) to (running element, R(s, j)), stores the
@@ -1346,14 +1463,14 @@ macro_rules! rep_cpt {
 /// register slot r mod 4 right after step r − 4 frees the slot (rows do not depend on
 /// the chain: row r of column j is first written at step r − 1 or later). Columns
 /// j ≥ nb end with their running element stored to R(nb, j). Grid 1, block `nt` with
-/// n ≤ nt·R1_PIPE_CPT, dynamic shared memory 4·size_of::<T>().
+/// n ≤ nt·CPT, dynamic shared memory 4·size_of::<T>().
 ///
 /// # Safety
-/// As [`gen_rank_one_b`], plus n ≤ block size · [`R1_PIPE_CPT`] and the dynamic shared
+/// As [`gen_rank_one_b`], plus CPT ≤ [`R1_PIPE_CPT`], n ≤ block size · CPT and the dynamic shared
 /// memory above.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gen_rank_one_b_pipe<T: Float>(
+pub unsafe fn gen_rank_one_b_pipe<T: Float, const CPT: usize>(
     r: *mut T,
     ldr: usize,
     m: usize,

@@ -39,6 +39,9 @@ pub struct Gpu {
     pub(crate) rank_scratch: std::sync::Mutex<Option<super::householder::RankScratch>>,
     /// Page-locked staging of the updates' uploads (`DevMat::from_host_async`).
     pub(crate) upload_staging: std::sync::Mutex<Option<super::matrix::UploadStaging>>,
+    /// Launch facts of `small_panel_qr` (opt-in shared memory, threads, the shared
+    /// memory its attribute was raised to), made by the first use.
+    pub(crate) small_panel: std::sync::Mutex<Option<super::kernels_small_panel::SmallPanelCache>>,
     /// Named events of a stage profile ([`Gpu::stage_marks_begin`]); None when off.
     pub(crate) stage_marks: std::sync::Mutex<Option<Vec<(&'static str, CudaEvent)>>>,
     pub(crate) stream: Arc<CudaStream>,
@@ -245,6 +248,7 @@ impl Gpu {
             row_insert: std::sync::Mutex::new(Default::default()),
             rank_scratch: std::sync::Mutex::new(None),
             upload_staging: std::sync::Mutex::new(None),
+            small_panel: std::sync::Mutex::new(None),
             stage_marks: std::sync::Mutex::new(None),
             stream,
             stream2,

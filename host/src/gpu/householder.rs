@@ -128,6 +128,10 @@ struct Work<T> {
     fused: Option<FusedPanelWork<T>>,
     /// Scratch of the TSQR panel, when some panel takes it.
     tsqr: Option<TsqrWork<T>>,
+    /// Panels whose rows fit one block's shared memory go to `small_panel_qr`
+    /// ([`PanelImpl::Auto`] and its in-order twin; the other choices keep their kernel
+    /// for tests).
+    small: bool,
 }
 
 /// Triangularises A[rows, cols] in place (β on the diagonal, exact zeros below),
@@ -381,6 +385,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
         },
         fused,
         tsqr: None,
+        small: matches!(panel, PanelImpl::Auto | PanelImpl::FusedInOrder),
     };
     if let Some(i) = use_tsqr.iter().position(|&t| t) {
         // The first TSQR panel is the tallest.
@@ -725,6 +730,12 @@ fn factor_panel<T: GpuScalar>(
         let mut vb = v.block_mut(0, 0, l, jb);
         let mut tb = t.block_mut(0, 0, jb, jb);
         gpu.tsqr_panel(work, a, r0, j0, l, jb, &mut vb, tau, &mut tb)
+    } else if ws.fused.is_some() && ws.small && gpu.small_panel_fits::<T>(l, jb) {
+        // A short panel: one block, in shared memory (R, V, τ, T as below).
+        let mut vb = v.block_mut(0, 0, l, jb);
+        let mut tb = t.block_mut(0, 0, jb, jb);
+        let s = stream2.unwrap_or(&gpu.stream);
+        gpu.small_panel_qr_on(raw, r0, j0, l, jb, band, &mut vb, tau, &mut tb, s)
     } else if let Some(fw) = ws.fused.as_mut() {
         // The whole panel in one cooperative launch: R (exact zeros below), V, τ, T.
         let mut vb = v.block_mut(0, 0, l, jb);

@@ -86,6 +86,8 @@ kernel_table! {
     two_phase_gen_rank_one_b,
     /// `two_phase_gen_rank_one_b_pipe_<T>(r, ldr, m, n, w, v, rot, plane, k_off)` (issue 7).
     two_phase_gen_rank_one_b_pipe,
+    /// `two_phase_gen_rank_one_b_pipe2_<T>(…)`: the same with two columns a thread.
+    two_phase_gen_rank_one_b_pipe2,
     /// `two_phase_gen_strip_pipe_<T>(x, ld, h, p, rot, plane, in_smem)` (issue 7).
     two_phase_gen_strip_pipe,
     /// `two_phase_gen_block_pipe_<T>(qz, ldq, p, m, z, rot, plane, in_smem)` (issue 7).
@@ -119,6 +121,9 @@ kernel_table! {
     /// `fused_panel_qr_<T>(a, lda, rows, jb, band, v, ldv, tau, t, ldt, partials, head,
     /// counter, bar_base, rpb, in_shared)` (one-launch panel, spec §1.4, §4.1).
     fused_panel_qr,
+    /// `small_panel_qr_<T>(a, lda, rows, jb, band, v, ldv, tau, t, ldt)` (one-block panel,
+    /// issue 7).
+    small_panel_qr,
     /// `tsqr_leaf_qr_<T>(a, lda, rows, n, tau, r_out, ldr)` (TSQR leaves, issue 5).
     tsqr_leaf_qr,
     /// `tsqr_leaf_apply_<T>(v, ldv, rows, n, tau, c_in, ldc, out, ldo, m, rh)` (TSQR Q).
@@ -612,6 +617,7 @@ mod tests {
             "convert",
             "fused_panel",
             "row_insert",
+            "small_panel",
             "tsqr",
         ];
         for name in KERNELS {

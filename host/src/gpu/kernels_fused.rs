@@ -43,10 +43,10 @@ const MAX_BLOCKS_PER_SM_GLOBAL: usize = 2;
 /// stream after the main stream's work on other columns of the same buffer.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RawMat {
-    ptr: u64,
-    nrows: usize,
-    ncols: usize,
-    ld: usize,
+    pub(crate) ptr: u64,
+    pub(crate) nrows: usize,
+    pub(crate) ncols: usize,
+    pub(crate) ld: usize,
 }
 
 impl RawMat {

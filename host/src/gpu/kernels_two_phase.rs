@@ -45,6 +45,9 @@ pub const APPLY_PIPE_WARPS: u32 = 8;
 /// Most warps per block `two_phase_apply_pipe` can be launched with (see
 /// [`APPLY_PIPE_WARPS`]; the kernel's shared buffer allows 16).
 pub const APPLY_PIPE_MAX_WARPS: u32 = 8;
+/// Elements of one warp's rotation ring in `two_phase_apply_pipe` (gpu-kernels
+/// `two_phase::PIPE_RING_ELEMS`: 4 batches × 8 chains × 8 steps × (c, s)).
+const PIPE_RING_ELEMS: u32 = 512;
 /// Block of `two_phase_copy`: 32 × 8.
 const COPY_BLOCK: (u32, u32) = (32, 8);
 
@@ -369,7 +372,9 @@ impl Gpu {
             ))?;
         }
         // GEN_BLOCK threads unless the registers the driver's compiler gave the kernel
-        // allow fewer (the kernel takes any multiple of 32)
+        // allow fewer (the kernel takes any multiple of 32). Fewer threads (about
+        // chains²/4: 128 for 20 chains) were measured slower on the H100: delete_rows'
+        // generate 1.00 → 1.14 ms, the strip's 0.41 → 0.46 ms at m = 1200, n = 500, p = 20.
         let most = f.max_threads_per_block().map_err(super::driver_err(
             "querying a generate kernel's block limit",
         ))?;
@@ -670,7 +675,13 @@ impl Gpu {
         } else {
             let mut c = cfg((1, 1), (GEN_R1_BLOCK, 1));
             c.shared_mem_bytes = 4 * size_of::<T>() as u32;
-            (&ks.two_phase_gen_rank_one_b_pipe, c)
+            // two columns a thread when they cover n: a fifth of the twelve-column
+            // kernel's code, which stalled on instruction fetch (issue 7)
+            if n <= 2 * GEN_R1_BLOCK as usize {
+                (&ks.two_phase_gen_rank_one_b_pipe2, c)
+            } else {
+                (&ks.two_phase_gen_rank_one_b_pipe, c)
+            }
         };
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
@@ -689,8 +700,9 @@ impl Gpu {
         // v = n elements (asserted), rot/plane have room for k_off + nb rotations
         // (reserve); r, rot, plane are distinct &mut buffers and w, v shared borrows, so
         // nothing overlaps; grid 1; the pipe runs with GEN_R1_BLOCK threads, n ≤
-        // GEN_R1_BLOCK·12 and ld·n < 2³² (r1_pipe_fits, checked above) and 4 elements of
-        // dynamic shared memory, as its contract requires.
+        // GEN_R1_BLOCK·12 and ld·n < 2³² (r1_pipe_fits, checked above; the two-column
+        // variant only for n ≤ 2·GEN_R1_BLOCK) and 4 elements of dynamic shared memory,
+        // as its contract requires.
         unsafe { b.launch(launch) }.map_err(launch_err("two_phase_gen_rank_one_b"))?;
         list.len += nb;
         if nb > 0 {
@@ -821,7 +833,7 @@ impl Gpu {
             ),
             ApplyPath::Pipe { warps } => {
                 let mut c = cfg((blocks(maxv, 32), 3), (32 * warps, 1));
-                c.shared_mem_bytes = 2 * 32 * warps * size_of::<T>() as u32;
+                c.shared_mem_bytes = (2 * 32 + PIPE_RING_ELEMS) * warps * size_of::<T>() as u32;
                 (&ks.two_phase_apply_pipe, c)
             }
         };
@@ -857,7 +869,8 @@ impl Gpu {
         // shapes: List/Step grid (⌈max n/APPLY_ROT_BLOCK⌉, 3), block APPLY_ROT_BLOCK (the
         // kernels derive the vector index from blockDim, so any block size covers every
         // vector); Pipe grid (⌈max n/32⌉, 3), block 32·warps with 1 ≤ warps ≤ 8 (checked
-        // above) and 2·32·warps·size_of::<T>() bytes of dynamic shared memory, as its
+        // above) and (2·32 + PIPE_RING_ELEMS)·warps·size_of::<T>() bytes of dynamic shared
+        // memory (≤ 36 KiB at 8 warps of f64, under the 48 KiB default), as its
         // contract requires. Sweep: two_phase_apply_sweep_{f32,f64}(rot: *const T, down,
         // up, the same targets) on a list made by the rank-one generate launchers (down =
         // the stage A count, up = stage B's, down + up = count), banded targets only with

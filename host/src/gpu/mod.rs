@@ -18,6 +18,7 @@ pub(crate) mod kernels_fused;
 pub mod kernels_lu;
 pub mod kernels_panel;
 pub(crate) mod kernels_row_insert;
+pub(crate) mod kernels_small_panel;
 pub(crate) mod kernels_tsqr;
 pub mod kernels_two_phase;
 mod kernels_wavefront;
