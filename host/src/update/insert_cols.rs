@@ -286,7 +286,10 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             gpu.two_phase_copy(&src, &mut r.block_mut(0, k0 + p, m, n - k0), 0..0, false)?;
         }
         gpu.stage_mark("copy R");
-        let mut qtu = r.block_mut(0, k0, m, p);
+        // QᵀU in a matrix of its own, so that the Householder stage on its rows n..m has
+        // no trailing columns: R's other columns are exact zeros in those rows (H·0 = 0),
+        // and the three GEMMs over them were pure cost (issue 7).
+        let mut qtu = DevMat::zeros(gpu, m, p)?;
         gpu.gemm(
             Op::T,
             Op::N,
@@ -294,24 +297,17 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             &q_old.view(),
             &ud.view(),
             T::ZERO,
-            &mut qtu,
+            &mut qtu.view_mut(),
         )?;
         gpu.stage_mark("Q^T U");
         let mut q = tp::dup(gpu, q_old)?;
         let mut d = tp::dup(gpu, &st.d)?;
         gpu.stage_mark("copy Q, d");
         if m > n {
-            householder::blocked_qr(
-                gpu,
-                &mut r,
-                n..m,
-                k0..k0 + p,
-                Some(&mut d),
-                Some(&mut q),
-                nb,
-            )?;
+            householder::blocked_qr(gpu, &mut qtu, n..m, 0..p, Some(&mut d), Some(&mut q), nb)?;
             gpu.stage_mark("householder rows n..m");
         }
+        gpu.panel_copy(&qtu.view(), &mut r.block_mut(0, k0, m, p))?;
         if k0 < n {
             match st.params.givens {
                 Givens::Wavefront => {
