@@ -402,8 +402,10 @@ fn unreachable_tolerance_is_not_converged() {
 /// bf16: never a wrong answer — `NotConverged` (or an exactly zero pivot of R̃,
 /// `RankDeficient`), or an x whose independently recomputed η meets the tolerance. (On
 /// an H200 both met the default tolerance 10·m·u in 6 steps: a normwise backward error
-/// is easy to meet once ‖x‖ grows with κ.) At κ = 1e14 one refinement step cannot reach
-/// η ≤ 10·u: `NotConverged` with the η it did reach.
+/// is easy to meet once ‖x‖ grows with κ.) At κ = 1e14 with one refinement step and
+/// η ≤ 10·u asked: `NotConverged` with the η it did reach, or a solution whose
+/// recomputed η meets 10·u (what the H100 gave once short panels went to the one-block
+/// kernel).
 #[test]
 fn ill_conditioned_never_returns_a_wrong_answer() {
     let Some(g) = gpu() else { return };
@@ -455,7 +457,17 @@ fn ill_conditioned_never_returns_a_wrong_answer() {
                     assert_eq!(iterations, 1);
                     assert!(backward_error > tight && backward_error.is_finite());
                 }
-                other => panic!("expected NotConverged, got {other:?}"),
+                // The factor of the one-block panels (issue 7) lets one step reach 10·u
+                // here (H100: η = 2.9e-16); an answer is then right only if the
+                // independently recomputed η meets the tight tolerance.
+                Ok(sol) => {
+                    assert!(sol.iterations == 1);
+                    for c in 0..2 {
+                        let eta = ls_backward_error(a.as_ref(), b.col(c), sol.x.col(c));
+                        assert!(eta <= tight, "κ=1e14, one step: η {eta:e} > {tight:e}");
+                    }
+                }
+                Err(e) => panic!("expected NotConverged or a solution, got {e}"),
             }
         }
     }
