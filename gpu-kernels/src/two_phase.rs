@@ -1517,6 +1517,7 @@ pub unsafe fn gen_rank_one_b_pipe<T: Float, const CPT: usize>(
                 } else {
                     (T::ZERO, T::ZERO)
                 };
+                let (mut own, mut fo, mut go) = (false, T::ZERO, T::ZERO);
                 rep_cpt!(k {
                     let j = tid + k * nt;
                     if j < n && j >= s {
@@ -1527,17 +1528,10 @@ pub unsafe fn gen_rank_one_b_pipe<T: Float, const CPT: usize>(
                             cur[k] = b;
                         }
                         if j == s && s < nb {
-                            let (gc, gs, rho) = givens(cur[k], q[(e + 1) % R1_RING][k]);
-                            // SAFETY: (s, s), (s+1, s) inside R (s+1 ≤ nb < m, s < n),
-                            // column s is this thread's; list index k_off + s is in the
-                            // list; buffer s & 1 is read by no one during this step.
-                            unsafe {
-                                device::st(r, at(s, j), rho);
-                                device::st(r, at(s + 1, j), T::ZERO);
-                                record(rot, plane, k_off + s, gc, gs, s);
-                                device::st(rs, 2 * (s & 1), gc);
-                                device::st(rs, 2 * (s & 1) + 1, gs);
-                            }
+                            // the owner of column s makes rotation s after the loop
+                            own = true;
+                            fo = cur[k];
+                            go = q[(e + 1) % R1_RING][k];
                         }
                     }
                     // slot e is free: row s + 4 (needed at steps s + 3 and s + 4)
@@ -1548,6 +1542,22 @@ pub unsafe fn gen_rank_one_b_pipe<T: Float, const CPT: usize>(
                         unsafe { q[e][k] = device::ld(r, at(row, j)) };
                     }
                 });
+                if own {
+                    // One `givens` a step, outside the column loop (inlined once rather
+                    // than CPT times: the twelve-column kernel's code and spills grew
+                    // with each copy, issue 7).
+                    let (gc, gs, rho) = givens(fo, go);
+                    // SAFETY: (s, s), (s+1, s) inside R (s+1 ≤ nb < m, s < n), column s
+                    // is this thread's; list index k_off + s is in the list; buffer
+                    // s & 1 is read by no one during this step.
+                    unsafe {
+                        device::st(r, at(s, s), rho);
+                        device::st(r, at(s + 1, s), T::ZERO);
+                        record(rot, plane, k_off + s, gc, gs, s);
+                        device::st(rs, 2 * (s & 1), gc);
+                        device::st(rs, 2 * (s & 1) + 1, gs);
+                    }
+                }
                 // SAFETY: s and nb are uniform over the block.
                 unsafe { device::sync_threads() };
             }
