@@ -286,28 +286,45 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             gpu.two_phase_copy(&src, &mut r.block_mut(0, k0 + p, m, n - k0), 0..0, false)?;
         }
         gpu.stage_mark("copy R");
-        // QᵀU in a matrix of its own, so that the Householder stage on its rows n..m has
-        // no trailing columns: R's other columns are exact zeros in those rows (H·0 = 0),
-        // and the three GEMMs over them were pure cost (issue 7).
-        let mut qtu = DevMat::zeros(gpu, m, p)?;
-        gpu.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
-            &q_old.view(),
-            &ud.view(),
-            T::ZERO,
-            &mut qtu.view_mut(),
-        )?;
+        // For k0 < n, QᵀU goes into a matrix of its own, so that the Householder stage on
+        // its rows n..m has no trailing columns: R's later columns are exact zeros in
+        // those rows (H·0 = 0), and the three GEMMs over them were pure cost (issue 7).
+        // At k0 = n the new columns are R's last, so they are worked on in place.
+        let mut own = if k0 < n {
+            Some(DevMat::zeros(gpu, m, p)?)
+        } else {
+            None
+        };
+        {
+            let mut dst = match own.as_mut() {
+                Some(x) => x.view_mut(),
+                None => r.block_mut(0, k0, m, p),
+            };
+            gpu.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &q_old.view(),
+                &ud.view(),
+                T::ZERO,
+                &mut dst,
+            )?;
+        }
         gpu.stage_mark("Q^T U");
         let mut q = tp::dup(gpu, q_old)?;
         let mut d = tp::dup(gpu, &st.d)?;
         gpu.stage_mark("copy Q, d");
         if m > n {
-            householder::blocked_qr(gpu, &mut qtu, n..m, 0..p, Some(&mut d), Some(&mut q), nb)?;
+            let (a, cols) = match own.as_mut() {
+                Some(x) => (x, 0..p),
+                None => (&mut r, k0..k0 + p),
+            };
+            householder::blocked_qr(gpu, a, n..m, cols, Some(&mut d), Some(&mut q), nb)?;
             gpu.stage_mark("householder rows n..m");
         }
-        gpu.panel_copy(&qtu.view(), &mut r.block_mut(0, k0, m, p))?;
+        if let Some(x) = own.as_ref() {
+            gpu.panel_copy(&x.view(), &mut r.block_mut(0, k0, m, p))?;
+        }
         if k0 < n {
             match st.params.givens {
                 Givens::Wavefront => {
