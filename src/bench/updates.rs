@@ -994,10 +994,10 @@ fn stage_split<T: GpuScalar>(
         gpu.synchronize()?;
         gpu.stage_marks_begin()?;
         let r = apply(&mut st, pt, c).and_then(|()| {
-            gpu.stage_mark_public("update rest");
+            gpu.stage_mark("update rest");
             solve_dev(gpu, &st, &mut x)
         });
-        gpu.stage_mark_public("solve");
+        gpu.stage_mark("solve");
         let marks = gpu.stage_marks_end()?;
         r?;
         let mut sums = vec![0.0; names.len()];

@@ -289,8 +289,9 @@ impl Gpu {
 
     /// Records the end of stage `name` when a stage profile is running (else nothing:
     /// one uncontended lock). A mark that cannot be recorded is dropped; profiling
-    /// never fails an operation.
-    pub(crate) fn stage_mark(&self, name: &'static str) {
+    /// never fails an operation. The update paths mark their own stages; callers may
+    /// mark theirs (e.g. a benchmark's solve after an update).
+    pub fn stage_mark(&self, name: &'static str) {
         let mut g = self.stage_marks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = g.as_mut() {
             if let Ok(ev) = self
@@ -300,12 +301,6 @@ impl Gpu {
                 v.push((name, ev));
             }
         }
-    }
-
-    /// [`Gpu::stage_mark`] for callers outside the crate (benchmarks marking their own
-    /// stages, e.g. the solve after an update).
-    pub fn stage_mark_public(&self, name: &'static str) {
-        self.stage_mark(name);
     }
 
     /// Ends the stage profile: waits for the last mark and returns each stage's name
@@ -441,5 +436,50 @@ impl Gpu {
         // exclusively owned by `p`; all-zero bits are a valid T (ValidAsZeroBits).
         unsafe { core::ptr::write_bytes(ptr, 0, len.max(1)) };
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::gpu::{DevMat, Op};
+    use crate::Error;
+
+    /// A stage profile names the stages in order with finite non-negative times (no
+    /// assertion on the times themselves: timing.rs keeps timing out of tests), records
+    /// nothing when off, and ending one that was never started is an error.
+    #[test]
+    fn stage_marks_name_the_stages_in_order() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        assert!(matches!(g.stage_marks_end(), Err(Error::Driver(_))));
+        g.stage_mark("ignored: no profile running");
+        assert!(g.stage_marks_end().is_err());
+        let a = DevMat::<f64>::zeros(&g, 1024, 1024).unwrap();
+        let mut c = DevMat::<f64>::zeros(&g, 1024, 1024).unwrap();
+        g.synchronize().unwrap();
+        g.stage_marks_begin().unwrap();
+        g.stage_mark("empty");
+        for _ in 0..4 {
+            g.gemm(
+                Op::N,
+                Op::N,
+                1.0,
+                &a.view(),
+                &a.view(),
+                0.0,
+                &mut c.view_mut(),
+            )
+            .unwrap();
+        }
+        g.stage_mark("gemm");
+        g.stage_mark("empty");
+        let st = g.stage_marks_end().unwrap();
+        let names: Vec<&str> = st.iter().map(|x| x.0).collect();
+        assert_eq!(names, ["empty", "gemm", "empty"]);
+        assert!(st.iter().all(|x| x.1 >= 0.0 && x.1.is_finite()));
+        // the profile is over: later marks are not recorded
+        g.stage_mark("after");
+        assert!(g.stage_marks_end().is_err());
     }
 }
