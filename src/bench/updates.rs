@@ -21,7 +21,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cuqr::gpu::timing::time_with_setup;
+use cuqr::gpu::timing::{time_with_setup, Timing};
 use cuqr::gpu::{DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, Side, Uplo};
 use cuqr::{CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar};
 
@@ -934,16 +934,9 @@ fn sweep<T: GpuScalar>(
                     .collect();
                 let sum: f64 = st.iter().map(|x| x.1).sum();
                 stages.push(format!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} |",
-                    p.group,
-                    std::any::type_name::<T>(),
-                    p.kind.name(),
-                    p.m,
-                    p.n,
-                    p.k0,
-                    p.p,
-                    sum,
-                    cells.join("; "),
+                    "{} {sum:.3} | {} |",
+                    point_head::<T>(p),
+                    cells.join("; ")
                 ));
             }
             if let (true, Some(g), Some(base)) = (ctx.profile, ctx.gpu, &gpu_base) {
@@ -952,14 +945,8 @@ fn sweep<T: GpuScalar>(
                 {
                     let flops = 6.0 * count as f64 * vecs as f64;
                     prof.push(format!(
-                        "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0} | {} |",
-                        p.group,
-                        std::any::type_name::<T>(),
-                        p.kind.name(),
-                        p.m,
-                        p.n,
-                        p.k0,
-                        p.p,
+                        "{} {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0} | {} |",
+                        point_head::<T>(p),
                         tg,
                         ts,
                         tl,
@@ -973,6 +960,21 @@ fn sweep<T: GpuScalar>(
         }
     }
     Ok(())
+}
+
+/// The first cells of a `--stages` or `--profile` row: "| group | type | update | m | n |
+/// k0 | p |".
+fn point_head<T>(p: &Point) -> String {
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} |",
+        p.group,
+        std::any::type_name::<T>(),
+        p.kind.name(),
+        p.m,
+        p.n,
+        p.k0,
+        p.p
+    )
 }
 
 /// The stages of one point's update + solve ([`Gpu::stage_marks_begin`]): `reps` runs
@@ -1016,12 +1018,11 @@ fn stage_split<T: GpuScalar>(
         .iter()
         .enumerate()
         .map(|(i, &name)| {
-            let mut v: Vec<f64> = runs
+            let v: Vec<f64> = runs
                 .iter()
                 .map(|r| r.get(i).copied().unwrap_or(0.0))
                 .collect();
-            v.sort_by(f64::total_cmp);
-            (name, v[v.len() / 2])
+            (name, Timing { samples_ms: v }.median_ms())
         })
         .collect())
 }

@@ -39,6 +39,15 @@ fn small_panel_bytes(rows: usize, jb: usize, elem: usize) -> usize {
     (rows * jb + jb * jb + SCRATCH) * elem
 }
 
+/// Whether a rows×jb panel of `elem`-byte elements fits `small_panel_qr` with
+/// `smem_optin` bytes of shared memory a block (see [`Gpu::small_panel_fits`]).
+fn fits(rows: usize, jb: usize, elem: usize, smem_optin: usize) -> bool {
+    (1..=SMALL_PANEL_MAX_JB).contains(&jb)
+        && jb <= rows
+        && rows <= SMALL_PANEL_MAX_ROWS
+        && small_panel_bytes(rows, jb, elem) <= smem_optin
+}
+
 impl Gpu {
     fn small_panel_cache(&self) -> Result<std::sync::MutexGuard<'_, Option<SmallPanelCache>>> {
         let mut g = self.small_panel.lock().unwrap_or_else(|e| e.into_inner());
@@ -63,13 +72,12 @@ impl Gpu {
     /// [`SMALL_PANEL_MAX_JB`], rows ≤ [`SMALL_PANEL_MAX_ROWS`], the panel, T and scratch
     /// in one block's shared memory). False if the device limits cannot be read.
     pub(crate) fn small_panel_fits<T: GpuScalar>(&self, rows: usize, jb: usize) -> bool {
-        if jb == 0 || jb > SMALL_PANEL_MAX_JB || jb > rows || rows > SMALL_PANEL_MAX_ROWS {
-            return false;
-        }
-        let bytes = small_panel_bytes(rows, jb, size_of::<T>());
         self.small_panel_cache()
             .ok()
-            .and_then(|g| g.as_ref().map(|c| bytes <= c.smem_optin))
+            .and_then(|g| {
+                g.as_ref()
+                    .map(|c| fits(rows, jb, size_of::<T>(), c.smem_optin))
+            })
             .unwrap_or(false)
     }
 
@@ -103,13 +111,6 @@ impl Gpu {
         assert!(r0 + rows <= a.nrows && j0 + jb <= a.ncols);
         assert!(v.nrows() >= rows && v.ncols() >= jb);
         assert!(tau.len() >= jb && t.nrows() >= jb && t.ncols() >= jb);
-        if !self.small_panel_fits::<T>(rows, jb) {
-            return Err(Error::InvalidParam {
-                op: "small_panel_qr",
-                what: "panel",
-                why: format!("a {rows}×{jb} panel does not fit one block's shared memory"),
-            });
-        }
         let elem = size_of::<T>();
         let entry = usize::from(elem == 8);
         let f = &T::kernel_set(&self.kernels).small_panel_qr;
@@ -117,6 +118,13 @@ impl Gpu {
         let threads = {
             let mut g = self.small_panel_cache()?;
             let c = g.as_mut().expect("made by small_panel_cache");
+            if !fits(rows, jb, elem, c.smem_optin) {
+                return Err(Error::InvalidParam {
+                    op: "small_panel_qr",
+                    what: "panel",
+                    why: format!("a {rows}×{jb} panel does not fit one block's shared memory"),
+                });
+            }
             if bytes > c.allowed[entry] {
                 f.set_attribute(
                     CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
