@@ -129,6 +129,52 @@ pub unsafe fn cp_async_pair<T: Copy>(dst: *mut T, src: *const T) {
     }
 }
 
+/// Starts an asynchronous copy of one `T` (4 or 8 bytes) from global to shared memory
+/// (PTX `cp.async.ca.shared.global`, sm_80+), with the same completion rules as
+/// [`cp_async_pair`].
+///
+/// # Safety
+/// As [`cp_async_pair`], for one element aligned to its size.
+#[inline(always)]
+pub unsafe fn cp_async_one<T: Copy>(dst: *mut T, src: *const T) {
+    // SAFETY: as in `cp_async_pair` (addresses, alignment and exclusivity from the
+    // caller; the asm converts the generic addresses).
+    unsafe {
+        if core::mem::size_of::<T>() == 8 {
+            asm!(
+                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 8; }}",
+                d = in(reg64) dst,
+                g = in(reg64) src,
+                options(nostack, preserves_flags),
+            );
+        } else {
+            asm!(
+                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 4; }}",
+                d = in(reg64) dst,
+                g = in(reg64) src,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+}
+
+/// Asks for the 128-byte line at `p` to be brought into L2 (PTX `prefetch.global.L2`);
+/// no effect on the program's results.
+///
+/// # Safety
+/// `p` points into global memory the kernel may read.
+#[inline(always)]
+pub unsafe fn prefetch_l2<T>(p: *const T) {
+    // SAFETY: a hint with no architectural effect; the address is the caller's.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 %ga; cvta.to.global.u64 %ga, {g}; prefetch.global.L2 [%ga]; }}",
+            g = in(reg64) p,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+}
+
 /// Closes this thread's group of [`cp_async_pair`] copies (PTX `cp.async.commit_group`).
 ///
 /// # Safety
@@ -480,6 +526,10 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     /// Approximate 1/√a from the hardware (`rsqrt.approx`; relative error below 2⁻²²);
     /// callers refine it with Newton steps ([`Float::RSQRT_NEWTON`]).
     fn rsqrt_approx(self) -> Self;
+    /// Approximate 1/a from the hardware (`rcp.approx.ftz`; subnormals flushed), for
+    /// normal a far from the range's ends; callers refine it with
+    /// [`Float::RSQRT_NEWTON`] Newton steps, as for [`Float::rsqrt_approx`].
+    fn rcp_approx(self) -> Self;
     /// Newton steps that take [`Float::rsqrt_approx`] to working precision (f32: 1,
     /// f64: 2).
     const RSQRT_NEWTON: usize;
@@ -584,6 +634,10 @@ macro_rules! impl_float {
             fn rsqrt_approx(self) -> Self {
                 impl_float!(@rsqrt $t, self)
             }
+            #[inline(always)]
+            fn rcp_approx(self) -> Self {
+                impl_float!(@rcp $t, self)
+            }
             const RSQRT_NEWTON: usize = impl_float!(@newton $t);
             const ROT_LO: Self = impl_float!(@rotlo $t);
             const ROT_HI: Self = impl_float!(@rothi $t);
@@ -616,6 +670,34 @@ macro_rules! impl_float {
         unsafe {
             asm!(
                 "rsqrt.approx.f64 {r}, {v};",
+                r = out(reg64) r,
+                v = in(reg64) $v,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        r
+    }};
+    (@rcp f32, $v:expr) => {{
+        let r: f32;
+        // SAFETY: `rcp.approx.ftz.f32` reads one register and writes one; no memory, no
+        // side effects (PTX ISA, rcp).
+        unsafe {
+            asm!(
+                "rcp.approx.ftz.f32 {r}, {v};",
+                r = out(reg32) r,
+                v = in(reg32) $v,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        r
+    }};
+    (@rcp f64, $v:expr) => {{
+        let r: f64;
+        // SAFETY: `rcp.approx.ftz.f64` reads one register and writes one; no memory, no
+        // side effects (PTX ISA, rcp).
+        unsafe {
+            asm!(
+                "rcp.approx.ftz.f64 {r}, {v};",
                 r = out(reg64) r,
                 v = in(reg64) $v,
                 options(pure, nomem, nostack, preserves_flags),

@@ -429,9 +429,9 @@ entries! {
     /// TSQR leaf QRs of one tree level (issue 5; tsqr.rs).
     ///
     /// # Safety
-    /// As `tsqr::leaf_qr` documents (grid, block 256, shared memory).
+    /// As `tsqr::leaf_qr` documents (grid, block 256, shared memory, aux).
     tsqr_leaf_qr_f32, tsqr_leaf_qr_f64
-        (a: *mut T, lda: usize, rows: usize, n: usize, tau: *mut T, r_out: *mut T,
+        (a: *mut T, lda: usize, rows: usize, n: usize, kpw: usize, aux: *mut T, r_out: *mut T,
          ldr: usize) => tsqr::leaf_qr;
 
     /// TSQR explicit Q of one tree level; at level 0 also the reconstruction's V₂ (from
@@ -440,8 +440,9 @@ entries! {
     /// # Safety
     /// As `tsqr::leaf_apply` documents (grid, block 256, shared memory).
     tsqr_leaf_apply_f32, tsqr_leaf_apply_f64
-        (v: *mut T, ldv: usize, rows: usize, n: usize, tau: *const T, c_in: *const T,
-         ldc: usize, out: *mut T, ldo: usize, skip_top: u32, rh: *const T) => tsqr::leaf_apply;
+        (v: *mut T, ldv: usize, rows: usize, n: usize, kpw: usize, aux: *const T,
+         c_in: *const T, ldc: usize, out: *mut T, ldo: usize, skip_top: u32,
+         rh: *const T) => tsqr::leaf_apply;
 
     /// TSQR Householder reconstruction: V₁, T, τ, M = U⁻¹ and R (issue 5; tsqr.rs).
     ///

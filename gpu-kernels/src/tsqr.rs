@@ -5,10 +5,11 @@
 //! (Ballard, Demmel, Grigori, Jacquelin, Nguyen, Solomonik, "Reconstructing Householder
 //! vectors from tall-skinny QR", 2014). The host (host/src/gpu/kernels_tsqr.rs) runs:
 //!
-//! 1. [`leaf_qr`] on each level: leaf b (rows b·[`LEAF`] ..) is factored in registers;
-//!    its reflectors stay in place below the leaf's diagonal, τ goes to `tau[b·COLS..]`
-//!    and its R (n×n, zeros below the diagonal) to rows b·n .. of the next level, until
-//!    one leaf is left;
+//! 1. [`leaf_qr`] on each level: leaf b is a block of [`WARPS`] warps, each chaining
+//!    `kpw` blocks of 32 rows in registers ([`dense_steps`]), then a binary tree over
+//!    the warps' R's; its reflectors stay in place in the level's matrix and in an
+//!    auxiliary array, and its R (n×n, zeros below the diagonal) goes to rows b·n ..
+//!    of the next level, until one leaf is left;
 //! 2. [`leaf_apply`] from the top level down: each leaf's reflectors applied backwards
 //!    to [C_b; 0], with C_b its n rows of the level above's explicit Q (the identity at
 //!    the top), give that level's explicit Q; at level 0 first for leaf 0 alone;
@@ -23,15 +24,15 @@
 //! (rᵢᵢ = −sign(αᵢ)·‖·‖) and τᵢ = tᵢᵢ ∈ [1, 2]: the same factorisation as the column-by-
 //! column panel, to rounding.
 //!
-//! Layout inside a block of [`THREADS`] threads: lane c of warp g owns column c, rows
-//! g·[`RPT`] .. g·RPT + RPT of the leaf, in registers; a column or row every lane needs
-//! goes through shared memory (broadcast reads), and thread t moves row t of the leaf
-//! between global memory and a staging tile (coalesced, all loads in flight at once).
-//! Norms are scaled by powers of two (spec §1.2): column c of a leaf is published
-//! divided by s_c, the power of two ≤ its largest entry at the start (its entries below
-//! the diagonal never exceed its initial 2-norm ≤ 16·2·s_c, since every step is
-//! orthogonal), so squares and dot products neither overflow nor underflow where the
-//! data do not; the reflector formulas are those of `householder::house`.
+//! Layout: lane k of a warp owns column k of its current 32-row block in registers;
+//! the warp's R (or, when applying, its T) is a row-major shared tile whose row j is
+//! the only one step j touches; the pivot column goes through shared memory (one
+//! writer, broadcast reads); global rows move coalesced through an 8-row staging tile.
+//! There is no block barrier inside a chain: the warps of a block run independent
+//! chains and meet only for the ⌈log₂ WARPS⌉ rounds of the in-leaf tree. Norms are
+//! scaled by powers of two (spec §1.2): lane k keeps column k divided by s_k, the
+//! power of two ≤ its largest entry read so far (see [`leaf_qr`]); the reflector
+//! formulas are those of `householder::house`.
 
 use crate::device::{self, Float};
 use crate::fused_panel::Pow2;
@@ -51,31 +52,78 @@ macro_rules! rows32 {
 
 /// Widest panel (one lane per column).
 pub const COLS: usize = 32;
-/// Row groups of a leaf (one warp each).
-pub const GROUPS: usize = 8;
-/// Leaf rows a thread holds in registers.
-pub const RPT: usize = 32;
-const _: () = assert!(
-    RPT == 32 && COLS == 32,
-    "rows32! unrolls 32 rows or columns"
-);
-/// Rows of a leaf.
-pub const LEAF: usize = GROUPS * RPT;
-/// Threads per block of the leaf kernels (one per leaf row when staging).
-pub const THREADS: usize = COLS * GROUPS;
-const _: () = assert!(THREADS == LEAF, "thread t stages row t of the leaf");
-/// Leading dimension of the shared staging tile (odd: conflict-free column reads).
-const LDS: usize = LEAF + 1;
-/// Shared memory of [`leaf_qr`], in elements: staging tile, two broadcast columns, two
-/// broadcast rows, the per-group dot partials, the per-group column maxima, and per
-/// column its scale s_c, its V factor s_c/(α − β) and β.
-pub const QR_SMEM: usize = COLS * LDS + 2 * LEAF + 2 * COLS + 2 * GROUPS * COLS + 3 * COLS;
-/// Leading dimension of [`leaf_apply`]'s tile (even: its columns' pairs of rows are
-/// aligned for vector loads).
-const LDV: usize = LEAF + 2;
-/// Shared memory of [`leaf_apply`], in elements: staging tile (V, then the output),
-/// τ and two sets of dot partials.
-pub const APPLY_SMEM: usize = COLS * LDV + COLS + 2 * GROUPS * COLS;
+/// Rows of a chain block (lane k holds column k of one in registers).
+pub const BR: usize = 32;
+const _: () = assert!(BR == 32 && COLS == 32, "rows32! unrolls 32 rows or columns");
+/// Warps of a leaf (one chain each, then a binary tree over the chains' R's).
+pub const WARPS: usize = 8;
+const _: () = assert!(WARPS.is_power_of_two());
+/// log₂ [`WARPS`]: the rounds of the in-leaf tree.
+const LOG_WARPS: u32 = WARPS.trailing_zeros();
+/// Threads per block of the leaf kernels.
+pub const THREADS: usize = COLS * WARPS;
+/// Leading dimension of a warp's R (or T) tile, row-major (odd: lane k's column and
+/// the broadcast of row j are both conflict-free).
+const LDT: usize = COLS + 1;
+/// Rows of the staging tile that turns coalesced rows into lane-owned columns.
+const SR: usize = 8;
+/// Columns of V in flight while a reflector block is applied ([`apply_back`]).
+const RING: usize = 4;
+const _: () = assert!(RING.is_power_of_two());
+/// Shared memory of one warp, in elements: its R (or T) tile, its staging tile, the
+/// broadcast column or the ring of [`RING`] of them (pair-aligned: every offset before
+/// it is even) and the column scales.
+const WARP_SMEM: usize = BR * LDT + SR * LDT + RING * BR + COLS;
+const _: () = assert!((BR * LDT + SR * LDT) % 2 == 0 && WARP_SMEM % 2 == 0);
+/// Shared memory of [`leaf_qr`] and [`leaf_apply`], in elements.
+pub const LEAF_SMEM: usize = WARPS * WARP_SMEM;
+/// Reflector blocks of the in-leaf tree (one per inner node).
+pub const NODES: usize = WARPS - 1;
+
+/// Geometry of a tree level of `rows` rows whose leaves give each warp `kpw` blocks:
+/// (rows of a leaf, number of leaves).
+#[inline(always)]
+pub fn level_leaves(rows: usize, kpw: usize) -> (usize, usize) {
+    let leaf = WARPS * kpw.max(1) * BR;
+    let leaves = match leaf {
+        0 => 0,
+        l => rows.div_ceil(l),
+    };
+    (leaf, leaves)
+}
+
+/// Offsets (elements) in a level's auxiliary array of the in-leaf tree's τ and of its
+/// reflector blocks (32×32, row-major), after the chains' τ (32 per block). The
+/// array's length is the third value.
+#[inline(always)]
+pub fn aux_layout(rows: usize, kpw: usize) -> (usize, usize, usize) {
+    let (_, leaves) = level_leaves(rows, kpw);
+    let ctau = leaves * WARPS * kpw * COLS;
+    let cv = ctau + leaves * NODES * COLS;
+    (ctau, cv, cv + leaves * NODES * COLS * BR)
+}
+
+/// Blocks [start, end) of a leaf's `nb` blocks (the last one `last_rows` ≤ 32 rows)
+/// that warp `w` chains: `kpw` each in order, except that a short last block never
+/// starts a chain of its own (it joins the chain before), so that every chain's first
+/// block — its R's rows — is a full one whenever the leaf has one.
+#[inline(always)]
+fn chunk(w: usize, kpw: usize, nb: usize, last_rows: usize) -> (usize, usize) {
+    let kpw = kpw.max(1);
+    let start = (w * kpw).min(nb);
+    let mut end = ((w + 1) * kpw).min(nb);
+    let lone_short = last_rows < BR && nb > 1 && (nb - 1) % kpw == 0;
+    if lone_short {
+        if start == nb - 1 {
+            return (nb, nb);
+        }
+        if end == nb - 1 {
+            end = nb;
+        }
+    }
+    (start, end)
+}
+
 /// Threads of [`reconstruct`] (one per entry of a COLS×COLS matrix).
 pub const RECON_THREADS: usize = COLS * COLS;
 /// Leading dimension of [`reconstruct`]'s shared matrices.
@@ -90,33 +138,49 @@ fn sum4<T: Float>(a: &[T; 4]) -> T {
 }
 
 /// β, τ and 1/(α − β) of the reflector for α and σ² = ‖x‖² of a column of the scaled
-/// leaf (entries below 32 in magnitude, so α² + σ² cannot overflow), as
-/// `householder::house` (spec §1.2): σ² = 0 gives (α, 0, 0); μ = √(α² + σ²) in one
-/// square root, or by [`Float::hypot`] of α and σ when α² + σ² is too small for that
-/// to be accurate. The two quotients are independent (one latency, not two).
+/// chain (entries at most √rows·2 in magnitude, so α² + σ² cannot overflow), as
+/// `householder::house` (spec §1.2): σ² = 0 gives (α, 0, 0). Where α² + σ² ≥ TINY,
+/// y ≈ 1/μ = 1/√(α² + σ²) comes from the hardware rsqrt and Newton steps, β =
+/// −sign(α)·(α² + σ²)·y, τ = 1 + |α|·y and 1/(α − β) = sign(α)/(|α| + μ)
+/// from the hardware reciprocal and Newton steps (each within a few units of the last
+/// place): no IEEE square root or division on the chains' critical path. Below TINY,
+/// μ = [`Float::hypot`] of α and σ and the two quotients as in `householder::house`.
 #[inline(always)]
 fn house<T: Pair>(alpha: T, ss: T) -> (T, T, T) {
     if ss == T::ZERO {
-        (alpha, T::ZERO, T::ZERO)
+        return (alpha, T::ZERO, T::ZERO);
+    }
+    let q = alpha.mul_add(alpha, ss);
+    if q >= T::TINY {
+        let mut y = q.rsqrt_approx();
+        let mut k = 0;
+        while k < T::RSQRT_NEWTON {
+            // y ← y + (y/2)(1 − q·y²)
+            let e = q.mul(y).neg().mul_add(y, T::ONE);
+            y = y.mul(T::HALF).mul_add(e, y);
+            k += 1;
+        }
+        let a = alpha.abs();
+        let mu = q.mul(y);
+        let d = a.add(mu);
+        let mut z = d.rcp_approx();
+        let mut k = 0;
+        while k < T::RSQRT_NEWTON {
+            // z ← z + z(1 − d·z)
+            let e = d.neg().mul_add(z, T::ONE);
+            z = z.mul_add(e, z);
+            k += 1;
+        }
+        (
+            mu.copysign(alpha).neg(),
+            a.mul_add(y, T::ONE),
+            z.copysign(alpha),
+        )
     } else {
-        let q = alpha.mul_add(alpha, ss);
-        let mu = if q >= T::TINY {
-            q.sqrt()
-        } else {
-            alpha.hypot(ss.sqrt())
-        };
+        let mu = alpha.hypot(ss.sqrt());
         let beta = mu.copysign(alpha).neg();
         (beta, beta.sub(alpha).div(beta), T::ONE.div(alpha.sub(beta)))
     }
-}
-
-/// (a₀ + a₁) + (a₂ + a₃) + ((a₄ + a₅) + (a₆ + a₇)): a sum of [`GROUPS`] partials with
-/// three additions on its critical path.
-#[inline(always)]
-fn sum8<T: Float>(p: &[T; GROUPS]) -> T {
-    p[0].add(p[1])
-        .add(p[2].add(p[3]))
-        .add(p[4].add(p[5]).add(p[6].add(p[7])))
 }
 
 /// Two adjacent elements of shared memory, aligned to their size, so that one
@@ -189,282 +253,580 @@ unsafe fn st2<T: Pair>(p: *mut T, i: usize, a: T, b: T) {
     unsafe { p.add(i).cast::<T::P>().write(T::pair(a, b)) }
 }
 
-/// `tsqr_leaf_qr`: Householder QR of every leaf of the rows×n matrix `a` (ld `lda`),
-/// leaf b = block b. Leaves shorter than [`LEAF`] rows (the last one) are padded with
-/// zero rows. Writes each leaf's reflectors in place below the leaf's diagonal (its
-/// rows on and above the diagonal get R), τ to `tau[b·COLS + j]`, and R (n×n upper
-/// triangular, exact zeros below) to `r_out[b·n + i + j·ldr]`.
-///
-/// Every column c is first divided by s_c (exact: a power of two), so the leaf factored
-/// is Â = A·S⁻¹, whose columns' largest entries lie in [1, 2): the reflectors (v, τ)
-/// are those of A (they do not depend on a column's scale), R = R̂·S (exact), and no
-/// square or dot product overflows or underflows where the data do not. The column
-/// steps are unrolled (j a constant in each copy), so that the rows a step touches and
-/// the row it publishes are known at compile time.
-///
-/// Step j: lanes c ≥ j sum x̂_j·â_c over their rows (pairs of the broadcast column in
-/// one load; lane j's own sum is σ̂²); barrier; every thread forms β̂, τ, 1/(α̂ − β̂)
-/// from lane j's partials; lanes c > j update â_c; lane j+1 publishes its column and
-/// warp 0 row j+1; barrier.
+/// Runs `$body` for q in 0..4 (the staging rounds of a block), `$q` a literal.
+macro_rules! q4 {
+    (|$q:ident| $body:block) => {
+        rows32!(@ $q, $body, [0, 1, 2, 3])
+    };
+}
+
+/// Runs `$body` for t in 0..8 (the rows of a staging round), `$t` a literal.
+macro_rules! t8 {
+    (|$t:ident| $body:block) => {
+        rows32!(@ $t, $body, [0, 1, 2, 3, 4, 5, 6, 7])
+    };
+}
+
+/// Rows r0 .. r0 + 32 of columns 0 .. n of `src` (ld `ld`) as lane k's column k, rows
+/// ≥ `nv` and columns ≥ n read as zeros. All 32 loads of a lane are in flight at once
+/// and coalesced (8 consecutive rows of 4 columns an instruction); the warp's staging
+/// tile `stg` turns them into columns 8 rows at a time.
 ///
 /// # Safety
-/// Grid ⌈rows/LEAF⌉, block [`THREADS`], dynamic shared memory [`QR_SMEM`] elements;
-/// 1 ≤ n ≤ COLS; `a` read-writable rows×n (ld ≥ rows); `tau` writable for
-/// grid·COLS; `r_out` writable (grid·n)×n (ld ≥ grid·n); no overlap.
+/// The whole warp calls it together; `src` readable at rows r0 .. r0 + nv, columns
+/// 0 .. n; `stg` the warp's own [`SR`]×[`LDT`] tile.
 #[inline(always)]
+unsafe fn load_block<T: Float>(
+    src: *const T,
+    ld: usize,
+    r0: usize,
+    nv: usize,
+    n: usize,
+    stg: *mut T,
+    lane: usize,
+) -> [T; BR] {
+    let (ri, c0) = (lane % SR, lane / SR);
+    let mut tmp = [T::ZERO; BR];
+    rows32!(|r| {
+        let (row, col) = ((r / SR) * SR + ri, c0 + 4 * (r % SR));
+        if row < nv && col < n {
+            // SAFETY: row < nv, col < n: inside src (caller).
+            tmp[r] = unsafe { device::ld(src, r0 + row + col * ld) };
+        }
+    });
+    let mut x = [T::ZERO; BR];
+    q4!(|q| {
+        t8!(|t| {
+            // SAFETY: inside the warp's tile; (ri, c0 + 4t) is this lane's own entry.
+            unsafe { device::st(stg, ri * LDT + c0 + 4 * t, tmp[q * SR + t]) };
+        });
+        // SAFETY: the whole warp is here.
+        unsafe { device::sync_warp() };
+        t8!(|t| {
+            // SAFETY: inside the tile, written before the warp barrier.
+            x[q * SR + t] = unsafe { device::ld(stg, t * LDT + lane) };
+        });
+        // SAFETY: as above (the next round rewrites the tile).
+        unsafe { device::sync_warp() };
+    });
+    x
+}
+
+/// Lane k's column k of rows r0 .. r0 + 32 (`x`) into `dst` (ld `ld`): rows < `nv`
+/// whose global index is at least `from`, columns < n; coalesced through `stg` as in
+/// [`load_block`].
+///
+/// # Safety
+/// The whole warp calls it together; `dst` writable at those rows and columns and
+/// accessed by no other thread; `stg` the warp's own tile.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_block<T: Float>(
+    dst: *mut T,
+    ld: usize,
+    r0: usize,
+    nv: usize,
+    n: usize,
+    from: usize,
+    x: &[T; BR],
+    stg: *mut T,
+    lane: usize,
+) {
+    let (ri, c0) = (lane % SR, lane / SR);
+    q4!(|q| {
+        t8!(|t| {
+            // SAFETY: inside the warp's tile; column `lane` is this lane's own.
+            unsafe { device::st(stg, t * LDT + lane, x[q * SR + t]) };
+        });
+        // SAFETY: the whole warp is here.
+        unsafe { device::sync_warp() };
+        let row = q * SR + ri;
+        if row < nv && r0 + row >= from {
+            t8!(|t| {
+                let col = c0 + 4 * t;
+                if col < n {
+                    // SAFETY: inside the tile (written before the barrier) and inside
+                    // dst (caller); one writer per entry.
+                    unsafe {
+                        device::st(dst, r0 + row + col * ld, device::ld(stg, ri * LDT + col))
+                    };
+                }
+            });
+        }
+        // SAFETY: as above (the next round rewrites the tile).
+        unsafe { device::sync_warp() };
+    });
+}
+
+/// max |x_i|.
+#[inline(always)]
+fn col_max<T: Float>(x: &[T; BR]) -> T {
+    let mut m4 = [T::ZERO; 4];
+    rows32!(|r| {
+        m4[r & 3] = m4[r & 3].max(x[r].abs());
+    });
+    m4[0].max(m4[1]).max(m4[2].max(m4[3]))
+}
+
+/// Columns n of [R; B] by Householder reflections that annihilate B (spec §1.2,
+/// §4.1): R upper triangular in the warp's tile `rs` (row-major, ld [`LDT`]; only its
+/// upper triangle is read or written), B = lane k's `x` (32 rows of column k). Step j:
+/// lane j publishes its column of B (`piv`); every lane sums x_j·x_k over the rows (lane
+/// j's sum is σ² = ‖B e_j‖²); α = r_jj; lanes k > j update r_jk and their column of B.
+/// Returns lane k's (τ_k, 1/(α_k − β_k), β_k): B's column k then holds x_k, and
+/// v_k = [e_k; x_k/(α_k − β_k)]. r_kk is left for the caller to set to β_k (no step
+/// after k reads it).
+///
+/// # Safety
+/// The whole warp calls it together; `rs`, `piv` the warp's own tile and broadcast
+/// column (pair-aligned).
+#[inline(always)]
+unsafe fn dense_steps<T: Pair>(
+    x: &mut [T; BR],
+    rs: *mut T,
+    piv: *mut T,
+    n: usize,
+    lane: usize,
+) -> (T, T, T) {
+    let (mut my_tau, mut my_inv, mut my_beta) = (T::ZERO, T::ZERO, T::ZERO);
+    for j in 0..n {
+        if lane == j {
+            rows32!(|r| {
+                if r % 2 == 0 {
+                    // SAFETY: pair-aligned (r even), inside the warp's column.
+                    unsafe { st2(piv, r, x[r], x[r + 1]) };
+                }
+            });
+        }
+        // SAFETY: the whole warp is here.
+        unsafe { device::sync_warp() };
+        // SAFETY: inside the tile; r_jj is not written during the steps.
+        let alpha = unsafe { device::ld(rs, j * LDT + j) };
+        // The column, read once and kept in registers for the update.
+        let mut pc = [T::ZERO; BR];
+        let mut acc = [T::ZERO; 4];
+        rows32!(|r| {
+            if r % 2 == 0 {
+                // SAFETY: pair-aligned, written before the warp barrier.
+                (pc[r], pc[r + 1]) = unsafe { ld2(piv, r) };
+                acc[r & 3] = pc[r].mul_add(x[r], acc[r & 3]);
+                acc[(r + 1) & 3] = pc[r + 1].mul_add(x[r + 1], acc[(r + 1) & 3]);
+            }
+        });
+        let sc = sum4(&acc);
+        // SAFETY: the whole warp executes this (converged).
+        let ss = unsafe { sc.shfl_idx(j as u32) };
+        let (beta, t, inv) = house(alpha, ss);
+        if lane > j {
+            // w_k = v_jᵀ[r_k; x_k] = r_jk + inv·x_jᵀx_k; [r_k; x_k] −= τ·w_k·v_j.
+            // SAFETY: inside the tile; entry (j, lane) is this lane's own.
+            let rjk = unsafe { device::ld(rs, j * LDT + lane) };
+            let f = t.mul(inv.mul_add(sc, rjk));
+            let fs = f.mul(inv).neg();
+            // SAFETY: as above.
+            unsafe { device::st(rs, j * LDT + lane, rjk.sub(f)) };
+            rows32!(|r| {
+                x[r] = fs.mul_add(pc[r], x[r]);
+            });
+        }
+        if lane == j {
+            (my_tau, my_inv, my_beta) = (t, inv, beta);
+        }
+        // SAFETY: the whole warp is here (the next step rewrites piv).
+        unsafe { device::sync_warp() };
+    }
+    (my_tau, my_inv, my_beta)
+}
+
+/// Householder QR of the warp's first block in its tile `rs` (row-major, ld [`LDT`]):
+/// the block's rows are R's rows. Step j: σ² and the dots over rows j+1..32, α = r_jj,
+/// lanes k > j update rows j.. of column k. Returns lane k's (τ_k, 1/(α_k − β_k), β_k);
+/// rows > k of column k keep x_k (v_k = [e_k; x_k/(α_k − β_k)] there), r_kk is left
+/// for the caller.
+///
+/// # Safety
+/// The whole warp calls it together; `rs` the warp's own tile.
+#[inline(always)]
+unsafe fn first_block_steps<T: Pair>(rs: *mut T, n: usize, lane: usize) -> (T, T, T) {
+    let (mut my_tau, mut my_inv, mut my_beta) = (T::ZERO, T::ZERO, T::ZERO);
+    for j in 0..n {
+        // SAFETY (this loop's accesses): inside the tile; column j is read by all and
+        // written by none during step j, column `lane` only by its lane.
+        let alpha = unsafe { device::ld(rs, j * LDT + j) };
+        // Two interleaved sums (scalars: an array indexed by the runtime row would live
+        // in local memory).
+        let (mut acc0, mut acc1) = (T::ZERO, T::ZERO);
+        let mut i = j + 1;
+        while i < BR {
+            // SAFETY: as above.
+            let (xi, ai) = unsafe { (device::ld(rs, i * LDT + j), device::ld(rs, i * LDT + lane)) };
+            acc0 = xi.mul_add(ai, acc0);
+            if i + 1 < BR {
+                // SAFETY: as above.
+                let (xi, ai) = unsafe {
+                    (
+                        device::ld(rs, (i + 1) * LDT + j),
+                        device::ld(rs, (i + 1) * LDT + lane),
+                    )
+                };
+                acc1 = xi.mul_add(ai, acc1);
+            }
+            i += 2;
+        }
+        let sc = acc0.add(acc1);
+        // SAFETY: the whole warp executes this (converged).
+        let ss = unsafe { sc.shfl_idx(j as u32) };
+        let (beta, t, inv) = house(alpha, ss);
+        if lane > j {
+            // SAFETY: as above.
+            let rjk = unsafe { device::ld(rs, j * LDT + lane) };
+            let f = t.mul(inv.mul_add(sc, rjk));
+            let fs = f.mul(inv).neg();
+            // SAFETY: as above.
+            unsafe { device::st(rs, j * LDT + lane, rjk.sub(f)) };
+            for i in (j + 1)..BR {
+                // SAFETY: as above.
+                unsafe {
+                    let xi = device::ld(rs, i * LDT + j);
+                    let ai = device::ld(rs, i * LDT + lane);
+                    device::st(rs, i * LDT + lane, fs.mul_add(xi, ai));
+                }
+            }
+        }
+        if lane == j {
+            (my_tau, my_inv, my_beta) = (t, inv, beta);
+        }
+        // SAFETY: the whole warp is here (step j+1 reads column j+1).
+        unsafe { device::sync_warp() };
+    }
+    (my_tau, my_inv, my_beta)
+}
+
+/// `tsqr_leaf_qr`: Householder QR of every leaf of one tree level, the rows×n matrix
+/// `a` (ld `lda`), leaf b = block b = rows b·L .. of L = [`WARPS`]·`kpw`·32 (the last
+/// leaf shorter, padded with zero rows). Each warp factors its chain of 32-row blocks
+/// ([`chunk`]): the first block by [`first_block_steps`], each next one against the R
+/// so far by [`dense_steps`]; then the warps' R's are combined pairwise ([`WARPS`] − 1
+/// [`dense_steps`] over a partner's R). Reflectors: a chain block's in place in `a`
+/// (the first block's below its diagonal), τ at `aux[(b·WARPS·kpw + block)·32 + j]`;
+/// a tree node's 32×32 block and τ in `aux` ([`aux_layout`]). R (n×n, exact zeros
+/// below) goes to `r_out[b·n + i + j·ldr]`.
+///
+/// Scaling (spec §1.2): lane k keeps column k divided by s_k, a power of two ≤ the
+/// largest entry it has read so far (exact); a block with a larger entry raises s_k and
+/// rescales R's column by the ratio (exact, or below u·‖column‖ where it underflows).
+/// The reflectors do not depend on the scale, R = R̂·S at the end, and no square or dot
+/// overflows or underflows where the data do not.
+///
+/// # Safety
+/// Grid ⌈rows/L⌉, block [`THREADS`], dynamic shared memory [`LEAF_SMEM`] elements (base
+/// 16-byte aligned); 1 ≤ n ≤ COLS, kpw ≥ 1; `a` read-writable rows×n (ld ≥ rows);
+/// `aux` writable for `aux_layout(rows, kpw).2`; `r_out` writable (grid·n)×n (ld ≥
+/// grid·n); no overlap.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
     a: *mut T,
     lda: usize,
     rows: usize,
     n: usize,
-    tau: *mut T,
+    kpw: usize,
+    aux: *mut T,
     r_out: *mut T,
     ldr: usize,
 ) {
     let tid = device::thread_x();
-    let (c, g) = (tid % COLS, tid / COLS);
+    let (lane, w) = (tid % COLS, tid / COLS);
     let b = device::block_x();
-    let leaf0 = b * LEAF;
-    let nr = LEAF.min(rows - leaf0);
+    let (leaf, _) = level_leaves(rows, kpw);
+    let leaf0 = b * leaf;
+    let nr = leaf.min(rows - leaf0);
+    let nb = nr.div_ceil(BR);
+    let (start, end) = chunk(w, kpw, nb, nr - (nb - 1) * BR);
+    let (ctau, cv, _) = aux_layout(rows, kpw);
+    let gb0 = b * WARPS * kpw;
     let sm = device::shared::<T::P>().cast::<T>();
-    // SAFETY: the offsets stay inside QR_SMEM elements (launch contract). xb starts at
-    // COLS·LDS elements, a multiple of 32: pair-aligned, as are its halves (LEAF).
-    let (stage, xb, rowb, pw, cmax, scl, fac, bet) = unsafe {
-        let xb = sm.add(COLS * LDS);
-        let rowb = xb.add(2 * LEAF);
-        let pw = rowb.add(2 * COLS);
-        let cmax = pw.add(GROUPS * COLS);
-        let scl = cmax.add(GROUPS * COLS);
-        let fac = scl.add(COLS);
-        (sm, xb, rowb, pw, cmax, scl, fac, fac.add(COLS))
+    // SAFETY: the warp's region lies inside LEAF_SMEM elements (launch contract);
+    // every offset is even, so piv is pair-aligned.
+    let region = |ww: usize| unsafe {
+        let rs = sm.add(ww * WARP_SMEM);
+        let stg = rs.add(BR * LDT);
+        let piv = stg.add(SR * LDT);
+        (rs, stg, piv, piv.add(RING * BR))
     };
-    // Row tid of the leaf into the staging tile (zero past the matrix).
-    let mut tmp = [T::ZERO; COLS];
-    if tid < nr {
-        rows32!(|k| {
-            if k < n {
-                // SAFETY: leaf0 + tid < rows, k < n: inside a.
-                tmp[k] = unsafe { device::ld(a as *const T, leaf0 + tid + k * lda) };
-            }
-        });
-    }
-    rows32!(|k| {
-        if k < n {
-            // SAFETY: inside the tile; thread tid writes row tid only.
-            unsafe { device::st(stage, k * LDS + tid, tmp[k]) };
-        }
-    });
-    // SAFETY: block-uniform barrier.
-    unsafe { device::sync_threads() };
-    let mut x = [T::ZERO; RPT];
-    let mut m4 = [T::ZERO; 4];
-    if c < n {
+    let (rs, stg, piv, scl) = region(w);
+    let mut s = T::ZERO;
+    if start < end {
+        let r0 = leaf0 + start * BR;
+        let nv = BR.min(nr - start * BR);
+        // SAFETY: rows r0 .. r0 + nv < rows, columns < n: inside a; own tile.
+        let mut x = unsafe { load_block(a as *const T, lda, r0, nv, n, stg, lane) };
+        let (s0, mut inv_s) = col_max(&x).pow2_scale();
+        s = s0;
         rows32!(|r| {
-            // SAFETY: inside the tile; written before the barrier.
-            x[r] = unsafe { device::ld(stage, c * LDS + g * RPT + r) };
-            m4[r & 3] = m4[r & 3].max(x[r].abs());
+            // SAFETY: inside the warp's tile; column `lane` is this lane's own.
+            unsafe { device::st(rs, r * LDT + lane, x[r].mul(inv_s)) };
         });
-    }
-    // SAFETY: one writer per (group, column).
-    unsafe { device::st(cmax, g * COLS + c, m4[0].max(m4[1]).max(m4[2].max(m4[3]))) };
-    // SAFETY: block-uniform barrier.
-    unsafe { device::sync_threads() };
-    // This column's scale s_c (0 for a zero column, whose entries stay zero); the
-    // column is divided by it once (exact).
-    let mut mx = T::ZERO;
-    for gg in 0..GROUPS {
-        // SAFETY: inside the maxima, written before the barrier.
-        mx = mx.max(unsafe { device::ld(cmax, gg * COLS + c) });
-    }
-    let (s_c, inv_s) = mx.pow2_scale();
-    rows32!(|r| {
-        x[r] = x[r].mul(inv_s);
-    });
-    if g == 0 {
-        // SAFETY: c < COLS; one writer per column.
-        unsafe { device::st(scl, c, s_c) };
-    }
-    // Publish column 0 (rows ≥ 1) and row 0 into the parity-0 buffers.
-    if c == 0 {
+        // SAFETY: the whole warp is here.
+        unsafe { device::sync_warp() };
+        // SAFETY: the warp's own tile.
+        let (t, inv, beta) = unsafe { first_block_steps(rs, n, lane) };
         rows32!(|r| {
-            if r % 2 == 0 {
-                // SAFETY: pair-aligned (r even), inside the column; lane 0 of warp g
-                // writes its own rows (row 0 of group 0 is never read).
-                unsafe { st2(xb, g * RPT + r, x[r], x[r + 1]) };
+            x[r] = if r > lane {
+                // SAFETY: inside the tile; column `lane` is this lane's own.
+                unsafe { device::ld(rs, r * LDT + lane) }.mul(inv)
+            } else {
+                T::ZERO
+            };
+        });
+        if lane < n {
+            // SAFETY: r_kk of this lane's column (read by no later step); τ slot of
+            // this block (gb0 + start < grid·WARPS·kpw).
+            unsafe {
+                device::st(rs, lane * LDT + lane, beta);
+                device::st(aux, (gb0 + start) * COLS + lane, t);
             }
+        }
+        // SAFETY: the block's rows of a (this warp's alone); the tile is free.
+        unsafe { store_block(a, lda, r0, nv, n, 0, &x, stg, lane) };
+        for blk in (start + 1)..end {
+            let r0 = leaf0 + blk * BR;
+            let nv = BR.min(nr - blk * BR);
+            // SAFETY: as for the first block.
+            let mut x = unsafe { load_block(a as *const T, lda, r0, nv, n, stg, lane) };
+            if blk + 1 < end && lane < n {
+                // The next block's column `lane` into L2 while this one is factored.
+                let nv2 = BR.min(nr - (blk + 1) * BR);
+                // SAFETY: rows r0 + 32 .. r0 + 32 + nv2 of column lane lie inside a.
+                unsafe {
+                    device::prefetch_l2(a.add(r0 + BR + lane * lda));
+                    if nv2 > BR / 2 {
+                        device::prefetch_l2(a.add(r0 + BR + BR / 2 + lane * lda));
+                    }
+                }
+            }
+            let (s2, inv2) = col_max(&x).pow2_scale();
+            if s2 > s {
+                let ratio = s.mul(inv2);
+                rows32!(|r| {
+                    // SAFETY: inside the tile; column `lane` is this lane's own.
+                    unsafe {
+                        device::st(
+                            rs,
+                            r * LDT + lane,
+                            device::ld(rs, r * LDT + lane).mul(ratio),
+                        )
+                    };
+                });
+                (s, inv_s) = (s2, inv2);
+            }
+            rows32!(|r| {
+                x[r] = x[r].mul(inv_s);
+            });
+            // SAFETY: the whole warp; its own tile and column (the rescaling above is
+            // this lane's own column, read by other lanes only after dense_steps'
+            // first warp barrier).
+            let (t, inv, beta) = unsafe { dense_steps(&mut x, rs, piv, n, lane) };
+            rows32!(|r| {
+                x[r] = x[r].mul(inv);
+            });
+            if lane < n {
+                // SAFETY: as for the first block.
+                unsafe {
+                    device::st(rs, lane * LDT + lane, beta);
+                    device::st(aux, (gb0 + blk) * COLS + lane, t);
+                }
+            }
+            // SAFETY: as for the first block.
+            unsafe { store_block(a, lda, r0, nv, n, 0, &x, stg, lane) };
+        }
+    } else {
+        rows32!(|r| {
+            // SAFETY: inside the tile; column `lane` is this lane's own.
+            unsafe { device::st(rs, r * LDT + lane, T::ZERO) };
         });
     }
-    if g == 0 {
-        // SAFETY: c < COLS; one writer per column.
-        unsafe { device::st(rowb, c, x[0]) };
-    }
+    // SAFETY: one writer per (warp, column).
+    unsafe { device::st(scl, lane, s) };
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
-    rows32!(|j| {
-        if j < n {
-            let p = j & 1;
-            // SAFETY: parity-p buffers, written before the last barrier and rewritten
-            // only after the next one.
-            let (xbp, rowp) = unsafe { (xb.add(p * LEAF), rowb.add(p * COLS)) };
-            // Rows of this group that column j reaches below its diagonal: all in
-            // groups ≥ 1, rows > j in group 0 (the pair holding row j + 1 starts at
-            // row j + 1 rounded down to even; its other row, ≤ j, is multiplied by the
-            // zero or stale value only in the dot of lanes that discard it).
-            if c >= j && c < n {
-                let mut acc = [T::ZERO; 4];
+    // The in-leaf tree: at stride st, warp w (w mod 2st = 0) takes in the R of warp
+    // w + st (upper triangle, zeros below) as B.
+    for lg in 0..LOG_WARPS {
+        let stride = 1usize << lg;
+        if w & (2 * stride - 1) == 0 {
+            let (prs, _, _, pscl) = region(w + stride);
+            // SAFETY: the partner's tile and scales, final before the last barrier.
+            let ps = unsafe { device::ld(pscl, lane) };
+            let snew = s.max(ps);
+            let (_, inv_new) = snew.pow2_scale();
+            if snew > s {
+                let ratio = s.mul(inv_new);
                 rows32!(|r| {
-                    if r % 2 == 0 {
-                        if g > 0 || r > j {
-                            // SAFETY: pair-aligned, inside the broadcast column.
-                            let (v0, v1) = unsafe { ld2(xbp, g * RPT + r) };
-                            acc[r & 3] = v0.mul_add(x[r], acc[r & 3]);
-                            acc[(r + 1) & 3] = v1.mul_add(x[r + 1], acc[(r + 1) & 3]);
-                        } else if r + 1 > j {
-                            // Row r ≤ j, row r + 1 > j: only the latter counts.
-                            // SAFETY: inside the broadcast column.
-                            let v1 = unsafe { device::ld(xbp, g * RPT + r + 1) };
-                            acc[(r + 1) & 3] = v1.mul_add(x[r + 1], acc[(r + 1) & 3]);
-                        }
-                    }
+                    // SAFETY: inside the own tile; own column.
+                    unsafe {
+                        device::st(
+                            rs,
+                            r * LDT + lane,
+                            device::ld(rs, r * LDT + lane).mul(ratio),
+                        )
+                    };
                 });
-                // SAFETY: one writer per (group, column).
-                unsafe { device::st(pw, g * COLS + c, sum4(&acc)) };
+                s = snew;
             }
-            // SAFETY: block-uniform barrier.
-            unsafe { device::sync_threads() };
-            // Lane c's sum of its partials (meaningful for j ≤ c < n); lane j's is
-            // σ̂², which every lane of the warp takes from it.
-            let mut part = [T::ZERO; GROUPS];
-            for (gg, pv) in part.iter_mut().enumerate() {
-                // SAFETY: inside the dot partials.
-                *pv = unsafe { device::ld(pw, gg * COLS + c) };
-            }
-            let sc = sum8(&part);
-            // SAFETY: the whole warp executes this (no divergence at this point).
-            let ss = unsafe { sc.shfl_idx(j as u32) };
-            // SAFETY: inside the broadcast row.
-            let alpha = unsafe { device::ld(rowp, j) };
-            let (beta, t, inv) = house(alpha, ss);
-            // v = x̂_j/(α̂ − β̂) below row j, 1 on it.
-            if c > j && c < n {
-                // w_c = vᵀâ_c = â_jc + inv·Σ x̂_i·â_ic; â_c −= τ·w_c·v.
-                // SAFETY: inside the broadcast row.
-                let w = inv.mul_add(sc, unsafe { device::ld(rowp, c) });
-                let f = t.mul(w);
-                let fs = f.mul(inv).neg();
-                rows32!(|r| {
-                    if r % 2 == 0 {
-                        if g > 0 || r > j {
-                            // SAFETY: pair-aligned, inside the broadcast column.
-                            let (v0, v1) = unsafe { ld2(xbp, g * RPT + r) };
-                            x[r] = fs.mul_add(v0, x[r]);
-                            x[r + 1] = fs.mul_add(v1, x[r + 1]);
-                        } else if r + 1 > j {
-                            // SAFETY: inside the broadcast column.
-                            let v1 = unsafe { device::ld(xbp, g * RPT + r + 1) };
-                            x[r + 1] = fs.mul_add(v1, x[r + 1]);
-                        }
-                    }
-                });
-                if g == 0 {
-                    x[j] = x[j].sub(f);
-                }
-            }
-            if tid == j {
-                // SAFETY: j < COLS; one writer (lane j of warp 0).
-                unsafe {
-                    device::st(tau, b * COLS + j, t);
-                    device::st(fac, j, inv);
-                    device::st(bet, j, beta);
-                }
-            }
-            if j + 1 < n {
-                let q = j + 1;
-                // SAFETY: parity 1 − p buffers, last read before this step's first
-                // barrier; pair-aligned stores of the publishing lane's own rows.
-                unsafe {
-                    let (xbq, rowq) = (xb.add((1 - p) * LEAF), rowb.add((1 - p) * COLS));
-                    if c == q {
-                        rows32!(|r| {
-                            if r % 2 == 0 && (g > 0 || r + 1 > q) {
-                                st2(xbq, g * RPT + r, x[r], x[r + 1]);
-                            }
-                        });
-                    }
-                    if g == 0 {
-                        // q < n ≤ RPT here; the mask only keeps the last unrolled
-                        // copy (j = 31, never reached) in bounds.
-                        device::st(rowq, c, x[q & (RPT - 1)]);
-                    }
-                }
-            }
-            // SAFETY: block-uniform barrier.
-            unsafe { device::sync_threads() };
-        }
-    });
-    // Column c: R = R̂·s_c above the diagonal, β̂·s_c on it, V = x̂/(α̂ − β̂) below.
-    if c < n {
-        // SAFETY: inside the per-column values, written before the last barrier.
-        let (fc, bc) = unsafe { (device::ld(fac, c), device::ld(bet, c)) };
-        if g == 0 {
+            let pr = ps.mul(inv_new);
+            let mut x = [T::ZERO; BR];
             rows32!(|r| {
-                let v = if r < c {
-                    x[r].mul(s_c)
-                } else if r == c {
-                    bc.mul(s_c)
-                } else {
-                    x[r].mul(fc)
-                };
-                // SAFETY: inside the tile; the tile was last read before the loop.
-                unsafe { device::st(stage, c * LDS + r, v) };
+                if r <= lane {
+                    // SAFETY: inside the partner's tile (read only this round).
+                    x[r] = unsafe { device::ld(prs, r * LDT + lane) }.mul(pr);
+                }
             });
-        } else {
+            // SAFETY: the whole warp; its own tile and column.
+            let (t, inv, beta) = unsafe { dense_steps(&mut x, rs, piv, n, lane) };
+            let node = (WARPS - (WARPS >> lg)) + (w >> (lg + 1));
+            let nb_off = (b * NODES + node) * COLS;
+            if lane < n {
+                // SAFETY: r_kk of this lane's column; τ slot of this node.
+                unsafe {
+                    device::st(rs, lane * LDT + lane, beta);
+                    device::st(aux, ctau + nb_off + lane, t);
+                }
+            }
             rows32!(|r| {
-                // SAFETY: as above.
-                unsafe { device::st(stage, c * LDS + g * RPT + r, x[r].mul(fc)) };
+                // SAFETY: this node's 32×32 block (row-major) in aux; one writer each.
+                unsafe { device::st(aux, cv + nb_off * BR + r * COLS + lane, x[r].mul(inv)) };
             });
+            // SAFETY: one writer per (warp, column).
+            unsafe { device::st(scl, lane, s) };
         }
+        // SAFETY: block-uniform barrier.
+        unsafe { device::sync_threads() };
     }
-    // SAFETY: block-uniform barrier.
-    unsafe { device::sync_threads() };
-    rows32!(|k| {
-        if k < n {
-            // SAFETY: inside the tile.
-            tmp[k] = unsafe { device::ld(stage, k * LDS + tid) };
+    if w == 0 && lane < n {
+        for i in 0..n {
+            let v = if i <= lane {
+                // SAFETY: inside the tile.
+                unsafe { device::ld(rs, i * LDT + lane) }.mul(s)
+            } else {
+                T::ZERO
+            };
+            // SAFETY: b·n + i < grid·n rows of r_out, lane < n.
+            unsafe { device::st(r_out, b * n + i + lane * ldr, v) };
         }
-    });
-    if tid < nr {
-        rows32!(|k| {
-            if k < n {
-                // SAFETY: as for the load; row tid is this thread's own.
-                unsafe { device::st(a, leaf0 + tid + k * lda, tmp[k]) };
-            }
-        });
-    }
-    if tid < n {
-        rows32!(|k| {
-            if k < n {
-                let v = if tid <= k { tmp[k] } else { T::ZERO };
-                // SAFETY: b·n + tid < grid·n rows of r_out, k < n.
-                unsafe { device::st(r_out, b * n + tid + k * ldr, v) };
-            }
-        });
     }
 }
 
-/// `tsqr_leaf_apply`: for leaf b of a level factored by [`leaf_qr`] (reflectors in
-/// `v`, ld `ldv`, rows×n; τ at `tau[b·COLS..]`), Y_b = H_b,1⋯H_b,n·[C_b; 0] with C_b
-/// = rows b·n .. b·n + n of `c_in` (ld `ldc`), or the identity when `c_in` is null.
-/// Rows i < nr of Y_b go to `out[b·LEAF + i + k·ldo]`, except, when `skip_top` ≠ 0,
-/// rows with global index < n. With `rh` (ld COLS) given, the leaf's rows of `v` are
+/// One reflector block applied backwards to [T; Z] (Z = lane k's `z`, 32 rows): for
+/// j = n−1 .. 0, [t_j; z] −= τ_j·v_j·(t_jk + v_jᵀz) with v_j's entry i at
+/// `vb[i·vrs + j·vcs]` for i < nv (zero below) under the unit entry in T's row j
+/// (row-major tile `ts`) — or, when `ts` is null, Z alone with v_j = [0 (rows < j); 1;
+/// entries i > j] (a first block: its rows are T's). Lane k holds τ_k in `tau_l`
+/// (broadcast by shuffle). The columns of V arrive by `cp.async` into the warp's ring
+/// of [`RING`] columns, [`RING`] − 1 steps ahead of their use.
+///
+/// # Safety
+/// The whole warp calls it together; `ts` null or the warp's own tile, `ring` its
+/// pair-aligned ring; `vb[i·vrs + j·vcs]` readable (and aligned) for i < nv, j < n;
+/// 1 ≤ n ≤ 32.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn apply_back<T: Pair>(
+    z: &mut [T; BR],
+    ts: *mut T,
+    vb: *const T,
+    vrs: usize,
+    vcs: usize,
+    nv: usize,
+    tau_l: T,
+    ring: *mut T,
+    n: usize,
+    lane: usize,
+) {
+    let first = ts.is_null();
+    let ok = lane < nv;
+    // SAFETY (the copies): entry (lane, j) of V, readable for lane < nv (caller); the
+    // ring slot's entry `lane` is this lane's own, not read until waited for.
+    let fetch = |jj: usize| {
+        if jj < n && ok {
+            unsafe {
+                device::cp_async_one(
+                    ring.add((jj % RING) * BR + lane),
+                    vb.add(lane * vrs + (n - 1 - jj) * vcs),
+                )
+            };
+        }
+        // SAFETY: closes this thread's group (one a step, possibly empty).
+        unsafe { device::cp_async_commit() };
+    };
+    for jj in 0..RING - 1 {
+        fetch(jj);
+    }
+    for jj in 0..n {
+        let j = n - 1 - jj;
+        fetch(jj + RING - 1);
+        // SAFETY: waits for this thread's copy of column j (RING − 1 later groups may
+        // still be in flight).
+        unsafe { device::cp_async_wait::<{ RING as u32 - 1 }>() };
+        // SAFETY: slot jj mod RING lies in the ring.
+        let slot = unsafe { ring.add((jj % RING) * BR) };
+        if !ok || (first && lane <= j) {
+            let x = if first && lane == j { T::ONE } else { T::ZERO };
+            // SAFETY: this lane's own entry; its copy (if any) has landed.
+            unsafe { device::st(slot, lane, x) };
+        }
+        // SAFETY: the whole warp executes this (converged).
+        let tj = unsafe { tau_l.shfl_idx(j as u32) };
+        // SAFETY: the whole warp is here: every lane's entry of column j is in place.
+        unsafe { device::sync_warp() };
+        // The column, read once and kept in registers for the update.
+        let mut pc = [T::ZERO; BR];
+        let mut acc = [T::ZERO; 4];
+        rows32!(|r| {
+            if r % 2 == 0 {
+                // SAFETY: pair-aligned, written before the warp barrier.
+                (pc[r], pc[r + 1]) = unsafe { ld2(slot, r) };
+                acc[r & 3] = pc[r].mul_add(z[r], acc[r & 3]);
+                acc[(r + 1) & 3] = pc[r + 1].mul_add(z[r + 1], acc[(r + 1) & 3]);
+            }
+        });
+        let mut dot = sum4(&acc);
+        if !first {
+            // SAFETY: inside the tile; entry (j, lane) is this lane's own.
+            unsafe {
+                let tjk = device::ld(ts, j * LDT + lane);
+                dot = dot.add(tjk);
+                device::st(ts, j * LDT + lane, tj.neg().mul_add(dot, tjk));
+            }
+        }
+        let f = tj.mul(dot).neg();
+        rows32!(|r| {
+            z[r] = f.mul_add(pc[r], z[r]);
+        });
+        // SAFETY: the whole warp is here (slot jj mod RING is refilled RING − 1 steps
+        // on, after this barrier).
+        unsafe { device::sync_warp() };
+    }
+    // SAFETY: no copy is left in flight (the last groups were empty).
+    unsafe { device::cp_async_wait_all() };
+}
+
+/// `tsqr_leaf_apply`: for leaf b of a level factored by [`leaf_qr`] (same `rows`, `n`,
+/// `kpw`; reflectors in `v`, ld `ldv`, and `aux`), Y_b = Q_b·[C_b; 0] with C_b = rows
+/// b·n .. b·n + n of `c_in` (ld `ldc`), or the identity when `c_in` is null: warp 0's
+/// T starts as C_b; the tree's nodes, root first, hand each partner its T
+/// ([`apply_back`] over a zero Z); then each warp runs its chain backwards, the last
+/// block first (its Z are its rows of Y_b), the first block last (its rows are T).
+/// Rows i < nr of Y_b go to `out[b·L + i + k·ldo]`, except, when `skip_top` ≠ 0, rows
+/// with global index < n. With `rh` (ld COLS) given, the leaf's rows of `v` are
 /// overwritten with R = `rh` (rows < n, upper triangle, exact zeros below) and zeros.
 ///
 /// # Safety
-/// Grid ≤ ⌈rows/LEAF⌉ blocks, block [`THREADS`], dynamic shared memory
-/// [`APPLY_SMEM`] elements; 1 ≤ n ≤ COLS; `v` readable rows×n (read-writable with
-/// `rh`); `tau` readable for grid·COLS; `c_in` null or readable (grid·n)×n; `out`
-/// writable rows×n (ld ≥ rows); `rh` null or readable n×n (ld COLS); `out` overlaps
-/// none of the others.
+/// Grid ≤ ⌈rows/L⌉ blocks, block [`THREADS`], dynamic shared memory [`LEAF_SMEM`]
+/// elements (base 16-byte aligned); 1 ≤ n ≤ COLS, kpw ≥ 1; `v` readable rows×n
+/// (read-writable with `rh`); `aux` readable as [`leaf_qr`] wrote it; `c_in` null or
+/// readable (grid·n)×n; `out` writable rows×n (ld ≥ rows); `rh` null or readable n×n
+/// (ld COLS); `out` overlaps none of the others.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn leaf_apply<T: Float + Pair>(
@@ -472,7 +834,8 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
     ldv: usize,
     rows: usize,
     n: usize,
-    tau: *const T,
+    kpw: usize,
+    aux: *const T,
     c_in: *const T,
     ldc: usize,
     out: *mut T,
@@ -481,150 +844,165 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
     rh: *const T,
 ) {
     let tid = device::thread_x();
-    let (c, g) = (tid % COLS, tid / COLS);
+    let (lane, w) = (tid % COLS, tid / COLS);
     let b = device::block_x();
-    let leaf0 = b * LEAF;
-    let nr = LEAF.min(rows - leaf0);
-    let gi = leaf0 + tid;
+    let (leaf, _) = level_leaves(rows, kpw);
+    let leaf0 = b * leaf;
+    let nr = leaf.min(rows - leaf0);
+    let nb = nr.div_ceil(BR);
+    let (start, end) = chunk(w, kpw, nb, nr - (nb - 1) * BR);
+    let (ctau, cv, _) = aux_layout(rows, kpw);
+    let gb0 = b * WARPS * kpw;
+    let from = if skip_top != 0 { n } else { 0 };
     let sm = device::shared::<T::P>().cast::<T>();
-    // SAFETY: the offsets stay inside APPLY_SMEM elements (launch contract). The tile's
-    // columns start at even offsets (LDV even): pairs of rows are aligned.
-    let (stage, taus, pw) = unsafe {
-        let taus = sm.add(COLS * LDV);
-        (sm, taus, taus.add(COLS))
+    // SAFETY: as in leaf_qr.
+    let region = |ww: usize| unsafe {
+        let ts = sm.add(ww * WARP_SMEM);
+        let stg = ts.add(BR * LDT);
+        (ts, stg, stg.add(SR * LDT))
     };
-    // Row tid of the leaf's V (unit diagonal, zeros above and past the matrix).
-    let mut tmp = [T::ZERO; COLS];
-    if tid < nr {
-        rows32!(|k| {
-            if k < n && tid > k {
-                // SAFETY: gi < rows, k < n: inside v.
-                tmp[k] = unsafe { device::ld(v as *const T, gi + k * ldv) };
+    // `piv` below is the warp's ring of RING columns.
+    let (ts, stg, piv) = region(w);
+    rows32!(|r| {
+        let x = if w == 0 && r < n && lane < n {
+            if c_in.is_null() {
+                if r == lane { T::ONE } else { T::ZERO }
+            } else {
+                // SAFETY: row b·n + r < grid·n, column lane < n of c_in.
+                unsafe { device::ld(c_in, b * n + r + lane * ldc) }
             }
-        });
-    }
-    rows32!(|k| {
-        if k < n {
-            let x = if tid == k { T::ONE } else { tmp[k] };
-            // SAFETY: inside the tile; thread tid writes row tid only.
-            unsafe { device::st(stage, k * LDV + tid, x) };
-        }
+        } else {
+            T::ZERO
+        };
+        // SAFETY: inside the own tile; own column.
+        unsafe { device::st(ts, r * LDT + lane, x) };
     });
-    if tid < n {
-        // SAFETY: inside tau and the shared τ.
-        unsafe { device::st(taus, tid, device::ld(tau, b * COLS + tid)) };
-    }
-    if !rh.is_null() && tid < nr {
-        // Row tid of the panel becomes R's row (or zeros); this thread read it above.
-        rows32!(|k| {
-            if k < n {
-                // SAFETY: gi < rows, k < n: inside v; inside rh when gi < n.
-                unsafe {
-                    let x = if gi < n && gi <= k {
-                        device::ld(rh, gi + k * COLS)
-                    } else {
-                        T::ZERO
-                    };
-                    device::st(v, gi + k * ldv, x);
-                }
-            }
-        });
-    }
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
-    // This thread's rows of [C_b; 0] (rows < n ≤ RPT all lie in group 0).
-    let mut y = [T::ZERO; RPT];
-    if c < n && g == 0 {
-        rows32!(|r| {
-            if r < n {
-                y[r] = if c_in.is_null() {
-                    if r == c { T::ONE } else { T::ZERO }
+    for lgr in 0..LOG_WARPS {
+        let lg = LOG_WARPS - 1 - lgr;
+        let stride = 1usize << lg;
+        if w & (2 * stride - 1) == 0 {
+            let node = (WARPS - (WARPS >> lg)) + (w >> (lg + 1));
+            let nb_off = (b * NODES + node) * COLS;
+            let mut z = [T::ZERO; BR];
+            // SAFETY: the whole warp; own tile; this node's block (row-major) and τ in
+            // aux.
+            unsafe {
+                let tau_l = if lane < n {
+                    device::ld(aux, ctau + nb_off + lane)
                 } else {
-                    // SAFETY: row b·n + r < grid·n, column c < n of c_in.
-                    unsafe { device::ld(c_in, b * n + r + c * ldc) }
+                    T::ZERO
                 };
+                apply_back(
+                    &mut z,
+                    ts,
+                    aux.add(cv + nb_off * BR),
+                    COLS,
+                    1,
+                    BR,
+                    tau_l,
+                    piv,
+                    n,
+                    lane,
+                );
+            }
+            let (pts, _, _) = region(w + stride);
+            rows32!(|r| {
+                // SAFETY: the partner's tile, untouched by its warp until the barrier.
+                unsafe { device::st(pts, r * LDT + lane, z[r]) };
+            });
+        }
+        // SAFETY: block-uniform barrier.
+        unsafe { device::sync_threads() };
+    }
+    let clear = |r0: usize, nv: usize| {
+        if rh.is_null() {
+            return;
+        }
+        let (ri, c0) = (lane % SR, lane / SR);
+        q4!(|q| {
+            let row = q * SR + ri;
+            let gi = r0 + row;
+            if row < nv {
+                t8!(|t| {
+                    let col = c0 + 4 * t;
+                    if col < n {
+                        // SAFETY: inside v (row < nv, col < n) and rh (gi < n); this
+                        // warp's block, whose reflectors were all read already.
+                        unsafe {
+                            let x = if gi < n && gi <= col {
+                                device::ld(rh, gi + col * COLS)
+                            } else {
+                                T::ZERO
+                            };
+                            device::st(v, gi + col * ldv, x);
+                        }
+                    }
+                });
             }
         });
-    }
-    // H_b,k for k = n−1 down to 0: y −= τ_k·v_k·(v_kᵀy), unrolled (k a constant in
-    // each copy): v_k is zero above row k, so group 0 skips those rows.
-    rows32!(|kk| {
-        let k = COLS - 1 - kk;
-        if k < n {
-            // SAFETY: parity buffers of the dot partials: written here, read after the
-            // barrier below, rewritten two steps later (after the next barrier).
-            let pwp = unsafe { pw.add((k & 1) * GROUPS * COLS) };
-            let vk = k * LDV + g * RPT;
-            if c < n {
-                let mut acc = [T::ZERO; 4];
-                rows32!(|r| {
-                    if r % 2 == 0 {
-                        if g > 0 || r >= k {
-                            // SAFETY: pair-aligned (LDV, RPT, r even), inside the tile.
-                            let (x0, x1) = unsafe { ld2(stage, vk + r) };
-                            acc[r & 3] = x0.mul_add(y[r], acc[r & 3]);
-                            acc[(r + 1) & 3] = x1.mul_add(y[r + 1], acc[(r + 1) & 3]);
-                        } else if r + 1 >= k {
-                            // SAFETY: inside the tile.
-                            let x1 = unsafe { device::ld(stage, vk + r + 1) };
-                            acc[(r + 1) & 3] = x1.mul_add(y[r + 1], acc[(r + 1) & 3]);
-                        }
-                    }
-                });
-                // SAFETY: one writer per (group, column).
-                unsafe { device::st(pwp, g * COLS + c, sum4(&acc)) };
+    };
+    if start < end {
+        for blk in ((start + 1)..end).rev() {
+            let r0 = leaf0 + blk * BR;
+            let nv = BR.min(nr - blk * BR);
+            let mut z = [T::ZERO; BR];
+            // SAFETY: the whole warp; own tile; the block's reflectors in v (rows
+            // r0 .. r0 + nv) and its τ in aux.
+            unsafe {
+                let tau_l = if lane < n {
+                    device::ld(aux, (gb0 + blk) * COLS + lane)
+                } else {
+                    T::ZERO
+                };
+                apply_back(
+                    &mut z,
+                    ts,
+                    (v as *const T).add(r0),
+                    1,
+                    ldv,
+                    nv,
+                    tau_l,
+                    piv,
+                    n,
+                    lane,
+                );
+                store_block(out, ldo, r0, nv, n, from, &z, stg, lane);
             }
-            // SAFETY: block-uniform barrier.
-            unsafe { device::sync_threads() };
-            if c < n {
-                let mut part = [T::ZERO; GROUPS];
-                for (gg, pv) in part.iter_mut().enumerate() {
-                    // SAFETY: inside the partials.
-                    *pv = unsafe { device::ld(pwp, gg * COLS + c) };
-                }
-                let s = sum8(&part);
-                // SAFETY: inside the shared τ.
-                let f = unsafe { device::ld(taus, k) }.mul(s).neg();
-                rows32!(|r| {
-                    if r % 2 == 0 {
-                        if g > 0 || r >= k {
-                            // SAFETY: pair-aligned, inside the tile.
-                            let (x0, x1) = unsafe { ld2(stage, vk + r) };
-                            y[r] = f.mul_add(x0, y[r]);
-                            y[r + 1] = f.mul_add(x1, y[r + 1]);
-                        } else if r + 1 >= k {
-                            // SAFETY: inside the tile.
-                            let x1 = unsafe { device::ld(stage, vk + r + 1) };
-                            y[r + 1] = f.mul_add(x1, y[r + 1]);
-                        }
-                    }
-                });
-            }
+            clear(r0, nv);
         }
-    });
-    // SAFETY: block-uniform barrier (every read of V done).
-    unsafe { device::sync_threads() };
-    if c < n {
+        let r0 = leaf0 + start * BR;
+        let nv = BR.min(nr - start * BR);
+        let mut z = [T::ZERO; BR];
         rows32!(|r| {
-            // SAFETY: inside the tile.
-            unsafe { device::st(stage, c * LDV + g * RPT + r, y[r]) };
+            // SAFETY: inside the own tile; own column.
+            z[r] = unsafe { device::ld(ts, r * LDT + lane) };
         });
-    }
-    // SAFETY: block-uniform barrier.
-    unsafe { device::sync_threads() };
-    rows32!(|k| {
-        if k < n {
-            // SAFETY: inside the tile.
-            tmp[k] = unsafe { device::ld(stage, k * LDV + tid) };
+        // SAFETY: as above; the first block's reflectors lie below its diagonal
+        // (apply_back reads no entry on or above it).
+        unsafe {
+            let tau_l = if lane < n {
+                device::ld(aux, (gb0 + start) * COLS + lane)
+            } else {
+                T::ZERO
+            };
+            let vb = (v as *const T).add(r0);
+            apply_back(
+                &mut z,
+                core::ptr::null_mut(),
+                vb,
+                1,
+                ldv,
+                nv,
+                tau_l,
+                piv,
+                n,
+                lane,
+            );
+            store_block(out, ldo, r0, nv, n, from, &z, stg, lane);
         }
-    });
-    if tid < nr && (skip_top == 0 || gi >= n) {
-        rows32!(|k| {
-            if k < n {
-                // SAFETY: gi < rows, k < n: inside out; row gi is this thread's own.
-                unsafe { device::st(out, gi + k * ldo, tmp[k]) };
-            }
-        });
+        clear(r0, nv);
     }
 }
 

@@ -185,14 +185,18 @@ fn build(root: &Path, target_dir: &Path) -> Result<String, String> {
 }
 
 /// Per-kernel PTX performance directives (`.maxntid`), which Rust has no attribute for:
-/// (kernel-name prefix, directive). `fused_panel_qr` runs 512 threads per block, so
-/// ptxas must keep it within 128 registers a thread; the TSQR leaf kernels run 256
-/// threads with two blocks an SM (128 registers: faster on the H100 than one block
-/// with all of f64 `tsqr_leaf_qr`'s 228 registers and no spills), `tsqr_reconstruct`
-/// 1024 (64 registers).
+/// (kernel-name prefix, directive; the first match applies). `fused_panel_qr` runs 512
+/// threads per block, so ptxas must keep it within 128 registers a thread; the TSQR
+/// leaf kernels run 256 threads, in f32 two blocks an SM (128 registers, a few spills:
+/// faster on the H100 than one block without), in f64 one block an SM (up to 255
+/// registers: the chain keeps a 32-row column and the broadcast column in registers;
+/// two blocks with 128 registers spilled and were slower), `tsqr_reconstruct` 1024 (64
+/// registers).
 const DIRECTIVES: &[(&str, &str)] = &[
     ("fused_panel_qr_", ".maxntid 512, 1, 1"),
-    ("tsqr_leaf_", ".maxntid 256, 1, 1\n.minnctapersm 2"),
+    ("tsqr_leaf_qr_f32", ".maxntid 256, 1, 1\n.minnctapersm 2"),
+    ("tsqr_leaf_apply_f32", ".maxntid 256, 1, 1\n.minnctapersm 2"),
+    ("tsqr_leaf_", ".maxntid 256, 1, 1\n.minnctapersm 1"),
     ("tsqr_reconstruct_", ".maxntid 1024, 1, 1"),
 ];
 

@@ -1772,8 +1772,8 @@ mod panel_tests {
 
     #[test]
     fn tsqr_panels_match_per_column() {
-        // One leaf (40, 33, 32 rows), two levels (1000: 4 leaves, the last ragged),
-        // four (70001), one column; the tree's R, V, τ and T reconstructed must be the
+        // One leaf (40, 33, 32 rows), two levels (1000: 2 leaves, the last ragged),
+        // three (70001), one column; the tree's R, V, τ and T reconstructed must be the
         // per-column factorisation's to rounding.
         let Some(g) = super::tests_gate() else { return };
         let t = Variant::Tsqr;
@@ -1787,6 +1787,10 @@ mod panel_tests {
         one::<f32>(&g, 28, 1000, 32, t);
         one::<f32>(&g, 29, 70_001, 20, t);
         one::<f32>(&g, 30, 300, 3, t);
+        // A leaf whose short last block would start a chain of its own (3 blocks, two a
+        // chain, the last of one row): it joins the chain before.
+        one::<f64>(&g, 31, 577, 32, t);
+        one::<f32>(&g, 32, 1089, 13, t);
     }
 
     #[test]

@@ -18,37 +18,65 @@ use crate::error::Result;
 
 /// Widest panel the TSQR kernels take (gpu-kernels `tsqr::COLS`).
 pub(crate) const TSQR_MAX_COLS: usize = 32;
-/// Rows of a leaf (gpu-kernels `tsqr::LEAF`).
-pub(crate) const TSQR_LEAF: usize = 256;
+/// Warps of a leaf (gpu-kernels `tsqr::WARPS`).
+const LEAF_WARPS: usize = 8;
+/// Rows of a chain block (gpu-kernels `tsqr::BR`).
+const BLOCK_ROWS: usize = 32;
 /// Threads per block of the leaf kernels (`tsqr::THREADS`; `.maxntid` in the PTX).
 const LEAF_THREADS: u32 = 256;
 /// Threads of `tsqr_reconstruct` (`tsqr::RECON_THREADS`).
 const RECON_THREADS: u32 = 1024;
-/// Leading dimension of the kernels' staging tile.
-const LDS: usize = TSQR_LEAF + 1;
-/// `tsqr::QR_SMEM`, elements.
-const QR_SMEM: usize = TSQR_MAX_COLS * LDS
-    + 2 * TSQR_LEAF
-    + 2 * TSQR_MAX_COLS
-    + 2 * 8 * TSQR_MAX_COLS
-    + 3 * TSQR_MAX_COLS;
-/// Leading dimension of `tsqr_leaf_apply`'s tile (`tsqr::LDV`, even).
-const LDV: usize = TSQR_LEAF + 2;
-/// `tsqr::APPLY_SMEM`, elements.
-const APPLY_SMEM: usize = TSQR_MAX_COLS * LDV + TSQR_MAX_COLS + 2 * 8 * TSQR_MAX_COLS;
+/// `tsqr::LEAF_SMEM`, elements: per warp a 32×33 tile, an 8×33 staging tile, a ring
+/// of 4 columns and the column scales.
+const LEAF_SMEM: usize = LEAF_WARPS * (32 * 33 + 8 * 33 + 4 * 32 + 32);
 /// `tsqr::RECON_SMEM`, elements.
 const RECON_SMEM: usize = 3 * TSQR_MAX_COLS * (TSQR_MAX_COLS + 1) + TSQR_MAX_COLS;
+/// Leaves a level aims for (two per multiprocessor of an H100: one wave of the f32
+/// kernels, two blocks an SM; two of the f64 ones, one block an SM): the chains are
+/// made just long enough for that, so that every multiprocessor has work and the
+/// chains (each a latency-bound sequence of column steps) stay short. Measured on the
+/// H100 against 132 (docs/performance.md).
+const TARGET_LEAVES: usize = 264;
+/// Shortest chain (blocks a warp): two blocks a chain make the upper levels of the
+/// tree shrink the rows 16-fold (one level fewer at 1M rows; measured faster).
+const MIN_KPW: usize = 2;
+/// Longest chain (blocks a warp).
+const MAX_KPW: usize = 64;
 
-/// One level of the tree: `rows`×n factored as `leaves` leaves; for levels ≥ 1 its
-/// matrix (the stacked R's of the level below) and its explicit Q lie in the scratch at
-/// `mat` and `q` (ld `rows`); its τ at `tau` (leaves × [`TSQR_MAX_COLS`]).
+/// Blocks a warp chains on a level of `rows` rows ([`TARGET_LEAVES`]).
+fn level_kpw(rows: usize) -> usize {
+    rows.div_ceil(BLOCK_ROWS)
+        .div_ceil(LEAF_WARPS * TARGET_LEAVES)
+        .clamp(MIN_KPW, MAX_KPW)
+}
+
+/// Rows of a leaf and the leaves of a level (gpu-kernels `tsqr::level_leaves`).
+fn level_leaves(rows: usize, kpw: usize) -> (usize, usize) {
+    let leaf = LEAF_WARPS * kpw * BLOCK_ROWS;
+    (leaf, rows.div_ceil(leaf))
+}
+
+/// Length of a level's auxiliary array (gpu-kernels `tsqr::aux_layout`): τ of every
+/// chain block, then τ and the 32×32 reflector block of each inner node of each leaf's
+/// tree.
+fn aux_len(rows: usize, kpw: usize) -> usize {
+    let (_, leaves) = level_leaves(rows, kpw);
+    let nodes = LEAF_WARPS - 1;
+    leaves * LEAF_WARPS * kpw * TSQR_MAX_COLS + leaves * nodes * TSQR_MAX_COLS * (1 + BLOCK_ROWS)
+}
+
+/// One level of the tree: `rows`×n factored as `leaves` leaves whose warps chain `kpw`
+/// blocks each; for levels ≥ 1 its matrix (the stacked R's of the level below) and
+/// its explicit Q lie in the scratch at `mat` and `q` (ld `rows`); its auxiliary array
+/// (τ and the in-leaf trees' reflectors) at `aux`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TsqrLevel {
     pub rows: usize,
+    pub kpw: usize,
     pub leaves: usize,
     pub mat: usize,
     pub q: usize,
-    pub tau: usize,
+    pub aux: usize,
 }
 
 /// The tree of a rows×n panel and the offsets (in elements) of its scratch: the levels
@@ -71,7 +99,8 @@ pub(crate) fn tsqr_plan(rows: usize, n: usize) -> TsqrPlan {
     let mut len = 0;
     let mut r = rows;
     loop {
-        let leaves = r.div_ceil(TSQR_LEAF);
+        let kpw = level_kpw(r);
+        let (_, leaves) = level_leaves(r, kpw);
         let (mat, q) = if levels.is_empty() {
             (0, 0)
         } else {
@@ -80,12 +109,13 @@ pub(crate) fn tsqr_plan(rows: usize, n: usize) -> TsqrPlan {
         };
         levels.push(TsqrLevel {
             rows: r,
+            kpw,
             leaves,
             mat,
             q,
-            tau: len,
+            aux: len,
         });
-        len += leaves * TSQR_MAX_COLS;
+        len += aux_len(r, kpw);
         if leaves == 1 {
             break;
         }
@@ -102,8 +132,8 @@ pub(crate) fn tsqr_plan(rows: usize, n: usize) -> TsqrPlan {
 }
 
 /// Scratch of [`Gpu::tsqr_panel`], sized for the tallest panel of a factorisation
-/// (every later panel's plan is no longer), with the kernels' shared-memory limits
-/// raised.
+/// (and grown by a panel whose plan needs more: a shorter panel's shorter chains can
+/// need more auxiliary space), with the kernels' shared-memory limits raised.
 pub(crate) struct TsqrWork<T> {
     scratch: DevVec<T>,
     _elem: PhantomData<T>,
@@ -121,12 +151,12 @@ impl<T: GpuScalar> TsqrWork<T> {
         for (f, words, what) in [
             (
                 &ks.tsqr_leaf_qr,
-                QR_SMEM,
+                LEAF_SMEM,
                 "raising tsqr_leaf_qr's shared memory limit",
             ),
             (
                 &ks.tsqr_leaf_apply,
-                APPLY_SMEM,
+                LEAF_SMEM,
                 "raising tsqr_leaf_apply's shared memory limit",
             ),
         ] {
@@ -137,14 +167,23 @@ impl<T: GpuScalar> TsqrWork<T> {
             .map_err(driver_err(what))?;
         }
         Ok(Self {
-            // SAFETY: every region of the scratch is written before it is read: level
-            // matrices by the level below's `tsqr_leaf_qr` (all leaves·n rows), the
-            // levels' Q by `tsqr_leaf_apply` (all rows), τ for columns < n by the leaf
-            // QR (read for those only), the final R by the top leaf QR, M and R by
-            // `tsqr_reconstruct` (columns < n, read for those only).
-            scratch: unsafe { DevVec::uninit(gpu, plan.len)? },
+            // SAFETY: see `Self::scratch_for`.
+            scratch: unsafe { Self::scratch_for(gpu, plan.len)? },
             _elem: PhantomData,
         })
+    }
+
+    /// A scratch of `len` elements, not filled.
+    ///
+    /// # Safety
+    /// Every region of the scratch is written before it is read: level matrices by the
+    /// level below's `tsqr_leaf_qr` (all leaves·n rows), the levels' Q by
+    /// `tsqr_leaf_apply` (all rows), τ of the chain blocks and tree nodes by the leaf
+    /// QR (columns < n, read for those only), the final R by the top leaf QR, M and R
+    /// by `tsqr_reconstruct` (columns < n, read for those only).
+    unsafe fn scratch_for(gpu: &Gpu, len: usize) -> Result<DevVec<T>> {
+        // SAFETY: forwarded (the caller's contract: written before read).
+        unsafe { DevVec::uninit(gpu, len) }
     }
 }
 
@@ -188,10 +227,11 @@ impl Gpu {
         assert!(v.nrows() >= rows && v.ncols() >= n);
         assert!(tau.len() >= n && t.nrows() >= n && t.ncols() >= n);
         let plan = tsqr_plan(rows, n);
-        assert!(
-            plan.len <= work.scratch.len(),
-            "TSQR scratch sized for a shorter panel"
-        );
+        if plan.len > work.scratch.len() {
+            // SAFETY: the kernels below write every region before reading it
+            // (`TsqrWork::scratch_for`); the old scratch is freed in stream order.
+            work.scratch = unsafe { TsqrWork::<T>::scratch_for(self, plan.len)? };
+        }
         let elem = core::mem::size_of::<T>() as u64;
         let ks = T::kernel_set(&self.kernels);
         let s = &self.stream;
@@ -229,8 +269,8 @@ impl Gpu {
                 self.leaf_qr_launch::<T>(
                     &ks.tsqr_leaf_qr,
                     lev.leaves,
-                    (pm, ld, lev.rows, n),
-                    at(lev.tau),
+                    (pm, ld, lev.rows, n, lev.kpw),
+                    at(lev.aux),
                     (pr, ldr),
                 )?;
             }
@@ -252,8 +292,8 @@ impl Gpu {
                 self.leaf_apply_launch::<T>(
                     &ks.tsqr_leaf_apply,
                     blocks,
-                    (pm, ld, lev.rows, n),
-                    at(lev.tau),
+                    (pm, ld, lev.rows, n, lev.kpw),
+                    at(lev.aux),
                     (pc, ldc),
                     out,
                     (0, null),
@@ -335,21 +375,22 @@ impl Gpu {
         self.leaf_apply_launch::<T>(
             &ks.tsqr_leaf_apply,
             lev0.leaves,
-            (pa, lda, rows, n),
-            scr + lev0.tau as u64 * elem,
+            (pa, lda, rows, n, lev0.kpw),
+            scr + lev0.aux as u64 * elem,
             (cm, ldcm),
             (pv, ldv),
             (1, scr + plan.rh as u64 * elem),
         )
     }
 
-    /// One `tsqr_leaf_qr` launch: `m` = (matrix, ld, rows, n), τ, `r` = (R out, ld).
+    /// One `tsqr_leaf_qr` launch: `m` = (matrix, ld, rows, n, kpw), aux, `r` = (R out,
+    /// ld).
     fn leaf_qr_launch<T: GpuScalar>(
         &self,
         f: &CudaFunction,
         leaves: usize,
-        m: (u64, usize, usize, usize),
-        tau: u64,
+        m: (u64, usize, usize, usize, usize),
+        aux: u64,
         r: (u64, usize),
     ) -> Result<()> {
         self.count_launch();
@@ -358,29 +399,32 @@ impl Gpu {
             .arg(&m.1)
             .arg(&m.2)
             .arg(&m.3)
-            .arg(&tau)
+            .arg(&m.4)
+            .arg(&aux)
             .arg(&r.0)
             .arg(&r.1);
-        // SAFETY: matches tsqr_leaf_qr_{f32,f64}(a: *mut T, lda, rows, n, tau: *mut T,
-        // r_out: *mut T, ldr): grid ⌈rows/LEAF⌉ (`leaves`), block 256, QR_SMEM elements
-        // (limit raised in TsqrWork::new). The caller (`tsqr_panel`) passes the panel
-        // (rows×n inside A, asserted) or a level matrix in the scratch, τ and R regions
-        // of the scratch laid out by `tsqr_plan` (disjoint from each other and from the
-        // matrix), on the main stream with every buffer's guard held.
-        unsafe { b.launch(leaf_cfg::<T>(leaves, QR_SMEM)) }
+        // SAFETY: matches tsqr_leaf_qr_{f32,f64}(a: *mut T, lda, rows, n, kpw,
+        // aux: *mut T, r_out: *mut T, ldr): grid ⌈rows/leaf⌉ (`leaves`, from
+        // `level_leaves` with the same kpw), block 256, LEAF_SMEM elements (limit raised
+        // in TsqrWork::new). The caller (`tsqr_panel`) passes the panel (rows×n inside
+        // A, asserted) or a level matrix in the scratch, the aux (`aux_len` elements)
+        // and R regions of the scratch laid out by `tsqr_plan` (disjoint from each other
+        // and from the matrix), on the main stream with every buffer's guard held.
+        unsafe { b.launch(leaf_cfg::<T>(leaves, LEAF_SMEM)) }
             .map_err(driver_err("launching tsqr_leaf_qr"))?;
         Ok(())
     }
 
-    /// One `tsqr_leaf_apply` launch on `blocks` leaves: `v` = (matrix, ld, rows, n),
-    /// τ, `c` = (C or null, ld), `out` = (output, ld), `sr` = (skip_top, R or null).
+    /// One `tsqr_leaf_apply` launch on `blocks` leaves: `v` = (matrix, ld, rows, n,
+    /// kpw), aux, `c` = (C or null, ld), `out` = (output, ld), `sr` = (skip_top, R or
+    /// null).
     #[allow(clippy::too_many_arguments)]
     fn leaf_apply_launch<T: GpuScalar>(
         &self,
         f: &CudaFunction,
         blocks: usize,
-        v: (u64, usize, usize, usize),
-        tau: u64,
+        v: (u64, usize, usize, usize, usize),
+        aux: u64,
         c: (u64, usize),
         out: (u64, usize),
         sr: (u32, u64),
@@ -391,22 +435,23 @@ impl Gpu {
             .arg(&v.1)
             .arg(&v.2)
             .arg(&v.3)
-            .arg(&tau)
+            .arg(&v.4)
+            .arg(&aux)
             .arg(&c.0)
             .arg(&c.1)
             .arg(&out.0)
             .arg(&out.1)
             .arg(&sr.0)
             .arg(&sr.1);
-        // SAFETY: matches tsqr_leaf_apply_{f32,f64}(v: *mut T, ldv, rows, n,
-        // tau: *const T, c_in: *const T, ldc, out: *mut T, ldo, skip_top: u32,
-        // rh: *const T): at most ⌈rows/LEAF⌉ blocks, block 256, APPLY_SMEM elements
+        // SAFETY: matches tsqr_leaf_apply_{f32,f64}(v: *mut T, ldv, rows, n, kpw,
+        // aux: *const T, c_in: *const T, ldc, out: *mut T, ldo, skip_top: u32,
+        // rh: *const T): at most ⌈rows/leaf⌉ blocks, block 256, LEAF_SMEM elements
         // (limit raised in TsqrWork::new). The caller (`tsqr_panel`) passes a level's
-        // matrix with its τ, C = the level above's explicit Q, C·M or M (or null:
-        // identity), an output disjoint from them (the level's Q in the scratch, or V),
-        // and R in the scratch or null, all laid out by `tsqr_plan`, on the main stream
-        // with every buffer's guard held.
-        unsafe { b.launch(leaf_cfg::<T>(blocks, APPLY_SMEM)) }
+        // matrix with the aux its leaf QR wrote (same rows, n, kpw), C = the level
+        // above's explicit Q, C·M or M (or null: identity), an output disjoint from
+        // them (the level's Q in the scratch, or V), and R in the scratch or null, all
+        // laid out by `tsqr_plan`, on the main stream with every buffer's guard held.
+        unsafe { b.launch(leaf_cfg::<T>(blocks, LEAF_SMEM)) }
             .map_err(driver_err("launching tsqr_leaf_apply"))?;
         Ok(())
     }
@@ -418,12 +463,15 @@ mod tests {
 
     #[test]
     fn plan_stacks_leaves_until_one_is_left() {
-        // 1M×32: 4096 leaves, then 131072, 16384, 2048 and 256 rows.
+        // 1M×32: 256 leaves of 8 chains of 16 blocks, then 8192 and 512 rows in
+        // leaves of chains of two blocks.
         let p = tsqr_plan(1 << 20, 32);
         let rows: Vec<usize> = p.levels.iter().map(|l| l.rows).collect();
-        assert_eq!(rows, [1 << 20, 131_072, 16_384, 2048, 256]);
+        assert_eq!(rows, [1 << 20, 8192, 512]);
         let leaves: Vec<usize> = p.levels.iter().map(|l| l.leaves).collect();
-        assert_eq!(leaves, [4096, 512, 64, 8, 1]);
+        assert_eq!(leaves, [256, 16, 1]);
+        let kpw: Vec<usize> = p.levels.iter().map(|l| l.kpw).collect();
+        assert_eq!(kpw, [16, 2, 2]);
         // Regions are disjoint and in bounds.
         let mut regions = vec![];
         for (i, l) in p.levels.iter().enumerate() {
@@ -431,7 +479,7 @@ mod tests {
                 regions.push((l.mat, l.rows * 32));
                 regions.push((l.q, l.rows * 32));
             }
-            regions.push((l.tau, l.leaves * TSQR_MAX_COLS));
+            regions.push((l.aux, aux_len(l.rows, l.kpw)));
         }
         for off in [p.r_final, p.m, p.rh] {
             regions.push((off, TSQR_MAX_COLS * TSQR_MAX_COLS));
@@ -449,14 +497,29 @@ mod tests {
         let p = tsqr_plan(100, 7);
         assert_eq!(p.levels.len(), 1);
         assert_eq!(p.levels[0].leaves, 1);
-        // 1000×20: 4 leaves (the last of 232 rows), then 80 rows in one leaf.
+        // 1000×20: 2 leaves of 512 rows (the last of 488), then 40 rows in one leaf.
         let p = tsqr_plan(1000, 20);
         let rows: Vec<usize> = p.levels.iter().map(|l| l.rows).collect();
-        assert_eq!(rows, [1000, 80]);
-        // Scratch for the tallest, widest panel covers every shorter or narrower one.
-        let big = tsqr_plan(70_001, 32).len;
-        for (r, n) in [(70_001, 5), (69_000, 32), (257, 32), (32, 32)] {
-            assert!(tsqr_plan(r, n).len <= big);
+        assert_eq!(rows, [1000, 40]);
+        // Chains grow with the panel, so that the leaves stay near TARGET_LEAVES.
+        let p = tsqr_plan(262_144, 32);
+        assert_eq!((p.levels[0].kpw, p.levels[0].leaves), (4, 256));
+        let p = tsqr_plan(100_000_000, 32);
+        assert_eq!(p.levels[0].kpw, MAX_KPW);
+        // Every level but the top has more than one leaf and shrinks the rows.
+        for (r, n) in [
+            (70_001, 5),
+            (69_000, 32),
+            (257, 32),
+            (32, 32),
+            (5_000_000, 1),
+        ] {
+            let p = tsqr_plan(r, n);
+            for w in p.levels.windows(2) {
+                assert!(w[0].leaves > 1 && w[1].rows == w[0].leaves * n);
+                assert!(w[1].rows < w[0].rows);
+            }
+            assert_eq!(p.levels.last().unwrap().leaves, 1);
         }
     }
 }
