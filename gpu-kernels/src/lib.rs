@@ -442,7 +442,7 @@ entries! {
     tsqr_leaf_apply_f32, tsqr_leaf_apply_f64
         (v: *mut T, ldv: usize, rows: usize, n: usize, kpw: usize, aux: *const T,
          c_in: *const T, ldc: usize, out: *mut T, ldo: usize, skip_top: u32,
-         rh: *const T) => tsqr::leaf_apply;
+         top_only: u32, rh: *const T) => tsqr::leaf_apply;
 
     /// TSQR Householder reconstruction: V₁, T, τ, M = U⁻¹ and R (issue 5; tsqr.rs).
     ///

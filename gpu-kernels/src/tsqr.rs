@@ -358,6 +358,21 @@ unsafe fn store_block<T: Float>(
     });
 }
 
+/// The k-th block of warp `w`'s chain [start, end) of a leaf of `nb` blocks (the last
+/// `last_rows` rows): in order, except that warp 0 chains its blocks last to first when
+/// its last block is a full one (then the leaf's top block, the one the reconstruction
+/// needs first, is the last block of warp 0's chain and the first one applied
+/// backwards: [`leaf_apply`]'s `top_only`).
+#[inline(always)]
+fn chain_block(w: usize, start: usize, end: usize, nb: usize, last_rows: usize, k: usize) -> usize {
+    let reversed = w == 0 && end - start > 1 && (end < nb || last_rows == BR);
+    if reversed {
+        end - 1 - k
+    } else {
+        start + k
+    }
+}
+
 /// max |x_i|.
 #[inline(always)]
 fn col_max<T: Float>(x: &[T; BR]) -> T {
@@ -542,7 +557,9 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
     let leaf0 = b * leaf;
     let nr = leaf.min(rows - leaf0);
     let nb = nr.div_ceil(BR);
-    let (start, end) = chunk(w, kpw, nb, nr - (nb - 1) * BR);
+    let last_rows = nr - (nb - 1) * BR;
+    let (start, end) = chunk(w, kpw, nb, last_rows);
+    let order = |k: usize| chain_block(w, start, end, nb, last_rows, k);
     let (ctau, cv, _) = aux_layout(rows, kpw);
     let gb0 = b * WARPS * kpw;
     let sm = device::shared::<T::P>().cast::<T>();
@@ -557,8 +574,9 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
     let (rs, stg, piv, scl) = region(w);
     let mut s = T::ZERO;
     if start < end {
-        let r0 = leaf0 + start * BR;
-        let nv = BR.min(nr - start * BR);
+        let first = order(0);
+        let r0 = leaf0 + first * BR;
+        let nv = BR.min(nr - first * BR);
         // SAFETY: rows r0 .. r0 + nv < rows, columns < n: inside a; own tile.
         let mut x = unsafe { load_block(a as *const T, lda, r0, nv, n, stg, lane) };
         let (s0, mut inv_s) = col_max(&x).pow2_scale();
@@ -581,27 +599,29 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
         });
         if lane < n {
             // SAFETY: r_kk of this lane's column (read by no later step); τ slot of
-            // this block (gb0 + start < grid·WARPS·kpw).
+            // this block (gb0 + first < grid·WARPS·kpw).
             unsafe {
                 device::st(rs, lane * LDT + lane, beta);
-                device::st(aux, (gb0 + start) * COLS + lane, t);
+                device::st(aux, (gb0 + first) * COLS + lane, t);
             }
         }
         // SAFETY: the block's rows of a (this warp's alone); the tile is free.
         unsafe { store_block(a, lda, r0, nv, n, 0, &x, stg, lane) };
-        for blk in (start + 1)..end {
+        for k in 1..(end - start) {
+            let blk = order(k);
             let r0 = leaf0 + blk * BR;
             let nv = BR.min(nr - blk * BR);
             // SAFETY: as for the first block.
             let mut x = unsafe { load_block(a as *const T, lda, r0, nv, n, stg, lane) };
-            if blk + 1 < end && lane < n {
+            if k + 1 < end - start && lane < n {
                 // The next block's column `lane` into L2 while this one is factored.
-                let nv2 = BR.min(nr - (blk + 1) * BR);
-                // SAFETY: rows r0 + 32 .. r0 + 32 + nv2 of column lane lie inside a.
+                let nb0 = leaf0 + order(k + 1) * BR;
+                let nv2 = BR.min(nr - order(k + 1) * BR);
+                // SAFETY: rows nb0 .. nb0 + nv2 of column lane lie inside a.
                 unsafe {
-                    device::prefetch_l2(a.add(r0 + BR + lane * lda));
+                    device::prefetch_l2(a.add(nb0 + lane * lda));
                     if nv2 > BR / 2 {
-                        device::prefetch_l2(a.add(r0 + BR + BR / 2 + lane * lda));
+                        device::prefetch_l2(a.add(nb0 + BR / 2 + lane * lda));
                     }
                 }
             }
@@ -818,8 +838,11 @@ unsafe fn apply_back<T: Pair>(
 /// ([`apply_back`] over a zero Z); then each warp runs its chain backwards, the last
 /// block first (its Z are its rows of Y_b), the first block last (its rows are T).
 /// Rows i < nr of Y_b go to `out[b·L + i + k·ldo]`, except, when `skip_top` ≠ 0, rows
-/// with global index < n. With `rh` (ld COLS) given, the leaf's rows of `v` are
-/// overwritten with R = `rh` (rows < n, upper triangle, exact zeros below) and zeros.
+/// with global index < n. With `top_only` ≠ 0 (grid 1, for the reconstruction's Q₁)
+/// only warp 0 works, and when its chain ends with the leaf's top block
+/// ([`chain_block`]) it stops after writing that block: only rows < 32 of Y_b are then
+/// written. With `rh` (ld COLS) given, the leaf's rows of `v` are overwritten with R =
+/// `rh` (rows < n, upper triangle, exact zeros below) and zeros.
 ///
 /// # Safety
 /// Grid ≤ ⌈rows/L⌉ blocks, block [`THREADS`], dynamic shared memory [`LEAF_SMEM`]
@@ -841,6 +864,7 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
     out: *mut T,
     ldo: usize,
     skip_top: u32,
+    top_only: u32,
     rh: *const T,
 ) {
     let tid = device::thread_x();
@@ -850,7 +874,12 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
     let leaf0 = b * leaf;
     let nr = leaf.min(rows - leaf0);
     let nb = nr.div_ceil(BR);
-    let (start, end) = chunk(w, kpw, nb, nr - (nb - 1) * BR);
+    let last_rows = nr - (nb - 1) * BR;
+    let (start, end) = chunk(w, kpw, nb, last_rows);
+    let order = |k: usize| chain_block(w, start, end, nb, last_rows, k);
+    // With top_only, warp 0 alone works, and stops after the leaf's top block when its
+    // chain ends with it.
+    let top = top_only != 0;
     let (ctau, cv, _) = aux_layout(rows, kpw);
     let gb0 = b * WARPS * kpw;
     let from = if skip_top != 0 { n } else { 0 };
@@ -882,7 +911,7 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
     for lgr in 0..LOG_WARPS {
         let lg = LOG_WARPS - 1 - lgr;
         let stride = 1usize << lg;
-        if w & (2 * stride - 1) == 0 {
+        if w & (2 * stride - 1) == 0 && (!top || w == 0) {
             let node = (WARPS - (WARPS >> lg)) + (w >> (lg + 1));
             let nb_off = (b * NODES + node) * COLS;
             let mut z = [T::ZERO; BR];
@@ -943,8 +972,10 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
             }
         });
     };
-    if start < end {
-        for blk in ((start + 1)..end).rev() {
+    let top_done = top && order(end - start - 1) == 0 && end - start > 1;
+    if start < end && (!top || w == 0) {
+        for k in (1..(end - start)).rev() {
+            let blk = order(k);
             let r0 = leaf0 + blk * BR;
             let nv = BR.min(nr - blk * BR);
             let mut z = [T::ZERO; BR];
@@ -971,9 +1002,13 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
                 store_block(out, ldo, r0, nv, n, from, &z, stg, lane);
             }
             clear(r0, nv);
+            if top_done {
+                return;
+            }
         }
-        let r0 = leaf0 + start * BR;
-        let nv = BR.min(nr - start * BR);
+        let first = order(0);
+        let r0 = leaf0 + first * BR;
+        let nv = BR.min(nr - first * BR);
         let mut z = [T::ZERO; BR];
         rows32!(|r| {
             // SAFETY: inside the own tile; own column.
@@ -983,7 +1018,7 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         // (apply_back reads no entry on or above it).
         unsafe {
             let tau_l = if lane < n {
-                device::ld(aux, (gb0 + start) * COLS + lane)
+                device::ld(aux, (gb0 + first) * COLS + lane)
             } else {
                 T::ZERO
             };

@@ -284,10 +284,11 @@ impl Gpu {
                 } else {
                     (at(plan.levels[l + 1].q), plan.levels[l + 1].rows)
                 };
-                let (blocks, out) = if l == 0 {
-                    (1, (pv, ldv))
+                // Level 0: leaf 0 alone, of which only the top n rows are needed.
+                let (blocks, out, top_only) = if l == 0 {
+                    (1, (pv, ldv), 1)
                 } else {
-                    (lev.leaves, (at(lev.q), lev.rows))
+                    (lev.leaves, (at(lev.q), lev.rows), 0)
                 };
                 self.leaf_apply_launch::<T>(
                     &ks.tsqr_leaf_apply,
@@ -296,7 +297,7 @@ impl Gpu {
                     at(lev.aux),
                     (pc, ldc),
                     out,
-                    (0, null),
+                    (0, top_only, null),
                 )?;
             }
             // V₁, T, τ, M = U⁻¹ and R from it.
@@ -379,7 +380,7 @@ impl Gpu {
             scr + lev0.aux as u64 * elem,
             (cm, ldcm),
             (pv, ldv),
-            (1, scr + plan.rh as u64 * elem),
+            (1, 0, scr + plan.rh as u64 * elem),
         )
     }
 
@@ -416,8 +417,8 @@ impl Gpu {
     }
 
     /// One `tsqr_leaf_apply` launch on `blocks` leaves: `v` = (matrix, ld, rows, n,
-    /// kpw), aux, `c` = (C or null, ld), `out` = (output, ld), `sr` = (skip_top, R or
-    /// null).
+    /// kpw), aux, `c` = (C or null, ld), `out` = (output, ld), `sr` = (skip_top,
+    /// top_only, R or null).
     #[allow(clippy::too_many_arguments)]
     fn leaf_apply_launch<T: GpuScalar>(
         &self,
@@ -427,7 +428,7 @@ impl Gpu {
         aux: u64,
         c: (u64, usize),
         out: (u64, usize),
-        sr: (u32, u64),
+        sr: (u32, u32, u64),
     ) -> Result<()> {
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
@@ -442,10 +443,11 @@ impl Gpu {
             .arg(&out.0)
             .arg(&out.1)
             .arg(&sr.0)
-            .arg(&sr.1);
+            .arg(&sr.1)
+            .arg(&sr.2);
         // SAFETY: matches tsqr_leaf_apply_{f32,f64}(v: *mut T, ldv, rows, n, kpw,
         // aux: *const T, c_in: *const T, ldc, out: *mut T, ldo, skip_top: u32,
-        // rh: *const T): at most ⌈rows/leaf⌉ blocks, block 256, LEAF_SMEM elements
+        // top_only: u32, rh: *const T): at most ⌈rows/leaf⌉ blocks (one with top_only), block 256, LEAF_SMEM elements
         // (limit raised in TsqrWork::new). The caller (`tsqr_panel`) passes a level's
         // matrix with the aux its leaf QR wrote (same rows, n, kpw), C = the level
         // above's explicit Q, C·M or M (or null: identity), an output disjoint from
