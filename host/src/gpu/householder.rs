@@ -1857,6 +1857,111 @@ mod panel_tests {
         rank_checks_case::<f32>(&g);
     }
 
+    /// A TSQR panel of a rank-deficient matrix (a zero column, a repeated column, a
+    /// multiple of another, and a column that is zero in the first rows): the
+    /// per-column reference's reflectors are not unique there (τ = 0 against a
+    /// reflection), so the factorisation itself is checked, in f64 on the host:
+    /// Q₁ = (I − V T Vᵀ)[I; 0] has orthonormal columns and Q₁R = A, both to
+    /// 50·m·u, R exactly zero below its diagonal.
+    fn rank_deficient_tsqr<T: GpuScalar>(g: &Gpu, seed: u64, m: usize) {
+        let jb = 32;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut a = Mat::<T>::from_fn(m, jb, |_, _| T::from_f64(rng.random_range(-1.0..1.0)));
+        for i in 0..m {
+            a[(i, 5)] = T::ZERO;
+            a[(i, 9)] = a[(i, 3)];
+            a[(i, 20)] = T::from_f64(2.0 * a[(i, 1)].to_f64());
+            if i < m / 2 {
+                a[(i, 0)] = T::ZERO;
+            }
+        }
+        let what = format!("{m}x{jb} {} rank-deficient TSQR", T::NAME);
+        let mut fa = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut fv = DevMat::<T>::zeros(g, m, jb).unwrap();
+        fv.fill(g, T::from_f64(f64::NAN)).unwrap();
+        let mut ft = DevMat::<T>::zeros(g, jb, jb).unwrap();
+        ft.fill(g, T::from_f64(f64::NAN)).unwrap();
+        let mut ftau = DevVec::<T>::zeros(g, jb).unwrap();
+        let mut work = TsqrWork::new(g, m).unwrap();
+        g.tsqr_panel(
+            &mut work,
+            &mut fa,
+            0,
+            0,
+            m,
+            jb,
+            &mut fv.view_mut(),
+            &mut ftau,
+            &mut ft.view_mut(),
+        )
+        .unwrap();
+        let r = fa.to_host(g).unwrap();
+        let v = fv.to_host(g).unwrap();
+        let t = ft.to_host(g).unwrap();
+        let f = |x: T| x.to_f64();
+        // Q₁ = [I; 0] − V·(T·V₁ᵀ), with V₁ the top jb×jb of V.
+        let mut tv1 = vec![0.0f64; jb * jb];
+        for i in 0..jb {
+            for j in 0..jb {
+                tv1[i + j * jb] = (0..jb).map(|k| f(t[(i, k)]) * f(v[(j, k)])).sum();
+            }
+        }
+        let mut q = vec![0.0f64; m * jb];
+        for i in 0..m {
+            for j in 0..jb {
+                let vt: f64 = (0..jb).map(|k| f(v[(i, k)]) * tv1[k + j * jb]).sum();
+                q[i + j * m] = if i == j { 1.0 } else { 0.0 } - vt;
+            }
+        }
+        let tol = 50.0 * m as f64 * T::UNIT_ROUNDOFF;
+        let (mut orth, mut back, mut norm_a) = (0.0f64, 0.0f64, 0.0f64);
+        for i in 0..jb {
+            for j in 0..jb {
+                let d: f64 = (0..m).map(|k| q[k + i * m] * q[k + j * m]).sum::<f64>()
+                    - if i == j { 1.0 } else { 0.0 };
+                orth += d * d;
+                if i > j {
+                    assert!(
+                        r[(i, j)] == T::ZERO,
+                        "{what}: R({i},{j}) = {:e}",
+                        f(r[(i, j)])
+                    );
+                }
+            }
+        }
+        for i in 0..m {
+            for j in 0..jb {
+                let qr: f64 = (0..=j.min(jb - 1))
+                    .map(|k| q[i + k * m] * f(r[(k, j)]))
+                    .sum();
+                let x = f(a[(i, j)]);
+                back += (qr - x) * (qr - x);
+                norm_a += x * x;
+            }
+        }
+        let (orth, back) = (orth.sqrt(), (back / norm_a).sqrt());
+        assert!(orth <= tol, "{what}: ‖Q₁ᵀQ₁ − I‖ = {orth:e} > {tol:e}");
+        assert!(back <= tol, "{what}: ‖Q₁R − A‖/‖A‖ = {back:e} > {tol:e}");
+        assert!(
+            ftau.to_vec(g)
+                .unwrap()
+                .iter()
+                .all(|x| x.to_f64().is_finite()),
+            "{what}: τ not finite"
+        );
+    }
+
+    #[test]
+    fn tsqr_panel_of_a_rank_deficient_matrix() {
+        // One leaf, two levels, and a tall panel whose leaf 0 chains its blocks in
+        // reverse (warp 0's first block is not the panel's top block).
+        let Some(g) = super::tests_gate() else { return };
+        for m in [200, 3001, 70_001] {
+            rank_deficient_tsqr::<f64>(&g, 51, m);
+            rank_deficient_tsqr::<f32>(&g, 52, m);
+        }
+    }
+
     #[test]
     fn tsqr_panel_with_columns_of_far_apart_scales() {
         // Columns scaled by powers of two far apart (squares and cross products of the
