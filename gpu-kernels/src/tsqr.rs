@@ -390,13 +390,16 @@ fn col_max<T: Float>(x: &[T; BR]) -> T {
 /// j's sum is σ² = ‖B e_j‖²); α = r_jj; lanes k > j update r_jk and their column of B.
 /// Returns lane k's (τ_k, 1/(α_k − β_k), β_k): B's column k then holds x_k, and
 /// v_k = [e_k; x_k/(α_k − β_k)]. r_kk is left for the caller to set to β_k (no step
-/// after k reads it).
+/// after k reads it). With `FIRST`, B is the chain's first block and its rows are R's:
+/// step j first copies the block's row j into R's row j and publishes only the pivot
+/// column's rows below j (the Householder QR of the block itself; its rows > k of
+/// column k then hold x_k).
 ///
 /// # Safety
 /// The whole warp calls it together; `rs`, `piv` the warp's own tile and broadcast
 /// column (pair-aligned).
 #[inline(always)]
-unsafe fn dense_steps<T: Pair>(
+unsafe fn dense_steps<T: Pair, const FIRST: bool>(
     x: &mut [T; BR],
     rs: *mut T,
     piv: *mut T,
@@ -405,11 +408,24 @@ unsafe fn dense_steps<T: Pair>(
 ) -> (T, T, T) {
     let (mut my_tau, mut my_inv, mut my_beta) = (T::ZERO, T::ZERO, T::ZERO);
     for j in 0..n {
+        if FIRST {
+            // The block's row j becomes R's row j (rows < j already are).
+            let mut xj = T::ZERO;
+            rows32!(|r| {
+                if r == j {
+                    xj = x[r];
+                }
+            });
+            // SAFETY: inside the tile; entry (j, lane) is this lane's own.
+            unsafe { device::st(rs, j * LDT + lane, xj) };
+        }
         if lane == j {
             rows32!(|r| {
                 if r % 2 == 0 {
+                    // The first block's column below its diagonal only.
+                    let keep = |i: usize, v: T| if !FIRST || i > j { v } else { T::ZERO };
                     // SAFETY: pair-aligned (r even), inside the warp's column.
-                    unsafe { st2(piv, r, x[r], x[r + 1]) };
+                    unsafe { st2(piv, r, keep(r, x[r]), keep(r + 1, x[r + 1])) };
                 }
             });
         }
@@ -453,74 +469,10 @@ unsafe fn dense_steps<T: Pair>(
     (my_tau, my_inv, my_beta)
 }
 
-/// Householder QR of the warp's first block in its tile `rs` (row-major, ld [`LDT`]):
-/// the block's rows are R's rows. Step j: σ² and the dots over rows j+1..32, α = r_jj,
-/// lanes k > j update rows j.. of column k. Returns lane k's (τ_k, 1/(α_k − β_k), β_k);
-/// rows > k of column k keep x_k (v_k = [e_k; x_k/(α_k − β_k)] there), r_kk is left
-/// for the caller.
-///
-/// # Safety
-/// The whole warp calls it together; `rs` the warp's own tile.
-#[inline(always)]
-unsafe fn first_block_steps<T: Pair>(rs: *mut T, n: usize, lane: usize) -> (T, T, T) {
-    let (mut my_tau, mut my_inv, mut my_beta) = (T::ZERO, T::ZERO, T::ZERO);
-    for j in 0..n {
-        // SAFETY (this loop's accesses): inside the tile; column j is read by all and
-        // written by none during step j, column `lane` only by its lane.
-        let alpha = unsafe { device::ld(rs, j * LDT + j) };
-        // Two interleaved sums (scalars: an array indexed by the runtime row would live
-        // in local memory).
-        let (mut acc0, mut acc1) = (T::ZERO, T::ZERO);
-        let mut i = j + 1;
-        while i < BR {
-            // SAFETY: as above.
-            let (xi, ai) = unsafe { (device::ld(rs, i * LDT + j), device::ld(rs, i * LDT + lane)) };
-            acc0 = xi.mul_add(ai, acc0);
-            if i + 1 < BR {
-                // SAFETY: as above.
-                let (xi, ai) = unsafe {
-                    (
-                        device::ld(rs, (i + 1) * LDT + j),
-                        device::ld(rs, (i + 1) * LDT + lane),
-                    )
-                };
-                acc1 = xi.mul_add(ai, acc1);
-            }
-            i += 2;
-        }
-        let sc = acc0.add(acc1);
-        // SAFETY: the whole warp executes this (converged).
-        let ss = unsafe { sc.shfl_idx(j as u32) };
-        let (beta, t, inv) = house(alpha, ss);
-        if lane > j {
-            // SAFETY: as above.
-            let rjk = unsafe { device::ld(rs, j * LDT + lane) };
-            let f = t.mul(inv.mul_add(sc, rjk));
-            let fs = f.mul(inv).neg();
-            // SAFETY: as above.
-            unsafe { device::st(rs, j * LDT + lane, rjk.sub(f)) };
-            for i in (j + 1)..BR {
-                // SAFETY: as above.
-                unsafe {
-                    let xi = device::ld(rs, i * LDT + j);
-                    let ai = device::ld(rs, i * LDT + lane);
-                    device::st(rs, i * LDT + lane, fs.mul_add(xi, ai));
-                }
-            }
-        }
-        if lane == j {
-            (my_tau, my_inv, my_beta) = (t, inv, beta);
-        }
-        // SAFETY: the whole warp is here (step j+1 reads column j+1).
-        unsafe { device::sync_warp() };
-    }
-    (my_tau, my_inv, my_beta)
-}
-
 /// `tsqr_leaf_qr`: Householder QR of every leaf of one tree level, the rows×n matrix
 /// `a` (ld `lda`), leaf b = block b = rows b·L .. of L = [`WARPS`]·`kpw`·32 (the last
 /// leaf shorter, padded with zero rows). Each warp factors its chain of 32-row blocks
-/// ([`chunk`]): the first block by [`first_block_steps`], each next one against the R
+/// ([`chunk`]): the first block by [`dense_steps`] with `FIRST`, each next one against the R
 /// so far by [`dense_steps`]; then the warps' R's are combined pairwise ([`WARPS`] − 1
 /// [`dense_steps`] over a partner's R). Reflectors: a chain block's in place in `a`
 /// (the first block's below its diagonal), τ at `aux[(b·WARPS·kpw + block)·32 + j]`;
@@ -582,20 +534,16 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
         let (s0, mut inv_s) = col_max(&x).pow2_scale();
         s = s0;
         rows32!(|r| {
+            x[r] = x[r].mul(inv_s);
+            // R's rows the steps do not fill (n ≤ r) read as zeros later.
             // SAFETY: inside the warp's tile; column `lane` is this lane's own.
-            unsafe { device::st(rs, r * LDT + lane, x[r].mul(inv_s)) };
+            unsafe { device::st(rs, r * LDT + lane, T::ZERO) };
         });
-        // SAFETY: the whole warp is here.
-        unsafe { device::sync_warp() };
-        // SAFETY: the warp's own tile.
-        let (t, inv, beta) = unsafe { first_block_steps(rs, n, lane) };
+        // SAFETY: the whole warp; its own tile and column (the zeros above are ordered
+        // before other lanes' reads by dense_steps' first warp barrier).
+        let (t, inv, beta) = unsafe { dense_steps::<T, true>(&mut x, rs, piv, n, lane) };
         rows32!(|r| {
-            x[r] = if r > lane {
-                // SAFETY: inside the tile; column `lane` is this lane's own.
-                unsafe { device::ld(rs, r * LDT + lane) }.mul(inv)
-            } else {
-                T::ZERO
-            };
+            x[r] = if r > lane { x[r].mul(inv) } else { T::ZERO };
         });
         if lane < n {
             // SAFETY: r_kk of this lane's column (read by no later step); τ slot of
@@ -646,7 +594,7 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
             // SAFETY: the whole warp; its own tile and column (the rescaling above is
             // this lane's own column, read by other lanes only after dense_steps'
             // first warp barrier).
-            let (t, inv, beta) = unsafe { dense_steps(&mut x, rs, piv, n, lane) };
+            let (t, inv, beta) = unsafe { dense_steps::<T, false>(&mut x, rs, piv, n, lane) };
             rows32!(|r| {
                 x[r] = x[r].mul(inv);
             });
@@ -703,7 +651,7 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
                 }
             });
             // SAFETY: the whole warp; its own tile and column.
-            let (t, inv, beta) = unsafe { dense_steps(&mut x, rs, piv, n, lane) };
+            let (t, inv, beta) = unsafe { dense_steps::<T, false>(&mut x, rs, piv, n, lane) };
             let node = (WARPS - (WARPS >> lg)) + (w >> (lg + 1));
             let nb_off = (b * NODES + node) * COLS;
             if lane < n {
