@@ -116,6 +116,12 @@ fn house_all<T: GpuScalar>(gpu: &Gpu) {
     };
     house_case::<T>(gpu, &mut rng, 1000, false, big);
     house_case::<T>(gpu, &mut rng, 1000, false, small);
+    // Subnormal α and tail (β subnormal): without LAPACK's rescaling 1/(α − β) and the
+    // reciprocal of the norm's scale overflow (NaN or ∞ in v).
+    let tiny = if T::NAME == "f32" { 1e-40 } else { 1e-310 };
+    for n in [1usize, 33, 1000] {
+        house_case::<T>(gpu, &mut rng, n, false, tiny);
+    }
 }
 
 #[test]

@@ -22,14 +22,36 @@ pub unsafe fn house<T: Float>(alpha: *mut T, x: *mut T, n: usize, tau: *mut T) {
     // SAFETY: `alpha` readable (caller's contract).
     let a = unsafe { device::ld(alpha as *const T, 0) };
     // SAFETY: block-uniform call; `x` readable for n; shared memory per the launch.
-    let sigma = unsafe { reduce::block_nrm2(x as *const T, n) };
-    let (beta, t, inv) = if sigma == T::ZERO {
-        (a, T::ZERO, T::ZERO)
+    let (s, r) = unsafe { reduce::block_nrm2_parts(x as *const T, n) };
+    let sigma = s.mul(r);
+    // The tail becomes x·pre·inv: pre = 1/MIN_POSITIVE when β is subnormal (else 1),
+    // inv = 1/(α − β) of the scaled α and β.
+    let (beta, t, pre, inv) = if sigma == T::ZERO {
+        (a, T::ZERO, T::ONE, T::ZERO)
     } else {
         let mu = a.hypot(sigma);
-        let beta = mu.copysign(a).neg();
-        let inv = T::ONE.div(a.sub(beta));
-        (beta, beta.sub(a).div(beta), inv)
+        if mu < T::MIN_POSITIVE {
+            // As the CPU `house` (LAPACK xLARFG): with a subnormal β, 1/(α − β)
+            // overflows and τ and v from the few bits left are inconsistent. Scale α
+            // and x by 1/MIN_POSITIVE (exact, into the normal range; here max |xᵢ| ≤
+            // σ < MIN_POSITIVE, so s = MIN_POSITIVE and the scaled ‖x‖ is r), and scale
+            // β back.
+            let up = T::ONE.div(T::MIN_POSITIVE);
+            let a_s = a.mul(up);
+            let mu_s = a_s.hypot(s.mul(up).mul(r));
+            let beta_s = mu_s.copysign(a_s).neg();
+            let inv = T::ONE.div(a_s.sub(beta_s));
+            (
+                beta_s.mul(T::MIN_POSITIVE),
+                beta_s.sub(a_s).div(beta_s),
+                up,
+                inv,
+            )
+        } else {
+            let beta = mu.copysign(a).neg();
+            let inv = T::ONE.div(a.sub(beta));
+            (beta, beta.sub(a).div(beta), T::ONE, inv)
+        }
     };
     let mut i = tid;
     while i < n {
@@ -39,7 +61,7 @@ pub unsafe fn house<T: Float>(alpha: *mut T, x: *mut T, n: usize, tau: *mut T) {
             let v = if sigma == T::ZERO {
                 T::ZERO
             } else {
-                device::ld(x as *const T, i).mul(inv)
+                device::ld(x as *const T, i).mul(pre).mul(inv)
             };
             device::st(x, i, v);
         }

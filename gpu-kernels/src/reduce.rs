@@ -146,15 +146,17 @@ pub unsafe fn block_max<T: Float>(v: T) -> T {
     unsafe { block_reduce(v, T::ZERO, warp_max::<T>) }
 }
 
-/// Scaled two-pass 2-norm of `x[0..n)` by one block (as `cpu::householder::nrm2`,
-/// erratum H2): scale = max |xᵢ|; scale = 0 or non-finite returns scale; otherwise
-/// scale·√(Σ (xᵢ/scale)²) with fused accumulation. Every thread gets the result.
+/// Scaled two-pass 2-norm of `x[0..n)` by one block, in two parts (s, r) with
+/// ‖x‖₂ = s·r (as `cpu::householder::nrm2`, erratum H2): s = max |xᵢ|, raised to the
+/// smallest normal number when it is subnormal (so that 1/s stays finite), r =
+/// √(Σ (xᵢ/s)²) with fused accumulation; max |xᵢ| = 0 or non-finite gives (max, 1).
+/// Every thread gets the result.
 ///
 /// # Safety
 /// Block-uniform call; `x[0..n)` readable and not written during the call; dynamic
 /// shared memory holds at least 32 `T`s.
 #[inline(always)]
-pub unsafe fn block_nrm2<T: Float>(x: *const T, n: usize) -> T {
+pub unsafe fn block_nrm2_parts<T: Float>(x: *const T, n: usize) -> (T, T) {
     let tid = device::thread_linear();
     let nt = device::block_threads();
     let mut m = T::ZERO;
@@ -168,8 +170,9 @@ pub unsafe fn block_nrm2<T: Float>(x: *const T, n: usize) -> T {
     let scale = unsafe { block_max(m) };
     if scale == T::ZERO || !scale.is_finite() {
         // Uniform branch: every thread holds the same `scale`.
-        return scale;
+        return (scale, T::ONE);
     }
+    let scale = scale.max(T::MIN_POSITIVE);
     let inv = T::ONE.div(scale);
     let mut ssq = T::ZERO;
     let mut i = tid;
@@ -181,7 +184,18 @@ pub unsafe fn block_nrm2<T: Float>(x: *const T, n: usize) -> T {
     }
     // SAFETY: block-uniform call (the branch above is uniform).
     let ssq = unsafe { block_sum(ssq) };
-    scale.mul(ssq.sqrt())
+    (scale, ssq.sqrt())
+}
+
+/// ‖x[0..n)‖₂ by one block: s·r of [`block_nrm2_parts`].
+///
+/// # Safety
+/// As [`block_nrm2_parts`].
+#[inline(always)]
+pub unsafe fn block_nrm2<T: Float>(x: *const T, n: usize) -> T {
+    // SAFETY: forwarded from the caller.
+    let (s, r) = unsafe { block_nrm2_parts(x, n) };
+    s.mul(r)
 }
 
 /// `reduce_dot`: `*out = Σ x[i]·y[i]` (docs/kernels.md). Grid 1, block 256.
