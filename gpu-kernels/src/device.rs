@@ -523,8 +523,10 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     /// barriers around the read.
     unsafe fn ld_cg(p: *const Self) -> Self;
 
-    /// Approximate 1/√a from the hardware (`rsqrt.approx`; relative error below 2⁻²²);
-    /// callers refine it with Newton steps ([`Float::RSQRT_NEWTON`]).
+    /// Approximate 1/√a from the hardware (`rsqrt.approx.ftz`: subnormals flushed; in
+    /// f64 the hardware's 20-bit estimate alone, relative error about 2⁻²⁰), for normal
+    /// a far from the range's ends; callers refine it with Newton steps
+    /// ([`Float::RSQRT_NEWTON`]).
     fn rsqrt_approx(self) -> Self;
     /// Approximate 1/a from the hardware (`rcp.approx.ftz`; subnormals flushed), for
     /// normal a far from the range's ends; callers refine it with
@@ -651,11 +653,11 @@ macro_rules! impl_float {
     (@rothi f64) => { f64::from_bits((1023 + 480) << 52) }; // 2^480
     (@rsqrt f32, $v:expr) => {{
         let r: f32;
-        // SAFETY: `rsqrt.approx.f32` reads one register and writes one; no memory, no
-        // side effects (PTX ISA, rsqrt).
+        // SAFETY: `rsqrt.approx.ftz.f32` reads one register and writes one; no memory,
+        // no side effects (PTX ISA, rsqrt).
         unsafe {
             asm!(
-                "rsqrt.approx.f32 {r}, {v};",
+                "rsqrt.approx.ftz.f32 {r}, {v};",
                 r = out(reg32) r,
                 v = in(reg32) $v,
                 options(pure, nomem, nostack, preserves_flags),
@@ -665,11 +667,11 @@ macro_rules! impl_float {
     }};
     (@rsqrt f64, $v:expr) => {{
         let r: f64;
-        // SAFETY: `rsqrt.approx.f64` reads one register and writes one; no memory, no
-        // side effects (PTX ISA, rsqrt).
+        // SAFETY: `rsqrt.approx.ftz.f64` reads one register and writes one; no memory,
+        // no side effects (PTX ISA, rsqrt).
         unsafe {
             asm!(
-                "rsqrt.approx.f64 {r}, {v};",
+                "rsqrt.approx.ftz.f64 {r}, {v};",
                 r = out(reg64) r,
                 v = in(reg64) $v,
                 options(pure, nomem, nostack, preserves_flags),

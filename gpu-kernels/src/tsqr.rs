@@ -67,9 +67,12 @@ pub const THREADS: usize = COLS * WARPS;
 const LDT: usize = COLS + 1;
 /// Rows of the staging tile that turns coalesced rows into lane-owned columns.
 const SR: usize = 8;
-/// Columns of V in flight while a reflector block is applied ([`apply_back`]).
-const RING: usize = 4;
-const _: () = assert!(RING.is_power_of_two());
+/// Columns of V in the ring while a reflector block is applied ([`apply_back`]).
+const RING: usize = 8;
+/// Steps ahead of its use that a column of V is requested: RING − 2, so that the slot
+/// a step refills was last read two steps before (one warp barrier a step orders it).
+const AHEAD: usize = RING - 2;
+const _: () = assert!(RING.is_power_of_two() && AHEAD + 2 <= RING);
 /// Shared memory of one warp, in elements: its R (or T) tile, its staging tile, the
 /// broadcast column or the ring of [`RING`] of them (pair-aligned: every offset before
 /// it is even) and the column scales.
@@ -152,7 +155,12 @@ fn house<T: Pair>(alpha: T, ss: T) -> (T, T, T) {
     }
     let q = alpha.mul_add(alpha, ss);
     if q >= T::TINY {
+        let a = alpha.abs();
         let mut y = q.rsqrt_approx();
+        // 1/(|α| + μ) from the unrefined μ ≈ q·y (relative error below 2⁻²⁰), so that
+        // the hardware reciprocal runs beside the Newton steps of y; its own Newton
+        // steps below use the refined μ.
+        let mut z = q.mul_add(y, a).rcp_approx();
         let mut k = 0;
         while k < T::RSQRT_NEWTON {
             // y ← y + (y/2)(1 − q·y²)
@@ -160,10 +168,8 @@ fn house<T: Pair>(alpha: T, ss: T) -> (T, T, T) {
             y = y.mul(T::HALF).mul_add(e, y);
             k += 1;
         }
-        let a = alpha.abs();
         let mu = q.mul(y);
         let d = a.add(mu);
-        let mut z = d.rcp_approx();
         let mut k = 0;
         while k < T::RSQRT_NEWTON {
             // z ← z + z(1 − d·z)
@@ -407,7 +413,10 @@ unsafe fn dense_steps<T: Pair, const FIRST: bool>(
     lane: usize,
 ) -> (T, T, T) {
     let (mut my_tau, mut my_inv, mut my_beta) = (T::ZERO, T::ZERO, T::ZERO);
-    for j in 0..n {
+    // Step j's inputs (with FIRST, the block's row j as R's row j; lane j's column as
+    // the broadcast column), written by the lanes that own them right after their last
+    // update, so that one warp barrier a step orders them before every read.
+    let publish = |x: &[T; BR], j: usize| {
         if FIRST {
             // The block's row j becomes R's row j (rows < j already are).
             let mut xj = T::ZERO;
@@ -429,8 +438,15 @@ unsafe fn dense_steps<T: Pair, const FIRST: bool>(
                 }
             });
         }
-        // SAFETY: the whole warp is here.
-        unsafe { device::sync_warp() };
+    };
+    if n > 0 {
+        publish(x, 0);
+    }
+    // SAFETY: the whole warp is here.
+    unsafe { device::sync_warp() };
+    // 32-bit step counter (n ≤ 32): the loop test is one compare.
+    for j32 in 0..n as u32 {
+        let j = j32 as usize;
         // SAFETY: inside the tile; r_jj is not written during the steps.
         let alpha = unsafe { device::ld(rs, j * LDT + j) };
         // The column, read once and kept in registers for the update.
@@ -445,8 +461,10 @@ unsafe fn dense_steps<T: Pair, const FIRST: bool>(
             }
         });
         let sc = sum4(&acc);
-        // SAFETY: the whole warp executes this (converged).
-        let ss = unsafe { sc.shfl_idx(j as u32) };
+        // SAFETY: the whole warp executes this (converged). Every lane's reads of piv
+        // and of R's row j above feed `sc` or `alpha`, so they are complete before any
+        // lane passes this shuffle and republishes them below.
+        let ss = unsafe { sc.shfl_idx(j32) };
         let (beta, t, inv) = house(alpha, ss);
         if lane > j {
             // w_k = v_jᵀ[r_k; x_k] = r_jk + inv·x_jᵀx_k; [r_k; x_k] −= τ·w_k·v_j.
@@ -463,7 +481,10 @@ unsafe fn dense_steps<T: Pair, const FIRST: bool>(
         if lane == j {
             (my_tau, my_inv, my_beta) = (t, inv, beta);
         }
-        // SAFETY: the whole warp is here (the next step rewrites piv).
+        if j + 1 < n {
+            publish(x, j + 1);
+        }
+        // SAFETY: the whole warp is here (orders the publication before step j + 1).
         unsafe { device::sync_warp() };
     }
     (my_tau, my_inv, my_beta)
@@ -691,7 +712,7 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
 /// (row-major tile `ts`) — or, when `ts` is null, Z alone with v_j = [0 (rows < j); 1;
 /// entries i > j] (a first block: its rows are T's). Lane k holds τ_k in `tau_l`
 /// (broadcast by shuffle). The columns of V arrive by `cp.async` into the warp's ring
-/// of [`RING`] columns, [`RING`] − 1 steps ahead of their use.
+/// of [`RING`] columns, [`AHEAD`] steps ahead of their use.
 ///
 /// # Safety
 /// The whole warp calls it together; `ts` null or the warp's own tile, `ring` its
@@ -727,15 +748,19 @@ unsafe fn apply_back<T: Pair>(
         // SAFETY: closes this thread's group (one a step, possibly empty).
         unsafe { device::cp_async_commit() };
     };
-    for jj in 0..RING - 1 {
+    for jj in 0..AHEAD {
         fetch(jj);
     }
-    for jj in 0..n {
+    // 32-bit step counter (n ≤ 32): the loop test is one compare.
+    for jj32 in 0..n as u32 {
+        let jj = jj32 as usize;
         let j = n - 1 - jj;
-        fetch(jj + RING - 1);
-        // SAFETY: waits for this thread's copy of column j (RING − 1 later groups may
-        // still be in flight).
-        unsafe { device::cp_async_wait::<{ RING as u32 - 1 }>() };
+        // Slot (jj + AHEAD) mod RING was last read at step jj + AHEAD − RING < jj, so the
+        // warp barrier of step jj − 1 orders those reads before this copy.
+        fetch(jj + AHEAD);
+        // SAFETY: waits for this thread's copy of column j (AHEAD later groups may still
+        // be in flight).
+        unsafe { device::cp_async_wait::<{ AHEAD as u32 }>() };
         // SAFETY: slot jj mod RING lies in the ring.
         let slot = unsafe { ring.add((jj % RING) * BR) };
         if !ok || (first && lane <= j) {
@@ -771,10 +796,9 @@ unsafe fn apply_back<T: Pair>(
         rows32!(|r| {
             z[r] = f.mul_add(pc[r], z[r]);
         });
-        // SAFETY: the whole warp is here (slot jj mod RING is refilled RING − 1 steps
-        // on, after this barrier).
-        unsafe { device::sync_warp() };
     }
+    // SAFETY: the whole warp is here: the ring is free for the caller's next block.
+    unsafe { device::sync_warp() };
     // SAFETY: no copy is left in flight (the last groups were empty).
     unsafe { device::cp_async_wait_all() };
 }

@@ -27,8 +27,8 @@ const LEAF_THREADS: u32 = 256;
 /// Threads of `tsqr_reconstruct` (`tsqr::RECON_THREADS`).
 const RECON_THREADS: u32 = 1024;
 /// `tsqr::LEAF_SMEM`, elements: per warp a 32×33 tile, an 8×33 staging tile, a ring
-/// of 4 columns and the column scales.
-const LEAF_SMEM: usize = LEAF_WARPS * (32 * 33 + 8 * 33 + 4 * 32 + 32);
+/// of 8 columns and the column scales.
+const LEAF_SMEM: usize = LEAF_WARPS * (32 * 33 + 8 * 33 + 8 * 32 + 32);
 /// `tsqr::RECON_SMEM`, elements.
 const RECON_SMEM: usize = 3 * TSQR_MAX_COLS * (TSQR_MAX_COLS + 1) + TSQR_MAX_COLS;
 /// Leaves a level aims for (two per multiprocessor of an H100: one wave of the f32
