@@ -67,19 +67,18 @@ pub const THREADS: usize = COLS * WARPS;
 const LDT: usize = COLS + 1;
 /// Rows of the staging tile that turns coalesced rows into lane-owned columns.
 const SR: usize = 8;
-/// Columns of V in the ring while a reflector block is applied ([`apply_back`]).
-const RING: usize = 8;
-/// Steps ahead of its use that a column of V is requested: RING − 2, so that the slot
-/// a step refills was last read two steps before (one warp barrier a step orders it).
-const AHEAD: usize = RING - 2;
-const _: () = assert!(RING.is_power_of_two() && AHEAD + 2 <= RING);
-/// Shared memory of one warp, in elements: its R (or T) tile, its staging tile, the
-/// broadcast column or the ring of [`RING`] of them (pair-aligned: every offset before
-/// it is even) and the column scales.
-const WARP_SMEM: usize = BR * LDT + SR * LDT + RING * BR + COLS;
-const _: () = assert!((BR * LDT + SR * LDT) % 2 == 0 && WARP_SMEM % 2 == 0);
-/// Shared memory of [`leaf_qr`] and [`leaf_apply`], in elements.
-pub const LEAF_SMEM: usize = WARPS * WARP_SMEM;
+/// Shared memory of one warp, in elements, with a ring of `ring` columns
+/// ([`Pair::RING`]): its R (or T) tile, its staging tile, the broadcast column or the
+/// ring (pair-aligned: every offset before it is even) and the column scales.
+pub const fn warp_smem(ring: usize) -> usize {
+    BR * LDT + SR * LDT + ring * BR + COLS
+}
+const _: () = assert!((BR * LDT + SR * LDT) % 2 == 0 && warp_smem(0) % 2 == 0);
+/// Shared memory of [`leaf_qr`] and [`leaf_apply`] in elements, with a ring of `ring`
+/// columns ([`Pair::RING`]).
+pub const fn leaf_smem(ring: usize) -> usize {
+    WARPS * warp_smem(ring)
+}
 /// Reflector blocks of the in-leaf tree (one per inner node).
 pub const NODES: usize = WARPS - 1;
 
@@ -197,6 +196,16 @@ pub trait Pair: Float {
     /// Smallest α² + σ² whose square root [`house`] takes directly (far above the
     /// subnormal range: 2^-960 in f64, 2^-100 in f32).
     const TINY: Self;
+    /// Columns of V in a warp's ring while a reflector block is applied
+    /// ([`apply_back`]): a power of two ≥ 4.
+    const RING: usize;
+    /// Steps ahead of its use that a column of V is requested: RING − 1 (each step
+    /// ends with a warp barrier before its slot is refilled) or RING − 2 (the slot a
+    /// step refills was last read two steps before: one warp barrier a step). Measured
+    /// on the H100: f64 8 / 6 (level-0 apply 533 → 478 µs against 4 / 3), f32 4 / 3
+    /// (302 µs against 319 with 8 / 6, whose larger shared memory leaves less L1 for
+    /// the f32 kernels' spills).
+    const AHEAD: usize;
     /// The pair (a, b).
     fn pair(a: Self, b: Self) -> Self::P;
     /// Its elements.
@@ -215,6 +224,8 @@ pub struct PairF64([f64; 2]);
 impl Pair for f32 {
     type P = PairF32;
     const TINY: Self = f32::from_bits(27 << 23); // 2^-100
+    const RING: usize = 4;
+    const AHEAD: usize = 3;
     #[inline(always)]
     fn pair(a: Self, b: Self) -> PairF32 {
         PairF32([a, b])
@@ -228,6 +239,8 @@ impl Pair for f32 {
 impl Pair for f64 {
     type P = PairF64;
     const TINY: Self = f64::from_bits(63 << 52); // 2^-960
+    const RING: usize = 8;
+    const AHEAD: usize = 6;
     #[inline(always)]
     fn pair(a: Self, b: Self) -> PairF64 {
         PairF64([a, b])
@@ -507,7 +520,7 @@ unsafe fn dense_steps<T: Pair, const FIRST: bool>(
 /// overflows or underflows where the data do not.
 ///
 /// # Safety
-/// Grid ⌈rows/L⌉, block [`THREADS`], dynamic shared memory [`LEAF_SMEM`] elements (base
+/// Grid ⌈rows/L⌉, block [`THREADS`], dynamic shared memory [`leaf_smem`]`(T::RING)` elements (base
 /// 16-byte aligned); 1 ≤ n ≤ COLS, kpw ≥ 1; `a` read-writable rows×n (ld ≥ rows);
 /// `aux` writable for `aux_layout(rows, kpw).2`; `r_out` writable (grid·n)×n (ld ≥
 /// grid·n); no overlap.
@@ -536,13 +549,14 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
     let (ctau, cv, _) = aux_layout(rows, kpw);
     let gb0 = b * WARPS * kpw;
     let sm = device::shared::<T::P>().cast::<T>();
-    // SAFETY: the warp's region lies inside LEAF_SMEM elements (launch contract);
+    // SAFETY: the warp's region lies inside leaf_smem(T::RING) elements (launch
+    // contract);
     // every offset is even, so piv is pair-aligned.
     let region = |ww: usize| unsafe {
-        let rs = sm.add(ww * WARP_SMEM);
+        let rs = sm.add(ww * warp_smem(T::RING));
         let stg = rs.add(BR * LDT);
         let piv = stg.add(SR * LDT);
-        (rs, stg, piv, piv.add(RING * BR))
+        (rs, stg, piv, piv.add(T::RING * BR))
     };
     let (rs, stg, piv, scl) = region(w);
     let mut s = T::ZERO;
@@ -706,13 +720,37 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
     }
 }
 
+const _: () = {
+    let (r32, a32) = (<f32 as Pair>::RING, <f32 as Pair>::AHEAD);
+    let (r64, a64) = (<f64 as Pair>::RING, <f64 as Pair>::AHEAD);
+    assert!(r32.is_power_of_two() && r32 >= 4 && (a32 + 1 == r32 || a32 + 2 == r32));
+    assert!(r64.is_power_of_two() && r64 >= 4 && (a64 + 1 == r64 || a64 + 2 == r64));
+    assert!((a32 == 3 || a32 == 6) && (a64 == 3 || a64 == 6), "wait_ahead's literals");
+};
+
+/// `cp.async.wait_group` [`Pair::AHEAD`] (the count must be a literal).
+///
+/// # Safety
+/// As [`device::cp_async_wait`].
+#[inline(always)]
+unsafe fn wait_ahead<T: Pair>() {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match T::AHEAD {
+            3 => device::cp_async_wait::<3>(),
+            6 => device::cp_async_wait::<6>(),
+            _ => device::cp_async_wait_all(),
+        }
+    }
+}
+
 /// One reflector block applied backwards to [T; Z] (Z = lane k's `z`, 32 rows): for
 /// j = n−1 .. 0, [t_j; z] −= τ_j·v_j·(t_jk + v_jᵀz) with v_j's entry i at
 /// `vb[i·vrs + j·vcs]` for i < nv (zero below) under the unit entry in T's row j
 /// (row-major tile `ts`) — or, when `ts` is null, Z alone with v_j = [0 (rows < j); 1;
 /// entries i > j] (a first block: its rows are T's). Lane k holds τ_k in `tau_l`
 /// (broadcast by shuffle). The columns of V arrive by `cp.async` into the warp's ring
-/// of [`RING`] columns, [`AHEAD`] steps ahead of their use.
+/// of [`Pair::RING`] columns, [`Pair::AHEAD`] steps ahead of their use.
 ///
 /// # Safety
 /// The whole warp calls it together; `ts` null or the warp's own tile, `ring` its
@@ -740,7 +778,7 @@ unsafe fn apply_back<T: Pair>(
         if jj < n && ok {
             unsafe {
                 device::cp_async_one(
-                    ring.add((jj % RING) * BR + lane),
+                    ring.add((jj % T::RING) * BR + lane),
                     vb.add(lane * vrs + (n - 1 - jj) * vcs),
                 )
             };
@@ -748,21 +786,23 @@ unsafe fn apply_back<T: Pair>(
         // SAFETY: closes this thread's group (one a step, possibly empty).
         unsafe { device::cp_async_commit() };
     };
-    for jj in 0..AHEAD {
+    for jj in 0..T::AHEAD {
         fetch(jj);
     }
     // 32-bit step counter (n ≤ 32): the loop test is one compare.
     for jj32 in 0..n as u32 {
         let jj = jj32 as usize;
         let j = n - 1 - jj;
-        // Slot (jj + AHEAD) mod RING was last read at step jj + AHEAD − RING < jj, so the
-        // warp barrier of step jj − 1 orders those reads before this copy.
-        fetch(jj + AHEAD);
+        // Slot (jj + AHEAD) mod RING was last read at step jj + AHEAD − RING: the step
+        // before (AHEAD = RING − 1), whose closing warp barrier orders those reads
+        // before this copy, or two steps before (AHEAD = RING − 2), ordered by the warp
+        // barrier of step jj − 1.
+        fetch(jj + T::AHEAD);
         // SAFETY: waits for this thread's copy of column j (AHEAD later groups may still
         // be in flight).
-        unsafe { device::cp_async_wait::<{ AHEAD as u32 }>() };
+        unsafe { wait_ahead::<T>() };
         // SAFETY: slot jj mod RING lies in the ring.
-        let slot = unsafe { ring.add((jj % RING) * BR) };
+        let slot = unsafe { ring.add((jj % T::RING) * BR) };
         if !ok || (first && lane <= j) {
             let x = if first && lane == j { T::ONE } else { T::ZERO };
             // SAFETY: this lane's own entry; its copy (if any) has landed.
@@ -796,6 +836,11 @@ unsafe fn apply_back<T: Pair>(
         rows32!(|r| {
             z[r] = f.mul_add(pc[r], z[r]);
         });
+        if T::AHEAD + 1 == T::RING {
+            // SAFETY: the whole warp is here (slot jj mod RING is refilled by the next
+            // step's copy, after this barrier).
+            unsafe { device::sync_warp() };
+        }
     }
     // SAFETY: the whole warp is here: the ring is free for the caller's next block.
     unsafe { device::sync_warp() };
@@ -817,8 +862,8 @@ unsafe fn apply_back<T: Pair>(
 /// `rh` (rows < n, upper triangle, exact zeros below) and zeros.
 ///
 /// # Safety
-/// Grid ≤ ⌈rows/L⌉ blocks, block [`THREADS`], dynamic shared memory [`LEAF_SMEM`]
-/// elements (base 16-byte aligned); 1 ≤ n ≤ COLS, kpw ≥ 1; `v` readable rows×n
+/// Grid ≤ ⌈rows/L⌉ blocks, block [`THREADS`], dynamic shared memory
+/// [`leaf_smem`]`(T::RING)` elements (base 16-byte aligned); 1 ≤ n ≤ COLS, kpw ≥ 1; `v` readable rows×n
 /// (read-writable with `rh`); `aux` readable as [`leaf_qr`] wrote it; `c_in` null or
 /// readable (grid·n)×n; `out` writable rows×n (ld ≥ rows); `rh` null or readable n×n
 /// (ld COLS); `out` overlaps none of the others.
@@ -858,11 +903,11 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
     let sm = device::shared::<T::P>().cast::<T>();
     // SAFETY: as in leaf_qr.
     let region = |ww: usize| unsafe {
-        let ts = sm.add(ww * WARP_SMEM);
+        let ts = sm.add(ww * warp_smem(T::RING));
         let stg = ts.add(BR * LDT);
         (ts, stg, stg.add(SR * LDT))
     };
-    // `piv` below is the warp's ring of RING columns.
+    // `piv` below is the warp's ring of T::RING columns.
     let (ts, stg, piv) = region(w);
     rows32!(|r| {
         let x = if w == 0 && r < n && lane < n {

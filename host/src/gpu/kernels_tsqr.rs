@@ -26,9 +26,13 @@ const BLOCK_ROWS: usize = 32;
 const LEAF_THREADS: u32 = 256;
 /// Threads of `tsqr_reconstruct` (`tsqr::RECON_THREADS`).
 const RECON_THREADS: u32 = 1024;
-/// `tsqr::LEAF_SMEM`, elements: per warp a 32×33 tile, an 8×33 staging tile, a ring
-/// of 8 columns and the column scales.
-const LEAF_SMEM: usize = LEAF_WARPS * (32 * 33 + 8 * 33 + 8 * 32 + 32);
+/// `tsqr::leaf_smem(T::RING)`, elements: per warp a 32×33 tile, an 8×33 staging
+/// tile, a ring of columns (`tsqr::Pair::RING`: 4 in f32, 8 in f64) and the column
+/// scales.
+fn leaf_smem<T>() -> usize {
+    let ring = if core::mem::size_of::<T>() == 8 { 8 } else { 4 };
+    LEAF_WARPS * (32 * 33 + 8 * 33 + ring * 32 + 32)
+}
 /// `tsqr::RECON_SMEM`, elements.
 const RECON_SMEM: usize = 3 * TSQR_MAX_COLS * (TSQR_MAX_COLS + 1) + TSQR_MAX_COLS;
 /// Leaves a level aims for (two per multiprocessor of an H100: one wave of the f32
@@ -151,12 +155,12 @@ impl<T: GpuScalar> TsqrWork<T> {
         for (f, words, what) in [
             (
                 &ks.tsqr_leaf_qr,
-                LEAF_SMEM,
+                leaf_smem::<T>(),
                 "raising tsqr_leaf_qr's shared memory limit",
             ),
             (
                 &ks.tsqr_leaf_apply,
-                LEAF_SMEM,
+                leaf_smem::<T>(),
                 "raising tsqr_leaf_apply's shared memory limit",
             ),
         ] {
@@ -406,12 +410,12 @@ impl Gpu {
             .arg(&r.1);
         // SAFETY: matches tsqr_leaf_qr_{f32,f64}(a: *mut T, lda, rows, n, kpw,
         // aux: *mut T, r_out: *mut T, ldr): grid ⌈rows/leaf⌉ (`leaves`, from
-        // `level_leaves` with the same kpw), block 256, LEAF_SMEM elements (limit raised
-        // in TsqrWork::new). The caller (`tsqr_panel`) passes the panel (rows×n inside
+        // `level_leaves` with the same kpw), block 256, leaf_smem::<T>() elements
+        // (limit raised in TsqrWork::new). The caller (`tsqr_panel`) passes the panel (rows×n inside
         // A, asserted) or a level matrix in the scratch, the aux (`aux_len` elements)
         // and R regions of the scratch laid out by `tsqr_plan` (disjoint from each other
         // and from the matrix), on the main stream with every buffer's guard held.
-        unsafe { b.launch(leaf_cfg::<T>(leaves, LEAF_SMEM)) }
+        unsafe { b.launch(leaf_cfg::<T>(leaves, leaf_smem::<T>())) }
             .map_err(driver_err("launching tsqr_leaf_qr"))?;
         Ok(())
     }
@@ -447,13 +451,14 @@ impl Gpu {
             .arg(&sr.2);
         // SAFETY: matches tsqr_leaf_apply_{f32,f64}(v: *mut T, ldv, rows, n, kpw,
         // aux: *const T, c_in: *const T, ldc, out: *mut T, ldo, skip_top: u32,
-        // top_only: u32, rh: *const T): at most ⌈rows/leaf⌉ blocks (one with top_only), block 256, LEAF_SMEM elements
-        // (limit raised in TsqrWork::new). The caller (`tsqr_panel`) passes a level's
+        // top_only: u32, rh: *const T): at most ⌈rows/leaf⌉ blocks (one with
+        // top_only), block 256, leaf_smem::<T>() elements (limit raised in
+        // TsqrWork::new). The caller (`tsqr_panel`) passes a level's
         // matrix with the aux its leaf QR wrote (same rows, n, kpw), C = the level
         // above's explicit Q, C·M or M (or null: identity), an output disjoint from
         // them (the level's Q in the scratch, or V), and R in the scratch or null, all
         // laid out by `tsqr_plan`, on the main stream with every buffer's guard held.
-        unsafe { b.launch(leaf_cfg::<T>(blocks, LEAF_SMEM)) }
+        unsafe { b.launch(leaf_cfg::<T>(blocks, leaf_smem::<T>())) }
             .map_err(driver_err("launching tsqr_leaf_apply"))?;
         Ok(())
     }
