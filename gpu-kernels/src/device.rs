@@ -129,6 +129,26 @@ pub unsafe fn cp_async_pair<T: Copy>(dst: *mut T, src: *const T) {
     }
 }
 
+/// Starts an asynchronous copy of 16 bytes (4 f32 or 2 f64) from global to shared
+/// memory (PTX `cp.async.cg.shared.global`, sm_80+: bypasses L1), with the same
+/// completion rules as [`cp_async_pair`].
+///
+/// # Safety
+/// As [`cp_async_pair`], for 16 bytes at addresses aligned to 16.
+#[inline(always)]
+pub unsafe fn cp_async_16<T: Copy>(dst: *mut T, src: *const T) {
+    // SAFETY: as in `cp_async_pair` (addresses, alignment and exclusivity from the
+    // caller; the asm converts the generic addresses).
+    unsafe {
+        asm!(
+            "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.cg.shared.global [%sd], [%gs], 16; }}",
+            d = in(reg64) dst,
+            g = in(reg64) src,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
 /// Starts an asynchronous copy of one `T` (4 or 8 bytes) from global to shared memory
 /// (PTX `cp.async.ca.shared.global`, sm_80+), with the same completion rules as
 /// [`cp_async_pair`].

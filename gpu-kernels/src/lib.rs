@@ -30,6 +30,7 @@ pub mod reduce;
 pub mod row_insert;
 pub mod small_panel;
 pub mod transpose;
+pub mod ts_gemm;
 pub mod tsqr;
 pub mod two_phase;
 pub mod wy;
@@ -120,6 +121,28 @@ entries! {
         (a: *mut T, pitch: usize, row0: usize, count: usize, col_begin: usize,
          col_step: usize, col_end: usize, c: *const T, s: *const T)
         => givens::apply_wavefront;
+
+    /// Partial products of W = VᵀC over row chunks (tall-skinny trailing update, issue
+    /// 5; docs/kernels.md `ts_gemm_partial`).
+    ///
+    /// # Safety
+    /// As `ts_gemm::partial`: grid (⌈rows/4096⌉, ⌈nc/64⌉), block 256, dynamic shared
+    /// memory `ts_gemm::SMEM` elements; 1 ≤ k ≤ 32; `v` rows×k (ld ldv), `c` rows×nc (ld
+    /// ldc) readable, 16-byte aligned with 16-byte multiples as leading dimensions;
+    /// `part` writable for ⌈rows/4096⌉·32·nc elements.
+    ts_gemm_partial_f32, ts_gemm_partial_f64
+        (v: *const T, ldv: usize, c: *const T, ldc: usize, rows: usize, k: usize,
+         nc: usize, part: *mut T)
+        => ts_gemm::partial;
+
+    /// W = Σ of `ts_gemm_partial`'s partials, in chunk order.
+    ///
+    /// # Safety
+    /// As `ts_gemm::reduce`: grid ⌈32·nc/256⌉, block 256; `part` readable for
+    /// chunks·32·nc elements; `w` writable k×nc (ld ldw ≥ k), no overlap.
+    ts_gemm_reduce_f32, ts_gemm_reduce_f64
+        (part: *const T, chunks: usize, k: usize, nc: usize, w: *mut T, ldw: usize)
+        => ts_gemm::reduce;
 
     /// Padded pitched transpose, 32×33 tile (spec §1.6, erratum E11).
     ///

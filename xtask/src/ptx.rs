@@ -198,6 +198,7 @@ const DIRECTIVES: &[(&str, &str)] = &[
     ("tsqr_leaf_apply_f32", ".maxntid 256, 1, 1\n.minnctapersm 2"),
     ("tsqr_leaf_", ".maxntid 256, 1, 1\n.minnctapersm 1"),
     ("tsqr_reconstruct_", ".maxntid 1024, 1, 1"),
+    ("ts_gemm_partial_", ".maxntid 256, 1, 1\n.minnctapersm 2"),
 ];
 
 /// Inserts [`DIRECTIVES`] between each matching entry's parameter list and its body.

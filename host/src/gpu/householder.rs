@@ -24,7 +24,7 @@ use super::kernels_fused::{FusedPanelWork, RawMat, FUSED_MAX_JB, FUSED_MAX_ROWS}
 use super::kernels_tsqr::{TsqrWork, TSQR_MAX_COLS};
 use super::matrix::{DevMat, DevVec};
 use super::timing::PhaseClock;
-use super::{Gpu, GpuScalar};
+use super::{Dtype, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
 /// One block reflector I − V T Vᵀ acting on rows `row0 .. row0 + v.nrows()`,
@@ -769,6 +769,28 @@ fn factor_panel<T: GpuScalar>(
     }
 }
 
+/// Fewest blocks (4096-row chunks × 64-column tiles of C) for which `larfb_left` takes
+/// W = VᵀC from [`Gpu::ts_gemm_tn`] instead of cuBLAS: one an SM of an H100, so that
+/// the chunked product fills the GPU.
+const TS_GEMM_MIN_BLOCKS: usize = 132;
+
+/// Widest C for which `larfb_left` takes [`Gpu::ts_gemm_tn`]: the trailing columns of a
+/// tall-skinny factorisation with few columns. Measured on the H100 (f32): 1048576×128
+/// (C of 96, 64, 32 columns) 6.62–6.65 → 6.54 ms; 262144×512 with it for C up to 480
+/// columns 17.31–17.42 → 18.47–18.51 ms (each 64 columns read V again, and the FMA rate,
+/// not the bandwidth, bounds the kernel there).
+const TS_GEMM_MAX_NC: usize = 128;
+
+/// Whether W = VᵀC with ℓ rows and nc columns of C goes through [`Gpu::ts_gemm_tn`]: in
+/// f32 only (cuBLAS's SGEMM of this shape reads its operands at 1.2 TB/s on an H100, its
+/// DGEMM at 3.1 TB/s: docs/performance.md), for 2 to [`TS_GEMM_MAX_NC`] columns (one
+/// column is a GEMV, at bandwidth) and enough chunks and tiles to fill the GPU.
+fn ts_gemm_pays<T: GpuScalar>(l: usize, nc: usize) -> bool {
+    T::DTYPE == Dtype::F32
+        && (2..=TS_GEMM_MAX_NC).contains(&nc)
+        && l.div_ceil(4096) * nc.div_ceil(64) >= TS_GEMM_MIN_BLOCKS
+}
+
 /// C[row0 .. row0+ℓ, cols] := (I − V op(T) Vᵀ) C with op(T) = Tᵀ when `trans`
 /// (the Qᵀ side, H_k⋯H_1) or T (H_1⋯H_k, backward accumulation): three GEMMs
 /// (spec §1.3(b), LAPACK larfb pattern). `w`, `w2` hold ≥ jb × |cols|.
@@ -789,15 +811,12 @@ pub(crate) fn larfb_left<T: GpuScalar>(
         return Ok(());
     }
     let mut w = w.block_mut(0, 0, jb, nc);
-    gpu.gemm(
-        Op::T,
-        Op::N,
-        T::ONE,
-        v,
-        &c.block(row0, cols.start, l, nc),
-        T::ZERO,
-        &mut w,
-    )?;
+    let cb = c.block(row0, cols.start, l, nc);
+    if ts_gemm_pays::<T>(l, nc) && gpu.ts_gemm_fits(v, &cb) {
+        gpu.ts_gemm_tn(v, &cb, &mut w)?;
+    } else {
+        gpu.gemm(Op::T, Op::N, T::ONE, v, &cb, T::ZERO, &mut w)?;
+    }
     let mut w2 = w2.block_mut(0, 0, jb, nc);
     let op = if trans { Op::T } else { Op::N };
     gpu.gemm(op, Op::N, T::ONE, t, &w.as_view(), T::ZERO, &mut w2)?;

@@ -130,6 +130,10 @@ kernel_table! {
     tsqr_leaf_apply,
     /// `tsqr_reconstruct_<T>(y, ldy, rows, n, r_top, ldr, t, ldt, tau, m, rh)` (V, T, R).
     tsqr_reconstruct,
+    /// `ts_gemm_partial_<T>(v, ldv, c, ldc, rows, k, nc, part)` (W = VᵀC by row chunks).
+    ts_gemm_partial,
+    /// `ts_gemm_reduce_<T>(part, chunks, k, nc, w, ldw)` (the chunks' sum).
+    ts_gemm_reduce,
     /// `row_insert_qr_<T>(r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, counter, base, cpb,
     /// ring)` (row insertion without Q in one launch, spec §1.9).
     row_insert_qr,
@@ -619,6 +623,7 @@ mod tests {
             "row_insert",
             "small_panel",
             "tsqr",
+            "ts_gemm",
         ];
         for name in KERNELS {
             let file = MODULES

@@ -19,6 +19,7 @@ pub mod kernels_lu;
 pub mod kernels_panel;
 pub(crate) mod kernels_row_insert;
 pub(crate) mod kernels_small_panel;
+pub(crate) mod kernels_ts_gemm;
 pub(crate) mod kernels_tsqr;
 pub mod kernels_two_phase;
 mod kernels_wavefront;

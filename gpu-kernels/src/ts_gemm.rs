@@ -1,0 +1,238 @@
+//! W = VᵀC for a tall V (rows × k, k ≤ 32) and a tall C (rows × nc): the first product
+//! of the tall-skinny trailing update C −= V·op(T)·(VᵀC) (spec §1.3(b), issue 5). cuBLAS
+//! runs this shape (a k × nc output, an inner dimension of a million) as one GEMM that
+//! reads its operands at 1.2 TB/s on an H100 in f32 (docs/performance.md); here every
+//! block multiplies one chunk of [`CHUNK`] rows for one tile of [`TN`] columns of C and
+//! writes its partial product, and [`reduce`] sums the partials in chunk order (the same
+//! result every run).
+//!
+//! Layout of a block: 256 threads; thread (ti, tj) = (tid / 16, tid mod 16) accumulates
+//! W's rows ti and ti + 16 for C's columns tj + 16q, q < 4, of its tile. The chunk's rows
+//! pass through shared memory in stages of [`SR`] rows, two stages in flight
+//! (`cp.async`, 16 bytes a copy); each stage holds V's 32 columns and the tile's 64
+//! columns column-major with a padded leading dimension [`SRP`] ≡ 4 (mod 32) words in
+//! f32, so that the 16-byte reads of consecutive threads' columns are conflict-free.
+
+use crate::device::{self, Float};
+
+/// Rows of a block's chunk.
+pub const CHUNK: usize = 4096;
+/// Columns of C a block covers.
+pub const TN: usize = 64;
+/// Columns of V (W's rows) a block covers: all of them (k ≤ 32).
+pub const TK: usize = 32;
+/// Rows of a stage.
+const SR: usize = 64;
+/// Leading dimension of a stage's columns in shared memory (SR + 4: 16-byte aligned
+/// columns, and 68 ≡ 4 (mod 32) words in f32).
+const SRP: usize = SR + 4;
+/// Elements of one stage: V's TK columns and C's TN columns.
+const STAGE: usize = (TK + TN) * SRP;
+/// Shared memory of [`partial`], in elements: two stages.
+pub const SMEM: usize = 2 * STAGE;
+/// Threads of a block.
+pub const THREADS: usize = 256;
+const _: () = assert!(THREADS == 16 * 16 && TK == 32 && TN == 64 && SR % 4 == 0);
+const _: () = assert!(CHUNK % SR == 0 && SRP % 4 == 0);
+
+/// Four consecutive elements, aligned so that one read moves them (16 bytes in f32).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Quad<T>([T; 4]);
+
+/// `ts_gemm_partial`: for chunk b = `block_x` (rows b·CHUNK .. of the `rows`) and tile
+/// y = `block_y` (C's columns y·TN ..), P_b[i][j] = Σ_r V[r][i]·C[r][j] over the chunk's
+/// rows, for i < 32 (zero for i ≥ k) and j < TN with y·TN + j < nc, into
+/// `part[b·32·nc + (y·TN + j)·32 + i]`.
+///
+/// # Safety
+/// Grid (⌈rows/CHUNK⌉, ⌈nc/TN⌉), block [`THREADS`], dynamic shared memory [`SMEM`]
+/// elements (base 16-byte aligned); 1 ≤ k ≤ 32; `v` readable rows×k (ld `ldv`), `c`
+/// readable rows×nc (ld `ldc`), both 16-byte aligned with `ldv`, `ldc` multiples of
+/// 16 bytes' worth of elements; `part` writable for ⌈rows/CHUNK⌉·32·nc elements.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn partial<T: Float>(
+    v: *const T,
+    ldv: usize,
+    c: *const T,
+    ldc: usize,
+    rows: usize,
+    k: usize,
+    nc: usize,
+    part: *mut T,
+) {
+    let tid = device::thread_x();
+    let (ti, tj) = (tid / 16, tid % 16);
+    let b = device::block_x();
+    let j0 = device::block_y() * TN;
+    let r_begin = b * CHUNK;
+    let r_end = rows.min(r_begin + CHUNK);
+    let tn = TN.min(nc - j0);
+    let sm = device::shared::<Quad<T>>().cast::<T>();
+    // Elements a 16-byte copy moves.
+    let per = 16 / core::mem::size_of::<T>();
+    // Columns beyond k (V) or the tile (C) read as zeros: clear them in both stages once.
+    let mut e = tid;
+    while e < SMEM {
+        let col = (e % STAGE) / SRP;
+        if (col < TK && col >= k) || (col >= TK && col - TK >= tn) {
+            // SAFETY: e < SMEM, inside the dynamic shared memory; one writer each.
+            unsafe { device::st(sm, e, T::ZERO) };
+        }
+        e += THREADS;
+    }
+    // Stage s of the chunk: rows r_begin + s·SR .. into buffer s mod 2.
+    let stages = (r_end - r_begin).div_ceil(SR);
+    let load = |s: usize| {
+        let r0 = r_begin + s * SR;
+        let nr = SR.min(r_end - r0);
+        // SAFETY: buffer s mod 2 lies inside SMEM.
+        let buf = unsafe { sm.add((s % 2) * STAGE) };
+        if nr == SR {
+            // Full stage: (k + tn) columns × SR/per copies of 16 bytes.
+            let per_col = SR / per;
+            let total = (TK + TN) * per_col;
+            let mut q = tid;
+            while q < total {
+                let (col, part_r) = (q / per_col, (q % per_col) * per);
+                let src = if col < TK {
+                    (col < k).then(|| (v, r0 + part_r + col * ldv))
+                } else {
+                    (col - TK < tn).then(|| (c, r0 + part_r + (j0 + col - TK) * ldc))
+                };
+                if let Some((p, off)) = src {
+                    // SAFETY: rows r0 + part_r .. + per < rows of column col of V or C
+                    // (16-byte aligned: r0, part_r multiples of per, ld and base aligned
+                    // by the launch contract); the destination is this stage's column,
+                    // not read before the wait and barrier that follow.
+                    unsafe { device::cp_async_16(buf.add(col * SRP + part_r), p.add(off)) };
+                }
+                q += THREADS;
+            }
+        } else {
+            // The chunk's short last stage: plain loads, zeros below the last row.
+            let total = (TK + TN) * SR;
+            let mut q = tid;
+            while q < total {
+                let (col, r) = (q / SR, q % SR);
+                let x = if r >= nr {
+                    T::ZERO
+                } else if col < TK {
+                    if col < k {
+                        // SAFETY: row r0 + r < rows, column col < k of V.
+                        unsafe { device::ld(v, r0 + r + col * ldv) }
+                    } else {
+                        T::ZERO
+                    }
+                } else if col - TK < tn {
+                    // SAFETY: row r0 + r < rows, column j0 + col − TK < nc of C.
+                    unsafe { device::ld(c, r0 + r + (j0 + col - TK) * ldc) }
+                } else {
+                    T::ZERO
+                };
+                // SAFETY: inside this stage's buffer; one writer each.
+                unsafe { device::st(buf, col * SRP + r, x) };
+                q += THREADS;
+            }
+        }
+        // SAFETY: closes this thread's group for the stage (possibly empty).
+        unsafe { device::cp_async_commit() };
+    };
+    let mut acc = [[T::ZERO; 4]; 2];
+    // SAFETY: block-uniform barrier (the zero fill before any stage's reads).
+    unsafe { device::sync_threads() };
+    load(0);
+    for s in 0..stages {
+        if s + 1 < stages {
+            load(s + 1);
+            // SAFETY: stage s's group is complete when at most the newer one is pending.
+            unsafe { device::cp_async_wait::<1>() };
+        } else {
+            // SAFETY: as above, nothing newer.
+            unsafe { device::cp_async_wait_all() };
+        }
+        // SAFETY: block-uniform barrier: every thread's copies and stores of stage s are
+        // visible.
+        unsafe { device::sync_threads() };
+        // SAFETY: buffer s mod 2 inside SMEM.
+        let buf = unsafe { sm.add((s % 2) * STAGE) as *const T };
+        let mut r = 0;
+        while r < SR {
+            // SAFETY: 16-byte aligned quads (SRP, r multiples of 4) inside the stage.
+            let a = unsafe {
+                [
+                    buf.add(ti * SRP + r).cast::<Quad<T>>().read().0,
+                    buf.add((ti + 16) * SRP + r).cast::<Quad<T>>().read().0,
+                ]
+            };
+            let mut q = 0;
+            while q < 4 {
+                // SAFETY: as above, C's column tj + 16q of the tile.
+                let bq = unsafe { buf.add((TK + tj + 16 * q) * SRP + r).cast::<Quad<T>>().read().0 };
+                let mut p = 0;
+                while p < 2 {
+                    let mut t = 0;
+                    while t < 4 {
+                        acc[p][q] = a[p][t].mul_add(bq[t], acc[p][q]);
+                        t += 1;
+                    }
+                    p += 1;
+                }
+                q += 1;
+            }
+            r += 4;
+        }
+        // SAFETY: block-uniform barrier: stage s's buffer is free for stage s + 2.
+        unsafe { device::sync_threads() };
+    }
+    let base = b * TK * nc;
+    let mut q = 0;
+    while q < 4 {
+        let j = tj + 16 * q;
+        if j < tn {
+            let mut p = 0;
+            while p < 2 {
+                // SAFETY: b < ⌈rows/CHUNK⌉, j0 + j < nc, row < 32: inside part; one
+                // writer each.
+                unsafe { device::st(part, base + (j0 + j) * TK + ti + 16 * p, acc[p][q]) };
+                p += 1;
+            }
+        }
+        q += 1;
+    }
+}
+
+/// `ts_gemm_reduce`: W[i][j] = Σ_b part[b·32·nc + j·32 + i] over the `chunks` partials
+/// (in chunk order) for i < k, j < nc, into `w[i + j·ldw]`.
+///
+/// # Safety
+/// Grid ⌈32·nc/256⌉, block 256; `part` readable for chunks·32·nc elements; `w` writable
+/// k×nc (ld `ldw` ≥ k), not overlapping `part`.
+#[inline(always)]
+pub unsafe fn reduce<T: Float>(
+    part: *const T,
+    chunks: usize,
+    k: usize,
+    nc: usize,
+    w: *mut T,
+    ldw: usize,
+) {
+    let e = device::block_x() * THREADS + device::thread_x();
+    if e >= TK * nc {
+        return;
+    }
+    let (i, j) = (e % TK, e / TK);
+    if i >= k {
+        return;
+    }
+    let mut s = T::ZERO;
+    let mut b = 0;
+    while b < chunks {
+        // SAFETY: b < chunks, e < 32·nc: inside part.
+        s = s.add(unsafe { device::ld(part, b * TK * nc + e) });
+        b += 1;
+    }
+    // SAFETY: i < k ≤ ldw, j < nc: inside w; one writer each.
+    unsafe { device::st(w, i + j * ldw, s) };
+}
