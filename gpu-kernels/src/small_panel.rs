@@ -25,7 +25,7 @@
 //!
 //! T(0:q, q) = −τ_q·T(0:q, 0:q)·Y(0:q, q) for column q is made at step q + 1 (phase a),
 //! and the last column after the loop.
-use crate::device::{self, Float};
+use crate::device;
 use crate::fused_panel::Pow2;
 use crate::reduce;
 
