@@ -812,7 +812,11 @@ pub(crate) fn larfb_left<T: GpuScalar>(
     }
     let mut w = w.block_mut(0, 0, jb, nc);
     let cb = c.block(row0, cols.start, l, nc);
-    if ts_gemm_pays::<T>(l, nc) && gpu.ts_gemm_fits(v, &cb) {
+    // (Not under a lower GEMM precision: that asks for cuBLAS's tensor-core products.)
+    if ts_gemm_pays::<T>(l, nc)
+        && gpu.gemm_precision() == crate::mixed::GemmPrecision::F32
+        && gpu.ts_gemm_fits(v, &cb)
+    {
         gpu.ts_gemm_tn(v, &cb, &mut w)?;
     } else {
         gpu.gemm(Op::T, Op::N, T::ONE, v, &cb, T::ZERO, &mut w)?;
@@ -1406,6 +1410,23 @@ mod tests {
         if let Some(g) = gpu() {
             check::<f64>(&g, 19, (300_007, 40), None, 64, false, PanelImpl::Auto);
             check::<f32>(&g, 20, (300_007, 40), None, 64, false, PanelImpl::Auto);
+        }
+    }
+
+    /// A tall enough f32 factorisation that panel 0's trailing update (8 columns) and
+    /// both panels' d update (2 columns) take W = VᵀC from `ts_gemm` (137 chunks of 4096
+    /// rows): R against AᵀA and against the per-column panels, as `check`.
+    #[test]
+    fn tall_f32_trailing_takes_the_chunked_product() {
+        assert!(ts_gemm_pays::<f32>(557_057, 8) && ts_gemm_pays::<f32>(557_025, 2));
+        assert!(!ts_gemm_pays::<f64>(557_057, 8), "f64 keeps cuBLAS");
+        assert!(!ts_gemm_pays::<f32>(557_057, 1), "one column is a GEMV");
+        assert!(
+            !ts_gemm_pays::<f32>(300_007, 8),
+            "too few chunks to fill the GPU"
+        );
+        if let Some(g) = gpu() {
+            check::<f32>(&g, 21, (557_057, 40), None, 64, false, PanelImpl::Auto);
         }
     }
 
