@@ -95,6 +95,26 @@ pub unsafe fn ld_volatile<T: Copy>(p: *const T, i: usize) -> T {
     unsafe { p.add(i).read_volatile() }
 }
 
+/// `cp.async.<cache>.shared.global` of `bytes` bytes from the generic global address
+/// `src` to the generic shared address `dst` (the instruction's cache operator and size
+/// must be literals in the asm text).
+macro_rules! cp_async_asm {
+    ($cache:literal, $bytes:literal, $dst:expr, $src:expr) => {
+        asm!(
+            concat!(
+                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.",
+                $cache,
+                ".shared.global [%sd], [%gs], ",
+                $bytes,
+                "; }}"
+            ),
+            d = in(reg64) $dst,
+            g = in(reg64) $src,
+            options(nostack, preserves_flags),
+        )
+    };
+}
+
 /// Starts an asynchronous copy of one (c, s) pair — `2·size_of::<T>()` bytes, 8 (f32) or
 /// 16 (f64) — from global memory at `src` to shared memory at `dst` (PTX `cp.async.ca`,
 /// sm_80+). It lands after a later [`cp_async_commit`] and [`cp_async_wait`] /
@@ -112,19 +132,9 @@ pub unsafe fn cp_async_pair<T: Copy>(dst: *mut T, src: *const T) {
     // takes (PTX ISA, cvta and cp.async).
     unsafe {
         if core::mem::size_of::<T>() == 8 {
-            asm!(
-                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 16; }}",
-                d = in(reg64) dst,
-                g = in(reg64) src,
-                options(nostack, preserves_flags),
-            );
+            cp_async_asm!("ca", "16", dst, src);
         } else {
-            asm!(
-                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 8; }}",
-                d = in(reg64) dst,
-                g = in(reg64) src,
-                options(nostack, preserves_flags),
-            );
+            cp_async_asm!("ca", "8", dst, src);
         }
     }
 }
@@ -140,12 +150,7 @@ pub unsafe fn cp_async_16<T: Copy>(dst: *mut T, src: *const T) {
     // SAFETY: as in `cp_async_pair` (addresses, alignment and exclusivity from the
     // caller; the asm converts the generic addresses).
     unsafe {
-        asm!(
-            "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.cg.shared.global [%sd], [%gs], 16; }}",
-            d = in(reg64) dst,
-            g = in(reg64) src,
-            options(nostack, preserves_flags),
-        );
+        cp_async_asm!("cg", "16", dst, src);
     }
 }
 
@@ -161,19 +166,9 @@ pub unsafe fn cp_async_one<T: Copy>(dst: *mut T, src: *const T) {
     // caller; the asm converts the generic addresses).
     unsafe {
         if core::mem::size_of::<T>() == 8 {
-            asm!(
-                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 8; }}",
-                d = in(reg64) dst,
-                g = in(reg64) src,
-                options(nostack, preserves_flags),
-            );
+            cp_async_asm!("ca", "8", dst, src);
         } else {
-            asm!(
-                "{{ .reg .u64 %sd, %gs; cvta.to.shared.u64 %sd, {d}; cvta.to.global.u64 %gs, {g}; cp.async.ca.shared.global [%sd], [%gs], 4; }}",
-                d = in(reg64) dst,
-                g = in(reg64) src,
-                options(nostack, preserves_flags),
-            );
+            cp_async_asm!("ca", "4", dst, src);
         }
     }
 }
