@@ -990,32 +990,26 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         });
     };
     let top_done = top && order(end - start - 1) == 0 && end - start > 1;
+    // Block blk of the leaf: its first row, its rows, and lane k's τ_k.
+    let block_at = |blk: usize| -> (usize, usize, T) {
+        let tau_l = if lane < n {
+            // SAFETY: τ slot of the block (gb0 + blk < grid·WARPS·kpw), written by the
+            // leaf QR.
+            unsafe { device::ld(aux, (gb0 + blk) * COLS + lane) }
+        } else {
+            T::ZERO
+        };
+        (leaf0 + blk * BR, BR.min(nr - blk * BR), tau_l)
+    };
     if start < end && (!top || w == 0) {
         for k in (1..(end - start)).rev() {
-            let blk = order(k);
-            let r0 = leaf0 + blk * BR;
-            let nv = BR.min(nr - blk * BR);
+            let (r0, nv, tau_l) = block_at(order(k));
             let mut z = [T::ZERO; BR];
             // SAFETY: the whole warp; own tile; the block's reflectors in v (rows
-            // r0 .. r0 + nv) and its τ in aux.
+            // r0 .. r0 + nv).
             unsafe {
-                let tau_l = if lane < n {
-                    device::ld(aux, (gb0 + blk) * COLS + lane)
-                } else {
-                    T::ZERO
-                };
-                apply_back(
-                    &mut z,
-                    ts,
-                    (v as *const T).add(r0),
-                    1,
-                    ldv,
-                    nv,
-                    tau_l,
-                    piv,
-                    n,
-                    lane,
-                );
+                let vb = (v as *const T).add(r0);
+                apply_back(&mut z, ts, vb, 1, ldv, nv, tau_l, piv, n, lane);
                 store_block(out, ldo, r0, nv, n, from, &z, stg, lane);
             }
             clear(r0, nv);
@@ -1023,9 +1017,7 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
                 return;
             }
         }
-        let first = order(0);
-        let r0 = leaf0 + first * BR;
-        let nv = BR.min(nr - first * BR);
+        let (r0, nv, tau_l) = block_at(order(0));
         let mut z = [T::ZERO; BR];
         rows32!(|r| {
             // SAFETY: inside the own tile; own column.
@@ -1034,24 +1026,8 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         // SAFETY: as above; the first block's reflectors lie below its diagonal
         // (apply_back reads no entry on or above it).
         unsafe {
-            let tau_l = if lane < n {
-                device::ld(aux, (gb0 + first) * COLS + lane)
-            } else {
-                T::ZERO
-            };
             let vb = (v as *const T).add(r0);
-            apply_back(
-                &mut z,
-                core::ptr::null_mut(),
-                vb,
-                1,
-                ldv,
-                nv,
-                tau_l,
-                piv,
-                n,
-                lane,
-            );
+            apply_back(&mut z, core::ptr::null_mut(), vb, 1, ldv, nv, tau_l, piv, n, lane);
             store_block(out, ldo, r0, nv, n, from, &z, stg, lane);
         }
         clear(r0, nv);
