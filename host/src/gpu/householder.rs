@@ -1697,6 +1697,48 @@ mod panel_tests {
         one_col_scaled::<T>(g, seed, m, jb, variant, &vec![scale; jb]);
     }
 
+    /// The m×jb panel `a` on the device and its V (m×jb), τ and T (jb×jb) outputs filled
+    /// with NaN, so that an entry a panel kernel leaves unwritten shows.
+    fn poisoned_panel<T: GpuScalar>(
+        g: &Gpu,
+        a: &Mat<T>,
+    ) -> (DevMat<T>, DevMat<T>, DevVec<T>, DevMat<T>) {
+        let (m, jb) = (a.nrows(), a.ncols());
+        let nan = T::from_f64(f64::NAN);
+        let fa = DevMat::from_host(g, a.as_ref()).unwrap();
+        let mut fv = DevMat::<T>::zeros(g, m, jb).unwrap();
+        fv.fill(g, nan).unwrap();
+        let mut ftau = DevVec::<T>::zeros(g, jb).unwrap();
+        ftau.fill(g, nan).unwrap();
+        let mut ft = DevMat::<T>::zeros(g, jb, jb).unwrap();
+        ft.fill(g, nan).unwrap();
+        (fa, fv, ftau, ft)
+    }
+
+    /// The whole of `a` (m×jb) as one TSQR panel: R in place, V, τ, T out.
+    fn tsqr_whole<T: GpuScalar>(
+        g: &Gpu,
+        a: &mut DevMat<T>,
+        v: &mut DevMat<T>,
+        tau: &mut DevVec<T>,
+        t: &mut DevMat<T>,
+    ) {
+        let (m, jb) = (a.nrows(), a.ncols());
+        let mut work = TsqrWork::new(g, m).unwrap();
+        g.tsqr_panel(
+            &mut work,
+            a,
+            0,
+            0,
+            m,
+            jb,
+            &mut v.view_mut(),
+            tau,
+            &mut t.view_mut(),
+        )
+        .unwrap();
+    }
+
     /// [`one`] on the random panel with column j times `scales[j]` (powers of two):
     /// QR(A·D) = Q·(R·D), so V, τ and T are those of A and R's column j is compared
     /// relative to `scales[j]`.
@@ -1734,27 +1776,9 @@ mod panel_tests {
         g.wy_build_t(&rv.view(), &rtau.slice(0..jb), &mut rt.view_mut())
             .unwrap();
         // The variant, outputs poisoned first.
-        let mut fa = DevMat::from_host(g, a.as_ref()).unwrap();
-        let mut fv = DevMat::<T>::zeros(g, m, jb).unwrap();
-        fv.fill(g, T::from_f64(f64::NAN)).unwrap();
-        let mut ft = DevMat::<T>::zeros(g, jb, jb).unwrap();
-        ft.fill(g, T::from_f64(f64::NAN)).unwrap();
-        let mut ftau = DevVec::<T>::zeros(g, jb).unwrap();
-        ftau.fill(g, T::from_f64(f64::NAN)).unwrap();
+        let (mut fa, mut fv, mut ftau, mut ft) = poisoned_panel(g, &a);
         if variant == Variant::Tsqr {
-            let mut work = TsqrWork::new(g, m).unwrap();
-            g.tsqr_panel(
-                &mut work,
-                &mut fa,
-                0,
-                0,
-                m,
-                jb,
-                &mut fv.view_mut(),
-                &mut ftau,
-                &mut ft.view_mut(),
-            )
-            .unwrap();
+            tsqr_whole(g, &mut fa, &mut fv, &mut ftau, &mut ft);
         } else {
             let mut work = FusedPanelWork::new(g).unwrap();
             work.force_in_place = variant == Variant::InPlace;
@@ -1916,25 +1940,8 @@ mod panel_tests {
             }
         }
         let what = format!("{m}x{jb} {} rank-deficient TSQR", T::NAME);
-        let mut fa = DevMat::from_host(g, a.as_ref()).unwrap();
-        let mut fv = DevMat::<T>::zeros(g, m, jb).unwrap();
-        fv.fill(g, T::from_f64(f64::NAN)).unwrap();
-        let mut ft = DevMat::<T>::zeros(g, jb, jb).unwrap();
-        ft.fill(g, T::from_f64(f64::NAN)).unwrap();
-        let mut ftau = DevVec::<T>::zeros(g, jb).unwrap();
-        let mut work = TsqrWork::new(g, m).unwrap();
-        g.tsqr_panel(
-            &mut work,
-            &mut fa,
-            0,
-            0,
-            m,
-            jb,
-            &mut fv.view_mut(),
-            &mut ftau,
-            &mut ft.view_mut(),
-        )
-        .unwrap();
+        let (mut fa, mut fv, mut ftau, mut ft) = poisoned_panel(g, &a);
+        tsqr_whole(g, &mut fa, &mut fv, &mut ftau, &mut ft);
         let r = fa.to_host(g).unwrap();
         let v = fv.to_host(g).unwrap();
         let t = ft.to_host(g).unwrap();
