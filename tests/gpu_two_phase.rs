@@ -334,19 +334,35 @@ fn small_kernel_apply_matches_cpu_rot() {
 }
 
 fn gen_strip_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, h: usize, p: usize) {
+    gen_strip_kernel_path::<T>(gpu, seed, h, p, None, 1.0);
+}
+
+/// The strip generate through `path` (None: the default) on a driver scaled by `scale`
+/// (a power of two) against the serial CPU replay.
+fn gen_strip_kernel_path<T: GpuScalar>(
+    gpu: &Gpu,
+    seed: u64,
+    h: usize,
+    p: usize,
+    path: Option<GenPath>,
+    scale: f64,
+) {
     let mut g = common::rng(seed);
     // Column j nonzero in rows ≤ h + j, as after stage 1 of §1.7.
     let x0 = Mat::from_fn(h + p, p, |i, j| {
         if i <= h + j {
-            T::from_f64(common::nonzero(&mut g))
+            T::from_f64(common::nonzero(&mut g) * scale)
         } else {
             T::ZERO
         }
     });
     let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
     let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
-    gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl)
-        .unwrap();
+    match path {
+        None => gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl),
+        Some(path) => gpu.two_phase_gen_strip_path(&mut xd.view_mut(), h, &mut rl, path),
+    }
+    .unwrap();
     let got = rl.to_host(gpu).unwrap();
     // CPU replay: the sequential order of insert_cols::run_cpu step 3.
     let mut x = x0.clone();
@@ -398,14 +414,29 @@ fn small_kernel_gen_strip_matches_cpu_replay() {
 }
 
 fn gen_block_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, p: usize, m: usize) {
+    gen_block_kernel_path::<T>(gpu, seed, p, m, None);
+}
+
+/// The block generate through `path` (None: the default) against the CPU replay.
+fn gen_block_kernel_path<T: GpuScalar>(
+    gpu: &Gpu,
+    seed: u64,
+    p: usize,
+    m: usize,
+    path: Option<GenPath>,
+) {
     let mut g = common::rng(seed);
     let k0 = 2;
     let full = common::rand_mat::<T>(&mut g, p + 4, m);
     let qd = DevMat::from_host(gpu, full.as_ref()).unwrap();
-    let mut z = DevVec::<T>::zeros(gpu, p * m).unwrap();
+    let mut z = DevVec::<T>::from_slice(gpu, &vec![T::from_f64(f64::NAN); p * m]).unwrap();
     let mut rl = RotList::<T>::with_capacity(gpu, p * m - p * (p + 1) / 2).unwrap();
-    gpu.two_phase_gen_block(&qd.block(k0, 0, p, m), &mut z, &mut rl)
-        .unwrap();
+    let qz = qd.block(k0, 0, p, m);
+    match path {
+        None => gpu.two_phase_gen_block(&qz, &mut z, &mut rl),
+        Some(path) => gpu.two_phase_gen_block_path(&qz, &mut z, &mut rl, path),
+    }
+    .unwrap();
     let got = rl.to_host(gpu).unwrap();
     // CPU replay: delete_rows::rotate_out restricted to Z.
     let mut x = Mat::from_fn(p, m, |i, j| full[(k0 + i, j)]);
@@ -447,6 +478,48 @@ fn small_kernel_gen_block_matches_cpu_replay() {
     for &(p, m) in &[(5, 83), (1, 2), (1, 40), (9, 10), (12, 33)] {
         gen_block_kernel::<f64>(&gpu, 5 + m as u64, p, m);
         gen_block_kernel::<f32>(&gpu, 6 + m as u64, p, m);
+    }
+}
+
+/// The chains of warp scans (issue 7) against the serial CPU replay: one and several
+/// blocks of warps (p up to 40), vectors of one to several lanes' chunks and ragged
+/// ends, p = 1 and h = 1, and drivers scaled by 2^±600 (f64) / 2^±60 (f32), where
+/// the suffix norms need their power-of-two scaling. Same tolerances as the wavefront
+/// kernels' tests; the block case's Z scratch starts as NaN.
+#[test]
+fn small_kernel_gen_chains_match_cpu_replay() {
+    let Some(gpu) = common::gpu() else { return };
+    for &(h, p) in &[
+        (45, 7),
+        (1, 1),
+        (3, 9),
+        (70, 1),
+        (31, 20),
+        (64, 33),
+        (200, 40),
+    ] {
+        assert!(gpu.two_phase_chains_fit::<f64>(p, h + p).unwrap());
+        gen_strip_kernel_path::<f64>(&gpu, 71 + h as u64, h, p, Some(GenPath::Chains), 1.0);
+        gen_strip_kernel_path::<f32>(&gpu, 72 + h as u64, h, p, Some(GenPath::Chains), 1.0);
+    }
+    for &(e64, e32) in &[(600, 60), (-600, -60)] {
+        let (s64, s32) = (2f64.powi(e64), 2f64.powi(e32));
+        gen_strip_kernel_path::<f64>(&gpu, 81, 37, 11, Some(GenPath::Chains), s64);
+        gen_strip_kernel_path::<f32>(&gpu, 82, 37, 11, Some(GenPath::Chains), s32);
+    }
+    for &(p, m) in &[
+        (5, 83),
+        (1, 2),
+        (1, 40),
+        (9, 10),
+        (12, 33),
+        (20, 97),
+        (33, 64),
+        (40, 300),
+    ] {
+        assert!(gpu.two_phase_chains_fit::<f32>(p, m).unwrap());
+        gen_block_kernel_path::<f64>(&gpu, 91 + m as u64, p, m, Some(GenPath::Chains));
+        gen_block_kernel_path::<f32>(&gpu, 92 + m as u64, p, m, Some(GenPath::Chains));
     }
 }
 
@@ -920,17 +993,32 @@ fn gen_strip_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, h: usize, p: usize) {
         assert!(rl.is_empty(), "a refused launch filled the list");
         check_padded("refused strip", &xd.to_host(gpu).unwrap(), &x0);
     }
-    // the default path is one of the above
+    // the default path: the chains of scans when they fit (bit for bit the same as
+    // that path, which the replay tests check against the CPU), else the wavefront
     let mut xd = DevMat::from_host(gpu, xp.as_ref()).unwrap();
     let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
     gpu.two_phase_gen_strip(&mut xd.block_mut(2, 3, h + p, p), h, &mut rl)
         .unwrap();
-    assert!(rl.to_host(gpu).unwrap() == want_list, "default strip list");
-    check_padded(
-        "default strip driver",
-        &xd.to_host(gpu).unwrap(),
-        &Mat::from_fn(h + p, p, |i, j| want_x[(i + 2, j + 3)]),
-    );
+    let (default_list, default_x) = (rl.to_host(gpu).unwrap(), xd.to_host(gpu).unwrap());
+    if gpu.two_phase_chains_fit::<T>(p, h + p).unwrap() {
+        let (list, x) = run(GenPath::Chains).unwrap();
+        assert!(
+            default_list == list,
+            "default strip list is not the chains'"
+        );
+        check_padded("default strip driver (chains)", &default_x, &x);
+    } else {
+        assert!(
+            matches!(run(GenPath::Chains), Err(cuqr::Error::InvalidParam { .. })),
+            "chains that do not fit were launched"
+        );
+        assert!(default_list == want_list, "default strip list");
+        check_padded(
+            "default strip driver",
+            &default_x,
+            &Mat::from_fn(h + p, p, |i, j| want_x[(i + 2, j + 3)]),
+        );
+    }
 }
 
 /// The largest h (or m for a block) whose driver of p chains (rows·p elements, with
@@ -988,7 +1076,24 @@ fn gen_block_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, p: usize, m: usize) {
     let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
     gpu.two_phase_gen_block(&qd.block(4, 3, p, m), &mut z, &mut rl)
         .unwrap();
-    assert!(rl.to_host(gpu).unwrap() == want_list, "default block list");
+    let default_list = rl.to_host(gpu).unwrap();
+    if gpu.two_phase_chains_fit::<T>(p, m).unwrap() {
+        let (list, z) = run(GenPath::Chains).unwrap();
+        assert!(
+            default_list == list,
+            "default block list is not the chains'"
+        );
+        assert!(
+            z[p * m..].iter().all(|v| v.to_f64().is_nan()),
+            "Z scratch overrun"
+        );
+    } else {
+        assert!(
+            matches!(run(GenPath::Chains), Err(cuqr::Error::InvalidParam { .. })),
+            "chains that do not fit were launched"
+        );
+        assert!(default_list == want_list, "default block list");
+    }
     check_padded("Q after the generates", &qd.to_host(gpu).unwrap(), &full0);
 }
 

@@ -1989,3 +1989,268 @@ pub unsafe fn apply_sweep<T: Float>(
     // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
     unsafe { sweep_one(rot, down, up, x, t * rs, cs, bottom) };
 }
+
+/// Most warps a block of [`gen_chains`] (the xtask gives the kernel `.maxntid 256`).
+pub const CHAIN_MAX_WARPS: usize = 8;
+
+/// Warp scan helper of [`gen_chains`]: with `(a, b)` lane l's affine map t ↦ a + b·t,
+/// returns the composition M_{l+1} ∘ … ∘ M_31 of the maps of the lanes above applied to
+/// 0 (lane 31: 0). With a constant map (b = 0) at the top active lane and identities
+/// above it, that is the running value entering lane l's chunk from above.
+///
+/// # Safety
+/// The full warp calls it convergently.
+#[inline(always)]
+unsafe fn chain_scan_from_above<T: Float>(lane: usize, a: T, b: T) -> T {
+    let (mut a, mut b) = (a, b);
+    let mut d = 1u32;
+    while d < 32 {
+        // SAFETY: every lane runs the loop the same number of times (caller's contract).
+        let (ao, bo) = unsafe { (a.shfl_down(d), b.shfl_down(d)) };
+        if lane + (d as usize) < 32 {
+            a = b.mul_add(ao, a);
+            b = b.mul(bo);
+        }
+        d *= 2;
+    }
+    // SAFETY: as above.
+    let above = unsafe { a.shfl_down(1) };
+    if lane < 31 {
+        above
+    } else {
+        T::ZERO
+    }
+}
+
+/// `two_phase_gen_chains`: the strip (spec §1.7 step 3) and block (§1.10) generates as
+/// `p` chains of scans instead of a wavefront (issue 7). Chain c zeroes its vector v_c
+/// (elements c..=hi_c, hi_c = hi0 + inc·c, inc ∈ {0, 1}) from the bottom with planes
+/// (r−1, r), r = hi_c down to c+1; those rotations also act on the vectors after it. The
+/// wavefront orders the same rotations by steps; here one warp owns one vector, applies
+/// chains 0..c to it as they are published and then makes chain c at once:
+///
+/// * **apply** chain k to v over [k, hi_k] (t_{hi_k} = v(hi_k); t_{r−1} = c·v(r−1) +
+///   s·t_r, v(r) := c·t_r − s·v(r−1), v(k) := t_k): each lane composes its chunk's affine
+///   map t_in ↦ a + b·t_in, a warp scan of the maps gives every chunk its incoming
+///   running value, and each lane then walks its chunk (`rot_pair`);
+/// * **make** chain c as `gen_rank_one_a` does for w: every rotation from (v(r−1),
+///   ‖v(r..=hi_c)‖) with scaled suffix sums of squares (g = v(hi_c) itself for the first,
+///   as in the chain); v(c) := ρ, v(c+1..=hi_c) := 0 exactly.
+///
+/// The rotations equal the serial chain's up to rounding (the chain takes each ρ from the
+/// previous rotation; here from a sum); tests compare the effect with the CPU. Chain c is
+/// recorded at list index base_c + (hi_c − r) with plane r − 1, base_c = c·hi0 − (1 −
+/// inc)·c(c−1)/2 (the step kernels' order). Vector c is read from `src` (element e at
+/// c·src_vs + e·src_es) and its final values are written to `dst` likewise; the strip
+/// passes the driver block twice (in place), the block case Q's rows and the compact Z.
+/// A published chain is its list entries, then `flags[c] = set` (release at GPU scope);
+/// a consumer acquires the flag first. Vector c lives in this warp's shared-memory slab
+/// of 32·chunk elements (lane l owns elements l·chunk .. (l+1)·chunk).
+///
+/// # Safety
+/// Blocks of 32·w threads (1 ≤ w ≤ [`CHAIN_MAX_WARPS`]), at least ⌈p/w⌉ blocks, all
+/// co-resident (a warp waits for lower chains; the host launches cooperatively);
+/// dynamic shared memory w·32·chunk·size_of::<T>(); 32·chunk ≥ hi_{p−1} + 1; `src`
+/// readable and `dst` writable at every vector's elements 0..=hi_c (both may be the
+/// same memory, which no one else touches); `rot` writable for 2·(base_p), `plane` for
+/// base_p; `flags` p `u32`s, none equal to `set`, written only by this launch; no other
+/// overlap; hi_c ≥ c + 1 for every chain.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gen_chains<T: Pow2>(
+    src: *const T,
+    src_vs: usize,
+    src_es: usize,
+    dst: *mut T,
+    dst_vs: usize,
+    dst_es: usize,
+    p: usize,
+    hi0: usize,
+    inc: usize,
+    chunk: usize,
+    rot: *mut T,
+    plane: *mut u32,
+    flags: *mut u32,
+    set: u32,
+) {
+    let tid = device::thread_linear();
+    let (lane, warp) = (tid % 32, tid / 32);
+    let v = device::block_x() * (device::block_threads() / 32) + warp;
+    if v >= p {
+        return; // warp-uniform: no vector for this warp
+    }
+    // SAFETY: this warp's slab of the dynamic shared memory (the contract's size).
+    let s = unsafe { device::shared::<T>().add(warp * 32 * chunk) };
+    let hi_v = hi0 + inc * v;
+    let mut i = lane;
+    while i <= hi_v {
+        // SAFETY: i ≤ hi_v < 32·chunk (slab); src readable at vector v's elements.
+        unsafe { device::st(s, i, device::ld(src, v * src_vs + i * src_es)) };
+        i += 32;
+    }
+    // SAFETY: convergent warp (the loop above has no barrier inside).
+    unsafe { device::sync_warp() };
+    let (lo, up) = (lane * chunk, (lane + 1) * chunk);
+    // The slab's element i. SAFETY (of every use): i ≤ hi_v < 32·chunk; a lane writes
+    // only its own chunk, and reads another lane's element (the one below its chunk, or
+    // v(hi)) only between two warp barriers in which no lane writes it.
+    let u_at = |i: usize| unsafe { device::ld(s as *const T, i) };
+    let u_set = |i: usize, x: T| unsafe { device::st(s, i, x) };
+    let base = |k: usize| k * hi0 - (1 - inc) * (k * k.saturating_sub(1) / 2);
+    for k in 0..v {
+        // Wait for chain k (every lane acquires, so each sees the list entries).
+        // SAFETY: flags[k] is a valid u32 (k < p).
+        while unsafe { device::ld_acquire_u32(flags.wrapping_add(k)) } != set {}
+        let hi_k = hi0 + inc * k;
+        let (a0, b0) = (lo.max(k), up.min(hi_k + 1));
+        let active = a0 < b0;
+        let top = active && b0 == hi_k + 1;
+        let bk = base(k);
+        // Rotation r of chain k (plane r−1, r), k < r ≤ hi_k.
+        let rot_at = |r: usize| {
+            let idx = bk + (hi_k - r);
+            // SAFETY: idx < base_{k+1} ≤ base_p: published by chain k (acquired above).
+            unsafe { (device::ld(rot as *const T, 2 * idx), device::ld(rot as *const T, 2 * idx + 1)) }
+        };
+        // Pass 1: this chunk's map t_{b0} ↦ t_{a0}.
+        let (mut ma, mut mb) = (T::ZERO, T::ONE);
+        if active {
+            if top {
+                ma = u_at(hi_k);
+                mb = T::ZERO;
+            } else {
+                let (c, sn) = rot_at(b0);
+                ma = c.mul(u_at(b0 - 1));
+                mb = sn;
+            }
+            let mut r = b0 - 1;
+            while r > a0 {
+                let (c, sn) = rot_at(r);
+                ma = c.mul_add(u_at(r - 1), sn.mul(ma));
+                mb = sn.mul(mb);
+                r -= 1;
+            }
+        }
+        // SAFETY: convergent warp.
+        let t_in = unsafe { chain_scan_from_above(lane, ma, mb) };
+        let below = if active && a0 > k {
+            u_at(a0 - 1)
+        } else {
+            T::ZERO
+        };
+        // SAFETY: convergent warp: every lane's reads of its neighbour are done.
+        unsafe { device::sync_warp() };
+        if active {
+            let mut t = if top {
+                u_at(hi_k)
+            } else {
+                let (c, sn) = rot_at(b0);
+                c.mul_add(u_at(b0 - 1), sn.mul(t_in))
+            };
+            let mut r = b0 - 1;
+            while r > a0 {
+                let (c, sn) = rot_at(r);
+                let (tn, fin) = rot_pair(c, sn, u_at(r - 1), t);
+                u_set(r, fin);
+                t = tn;
+                r -= 1;
+            }
+            if a0 == k {
+                u_set(k, t);
+            } else {
+                let (c, sn) = rot_at(a0);
+                u_set(a0, rot_pair(c, sn, below, t).1);
+            }
+        }
+        // SAFETY: convergent warp: the chunk writes are done before the next chain.
+        unsafe { device::sync_warp() };
+    }
+    // Make chain v from scaled suffix norms of v(v..=hi_v).
+    let (a0, b0) = (lo.max(v), up.min(hi_v + 1));
+    let mut mx = T::ZERO;
+    let mut i = a0;
+    while i < b0 {
+        mx = mx.max(u_at(i).abs());
+        i += 1;
+    }
+    let mut d = 1u32;
+    while d < 32 {
+        // SAFETY: convergent warp.
+        mx = mx.max(unsafe { mx.shfl_xor(d) });
+        d *= 2;
+    }
+    let (sc, inv) = mx.pow2_scale();
+    // A non-finite entry: let it propagate (the update's rank check refuses the result).
+    let (sc, inv) = if mx.is_finite() { (sc, inv) } else { (T::ONE, T::ONE) };
+    let mut part = T::ZERO;
+    let mut i = b0;
+    while i > a0 {
+        i -= 1;
+        let x = u_at(i).mul(inv);
+        part = x.mul_add(x, part);
+    }
+    // Σ over the lanes above: the scan of maps t ↦ part + t.
+    // SAFETY: convergent warp.
+    let mut after = unsafe { chain_scan_from_above(lane, part, T::ONE) };
+    let vtop = u_at(hi_v);
+    let bv = base(v);
+    let mut rho_v = T::ZERO;
+    let mut i = b0;
+    while i > a0 {
+        i -= 1;
+        let x = u_at(i);
+        if i < hi_v {
+            let g = if i + 1 == hi_v { vtop } else { sc.mul(after.sqrt()) };
+            let (c, sn, rho) = givens(x, g);
+            // SAFETY: list index bv + hi_v − (i+1) < base_{v+1}: chain v's, this lane's.
+            unsafe { record(rot, plane, bv + hi_v - (i + 1), c, sn, i) };
+            if i == v {
+                rho_v = rho;
+            }
+        }
+        let y = x.mul(inv);
+        after = y.mul_add(y, after);
+    }
+    // SAFETY: convergent warp: every read of the chunk (and of v(hi_v)) is done.
+    unsafe { device::sync_warp() };
+    let mut i = a0;
+    while i < b0 {
+        u_set(i, if i == v { rho_v } else { T::ZERO });
+        i += 1;
+    }
+    // SAFETY: convergent warp: the chunk writes are done before the copy out. Each lane
+    // fences its list entries (GPU scope) before lane 0 publishes the chain.
+    unsafe {
+        device::sync_warp();
+        core::arch::asm!("fence.acq_rel.gpu;", options(nostack, preserves_flags));
+        device::sync_warp();
+    }
+    if lane == 0 {
+        // SAFETY: flags[v] valid (v < p); only this warp writes it.
+        unsafe { st_release_u32(flags.wrapping_add(v), set) };
+    }
+    let mut i = lane;
+    while i <= hi_v {
+        // SAFETY: dst writable at vector v's elements (contract).
+        unsafe { device::st(dst, v * dst_vs + i * dst_es, u_at(i)) };
+        i += 32;
+    }
+}
+
+/// `st.release.gpu.global.u32`: publishes this thread's (and, through a preceding warp
+/// barrier, its warp's) earlier writes to a thread that acquires the value.
+///
+/// # Safety
+/// `p` points at a valid global `u32`.
+#[inline(always)]
+unsafe fn st_release_u32(p: *mut u32, v: u32) {
+    // SAFETY: valid global u32 (caller's contract).
+    unsafe {
+        core::arch::asm!(
+            "st.release.gpu.global.u32 [{p}], {v};",
+            p = in(reg64) p,
+            v = in(reg32) v,
+            options(nostack, preserves_flags),
+        );
+    }
+}

@@ -199,6 +199,7 @@ const DIRECTIVES: &[(&str, &str)] = &[
     ("tsqr_leaf_", ".maxntid 256, 1, 1\n.minnctapersm 1"),
     ("tsqr_reconstruct_", ".maxntid 1024, 1, 1"),
     ("ts_gemm_partial_", ".maxntid 256, 1, 1\n.minnctapersm 2"),
+    ("two_phase_gen_chains_", ".maxntid 256, 1, 1"),
 ];
 
 /// Inserts [`DIRECTIVES`] between each matching entry's parameter list and its body.

@@ -92,6 +92,9 @@ kernel_table! {
     two_phase_gen_strip_pipe,
     /// `two_phase_gen_block_pipe_<T>(qz, ldq, p, m, z, rot, plane, in_smem)` (issue 7).
     two_phase_gen_block_pipe,
+    /// `two_phase_gen_chains_<T>(src, src_vs, src_es, dst, dst_vs, dst_es, p, hi0, inc,
+    /// chunk, rot, plane, flags, set)` (strip/block chains of warp scans, issue 7).
+    two_phase_gen_chains,
     /// `two_phase_apply_sweep_<T>(rot, down, up, 3 × (x, rs, cs, n, b))` (rank-one lists).
     two_phase_apply_sweep,
     /// `two_phase_apply_<T>(rot, plane, count, 3 × (x, rs, cs, n, b))` (spec §1.5 apply).

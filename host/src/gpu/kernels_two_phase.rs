@@ -11,7 +11,9 @@ use core::mem::size_of;
 use core::ops::Range;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 
 use super::matrix::{DevMatView, DevMatViewMut, DevVec};
 use super::{alloc_err, Gpu, GpuScalar};
@@ -30,6 +32,21 @@ pub const GEN_R1_MAX_N: usize = GEN_R1_BLOCK as usize * 12;
 /// Largest chain count (p) of the pipelined strip/block generate kernels (their item
 /// indices are 32-bit).
 pub const GEN_PIPE_MAX_CHAINS: usize = 65_535;
+/// Most warps a block of `two_phase_gen_chains` (the kernel's `.maxntid 256`).
+pub const CHAIN_MAX_WARPS: usize = 8;
+
+/// Where `two_phase_gen_chains` reads and writes its vectors: element e of vector c at
+/// `src + (c·src_vs + e·src_es)` elements (and likewise `dst`), device addresses.
+#[derive(Clone, Copy, Debug)]
+struct ChainIo {
+    src: u64,
+    src_vs: usize,
+    src_es: usize,
+    dst: u64,
+    dst_vs: usize,
+    dst_es: usize,
+}
+
 /// Threads per block of `two_phase_house_apply`.
 pub const APPLY_BLOCK: u32 = 128;
 /// Threads per block of `two_phase_apply(_sched)`: one warp, so the few thousand
@@ -270,6 +287,14 @@ pub enum GenPath {
         /// Driver block in shared memory.
         shared: bool,
     },
+    /// Strip and block only: `two_phase_gen_chains`, one warp a chain (its vector in
+    /// shared memory), each chain's rotations made at once from scaled suffix norms
+    /// after the earlier chains reach its vector through warp scans, one cooperative
+    /// launch. The serial chain's rotations and driver up to rounding (not bit for bit
+    /// like the others); taken by default when every chain's warp fits on the GPU at
+    /// once ([`Gpu::two_phase_chains_fit`]; issue 7: the wavefront's steps were 0.8 to
+    /// 50 µs each, p²/2 items a step on one block).
+    Chains,
 }
 
 /// Which way a target receives the rotations of [`Gpu::two_phase_apply`].
@@ -326,7 +351,15 @@ impl Gpu {
     /// The default path of a strip (driver (h+p)×p) or block (p×m) generate with
     /// `chains` = p: the driver in shared memory when it fits, else the pipelined kernel
     /// in global memory, else (rotation buffers too large) the step kernel.
-    fn gen_default_path<T: GpuScalar>(&self, chains: usize, driver: usize) -> Result<GenPath> {
+    fn gen_default_path<T: GpuScalar>(
+        &self,
+        chains: usize,
+        driver: usize,
+        len: usize,
+    ) -> Result<GenPath> {
+        if self.two_phase_chains_fit::<T>(chains, len)? {
+            return Ok(GenPath::Chains);
+        }
         if chains > GEN_PIPE_MAX_CHAINS {
             return Ok(GenPath::Step);
         }
@@ -386,16 +419,144 @@ impl Gpu {
         Ok(c)
     }
 
+    /// Whether `two_phase_gen_chains` ([`GenPath::Chains`]) can run `chains` chains whose
+    /// longest vector has `len` elements: one warp a chain with its vector in shared
+    /// memory, every warp resident at once (the cooperative launch's condition).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if a device query fails.
+    pub fn two_phase_chains_fit<T: GpuScalar>(&self, chains: usize, len: usize) -> Result<bool> {
+        Ok(self.chains_shape::<T>(chains, len)?.is_some())
+    }
+
+    /// (warps a block, blocks, chunk, shared bytes) of `two_phase_gen_chains`, or `None`
+    /// when a vector does not fit a block's shared memory or the warps do not all fit the
+    /// GPU at once. chunk = ⌈len/32⌉ rounded up to odd, so the lanes' chunks fall in
+    /// different shared-memory banks. Raises the kernel's shared-memory limit to the
+    /// device's opt-in maximum when needed.
+    fn chains_shape<T: GpuScalar>(
+        &self,
+        chains: usize,
+        len: usize,
+    ) -> Result<Option<(usize, usize, usize, usize)>> {
+        if chains == 0 || len < 2 || u32::try_from(chains).is_err() {
+            return Ok(None);
+        }
+        let chunk = len.div_ceil(32) | 1;
+        let slab = 32 * chunk * size_of::<T>();
+        let optin = self.smem_optin()?;
+        if slab > optin {
+            return Ok(None);
+        }
+        let wpb = (optin / slab).min(CHAIN_MAX_WARPS).min(chains);
+        let nblocks = chains.div_ceil(wpb);
+        let bytes = wpb * slab;
+        let f = &T::kernel_set(&self.kernels).two_phase_gen_chains;
+        if bytes > 48 * 1024 {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(optin).expect("shared memory fits i32"),
+            )
+            .map_err(super::driver_err(
+                "raising two_phase_gen_chains's shared memory limit",
+            ))?;
+        }
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(32 * wpb as u32, bytes, None)
+            .map_err(super::driver_err(
+                "querying two_phase_gen_chains's occupancy",
+            ))?;
+        if (per_sm as usize) * self.sm_count()? < nblocks {
+            return Ok(None);
+        }
+        Ok(Some((wpb, nblocks, chunk, bytes)))
+    }
+
+    /// Launches `two_phase_gen_chains` on `p` chains (chain c: elements 0..=hi0 + inc·c
+    /// of vector c through `io`), recording into `list` (which the caller then describes).
+    /// Zeroed publication flags are allocated for the launch.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] if the chains do not fit ([`Gpu::two_phase_chains_fit`];
+    /// nothing launched), [`Error::OutOfMemory`] for the flags, [`Error::Driver`].
+    ///
+    /// # Safety
+    /// `io` addresses every chain's vector (elements 0..=hi_c) inside live device memory
+    /// that this stream's order gives to this launch alone (src and dst may coincide),
+    /// hi_c ≥ c + 1, hi_{p−1} + 1 ≤ `len`, and `list` holds every chain's rotations
+    /// (Σ_c (hi_c − c)).
+    unsafe fn gen_chains_launch<T: GpuScalar>(
+        &self,
+        io: ChainIo,
+        p: usize,
+        hi0: usize,
+        inc: usize,
+        len: usize,
+        list: &mut RotList<T>,
+    ) -> Result<()> {
+        let Some((wpb, nblocks, chunk, bytes)) = self.chains_shape::<T>(p, len)? else {
+            return Err(Error::InvalidParam {
+                op: "two_phase_gen_chains",
+                what: "path",
+                why: format!(
+                    "{p} chains of up to {len} elements do not fit the GPU at once \
+                     (one warp a chain, its vector in shared memory)"
+                ),
+            });
+        };
+        list.clear();
+        let mut flags = self
+            .stream
+            .alloc_zeros::<u32>(p)
+            .map_err(alloc_err("the chain flags", 4 * p))?;
+        self.count_launch();
+        let set = 1u32;
+        let f = &T::kernel_set(&self.kernels).two_phase_gen_chains;
+        let launch = LaunchConfig {
+            grid_dim: (u32::try_from(nblocks).expect("blocks ≤ chains < 2³²"), 1, 1),
+            block_dim: (32 * wpb as u32, 1, 1),
+            shared_mem_bytes: u32::try_from(bytes).expect("shared memory fits u32"),
+        };
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&io.src)
+            .arg(&io.src_vs)
+            .arg(&io.src_es)
+            .arg(&io.dst)
+            .arg(&io.dst_vs)
+            .arg(&io.dst_es)
+            .arg(&p)
+            .arg(&hi0)
+            .arg(&inc)
+            .arg(&chunk)
+            .arg(&mut list.rot)
+            .arg(&mut list.plane)
+            .arg(&mut flags)
+            .arg(&set);
+        // SAFETY: matches two_phase_gen_chains_{f32,f64}(src: *const T, src_vs, src_es,
+        // dst: *mut T, dst_vs, dst_es, p, hi0, inc, chunk, rot: *mut T, plane: *mut u32,
+        // flags: *mut u32, set: u32) (device pointers are 64-bit). The vectors are the
+        // caller's (this fn's contract); rot/plane are the list's own buffers, flags a
+        // fresh zeroed allocation of p u32s (none equals `set` = 1), all distinct;
+        // chains_shape gave ⌈p/wpb⌉ blocks of 32·wpb threads (wpb ≤ 8), w·32·chunk
+        // elements of shared memory (within the limit it raised) with 32·chunk ≥ len,
+        // and checked that the blocks fit the GPU at once, which the cooperative launch
+        // then guarantees (or fails).
+        unsafe { b.launch_cooperative(launch) }.map_err(launch_err("two_phase_gen_chains"))?;
+        Ok(())
+    }
+
     /// `two_phase_gen_strip` (spec §1.5 strip case, §1.7 step 3): runs the wavefront on
     /// the driver block `x` = R'(k0..n+p, k0..k0+p) ((h+p)×p, h = n − k0) in place —
     /// ρ on the band, exact zeros below it, rows rotated in the driver's later columns —
     /// and records the p·h rotations into `list` (replacing it) in the sequential order
-    /// of `update::insert_cols::run_cpu`, planes local to row k0. Runs the pipelined
-    /// kernel with the driver in shared memory when it fits, else in global memory
+    /// of `update::insert_cols::run_cpu`, planes local to row k0. Runs the chains of
+    /// warp scans ([`GenPath::Chains`]) when they fit the GPU at once, else the pipelined
+    /// wavefront with the driver in shared memory when it fits, else in global memory
     /// ([`GenPath`]; issue 7).
     ///
     /// # Errors
-    /// [`Error::Driver`] if the launch fails.
+    /// [`Error::OutOfMemory`] (the chains' flags), [`Error::Driver`] if the launch fails.
     ///
     /// # Panics
     /// If `x` is not (h+p)×p or the list is too small (a cuqr bug).
@@ -406,7 +567,7 @@ impl Gpu {
         list: &mut RotList<T>,
     ) -> Result<()> {
         let p = x.ncols();
-        let path = self.gen_default_path::<T>(p, (h + p) * p)?;
+        let path = self.gen_default_path::<T>(p, (h + p) * p, h + p)?;
         self.two_phase_gen_strip_path(x, h, list, path)
     }
 
@@ -415,7 +576,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::InvalidParam`] if `path` is `Pipe` and its shared memory exceeds the
-    /// device's limit (nothing is launched, `list` and `x` are unchanged);
+    /// device's limit, or `Chains` and the chains do not fit the GPU at once (nothing is
+    /// launched, `list` and `x` are unchanged);
     /// [`Error::Driver`] if the launch fails.
     ///
     /// # Panics
@@ -435,8 +597,29 @@ impl Gpu {
             return Ok(());
         }
         let ld = x.ld();
+        if path == GenPath::Chains {
+            let (px, _gx) = x.buf_mut().device_ptr_mut(&self.stream);
+            let io = ChainIo {
+                src: px,
+                src_vs: ld,
+                src_es: 1,
+                dst: px,
+                dst_vs: ld,
+                dst_es: 1,
+            };
+            // SAFETY: the driver is (h+p)×p with ld ≥ h+p (asserted shape, view extent),
+            // so vector j (column j, elements 0..=h+j) lies inside it for src and dst;
+            // the view is borrowed mutably, so nothing else touches it; the list holds
+            // ≥ p·h rotations (reserve), the chains' total.
+            unsafe { self.gen_chains_launch::<T>(io, p, h, 1, h + p, list) }?;
+            list.len = p * h;
+            list.span = h + p;
+            list.sched = Some((1, h, p));
+            return Ok(());
+        }
         let ks = T::kernel_set(&self.kernels);
         let (f, launch, in_smem) = match path {
+            GenPath::Chains => unreachable!("handled above"),
             GenPath::Step => (&ks.two_phase_gen_strip, cfg((1, 1), (GEN_BLOCK, 1)), 0usize),
             GenPath::Pipe { shared } => {
                 let f = &ks.two_phase_gen_strip_pipe;
@@ -474,11 +657,12 @@ impl Gpu {
     /// k0..k0+p of Q) into the compact scratch `z` (p·m) and runs the wavefront on it,
     /// recording the pm − p(p+1)/2 rotations into `list` (replacing it) in the order of
     /// `update::delete_rows::rotate_out`; planes are column indices of Q. Runs the
-    /// pipelined kernel with Z in shared memory when it fits, else in `z` ([`GenPath`];
-    /// issue 7); `z` holds the final Z either way.
+    /// chains of warp scans ([`GenPath::Chains`]) when they fit the GPU at once, else the
+    /// pipelined wavefront with Z in shared memory when it fits, else in `z`
+    /// ([`GenPath`]; issue 7); `z` holds the final Z either way.
     ///
     /// # Errors
-    /// [`Error::Driver`] if the launch fails.
+    /// [`Error::OutOfMemory`] (the chains' flags), [`Error::Driver`] if the launch fails.
     ///
     /// # Panics
     /// If p ≥ m, `z` is shorter than p·m or the list is too small (a cuqr bug).
@@ -489,7 +673,7 @@ impl Gpu {
         list: &mut RotList<T>,
     ) -> Result<()> {
         let (p, m) = (qz.nrows(), qz.ncols());
-        let path = self.gen_default_path::<T>(p, p * m)?;
+        let path = self.gen_default_path::<T>(p, p * m, m)?;
         self.two_phase_gen_block_path(qz, z, list, path)
     }
 
@@ -498,7 +682,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::InvalidParam`] if `path` is `Pipe` and its shared memory exceeds the
-    /// device's limit (nothing is launched; `list` and `z` are unchanged);
+    /// device's limit, or `Chains` and the chains do not fit the GPU at once (nothing is
+    /// launched; `list` and `z` are unchanged);
     /// [`Error::Driver`] if the launch fails.
     ///
     /// # Panics
@@ -519,8 +704,32 @@ impl Gpu {
             return Ok(());
         }
         let ldq = qz.ld();
+        if path == GenPath::Chains {
+            let (pq, _gq) = qz.buf().device_ptr(&self.stream);
+            let mut zv = z.view_mut();
+            let (pz, _gz) = zv.device_ptr_mut(&self.stream);
+            let io = ChainIo {
+                src: pq,
+                src_vs: 1,
+                src_es: ldq,
+                dst: pz,
+                dst_vs: 1,
+                dst_es: p,
+            };
+            // SAFETY: vector i is row i of the p×m view qz (elements 0..m at i + j·ldq,
+            // inside the view) and of the compact z (i + j·p < p·m ≤ z.len(), asserted);
+            // qz is borrowed shared and z mutably, so they do not overlap and nothing
+            // else writes them; hi_i = m − 1 ≥ i + 1 as p < m; the list holds ≥ count
+            // rotations (reserve), the chains' total.
+            unsafe { self.gen_chains_launch::<T>(io, p, m - 1, 0, m, list) }?;
+            list.len = count;
+            list.span = m;
+            list.sched = Some((2, p, m));
+            return Ok(());
+        }
         let ks = T::kernel_set(&self.kernels);
         let (f, launch, in_smem) = match path {
+            GenPath::Chains => unreachable!("handled above"),
             GenPath::Step => (&ks.two_phase_gen_block, cfg((1, 1), (GEN_BLOCK, 1)), 0usize),
             GenPath::Pipe { shared } => {
                 let f = &ks.two_phase_gen_block_pipe;
