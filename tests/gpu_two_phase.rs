@@ -1006,7 +1006,13 @@ fn gen_strip_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, h: usize, p: usize) {
             default_list == list,
             "default strip list is not the chains'"
         );
-        check_padded("default strip driver (chains)", &default_x, &x);
+        let same = (0..x.ncols()).all(|j| {
+            (0..x.nrows()).all(|i| {
+                let (a, b) = (default_x[(i, j)], x[(i, j)]);
+                a == b || (a.to_f64().is_nan() && b.to_f64().is_nan())
+            })
+        });
+        assert!(same, "default strip driver is not the chains'");
     } else {
         assert!(
             matches!(run(GenPath::Chains), Err(cuqr::Error::InvalidParam { .. })),

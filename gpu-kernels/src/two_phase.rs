@@ -1993,6 +1993,9 @@ pub unsafe fn apply_sweep<T: Float>(
 /// Most warps a block of [`gen_chains`] (the xtask gives the kernel `.maxntid 256`).
 pub const CHAIN_MAX_WARPS: usize = 8;
 
+/// Elements a lane of [`gen_chains`] loads before it works on them (`rep8!`).
+const CHAIN_BATCH: usize = 8;
+
 /// Warp scan helper of [`gen_chains`]: with `(a, b)` lane l's affine map t ↦ a + b·t,
 /// returns the composition M_{l+1} ∘ … ∘ M_31 of the maps of the lanes above applied to
 /// 0 (lane 31: 0). With a constant map (b = 0) at the top active lane and identities
@@ -2124,6 +2127,19 @@ pub unsafe fn gen_chains<T: Pow2>(
                 mb = sn;
             }
             let mut r = b0 - 1;
+            // Batches of eight: the loads first, then the dependent recurrence.
+            while r >= a0 + CHAIN_BATCH {
+                let (mut cb, mut sb, mut ub) = ([T::ZERO; 8], [T::ZERO; 8], [T::ZERO; 8]);
+                rep8!(q {
+                    (cb[q], sb[q]) = rot_at(r - q);
+                    ub[q] = u_at(r - q - 1);
+                });
+                rep8!(q {
+                    ma = cb[q].mul_add(ub[q], sb[q].mul(ma));
+                    mb = sb[q].mul(mb);
+                });
+                r -= CHAIN_BATCH;
+            }
             while r > a0 {
                 let (c, sn) = rot_at(r);
                 ma = c.mul_add(u_at(r - 1), sn.mul(ma));
@@ -2148,6 +2164,19 @@ pub unsafe fn gen_chains<T: Pow2>(
                 c.mul_add(u_at(b0 - 1), sn.mul(t_in))
             };
             let mut r = b0 - 1;
+            while r >= a0 + CHAIN_BATCH {
+                let (mut cb, mut sb, mut ub) = ([T::ZERO; 8], [T::ZERO; 8], [T::ZERO; 8]);
+                rep8!(q {
+                    (cb[q], sb[q]) = rot_at(r - q);
+                    ub[q] = u_at(r - q - 1);
+                });
+                rep8!(q {
+                    let (tn, fin) = rot_pair(cb[q], sb[q], ub[q], t);
+                    u_set(r - q, fin);
+                    t = tn;
+                });
+                r -= CHAIN_BATCH;
+            }
             while r > a0 {
                 let (c, sn) = rot_at(r);
                 let (tn, fin) = rot_pair(c, sn, u_at(r - 1), t);
@@ -2195,18 +2224,49 @@ pub unsafe fn gen_chains<T: Pow2>(
     let vtop = u_at(hi_v);
     let bv = base(v);
     let mut rho_v = T::ZERO;
+    // g for element i < hi_v: v(hi_v) itself next to the top, else the scaled suffix norm.
+    let g_of = |i: usize, after: T| {
+        if i + 1 == hi_v {
+            vtop
+        } else {
+            sc.mul(after.sqrt())
+        }
+    };
     let mut i = b0;
+    if i > a0 && i - 1 == hi_v {
+        // v(hi_v) itself: no rotation, only its square for the sums below.
+        i -= 1;
+        let y = vtop.mul(inv);
+        after = y.mul_add(y, after);
+    }
+    // Batches of eight: the suffix sums in order, then eight independent rotations.
+    while i >= a0 + CHAIN_BATCH {
+        let (mut xb, mut gb) = ([T::ZERO; 8], [T::ZERO; 8]);
+        rep8!(q {
+            xb[q] = u_at(i - 1 - q);
+            gb[q] = g_of(i - 1 - q, after);
+            let y = xb[q].mul(inv);
+            after = y.mul_add(y, after);
+        });
+        rep8!(q {
+            let e = i - 1 - q;
+            let (c, sn, rho) = givens(xb[q], gb[q]);
+            // SAFETY: list index bv + hi_v − (e+1) < base_{v+1}: chain v's, this lane's.
+            unsafe { record(rot, plane, bv + hi_v - (e + 1), c, sn, e) };
+            if e == v {
+                rho_v = rho;
+            }
+        });
+        i -= CHAIN_BATCH;
+    }
     while i > a0 {
         i -= 1;
         let x = u_at(i);
-        if i < hi_v {
-            let g = if i + 1 == hi_v { vtop } else { sc.mul(after.sqrt()) };
-            let (c, sn, rho) = givens(x, g);
-            // SAFETY: list index bv + hi_v − (i+1) < base_{v+1}: chain v's, this lane's.
-            unsafe { record(rot, plane, bv + hi_v - (i + 1), c, sn, i) };
-            if i == v {
-                rho_v = rho;
-            }
+        let (c, sn, rho) = givens(x, g_of(i, after));
+        // SAFETY: as in the batches.
+        unsafe { record(rot, plane, bv + hi_v - (i + 1), c, sn, i) };
+        if i == v {
+            rho_v = rho;
         }
         let y = x.mul(inv);
         after = y.mul_add(y, after);
