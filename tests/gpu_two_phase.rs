@@ -481,9 +481,9 @@ fn small_kernel_gen_block_matches_cpu_replay() {
     }
 }
 
-/// The chains of warp scans (issue 7) against the serial CPU replay: one and several
-/// blocks of warps (p up to 40), vectors of one to several lanes' chunks and ragged
-/// ends, p = 1 and h = 1, and drivers scaled by 2^±600 (f64) / 2^±60 (f32), where
+/// The chains of block scans (issue 7) against the serial CPU replay: p from 1 to 40
+/// blocks, vectors from 2 to 5000 elements (one warp to eight, chunks of one element
+/// to past a batch of eight, ragged ends), p = 1 and h = 1, and drivers scaled by 2^±600 (f64) / 2^±60 (f32), where
 /// the suffix norms need their power-of-two scaling. Same tolerances as the wavefront
 /// kernels' tests; the block case's Z scratch starts as NaN.
 #[test]
@@ -497,6 +497,7 @@ fn small_kernel_gen_chains_match_cpu_replay() {
         (31, 20),
         (64, 33),
         (200, 40),
+        (2500, 5),
     ] {
         assert!(gpu.two_phase_chains_fit::<f64>(p, h + p).unwrap());
         gen_strip_kernel_path::<f64>(&gpu, 71 + h as u64, h, p, Some(GenPath::Chains), 1.0);
@@ -516,6 +517,7 @@ fn small_kernel_gen_chains_match_cpu_replay() {
         (20, 97),
         (33, 64),
         (40, 300),
+        (3, 5000),
     ] {
         assert!(gpu.two_phase_chains_fit::<f32>(p, m).unwrap());
         gen_block_kernel_path::<f64>(&gpu, 91 + m as u64, p, m, Some(GenPath::Chains));

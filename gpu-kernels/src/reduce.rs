@@ -146,6 +146,17 @@ pub unsafe fn block_max<T: Float>(v: T) -> T {
     unsafe { block_reduce(v, T::ZERO, warp_max::<T>) }
 }
 
+/// [`block_max`] with its 32-element scratch at `smem`.
+///
+/// # Safety
+/// As [`block_max`], with `smem` valid shared memory for 32 `T`s that no other code
+/// touches during the call.
+#[inline(always)]
+pub unsafe fn block_max_in<T: Float>(smem: *mut T, v: T) -> T {
+    // SAFETY: forwarded from the caller.
+    unsafe { block_reduce_in(smem, v, T::ZERO, warp_max::<T>) }
+}
+
 /// Scaled two-pass 2-norm of `x[0..n)` by one block, in two parts (s, r) with
 /// ‖x‖₂ = s·r (as `cpu::householder::nrm2`, erratum H2): s = max |xᵢ|, raised to the
 /// smallest normal number when it is subnormal (so that 1/s stays finite), r =

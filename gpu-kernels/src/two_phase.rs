@@ -1990,21 +1990,28 @@ pub unsafe fn apply_sweep<T: Float>(
     unsafe { sweep_one(rot, down, up, x, t * rs, cs, bottom) };
 }
 
-/// Most warps a block of [`gen_chains`] (the xtask gives the kernel `.maxntid 256`).
-pub const CHAIN_MAX_WARPS: usize = 8;
+/// Most threads a block of [`gen_chains`] (the xtask gives the kernel `.maxntid 256`).
+pub const CHAIN_MAX_THREADS: usize = 256;
 
-/// Elements a lane of [`gen_chains`] loads before it works on them (`rep8!`).
+/// Elements a thread of [`gen_chains`] loads before it works on them (`rep8!`).
 const CHAIN_BATCH: usize = 8;
 
-/// Warp scan helper of [`gen_chains`]: with `(a, b)` lane l's affine map t ↦ a + b·t,
-/// returns the composition M_{l+1} ∘ … ∘ M_31 of the maps of the lanes above applied to
-/// 0 (lane 31: 0). With a constant map (b = 0) at the top active lane and identities
-/// above it, that is the running value entering lane l's chunk from above.
+/// Shared-memory scratch of [`gen_chains`] ahead of its vector, in `T`s: the warps'
+/// (a, b) maps (2 × 8) and the block reductions' 32 slots.
+pub const CHAIN_SCRATCH: usize = 48;
+
+/// Block scan helper of [`gen_chains`]: with `(a, b)` thread t's affine map t_in ↦ a +
+/// b·t_in, returns the composition M_{t+1} ∘ … ∘ M_{nt−1} of the maps of the threads
+/// after it applied to 0 (the last thread: 0). With a constant map (b = 0) at the last
+/// active thread and identities after it, that is the running value entering thread
+/// t's chunk from above. `maps` holds 2·8 `T`s of shared memory.
 ///
 /// # Safety
-/// The full warp calls it convergently.
+/// Every thread of the block calls it (full warps, at most 8).
 #[inline(always)]
-unsafe fn chain_scan_from_above<T: Float>(lane: usize, a: T, b: T) -> T {
+unsafe fn chain_scan_from_above<T: Float>(maps: *mut T, a: T, b: T) -> T {
+    let tid = device::thread_linear();
+    let (lane, warp, nw) = (tid % 32, tid / 32, device::block_threads() / 32);
     let (mut a, mut b) = (a, b);
     let mut d = 1u32;
     while d < 32 {
@@ -2016,26 +2023,44 @@ unsafe fn chain_scan_from_above<T: Float>(lane: usize, a: T, b: T) -> T {
         }
         d *= 2;
     }
+    // The maps of the lanes after this one within the warp (identity after lane 31).
     // SAFETY: as above.
-    let above = unsafe { a.shfl_down(1) };
-    if lane < 31 {
-        above
-    } else {
-        T::ZERO
+    let (an, bn) = unsafe { (a.shfl_down(1), b.shfl_down(1)) };
+    let (an, bn) = if lane < 31 { (an, bn) } else { (T::ZERO, T::ONE) };
+    if lane == 0 {
+        // SAFETY: slots 2·warp, 2·warp + 1 < 16 (nw ≤ 8), one writer each.
+        unsafe {
+            device::st(maps, 2 * warp, a);
+            device::st(maps, 2 * warp + 1, b);
+        }
     }
+    // SAFETY: block-uniform barrier (caller's contract).
+    unsafe { device::sync_threads() };
+    // The value entering this warp from the warps after it.
+    let mut t = T::ZERO;
+    let mut k = nw;
+    while k > warp + 1 {
+        k -= 1;
+        // SAFETY: written before the barrier above.
+        let (ak, bk) = unsafe { (device::ld(maps, 2 * k), device::ld(maps, 2 * k + 1)) };
+        t = bk.mul_add(t, ak);
+    }
+    // SAFETY: block-uniform barrier: every read of `maps` is done before its next use.
+    unsafe { device::sync_threads() };
+    bn.mul_add(t, an)
 }
 
 /// `two_phase_gen_chains`: the strip (spec §1.7 step 3) and block (§1.10) generates as
 /// `p` chains of scans instead of a wavefront (issue 7). Chain c zeroes its vector v_c
 /// (elements c..=hi_c, hi_c = hi0 + inc·c, inc ∈ {0, 1}) from the bottom with planes
 /// (r−1, r), r = hi_c down to c+1; those rotations also act on the vectors after it. The
-/// wavefront orders the same rotations by steps; here one warp owns one vector, applies
+/// wavefront orders the same rotations by steps; here block c owns vector c, applies
 /// chains 0..c to it as they are published and then makes chain c at once:
 ///
 /// * **apply** chain k to v over [k, hi_k] (t_{hi_k} = v(hi_k); t_{r−1} = c·v(r−1) +
-///   s·t_r, v(r) := c·t_r − s·v(r−1), v(k) := t_k): each lane composes its chunk's affine
-///   map t_in ↦ a + b·t_in, a warp scan of the maps gives every chunk its incoming
-///   running value, and each lane then walks its chunk (`rot_pair`);
+///   s·t_r, v(r) := c·t_r − s·v(r−1), v(k) := t_k): each thread composes its chunk's
+///   affine map t_in ↦ a + b·t_in, a block scan of the maps gives every chunk its
+///   incoming running value, and each thread then walks its chunk (`rot_pair`);
 /// * **make** chain c as `gen_rank_one_a` does for w: every rotation from (v(r−1),
 ///   ‖v(r..=hi_c)‖) with scaled suffix sums of squares (g = v(hi_c) itself for the first,
 ///   as in the chain); v(c) := ρ, v(c+1..=hi_c) := 0 exactly.
@@ -2046,18 +2071,20 @@ unsafe fn chain_scan_from_above<T: Float>(lane: usize, a: T, b: T) -> T {
 /// inc)·c(c−1)/2 (the step kernels' order). Vector c is read from `src` (element e at
 /// c·src_vs + e·src_es) and its final values are written to `dst` likewise; the strip
 /// passes the driver block twice (in place), the block case Q's rows and the compact Z.
-/// A published chain is its list entries, then `flags[c] = set` (release at GPU scope);
-/// a consumer acquires the flag first. Vector c lives in this warp's shared-memory slab
-/// of 32·chunk elements (lane l owns elements l·chunk .. (l+1)·chunk).
+/// A published chain is its list entries, a block barrier, then `flags[c] = set`
+/// (release at GPU scope by thread 0); a consumer's thread 0 acquires the flag before a
+/// block barrier, and the list is read through L2 (`ld.global.cg`). Vector c lives in
+/// shared memory after [`CHAIN_SCRATCH`] scratch elements; thread t owns elements
+/// t·chunk .. (t+1)·chunk.
 ///
 /// # Safety
-/// Blocks of 32·w threads (1 ≤ w ≤ [`CHAIN_MAX_WARPS`]), at least ⌈p/w⌉ blocks, all
-/// co-resident (a warp waits for lower chains; the host launches cooperatively);
-/// dynamic shared memory w·32·chunk·size_of::<T>(); 32·chunk ≥ hi_{p−1} + 1; `src`
-/// readable and `dst` writable at every vector's elements 0..=hi_c (both may be the
-/// same memory, which no one else touches); `rot` writable for 2·(base_p), `plane` for
-/// base_p; `flags` p `u32`s, none equal to `set`, written only by this launch; no other
-/// overlap; hi_c ≥ c + 1 for every chain.
+/// p blocks of 32·w threads (1 ≤ w ≤ 8), all co-resident (a block waits for lower
+/// chains; the host launches cooperatively); dynamic shared memory (CHAIN_SCRATCH +
+/// 32·w·chunk)·size_of::<T>() with 32·w·chunk ≥ hi_{p−1} + 1; `src` readable and `dst`
+/// writable at every vector's elements 0..=hi_c (both may be the same memory, which no
+/// one else touches); `rot` writable for 2·base_p, `plane` for base_p; `flags` p `u32`s,
+/// none equal to `set`, written only by this launch; no other overlap; hi_c ≥ c + 1 for
+/// every chain.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gen_chains<T: Pow2>(
@@ -2076,44 +2103,49 @@ pub unsafe fn gen_chains<T: Pow2>(
     flags: *mut u32,
     set: u32,
 ) {
-    let tid = device::thread_linear();
-    let (lane, warp) = (tid % 32, tid / 32);
-    let v = device::block_x() * (device::block_threads() / 32) + warp;
+    let (tid, nt) = (device::thread_linear(), device::block_threads());
+    let v = device::block_x();
     if v >= p {
-        return; // warp-uniform: no vector for this warp
+        return; // block-uniform
     }
-    // SAFETY: this warp's slab of the dynamic shared memory (the contract's size).
-    let s = unsafe { device::shared::<T>().add(warp * 32 * chunk) };
+    let maps = device::shared::<T>();
+    // SAFETY: the vector's slab after the scratch (the contract's size).
+    let s = unsafe { maps.add(CHAIN_SCRATCH) };
     let hi_v = hi0 + inc * v;
-    let mut i = lane;
+    let mut i = tid;
     while i <= hi_v {
-        // SAFETY: i ≤ hi_v < 32·chunk (slab); src readable at vector v's elements.
+        // SAFETY: i ≤ hi_v < 32·w·chunk (slab); src readable at vector v's elements.
         unsafe { device::st(s, i, device::ld(src, v * src_vs + i * src_es)) };
-        i += 32;
+        i += nt;
     }
-    // SAFETY: convergent warp (the loop above has no barrier inside).
-    unsafe { device::sync_warp() };
-    let (lo, up) = (lane * chunk, (lane + 1) * chunk);
-    // The slab's element i. SAFETY (of every use): i ≤ hi_v < 32·chunk; a lane writes
-    // only its own chunk, and reads another lane's element (the one below its chunk, or
-    // v(hi)) only between two warp barriers in which no lane writes it.
+    // SAFETY: block-uniform barrier.
+    unsafe { device::sync_threads() };
+    let (lo, up) = (tid * chunk, (tid + 1) * chunk);
+    // The slab's element i. SAFETY (of every use): i ≤ hi_v < 32·w·chunk; a thread
+    // writes only its own chunk, and reads another thread's element (the one below its
+    // chunk, or v(hi)) only between two block barriers in which no thread writes it.
     let u_at = |i: usize| unsafe { device::ld(s as *const T, i) };
     let u_set = |i: usize, x: T| unsafe { device::st(s, i, x) };
     let base = |k: usize| k * hi0 - (1 - inc) * (k * k.saturating_sub(1) / 2);
     for k in 0..v {
-        // Wait for chain k (every lane acquires, so each sees the list entries).
-        // SAFETY: flags[k] is a valid u32 (k < p).
-        while unsafe { device::ld_acquire_u32(flags.wrapping_add(k)) } != set {}
+        // Wait for chain k: thread 0 acquires its flag, the barrier passes it on.
+        if tid == 0 {
+            // SAFETY: flags[k] is a valid u32 (k < p).
+            while unsafe { device::ld_acquire_u32(flags.wrapping_add(k)) } != set {}
+        }
+        // SAFETY: block-uniform barrier.
+        unsafe { device::sync_threads() };
         let hi_k = hi0 + inc * k;
         let (a0, b0) = (lo.max(k), up.min(hi_k + 1));
         let active = a0 < b0;
         let top = active && b0 == hi_k + 1;
         let bk = base(k);
-        // Rotation r of chain k (plane r−1, r), k < r ≤ hi_k.
+        // Rotation r of chain k (plane r−1, r), k < r ≤ hi_k, read through L2.
         let rot_at = |r: usize| {
             let idx = bk + (hi_k - r);
-            // SAFETY: idx < base_{k+1} ≤ base_p: published by chain k (acquired above).
-            unsafe { (device::ld(rot as *const T, 2 * idx), device::ld(rot as *const T, 2 * idx + 1)) }
+            // SAFETY: idx < base_{k+1} ≤ base_p: published by chain k (acquired above,
+            // never written again in this launch); aligned elements of `rot`.
+            unsafe { (T::ld_cg(rot.wrapping_add(2 * idx)), T::ld_cg(rot.wrapping_add(2 * idx + 1))) }
         };
         // Pass 1: this chunk's map t_{b0} ↦ t_{a0}.
         let (mut ma, mut mb) = (T::ZERO, T::ONE);
@@ -2147,15 +2179,15 @@ pub unsafe fn gen_chains<T: Pow2>(
                 r -= 1;
             }
         }
-        // SAFETY: convergent warp.
-        let t_in = unsafe { chain_scan_from_above(lane, ma, mb) };
+        // SAFETY: every thread of the block calls it.
+        let t_in = unsafe { chain_scan_from_above(maps, ma, mb) };
         let below = if active && a0 > k {
             u_at(a0 - 1)
         } else {
             T::ZERO
         };
-        // SAFETY: convergent warp: every lane's reads of its neighbour are done.
-        unsafe { device::sync_warp() };
+        // SAFETY: block-uniform barrier: every thread's read of its neighbour is done.
+        unsafe { device::sync_threads() };
         if active {
             let mut t = if top {
                 u_at(hi_k)
@@ -2191,9 +2223,11 @@ pub unsafe fn gen_chains<T: Pow2>(
                 u_set(a0, rot_pair(c, sn, below, t).1);
             }
         }
-        // SAFETY: convergent warp: the chunk writes are done before the next chain.
-        unsafe { device::sync_warp() };
+        // The barrier at the top of the next chain (or before the sums below) orders
+        // these writes before any other thread's reads.
     }
+    // SAFETY: block-uniform barrier: the last chain's writes are done.
+    unsafe { device::sync_threads() };
     // Make chain v from scaled suffix norms of v(v..=hi_v).
     let (a0, b0) = (lo.max(v), up.min(hi_v + 1));
     let mut mx = T::ZERO;
@@ -2202,12 +2236,8 @@ pub unsafe fn gen_chains<T: Pow2>(
         mx = mx.max(u_at(i).abs());
         i += 1;
     }
-    let mut d = 1u32;
-    while d < 32 {
-        // SAFETY: convergent warp.
-        mx = mx.max(unsafe { mx.shfl_xor(d) });
-        d *= 2;
-    }
+    // SAFETY: block-uniform; slots 16..48 of the scratch, unused by the map scan.
+    let mx = unsafe { crate::reduce::block_max_in(maps.add(16), mx) };
     let (sc, inv) = mx.pow2_scale();
     // A non-finite entry: let it propagate (the update's rank check refuses the result).
     let (sc, inv) = if mx.is_finite() { (sc, inv) } else { (T::ONE, T::ONE) };
@@ -2218,9 +2248,9 @@ pub unsafe fn gen_chains<T: Pow2>(
         let x = u_at(i).mul(inv);
         part = x.mul_add(x, part);
     }
-    // Σ over the lanes above: the scan of maps t ↦ part + t.
-    // SAFETY: convergent warp.
-    let mut after = unsafe { chain_scan_from_above(lane, part, T::ONE) };
+    // Σ over the threads after this one: the scan of maps t ↦ part + t.
+    // SAFETY: every thread of the block calls it.
+    let mut after = unsafe { chain_scan_from_above(maps, part, T::ONE) };
     let vtop = u_at(hi_v);
     let bv = base(v);
     let mut rho_v = T::ZERO;
@@ -2251,7 +2281,7 @@ pub unsafe fn gen_chains<T: Pow2>(
         rep8!(q {
             let e = i - 1 - q;
             let (c, sn, rho) = givens(xb[q], gb[q]);
-            // SAFETY: list index bv + hi_v − (e+1) < base_{v+1}: chain v's, this lane's.
+            // SAFETY: list index bv + hi_v − (e+1) < base_{v+1}: chain v's, this thread's.
             unsafe { record(rot, plane, bv + hi_v - (e + 1), c, sn, e) };
             if e == v {
                 rho_v = rho;
@@ -2271,29 +2301,26 @@ pub unsafe fn gen_chains<T: Pow2>(
         let y = x.mul(inv);
         after = y.mul_add(y, after);
     }
-    // SAFETY: convergent warp: every read of the chunk (and of v(hi_v)) is done.
-    unsafe { device::sync_warp() };
+    // SAFETY: block-uniform barrier: every read of the slab (v(hi_v) included) and every
+    // list entry of chain v is done; thread 0's release then publishes the entries
+    // (cumulative through the barrier).
+    unsafe { device::sync_threads() };
+    if tid == 0 {
+        // SAFETY: flags[v] valid (v < p); only this block writes it.
+        unsafe { st_release_u32(flags.wrapping_add(v), set) };
+    }
     let mut i = a0;
     while i < b0 {
         u_set(i, if i == v { rho_v } else { T::ZERO });
         i += 1;
     }
-    // SAFETY: convergent warp: the chunk writes are done before the copy out. Each lane
-    // fences its list entries (GPU scope) before lane 0 publishes the chain.
-    unsafe {
-        device::sync_warp();
-        core::arch::asm!("fence.acq_rel.gpu;", options(nostack, preserves_flags));
-        device::sync_warp();
-    }
-    if lane == 0 {
-        // SAFETY: flags[v] valid (v < p); only this warp writes it.
-        unsafe { st_release_u32(flags.wrapping_add(v), set) };
-    }
-    let mut i = lane;
+    // SAFETY: block-uniform barrier: the chunk writes are done before the copy out.
+    unsafe { device::sync_threads() };
+    let mut i = tid;
     while i <= hi_v {
         // SAFETY: dst writable at vector v's elements (contract).
         unsafe { device::st(dst, v * dst_vs + i * dst_es, u_at(i)) };
-        i += 32;
+        i += nt;
     }
 }
 

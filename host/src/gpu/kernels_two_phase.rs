@@ -32,8 +32,11 @@ pub const GEN_R1_MAX_N: usize = GEN_R1_BLOCK as usize * 12;
 /// Largest chain count (p) of the pipelined strip/block generate kernels (their item
 /// indices are 32-bit).
 pub const GEN_PIPE_MAX_CHAINS: usize = 65_535;
-/// Most warps a block of `two_phase_gen_chains` (the kernel's `.maxntid 256`).
-pub const CHAIN_MAX_WARPS: usize = 8;
+/// Most threads a block of `two_phase_gen_chains` (the kernel's `.maxntid 256`).
+pub const CHAIN_MAX_THREADS: usize = 256;
+/// Shared-memory scratch of `two_phase_gen_chains` ahead of its vector, in elements
+/// (the kernel's `CHAIN_SCRATCH`).
+const CHAIN_SCRATCH: usize = 48;
 
 /// Where `two_phase_gen_chains` reads and writes its vectors: element e of vector c at
 /// `src + (c·src_vs + e·src_es)` elements (and likewise `dst`), device addresses.
@@ -287,9 +290,9 @@ pub enum GenPath {
         /// Driver block in shared memory.
         shared: bool,
     },
-    /// Strip and block only: `two_phase_gen_chains`, one warp a chain (its vector in
+    /// Strip and block only: `two_phase_gen_chains`, one block a chain (its vector in
     /// shared memory), each chain's rotations made at once from scaled suffix norms
-    /// after the earlier chains reach its vector through warp scans, one cooperative
+    /// after the earlier chains reach its vector through block scans, one cooperative
     /// launch. The serial chain's rotations and driver up to rounding (not bit for bit
     /// like the others); taken by default when every chain's warp fits on the GPU at
     /// once ([`Gpu::two_phase_chains_fit`]; issue 7: the wavefront's steps were 0.8 to
@@ -420,8 +423,8 @@ impl Gpu {
     }
 
     /// Whether `two_phase_gen_chains` ([`GenPath::Chains`]) can run `chains` chains whose
-    /// longest vector has `len` elements: one warp a chain with its vector in shared
-    /// memory, every warp resident at once (the cooperative launch's condition).
+    /// longest vector has `len` elements: one block a chain with its vector in shared
+    /// memory, every block resident at once (the cooperative launch's condition).
     ///
     /// # Errors
     /// [`Error::Driver`] if a device query fails.
@@ -429,28 +432,27 @@ impl Gpu {
         Ok(self.chains_shape::<T>(chains, len)?.is_some())
     }
 
-    /// (warps a block, blocks, chunk, shared bytes) of `two_phase_gen_chains`, or `None`
-    /// when a vector does not fit a block's shared memory or the warps do not all fit the
-    /// GPU at once. chunk = ⌈len/32⌉ rounded up to odd, so the lanes' chunks fall in
-    /// different shared-memory banks. Raises the kernel's shared-memory limit to the
-    /// device's opt-in maximum when needed.
+    /// (threads a block, chunk, shared bytes) of `two_phase_gen_chains` (one block a
+    /// chain), or `None` when a vector does not fit a block's shared memory or the
+    /// blocks do not all fit the GPU at once. 32·w threads with w = ⌈len/128⌉ ≤ 8, chunk
+    /// = ⌈len/(32·w)⌉ rounded up to odd, so the threads' chunks fall in different
+    /// shared-memory banks. Raises the kernel's shared-memory limit to the device's
+    /// opt-in maximum when needed.
     fn chains_shape<T: GpuScalar>(
         &self,
         chains: usize,
         len: usize,
-    ) -> Result<Option<(usize, usize, usize, usize)>> {
+    ) -> Result<Option<(usize, usize, usize)>> {
         if chains == 0 || len < 2 || u32::try_from(chains).is_err() {
             return Ok(None);
         }
-        let chunk = len.div_ceil(32) | 1;
-        let slab = 32 * chunk * size_of::<T>();
+        let threads = len.div_ceil(128).clamp(1, CHAIN_MAX_THREADS / 32) * 32;
+        let chunk = len.div_ceil(threads) | 1;
+        let bytes = (CHAIN_SCRATCH + threads * chunk) * size_of::<T>();
         let optin = self.smem_optin()?;
-        if slab > optin {
+        if bytes > optin {
             return Ok(None);
         }
-        let wpb = (optin / slab).min(CHAIN_MAX_WARPS).min(chains);
-        let nblocks = chains.div_ceil(wpb);
-        let bytes = wpb * slab;
         let f = &T::kernel_set(&self.kernels).two_phase_gen_chains;
         if bytes > 48 * 1024 {
             f.set_attribute(
@@ -462,14 +464,14 @@ impl Gpu {
             ))?;
         }
         let per_sm = f
-            .occupancy_max_active_blocks_per_multiprocessor(32 * wpb as u32, bytes, None)
+            .occupancy_max_active_blocks_per_multiprocessor(threads as u32, bytes, None)
             .map_err(super::driver_err(
                 "querying two_phase_gen_chains's occupancy",
             ))?;
-        if (per_sm as usize) * self.sm_count()? < nblocks {
+        if (per_sm as usize) * self.sm_count()? < chains {
             return Ok(None);
         }
-        Ok(Some((wpb, nblocks, chunk, bytes)))
+        Ok(Some((threads, chunk, bytes)))
     }
 
     /// Launches `two_phase_gen_chains` on `p` chains (chain c: elements 0..=hi0 + inc·c
@@ -494,13 +496,13 @@ impl Gpu {
         len: usize,
         list: &mut RotList<T>,
     ) -> Result<()> {
-        let Some((wpb, nblocks, chunk, bytes)) = self.chains_shape::<T>(p, len)? else {
+        let Some((threads, chunk, bytes)) = self.chains_shape::<T>(p, len)? else {
             return Err(Error::InvalidParam {
                 op: "two_phase_gen_chains",
                 what: "path",
                 why: format!(
                     "{p} chains of up to {len} elements do not fit the GPU at once \
-                     (one warp a chain, its vector in shared memory)"
+                     (one block a chain, its vector in shared memory)"
                 ),
             });
         };
@@ -513,8 +515,8 @@ impl Gpu {
         let set = 1u32;
         let f = &T::kernel_set(&self.kernels).two_phase_gen_chains;
         let launch = LaunchConfig {
-            grid_dim: (u32::try_from(nblocks).expect("blocks ≤ chains < 2³²"), 1, 1),
-            block_dim: (32 * wpb as u32, 1, 1),
+            grid_dim: (u32::try_from(p).expect("chains < 2³² (chains_shape)"), 1, 1),
+            block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: u32::try_from(bytes).expect("shared memory fits u32"),
         };
         self.count_launch();
@@ -538,10 +540,10 @@ impl Gpu {
         // flags: *mut u32, set: u32) (device pointers are 64-bit). The vectors are the
         // caller's (this fn's contract); rot/plane are the list's own buffers, flags a
         // fresh zeroed allocation of p u32s (none equals `set` = 1), all distinct;
-        // chains_shape gave ⌈p/wpb⌉ blocks of 32·wpb threads (wpb ≤ 8), w·32·chunk
-        // elements of shared memory (within the limit it raised) with 32·chunk ≥ len,
-        // and checked that the blocks fit the GPU at once, which the cooperative launch
-        // then guarantees (or fails).
+        // chains_shape gave p blocks of `threads` = 32·w threads (w ≤ 8), CHAIN_SCRATCH
+        // + threads·chunk elements of shared memory (within the limit it raised) with
+        // threads·chunk ≥ len, and checked that the blocks fit the GPU at once, which
+        // the cooperative launch then guarantees (or fails).
         unsafe { b.launch_cooperative(launch) }.map_err(launch_err("two_phase_gen_chains"))?;
         Ok(())
     }
