@@ -1200,11 +1200,25 @@ unsafe fn pipe_vec<T: Float>(
             unroll!(bt in [0, 1, 2] {
                 issue(bt);
             });
+            // Steady state (issue 7): every chain of this warp's window has a rotation at
+            // every step of the batch and inside the band, so the batch skips the
+            // per-rotation `live` and band tests (same rotations, same order).
+            // (nu = this warp's chains this round, ≤ PW; the tests below are the `live`
+            // and band conditions of chain c0 + u, u < nu, at their tightest u.)
+            let nu = if act { c1 - c0 } else { 0 };
+            let reach = nu.max(1) as isize - 1;
+            let whi_live = if strip {
+                a0 + c0 as isize - reach
+            } else {
+                a0 - 2 * reach
+            };
+            let whi_fast = whi_live.min(lim - reach);
+            let full = act && nu > 0;
             // loads the (c, s) of the step whose window is at w into (rc, rs); the first
             // fetch of a batch issues the batch RING − 1 ahead into the slot the last
             // batch freed (every lane read it before the step's block barrier) and
             // waits for this one
-            let fetch = |rc: &mut [T; PW], rs: &mut [T; PW], w: isize| {
+            let fetch = |rc: &mut [T; PW], rs: &mut [T; PW], w: isize, all: bool| {
                 let st = (w_first - w) as usize;
                 let (bt, si) = (st / PD, st % PD);
                 if si == 0 {
@@ -1218,16 +1232,30 @@ unsafe fn pipe_vec<T: Float>(
                     }
                 }
                 let slot = bt % RING;
-                rep_pw!(u {
-                    if live(u, w) {
-                        let o = ((slot * PW + u) * PD + si) * 2;
-                        // SAFETY: written by this batch's copies, waited for above.
-                        unsafe {
-                            rc[u] = device::ld(ring as *const T, o);
-                            rs[u] = device::ld(ring as *const T, o + 1);
+                if all {
+                    // Every chain of the window (u < nu) is live at w (the caller's `fast`).
+                    rep_pw!(u {
+                        if u < nu {
+                            let o = ((slot * PW + u) * PD + si) * 2;
+                            // SAFETY: written by this batch's copies, waited for above.
+                            unsafe {
+                                rc[u] = device::ld(ring as *const T, o);
+                                rs[u] = device::ld(ring as *const T, o + 1);
+                            }
                         }
-                    }
-                });
+                    });
+                } else {
+                    rep_pw!(u {
+                        if live(u, w) {
+                            let o = ((slot * PW + u) * PD + si) * 2;
+                            // SAFETY: written by this batch's copies, waited for above.
+                            unsafe {
+                                rc[u] = device::ld(ring as *const T, o);
+                                rs[u] = device::ld(ring as *const T, o + 1);
+                            }
+                        }
+                    });
+                }
             };
             // the elements entering warp 0's window in the current batch of PD steps
             // (cur[j] = x[w − 1 − j] at the batch's start) and the next (nxt): loaded a
@@ -1243,9 +1271,10 @@ unsafe fn pipe_vec<T: Float>(
             // step's are loaded before this step's are applied
             let (mut ca, mut sa) = ([T::ZERO; PW], [T::ZERO; PW]);
             let (mut cb, mut sb) = ([T::ZERO; PW], [T::ZERO; PW]);
-            fetch(&mut ca, &mut sa, w);
+            fetch(&mut ca, &mut sa, w, false);
             let mut t = t_start;
             'steps: loop {
+                let fast = full && w - PD as isize >= c0 as isize && w <= whi_fast;
                 if g == 0 {
                     rep_pd!(j {
                         nxt[j] = ldg(w - 1 - (PD + j) as isize);
@@ -1253,19 +1282,31 @@ unsafe fn pipe_vec<T: Float>(
                 }
                 rep_pd!(j {
                     let (rc, rs) = if j % 2 == 0 {
-                        fetch(&mut cb, &mut sb, w - 1);
+                        fetch(&mut cb, &mut sb, w - 1, fast);
                         (&ca, &sa)
                     } else {
-                        fetch(&mut ca, &mut sa, w - 1);
+                        fetch(&mut ca, &mut sa, w - 1, fast);
                         (&cb, &sb)
                     };
-                    rep_pw!(u {
-                        if live(u, w) && w + (u as isize) <= lim {
-                            let (xn, yn) = rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
-                            reg[2 * u] = xn;
-                            reg[2 * u + 1] = yn;
-                        }
-                    });
+                    if fast {
+                        rep_pw!(u {
+                            if u < nu {
+                                let (xn, yn) =
+                                    rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
+                                reg[2 * u] = xn;
+                                reg[2 * u + 1] = yn;
+                            }
+                        });
+                    } else {
+                        rep_pw!(u {
+                            if live(u, w) && w + (u as isize) <= lim {
+                                let (xn, yn) =
+                                    rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
+                                reg[2 * u] = xn;
+                                reg[2 * u + 1] = yn;
+                            }
+                        });
+                    }
                     if t >= t_last {
                         break 'steps;
                     }
