@@ -164,7 +164,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     k0: usize,
     p: usize,
 ) -> Result<()> {
-    use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf, DevMat};
+    use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf};
     use crate::params::RowRemoval;
     let Plan { m, n, p, k0 } = plan(st.dims, k0, p)?;
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
@@ -190,12 +190,9 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             }
         }
         gpu.stage_mark("rotations");
-        let mut qn = DevMat::zeros(gpu, mp, mp)?;
-        gpu.two_phase_copy(&q.block(0, p, m, mp), &mut qn.view_mut(), k0..k0 + p, false)?;
-        let mut rn = DevMat::zeros(gpu, mp, n)?;
-        gpu.two_phase_copy(&r.block(p, 0, mp, n), &mut rn.view_mut(), 0..0, true)?;
-        let mut dn = DevMat::zeros(gpu, mp, nrhs)?;
-        gpu.two_phase_copy(&d.block(p, 0, mp, nrhs), &mut dn.view_mut(), 0..0, false)?;
+        let qn = gpu.two_phase_copy_new(&q.block(0, p, m, mp), k0..k0 + p, false)?;
+        let rn = gpu.two_phase_copy_new(&r.block(p, 0, mp, n), 0..0, true)?;
+        let dn = gpu.two_phase_copy_new(&d.block(p, 0, mp, nrhs), 0..0, false)?;
         gpu.stage_mark("drop rows");
         tp::check_rank(gpu, &rn, n, st.rank_tol)?;
         Ok((rn, qn, dn))
