@@ -855,10 +855,14 @@ impl<T: GpuScalar> DevVec<T> {
 /// Packs the rows × cols matrix `a` column-major with leading dimension `ld` into
 /// `out` (ld·cols elements, or 1 for an empty matrix), padding rows zero.
 fn m_pack<T: GpuScalar>(a: MatRef<'_, T>, rows: usize, cols: usize, ld: usize, out: &mut [T]) {
-    out.fill(T::ZERO);
+    // One pass: each column, then its padding rows (issue 7: a fill of the whole buffer
+    // first doubled the host's share of an update's upload); the element of an empty
+    // matrix last.
     for j in 0..cols {
         out[j * ld..j * ld + rows].copy_from_slice(a.col(j));
+        out[j * ld + rows..(j + 1) * ld].fill(T::ZERO);
     }
+    out[cols * ld..].fill(T::ZERO);
 }
 
 /// Page-locked host memory through which [`DevMat::from_host_async`] and
