@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use cuqr::gpu::givens_two_phase as tp;
 use cuqr::gpu::givens_wavefront as wf;
-use cuqr::gpu::kernels_two_phase::{ApplyTarget, RotList, RotSide};
+use cuqr::gpu::kernels_two_phase::{ApplyTarget, GenPath, RotList, RotSide};
 use cuqr::gpu::timing::time_with_setup;
 use cuqr::gpu::{DevMat, DevVec, GpuScalar, Op};
 use cuqr::{Gpu, Mat, Scalar};
@@ -286,12 +286,45 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
     let gflops = 6.0 * (p * p * h) as f64 / 2.0;
     row(
         prec,
-        "two_phase_gen_strip (one block)",
+        "two_phase_gen_strip (default: chains of block scans)",
         &format!("h={h} p={p}"),
         gen,
         Work::Flops(gflops),
         &c,
     );
+    // the one-block wavefront it replaced (driver in global memory at this size)
+    let wave = time_with_setup(
+        gpu,
+        1,
+        reps,
+        || {
+            gpu.stream()
+                .memcpy_dtod(x0.buf(), xs.borrow_mut().buf_mut())
+                .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
+        },
+        |()| {
+            gpu.two_phase_gen_strip_path(
+                &mut xs.borrow_mut().view_mut(),
+                h,
+                &mut list,
+                GenPath::Pipe { shared: false },
+            )
+        },
+    )?
+    .median_ms();
+    row(
+        prec,
+        "two_phase_gen_strip (one-block wavefront)",
+        &format!("h={h} p={p}"),
+        wave,
+        Work::Flops(gflops),
+        &c,
+    );
+    // the apply below takes the default generate's list
+    gpu.stream()
+        .memcpy_dtod(x0.buf(), xs.borrow_mut().buf_mut())
+        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))?;
+    gpu.two_phase_gen_strip(&mut xs.borrow_mut().view_mut(), h, &mut list)?;
     let mut q = dev::<T>(gpu, qm, h + p, 10)?;
     let mut d = dev::<T>(gpu, h + p, 1, 11)?;
     let ms = time(gpu, reps, || {
@@ -339,7 +372,23 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
     })?;
     row(
         prec,
-        "two_phase_gen_block (one block)",
+        "two_phase_gen_block (default: chains of block scans)",
+        &format!("p={bp} m={qm}"),
+        ms,
+        Work::Flops(6.0 * (bp * bp * qm) as f64 / 2.0),
+        &c,
+    );
+    let ms = time(gpu, reps, || {
+        gpu.two_phase_gen_block_path(
+            &z0.view(),
+            &mut z,
+            &mut blist,
+            GenPath::Pipe { shared: false },
+        )
+    })?;
+    row(
+        prec,
+        "two_phase_gen_block (one-block wavefront)",
         &format!("p={bp} m={qm}"),
         ms,
         Work::Flops(6.0 * (bp * bp * qm) as f64 / 2.0),
