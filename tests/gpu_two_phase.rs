@@ -1260,7 +1260,10 @@ fn big_kernel_gen_paths_match_step() {
     }
     gen_rank_one_b_paths::<f64>(&gpu, 72, 700, 600);
     gen_rank_one_b_paths::<f32>(&gpu, 73, 700, 600);
-    // 12 columns a thread exactly, and one column more than the pipe takes
+    // two columns a thread on a wide block where its thread limit allows, else twelve
+    gen_rank_one_b_paths::<f64>(&gpu, 76, 1700, 1601);
+    gen_rank_one_b_paths::<f32>(&gpu, 77, 2100, 2000);
+    // twelve columns a thread exactly, and one column more than the pipe takes
     gen_rank_one_b_paths::<f64>(&gpu, 74, GEN_R1_MAX_N + 20, GEN_R1_MAX_N);
     gen_rank_one_b_paths::<f32>(&gpu, 75, 120, GEN_R1_MAX_N + 1);
 }

@@ -29,6 +29,8 @@ pub const GEN_R1_BLOCK: u32 = 256;
 /// Largest n `two_phase_gen_rank_one_b_pipe` takes: [`GEN_R1_BLOCK`] threads × 12
 /// columns (the kernel's `R1_PIPE_CPT`).
 pub const GEN_R1_MAX_N: usize = GEN_R1_BLOCK as usize * 12;
+/// Columns a thread of `two_phase_gen_rank_one_b_pipe2` (the kernel's `R1_PIPE2_CPT`).
+const R1_PIPE2_CPT: usize = 2;
 /// Largest chain count (p) of the pipelined strip/block generate kernels (their item
 /// indices are 32-bit).
 pub const GEN_PIPE_MAX_CHAINS: usize = 65_535;
@@ -884,15 +886,30 @@ impl Gpu {
         let (f, launch) = if path == GenPath::Step {
             (&ks.two_phase_gen_rank_one_b, cfg((1, 1), (GEN_BLOCK, 1)))
         } else {
-            let mut c = cfg((1, 1), (GEN_R1_BLOCK, 1));
-            c.shared_mem_bytes = 4 * size_of::<T>() as u32;
-            // two columns a thread when they cover n: a fifth of the twelve-column
-            // kernel's code, which stalled on instruction fetch (issue 7)
-            if n <= 2 * GEN_R1_BLOCK as usize {
-                (&ks.two_phase_gen_rank_one_b_pipe2, c)
+            // Two columns a thread when a block of the two-column kernel covers n (a
+            // fifth of the twelve-column kernel's code, which stalled on instruction
+            // fetch), with as many threads as its registers allow (issue 7: stage B at
+            // n = 1000 1.00 → 0.85 ms on the H100 with 512 threads instead of twelve
+            // columns on 256; six columns on 512 threads gained nothing at n = 3000);
+            // else twelve with GEN_R1_BLOCK.
+            let threads_for = |f: &cudarc::driver::CudaFunction, cpt: usize, cap: usize| {
+                let most = f
+                    .max_threads_per_block()
+                    .map(|t| (t.max(0) as usize).min(cap) / 32 * 32)
+                    .unwrap_or(0);
+                let want = n.div_ceil(cpt).div_ceil(32) * 32;
+                (want <= most).then_some(want.max(32))
+            };
+            let (f, threads) = if let Some(t) =
+                threads_for(&ks.two_phase_gen_rank_one_b_pipe2, R1_PIPE2_CPT, 1024)
+            {
+                (&ks.two_phase_gen_rank_one_b_pipe2, t)
             } else {
-                (&ks.two_phase_gen_rank_one_b_pipe, c)
-            }
+                (&ks.two_phase_gen_rank_one_b_pipe, GEN_R1_BLOCK as usize)
+            };
+            let mut c = cfg((1, 1), (threads as u32, 1));
+            c.shared_mem_bytes = 4 * size_of::<T>() as u32;
+            (f, c)
         };
         self.count_launch();
         let mut b = self.stream.launch_builder(f);
@@ -910,10 +927,11 @@ impl Gpu {
         // v: *const T, rot: *mut T, plane: *mut u32, k_off): r is an m×n view, w ≥ 1 and
         // v = n elements (asserted), rot/plane have room for k_off + nb rotations
         // (reserve); r, rot, plane are distinct &mut buffers and w, v shared borrows, so
-        // nothing overlaps; grid 1; the pipe runs with GEN_R1_BLOCK threads, n ≤
-        // GEN_R1_BLOCK·12 and ld·n < 2³² (r1_pipe_fits, checked above; the two-column
-        // variant only for n ≤ 2·GEN_R1_BLOCK) and 4 elements of dynamic shared memory,
-        // as its contract requires.
+        // nothing overlaps; grid 1; the pipe runs with n ≤ GEN_R1_BLOCK·12 and ld·n <
+        // 2³² (r1_pipe_fits, checked above), the two-column variant with a block of
+        // ≥ n/2 threads within the kernel's own limit (queried), the twelve-column one
+        // with GEN_R1_BLOCK threads, and 4 elements of dynamic shared memory, as their
+        // contracts require.
         unsafe { b.launch(launch) }.map_err(launch_err("two_phase_gen_rank_one_b"))?;
         list.len += nb;
         if nb > 0 {
