@@ -355,6 +355,25 @@ pub unsafe fn red_release_add(counter: *mut u32, k: u32) {
     }
 }
 
+/// Release store (GPU scope) of a global `u32`: every write this thread has observed
+/// (its own and, through a preceding warp or block barrier, its warp's or block's) is
+/// visible to a thread that acquires the value ([`ld_acquire_u32`]).
+///
+/// # Safety
+/// `p` points at a valid global `u32`.
+#[inline(always)]
+pub unsafe fn st_release_u32(p: *mut u32, v: u32) {
+    // SAFETY: valid global u32 (caller's contract).
+    unsafe {
+        asm!(
+            "st.release.gpu.global.u32 [{p}], {v};",
+            p = in(reg64) p,
+            v = in(reg32) v,
+            options(nostack, preserves_flags),
+        )
+    };
+}
+
 /// Aborts the kernel (PTX `trap`): the launch fails with an error on the host.
 #[inline(always)]
 pub fn trap() -> ! {

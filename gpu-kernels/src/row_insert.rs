@@ -58,25 +58,6 @@ fn fence_cta() {
     unsafe { core::arch::asm!("fence.acq_rel.cta;", options(nostack, preserves_flags)) };
 }
 
-/// Release store (GPU scope) of a global `u32`: every write this thread has observed
-/// (its own and, through `bar.warp.sync`, its warp's) is visible to a thread that
-/// acquires the value.
-///
-/// # Safety
-/// `p` points at a valid global `u32`.
-#[inline(always)]
-unsafe fn st_release_u32(p: *mut u32, v: u32) {
-    // SAFETY: valid global u32 (caller's contract).
-    unsafe {
-        core::arch::asm!(
-            "st.release.gpu.global.u32 [{p}], {v};",
-            p = in(reg64) p,
-            v = in(reg32) v,
-            options(nostack, preserves_flags),
-        )
-    };
-}
-
 /// Applies H = I − τ·[1; y][1; y]ᵀ to the column whose top entry is `*top` and whose
 /// p-tail is `col` (spec §1.9: w = top + yᵀcol, top −= τw, col −= τw·y).
 ///
@@ -307,7 +288,7 @@ pub unsafe fn qr<T: Float>(
             // in order, each after the previous one was seen); flags[k] is valid (k < n).
             unsafe {
                 sready.write_volatile((lc + 1) as u32);
-                st_release_u32(flags.wrapping_add(k), set);
+                device::st_release_u32(flags.wrapping_add(k), set);
             }
         }
     };

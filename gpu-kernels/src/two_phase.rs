@@ -2188,6 +2188,15 @@ pub unsafe fn gen_chains<T: Pow2>(
             // never written again in this launch); aligned elements of `rot`.
             unsafe { (T::ld_cg(rot.wrapping_add(2 * idx)), T::ld_cg(rot.wrapping_add(2 * idx + 1))) }
         };
+        // Rotations r, r−1, …, r−7 and the elements below them, loaded before use.
+        let batch_at = |r: usize| {
+            let (mut cb, mut sb, mut ub) = ([T::ZERO; 8], [T::ZERO; 8], [T::ZERO; 8]);
+            rep8!(q {
+                (cb[q], sb[q]) = rot_at(r - q);
+                ub[q] = u_at(r - q - 1);
+            });
+            (cb, sb, ub)
+        };
         // Pass 1: this chunk's map t_{b0} ↦ t_{a0}.
         let (mut ma, mut mb) = (T::ZERO, T::ONE);
         if active {
@@ -2202,11 +2211,7 @@ pub unsafe fn gen_chains<T: Pow2>(
             let mut r = b0 - 1;
             // Batches of eight: the loads first, then the dependent recurrence.
             while r >= a0 + CHAIN_BATCH {
-                let (mut cb, mut sb, mut ub) = ([T::ZERO; 8], [T::ZERO; 8], [T::ZERO; 8]);
-                rep8!(q {
-                    (cb[q], sb[q]) = rot_at(r - q);
-                    ub[q] = u_at(r - q - 1);
-                });
+                let (cb, sb, ub) = batch_at(r);
                 rep8!(q {
                     ma = cb[q].mul_add(ub[q], sb[q].mul(ma));
                     mb = sb[q].mul(mb);
@@ -2238,11 +2243,7 @@ pub unsafe fn gen_chains<T: Pow2>(
             };
             let mut r = b0 - 1;
             while r >= a0 + CHAIN_BATCH {
-                let (mut cb, mut sb, mut ub) = ([T::ZERO; 8], [T::ZERO; 8], [T::ZERO; 8]);
-                rep8!(q {
-                    (cb[q], sb[q]) = rot_at(r - q);
-                    ub[q] = u_at(r - q - 1);
-                });
+                let (cb, sb, ub) = batch_at(r);
                 rep8!(q {
                     let (tn, fin) = rot_pair(cb[q], sb[q], ub[q], t);
                     u_set(r - q, fin);
@@ -2348,7 +2349,7 @@ pub unsafe fn gen_chains<T: Pow2>(
     unsafe { device::sync_threads() };
     if tid == 0 {
         // SAFETY: flags[v] valid (v < p); only this block writes it.
-        unsafe { st_release_u32(flags.wrapping_add(v), set) };
+        unsafe { device::st_release_u32(flags.wrapping_add(v), set) };
     }
     let mut i = a0;
     while i < b0 {
@@ -2365,20 +2366,3 @@ pub unsafe fn gen_chains<T: Pow2>(
     }
 }
 
-/// `st.release.gpu.global.u32`: publishes this thread's (and, through a preceding warp
-/// barrier, its warp's) earlier writes to a thread that acquires the value.
-///
-/// # Safety
-/// `p` points at a valid global `u32`.
-#[inline(always)]
-unsafe fn st_release_u32(p: *mut u32, v: u32) {
-    // SAFETY: valid global u32 (caller's contract).
-    unsafe {
-        core::arch::asm!(
-            "st.release.gpu.global.u32 [{p}], {v};",
-            p = in(reg64) p,
-            v = in(reg32) v,
-            options(nostack, preserves_flags),
-        );
-    }
-}

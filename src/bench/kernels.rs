@@ -270,17 +270,15 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
     let mut list = RotList::<T>::with_capacity(gpu, p * h)?;
     let x0 = dev::<T>(gpu, h + p, p, 9)?;
     let xs = RefCell::new(DevMat::<T>::zeros(gpu, h + p, p)?);
-    let gen = time_with_setup(
-        gpu,
-        1,
-        reps,
-        || {
-            gpu.stream()
-                .memcpy_dtod(x0.buf(), xs.borrow_mut().buf_mut())
-                .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
-        },
-        |()| gpu.two_phase_gen_strip(&mut xs.borrow_mut().view_mut(), h, &mut list),
-    )?
+    // the driver block back to x0 before each generate (untimed)
+    let reset = || {
+        gpu.stream()
+            .memcpy_dtod(x0.buf(), xs.borrow_mut().buf_mut())
+            .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
+    };
+    let gen = time_with_setup(gpu, 1, reps, reset, |()| {
+        gpu.two_phase_gen_strip(&mut xs.borrow_mut().view_mut(), h, &mut list)
+    })?
     .median_ms();
     // the driver block: O(p²h) rotation applications of 6 flops
     let gflops = 6.0 * (p * p * h) as f64 / 2.0;
@@ -293,24 +291,14 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
         &c,
     );
     // the one-block wavefront it replaced (driver in global memory at this size)
-    let wave = time_with_setup(
-        gpu,
-        1,
-        reps,
-        || {
-            gpu.stream()
-                .memcpy_dtod(x0.buf(), xs.borrow_mut().buf_mut())
-                .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
-        },
-        |()| {
-            gpu.two_phase_gen_strip_path(
-                &mut xs.borrow_mut().view_mut(),
-                h,
-                &mut list,
-                GenPath::Pipe { shared: false },
-            )
-        },
-    )?
+    let wave = time_with_setup(gpu, 1, reps, reset, |()| {
+        gpu.two_phase_gen_strip_path(
+            &mut xs.borrow_mut().view_mut(),
+            h,
+            &mut list,
+            GenPath::Pipe { shared: false },
+        )
+    })?
     .median_ms();
     row(
         prec,
@@ -321,9 +309,7 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
         &c,
     );
     // the apply below takes the default generate's list
-    gpu.stream()
-        .memcpy_dtod(x0.buf(), xs.borrow_mut().buf_mut())
-        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))?;
+    reset()?;
     gpu.two_phase_gen_strip(&mut xs.borrow_mut().view_mut(), h, &mut list)?;
     let mut q = dev::<T>(gpu, qm, h + p, 10)?;
     let mut d = dev::<T>(gpu, h + p, 1, 11)?;

@@ -341,6 +341,24 @@ fn gen_pipe_bytes(chains: usize, driver: usize, shared: bool, elem: usize) -> us
     (4 * chains + if shared { driver } else { 0 }) * elem
 }
 
+/// Raises `f`'s dynamic shared-memory limit to `to` bytes when a launch needs `bytes`
+/// above the 48 KiB every kernel gets (`to` ≥ `bytes`, within the device's opt-in limit).
+fn raise_smem_limit(
+    f: &cudarc::driver::CudaFunction,
+    bytes: usize,
+    to: usize,
+    what: &'static str,
+) -> Result<()> {
+    if bytes > 48 * 1024 {
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(to).expect("shared memory fits i32"),
+        )
+        .map_err(super::driver_err(what))?;
+    }
+    Ok(())
+}
+
 /// Launchers of the two-phase kernels, on [`Gpu::stream`]. Empty problems launch nothing.
 impl Gpu {
     /// The device's opt-in dynamic shared memory per block (bytes): the pipelined
@@ -400,15 +418,12 @@ impl Gpu {
                 ),
             });
         }
-        if bytes > 48 * 1024 {
-            f.set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                i32::try_from(bytes).expect("shared memory fits i32"),
-            )
-            .map_err(super::driver_err(
-                "raising a generate kernel's shared memory limit",
-            ))?;
-        }
+        raise_smem_limit(
+            f,
+            bytes,
+            bytes,
+            "raising a generate kernel's shared memory limit",
+        )?;
         // GEN_BLOCK threads unless the registers the driver's compiler gave the kernel
         // allow fewer (the kernel takes any multiple of 32). Fewer threads (about
         // chains²/4: 128 for 20 chains) were measured slower on the H100: delete_rows'
@@ -456,15 +471,12 @@ impl Gpu {
             return Ok(None);
         }
         let f = &T::kernel_set(&self.kernels).two_phase_gen_chains;
-        if bytes > 48 * 1024 {
-            f.set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                i32::try_from(optin).expect("shared memory fits i32"),
-            )
-            .map_err(super::driver_err(
-                "raising two_phase_gen_chains's shared memory limit",
-            ))?;
-        }
+        raise_smem_limit(
+            f,
+            bytes,
+            optin,
+            "raising two_phase_gen_chains's shared memory limit",
+        )?;
         let per_sm = f
             .occupancy_max_active_blocks_per_multiprocessor(threads as u32, bytes, None)
             .map_err(super::driver_err(
