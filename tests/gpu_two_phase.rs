@@ -1512,3 +1512,68 @@ fn small_kernel_gen_rank_one_a_matches_the_serial_chain() {
         gen_rank_one_a_kernel::<f32>(&gpu, 91, 900, e, 5);
     }
 }
+
+/// The chains generate gives the same rotations and driver bit for bit whatever the
+/// number of blocks: one a chain, or fewer blocks taking several chains in turn (caps
+/// of 1, 3 and 7 blocks on 9 to 40 chains; 900 and 700 chains, past the blocks an H100
+/// holds at once, uncapped and on 100 blocks).
+fn chains_grid_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
+    let mut g = common::rng(seed);
+    type Out<T> = (List<T>, Vec<T>);
+    let caps = |chains: usize| {
+        if chains > 100 {
+            vec![100]
+        } else {
+            vec![1, 3, 7]
+        }
+    };
+    for &(h, p) in &[(45, 40), (30, 900), (3, 9)] {
+        let x0 = common::rand_mat::<T>(&mut g, h + p, p);
+        let run = |cap: Option<usize>| -> Out<T> {
+            gpu.two_phase_chains_block_cap(cap);
+            let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
+            let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
+            gpu.two_phase_gen_strip_path(&mut xd.view_mut(), h, &mut rl, GenPath::Chains)
+                .unwrap();
+            (
+                rl.to_host(gpu).unwrap(),
+                xd.to_host(gpu).unwrap().into_vec(),
+            )
+        };
+        let want = run(None);
+        for cap in caps(p) {
+            let got = run(Some(cap));
+            assert!(got.0 == want.0, "strip h={h} p={p}: list with {cap} blocks");
+            assert!(
+                got.1 == want.1,
+                "strip h={h} p={p}: driver with {cap} blocks"
+            );
+        }
+    }
+    for &(p, m) in &[(40, 300), (700, 900)] {
+        let qz = DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, p, m).as_ref()).unwrap();
+        let count = p * m - p * (p + 1) / 2;
+        let run = |cap: Option<usize>| -> Out<T> {
+            gpu.two_phase_chains_block_cap(cap);
+            let mut z = DevVec::<T>::zeros(gpu, p * m).unwrap();
+            let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+            gpu.two_phase_gen_block_path(&qz.view(), &mut z, &mut rl, GenPath::Chains)
+                .unwrap();
+            (rl.to_host(gpu).unwrap(), z.to_vec(gpu).unwrap())
+        };
+        let want = run(None);
+        for cap in caps(p) {
+            let got = run(Some(cap));
+            assert!(got.0 == want.0, "block p={p} m={m}: list with {cap} blocks");
+            assert!(got.1 == want.1, "block p={p} m={m}: Z with {cap} blocks");
+        }
+    }
+    gpu.two_phase_chains_block_cap(None);
+}
+
+#[test]
+fn gen_chains_any_grid_is_bit_identical() {
+    let Some(gpu) = common::gpu() else { return };
+    chains_grid_case::<f64>(&gpu, 1301);
+    chains_grid_case::<f32>(&gpu, 1302);
+}

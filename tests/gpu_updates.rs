@@ -610,3 +610,78 @@ fn launch_counts_8000x3000() {
         });
     }
 }
+
+/// `GpuQr::from_cpu` (pageable and page-locked) and `to_cpu_pinned`: a CPU state
+/// moves to the device and back bit for bit (R, d, Q, options), an update on the
+/// uploaded state matches the same update on the CPU state and the model, and a short
+/// staging buffer is refused before anything is allocated (spec §3.1 TUS/TUT).
+fn upload_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    let dims = (333, 101, 2);
+    for policy in [QPolicy::Full, QPolicy::None] {
+        let mut g = rng(seed);
+        let a = random_mat::<T>(&mut g, dims.0, dims.1);
+        let b = random_mat::<T>(&mut g, dims.0, dims.2);
+        let mut cs =
+            CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default()).unwrap();
+        cs.set_params(UpdateParams {
+            block_size: Some(7),
+            ..UpdateParams::default()
+        });
+        let want = snapshot::<T>(&cs);
+        let len = GpuQr::<T>::staging_len(cs.dims());
+        let mut staging = gpu.alloc_pinned::<T>(len).unwrap();
+        // poison the staging: every element the copies use must be overwritten
+        staging
+            .as_mut_slice()
+            .unwrap()
+            .iter_mut()
+            .for_each(|x| *x = T::from_f64(f64::NAN));
+        let pageable = GpuQr::from_cpu(gpu, &cs, None).unwrap();
+        let pinned = GpuQr::from_cpu(gpu, &cs, Some(&mut staging)).unwrap();
+        for (what, st) in [("pageable", &pageable), ("pinned", &pinned)] {
+            assert_eq!(snapshot::<T>(st), want, "{what} {policy:?}");
+            assert_eq!(st.params(), cs.params(), "{what} {policy:?}");
+            let back = st.to_cpu_pinned(&mut staging).unwrap();
+            assert_eq!(snapshot::<T>(&back), want, "{what} {policy:?} back");
+            assert_eq!(back.params(), cs.params());
+        }
+        let mut short = gpu.alloc_pinned::<T>(len - 1).unwrap();
+        match GpuQr::from_cpu(gpu, &cs, Some(&mut short)) {
+            Err(Error::Shape {
+                what,
+                got,
+                expected,
+                ..
+            }) => {
+                assert_eq!((what, got, expected), ("staging length", len - 1, len));
+            }
+            other => panic!("short staging: {other:?}"),
+        }
+        assert!(pinned.to_cpu_pinned(&mut short).is_err());
+        // an update on the uploaded state follows the CPU state and the model
+        let kind = if policy == QPolicy::Full {
+            Kind::DeleteRows
+        } else {
+            Kind::InsertRows
+        };
+        let mut gs = pinned;
+        let mut model = Model::new(&a, &b);
+        let upd = Upd::<T>::make(kind, &mut g, dims, 40, 9);
+        upd.apply(&mut gs).unwrap();
+        upd.apply(&mut cs).unwrap();
+        upd.apply_model(&mut model);
+        compare(
+            &gs,
+            &cs,
+            &model,
+            &format!("{kind:?} after from_cpu {policy:?}"),
+        );
+    }
+}
+
+#[test]
+fn from_cpu_round_trip_and_update() {
+    let Some(gpu) = gpu() else { return };
+    upload_case::<f64>(&gpu, 901);
+    upload_case::<f32>(&gpu, 902);
+}

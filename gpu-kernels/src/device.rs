@@ -39,6 +39,13 @@ pub fn block_y() -> usize {
     unsafe { nvptx::_block_idx_y() as usize }
 }
 
+/// `gridDim.x`.
+#[inline(always)]
+pub fn grid_dim_x() -> usize {
+    // SAFETY: reading the special register %nctaid.x has no preconditions inside a kernel.
+    unsafe { nvptx::_grid_dim_x() as usize }
+}
+
 /// `blockDim.x`.
 #[inline(always)]
 pub fn block_dim_x() -> usize {

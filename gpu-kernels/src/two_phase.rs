@@ -2095,7 +2095,7 @@ unsafe fn chain_scan_from_above<T: Float>(maps: *mut T, a: T, b: T) -> T {
 /// `p` chains of scans instead of a wavefront (issue 7). Chain c zeroes its vector v_c
 /// (elements c..=hi_c, hi_c = hi0 + inc·c, inc ∈ {0, 1}) from the bottom with planes
 /// (r−1, r), r = hi_c down to c+1; those rotations also act on the vectors after it. The
-/// wavefront orders the same rotations by steps; here block c owns vector c, applies
+/// wavefront orders the same rotations by steps; here block c mod G owns vector c, applies
 /// chains 0..c to it as they are published and then makes chain c at once:
 ///
 /// * **apply** chain k to v over [k, hi_k] (t_{hi_k} = v(hi_k); t_{r−1} = c·v(r−1) +
@@ -2119,8 +2119,9 @@ unsafe fn chain_scan_from_above<T: Float>(maps: *mut T, a: T, b: T) -> T {
 /// t·chunk .. (t+1)·chunk.
 ///
 /// # Safety
-/// p blocks of 32·w threads (1 ≤ w ≤ 8), all co-resident (a block waits for lower
-/// chains; the host launches cooperatively); dynamic shared memory (CHAIN_SCRATCH +
+/// G ≥ 1 blocks (G ≤ p; block b makes chains b, b + G, …) of 32·w threads (1 ≤ w ≤ 8),
+/// all co-resident (a block waits for lower chains; the host launches cooperatively);
+/// dynamic shared memory (CHAIN_SCRATCH +
 /// 32·w·chunk)·size_of::<T>() with 32·w·chunk ≥ hi_{p−1} + 1; `src` readable and `dst`
 /// writable at every vector's elements 0..=hi_c (both may be the same memory, which no
 /// one else touches); `rot` writable for 2·base_p, `plane` for base_p; `flags` p `u32`s,
@@ -2145,13 +2146,59 @@ pub unsafe fn gen_chains<T: Pow2>(
     set: u32,
 ) {
     let (tid, nt) = (device::thread_linear(), device::block_threads());
-    let v = device::block_x();
-    if v >= p {
-        return; // block-uniform
-    }
     let maps = device::shared::<T>();
     // SAFETY: the vector's slab after the scratch (the contract's size).
     let s = unsafe { maps.add(CHAIN_SCRATCH) };
+    // Block b makes chains b, b + G, b + 2G, … (G = gridDim.x) in order: the lowest
+    // unfinished chain always belongs to a resident block whose own earlier chains are
+    // done, and it waits only for lower chains, so the launch cannot deadlock with fewer
+    // blocks than chains.
+    let mut v = device::block_x();
+    while v < p {
+        // block-uniform loop
+        // SAFETY: this function's contract, for chain v (< p) of this block.
+        unsafe {
+            gen_chain_one(
+                v, tid, nt, maps, s, src, src_vs, src_es, dst, dst_vs, dst_es, hi0, inc, chunk,
+                rot, plane, flags, set,
+            )
+        };
+        // SAFETY: block-uniform barrier: every thread's copy-out reads of the slab are
+        // done before the next chain's load overwrites it.
+        unsafe { device::sync_threads() };
+        v += device::grid_dim_x();
+    }
+}
+
+/// Chain v of [`gen_chains`] (wait for chains 0..v, apply them to vector v, make and
+/// publish chain v, write vector v out), out of line so that the persistent loop does
+/// not keep one chain's registers live into the next.
+///
+/// # Safety
+/// [`gen_chains`]'s contract, called by every thread of the block with its `tid`, the
+/// block's `nt` threads, `maps` = the dynamic shared memory and `s` = maps + CHAIN_SCRATCH.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gen_chain_one<T: Pow2>(
+    v: usize,
+    tid: usize,
+    nt: usize,
+    maps: *mut T,
+    s: *mut T,
+    src: *const T,
+    src_vs: usize,
+    src_es: usize,
+    dst: *mut T,
+    dst_vs: usize,
+    dst_es: usize,
+    hi0: usize,
+    inc: usize,
+    chunk: usize,
+    rot: *mut T,
+    plane: *mut u32,
+    flags: *mut u32,
+    set: u32,
+) {
     let hi_v = hi0 + inc * v;
     let mut i = tid;
     while i <= hi_v {

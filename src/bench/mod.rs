@@ -10,6 +10,7 @@ mod mixed;
 mod plot;
 mod qr;
 mod updates;
+mod updates_grid;
 
 use crate::cli::CliResult;
 

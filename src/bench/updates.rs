@@ -21,8 +21,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use cuqr::cpu::Dims;
 use cuqr::gpu::timing::{time_with_setup, Timing};
-use cuqr::gpu::{DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, Side, Uplo};
+use cuqr::gpu::{DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, PinnedHostSlice, Side, Uplo};
 use cuqr::{CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar};
 
 use super::{plot, BenchOpts};
@@ -32,28 +33,38 @@ use crate::rng::Rng;
 /// `cuqr bench updates --help`.
 pub const HELP: &str = "\
 cuqr bench updates: QR updates (cuqr GPU) vs cuSOLVER refactorisation and the
-serial CPU update, on the seeds' grids (spec §3.9), device-resident protocol
+serial CPU update, on the seeds' grids (spec §3.9), device-resident protocol, with
+the seeds' TUS and TUT protocols beside it
 
 Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...]
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
+                          [--cpu-threads N] [--device-only] [--wavefront]
                           [--profile] [--stages] [--svg DIR]
 
   --quick        a small grid (m = 1200, n = 500) that runs in well under a
                  minute; without a GPU it runs the CPU columns only and says so
   --precision    f64, f32 or both (default both)
-  --groups       subset of AC-k3, RC-k, RC-m, AR-p, AR-m, RR-seq, RR-n, RR-m, R1
-                 (default: all; ignored with --quick)
+  --groups       subset of BS, AC-k3, AC-k6, AC-stage, AC-p, RC-k, RC-m, AR-p, AR-n,
+                 AR-m, RR-seq, RR-n, RR-m, RR-comp, ACC, R1 (default: all, every point
+                 of spec §3.9's grids; ignored with --quick)
   --reps         timed GPU repetitions, at least 5 (default 5, after 1 warm-up)
   --csv FILE     also write every row as CSV
-  --no-cpu       skip the serial CPU update column
+  --no-cpu       skip the serial CPU update and faer columns
   --cpu-budget   seconds of CPU repetitions per point (default 3; at least one run)
+  --cpu-threads  worker threads for the CPU columns, each point serial on one of
+                 them (default 1); they run beside the GPU measurements, so the
+                 table prints a row once its CPU columns are in
+  --device-only  skip the TUS and TUT protocols
+  --wavefront    time the seeds' Wavefront strategy at every point with a Givens
+                 stage (default: only on --quick and in RR-comp)
   --profile      also time the two-phase Givens stage of each insert_cols (k0 < n)
                  and delete_rows point alone (generate, apply in step order with the
                  default pipe kernel, apply in list order), and the ceilings
                  measured in the same run (device copy bandwidth, cuBLAS GEMM rate)
   --stages       also time each point's stages (uploads, copies, Givens generate
                  and apply, Householder panels and trailing updates, rank check,
-                 the solve) by events on the main stream, median of --reps runs
+                 the solve) by events on the main stream, median of --reps runs;
+                 always on in AC-stage (the seeds' stage breakdown, Table A4)
   --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
                  speed-up over (a) and over the CPU update (c) against the parameter
                  that varies in the group (k0, p, m or n), the bar dashed; without a
@@ -62,294 +73,27 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
 Columns: update = update + TRSM solve (median ms); launches = kernel/library
 launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
 (+ orgqr when Q is kept), (b) = geqrf + ormqr + trsm; a/upd and b/upd are
-speed-ups (> 1: the update wins); seed = the seeds' CULA/TUS (or seq/TUT)
-ratio at the same point (spec §3.3-§3.6); wavefront = the same update (+ solve)
-with the seeds' Wavefront strategy (Givens::Wavefront, and for delete_rows the
-seeds' composite [Q; R^T; d^T] layout, RowRemoval::Composite) where the update
-has a Givens stage (delete_rows, insert_cols with k0 < n, rank_one; default
-columns are the two-phase strategy), a/wf its speed-up over (a); cpu = serial
-CPU update + solve
-(median over the runs that fit the budget); (d) faer = faer's sequential QR of
-the updated matrix + least-squares solve, solution only (no Q), at the points
-with a cpu column, same budget rule; bar = issue 7's required speed-up
-over (a) at this point and whether it holds.
+speed-ups (> 1: the update wins); wavefront = the same update (+ solve) with the
+seeds' Wavefront strategy (Givens::Wavefront, and for delete_rows the seeds'
+composite [Q; R^T; d^T] layout) where the update has a Givens stage, a/wf its
+speed-up over (a); TUS = the seeds' protocol (spec §3.1): copy of Q (when kept),
+R and d from page-locked host memory, update, solve; (b) TUS = copy of the updated
+A and b from page-locked host memory, then (b) (the seeds' CULA analogue);
+seed CULA/TUS = the seeds' ratio at the same point (spec §3.3-§3.6); cpu = serial
+CPU update + solve (median over the runs that fit the budget); TUT = TUS plus
+the copy of the new state back to page-locked host memory, cpu/TUT its
+speed-up over the CPU update, seed seq/TUT the seeds' ratio; (d) faer = faer's
+sequential QR of the updated matrix + least-squares solve, solution only (no Q),
+at the points with a cpu column; bar = issue 7's required speed-up over (a) at
+this point and whether it holds. TUS is timed where the seeds give CULA/TUS, TUT
+where they give seq/TUT. RR-comp, ACC and BS also print the tables of their seed
+experiments (three row-removal layouts; e_x, e_Q, e_A, ||L||; n_b).
 ";
 
-/// The five updates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    InsertCols,
-    DeleteCols,
-    InsertRows,
-    DeleteRows,
-    RankOne,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::InsertCols => "insert_cols",
-            Kind::DeleteCols => "delete_cols",
-            Kind::InsertRows => "insert_rows",
-            Kind::DeleteRows => "delete_rows",
-            Kind::RankOne => "rank_one",
-        }
-    }
-
-    /// The seeds' protocol (spec §3.1 TUS): Q is omitted for row addition and
-    /// column removal.
-    fn policy(self) -> QPolicy {
-        match self {
-            Kind::DeleteCols | Kind::InsertRows => QPolicy::None,
-            _ => QPolicy::Full,
-        }
-    }
-
-    /// (m′, n′) after the update.
-    fn new_dims(self, m: usize, n: usize, p: usize) -> (usize, usize) {
-        match self {
-            Kind::InsertCols => (m, n + p),
-            Kind::DeleteCols => (m, n - p),
-            Kind::InsertRows => (m + p, n),
-            Kind::DeleteRows => (m - p, n),
-            Kind::RankOne => (m, n),
-        }
-    }
-}
-
-/// A point of a grid.
-#[derive(Clone, Copy, Debug)]
-struct Point {
-    group: &'static str,
-    kind: Kind,
-    m: usize,
-    n: usize,
-    k0: usize,
-    p: usize,
-    /// Run the serial CPU update here.
-    cpu: bool,
-    /// The seeds' CULA/TUS speed-up at this point (spec §3.3–§3.6), if given.
-    seed_cula: Option<f64>,
-    /// The seeds' seq/TUT speed-up at this point, if given.
-    seed_seq: Option<f64>,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn pt(
-    group: &'static str,
-    kind: Kind,
-    m: usize,
-    n: usize,
-    k0: usize,
-    p: usize,
-    cpu: bool,
-    seed_cula: Option<(f64, f64)>,
-    seed_seq: Option<(f64, f64)>,
-) -> Point {
-    Point {
-        group,
-        kind,
-        m,
-        n,
-        k0,
-        p,
-        cpu,
-        seed_cula: seed_cula.map(|(c, t)| c / t),
-        seed_seq: seed_seq.map(|(s, t)| s / t),
-    }
-}
-
-/// The quick grid: every update at m = 1200, n = 500.
-fn quick_grid() -> Vec<Point> {
-    use Kind::*;
-    let (m, n) = (1200, 500);
-    vec![
-        pt("AC", InsertCols, m, n, 0, 20, true, None, None),
-        pt("AC", InsertCols, m, n, 250, 20, true, None, None),
-        pt("AC", InsertCols, m, n, 500, 20, true, None, None),
-        pt("RC", DeleteCols, m, n, 0, 20, true, None, None),
-        pt("RC", DeleteCols, m, n, 480, 20, true, None, None),
-        pt("AR", InsertRows, m, n, 0, 20, true, None, None),
-        pt("AR", InsertRows, m, n, 0, 100, true, None, None),
-        pt("RR", DeleteRows, m, n, 0, 20, true, None, None),
-        pt("R1", RankOne, m, n, 0, 1, true, None, None),
-    ]
-}
-
-/// The full grid: the seeds' points of spec §3.9 that this harness covers, with
-/// the seeds' figures from spec §3.3–§3.6.
-fn full_grid() -> Vec<Point> {
-    use Kind::*;
-    let mut g = Vec::new();
-    // AC-k3, m = 8000 (Table A2: CULA 1.000 s)
-    for (k0, tus) in [
-        (0, 3.867),
-        (1000, 2.636),
-        (2000, 1.499),
-        (2500, 1.021),
-        (3000, 0.613),
-    ] {
-        g.push(pt(
-            "AC-k3",
-            InsertCols,
-            8000,
-            3000,
-            k0,
-            200,
-            false,
-            Some((1.000, tus)),
-            None,
-        ));
-    }
-    // AC-k3, m = 4000 against the CPU (Table A1 seq/TUT; A2 CULA 0.380 s)
-    for (k0, seq, tut, tus) in [(2500, 16.647, 0.439, 0.404), (3000, 5.846, 0.172, 0.155)] {
-        g.push(pt(
-            "AC-k3",
-            InsertCols,
-            4000,
-            3000,
-            k0,
-            200,
-            true,
-            Some((0.380, tus)),
-            Some((seq, tut)),
-        ));
-    }
-    // RC-k, m = 6000, n = 3000 (Tables B1–B3)
-    for (p, cula, pts) in [
-        (100, 0.662, [(0, 0.601), (1500, 0.312), (2900, 0.050)]),
-        (500, 0.565, [(0, 0.609), (1500, 0.239), (2500, 0.042)]),
-    ] {
-        for (k0, tus) in pts {
-            g.push(pt(
-                "RC-k",
-                DeleteCols,
-                6000,
-                3000,
-                k0,
-                p,
-                false,
-                Some((cula, tus)),
-                None,
-            ));
-        }
-    }
-    // RC-m (Table B4)
-    g.push(pt(
-        "RC-m",
-        DeleteCols,
-        12000,
-        3000,
-        0,
-        500,
-        false,
-        Some((1.193, 0.620)),
-        None,
-    ));
-    // AR-p, m = 8000 (Tables C1–C3)
-    g.push(pt(
-        "AR-p",
-        InsertRows,
-        8000,
-        1000,
-        0,
-        100,
-        true,
-        Some((0.316, 0.194)),
-        Some((0.375, 0.203)),
-    ));
-    for (p, cula, tus) in [
-        (100, 0.958, 0.609),
-        (500, 1.025, 0.698),
-        (1500, 1.136, 0.968),
-    ] {
-        g.push(pt(
-            "AR-p",
-            InsertRows,
-            8000,
-            3000,
-            0,
-            p,
-            false,
-            Some((cula, tus)),
-            None,
-        ));
-    }
-    // AR-m (Table C5)
-    g.push(pt(
-        "AR-m",
-        InsertRows,
-        14000,
-        3000,
-        0,
-        500,
-        false,
-        Some((2.002, 1.040)),
-        None,
-    ));
-    // RR-seq (Table D1, n = 1000)
-    for (p, seq, tut) in [(20, 1.954, 0.218), (100, 9.483, 0.414)] {
-        g.push(pt(
-            "RR-seq",
-            DeleteRows,
-            2000,
-            1000,
-            0,
-            p,
-            true,
-            None,
-            Some((seq, tut)),
-        ));
-    }
-    // RR-m, n = 6000 (Table D3)
-    for (p, cula, tus) in [(20, 1.745, 1.736), (100, 1.713, 5.181)] {
-        g.push(pt(
-            "RR-m",
-            DeleteRows,
-            8000,
-            6000,
-            0,
-            p,
-            false,
-            Some((cula, tus)),
-            None,
-        ));
-    }
-    // RR-n, m = 12000 (Table D2)
-    g.push(pt(
-        "RR-n",
-        DeleteRows,
-        12000,
-        10000,
-        0,
-        20,
-        false,
-        Some((5.680, 3.592)),
-        None,
-    ));
-    // rank-one (no seed figure: the seeds have no rank-one experiment)
-    g.push(pt("R1", RankOne, 8000, 3000, 0, 1, false, None, None));
-    g.push(pt("R1", RankOne, 2000, 1000, 0, 1, true, None, None));
-    g
-}
-
-/// Issue 7's required speed-up over refactorisation (a) at a point: 50× for
-/// column deletion with k0 ≥ n/2 and for the rank-one update, 10× where the
-/// update changes at most a tenth of the matrix, otherwise 1×.
-fn required_speedup(pt: &Point) -> f64 {
-    match pt.kind {
-        Kind::RankOne => 50.0,
-        Kind::DeleteCols if 2 * pt.k0 >= pt.n => 50.0,
-        Kind::InsertCols | Kind::DeleteCols if 10 * pt.p <= pt.n => 10.0,
-        Kind::InsertRows | Kind::DeleteRows if 10 * pt.p <= pt.m => 10.0,
-        _ => 1.0,
-    }
-}
-
-/// Whether issue 7's CPU bar (GPU ≥ 50× the serial update) applies here.
-fn cpu_bar_applies(pt: &Point) -> bool {
-    matches!(pt.group, "RR-seq" | "AC-k3" | "AR-p")
-}
+use super::updates_grid::{
+    bar_reason, cpu_bar_applies, full_grid, quick_grid, required_speedup, Extra, Kind, Point,
+    GROUPS,
+};
 
 /// A random m×n matrix with entries ±[0.1, 1) (never zero).
 fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
@@ -488,6 +232,24 @@ struct Row {
     wf_launches: Option<u64>,
     /// e_x of the Wavefront update's solution.
     wf_ex: Option<f64>,
+    /// RR-comp: the seeds' three-stream row removal (Wavefront, separate Q/R/d).
+    streams_ms: Option<f64>,
+    /// TUS (spec §3.1): copy of the state from page-locked host memory + update + solve.
+    tus_ms: Option<f64>,
+    /// (b) under TUS: copy of the updated A and b from page-locked memory + (b).
+    tus_base_ms: Option<f64>,
+    /// TUT: TUS + copy of the new state back to page-locked host memory.
+    tut_ms: Option<f64>,
+    /// ACC: e_Q and e_A (where Q is kept) and ‖L‖_F of the updated state.
+    acc: Option<Accuracy>,
+}
+
+/// The accuracy measures of spec §3.7 of an updated state (Frobenius norms, f64).
+#[derive(Clone, Copy, Debug)]
+struct Accuracy {
+    e_q: Option<f64>,
+    e_a: Option<f64>,
+    l_norm: f64,
 }
 
 /// Whether the point's update has a Givens stage whose GPU strategy
@@ -500,12 +262,21 @@ fn has_givens_stage(pt: &Point) -> bool {
     }
 }
 
+/// The point's update options: the state's, with the BS group's n_b.
+fn point_params(pt: &Point, mut p: cuqr::UpdateParams) -> cuqr::UpdateParams {
+    if pt.nb.is_some() {
+        p.block_size = pt.nb;
+    }
+    p
+}
+
 /// The seeds' Wavefront strategy (spec §1.5): a generate and an apply launch per
-/// wavefront step; for row deletion the seeds' composite layout (spec §1.10, §3.6).
-fn wavefront_params<T: GpuScalar>(st: &GpuQr<T>) -> cuqr::UpdateParams {
-    let mut p = st.params();
+/// wavefront step; for row deletion the given layout (spec §1.10, §3.6; the seeds'
+/// composite [Q; Rᵀ; dᵀ] by default).
+fn wavefront_params(pt: &Point, p: cuqr::UpdateParams, layout: RowRemoval) -> cuqr::UpdateParams {
+    let mut p = point_params(pt, p);
     p.givens = Givens::Wavefront;
-    p.row_removal = RowRemoval::Composite;
+    p.row_removal = layout;
     p
 }
 
@@ -554,6 +325,7 @@ fn time_cpu<T: Scalar>(
     let t_all = Instant::now();
     while samples.len() < 5 && (samples.is_empty() || t_all.elapsed().as_secs_f64() < budget_s) {
         let mut st = base.clone();
+        st.set_params(point_params(pt, st.params()));
         let t = Instant::now();
         apply(&mut st, pt, c)?;
         let sol = st.solve()?;
@@ -599,23 +371,36 @@ fn time_faer<T: Scalar>(c: &Case<T>, budget_s: f64) -> (f64, usize) {
     }
 }
 
-/// Measures one point on the GPU (and the CPU where marked).
-#[allow(clippy::too_many_arguments)]
-fn bench_gpu<T: GpuScalar>(
+/// What the GPU measurement of one point needs besides the point and its case.
+struct GpuBase<'a, T: GpuScalar> {
+    gpu: &'a Arc<Gpu>,
+    /// The factorised state (each timed run restores it from this snapshot).
+    state: &'a GpuQr<T>,
+    /// The same state on the host: TUS and TUT start from it (`None`: no transfers).
+    host: Option<&'a CpuQr<T>>,
+    /// Page-locked staging for TUS/TUT, at least [`staging_need`] of every point.
+    staging: &'a RefCell<Option<PinnedHostSlice<T>>>,
+}
+
+/// Elements of page-locked staging that the point's TUS/TUT runs need: the state
+/// before and after the update, and the updated A and b of the (b) TUS baseline.
+fn staging_need<T: GpuScalar>(pt: &Point) -> usize {
+    let (m2, n2) = pt.kind.new_dims(pt.m, pt.n, pt.p);
+    let policy = pt.kind.policy();
+    let dims = |m, n| Dims { m, n, q: 1, policy };
+    GpuQr::<T>::staging_len(dims(pt.m, pt.n)).max(GpuQr::<T>::staging_len(dims(m2, n2)))
+}
+
+/// Times `op` on a fresh copy of the point's state with `params` (`reps` CUDA-event
+/// runs after one warm-up, the restore untimed); `op` returns the launches it counts.
+/// Returns (median ms, those launches, the updated state of the last run).
+fn time_update<T: GpuScalar>(
     gpu: &Arc<Gpu>,
     base: &GpuQr<T>,
-    cpu_base: Option<&CpuQr<T>>,
-    pt: &Point,
-    c: &Case<T>,
+    params: cuqr::UpdateParams,
     reps: usize,
-    cpu_budget: f64,
-) -> cuqr::Result<Row> {
-    let (m2, n2) = pt.kind.new_dims(pt.m, pt.n, pt.p);
-    let keep_q = pt.kind.policy() == QPolicy::Full;
-    let mut row = Row::default();
-
-    // the update (+ solve) from a restored snapshot
-    let x_upd = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
+    op: impl Fn(&mut GpuQr<T>) -> cuqr::Result<u64>,
+) -> cuqr::Result<(f64, u64, GpuQr<T>)> {
     let keep: RefCell<Option<GpuQr<T>>> = RefCell::new(None);
     let launches = Cell::new(0u64);
     let t = time_with_setup(
@@ -624,46 +409,72 @@ fn bench_gpu<T: GpuScalar>(
         reps,
         || {
             keep.borrow_mut().take();
-            base.try_clone()
+            let mut st = base.try_clone()?;
+            st.set_params(params);
+            Ok(st)
         },
         |mut st| {
-            let l0 = gpu.launch_count();
-            apply(&mut st, pt, c)?;
-            launches.set(gpu.launch_count() - l0);
-            solve_dev(gpu, &st, &mut x_upd.borrow_mut())?;
+            launches.set(op(&mut st)?);
             *keep.borrow_mut() = Some(st);
             Ok(())
         },
     )?;
-    keep.borrow_mut().take();
-    row.upd_ms = Some(t.median_ms());
-    row.launches = Some(launches.get());
+    let st = keep.into_inner().expect("at least one timed run");
+    Ok((t.median_ms(), launches.get(), st))
+}
 
-    // the same with the seeds' Wavefront strategy
+/// Measures one point on the GPU: the update (+ solve), the seeds' strategies where
+/// asked, the TUS/TUT protocols where the seeds give their ratios, the baselines (a)
+/// and (b), and the ACC accuracy measures. The CPU columns are timed separately.
+fn bench_gpu<T: GpuScalar>(
+    ctx: &Ctx<'_>,
+    gb: &GpuBase<'_, T>,
+    pt: &Point,
+    c: &Case<T>,
+) -> cuqr::Result<Row> {
+    let (gpu, base, reps) = (gb.gpu, gb.state, ctx.reps);
+    let (m2, n2) = pt.kind.new_dims(pt.m, pt.n, pt.p);
+    let keep_q = pt.kind.policy() == QPolicy::Full;
+    let params = point_params(pt, base.params());
+    let mut row = Row::default();
+
+    // the update (+ solve) from a restored snapshot; launches of the update alone
+    let upd_solve = |st: &mut GpuQr<T>, x: &mut DevMat<T>| -> cuqr::Result<u64> {
+        let l0 = gpu.launch_count();
+        apply(st, pt, c)?;
+        let launches = gpu.launch_count() - l0;
+        solve_dev(gpu, st, x)?;
+        Ok(launches)
+    };
+    let x_upd = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
+    let (ms, launches, st) = time_update(gpu, base, params, reps, |st| {
+        upd_solve(st, &mut x_upd.borrow_mut())
+    })?;
+    row.upd_ms = Some(ms);
+    row.launches = Some(launches);
+    if matches!(pt.extra, Extra::Acc { .. }) {
+        row.acc = Some(accuracy(gpu, &st, &c.a_new)?);
+    }
+    drop(st);
+
+    // the seeds' strategies (spec §1.5, §3.6)
     let x_wf = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
-    if has_givens_stage(pt) {
-        let t = time_with_setup(
-            gpu,
-            1,
-            reps,
-            || {
-                keep.borrow_mut().take();
-                let mut st = base.try_clone()?;
-                st.set_params(wavefront_params(&st));
-                Ok(st)
-            },
-            |mut st| {
-                let l0 = gpu.launch_count();
-                apply(&mut st, pt, c)?;
-                launches.set(gpu.launch_count() - l0);
-                solve_dev(gpu, &st, &mut x_wf.borrow_mut())?;
-                *keep.borrow_mut() = Some(st);
-                Ok(())
-            },
-        )?;
-        keep.borrow_mut().take();
-        row.wf_ms = Some(t.median_ms());
-        row.wf_launches = Some(launches.get());
+    let comp = matches!(pt.extra, Extra::Comp { .. });
+    if has_givens_stage(pt) && (ctx.wavefront || comp) {
+        let p = wavefront_params(pt, base.params(), RowRemoval::Composite);
+        let (ms, launches, _) = time_update(gpu, base, p, reps, |st| {
+            upd_solve(st, &mut x_wf.borrow_mut())
+        })?;
+        row.wf_ms = Some(ms);
+        row.wf_launches = Some(launches);
+    }
+    let x_tmp = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
+    if comp {
+        let p = wavefront_params(pt, base.params(), RowRemoval::SeparateStreams);
+        let (ms, _, _) = time_update(gpu, base, p, reps, |st| {
+            upd_solve(st, &mut x_tmp.borrow_mut())
+        })?;
+        row.streams_ms = Some(ms);
     }
 
     // baselines on the updated matrix
@@ -727,16 +538,116 @@ fn bench_gpu<T: GpuScalar>(
         row.solve_ms
     };
 
-    if let Some(cb) = cpu_base {
-        let (ms, runs) = time_cpu(cb, pt, c, cpu_budget)?;
-        row.cpu_ms = Some(ms);
-        row.cpu_runs = runs;
-        (row.faer_ms, row.faer_runs) = {
-            let (ms, runs) = time_faer(c, cpu_budget);
-            (Some(ms), runs)
+    // the seeds' protocols (spec §3.1): from page-locked host memory (and back)
+    if let Some(host) = gb.host {
+        let mut cell = gb.staging.borrow_mut();
+        let staging = cell
+            .as_mut()
+            .filter(|s| s.len() >= staging_need::<T>(pt))
+            .ok_or_else(|| cuqr::Error::Driver("TUS/TUT staging not allocated".into()))?;
+        let staging = RefCell::new(staging);
+        let keep: RefCell<Option<GpuQr<T>>> = RefCell::new(None);
+        let transfer = |back: bool| -> cuqr::Result<f64> {
+            let t = time_with_setup(
+                gpu,
+                1,
+                reps,
+                || {
+                    keep.borrow_mut().take();
+                    Ok(())
+                },
+                |()| {
+                    let mut s = staging.borrow_mut();
+                    let mut st = GpuQr::from_cpu(gpu, host, Some(&mut **s))?;
+                    st.set_params(params);
+                    upd_solve(&mut st, &mut x_tmp.borrow_mut())?;
+                    if back {
+                        std::hint::black_box(st.to_cpu_pinned(&mut s)?);
+                    }
+                    *keep.borrow_mut() = Some(st);
+                    Ok(())
+                },
+            )?;
+            keep.borrow_mut().take();
+            Ok(t.median_ms())
         };
+        if pt.seed_cula.is_some() {
+            row.tus_ms = Some(transfer(false)?);
+            let t = time_with_setup(
+                gpu,
+                1,
+                reps,
+                || Ok(()),
+                |()| {
+                    let mut s = staging.borrow_mut();
+                    work.borrow_mut()
+                        .upload_pinned(gpu, c.a_new.as_ref(), &mut s)?;
+                    dwork
+                        .borrow_mut()
+                        .upload_pinned(gpu, c.b_new.as_ref(), &mut s)?;
+                    refac(false)
+                },
+            )?;
+            row.tus_base_ms = Some(t.median_ms());
+        }
+        if pt.seed_seq.is_some() {
+            row.tut_ms = Some(transfer(true)?);
+        }
     }
     Ok(row)
+}
+
+/// e_Q = ‖QᵀQ − I‖_F, e_A = ‖QR − A‖_F/‖A‖_F (with Q) and ‖L‖_F (R's strictly
+/// lower part) of an updated state against the updated A (spec §3.7), in f64 with
+/// cuBLAS DGEMM (an f32 state is widened first).
+fn accuracy<T: GpuScalar>(gpu: &Arc<Gpu>, st: &GpuQr<T>, a: &Mat<T>) -> cuqr::Result<Accuracy> {
+    let r = st.r()?;
+    let (m, n) = (r.nrows(), r.ncols());
+    let mut l2 = 0.0;
+    for j in 0..n {
+        for i in j + 1..m {
+            l2 += r[(i, j)].to_f64().powi(2);
+        }
+    }
+    let wide = |x: &Mat<T>| Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)].to_f64());
+    let fro = |x: &Mat<f64>| x.as_slice().iter().map(|v| v * v).sum::<f64>().sqrt();
+    let (e_q, e_a) = match st.q()? {
+        Some(q) => {
+            let q64 = DevMat::<f64>::from_host(gpu, wide(&q).as_ref())?;
+            let eye = Mat::from_fn(m, m, |i, j| if i == j { 1.0 } else { 0.0 });
+            let mut c = DevMat::<f64>::from_host(gpu, eye.as_ref())?;
+            gpu.gemm(
+                Op::T,
+                Op::N,
+                1.0,
+                &q64.view(),
+                &q64.view(),
+                -1.0,
+                &mut c.view_mut(),
+            )?;
+            let e_q = fro(&c.to_host(gpu)?);
+            drop(c);
+            let a64 = wide(a);
+            let r64 = DevMat::<f64>::from_host(gpu, wide(&r).as_ref())?;
+            let mut c = DevMat::<f64>::from_host(gpu, a64.as_ref())?;
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                1.0,
+                &q64.view(),
+                &r64.view(),
+                -1.0,
+                &mut c.view_mut(),
+            )?;
+            (Some(e_q), Some(fro(&c.to_host(gpu)?) / fro(&a64)))
+        }
+        None => (None, None),
+    };
+    Ok(Accuracy {
+        e_q,
+        e_a,
+        l_norm: l2.sqrt(),
+    })
 }
 
 fn fmt_opt(x: Option<f64>, digits: usize) -> String {
@@ -767,19 +678,20 @@ fn bar_cell(pt: &Point, r: &Row) -> String {
     s
 }
 
-const TABLE_HEAD: &str = "| group | prec | update | m | n | k0 | p | Q | update ms | launches | (a) refac ms | a/upd | wavefront ms | a/wf | (b) solve-only ms | b/upd | seed CULA/TUS | cpu ms (runs) | cpu/upd | seed seq/TUT | (d) faer ms (runs) | d/upd | e_x | bar |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
-const CSV_HEAD: &str = "group,prec,update,m,n,k0,p,q_full,update_ms,launches,refac_ms,refac_over_update,wavefront_ms,wavefront_launches,refac_over_wavefront,e_x_wavefront,solve_only_ms,solve_only_over_update,seed_cula_over_tus,cpu_ms,cpu_runs,cpu_over_update,seed_seq_over_tut,faer_ms,faer_runs,faer_over_update,e_x,required_speedup";
+const TABLE_HEAD: &str = "| group | prec | update | m | n | k0 | p | Q | update ms | launches | (a) refac ms | a/upd | wavefront ms | a/wf | (b) solve-only ms | b/upd | TUS ms | (b) TUS ms | b/TUS | seed CULA/TUS | cpu ms (runs) | cpu/upd | TUT ms | cpu/TUT | seed seq/TUT | (d) faer ms (runs) | d/upd | e_x | bar |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+const CSV_HEAD: &str = "group,prec,update,m,n,k0,p,nb,q_full,update_ms,launches,refac_ms,refac_over_update,wavefront_ms,wavefront_launches,refac_over_wavefront,e_x_wavefront,streams_ms,solve_only_ms,solve_only_over_update,tus_ms,solve_only_tus_ms,solve_only_tus_over_tus,seed_cula_over_tus,cpu_ms,cpu_runs,cpu_over_update,tut_ms,cpu_over_tut,seed_seq_over_tut,faer_ms,faer_runs,faer_over_update,e_x,e_q,e_a,l_norm,required_speedup";
 
 fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
-    format!(
-        "| {} | {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-        pt.group,
-        pt.kind.name(),
-        pt.m,
-        pt.n,
-        pt.k0,
-        pt.p,
-        if pt.kind.policy() == QPolicy::Full { "full" } else { "none" },
+    let runs = |ms: Option<f64>, n: usize| ms.map_or("–".into(), |c| format!("{c:.1} ({n})"));
+    let cells = [
+        pt.group.to_string(),
+        prec.to_string(),
+        pt.kind.name().to_string(),
+        pt.m.to_string(),
+        pt.n.to_string(),
+        pt.k0.to_string(),
+        pt.p.to_string(),
+        (if pt.keeps_q() { "full" } else { "none" }).to_string(),
         fmt_opt(r.upd_ms, 3),
         r.launches.map_or("–".into(), |l| l.to_string()),
         fmt_opt(r.refac_ms, 3),
@@ -788,30 +700,35 @@ fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
         fmt_opt(ratio(r.refac_ms, r.wf_ms), 2),
         fmt_opt(r.solve_ms, 3),
         fmt_opt(ratio(r.solve_ms, r.upd_ms), 2),
+        fmt_opt(r.tus_ms, 3),
+        fmt_opt(r.tus_base_ms, 3),
+        fmt_opt(ratio(r.tus_base_ms, r.tus_ms), 2),
         fmt_opt(pt.seed_cula, 2),
-        r.cpu_ms
-            .map_or("–".into(), |c| format!("{c:.1} ({})", r.cpu_runs)),
+        runs(r.cpu_ms, r.cpu_runs),
         fmt_opt(ratio(r.cpu_ms, r.upd_ms), 1),
+        fmt_opt(r.tut_ms, 3),
+        fmt_opt(ratio(r.cpu_ms, r.tut_ms), 1),
         fmt_opt(pt.seed_seq, 1),
-        r.faer_ms
-            .map_or("–".into(), |c| format!("{c:.1} ({})", r.faer_runs)),
+        runs(r.faer_ms, r.faer_runs),
         fmt_opt(ratio(r.faer_ms, r.upd_ms), 1),
         r.ex.map_or("–".into(), |e| format!("{e:.1e}")),
         bar_cell(pt, r),
-    )
+    ];
+    format!("| {} |", cells.join(" | "))
 }
 
 fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
     let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
-    format!(
-        "{},{prec},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-        pt.group,
-        pt.kind.name(),
-        pt.m,
-        pt.n,
-        pt.k0,
-        pt.p,
-        pt.kind.policy() == QPolicy::Full,
+    let cells = [
+        pt.group.to_string(),
+        prec.to_string(),
+        pt.kind.name().to_string(),
+        pt.m.to_string(),
+        pt.n.to_string(),
+        pt.k0.to_string(),
+        pt.p.to_string(),
+        pt.nb.map_or(String::new(), |v| v.to_string()),
+        pt.keeps_q().to_string(),
         o(r.upd_ms),
         r.launches.map_or(String::new(), |l| l.to_string()),
         o(r.refac_ms),
@@ -820,19 +737,140 @@ fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
         r.wf_launches.map_or(String::new(), |l| l.to_string()),
         o(ratio(r.refac_ms, r.wf_ms)),
         o(r.wf_ex),
+        o(r.streams_ms),
         o(r.solve_ms),
         o(ratio(r.solve_ms, r.upd_ms)),
+        o(r.tus_ms),
+        o(r.tus_base_ms),
+        o(ratio(r.tus_base_ms, r.tus_ms)),
         o(pt.seed_cula),
         o(r.cpu_ms),
-        r.cpu_runs,
+        r.cpu_runs.to_string(),
         o(ratio(r.cpu_ms, r.upd_ms)),
+        o(r.tut_ms),
+        o(ratio(r.cpu_ms, r.tut_ms)),
         o(pt.seed_seq),
         o(r.faer_ms),
-        r.faer_runs,
+        r.faer_runs.to_string(),
         o(ratio(r.faer_ms, r.upd_ms)),
         o(r.ex),
-        required_speedup(pt),
-    )
+        o(r.acc.and_then(|a| a.e_q)),
+        o(r.acc.and_then(|a| a.e_a)),
+        o(r.acc.map(|a| a.l_norm)),
+        required_speedup(pt).to_string(),
+    ];
+    cells.join(",")
+}
+
+/// The tables of the seed experiments that are not speed-up grids, from the rows
+/// of the run: RR-comp (spec §3.6 Table D4), ACC (§3.7) and BS (§3.2).
+fn seed_tables(rows: &[(&str, Point, Row)]) -> String {
+    let mut out = String::new();
+    let sel = |g: &str| -> Vec<&(&str, Point, Row)> {
+        rows.iter().filter(|(_, p, _)| p.group == g).collect()
+    };
+    let comp = sel("RR-comp");
+    if !comp.is_empty() {
+        out.push_str(
+            "\nRR-comp (spec §3.6 Table D4, m = 5000, p = 50): row removal with the seeds' \
+             composite [Q; Rᵀ; dᵀ] and three-stream layouts (Wavefront Givens) against the \
+             two-phase default; update + solve, ms; the seeds' times in s\n\n\
+             | prec | n | two-phase ms | composite ms | three streams ms | streams/composite | \
+             seed composite s | seed streams s | seed streams/composite | composite/two-phase |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for (prec, p, r) in comp {
+            if let Extra::Comp {
+                composite_s,
+                streams_s,
+            } = p.extra
+            {
+                out.push_str(&format!(
+                    "| {prec} | {} | {} | {} | {} | {} | {composite_s:.3} | {streams_s:.3} | {:.2} | {} |\n",
+                    p.n,
+                    fmt_opt(r.upd_ms, 3),
+                    fmt_opt(r.wf_ms, 3),
+                    fmt_opt(r.streams_ms, 3),
+                    fmt_opt(ratio(r.streams_ms, r.wf_ms), 2),
+                    streams_s / composite_s,
+                    fmt_opt(ratio(r.wf_ms, r.upd_ms), 1),
+                ));
+            }
+        }
+    }
+    let acc = sel("ACC");
+    if !acc.is_empty() {
+        out.push_str(
+            "\nACC (spec §3.7, m = 4000, n = 2000, k0 = 0): e_x against cuSOLVER's \
+             refactorisation in the same precision, e_Q = ‖QᵀQ − I‖_F, e_A = ‖QR − A‖_F/‖A‖_F \
+             (where Q is kept), ‖L‖_F of R below its diagonal; the seeds' GPU figures (f32, \
+             2-norms); target = spec §3.7's 10·m·u for e_Q and e_A\n\n\
+             | prec | update | p | e_x | seed e_x | e_Q | seed e_Q | e_A | seed e_A | ‖L‖ | 10·m·u | e_Q, e_A ≤ 10·m·u |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        );
+        let e = |x: Option<f64>| x.map_or("–".into(), |v| format!("{v:.1e}"));
+        for (prec, p, r) in acc {
+            if let Extra::Acc { e_x, e_q, e_a } = p.extra {
+                let u = if *prec == "f32" {
+                    f32::EPSILON as f64 / 2.0
+                } else {
+                    f64::EPSILON / 2.0
+                };
+                let target = 10.0 * p.m as f64 * u;
+                let a = r.acc;
+                let ok = match a {
+                    Some(Accuracy {
+                        e_q: Some(q),
+                        e_a: Some(ea),
+                        ..
+                    }) => (if q <= target && ea <= target {
+                        "yes"
+                    } else {
+                        "NO"
+                    })
+                    .to_string(),
+                    _ => "–".to_string(),
+                };
+                out.push_str(&format!(
+                    "| {prec} | {} | {} | {} | {e_x:.0e} | {} | {} | {} | {} | {} | {target:.1e} | {ok} |\n",
+                    p.kind.name(),
+                    p.p,
+                    e(r.ex),
+                    e(a.and_then(|a| a.e_q)),
+                    e(e_q),
+                    e(a.and_then(|a| a.e_a)),
+                    e(e_a),
+                    e(a.map(|a| a.l_norm)),
+                ));
+            }
+        }
+    }
+    let bs = sel("BS");
+    if !bs.is_empty() {
+        out.push_str(
+            "\nBS (spec §3.2, m = 4000): the update's Householder block size n_b; update + \
+             solve (device-resident) and TUT, ms; the seeds' sequential and GPU TUT times in s\n\n\
+             | prec | update | n | k0 | p | n_b | update ms | a/upd | TUT ms | seed TUT s | seed seq s |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for (prec, p, r) in bs {
+            if let Extra::Bs { seq_s, tut_s } = p.extra {
+                out.push_str(&format!(
+                    "| {prec} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {seq_s:.3} |\n",
+                    p.kind.name(),
+                    p.n,
+                    p.k0,
+                    p.p,
+                    p.nb.map_or("–".into(), |v| v.to_string()),
+                    fmt_opt(r.upd_ms, 3),
+                    fmt_opt(ratio(r.refac_ms, r.upd_ms), 2),
+                    fmt_opt(r.tut_ms, 3),
+                    fmt_opt(tut_s, 3),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Everything a sweep needs besides the points.
@@ -841,12 +879,107 @@ struct Ctx<'a> {
     reps: usize,
     cpu: bool,
     cpu_budget: f64,
+    /// CPU points of one state timed at once (one serial update a thread).
+    cpu_threads: usize,
+    /// Time the TUS/TUT protocols where the seeds give their ratios.
+    transfers: bool,
+    /// Time the seeds' Wavefront strategy at every point with a Givens stage.
+    wavefront: bool,
     profile: bool,
     stages: bool,
 }
 
+/// The seed of a point's update inputs.
+fn case_seed(seed: u64, p: &Point) -> u64 {
+    seed ^ ((p.k0 as u64) << 16) ^ p.p as u64
+}
+
+/// What a CPU job gives: ((serial update ms, runs), (faer ms, runs)).
+type CpuTimed = cuqr::Result<((f64, usize), (f64, usize))>;
+
+/// One CPU point: its factorised state, the state's A and b, and its row's slot.
+struct CpuJob<T: Scalar> {
+    base: Arc<CpuQr<T>>,
+    a: Arc<Mat<T>>,
+    b: Arc<Mat<T>>,
+    seed: u64,
+    pt: Point,
+    slot: usize,
+}
+
+/// The CPU columns (c) and (d) of the points that ask for them, on `threads` worker
+/// threads that run beside the GPU measurements: each point serial on one thread with
+/// its own copy of the state.
+struct CpuPool<T: Scalar> {
+    tx: Option<std::sync::mpsc::Sender<CpuJob<T>>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    done: Arc<std::sync::Mutex<Vec<(usize, CpuTimed)>>>,
+}
+
+impl<T: Scalar + 'static> CpuPool<T> {
+    fn new(threads: usize, budget_s: f64) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<CpuJob<T>>();
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        let done = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let workers = (0..threads.max(1))
+            .map(|_| {
+                let (rx, done) = (rx.clone(), done.clone());
+                std::thread::spawn(move || loop {
+                    let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok(j) = job else { break };
+                    let case = make_case(&j.pt, &j.a, &j.b, case_seed(j.seed, &j.pt));
+                    let r = time_cpu(&j.base, &j.pt, &case, budget_s)
+                        .map(|c| (c, time_faer(&case, budget_s)));
+                    drop(case);
+                    done.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((j.slot, r));
+                })
+            })
+            .collect();
+        CpuPool {
+            tx: Some(tx),
+            workers,
+            done,
+        }
+    }
+
+    fn submit(&self, job: CpuJob<T>) {
+        self.tx
+            .as_ref()
+            .expect("the pool takes jobs until finish")
+            .send(job)
+            .expect("the workers live until finish");
+    }
+
+    /// The jobs finished so far (each once).
+    fn take_done(&self) -> Vec<(usize, CpuTimed)> {
+        std::mem::take(&mut *self.done.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Waits for every job; returns the ones not yet taken.
+    fn finish(mut self) -> Vec<(usize, CpuTimed)> {
+        drop(self.tx.take());
+        for w in self.workers.drain(..) {
+            w.join().expect("a CPU worker panicked");
+        }
+        self.take_done()
+    }
+}
+
+/// Fills a row's CPU columns from a finished job.
+fn fill_cpu(row: &mut Row, timed: CpuTimed) -> cuqr::Result<()> {
+    let ((cpu_ms, cpu_runs), (faer_ms, faer_runs)) = timed?;
+    row.cpu_ms = Some(cpu_ms);
+    row.cpu_runs = cpu_runs;
+    row.faer_ms = Some(faer_ms);
+    row.faer_runs = faer_runs;
+    Ok(())
+}
+
 /// Runs the points of one precision, grouped by (m, n, policy) so each state
-/// is factorised once; calls `out` per finished row.
+/// is factorised once; calls `out` per finished row (a state's rows once its CPU
+/// columns are in).
 fn sweep<T: GpuScalar>(
     ctx: &Ctx<'_>,
     points: &[Point],
@@ -863,38 +996,71 @@ fn sweep<T: GpuScalar>(
             keys.push(k);
         }
     }
+    let transfers = |p: &Point| p.seed_cula.is_some() || p.seed_seq.is_some();
+    // page-locked staging for TUS/TUT, allocated once for the largest point
+    let staging: RefCell<Option<PinnedHostSlice<T>>> = RefCell::new(match ctx.gpu {
+        Some(g) if ctx.transfers => points
+            .iter()
+            .filter(|p| transfers(p))
+            .map(staging_need::<T>)
+            .max()
+            .map(|len| g.alloc_pinned::<T>(len))
+            .transpose()?,
+        _ => None,
+    });
+    // rows by slot; a row is printed once its CPU job (if any) is in
+    let mut slots: Vec<(Point, Row, bool)> = Vec::new();
+    let mut printed = 0usize;
+    let pool = ctx
+        .cpu
+        .then(|| CpuPool::<T>::new(ctx.cpu_threads, ctx.cpu_budget));
+    let mut flush = |slots: &mut Vec<(Point, Row, bool)>,
+                     printed: &mut usize,
+                     finished: Vec<(usize, CpuTimed)>|
+     -> cuqr::Result<()> {
+        for (slot, timed) in finished {
+            fill_cpu(&mut slots[slot].1, timed)?;
+            slots[slot].2 = false;
+        }
+        while *printed < slots.len() && !slots[*printed].2 {
+            let (p, r, _) = &slots[*printed];
+            out(p, r);
+            *printed += 1;
+        }
+        Ok(())
+    };
     for (m, n, policy) in keys {
+        let pts: Vec<Point> = points
+            .iter()
+            .filter(|p| (p.m, p.n, p.kind.policy()) == (m, n, policy))
+            .copied()
+            .collect();
         let seed = (m as u64) << 32 ^ n as u64;
-        let a = random::<T>(m, n, seed);
-        let b = random::<T>(m, 1, seed ^ 0xB);
-        let needs_cpu = ctx.cpu
-            && points
-                .iter()
-                .any(|p| p.cpu && (p.m, p.n, p.kind.policy()) == (m, n, policy));
+        let a = Arc::new(random::<T>(m, n, seed));
+        let b = Arc::new(random::<T>(m, 1, seed ^ 0xB));
+        let needs_cpu = pool.is_some() && pts.iter().any(|p| p.cpu);
+        let tus_tut = staging.borrow().is_some() && pts.iter().any(transfers);
         let gpu_base = match ctx.gpu {
             Some(g) => Some(GpuQr::factorize(
                 g,
-                a.as_ref(),
-                b.as_ref(),
+                a.as_ref().as_ref(),
+                b.as_ref().as_ref(),
                 policy,
                 FactorParams::default(),
             )?),
             None => None,
         };
-        let cpu_base = match (&gpu_base, needs_cpu) {
+        let host_base = match (&gpu_base, needs_cpu || tus_tut) {
             (_, false) => None,
-            (Some(g), true) => Some(g.to_cpu()?),
-            (None, true) => Some(CpuQr::factorize(
-                a.as_ref(),
-                b.as_ref(),
+            (Some(g), true) => Some(Arc::new(g.to_cpu()?)),
+            (None, true) => Some(Arc::new(CpuQr::factorize(
+                a.as_ref().as_ref(),
+                b.as_ref().as_ref(),
                 policy,
                 FactorParams::default(),
-            )?),
+            )?)),
         };
-        for p in points
-            .iter()
-            .filter(|p| (p.m, p.n, p.kind.policy()) == (m, n, policy))
-        {
+        for p in &pts {
             *done += 1;
             eprint!(
                 "\r[{done}/{total}] {} {} m={} n={} k0={} p={}        ",
@@ -906,27 +1072,21 @@ fn sweep<T: GpuScalar>(
                 p.p
             );
             let _ = std::io::stderr().flush();
-            let case = make_case(p, &a, &b, seed ^ (p.k0 as u64) << 16 ^ p.p as u64);
-            let cb = if p.cpu { cpu_base.as_ref() } else { None };
+            let case = make_case(p, &a, &b, case_seed(seed, p));
             let row = match (ctx.gpu, &gpu_base) {
                 (Some(g), Some(base)) => {
-                    bench_gpu(g, base, cb, p, &case, ctx.reps, ctx.cpu_budget)?
+                    let gb = GpuBase {
+                        gpu: g,
+                        state: base,
+                        host: host_base.as_deref().filter(|_| tus_tut),
+                        staging: &staging,
+                    };
+                    bench_gpu(ctx, &gb, p, &case)?
                 }
-                _ => {
-                    let mut r = Row::default();
-                    if let Some(cb) = cb {
-                        let (ms, runs) = time_cpu(cb, p, &case, ctx.cpu_budget)?;
-                        r.cpu_ms = Some(ms);
-                        r.cpu_runs = runs;
-                        let (ms, runs) = time_faer(&case, ctx.cpu_budget);
-                        r.faer_ms = Some(ms);
-                        r.faer_runs = runs;
-                    }
-                    r
-                }
+                _ => Row::default(),
             };
-            out(p, &row);
-            if let (true, Some(g), Some(base)) = (ctx.stages, ctx.gpu, &gpu_base) {
+            let want_stages = ctx.stages || p.group == "AC-stage";
+            if let (true, Some(g), Some(base)) = (want_stages, ctx.gpu, &gpu_base) {
                 let st = stage_split(g, base, p, &case, ctx.reps)?;
                 let cells: Vec<String> = st
                     .iter()
@@ -957,8 +1117,36 @@ fn sweep<T: GpuScalar>(
                     ));
                 }
             }
+            drop(case);
+            let slot = slots.len();
+            let cpu_job = needs_cpu && p.cpu;
+            slots.push((*p, row, cpu_job));
+            if let (true, Some(pool), Some(base)) = (cpu_job, &pool, &host_base) {
+                pool.submit(CpuJob {
+                    base: base.clone(),
+                    a: a.clone(),
+                    b: b.clone(),
+                    seed,
+                    pt: *p,
+                    slot,
+                });
+            }
         }
+        drop(gpu_base);
+        let finished = pool.as_ref().map(|p| p.take_done()).unwrap_or_default();
+        flush(&mut slots, &mut printed, finished)?;
     }
+    if let Some(pool) = pool {
+        if printed < slots.len() {
+            eprint!(
+                "\r[{done}/{total}] waiting for the CPU columns ({} rows)        ",
+                slots.len() - printed
+            );
+            let _ = std::io::stderr().flush();
+        }
+        flush(&mut slots, &mut printed, pool.finish())?;
+    }
+    debug_assert_eq!(printed, slots.len());
     Ok(())
 }
 
@@ -1174,8 +1362,23 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     let o = BenchOpts::parse(
         CMD,
         args,
-        &["quick", "no-cpu", "profile", "stages"],
-        &["precision", "groups", "reps", "csv", "cpu-budget", "svg"],
+        &[
+            "quick",
+            "no-cpu",
+            "profile",
+            "stages",
+            "device-only",
+            "wavefront",
+        ],
+        &[
+            "precision",
+            "groups",
+            "reps",
+            "csv",
+            "cpu-budget",
+            "cpu-threads",
+            "svg",
+        ],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
         "both" => &["f64", "f32"],
@@ -1194,6 +1397,10 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
             _ => return Err(format!("--cpu-budget must be a number of seconds, not '{v}'").into()),
         },
     };
+    let cpu_threads = o.usize("cpu-threads")?.unwrap_or(1);
+    if cpu_threads == 0 {
+        return Err("--cpu-threads must be at least 1".into());
+    }
     if let Some(path) = o.get("csv") {
         super::check_csv_path(CMD, path)?;
     }
@@ -1209,8 +1416,12 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     if let (false, Some(gs)) = (quick, o.get("groups")) {
         let want: Vec<&str> = gs.split(',').map(str::trim).collect();
         for w in &want {
-            if !full_grid().iter().any(|p| p.group == *w) {
-                return Err(format!("--groups: unknown group '{w}'").into());
+            if !GROUPS.contains(w) {
+                return Err(format!(
+                    "--groups: unknown group '{w}' (groups: {})",
+                    GROUPS.join(", ")
+                )
+                .into());
             }
         }
         points.retain(|p| want.contains(&p.group));
@@ -1231,7 +1442,13 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     println!("command: cuqr bench updates {}", args.join(" "));
     println!(
         "protocol: device-resident; GPU medians of {reps} CUDA-event runs after 1 warm-up; \
-         update = restore snapshot (untimed), update + TRSM solve (timed)"
+         update = restore snapshot (untimed), update + TRSM solve (timed); TUS/TUT {}; \
+         CPU columns on {cpu_threads} worker thread(s) beside the GPU runs, each point serial",
+        if o.flag("device-only") || gpu.is_none() {
+            "off"
+        } else {
+            "from page-locked host memory where the seeds give them"
+        }
     );
     println!();
     println!("{TABLE_HEAD}");
@@ -1242,6 +1459,9 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         reps,
         cpu: !o.flag("no-cpu"),
         cpu_budget,
+        cpu_threads,
+        transfers: !o.flag("device-only"),
+        wavefront: quick || o.flag("wavefront"),
         profile: o.flag("profile"),
         stages: o.flag("stages"),
     };
@@ -1251,12 +1471,17 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     let total = points.len() * precs.len();
     let mut done = 0;
     for &prec in precs {
+        let csv_path = o.get("csv");
         let mut out = |p: &Point, r: &Row| {
             eprint!("\r");
             println!("{}", table_row(prec, p, r));
             csv.push_str(&csv_row(prec, p, r));
             csv.push('\n');
             rows.push((prec, *p, r.clone()));
+            // the CSV so far, so that an interrupted sweep keeps its rows
+            if let Some(path) = csv_path {
+                let _ = std::fs::write(path, &csv);
+            }
         };
         if prec == "f64" {
             sweep::<f64>(
@@ -1281,7 +1506,8 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         }
     }
     eprintln!();
-    if ctx.stages && gpu.is_some() {
+    print!("{}", seed_tables(&rows));
+    if !stage_rows.is_empty() {
         println!(
             "\nStages of each update + solve (ms, median over {reps} runs of each stage's sum; \
              events on the main stream, side-stream work counted where it is joined)\n"
@@ -1344,11 +1570,12 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
 /// y = (d) faer / (c) serial CPU update, dashed line at 1×.
 fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::Chart)> {
     type Field = (&'static str, fn(&Point) -> usize);
-    const FIELDS: [Field; 4] = [
+    const FIELDS: [Field; 5] = [
         ("k0", |p| p.k0),
         ("p", |p| p.p),
         ("m", |p| p.m),
         ("n", |p| p.n),
+        ("n_b", |p| p.nb.unwrap_or(0)),
     ];
     type Measure = (&'static str, fn(&Row) -> Option<f64>);
     let measures: &[Measure] = if gpu {
@@ -1359,18 +1586,20 @@ fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::
     } else {
         &[("(d) faer / (c) CPU update", |r| ratio(r.faer_ms, r.cpu_ms))]
     };
-    let mut keys: Vec<(&str, &str)> = Vec::new();
+    // one chart per (group, precision, update): BS and ACC hold several updates
+    let mut keys: Vec<(&str, &str, Kind)> = Vec::new();
     for (prec, p, _) in rows {
-        if !keys.contains(&(p.group, *prec)) {
-            keys.push((p.group, *prec));
+        if !keys.contains(&(p.group, *prec, p.kind)) {
+            keys.push((p.group, *prec, p.kind));
         }
     }
     let mut charts = Vec::new();
-    for (group, prec) in keys {
+    for &(group, prec, kind) in &keys {
         let sel: Vec<&(&str, Point, Row)> = rows
             .iter()
-            .filter(|(pr, p, _)| p.group == group && *pr == prec)
+            .filter(|(pr, p, _)| p.group == group && *pr == prec && p.kind == kind)
             .collect();
+        let several_kinds = keys.iter().any(|k| k.0 == group && k.2 != kind);
         let distinct = |f: fn(&Point) -> usize| {
             let mut v: Vec<usize> = sel.iter().map(|(_, p, _)| f(p)).collect();
             v.sort_unstable();
@@ -1385,11 +1614,13 @@ fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::
             _ => 1,
         };
         let counts: Vec<usize> = FIELDS.iter().map(|(_, f)| distinct(*f).len()).collect();
-        let xi = (0..4)
-            .max_by_key(|&i| (counts[i], i == hint, 4 - i))
-            .expect("four fields");
+        let xi = (0..FIELDS.len())
+            .max_by_key(|&i| (counts[i], i == hint, FIELDS.len() - i))
+            .expect("five fields");
         let (xname, xf) = FIELDS[xi];
-        let others: Vec<usize> = (0..4).filter(|&i| i != xi && counts[i] > 1).collect();
+        let others: Vec<usize> = (0..FIELDS.len())
+            .filter(|&i| i != xi && counts[i] > 1)
+            .collect();
         let key_of =
             |p: &Point| -> Vec<usize> { others.iter().map(|&i| (FIELDS[i].1)(p)).collect() };
         // the other fields vary with x alone: one series
@@ -1446,14 +1677,7 @@ fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::
         if gpu {
             for (_, p, _) in &sel {
                 let need = required_speedup(p);
-                // the cases of required_speedup, in its order
-                let why = match p.kind {
-                    Kind::RankOne => "rank-one",
-                    Kind::DeleteCols if 2 * p.k0 >= p.n => "k0 ≥ n/2",
-                    Kind::InsertCols | Kind::DeleteCols if 10 * p.p <= p.n => "p ≤ n/10",
-                    Kind::InsertRows | Kind::DeleteRows if 10 * p.p <= p.m => "p ≤ m/10",
-                    _ => "elsewhere",
-                };
+                let why = bar_reason(p);
                 add_line(need, format!("bar {need}× over (a), {why}"));
             }
             if sel
@@ -1465,7 +1689,7 @@ fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::
         } else {
             add_line(1.0, "1× (equal times)".to_string());
         }
-        let fixed: Vec<String> = (0..4)
+        let fixed: Vec<String> = (0..FIELDS.len())
             .filter(|&i| counts[i] == 1)
             .map(|i| format!("{} = {}", FIELDS[i].0, (FIELDS[i].1)(&sel[0].1)))
             .collect();
@@ -1477,14 +1701,19 @@ fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::
         if !fixed.is_empty() {
             x_label.push_str(&format!("   [{}]", fixed.join(", ")));
         }
-        let kind = sel[0].1.kind.name();
+        let kind = kind.name();
         let title = if gpu {
             format!("{group} {prec} {kind}: speed-up of the update (+ solve)")
         } else {
             format!("{group} {prec} {kind}: CPU only (no GPU), (d) faer / (c) CPU update")
         };
+        let file = if several_kinds {
+            format!("{group}_{kind}_{prec}.svg")
+        } else {
+            format!("{group}_{prec}.svg")
+        };
         charts.push((
-            format!("{group}_{prec}.svg"),
+            file,
             plot::Chart {
                 title,
                 x_label,
@@ -1501,23 +1730,6 @@ fn speedup_charts(rows: &[(&str, Point, Row)], gpu: bool) -> Vec<(String, plot::
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bar_thresholds_follow_issue_7() {
-        let g = full_grid();
-        let find = |grp: &str, k0: usize, p: usize| {
-            *g.iter()
-                .find(|x| x.group == grp && x.k0 == k0 && x.p == p)
-                .unwrap()
-        };
-        assert_eq!(required_speedup(&find("RC-k", 1500, 100)), 50.0);
-        assert_eq!(required_speedup(&find("RC-k", 0, 100)), 10.0);
-        assert_eq!(required_speedup(&find("RC-k", 0, 500)), 1.0);
-        assert_eq!(required_speedup(&find("AC-k3", 0, 200)), 10.0);
-        assert_eq!(required_speedup(&find("AR-p", 0, 1500)), 1.0);
-        assert_eq!(required_speedup(&find("RR-m", 0, 20)), 10.0);
-        assert_eq!(required_speedup(&find("R1", 0, 1)), 50.0);
-    }
 
     /// The strategy columns: present exactly where a Givens stage exists, and the
     /// table and CSV rows have as many cells as their headers.
@@ -1572,27 +1784,126 @@ mod tests {
     fn cases_build_the_updated_matrix() {
         let a = random::<f64>(30, 10, 1);
         let b = random::<f64>(30, 1, 2);
-        let ic = pt("x", Kind::InsertCols, 30, 10, 4, 3, false, None, None);
+        let ic = Point::new("x", Kind::InsertCols, 30, 10, 4, 3);
         let c = make_case(&ic, &a, &b, 3);
         assert_eq!((c.a_new.nrows(), c.a_new.ncols()), (30, 13));
         assert_eq!(c.a_new[(5, 3)], a[(5, 3)]);
         assert_eq!(c.a_new[(5, 4)], c.u[(5, 0)]);
         assert_eq!(c.a_new[(5, 7)], a[(5, 4)]);
-        let dr = pt("x", Kind::DeleteRows, 30, 10, 2, 5, false, None, None);
+        let dr = Point::new("x", Kind::DeleteRows, 30, 10, 2, 5);
         let c = make_case(&dr, &a, &b, 3);
         assert_eq!(c.a_new[(1, 0)], a[(1, 0)]);
         assert_eq!(c.a_new[(2, 0)], a[(7, 0)]);
         assert_eq!(c.b_new[(2, 0)], b[(7, 0)]);
-        let ir = pt("x", Kind::InsertRows, 30, 10, 0, 4, false, None, None);
+        let ir = Point::new("x", Kind::InsertRows, 30, 10, 0, 4);
         let c = make_case(&ir, &a, &b, 3);
         assert_eq!(c.a_new[(3, 2)], c.u[(3, 2)]);
         assert_eq!(c.a_new[(4, 2)], a[(0, 2)]);
         assert_eq!(c.b_new[(0, 0)], c.e[(0, 0)]);
-        let dc = pt("x", Kind::DeleteCols, 30, 10, 8, 2, false, None, None);
+        let dc = Point::new("x", Kind::DeleteCols, 30, 10, 8, 2);
         let c = make_case(&dc, &a, &b, 3);
         assert_eq!(c.a_new.ncols(), 8);
         assert_eq!(c.a_new[(0, 7)], a[(0, 7)]);
         assert!(a.as_slice().iter().all(|v| v.abs() >= 0.1));
+    }
+
+    /// The CPU pool on several threads fills exactly the CPU points' columns, and a
+    /// failing CPU update is reported, not swallowed.
+    #[test]
+    fn cpu_pool_fills_the_cpu_points() {
+        use Kind::*;
+        let (m, n) = (90, 30);
+        let pts = [
+            Point::new("t", InsertRows, m, n, 0, 4).cpu(),
+            Point::new("t", DeleteCols, m, n, 3, 2),
+            Point::new("t", DeleteCols, m, n, 10, 5).cpu(),
+            Point::new("t", InsertRows, m, n, 7, 3).cpu(),
+            Point::new("t", DeleteCols, m, n, 29, 5).cpu(),
+        ];
+        let a = Arc::new(random::<f64>(m, n, 1));
+        let b = Arc::new(random::<f64>(m, 1, 2));
+        let base = Arc::new(
+            CpuQr::factorize(
+                a.as_ref().as_ref(),
+                b.as_ref().as_ref(),
+                QPolicy::None,
+                FactorParams::default(),
+            )
+            .unwrap(),
+        );
+        for threads in [1, 3, 8] {
+            let pool = CpuPool::<f64>::new(threads, 0.0);
+            for (slot, p) in pts.iter().enumerate().filter(|(_, p)| p.cpu) {
+                pool.submit(CpuJob {
+                    base: base.clone(),
+                    a: a.clone(),
+                    b: b.clone(),
+                    seed: 5,
+                    pt: *p,
+                    slot,
+                });
+            }
+            let mut got = pool.finish();
+            got.sort_by_key(|x| x.0);
+            let slots: Vec<usize> = got.iter().map(|x| x.0).collect();
+            assert_eq!(slots, [0, 2, 3, 4], "{threads} threads");
+            for (slot, timed) in got {
+                let mut r = Row::default();
+                let res = fill_cpu(&mut r, timed);
+                if slot == 4 {
+                    // k0 + p > n: the update's validation error comes back
+                    assert!(res.is_err());
+                    assert!(r.cpu_ms.is_none());
+                } else {
+                    res.unwrap();
+                    assert!(r.cpu_ms.is_some_and(|t| t.is_finite() && t >= 0.0));
+                    assert!(r.faer_ms.is_some() && r.cpu_runs >= 1 && r.faer_runs >= 1);
+                }
+            }
+        }
+    }
+
+    /// The seed-experiment tables: one row per point of RR-comp, ACC and BS, each
+    /// with as many cells as its header, the e_Q/e_A target judged.
+    #[test]
+    fn seed_tables_line_up() {
+        let rows: Vec<(&str, Point, Row)> = full_grid()
+            .into_iter()
+            .filter(|p| matches!(p.group, "RR-comp" | "ACC" | "BS"))
+            .map(|p| {
+                let r = Row {
+                    upd_ms: Some(1.0),
+                    refac_ms: Some(3.0),
+                    wf_ms: Some(2.0),
+                    streams_ms: Some(2.5),
+                    tut_ms: Some(4.0),
+                    ex: Some(1e-15),
+                    acc: Some(Accuracy {
+                        e_q: p.keeps_q().then_some(1e-14),
+                        e_a: p.keeps_q().then_some(1e-15),
+                        l_norm: 0.0,
+                    }),
+                    ..Row::default()
+                };
+                ("f64", p, r)
+            })
+            .collect();
+        let text = seed_tables(&rows);
+        let cells = |line: &str| line.trim_matches('|').split(" | ").count();
+        let mut head = 0;
+        let mut body = 0;
+        for line in text.lines().filter(|l| l.starts_with('|')) {
+            if line.starts_with("| prec") {
+                head = cells(line);
+            } else if !line.starts_with("|---") {
+                assert_eq!(cells(line), head, "{line}");
+                body += 1;
+            }
+        }
+        assert_eq!(body, 4 + 20 + 18);
+        // 10·m·u = 10·4000·2⁻⁵³ ≈ 4.4e-12: the given e_Q, e_A pass
+        assert_eq!(text.matches("| yes |").count(), 10);
+        assert!(text.contains("| 2.0 |"), "composite/two-phase");
     }
 
     /// `--svg` charts from GPU-style rows of the full grid: x is the field that
@@ -1614,34 +1925,49 @@ mod tests {
             })
             .collect();
         let charts = speedup_charts(&rows, true);
-        let groups: Vec<&str> = rows.iter().map(|(_, p, _)| p.group).collect();
-        let mut want: Vec<String> = groups.iter().map(|g| format!("{g}_f64.svg")).collect();
-        want.dedup();
+        // one chart per group, per update in BS and ACC (which hold several)
+        let mut want: Vec<String> = Vec::new();
+        for (_, p, _) in &rows {
+            let name = match p.group {
+                "BS" | "ACC" => format!("{}_{}_f64.svg", p.group, p.kind.name()),
+                g => format!("{g}_f64.svg"),
+            };
+            if !want.contains(&name) {
+                want.push(name);
+            }
+        }
         let names: Vec<String> = charts.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names, want);
         let get = |n: &str| &charts.iter().find(|(f, _)| f == n).unwrap().1;
-        // AC-k3: k0 varies at m = 8000 (5 points) and m = 4000 (2, with CPU)
+        // AC-k3: k0 on x, one series per m, each with the CPU ratio too
         let ac = get("AC-k3_f64.svg");
         assert!(ac.x_label.starts_with("k0"), "{}", ac.x_label);
         let labels: Vec<&str> = ac.series.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(
             labels,
             [
-                "over (a) refactorise, m = 8000",
                 "over (a) refactorise, m = 4000",
-                "over (c) CPU update, m = 4000"
+                "over (a) refactorise, m = 8000",
+                "over (a) refactorise, m = 12000",
+                "over (c) CPU update, m = 4000",
+                "over (c) CPU update, m = 8000",
+                "over (c) CPU update, m = 12000"
             ]
         );
-        assert_eq!(ac.series[0].points.len(), 5);
+        assert_eq!(ac.series[0].points.len(), 7);
         assert!(ac.hlines.iter().any(|h| h.y == 10.0));
         assert!(ac
             .hlines
             .iter()
             .any(|h| h.y == 50.0 && h.label.contains("(c)")));
+        // BS: n_b on x; ACC: p on x
+        assert!(get("BS_insert_rows_f64.svg").x_label.starts_with("n_b"));
+        assert_eq!(get("BS_insert_rows_f64.svg").series[0].points.len(), 6);
+        assert!(get("ACC_delete_rows_f64.svg").x_label.starts_with("p"));
         // RC-k: k0 on x, one series per p, bars 10× and 50× (k0 ≥ n/2)
         let rc = get("RC-k_f64.svg");
         assert!(rc.x_label.starts_with("k0"));
-        assert_eq!(rc.series.len(), 2);
+        assert_eq!(rc.series.len(), 3);
         assert!(rc
             .hlines
             .iter()
@@ -1672,13 +1998,13 @@ mod tests {
     fn svg_option_writes_valid_plots() {
         use Kind::*;
         let grid = vec![
-            pt("AC-k", InsertCols, 130, 50, 0, 5, true, None, None),
-            pt("AC-k", InsertCols, 130, 50, 25, 5, true, None, None),
-            pt("AC-k", InsertCols, 130, 50, 50, 5, true, None, None),
-            pt("AR-p", InsertRows, 130, 50, 0, 3, true, None, None),
-            pt("AR-p", InsertRows, 130, 50, 0, 7, true, None, None),
-            pt("AR-p", InsertRows, 130, 37, 0, 7, true, None, None),
-            pt("R1", RankOne, 97, 41, 0, 1, true, None, None),
+            Point::new("AC-k", InsertCols, 130, 50, 0, 5).cpu(),
+            Point::new("AC-k", InsertCols, 130, 50, 25, 5).cpu(),
+            Point::new("AC-k", InsertCols, 130, 50, 50, 5).cpu(),
+            Point::new("AR-p", InsertRows, 130, 50, 0, 3).cpu(),
+            Point::new("AR-p", InsertRows, 130, 50, 0, 7).cpu(),
+            Point::new("AR-p", InsertRows, 130, 37, 0, 7).cpu(),
+            Point::new("R1", RankOne, 97, 41, 0, 1).cpu(),
         ];
         let dir = std::env::temp_dir().join(format!("cuqr-svg-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

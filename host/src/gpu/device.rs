@@ -34,6 +34,9 @@ pub struct Gpu {
     /// Device limits and launch answers of `row_insert_qr`, filled by the first row
     /// insertion and kept (`kernels_row_insert.rs`).
     pub(crate) row_insert: std::sync::Mutex<super::kernels_row_insert::RowInsertCache>,
+    /// Launch shapes and publication flags of `two_phase_gen_chains`, kept between
+    /// generates (`kernels_two_phase.rs`).
+    pub(crate) chains: std::sync::Mutex<super::kernels_two_phase::ChainsCache>,
     /// Device and page-locked host buffers of the rank check
     /// (`householder::check_rank_dev`), made by the first check and grown as needed.
     pub(crate) rank_scratch: std::sync::Mutex<Option<super::householder::RankScratch>>,
@@ -246,6 +249,7 @@ impl Gpu {
             kernels,
             fused: std::sync::Mutex::new(None),
             row_insert: std::sync::Mutex::new(Default::default()),
+            chains: std::sync::Mutex::new(Default::default()),
             rank_scratch: std::sync::Mutex::new(None),
             upload_staging: std::sync::Mutex::new(None),
             small_panel: std::sync::Mutex::new(None),

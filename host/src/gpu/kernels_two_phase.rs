@@ -40,6 +40,28 @@ pub const CHAIN_MAX_THREADS: usize = 256;
 /// (the kernel's `CHAIN_SCRATCH`).
 const CHAIN_SCRATCH: usize = 48;
 
+/// Launch shapes of `two_phase_gen_chains` kept by [`ChainsCache`] (the most recent).
+const CHAINS_MEMO: usize = 16;
+
+/// (threads a block, chunk, shared bytes, blocks) of a `two_phase_gen_chains` launch.
+type ChainShape = (usize, usize, usize, usize);
+
+/// What `two_phase_gen_chains` keeps on the [`Gpu`] between generates (issue 7: the
+/// shape query ran twice per generate, and every launch allocated and zeroed its flags):
+/// the launch shapes of the last [`CHAINS_MEMO`] (dtype, chains, length) queries, and
+/// publication flags for up to `flags.len()` chains. The flags hold values ≤ `base`
+/// (zero when made), so a launch that publishes by storing `base + 1` finds none of its
+/// flags already set; each launch raises `base` by one, and the flags are zeroed again
+/// before `base + 1` could wrap.
+#[derive(Debug, Default)]
+pub(crate) struct ChainsCache {
+    shapes: Vec<((usize, usize, usize), Option<ChainShape>)>,
+    /// At most this many blocks a launch ([`Gpu::two_phase_chains_block_cap`]; tests).
+    block_cap: Option<usize>,
+    flags: Option<cudarc::driver::CudaSlice<u32>>,
+    base: u32,
+}
+
 /// Where `two_phase_gen_chains` reads and writes its vectors: element e of vector c at
 /// `src + (c·src_vs + e·src_es)` elements (and likewise `dst`), device addresses.
 #[derive(Clone, Copy, Debug)]
@@ -292,13 +314,14 @@ pub enum GenPath {
         /// Driver block in shared memory.
         shared: bool,
     },
-    /// Strip and block only: `two_phase_gen_chains`, one block a chain (its vector in
-    /// shared memory), each chain's rotations made at once from scaled suffix norms
-    /// after the earlier chains reach its vector through block scans, one cooperative
-    /// launch. The serial chain's rotations and driver up to rounding (not bit for bit
-    /// like the others); taken by default when every chain's warp fits on the GPU at
-    /// once ([`Gpu::two_phase_chains_fit`]; issue 7: the wavefront's steps were 0.8 to
-    /// 50 µs each, p²/2 items a step on one block).
+    /// Strip and block only: `two_phase_gen_chains`, a block a chain at a time (its
+    /// vector in shared memory; block b makes chains b, b + G, … when there are more
+    /// chains than the G blocks that fit the GPU at once), each chain's rotations made
+    /// at once from scaled suffix norms after the earlier chains reach its vector
+    /// through block scans, one cooperative launch. The serial chain's rotations and
+    /// driver up to rounding (not bit for bit like the others); taken by default when a
+    /// vector fits a block's shared memory ([`Gpu::two_phase_chains_fit`]; issue 7: the
+    /// wavefront's steps were 0.8 to 50 µs each, p²/2 items a step on one block).
     Chains,
 }
 
@@ -439,9 +462,19 @@ impl Gpu {
         Ok(c)
     }
 
+    /// Caps the blocks of every later `two_phase_gen_chains` launch on this device at
+    /// `cap` (at least one; `None`: as many as fit the GPU at once, at most one a chain).
+    /// The rotations and driver do not depend on it (each chain is made by one block
+    /// either way); tests use it to run many chains on few blocks.
+    #[doc(hidden)]
+    pub fn two_phase_chains_block_cap(&self, cap: Option<usize>) {
+        let mut cache = self.chains.lock().unwrap_or_else(|e| e.into_inner());
+        cache.block_cap = cap.map(|c| c.max(1));
+    }
+
     /// Whether `two_phase_gen_chains` ([`GenPath::Chains`]) can run `chains` chains whose
-    /// longest vector has `len` elements: one block a chain with its vector in shared
-    /// memory, every block resident at once (the cooperative launch's condition).
+    /// longest vector has `len` elements: a vector must fit a block's shared memory (any
+    /// number of chains: the resident blocks take them in turn).
     ///
     /// # Errors
     /// [`Error::Driver`] if a device query fails.
@@ -449,17 +482,34 @@ impl Gpu {
         Ok(self.chains_shape::<T>(chains, len)?.is_some())
     }
 
-    /// (threads a block, chunk, shared bytes) of `two_phase_gen_chains` (one block a
-    /// chain), or `None` when a vector does not fit a block's shared memory or the
-    /// blocks do not all fit the GPU at once. 32·w threads with w = ⌈len/128⌉ ≤ 8, chunk
+    /// (threads a block, chunk, shared bytes, blocks) of `two_phase_gen_chains`, or
+    /// `None` when a vector does not fit a block's shared memory (or no block fits an
+    /// SM). Blocks: as many as fit the GPU at once, at most one a chain (a block makes
+    /// chains b, b + G, … when there are more). 32·w threads with w = ⌈len/128⌉ ≤ 8, chunk
     /// = ⌈len/(32·w)⌉ rounded up to odd, so the threads' chunks fall in different
     /// shared-memory banks. Raises the kernel's shared-memory limit to the device's
-    /// opt-in maximum when needed.
-    fn chains_shape<T: GpuScalar>(
+    /// opt-in maximum when needed. Memoised on the [`Gpu`] ([`ChainsCache`]): a repeated
+    /// query makes no driver call.
+    fn chains_shape<T: GpuScalar>(&self, chains: usize, len: usize) -> Result<Option<ChainShape>> {
+        let key = (size_of::<T>(), chains, len);
+        let mut cache = self.chains.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&(_, shape)) = cache.shapes.iter().find(|(k, _)| *k == key) {
+            return Ok(shape);
+        }
+        let shape = self.chains_shape_query::<T>(chains, len)?;
+        if cache.shapes.len() >= CHAINS_MEMO {
+            cache.shapes.remove(0);
+        }
+        cache.shapes.push((key, shape));
+        Ok(shape)
+    }
+
+    /// [`Gpu::chains_shape`] from the device's limits (driver queries; not memoised).
+    fn chains_shape_query<T: GpuScalar>(
         &self,
         chains: usize,
         len: usize,
-    ) -> Result<Option<(usize, usize, usize)>> {
+    ) -> Result<Option<ChainShape>> {
         if chains == 0 || len < 2 || u32::try_from(chains).is_err() {
             return Ok(None);
         }
@@ -482,15 +532,18 @@ impl Gpu {
             .map_err(super::driver_err(
                 "querying two_phase_gen_chains's occupancy",
             ))?;
-        if (per_sm as usize) * self.sm_count()? < chains {
+        // As many blocks as fit the GPU at once, at most one a chain; a block makes
+        // chains b, b + G, … in order when there are more chains than blocks.
+        let blocks = ((per_sm as usize) * self.sm_count()?).min(chains);
+        if blocks == 0 {
             return Ok(None);
         }
-        Ok(Some((threads, chunk, bytes)))
+        Ok(Some((threads, chunk, bytes, blocks)))
     }
 
     /// Launches `two_phase_gen_chains` on `p` chains (chain c: elements 0..=hi0 + inc·c
     /// of vector c through `io`), recording into `list` (which the caller then describes).
-    /// Zeroed publication flags are allocated for the launch.
+    /// The publication flags are the [`ChainsCache`]'s, with the next `base`.
     ///
     /// # Errors
     /// [`Error::InvalidParam`] if the chains do not fit ([`Gpu::two_phase_chains_fit`];
@@ -510,26 +563,50 @@ impl Gpu {
         len: usize,
         list: &mut RotList<T>,
     ) -> Result<()> {
-        let Some((threads, chunk, bytes)) = self.chains_shape::<T>(p, len)? else {
+        let Some((threads, chunk, bytes, blocks)) = self.chains_shape::<T>(p, len)? else {
             return Err(Error::InvalidParam {
                 op: "two_phase_gen_chains",
                 what: "path",
                 why: format!(
-                    "{p} chains of up to {len} elements do not fit the GPU at once \
-                     (one block a chain, its vector in shared memory)"
+                    "a vector of {len} elements does not fit a block's shared memory \
+                     ({p} chains)"
                 ),
             });
         };
+        // The cache stays locked until the launch is queued, so launches take their
+        // `base` values in stream order.
+        let mut cache = self.chains.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.flags.as_ref().is_none_or(|f| f.len() < p) {
+            cache.flags = None;
+            let n = p.next_power_of_two().max(1024);
+            let flags = self
+                .stream
+                .alloc_zeros::<u32>(n)
+                .map_err(alloc_err("the chain flags", 4 * n))?;
+            self.count_launch();
+            cache.flags = Some(flags);
+            cache.base = 0;
+        }
+        if cache.base >= u32::MAX - 1 {
+            let flags = cache.flags.as_mut().expect("made above");
+            self.stream
+                .memset_zeros(flags)
+                .map_err(super::driver_err("zeroing the chain flags"))?;
+            self.count_launch();
+            cache.base = 0;
+        }
+        cache.base += 1;
+        let set = cache.base;
+        let blocks = cache.block_cap.map_or(blocks, |c| blocks.min(c));
+        let flags = cache.flags.as_mut().expect("made above");
         list.clear();
-        let mut flags = self
-            .stream
-            .alloc_zeros::<u32>(p)
-            .map_err(alloc_err("the chain flags", 4 * p))?;
-        self.count_launch();
-        let set = 1u32;
         let f = &T::kernel_set(&self.kernels).two_phase_gen_chains;
         let launch = LaunchConfig {
-            grid_dim: (u32::try_from(p).expect("chains < 2³² (chains_shape)"), 1, 1),
+            grid_dim: (
+                u32::try_from(blocks).expect("blocks ≤ chains < 2³² (chains_shape)"),
+                1,
+                1,
+            ),
             block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: u32::try_from(bytes).expect("shared memory fits u32"),
         };
@@ -547,17 +624,17 @@ impl Gpu {
             .arg(&chunk)
             .arg(&mut list.rot)
             .arg(&mut list.plane)
-            .arg(&mut flags)
+            .arg(flags)
             .arg(&set);
         // SAFETY: matches two_phase_gen_chains_{f32,f64}(src: *const T, src_vs, src_es,
         // dst: *mut T, dst_vs, dst_es, p, hi0, inc, chunk, rot: *mut T, plane: *mut u32,
         // flags: *mut u32, set: u32) (device pointers are 64-bit). The vectors are the
-        // caller's (this fn's contract); rot/plane are the list's own buffers, flags a
-        // fresh zeroed allocation of p u32s (none equals `set` = 1), all distinct;
-        // chains_shape gave p blocks of `threads` = 32·w threads (w ≤ 8), CHAIN_SCRATCH
-        // + threads·chunk elements of shared memory (within the limit it raised) with
-        // threads·chunk ≥ len, and checked that the blocks fit the GPU at once, which
-        // the cooperative launch then guarantees (or fails).
+        // caller's (this fn's contract); rot/plane are the list's own buffers, flags the
+        // cache's ≥ p u32s, all ≤ set − 1 (ChainsCache; none equals `set`), all distinct;
+        // chains_shape gave 1 ≤ blocks ≤ p blocks of `threads` = 32·w threads (w ≤ 8),
+        // CHAIN_SCRATCH + threads·chunk elements of shared memory (within the limit it
+        // raised) with threads·chunk ≥ len, and no more blocks than fit the GPU at once,
+        // which the cooperative launch then guarantees (or fails).
         unsafe { b.launch_cooperative(launch) }.map_err(launch_err("two_phase_gen_chains"))?;
         Ok(())
     }
@@ -567,7 +644,7 @@ impl Gpu {
     /// ρ on the band, exact zeros below it, rows rotated in the driver's later columns —
     /// and records the p·h rotations into `list` (replacing it) in the sequential order
     /// of `update::insert_cols::run_cpu`, planes local to row k0. Runs the chains of
-    /// warp scans ([`GenPath::Chains`]) when they fit the GPU at once, else the pipelined
+    /// warp scans ([`GenPath::Chains`]) when a vector fits a block, else the pipelined
     /// wavefront with the driver in shared memory when it fits, else in global memory
     /// ([`GenPath`]; issue 7).
     ///
@@ -592,7 +669,7 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::InvalidParam`] if `path` is `Pipe` and its shared memory exceeds the
-    /// device's limit, or `Chains` and the chains do not fit the GPU at once (nothing is
+    /// device's limit, or `Chains` and a vector does not fit a block (nothing is
     /// launched, `list` and `x` are unchanged);
     /// [`Error::Driver`] if the launch fails.
     ///
@@ -673,7 +750,7 @@ impl Gpu {
     /// k0..k0+p of Q) into the compact scratch `z` (p·m) and runs the wavefront on it,
     /// recording the pm − p(p+1)/2 rotations into `list` (replacing it) in the order of
     /// `update::delete_rows::rotate_out`; planes are column indices of Q. Runs the
-    /// chains of warp scans ([`GenPath::Chains`]) when they fit the GPU at once, else the
+    /// chains of warp scans ([`GenPath::Chains`]) when a vector fits a block, else the
     /// pipelined wavefront with Z in shared memory when it fits, else in `z`
     /// ([`GenPath`]; issue 7); `z` holds the final Z either way.
     ///
@@ -698,7 +775,7 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::InvalidParam`] if `path` is `Pipe` and its shared memory exceeds the
-    /// device's limit, or `Chains` and the chains do not fit the GPU at once (nothing is
+    /// device's limit, or `Chains` and a vector does not fit a block (nothing is
     /// launched; `list` and `z` are unchanged);
     /// [`Error::Driver`] if the launch fails.
     ///

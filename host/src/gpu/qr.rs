@@ -259,6 +259,119 @@ impl<T: GpuScalar> GpuQr<T> {
         })
     }
 
+    /// [`to_cpu`](Self::to_cpu) through page-locked host memory (`staging`, at
+    /// least [`staging_len`](Self::staging_len) elements): the seeds' TUT protocol
+    /// copies the outputs back at full link speed (spec §3.1, §3.9).
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`]; [`Error::Shape`] if `staging` is too short;
+    /// [`Error::Driver`].
+    pub fn to_cpu_pinned(
+        &self,
+        staging: &mut cudarc::driver::PinnedHostSlice<T>,
+    ) -> Result<crate::CpuQr<T>> {
+        self.guarded(|| {
+            Ok(crate::CpuQr {
+                dims: self.dims,
+                r: self.r.download_pinned(&self.gpu, staging)?,
+                d: self.d.download_pinned(&self.gpu, staging)?,
+                q: self
+                    .q
+                    .as_ref()
+                    .map(|q| q.download_pinned(&self.gpu, staging))
+                    .transpose()?,
+                params: self.params,
+                rank_tol: self.rank_tol,
+            })
+        })
+    }
+
+    /// Elements of page-locked staging that [`from_cpu`](Self::from_cpu) and
+    /// [`to_cpu_pinned`](Self::to_cpu_pinned) need for a state of `dims`
+    /// (its largest padded matrix: R, d or Q).
+    pub fn staging_len(dims: Dims) -> usize {
+        let (m, n, q) = (dims.m, dims.n, dims.q);
+        let ld = super::matrix::padded_ld::<T>(m);
+        let cols = if dims.policy == QPolicy::Full {
+            m.max(n).max(q)
+        } else {
+            n.max(q)
+        };
+        ld * cols.max(1)
+    }
+
+    /// Moves a host state to the device (the inverse of [`to_cpu`](Self::to_cpu)):
+    /// R, d and Q (when held) are uploaded as they are, with the same options and
+    /// rank tolerance, so the GPU can take over the updates of a state built or
+    /// updated on the CPU. With `staging` (page-locked, at least
+    /// [`staging_len`](Self::staging_len) elements) the copies run at full link
+    /// speed (the seeds' TUS/TUT protocols, spec §3.1, §3.9); without it they go
+    /// through pageable memory.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `staging` is too short (nothing is allocated then);
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::gpu::GpuQr;
+    /// use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy, QrUpdate};
+    /// let a = Mat::<f64>::from_fn(300, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
+    /// let b = Mat::<f64>::from_fn(300, 1, |i, _| i as f64);
+    /// let cpu = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let mut st = GpuQr::from_cpu(&gpu, &cpu, None)?;
+    /// st.delete_rows(0, 5)?;
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn from_cpu(
+        gpu: &Arc<Gpu>,
+        st: &crate::CpuQr<T>,
+        staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>,
+    ) -> Result<Self> {
+        let need = Self::staging_len(st.dims);
+        let up = |a: &Mat<T>, staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>| {
+            let mut m = DevMat::<T>::zeros(gpu, a.nrows(), a.ncols())?;
+            match staging {
+                Some(s) => m.upload_pinned(gpu, a.as_ref(), s)?,
+                None => m.upload(gpu, a.as_ref())?,
+            }
+            Ok::<_, Error>(m)
+        };
+        let (r, d, q) = match staging {
+            Some(s) => {
+                if s.len() < need {
+                    return Err(Error::Shape {
+                        op: "GpuQr::from_cpu",
+                        what: "staging length",
+                        got: s.len(),
+                        expected: need,
+                    });
+                }
+                let r = up(&st.r, Some(&mut *s))?;
+                let d = up(&st.d, Some(&mut *s))?;
+                let q = st.q.as_ref().map(|q| up(q, Some(&mut *s))).transpose()?;
+                (r, d, q)
+            }
+            None => (
+                up(&st.r, None)?,
+                up(&st.d, None)?,
+                st.q.as_ref().map(|q| up(q, None)).transpose()?,
+            ),
+        };
+        Ok(Self {
+            gpu: gpu.clone(),
+            dims: st.dims,
+            r,
+            d,
+            q,
+            params: st.params,
+            rank_tol: st.rank_tol,
+            poisoned: AtomicBool::new(false),
+        })
+    }
+
     /// True once a device fault has poisoned the state (every call then
     /// returns [`Error::Poisoned`]).
     pub fn is_poisoned(&self) -> bool {
