@@ -681,16 +681,20 @@ fn bar_cell(pt: &Point, r: &Row) -> String {
 const TABLE_HEAD: &str = "| group | prec | update | m | n | k0 | p | Q | update ms | launches | (a) refac ms | a/upd | wavefront ms | a/wf | (b) solve-only ms | b/upd | TUS ms | (b) TUS ms | b/TUS | seed CULA/TUS | cpu ms (runs) | cpu/upd | TUT ms | cpu/TUT | seed seq/TUT | (d) faer ms (runs) | d/upd | e_x | bar |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 const CSV_HEAD: &str = "group,prec,update,m,n,k0,p,nb,q_full,update_ms,launches,refac_ms,refac_over_update,wavefront_ms,wavefront_launches,refac_over_wavefront,e_x_wavefront,streams_ms,solve_only_ms,solve_only_over_update,tus_ms,solve_only_tus_ms,solve_only_tus_over_tus,seed_cula_over_tus,cpu_ms,cpu_runs,cpu_over_update,tut_ms,cpu_over_tut,seed_seq_over_tut,faer_ms,faer_runs,faer_over_update,e_x,e_q,e_a,l_norm,required_speedup";
 
+/// The point's first cells of a table or CSV row: group, precision, update, m, n, k0, p.
+fn point_cells(prec: &str, pt: &Point) -> Vec<String> {
+    let (name, kind) = (pt.group.to_string(), pt.kind.name().to_string());
+    let dims = [pt.m, pt.n, pt.k0, pt.p].map(|v| v.to_string());
+    [name, prec.to_string(), kind]
+        .into_iter()
+        .chain(dims)
+        .collect()
+}
+
 fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
     let runs = |ms: Option<f64>, n: usize| ms.map_or("–".into(), |c| format!("{c:.1} ({n})"));
-    let cells = [
-        pt.group.to_string(),
-        prec.to_string(),
-        pt.kind.name().to_string(),
-        pt.m.to_string(),
-        pt.n.to_string(),
-        pt.k0.to_string(),
-        pt.p.to_string(),
+    let mut cells = point_cells(prec, pt);
+    cells.extend([
         (if pt.keeps_q() { "full" } else { "none" }).to_string(),
         fmt_opt(r.upd_ms, 3),
         r.launches.map_or("–".into(), |l| l.to_string()),
@@ -713,20 +717,14 @@ fn table_row(prec: &str, pt: &Point, r: &Row) -> String {
         fmt_opt(ratio(r.faer_ms, r.upd_ms), 1),
         r.ex.map_or("–".into(), |e| format!("{e:.1e}")),
         bar_cell(pt, r),
-    ];
+    ]);
     format!("| {} |", cells.join(" | "))
 }
 
 fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
     let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
-    let cells = [
-        pt.group.to_string(),
-        prec.to_string(),
-        pt.kind.name().to_string(),
-        pt.m.to_string(),
-        pt.n.to_string(),
-        pt.k0.to_string(),
-        pt.p.to_string(),
+    let mut cells = point_cells(prec, pt);
+    cells.extend([
         pt.nb.map_or(String::new(), |v| v.to_string()),
         pt.keeps_q().to_string(),
         o(r.upd_ms),
@@ -758,7 +756,7 @@ fn csv_row(prec: &str, pt: &Point, r: &Row) -> String {
         o(r.acc.and_then(|a| a.e_a)),
         o(r.acc.map(|a| a.l_norm)),
         required_speedup(pt).to_string(),
-    ];
+    ]);
     cells.join(",")
 }
 
