@@ -39,7 +39,7 @@ the seeds' TUS and TUT protocols beside it
 Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...]
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
                           [--cpu-threads N] [--device-only] [--wavefront]
-                          [--profile] [--stages] [--svg DIR]
+                          [--profile] [--stages] [--svg DIR] [--resume FILE]
 
   --quick        a small grid (m = 1200, n = 500) that runs in well under a
                  minute; without a GPU it runs the CPU columns only and says so
@@ -65,6 +65,9 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
                  and apply, Householder panels and trailing updates, rank check,
                  the solve) by events on the main stream, median of --reps runs;
                  always on in AC-stage (the seeds' stage breakdown, Table A4)
+  --resume FILE  skip the points already in FILE, a CSV of an earlier run (same
+                 columns); with --csv FILE (the same file) the new rows are added
+                 after the old ones, so a run cut short can be continued
   --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
                  speed-up over (a) and over the CPU update (c) against the parameter
                  that varies in the group (k0, p, m or n), the bar dashed; without a
@@ -871,6 +874,38 @@ fn seed_tables(rows: &[(&str, Point, Row)]) -> String {
     out
 }
 
+/// The CSV key of a point: its first eight cells (group, prec, update, m, n, k0, p, nb).
+fn csv_key(prec: &str, pt: &Point) -> String {
+    let row = csv_row(prec, pt, &Row::default());
+    row.split(',').take(8).collect::<Vec<_>>().join(",")
+}
+
+/// `--resume FILE`: the file's text and the keys of its rows ([`csv_key`]); a missing or
+/// empty file has none. A file with another header is refused.
+fn read_resume(path: &str) -> Result<(Option<String>, Vec<String>), String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Vec::new())),
+        Err(e) => return Err(e.to_string()),
+    };
+    if text.trim().is_empty() {
+        return Ok((None, Vec::new()));
+    }
+    let mut lines = text.lines();
+    if lines.next() != Some(CSV_HEAD) {
+        return Err("not a CSV of this cuqr bench updates (its header differs)".into());
+    }
+    let keys = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').take(8).collect::<Vec<_>>().join(","))
+        .collect();
+    let mut text = text;
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok((Some(text), keys))
+}
+
 /// Everything a sweep needs besides the points.
 struct Ctx<'a> {
     gpu: Option<&'a Arc<Gpu>>,
@@ -1376,6 +1411,7 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
             "cpu-budget",
             "cpu-threads",
             "svg",
+            "resume",
         ],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
@@ -1399,6 +1435,11 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     if cpu_threads == 0 {
         return Err("--cpu-threads must be at least 1".into());
     }
+    // the points an earlier run measured (read before --csv may create the file)
+    let (resumed, done_keys) = match o.get("resume") {
+        None => (None, Vec::new()),
+        Some(path) => read_resume(path).map_err(|e| format!("{CMD}: --resume {path}: {e}"))?,
+    };
     if let Some(path) = o.get("csv") {
         super::check_csv_path(CMD, path)?;
     }
@@ -1450,8 +1491,10 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     );
     println!();
     println!("{TABLE_HEAD}");
-    let mut csv = String::from(CSV_HEAD);
-    csv.push('\n');
+    let mut csv = match (&resumed, o.get("csv") == o.get("resume")) {
+        (Some(text), true) => text.clone(),
+        _ => format!("{CSV_HEAD}\n"),
+    };
     let ctx = Ctx {
         gpu: gpu.as_ref(),
         reps,
@@ -1466,7 +1509,20 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     let mut prof = Vec::new();
     let mut stage_rows = Vec::new();
     let mut rows: Vec<(&str, Point, Row)> = Vec::new();
-    let total = points.len() * precs.len();
+    let todo = |prec: &str| -> Vec<Point> {
+        points
+            .iter()
+            .filter(|p| !done_keys.contains(&csv_key(prec, p)))
+            .copied()
+            .collect()
+    };
+    let total: usize = precs.iter().map(|prec| todo(prec).len()).sum();
+    if !done_keys.is_empty() {
+        println!(
+            "resume: {} of the points already measured, {total} to go",
+            points.len() * precs.len() - total
+        );
+    }
     let mut done = 0;
     for &prec in precs {
         let csv_path = o.get("csv");
@@ -1481,6 +1537,7 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
                 let _ = std::fs::write(path, &csv);
             }
         };
+        let points = todo(prec);
         if prec == "f64" {
             sweep::<f64>(
                 &ctx,
@@ -1803,6 +1860,63 @@ mod tests {
         assert_eq!(c.a_new.ncols(), 8);
         assert_eq!(c.a_new[(0, 7)], a[(0, 7)]);
         assert!(a.as_slice().iter().all(|v| v.abs() >= 0.1));
+    }
+
+    /// `--resume`: a run cut short is continued. The points already in the CSV are
+    /// skipped, the old rows are kept as they were, and the missing rows are added.
+    /// A file with another header is refused.
+    #[test]
+    fn resume_skips_the_measured_points() {
+        use Kind::*;
+        let grid = || {
+            vec![
+                Point::new("AR", InsertRows, 130, 50, 0, 3).cpu(),
+                Point::new("RC", DeleteCols, 130, 50, 10, 4).cpu(),
+                Point::new("R1", RankOne, 97, 41, 0, 1).cpu(),
+            ]
+        };
+        let path = std::env::temp_dir().join(format!("cuqr-resume-{}.csv", std::process::id()));
+        let f = path.to_str().unwrap().to_string();
+        let args = |extra: &[&str]| -> Vec<String> {
+            [
+                "--quick",
+                "--precision",
+                "both",
+                "--cpu-budget",
+                "0",
+                "--csv",
+                &f,
+            ]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let _ = std::fs::remove_file(&path);
+        run_on(&args(&[]), Some(grid())).unwrap();
+        let full = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(full.lines().count(), 1 + 6);
+        // cut the run short: the header and the first four rows remain
+        let cut: String = full.lines().take(5).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, &cut).unwrap();
+        run_on(&args(&["--resume", &f]), Some(grid())).unwrap();
+        let again = std::fs::read_to_string(&path).unwrap();
+        assert!(again.starts_with(&cut), "the old rows are kept");
+        assert_eq!(again.lines().count(), 1 + 6);
+        let key = |l: &str| l.split(',').take(8).collect::<Vec<_>>().join(",");
+        let mut keys: Vec<String> = again.lines().skip(1).map(key).collect();
+        let mut want: Vec<String> = full.lines().skip(1).map(key).collect();
+        keys.sort();
+        want.sort();
+        assert_eq!(keys, want, "each point once");
+        // nothing left to do: the file stays as it is
+        run_on(&args(&["--resume", &f]), Some(grid())).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), again);
+        // another header is refused before anything runs
+        std::fs::write(&path, "group,prec\nx,f64\n").unwrap();
+        let e = run_on(&args(&["--resume", &f]), Some(grid())).unwrap_err();
+        assert!(e.to_string().contains("header differs"), "{e}");
+        std::fs::remove_file(&path).unwrap();
     }
 
     /// The CPU pool on several threads fills exactly the CPU points' columns, and a
