@@ -1577,3 +1577,86 @@ fn gen_chains_any_grid_is_bit_identical() {
     chains_grid_case::<f64>(&gpu, 1301);
     chains_grid_case::<f32>(&gpu, 1302);
 }
+
+/// `two_phase_apply_cols_windowed` (windows of rotations applied by GEMM, docs/design.md)
+/// against `two_phase_apply` on the same strip and block lists (made by the chains
+/// generate): X = a random rows×span block of a NaN-padded matrix; within
+/// 10·(span + p)·u relative to max|X|, the padding untouched. Windows from barely wider
+/// than p to wider than the span.
+fn windowed_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
+    let mut g = common::rng(seed);
+    let rows = 301;
+    let mut lists = Vec::new();
+    for &(h, p) in &[(200, 40), (37, 11), (90, 130)] {
+        let x = DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, h + p, p).as_ref()).unwrap();
+        let mut xd = x;
+        let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
+        gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl)
+            .unwrap();
+        lists.push((rl, h + p, p));
+    }
+    for &(p, m) in &[(20, 500), (70, 333), (3, 40)] {
+        let qz = DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, p, m).as_ref()).unwrap();
+        let count = p * m - p * (p + 1) / 2;
+        let mut z = DevVec::<T>::zeros(gpu, p * m).unwrap();
+        let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+        gpu.two_phase_gen_block(&qz.view(), &mut z, &mut rl)
+            .unwrap();
+        lists.push((rl, m, p));
+    }
+    for (rl, span, p) in &lists {
+        let x0 = common::rand_mat::<T>(&mut g, rows, *span);
+        let padded = Mat::from_fn(rows + 3, span + 2, |i, j| {
+            if i < rows && j < *span {
+                x0[(i, j)]
+            } else {
+                T::from_f64(f64::NAN)
+            }
+        });
+        let mut direct = DevMat::from_host(gpu, padded.as_ref()).unwrap();
+        gpu.two_phase_apply(
+            rl,
+            &mut [ApplyTarget {
+                view: &mut direct.block_mut(0, 0, rows, *span),
+                side: RotSide::Cols,
+                banded: false,
+            }],
+        )
+        .unwrap();
+        let want = direct.to_host(gpu).unwrap();
+        for w in [p + 1, 2 * p + 5, span + p + 10] {
+            let mut xd = DevMat::from_host(gpu, padded.as_ref()).unwrap();
+            gpu.two_phase_apply_cols_windowed(rl, &mut xd.block_mut(0, 0, rows, *span), w)
+                .unwrap();
+            let got = xd.to_host(gpu).unwrap();
+            let scale = common::max_abs(x0.as_slice()).max(1.0);
+            let tol = 10.0 * (span + p) as f64 * T::UNIT_ROUNDOFF * scale;
+            for j in 0..span + 2 {
+                for i in 0..rows + 3 {
+                    let (a, b) = (got[(i, j)].to_f64(), want[(i, j)].to_f64());
+                    if i < rows && j < *span {
+                        assert!(
+                            (a - b).abs() <= tol,
+                            "span {span} p {p} w {w}: ({i}, {j}) {a} vs {b}"
+                        );
+                    } else {
+                        assert!(a.is_nan(), "padding ({i}, {j}) written");
+                    }
+                }
+            }
+        }
+        // a window no wider than the chains is refused
+        let mut xd = DevMat::from_host(gpu, padded.as_ref()).unwrap();
+        assert!(matches!(
+            gpu.two_phase_apply_cols_windowed(rl, &mut xd.block_mut(0, 0, rows, *span), *p),
+            Err(cuqr::Error::InvalidParam { .. })
+        ));
+    }
+}
+
+#[test]
+fn windowed_apply_matches_the_apply() {
+    let Some(gpu) = common::gpu() else { return };
+    windowed_case::<f64>(&gpu, 1401);
+    windowed_case::<f32>(&gpu, 1402);
+}

@@ -1372,3 +1372,282 @@ impl Gpu {
         Ok(())
     }
 }
+
+/// Window width of [`Gpu::two_phase_apply_cols_windowed`] for `chains` chains: 2p
+/// minimises the GEMMs' flops (8·m²·p against the rotations' 6·m²·p), and at least 512
+/// keeps the launches few (docs/design.md, "windows of rotations applied by GEMM").
+pub fn apply_window_width(chains: usize) -> usize {
+    (2 * chains).max(512)
+}
+
+impl Gpu {
+    /// Applies a strip or block list to `x` from the right (the [`RotSide::Cols`] target
+    /// of [`Gpu::two_phase_apply`], e.g. Q) by windows of `w` columns
+    /// (docs/design.md, "windows of rotations applied by GEMM"). Window W = columns
+    /// [l, l + w) takes chain c's planes l + 1 + c ..= l + w − p + c. The windows go
+    /// from the top planes down, so together they take every rotation once, and each
+    /// window keeps the list's order within it.
+    ///
+    /// For each window: `two_phase_window_gather` copies its rotations into a strip list
+    /// (identity rotations outside the chains), `two_phase_apply` makes Z_W = I·G_Wᵀ on
+    /// a w×w identity, and one GEMM does X[:, W] ← X[:, W]·Z_W through a scratch, copied back.
+    /// Five launches a window, ⌈(span + p)/(w − p)⌉ windows.
+    /// The result equals [`Gpu::two_phase_apply`]'s up to rounding.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] if the list is not a whole strip or block list, or
+    /// `w ≤ p`; [`Error::Shape`] if `x` has fewer than `list.span()` columns;
+    /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
+    pub fn two_phase_apply_cols_windowed<T: GpuScalar>(
+        &self,
+        list: &RotList<T>,
+        x: &mut DevMatViewMut<'_, T>,
+        w: usize,
+    ) -> Result<()> {
+        const OP: &str = "two_phase_apply_cols_windowed";
+        let Some((sid, s0, s1)) = list.sched else {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "list",
+                why: "not a whole strip or block list".into(),
+            });
+        };
+        // (chains, hi0, inc): strip (1, h, p): hi_c = h + c; block (2, p, m): hi_c = m − 1
+        let (p, hi0, inc) = if sid == 1 {
+            (s1, s0, 1)
+        } else {
+            (s0, s1.saturating_sub(1), 0)
+        };
+        if w <= p {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "w",
+                why: format!("the window ({w}) must be wider than the chains ({p})"),
+            });
+        }
+        let span = list.span;
+        if x.ncols() < span {
+            return Err(Error::Shape {
+                op: OP,
+                what: "columns of x",
+                got: x.ncols(),
+                expected: span,
+            });
+        }
+        if list.len == 0 || x.nrows() == 0 {
+            return Ok(());
+        }
+        let (rows, ld, hw) = (x.nrows(), x.ld(), w - p);
+        let mut z = DevMat::<T>::zeros(self, w, w)?;
+        let mut t = DevMat::<T>::zeros(self, rows, w)?;
+        let mut wl = RotList::<T>::with_capacity(self, p * hw)?;
+        let f = &T::kernel_set(&self.kernels).two_phase_window_gather;
+        let blocks = u32::try_from((p * hw).div_ceil(256)).map_err(|_| Error::InvalidParam {
+            op: OP,
+            what: "w",
+            why: format!("{p}·{hw} window entries exceed the grid"),
+        })?;
+        // Windows from l = hi0 − hw (the top plane of every chain in the first window)
+        // down while some chain has a plane ≥ c + 1 in it (l + hw ≥ 1).
+        let mut l = hi0 as isize - hw as isize;
+        while l + hw as isize >= 1 {
+            let lo = l.max(0) as usize;
+            let hi = ((l + w as isize) as usize).min(span);
+            // Z's local index of column lo (columns below 0 or from span on carry no
+            // rotation: identity rows and columns of Z that the GEMM leaves out)
+            let (off, width) = ((lo as isize - l) as usize, hi.saturating_sub(lo));
+            self.panel_set_identity(&mut z.view_mut())?;
+            wl.clear();
+            self.count_launch();
+            let mut b = self.stream.launch_builder(f);
+            b.arg(&list.rot)
+                .arg(&mut wl.rot)
+                .arg(&mut wl.plane)
+                .arg(&p)
+                .arg(&hw)
+                .arg(&hi0)
+                .arg(&inc)
+                .arg(&l);
+            // SAFETY: matches two_phase_window_gather_{f32,f64}(src_rot: *const T,
+            // dst_rot: *mut T, dst_plane: *mut u32, p, hw, hi0, inc: usize, l: isize):
+            // the list holds every chain's rotations (its sched says strip or block of p
+            // chains with these hi0, inc); wl holds cap ≥ p·hw entries (with_capacity),
+            // a different allocation; blocks·256 ≥ p·hw threads.
+            unsafe { b.launch(cfg((blocks, 1), (256, 1))) }
+                .map_err(launch_err("two_phase_window_gather"))?;
+            wl.len = p * hw;
+            wl.span = w;
+            wl.sched = Some((1, hw, p));
+            self.two_phase_apply(
+                &wl,
+                &mut [ApplyTarget {
+                    view: &mut z.view_mut(),
+                    side: RotSide::Cols,
+                    banded: false,
+                }],
+            )?;
+            if width > 0 {
+                let cols = lo * ld..lo * ld + (width - 1) * ld + rows;
+                {
+                    let a = DevMatView::new(x.buf().slice(cols.clone()), rows, width, ld)?;
+                    self.gemm(
+                        super::Op::N,
+                        super::Op::N,
+                        T::ONE,
+                        &a,
+                        &z.block(off, off, width, width),
+                        T::ZERO,
+                        &mut t.block_mut(0, 0, rows, width),
+                    )?;
+                }
+                let mut dst = DevMatViewMut::new(x.buf_mut().slice_mut(cols), rows, width, ld)?;
+                self.panel_copy(&t.block(0, 0, rows, width), &mut dst)?;
+            }
+            l -= hw as isize;
+        }
+        Ok(())
+    }
+}
+
+/// The window decomposition of [`Gpu::two_phase_apply_cols_windowed`] checked on the CPU:
+/// the same index arithmetic as `two_phase_window_gather` (mirrored here), the windows'
+/// products made on identities and applied by matrix products, against the list applied
+/// rotation by rotation in its own order.
+#[cfg(test)]
+mod window_tests {
+    use crate::cpu::givens::rot_pair;
+    use crate::mat::Mat;
+
+    /// Entry j of window chain c: (list index or None for the identity, local plane).
+    /// Mirrors `two_phase::window_gather`.
+    fn window_entry(
+        c: usize,
+        j: usize,
+        hw: usize,
+        hi0: usize,
+        inc: usize,
+        l: isize,
+    ) -> (Option<usize>, usize) {
+        let local = hw + c - j;
+        let r = l + local as isize;
+        let hi_c = hi0 + inc * c;
+        let idx = (r >= (c + 1) as isize && r <= hi_c as isize).then(|| {
+            let base = c * hi0 - (1 - inc) * (c * c.saturating_sub(1) / 2);
+            base + (hi_c - r as usize)
+        });
+        (idx, local - 1)
+    }
+
+    fn rng(seed: &mut u64) -> f64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        (*seed >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A random chain list: chain c's rotations at planes hi_c − 1 down to c (index order
+    /// of the step kernels), angles random.
+    fn chain_list(p: usize, hi0: usize, inc: usize, seed: &mut u64) -> Vec<(f64, f64, usize)> {
+        let mut out = Vec::new();
+        for c in 0..p {
+            let hi_c = hi0 + inc * c;
+            for r in (c + 1..=hi_c).rev() {
+                let t = std::f64::consts::TAU * rng(seed);
+                out.push((t.cos(), t.sin(), r - 1));
+            }
+        }
+        out
+    }
+
+    fn apply_cols(x: &mut Mat<f64>, list: &[(f64, f64, usize)]) {
+        for &(c, s, a) in list {
+            for i in 0..x.nrows() {
+                let (mut u, mut v) = (x[(i, a)], x[(i, a + 1)]);
+                rot_pair(c, s, &mut u, &mut v);
+                x[(i, a)] = u;
+                x[(i, a + 1)] = v;
+            }
+        }
+    }
+
+    fn windowed(
+        x: &mut Mat<f64>,
+        list: &[(f64, f64, usize)],
+        (p, hi0, inc, span): (usize, usize, usize, usize),
+        w: usize,
+    ) {
+        let hw = w - p;
+        let mut taken = vec![0usize; list.len()];
+        let mut l = hi0 as isize - hw as isize;
+        while l + hw as isize >= 1 {
+            let mut wl = Vec::new();
+            for c in 0..p {
+                for j in 0..hw {
+                    let (idx, plane) = window_entry(c, j, hw, hi0, inc, l);
+                    let (cs, sn) = idx.map_or((1.0, 0.0), |k| (list[k].0, list[k].1));
+                    if let Some(k) = idx {
+                        assert_eq!(list[k].2 as isize, l + plane as isize, "plane of entry");
+                        taken[k] += 1;
+                    }
+                    wl.push((cs, sn, plane));
+                }
+            }
+            let mut z = Mat::from_fn(w, w, |i, j| if i == j { 1.0 } else { 0.0 });
+            apply_cols(&mut z, &wl);
+            let lo = l.max(0) as usize;
+            let hi = ((l + w as isize) as usize).min(span);
+            let off = (lo as isize - l) as usize;
+            let width = hi - lo;
+            let xs = Mat::from_fn(x.nrows(), width, |i, j| x[(i, lo + j)]);
+            let zs = Mat::from_fn(width, width, |i, j| z[(off + i, off + j)]);
+            let y = xs.matmul(&zs);
+            for i in 0..x.nrows() {
+                for j in 0..width {
+                    x[(i, lo + j)] = y[(i, j)];
+                }
+            }
+            l -= hw as isize;
+        }
+        assert!(
+            taken.iter().all(|&t| t == 1),
+            "every rotation in exactly one window"
+        );
+    }
+
+    #[test]
+    fn windows_give_the_list_product() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        // (p, hi0, inc, span): strips (h + p columns) and blocks (m columns), windows
+        // from barely wider than p to wider than the span
+        let cases = [
+            (3, 10, 1, 13, 5),
+            (7, 40, 1, 47, 9),
+            (7, 40, 1, 47, 60),
+            (20, 13, 1, 33, 24),
+            (1, 30, 1, 31, 2),
+            (5, 29, 0, 30, 8),
+            (12, 49, 0, 50, 13),
+            (12, 49, 0, 50, 31),
+            (12, 49, 0, 50, 100),
+            (30, 79, 0, 80, 64),
+            (1, 1, 0, 2, 2),
+        ];
+        for (p, hi0, inc, span, w) in cases {
+            let list = chain_list(p, hi0, inc, &mut seed);
+            let x0 = Mat::from_fn(17, span, |_, _| 2.0 * rng(&mut seed) - 1.0);
+            let mut direct = x0.clone();
+            apply_cols(&mut direct, &list);
+            let mut win = x0.clone();
+            windowed(&mut win, &list, (p, hi0, inc, span), w);
+            let err = (0..17)
+                .flat_map(|i| (0..span).map(move |j| (i, j)))
+                .map(|(i, j)| (direct[(i, j)] - win[(i, j)]).abs())
+                .fold(0.0, f64::max);
+            let bound = 10.0 * (span + p) as f64 * f64::EPSILON;
+            assert!(
+                err <= bound,
+                "p={p} hi0={hi0} inc={inc} w={w}: {err:e} > {bound:e}"
+            );
+        }
+    }
+}
