@@ -254,14 +254,14 @@ entries! {
         (qz: *const T, ldq: usize, p: usize, m: usize, z: *mut T, rot: *mut T,
          plane: *mut u32, in_smem: usize) => two_phase::gen_block_pipe;
 
-    /// Strip or block generate as chains of block scans, one block a chain (spec §1.7
-    /// step 3, §1.10, issue 7); see `two_phase::gen_chains`.
+    /// Strip or block generate as chains of block scans, a block a chain at a time
+    /// (spec §1.7 step 3, §1.10, issue 7); see `two_phase::gen_chains`.
     ///
     /// # Safety
-    /// Cooperative launch of p blocks of 32·w threads (w ≤ 8), dyn smem (CHAIN_SCRATCH +
-    /// 32·w·chunk)·size_of::<T>() with 32·w·chunk > hi0 + inc·(p−1); `src`/`dst` cover
-    /// every vector; `rot`/`plane` the p chains' rotations; `flags` p u32s, none equal to
-    /// `set`.
+    /// Cooperative launch of 1 ≤ G ≤ p blocks (block b makes chains b, b + G, …) of 32·w
+    /// threads (w ≤ 8), dyn smem (CHAIN_SCRATCH + 32·w·chunk)·size_of::<T>() with
+    /// 32·w·chunk > hi0 + inc·(p−1); `src`/`dst` cover every vector; `rot`/`plane` the p
+    /// chains' rotations; `flags` p u32s, none equal to `set`.
     two_phase_gen_chains_f32, two_phase_gen_chains_f64
         (src: *const T, src_vs: usize, src_es: usize, dst: *mut T, dst_vs: usize,
          dst_es: usize, p: usize, hi0: usize, inc: usize, chunk: usize, rot: *mut T,
