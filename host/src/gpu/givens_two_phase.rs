@@ -18,14 +18,13 @@ use super::{Gpu, GpuScalar};
 use crate::error::Error;
 use crate::error::Result;
 
-/// From this many chains the Q target is applied by windows of rotations and GEMM
-/// ([`Gpu::two_phase_apply_cols_windowed`], docs/design.md) instead of with R and d by
+/// From this many chains the list is applied by windows of rotations and GEMM
+/// ([`Gpu::two_phase_apply_windowed`], docs/design.md) instead of by
 /// `two_phase_apply_pipe`, whose passes take 64 chains each.
 pub const WINDOWED_MIN_CHAINS: usize = 65;
 
-/// Applies a strip or block list to Q (columns, `qv`), R (rows, banded) and d (rows):
-/// one `two_phase_apply` launch for all three, or, from [`WINDOWED_MIN_CHAINS`]
-/// chains, Q by windows and GEMM and then R and d by one launch.
+/// Applies a strip or block list to Q (columns), R (rows, banded) and d (rows): one
+/// `two_phase_apply` launch, or from [`WINDOWED_MIN_CHAINS`] chains by windows and GEMM.
 fn apply_q_r_d<'a, T: GpuScalar>(
     gpu: &Gpu,
     list: &RotList<T>,
@@ -34,44 +33,28 @@ fn apply_q_r_d<'a, T: GpuScalar>(
     rv: &mut super::DevMatViewMut<'a, T>,
     dv: &mut super::DevMatViewMut<'a, T>,
 ) -> Result<()> {
+    let mut targets = [
+        ApplyTarget {
+            view: qv,
+            side: RotSide::Cols,
+            banded: false,
+        },
+        ApplyTarget {
+            view: rv,
+            side: RotSide::Rows,
+            banded: true,
+        },
+        ApplyTarget {
+            view: dv,
+            side: RotSide::Rows,
+            banded: false,
+        },
+    ];
     if chains >= WINDOWED_MIN_CHAINS {
-        gpu.two_phase_apply_cols_windowed(list, qv, apply_window_width(chains))?;
-        return gpu.two_phase_apply(
-            list,
-            &mut [
-                ApplyTarget {
-                    view: rv,
-                    side: RotSide::Rows,
-                    banded: true,
-                },
-                ApplyTarget {
-                    view: dv,
-                    side: RotSide::Rows,
-                    banded: false,
-                },
-            ],
-        );
+        gpu.two_phase_apply_windowed(list, &mut targets, apply_window_width(chains))
+    } else {
+        gpu.two_phase_apply(list, &mut targets)
     }
-    gpu.two_phase_apply(
-        list,
-        &mut [
-            ApplyTarget {
-                view: qv,
-                side: RotSide::Cols,
-                banded: false,
-            },
-            ApplyTarget {
-                view: rv,
-                side: RotSide::Rows,
-                banded: true,
-            },
-            ApplyTarget {
-                view: dv,
-                side: RotSide::Rows,
-                banded: false,
-            },
-        ],
-    )
 }
 
 /// Step 3 of spec §1.7 on the device: R is m×(n_old+p) after stage 1 with the new

@@ -15,6 +15,7 @@ use cudarc::driver::{
     CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 
+use super::blas::Op;
 use super::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 use super::{alloc_err, Gpu, GpuScalar};
 use crate::error::{Error, Result};
@@ -1373,7 +1374,7 @@ impl Gpu {
     }
 }
 
-/// Window width of [`Gpu::two_phase_apply_cols_windowed`] for `chains` chains: 2p
+/// Window width of [`Gpu::two_phase_apply_windowed`] for `chains` chains: 2p
 /// minimises the GEMMs' flops (8·m²·p against the rotations' 6·m²·p), and at least 512
 /// keeps the launches few (docs/design.md, "windows of rotations applied by GEMM").
 pub fn apply_window_width(chains: usize) -> usize {
@@ -1381,30 +1382,36 @@ pub fn apply_window_width(chains: usize) -> usize {
 }
 
 impl Gpu {
-    /// Applies a strip or block list to `x` from the right (the [`RotSide::Cols`] target
-    /// of [`Gpu::two_phase_apply`], e.g. Q) by windows of `w` columns
-    /// (docs/design.md, "windows of rotations applied by GEMM"). Window W = columns
-    /// [l, l + w) takes chain c's planes l + 1 + c ..= l + w − p + c. The windows go
-    /// from the top planes down, so together they take every rotation once, and each
-    /// window keeps the list's order within it.
+    /// [`Gpu::two_phase_apply`] of a strip or block list by windows of `w` planes and GEMM
+    /// (docs/design.md, "windows of rotations applied by GEMM"). Window W = planes' columns
+    /// [l, l + w) takes chain c's planes l + 1 + c ..= l + w − p + c. The windows go from
+    /// the top planes down, so together they take every rotation once, each window keeping
+    /// the list's order within it. For each window: `two_phase_window_gather` copies its
+    /// rotations into a strip list (identity rotations outside the chains), and
+    /// `two_phase_apply` makes Z_W = I·G_Wᵀ on a w×w identity. Then one GEMM a target
+    /// applies it through a scratch, copied back:
+    /// * [`RotSide::Cols`]: X[:, W] ← X[:, W]·Z_W;
+    /// * [`RotSide::Rows`]: X[W, c0..] ← Z_Wᵀ·X[W, c0..], with c0 = 0, or for a
+    ///   `banded` target (upper triangular at its origin; the chains add at most p
+    ///   sub-diagonals) the first column that can be nonzero, max(lo − p, 0).
     ///
-    /// For each window: `two_phase_window_gather` copies its rotations into a strip list
-    /// (identity rotations outside the chains), `two_phase_apply` makes Z_W = I·G_Wᵀ on
-    /// a w×w identity, and one GEMM does X[:, W] ← X[:, W]·Z_W through a scratch, copied back.
-    /// Five launches a window, ⌈(span + p)/(w − p)⌉ windows.
-    /// The result equals [`Gpu::two_phase_apply`]'s up to rounding.
+    /// Zeros the rotations keep exactly (a structural zero of the sequential apply) stay
+    /// exact: every product in the GEMM sum is then an exact 0. Launches: 3 + 2 a target,
+    /// a window; ⌈(span + p)/(w − p)⌉ windows. The result equals [`Gpu::two_phase_apply`]'s
+    /// up to rounding.
     ///
     /// # Errors
     /// [`Error::InvalidParam`] if the list is not a whole strip or block list, or
-    /// `w ≤ p`; [`Error::Shape`] if `x` has fewer than `list.span()` columns;
-    /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
-    pub fn two_phase_apply_cols_windowed<T: GpuScalar>(
+    /// `w ≤ p`, or a `Cols` target is `banded`; [`Error::Shape`] if a target has fewer than
+    /// `list.span()` elements a vector; [`Error::OutOfMemory`], [`Error::Driver`],
+    /// [`Error::Cublas`].
+    pub fn two_phase_apply_windowed<T: GpuScalar>(
         &self,
         list: &RotList<T>,
-        x: &mut DevMatViewMut<'_, T>,
+        targets: &mut [ApplyTarget<'_, '_, T>],
         w: usize,
     ) -> Result<()> {
-        const OP: &str = "two_phase_apply_cols_windowed";
+        const OP: &str = "two_phase_apply_windowed";
         let Some((sid, s0, s1)) = list.sched else {
             return Err(Error::InvalidParam {
                 op: OP,
@@ -1426,20 +1433,39 @@ impl Gpu {
             });
         }
         let span = list.span;
-        if x.ncols() < span {
-            return Err(Error::Shape {
-                op: OP,
-                what: "columns of x",
-                got: x.ncols(),
-                expected: span,
-            });
+        let (mut max_rows, mut max_cols) = (0, 0);
+        for t in targets.iter() {
+            let (planes, other) = match t.side {
+                RotSide::Cols => (t.view.ncols(), t.view.nrows()),
+                RotSide::Rows => (t.view.nrows(), t.view.ncols()),
+            };
+            if planes < span {
+                return Err(Error::Shape {
+                    op: OP,
+                    what: "elements a vector of a target",
+                    got: planes,
+                    expected: span,
+                });
+            }
+            if t.side == RotSide::Cols && t.banded {
+                return Err(Error::InvalidParam {
+                    op: OP,
+                    what: "targets",
+                    why: "only a Rows target can be banded".into(),
+                });
+            }
+            match t.side {
+                RotSide::Cols => max_rows = max_rows.max(other),
+                RotSide::Rows => max_cols = max_cols.max(other),
+            }
         }
-        if list.len == 0 || x.nrows() == 0 {
+        if list.len == 0 {
             return Ok(());
         }
-        let (rows, ld, hw) = (x.nrows(), x.ld(), w - p);
+        let hw = w - p;
         let mut z = DevMat::<T>::zeros(self, w, w)?;
-        let mut t = DevMat::<T>::zeros(self, rows, w)?;
+        let mut tc = DevMat::<T>::zeros(self, max_rows, w)?;
+        let mut tr = DevMat::<T>::zeros(self, w, max_cols)?;
         let mut wl = RotList::<T>::with_capacity(self, p * hw)?;
         let f = &T::kernel_set(&self.kernels).two_phase_window_gather;
         let blocks = u32::try_from((p * hw).div_ceil(256)).map_err(|_| Error::InvalidParam {
@@ -1453,8 +1479,8 @@ impl Gpu {
         while l + hw as isize >= 1 {
             let lo = l.max(0) as usize;
             let hi = ((l + w as isize) as usize).min(span);
-            // Z's local index of column lo (columns below 0 or from span on carry no
-            // rotation: identity rows and columns of Z that the GEMM leaves out)
+            // Z's local index of plane column lo (columns below 0 or from span on carry
+            // no rotation: identity rows and columns of Z that the GEMMs leave out)
             let (off, width) = ((lo as isize - l) as usize, hi.saturating_sub(lo));
             self.panel_set_identity(&mut z.view_mut())?;
             wl.clear();
@@ -1487,21 +1513,51 @@ impl Gpu {
                 }],
             )?;
             if width > 0 {
-                let cols = lo * ld..lo * ld + (width - 1) * ld + rows;
-                {
-                    let a = DevMatView::new(x.buf().slice(cols.clone()), rows, width, ld)?;
-                    self.gemm(
-                        super::Op::N,
-                        super::Op::N,
-                        T::ONE,
-                        &a,
-                        &z.block(off, off, width, width),
-                        T::ZERO,
-                        &mut t.block_mut(0, 0, rows, width),
-                    )?;
+                let zw = z.block(off, off, width, width);
+                for t in targets.iter_mut() {
+                    let ld = t.view.ld();
+                    match t.side {
+                        RotSide::Cols => {
+                            let rows = t.view.nrows();
+                            if rows == 0 {
+                                continue;
+                            }
+                            let range = lo * ld..lo * ld + (width - 1) * ld + rows;
+                            let out = &mut tc.block_mut(0, 0, rows, width);
+                            {
+                                let a = t.view.buf().slice(range.clone());
+                                let a = DevMatView::new(a, rows, width, ld)?;
+                                self.gemm(Op::N, Op::N, T::ONE, &a, &zw, T::ZERO, out)?;
+                            }
+                            let dst = t.view.buf_mut().slice_mut(range);
+                            let mut dst = DevMatViewMut::new(dst, rows, width, ld)?;
+                            self.panel_copy(&tc.block(0, 0, rows, width), &mut dst)?;
+                        }
+                        RotSide::Rows => {
+                            let ncols = t.view.ncols();
+                            let c0 = if t.banded {
+                                lo.saturating_sub(p).min(ncols)
+                            } else {
+                                0
+                            };
+                            let cols = ncols - c0;
+                            if cols == 0 {
+                                continue;
+                            }
+                            let start = c0 * ld + lo;
+                            let range = start..start + (cols - 1) * ld + width;
+                            let out = &mut tr.block_mut(0, 0, width, cols);
+                            {
+                                let a = t.view.buf().slice(range.clone());
+                                let a = DevMatView::new(a, width, cols, ld)?;
+                                self.gemm(Op::T, Op::N, T::ONE, &zw, &a, T::ZERO, out)?;
+                            }
+                            let dst = t.view.buf_mut().slice_mut(range);
+                            let mut dst = DevMatViewMut::new(dst, width, cols, ld)?;
+                            self.panel_copy(&tr.block(0, 0, width, cols), &mut dst)?;
+                        }
+                    }
                 }
-                let mut dst = DevMatViewMut::new(x.buf_mut().slice_mut(cols), rows, width, ld)?;
-                self.panel_copy(&t.block(0, 0, rows, width), &mut dst)?;
             }
             l -= hw as isize;
         }
@@ -1509,7 +1565,7 @@ impl Gpu {
     }
 }
 
-/// The window decomposition of [`Gpu::two_phase_apply_cols_windowed`] checked on the CPU:
+/// The window decomposition of [`Gpu::two_phase_apply_windowed`] checked on the CPU:
 /// the same index arithmetic as `two_phase_window_gather` (mirrored here), the windows'
 /// products made on identities and applied by matrix products, against the list applied
 /// rotation by rotation in its own order.
@@ -1570,8 +1626,23 @@ mod window_tests {
         }
     }
 
+    /// Rows side: X := G·X (rotations on row pairs), as `two_phase_apply`'s Rows target.
+    fn apply_rows(x: &mut Mat<f64>, list: &[(f64, f64, usize)]) {
+        for &(c, s, a) in list {
+            for j in 0..x.ncols() {
+                let (mut u, mut v) = (x[(a, j)], x[(a + 1, j)]);
+                rot_pair(c, s, &mut u, &mut v);
+                x[(a, j)] = u;
+                x[(a + 1, j)] = v;
+            }
+        }
+    }
+
+    /// The windows applied to `cols` (Cols side) and `rows` (Rows side, banded: columns
+    /// from max(lo − p, 0) only), as `two_phase_apply_windowed` does.
     fn windowed(
         x: &mut Mat<f64>,
+        rows_t: &mut Mat<f64>,
         list: &[(f64, f64, usize)],
         (p, hi0, inc, span): (usize, usize, usize, usize),
         w: usize,
@@ -1606,6 +1677,15 @@ mod window_tests {
                     x[(i, lo + j)] = y[(i, j)];
                 }
             }
+            let c0 = lo.saturating_sub(p).min(rows_t.ncols());
+            let cols = rows_t.ncols() - c0;
+            let xr = Mat::from_fn(width, cols, |i, j| rows_t[(lo + i, c0 + j)]);
+            let yr = zs.transpose().matmul(&xr);
+            for i in 0..width {
+                for j in 0..cols {
+                    rows_t[(lo + i, c0 + j)] = yr[(i, j)];
+                }
+            }
             l -= hw as isize;
         }
         assert!(
@@ -1635,19 +1715,37 @@ mod window_tests {
         for (p, hi0, inc, span, w) in cases {
             let list = chain_list(p, hi0, inc, &mut seed);
             let x0 = Mat::from_fn(17, span, |_, _| 2.0 * rng(&mut seed) - 1.0);
+            // an upper triangular Rows target (span rows, 23 columns), banded
+            let r0 = Mat::from_fn(span, 23, |i, j| {
+                if i <= j {
+                    2.0 * rng(&mut seed) - 1.0
+                } else {
+                    0.0
+                }
+            });
             let mut direct = x0.clone();
             apply_cols(&mut direct, &list);
+            let mut r_direct = r0.clone();
+            apply_rows(&mut r_direct, &list);
             let mut win = x0.clone();
-            windowed(&mut win, &list, (p, hi0, inc, span), w);
-            let err = (0..17)
-                .flat_map(|i| (0..span).map(move |j| (i, j)))
-                .map(|(i, j)| (direct[(i, j)] - win[(i, j)]).abs())
-                .fold(0.0, f64::max);
+            let mut r_win = r0.clone();
+            windowed(&mut win, &mut r_win, &list, (p, hi0, inc, span), w);
             let bound = 10.0 * (span + p) as f64 * f64::EPSILON;
-            assert!(
-                err <= bound,
-                "p={p} hi0={hi0} inc={inc} w={w}: {err:e} > {bound:e}"
-            );
+            for (a, b, what) in [(&direct, &win, "cols"), (&r_direct, &r_win, "rows")] {
+                for i in 0..a.nrows() {
+                    for j in 0..a.ncols() {
+                        let (u, v) = (a[(i, j)], b[(i, j)]);
+                        assert!(
+                            (u - v).abs() <= bound,
+                            "{what} p={p} hi0={hi0} inc={inc} w={w} ({i}, {j}): {u:e} vs {v:e}"
+                        );
+                        if u == 0.0 {
+                            // structural zeros stay exact (R's band)
+                            assert_eq!(v, 0.0, "{what} ({i}, {j}) not exactly 0");
+                        }
+                    }
+                }
+            }
         }
     }
 }
