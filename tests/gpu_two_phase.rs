@@ -1577,3 +1577,115 @@ fn gen_chains_any_grid_is_bit_identical() {
     chains_grid_case::<f64>(&gpu, 1301);
     chains_grid_case::<f32>(&gpu, 1302);
 }
+
+/// `two_phase_apply_windowed` (windows of rotations applied by GEMM, docs/design.md)
+/// against `two_phase_apply` on the same strip and block lists (made by the chains
+/// generate), on a Cols target X (a random rows×span block of a NaN-padded matrix) and a
+/// banded Rows target R (upper triangular span×37, NaN-padded): within 10·(span + p)·u
+/// relative to the target's max|·|, R's exact zeros kept exactly, the padding untouched.
+/// Windows from barely wider than p to wider than the span.
+fn windowed_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
+    let mut g = common::rng(seed);
+    let rows = 301;
+    let mut lists = Vec::new();
+    for &(h, p) in &[(200, 40), (37, 11), (90, 130)] {
+        let mut xd =
+            DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, h + p, p).as_ref()).unwrap();
+        let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
+        gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl)
+            .unwrap();
+        lists.push((rl, h + p, p));
+    }
+    for &(p, m) in &[(20, 500), (70, 333), (3, 40)] {
+        let qz = DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, p, m).as_ref()).unwrap();
+        let count = p * m - p * (p + 1) / 2;
+        let mut z = DevVec::<T>::zeros(gpu, p * m).unwrap();
+        let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
+        gpu.two_phase_gen_block(&qz.view(), &mut z, &mut rl)
+            .unwrap();
+        lists.push((rl, m, p));
+    }
+    let nan = T::from_f64(f64::NAN);
+    for (rl, span, p) in &lists {
+        let (span, p) = (*span, *p);
+        let x0 = common::rand_mat::<T>(&mut g, rows, span);
+        let xp = Mat::from_fn(rows + 3, span + 2, |i, j| {
+            if i < rows && j < span {
+                x0[(i, j)]
+            } else {
+                nan
+            }
+        });
+        let r0 = common::rand_mat::<T>(&mut g, span, 37);
+        let rp = Mat::from_fn(span + 2, 39, |i, j| {
+            if i < span && j < 37 {
+                if i <= j {
+                    r0[(i, j)]
+                } else {
+                    T::ZERO
+                }
+            } else {
+                nan
+            }
+        });
+        let run = |w: Option<usize>| -> cuqr::Result<(Mat<T>, Mat<T>)> {
+            let mut xd = DevMat::from_host(gpu, xp.as_ref()).unwrap();
+            let mut rd = DevMat::from_host(gpu, rp.as_ref()).unwrap();
+            let mut xv = xd.block_mut(0, 0, rows, span);
+            let mut rv = rd.block_mut(0, 0, span, 37);
+            let mut targets = [
+                ApplyTarget {
+                    view: &mut xv,
+                    side: RotSide::Cols,
+                    banded: false,
+                },
+                ApplyTarget {
+                    view: &mut rv,
+                    side: RotSide::Rows,
+                    banded: true,
+                },
+            ];
+            match w {
+                None => gpu.two_phase_apply(rl, &mut targets)?,
+                Some(w) => gpu.two_phase_apply_windowed(rl, &mut targets, w)?,
+            }
+            Ok((xd.to_host(gpu).unwrap(), rd.to_host(gpu).unwrap()))
+        };
+        let (xw, rw) = run(None).unwrap();
+        for w in [p + 1, 2 * p + 5, span + p + 10] {
+            let (xg, rg) = run(Some(w)).unwrap();
+            for (got, want, (nr, nc), what) in
+                [(&xg, &xw, (rows, span), "X"), (&rg, &rw, (span, 37), "R")]
+            {
+                let scale = common::max_abs(want.as_slice()).max(1.0);
+                let tol = 10.0 * (span + p) as f64 * T::UNIT_ROUNDOFF * scale;
+                for j in 0..got.ncols() {
+                    for i in 0..got.nrows() {
+                        let (a, b) = (got[(i, j)].to_f64(), want[(i, j)].to_f64());
+                        let at = format!("{what} span {span} p {p} w {w} ({i}, {j})");
+                        if i < nr && j < nc {
+                            assert!((a - b).abs() <= tol, "{at}: {a} vs {b}");
+                            if b == 0.0 {
+                                assert_eq!(a, 0.0, "{at}: not exactly 0");
+                            }
+                        } else {
+                            assert!(a.is_nan(), "{at}: padding written");
+                        }
+                    }
+                }
+            }
+        }
+        // a window no wider than the chains is refused
+        assert!(matches!(
+            run(Some(p)),
+            Err(cuqr::Error::InvalidParam { .. })
+        ));
+    }
+}
+
+#[test]
+fn windowed_apply_matches_the_apply() {
+    let Some(gpu) = common::gpu() else { return };
+    windowed_case::<f64>(&gpu, 1401);
+    windowed_case::<f32>(&gpu, 1402);
+}

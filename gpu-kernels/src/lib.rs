@@ -321,6 +321,16 @@ entries! {
          x0: *mut T, rs0: usize, cs0: usize, n0: usize,
          x1: *mut T, rs1: usize, cs1: usize, n1: usize) => two_phase::house_apply;
 
+    /// Window W of a chain list as a strip list (docs/design.md, windows of rotations
+    /// applied by GEMM); see `two_phase::window_gather`.
+    ///
+    /// # Safety
+    /// ≥ p·hw threads; `src_rot` every chain's rotations; `dst_rot`/`dst_plane` p·hw
+    /// entries, not overlapping it.
+    two_phase_window_gather_f32, two_phase_window_gather_f64
+        (src_rot: *const T, dst_rot: *mut T, dst_plane: *mut u32, p: usize, hw: usize,
+         hi0: usize, inc: usize, l: isize) => two_phase::window_gather;
+
     /// Gathers a block, dropping a row range, optionally zeroing below the diagonal.
     ///
     /// # Safety

@@ -2413,3 +2413,46 @@ unsafe fn gen_chain_one<T: Pow2>(
     }
 }
 
+
+/// `two_phase_window_gather`: window W = columns [l, l + h_w + p) of a chain list (p
+/// chains, chain c with planes r = hi_c down to c + 1, hi_c = hi0 + inc·c, entries at
+/// base_c + (hi_c − r), base_c = c·hi0 − (1 − inc)·c(c−1)/2: the step kernels' order) as
+/// a strip list of h_w = `hw` rotations a chain (docs/design.md "windows of rotations
+/// applied by GEMM"): entry j of window chain c is local plane r′ = h_w + c − j, global
+/// r = l + r′. It is chain c's rotation at r when c + 1 ≤ r ≤ hi_c, else the identity
+/// (1, 0). Its plane is r′ − 1 (local to the window). One thread an entry.
+///
+/// # Safety
+/// `src_rot`/`src_plane` hold every chain's entries (base_p); `dst_rot` 2·p·hw and
+/// `dst_plane` p·hw writable, not overlapping the source; grid·block ≥ p·hw threads.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn window_gather<T: Float>(
+    src_rot: *const T,
+    dst_rot: *mut T,
+    dst_plane: *mut u32,
+    p: usize,
+    hw: usize,
+    hi0: usize,
+    inc: usize,
+    l: isize,
+) {
+    let e = device::block_x() * device::block_dim_x() + device::thread_x();
+    if e >= p * hw {
+        return;
+    }
+    let (c, j) = (e / hw, e % hw);
+    let local = hw + c - j;
+    let r = l + local as isize;
+    let hi_c = hi0 + inc * c;
+    let (cs, sn) = if r >= (c + 1) as isize && r <= hi_c as isize {
+        let base = c * hi0 - (1 - inc) * (c * c.saturating_sub(1) / 2);
+        let k = base + (hi_c - r as usize);
+        // SAFETY: k < base_{c+1} ≤ base_p: chain c's entry at plane r (contract).
+        unsafe { (device::ld(src_rot, 2 * k), device::ld(src_rot, 2 * k + 1)) }
+    } else {
+        (T::ONE, T::ZERO)
+    };
+    // SAFETY: e < p·hw (checked above): the window list's entry e (contract).
+    unsafe { record(dst_rot, dst_plane, e, cs, sn, local - 1) };
+}

@@ -1133,12 +1133,12 @@ fn sweep<T: GpuScalar>(
                 ));
             }
             if let (true, Some(g), Some(base)) = (ctx.profile, ctx.gpu, &gpu_base) {
-                if let Some((tg, ts, tl, count, vecs, bytes)) =
+                if let Some((tg, ts, tl, count, vecs, bytes, tw)) =
                     profile_givens(g, base, p, ctx.reps)?
                 {
                     let flops = 6.0 * count as f64 * vecs as f64;
                     prof.push(format!(
-                        "{} {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0} | {} |",
+                        "{} {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0} | {:.3} | {:.2} | {} |",
                         point_head::<T>(p),
                         tg,
                         ts,
@@ -1146,6 +1146,8 @@ fn sweep<T: GpuScalar>(
                         tl / ts,
                         2.0 * bytes as f64 / (ts * 1e6),
                         flops / (ts * 1e6),
+                        tw,
+                        ts / tw,
                         fmt_opt(row.upd_ms, 3),
                     ));
                 }
@@ -1282,7 +1284,7 @@ fn ceilings<T: GpuScalar>(gpu: &Arc<Gpu>, reps: usize) -> cuqr::Result<(f64, f64
 }
 
 /// (generate ms, step-order apply ms, list-order apply ms, rotations, vectors, bytes).
-type GivensProfile = (f64, f64, f64, usize, usize, usize);
+type GivensProfile = (f64, f64, f64, usize, usize, usize, f64);
 
 /// The two-phase Givens stage of one point timed alone: (generate ms, apply ms in
 /// wavefront-step order, apply ms in list order, rotations, vectors, bytes of the
@@ -1342,36 +1344,48 @@ fn profile_givens<T: GpuScalar>(
     } else {
         0
     };
-    let mut r = DevMat::from_host(gpu, random::<T>(span, nr, 6).as_ref())?;
-    let mut d = DevMat::from_host(gpu, random::<T>(span, 1, 7).as_ref())?;
-    let mut apply = |list: &RotList<T>| -> cuqr::Result<()> {
+    let r = DevMat::from_host(gpu, random::<T>(span, nr, 6).as_ref())?;
+    let d = DevMat::from_host(gpu, random::<T>(span, 1, 7).as_ref())?;
+    let (q, r, d) = (RefCell::new(q), RefCell::new(r), RefCell::new(d));
+    // the pipe apply (`window` None) or windows of rotations and GEMM (docs/design.md)
+    let apply = |list: &RotList<T>, window: Option<usize>| -> cuqr::Result<()> {
+        let (mut q, mut r, mut d) = (q.borrow_mut(), r.borrow_mut(), d.borrow_mut());
         let mut qv = q.block_mut(0, col0, m, span);
         let mut rv = r.view_mut();
         let mut dv = d.view_mut();
-        gpu.two_phase_apply(
-            list,
-            &mut [
-                ApplyTarget {
-                    view: &mut qv,
-                    side: RotSide::Cols,
-                    banded: false,
-                },
-                ApplyTarget {
-                    view: &mut rv,
-                    side: RotSide::Rows,
-                    banded: true,
-                },
-                ApplyTarget {
-                    view: &mut dv,
-                    side: RotSide::Rows,
-                    banded: false,
-                },
-            ],
-        )
+        let mut targets = [
+            ApplyTarget {
+                view: &mut qv,
+                side: RotSide::Cols,
+                banded: false,
+            },
+            ApplyTarget {
+                view: &mut rv,
+                side: RotSide::Rows,
+                banded: true,
+            },
+            ApplyTarget {
+                view: &mut dv,
+                side: RotSide::Rows,
+                banded: false,
+            },
+        ];
+        match window {
+            None => gpu.two_phase_apply(list, &mut targets),
+            Some(w) => gpu.two_phase_apply_windowed(list, &mut targets, w),
+        }
     };
-    let t_sched = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow()))?;
+    let t_sched = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow(), None))?;
+    let window = cuqr::gpu::kernels_two_phase::apply_window_width(pt.p);
+    let t_win = time_with_setup(
+        gpu,
+        1,
+        reps,
+        || Ok(()),
+        |()| apply(&list.borrow(), Some(window)),
+    )?;
     list.get_mut().forget_schedule();
-    let t_list = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow()))?;
+    let t_list = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow(), None))?;
     let vectors = m + nr + 1;
     let bytes = (m * span + span * nr + span) * std::mem::size_of::<T>();
     Ok(Some((
@@ -1381,6 +1395,7 @@ fn profile_givens<T: GpuScalar>(
         count,
         vectors,
         bytes,
+        t_win.median_ms(),
     )))
 }
 
@@ -1589,10 +1604,12 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         println!(
             "\nTwo-phase Givens stage alone (ms): generate, apply in step order (the default pipe kernel \
              for Q and d), apply in list order; GB/s = 2·(bytes of Q block + R + d)/apply time \
-             (each element read and written once: the minimum traffic); GFLOP/s = 6·rotations·vectors/apply time\n"
+             (each element read and written once: the minimum traffic); GFLOP/s = 6·rotations·vectors/apply time; \
+             windowed = the same three targets by windows of rotations and GEMM \
+             (two_phase_apply_windowed, w = max(2p, 512))\n"
         );
-        println!("| group | type | update | m | n | k0 | p | gen ms | apply ms | list-order apply ms | list/step | apply GB/s | apply GFLOP/s | whole update ms |");
-        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("| group | type | update | m | n | k0 | p | gen ms | apply ms | list-order apply ms | list/step | apply GB/s | apply GFLOP/s | windowed apply ms | apply/windowed | whole update ms |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for l in &prof {
             println!("{l}");
         }

@@ -11,12 +11,51 @@
 //! insertion and row deletion, 4–6 for the rank-one update, whatever the size (the
 //! seeds' design needs O(steps)). Same rotations as the CPU backend (cpu/givens.rs).
 
-use super::kernels_two_phase::{ApplyTarget, RotList, RotSide};
+use super::kernels_two_phase::{apply_window_width, ApplyTarget, RotList, RotSide};
 use super::matrix::{DevMat, DevVec};
 use super::{Gpu, GpuScalar};
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
+
+/// From this many chains the list is applied by windows of rotations and GEMM
+/// ([`Gpu::two_phase_apply_windowed`], docs/design.md) instead of by
+/// `two_phase_apply_pipe`, whose passes take 64 chains each.
+pub const WINDOWED_MIN_CHAINS: usize = 65;
+
+/// Applies a strip or block list to Q (columns), R (rows, banded) and d (rows): one
+/// `two_phase_apply` launch, or from [`WINDOWED_MIN_CHAINS`] chains by windows and GEMM.
+fn apply_q_r_d<'a, T: GpuScalar>(
+    gpu: &Gpu,
+    list: &RotList<T>,
+    chains: usize,
+    qv: &mut super::DevMatViewMut<'a, T>,
+    rv: &mut super::DevMatViewMut<'a, T>,
+    dv: &mut super::DevMatViewMut<'a, T>,
+) -> Result<()> {
+    let mut targets = [
+        ApplyTarget {
+            view: qv,
+            side: RotSide::Cols,
+            banded: false,
+        },
+        ApplyTarget {
+            view: rv,
+            side: RotSide::Rows,
+            banded: true,
+        },
+        ApplyTarget {
+            view: dv,
+            side: RotSide::Rows,
+            banded: false,
+        },
+    ];
+    if chains >= WINDOWED_MIN_CHAINS {
+        gpu.two_phase_apply_windowed(list, &mut targets, apply_window_width(chains))
+    } else {
+        gpu.two_phase_apply(list, &mut targets)
+    }
+}
 
 /// Step 3 of spec §1.7 on the device: R is m×(n_old+p) after stage 1 with the new
 /// columns at k0..k0+p (column k0+j nonzero in rows ≤ n_old+j), Q is m×m, d is m×q.
@@ -52,26 +91,7 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
     let mut qv = q.block_mut(0, k0, m, h + p);
     let mut dv = d.block_mut(k0, 0, h + p, nq);
     let mut rv = r.block_mut(k0, k0 + p, h + p, h);
-    gpu.two_phase_apply(
-        &list,
-        &mut [
-            ApplyTarget {
-                view: &mut qv,
-                side: RotSide::Cols,
-                banded: false,
-            },
-            ApplyTarget {
-                view: &mut rv,
-                side: RotSide::Rows,
-                banded: true,
-            },
-            ApplyTarget {
-                view: &mut dv,
-                side: RotSide::Rows,
-                banded: false,
-            },
-        ],
-    )?;
+    apply_q_r_d(gpu, &list, p, &mut qv, &mut rv, &mut dv)?;
     gpu.stage_mark("givens apply");
     Ok(())
 }
@@ -107,26 +127,7 @@ pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
     let mut qv = q.view_mut();
     let mut rv = r.view_mut();
     let mut dv = d.view_mut();
-    gpu.two_phase_apply(
-        &list,
-        &mut [
-            ApplyTarget {
-                view: &mut qv,
-                side: RotSide::Cols,
-                banded: false,
-            },
-            ApplyTarget {
-                view: &mut rv,
-                side: RotSide::Rows,
-                banded: true,
-            },
-            ApplyTarget {
-                view: &mut dv,
-                side: RotSide::Rows,
-                banded: false,
-            },
-        ],
-    )?;
+    apply_q_r_d(gpu, &list, p, &mut qv, &mut rv, &mut dv)?;
     gpu.stage_mark("givens apply");
     Ok(())
 }
