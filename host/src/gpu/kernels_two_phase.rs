@@ -1419,8 +1419,10 @@ impl Gpu {
                 why: "not a whole strip or block list".into(),
             });
         };
-        // (chains, hi0, inc): strip (1, h, p): hi_c = h + c; block (2, p, m): hi_c = m − 1
-        let (p, hi0, inc) = if sid == 1 {
+        // (chains, hi0, inc): strip (1, h, p): hi_c = h + c; block (2, p, m): hi_c = m − 1.
+        // Typed: all three are the kernel's 8-byte `usize` parameters (an untyped literal
+        // would be an i32 and hand the kernel 4 bytes of garbage above it).
+        let (p, hi0, inc): (usize, usize, usize) = if sid == 1 {
             (s1, s0, 1)
         } else {
             (s0, s1.saturating_sub(1), 0)
