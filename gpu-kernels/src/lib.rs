@@ -321,15 +321,26 @@ entries! {
          x0: *mut T, rs0: usize, cs0: usize, n0: usize,
          x1: *mut T, rs1: usize, cs1: usize, n1: usize) => two_phase::house_apply;
 
-    /// Window W of a chain list as a strip list (docs/design.md, windows of rotations
-    /// applied by GEMM); see `two_phase::window_gather`.
+    /// Every window of a chain list as a stack of strip lists, and the identities they
+    /// act on (docs/design.md, windows of rotations applied by GEMM); see
+    /// `two_phase::window_gather`.
     ///
     /// # Safety
-    /// ≥ p·hw threads; `src_rot` every chain's rotations; `dst_rot`/`dst_plane` p·hw
-    /// entries, not overlapping it.
+    /// Grid (gx, windows), gx·block ≥ p·hw ≥ 1 threads; `src_rot` every chain's rotations;
+    /// `dst_rot` 2·p·hw·windows and `z` (hw+p)²·windows elements (zeroed), no overlap.
     two_phase_window_gather_f32, two_phase_window_gather_f64
-        (src_rot: *const T, dst_rot: *mut T, dst_plane: *mut u32, p: usize, hw: usize,
-         hi0: usize, inc: usize, l: isize) => two_phase::window_gather;
+        (src_rot: *const T, dst_rot: *mut T, z: *mut T, p: usize, hw: usize,
+         hi0: usize, inc: usize, l0: isize) => two_phase::window_gather;
+
+    /// Every window's strip list applied to its identity block in one launch; see
+    /// `two_phase::window_pipe`.
+    ///
+    /// # Safety
+    /// Grid (⌈w/32⌉, windows), block 32·nw (nw ≤ 8), dynamic shared memory
+    /// (2·nw·32 + nw·two_phase::PIPE_RING_ELEMS)·size_of::<T>(); `rot` windows·p·hw pairs,
+    /// `z` windows·(hw+p)² elements.
+    two_phase_window_pipe_f32, two_phase_window_pipe_f64
+        (rot: *const T, hw: usize, p: usize, z: *mut T) => two_phase::window_pipe;
 
     /// Gathers a block, dropping a row range, optionally zeroing below the diagonal.
     ///

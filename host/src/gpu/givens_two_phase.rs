@@ -18,17 +18,26 @@ use super::{Gpu, GpuScalar};
 use crate::error::Error;
 use crate::error::Result;
 
-/// From this many chains the list is applied by windows of rotations and GEMM
-/// ([`Gpu::two_phase_apply_windowed`], docs/design.md) instead of by
-/// `two_phase_apply_pipe`, whose passes take 64 chains each.
+/// From this many chains a list that spans at least two windows is applied by windows
+/// of rotations and GEMM ([`Gpu::two_phase_apply_windowed`], docs/design.md) instead of
+/// by `two_phase_apply_pipe`, whose passes take 64 chains each (issue 7; measured on the
+/// H100 in docs/performance.md: 1.5–2.6× faster at 65–900 chains over long spans; on
+/// one window, a short strip, the identity pass and the GEMMs cost more than they save).
 pub const WINDOWED_MIN_CHAINS: usize = 65;
 
-/// Applies a strip or block list to Q (columns), R (rows, banded) and d (rows): one
-/// `two_phase_apply` launch, or from [`WINDOWED_MIN_CHAINS`] chains by windows and GEMM.
+/// Whether [`apply_q_r_d`] takes the windowed path for `chains` chains whose highest
+/// plane index of chain 0 is `hi0` (a strip's h, a block's m − 1).
+pub fn takes_windowed_apply(chains: usize, hi0: usize) -> bool {
+    chains >= WINDOWED_MIN_CHAINS && hi0 > apply_window_width(chains) - chains
+}
+
+/// Applies a strip or block list of `chains` chains (chain 0's top plane index `hi0`) to
+/// Q (columns), R (rows, banded) and d (rows): one `two_phase_apply` launch, or by
+/// windows and GEMM where [`takes_windowed_apply`].
 fn apply_q_r_d<'a, T: GpuScalar>(
     gpu: &Gpu,
     list: &RotList<T>,
-    chains: usize,
+    (chains, hi0): (usize, usize),
     qv: &mut super::DevMatViewMut<'a, T>,
     rv: &mut super::DevMatViewMut<'a, T>,
     dv: &mut super::DevMatViewMut<'a, T>,
@@ -50,7 +59,7 @@ fn apply_q_r_d<'a, T: GpuScalar>(
             banded: false,
         },
     ];
-    if chains >= WINDOWED_MIN_CHAINS {
+    if takes_windowed_apply(chains, hi0) {
         gpu.two_phase_apply_windowed(list, &mut targets, apply_window_width(chains))
     } else {
         gpu.two_phase_apply(list, &mut targets)
@@ -91,7 +100,7 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
     let mut qv = q.block_mut(0, k0, m, h + p);
     let mut dv = d.block_mut(k0, 0, h + p, nq);
     let mut rv = r.block_mut(k0, k0 + p, h + p, h);
-    apply_q_r_d(gpu, &list, p, &mut qv, &mut rv, &mut dv)?;
+    apply_q_r_d(gpu, &list, (p, h), &mut qv, &mut rv, &mut dv)?;
     gpu.stage_mark("givens apply");
     Ok(())
 }
@@ -127,7 +136,7 @@ pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
     let mut qv = q.view_mut();
     let mut rv = r.view_mut();
     let mut dv = d.view_mut();
-    apply_q_r_d(gpu, &list, p, &mut qv, &mut rv, &mut dv)?;
+    apply_q_r_d(gpu, &list, (p, m - 1), &mut qv, &mut rv, &mut dv)?;
     gpu.stage_mark("givens apply");
     Ok(())
 }
@@ -254,4 +263,22 @@ pub(crate) fn check_rank<T: GpuScalar>(
     let out = super::householder::check_rank_dev(gpu, r, n.min(r.nrows()), rank_tol);
     gpu.stage_mark("rank check");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The windowed path needs 65 chains and a span of at least two windows.
+    #[test]
+    fn windowed_apply_choice() {
+        // w = 512 for up to 256 chains (h_w = 512 − p), 2p beyond (h_w = p)
+        assert!(!takes_windowed_apply(64, 100_000));
+        assert!(!takes_windowed_apply(65, 447));
+        assert!(takes_windowed_apply(65, 448));
+        assert!(!takes_windowed_apply(100, 20));
+        assert!(takes_windowed_apply(200, 3000));
+        assert!(!takes_windowed_apply(900, 900));
+        assert!(takes_windowed_apply(900, 901));
+    }
 }

@@ -95,9 +95,12 @@ kernel_table! {
     /// `two_phase_gen_chains_<T>(src, src_vs, src_es, dst, dst_vs, dst_es, p, hi0, inc,
     /// chunk, rot, plane, flags, set)` (strip/block chains of warp scans, issue 7).
     two_phase_gen_chains,
-    /// `two_phase_window_gather_<T>(src_rot, dst_rot, dst_plane, p, hw, hi0, inc, l)`
-    /// (a window of a chain list as a strip list; docs/design.md).
+    /// `two_phase_window_gather_<T>(src_rot, dst_rot, z, p, hw, hi0, inc, l0)` (every
+    /// window of a chain list as strip lists, and their identities; docs/design.md).
     two_phase_window_gather,
+    /// `two_phase_window_pipe_<T>(rot, hw, p, z)` (every window's list applied to its
+    /// identity block in one launch).
+    two_phase_window_pipe,
     /// `two_phase_apply_sweep_<T>(rot, down, up, 3 × (x, rs, cs, n, b))` (rank-one lists).
     two_phase_apply_sweep,
     /// `two_phase_apply_<T>(rot, plane, count, 3 × (x, rs, cs, n, b))` (spec §1.5 apply).

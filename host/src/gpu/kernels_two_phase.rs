@@ -1383,28 +1383,30 @@ pub fn apply_window_width(chains: usize) -> usize {
 
 impl Gpu {
     /// [`Gpu::two_phase_apply`] of a strip or block list by windows of `w` planes and GEMM
-    /// (docs/design.md, "windows of rotations applied by GEMM"). Window W = planes' columns
-    /// [l, l + w) takes chain c's planes l + 1 + c ..= l + w − p + c. The windows go from
-    /// the top planes down, so together they take every rotation once, each window keeping
-    /// the list's order within it. For each window: `two_phase_window_gather` copies its
-    /// rotations into a strip list (identity rotations outside the chains), and
-    /// `two_phase_apply` makes Z_W = I·G_Wᵀ on a w×w identity. Then one GEMM a target
-    /// applies it through a scratch, copied back:
+    /// (docs/design.md, "windows of rotations applied by GEMM"). Window k = planes' columns
+    /// [l_k, l_k + w), l_k = hi0 − h_w − k·h_w (h_w = w − p), takes chain c's planes
+    /// l_k + 1 + c ..= l_k + h_w + c. The windows go from the top planes down, so together
+    /// they take every rotation once, each window keeping the list's order within it. Two
+    /// launches build every window's product at once: `two_phase_window_gather` copies the
+    /// windows' rotations into a stack of strip lists (identity rotations outside the
+    /// chains) and sets a stack of w×w identities, and `two_phase_window_pipe` makes
+    /// Z_k = I·G_kᵀ for all k (blockIdx.y = k). Then, window by window, one GEMM a target
+    /// applies Z_k through a scratch, copied back:
     /// * [`RotSide::Cols`]: X[:, W] ← X[:, W]·Z_W;
     /// * [`RotSide::Rows`]: X[W, c0..] ← Z_Wᵀ·X[W, c0..], with c0 = 0, or for a
     ///   `banded` target (upper triangular at its origin; the chains add at most p
     ///   sub-diagonals) the first column that can be nonzero, max(lo − p, 0).
     ///
     /// Zeros the rotations keep exactly (a structural zero of the sequential apply) stay
-    /// exact: every product in the GEMM sum is then an exact 0. Launches: 3 + 2 a target,
-    /// a window; ⌈(span + p)/(w − p)⌉ windows. The result equals [`Gpu::two_phase_apply`]'s
-    /// up to rounding.
+    /// exact: every product in the GEMM sum is then an exact 0. Launches: 2, then 2 a
+    /// target a window; ⌈hi0/h_w⌉ windows. Device memory: windows·(w² + 2·p·h_w)
+    /// elements. The result equals [`Gpu::two_phase_apply`]'s up to rounding.
     ///
     /// # Errors
     /// [`Error::InvalidParam`] if the list is not a whole strip or block list, or
-    /// `w ≤ p`, or a `Cols` target is `banded`; [`Error::Shape`] if a target has fewer than
-    /// `list.span()` elements a vector; [`Error::OutOfMemory`], [`Error::Driver`],
-    /// [`Error::Cublas`].
+    /// `w ≤ p`, or a `Cols` target is `banded`, or the windows exceed the grid;
+    /// [`Error::Shape`] if a target has fewer than `list.span()` elements a vector;
+    /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
     pub fn two_phase_apply_windowed<T: GpuScalar>(
         &self,
         list: &RotList<T>,
@@ -1461,107 +1463,123 @@ impl Gpu {
                 RotSide::Rows => max_cols = max_cols.max(other),
             }
         }
-        if list.len == 0 {
+        if list.len == 0 || hi0 == 0 {
             return Ok(());
         }
         let hw = w - p;
-        let mut z = DevMat::<T>::zeros(self, w, w)?;
-        let mut tc = DevMat::<T>::zeros(self, max_rows, w)?;
-        let mut tr = DevMat::<T>::zeros(self, w, max_cols)?;
-        let mut wl = RotList::<T>::with_capacity(self, p * hw)?;
-        let f = &T::kernel_set(&self.kernels).two_phase_window_gather;
-        let blocks = u32::try_from((p * hw).div_ceil(256)).map_err(|_| Error::InvalidParam {
+        // windows k = 0.. while window k holds a plane of some chain: l_k + h_w ≥ 1
+        let windows = (hi0 - 1) / hw + 1;
+        let grid_err = |what: &str| Error::InvalidParam {
             op: OP,
             what: "w",
-            why: format!("{p}·{hw} window entries exceed the grid"),
-        })?;
-        // Windows from l = hi0 − hw (the top plane of every chain in the first window)
-        // down while some chain has a plane ≥ c + 1 in it (l + hw ≥ 1).
-        let mut l = hi0 as isize - hw as isize;
-        while l + hw as isize >= 1 {
+            why: format!("{windows} windows of {w} planes ({what}) exceed the grid"),
+        };
+        let wy = u32::try_from(windows)
+            .ok()
+            .filter(|&y| y <= 65_535)
+            .ok_or_else(|| grid_err("windows"))?;
+        let gx = u32::try_from((p * hw).div_ceil(256)).map_err(|_| grid_err("entries"))?;
+        let px = u32::try_from(w.div_ceil(32)).map_err(|_| grid_err("rows"))?;
+        let z_len = windows * w * w;
+        let mut z = self
+            .stream
+            .alloc_zeros::<T>(z_len)
+            .map_err(alloc_err("window products", z_len * size_of::<T>()))?;
+        let rot_len = 2 * windows * p * hw;
+        let mut rot = self
+            .stream
+            .alloc_zeros::<T>(rot_len)
+            .map_err(alloc_err("window rotations", rot_len * size_of::<T>()))?;
+        let mut tc = DevMat::<T>::zeros(self, max_rows, w)?;
+        let mut tr = DevMat::<T>::zeros(self, w, max_cols)?;
+        let ks = T::kernel_set(&self.kernels);
+        let l0 = hi0 as isize - hw as isize;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(&ks.two_phase_window_gather);
+        b.arg(&list.rot)
+            .arg(&mut rot)
+            .arg(&mut z)
+            .arg(&p)
+            .arg(&hw)
+            .arg(&hi0)
+            .arg(&inc)
+            .arg(&l0);
+        // SAFETY: matches two_phase_window_gather_{f32,f64}(src_rot: *const T, dst_rot:
+        // *mut T, z: *mut T, p, hw, hi0, inc: usize, l0: isize), all typed above: the list
+        // holds every chain's rotations (its sched says strip or block of p chains with
+        // these hi0, inc); rot holds 2·p·hw·windows and z w²·windows elements (zeroed),
+        // two allocations of their own; grid (gx, windows) with gx·256 ≥ p·hw ≥ 1 threads.
+        unsafe { b.launch(cfg((gx, wy), (256, 1))) }
+            .map_err(launch_err("two_phase_window_gather"))?;
+        let warps = p.div_ceil(8).clamp(1, APPLY_PIPE_WARPS as usize) as u32;
+        let mut c = cfg((px, wy), (32 * warps, 1));
+        c.shared_mem_bytes = (2 * 32 + PIPE_RING_ELEMS) * warps * size_of::<T>() as u32;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(&ks.two_phase_window_pipe);
+        b.arg(&rot).arg(&hw).arg(&p).arg(&mut z);
+        // SAFETY: matches two_phase_window_pipe_{f32,f64}(rot: *const T, hw, p: usize, z:
+        // *mut T): rot holds windows whole strip lists of p chains of hw (the gather
+        // above, in stream order), its base 256-byte aligned (cudarc allocation); z holds
+        // windows blocks of w² elements; grid (⌈w/32⌉, windows), block 32·warps with
+        // 1 ≤ warps ≤ APPLY_PIPE_WARPS = 8 and apply_pipe's dynamic shared memory
+        // ((2·32 + PIPE_RING_ELEMS)·warps·size_of::<T>() ≤ 36 KiB, under the default).
+        unsafe { b.launch(c) }.map_err(launch_err("two_phase_window_pipe"))?;
+        for k in 0..windows {
+            let l = l0 - (k * hw) as isize;
             let lo = l.max(0) as usize;
             let hi = ((l + w as isize) as usize).min(span);
-            // Z's local index of plane column lo (columns below 0 or from span on carry
-            // no rotation: identity rows and columns of Z that the GEMMs leave out)
+            // Z_k's local index of plane column lo (columns below 0 or from span on carry
+            // no rotation: identity rows and columns of Z_k that the GEMMs leave out)
             let (off, width) = ((lo as isize - l) as usize, hi.saturating_sub(lo));
-            self.panel_set_identity(&mut z.view_mut())?;
-            wl.clear();
-            self.count_launch();
-            let mut b = self.stream.launch_builder(f);
-            b.arg(&list.rot)
-                .arg(&mut wl.rot)
-                .arg(&mut wl.plane)
-                .arg(&p)
-                .arg(&hw)
-                .arg(&hi0)
-                .arg(&inc)
-                .arg(&l);
-            // SAFETY: matches two_phase_window_gather_{f32,f64}(src_rot: *const T,
-            // dst_rot: *mut T, dst_plane: *mut u32, p, hw, hi0, inc: usize, l: isize):
-            // the list holds every chain's rotations (its sched says strip or block of p
-            // chains with these hi0, inc); wl holds cap ≥ p·hw entries (with_capacity),
-            // a different allocation; blocks·256 ≥ p·hw threads.
-            unsafe { b.launch(cfg((blocks, 1), (256, 1))) }
-                .map_err(launch_err("two_phase_window_gather"))?;
-            wl.len = p * hw;
-            wl.span = w;
-            wl.sched = Some((1, hw, p));
-            self.two_phase_apply(
-                &wl,
-                &mut [ApplyTarget {
-                    view: &mut z.view_mut(),
-                    side: RotSide::Cols,
-                    banded: false,
-                }],
-            )?;
-            if width > 0 {
-                let zw = z.block(off, off, width, width);
-                for t in targets.iter_mut() {
-                    let ld = t.view.ld();
-                    match t.side {
-                        RotSide::Cols => {
-                            let rows = t.view.nrows();
-                            if rows == 0 {
-                                continue;
-                            }
-                            let range = lo * ld..lo * ld + (width - 1) * ld + rows;
-                            let out = &mut tc.block_mut(0, 0, rows, width);
-                            {
-                                let a = t.view.buf().slice(range.clone());
-                                let a = DevMatView::new(a, rows, width, ld)?;
-                                self.gemm(Op::N, Op::N, T::ONE, &a, &zw, T::ZERO, out)?;
-                            }
-                            let dst = t.view.buf_mut().slice_mut(range);
-                            let mut dst = DevMatViewMut::new(dst, rows, width, ld)?;
-                            self.panel_copy(&tc.block(0, 0, rows, width), &mut dst)?;
+            if width == 0 {
+                continue;
+            }
+            let zs = k * w * w + off * w + off;
+            let zw = DevMatView::new(z.slice(zs..zs + (width - 1) * w + width), width, width, w)?;
+            for t in targets.iter_mut() {
+                let ld = t.view.ld();
+                match t.side {
+                    RotSide::Cols => {
+                        let rows = t.view.nrows();
+                        if rows == 0 {
+                            continue;
                         }
-                        RotSide::Rows => {
-                            let ncols = t.view.ncols();
-                            let c0 = if t.banded {
-                                lo.saturating_sub(p).min(ncols)
-                            } else {
-                                0
-                            };
-                            let cols = ncols - c0;
-                            if cols == 0 {
-                                continue;
-                            }
-                            let start = c0 * ld + lo;
-                            let range = start..start + (cols - 1) * ld + width;
-                            let out = &mut tr.block_mut(0, 0, width, cols);
-                            {
-                                let a = t.view.buf().slice(range.clone());
-                                let a = DevMatView::new(a, width, cols, ld)?;
-                                self.gemm(Op::T, Op::N, T::ONE, &zw, &a, T::ZERO, out)?;
-                            }
-                            let dst = t.view.buf_mut().slice_mut(range);
-                            let mut dst = DevMatViewMut::new(dst, width, cols, ld)?;
-                            self.panel_copy(&tr.block(0, 0, width, cols), &mut dst)?;
+                        let range = lo * ld..lo * ld + (width - 1) * ld + rows;
+                        let out = &mut tc.block_mut(0, 0, rows, width);
+                        {
+                            let a = t.view.buf().slice(range.clone());
+                            let a = DevMatView::new(a, rows, width, ld)?;
+                            self.gemm(Op::N, Op::N, T::ONE, &a, &zw, T::ZERO, out)?;
                         }
+                        let dst = t.view.buf_mut().slice_mut(range);
+                        let mut dst = DevMatViewMut::new(dst, rows, width, ld)?;
+                        self.panel_copy(&tc.block(0, 0, rows, width), &mut dst)?;
+                    }
+                    RotSide::Rows => {
+                        let ncols = t.view.ncols();
+                        let c0 = if t.banded {
+                            lo.saturating_sub(p).min(ncols)
+                        } else {
+                            0
+                        };
+                        let cols = ncols - c0;
+                        if cols == 0 {
+                            continue;
+                        }
+                        let start = c0 * ld + lo;
+                        let range = start..start + (cols - 1) * ld + width;
+                        let out = &mut tr.block_mut(0, 0, width, cols);
+                        {
+                            let a = t.view.buf().slice(range.clone());
+                            let a = DevMatView::new(a, width, cols, ld)?;
+                            self.gemm(Op::T, Op::N, T::ONE, &zw, &a, T::ZERO, out)?;
+                        }
+                        let dst = t.view.buf_mut().slice_mut(range);
+                        let mut dst = DevMatViewMut::new(dst, width, cols, ld)?;
+                        self.panel_copy(&tr.block(0, 0, width, cols), &mut dst)?;
                     }
                 }
             }
-            l -= hw as isize;
         }
         Ok(())
     }
