@@ -164,11 +164,13 @@ fn big_updates<T: GpuScalar>(gpu: &Arc<Gpu>) {
     delete_rows_case::<T>(gpu, 305, 1449, 400, 20, 0);
     // column insertion with a strip of p > 32 columns, k0 inside
     insert_cols_case::<T>(gpu, 306, 900, 500, 45, 123);
-    // the windowed apply (≥ 65 chains over at least two windows): a strip of 70 columns
-    // over h = 550 rows, and blocks of 100 and 300 rows out of 1000
+    // the windowed apply (≥ 20 chains over at least two windows): a strip of 70 columns
+    // over h = 550 rows, and blocks of 100 and 300 rows out of 1000 (and above: the
+    // blocks of 20 and 30 rows out of 1000–1449)
     use cuqr::gpu::givens_two_phase::takes_windowed_apply;
     assert!(takes_windowed_apply(70, 600 - 50) && takes_windowed_apply(100, 999));
-    assert!(takes_windowed_apply(300, 999));
+    assert!(takes_windowed_apply(300, 999) && takes_windowed_apply(20, 1447));
+    assert!(takes_windowed_apply(30, 999) && !takes_windowed_apply(45, 500 - 123));
     insert_cols_case::<T>(gpu, 307, 1000, 600, 70, 50);
     delete_rows_case::<T>(gpu, 308, 1000, 333, 100, 200);
     delete_rows_case::<T>(gpu, 309, 1000, 333, 300, 0);

@@ -20,10 +20,11 @@ use crate::error::Result;
 
 /// From this many chains a list that spans at least two windows is applied by windows
 /// of rotations and GEMM ([`Gpu::two_phase_apply_windowed`], docs/design.md) instead of
-/// by `two_phase_apply_pipe`, whose passes take 64 chains each (issue 7; measured on the
-/// H100 in docs/performance.md: 1.5–2.6× faster at 65–900 chains over long spans; on
-/// one window, a short strip, the identity pass and the GEMMs cost more than they save).
-pub const WINDOWED_MIN_CHAINS: usize = 65;
+/// by `two_phase_apply_pipe` (issue 7; docs/performance.md, H100 f64: the Givens apply
+/// alone 1.9–2.2× faster at 20 chains, 2.1–3.6× at 40–60 and 2.8–5.8× at 80–100 over
+/// m = 2000–6000 planes; on one window, a short strip, the identity pass and the GEMMs
+/// cost more than they save, so those stay on the pipe).
+pub const WINDOWED_MIN_CHAINS: usize = 20;
 
 /// Whether [`apply_q_r_d`] takes the windowed path for `chains` chains whose highest
 /// plane index of chain 0 is `hi0` (a strip's h, a block's m − 1).
@@ -269,11 +270,13 @@ pub(crate) fn check_rank<T: GpuScalar>(
 mod tests {
     use super::*;
 
-    /// The windowed path needs 65 chains and a span of at least two windows.
+    /// The windowed path needs 20 chains and a span of at least two windows.
     #[test]
     fn windowed_apply_choice() {
         // w = 512 for up to 256 chains (h_w = 512 − p), 2p beyond (h_w = p)
-        assert!(!takes_windowed_apply(64, 100_000));
+        assert!(!takes_windowed_apply(19, 100_000));
+        assert!(!takes_windowed_apply(20, 492));
+        assert!(takes_windowed_apply(20, 493));
         assert!(!takes_windowed_apply(65, 447));
         assert!(takes_windowed_apply(65, 448));
         assert!(!takes_windowed_apply(100, 20));
