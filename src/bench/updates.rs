@@ -40,6 +40,7 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
                           [--cpu-threads N] [--device-only] [--wavefront]
                           [--profile] [--stages] [--svg DIR] [--resume FILE]
+                          [--md FILE]
 
   --quick        a small grid (m = 1200, n = 500) that runs in well under a
                  minute; without a GPU it runs the CPU columns only and says so
@@ -68,6 +69,9 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
   --resume FILE  skip the points already in FILE, a CSV of an earlier run (same
                  columns); with --csv FILE (the same file) the new rows are added
                  after the old ones, so a run cut short can be continued
+  --md FILE      also write the report (this table and the side tables: seed tables,
+                 --stages, --profile) to FILE as Markdown, rewritten after every row,
+                 so that a run cut short keeps every table measured so far
   --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
                  speed-up over (a) and over the CPU update (c) against the parameter
                  that varies in the group (k0, p, m or n), the bar dashed; without a
@@ -1019,8 +1023,8 @@ fn sweep<T: GpuScalar>(
     done: &mut usize,
     total: usize,
     out: &mut dyn FnMut(&Point, &Row),
-    prof: &mut Vec<String>,
-    stages: &mut Vec<String>,
+    prof: &RefCell<Vec<String>>,
+    stages: &RefCell<Vec<String>>,
 ) -> CliResult<()> {
     let mut keys: Vec<(usize, usize, QPolicy)> = Vec::new();
     for p in points {
@@ -1126,7 +1130,7 @@ fn sweep<T: GpuScalar>(
                     .map(|(name, ms)| format!("{name} {ms:.3}"))
                     .collect();
                 let sum: f64 = st.iter().map(|x| x.1).sum();
-                stages.push(format!(
+                stages.borrow_mut().push(format!(
                     "{} {sum:.3} | {} |",
                     point_head::<T>(p),
                     cells.join("; ")
@@ -1137,7 +1141,7 @@ fn sweep<T: GpuScalar>(
                     profile_givens(g, base, p, ctx.reps)?
                 {
                     let flops = 6.0 * count as f64 * vecs as f64;
-                    prof.push(format!(
+                    prof.borrow_mut().push(format!(
                         "{} {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0} | {:.3} | {:.2} | {} |",
                         point_head::<T>(p),
                         tg,
@@ -1404,6 +1408,67 @@ pub fn run(args: &[String]) -> CliResult<()> {
     run_on(args, None)
 }
 
+/// The tables printed after the main one: the seed experiments' tables, the stage split
+/// (`--stages`, AC-stage), the ceilings (`--profile`, at the end of a run: `None` while
+/// it is going) and the Givens stage alone (`--profile`).
+fn side_tables(
+    rows: &[(&str, Point, Row)],
+    stages: &[String],
+    prof: &[String],
+    reps: usize,
+    ceilings: Option<&[(&str, f64, f64)]>,
+) -> String {
+    let mut s = seed_tables(rows);
+    if !stages.is_empty() {
+        s.push_str(&format!(
+            "\nStages of each update + solve (ms, median over {reps} runs of each stage's sum; \
+             events on the main stream, side-stream work counted where it is joined)\n\n"
+        ));
+        s.push_str("| group | type | update | m | n | k0 | p | sum ms | stages (ms) |\n");
+        s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+        for l in stages {
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    if let Some(ceil) = ceilings {
+        s.push_str(
+            "\nCeilings (same run): device copy GB/s (read + write), cuBLAS GEMM GFLOP/s (8192³)\n\n",
+        );
+        s.push_str("| prec | copy GB/s | GEMM GFLOP/s |\n|---|---|---|\n");
+        for (prec, bw, gf) in ceil {
+            s.push_str(&format!("| {prec} | {bw:.0} | {gf:.0} |\n"));
+        }
+    }
+    if !prof.is_empty() {
+        s.push_str(
+            "\nTwo-phase Givens stage alone (ms): generate, apply in step order (the default pipe kernel \
+             for Q and d), apply in list order; GB/s = 2·(bytes of Q block + R + d)/apply time \
+             (each element read and written once: the minimum traffic); GFLOP/s = 6·rotations·vectors/apply time; \
+             windowed = the same three targets by windows of rotations and GEMM \
+             (two_phase_apply_windowed, w = max(2p, 512))\n\n",
+        );
+        s.push_str("| group | type | update | m | n | k0 | p | gen ms | apply ms | list-order apply ms | list/step | apply GB/s | apply GFLOP/s | windowed apply ms | apply/windowed | whole update ms |\n");
+        s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for l in prof {
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// Checks before a run that `--md FILE` can be written.
+fn check_md_path(cmd: &str, path: &str) -> CliResult<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)
+        .map_err(|e| format!("{cmd}: --md {path}: {e}").into())
+}
+
 /// [`run`], with `grid` (when given) replacing the quick or full grid (tests).
 fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     const CMD: &str = "bench updates";
@@ -1427,6 +1492,7 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
             "cpu-threads",
             "svg",
             "resume",
+            "md",
         ],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
@@ -1461,6 +1527,10 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     if let Some(dir) = o.get("svg") {
         super::check_svg_dir(CMD, dir)?;
     }
+    let md_path = o.get("md");
+    if let Some(path) = md_path {
+        check_md_path(CMD, path)?;
+    }
     let quick = o.flag("quick");
     let mut points = match grid {
         Some(g) => g,
@@ -1490,22 +1560,24 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         }
         Err(e) => return Err(format!("{CMD}: needs a GPU without --quick: {e}").into()),
     };
+    // the report: printed as it goes, and with --md rewritten to FILE after every row
+    let mut report = String::new();
     if let Some(g) = &gpu {
-        println!("device: {}", g.describe()?);
+        report.push_str(&format!("device: {}\n", g.describe()?));
     }
-    println!("command: cuqr bench updates {}", args.join(" "));
-    println!(
+    report.push_str(&format!("command: cuqr bench updates {}\n", args.join(" ")));
+    report.push_str(&format!(
         "protocol: device-resident; GPU medians of {reps} CUDA-event runs after 1 warm-up; \
          update = restore snapshot (untimed), update + TRSM solve (timed); TUS/TUT {}; \
-         CPU columns on {cpu_threads} worker thread(s) beside the GPU runs, each point serial",
+         CPU columns on {cpu_threads} worker thread(s) beside the GPU runs, each point serial\n\n",
         if o.flag("device-only") || gpu.is_none() {
             "off"
         } else {
             "from page-locked host memory where the seeds give them"
         }
-    );
-    println!();
-    println!("{TABLE_HEAD}");
+    ));
+    report.push_str(&format!("{TABLE_HEAD}\n"));
+    print!("{report}");
     let mut csv = match (&resumed, o.get("csv") == o.get("resume")) {
         (Some(text), true) => text.clone(),
         _ => format!("{CSV_HEAD}\n"),
@@ -1521,8 +1593,8 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         profile: o.flag("profile"),
         stages: o.flag("stages"),
     };
-    let mut prof = Vec::new();
-    let mut stage_rows = Vec::new();
+    let prof = RefCell::new(Vec::new());
+    let stage_rows = RefCell::new(Vec::new());
     let mut rows: Vec<(&str, Point, Row)> = Vec::new();
     let todo = |prec: &str| -> Vec<Point> {
         points
@@ -1543,13 +1615,20 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         let csv_path = o.get("csv");
         let mut out = |p: &Point, r: &Row| {
             eprint!("\r");
-            println!("{}", table_row(prec, p, r));
+            let line = table_row(prec, p, r);
+            println!("{line}");
+            report.push_str(&line);
+            report.push('\n');
             csv.push_str(&csv_row(prec, p, r));
             csv.push('\n');
             rows.push((prec, *p, r.clone()));
-            // the CSV so far, so that an interrupted sweep keeps its rows
+            // the CSV and the report so far, so that an interrupted sweep keeps them
             if let Some(path) = csv_path {
                 let _ = std::fs::write(path, &csv);
+            }
+            if let Some(path) = md_path {
+                let side = side_tables(&rows, &stage_rows.borrow(), &prof.borrow(), reps, None);
+                let _ = std::fs::write(path, format!("{report}{side}"));
             }
         };
         let points = todo(prec);
@@ -1560,8 +1639,8 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
                 &mut done,
                 total,
                 &mut out,
-                &mut prof,
-                &mut stage_rows,
+                &prof,
+                &stage_rows,
             )?;
         } else {
             sweep::<f32>(
@@ -1570,49 +1649,34 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
                 &mut done,
                 total,
                 &mut out,
-                &mut prof,
-                &mut stage_rows,
+                &prof,
+                &stage_rows,
             )?;
         }
     }
     eprintln!();
-    print!("{}", seed_tables(&rows));
-    if !stage_rows.is_empty() {
-        println!(
-            "\nStages of each update + solve (ms, median over {reps} runs of each stage's sum; \
-             events on the main stream, side-stream work counted where it is joined)\n"
-        );
-        println!("| group | type | update | m | n | k0 | p | sum ms | stages (ms) |");
-        println!("|---|---|---|---|---|---|---|---|---|");
-        for l in &stage_rows {
-            println!("{l}");
-        }
-    }
+    let mut ceil = Vec::new();
     if let (true, Some(g)) = (ctx.profile, &gpu) {
-        println!(
-            "\nCeilings (same run): device copy GB/s (read + write), cuBLAS GEMM GFLOP/s (8192³)\n"
-        );
-        println!("| prec | copy GB/s | GEMM GFLOP/s |\n|---|---|---|");
         for &prec in precs {
             let (bw, gf) = if prec == "f64" {
                 ceilings::<f64>(g, reps)?
             } else {
                 ceilings::<f32>(g, reps)?
             };
-            println!("| {prec} | {bw:.0} | {gf:.0} |");
+            ceil.push((prec, bw, gf));
         }
-        println!(
-            "\nTwo-phase Givens stage alone (ms): generate, apply in step order (the default pipe kernel \
-             for Q and d), apply in list order; GB/s = 2·(bytes of Q block + R + d)/apply time \
-             (each element read and written once: the minimum traffic); GFLOP/s = 6·rotations·vectors/apply time; \
-             windowed = the same three targets by windows of rotations and GEMM \
-             (two_phase_apply_windowed, w = max(2p, 512))\n"
-        );
-        println!("| group | type | update | m | n | k0 | p | gen ms | apply ms | list-order apply ms | list/step | apply GB/s | apply GFLOP/s | windowed apply ms | apply/windowed | whole update ms |");
-        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-        for l in &prof {
-            println!("{l}");
-        }
+    }
+    let side = side_tables(
+        &rows,
+        &stage_rows.borrow(),
+        &prof.borrow(),
+        reps,
+        (!ceil.is_empty()).then_some(&ceil[..]),
+    );
+    print!("{side}");
+    if let Some(path) = md_path {
+        std::fs::write(path, format!("{report}{side}"))
+            .map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
     }
     if let Some(path) = o.get("csv") {
         std::fs::write(path, csv).map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
@@ -1877,6 +1941,47 @@ mod tests {
         assert_eq!(c.a_new.ncols(), 8);
         assert_eq!(c.a_new[(0, 7)], a[(0, 7)]);
         assert!(a.as_slice().iter().all(|v| v.abs() >= 0.1));
+    }
+
+    /// `--md FILE` holds the whole report: the header, one table row a point and
+    /// precision, and the side tables; a path that cannot be written fails before the run.
+    #[test]
+    fn md_report_holds_the_tables() {
+        use Kind::*;
+        let grid = vec![
+            Point::new("AR", InsertRows, 130, 50, 0, 3).cpu(),
+            Point::new("RC", DeleteCols, 130, 50, 10, 4).cpu(),
+        ];
+        let path = std::env::temp_dir().join(format!("cuqr-report-{}.md", std::process::id()));
+        let f = path.to_str().unwrap().to_string();
+        let args = |md: &str| -> Vec<String> {
+            [
+                "--quick",
+                "--precision",
+                "both",
+                "--cpu-budget",
+                "0",
+                "--md",
+                md,
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let _ = std::fs::remove_file(&path);
+        run_on(&args(&f), Some(grid.clone())).unwrap();
+        let md = std::fs::read_to_string(&path).unwrap();
+        assert!(md.contains("command: cuqr bench updates --quick"), "{md}");
+        assert!(md.contains(TABLE_HEAD), "{md}");
+        let rows = md
+            .lines()
+            .filter(|l| l.starts_with("| AR |") || l.starts_with("| RC |"))
+            .count();
+        assert_eq!(rows, 4, "{md}");
+        let _ = std::fs::remove_file(&path);
+        let bad = std::env::temp_dir().join("cuqr-no-such-dir/x/report.md");
+        let e = run_on(&args(bad.to_str().unwrap()), Some(grid)).unwrap_err();
+        assert!(e.to_string().contains("--md"), "{e}");
     }
 
     /// `--resume`: a run cut short is continued. The points already in the CSV are
