@@ -189,13 +189,19 @@ pub fn check_shape_fits(opt: &str, m: usize, n: usize) -> CliResult<()> {
 /// if missing, not truncated: the run overwrites it at the end), so a bad path fails
 /// at once instead of after a long sweep.
 pub fn check_csv_path(cmd: &str, path: &str) -> CliResult<()> {
+    check_out_path(cmd, "--csv", path)
+}
+
+/// Opens the output file of option `flag` for writing without truncating it, so that a
+/// bad path fails before a run (the file is written at the end, or as the run goes).
+pub fn check_out_path(cmd: &str, flag: &str, path: &str) -> CliResult<()> {
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
         .map(drop)
-        .map_err(|e| format!("{cmd}: --csv {path}: {e}").into())
+        .map_err(|e| format!("{cmd}: {flag} {path}: {e}").into())
 }
 
 /// Creates `--svg DIR` (and its parents) before a run, so a bad path fails at once.

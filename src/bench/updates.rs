@@ -1458,17 +1458,6 @@ fn side_tables(
     s
 }
 
-/// Checks before a run that `--md FILE` can be written.
-fn check_md_path(cmd: &str, path: &str) -> CliResult<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map(drop)
-        .map_err(|e| format!("{cmd}: --md {path}: {e}").into())
-}
-
 /// [`run`], with `grid` (when given) replacing the quick or full grid (tests).
 fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     const CMD: &str = "bench updates";
@@ -1529,7 +1518,7 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     }
     let md_path = o.get("md");
     if let Some(path) = md_path {
-        check_md_path(CMD, path)?;
+        super::check_out_path(CMD, "--md", path)?;
     }
     let quick = o.flag("quick");
     let mut points = match grid {
