@@ -1593,6 +1593,9 @@ impl Gpu {
 mod window_tests {
     use crate::cpu::givens::rot_pair;
     use crate::mat::Mat;
+    use crate::update::insert_cols::testkit::rng;
+    use rand::rngs::StdRng;
+    use rand::Rng;
 
     /// Entry j of window chain c: (list index or None for the identity, local plane).
     /// Mirrors `two_phase::window_gather`.
@@ -1614,21 +1617,14 @@ mod window_tests {
         (idx, local - 1)
     }
 
-    fn rng(seed: &mut u64) -> f64 {
-        *seed ^= *seed << 13;
-        *seed ^= *seed >> 7;
-        *seed ^= *seed << 17;
-        (*seed >> 11) as f64 / (1u64 << 53) as f64
-    }
-
     /// A random chain list: chain c's rotations at planes hi_c − 1 down to c (index order
     /// of the step kernels), angles random.
-    fn chain_list(p: usize, hi0: usize, inc: usize, seed: &mut u64) -> Vec<(f64, f64, usize)> {
+    fn chain_list(p: usize, hi0: usize, inc: usize, g: &mut StdRng) -> Vec<(f64, f64, usize)> {
         let mut out = Vec::new();
         for c in 0..p {
             let hi_c = hi0 + inc * c;
             for r in (c + 1..=hi_c).rev() {
-                let t = std::f64::consts::TAU * rng(seed);
+                let t = std::f64::consts::TAU * g.random::<f64>();
                 out.push((t.cos(), t.sin(), r - 1));
             }
         }
@@ -1716,7 +1712,7 @@ mod window_tests {
 
     #[test]
     fn windows_give_the_list_product() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut g = rng(0x9e37_79b9);
         // (p, hi0, inc, span): strips (h + p columns) and blocks (m columns), windows
         // from barely wider than p to wider than the span
         let cases = [
@@ -1733,12 +1729,12 @@ mod window_tests {
             (1, 1, 0, 2, 2),
         ];
         for (p, hi0, inc, span, w) in cases {
-            let list = chain_list(p, hi0, inc, &mut seed);
-            let x0 = Mat::from_fn(17, span, |_, _| 2.0 * rng(&mut seed) - 1.0);
+            let list = chain_list(p, hi0, inc, &mut g);
+            let x0 = Mat::from_fn(17, span, |_, _| g.random_range(-1.0..1.0));
             // an upper triangular Rows target (span rows, 23 columns), banded
             let r0 = Mat::from_fn(span, 23, |i, j| {
                 if i <= j {
-                    2.0 * rng(&mut seed) - 1.0
+                    g.random_range(-1.0..1.0)
                 } else {
                     0.0
                 }
