@@ -685,3 +685,91 @@ fn from_cpu_round_trip_and_update() {
     upload_case::<f64>(&gpu, 901);
     upload_case::<f32>(&gpu, 902);
 }
+
+/// `GpuQr::insert_cols_device`: U already on the device (a block of a NaN-padded
+/// matrix) gives the update of the host entry point, checked against the CPU backend and
+/// the model; its errors (a NaN or ∞ in U, named by its first entry in column order; a
+/// wrong row count; p = 0; a Q-less state) come before any work and leave the state as
+/// it was; `Gpu::first_non_finite` finds that entry and ignores the padding.
+fn device_input_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    let (m, n, q) = (301, 47, 2);
+    let nan = T::from_f64(f64::NAN);
+    for &(k0, p) in &[(0, 5), (20, 37), (47, 3)] {
+        let mut g = rng(seed + k0 as u64);
+        let (mut gs, mut cs, mut model) = pair::<T>(gpu, &mut g, (m, n, q), QPolicy::Full);
+        let u = random_mat::<T>(&mut g, m, p);
+        let padded = |u: &Mat<T>| {
+            Mat::from_fn(m + 5, p + 2, |i, j| {
+                if (2..m + 2).contains(&i) && (1..=p).contains(&j) {
+                    u[(i - 2, j - 1)]
+                } else {
+                    nan
+                }
+            })
+        };
+        let ud = cuqr::gpu::DevMat::from_host(gpu, padded(&u).as_ref()).unwrap();
+        let uv = ud.block(2, 1, m, p);
+        assert_eq!(
+            gpu.first_non_finite(&uv).unwrap(),
+            None,
+            "padding is outside"
+        );
+        // errors first: the state must not move
+        let before = snapshot::<T>(&gs);
+        let mut bad = u.clone();
+        bad[(m - 1, p - 1)] = T::from_f64(f64::INFINITY);
+        bad[(17, p / 2)] = nan;
+        if p > 2 {
+            bad[(200, 1)] = nan;
+        }
+        let bd = cuqr::gpu::DevMat::from_host(gpu, padded(&bad).as_ref()).unwrap();
+        let bv = bd.block(2, 1, m, p);
+        // the host's answer: the first non-finite entry in column order
+        let (row, col) = bad.as_ref().first_non_finite().unwrap();
+        assert!(col <= p / 2);
+        assert_eq!(gpu.first_non_finite(&bv).unwrap(), Some((row, col)));
+        match gs.insert_cols_device(k0, &bv) {
+            Err(Error::NonFinite { row: r, col: c, .. }) => assert_eq!((r, c), (row, col)),
+            other => panic!("NaN in U: {other:?}"),
+        }
+        match gs.insert_cols_device(k0, &ud.block(2, 1, m - 1, p)) {
+            Err(Error::Shape { .. }) => {}
+            other => panic!("m − 1 rows: {other:?}"),
+        }
+        match gs.insert_cols_device(k0, &ud.block(2, 1, m, 0)) {
+            Err(Error::EmptyBlock { .. }) => {}
+            other => panic!("p = 0: {other:?}"),
+        }
+        match gs.insert_cols_device(n + 1, &uv) {
+            Err(Error::OutOfRange { .. }) => {}
+            other => panic!("k0 > n: {other:?}"),
+        }
+        assert!(
+            snapshot::<T>(&gs) == before,
+            "a failed update moved the state"
+        );
+        gs.insert_cols_device(k0, &uv).unwrap();
+        cs.insert_cols(k0, u.as_ref()).unwrap();
+        model.insert_cols(k0, &u);
+        compare(
+            &gs,
+            &cs,
+            &model,
+            &format!("insert_cols_device k0={k0} p={p}"),
+        );
+    }
+    let mut g = rng(seed + 99);
+    let (mut gn, _, _) = pair::<T>(gpu, &mut g, (m, n, q), QPolicy::None);
+    let ud = cuqr::gpu::DevMat::from_host(gpu, random_mat::<T>(&mut g, m, 2).as_ref()).unwrap();
+    match gn.insert_cols_device(3, &ud.view()) {
+        Err(Error::NeedsQ { .. }) => {}
+        other => panic!("Q-less state: {other:?}"),
+    }
+}
+
+#[test]
+fn insert_cols_device_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    device_input_case::<f64>(&gpu, 901);
+    device_input_case::<f32>(&gpu, 902);
+}

@@ -361,6 +361,16 @@ entries! {
     panel_zero_lower_f32, panel_zero_lower_f64
         (a: *mut T, lda: usize, rows: usize, cols: usize, ystride: usize) => panel::zero_lower;
 
+    /// The first non-finite row of each column (update data on the device); see
+    /// `panel::first_non_finite`.
+    ///
+    /// # Safety
+    /// Grid (≥ cols, 1), block a multiple of 32, dynamic shared memory ≥ 32 f64; `a`
+    /// rows × cols readable (ld lda); `out` cols `u32`s writable; rows < 2³².
+    panel_first_non_finite_f32, panel_first_non_finite_f64
+        (a: *const T, lda: usize, rows: usize, cols: usize, out: *mut u32)
+        => panel::first_non_finite;
+
     panel_set_identity_f32, panel_set_identity_f64
         (a: *mut T, lda: usize, rows: usize, cols: usize, ystride: usize)
         => panel::set_identity;

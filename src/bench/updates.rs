@@ -77,7 +77,10 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
                  that varies in the group (k0, p, m or n), the bar dashed; without a
                  GPU, the ratio (d) faer / (c) CPU update instead (log y axis)
 
-Columns: update = update + TRSM solve (median ms); launches = kernel/library
+Columns: update = update + TRSM solve (median ms; column insertion takes U from
+the device, insert_cols_device, as the device-resident protocol has no transfers;
+row insertion and the rank-one update still upload their new rows or vectors, having
+no device entry point yet); launches = kernel/library
 launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
 (+ orgqr when Q is kept), (b) = geqrf + ormqr + trsm; a/upd and b/upd are
 speed-ups (> 1: the update wins); wavefront = the same update (+ solve) with the
@@ -445,8 +448,25 @@ fn bench_gpu<T: GpuScalar>(
     let params = point_params(pt, base.params());
     let mut row = Row::default();
 
-    // the update (+ solve) from a restored snapshot; launches of the update alone
+    // The update (+ solve) from a restored snapshot; launches of the update alone. The
+    // device-resident protocol (spec §3.9: no transfers) takes U from the device where
+    // the update has a device entry point (column insertion: `insert_cols_device`, U
+    // uploaded once, untimed); TUS and TUT (below) take it from the host.
+    let u_dev = match pt.kind {
+        Kind::InsertCols => Some(DevMat::from_host(gpu, c.u.as_ref())?),
+        _ => None,
+    };
     let upd_solve = |st: &mut GpuQr<T>, x: &mut DevMat<T>| -> cuqr::Result<u64> {
+        let l0 = gpu.launch_count();
+        match &u_dev {
+            Some(u) => st.insert_cols_device(pt.k0, &u.view())?,
+            None => apply(st, pt, c)?,
+        }
+        let launches = gpu.launch_count() - l0;
+        solve_dev(gpu, st, x)?;
+        Ok(launches)
+    };
+    let upd_solve_host = |st: &mut GpuQr<T>, x: &mut DevMat<T>| -> cuqr::Result<u64> {
         let l0 = gpu.launch_count();
         apply(st, pt, c)?;
         let launches = gpu.launch_count() - l0;
@@ -567,7 +587,7 @@ fn bench_gpu<T: GpuScalar>(
                     let mut s = staging.borrow_mut();
                     let mut st = GpuQr::from_cpu(gpu, host, Some(&mut **s))?;
                     st.set_params(params);
-                    upd_solve(&mut st, &mut x_tmp.borrow_mut())?;
+                    upd_solve_host(&mut st, &mut x_tmp.borrow_mut())?;
                     if back {
                         std::hint::black_box(st.to_cpu_pinned(&mut s)?);
                     }
@@ -1218,11 +1238,20 @@ fn stage_split<T: GpuScalar>(
     let mut x = DevMat::<T>::zeros(gpu, n2, 1)?;
     let mut names: Vec<&'static str> = Vec::new();
     let mut runs: Vec<Vec<f64>> = Vec::new();
+    // U from the device, as the device-resident timing takes it (`bench_gpu`)
+    let u_dev = match pt.kind {
+        Kind::InsertCols => Some(DevMat::from_host(gpu, c.u.as_ref())?),
+        _ => None,
+    };
     for _ in 0..reps {
         let mut st = base.try_clone()?;
         gpu.synchronize()?;
         gpu.stage_marks_begin()?;
-        let r = apply(&mut st, pt, c).and_then(|()| {
+        let updated = match &u_dev {
+            Some(u) => st.insert_cols_device(pt.k0, &u.view()),
+            None => apply(&mut st, pt, c),
+        };
+        let r = updated.and_then(|()| {
             gpu.stage_mark("update rest");
             solve_dev(gpu, &st, &mut x)
         });
@@ -1557,7 +1586,8 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     report.push_str(&format!("command: cuqr bench updates {}\n", args.join(" ")));
     report.push_str(&format!(
         "protocol: device-resident; GPU medians of {reps} CUDA-event runs after 1 warm-up; \
-         update = restore snapshot (untimed), update + TRSM solve (timed); TUS/TUT {}; \
+         update = restore snapshot (untimed), update + TRSM solve (timed), column insertion's U \
+         on the device (uploaded untimed: no transfers); TUS/TUT {}; \
          CPU columns on {cpu_threads} worker thread(s) beside the GPU runs, each point serial\n\n",
         if o.flag("device-only") || gpu.is_none() {
             "off"

@@ -121,6 +121,8 @@ kernel_table! {
     panel_zero_lower,
     /// `panel_set_identity_<T>(a, lda, rows, cols, ystride)`.
     panel_set_identity,
+    /// `panel_first_non_finite_<T>(a, lda, rows, cols, out)` (first ±∞/NaN row a column).
+    panel_first_non_finite,
     /// `panel_copy_<T>(src, lds, rows, cols, dst, ldd, ystride)`.
     panel_copy,
     /// `panel_embed_q_<T>(q, ldq, m, p, k0, dst, ldd, ystride)` (Pᵀ·diag(Q, I_p), spec §1.9).

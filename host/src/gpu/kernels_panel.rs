@@ -384,4 +384,57 @@ impl Gpu {
         unsafe { b.launch(col_cfg(cols)) }.map_err(launch_err("panel_col_norms"))?;
         Ok(())
     }
+
+    /// The first non-finite entry of `a` (±∞ or NaN), in column-major order: (row,
+    /// column), or `None`. One launch (`panel_first_non_finite`: each column's first
+    /// non-finite row) and a download of `a.ncols()` `u32`s (waits). The device
+    /// counterpart of the host's `MatRef::first_non_finite`, for update data already
+    /// on the device.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] if `a` has 2³² − 1 rows or more; [`Error::OutOfMemory`],
+    /// [`Error::Driver`] (including an earlier asynchronous fault).
+    pub fn first_non_finite<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+    ) -> Result<Option<(usize, usize)>> {
+        let (rows, cols) = (a.nrows(), a.ncols());
+        if rows == 0 || cols == 0 {
+            return Ok(None);
+        }
+        if rows >= u32::MAX as usize {
+            return Err(Error::InvalidParam {
+                op: "first_non_finite",
+                what: "rows",
+                why: format!("{rows} rows; at most 2³² − 2 are checked on the device"),
+            });
+        }
+        let mut out = self
+            .stream
+            .alloc_zeros::<u32>(cols)
+            .map_err(super::alloc_err("non-finite scan", cols * 4))?;
+        let lda = a.ld();
+        let f = &T::kernel_set(&self.kernels).panel_first_non_finite;
+        self.count_launch();
+        let mut b = self.stream.launch_builder(f);
+        b.arg(a.buf()).arg(&lda).arg(&rows).arg(&cols).arg(&mut out);
+        // SAFETY: matches panel_first_non_finite_{f32,f64}(a: *const T, lda, rows, cols:
+        // usize, out: *mut u32): reads a[i + j·lda], i < rows, j < cols, inside the view;
+        // writes out[j], j < cols = out's length, an allocation of its own; rows < 2³² − 1
+        // (checked); grid cols, block PANEL_BLOCK (a multiple of 32), dynamic shared
+        // memory PANEL_BLOCK·8 ≥ 32 f64.
+        unsafe { b.launch(col_cfg(cols)) }.map_err(launch_err("panel_first_non_finite"))?;
+        let host = self
+            .stream
+            .clone_dtoh(&out)
+            .map_err(super::driver_err("non-finite scan download"))?;
+        self.stream
+            .synchronize()
+            .map_err(super::driver_err("non-finite scan download"))?;
+        Ok(host
+            .iter()
+            .enumerate()
+            .find(|(_, &r)| r != u32::MAX)
+            .map(|(j, &r)| (r as usize, j)))
+    }
 }

@@ -630,6 +630,15 @@ impl<'a, T> DevMatView<'a, T> {
     pub fn buf(&self) -> &CudaView<'a, T> {
         &self.buf
     }
+    /// The same block, borrowed for a shorter time.
+    pub fn reborrow(&self) -> DevMatView<'_, T> {
+        DevMatView {
+            buf: self.buf.slice(..),
+            nrows: self.nrows,
+            ncols: self.ncols,
+            ld: self.ld,
+        }
+    }
 }
 
 impl<'a, T> DevMatViewMut<'a, T> {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::householder::QrPhaseTimes;
-use super::matrix::DevMat;
+use super::matrix::{DevMat, DevMatView};
 use super::{Gpu, GpuScalar};
 use crate::backend::{QrUpdate, Solution};
 use crate::cpu::Dims;
@@ -284,6 +284,40 @@ impl<T: GpuScalar> GpuQr<T> {
                 rank_tol: self.rank_tol,
             })
         })
+    }
+
+    /// [`QrUpdate::insert_cols`] with the new columns U (m×p) already on the device, as
+    /// a view of this state's [`Gpu`]: the same update (spec §1.7) without U's upload,
+    /// for pipelines whose data is made on the GPU, and the device-resident protocol of
+    /// the benchmarks (spec §3.9: no transfers). The non-finite check on U runs on the
+    /// device (one launch and a download of p flags).
+    ///
+    /// # Errors
+    /// As [`QrUpdate::insert_cols`]: [`Error::EmptyBlock`], [`Error::Shape`],
+    /// [`Error::OutOfRange`], [`Error::Underdetermined`], [`Error::NeedsQ`],
+    /// [`Error::InvalidParam`], [`Error::NonFinite`] (with U's first non-finite entry),
+    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], device errors. On error the state
+    /// is unchanged (a device fault also poisons it).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::gpu::{DevMat, GpuQr};
+    /// use cuqr::{FactorParams, Gpu, Mat, QPolicy, QrUpdate};
+    /// let a = Mat::<f64>::from_fn(300, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
+    /// let b = Mat::<f64>::from_fn(300, 1, |i, _| i as f64);
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let mut st = GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+    /// let u = Mat::<f64>::from_fn(300, 3, |i, j| ((i * 5 + j * 11) % 17) as f64 - 8.5);
+    /// let ud = DevMat::from_host(&gpu, u.as_ref())?;
+    /// st.insert_cols_device(10, &ud.view())?;
+    /// assert_eq!(st.ncols(), 43);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn insert_cols_device(&mut self, k0: usize, u: &DevMatView<'_, T>) -> Result<()> {
+        self.check_live()?;
+        let out = crate::update::insert_cols::run_gpu_device(self, k0, u);
+        poison_on_fault(&self.poisoned, out)
     }
 
     /// Elements of page-locked staging that [`from_cpu`](Self::from_cpu) and

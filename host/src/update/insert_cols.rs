@@ -44,15 +44,37 @@ pub(crate) fn plan<T: Scalar>(
     u: MatRef<'_, T>,
     block_size: Option<usize>,
 ) -> Result<Plan> {
-    let p = u.ncols();
+    let plan = plan_shape(dims, k0, (u.nrows(), u.ncols()), block_size)?;
+    if let Some((row, col)) = u.first_non_finite() {
+        return Err(Error::NonFinite {
+            op: OP,
+            what: "u",
+            row,
+            col,
+        });
+    }
+    Ok(plan)
+}
+
+/// [`plan`] from the shape of u alone: every check but the non-finite one (which update
+/// data already on the device makes there, `Gpu::first_non_finite`).
+///
+/// # Errors
+/// Those of [`plan`] but [`Error::NonFinite`].
+pub(crate) fn plan_shape(
+    dims: Dims,
+    k0: usize,
+    (u_rows, p): (usize, usize),
+    block_size: Option<usize>,
+) -> Result<Plan> {
     if p == 0 {
         return Err(Error::EmptyBlock { op: OP });
     }
-    if u.nrows() != dims.m {
+    if u_rows != dims.m {
         return Err(Error::Shape {
             op: OP,
             what: "rows of u",
-            got: u.nrows(),
+            got: u_rows,
             expected: dims.m,
         });
     }
@@ -78,14 +100,6 @@ pub(crate) fn plan<T: Scalar>(
         });
     }
     let nb = resolve_block_size(OP, block_size, p)?;
-    if let Some((row, col)) = u.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "u",
-            row,
-            col,
-        });
-    }
     Ok(Plan {
         m: dims.m,
         n: dims.n,
@@ -265,16 +279,63 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     k0: usize,
     u: MatRef<'_, T>,
 ) -> Result<()> {
+    let plan = plan(st.dims, k0, u, st.params.block_size)?;
+    run_gpu_planned(st, plan, UData::Host(u))
+}
+
+/// [`run_gpu`] with U already on the device (`GpuQr::insert_cols_device`): the same
+/// update without U's upload. The non-finite check runs on the device
+/// (`Gpu::first_non_finite`: one launch and a download of p `u32`s).
+///
+/// # Errors
+/// As [`run_gpu`].
+pub fn run_gpu_device<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    k0: usize,
+    u: &crate::gpu::DevMatView<'_, T>,
+) -> Result<()> {
+    let plan = plan_shape(st.dims, k0, (u.nrows(), u.ncols()), st.params.block_size)?;
+    if let Some((row, col)) = st.guarded(|| st.gpu.first_non_finite(u))? {
+        return Err(Error::NonFinite {
+            op: OP,
+            what: "u",
+            row,
+            col,
+        });
+    }
+    run_gpu_planned(st, plan, UData::Device(u))
+}
+
+/// Where the new columns come from.
+enum UData<'a, 'v, T> {
+    /// On the host: uploaded inside the update.
+    Host(MatRef<'a, T>),
+    /// On the device already.
+    Device(&'a crate::gpu::DevMatView<'v, T>),
+}
+
+fn run_gpu_planned<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    Plan { m, n, p, k0, nb }: Plan,
+    u: UData<'_, '_, T>,
+) -> Result<()> {
     use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf, householder, DevMat, Op};
     use crate::params::Givens;
-    let Plan { m, n, p, k0, nb } = plan(st.dims, k0, u, st.params.block_size)?;
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
         policy: st.dims.policy,
     })?;
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
-        let ud = DevMat::from_host_async(gpu, u)?;
+        let uploaded = match u {
+            UData::Host(u) => Some(DevMat::from_host_async(gpu, u)?),
+            UData::Device(_) => None,
+        };
+        let ud = match (&uploaded, u) {
+            (Some(x), _) => x.view(),
+            (None, UData::Device(v)) => v.reborrow(),
+            (None, UData::Host(_)) => unreachable!("uploaded above"),
+        };
         let mut r = DevMat::zeros(gpu, m, n + p)?;
         gpu.stage_mark("upload, alloc");
         if k0 > 0 {
@@ -300,15 +361,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
                 Some(x) => x.view_mut(),
                 None => r.block_mut(0, k0, m, p),
             };
-            gpu.gemm(
-                Op::T,
-                Op::N,
-                T::ONE,
-                &q_old.view(),
-                &ud.view(),
-                T::ZERO,
-                &mut dst,
-            )?;
+            gpu.gemm(Op::T, Op::N, T::ONE, &q_old.view(), &ud, T::ZERO, &mut dst)?;
         }
         gpu.stage_mark("Q^T U");
         let mut q = tp::dup(gpu, q_old)?;
