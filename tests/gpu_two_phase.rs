@@ -280,27 +280,8 @@ fn apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64) {
     let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
     rl.upload(gpu, &list).unwrap();
     let (mut qv, mut rv, mut dv) = (qd.view_mut(), rd.view_mut(), dd.view_mut());
-    gpu.two_phase_apply(
-        &rl,
-        &mut [
-            ApplyTarget {
-                view: &mut qv,
-                side: RotSide::Cols,
-                banded: false,
-            },
-            ApplyTarget {
-                view: &mut rv,
-                side: RotSide::Rows,
-                banded: true,
-            },
-            ApplyTarget {
-                view: &mut dv,
-                side: RotSide::Rows,
-                banded: false,
-            },
-        ],
-    )
-    .unwrap();
+    gpu.two_phase_apply(&rl, &mut ApplyTarget::q_r_d(&mut qv, &mut rv, &mut dv))
+        .unwrap();
     // CPU replay with cpu::givens::rot / rot_pair: the same fused formula, so equal.
     let (mut q, mut r, mut d) = (q0.clone(), r0.clone(), d0.clone());
     let rows = |x: &mut Mat<T>, c: T, s: T, a: usize| {
@@ -598,27 +579,8 @@ fn sched_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, strip: bool, s0: usize
         let mut rd = DevMat::from_host(gpu, r0.as_ref()).unwrap();
         let mut dd = DevMat::from_host(gpu, d0.as_ref()).unwrap();
         let (mut qv, mut rv, mut dv) = (qd.view_mut(), rd.view_mut(), dd.view_mut());
-        gpu.two_phase_apply(
-            rl,
-            &mut [
-                ApplyTarget {
-                    view: &mut qv,
-                    side: RotSide::Cols,
-                    banded: false,
-                },
-                ApplyTarget {
-                    view: &mut rv,
-                    side: RotSide::Rows,
-                    banded: true,
-                },
-                ApplyTarget {
-                    view: &mut dv,
-                    side: RotSide::Rows,
-                    banded: false,
-                },
-            ],
-        )
-        .unwrap();
+        gpu.two_phase_apply(rl, &mut ApplyTarget::q_r_d(&mut qv, &mut rv, &mut dv))
+            .unwrap();
         (
             qd.to_host(gpu).unwrap(),
             rd.to_host(gpu).unwrap(),
@@ -770,23 +732,7 @@ fn paths_apply_kernel<T: GpuScalar>(
             let mut qv = qd.block_mut(2, 3, nq, span);
             let mut rv = rd.block_mut(2, 3, span, nr);
             let mut dv = dd.block_mut(2, 3, span, 3);
-            let mut targets = [
-                ApplyTarget {
-                    view: &mut qv,
-                    side: RotSide::Cols,
-                    banded: false,
-                },
-                ApplyTarget {
-                    view: &mut rv,
-                    side: RotSide::Rows,
-                    banded: true,
-                },
-                ApplyTarget {
-                    view: &mut dv,
-                    side: RotSide::Rows,
-                    banded: false,
-                },
-            ];
+            let mut targets = ApplyTarget::q_r_d(&mut qv, &mut rv, &mut dv);
             match path {
                 Some(p) => gpu.two_phase_apply_path(rl, &mut targets, p).unwrap(),
                 None => gpu.two_phase_apply(rl, &mut targets).unwrap(),

@@ -1329,7 +1329,7 @@ fn profile_givens<T: GpuScalar>(
     pt: &Point,
     reps: usize,
 ) -> cuqr::Result<Option<GivensProfile>> {
-    use cuqr::gpu::kernels_two_phase::{ApplyTarget, RotList, RotSide};
+    use cuqr::gpu::kernels_two_phase::{ApplyTarget, RotList};
     let Some(q0) = base.q_dev() else {
         return Ok(None);
     };
@@ -1386,23 +1386,7 @@ fn profile_givens<T: GpuScalar>(
         let mut qv = q.block_mut(0, col0, m, span);
         let mut rv = r.view_mut();
         let mut dv = d.view_mut();
-        let mut targets = [
-            ApplyTarget {
-                view: &mut qv,
-                side: RotSide::Cols,
-                banded: false,
-            },
-            ApplyTarget {
-                view: &mut rv,
-                side: RotSide::Rows,
-                banded: true,
-            },
-            ApplyTarget {
-                view: &mut dv,
-                side: RotSide::Rows,
-                banded: false,
-            },
-        ];
+        let mut targets = ApplyTarget::q_r_d(&mut qv, &mut rv, &mut dv);
         match window {
             None => gpu.two_phase_apply(list, &mut targets),
             Some(w) => gpu.two_phase_apply_windowed(list, &mut targets, w),

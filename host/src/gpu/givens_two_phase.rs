@@ -43,23 +43,7 @@ fn apply_q_r_d<'a, T: GpuScalar>(
     rv: &mut super::DevMatViewMut<'a, T>,
     dv: &mut super::DevMatViewMut<'a, T>,
 ) -> Result<()> {
-    let mut targets = [
-        ApplyTarget {
-            view: qv,
-            side: RotSide::Cols,
-            banded: false,
-        },
-        ApplyTarget {
-            view: rv,
-            side: RotSide::Rows,
-            banded: true,
-        },
-        ApplyTarget {
-            view: dv,
-            side: RotSide::Rows,
-            banded: false,
-        },
-    ];
+    let mut targets = ApplyTarget::q_r_d(qv, rv, dv);
     if takes_windowed_apply(chains, hi0) {
         gpu.two_phase_apply_windowed(list, &mut targets, apply_window_width(chains))
     } else {

@@ -348,6 +348,34 @@ pub struct ApplyTarget<'v, 'a, T> {
     pub banded: bool,
 }
 
+impl<'v, 'a, T> ApplyTarget<'v, 'a, T> {
+    /// The three targets of an update's Givens stage (spec §1.7 step 3, §1.10): Q by
+    /// columns, R by rows (banded: upper triangular at the view's origin) and d by rows.
+    pub fn q_r_d(
+        q: &'v mut DevMatViewMut<'a, T>,
+        r: &'v mut DevMatViewMut<'a, T>,
+        d: &'v mut DevMatViewMut<'a, T>,
+    ) -> [Self; 3] {
+        [
+            ApplyTarget {
+                view: q,
+                side: RotSide::Cols,
+                banded: false,
+            },
+            ApplyTarget {
+                view: r,
+                side: RotSide::Rows,
+                banded: true,
+            },
+            ApplyTarget {
+                view: d,
+                side: RotSide::Rows,
+                banded: false,
+            },
+        ]
+    }
+}
+
 impl<T> ApplyTarget<'_, '_, T> {
     /// (rs, cs, vectors, elements per vector).
     fn geometry(&self) -> (usize, usize, usize, usize) {
