@@ -231,6 +231,22 @@ fn factorize_and_update_large() {
     upd.apply(&mut cs).unwrap();
     upd.apply_model(&mut model);
     compare(&gs, &cs, &model, "delete_cols 4130x1025");
+    // Column insertion with Q of ≥ 4096 rows: Q's side takes the panels' reflectors
+    // merged (70 columns: 9 panels of ≤ 8 in one merge; 300 columns: 8 panels of 30,
+    // then 2).
+    for (k0, p) in [(300, 70), (1000, 300)] {
+        let n = gs.dims().n;
+        let upd = Upd::<f64>::make(Kind::InsertCols, &mut g, (4130, n, 1), k0, p);
+        upd.apply(&mut gs).unwrap();
+        upd.apply(&mut cs).unwrap();
+        upd.apply_model(&mut model);
+        compare(
+            &gs,
+            &cs,
+            &model,
+            &format!("insert_cols 4130x{n} k0={k0} p={p}"),
+        );
+    }
 }
 
 /// Every wired update, k0 at 0 / middle / end, p = 1 and p > 1, both policies, f32/f64.
