@@ -247,6 +247,19 @@ fn factorize_and_update_large() {
             &format!("insert_cols 4130x{n} k0={k0} p={p}"),
         );
     }
+    // Row insertion whose stacked (jb + p)×jb panels pass one block's rows (p = 1100):
+    // the cooperative panel, beside p = 33 above (the one-block panel).
+    let n = gs.dims().n;
+    let upd = Upd::<f64>::make(Kind::InsertRows, &mut g, (4130, n, 1), 500, 1100);
+    upd.apply(&mut gs).unwrap();
+    upd.apply(&mut cs).unwrap();
+    upd.apply_model(&mut model);
+    compare(
+        &gs,
+        &cs,
+        &model,
+        &format!("insert_rows 4130x{n} k0=500 p=1100"),
+    );
 }
 
 /// Every wired update, k0 at 0 / middle / end, p = 1 and p > 1, both policies, f32/f64.

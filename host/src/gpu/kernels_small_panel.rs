@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::kernels_fused::RawMat;
-use super::matrix::{DevMatViewMut, DevVec};
+use super::matrix::{DevMat, DevMatViewMut, DevVec};
 use super::{driver_err, Gpu, GpuScalar};
 use crate::error::{Error, Result};
 
@@ -19,8 +19,10 @@ pub const SMALL_PANEL_MAX_JB: usize = 64;
 /// beyond this the cooperative panel spreads the rows over more SMs).
 pub const SMALL_PANEL_MAX_ROWS: usize = 1024;
 /// Shared scratch of the kernel besides the panel and T, in elements
-/// (`small_panel::SCRATCH`).
-const SCRATCH: usize = 64 + SMALL_PANEL_MAX_JB;
+/// (`small_panel::SCRATCH`: τ).
+const SCRATCH: usize = SMALL_PANEL_MAX_JB;
+/// Fewest threads a block of the kernel needs (`small_panel::MIN_THREADS`).
+const MIN_THREADS: u32 = 256;
 /// Most threads a block of the kernel is launched with.
 const MAX_THREADS: u32 = 1024;
 
@@ -70,15 +72,44 @@ impl Gpu {
 
     /// Whether `small_panel_qr` takes a rows×jb panel of `T` on this device (jb ≤
     /// [`SMALL_PANEL_MAX_JB`], rows ≤ [`SMALL_PANEL_MAX_ROWS`], the panel, T and scratch
-    /// in one block's shared memory). False if the device limits cannot be read.
+    /// in one block's shared memory, at least 256 threads a block within the kernel's
+    /// register limit). False if the device limits cannot be read.
     pub(crate) fn small_panel_fits<T: GpuScalar>(&self, rows: usize, jb: usize) -> bool {
         self.small_panel_cache()
             .ok()
             .and_then(|g| {
-                g.as_ref()
-                    .map(|c| fits(rows, jb, size_of::<T>(), c.smem_optin))
+                g.as_ref().map(|c| {
+                    let entry = usize::from(size_of::<T>() == 8);
+                    c.threads[entry] >= MIN_THREADS && fits(rows, jb, size_of::<T>(), c.smem_optin)
+                })
             })
             .unwrap_or(false)
+    }
+
+    /// [`Gpu::small_panel_qr_on`] for a panel of `a` on the main stream.
+    ///
+    /// # Errors
+    /// As [`Gpu::small_panel_qr_on`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn small_panel_qr<T: GpuScalar>(
+        &self,
+        a: &mut DevMat<T>,
+        r0: usize,
+        j0: usize,
+        rows: usize,
+        jb: usize,
+        band: Option<usize>,
+        v: &mut DevMatViewMut<'_, T>,
+        tau: &mut DevVec<T>,
+        t: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        let (nr, nc, ld) = (a.nrows(), a.ncols(), a.ld());
+        let (ptr, _guard) = a.buf_mut().device_ptr_mut(&self.stream);
+        // SAFETY: `a`'s own buffer and shape; `a` stays borrowed mutably, and the guard
+        // alive, across the launch, which is queued on the main stream (the stream the
+        // guard orders A's other users against).
+        let raw = unsafe { RawMat::new(ptr, nr, nc, ld) };
+        self.small_panel_qr_on(&raw, r0, j0, rows, jb, band, v, tau, t, &self.stream)
     }
 
     /// Factors the rows×jb panel A(r0.., j0..) of the matrix at `a` in one block on
@@ -118,7 +149,7 @@ impl Gpu {
         let threads = {
             let mut g = self.small_panel_cache()?;
             let c = g.as_mut().expect("made by small_panel_cache");
-            if !fits(rows, jb, elem, c.smem_optin) {
+            if !fits(rows, jb, elem, c.smem_optin) || c.threads[entry] < MIN_THREADS {
                 return Err(Error::InvalidParam {
                     op: "small_panel_qr",
                     what: "panel",
@@ -167,7 +198,8 @@ impl Gpu {
         // distinct allocations. small_panel_fits checked 1 ≤ jb ≤ min(rows, 64), rows ≤
         // 1024 (so rows·jb < 2³²) and the dynamic shared memory (rows·jb + jb² + SCRATCH
         // elements) against the opt-in limit the attribute was raised to; one block of a
-        // multiple of 32 threads, at most 1024 and within the kernel's register limit.
+        // multiple of 32 threads, at least 256 (checked above), at most 1024 and within the
+        // kernel's register limit.
         unsafe { b.launch(cfg) }
             .map_err(|e| Error::Driver(format!("launching small_panel_qr: {e}")))?;
         Ok(())

@@ -340,11 +340,23 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
     let plan = plan(st.dims, k0, u, e)?;
     let Dims { m, n, q, .. } = st.dims;
     let p = plan.p;
-    let nb = resolve_block_size(OP, st.params.block_size, n)?
-        .min(BUILD_T_MAX_K)
-        .min(n);
     let gpu = st.gpu.clone();
     let g = &*gpu;
+    let nb0 = resolve_block_size(OP, st.params.block_size, n)?
+        .min(BUILD_T_MAX_K)
+        .min(n);
+    // The one-block panel (`small_panel_qr`) when the (jb+p)×jb panel fits one block's
+    // shared memory: at the block size asked for, or by default narrowed in steps of 8
+    // columns (to no less than 8) until it fits. Its column steps cost a block barrier
+    // where the cooperative panel's cost a grid barrier (issue 7).
+    let small_nb = if st.params.block_size.is_some() {
+        g.small_panel_fits::<T>(nb0 + p, nb0).then_some(nb0)
+    } else {
+        std::iter::once(nb0)
+            .chain((1..=nb0 / 8).rev().map(|x| 8 * x).filter(|&w| w < nb0))
+            .find(|&w| g.small_panel_fits::<T>(w + p, w))
+    };
+    let nb = small_nb.unwrap_or(nb0);
     if one_launch && st.q.is_none() {
         if let Some(shape) = g.row_insert_plan::<T>(n, q, p)? {
             // Without Q the whole update is one cooperative launch (spec §1.9): the
@@ -389,7 +401,15 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
         None => None,
     };
     // The one-launch panel and its staging (panel, V) when nb fits it.
-    let (mut fused, mut staging) = if nb <= FUSED_MAX_JB {
+    let (mut fused, mut staging) = if small_nb.is_some() {
+        (
+            None,
+            Some((
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+            )),
+        )
+    } else if nb <= FUSED_MAX_JB {
         (
             Some(FusedPanelWork::new(g)?),
             Some((
@@ -409,7 +429,24 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
     let mut j0 = 0;
     while j0 < n {
         let jb = nb.min(n - j0);
-        if let (Some(fw), Some((sa, sv))) = (fused.as_mut(), staging.as_mut()) {
+        if let (true, Some((sa, sv))) = (small_nb.is_some(), staging.as_mut()) {
+            // The same staged panel as below, factored by one block.
+            g.panel_copy(&r.block(j0, j0, jb, jb), &mut sa.block_mut(0, 0, jb, jb))?;
+            g.panel_copy(&uw.block(0, j0, p, jb), &mut sa.block_mut(jb, 0, p, jb))?;
+            g.small_panel_qr(
+                sa,
+                0,
+                0,
+                jb + p,
+                jb,
+                None,
+                &mut sv.block_mut(0, 0, jb + p, jb),
+                &mut tau,
+                &mut t.block_mut(0, 0, jb, jb),
+            )?;
+            g.panel_copy(&sa.block(0, 0, jb, jb), &mut r.block_mut(j0, j0, jb, jb))?;
+            g.panel_copy(&sv.block(jb, 0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
+        } else if let (Some(fw), Some((sa, sv))) = (fused.as_mut(), staging.as_mut()) {
             // Phases 1–2 in one launch: the (jb+p)×jb panel [R(j0.., j0..); U(:, j0..)]
             // (upper triangular top, exact zeros below its diagonal, so each reflector
             // touches row j and the p rows of U only) staged contiguously and factored by
