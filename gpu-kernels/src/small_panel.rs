@@ -120,9 +120,12 @@ unsafe fn reflector<T: Pow2>(
         }
         i += 32;
     }
+    // SAFETY: the whole warp is here, convergent: every lane's read of (k, k) above is
+    // ordered before lane 0 overwrites it.
+    unsafe { device::sync_warp() };
     if lane == 0 {
-        // SAFETY: (k, k) was read by every lane above (the butterfly sums order them
-        // before this write); τ_k and T(k, k) are this warp's alone until the barrier.
+        // SAFETY: (k, k) was read by every lane before the warp barrier; τ_k and T(k, k)
+        // are this warp's alone until the block barrier.
         unsafe {
             device::st(p, pi(k, k), beta);
             device::st(taus, k as usize, tau_k);
