@@ -305,6 +305,10 @@ fn apply_block_q<T: Scalar>(vu: &Mat<T>, t: &Mat<T>, mm: &mut Mat<T>, j0: usize,
     }
 }
 
+/// Most rows of a stacked row-insertion panel (jb + p) that `run_gpu` gives the one-block
+/// panel rather than the cooperative one (measured: see `run_gpu_path`).
+const SMALL_PANEL_ROW_INSERT_MAX_ROWS: usize = 272;
+
 /// GPU path of [`run_cpu`] (spec §1.9, erratum E16): validates with the same `plan`,
 /// then the compact-WY row addition on the device: phase 1 per column (`house` on
 /// R(j, j) and U(:, j), `panel_apply` on the block's rest of R's row j and U), phase 2
@@ -345,17 +349,14 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
     let nb0 = resolve_block_size(OP, st.params.block_size, n)?
         .min(BUILD_T_MAX_K)
         .min(n);
-    // The one-block panel (`small_panel_qr`) when the (jb+p)×jb panel fits one block's
-    // shared memory: at the block size asked for, or by default narrowed in steps of 8
-    // columns (to no less than 8) until it fits. Its column steps cost a block barrier
-    // where the cooperative panel's cost a grid barrier (issue 7).
-    let small_nb = if st.params.block_size.is_some() {
-        g.small_panel_fits::<T>(nb0 + p, nb0).then_some(nb0)
-    } else {
-        std::iter::once(nb0)
-            .chain((1..=nb0 / 8).rev().map(|x| 8 * x).filter(|&w| w < nb0))
-            .find(|&w| g.small_panel_fits::<T>(w + p, w))
-    };
+    // The one-block panel (`small_panel_qr`) for short stacked (jb+p)×jb panels: its
+    // reflectors are made by one warp, so its column step grows with the rows, and
+    // against the cooperative panel it won at 164 rows and tied at 264 but lost at 364
+    // (H100 f64, `cuqr bench updates`, ACC/AR-n p = 100, 200, 300 with nb = 64; narrower
+    // panels that fit lost more, by their extra launches: docs/performance.md).
+    let small_nb = (nb0 + p <= SMALL_PANEL_ROW_INSERT_MAX_ROWS
+        && g.small_panel_fits::<T>(nb0 + p, nb0))
+    .then_some(nb0);
     let nb = small_nb.unwrap_or(nb0);
     if one_launch && st.q.is_none() {
         if let Some(shape) = g.row_insert_plan::<T>(n, q, p)? {
