@@ -21,6 +21,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use super::blas::Op;
 use super::kernels::BUILD_T_MAX_K;
 use super::kernels_fused::{FusedPanelWork, RawMat, FUSED_MAX_JB, FUSED_MAX_ROWS};
+use super::kernels_small_panel::SMALL_PANEL_FAST_ROWS;
 use super::kernels_tsqr::{TsqrWork, TSQR_MAX_COLS};
 use super::matrix::{DevMat, DevVec};
 use super::timing::PhaseClock;
@@ -128,9 +129,9 @@ struct Work<T> {
     fused: Option<FusedPanelWork<T>>,
     /// Scratch of the TSQR panel, when some panel takes it.
     tsqr: Option<TsqrWork<T>>,
-    /// Panels whose rows fit one block's shared memory go to `small_panel_qr`
-    /// ([`PanelImpl::Auto`] and its in-order twin; the other choices keep their kernel
-    /// for tests).
+    /// Panels of at most `SMALL_PANEL_FAST_ROWS` rows that fit one block's shared memory
+    /// go to `small_panel_qr` ([`PanelImpl::Auto`] and its in-order twin; the other
+    /// choices keep their kernel for tests).
     small: bool,
 }
 
@@ -744,7 +745,11 @@ fn factor_panel<T: GpuScalar>(
         let mut vb = v.block_mut(0, 0, l, jb);
         let mut tb = t.block_mut(0, 0, jb, jb);
         gpu.tsqr_panel(work, a, r0, j0, l, jb, &mut vb, tau, &mut tb)
-    } else if ws.fused.is_some() && ws.small && gpu.small_panel_fits::<T>(l, jb) {
+    } else if ws.fused.is_some()
+        && ws.small
+        && l <= SMALL_PANEL_FAST_ROWS
+        && gpu.small_panel_fits::<T>(l, jb)
+    {
         // A short panel: one block, in shared memory (R, V, τ, T as below).
         let mut vb = v.block_mut(0, 0, l, jb);
         let mut tb = t.block_mut(0, 0, jb, jb);

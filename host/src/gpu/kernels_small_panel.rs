@@ -15,9 +15,14 @@ use crate::error::{Error, Result};
 
 /// Widest panel `small_panel_qr` takes (gpu-kernels `small_panel::MAX_JB`).
 pub const SMALL_PANEL_MAX_JB: usize = 64;
-/// Most rows `blocked_qr` gives `small_panel_qr` (one block's threads over the rows:
-/// beyond this the cooperative panel spreads the rows over more SMs).
+/// Most rows `small_panel_qr` takes (one block's threads over the rows).
 pub const SMALL_PANEL_MAX_ROWS: usize = 1024;
+/// Most rows for which `blocked_qr` prefers `small_panel_qr` to the cooperative panel:
+/// one warp makes each reflector, so a column step grows with the rows. H100 (issue 7,
+/// docs/performance.md): column deletion's band panels of 164, 264 and 364 rows (f64)
+/// were faster than with the earlier all-threads kernel, f32 panels of 764 rows slower
+/// than the cooperative panel (ACC delete_cols p = 700 below refactorising).
+pub const SMALL_PANEL_FAST_ROWS: usize = 384;
 /// Shared scratch of the kernel besides the panel and T, in elements
 /// (`small_panel::SCRATCH`: τ).
 const SCRATCH: usize = SMALL_PANEL_MAX_JB;
