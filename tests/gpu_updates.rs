@@ -221,45 +221,26 @@ fn factorize_and_update_large() {
     let mut g = rng(7);
     let (mut gs, mut cs, mut model) = pair::<f64>(&gpu, &mut g, (4097, 1025, 1), QPolicy::Full);
     compare(&gs, &cs, &model, "factorize 4097x1025");
-    let upd = Upd::<f64>::make(Kind::InsertRows, &mut g, (4097, 1025, 1), 2000, 33);
-    upd.apply(&mut gs).unwrap();
-    upd.apply(&mut cs).unwrap();
-    upd.apply_model(&mut model);
-    compare(&gs, &cs, &model, "insert_rows 4097x1025");
-    let upd = Upd::<f64>::make(Kind::DeleteCols, &mut g, (4130, 1025, 1), 400, 17);
-    upd.apply(&mut gs).unwrap();
-    upd.apply(&mut cs).unwrap();
-    upd.apply_model(&mut model);
-    compare(&gs, &cs, &model, "delete_cols 4130x1025");
-    // Column insertion with Q of ≥ 4096 rows: Q's side takes the panels' reflectors
-    // merged (70 columns: 9 panels of ≤ 8 in one merge; 300 columns: 8 panels of 30,
-    // then 2).
-    for (k0, p) in [(300, 70), (1000, 300)] {
-        let n = gs.dims().n;
-        let upd = Upd::<f64>::make(Kind::InsertCols, &mut g, (4130, n, 1), k0, p);
+    // Each update on both backends and the model, then compared.
+    let mut step = |g: &mut StdRng, kind: Kind, k0: usize, p: usize, what: &str| {
+        let d = gs.dims();
+        let upd = Upd::<f64>::make(kind, g, (d.m, d.n, 1), k0, p);
         upd.apply(&mut gs).unwrap();
         upd.apply(&mut cs).unwrap();
         upd.apply_model(&mut model);
-        compare(
-            &gs,
-            &cs,
-            &model,
-            &format!("insert_cols 4130x{n} k0={k0} p={p}"),
-        );
-    }
+        let what = format!("{what} on {}x{} k0={k0} p={p}", d.m, d.n);
+        compare(&gs, &cs, &model, &what);
+    };
+    step(&mut g, Kind::InsertRows, 2000, 33, "insert_rows");
+    step(&mut g, Kind::DeleteCols, 400, 17, "delete_cols");
+    // Column insertion with Q of ≥ 4096 rows: Q's side takes the panels' reflectors
+    // merged (70 columns: 9 panels of ≤ 8 in one merge; 300 columns: 8 panels of 30,
+    // then 2).
+    step(&mut g, Kind::InsertCols, 300, 70, "insert_cols");
+    step(&mut g, Kind::InsertCols, 1000, 300, "insert_cols");
     // Row insertion whose stacked (jb + p)×jb panels pass one block's rows (p = 1100):
     // the cooperative panel, beside p = 33 above (the one-block panel).
-    let n = gs.dims().n;
-    let upd = Upd::<f64>::make(Kind::InsertRows, &mut g, (4130, n, 1), 500, 1100);
-    upd.apply(&mut gs).unwrap();
-    upd.apply(&mut cs).unwrap();
-    upd.apply_model(&mut model);
-    compare(
-        &gs,
-        &cs,
-        &model,
-        &format!("insert_rows 4130x{n} k0=500 p=1100"),
-    );
+    step(&mut g, Kind::InsertRows, 500, 1100, "insert_rows");
 }
 
 /// Every wired update, k0 at 0 / middle / end, p = 1 and p > 1, both policies, f32/f64.

@@ -296,13 +296,26 @@ impl Gpu {
         tau: &mut DevVec<T>,
         t: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
+        self.with_raw_on_main(a, |raw| {
+            self.fused_panel_qr_on(work, raw, r0, j0, rows, jb, band, v, tau, t, &self.stream)
+        })
+    }
+
+    /// Runs `f` with `a` by its raw address, for work `f` queues on the main stream: the
+    /// guard of `a`'s buffer lives across `f`, so cudarc records that access on the main
+    /// stream.
+    pub(crate) fn with_raw_on_main<T: GpuScalar, R>(
+        &self,
+        a: &mut DevMat<T>,
+        f: impl FnOnce(&RawMat) -> Result<R>,
+    ) -> Result<R> {
         let (nrows, ncols, ld) = (a.nrows(), a.ncols(), a.ld());
         let (ptr, _guard) = a.buf_mut().device_ptr_mut(&self.stream);
         // SAFETY: `ptr` is a's buffer, described by a's own shape and leading dimension;
-        // the guard keeps cudarc's record of the write on the main stream, which the
-        // launch is queued on.
+        // `a` stays borrowed mutably, and the guard alive, while `f` runs, and `f` queues
+        // its work on the main stream, where the guard records the access.
         let raw = unsafe { RawMat::new(ptr, nrows, ncols, ld) };
-        self.fused_panel_qr_on(work, &raw, r0, j0, rows, jb, band, v, tau, t, &self.stream)
+        f(&raw)
     }
 
     /// [`Gpu::fused_panel_qr`] on the matrix at `a` (a raw address, so that cudarc's

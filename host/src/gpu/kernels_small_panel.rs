@@ -108,13 +108,9 @@ impl Gpu {
         tau: &mut DevVec<T>,
         t: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
-        let (nr, nc, ld) = (a.nrows(), a.ncols(), a.ld());
-        let (ptr, _guard) = a.buf_mut().device_ptr_mut(&self.stream);
-        // SAFETY: `a`'s own buffer and shape; `a` stays borrowed mutably, and the guard
-        // alive, across the launch, which is queued on the main stream (the stream the
-        // guard orders A's other users against).
-        let raw = unsafe { RawMat::new(ptr, nr, nc, ld) };
-        self.small_panel_qr_on(&raw, r0, j0, rows, jb, band, v, tau, t, &self.stream)
+        self.with_raw_on_main(a, |raw| {
+            self.small_panel_qr_on(raw, r0, j0, rows, jb, band, v, tau, t, &self.stream)
+        })
     }
 
     /// Factors the rows×jb panel A(r0.., j0..) of the matrix at `a` in one block on

@@ -430,42 +430,21 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
     let mut j0 = 0;
     while j0 < n {
         let jb = nb.min(n - j0);
-        if let (true, Some((sa, sv))) = (small_nb.is_some(), staging.as_mut()) {
-            // The same staged panel as below, factored by one block.
-            g.panel_copy(&r.block(j0, j0, jb, jb), &mut sa.block_mut(0, 0, jb, jb))?;
-            g.panel_copy(&uw.block(0, j0, p, jb), &mut sa.block_mut(jb, 0, p, jb))?;
-            g.small_panel_qr(
-                sa,
-                0,
-                0,
-                jb + p,
-                jb,
-                None,
-                &mut sv.block_mut(0, 0, jb + p, jb),
-                &mut tau,
-                &mut t.block_mut(0, 0, jb, jb),
-            )?;
-            g.panel_copy(&sa.block(0, 0, jb, jb), &mut r.block_mut(j0, j0, jb, jb))?;
-            g.panel_copy(&sv.block(jb, 0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
-        } else if let (Some(fw), Some((sa, sv))) = (fused.as_mut(), staging.as_mut()) {
+        if let Some((sa, sv)) = staging.as_mut() {
             // Phases 1–2 in one launch: the (jb+p)×jb panel [R(j0.., j0..); U(:, j0..)]
             // (upper triangular top, exact zeros below its diagonal, so each reflector
             // touches row j and the p rows of U only) staged contiguously and factored by
-            // `fused_panel_qr`; its V is [I; V_U] and its T that of V_U (spec §1.9).
+            // `fused_panel_qr`, or by `small_panel_qr` when `small_nb` chose it; its V is
+            // [I; V_U] and its T that of V_U (spec §1.9).
             g.panel_copy(&r.block(j0, j0, jb, jb), &mut sa.block_mut(0, 0, jb, jb))?;
             g.panel_copy(&uw.block(0, j0, p, jb), &mut sa.block_mut(jb, 0, p, jb))?;
-            g.fused_panel_qr(
-                fw,
-                sa,
-                0,
-                0,
-                jb + p,
-                jb,
-                None,
-                &mut sv.block_mut(0, 0, jb + p, jb),
-                &mut tau,
-                &mut t.block_mut(0, 0, jb, jb),
-            )?;
+            let (mut vb, mut tb) = (sv.block_mut(0, 0, jb + p, jb), t.block_mut(0, 0, jb, jb));
+            match fused.as_mut() {
+                Some(fw) => {
+                    g.fused_panel_qr(fw, sa, 0, 0, jb + p, jb, None, &mut vb, &mut tau, &mut tb)?
+                }
+                None => g.small_panel_qr(sa, 0, 0, jb + p, jb, None, &mut vb, &mut tau, &mut tb)?,
+            }
             g.panel_copy(&sa.block(0, 0, jb, jb), &mut r.block_mut(j0, j0, jb, jb))?;
             g.panel_copy(&sv.block(jb, 0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
         } else {
