@@ -26,8 +26,9 @@ use crate::error::Result;
 /// cost more than they save, so those stay on the pipe).
 pub const WINDOWED_MIN_CHAINS: usize = 20;
 
-/// Whether [`apply_q_r_d`] takes the windowed path for `chains` chains whose highest
-/// plane index of chain 0 is `hi0` (a strip's h, a block's m − 1).
+/// Whether a column insertion's strip or a row deletion's block takes the windowed
+/// Givens apply for `chains` chains whose highest plane index of chain 0 is `hi0` (a
+/// strip's h, a block's m − 1).
 pub fn takes_windowed_apply(chains: usize, hi0: usize) -> bool {
     chains >= WINDOWED_MIN_CHAINS && hi0 > apply_window_width(chains) - chains
 }

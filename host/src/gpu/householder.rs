@@ -6,8 +6,11 @@
 //! rows in shared memory; the kernel's scratch lives on [`Gpu`]); wider panels per
 //! column (`householder_house` + `panel_apply`, then `panel_extract_v` and
 //! `wy_build_t`); then the trailing matrix, d and
-//! Q updated with three cuBLAS GEMMs each: C −= V·(Tᵀ·(VᵀC)), Q −= ((QV)T)Vᵀ.
-//! With the one-launch panel, the next panel is factored on a second stream while
+//! Q updated with three cuBLAS GEMMs each: C −= V·(Tᵀ·(VᵀC)), Q −= ((QV)T)Vᵀ. Panels
+//! whose rows fit one block's shared memory go to `small_panel_qr` (one block barrier a
+//! column). Without a band and with Q of at least 4096 rows, Q's side takes the panels'
+//! reflectors merged into blocks of up to 256 columns, one pass over Q's columns each
+//! (`QMerge`). With the one-launch panel, the next panel is factored on a second stream while
 //! those GEMMs run (look-ahead, `blocked_qr_impl`).
 //! A `band` limits each reflector to band+1 rows (column deletion, spec §1.8).
 //! A factorisation that keeps Q forms it afterwards from the kept blocks, backwards,
