@@ -14,8 +14,8 @@ use std::sync::Arc;
 use cuqr::gpu::GpuQr;
 use cuqr::gpu::GpuScalar;
 use cuqr::{
-    CpuQr, Error, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar,
-    UpdateParams,
+    ColumnStrip, CpuQr, Error, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval,
+    Scalar, UpdateParams,
 };
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -50,7 +50,18 @@ const GPU_WIRED: &[Kind] = &[
 fn strategies(kind: Kind) -> Vec<UpdateParams> {
     let mut out = vec![UpdateParams::default()];
     match kind {
-        Kind::InsertCols | Kind::RankOne => out.push(UpdateParams {
+        Kind::InsertCols => {
+            out.push(UpdateParams {
+                givens: Givens::Wavefront,
+                ..UpdateParams::default()
+            });
+            // the strip by one blocked Householder QR (Auto picks it only for large p)
+            out.push(UpdateParams {
+                column_strip: ColumnStrip::Householder,
+                ..UpdateParams::default()
+            });
+        }
+        Kind::RankOne => out.push(UpdateParams {
             givens: Givens::Wavefront,
             ..UpdateParams::default()
         }),
@@ -241,6 +252,22 @@ fn factorize_and_update_large() {
     // Row insertion whose stacked (jb + p)×jb panels pass one block's rows (p = 1100):
     // the cooperative panel, beside p = 33 above (the one-block panel).
     step(&mut g, Kind::InsertRows, 500, 1100, "insert_rows");
+    // The strip as one blocked Householder QR of the (n + p − k0)² block with Q of
+    // ≥ 4096 rows (Q's side merged), beside the Givens strips above.
+    gs.set_params(UpdateParams {
+        column_strip: ColumnStrip::Householder,
+        ..UpdateParams::default()
+    });
+    let d = gs.dims();
+    let upd = Upd::<f64>::make(Kind::InsertCols, &mut g, (d.m, d.n, 1), 200, 150);
+    upd.apply(&mut gs).unwrap();
+    upd.apply(&mut cs).unwrap();
+    upd.apply_model(&mut model);
+    let what = format!(
+        "insert_cols (Householder strip) on {}x{} k0=200 p=150",
+        d.m, d.n
+    );
+    compare(&gs, &cs, &model, &what);
 }
 
 /// Every wired update, k0 at 0 / middle / end, p = 1 and p > 1, both policies, f32/f64.

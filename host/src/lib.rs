@@ -40,6 +40,6 @@ pub use cpu::CpuQr;
 pub use error::{Error, Result};
 pub use gpu::Gpu;
 pub use mat::{Mat, MatRef};
-pub use params::{FactorParams, Givens, QPolicy, RowRemoval, UpdateParams};
+pub use params::{ColumnStrip, FactorParams, Givens, QPolicy, RowRemoval, UpdateParams};
 pub use qr::diagnostics::diagnostics;
 pub use scalar::Scalar;

@@ -39,6 +39,27 @@ pub enum RowRemoval {
     TwoPhase,
 }
 
+/// How column insertion on the GPU triangularises the strip left below R's diagonal
+/// once QᵀU is in place and its rows n..m are reduced (spec §1.6): the seeds' Givens
+/// rotations, or one blocked Householder QR of the (n + p − k0)² block at rows and
+/// columns k0..n+p (its reflectors applied to Q's columns and d's rows there). The
+/// result is a QR factorisation of the same matrix either way (R equal up to row
+/// signs). The CPU backend always uses Givens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ColumnStrip {
+    /// Householder where the cost model says it is cheaper
+    /// (`update::insert_cols::householder_strip_pays`: p a large fraction of n − k0,
+    /// e.g. the seeds' ACC points with p ≥ 500 at m = 4000, n = 2000, k0 = 0);
+    /// Givens elsewhere.
+    #[default]
+    Auto,
+    /// Always Givens rotations (scheduled by [`UpdateParams::givens`]).
+    Givens,
+    /// Always the blocked Householder QR of the trailing block.
+    Householder,
+}
+
 /// Options for [`factorize`](crate::CpuQr::factorize) (spec §1.4, §5.1 F1).
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct FactorParams {
@@ -59,6 +80,8 @@ pub struct UpdateParams {
     pub row_removal: RowRemoval,
     /// Householder block size for block updates; `None` picks a default.
     pub block_size: Option<usize>,
+    /// Column insertion's strip on the GPU: Givens, Householder or the cheaper one.
+    pub column_strip: ColumnStrip,
 }
 
 /// The default Householder block size for `c` columns: 10% of c (spec §1.4,

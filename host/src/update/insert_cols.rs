@@ -1,6 +1,7 @@
 //! Insert a block of p columns at k0 (spec §1.7; S0 §2.4.1, §4.1; S2 §3.1). Step 1 QᵀU
 //! (2m²p), step 2 blocked Householder QR of the (m−n)×p block below row n (applied to d and
-//! Q), step 3 Givens on the strip, n−k0 rotations per new column, skipped when k0 = n.
+//! Q), step 3 Givens on the strip, n−k0 rotations per new column, skipped when k0 = n (on
+//! the GPU, for large p, one blocked Householder QR of the strip's (n+p−k0)² block instead).
 //! Errata fixed: E3 (QᵀU, column k), E12 (rotations per column = n−k0, steps n−k0+p−1,
 //! early exit at k0 = n). Needs Q.
 #![forbid(unsafe_code)]
@@ -268,8 +269,11 @@ fn householder_below<T: Scalar>(r: &mut Mat<T>, q: &mut Mat<T>, d: &mut Mat<T>, 
 /// Inserts the m×p block `u` as columns k0..k0+p on the device (spec §1.7;
 /// docs/design.md): R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)] in a new buffer (two device
 /// copies and one cuBLAS GEMM), blocked Householder on R'(n:m, k0:k0+p) applied to copies
-/// of d and Q (`gpu::householder::blocked_qr`), then the Givens strip unless k0 = n
-/// (`params.givens`: two-phase, or the seed wavefront), the rank check, and the swap.
+/// of d and Q (`gpu::householder::blocked_qr`), then the strip unless k0 = n: Givens
+/// rotations (`params.givens`: two-phase, or the seed wavefront) or, where p is a large
+/// fraction of n − k0 (`params.column_strip`, [`householder_strip_pays`]), one blocked
+/// Householder QR of the (n + p − k0)² block at rows and columns k0..n+p; the rank
+/// check, and the swap.
 ///
 /// # Errors
 /// Those of `plan` (above), [`Error::RankDeficient`], [`Error::OutOfMemory`], and device
@@ -314,13 +318,35 @@ enum UData<'a, 'v, T> {
     Device(&'a crate::gpu::DevMatView<'v, T>),
 }
 
+/// Whether column insertion's strip (p new columns at k0, R of n columns, m rows) is
+/// cheaper as one blocked Householder QR of the L×L block, L = n + p − k0, than as
+/// Givens rotations on the GPU (`ColumnStrip::Auto`). A time model in milliseconds
+/// from the H100 measurements in docs/performance.md (eleventh session, "Column
+/// insertion's strip by Householder"): the rotations, p·(n − k0) of them on Q's m rows and R's rows
+/// (6 flops an element pair), run at about 1.5 TFLOP/s where windows apply them; the
+/// Householder QR of an L×L block takes about 5 µs a column (its panel chain) plus
+/// 7.2·10⁻¹¹·L³ ms, and its reflectors reach Q (4·m·L² flops) at about 30 TFLOP/s.
+/// The first guard keeps every point where p is a small fraction of n − k0 (the
+/// windowed rotations run far faster than the model there, e.g. AC-stage) on Givens.
+pub(crate) fn householder_strip_pays(m: usize, n: usize, k0: usize, p: usize) -> bool {
+    let h = n.saturating_sub(k0);
+    if 4 * p < h || h == 0 {
+        return false;
+    }
+    let (m, h, p) = (m as f64, h as f64, p as f64);
+    let l = h + p;
+    let givens_ms = 6.0 * p * h * (m + l) / 1.5e9;
+    let householder_ms = 5e-3 * l + 7.2e-11 * l * l * l + 4.0 * m * l * l / 3.0e10;
+    householder_ms < givens_ms
+}
+
 fn run_gpu_planned<T: crate::gpu::GpuScalar>(
     st: &mut crate::gpu::GpuQr<T>,
     Plan { m, n, p, k0, nb }: Plan,
     u: UData<'_, '_, T>,
 ) -> Result<()> {
     use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf, householder, DevMat, Op};
-    use crate::params::Givens;
+    use crate::params::{ColumnStrip, Givens};
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
         policy: st.dims.policy,
@@ -379,12 +405,33 @@ fn run_gpu_planned<T: crate::gpu::GpuScalar>(
             gpu.panel_copy(&x.view(), &mut r.block_mut(0, k0, m, p))?;
         }
         if k0 < n {
-            match st.params.givens {
-                Givens::Wavefront => {
-                    wf::insert_cols_strip_wavefront(gpu, &mut r, &mut q, &mut d, k0, p, n)?
-                }
-                Givens::TwoPhase => {
-                    tp::insert_cols_strip_two_phase(gpu, &mut r, &mut q, &mut d, k0, p, n)?
+            let householder_strip = match st.params.column_strip {
+                ColumnStrip::Givens => false,
+                ColumnStrip::Householder => true,
+                _ => householder_strip_pays(m, n, k0, p),
+            };
+            if householder_strip {
+                // rows n+p..m are exact zeros in columns k0.. by now: the strip is the
+                // (n + p − k0)² block at rows and columns k0..n+p
+                let nb2 = crate::params::default_block_size(n + p - k0);
+                householder::blocked_qr(
+                    gpu,
+                    &mut r,
+                    k0..n + p,
+                    k0..n + p,
+                    Some(&mut d),
+                    Some(&mut q),
+                    nb2,
+                )?;
+                gpu.stage_mark("householder strip");
+            } else {
+                match st.params.givens {
+                    Givens::Wavefront => {
+                        wf::insert_cols_strip_wavefront(gpu, &mut r, &mut q, &mut d, k0, p, n)?
+                    }
+                    Givens::TwoPhase => {
+                        tp::insert_cols_strip_two_phase(gpu, &mut r, &mut q, &mut d, k0, p, n)?
+                    }
                 }
             }
         }
@@ -648,6 +695,36 @@ mod tests {
         // Several Householder panels in step 2 (n_b = 3 for p = 7), and n_b = 1.
         case::<T>(11, 61, 29, 7, 13, Some(3));
         case::<T>(12, 61, 29, 7, 29, Some(1));
+    }
+
+    #[test]
+    fn householder_strip_only_where_p_is_large() {
+        // the seeds' grid points (spec §3.9): ACC (4000×2000, k0 = 0) switches from
+        // p = 500 on; AC-p (strip of 20 rows), AC-k3, AC-k6 and AC-stage (p = 200)
+        // keep their Givens strips
+        assert!(!householder_strip_pays(4000, 2000, 0, 100));
+        assert!(!householder_strip_pays(4000, 2000, 0, 300));
+        for p in [500, 700, 900] {
+            assert!(householder_strip_pays(4000, 2000, 0, p), "ACC p = {p}");
+        }
+        for p in [100, 700, 1500] {
+            assert!(!householder_strip_pays(8000, 3000, 2980, p), "AC-p p = {p}");
+        }
+        for k0 in (0..3000).step_by(500) {
+            assert!(
+                !householder_strip_pays(4000, 3000, k0, 200),
+                "AC-k3 k0 = {k0}"
+            );
+        }
+        for k0 in (0..6000).step_by(500) {
+            assert!(
+                !householder_strip_pays(8000, 6000, k0, 200),
+                "AC-k6 k0 = {k0}"
+            );
+        }
+        assert!(!householder_strip_pays(16000, 6000, 500, 200));
+        // nothing to triangularise at k0 = n
+        assert!(!householder_strip_pays(4000, 2000, 2000, 900));
     }
 
     #[test]
