@@ -271,7 +271,7 @@ fn householder_below<T: Scalar>(r: &mut Mat<T>, q: &mut Mat<T>, d: &mut Mat<T>, 
 /// copies and one cuBLAS GEMM), blocked Householder on R'(n:m, k0:k0+p) applied to copies
 /// of d and Q (`gpu::householder::blocked_qr`), then the strip unless k0 = n: Givens
 /// rotations (`params.givens`: two-phase, or the seed wavefront) or, where p is a large
-/// fraction of n − k0 (`params.column_strip`, [`householder_strip_pays`]), one blocked
+/// fraction of n − k0 (`params.column_strip`, `householder_strip_pays`), one blocked
 /// Householder QR of the (n + p − k0)² block at rows and columns k0..n+p; the rank
 /// check, and the swap.
 ///
