@@ -346,7 +346,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
     let p = plan.p;
     let gpu = st.gpu.clone();
     let g = &*gpu;
-    let nb0 = resolve_block_size(OP, st.params.block_size, n)?
+    let nb = resolve_block_size(OP, st.params.block_size, n)?
         .min(BUILD_T_MAX_K)
         .min(n);
     // The one-block panel (`small_panel_qr`) for short stacked (jb+p)×jb panels: its
@@ -354,10 +354,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
     // against the cooperative panel it won at 164 rows and tied at 264 but lost at 364
     // (H100 f64, `cuqr bench updates`, ACC/AR-n p = 100, 200, 300 with nb = 64; narrower
     // panels that fit lost more, by their extra launches: docs/performance.md).
-    let small_nb = (nb0 + p <= SMALL_PANEL_ROW_INSERT_MAX_ROWS
-        && g.small_panel_fits::<T>(nb0 + p, nb0))
-    .then_some(nb0);
-    let nb = small_nb.unwrap_or(nb0);
+    let small_panel =
+        nb + p <= SMALL_PANEL_ROW_INSERT_MAX_ROWS && g.small_panel_fits::<T>(nb + p, nb);
     if one_launch && st.q.is_none() {
         if let Some(shape) = g.row_insert_plan::<T>(n, q, p)? {
             // Without Q the whole update is one cooperative launch (spec §1.9): the
@@ -402,7 +400,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
         None => None,
     };
     // The one-launch panel and its staging (panel, V) when nb fits it.
-    let (mut fused, mut staging) = if small_nb.is_some() {
+    let (mut fused, mut staging) = if small_panel {
         (
             None,
             Some((
@@ -434,7 +432,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
             // Phases 1–2 in one launch: the (jb+p)×jb panel [R(j0.., j0..); U(:, j0..)]
             // (upper triangular top, exact zeros below its diagonal, so each reflector
             // touches row j and the p rows of U only) staged contiguously and factored by
-            // `fused_panel_qr`, or by `small_panel_qr` when `small_nb` chose it; its V is
+            // `fused_panel_qr`, or by `small_panel_qr` when `small_panel` chose it; its V is
             // [I; V_U] and its T that of V_U (spec §1.9).
             g.panel_copy(&r.block(j0, j0, jb, jb), &mut sa.block_mut(0, 0, jb, jb))?;
             g.panel_copy(&uw.block(0, j0, p, jb), &mut sa.block_mut(jb, 0, p, jb))?;
