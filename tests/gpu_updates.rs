@@ -268,6 +268,21 @@ fn factorize_and_update_large() {
         d.m, d.n
     );
     compare(&gs, &cs, &model, &what);
+    // A block size wider than the one-launch panel (n_b = 100: two 50-column panels
+    // merged into each 100-column block) on Q of ≥ 4096 rows, appended at the end.
+    let wide = UpdateParams {
+        block_size: Some(100),
+        ..UpdateParams::default()
+    };
+    gs.set_params(wide);
+    cs.set_params(wide);
+    let d = gs.dims();
+    let upd = Upd::<f64>::make(Kind::InsertCols, &mut g, (d.m, d.n, 1), d.n, 150);
+    upd.apply(&mut gs).unwrap();
+    upd.apply(&mut cs).unwrap();
+    upd.apply_model(&mut model);
+    let what = format!("insert_cols n_b = 100 on {}x{} k0={} p=150", d.m, d.n, d.n);
+    compare(&gs, &cs, &model, &what);
 }
 
 /// Every wired update, k0 at 0 / middle / end, p = 1 and p > 1, both policies, f32/f64.

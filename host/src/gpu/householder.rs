@@ -263,7 +263,18 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     if cols.is_empty() {
         return Ok(());
     }
-    let nb = nb.min(cols.len());
+    let nb_req = nb.min(cols.len());
+    // A block size wider than the one-launch panel (up to 256) is kept for the blocked
+    // algorithm's outer level, not for the panel: its panels are factored FUSED_MAX_JB
+    // columns at a time by `fused_panel_qr` (each updating the rest of its n_b-wide
+    // block, as a recursive panel would), and, unbanded, their reflectors are merged
+    // into runs of up to n_b columns that update the later columns, d and Q as one
+    // block reflector of the requested width. Banded panels (column deletion) cannot
+    // merge (a merged V must reach the last row) and are applied FUSED_MAX_JB at a
+    // time. The per-column panel took 2 launches a column (BS at n_b = 100–500:
+    // 0.12–0.48× of refactorising, H100, docs/performance.md).
+    let split = panel == PanelImpl::Auto && nb_req > FUSED_MAX_JB;
+    let nb = if split { FUSED_MAX_JB } else { nb_req };
     let span_rows = |r0: usize, jb: usize| -> usize {
         let l = rows.end - r0;
         band.map_or(l, |b| l.min(b + jb))
@@ -313,6 +324,14 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
             // Narrower, if that lets the panel's rows sit in shared memory.
             let jb = nb.min(cols.end - j0);
             gpu.fused_panel_width(span_rows(r0, jb), jb, elem)
+        } else if split {
+            // Equal sub-panels of at most FUSED_MAX_JB inside each n_b-wide block, so
+            // that a run of them is exactly one block.
+            let off = j0 - cols.start;
+            let b0 = off - off % nb_req;
+            let bw = nb_req.min(cols.len() - b0);
+            let sub = bw.div_ceil(bw.div_ceil(FUSED_MAX_JB));
+            (b0 + ((off - b0) / sub + 1) * sub).min(b0 + bw) - off
         } else {
             nb.min(cols.end - j0)
         };
@@ -331,7 +350,8 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     // updates the next run's columns at once and the columns after those in chunks,
     // one after each of the next run's panels but its last, so that every look-ahead
     // panel again has GEMM work beside it.
-    let runs: Vec<Range<usize>> = if band.is_none() && merge_trailing {
+    let merge_width = if split { nb_req } else { TRAILING_MERGE_WIDTH };
+    let runs: Vec<Range<usize>> = if band.is_none() && (merge_trailing || split) {
         let shapes: Vec<(usize, usize, usize)> = panels
             .iter()
             .map(|&(j0, jb)| {
@@ -339,7 +359,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
                 (r0, rows.end - r0, jb)
             })
             .collect();
-        merge_groups(&shapes, rows.end, TRAILING_MERGE_WIDTH)
+        merge_groups(&shapes, rows.end, merge_width)
             .into_iter()
             .flat_map(|r| {
                 if use_tsqr[r.clone()].iter().any(|&t| t) {
@@ -1481,6 +1501,15 @@ mod tests {
         check::<T>(g, 16, (1000, 45), None, 64, true, PanelImpl::Tsqr);
         check::<T>(g, 17, (20011, 33), None, 33, false, PanelImpl::Tsqr);
         check::<T>(g, 18, (400, 120), Some(9), 32, true, PanelImpl::Tsqr);
+        // Block sizes wider than the one-launch panel: sub-panels of ≤ 64 columns whose
+        // reflectors merge into n_b-wide blocks (100 = 50 + 50, 200 = 4·50, 130 = 3·44;
+        // the last block narrower), and banded ones applied a sub-panel at a time;
+        // against the per-column panel with the same n_b.
+        check::<T>(g, 22, (700, 300), None, 100, true, Auto);
+        check::<T>(g, 23, (900, 470), None, 200, true, Auto);
+        check::<T>(g, 24, (5000, 330), None, 130, false, Auto);
+        check::<T>(g, 25, (600, 250), Some(9), 100, true, Auto);
+        check::<T>(g, 26, (800, 300), None, 256, false, Auto);
     }
 
     /// A panel too tall for the slab variant takes the TSQR panel by itself (Auto).
