@@ -73,6 +73,11 @@ fn strategies(kind: Kind) -> Vec<UpdateParams> {
                     ..UpdateParams::default()
                 });
             }
+            // no rotations: A′ = Q(kept, :)·R refactorised (TwoPhase picks it for large p)
+            out.push(UpdateParams {
+                row_removal: RowRemoval::Refactorise,
+                ..UpdateParams::default()
+            });
         }
         Kind::DeleteCols | Kind::InsertRows => {}
     }

@@ -34,9 +34,18 @@ pub enum RowRemoval {
     Composite,
     /// Q, R and d rotated by three launches per step on three streams.
     SeparateStreams,
-    /// Two-phase: rotations generated from Z, then applied once per target.
+    /// Two-phase: rotations generated from Z, then applied once per target; or, where
+    /// p ≥ m/16 and a time model says it is cheaper
+    /// (`update::delete_rows::refactorising_pays`, e.g. the seeds' ACC points with
+    /// p ≥ 500 at m = 4000, n = 2000, and p = 300 in f32), as
+    /// [`RowRemoval::Refactorise`].
     #[default]
     TwoPhase,
+    /// No rotations: A′ = Q(rows kept, 0:n)·R(0:n, :) and b′ = Q(rows kept, :)·d by two
+    /// GEMMs, then A′ factorised again (blocked Householder with the m′×m′ Q; the
+    /// state's rank tolerance). For large p, where the rotations cost more than a
+    /// factorisation. The CPU backend always rotates.
+    Refactorise,
 }
 
 /// How column insertion on the GPU triangularises the strip left below R's diagonal

@@ -192,6 +192,12 @@ impl<T: GpuScalar> GpuQr<T> {
         ))
     }
 
+    /// The state's buffers (R, Q, d), consumed (an update that builds a new state and
+    /// keeps only its factors).
+    pub(crate) fn into_parts(self) -> (DevMat<T>, Option<DevMat<T>>, DevMat<T>) {
+        (self.r, self.q, self.d)
+    }
+
     /// Dimensions and policy.
     pub fn dims(&self) -> Dims {
         self.dims

@@ -150,11 +150,34 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     Ok(())
 }
 
+/// Whether deleting p of m rows (n columns, Q kept, elements of `elem` bytes) is
+/// cheaper on the GPU by refactorising A′ = Q(kept, 0:n)·R than by the rotations
+/// (`RowRemoval::TwoPhase`'s choice): only where p ≥ m/16, and where a time model in
+/// milliseconds from the H100 measurements in docs/performance.md (eleventh session)
+/// says so. f64: the rotations 2.3·10⁻⁹·p·m·(m + n) ms (the ACC row deletions at
+/// p = 100–500, windowed); the factorisation with its m′×m′ Q 6.15·10⁻³·n ms (panel
+/// chain) plus (2m′n² + 4m′²n) flops at 30.7 TFLOP/s (fitted to cuqr's 2048×1024 and
+/// 4096×2048 factorisations with Q), plus the 2m′n² of A′'s GEMM. f32: rotations
+/// 1.08× and refactorisation 0.88× those (ACC, same session).
+pub(crate) fn refactorising_pays(m: usize, n: usize, p: usize, elem: usize) -> bool {
+    if 16 * p < m || p >= m {
+        return false;
+    }
+    let (mp, m, n, p) = ((m - p) as f64, m as f64, n as f64, p as f64);
+    let (rot, refac) = if elem == 4 { (1.08, 0.88) } else { (1.0, 1.0) };
+    let rotations_ms = rot * 2.3e-9 * p * m * (m + n);
+    let flops = 2.0 * mp * n * n + 4.0 * mp * mp * n + 2.0 * mp * n * n;
+    let refactorise_ms = refac * (6.15e-3 * n + flops / 3.07e10);
+    refactorise_ms < rotations_ms
+}
+
 /// Deletes rows k0..k0+p on the device (spec §1.10; docs/design.md): the rotations
 /// on copies of Q, R and d (`params.row_removal`: two-phase, or the seed composite /
 /// separate-streams designs), then Q̃ = Q(rows ∉ block, p:m), R̃ = R(p:m, :) with exact
 /// zeros below the diagonal and d̃ = d(p:m, :) gathered into new buffers, the rank check,
-/// and the swap.
+/// and the swap. For large p (`RowRemoval::Refactorise`, or `TwoPhase` where
+/// `refactorising_pays`) no rotations: A′ = Q(kept, 0:n)·R and b′ = Q(kept, :)·d, then
+/// A′ is factorised again with the state's rank tolerance.
 ///
 /// # Errors
 /// Those of `plan` (above), [`Error::RankDeficient`], [`Error::OutOfMemory`], and device
@@ -164,14 +187,62 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     k0: usize,
     p: usize,
 ) -> Result<()> {
-    use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf};
-    use crate::params::RowRemoval;
+    use crate::gpu::{givens_two_phase as tp, givens_wavefront as wf, DevMat, GpuQr, Op};
+    use crate::params::{FactorParams, RowRemoval};
     let Plan { m, n, p, k0 } = plan(st.dims, k0, p)?;
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
         policy: st.dims.policy,
     })?;
     let (mp, nrhs) = (m - p, st.dims.q);
+    let refactorise = match st.params.row_removal {
+        RowRemoval::Refactorise => true,
+        RowRemoval::TwoPhase => refactorising_pays(m, n, p, core::mem::size_of::<T>()),
+        _ => false,
+    };
+    if refactorise {
+        let fresh = st.guarded(|| {
+            let gpu = &*st.gpu;
+            // Q's kept rows (all m columns), A′ = Q(kept, 0:n)·R(0:n, :) (R's rows n..
+            // are zero) and b′ = Q(kept, :)·d (b = Q·d, Q square)
+            let qk = gpu.two_phase_copy_new(&q_old.view(), k0..k0 + p, false)?;
+            let mut a = DevMat::<T>::zeros(gpu, mp, n)?;
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &qk.block(0, 0, mp, n),
+                &st.r.block(0, 0, n, n),
+                T::ZERO,
+                &mut a.view_mut(),
+            )?;
+            let mut b = DevMat::<T>::zeros(gpu, mp, nrhs)?;
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &qk.view(),
+                &st.d.view(),
+                T::ZERO,
+                &mut b.view_mut(),
+            )?;
+            drop(qk);
+            gpu.stage_mark("A' and b'");
+            let params = FactorParams {
+                block_size: None,
+                rank_tol: Some(st.rank_tol),
+            };
+            let fresh = GpuQr::factorize_dev(&st.gpu, a, b, QPolicy::Full, params)?;
+            gpu.stage_mark("refactorise");
+            Ok(fresh)
+        })?;
+        let (r, q, d) = fresh.into_parts();
+        st.r = r;
+        st.q = q;
+        st.d = d;
+        st.dims.m = mp;
+        return Ok(());
+    }
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
         let mut q = tp::dup(gpu, q_old)?;
@@ -185,7 +256,8 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
             RowRemoval::SeparateStreams => {
                 wf::delete_rows_rotate_separate(gpu, &mut q, &mut r, &mut d, k0, p)?
             }
-            RowRemoval::TwoPhase => {
+            // (Refactorise returned above)
+            RowRemoval::TwoPhase | RowRemoval::Refactorise => {
                 tp::delete_rows_rotate_two_phase(gpu, &mut q, &mut r, &mut d, k0, p)?
             }
         }
@@ -282,6 +354,36 @@ mod tests {
     #[test]
     fn matches_refactorisation_f32() {
         sweep::<f32>();
+    }
+
+    #[test]
+    fn refactorising_only_for_large_p() {
+        // the seeds' grids (spec §3.9): ACC (4000×2000) from p = 500 in f64 and from
+        // p = 300 in f32 (there the rotations are slower and the factorisation faster);
+        // none of RR-seq, RR-n, RR-m, RR-comp (p ≤ 100)
+        for elem in [4, 8] {
+            assert!(!refactorising_pays(4000, 2000, 100, elem));
+            for p in [500, 700, 900] {
+                assert!(refactorising_pays(4000, 2000, p, elem), "ACC p = {p}");
+            }
+            for p in [20, 40, 60, 80, 100] {
+                for m in [2000, 4000, 6000] {
+                    assert!(!refactorising_pays(m, 1000, p, elem), "RR-seq {m} {p}");
+                }
+                for n in [6000, 8000, 10000] {
+                    assert!(!refactorising_pays(12000, n, p, elem), "RR-n {n} {p}");
+                }
+                for m in [8000, 12000, 16000] {
+                    assert!(!refactorising_pays(m, 6000, p, elem), "RR-m {m} {p}");
+                }
+            }
+            for n in [1000, 2000, 3000, 4000] {
+                assert!(!refactorising_pays(5000, n, 50, elem), "RR-comp n = {n}");
+            }
+            assert!(!refactorising_pays(10, 4, 10, elem));
+        }
+        assert!(!refactorising_pays(4000, 2000, 300, 8));
+        assert!(refactorising_pays(4000, 2000, 300, 4));
     }
 
     #[test]
