@@ -237,57 +237,64 @@ fn factorize_and_update_large() {
     let mut g = rng(7);
     let (mut gs, mut cs, mut model) = pair::<f64>(&gpu, &mut g, (4097, 1025, 1), QPolicy::Full);
     compare(&gs, &cs, &model, "factorize 4097x1025");
-    // Each update on both backends and the model, then compared.
-    let mut step = |g: &mut StdRng, kind: Kind, k0: usize, p: usize, what: &str| {
-        let d = gs.dims();
-        let upd = Upd::<f64>::make(kind, g, (d.m, d.n, 1), k0, p);
-        upd.apply(&mut gs).unwrap();
-        upd.apply(&mut cs).unwrap();
-        upd.apply_model(&mut model);
-        let what = format!("{what} on {}x{} k0={k0} p={p}", d.m, d.n);
-        compare(&gs, &cs, &model, &what);
-    };
-    step(&mut g, Kind::InsertRows, 2000, 33, "insert_rows");
-    step(&mut g, Kind::DeleteCols, 400, 17, "delete_cols");
+    // Each update on both backends and the model under `params`, then compared; a
+    // column insertion's k0 is clamped to the state's n (usize::MAX appends).
+    let mut step =
+        |g: &mut StdRng, kind: Kind, k0: usize, p: usize, params: UpdateParams, what: &str| {
+            gs.set_params(params);
+            cs.set_params(params);
+            let d = gs.dims();
+            let k0 = if kind == Kind::InsertCols {
+                k0.min(d.n)
+            } else {
+                k0
+            };
+            let upd = Upd::<f64>::make(kind, g, (d.m, d.n, 1), k0, p);
+            upd.apply(&mut gs).unwrap();
+            upd.apply(&mut cs).unwrap();
+            upd.apply_model(&mut model);
+            let what = format!("{what} on {}x{} k0={k0} p={p}", d.m, d.n);
+            compare(&gs, &cs, &model, &what);
+        };
+    let def = UpdateParams::default();
+    step(&mut g, Kind::InsertRows, 2000, 33, def, "insert_rows");
+    step(&mut g, Kind::DeleteCols, 400, 17, def, "delete_cols");
     // Column insertion with Q of ≥ 4096 rows: Q's side takes the panels' reflectors
     // merged (70 columns: 9 panels of ≤ 8 in one merge; 300 columns: 8 panels of 30,
     // then 2).
-    step(&mut g, Kind::InsertCols, 300, 70, "insert_cols");
-    step(&mut g, Kind::InsertCols, 1000, 300, "insert_cols");
+    step(&mut g, Kind::InsertCols, 300, 70, def, "insert_cols");
+    step(&mut g, Kind::InsertCols, 1000, 300, def, "insert_cols");
     // Row insertion whose stacked (jb + p)×jb panels pass one block's rows (p = 1100):
     // the cooperative panel, beside p = 33 above (the one-block panel).
-    step(&mut g, Kind::InsertRows, 500, 1100, "insert_rows");
+    step(&mut g, Kind::InsertRows, 500, 1100, def, "insert_rows");
     // The strip as one blocked Householder QR of the (n + p − k0)² block with Q of
     // ≥ 4096 rows (Q's side merged), beside the Givens strips above.
-    gs.set_params(UpdateParams {
+    let strip = UpdateParams {
         column_strip: ColumnStrip::Householder,
-        ..UpdateParams::default()
-    });
-    let d = gs.dims();
-    let upd = Upd::<f64>::make(Kind::InsertCols, &mut g, (d.m, d.n, 1), 200, 150);
-    upd.apply(&mut gs).unwrap();
-    upd.apply(&mut cs).unwrap();
-    upd.apply_model(&mut model);
-    let what = format!(
-        "insert_cols (Householder strip) on {}x{} k0=200 p=150",
-        d.m, d.n
+        ..def
+    };
+    step(
+        &mut g,
+        Kind::InsertCols,
+        200,
+        150,
+        strip,
+        "insert_cols (Householder strip)",
     );
-    compare(&gs, &cs, &model, &what);
     // A block size wider than the one-launch panel (n_b = 100: two 50-column panels
     // merged into each 100-column block) on Q of ≥ 4096 rows, appended at the end.
     let wide = UpdateParams {
         block_size: Some(100),
-        ..UpdateParams::default()
+        ..def
     };
-    gs.set_params(wide);
-    cs.set_params(wide);
-    let d = gs.dims();
-    let upd = Upd::<f64>::make(Kind::InsertCols, &mut g, (d.m, d.n, 1), d.n, 150);
-    upd.apply(&mut gs).unwrap();
-    upd.apply(&mut cs).unwrap();
-    upd.apply_model(&mut model);
-    let what = format!("insert_cols n_b = 100 on {}x{} k0={} p=150", d.m, d.n, d.n);
-    compare(&gs, &cs, &model, &what);
+    step(
+        &mut g,
+        Kind::InsertCols,
+        usize::MAX,
+        150,
+        wide,
+        "insert_cols n_b = 100",
+    );
 }
 
 /// Every wired update, k0 at 0 / middle / end, p = 1 and p > 1, both policies, f32/f64.
