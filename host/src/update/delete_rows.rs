@@ -203,30 +203,33 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     if refactorise {
         let fresh = st.guarded(|| {
             let gpu = &*st.gpu;
-            // Q's kept rows (all m columns), A′ = Q(kept, 0:n)·R(0:n, :) (R's rows n..
-            // are zero) and b′ = Q(kept, :)·d (b = Q·d, Q square)
-            let qk = gpu.two_phase_copy_new(&q_old.view(), k0..k0 + p, false)?;
+            // A′ = Q(kept, 0:n)·R(0:n, :) (R's rows n.. are zero) and b′ = Q(kept, :)·d
+            // (b = Q·d, Q square), by the two row blocks of Q that are kept
             let mut a = DevMat::<T>::zeros(gpu, mp, n)?;
-            gpu.gemm(
-                Op::N,
-                Op::N,
-                T::ONE,
-                &qk.block(0, 0, mp, n),
-                &st.r.block(0, 0, n, n),
-                T::ZERO,
-                &mut a.view_mut(),
-            )?;
             let mut b = DevMat::<T>::zeros(gpu, mp, nrhs)?;
-            gpu.gemm(
-                Op::N,
-                Op::N,
-                T::ONE,
-                &qk.view(),
-                &st.d.view(),
-                T::ZERO,
-                &mut b.view_mut(),
-            )?;
-            drop(qk);
+            for (src, dst, rows) in [(0, 0, k0), (k0 + p, k0, m - k0 - p)] {
+                if rows == 0 {
+                    continue;
+                }
+                gpu.gemm(
+                    Op::N,
+                    Op::N,
+                    T::ONE,
+                    &q_old.block(src, 0, rows, n),
+                    &st.r.block(0, 0, n, n),
+                    T::ZERO,
+                    &mut a.block_mut(dst, 0, rows, n),
+                )?;
+                gpu.gemm(
+                    Op::N,
+                    Op::N,
+                    T::ONE,
+                    &q_old.block(src, 0, rows, m),
+                    &st.d.view(),
+                    T::ZERO,
+                    &mut b.block_mut(dst, 0, rows, nrhs),
+                )?;
+            }
             gpu.stage_mark("A' and b'");
             let params = FactorParams {
                 block_size: None,
