@@ -41,8 +41,8 @@ pub enum RowRemoval {
     /// [`RowRemoval::Refactorise`].
     #[default]
     TwoPhase,
-    /// No rotations: A′ = Q(rows kept, 0:n)·R(0:n, :) and b′ = Q(rows kept, :)·d by two
-    /// GEMMs, then A′ factorised again (blocked Householder with the m′×m′ Q; the
+    /// No rotations: A′ = Q(rows kept, 0:n)·R(0:n, :) and b′ = Q(rows kept, :)·d by
+    /// GEMMs on Q's kept row blocks, then A′ factorised again (blocked Householder with the m′×m′ Q; the
     /// state's rank tolerance). For large p, where the rotations cost more than a
     /// factorisation. The CPU backend always rotates.
     Refactorise,
