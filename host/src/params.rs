@@ -34,18 +34,18 @@ pub enum RowRemoval {
     Composite,
     /// Q, R and d rotated by three launches per step on three streams.
     SeparateStreams,
-    /// Two-phase: rotations generated from Z, then applied once per target; or, where
-    /// p ≥ m/16 and a time model says it is cheaper
-    /// (`update::delete_rows::refactorising_pays`, e.g. the seeds' ACC points with
-    /// p ≥ 500 at m = 4000, n = 2000, and p = 300 in f32), as
-    /// [`RowRemoval::Refactorise`].
-    #[default]
+    /// Two-phase: rotations generated from Z, then applied once per target, whatever p.
     TwoPhase,
     /// No rotations: A′ = Q(rows kept, 0:n)·R(0:n, :) and b′ = Q(rows kept, :)·d by
-    /// GEMMs on Q's kept row blocks, then A′ factorised again (blocked Householder with the m′×m′ Q; the
-    /// state's rank tolerance). For large p, where the rotations cost more than a
-    /// factorisation. The CPU backend always rotates.
+    /// GEMMs on Q's kept row blocks, then A′ factorised again (blocked Householder with
+    /// the m′×m′ Q; the state's rank tolerance). For large p, where the rotations cost
+    /// more than a factorisation. The CPU backend always rotates.
     Refactorise,
+    /// [`RowRemoval::TwoPhase`], or [`RowRemoval::Refactorise`] where p ≥ m/16 and a
+    /// time model says it is cheaper (`update::delete_rows::refactorising_pays`, e.g.
+    /// the seeds' ACC points with p ≥ 500 at m = 4000, n = 2000, and p = 300 in f32).
+    #[default]
+    Auto,
 }
 
 /// How column insertion on the GPU triangularises the strip left below R's diagonal
@@ -54,6 +54,22 @@ pub enum RowRemoval {
 /// columns k0..n+p (its reflectors applied to Q's columns and d's rows there). The
 /// result is a QR factorisation of the same matrix either way (R equal up to row
 /// signs). The CPU backend always uses Givens.
+///
+/// # Example
+/// ```
+/// use cuqr::{ColumnStrip, RowRemoval, UpdateParams};
+///
+/// // rotations whatever p: Givens strips for column insertion, the two-phase
+/// // rotations for row deletion (the defaults choose by p)
+/// let rotations = UpdateParams {
+///     column_strip: ColumnStrip::Givens,
+///     row_removal: RowRemoval::TwoPhase,
+///     ..UpdateParams::default()
+/// };
+/// assert_eq!(UpdateParams::default().column_strip, ColumnStrip::Auto);
+/// assert_eq!(UpdateParams::default().row_removal, RowRemoval::Auto);
+/// assert_ne!(rotations, UpdateParams::default());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ColumnStrip {

@@ -152,7 +152,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
 
 /// Whether deleting p of m rows (n columns, Q kept, elements of `elem` bytes) is
 /// cheaper on the GPU by refactorising A′ = Q(kept, 0:n)·R than by the rotations
-/// (`RowRemoval::TwoPhase`'s choice): only where p ≥ m/16, and where a time model in
+/// (`RowRemoval::Auto`'s choice): only where p ≥ m/16, and where a time model in
 /// milliseconds from the H100 measurements in docs/performance.md (eleventh session)
 /// says so. f64: the rotations 2.3·10⁻⁹·p·m·(m + n) ms (the ACC row deletions at
 /// p = 100–500, windowed); the factorisation with its m′×m′ Q 6.15·10⁻³·n ms (panel
@@ -175,7 +175,7 @@ pub(crate) fn refactorising_pays(m: usize, n: usize, p: usize, elem: usize) -> b
 /// on copies of Q, R and d (`params.row_removal`: two-phase, or the seed composite /
 /// separate-streams designs), then Q̃ = Q(rows ∉ block, p:m), R̃ = R(p:m, :) with exact
 /// zeros below the diagonal and d̃ = d(p:m, :) gathered into new buffers, the rank check,
-/// and the swap. For large p (`RowRemoval::Refactorise`, or `TwoPhase` where
+/// and the swap. For large p (`RowRemoval::Refactorise`, or `Auto` where
 /// `refactorising_pays`) no rotations: A′ = Q(kept, 0:n)·R and b′ = Q(kept, :)·d, then
 /// A′ is factorised again with the state's rank tolerance.
 ///
@@ -197,7 +197,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     let (mp, nrhs) = (m - p, st.dims.q);
     let refactorise = match st.params.row_removal {
         RowRemoval::Refactorise => true,
-        RowRemoval::TwoPhase => refactorising_pays(m, n, p, core::mem::size_of::<T>()),
+        RowRemoval::Auto => refactorising_pays(m, n, p, core::mem::size_of::<T>()),
         _ => false,
     };
     if refactorise {
@@ -260,7 +260,7 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
                 wf::delete_rows_rotate_separate(gpu, &mut q, &mut r, &mut d, k0, p)?
             }
             // (Refactorise returned above)
-            RowRemoval::TwoPhase | RowRemoval::Refactorise => {
+            RowRemoval::TwoPhase | RowRemoval::Auto | RowRemoval::Refactorise => {
                 tp::delete_rows_rotate_two_phase(gpu, &mut q, &mut r, &mut d, k0, p)?
             }
         }
