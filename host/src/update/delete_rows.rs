@@ -158,7 +158,9 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
 /// p = 100–500, windowed); the factorisation with its m′×m′ Q 6.15·10⁻³·n ms (panel
 /// chain) plus (2m′n² + 4m′²n) flops at 30.7 TFLOP/s (fitted to cuqr's 2048×1024 and
 /// 4096×2048 factorisations with Q), plus the 2m′n² of A′'s GEMM. f32: rotations
-/// 1.08× and refactorisation 0.88× those (ACC, same session).
+/// 1.08× (the f32/f64 ratio of the ACC rotations at p = 300, where the choice is close;
+/// at p = 500–900 they were 1.35–1.48× slower, so the factor errs towards rotating) and
+/// refactorisation 0.88× (ACC p = 500) those.
 pub(crate) fn refactorising_pays(m: usize, n: usize, p: usize, elem: usize) -> bool {
     if 16 * p < m || p >= m {
         return false;
