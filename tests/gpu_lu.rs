@@ -106,16 +106,23 @@ fn random<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>) {
     }
 }
 
-/// The panel variants every shape runs under: the cooperative panel (default: slabs in
-/// shared memory, 64 rows per block, look-ahead where a panel is one launch), the cooperative panel with 16-row slabs (many
-/// blocks, pivots in other blocks than row j) in shared and in global memory, and the
-/// column-step path with fused one-block base panels and without (fused_rows = 0).
+/// The panel variants every shape runs under: the defaults (on sm_90 the cluster panel
+/// where a panel fits one cluster, else the cooperative panel with slabs in shared
+/// memory, 64 rows per block, look-ahead where a panel is one launch), the cluster
+/// panel with 16-row slabs, the cooperative panel (cluster off) with 16-row slabs
+/// (many blocks, pivots in other blocks than row j) in shared and in global memory,
+/// and the column-step path with fused one-block base panels and without
+/// (fused_rows = 0).
 fn variants(nb: Option<usize>, base: Option<usize>) -> Vec<LuParams> {
     let mut out = vec![params(nb, base)];
+    let mut p = params(nb, base);
+    p.coop_rows = Some(16);
+    out.push(p);
     for smem in [true, false] {
         let mut p = params(nb, base);
         p.coop_rows = Some(16);
         p.coop_smem = Some(smem);
+        p.cluster_panel = Some(false);
         out.push(p);
     }
     for fused in [None, Some(0)] {
@@ -192,10 +199,13 @@ fn gpu_coop_panel_shapes() {
         (900, 530, 200, 40),
     ];
     for (idx, &(m, n, nb, rows)) in cases.iter().enumerate() {
-        for smem in [true, false] {
+        // the cooperative panel in shared and in global memory, then the defaults (the
+        // cluster panel where a panel fits one cluster on sm_90)
+        for (smem, cluster) in [(true, false), (false, false), (true, true)] {
             let mut p = params(Some(nb), None);
             p.coop_rows = Some(rows);
             p.coop_smem = Some(smem);
+            p.cluster_panel = Some(cluster);
             let mut rng = common::rng(900 + idx as u64);
             let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
             check(&g, &a, p, 950 + idx as u64);
@@ -210,6 +220,56 @@ fn gpu_coop_panel_shapes() {
         let mut rng = common::rng(990 + idx as u64);
         let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
         check(&g, &a, p, 995 + idx as u64);
+    }
+}
+
+/// The cluster panel (sm_90) runs the cooperative panel's arithmetic in the same order:
+/// the same pivots and bit-identical factors, with the cluster on and off, over shapes
+/// where every panel fits one cluster, where the first panels do not (256-column f64
+/// panels of 2000 rows need more than 16 blocks' shared memory, so they fall back to
+/// the cooperative launch) and rectangular ones, in both precisions. On devices
+/// without clusters both runs take the cooperative panel and the test still checks
+/// them against the CPU.
+#[test]
+fn gpu_cluster_panel_matches_coop_bitwise() {
+    let Some(g) = gpu() else { return };
+    // (m, n, nb, coop_rows)
+    let cases: &[(usize, usize, usize, usize)] = &[
+        (333, 333, 64, 64),
+        (1000, 1000, 64, 7),
+        (2000, 2000, 256, 64),
+        (1500, 700, 128, 64),
+        (450, 900, 64, 100),
+    ];
+    fn same<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, what: &str) {
+        let mut off = p;
+        off.cluster_panel = Some(false);
+        let on = GpuLu::factorize(g, a.as_ref(), p).unwrap();
+        let off = GpuLu::factorize(g, a.as_ref(), off).unwrap();
+        assert_eq!(on.ipiv(), off.ipiv(), "{what}: pivots differ");
+        let (x, y) = (on.packed().unwrap(), off.packed().unwrap());
+        for j in 0..a.ncols() {
+            for i in 0..a.nrows() {
+                assert!(
+                    x[(i, j)].to_f64().to_bits() == y[(i, j)].to_f64().to_bits(),
+                    "{what}: factor ({i}, {j}) differs: {} vs {}",
+                    x[(i, j)].to_f64(),
+                    y[(i, j)].to_f64()
+                );
+            }
+        }
+    }
+    for (idx, &(m, n, nb, rows)) in cases.iter().enumerate() {
+        let mut p = params(Some(nb), None);
+        p.coop_rows = Some(rows);
+        p.cluster_panel = Some(true);
+        let mut rng = common::rng(1200 + idx as u64);
+        let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+        same(&g, &a, p, &format!("f64 {m}x{n} nb {nb}"));
+        check(&g, &a, p, 1250 + idx as u64);
+        let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
+        same(&g, &a, p, &format!("f32 {m}x{n} nb {nb}"));
+        check(&g, &a, p, 1270 + idx as u64);
     }
 }
 

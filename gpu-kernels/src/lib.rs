@@ -25,6 +25,8 @@ pub mod fused_panel;
 pub mod givens;
 pub mod householder;
 pub mod lu;
+#[cfg(cuqr_sm90)]
+pub mod lu_cluster;
 pub mod panel;
 pub mod reduce;
 pub mod row_insert;
@@ -75,6 +77,9 @@ macro_rules! entries {
     };
 }
 
+// The sm_80 module: every kernel but the sm_90 ones (`cargo xtask build-ptx` builds the
+// crate a second time with `--cfg cuqr_sm90` for `host/ptx/cuqr_kernels_sm90.ptx`).
+#[cfg(not(cuqr_sm90))]
 entries! {
     /// Robust Householder generation (spec §1.2; docs/kernels.md `householder_house`).
     ///
@@ -518,4 +523,17 @@ entries! {
     tsqr_reconstruct_f32, tsqr_reconstruct_f64
         (y: *mut T, ldy: usize, rows: usize, n: usize, r_top: *const T, ldr: usize, t: *mut T,
          ldt: usize, tau: *mut T, m: *mut T, rh: *mut T) => tsqr::reconstruct;
+}
+
+// The sm_90 module (`host/ptx/cuqr_kernels_sm90.ptx`): kernels that need Hopper
+// instructions (thread-block clusters, distributed shared memory).
+#[cfg(cuqr_sm90)]
+entries! {
+    /// The LU panel on one thread-block cluster (issue 6; spec §4.3).
+    ///
+    /// # Safety
+    /// Grid = one cluster; shared memory as `lu_cluster::panel_cluster` documents.
+    lu_cluster_panel_f32, lu_cluster_panel_f64
+        (a: *mut T, lda: usize, m: usize, c0: usize, w: usize, ipiv: *mut u32, diag: *mut T,
+         slab: usize) => lu_cluster::panel_cluster;
 }

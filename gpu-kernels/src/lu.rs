@@ -8,7 +8,7 @@ use crate::device::{self, Float, WARP};
 
 /// Replaces (v, i) by (ov, oi) when ov is larger, or equal with a smaller index.
 #[inline(always)]
-fn better<T: Float>(v: T, i: u32, ov: T, oi: u32) -> bool {
+pub(crate) fn better<T: Float>(v: T, i: u32, ov: T, oi: u32) -> bool {
     ov > v || (ov == v && oi < i)
 }
 
@@ -18,7 +18,7 @@ fn better<T: Float>(v: T, i: u32, ov: T, oi: u32) -> bool {
 /// # Safety
 /// The whole warp calls convergently (see `device::shfl_down_b32`).
 #[inline(always)]
-unsafe fn warp_argmax<T: Float>(mut v: T, mut i: u32) -> (T, u32) {
+pub(crate) unsafe fn warp_argmax<T: Float>(mut v: T, mut i: u32) -> (T, u32) {
     let mut d = (WARP / 2) as u32;
     while d > 0 {
         // SAFETY: forwarded: the full warp is convergent here.
@@ -367,7 +367,7 @@ pub unsafe fn laswp<T: Float>(
 /// Element (i, c) of a block's slab: rows r0.. of the panel stored with leading
 /// dimension `ld` (shared memory) or the matrix itself (global memory).
 #[inline(always)]
-fn slab_at<T>(sl: *mut T, ld: usize, i: usize, c: usize) -> *mut T {
+pub(crate) fn slab_at<T>(sl: *mut T, ld: usize, i: usize, c: usize) -> *mut T {
     sl.wrapping_add(i + c * ld)
 }
 
@@ -499,7 +499,7 @@ unsafe fn coop_publish<T: Float>(
 /// writes (li, c) for these c, or (li, jj), concurrently.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn coop_row_update<T: Float>(
+pub(crate) unsafe fn coop_row_update<T: Float>(
     sl: *mut T,
     ld: usize,
     li: usize,

@@ -25,7 +25,7 @@ cuqr bench lu: blocked LU with partial pivoting (cuqr) vs cuSOLVER getrf + getrs
 Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
                      [--reps R] [--nb NB] [--base B] [--fused-rows F]
                      [--coop on|off] [--coop-rows R] [--coop-smem on|off]
-                     [--lookahead on|off]
+                     [--lookahead on|off] [--cluster on|off]
 
   --quick        sizes 1024,2048,4096 (default: 1024,2048,4096,6144,8192,16384,32768)
   --precision    f64, f32 or both (default both)
@@ -44,6 +44,9 @@ Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
                  the default) or always in global memory (off)
   --lookahead    factor the next panel on a second stream during the Schur
                  GEMM (default cuqr::lu::DEFAULT_LOOKAHEAD)
+  --cluster      panels that fit in one thread-block cluster's shared memory
+                 on that cluster (on, the default; sm_90 and later) or always
+                 on the whole-GPU cooperative launch (off)
 
 Prints one markdown table row per (precision, n): median milliseconds of cuqr and
 cuSOLVER, the ratio cuSOLVER/cuqr (> 1 means cuqr is faster), GFLOP/s of cuqr
@@ -241,6 +244,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
             "coop-rows",
             "coop-smem",
             "lookahead",
+            "cluster",
         ],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
@@ -285,6 +289,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     params.coop_smem = on_off("coop-smem")?;
     params.coop_rows = o.usize("coop-rows")?;
     params.lookahead = on_off("lookahead")?;
+    params.cluster_panel = on_off("cluster")?;
     if params.coop_rows == Some(0) {
         return Err("--coop-rows must be at least 1".into());
     }

@@ -16,6 +16,12 @@ use std::process::Command;
 pub const LINKER_ENV: &str = "CUQR_XTASK_LINKER";
 /// Directory holding `llvm-link`, `opt` and `llc` (nightly sysroot, llvm-tools).
 pub const LLVM_BIN_ENV: &str = "CUQR_LLVM_BIN";
+/// The PTX ISA version the module for `cpu` is written in, where llc's default is too
+/// old: the sm_90 module uses `st.async` and `mbarrier` expect-tx (PTX 8.1).
+pub fn ptx_version(cpu: &str) -> Option<&'static str> {
+    (cpu == "sm_90").then_some("ptx81")
+}
+
 /// PTX target the kernels are built for (docs: sm_80 runs on A100, H100, H200 via JIT).
 pub const DEFAULT_CPU: &str = "sm_80";
 
@@ -139,11 +145,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     util::capture_quiet(&mut opt)?;
 
     let mut llc = Command::new(tool(&bin, "llc")?);
-    llc.arg(format!("-mcpu={cpu}"))
-        .arg("-O3")
-        .arg(&optimised)
-        .arg("-o")
-        .arg(&out);
+    llc.arg(format!("-mcpu={cpu}"));
+    if let Some(ptx) = ptx_version(&cpu) {
+        llc.arg(format!("-mattr=+{ptx}"));
+    }
+    llc.arg("-O3").arg(&optimised).arg("-o").arg(&out);
     util::capture_quiet(&mut llc)?;
     for f in [&linked, &internal, &optimised] {
         let _ = std::fs::remove_file(f);

@@ -9,14 +9,52 @@ use std::process::Command;
 /// `.entry <name>_f32(` and `_f64(`).
 const HOST_KERNELS_RS: &str = "host/src/gpu/kernels.rs";
 
-/// Kernel base names from the host's `kernel_table! { ... }` (host/src/gpu/kernels.rs):
-/// every line inside it that is a bare identifier followed by a comma.
-pub fn kernel_names_from(src: &str) -> Result<Vec<String>, String> {
+/// One committed PTX module: where it goes, the target it is built for, the `--cfg`
+/// the kernel crate is built with, and where the host lists its kernels.
+#[derive(Debug, Clone, Copy)]
+struct Module {
+    /// Committed PTX, relative to the repository root.
+    path: &'static str,
+    /// `-Ctarget-cpu` (and the `.target` the PTX must carry).
+    cpu: &'static str,
+    /// Extra `--cfg` for the kernel crate (selects the module's entries).
+    cfg: Option<&'static str>,
+    /// The host file and the macro whose body lists the module's kernels.
+    table: (&'static str, &'static str),
+    /// Sub-folder of the build's target dir (each module keeps its own build).
+    subdir: &'static str,
+}
+
+/// The sm_80 module (every kernel but the Hopper ones) and the sm_90 module (kernels
+/// that need thread-block clusters; architecture.md "PTX target").
+const MODULES: [Module; 2] = [
+    Module {
+        path: "host/ptx/cuqr_kernels.ptx",
+        cpu: link::DEFAULT_CPU,
+        cfg: None,
+        table: (HOST_KERNELS_RS, "kernel_table! {"),
+        subdir: "",
+    },
+    Module {
+        path: "host/ptx/cuqr_kernels_sm90.ptx",
+        cpu: "sm_90",
+        cfg: Some("cuqr_sm90"),
+        table: ("host/src/gpu/kernels_sm90.rs", "sm90_kernel_table! {"),
+        subdir: "sm90",
+    },
+];
+
+/// Kernel base names from the body of the macro invocation `marker` in `src`
+/// (e.g. `kernel_table! {` in host/src/gpu/kernels.rs): every line inside it that is a
+/// bare identifier followed by a comma.
+pub fn kernel_names_from(src: &str, marker: &str) -> Result<Vec<String>, String> {
     let start = src
-        .find("kernel_table! {")
-        .ok_or("no `kernel_table! {` in the host kernel table")?;
-    let body = &src[start + "kernel_table! {".len()..];
-    let end = body.find("\n}").ok_or("unterminated kernel_table!")?;
+        .find(marker)
+        .ok_or_else(|| format!("no `{marker}` in the host kernel table"))?;
+    let body = &src[start + marker.len()..];
+    let end = body
+        .find("\n}")
+        .ok_or_else(|| format!("unterminated `{marker}`"))?;
     let names: Vec<String> = body[..end]
         .lines()
         .map(str::trim)
@@ -25,21 +63,19 @@ pub fn kernel_names_from(src: &str) -> Result<Vec<String>, String> {
         .map(str::to_string)
         .collect();
     if names.is_empty() {
-        return Err("kernel_table! lists no kernels".into());
+        return Err(format!("`{marker}` lists no kernels"));
     }
     Ok(names)
 }
 
-/// The kernel names of the host's table, read from the repository.
-pub fn kernel_names() -> Result<Vec<String>, String> {
-    let path = repo_root().join(HOST_KERNELS_RS);
+/// The kernel names of module `m`'s host table, read from the repository.
+fn module_kernels(m: &Module) -> Result<Vec<String>, String> {
+    let path = repo_root().join(m.table.0);
     let src =
         std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
-    kernel_names_from(&src)
+    kernel_names_from(&src, m.table.1)
 }
 
-/// Committed PTX, relative to the repository root.
-const PTX_PATH: &str = "host/ptx/cuqr_kernels.ptx";
 /// The cdylib artifact name rustc gives the kernel crate on nvptx64.
 const ARTIFACT: &str = "nvptx64-nvidia-cuda/release/cuqr_kernels.ptx";
 /// Where rustc writes the artifact before cargo uplifts it.
@@ -65,35 +101,40 @@ pub fn build_ptx(args: &[String]) -> Result<(), String> {
         }
     };
     let root = repo_root();
-    let committed = root.join(PTX_PATH);
-    if check {
-        let tmp = std::env::temp_dir().join(format!("cuqr-ptx-check-{}", std::process::id()));
-        let result = check_ptx(&root, &tmp, &committed);
-        let _ = std::fs::remove_dir_all(&tmp);
-        result
-    } else {
-        let target = root.join("gpu-kernels/target");
-        let ptx = build(&root, &target)?;
-        validate(&ptx, &kernel_names()?)?;
-        if let Some(dir) = committed.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    for m in &MODULES {
+        let committed = root.join(m.path);
+        if check {
+            let tmp = std::env::temp_dir().join(format!("cuqr-ptx-check-{}", std::process::id()));
+            let result = check_ptx(&root, &tmp, &committed, m);
+            let _ = std::fs::remove_dir_all(&tmp);
+            result?;
+        } else {
+            let target = root.join("gpu-kernels/target").join(m.subdir);
+            let ptx = build(&root, &target, m)?;
+            validate(&ptx, &module_kernels(m)?, m.cpu)?;
+            if let Some(dir) = committed.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("create {}: {e}", dir.display()))?;
+            }
+            std::fs::write(&committed, &ptx)
+                .map_err(|e| format!("write {}: {e}", committed.display()))?;
+            println!("wrote {} ({} bytes)", committed.display(), ptx.len());
         }
-        std::fs::write(&committed, &ptx)
-            .map_err(|e| format!("write {}: {e}", committed.display()))?;
-        println!("wrote {} ({} bytes)", committed.display(), ptx.len());
-        Ok(())
     }
+    Ok(())
 }
 
-fn check_ptx(root: &Path, tmp: &Path, committed: &Path) -> Result<(), String> {
-    let fresh = build(root, tmp)?;
-    validate(&fresh, &kernel_names()?)?;
+fn check_ptx(root: &Path, tmp: &Path, committed: &Path, m: &Module) -> Result<(), String> {
+    let fresh = build(root, tmp, m)?;
+    let kernels = module_kernels(m)?;
+    validate(&fresh, &kernels, m.cpu)?;
     let old = std::fs::read_to_string(committed).map_err(|e| {
         format!(
             "cannot read {}: {e} (run `cargo xtask build-ptx`)",
             committed.display()
         )
     })?;
+    let path = m.path;
     if old != fresh {
         let line = old
             .lines()
@@ -101,16 +142,16 @@ fn check_ptx(root: &Path, tmp: &Path, committed: &Path) -> Result<(), String> {
             .position(|(a, b)| a != b)
             .map_or_else(|| "length".to_string(), |i| format!("line {}", i + 1));
         return Err(format!(
-            "{PTX_PATH} is stale: a fresh build differs (first difference at {line}); \
+            "{path} is stale: a fresh build differs (first difference at {line}); \
              run `cargo xtask build-ptx` and commit the result"
         ));
     }
-    println!("{PTX_PATH} is up to date");
+    println!("{path} is up to date");
     let fresh_path = tmp.join("cuqr_kernels.ptx");
     std::fs::write(&fresh_path, &fresh)
         .map_err(|e| format!("write {}: {e}", fresh_path.display()))?;
     let ptxas = ensure_ptxas(root)?;
-    let report = run_ptxas(&ptxas, &fresh_path)?;
+    let report = run_ptxas(&ptxas, &fresh_path, kernels.len())?;
     print_table(&report);
     Ok(())
 }
@@ -125,7 +166,7 @@ fn nightly_sysroot() -> Result<PathBuf, String> {
 }
 
 /// Builds the kernel crate into `target_dir` and returns the PTX text.
-fn build(root: &Path, target_dir: &Path) -> Result<String, String> {
+fn build(root: &Path, target_dir: &Path, m: &Module) -> Result<String, String> {
     let sysroot = nightly_sysroot()?;
     let host = "x86_64-unknown-linux-gnu";
     let llvm_bin = sysroot.join("lib/rustlib").join(host).join("bin");
@@ -145,13 +186,16 @@ fn build(root: &Path, target_dir: &Path) -> Result<String, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot locate the xtask binary: {e}"))?;
     // Encoded flags (0x1f-separated) so paths with spaces survive.
-    let rustflags = [
+    let mut rustflags = vec![
         format!("-Clinker={}", exe.display()),
-        format!("-Ctarget-cpu={}", link::DEFAULT_CPU),
+        format!("-Ctarget-cpu={}", m.cpu),
         // Reproducible output: no absolute paths of this machine in the artifact.
         format!("--remap-path-prefix={}=/cuqr", root.display()),
-    ]
-    .join("\x1f");
+    ];
+    if let Some(cfg) = m.cfg {
+        rustflags.extend(["--cfg".to_string(), cfg.to_string()]);
+    }
+    let rustflags = rustflags.join("\x1f");
     let artifact = target_dir.join(ARTIFACT);
     // Force a relink: cargo does not know when the linker (this binary) changed.
     // Both the uplifted artifact and cargo's copy in deps/ must go, or cargo replays the
@@ -226,8 +270,8 @@ fn with_directives(ptx: &str) -> String {
 
 /// Checks that the PTX has no `.extern` other than the dynamic shared memory
 /// declaration (`.extern .shared ... []`, which is how PTX spells launch-sized shared
-/// memory), targets sm_80, and has every kernel of `kernels` in both dtypes.
-fn validate(ptx: &str, kernels: &[String]) -> Result<(), String> {
+/// memory), targets `cpu`, and has every kernel of `kernels` in both dtypes.
+fn validate(ptx: &str, kernels: &[String], cpu: &str) -> Result<(), String> {
     let is_dyn_smem =
         |l: &str| l.trim_start().starts_with(".extern .shared") && l.trim_end().ends_with("[];");
     if let Some(l) = ptx
@@ -239,8 +283,8 @@ fn validate(ptx: &str, kernels: &[String]) -> Result<(), String> {
             l.trim()
         ));
     }
-    if !ptx.contains(&format!(".target {}", link::DEFAULT_CPU)) {
-        return Err(format!("PTX does not target {}", link::DEFAULT_CPU));
+    if !ptx.contains(&format!(".target {cpu}")) {
+        return Err(format!("PTX does not target {cpu}"));
     }
     let mut missing = Vec::new();
     for k in kernels {
@@ -304,7 +348,7 @@ struct Usage {
     spill_loads: u32,
 }
 
-fn run_ptxas(ptxas: &Path, ptx: &Path) -> Result<Vec<Usage>, String> {
+fn run_ptxas(ptxas: &Path, ptx: &Path, kernels: usize) -> Result<Vec<Usage>, String> {
     let mut cmd = Command::new(ptxas);
     cmd.args(["-arch", PTXAS_ARCH, "-v"])
         .arg(ptx)
@@ -317,7 +361,7 @@ fn run_ptxas(ptxas: &Path, ptx: &Path) -> Result<Vec<Usage>, String> {
         String::from_utf8_lossy(&out.stderr)
     );
     let usage = parse_ptxas(&text);
-    let expected = 2 * kernel_names()?.len();
+    let expected = 2 * kernels;
     if usage.len() != expected {
         return Err(format!(
             "ptxas reported {} kernels, expected {expected} (every kernel_table! entry in f32 and f64):\n{text}",
@@ -413,20 +457,32 @@ ptxas info    : Used 8 registers, 380 bytes cmem[0]\n";
     #[test]
     fn validate_rejects_extern_and_missing_kernels() {
         let mut ptx = String::from(".version 7.0\n.target sm_80\n");
-        let kernels = kernel_names().unwrap();
+        let kernels = module_kernels(&MODULES[0]).unwrap();
         for k in &kernels {
             ptx.push_str(&format!(
                 ".visible .entry {k}_f32(\n.visible .entry {k}_f64(\n"
             ));
         }
         assert!(kernels.iter().any(|k| k == "wy_build_t") && kernels.len() > 20);
-        assert!(validate(&ptx, &kernels).is_ok());
-        assert!(validate(&format!("{ptx}.extern .func foo\n"), &kernels).is_err());
+        assert!(validate(&ptx, &kernels, "sm_80").is_ok());
+        assert!(validate(&format!("{ptx}.extern .func foo\n"), &kernels, "sm_80").is_err());
         let dyn_smem = format!("{ptx}.extern .shared .align 8 .b8 smem[];\n");
-        assert!(validate(&dyn_smem, &kernels).is_ok());
+        assert!(validate(&dyn_smem, &kernels, "sm_80").is_ok());
         let sized = format!("{ptx}.extern .shared .align 8 .b8 smem[64];\n");
-        assert!(validate(&sized, &kernels).is_err());
+        assert!(validate(&sized, &kernels, "sm_80").is_err());
         let missing = ptx.replace(".entry wy_build_t_f64(", "");
-        assert!(validate(&missing, &kernels).is_err());
+        assert!(validate(&missing, &kernels, "sm_80").is_err());
+        // a module must carry its own target
+        assert!(validate(&ptx, &kernels, "sm_90").is_err());
+    }
+
+    #[test]
+    fn both_modules_list_their_kernels() {
+        let main = module_kernels(&MODULES[0]).unwrap();
+        let sm90 = module_kernels(&MODULES[1]).unwrap();
+        assert!(main.iter().any(|k| k == "lu_panel_coop"));
+        assert_eq!(sm90, vec!["lu_cluster_panel".to_string()]);
+        assert!(main.iter().all(|k| !sm90.contains(k)));
+        assert_eq!((MODULES[0].cpu, MODULES[1].cpu), ("sm_80", "sm_90"));
     }
 }

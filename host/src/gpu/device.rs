@@ -28,6 +28,9 @@ pub struct Gpu {
     pub(crate) blas: CudaBlas,
     pub(crate) solver: DnHandle,
     pub(crate) kernels: Kernels,
+    /// The sm_90 module's kernels, on devices of compute capability 9.0 or later
+    /// (`kernels_sm90.rs`).
+    pub(crate) sm90: Option<super::kernels_sm90::Sm90Kernels>,
     /// Scratch and launch facts of `fused_panel_qr`, made by the first panel and kept
     /// for every later one (`kernels_fused.rs`).
     pub(crate) fused: std::sync::Mutex<Option<super::kernels_fused::FusedCache>>,
@@ -242,11 +245,16 @@ impl Gpu {
         let solver = DnHandle::new(stream.clone())
             .map_err(|e| Error::Cusolver(format!("creating the dense handle: {e}")))?;
         let kernels = Kernels::load(&ctx)?;
+        let (major, _) = ctx
+            .compute_capability()
+            .map_err(driver_err("compute capability"))?;
+        let sm90 = super::kernels_sm90::Sm90Kernels::load(&ctx, major)?;
         keep_pool_memory(&ctx)?;
         Ok(Self {
             blas,
             solver,
             kernels,
+            sm90,
             fused: std::sync::Mutex::new(None),
             row_insert: std::sync::Mutex::new(Default::default()),
             chains: std::sync::Mutex::new(Default::default()),

@@ -21,7 +21,10 @@
 use core::cell::Cell;
 
 use cudarc::cublas::sys as cublas;
-use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::sys::{
+    CUfunction, CUfunction_attribute, CUlaunchAttribute, CUlaunchAttributeID,
+    CUlaunchAttributeValue, CUlaunchConfig, CUresult,
+};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::blas::int;
@@ -53,6 +56,19 @@ pub const LU_COOP_BLOCK: u32 = 256;
 /// Widest panel `lu_panel_coop` takes (its staged rows and partials are sized by it;
 /// a 64-row f64 slab of 256 columns is 128 KiB of shared memory).
 pub const LU_COOP_MAX_W: usize = 256;
+/// Threads per block of `lu_cluster_panel` (80 registers a thread in f64: 512 fit).
+pub const LU_CLUSTER_BLOCK: u32 = 512;
+/// Cluster sizes `lu_cluster_panel` tries, largest first (16 is beyond the portable
+/// limit of 8 and needs the non-portable attribute and a GPC with 16 free SMs; the
+/// kernel has candidate slots for at most 16 blocks).
+const LU_CLUSTER_SIZES: [usize; 2] = [16, 8];
+
+/// Bytes of `lu_cluster_panel`'s shared memory before the slab (gpu-kernels
+/// `lu_cluster::cluster_header_bytes`): mbarriers, candidate records and partials in
+/// the first KiB, then two buffers each of the pushed pivot row and row j.
+fn cluster_header_bytes(w: usize, elem: usize) -> usize {
+    1024 + 4 * w * elem
+}
 
 /// How [`Gpu::lu_factor_in_place`] factors its panels (issue 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +87,9 @@ pub(crate) struct LuPanelOpts {
     /// Factor panel k+1 on a second stream while the main stream runs the rest of
     /// panel k's Schur update (only with one cooperative launch per panel).
     pub lookahead: bool,
+    /// Panels whose rows fit in one thread-block cluster's shared memory run as
+    /// `lu_cluster_panel` (sm_90 devices only).
+    pub cluster: bool,
 }
 
 /// Scratch and settings of the cooperative panel for one factorisation: the
@@ -89,6 +108,24 @@ struct CoopPtrs {
     smem_optin: usize,
     rows_per_block: usize,
     smem: bool,
+    /// Largest cluster `lu_cluster_panel` launches with (None: the cooperative panel
+    /// only).
+    max_cluster: Option<usize>,
+}
+
+/// The launch attribute of a one-dimensional cluster of `size` blocks.
+fn cluster_attr(size: usize) -> CUlaunchAttribute {
+    // SAFETY: an all-zero launch attribute value is valid plain data (a C union of
+    // integers and structs of integers).
+    let mut value: CUlaunchAttributeValue = unsafe { core::mem::zeroed() };
+    value.clusterDim.x = u32::try_from(size).expect("cluster size fits u32");
+    value.clusterDim.y = 1;
+    value.clusterDim.z = 1;
+    CUlaunchAttribute {
+        id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+        pad: [0; 4],
+        value,
+    }
 }
 
 fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
@@ -135,6 +172,7 @@ struct CoopBufs<T> {
     counter: CudaSlice<u32>,
     max_blocks: usize,
     smem_optin: usize,
+    max_cluster: Option<usize>,
 }
 
 /// Time per phase of one device LU (milliseconds, from CUDA events around each
@@ -192,7 +230,7 @@ impl Gpu {
         };
         // cooperative-panel scratch: allocated (and the counter zeroed) once here
         let mut coop_bufs = if opts.coop {
-            Some(self.lu_coop_alloc::<T>(base)?)
+            Some(self.lu_coop_alloc::<T>(base, opts.cluster)?)
         } else {
             None
         };
@@ -218,6 +256,7 @@ impl Gpu {
                     smem_optin: cb.smem_optin,
                     rows_per_block: opts.coop_rows.max(1),
                     smem: opts.coop_smem,
+                    max_cluster: cb.max_cluster,
                 })
             }
             None => None,
@@ -350,8 +389,9 @@ impl Gpu {
     /// Allocates the cooperative panel's scratch for panels up to `max_w` columns
     /// (≤ [`LU_COOP_MAX_W`]) and grids up to one block per SM, zeroes the barrier
     /// counter and raises `lu_panel_coop`'s shared-memory limit to the device's opt-in
-    /// maximum.
-    fn lu_coop_alloc<T: GpuScalar>(&self, max_w: usize) -> Result<CoopBufs<T>> {
+    /// maximum. With `cluster` on an sm_90 device, also raises `lu_cluster_panel`'s
+    /// limit and finds the largest cluster of [`LU_CLUSTER_SIZES`] that can run.
+    fn lu_coop_alloc<T: GpuScalar>(&self, max_w: usize, cluster: bool) -> Result<CoopBufs<T>> {
         assert!((1..=LU_COOP_MAX_W).contains(&max_w));
         let sms = self.sm_count()?;
         let smem_optin = self.smem_optin()?;
@@ -379,6 +419,11 @@ impl Gpu {
             .alloc_zeros::<u32>(1)
             .map_err(alloc_err("LU panel barrier counter", 4))?;
         self.count_launch();
+        let max_cluster = if cluster {
+            self.lu_cluster_max::<T>(smem_optin)?
+        } else {
+            None
+        };
         Ok(CoopBufs {
             pval,
             pidx,
@@ -386,6 +431,7 @@ impl Gpu {
             counter,
             max_blocks: sms,
             smem_optin,
+            max_cluster,
         })
     }
 
@@ -405,6 +451,11 @@ impl Gpu {
     ) -> Result<()> {
         let cw = p.coop.as_ref().expect("cooperative scratch present");
         assert!((1..=cw.max_w).contains(&w) && c0 + w <= p.m.min(p.n));
+        if let Some(max_cluster) = cw.max_cluster {
+            if self.lu_cluster_panel_on::<T>(p, c0, w, stream, max_cluster)? {
+                return Ok(());
+            }
+        }
         let rows = p.m - c0;
         let elem = core::mem::size_of::<T>();
         let f = &T::kernel_set(&self.kernels).lu_panel_coop;
@@ -472,6 +523,141 @@ impl Gpu {
         unsafe { b.launch_cooperative(cfg) }.map_err(launch_err("lu_panel_coop"))?;
         cw.cbase.set(cbase.wrapping_add((w * blocks) as u32));
         Ok(())
+    }
+
+    /// The largest cluster size of [`LU_CLUSTER_SIZES`] at which `lu_cluster_panel`
+    /// (blocks of [`LU_CLUSTER_BLOCK`] threads with `smem_optin` bytes of shared memory,
+    /// one a SM) has at least one cluster that can be resident; None on devices
+    /// without the sm_90 module or where no size fits. Raises the kernel's
+    /// shared-memory limit and allows non-portable cluster sizes.
+    fn lu_cluster_max<T: GpuScalar>(&self, smem_optin: usize) -> Result<Option<usize>> {
+        let Some(k) = self.sm90.as_ref() else {
+            return Ok(None);
+        };
+        let f = &T::sm90_set(k).lu_cluster_panel;
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(smem_optin).unwrap_or(i32::MAX),
+        )
+        .map_err(driver_err("raising lu_cluster_panel's shared memory limit"))?;
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+            1,
+        )
+        .map_err(driver_err(
+            "allowing lu_cluster_panel's non-portable clusters",
+        ))?;
+        for size in LU_CLUSTER_SIZES {
+            if self.lu_cluster_fits(f.cu_function(), size, smem_optin)? {
+                return Ok(Some(size));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether at least one cluster of `size` blocks of [`LU_CLUSTER_BLOCK`] threads
+    /// with `smem` bytes of dynamic shared memory can be resident
+    /// (`cuOccupancyMaxActiveClusters`); an error of that query counts as no.
+    fn lu_cluster_fits(&self, f: CUfunction, size: usize, smem: usize) -> Result<bool> {
+        let mut attr = cluster_attr(size);
+        let cfg = CUlaunchConfig {
+            gridDimX: size as u32,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: LU_CLUSTER_BLOCK,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: u32::try_from(smem).expect("shared memory fits u32"),
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut clusters: core::ffi::c_int = 0;
+        // SAFETY: `f` is a live function of a module this Gpu owns; `cfg` and `attr`
+        // are valid for the call and only read; `clusters` is written.
+        let r =
+            unsafe { cudarc::driver::sys::cuOccupancyMaxActiveClusters(&mut clusters, f, &cfg) };
+        Ok(r == CUresult::CUDA_SUCCESS && clusters >= 1)
+    }
+
+    /// `lu_cluster_panel` for the panel c0..c0+w on `stream` when its rows fit in the
+    /// shared memory of one cluster of at most `max_cluster` blocks; returns false (and
+    /// launches nothing) when they do not, for the cooperative panel to take it.
+    fn lu_cluster_panel_on<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        stream: &cudarc::driver::CudaStream,
+        max_cluster: usize,
+    ) -> Result<bool> {
+        let cw = p.coop.as_ref().expect("cooperative scratch present");
+        let k = self.sm90.as_ref().expect("sm_90 kernels present");
+        let f = T::sm90_set(k).lu_cluster_panel.cu_function();
+        let rows = p.m - c0;
+        let elem = core::mem::size_of::<T>();
+        let header = cluster_header_bytes(w, elem);
+        if cw.smem_optin <= header + w * elem {
+            return Ok(false);
+        }
+        let slab_cap = (cw.smem_optin - header) / (w * elem);
+        let need = rows.div_ceil(slab_cap);
+        if need > max_cluster {
+            return Ok(false);
+        }
+        let blocks = rows
+            .div_ceil(cw.rows_per_block)
+            .clamp(need.max(1), max_cluster);
+        let slab = rows.div_ceil(blocks);
+        let blocks = rows.div_ceil(slab);
+        let smem = header + slab * w * elem;
+        if !self.lu_cluster_fits(f, blocks, smem)? {
+            return Ok(false);
+        }
+        let (a, lda, m, ipiv, diag) = (p.a, p.lda, p.m, p.ipiv, p.diag);
+        let mut args: [*mut core::ffi::c_void; 8] = [
+            (&a as *const u64).cast_mut().cast(),
+            (&lda as *const usize).cast_mut().cast(),
+            (&m as *const usize).cast_mut().cast(),
+            (&c0 as *const usize).cast_mut().cast(),
+            (&w as *const usize).cast_mut().cast(),
+            (&ipiv as *const u64).cast_mut().cast(),
+            (&diag as *const u64).cast_mut().cast(),
+            (&slab as *const usize).cast_mut().cast(),
+        ];
+        let mut attr = cluster_attr(blocks);
+        let cfg = CUlaunchConfig {
+            gridDimX: blocks as u32,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: LU_CLUSTER_BLOCK,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: u32::try_from(smem).expect("shared memory fits u32"),
+            hStream: stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        self.count_launch();
+        // SAFETY: matches lu_cluster_panel_{f32,f64}(a: *mut T, lda, m, c0, w, ipiv: *mut
+        // u32, diag: *mut T, slab) (device pointers are 64-bit; each args entry points at
+        // a live local of the entry's type). LuPtrs' invariant gives `a` m×n (ld lda ≥
+        // m) and ipiv/diag of min(m, n) entries, and the caller's assert c0 + w ≤
+        // min(m, n), so rows c0..m of the panel's columns and entries c0..c0+w are in
+        // bounds. The grid is one cluster (cluster dimension = grid = blocks, which
+        // cuOccupancyMaxActiveClusters just accepted with this shared memory; the limit
+        // was raised to the opt-in maximum ≥ smem by lu_cluster_max); blocks·slab ≥
+        // rows and every block's slab starts below m (blocks = ⌈rows/slab⌉); block
+        // LU_CLUSTER_BLOCK ≤ 16 blocks (LU_CLUSTER_SIZES), cluster_header_bytes(w, elem)
+        // + slab·w·elem bytes as the entry requires. Stream ordering as for lu_panel_coop (the caller's contract:
+        // self.stream, or stream2 ordered by events); the guards are held by
+        // lu_factor_in_place.
+        unsafe {
+            cudarc::driver::sys::cuLaunchKernelEx(&cfg, f, args.as_mut_ptr(), core::ptr::null_mut())
+        }
+        .result()
+        .map_err(launch_err("lu_cluster_panel"))?;
+        Ok(true)
     }
 
     /// Recursive panel: rows c0..m of columns c0..c0+w.

@@ -18,6 +18,7 @@ pub(crate) mod kernels_fused;
 pub mod kernels_lu;
 pub mod kernels_panel;
 pub(crate) mod kernels_row_insert;
+pub mod kernels_sm90;
 pub(crate) mod kernels_small_panel;
 pub(crate) mod kernels_ts_gemm;
 pub(crate) mod kernels_tsqr;
@@ -32,6 +33,7 @@ pub use blas::{Diag, Op, Side, Uplo};
 pub use device::Gpu;
 pub use householder::QrPhaseTimes;
 pub use kernels::{KernelSet, Kernels, KERNELS, PTX};
+pub use kernels_sm90::{Sm90KernelSet, Sm90Kernels, PTX_SM90, SM90_KERNELS};
 pub use matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 pub use qr::GpuQr;
 
@@ -66,6 +68,8 @@ pub trait GpuScalar: Scalar + DeviceRepr + ValidAsZeroBits + sealed::Sealed {
     const DTYPE: Dtype;
     /// This dtype's kernels out of the per-device table.
     fn kernel_set(k: &Kernels) -> &KernelSet;
+    /// This precision's half of the sm_90 kernels.
+    fn sm90_set(k: &Sm90Kernels) -> &Sm90KernelSet;
 }
 
 impl GpuScalar for f32 {
@@ -73,11 +77,17 @@ impl GpuScalar for f32 {
     fn kernel_set(k: &Kernels) -> &KernelSet {
         &k.f32
     }
+    fn sm90_set(k: &Sm90Kernels) -> &Sm90KernelSet {
+        &k.f32
+    }
 }
 
 impl GpuScalar for f64 {
     const DTYPE: Dtype = Dtype::F64;
     fn kernel_set(k: &Kernels) -> &KernelSet {
+        &k.f64
+    }
+    fn sm90_set(k: &Sm90Kernels) -> &Sm90KernelSet {
         &k.f64
     }
 }

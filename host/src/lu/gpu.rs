@@ -39,6 +39,7 @@ fn panel_opts(op: &'static str, params: &LuParams) -> Result<LuPanelOpts> {
         coop_rows,
         coop_smem: params.coop_smem.unwrap_or(true),
         lookahead: params.lookahead.unwrap_or(DEFAULT_LOOKAHEAD),
+        cluster: params.cluster_panel.unwrap_or(true),
     })
 }
 

@@ -80,6 +80,13 @@ pub struct LuParams {
     /// `None` uses [`DEFAULT_LOOKAHEAD`]. Needs the cooperative panel with a base of
     /// at least the block size (the default); ignored otherwise and while profiling.
     pub lookahead: Option<bool>,
+    /// GPU only: on devices of compute capability 9.0 or later, factor each
+    /// cooperative panel whose rows fit in the shared memory of one thread-block
+    /// cluster on that cluster (`lu_cluster_panel`: candidates and rows exchanged
+    /// through distributed shared memory, a hardware cluster barrier per column)
+    /// instead of the whole-GPU cooperative launch; `None` means `true`. Same algorithm
+    /// and pivots. Needs the cooperative panel; ignored on older devices.
+    pub cluster_panel: Option<bool>,
 }
 
 /// The default outer block size for an m×n matrix: 64 below 4096 (the

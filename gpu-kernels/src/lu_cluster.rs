@@ -1,0 +1,371 @@
+//! The LU panel on one thread-block cluster (issue 6; spec §4.3; sm_90 only, built
+//! into the second PTX module): the blocks of the panel push the pivot candidates and
+//! rows into each other's shared memory (`st.async` counted on the receiver's
+//! mbarrier), so each column step waits on local mbarriers only, instead of a grid
+//! barrier on a global counter, fences and L2 round trips (`lu::panel_coop`).
+
+use crate::device::{self, Float, WARP};
+use crate::lu::{coop_row_update, slab_at, warp_argmax};
+
+/// Most blocks a cluster of `lu_cluster_panel` may have (candidate slots a buffer).
+pub const CLUSTER_MAX_BLOCKS: usize = 16;
+
+/// Bytes of `lu_cluster_panel`'s shared-memory header before the slab: four mbarriers
+/// (candidates and rows, two buffers each), two buffers of 16 candidate records (16
+/// bytes: the value's bits and the row index), 32 warp partial values and indices,
+/// then from byte 1024 two buffers each of the pushed pivot row and row j.
+pub const fn cluster_header_bytes(w: usize, elem: usize) -> usize {
+    1024 + 4 * w * elem
+}
+
+/// The bits of `v` (4 or 8 bytes) in a u64.
+#[inline(always)]
+fn bits_of<T: Copy>(v: T) -> u64 {
+    if core::mem::size_of::<T>() == 8 {
+        // SAFETY: T is 8 bytes.
+        unsafe { core::mem::transmute_copy::<T, u64>(&v) }
+    } else {
+        // SAFETY: T is 4 bytes (the only other size the kernels use).
+        u64::from(unsafe { core::mem::transmute_copy::<T, u32>(&v) })
+    }
+}
+
+/// The value whose bits [`bits_of`] gave.
+#[inline(always)]
+fn from_bits<T: Copy>(b: u64) -> T {
+    if core::mem::size_of::<T>() == 8 {
+        // SAFETY: T is 8 bytes.
+        unsafe { core::mem::transmute_copy::<u64, T>(&b) }
+    } else {
+        // SAFETY: T is 4 bytes.
+        unsafe { core::mem::transmute_copy::<u32, T>(&(b as u32)) }
+    }
+}
+
+/// `lu_cluster_panel`: the whole panel c0..c0+w (rows c0..m) by one thread-block
+/// cluster, all column steps in one launch, the slabs in shared memory (issue 6).
+/// Block b (cluster rank b; the grid is one cluster of at most 16 blocks) owns rows
+/// r0 = c0 + b·slab .. min(r0 + slab, m). Per column step j: each block finds its
+/// candidate (first index of max |a(i, j)| over its rows i ≥ j) and pushes it to every
+/// block; each block waits for all candidates on its own mbarrier and reduces them
+/// (the pivot p is the first index of the global max, p = j when the column holds only
+/// NaN); the owner of row p pushes that row to every block and the owner of row j
+/// pushes row j to the owner of p; after the second wait each block swaps rows j and p
+/// where it owns them, scales its rows i > j of column j by 1/u_jj and applies the
+/// rank-1 update to the panel's later columns (nothing for a zero pivot: the host
+/// reports it). Block 0 writes `ipiv[j]` and `diag[j]` = u_jj. The same arithmetic as
+/// `lu::panel_coop`, so the same pivots and factors.
+/// Block a multiple of 32 (≤ 1024); dynamic shared memory
+/// cluster_header_bytes(w, size_of::<T>()) + slab·w·size_of::<T>() bytes.
+///
+/// # Safety
+/// Launched with a cluster dimension equal to the grid (one cluster of gridDim ≤ 16
+/// blocks); gridDim·slab ≥ m − c0 and every block's slab starts below m; c0 < m,
+/// 1 ≤ w, c0 + w ≤ columns of `a`; `a` read-writable at rows c0..m of columns
+/// c0..c0+w (ld `lda` ≥ m); `ipiv`, `diag` writable at c0..c0+w; no other launch
+/// touches any of these concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn panel_cluster<T: Float>(
+    a: *mut T,
+    lda: usize,
+    m: usize,
+    c0: usize,
+    w: usize,
+    ipiv: *mut u32,
+    diag: *mut T,
+    slab: usize,
+) {
+    let tid = device::thread_linear();
+    let nt = device::block_threads();
+    let lane = tid % WARP;
+    let warp = tid / WARP;
+    let nwarps = nt.div_ceil(WARP);
+    let b = device::block_x();
+    let nb = device::grid_blocks();
+    let elem = core::mem::size_of::<T>();
+    let base = device::shared::<u8>();
+    let mbar_c = base as *mut u64;
+    let mbar_r = base.wrapping_add(16) as *mut u64;
+    let cand = base.wrapping_add(32) as *mut u64;
+    let sval = base.wrapping_add(544) as *mut T;
+    let sidx = base.wrapping_add(800) as *mut u32;
+    let urow_in = base.wrapping_add(1024) as *mut T;
+    let rowj_in = urow_in.wrapping_add(2 * w);
+    let sl = base.wrapping_add(cluster_header_bytes(w, elem)) as *mut T;
+    let ld = slab;
+    let r0 = c0 + b * slab;
+    let r1 = (r0 + slab).min(m);
+    let rows = r1.saturating_sub(r0);
+    if tid == 0 {
+        // SAFETY: the four words are 8-byte aligned in this block's shared memory and
+        // nobody uses them before the cluster barrier below.
+        unsafe {
+            device::mbarrier_init(mbar_c, 1);
+            device::mbarrier_init(mbar_c.wrapping_add(1), 1);
+            device::mbarrier_init(mbar_r, 1);
+            device::mbarrier_init(mbar_r.wrapping_add(1), 1);
+            device::fence_mbarrier_init();
+        }
+    }
+    let mut e = tid;
+    while e < rows * w {
+        let (i, c) = (e % rows, e / rows);
+        // SAFETY: (r0 + i, c0 + c) lies in rows c0..m, columns c0..c0+w of `a`; the slab
+        // area holds slab·w ≥ rows·w elements (launch contract).
+        unsafe {
+            let x = device::ld(a as *const T, r0 + i + (c0 + c) * lda);
+            device::st(slab_at(sl, ld, i, c), 0, x);
+        }
+        e += nt;
+    }
+    // SAFETY: every thread of every block once: the mbarriers of every block are
+    // initialised (and the slab loaded) before any block pushes.
+    unsafe { device::cluster_sync() };
+
+    // column groups of the update: cg threads share a row when the slab is short
+    let cg = if rows == 0 {
+        1
+    } else {
+        (nt / rows.next_power_of_two()).clamp(1, 8)
+    };
+    let tr = nt / cg;
+    let (g, r) = (tid / tr, tid % tr);
+    // candidate of the first column step
+    let (mut cv, mut ci) = (T::ZERO.sub(T::ONE), u32::MAX);
+    let mut li = tid;
+    while li < rows {
+        // SAFETY: li < rows, column 0 of the slab.
+        let v = unsafe { device::ld(slab_at(sl, ld, li, 0) as *const T, 0) }.abs();
+        if v > cv {
+            cv = v;
+            ci = (r0 + li) as u32;
+        }
+        li += nt;
+    }
+    let row_bytes = (w * elem) as u32;
+    let mut jj = 0;
+    while jj < w && c0 + jj < m {
+        let j = c0 + jj;
+        let buf = jj & 1;
+        let parity = ((jj >> 1) & 1) as u32;
+        let (bar_c, bar_r) = (mbar_c.wrapping_add(buf), mbar_r.wrapping_add(buf));
+        // the block's candidate: warp partials, then warp 0 reduces and pushes it
+        // SAFETY: block-uniform loop, full warps (block a multiple of 32).
+        let (wv, wi) = unsafe { warp_argmax(cv, ci) };
+        if lane == 0 {
+            // SAFETY: one writer per slot < 32; warp 0 read the previous step's slots
+            // before it pushed that step's candidate, which every warp waited for.
+            unsafe {
+                device::st(sval, warp, wv);
+                device::st(sidx, warp, wi);
+            }
+        }
+        // SAFETY: block-uniform barrier: the partials, and the slab updated by the
+        // previous step, are visible.
+        unsafe { device::sync_threads() };
+        if warp == 0 {
+            let (mut bv, mut bi) = (T::ZERO.sub(T::ONE), u32::MAX);
+            if lane < nwarps {
+                // SAFETY: slots < nwarps written before the barrier.
+                unsafe {
+                    bv = device::ld(sval as *const T, lane);
+                    bi = device::ld(sidx as *const u32, lane);
+                }
+            }
+            // SAFETY: warp 0 complete and convergent.
+            let (rv, ri) = unsafe { warp_argmax(bv, bi) };
+            if lane == 0 {
+                // SAFETY: record slot b of buffer `buf` (16-byte aligned) and the
+                // candidate mbarrier of every block d < nb of the cluster; each block
+                // waits for these bytes. A block's slot b of buffer `buf` is next
+                // written two steps later, after it has read this step's records
+                // (it pushes step jj + 1's candidate only after them).
+                unsafe {
+                    let rec =
+                        device::shared_addr(cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + b) * 2));
+                    let bar = device::shared_addr(bar_c);
+                    let mut d = 0;
+                    while d < nb {
+                        device::st_async_v2_b64(
+                            device::cluster_map_addr(rec, d),
+                            bits_of(rv),
+                            u64::from(ri),
+                            device::cluster_map_addr(bar, d),
+                        );
+                        d += 1;
+                    }
+                    device::mbarrier_arrive_expect_tx(bar_c, (16 * nb) as u32);
+                }
+            }
+        }
+        // SAFETY: initialised mbarrier; the phase completes once every block's record
+        // has landed and thread 0 has arrived.
+        unsafe { device::mbarrier_wait_parity(bar_c, parity) };
+
+        // the pivot: every warp reduces the records itself
+        let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
+        if lane < nb {
+            // SAFETY: record `lane` of buffer `buf`, landed before the phase completed.
+            unsafe {
+                let rec = cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + lane) * 2);
+                v = from_bits::<T>(device::ld(rec as *const u64, 0));
+                ix = device::ld(rec as *const u64, 1) as u32;
+            }
+        }
+        // SAFETY: full warps, convergent.
+        let (_, p) = unsafe { warp_argmax(v, ix) };
+        // SAFETY: as above.
+        let p = unsafe { device::shfl_idx_b32(p, 0) };
+        let p = if p == u32::MAX { j } else { p as usize };
+        let owner_p = (p - c0) / slab;
+        let owner_j = (j - c0) / slab;
+        let urow = urow_in.wrapping_add(buf * w);
+        let rowj = rowj_in.wrapping_add(buf * w);
+        if owner_p == b {
+            // push row p to every block's pivot-row buffer
+            let lr = p - r0;
+            let mut e = tid;
+            while e < w * nb {
+                let (c, d) = (e % w, e / w);
+                // SAFETY: row p is this block's (r0 ≤ p < r1) and unchanged until the
+                // barrier before the swap; the destination buffer `buf` of block d is
+                // free (its previous use, two steps ago, was read before block d
+                // pushed step jj's candidate) and block d waits for these bytes.
+                unsafe {
+                    let x = device::ld(slab_at(sl, ld, lr, c) as *const T, 0);
+                    device::st_async(
+                        device::cluster_map_addr(device::shared_addr(urow.wrapping_add(c)), d),
+                        x,
+                        device::cluster_map_addr(device::shared_addr(bar_r), d),
+                    );
+                }
+                e += nt;
+            }
+        }
+        if p != j && owner_j == b {
+            // push row j to the owner of p (it becomes row p there)
+            let lr = j - r0;
+            let mut c = tid;
+            while c < w {
+                // SAFETY: as above, for row j and block owner_p < nb.
+                unsafe {
+                    let x = device::ld(slab_at(sl, ld, lr, c) as *const T, 0);
+                    device::st_async(
+                        device::cluster_map_addr(
+                            device::shared_addr(rowj.wrapping_add(c)),
+                            owner_p,
+                        ),
+                        x,
+                        device::cluster_map_addr(device::shared_addr(bar_r), owner_p),
+                    );
+                }
+                c += nt;
+            }
+        }
+        if tid == 0 {
+            let bytes = if p != j && owner_p == b {
+                2 * row_bytes
+            } else {
+                row_bytes
+            };
+            // SAFETY: initialised mbarrier, one arrival a phase.
+            unsafe { device::mbarrier_arrive_expect_tx(bar_r, bytes) };
+        }
+        // SAFETY: as for the candidates: the pivot row (and row j at the owner of p)
+        // lands before the phase completes.
+        unsafe { device::mbarrier_wait_parity(bar_r, parity) };
+        // SAFETY: slot jj < w of the landed pivot row.
+        let piv = unsafe { device::ld(urow as *const T, jj) };
+        if b == 0 && tid == 0 {
+            // SAFETY: ipiv[j], diag[j] writable (contract); one writer.
+            unsafe {
+                device::st(ipiv, j, p as u32);
+                device::st(diag, j, piv);
+            }
+        }
+        if p != j {
+            // SAFETY: block-uniform barrier (p, j uniform): every thread's pushes have
+            // read rows j and p before the swap overwrites them.
+            unsafe { device::sync_threads() };
+            let mut c = tid;
+            while c < w {
+                // SAFETY: rows j and p of this block's slab, one thread per column;
+                // the landed rows read from shared memory.
+                unsafe {
+                    if j >= r0 && j < r1 {
+                        let u = device::ld(urow as *const T, c);
+                        device::st(slab_at(sl, ld, j - r0, c), 0, u);
+                    }
+                    if p >= r0 && p < r1 {
+                        let x = device::ld(rowj as *const T, c);
+                        device::st(slab_at(sl, ld, p - r0, c), 0, x);
+                    }
+                }
+                c += nt;
+            }
+            // SAFETY: block-uniform barrier: the swap is visible.
+            unsafe { device::sync_threads() };
+        }
+        let next = jj + 1 < w && j + 1 < m;
+        if piv != T::ZERO {
+            if g == 0 {
+                let mut li = r;
+                while li < rows {
+                    if r0 + li > j {
+                        // SAFETY: (li, jj) of this block's slab, one writer (g = 0, r);
+                        // rows > j are not read by this step's pushes.
+                        unsafe {
+                            let at = slab_at(sl, ld, li, jj);
+                            device::st(at, 0, device::ld(at as *const T, 0).div(piv));
+                        }
+                    }
+                    li += tr;
+                }
+            }
+            // SAFETY: block-uniform barrier (piv is uniform): the multipliers are visible.
+            unsafe { device::sync_threads() };
+            let mut li = r;
+            while li < rows {
+                if r0 + li > j {
+                    // SAFETY: row li of the slab; columns ≡ g (mod cg) after jj are this
+                    // thread's alone in this step; (li, jj) is only read now.
+                    unsafe { coop_row_update(sl, ld, li, jj, w, g, cg, urow) };
+                }
+                li += tr;
+            }
+        }
+        cv = T::ZERO.sub(T::ONE);
+        ci = u32::MAX;
+        if next && g == 0 {
+            let mut li = r;
+            while li < rows {
+                if r0 + li > j {
+                    // SAFETY: (li, jj + 1) was last written by this very thread (group 0
+                    // owns column jj + 1) or not at all in this step.
+                    let v = unsafe { device::ld(slab_at(sl, ld, li, jj + 1) as *const T, 0) }.abs();
+                    if v > cv {
+                        cv = v;
+                        ci = (r0 + li) as u32;
+                    }
+                }
+                li += tr;
+            }
+        }
+        jj += 1;
+    }
+    // SAFETY: every thread of every block: every push into a block has landed (each
+    // block waited for all of its bytes) before any block exits; it also orders the
+    // last step's updates within the block before the store below.
+    unsafe { device::cluster_sync() };
+    let mut e = tid;
+    while e < rows * w {
+        let (i, c) = (e % rows, e / rows);
+        // SAFETY: as for the load above.
+        unsafe {
+            let x = device::ld(slab_at(sl, ld, i, c) as *const T, 0);
+            device::st(a, r0 + i + (c0 + c) * lda, x);
+        }
+        e += nt;
+    }
+}
