@@ -225,11 +225,12 @@ fn gpu_coop_panel_shapes() {
 
 /// The cluster panel (sm_90) runs the cooperative panel's arithmetic in the same order:
 /// the same pivots and bit-identical factors, with the cluster on and off, over shapes
-/// where every panel fits one cluster, where the first panels do not (256-column f64
-/// panels of 2000 rows need more than 16 blocks' shared memory, so they fall back to
-/// the cooperative launch) and rectangular ones, in both precisions. On devices
-/// without clusters both runs take the cooperative panel and the test still checks
-/// them against the CPU.
+/// where every panel fits one cluster's shared memory, where the first panels do not
+/// (256-column panels of 2000 rows in f64 and of 4000 rows in f32 and f64 need more
+/// than 16 blocks' shared memory, so the cooperative launch takes them) and
+/// rectangular ones, in both precisions. On devices without clusters
+/// both runs take the cooperative panel and the test still checks them against the
+/// CPU.
 #[test]
 fn gpu_cluster_panel_matches_coop_bitwise() {
     let Some(g) = gpu() else { return };
@@ -237,7 +238,8 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
     let cases: &[(usize, usize, usize, usize)] = &[
         (333, 333, 64, 64),
         (1000, 1000, 64, 7),
-        (2000, 2000, 256, 64),
+        (2000, 256, 256, 64),
+        (4000, 256, 256, 64),
         (1500, 700, 128, 64),
         (450, 900, 64, 100),
     ];

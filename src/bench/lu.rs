@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use cuqr::gpu::timing::time_with_setup;
 use cuqr::gpu::{DevMat, GpuScalar, Op};
-use cuqr::lu::{default_block_size, GpuLu, LuParams};
+use cuqr::lu::{GpuLu, LuParams};
 use cuqr::{Gpu, Mat};
 
 use super::BenchOpts;
@@ -31,7 +31,7 @@ Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
   --precision    f64, f32 or both (default both)
   --sizes        square orders to run
   --reps         timed repetitions, at least 5 (default 5; one warm-up run first)
-  --nb           cuqr block size (default: cuqr::lu::default_block_size)
+  --nb           cuqr block size (default: cuqr::lu::gpu_default_block_size)
   --base         cuqr recursive-panel base width (default: the block size with
                  the cooperative panel, else cuqr::lu::DEFAULT_PANEL_BASE)
   --fused-rows   column-step path: one-block base panels up to this many rows
@@ -115,9 +115,7 @@ fn bench_one<T: GpuScalar>(
         .to_owned();
     let b_col = Mat::from_fn(n, 1, |i, _| b_host[(i, 0)]);
     let b = DevMat::from_host(gpu, b_col.as_ref())?;
-    let nb_used = params
-        .block_size
-        .unwrap_or_else(|| default_block_size(n, n));
+    let nb_used = GpuLu::<T>::block_size_for(gpu, n, n, &params);
 
     // cuqr factorisation: a fresh copy of A per run (untimed), result kept alive
     // until the next setup so that freeing it is not timed.

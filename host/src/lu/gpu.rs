@@ -13,7 +13,7 @@ use cudarc::driver::CudaSlice;
 use super::{
     check_params, check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u,
 };
-use super::{default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS};
+use super::{gpu_default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS};
 use super::{DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
 use crate::error::{Error, Result};
 use crate::gpu::kernels_lu::{LuPanelOpts, LuPhaseTimes};
@@ -41,6 +41,22 @@ fn panel_opts(op: &'static str, params: &LuParams) -> Result<LuPanelOpts> {
         lookahead: params.lookahead.unwrap_or(DEFAULT_LOOKAHEAD),
         cluster: params.cluster_panel.unwrap_or(true),
     })
+}
+
+/// `params` with the GPU's default block size filled in where it is `None`
+/// ([`gpu_default_block_size`]: the cluster panel runs where the device has the sm_90
+/// kernels and neither it nor the cooperative panel is switched off).
+fn with_gpu_block_size(gpu: &Gpu, m: usize, n: usize, params: LuParams) -> LuParams {
+    let clusters = gpu.sm90.is_some()
+        && params.cluster_panel != Some(false)
+        && params.coop_panel != Some(false);
+    let mut p = params;
+    p.block_size = Some(
+        params
+            .block_size
+            .unwrap_or_else(|| gpu_default_block_size(m, n, clusters)),
+    );
+    p
 }
 
 /// The recursive-panel base on the GPU: with the cooperative panel and no explicit
@@ -86,6 +102,7 @@ impl<T: GpuScalar> GpuLu<T> {
     /// [`Error::Cublas`] from the device.
     pub fn factorize(gpu: &Arc<Gpu>, a: MatRef<'_, T>, params: LuParams) -> Result<Self> {
         const OP: &str = "GpuLu::factorize";
+        let params = with_gpu_block_size(gpu, a.nrows(), a.ncols(), params);
         let plan = plan(OP, a, &params)?;
         let opts = panel_opts(OP, &params)?;
         let base = gpu_base(&params, &opts, plan.nb, plan.base);
@@ -115,12 +132,7 @@ impl<T: GpuScalar> GpuLu<T> {
         const OP: &str = "GpuLu::factorize_dev";
         let (m, n) = (a.nrows(), a.ncols());
         // the shape and parameters, checked as the host path checks them
-        let mut p = params;
-        p.block_size = Some(
-            params
-                .block_size
-                .unwrap_or_else(|| default_block_size(m, n)),
-        );
+        let p = with_gpu_block_size(gpu, m, n, params);
         check_params::<T>(OP, m, n, &p)?;
         let opts = panel_opts(OP, &params)?;
         let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
@@ -205,6 +217,26 @@ impl<T: GpuScalar> GpuLu<T> {
     /// (events around each phase serialise nothing but add a few µs per panel).
     pub fn profile(&self) -> Option<LuPhaseTimes> {
         self.profile
+    }
+
+    /// The block size a factorisation of an m×n matrix with `params` uses on `gpu`:
+    /// `params.block_size`, else [`gpu_default_block_size`] (64 up to 8192 where the
+    /// cluster panel runs, else [`super::default_block_size`]), at most min(m, n).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuqr::Result<()> {
+    /// use cuqr::lu::{GpuLu, LuParams};
+    /// let gpu = cuqr::Gpu::new(0)?;
+    /// let nb = GpuLu::<f64>::block_size_for(&gpu, 8192, 8192, &LuParams::default());
+    /// assert!(nb == 64 || nb == 128);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn block_size_for(gpu: &Gpu, m: usize, n: usize, params: &LuParams) -> usize {
+        with_gpu_block_size(gpu, m, n, *params)
+            .block_size
+            .unwrap_or(1)
+            .min(m.min(n).max(1))
     }
 
     /// Rows m.

@@ -82,11 +82,26 @@ pub struct LuParams {
     pub lookahead: Option<bool>,
     /// GPU only: on devices of compute capability 9.0 or later, factor each
     /// cooperative panel whose rows fit in the shared memory of one thread-block
-    /// cluster on that cluster (`lu_cluster_panel`: candidates and rows exchanged
-    /// through distributed shared memory, a hardware cluster barrier per column)
-    /// instead of the whole-GPU cooperative launch; `None` means `true`. Same algorithm
-    /// and pivots. Needs the cooperative panel; ignored on older devices.
+    /// cluster on that cluster (`lu_cluster_panel`: the blocks push candidates and
+    /// rows into each other's shared memory and wait on local mbarriers) instead of
+    /// the whole-GPU cooperative launch; `None` means `true`. Same algorithm and
+    /// pivots. Needs the cooperative panel; ignored on older devices. With it the
+    /// GPU's default block size is [`gpu_default_block_size`].
     pub cluster_panel: Option<bool>,
+}
+
+/// The default outer block size on the GPU (issue 6): where the cluster panel runs
+/// (`clusters`: an sm_90 device, neither `cluster_panel` nor `coop_panel` off) 64 up
+/// to 8192 (the smaller of m, n) — the 64-column panels of up to 7000 or so rows fit
+/// one cluster's shared memory; the rank-64 GEMMs cost more, but less than the panels
+/// gain (H100: f64 0.76 → 0.95× getrf at 4096, 0.79 → 0.90× at 8192;
+/// docs/performance.md) — and [`default_block_size`] otherwise.
+pub fn gpu_default_block_size(m: usize, n: usize, clusters: bool) -> usize {
+    if clusters && m.min(n) <= 8192 {
+        64
+    } else {
+        default_block_size(m, n)
+    }
 }
 
 /// The default outer block size for an m×n matrix: 64 below 4096 (the
@@ -333,6 +348,30 @@ mod tests {
         // two swaps (+1), one negative pivot (−1)
         assert_eq!(s, -1.0);
         assert!((l - 3.0f64.ln()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn gpu_block_size_is_64_up_to_8192_with_clusters() {
+        for (m, n) in [
+            (100, 100),
+            (4096, 4096),
+            (8192, 8192),
+            (9000, 8192),
+            (8192, 20000),
+        ] {
+            assert_eq!(gpu_default_block_size(m, n, true), 64, "{m}x{n}");
+        }
+        for (m, n) in [(8193, 8193), (16384, 16384)] {
+            assert_eq!(gpu_default_block_size(m, n, true), 128, "{m}x{n}");
+        }
+        for (m, n) in [(100, 100), (4096, 4096), (8192, 8192), (16384, 16384)] {
+            assert_eq!(
+                gpu_default_block_size(m, n, false),
+                default_block_size(m, n),
+                "{m}x{n}"
+            );
+        }
+        assert_eq!(default_block_size(4096, 4096), 128);
     }
 
     #[test]
