@@ -490,7 +490,7 @@ unsafe fn coop_publish<T: Float>(
 }
 
 /// Rank-1 update of slab row li at step jj: a(li, c) −= a(li, jj)·urow[c] for the
-/// columns c = jj+1+g, jj+1+g+cg, … < w, in chunks of 8 whose loads are issued before
+/// columns c = first, first+cg, … < w (first > jj), in chunks of 8 whose loads are issued before
 /// their stores (the compiler cannot reorder loads past stores of possibly aliasing
 /// pointers).
 ///
@@ -505,13 +505,13 @@ pub(crate) unsafe fn coop_row_update<T: Float>(
     li: usize,
     jj: usize,
     w: usize,
-    g: usize,
+    first: usize,
     cg: usize,
     urow: *const T,
 ) {
     // SAFETY: (li, jj) in the slab (contract).
     let nl = unsafe { device::ld(slab_at(sl, ld, li, jj) as *const T, 0) }.neg();
-    let mut c = jj + 1 + g;
+    let mut c = first;
     while c < w {
         let mut u = [T::ZERO; 8];
         let mut x = [T::ZERO; 8];
@@ -749,7 +749,7 @@ pub unsafe fn panel_coop<T: Float>(
                     if r0 + li > j {
                         // SAFETY: row li of the slab; columns ≡ g (mod cg) after jj are
                         // this thread's alone in this step; (li, jj) is only read now.
-                        unsafe { coop_row_update(sl, ld, li, jj, w, g, cg, urow) };
+                        unsafe { coop_row_update(sl, ld, li, jj, w, jj + 1 + g, cg, urow) };
                     }
                     li += tr;
                 }

@@ -143,26 +143,22 @@ pub unsafe fn panel_cluster<T: Float>(
         }
         li += nt;
     }
-    let row_bytes = (w * elem) as u32;
-    let mut jj = 0;
-    while jj < w && c0 + jj < m {
-        let j = c0 + jj;
+    // publishes the block's candidate (cv, ci) for column step `jj`: warp partials, a
+    // block barrier, then warp 0 reduces them and pushes the record to every block
+    let publish = |jj: usize, cv: T, ci: u32| {
         let buf = jj & 1;
-        let parity = ((jj >> 1) & 1) as u32;
-        let (bar_c, bar_r) = (mbar_c.wrapping_add(buf), mbar_r.wrapping_add(buf));
-        // the block's candidate: warp partials, then warp 0 reduces and pushes it
-        // SAFETY: block-uniform loop, full warps (block a multiple of 32).
+        let bar_c = mbar_c.wrapping_add(buf);
+        // SAFETY: block-uniform call, full warps (block a multiple of 32).
         let (wv, wi) = unsafe { warp_argmax(cv, ci) };
         if lane == 0 {
-            // SAFETY: one writer per slot < 32; warp 0 read the previous step's slots
-            // before it pushed that step's candidate, which every warp waited for.
+            // SAFETY: one writer per slot < 32; warp 0 read the previous publication's
+            // slots before the block barriers of the step in between.
             unsafe {
                 device::st(sval, warp, wv);
                 device::st(sidx, warp, wi);
             }
         }
-        // SAFETY: block-uniform barrier: the partials, and the slab updated by the
-        // previous step, are visible.
+        // SAFETY: block-uniform barrier: the partials are visible.
         unsafe { device::sync_threads() };
         if warp == 0 {
             let (mut bv, mut bi) = (T::ZERO.sub(T::ONE), u32::MAX);
@@ -199,6 +195,15 @@ pub unsafe fn panel_cluster<T: Float>(
                 }
             }
         }
+    };
+    let row_bytes = (w * elem) as u32;
+    publish(0, cv, ci);
+    let mut jj = 0;
+    while jj < w && c0 + jj < m {
+        let j = c0 + jj;
+        let buf = jj & 1;
+        let parity = ((jj >> 1) & 1) as u32;
+        let (bar_c, bar_r) = (mbar_c.wrapping_add(buf), mbar_r.wrapping_add(buf));
         // SAFETY: initialised mbarrier; the phase completes once every block's record
         // has landed and thread 0 has arrived.
         unsafe { device::mbarrier_wait_parity(bar_c, parity) };
@@ -222,6 +227,11 @@ pub unsafe fn panel_cluster<T: Float>(
         let owner_j = (j - c0) / slab;
         let urow = urow_in.wrapping_add(buf * w);
         let rowj = rowj_in.wrapping_add(buf * w);
+        if owner_p == b || (p != j && owner_j == b) {
+            // SAFETY: block-uniform barrier (p, j uniform): the previous step's deferred
+            // update of these rows is complete before they are pushed.
+            unsafe { device::sync_threads() };
+        }
         if owner_p == b {
             // push row p to every block's pivot-row buffer
             let lr = p - r0;
@@ -308,46 +318,64 @@ pub unsafe fn panel_cluster<T: Float>(
             unsafe { device::sync_threads() };
         }
         let next = jj + 1 < w && j + 1 < m;
-        if piv != T::ZERO {
-            if g == 0 {
-                let mut li = r;
-                while li < rows {
-                    if r0 + li > j {
-                        // SAFETY: (li, jj) of this block's slab, one writer (g = 0, r);
-                        // rows > j are not read by this step's pushes.
-                        unsafe {
-                            let at = slab_at(sl, ld, li, jj);
-                            device::st(at, 0, device::ld(at as *const T, 0).div(piv));
-                        }
-                    }
-                    li += tr;
-                }
-            }
-            // SAFETY: block-uniform barrier (piv is uniform): the multipliers are visible.
-            unsafe { device::sync_threads() };
+        if piv != T::ZERO && g == 0 {
             let mut li = r;
             while li < rows {
                 if r0 + li > j {
-                    // SAFETY: row li of the slab; columns ≡ g (mod cg) after jj are this
-                    // thread's alone in this step; (li, jj) is only read now.
-                    unsafe { coop_row_update(sl, ld, li, jj, w, g, cg, urow) };
+                    // SAFETY: (li, jj) of this block's slab, one writer (g = 0, r);
+                    // rows > j are not read by this step's pushes.
+                    unsafe {
+                        let x = slab_at(sl, ld, li, jj);
+                        device::st(x, 0, device::ld(x as *const T, 0).div(piv));
+                    }
                 }
                 li += tr;
             }
         }
+        // SAFETY: block-uniform barrier: the multipliers are visible, and the previous
+        // step's deferred update is complete before this step's update begins.
+        unsafe { device::sync_threads() };
+        // look-ahead: group 0 updates column jj + 1 first and the block publishes its
+        // candidate for step jj + 1, whose exchange then overlaps the rest of the update
         cv = T::ZERO.sub(T::ONE);
         ci = u32::MAX;
         if next && g == 0 {
             let mut li = r;
             while li < rows {
                 if r0 + li > j {
-                    // SAFETY: (li, jj + 1) was last written by this very thread (group 0
-                    // owns column jj + 1) or not at all in this step.
-                    let v = unsafe { device::ld(slab_at(sl, ld, li, jj + 1) as *const T, 0) }.abs();
+                    // SAFETY: (li, jj) and (li, jj + 1) of this block's slab; group 0
+                    // owns column jj + 1 in this step; urow holds w > jj + 1 entries.
+                    let v = unsafe {
+                        let x = slab_at(sl, ld, li, jj + 1);
+                        let mut v = device::ld(x as *const T, 0);
+                        if piv != T::ZERO {
+                            let nl = device::ld(slab_at(sl, ld, li, jj) as *const T, 0).neg();
+                            v = nl.mul_add(device::ld(urow as *const T, jj + 1), v);
+                            device::st(x, 0, v);
+                        }
+                        v
+                    }
+                    .abs();
                     if v > cv {
                         cv = v;
                         ci = (r0 + li) as u32;
                     }
+                }
+                li += tr;
+            }
+        }
+        if next {
+            publish(jj + 1, cv, ci);
+        }
+        if piv != T::ZERO {
+            // the deferred rest: columns jj+1+g, jj+1+g+cg, … without column jj + 1
+            let first = jj + 1 + g + if g == 0 { cg } else { 0 };
+            let mut li = r;
+            while li < rows {
+                if r0 + li > j {
+                    // SAFETY: row li of the slab; these columns are this thread's alone
+                    // until the next step's barriers; (li, jj) is only read now.
+                    unsafe { coop_row_update(sl, ld, li, jj, w, first, cg, urow) };
                 }
                 li += tr;
             }
