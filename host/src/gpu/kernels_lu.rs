@@ -605,11 +605,17 @@ impl Gpu {
         if need > max_cluster {
             return Ok(false);
         }
+        // at least two blocks: distributed shared memory wants a cluster of two or more
+        // (compute-sanitizer rejects a one-block cluster's st.async)
+        if rows < 2 || max_cluster < 2 {
+            return Ok(false);
+        }
         let blocks = rows
             .div_ceil(cw.rows_per_block)
-            .clamp(need.max(1), max_cluster);
+            .clamp(need.max(2), max_cluster);
         let slab = rows.div_ceil(blocks);
         let blocks = rows.div_ceil(slab);
+        debug_assert!(blocks >= 2);
         let smem = header + slab * w * elem;
         if !self.lu_cluster_fits(f, blocks, smem)? {
             return Ok(false);
