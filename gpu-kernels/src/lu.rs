@@ -371,13 +371,20 @@ pub(crate) fn slab_at<T>(sl: *mut T, ld: usize, i: usize, c: usize) -> *mut T {
     sl.wrapping_add(i + c * ld)
 }
 
-/// Block argmax of (v, i) (largest v, smallest i on ties); the result is returned to
-/// every thread of the block. Uses `sval[0..32]` and `sidx[0..33]` of shared memory.
+/// The first half of [`block_argmax`]: warp partials into `sval[0..32]`/`sidx[0..32]`, a
+/// block barrier, then warp 0 reduces them: the block's (largest v, smallest i on ties)
+/// lands in lane 0 of warp 0 (other threads get meaningless values).
 ///
 /// # Safety
-/// Called by every thread of the block (block-uniform), block a multiple of 32 (≤ 1024).
+/// Called by every thread of the block (block-uniform), block a multiple of 32 (≤ 1024);
+/// no thread still reads the slots from an earlier call.
 #[inline(always)]
-unsafe fn block_argmax<T: Float>(v: T, i: u32, sval: *mut T, sidx: *mut u32) -> (T, u32) {
+pub(crate) unsafe fn block_argmax_to_warp0<T: Float>(
+    v: T,
+    i: u32,
+    sval: *mut T,
+    sidx: *mut u32,
+) -> (T, u32) {
     let tid = device::thread_linear();
     let lane = tid % WARP;
     let warp = tid / WARP;
@@ -393,8 +400,8 @@ unsafe fn block_argmax<T: Float>(v: T, i: u32, sval: *mut T, sidx: *mut u32) -> 
     }
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
+    let (mut bv, mut bi) = (T::ZERO.sub(T::ONE), u32::MAX);
     if warp == 0 {
-        let (mut bv, mut bi) = (T::ZERO.sub(T::ONE), u32::MAX);
         if lane < nwarps {
             // SAFETY: slots < nwarps written before the barrier.
             unsafe {
@@ -403,14 +410,29 @@ unsafe fn block_argmax<T: Float>(v: T, i: u32, sval: *mut T, sidx: *mut u32) -> 
             }
         }
         // SAFETY: warp 0 complete and convergent.
-        let (rv, ri) = unsafe { warp_argmax(bv, bi) };
-        if lane == 0 {
-            // SAFETY: slot 32 of sidx is free; slot 0 of sval was read (above) only by
-            // lanes of this warp, before the shuffles of warp_argmax synchronised them.
-            unsafe {
-                device::st(sval, 0, rv);
-                device::st(sidx, 32, ri);
-            }
+        (bv, bi) = unsafe { warp_argmax(bv, bi) };
+    }
+    (bv, bi)
+}
+
+/// Block argmax of (v, i) (largest v, smallest i on ties); the result is returned to
+/// every thread of the block. Uses `sval[0..32]` and `sidx[0..33]` of shared memory.
+///
+/// # Safety
+/// Called by every thread of the block (block-uniform), block a multiple of 32 (≤ 1024).
+#[inline(always)]
+unsafe fn block_argmax<T: Float>(v: T, i: u32, sval: *mut T, sidx: *mut u32) -> (T, u32) {
+    let tid = device::thread_linear();
+    let lane = tid % WARP;
+    let warp = tid / WARP;
+    // SAFETY: forwarded (block-uniform call, full warps).
+    let (rv, ri) = unsafe { block_argmax_to_warp0(v, i, sval, sidx) };
+    if warp == 0 && lane == 0 {
+        // SAFETY: slot 32 of sidx is free; slot 0 of sval was read only by lanes of
+        // warp 0, before the shuffles of warp_argmax synchronised them.
+        unsafe {
+            device::st(sval, 0, rv);
+            device::st(sidx, 32, ri);
         }
     }
     // SAFETY: block-uniform barrier: the broadcast slots are visible.
@@ -486,6 +508,156 @@ unsafe fn coop_publish<T: Float>(
             }
         }
         c += nt;
+    }
+}
+
+/// Copies rows r0..r0+rows of the panel's columns c0..c0+w of `a` into the slab `sl`
+/// (leading dimension `ld`), or back when `to_slab` is false; threads stride by the
+/// block size.
+///
+/// # Safety
+/// Block-wide call; rows r0..r0+rows of columns c0..c0+w are in `a` (ld `lda`); the slab
+/// holds ld·w ≥ rows·w elements; no other thread writes the destination concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn slab_copy<T: Float>(
+    a: *mut T,
+    lda: usize,
+    r0: usize,
+    c0: usize,
+    rows: usize,
+    w: usize,
+    sl: *mut T,
+    ld: usize,
+    to_slab: bool,
+) {
+    let nt = device::block_threads();
+    let mut e = device::thread_linear();
+    while e < rows * w {
+        let (i, c) = (e % rows, e / rows);
+        let g = a.wrapping_add(r0 + i + (c0 + c) * lda);
+        let l = slab_at(sl, ld, i, c);
+        // SAFETY: both elements in bounds (contract); one writer each.
+        unsafe {
+            if to_slab {
+                device::st(l, 0, device::ld(g as *const T, 0));
+            } else {
+                device::st(g, 0, device::ld(l as *const T, 0));
+            }
+        }
+        e += nt;
+    }
+}
+
+/// Threads of a row in the rank-1 update: `cg` threads share a slab row (splitting its
+/// columns) when the slab has fewer rows than the block has threads; returns (cg, tr =
+/// threads a column group).
+#[inline(always)]
+pub(crate) fn column_groups(rows: usize, nt: usize) -> (usize, usize) {
+    let cg = if rows == 0 {
+        1
+    } else {
+        (nt / rows.next_power_of_two()).clamp(1, 8)
+    };
+    (cg, nt / cg)
+}
+
+/// This thread's candidate in slab column `col`: the first row index (absolute, r0 +
+/// li) of max |a(li, col)| over its rows li = first, first + step, … < rows with
+/// r0 + li ≥ from; (−1, u32::MAX) when it has none (NaNs never win).
+///
+/// # Safety
+/// Column `col` of the slab's rows is readable and not written concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn slab_candidate<T: Float>(
+    sl: *mut T,
+    ld: usize,
+    r0: usize,
+    rows: usize,
+    first: usize,
+    step: usize,
+    col: usize,
+    from: usize,
+) -> (T, u32) {
+    let (mut cv, mut ci) = (T::ZERO.sub(T::ONE), u32::MAX);
+    let mut li = first;
+    while li < rows {
+        if r0 + li >= from {
+            // SAFETY: (li, col) of the slab (contract).
+            let v = unsafe { device::ld(slab_at(sl, ld, li, col) as *const T, 0) }.abs();
+            if v > cv {
+                cv = v;
+                ci = (r0 + li) as u32;
+            }
+        }
+        li += step;
+    }
+    (cv, ci)
+}
+
+/// The swap of column step j across the panel's w columns, where this block owns the
+/// rows: row j := `urow` (the pivot row), row p := `rowj` (row j's old entries); one
+/// thread a column.
+///
+/// # Safety
+/// Block-wide call; `urow`, `rowj` hold w staged entries; rows j and p of the slab, where
+/// r0 ≤ row < r1, are written by nobody else concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn slab_swap<T: Float>(
+    sl: *mut T,
+    ld: usize,
+    r0: usize,
+    r1: usize,
+    j: usize,
+    p: usize,
+    w: usize,
+    urow: *const T,
+    rowj: *const T,
+) {
+    let nt = device::block_threads();
+    let mut c = device::thread_linear();
+    while c < w {
+        // SAFETY: the contract; one thread per column.
+        unsafe {
+            if j >= r0 && j < r1 {
+                device::st(slab_at(sl, ld, j - r0, c), 0, device::ld(urow, c));
+            }
+            if p >= r0 && p < r1 {
+                device::st(slab_at(sl, ld, p - r0, c), 0, device::ld(rowj, c));
+            }
+        }
+        c += nt;
+    }
+}
+
+/// Scales column jj of this thread's slab rows li = r, r + tr, … below row j (r0 + li >
+/// j) by 1/piv (the multipliers l = a(li, jj)/u_jj).
+///
+/// # Safety
+/// Those elements are this thread's alone (column group 0).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn slab_scale<T: Float>(
+    sl: *mut T,
+    ld: usize,
+    r0: usize,
+    rows: usize,
+    r: usize,
+    tr: usize,
+    j: usize,
+    jj: usize,
+    piv: T,
+) {
+    let mut li = r;
+    while li < rows {
+        if r0 + li > j {
+            let x = slab_at(sl, ld, li, jj);
+            // SAFETY: the contract.
+            unsafe { device::st(x, 0, device::ld(x as *const T, 0).div(piv)) };
+        }
+        li += tr;
     }
 }
 
@@ -600,41 +772,17 @@ pub unsafe fn panel_coop<T: Float>(
         (a.wrapping_add(r0 + c0 * lda), lda)
     };
     if in_smem != 0 {
-        let mut e = tid;
-        while e < rows * w {
-            let (i, c) = (e % rows, e / rows);
-            // SAFETY: (r0 + i, c0 + c) lies in rows c0..m, columns c0..c0+w of `a`; the
-            // slab area holds slab·w ≥ rows·w elements (launch contract).
-            unsafe {
-                let x = device::ld(a as *const T, r0 + i + (c0 + c) * lda);
-                device::st(slab_at(sl, ld, i, c), 0, x);
-            }
-            e += nt;
-        }
+        // SAFETY: rows r0..r1 of columns c0..c0+w are in `a`; the slab area holds
+        // slab·w ≥ rows·w elements (launch contract).
+        unsafe { slab_copy(a, lda, r0, c0, rows, w, sl, ld, true) };
         // SAFETY: block-uniform barrier: the slab is loaded.
         unsafe { device::sync_threads() };
     }
 
-    // column groups of the update: cg threads share a row when the slab is short
-    let cg = if rows == 0 {
-        1
-    } else {
-        (nt / rows.next_power_of_two()).clamp(1, 8)
-    };
-    let tr = nt / cg;
+    let (cg, tr) = column_groups(rows, nt);
     let (g, r) = (tid / tr, tid % tr);
-    // candidate of the first column step
-    let (mut cv, mut ci) = (T::ZERO.sub(T::ONE), u32::MAX);
-    let mut li = tid;
-    while li < rows {
-        // SAFETY: li < rows, column 0 of the slab.
-        let v = unsafe { device::ld(slab_at(sl, ld, li, 0) as *const T, 0) }.abs();
-        if v > cv {
-            cv = v;
-            ci = (r0 + li) as u32;
-        }
-        li += nt;
-    }
+    // SAFETY: column 0 of the slab, read only.
+    let (mut cv, mut ci) = unsafe { slab_candidate(sl, ld, r0, rows, tid, nt, 0, 0) };
     let mut jj = 0;
     while jj < w && c0 + jj < m {
         let j = c0 + jj;
@@ -705,22 +853,9 @@ pub unsafe fn panel_coop<T: Float>(
             unsafe { device::st(diag, j, piv) };
         }
         if p != j {
-            let mut c = tid;
-            while c < w {
-                // SAFETY: rows j and p are written only by their owning block, one
-                // thread per column; staged rows read from shared memory.
-                unsafe {
-                    if j >= r0 && j < r1 {
-                        let u = device::ld(urow as *const T, c);
-                        device::st(slab_at(sl, ld, j - r0, c), 0, u);
-                    }
-                    if p >= r0 && p < r1 {
-                        let r = device::ld(rowj as *const T, c);
-                        device::st(slab_at(sl, ld, p - r0, c), 0, r);
-                    }
-                }
-                c += nt;
-            }
+            // SAFETY: rows j and p are written only by their owning block; staged rows
+            // in shared memory.
+            unsafe { slab_swap(sl, ld, r0, r1, j, p, w, urow, rowj) };
             // SAFETY: block-uniform barrier (p and j are uniform): the swap is visible.
             unsafe { device::sync_threads() };
         }
@@ -729,17 +864,8 @@ pub unsafe fn panel_coop<T: Float>(
         let next = jj + 1 < w && j + 1 < m;
         if piv != T::ZERO {
             if g == 0 {
-                let mut li = r;
-                while li < rows {
-                    if r0 + li > j {
-                        // SAFETY: (li, jj) of this block's slab, one writer (g = 0, r).
-                        unsafe {
-                            let at = slab_at(sl, ld, li, jj);
-                            device::st(at, 0, device::ld(at as *const T, 0).div(piv));
-                        }
-                    }
-                    li += tr;
-                }
+                // SAFETY: column jj of this thread's rows (group 0) of this block's slab.
+                unsafe { slab_scale(sl, ld, r0, rows, r, tr, j, jj, piv) };
             }
             // SAFETY: block-uniform barrier (piv is uniform): the multipliers are visible.
             unsafe { device::sync_threads() };
@@ -755,23 +881,13 @@ pub unsafe fn panel_coop<T: Float>(
                 }
             }
         }
-        cv = T::ZERO.sub(T::ONE);
-        ci = u32::MAX;
-        if next && g == 0 {
-            let mut li = r;
-            while li < rows {
-                if r0 + li > j {
-                    // SAFETY: (li, jj + 1) was last written by this very thread (group 0
-                    // owns column jj + 1) or not at all in this step.
-                    let v = unsafe { device::ld(slab_at(sl, ld, li, jj + 1) as *const T, 0) }.abs();
-                    if v > cv {
-                        cv = v;
-                        ci = (r0 + li) as u32;
-                    }
-                }
-                li += tr;
-            }
-        }
+        (cv, ci) = if next && g == 0 {
+            // SAFETY: (li, jj + 1) was last written by this very thread (group 0 owns
+            // column jj + 1) or not at all in this step.
+            unsafe { slab_candidate(sl, ld, r0, rows, r, tr, jj + 1, j + 1) }
+        } else {
+            (T::ZERO.sub(T::ONE), u32::MAX)
+        };
         // SAFETY: block-uniform barrier: the updated slab is visible before the next
         // step publishes from it (and before the final store).
         unsafe { device::sync_threads() };
@@ -779,16 +895,8 @@ pub unsafe fn panel_coop<T: Float>(
     }
 
     if in_smem != 0 {
-        let mut e = tid;
-        while e < rows * w {
-            let (i, c) = (e % rows, e / rows);
-            // SAFETY: as for the load above.
-            unsafe {
-                let x = device::ld(slab_at(sl, ld, i, c) as *const T, 0);
-                device::st(a, r0 + i + (c0 + c) * lda, x);
-            }
-            e += nt;
-        }
+        // SAFETY: as for the load above.
+        unsafe { slab_copy(a, lda, r0, c0, rows, w, sl, ld, false) };
     }
 }
 

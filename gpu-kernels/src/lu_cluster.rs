@@ -5,7 +5,10 @@
 //! barrier on a global counter, fences and L2 round trips (`lu::panel_coop`).
 
 use crate::device::{self, Float, WARP};
-use crate::lu::{coop_row_update, slab_at, warp_argmax};
+use crate::lu::{
+    block_argmax_to_warp0, column_groups, coop_row_update, slab_at, slab_candidate, slab_copy,
+    slab_scale, slab_swap, warp_argmax,
+};
 
 /// Most blocks a cluster of `lu_cluster_panel` may have (candidate slots a buffer).
 pub const CLUSTER_MAX_BLOCKS: usize = 16;
@@ -80,7 +83,6 @@ pub unsafe fn panel_cluster<T: Float>(
     let nt = device::block_threads();
     let lane = tid % WARP;
     let warp = tid / WARP;
-    let nwarps = nt.div_ceil(WARP);
     let b = device::block_x();
     let nb = device::grid_blocks();
     let elem = core::mem::size_of::<T>();
@@ -108,91 +110,47 @@ pub unsafe fn panel_cluster<T: Float>(
             device::fence_mbarrier_init();
         }
     }
-    let mut e = tid;
-    while e < rows * w {
-        let (i, c) = (e % rows, e / rows);
-        // SAFETY: (r0 + i, c0 + c) lies in rows c0..m, columns c0..c0+w of `a`; the slab
-        // area holds slab·w ≥ rows·w elements (launch contract).
-        unsafe {
-            let x = device::ld(a as *const T, r0 + i + (c0 + c) * lda);
-            device::st(slab_at(sl, ld, i, c), 0, x);
-        }
-        e += nt;
-    }
+    // SAFETY: rows r0..r1 of columns c0..c0+w are in `a`; the slab area holds
+    // slab·w ≥ rows·w elements (launch contract).
+    unsafe { slab_copy(a, lda, r0, c0, rows, w, sl, ld, true) };
     // SAFETY: every thread of every block once: the mbarriers of every block are
     // initialised (and the slab loaded) before any block pushes.
     unsafe { device::cluster_sync() };
 
-    // column groups of the update: cg threads share a row when the slab is short
-    let cg = if rows == 0 {
-        1
-    } else {
-        (nt / rows.next_power_of_two()).clamp(1, 8)
-    };
-    let tr = nt / cg;
+    let (cg, tr) = column_groups(rows, nt);
     let (g, r) = (tid / tr, tid % tr);
-    // candidate of the first column step
-    let (mut cv, mut ci) = (T::ZERO.sub(T::ONE), u32::MAX);
-    let mut li = tid;
-    while li < rows {
-        // SAFETY: li < rows, column 0 of the slab.
-        let v = unsafe { device::ld(slab_at(sl, ld, li, 0) as *const T, 0) }.abs();
-        if v > cv {
-            cv = v;
-            ci = (r0 + li) as u32;
-        }
-        li += nt;
-    }
+    // SAFETY: column 0 of the slab, read only.
+    let (mut cv, mut ci) = unsafe { slab_candidate(sl, ld, r0, rows, tid, nt, 0, 0) };
     // publishes the block's candidate (cv, ci) for column step `jj`: warp partials, a
     // block barrier, then warp 0 reduces them and pushes the record to every block
     let publish = |jj: usize, cv: T, ci: u32| {
         let buf = jj & 1;
         let bar_c = mbar_c.wrapping_add(buf);
-        // SAFETY: block-uniform call, full warps (block a multiple of 32).
-        let (wv, wi) = unsafe { warp_argmax(cv, ci) };
-        if lane == 0 {
-            // SAFETY: one writer per slot < 32; warp 0 read the previous publication's
-            // slots before the block barriers of the step in between.
+        // SAFETY: block-uniform call, full warps (block a multiple of 32); warp 0 read
+        // the previous publication's slots before the block barriers of the step in
+        // between.
+        let (rv, ri) = unsafe { block_argmax_to_warp0(cv, ci, sval, sidx) };
+        if warp == 0 && lane == 0 {
+            // SAFETY: record slot b of buffer `buf` (16-byte aligned) and the
+            // candidate mbarrier of every block d < nb of the cluster; each block
+            // waits for these bytes. A block's slot b of buffer `buf` is next
+            // written two steps later, after it has read this step's records
+            // (it pushes step jj + 1's candidate only after them).
             unsafe {
-                device::st(sval, warp, wv);
-                device::st(sidx, warp, wi);
-            }
-        }
-        // SAFETY: block-uniform barrier: the partials are visible.
-        unsafe { device::sync_threads() };
-        if warp == 0 {
-            let (mut bv, mut bi) = (T::ZERO.sub(T::ONE), u32::MAX);
-            if lane < nwarps {
-                // SAFETY: slots < nwarps written before the barrier.
-                unsafe {
-                    bv = device::ld(sval as *const T, lane);
-                    bi = device::ld(sidx as *const u32, lane);
+                let rec =
+                    device::shared_addr(cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + b) * 2));
+                let bar = device::shared_addr(bar_c);
+                let mut d = 0;
+                while d < nb {
+                    device::st_async_v2_b64(
+                        device::cluster_map_addr(rec, d),
+                        bits_of(rv),
+                        u64::from(ri),
+                        device::cluster_map_addr(bar, d),
+                    );
+                    d += 1;
                 }
-            }
-            // SAFETY: warp 0 complete and convergent.
-            let (rv, ri) = unsafe { warp_argmax(bv, bi) };
-            if lane == 0 {
-                // SAFETY: record slot b of buffer `buf` (16-byte aligned) and the
-                // candidate mbarrier of every block d < nb of the cluster; each block
-                // waits for these bytes. A block's slot b of buffer `buf` is next
-                // written two steps later, after it has read this step's records
-                // (it pushes step jj + 1's candidate only after them).
-                unsafe {
-                    let rec =
-                        device::shared_addr(cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + b) * 2));
-                    let bar = device::shared_addr(bar_c);
-                    let mut d = 0;
-                    while d < nb {
-                        device::st_async_v2_b64(
-                            device::cluster_map_addr(rec, d),
-                            bits_of(rv),
-                            u64::from(ri),
-                            device::cluster_map_addr(bar, d),
-                        );
-                        d += 1;
-                    }
-                    device::mbarrier_arrive_expect_tx(bar_c, (16 * nb) as u32);
-                }
+                device::mbarrier_arrive_expect_tx(bar_c, (16 * nb) as u32);
             }
         }
     };
@@ -298,39 +256,17 @@ pub unsafe fn panel_cluster<T: Float>(
             // SAFETY: block-uniform barrier (p, j uniform): every thread's pushes have
             // read rows j and p before the swap overwrites them.
             unsafe { device::sync_threads() };
-            let mut c = tid;
-            while c < w {
-                // SAFETY: rows j and p of this block's slab, one thread per column;
-                // the landed rows read from shared memory.
-                unsafe {
-                    if j >= r0 && j < r1 {
-                        let u = device::ld(urow as *const T, c);
-                        device::st(slab_at(sl, ld, j - r0, c), 0, u);
-                    }
-                    if p >= r0 && p < r1 {
-                        let x = device::ld(rowj as *const T, c);
-                        device::st(slab_at(sl, ld, p - r0, c), 0, x);
-                    }
-                }
-                c += nt;
-            }
+            // SAFETY: rows j and p of this block's slab; the landed rows in shared
+            // memory.
+            unsafe { slab_swap(sl, ld, r0, r1, j, p, w, urow, rowj) };
             // SAFETY: block-uniform barrier: the swap is visible.
             unsafe { device::sync_threads() };
         }
         let next = jj + 1 < w && j + 1 < m;
         if piv != T::ZERO && g == 0 {
-            let mut li = r;
-            while li < rows {
-                if r0 + li > j {
-                    // SAFETY: (li, jj) of this block's slab, one writer (g = 0, r);
-                    // rows > j are not read by this step's pushes.
-                    unsafe {
-                        let x = slab_at(sl, ld, li, jj);
-                        device::st(x, 0, device::ld(x as *const T, 0).div(piv));
-                    }
-                }
-                li += tr;
-            }
+            // SAFETY: column jj of this thread's rows (group 0); rows > j are not read by
+            // this step's pushes.
+            unsafe { slab_scale(sl, ld, r0, rows, r, tr, j, jj, piv) };
         }
         // SAFETY: block-uniform barrier: the multipliers are visible, and the previous
         // step's deferred update is complete before this step's update begins.
@@ -386,14 +322,6 @@ pub unsafe fn panel_cluster<T: Float>(
     // block waited for all of its bytes) before any block exits; it also orders the
     // last step's updates within the block before the store below.
     unsafe { device::cluster_sync() };
-    let mut e = tid;
-    while e < rows * w {
-        let (i, c) = (e % rows, e / rows);
-        // SAFETY: as for the load above.
-        unsafe {
-            let x = device::ld(slab_at(sl, ld, i, c) as *const T, 0);
-            device::st(a, r0 + i + (c0 + c) * lda, x);
-        }
-        e += nt;
-    }
+    // SAFETY: as for the load above.
+    unsafe { slab_copy(a, lda, r0, c0, rows, w, sl, ld, false) };
 }

@@ -168,7 +168,8 @@ kernel_table! {
     convert_to_half,
 }
 
-fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Result<CudaFunction> {
+/// Resolves `<base>_<dtype>` in `module` ([`Error::MissingKernel`] when absent).
+pub(crate) fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Result<CudaFunction> {
     let name = format!("{base}_{dtype}");
     module.load_function(&name).map_err(|e| {
         if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND {

@@ -128,6 +128,29 @@ fn cluster_attr(size: usize) -> CUlaunchAttribute {
     }
 }
 
+/// The launch of `lu_cluster_panel` as one cluster of `size` blocks of
+/// [`LU_CLUSTER_BLOCK`] threads with `smem` bytes of dynamic shared memory on `stream`;
+/// `attr` (from [`cluster_attr`]) must outlive the returned config's use.
+fn cluster_config(
+    size: usize,
+    smem: usize,
+    stream: cudarc::driver::sys::CUstream,
+    attr: &mut CUlaunchAttribute,
+) -> CUlaunchConfig {
+    CUlaunchConfig {
+        gridDimX: u32::try_from(size).expect("grid fits u32"),
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: LU_CLUSTER_BLOCK,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: u32::try_from(smem).expect("shared memory fits u32"),
+        hStream: stream,
+        attrs: attr,
+        numAttrs: 1,
+    }
+}
+
 fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     move |e| Error::Driver(format!("launching {name}: {e}"))
 }
@@ -560,18 +583,7 @@ impl Gpu {
     /// (`cuOccupancyMaxActiveClusters`); an error of that query counts as no.
     fn lu_cluster_fits(&self, f: CUfunction, size: usize, smem: usize) -> Result<bool> {
         let mut attr = cluster_attr(size);
-        let cfg = CUlaunchConfig {
-            gridDimX: size as u32,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: LU_CLUSTER_BLOCK,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: u32::try_from(smem).expect("shared memory fits u32"),
-            hStream: self.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let cfg = cluster_config(size, smem, self.stream.cu_stream(), &mut attr);
         let mut clusters: core::ffi::c_int = 0;
         // SAFETY: `f` is a live function of a module this Gpu owns; `cfg` and `attr`
         // are valid for the call and only read; `clusters` is written.
@@ -632,18 +644,7 @@ impl Gpu {
             (&slab as *const usize).cast_mut().cast(),
         ];
         let mut attr = cluster_attr(blocks);
-        let cfg = CUlaunchConfig {
-            gridDimX: blocks as u32,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: LU_CLUSTER_BLOCK,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: u32::try_from(smem).expect("shared memory fits u32"),
-            hStream: stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let cfg = cluster_config(blocks, smem, stream.cu_stream(), &mut attr);
         self.count_launch();
         // SAFETY: matches lu_cluster_panel_{f32,f64}(a: *mut T, lda, m, c0, w, ipiv: *mut
         // u32, diag: *mut T, slab) (device pointers are 64-bit; each args entry points at
