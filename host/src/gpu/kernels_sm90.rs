@@ -58,7 +58,8 @@ impl Sm90Kernels {
     /// later (`None` otherwise) and resolves every kernel of [`SM90_KERNELS`].
     ///
     /// # Errors
-    /// [`Error::MissingKernel`]; [`Error::Driver`] if the module does not load.
+    /// [`crate::Error::MissingKernel`]; [`crate::Error::Driver`] if the module does not
+    /// load.
     pub fn load(ctx: &Arc<CudaContext>, major: i32) -> Result<Option<Self>> {
         if major < SM90_MAJOR {
             return Ok(None);
