@@ -94,6 +94,7 @@ fn random<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>) {
         (257, 257, Some(100), Some(7)),
         (1000, 1000, None, None),
         (2049, 2049, Some(256), Some(32)),
+        (1500, 1100, Some(256), Some(64)),
         (300, 170, Some(64), Some(16)),
         (170, 300, Some(64), Some(16)),
     ];
@@ -227,7 +228,8 @@ fn gpu_coop_panel_shapes() {
 /// the same pivots and bit-identical factors, with the cluster on and off, over shapes
 /// where every panel fits one cluster's shared memory, where the first panels do not
 /// (256-column panels of 2000 rows in f64 and of 4000 rows in f32 and f64 need more
-/// than 16 blocks' shared memory, so the cooperative launch takes them) and
+/// than 16 blocks' shared memory; with leaf splitting off the cooperative launch takes
+/// them) and
 /// rectangular ones, in both precisions. On devices without clusters
 /// both runs take the cooperative panel and the test still checks them against the
 /// CPU.
@@ -265,6 +267,7 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
         let mut p = params(Some(nb), None);
         p.coop_rows = Some(rows);
         p.cluster_panel = Some(true);
+        p.cluster_leaf_min = Some(usize::MAX);
         let mut rng = common::rng(1200 + idx as u64);
         let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
         same(&g, &a, p, &format!("f64 {m}x{n} nb {nb}"));
@@ -272,6 +275,39 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
         let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
         same(&g, &a, p, &format!("f32 {m}x{n} nb {nb}"));
         check(&g, &a, p, 1270 + idx as u64);
+    }
+}
+
+/// Panels too tall for one cluster split in halves (laswp, TRSM and GEMM between
+/// them, on the look-ahead stream where it runs) until the pieces fit: 256-column
+/// panels of 2000 and 4000 rows, 64-column panels of 7300 rows in f64 (448 rows a
+/// block fit at width 64, 900 at 32), leaves down to 8 or 32 columns, with and
+/// without look-ahead, checked against the CPU (same pivots in f64) and the
+/// tolerances. Without clusters the leaves stay whole and the checks still hold.
+#[test]
+fn gpu_tall_panels_split_for_the_cluster() {
+    let Some(g) = gpu() else { return };
+    // (m, n, nb, leaf_min)
+    let cases: &[(usize, usize, usize, Option<usize>)] = &[
+        (2000, 256, 256, None),
+        (4000, 300, 256, Some(8)),
+        (7300, 200, 64, None),
+        (7300, 130, 64, Some(32)),
+        (3001, 3001, 256, None),
+    ];
+    for (idx, &(m, n, nb, leaf_min)) in cases.iter().enumerate() {
+        for lookahead in [true, false] {
+            let mut p = params(Some(nb), None);
+            p.cluster_leaf_min = leaf_min;
+            p.lookahead = Some(lookahead);
+            let mut rng = common::rng(1400 + idx as u64);
+            let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+            check(&g, &a, p, 1450 + idx as u64);
+            if m <= 4000 {
+                let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
+                check(&g, &a, p, 1470 + idx as u64);
+            }
+        }
     }
 }
 

@@ -25,7 +25,7 @@ cuqr bench lu: blocked LU with partial pivoting (cuqr) vs cuSOLVER getrf + getrs
 Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
                      [--reps R] [--nb NB] [--base B] [--fused-rows F]
                      [--coop on|off] [--coop-rows R] [--coop-smem on|off]
-                     [--lookahead on|off] [--cluster on|off]
+                     [--lookahead on|off] [--cluster on|off] [--leaf-min W]
 
   --quick        sizes 1024,2048,4096 (default: 1024,2048,4096,6144,8192,16384,32768)
   --precision    f64, f32 or both (default both)
@@ -47,6 +47,9 @@ Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
   --cluster      panels that fit in one thread-block cluster's shared memory
                  on that cluster (on, the default; sm_90 and later) or always
                  on the whole-GPU cooperative launch (off)
+  --leaf-min     with the cluster panel: panels too tall for one cluster split
+                 in halves down to this width to fit one (default
+                 cuqr::lu::DEFAULT_CLUSTER_LEAF_MIN; the block size or more: never)
 
 Prints one markdown table row per (precision, n): median milliseconds of cuqr and
 cuSOLVER, the ratio cuSOLVER/cuqr (> 1 means cuqr is faster), GFLOP/s of cuqr
@@ -243,6 +246,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
             "coop-smem",
             "lookahead",
             "cluster",
+            "leaf-min",
         ],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
@@ -288,6 +292,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     params.coop_rows = o.usize("coop-rows")?;
     params.lookahead = on_off("lookahead")?;
     params.cluster_panel = on_off("cluster")?;
+    params.cluster_leaf_min = o.usize("leaf-min")?;
     if params.coop_rows == Some(0) {
         return Err("--coop-rows must be at least 1".into());
     }

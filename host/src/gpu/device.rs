@@ -21,11 +21,15 @@ use crate::error::{Error, Result};
 /// All work queued by cuqr goes on [`Gpu::stream`] unless a caller explicitly
 /// uses [`Gpu::stream2`] / [`Gpu::stream3`] (reserved for concurrency, e.g.
 /// the seeds' separate-streams row removal, spec §2.5). cuBLAS and cuSOLVER
-/// are bound to [`Gpu::stream`].
+/// are bound to [`Gpu::stream`]; a second cuBLAS handle to the high-priority
+/// `stream_urgent` (the LU look-ahead).
 pub struct Gpu {
     // Field order is drop order: library handles and the module before the
     // streams, the context last.
     pub(crate) blas: CudaBlas,
+    /// A second cuBLAS handle, bound to [`Gpu::stream_urgent`] (the LU look-ahead's
+    /// recursive panel runs its TRSM and GEMM there, issue 6).
+    pub(crate) blas_urgent: CudaBlas,
     pub(crate) solver: DnHandle,
     pub(crate) kernels: Kernels,
     /// The sm_90 module's kernels, on devices of compute capability 9.0 or later
@@ -53,6 +57,11 @@ pub struct Gpu {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) stream2: Arc<CudaStream>,
     pub(crate) stream3: Arc<CudaStream>,
+    /// A stream of the device's highest priority, for the critical path of a
+    /// look-ahead (the LU's next panel, issue 6): as SMs free up, the block scheduler
+    /// starts its blocks before the pending blocks of the other streams' kernels (a
+    /// large Schur GEMM), so the panel runs beside the GEMM instead of after it.
+    pub(crate) stream_urgent: Arc<CudaStream>,
     pub(crate) ctx: Arc<CudaContext>,
     /// Kernel launches, cuBLAS/cuSOLVER calls and memcpys issued so far
     /// (docs/design.md "Launch counting").
@@ -242,6 +251,13 @@ impl Gpu {
         let stream3 = ctx.new_stream().map_err(driver_err("creating stream 3"))?;
         let blas = CudaBlas::new(stream.clone())
             .map_err(|e| Error::Cublas(format!("creating the handle: {e}")))?;
+        let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .map_err(driver_err("querying stream priorities"))?;
+        let stream_urgent = ctx
+            .new_stream_with_priority(greatest)
+            .map_err(driver_err("creating the high-priority stream"))?;
+        let blas_urgent = CudaBlas::new(stream_urgent.clone())
+            .map_err(|e| Error::Cublas(format!("creating the second handle: {e}")))?;
         let solver = DnHandle::new(stream.clone())
             .map_err(|e| Error::Cusolver(format!("creating the dense handle: {e}")))?;
         let kernels = Kernels::load(&ctx)?;
@@ -252,6 +268,7 @@ impl Gpu {
         keep_pool_memory(&ctx)?;
         Ok(Self {
             blas,
+            blas_urgent,
             solver,
             kernels,
             sm90,
@@ -265,6 +282,7 @@ impl Gpu {
             stream,
             stream2,
             stream3,
+            stream_urgent,
             ctx,
             launches: AtomicU64::new(0),
             gemm_mode: core::sync::atomic::AtomicU8::new(0),

@@ -6,7 +6,7 @@
 //! the cooperative panel is off; the interchanges across the rest of the matrix by
 //! `lu_laswp_tile` (≤ 128 steps) or `lu_laswp`; cuBLAS TRSM for U₁₂ and GEMM for the
 //! Schur update, all in place in one [`DevMat`] on [`Gpu::stream`], with the next
-//! panel on [`Gpu::stream2`] and the interchanges left of each panel on
+//! panel on the high-priority look-ahead stream and the interchanges left of each panel on
 //! [`Gpu::stream3`] under look-ahead.
 //!
 //! The matrix, pivot and diagonal pointers are taken once per factorisation (one
@@ -70,6 +70,36 @@ fn cluster_header_bytes(w: usize, elem: usize) -> usize {
     1024 + 4 * w * elem
 }
 
+/// The launch shape of `lu_cluster_panel` for a panel of `rows` × `w`: (blocks, slab
+/// rows a block, dynamic shared memory bytes) when the rows fit in the shared memory of
+/// one cluster of at most `max_cluster` blocks, at least two (distributed shared memory
+/// wants a cluster of two or more: compute-sanitizer rejects a one-block cluster's
+/// `st.async`); None otherwise.
+fn cluster_shape(
+    cw: &CoopPtrs,
+    max_cluster: usize,
+    rows: usize,
+    w: usize,
+    elem: usize,
+) -> Option<(usize, usize, usize)> {
+    let header = cluster_header_bytes(w, elem);
+    if cw.smem_optin <= header + w * elem || rows < 2 || max_cluster < 2 {
+        return None;
+    }
+    let slab_cap = (cw.smem_optin - header) / (w * elem);
+    let need = rows.div_ceil(slab_cap);
+    if need > max_cluster {
+        return None;
+    }
+    let blocks = rows
+        .div_ceil(cw.rows_per_block)
+        .clamp(need.max(2), max_cluster);
+    let slab = rows.div_ceil(blocks);
+    let blocks = rows.div_ceil(slab);
+    debug_assert!(blocks >= 2);
+    Some((blocks, slab, header + slab * w * elem))
+}
+
 /// How [`Gpu::lu_factor_in_place`] factors its panels (issue 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LuPanelOpts {
@@ -90,6 +120,10 @@ pub(crate) struct LuPanelOpts {
     /// Panels whose rows fit in one thread-block cluster's shared memory run as
     /// `lu_cluster_panel` (sm_90 devices only).
     pub cluster: bool,
+    /// With clusters: a leaf too tall for one cluster splits in halves (laswp, TRSM
+    /// and GEMM between them) while the halves are at least this wide, so that its
+    /// pieces fit a cluster; narrower leaves take the cooperative launch.
+    pub cluster_leaf_min: usize,
 }
 
 /// Scratch and settings of the cooperative panel for one factorisation: the
@@ -111,6 +145,8 @@ struct CoopPtrs {
     /// Largest cluster `lu_cluster_panel` launches with (None: the cooperative panel
     /// only).
     max_cluster: Option<usize>,
+    /// [`LuPanelOpts::cluster_leaf_min`].
+    cluster_leaf_min: usize,
 }
 
 /// The launch attribute of a one-dimensional cluster of `size` blocks.
@@ -148,6 +184,33 @@ fn cluster_config(
         hStream: stream,
         attrs: attr,
         numAttrs: 1,
+    }
+}
+
+/// Where one part of the LU runs: a stream and the cuBLAS handle bound to it (the
+/// main stream with [`Gpu::blas`], or the high-priority `stream_urgent` with its own
+/// handle for the look-ahead's recursive panel).
+#[derive(Clone, Copy)]
+struct Lane<'a> {
+    stream: &'a cudarc::driver::CudaStream,
+    blas: cublas::cublasHandle_t,
+}
+
+impl Gpu {
+    /// The main stream and its cuBLAS handle.
+    fn main_lane(&self) -> Lane<'_> {
+        Lane {
+            stream: &self.stream,
+            blas: *self.blas.handle(),
+        }
+    }
+
+    /// The high-priority `stream_urgent` and the cuBLAS handle bound to it.
+    fn lookahead_lane(&self) -> Lane<'_> {
+        Lane {
+            stream: &self.stream_urgent,
+            blas: *self.blas_urgent.handle(),
+        }
     }
 }
 
@@ -280,6 +343,7 @@ impl Gpu {
                     rows_per_block: opts.coop_rows.max(1),
                     smem: opts.coop_smem,
                     max_cluster: cb.max_cluster,
+                    cluster_leaf_min: opts.cluster_leaf_min,
                 })
             }
             None => None,
@@ -295,25 +359,23 @@ impl Gpu {
             coop,
         };
         let mut clock = profile.as_ref().map(|_| PhaseClock::<4>::new());
-        // look-ahead: only when every panel is one cooperative launch (no cuBLAS call
-        // inside the panel, as the cuBLAS handle is bound to the main stream) and not
-        // while profiling (the phases would overlap)
-        if opts.lookahead && p.coop.is_some() && base >= nb && clock.is_none() {
-            self.lu_lookahead_loop::<T>(&p, nb)?;
+        let main = self.main_lane();
+        // look-ahead: with the cooperative (or cluster) panel leaves, and not while
+        // profiling (the phases would overlap); a recursive panel's TRSM and GEMM run
+        // on the look-ahead stream with the handle bound to it
+        let lookahead = opts.lookahead && p.coop.is_some() && clock.is_none();
+        if lookahead {
+            self.lu_lookahead_loop::<T>(&p, nb, base)?;
         }
-        let mut k = if opts.lookahead && p.coop.is_some() && base >= nb && clock.is_none() {
-            kmin
-        } else {
-            0
-        };
+        let mut k = if lookahead { kmin } else { 0 };
         while k < kmin {
             let w = nb.min(kmin - k);
             for phase in 0..4 {
                 PhaseClock::time(clock.as_mut(), self, phase, || match phase {
-                    0 => self.lu_panel::<T>(&p, k, w, base),
+                    0 => self.lu_panel::<T>(&p, k, w, base, main),
                     1 => self.lu_laswp_raw::<T>(&p, 0..n, k..k + w, k..k + w),
-                    2 => self.lu_trsm_in::<T>(&p, k, w, k + w..n),
-                    _ => self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n),
+                    2 => self.lu_trsm_in::<T>(&p, k, w, k + w..n, main),
+                    _ => self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n, main),
                 })?;
             }
             k += w;
@@ -336,7 +398,9 @@ impl Gpu {
 
     /// The blocked loop with look-ahead (issue 6 "look-ahead"): panel k's interchanges,
     /// U₁₂ TRSM and Schur GEMM first update panel k+1's columns, then panel k+1 is
-    /// factored by the cooperative kernel on [`Gpu::stream2`] while the main stream runs
+    /// factored on the look-ahead lane (`stream_urgent`, of the device's highest
+    /// priority, and its own cuBLAS handle: the recursive panel down to `base`
+    /// columns, its leaves cooperative or cluster launches) while the main stream runs
     /// the interchanges, TRSM and GEMM of the columns after it; the main stream waits for
     /// the panel before the next step. The two streams touch disjoint columns in
     /// the overlap (panel k+1's rows k+w..m of its own columns vs the columns after it).
@@ -346,25 +410,29 @@ impl Gpu {
     /// main stream that follows panel k and every earlier launch reading those columns,
     /// so they overlap the panel chain and the GEMMs instead of delaying the next TRSM;
     /// the interchanges right of the panel stay on the main stream. The main stream
-    /// waits for stream 3 before this returns, on success and on error alike.
-    fn lu_lookahead_loop<T: GpuScalar>(&self, p: &LuPtrs, nb: usize) -> Result<()> {
-        let res = self.lu_lookahead_steps::<T>(p, nb);
-        let join = self
-            .stream3
-            .record_event(None)
-            .and_then(|e| self.stream.wait(&e))
-            .map_err(driver_err("joining the left interchanges' stream"));
-        res.and(join)
+    /// waits for stream 3 and the look-ahead stream before this returns, on success
+    /// and on error alike (the scratch is freed on the main stream after it).
+    fn lu_lookahead_loop<T: GpuScalar>(&self, p: &LuPtrs, nb: usize, base: usize) -> Result<()> {
+        let res = self.lu_lookahead_steps::<T>(p, nb, base);
+        let join = |s: &cudarc::driver::CudaStream| {
+            s.record_event(None)
+                .and_then(|e| self.stream.wait(&e))
+                .map_err(driver_err("joining a look-ahead stream"))
+        };
+        let j3 = join(&self.stream3);
+        let ju = join(&self.stream_urgent);
+        res.and(j3).and(ju)
     }
 
-    fn lu_lookahead_steps<T: GpuScalar>(&self, p: &LuPtrs, nb: usize) -> Result<()> {
+    fn lu_lookahead_steps<T: GpuScalar>(&self, p: &LuPtrs, nb: usize, base: usize) -> Result<()> {
         let (m, n) = (p.m, p.n);
         let kmin = m.min(n);
+        let (main, ahead) = (self.main_lane(), self.lookahead_lane());
         let ev = |s: &cudarc::driver::CudaStream| {
             s.record_event(None)
                 .map_err(driver_err("recording a look-ahead event"))
         };
-        self.lu_panel_coop_on::<T>(p, 0, nb.min(kmin), &self.stream)?;
+        self.lu_panel::<T>(p, 0, nb.min(kmin), base, main)?;
         let mut k = 0;
         while k < kmin {
             let w = nb.min(kmin - k);
@@ -380,29 +448,30 @@ impl Gpu {
             }
             if k2 < kmin {
                 // Next panel's columns first: interchanges, U₁₂ block and Schur update,
-                // then the panel on stream 2; the rest of the interchanges, TRSM and
+                // then the panel on the look-ahead stream; the rest of the interchanges, TRSM and
                 // GEMM run on the main stream while it factors.
                 let w2 = nb.min(kmin - k2);
                 let k3 = k2 + w2;
                 self.lu_laswp_raw::<T>(p, k2..k3, 0..0, k..k2)?;
-                self.lu_trsm_in::<T>(p, k, w, k2..k3)?;
-                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..k3)?;
+                self.lu_trsm_in::<T>(p, k, w, k2..k3, main)?;
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..k3, main)?;
                 let ready = ev(&self.stream)?;
-                self.stream2
+                ahead
+                    .stream
                     .wait(&ready)
                     .map_err(driver_err("look-ahead stream wait"))?;
-                self.lu_panel_coop_on::<T>(p, k2, w2, &self.stream2)?;
-                let done = ev(&self.stream2)?;
+                self.lu_panel::<T>(p, k2, w2, base, ahead)?;
+                let done = ev(ahead.stream)?;
                 self.lu_laswp_raw::<T>(p, k3..n, 0..0, k..k2)?;
-                self.lu_trsm_in::<T>(p, k, w, k3..n)?;
-                self.lu_gemm_in::<T>(p, k2..m, k..k2, k3..n)?;
+                self.lu_trsm_in::<T>(p, k, w, k3..n, main)?;
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k3..n, main)?;
                 self.stream
                     .wait(&done)
                     .map_err(driver_err("look-ahead stream wait"))?;
             } else {
                 self.lu_laswp_raw::<T>(p, k2..n, 0..0, k..k2)?;
-                self.lu_trsm_in::<T>(p, k, w, k2..n)?;
-                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..n)?;
+                self.lu_trsm_in::<T>(p, k, w, k2..n, main)?;
+                self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..n, main)?;
             }
             k = k2;
         }
@@ -458,12 +527,7 @@ impl Gpu {
         })
     }
 
-    /// `lu_panel_coop`: the panel c0..c0+w (rows c0..m) in one cooperative launch.
-    fn lu_panel_coop_raw<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize) -> Result<()> {
-        self.lu_panel_coop_on::<T>(p, c0, w, &self.stream)
-    }
-
-    /// `lu_panel_coop` on `stream` (the main stream, or [`Gpu::stream2`] for the
+    /// `lu_panel_coop` on `stream` (the main stream, or the look-ahead stream for the
     /// look-ahead, ordered against the main stream by events).
     fn lu_panel_coop_on<T: GpuScalar>(
         &self,
@@ -539,7 +603,7 @@ impl Gpu {
         // of blocks ≤ SMs with an occupancy of ≥ 1 block per SM at this shared memory
         // (checked above; the limit was raised to the opt-in maximum), block 256,
         // (72 + 2w + in_smem·slab·w)·size_of::<T>() bytes as the entry requires; on
-        // self.stream, or on stream2 ordered by events after the work on self.stream
+        // self.stream, or on the look-ahead stream ordered by events after the work on self.stream
         // that wrote the panel and before any later work on self.stream that touches
         // it, the partials or the counter (lu_lookahead_loop); the guards are held by
         // lu_factor_in_place.
@@ -606,32 +670,11 @@ impl Gpu {
         let cw = p.coop.as_ref().expect("cooperative scratch present");
         let k = self.sm90.as_ref().expect("sm_90 kernels present");
         let f = T::sm90_set(k).lu_cluster_panel.cu_function();
-        let rows = p.m - c0;
-        let elem = core::mem::size_of::<T>();
-        let header = cluster_header_bytes(w, elem);
-        if cw.smem_optin <= header + w * elem {
+        let Some((blocks, slab, smem)) =
+            cluster_shape(cw, max_cluster, p.m - c0, w, core::mem::size_of::<T>())
+        else {
             return Ok(false);
-        }
-        let slab_cap = (cw.smem_optin - header) / (w * elem);
-        let need = rows.div_ceil(slab_cap);
-        if need > max_cluster {
-            return Ok(false);
-        }
-        // at least two blocks: distributed shared memory wants a cluster of two or more
-        // (compute-sanitizer rejects a one-block cluster's st.async)
-        if rows < 2 || max_cluster < 2 {
-            return Ok(false);
-        }
-        let blocks = rows
-            .div_ceil(cw.rows_per_block)
-            .clamp(need.max(2), max_cluster);
-        let slab = rows.div_ceil(blocks);
-        let blocks = rows.div_ceil(slab);
-        debug_assert!(blocks >= 2);
-        let smem = header + slab * w * elem;
-        if !self.lu_cluster_fits(f, blocks, smem)? {
-            return Ok(false);
-        }
+        };
         let (a, lda, m, ipiv, diag) = (p.a, p.lda, p.m, p.ipiv, p.diag);
         let mut args: [*mut core::ffi::c_void; 8] = [
             (&a as *const u64).cast_mut().cast(),
@@ -651,13 +694,14 @@ impl Gpu {
         // a live local of the entry's type). LuPtrs' invariant gives `a` m×n (ld lda ≥
         // m) and ipiv/diag of min(m, n) entries, and the caller's assert c0 + w ≤
         // min(m, n), so rows c0..m of the panel's columns and entries c0..c0+w are in
-        // bounds. The grid is one cluster (cluster dimension = grid = blocks, which
-        // cuOccupancyMaxActiveClusters just accepted with this shared memory; the limit
-        // was raised to the opt-in maximum ≥ smem by lu_cluster_max); blocks·slab ≥
+        // bounds. The grid is one cluster (cluster dimension = grid = blocks ≤
+        // max_cluster; lu_cluster_max had cuOccupancyMaxActiveClusters accept a cluster
+        // of max_cluster blocks at the opt-in maximum ≥ smem bytes, so this smaller
+        // cluster with less memory fits too; the limit was raised to that maximum); blocks·slab ≥
         // rows and every block's slab starts below m (blocks = ⌈rows/slab⌉); block
         // LU_CLUSTER_BLOCK ≤ 16 blocks (LU_CLUSTER_SIZES), cluster_header_bytes(w, elem)
         // + slab·w·elem bytes as the entry requires. Stream ordering as for lu_panel_coop (the caller's contract:
-        // self.stream, or stream2 ordered by events); the guards are held by
+        // self.stream, or the look-ahead stream ordered by events); the guards are held by
         // lu_factor_in_place.
         unsafe {
             cudarc::driver::sys::cuLaunchKernelEx(&cfg, f, args.as_mut_ptr(), core::ptr::null_mut())
@@ -667,22 +711,32 @@ impl Gpu {
         Ok(true)
     }
 
-    /// Recursive panel: rows c0..m of columns c0..c0+w.
-    fn lu_panel<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize, base: usize) -> Result<()> {
+    /// Recursive panel: rows c0..m of columns c0..c0+w, every launch on `lane` (leaves
+    /// of at most `base` columns; the halves joined by laswp, TRSM and GEMM on the
+    /// lane's stream and cuBLAS handle).
+    fn lu_panel<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        base: usize,
+        lane: Lane<'_>,
+    ) -> Result<()> {
         if w <= base && p.coop.is_some() {
-            return self.lu_panel_coop_raw::<T>(p, c0, w);
-        }
-        if w <= base && w <= LU_FUSED_MAX_W && p.m - c0 <= p.fused_rows {
-            return self.lu_panel_fused_raw::<T>(p, c0, w);
-        }
-        if w <= base {
+            if !self.lu_leaf_splits::<T>(p, c0, w) {
+                return self.lu_panel_coop_on::<T>(p, c0, w, lane.stream);
+            }
+        } else if w <= base && w <= LU_FUSED_MAX_W && p.m - c0 <= p.fused_rows {
+            return self.lu_panel_fused_raw::<T>(p, c0, w, lane.stream);
+        } else if w <= base {
             for j in c0..c0 + w {
-                self.lu_pivot_raw::<T>(p, j, c0, c0 + w)?;
-                self.lu_update_raw::<T>(p, j, c0 + w)?;
+                self.lu_pivot_raw::<T>(p, j, c0, c0 + w, lane.stream)?;
+                self.lu_update_raw::<T>(p, j, c0 + w, lane.stream)?;
             }
             return Ok(());
         }
-        // left half a multiple of base where possible, so the leaves stay full
+        // left half a multiple of base where possible, so the leaves stay full (a
+        // leaf split for the cluster halves)
         let w1 = if w / 2 >= base {
             (w / 2).div_ceil(base) * base
         } else {
@@ -690,12 +744,30 @@ impl Gpu {
         };
         let c1 = c0 + w1;
         let cend = c0 + w;
-        self.lu_panel::<T>(p, c0, w1, base)?;
-        self.lu_laswp_raw::<T>(p, c1..cend, 0..0, c0..c1)?;
-        self.lu_trsm_in::<T>(p, c0, w1, c1..cend)?;
-        self.lu_gemm_in::<T>(p, c1..p.m, c0..c1, c1..cend)?;
-        self.lu_panel::<T>(p, c1, w - w1, base)?;
-        self.lu_laswp_raw::<T>(p, c0..c1, 0..0, c1..cend)
+        self.lu_panel::<T>(p, c0, w1, base, lane)?;
+        self.lu_laswp_on::<T>(p, c1..cend, 0..0, c0..c1, lane.stream)?;
+        self.lu_trsm_in::<T>(p, c0, w1, c1..cend, lane)?;
+        self.lu_gemm_in::<T>(p, c1..p.m, c0..c1, c1..cend, lane)?;
+        self.lu_panel::<T>(p, c1, w - w1, base, lane)?;
+        self.lu_laswp_on::<T>(p, c0..c1, 0..0, c1..cend, lane.stream)
+    }
+
+    /// Whether the cooperative leaf c0..c0+w splits in halves for the cluster panel:
+    /// clusters are on, the leaf's rows do not fit one cluster at width w, its halves
+    /// are at least [`LuPanelOpts::cluster_leaf_min`] wide and some width down to that
+    /// minimum fits (else the whole-GPU cooperative launch takes the leaf as it is).
+    fn lu_leaf_splits<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize) -> bool {
+        let Some(cw) = p.coop.as_ref() else {
+            return false;
+        };
+        let Some(max_cluster) = cw.max_cluster else {
+            return false;
+        };
+        let (rows, elem) = (p.m - c0, core::mem::size_of::<T>());
+        let min_w = cw.cluster_leaf_min.max(1);
+        w / 2 >= min_w
+            && cluster_shape(cw, max_cluster, rows, w, elem).is_none()
+            && cluster_shape(cw, max_cluster, rows, min_w, elem).is_some()
     }
 
     /// `lu_pivot` for column step j of the base panel c0..cend.
@@ -705,13 +777,14 @@ impl Gpu {
         j: usize,
         c0: usize,
         cend: usize,
+        stream: &cudarc::driver::CudaStream,
     ) -> Result<()> {
         assert!(c0 <= j && j < cend && cend <= p.n && j < p.m);
         let f = &T::kernel_set(&self.kernels).lu_pivot;
         self.count_launch();
         let ipiv = p.ipiv;
         let diag = p.diag;
-        let mut b = self.stream.launch_builder(f);
+        let mut b = stream.launch_builder(f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&p.m)
@@ -729,19 +802,25 @@ impl Gpu {
         // u32, diag: *mut T) (device pointers are 64-bit); LuPtrs' invariant gives `a`
         // m×n with ld lda and ipiv/diag of min(m, n) > j elements, and the asserts give
         // c0 ≤ j < cend ≤ n, j < m; grid 1, block 1024 (a multiple of 32), 388 bytes of
-        // dynamic shared memory as the entry's # Safety requires; everything is ordered
-        // on self.stream.
+        // dynamic shared memory as the entry's # Safety requires; ordered on `stream`
+        // with the rest of the panel (the caller's lane).
         unsafe { b.launch(cfg) }.map_err(launch_err("lu_pivot"))?;
         Ok(())
     }
 
     /// `lu_panel_fused`: the base panel c0..c0+w in one single-block launch.
-    fn lu_panel_fused_raw<T: GpuScalar>(&self, p: &LuPtrs, c0: usize, w: usize) -> Result<()> {
+    fn lu_panel_fused_raw<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<()> {
         assert!((1..=LU_FUSED_MAX_W).contains(&w) && c0 + w <= p.n && c0 < p.m);
         let f = &T::kernel_set(&self.kernels).lu_panel_fused;
         self.count_launch();
         let (ipiv, diag) = (p.ipiv, p.diag);
-        let mut b = self.stream.launch_builder(f);
+        let mut b = stream.launch_builder(f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&p.m)
@@ -759,13 +838,20 @@ impl Gpu {
         // min(m, n) entries, and the assert gives 1 ≤ w ≤ 64, c0 + w ≤ n, c0 < m, so rows
         // c0..m of columns c0..c0+w and entries c0..c0+w (≤ min(m, n), as the panel
         // lies within the first min(m, n) columns) are in bounds; grid 1, block 1024,
-        // 900 bytes of dynamic shared memory as the entry requires; on self.stream.
+        // 900 bytes of dynamic shared memory as the entry requires; on `stream`, the
+        // caller's lane, in order with the rest of the panel.
         unsafe { b.launch(cfg) }.map_err(launch_err("lu_panel_fused"))?;
         Ok(())
     }
 
     /// `lu_update` for column step j (panel columns end before `cend`).
-    fn lu_update_raw<T: GpuScalar>(&self, p: &LuPtrs, j: usize, cend: usize) -> Result<()> {
+    fn lu_update_raw<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        j: usize,
+        cend: usize,
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<()> {
         assert!(j < cend && cend <= p.n && j < p.m);
         let rows = p.m - j - 1;
         if rows == 0 {
@@ -773,7 +859,7 @@ impl Gpu {
         }
         let f = &T::kernel_set(&self.kernels).lu_update;
         self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = stream.launch_builder(f);
         b.arg(&p.a).arg(&p.lda).arg(&p.m).arg(&j).arg(&cend);
         let cfg = LaunchConfig {
             grid_dim: (blocks(rows, LU_UPDATE_BLOCK), 1, 1),
@@ -783,7 +869,8 @@ impl Gpu {
         // SAFETY: matches lu_update_{f32,f64}(a: *mut T, lda, m, j, cend); `a` is m×n
         // with ld lda (LuPtrs' invariant) and j < cend ≤ n, j < m (asserted), so rows
         // j..m of columns j..cend are in bounds; grid ⌈(m−j−1)/256⌉ × 256 covers the rows
-        // j+1..m and the kernel returns for the rest; ordered on self.stream.
+        // j+1..m and the kernel returns for the rest; ordered on `stream` (the caller's
+        // lane) after the pivot step it follows.
         unsafe { b.launch(cfg) }.map_err(launch_err("lu_update"))?;
         Ok(())
     }
@@ -906,6 +993,7 @@ impl Gpu {
         c0: usize,
         w: usize,
         cols: core::ops::Range<usize>,
+        lane: Lane<'_>,
     ) -> Result<()> {
         const OP: &str = "lu trsm";
         if cols.is_empty() || w == 0 {
@@ -918,7 +1006,7 @@ impl Gpu {
             int(OP, "lda", p.lda)?,
         );
         let (l, bm) = (p.at::<T>(c0, c0), p.at::<T>(c0, cols.start));
-        let h = *self.blas.handle();
+        let h = lane.blas;
         let (side, uplo, tr, dg) = (
             cublas::cublasSideMode_t::CUBLAS_SIDE_LEFT,
             cublas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
@@ -930,7 +1018,8 @@ impl Gpu {
             // SAFETY: cublasStrsm_v2 contract: L is w×w at (c0, c0) with ld lda and B is
             // w×|cols| at (c0, cols.start), both inside the m×n matrix (asserted; LuPtrs'
             // invariant); B's columns start at or after c0+w, so B does not overlap the
-            // lower triangle of L that TRSM reads; the handle is bound to self.stream.
+            // lower triangle of L that TRSM reads; the lane's handle is bound to the
+        // lane's stream, on which the caller ordered this call.
             // T is f32 (sealed GpuScalar, DTYPE = F32).
             Dtype::F32 => unsafe {
                 let one = 1.0f32;
@@ -979,6 +1068,7 @@ impl Gpu {
         rows: core::ops::Range<usize>,
         inner: core::ops::Range<usize>,
         cols: core::ops::Range<usize>,
+        lane: Lane<'_>,
     ) -> Result<()> {
         const OP: &str = "lu gemm";
         if rows.is_empty() || cols.is_empty() || inner.is_empty() {
@@ -999,15 +1089,16 @@ impl Gpu {
         let a21 = p.at::<T>(rows.start, inner.start);
         let a12 = p.at::<T>(inner.start, cols.start);
         let a22 = p.at::<T>(rows.start, cols.start);
-        let h = *self.blas.handle();
+        let h = lane.blas;
         let nn = cublas::cublasOperation_t::CUBLAS_OP_N;
         self.count_launch();
         let st = match T::DTYPE {
             // SAFETY: cublasSgemm_v2 contract: A21 is |rows|×|inner|, A12 |inner|×|cols|,
             // A22 |rows|×|cols|, all with ld lda inside the m×n matrix (asserted; LuPtrs'
             // invariant). A22 (rows ≥ inner.end, cols ≥ inner.end) is disjoint from A21
-            // (columns < inner.end) and from A12 (rows < inner.end); handle bound to
-            // self.stream. T is f32 (DTYPE = F32).
+            // (columns < inner.end) and from A12 (rows < inner.end); the lane's handle
+            // is bound to the lane's stream, on which the caller ordered this call.
+            // T is f32 (DTYPE = F32).
             Dtype::F32 => unsafe {
                 let (al, be) = (-1.0f32, 1.0f32);
                 cublas::cublasSgemm_v2(

@@ -14,7 +14,7 @@ use super::{
     check_params, check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u,
 };
 use super::{gpu_default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS};
-use super::{DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
+use super::{DEFAULT_CLUSTER_LEAF_MIN, DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
 use crate::error::{Error, Result};
 use crate::gpu::kernels_lu::{LuPanelOpts, LuPhaseTimes};
 use crate::gpu::{alloc_err, driver_err, DevMat, Diag, Gpu, GpuScalar, Op, Side, Uplo};
@@ -40,6 +40,9 @@ fn panel_opts(op: &'static str, params: &LuParams) -> Result<LuPanelOpts> {
         coop_smem: params.coop_smem.unwrap_or(true),
         lookahead: params.lookahead.unwrap_or(DEFAULT_LOOKAHEAD),
         cluster: params.cluster_panel.unwrap_or(true),
+        cluster_leaf_min: params
+            .cluster_leaf_min
+            .unwrap_or(DEFAULT_CLUSTER_LEAF_MIN),
     })
 }
 

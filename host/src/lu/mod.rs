@@ -88,6 +88,14 @@ pub struct LuParams {
     /// pivots. Needs the cooperative panel; ignored on older devices. With it the
     /// GPU's default block size is [`gpu_default_block_size`].
     pub cluster_panel: Option<bool>,
+    /// GPU only, with the cluster panel: a panel (or recursive leaf) whose rows do
+    /// not fit one cluster's shared memory splits in halves, joined by laswp, TRSM and
+    /// GEMM as in the recursive panel, while the halves stay at least this many
+    /// columns wide, so that its pieces run on a cluster (which leaves the rest of the
+    /// GPU to the look-ahead's GEMM) instead of the whole-GPU cooperative launch;
+    /// `None` uses [`DEFAULT_CLUSTER_LEAF_MIN`]. Same algorithm and pivots. A value
+    /// of at least the block size never splits.
+    pub cluster_leaf_min: Option<usize>,
 }
 
 /// The default outer block size on the GPU (issue 6): where the cluster panel runs
@@ -114,6 +122,9 @@ pub fn default_block_size(m: usize, n: usize) -> usize {
         128
     }
 }
+
+/// Default [`LuParams::cluster_leaf_min`].
+pub const DEFAULT_CLUSTER_LEAF_MIN: usize = 16;
 
 /// The default recursive-panel base width (same sweep: 16 beat 32 and 64).
 pub const DEFAULT_PANEL_BASE: usize = 16;
