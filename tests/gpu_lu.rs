@@ -221,6 +221,12 @@ fn gpu_coop_panel_shapes() {
         let mut rng = common::rng(990 + idx as u64);
         let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
         check(&g, &a, p, 995 + idx as u64);
+        // U₁₂ by TRSM instead of the inverse of L₁₁, with and without look-ahead
+        for lookahead in [true, false] {
+            p.lookahead = Some(lookahead);
+            p.u12_by_inverse = Some(false);
+            check(&g, &a, p, 996 + idx as u64);
+        }
     }
 }
 
@@ -264,7 +270,9 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
         }
     }
     for (idx, &(m, n, nb, rows)) in cases.iter().enumerate() {
-        let mut p = params(Some(nb), None);
+        // one leaf a panel with the cluster on and off (the default base with the
+        // cluster is at most 64), no leaf splitting
+        let mut p = params(Some(nb), Some(nb));
         p.coop_rows = Some(rows);
         p.cluster_panel = Some(true);
         p.cluster_leaf_min = Some(usize::MAX);
@@ -281,7 +289,8 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
 /// Panels too tall for one cluster split in halves (laswp, TRSM and GEMM between
 /// them, on the look-ahead stream where it runs) until the pieces fit: 256-column
 /// panels of 2000 and 4000 rows, 64-column panels of 7300 rows in f64 (448 rows a
-/// block fit at width 64, 900 at 32), leaves down to 8 or 32 columns, with and
+/// block fit at width 64, 900 at 32), 512-column blocks (four interchange gathers a
+/// step), leaves down to 8 or 32 columns, with and
 /// without look-ahead, checked against the CPU (same pivots in f64) and the
 /// tolerances. Without clusters the leaves stay whole and the checks still hold.
 #[test]
@@ -294,6 +303,7 @@ fn gpu_tall_panels_split_for_the_cluster() {
         (7300, 200, 64, None),
         (7300, 130, 64, Some(32)),
         (3001, 3001, 256, None),
+        (1700, 1300, 512, None),
     ];
     for (idx, &(m, n, nb, leaf_min)) in cases.iter().enumerate() {
         for lookahead in [true, false] {

@@ -26,6 +26,7 @@ Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
                      [--reps R] [--nb NB] [--base B] [--fused-rows F]
                      [--coop on|off] [--coop-rows R] [--coop-smem on|off]
                      [--lookahead on|off] [--cluster on|off] [--leaf-min W]
+                     [--u12-inverse on|off]
 
   --quick        sizes 1024,2048,4096 (default: 1024,2048,4096,6144,8192,16384,32768)
   --precision    f64, f32 or both (default both)
@@ -50,6 +51,8 @@ Usage: cuqr bench lu [--quick] [--precision f64|f32|both] [--sizes N,N,...]
   --leaf-min     with the cluster panel: panels too tall for one cluster split
                  in halves down to this width to fit one (default
                  cuqr::lu::DEFAULT_CLUSTER_LEAF_MIN; the block size or more: never)
+  --u12-inverse  U12 of each block step by the inverse of L11 and one GEMM (on,
+                 the default) or by a TRSM across the matrix (off)
 
 Prints one markdown table row per (precision, n): median milliseconds of cuqr and
 cuSOLVER, the ratio cuSOLVER/cuqr (> 1 means cuqr is faster), GFLOP/s of cuqr
@@ -247,6 +250,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
             "lookahead",
             "cluster",
             "leaf-min",
+            "u12-inverse",
         ],
     )?;
     let precs: &[&str] = match o.get("precision").unwrap_or("both") {
@@ -293,6 +297,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     params.lookahead = on_off("lookahead")?;
     params.cluster_panel = on_off("cluster")?;
     params.cluster_leaf_min = o.usize("leaf-min")?;
+    params.u12_by_inverse = on_off("u12-inverse")?;
     if params.coop_rows == Some(0) {
         return Err("--coop-rows must be at least 1".into());
     }

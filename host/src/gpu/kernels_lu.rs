@@ -13,10 +13,14 @@
 //! cudarc guard each, held for the whole loop) and carried in a private `LuPtrs`,
 //! so the per-launch host cost is the launch alone; the cooperative panel's partials
 //! and barrier counter are allocated (the counter zeroed) once per factorisation.
-//! Launches per panel with the cooperative panel and look-ahead: 1 panel, 3 laswp
-//! (the next panel's columns, the columns after it, and left of the panel on stream
-//! 3), 2 TRSMs, 2 GEMMs (plus three event records). Column steps with base b: 2w kernels plus
-//! 4 per recursion node, plus 3 for the panel's laswp/TRSM/GEMM.
+//! Launches per panel with the cooperative panel and look-ahead: the panel (one
+//! launch, or for blocks wider than the leaf base a recursive panel of leaves joined
+//! by laswp/TRSM/GEMM, all on the high-priority look-ahead stream with its own cuBLAS
+//! handle), 3 laswp (the next panel's columns, the columns after it, and left of the
+//! panel on stream 3), 2 TRSMs (or, from block size 256, a TRSM of L₁₁ on the
+//! identity and a copy plus GEMM for U₁₂), 2 GEMMs, plus three event records. Column
+//! steps with base b: 2w kernels plus 4 per recursion node, plus 3 for the panel's
+//! laswp/TRSM/GEMM.
 
 use core::cell::Cell;
 
@@ -49,6 +53,9 @@ const LU_FUSED_SMEM: u32 = 96 * 8 + 33 * 4;
 const LU_LASWP_TILE_COLS: usize = 16;
 /// Most interchanges one `lu_laswp_tile` launch applies.
 const LU_LASWP_TILE_MAX_K: usize = 128;
+/// Most `lu_laswp_tile` launches one interchange step takes before the one-thread-a-
+/// column `lu_laswp` takes over.
+const LU_LASWP_TILE_MAX_K_GATHERS: usize = 4;
 /// Threads per block of `lu_laswp_tile`.
 const LU_LASWP_TILE_BLOCK: u32 = 256;
 /// Threads per block of the cooperative `lu_panel_coop`.
@@ -124,6 +131,10 @@ pub(crate) struct LuPanelOpts {
     /// and GEMM between them) while the halves are at least this wide, so that its
     /// pieces fit a cluster; narrower leaves take the cooperative launch.
     pub cluster_leaf_min: usize,
+    /// U₁₂ := L₁₁⁻¹·A₁₂ by the explicit inverse of the unit lower L₁₁ (a w×w TRSM
+    /// on the identity after each panel) and one GEMM, instead of a TRSM across the
+    /// matrix.
+    pub u12_inverse: bool,
 }
 
 /// Scratch and settings of the cooperative panel for one factorisation: the
@@ -241,6 +252,27 @@ struct LuPtrs {
     fused_rows: usize,
     /// The cooperative panel's scratch, when it is used.
     coop: Option<CoopPtrs>,
+    /// U₁₂ by the inverse of L₁₁ (one GEMM) instead of a TRSM, when on.
+    u12: Option<U12Ptrs>,
+}
+
+/// Scratch of U₁₂ := L₁₁⁻¹·A₁₂ by one GEMM (issue 6). Invariant (established by
+/// [`Gpu::lu_factor_in_place`], which holds the buffers' guards while this lives):
+/// `eye` is the nb×nb identity (ld nb), `linv` two nb×nb slots (ld nb), `scratch` nb ×
+/// `cols` elements (ld nb), all device buffers of T disjoint from the matrix.
+struct U12Ptrs {
+    eye: u64,
+    linv: u64,
+    scratch: u64,
+    nb: usize,
+    cols: usize,
+}
+
+/// The device buffers behind [`U12Ptrs`].
+struct U12Bufs<T> {
+    eye: CudaSlice<T>,
+    linv: CudaSlice<T>,
+    scratch: CudaSlice<T>,
 }
 
 impl LuPtrs {
@@ -320,6 +352,12 @@ impl Gpu {
         } else {
             None
         };
+        // U₁₂ by the inverse: only with more than one panel
+        let mut u12_bufs = if opts.u12_inverse && kmin > nb {
+            Some(self.lu_u12_alloc::<T>(nb, n)?)
+        } else {
+            None
+        };
         let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
         let (pp, _gp) = ipiv.device_ptr_mut(&self.stream);
         let (pd, _gd) = diag.device_ptr_mut(&self.stream);
@@ -348,6 +386,23 @@ impl Gpu {
             }
             None => None,
         };
+        let mut u12_guards = None;
+        let u12 = match u12_bufs.as_mut() {
+            Some(ub) => {
+                let (pe, ge) = ub.eye.device_ptr_mut(&self.stream);
+                let (pl, gl) = ub.linv.device_ptr_mut(&self.stream);
+                let (ps, gs) = ub.scratch.device_ptr_mut(&self.stream);
+                u12_guards = Some((ge, gl, gs));
+                Some(U12Ptrs {
+                    eye: pe,
+                    linv: pl,
+                    scratch: ps,
+                    nb,
+                    cols: n,
+                })
+            }
+            None => None,
+        };
         let p = LuPtrs {
             a: pa,
             lda,
@@ -357,6 +412,7 @@ impl Gpu {
             diag: pd,
             fused_rows: opts.fused_rows,
             coop,
+            u12,
         };
         let mut clock = profile.as_ref().map(|_| PhaseClock::<4>::new());
         let main = self.main_lane();
@@ -374,7 +430,9 @@ impl Gpu {
                 PhaseClock::time(clock.as_mut(), self, phase, || match phase {
                     0 => self.lu_panel::<T>(&p, k, w, base, main),
                     1 => self.lu_laswp_raw::<T>(&p, 0..n, k..k + w, k..k + w),
-                    2 => self.lu_trsm_in::<T>(&p, k, w, k + w..n, main),
+                    2 => self
+                        .lu_l11_inverse_if::<T>(&p, k, w, 0, main)
+                        .and_then(|()| self.lu_u12::<T>(&p, k, w, k + w..n, 0)),
                     _ => self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n, main),
                 })?;
             }
@@ -393,6 +451,8 @@ impl Gpu {
         // (cudarc frees on the stream, in order)
         drop(coop_guards);
         drop(coop_bufs);
+        drop(u12_guards);
+        drop(u12_bufs);
         Ok(())
     }
 
@@ -433,10 +493,14 @@ impl Gpu {
                 .map_err(driver_err("recording a look-ahead event"))
         };
         self.lu_panel::<T>(p, 0, nb.min(kmin), base, main)?;
+        self.lu_l11_inverse_if::<T>(p, 0, nb.min(kmin), 0, main)?;
         let mut k = 0;
         while k < kmin {
             let w = nb.min(kmin - k);
             let k2 = k + w;
+            // L₁₁⁻¹ slots alternate by panel (the next panel's is written on the
+            // look-ahead stream while the main stream still reads this one's)
+            let slot = (k / nb) & 1;
             if k > 0 {
                 // Panel k is done (the main stream waited for it) and every launch that
                 // reads columns 0..k is queued before this event.
@@ -461,21 +525,45 @@ impl Gpu {
                     .wait(&ready)
                     .map_err(driver_err("look-ahead stream wait"))?;
                 self.lu_panel::<T>(p, k2, w2, base, ahead)?;
+                self.lu_l11_inverse_if::<T>(p, k2, w2, slot ^ 1, ahead)?;
                 let done = ev(ahead.stream)?;
                 self.lu_laswp_raw::<T>(p, k3..n, 0..0, k..k2)?;
-                self.lu_trsm_in::<T>(p, k, w, k3..n, main)?;
+                self.lu_u12::<T>(p, k, w, k3..n, slot)?;
                 self.lu_gemm_in::<T>(p, k2..m, k..k2, k3..n, main)?;
                 self.stream
                     .wait(&done)
                     .map_err(driver_err("look-ahead stream wait"))?;
             } else {
                 self.lu_laswp_raw::<T>(p, k2..n, 0..0, k..k2)?;
-                self.lu_trsm_in::<T>(p, k, w, k2..n, main)?;
+                self.lu_u12::<T>(p, k, w, k2..n, slot)?;
                 self.lu_gemm_in::<T>(p, k2..m, k..k2, k2..n, main)?;
             }
             k = k2;
         }
         Ok(())
+    }
+
+    /// Allocates the scratch of U₁₂ by the inverse ([`U12Ptrs`]) for block size `nb`
+    /// and `n` columns, the identity uploaded.
+    fn lu_u12_alloc<T: GpuScalar>(&self, nb: usize, n: usize) -> Result<U12Bufs<T>> {
+        let elem = core::mem::size_of::<T>();
+        let mut eye_host = vec![T::ZERO; nb * nb];
+        for i in 0..nb {
+            eye_host[i + i * nb] = T::ONE;
+        }
+        let eye = self
+            .stream
+            .clone_htod(&eye_host)
+            .map_err(alloc_err("LU identity", elem * nb * nb))?;
+        let linv = self
+            .stream
+            .alloc_zeros::<T>(2 * nb * nb)
+            .map_err(alloc_err("LU L11 inverses", elem * 2 * nb * nb))?;
+        let scratch = self
+            .stream
+            .alloc_zeros::<T>(nb * n)
+            .map_err(alloc_err("LU U12 scratch", elem * nb * n))?;
+        Ok(U12Bufs { eye, linv, scratch })
     }
 
     /// Allocates the cooperative panel's scratch for panels up to `max_w` columns
@@ -902,14 +990,15 @@ impl Gpu {
         if cols.is_empty() || steps.is_empty() || all_skipped {
             return Ok(());
         }
-        if steps.len() <= LU_LASWP_TILE_MAX_K {
-            return self.lu_laswp_tile_raw::<T>(p, cols, skip, steps, stream);
-        }
-        if steps.len() <= 2 * LU_LASWP_TILE_MAX_K {
-            // A 256-wide panel: two gathers in order on the same stream.
-            let mid = steps.start + LU_LASWP_TILE_MAX_K;
-            self.lu_laswp_tile_raw::<T>(p, cols.clone(), skip.clone(), steps.start..mid, stream)?;
-            return self.lu_laswp_tile_raw::<T>(p, cols, skip, mid..steps.end, stream);
+        if steps.len() <= LU_LASWP_TILE_MAX_K_GATHERS * LU_LASWP_TILE_MAX_K {
+            // Panels up to 512 wide: one gather a 128 steps, in order on the stream.
+            let mut k = steps.start;
+            while k < steps.end {
+                let k2 = (k + LU_LASWP_TILE_MAX_K).min(steps.end);
+                self.lu_laswp_tile_raw::<T>(p, cols.clone(), skip.clone(), k..k2, stream)?;
+                k = k2;
+            }
+            return Ok(());
         }
         let f = &T::kernel_set(&self.kernels).lu_laswp;
         self.count_launch();
@@ -1005,57 +1094,22 @@ impl Gpu {
             int(OP, "cols", cols.len())?,
             int(OP, "lda", p.lda)?,
         );
-        let (l, bm) = (p.at::<T>(c0, c0), p.at::<T>(c0, cols.start));
-        let h = lane.blas;
-        let (side, uplo, tr, dg) = (
-            cublas::cublasSideMode_t::CUBLAS_SIDE_LEFT,
-            cublas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
-            cublas::cublasOperation_t::CUBLAS_OP_N,
-            cublas::cublasDiagType_t::CUBLAS_DIAG_UNIT,
-        );
         self.count_launch();
-        let st = match T::DTYPE {
-            // SAFETY: cublasStrsm_v2 contract: L is w×w at (c0, c0) with ld lda and B is
-            // w×|cols| at (c0, cols.start), both inside the m×n matrix (asserted; LuPtrs'
-            // invariant); B's columns start at or after c0+w, so B does not overlap the
-            // lower triangle of L that TRSM reads; the lane's handle is bound to the
-        // lane's stream, on which the caller ordered this call.
-            // T is f32 (sealed GpuScalar, DTYPE = F32).
-            Dtype::F32 => unsafe {
-                let one = 1.0f32;
-                cublas::cublasStrsm_v2(
-                    h,
-                    side,
-                    uplo,
-                    tr,
-                    dg,
-                    mi,
-                    ni,
-                    &one,
-                    l as *const f32,
-                    ld,
-                    bm as *mut f32,
-                    ld,
-                )
-            },
-            // SAFETY: as for f32 with cublasDtrsm_v2 and T = f64.
-            Dtype::F64 => unsafe {
-                let one = 1.0f64;
-                cublas::cublasDtrsm_v2(
-                    h,
-                    side,
-                    uplo,
-                    tr,
-                    dg,
-                    mi,
-                    ni,
-                    &one,
-                    l as *const f64,
-                    ld,
-                    bm as *mut f64,
-                    ld,
-                )
-            },
+        // SAFETY: L is w×w at (c0, c0) and B is w×|cols| at (c0, cols.start), both with
+        // ld lda inside the m×n matrix (asserted; LuPtrs' invariant); B's columns start
+        // at or after c0+w, so B does not overlap the lower triangle of L that TRSM
+        // reads; the lane's handle is bound to the lane's stream, on which the caller
+        // ordered this call.
+        let st = unsafe {
+            raw_trsm_lower_unit::<T>(
+                lane.blas,
+                mi,
+                ni,
+                p.at::<T>(c0, c0),
+                ld,
+                p.at::<T>(c0, cols.start),
+                ld,
+            )
         };
         status(OP, st)
     }
@@ -1086,58 +1140,156 @@ impl Gpu {
             int(OP, "inner", inner.len())?,
         );
         let ld = int(OP, "lda", p.lda)?;
-        let a21 = p.at::<T>(rows.start, inner.start);
-        let a12 = p.at::<T>(inner.start, cols.start);
-        let a22 = p.at::<T>(rows.start, cols.start);
-        let h = lane.blas;
-        let nn = cublas::cublasOperation_t::CUBLAS_OP_N;
         self.count_launch();
-        let st = match T::DTYPE {
-            // SAFETY: cublasSgemm_v2 contract: A21 is |rows|×|inner|, A12 |inner|×|cols|,
-            // A22 |rows|×|cols|, all with ld lda inside the m×n matrix (asserted; LuPtrs'
-            // invariant). A22 (rows ≥ inner.end, cols ≥ inner.end) is disjoint from A21
-            // (columns < inner.end) and from A12 (rows < inner.end); the lane's handle
-            // is bound to the lane's stream, on which the caller ordered this call.
-            // T is f32 (DTYPE = F32).
-            Dtype::F32 => unsafe {
-                let (al, be) = (-1.0f32, 1.0f32);
-                cublas::cublasSgemm_v2(
-                    h,
-                    nn,
-                    nn,
-                    mi,
-                    ni,
-                    ki,
-                    &al,
-                    a21 as *const f32,
-                    ld,
-                    a12 as *const f32,
-                    ld,
-                    &be,
-                    a22 as *mut f32,
-                    ld,
-                )
-            },
-            // SAFETY: as for f32 with cublasDgemm_v2 and T = f64.
-            Dtype::F64 => unsafe {
-                let (al, be) = (-1.0f64, 1.0f64);
-                cublas::cublasDgemm_v2(
-                    h,
-                    nn,
-                    nn,
-                    mi,
-                    ni,
-                    ki,
-                    &al,
-                    a21 as *const f64,
-                    ld,
-                    a12 as *const f64,
-                    ld,
-                    &be,
-                    a22 as *mut f64,
-                    ld,
-                )
-            },
+        // SAFETY: A21 is |rows|×|inner|, A12 |inner|×|cols|, A22 |rows|×|cols|, all with
+        // ld lda inside the m×n matrix (asserted; LuPtrs' invariant). A22 (rows ≥
+        // inner.end, cols ≥ inner.end) is disjoint from A21 (columns < inner.end) and
+        // from A12 (rows < inner.end); the lane's handle is bound to the lane's stream,
+        // on which the caller ordered this call.
+        let st = unsafe {
+            raw_gemm::<T>(
+                lane.blas,
+                (mi, ni, ki),
+                -1.0,
+                (p.at::<T>(rows.start, inner.start), ld),
+                (p.at::<T>(inner.start, cols.start), ld),
+                1.0,
+                (p.at::<T>(rows.start, cols.start), ld),
+            )
+        };
+        status(OP, st)
+    }
+
+    /// [`Gpu::lu_l11_inverse`] where U₁₂ goes by the inverse (the scratch exists).
+    fn lu_l11_inverse_if<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        slot: usize,
+        lane: Lane<'_>,
+    ) -> Result<()> {
+        if p.u12.is_some() {
+            self.lu_l11_inverse::<T>(p, c0, w, slot, lane)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// U₁₂ := L₁₁⁻¹·A(c0..c0+w, cols) on the main lane: by one GEMM with the inverse
+    /// in `slot` ([`Gpu::lu_u12_by_inverse`]) where the scratch exists and `cols` is
+    /// wider than the panel, else by TRSM.
+    fn lu_u12<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        cols: core::ops::Range<usize>,
+        slot: usize,
+    ) -> Result<()> {
+        if p.u12.is_some() && cols.len() > w {
+            self.lu_u12_by_inverse::<T>(p, c0, w, cols, slot)
+        } else {
+            self.lu_trsm_in::<T>(p, c0, w, cols, self.main_lane())
+        }
+    }
+
+    /// L₁₁⁻¹ of the panel c0..c0+w into inverse slot `slot` (w×w, ld nb): the slot
+    /// := I (`xGEAM` from the identity), then L₁₁⁻¹·I (`xTRSM`), on `lane` right after
+    /// the panel (issue 6: U₁₂ by one GEMM instead of a TRSM across the matrix).
+    fn lu_l11_inverse<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        slot: usize,
+        lane: Lane<'_>,
+    ) -> Result<()> {
+        const OP: &str = "lu L11 inverse";
+        let u = p.u12.as_ref().expect("U12 scratch present");
+        assert!(w >= 1 && w <= u.nb && slot < 2 && c0 + w <= p.m.min(p.n));
+        let (wi, ldl, ld) = (
+            int(OP, "w", w)?,
+            int(OP, "nb", u.nb)?,
+            int(OP, "lda", p.lda)?,
+        );
+        let elem = core::mem::size_of::<T>() as u64;
+        let inv = u.linv + (slot * u.nb * u.nb) as u64 * elem;
+        self.count_launch();
+        // SAFETY: eye and both inverse slots are nb×nb (ld nb) device buffers of T held
+        // by lu_factor_in_place (U12Ptrs' invariant), w ≤ nb (asserted); geam writes
+        // the slot from eye with beta = 0 (the slot is B and C, in place as cuBLAS
+        // allows with equal ld); the lane's handle is bound to the lane's stream, where
+        // the caller orders this after the panel and after every earlier use of this
+        // slot (the slots alternate by panel, lu_lookahead_steps).
+        let st = unsafe { raw_geam_copy::<T>(lane.blas, wi, wi, u.eye, ldl, inv, ldl) };
+        status(OP, st)?;
+        self.count_launch();
+        // SAFETY: L₁₁ is w×w at (c0, c0) with ld lda inside the matrix (asserted,
+        // LuPtrs' invariant), the slot w×w with ld nb in its own buffer, disjoint from
+        // the matrix; ordered on the lane's stream after the geam above.
+        let st =
+            unsafe { raw_trsm_lower_unit::<T>(lane.blas, wi, wi, p.at::<T>(c0, c0), ld, inv, ldl) };
+        status(OP, st)
+    }
+
+    /// U₁₂ := L₁₁⁻¹·A(c0..c0+w, cols) by one GEMM with the inverse in `slot` (from
+    /// [`Gpu::lu_l11_inverse`] for this panel): A₁₂ is first copied to the scratch
+    /// (`xGEAM`), then A₁₂ := L₁₁⁻¹·scratch. On the main lane.
+    fn lu_u12_by_inverse<T: GpuScalar>(
+        &self,
+        p: &LuPtrs,
+        c0: usize,
+        w: usize,
+        cols: core::ops::Range<usize>,
+        slot: usize,
+    ) -> Result<()> {
+        const OP: &str = "lu U12";
+        if cols.is_empty() {
+            return Ok(());
+        }
+        let u = p.u12.as_ref().expect("U12 scratch present");
+        assert!(
+            w >= 1
+                && w <= u.nb
+                && slot < 2
+                && c0 + w <= cols.start
+                && cols.end <= p.n
+                && cols.len() <= u.cols
+        );
+        let (wi, ci, ldl, ld) = (
+            int(OP, "w", w)?,
+            int(OP, "cols", cols.len())?,
+            int(OP, "nb", u.nb)?,
+            int(OP, "lda", p.lda)?,
+        );
+        let elem = core::mem::size_of::<T>() as u64;
+        let inv = u.linv + (slot * u.nb * u.nb) as u64 * elem;
+        let h = *self.blas.handle();
+        let a12 = p.at::<T>(c0, cols.start);
+        self.count_launch();
+        // SAFETY: A₁₂ is w×|cols| at (c0, cols.start) with ld lda inside the matrix
+        // (asserted, LuPtrs' invariant); the scratch holds nb·cols ≥ w·|cols| elements
+        // (ld nb, U12Ptrs' invariant, |cols| ≤ cols asserted) and is disjoint from the
+        // matrix; the handle is bound to the main stream, where every use of the scratch
+        // is ordered.
+        let st = unsafe { raw_geam_copy::<T>(h, wi, ci, a12, ld, u.scratch, ldl) };
+        status(OP, st)?;
+        self.count_launch();
+        // SAFETY: the inverse slot (w×w, ld nb) and the scratch (w×|cols|, ld nb) are
+        // scratch buffers disjoint from A₁₂, which is written with beta = 0; the slot
+        // was written by lu_l11_inverse for this panel, ordered before this call by the
+        // caller (same stream, or the look-ahead event the main stream waited for).
+        let st = unsafe {
+            raw_gemm::<T>(
+                h,
+                (wi, ci, wi),
+                1.0,
+                (inv, ldl),
+                (u.scratch, ldl),
+                0.0,
+                (a12, ld),
+            )
         };
         status(OP, st)
     }
@@ -1188,5 +1340,188 @@ impl Gpu {
         // touched, inside the view; guards held across the launch on self.stream.
         unsafe { lb.launch(cfg) }.map_err(launch_err("lu_laswp"))?;
         Ok(())
+    }
+}
+
+/// cuBLAS `xGEMM` on raw device pointers of T: C := alpha·A·B + beta·C, no transposes,
+/// `mnk` = (m, n, k), A m×k, B k×n, C m×n, each (pointer, ld).
+///
+/// # Safety
+/// Each pointer addresses a live device allocation of T holding its block at its ld;
+/// C is disjoint from A and B; `h` is a live handle bound to a stream on which the
+/// caller orders this call after every write of A, B (and C when beta ≠ 0) and before
+/// every other access of C.
+unsafe fn raw_gemm<T: GpuScalar>(
+    h: cublas::cublasHandle_t,
+    mnk: (i32, i32, i32),
+    alpha: f64,
+    a: (u64, i32),
+    b: (u64, i32),
+    beta: f64,
+    c: (u64, i32),
+) -> cublas::cublasStatus_t {
+    let nn = cublas::cublasOperation_t::CUBLAS_OP_N;
+    let (m, n, k) = mnk;
+    match T::DTYPE {
+        // SAFETY: the caller's contract; T is f32 (sealed GpuScalar, DTYPE = F32).
+        Dtype::F32 => unsafe {
+            let (al, be) = (alpha as f32, beta as f32);
+            cublas::cublasSgemm_v2(
+                h,
+                nn,
+                nn,
+                m,
+                n,
+                k,
+                &al,
+                a.0 as *const f32,
+                a.1,
+                b.0 as *const f32,
+                b.1,
+                &be,
+                c.0 as *mut f32,
+                c.1,
+            )
+        },
+        // SAFETY: as for f32 with T = f64.
+        Dtype::F64 => unsafe {
+            cublas::cublasDgemm_v2(
+                h,
+                nn,
+                nn,
+                m,
+                n,
+                k,
+                &alpha,
+                a.0 as *const f64,
+                a.1,
+                b.0 as *const f64,
+                b.1,
+                &beta,
+                c.0 as *mut f64,
+                c.1,
+            )
+        },
+    }
+}
+
+/// cuBLAS `xTRSM` on raw device pointers of T: B := L⁻¹·B, L the m×m unit lower
+/// triangle at `l` (ld `ldl`), B m×n at `b` (ld `ldb`).
+///
+/// # Safety
+/// Both blocks lie in live device allocations of T at their ld; B does not overlap
+/// the lower triangle of L; `h` is a live handle bound to a stream on which the caller
+/// orders this call after every write of L and B and before every other access of B.
+unsafe fn raw_trsm_lower_unit<T: GpuScalar>(
+    h: cublas::cublasHandle_t,
+    m: i32,
+    n: i32,
+    l: u64,
+    ldl: i32,
+    b: u64,
+    ldb: i32,
+) -> cublas::cublasStatus_t {
+    let (side, uplo, tr, dg) = (
+        cublas::cublasSideMode_t::CUBLAS_SIDE_LEFT,
+        cublas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+        cublas::cublasOperation_t::CUBLAS_OP_N,
+        cublas::cublasDiagType_t::CUBLAS_DIAG_UNIT,
+    );
+    match T::DTYPE {
+        // SAFETY: the caller's contract; T is f32 (DTYPE = F32).
+        Dtype::F32 => unsafe {
+            let one = 1.0f32;
+            cublas::cublasStrsm_v2(
+                h,
+                side,
+                uplo,
+                tr,
+                dg,
+                m,
+                n,
+                &one,
+                l as *const f32,
+                ldl,
+                b as *mut f32,
+                ldb,
+            )
+        },
+        // SAFETY: as for f32 with T = f64.
+        Dtype::F64 => unsafe {
+            let one = 1.0f64;
+            cublas::cublasDtrsm_v2(
+                h,
+                side,
+                uplo,
+                tr,
+                dg,
+                m,
+                n,
+                &one,
+                l as *const f64,
+                ldl,
+                b as *mut f64,
+                ldb,
+            )
+        },
+    }
+}
+
+/// cuBLAS `xGEAM` as a strided copy on raw device pointers of T: C := A (m×n), with
+/// beta = 0 and C passed as B.
+///
+/// # Safety
+/// A (ld `lda`) and C (ld `ldc`) are m×n blocks of live device allocations of T that
+/// do not overlap; `h` is a live handle bound to a stream on which the caller orders
+/// this call after every write of A and before every other access of C.
+unsafe fn raw_geam_copy<T: GpuScalar>(
+    h: cublas::cublasHandle_t,
+    m: i32,
+    n: i32,
+    a: u64,
+    lda: i32,
+    c: u64,
+    ldc: i32,
+) -> cublas::cublasStatus_t {
+    let nn = cublas::cublasOperation_t::CUBLAS_OP_N;
+    match T::DTYPE {
+        // SAFETY: the caller's contract; beta = 0, so B (= C) is not read; T is f32.
+        Dtype::F32 => unsafe {
+            let (one, zero) = (1.0f32, 0.0f32);
+            cublas::cublasSgeam(
+                h,
+                nn,
+                nn,
+                m,
+                n,
+                &one,
+                a as *const f32,
+                lda,
+                &zero,
+                c as *const f32,
+                ldc,
+                c as *mut f32,
+                ldc,
+            )
+        },
+        // SAFETY: as for f32 with T = f64.
+        Dtype::F64 => unsafe {
+            let (one, zero) = (1.0f64, 0.0f64);
+            cublas::cublasDgeam(
+                h,
+                nn,
+                nn,
+                m,
+                n,
+                &one,
+                a as *const f64,
+                lda,
+                &zero,
+                c as *const f64,
+                ldc,
+                c as *mut f64,
+                ldc,
+            )
+        },
     }
 }

@@ -10,10 +10,13 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 
+use super::U12_INVERSE_MIN_BLOCK;
 use super::{
     check_params, check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u,
 };
-use super::{gpu_default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS};
+use super::{
+    gpu_default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS, GPU_CLUSTER_LEAF_BASE,
+};
 use super::{DEFAULT_CLUSTER_LEAF_MIN, DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
 use crate::error::{Error, Result};
 use crate::gpu::kernels_lu::{LuPanelOpts, LuPhaseTimes};
@@ -24,7 +27,7 @@ use crate::mat::{Mat, MatRef};
 ///
 /// # Errors
 /// [`Error::InvalidParam`] for `coop_rows` = 0.
-fn panel_opts(op: &'static str, params: &LuParams) -> Result<LuPanelOpts> {
+fn panel_opts(op: &'static str, params: &LuParams, nb: usize) -> Result<LuPanelOpts> {
     let coop_rows = params.coop_rows.unwrap_or(DEFAULT_COOP_ROWS);
     if coop_rows == 0 {
         return Err(Error::InvalidParam {
@@ -40,19 +43,21 @@ fn panel_opts(op: &'static str, params: &LuParams) -> Result<LuPanelOpts> {
         coop_smem: params.coop_smem.unwrap_or(true),
         lookahead: params.lookahead.unwrap_or(DEFAULT_LOOKAHEAD),
         cluster: params.cluster_panel.unwrap_or(true),
-        cluster_leaf_min: params
-            .cluster_leaf_min
-            .unwrap_or(DEFAULT_CLUSTER_LEAF_MIN),
+        cluster_leaf_min: params.cluster_leaf_min.unwrap_or(DEFAULT_CLUSTER_LEAF_MIN),
+        u12_inverse: params.u12_by_inverse.unwrap_or(nb >= U12_INVERSE_MIN_BLOCK),
     })
 }
 
+/// Whether the cluster panel can run: the device has the sm_90 kernels and neither it
+/// nor the cooperative panel is switched off.
+fn clusters_on(gpu: &Gpu, params: &LuParams) -> bool {
+    gpu.sm90.is_some() && params.cluster_panel != Some(false) && params.coop_panel != Some(false)
+}
+
 /// `params` with the GPU's default block size filled in where it is `None`
-/// ([`gpu_default_block_size`]: the cluster panel runs where the device has the sm_90
-/// kernels and neither it nor the cooperative panel is switched off).
+/// ([`gpu_default_block_size`]).
 fn with_gpu_block_size(gpu: &Gpu, m: usize, n: usize, params: LuParams) -> LuParams {
-    let clusters = gpu.sm90.is_some()
-        && params.cluster_panel != Some(false)
-        && params.coop_panel != Some(false);
+    let clusters = clusters_on(gpu, &params);
     let mut p = params;
     p.block_size = Some(
         params
@@ -63,10 +68,15 @@ fn with_gpu_block_size(gpu: &Gpu, m: usize, n: usize, params: LuParams) -> LuPar
 }
 
 /// The recursive-panel base on the GPU: with the cooperative panel and no explicit
-/// `panel_base`, the block size (one launch per panel); else the planned base.
-fn gpu_base(params: &LuParams, opts: &LuPanelOpts, nb: usize, planned: usize) -> usize {
+/// `panel_base`, the block size (one launch per panel), at most
+/// [`GPU_CLUSTER_LEAF_BASE`] where the cluster panel runs; else the planned base.
+fn gpu_base(gpu: &Gpu, params: &LuParams, opts: &LuPanelOpts, nb: usize, planned: usize) -> usize {
     if opts.coop && params.panel_base.is_none() {
-        nb
+        if clusters_on(gpu, params) {
+            nb.min(GPU_CLUSTER_LEAF_BASE)
+        } else {
+            nb
+        }
     } else {
         planned
     }
@@ -107,8 +117,8 @@ impl<T: GpuScalar> GpuLu<T> {
         const OP: &str = "GpuLu::factorize";
         let params = with_gpu_block_size(gpu, a.nrows(), a.ncols(), params);
         let plan = plan(OP, a, &params)?;
-        let opts = panel_opts(OP, &params)?;
-        let base = gpu_base(&params, &opts, plan.nb, plan.base);
+        let opts = panel_opts(OP, &params, plan.nb)?;
+        let base = gpu_base(gpu, &params, &opts, plan.nb, plan.base);
         let lu = DevMat::from_host(gpu, a)?;
         Self::run(
             gpu,
@@ -137,10 +147,10 @@ impl<T: GpuScalar> GpuLu<T> {
         // the shape and parameters, checked as the host path checks them
         let p = with_gpu_block_size(gpu, m, n, params);
         check_params::<T>(OP, m, n, &p)?;
-        let opts = panel_opts(OP, &params)?;
         let nb = p.block_size.unwrap_or(1).min(m.min(n).max(1));
+        let opts = panel_opts(OP, &params, nb)?;
         let base = params.panel_base.unwrap_or(DEFAULT_PANEL_BASE).min(nb);
-        let base = gpu_base(&params, &opts, nb, base);
+        let base = gpu_base(gpu, &params, &opts, nb, base);
         let mut me = Self::run(gpu, a, nb, base, OP, None, params.profile, opts)?;
         let rel = params
             .singular_tol

@@ -51,7 +51,7 @@ pub struct LuParams {
     /// Width at which the recursive panel stops splitting and runs column steps;
     /// `None` picks [`DEFAULT_PANEL_BASE`] (at most the block size); on the GPU with
     /// the cooperative panel `None` picks the block size (one launch per panel, up
-    /// to 256 columns).
+    /// to 256 columns), at most [`GPU_CLUSTER_LEAF_BASE`] with the cluster panel.
     pub panel_base: Option<usize>,
     /// Relative singularity tolerance: column j is rejected when
     /// |u_jj| ≤ singular_tol·max|a_ij|. `None` uses max(m, n)·u; `Some(0.0)`
@@ -75,10 +75,11 @@ pub struct LuParams {
     /// global memory even where a block's rows fit in shared memory (`None`: shared
     /// memory where it fits).
     pub coop_smem: Option<bool>,
-    /// GPU only: look-ahead — factor panel k+1 (one cooperative launch) on a second
-    /// stream while the main stream runs the rest of panel k's Schur-complement GEMM;
-    /// `None` uses [`DEFAULT_LOOKAHEAD`]. Needs the cooperative panel with a base of
-    /// at least the block size (the default); ignored otherwise and while profiling.
+    /// GPU only: look-ahead — factor panel k+1 (cooperative or cluster leaves, with
+    /// the recursive panel's laswp, TRSM and GEMM between them) on a second stream of
+    /// the device's highest priority while the main stream runs the rest of panel k's
+    /// Schur-complement GEMM; `None` uses [`DEFAULT_LOOKAHEAD`]. Needs the cooperative
+    /// panel (the default); ignored otherwise and while profiling.
     pub lookahead: Option<bool>,
     /// GPU only: on devices of compute capability 9.0 or later, factor each
     /// cooperative panel whose rows fit in the shared memory of one thread-block
@@ -96,21 +97,41 @@ pub struct LuParams {
     /// `None` uses [`DEFAULT_CLUSTER_LEAF_MIN`]. Same algorithm and pivots. A value
     /// of at least the block size never splits.
     pub cluster_leaf_min: Option<usize>,
+    /// GPU only: U₁₂ := L₁₁⁻¹·A₁₂ of each block step by the explicit inverse of the
+    /// unit lower triangular L₁₁ (a TRSM on the identity after the panel) and one
+    /// GEMM, instead of a TRSM across the matrix; `None` means on for block sizes of
+    /// at least [`U12_INVERSE_MIN_BLOCK`] (where the wide TRSM runs at a few TFLOP/s
+    /// and the GEMM near the GEMM rate), off below (where the extra launches cost more
+    /// than the TRSM). |l_ij| ≤ 1 with partial pivoting; the accuracy checks of
+    /// `GpuLu` hold either way.
+    pub u12_by_inverse: Option<bool>,
 }
 
-/// The default outer block size on the GPU (issue 6): where the cluster panel runs
-/// (`clusters`: an sm_90 device, neither `cluster_panel` nor `coop_panel` off) 64 up
+/// The default outer block size on the GPU (issue 6). Where the cluster panel runs
+/// (`clusters`: an sm_90 device, neither `cluster_panel` nor `coop_panel` off): 64 up
 /// to 8192 (the smaller of m, n) — the 64-column panels of up to 7000 or so rows fit
 /// one cluster's shared memory; the rank-64 GEMMs cost more, but less than the panels
-/// gain (H100: f64 0.76 → 0.95× getrf at 4096, 0.79 → 0.90× at 8192;
-/// docs/performance.md) — and [`default_block_size`] otherwise.
+/// gain (H100: f64 0.76 → 0.95× getrf at 4096, 0.79 → 0.90× at 8192) — then 256 up
+/// to 16384 and 512 above, with recursive panels of [`GPU_CLUSTER_LEAF_BASE`]-column
+/// leaves on the high-priority look-ahead stream (wider GEMMs: H100 f64 16384 0.84×
+/// at 128 → 0.96× at 256, 0.92× at 512; 32768 0.94× at 256 → 1.04× at 512;
+/// docs/performance.md). [`default_block_size`] otherwise.
 pub fn gpu_default_block_size(m: usize, n: usize, clusters: bool) -> usize {
-    if clusters && m.min(n) <= 8192 {
-        64
-    } else {
+    if !clusters {
         default_block_size(m, n)
+    } else if m.min(n) <= 8192 {
+        64
+    } else if m.min(n) <= 16384 {
+        256
+    } else {
+        512
     }
 }
+
+/// With the cluster panel and no explicit [`LuParams::panel_base`]: the widest leaf
+/// of the GPU's recursive panel (wider blocks split into leaves of this width, joined
+/// by laswp, TRSM and GEMM).
+pub const GPU_CLUSTER_LEAF_BASE: usize = 64;
 
 /// The default outer block size for an m×n matrix: 64 below 4096 (the
 /// smaller of m, n), else 128 (from a sweep of 64/128/256 against cuSOLVER
@@ -123,8 +144,13 @@ pub fn default_block_size(m: usize, n: usize) -> usize {
     }
 }
 
+/// Smallest block size at which [`LuParams::u12_by_inverse`] is on by default (H100
+/// f64: 16384, nb 256: 149 → 145 ms; 8192, nb 64: 42.6 → 44.2 ms with it;
+/// docs/performance.md).
+pub const U12_INVERSE_MIN_BLOCK: usize = 256;
+
 /// Default [`LuParams::cluster_leaf_min`].
-pub const DEFAULT_CLUSTER_LEAF_MIN: usize = 16;
+pub const DEFAULT_CLUSTER_LEAF_MIN: usize = 8;
 
 /// The default recursive-panel base width (same sweep: 16 beat 32 and 64).
 pub const DEFAULT_PANEL_BASE: usize = 16;
@@ -362,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn gpu_block_size_is_64_up_to_8192_with_clusters() {
+    fn gpu_block_size_is_64_to_8192_256_to_16384_then_512_with_clusters() {
         for (m, n) in [
             (100, 100),
             (4096, 4096),
@@ -372,8 +398,11 @@ mod tests {
         ] {
             assert_eq!(gpu_default_block_size(m, n, true), 64, "{m}x{n}");
         }
-        for (m, n) in [(8193, 8193), (16384, 16384)] {
-            assert_eq!(gpu_default_block_size(m, n, true), 128, "{m}x{n}");
+        for (m, n) in [(8193, 8193), (16384, 16384), (40000, 9000)] {
+            assert_eq!(gpu_default_block_size(m, n, true), 256, "{m}x{n}");
+        }
+        for (m, n) in [(16385, 16385), (32768, 32768), (20000, 90000)] {
+            assert_eq!(gpu_default_block_size(m, n, true), 512, "{m}x{n}");
         }
         for (m, n) in [(100, 100), (4096, 4096), (8192, 8192), (16384, 16384)] {
             assert_eq!(
