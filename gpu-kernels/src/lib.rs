@@ -498,6 +498,16 @@ entries! {
          lde: usize, n: usize, q: usize, p: usize, tau: *mut T, counter: *mut u32,
          base: u32, cpb: usize, ring: usize) => row_insert::qr;
 
+    /// Column deletion's banded re-triangularisation without Q in one cooperative launch
+    /// (spec §1.8; row_insert.rs).
+    ///
+    /// # Safety
+    /// As `row_insert::band_qr` documents (grid, block, shared memory, counter).
+    row_insert_band_qr_f32, row_insert_band_qr_f64
+        (b: *mut T, ldb: usize, d: *mut T, ldd: usize, v: *mut T, ldv: usize, n: usize,
+         q: usize, p: usize, tau: *mut T, counter: *mut u32, base: u32, cpb: usize,
+         ring: usize) => row_insert::band_qr;
+
     /// TSQR leaf QRs of one tree level (issue 5; tsqr.rs).
     ///
     /// # Safety

@@ -192,6 +192,97 @@ pub unsafe fn qr<T: Float>(
     cpb: usize,
     ring: usize,
 ) {
+    // SAFETY: forwarded from the caller (same contract, row geometry).
+    unsafe {
+        chain::<T, false>(
+            r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
+        )
+    }
+}
+
+/// `row_insert_band_qr`: the QR of a banded block B (n columns; column c nonzero in rows 0..=c+p,
+/// so n + p rows) and its right-hand sides (q columns of n + p rows), in place:
+/// column deletion's re-triangularisation without Q (spec §1.8) in one cooperative
+/// launch. Reflector j acts on rows j..=j+p, so it is the row chain of [`qr`] with the
+/// p rows under row j as the tail: the same warps, publication and look-ahead, with
+/// each column's rows 0..=c+p contiguous in shared memory. Outputs: B upper triangular
+/// (exact zeros in rows c+1..=c+p of column c), the right-hand sides transformed, the v
+/// tails in `v` (p×n, ld `ldv`, scratch to the caller), τ in `tau[0..n)`.
+///
+/// Launch: as [`qr`] for the same n, q, p (the shared memory [`qr`] documents covers
+/// this geometry's (min(c1, n) + p)·cpb elements of columns).
+///
+/// # Safety
+/// Launch shape as documented; n ≥ 1, p ≥ 1, 1 ≤ ring ≤ 32, cpb ≥ 1; `b` read-writable
+/// (n + p)×n (ld ≥ n + p), `d` (n + p)×q (ld ≥ n + p), `v` p×n (ld ≥ p), `tau` n,
+/// `flags` n `u32`s only this launch touches; no two overlap.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn band_qr<T: Float>(
+    b: *mut T,
+    ldb: usize,
+    d: *mut T,
+    ldd: usize,
+    v: *mut T,
+    ldv: usize,
+    n: usize,
+    q: usize,
+    p: usize,
+    tau: *mut T,
+    flags: *mut u32,
+    base: u32,
+    cpb: usize,
+    ring: usize,
+) {
+    // SAFETY: forwarded from the caller (band geometry: no separate tail matrix).
+    unsafe {
+        chain::<T, true>(
+            b,
+            ldb,
+            d,
+            ldd,
+            v,
+            ldv,
+            core::ptr::null_mut(),
+            0,
+            n,
+            q,
+            p,
+            tau,
+            flags,
+            base,
+            cpb,
+            ring,
+        )
+    }
+}
+
+/// The reflector chain of [`qr`] (`BAND` false: top rows in R/d, tails in U/e) and
+/// [`band_qr`] (`BAND` true: reflector j's top is row j of the column, its tail the p
+/// rows under it). `u` receives the published v tails in both.
+///
+/// # Safety
+/// As [`qr`] or [`band_qr`] for the geometry.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn chain<T: Float, const BAND: bool>(
+    r: *mut T,
+    ldr: usize,
+    d: *mut T,
+    ldd: usize,
+    u: *mut T,
+    ldu: usize,
+    e: *mut T,
+    lde: usize,
+    n: usize,
+    q: usize,
+    p: usize,
+    tau: *mut T,
+    flags: *mut u32,
+    base: u32,
+    cpb: usize,
+    ring: usize,
+) {
     let tid = device::thread_linear();
     let lane = tid % WARP;
     let warp = tid / WARP;
@@ -206,15 +297,29 @@ pub unsafe fn qr<T: Float>(
     let nloc = c1 - c0;
     let nr = c1.min(n);
     let sh = device::shared::<T>();
-    let rs = sh; // R rows 0..nr of the block's columns, ld n
-    let us = sh.wrapping_add(n * cpb); // U rows, ld p (column lc < n: its v tail once generated)
-    let ts = us.wrapping_add(p * cpb); // τ of the block's own reflectors
+    // Row geometry: R rows 0..nr of the block's columns (ld n), then U rows (ld p;
+    // column lc < n: its v tail once generated). Band geometry: rows 0..nr + p of each
+    // column (ld nr + p), its v tail under its diagonal once generated.
+    let rs = sh;
+    let lds = if BAND { nr + p } else { n };
+    let us = sh.wrapping_add(n * cpb);
+    let ts = sh.wrapping_add((n + p) * cpb); // τ of the block's own reflectors
     let stage = ts.wrapping_add(cpb);
     let sy = stage.wrapping_add(warp * ring * (p + 1)); // this warp's staged v tails, ld p
     let sts = sy.wrapping_add(ring * p); // and their τ
     // Own reflectors generated so far (0..=cpb), written by the generating warp's lane 0.
     let sready = stage.wrapping_add(nw * ring * (p + 1)) as *mut u32;
-    // Column lc of the block: pointers to its top (R or d) and tail (U or e).
+    // Reflector jj's top and tail in column lc (shared memory).
+    let top_at = |jj: usize, lc: usize| -> *mut T { rs.wrapping_add(jj + lc * lds) };
+    let tail_at = |jj: usize, lc: usize| -> *mut T {
+        if BAND {
+            rs.wrapping_add(jj + 1 + lc * lds)
+        } else {
+            us.wrapping_add(lc * p)
+        }
+    };
+    // Column lc of the block in global memory: its top (R or d) and, in the row
+    // geometry, its tail (U or e).
     let top_of = |lc: usize| -> *mut T {
         let k = c0 + lc;
         if k < n {
@@ -231,19 +336,37 @@ pub unsafe fn qr<T: Float>(
             e.wrapping_add((k - n) * lde)
         }
     };
+    // Rows of column lc that any reflector touches: row geometry nr (R), band geometry
+    // 0..=k+p for a column of B, all n + p for a right-hand side.
+    let rows_of = |lc: usize| -> usize {
+        let k = c0 + lc;
+        if !BAND {
+            nr
+        } else if k < n {
+            k + p + 1
+        } else {
+            n + p
+        }
+    };
+    let span = if BAND { lds } else { nr };
     let mut x = tid;
-    while x < nr * nloc {
-        let (i, lc) = (x % nr, x / nr);
-        // SAFETY: i < nr ≤ n rows of column c0+lc < n+q of R or d; slot inside rs.
-        unsafe { device::st(rs, i + lc * n, device::ld(top_of(lc) as *const T, i)) };
+    while x < span * nloc {
+        let (i, lc) = (x % span, x / span);
+        if i < rows_of(lc) {
+            // SAFETY: i < rows_of(lc) rows of column c0+lc < n+q of R/B or d (the
+            // contract's shapes); slot inside rs (lds·cpb ≤ (n + p)·cpb).
+            unsafe { device::st(rs, i + lc * lds, device::ld(top_of(lc) as *const T, i)) };
+        }
         x += nt;
     }
-    let mut x = tid;
-    while x < p * nloc {
-        let (i, lc) = (x % p, x / p);
-        // SAFETY: i < p rows of column c0+lc of U or e; slot inside us.
-        unsafe { device::st(us, i + lc * p, device::ld(tail_of(lc) as *const T, i)) };
-        x += nt;
+    if !BAND {
+        let mut x = tid;
+        while x < p * nloc {
+            let (i, lc) = (x % p, x / p);
+            // SAFETY: i < p rows of column c0+lc of U or e; slot inside us.
+            unsafe { device::st(us, i + lc * p, device::ld(tail_of(lc) as *const T, i)) };
+            x += nt;
+        }
     }
     if tid == 0 {
         // SAFETY: the shared counter slot; read only after the barrier below.
@@ -262,9 +385,9 @@ pub unsafe fn qr<T: Float>(
     // through u(:, k), tau[k] and the release store of flags[k].
     let publish = |lc: usize| {
         let k = c0 + lc;
-        let col = us.wrapping_add(lc * p);
+        let col = tail_at(k, lc);
         // SAFETY: warp-convergent; column lc (top row k and tail) is this warp's alone.
-        let t = unsafe { generate(rs.wrapping_add(k + lc * n), col, p) };
+        let t = unsafe { generate(top_at(k, lc), col, p) };
         let mut i = lane;
         while i < p {
             // SAFETY: i < p: the lane's own element of the tail (written by this lane in
@@ -302,15 +425,7 @@ pub unsafe fn qr<T: Float>(
             if k > jj {
                 // SAFETY: warp-convergent (lc is warp-uniform); row jj < nr of column lc
                 // and its tail are this warp's alone; `y` is read-only while in use.
-                unsafe {
-                    apply_col(
-                        rs.wrapping_add(jj + lc * n),
-                        us.wrapping_add(lc * p),
-                        y,
-                        t,
-                        p,
-                    )
-                };
+                unsafe { apply_col(top_at(jj, lc), tail_at(jj, lc), y, t, p) };
                 if k == jj + 1 && k < n {
                     publish(lc);
                 }
@@ -379,30 +494,33 @@ pub unsafe fn qr<T: Float>(
             fence_cta();
             // SAFETY: τ of own reflector lj, written before the counter showed it.
             let t = unsafe { device::ld(ts as *const T, lj) };
-            step(j, us.wrapping_add(lj * p), t);
+            // Its v tail: the generating column's tail, never written again.
+            step(j, tail_at(j, lj), t);
             j += 1;
         }
     }
     // SAFETY: convergent warp: lane 0's last writes of the tops precede the reads below.
     unsafe { device::sync_warp() };
-    // The warp's columns are final: write them back (the v tails of R's columns are in
-    // U already).
+    // The warp's columns are final: write them back (row geometry: the v tails of R's
+    // columns are in U already; band geometry: exact zeros under B's diagonal).
     let mut lc = warp;
     while lc < nloc {
         let k = c0 + lc;
+        let kept = if BAND && k < n { k + 1 } else { rows_of(lc) };
         let mut i = lane;
-        while i < nr {
-            // SAFETY: as the load above; column lc is this warp's alone.
-            unsafe {
-                device::st(
-                    top_of(lc),
-                    i,
-                    device::ld(rs.wrapping_add(i + lc * n) as *const T, 0),
-                )
+        while i < rows_of(lc) {
+            let x = if i < kept {
+                // SAFETY: row i < rows_of(lc) of column lc in shared memory, this warp's
+                // alone.
+                unsafe { device::ld(rs.wrapping_add(i + lc * lds) as *const T, 0) }
+            } else {
+                T::ZERO
             };
+            // SAFETY: as the load at the start; column lc is this warp's alone.
+            unsafe { device::st(top_of(lc), i, x) };
             i += WARP;
         }
-        if k >= n {
+        if !BAND && k >= n {
             let mut i = lane;
             while i < p {
                 // SAFETY: as the load above (a column of e, this warp's alone).

@@ -103,7 +103,9 @@ pub struct UpdateParams {
     pub givens: Givens,
     /// Row-deletion layout on the GPU.
     pub row_removal: RowRemoval,
-    /// Householder block size for block updates; `None` picks a default.
+    /// Householder block size for block updates; `None` picks a default. The GPU's
+    /// one-launch paths for states without Q (row insertion, column deletion) apply their
+    /// reflectors one at a time and do not use it.
     pub block_size: Option<usize>,
     /// Column insertion's strip on the GPU: Givens, Householder or the cheaper one.
     pub column_strip: ColumnStrip,

@@ -184,7 +184,10 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
         Work::Bytes(mn * s),
         &c,
     );
-    let len = m * 64;
+    // The double sum's m×cc block: 64 columns in the quick run; 1024 (128 MiB a
+    // matrix in f64, well past the 50 MiB L2) in the full one, a size that fills the GPU.
+    let cc = if quick { 64 } else { 1024 };
+    let len = m * cc;
     let x = devvec::<T>(gpu, len, 3)?;
     let y = devvec::<T>(gpu, len, 4)?;
     let ms = time(gpu, reps, || {
@@ -198,7 +201,7 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
         Work::Bytes(2.0 * len as f64 * s),
         &c,
     );
-    let (r, cc) = (m, 64);
+    let r = m;
     let mut cm = DevMat::<T>::zeros(gpu, r, cc)?;
     let ms = time(gpu, reps, || {
         gpu.reduce_double_sum(&x.slice(0..r * cc), &y.slice(0..r * cc), &mut cm.view_mut())

@@ -1245,6 +1245,8 @@ fn stage_split<T: GpuScalar>(
     };
     for _ in 0..reps {
         let mut st = base.try_clone()?;
+        // The point's options (the BS group's n_b), as the timed runs take them.
+        st.set_params(point_params(pt, st.params()));
         gpu.synchronize()?;
         gpu.stage_marks_begin()?;
         let updated = match &u_dev {

@@ -148,6 +148,9 @@ kernel_table! {
     /// `row_insert_qr_<T>(r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, counter, base, cpb,
     /// ring)` (row insertion without Q in one launch, spec §1.9).
     row_insert_qr,
+    /// `row_insert_band_qr_<T>(b, ldb, d, ldd, v, ldv, n, q, p, tau, counter, base, cpb,
+    /// ring)` (column deletion's band without Q in one launch, spec §1.8).
+    row_insert_band_qr,
     /// `lu_pivot_<T>(a, lda, m, j, c0, cend, ipiv, diag)` (LU pivot search and swap, issue 6).
     lu_pivot,
     /// `lu_update_<T>(a, lda, m, j, cend)` (LU scaling and rank-1 update, issue 6).

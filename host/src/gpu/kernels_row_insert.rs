@@ -1,7 +1,8 @@
-//! Launcher of `row_insert_qr` (gpu-kernels/src/row_insert.rs, docs/kernels.md): row
-//! insertion into a state without Q (spec §1.9) as one cooperative launch. Each block
-//! owns a range of columns of [R d; U e] in shared memory; reflectors flow from block
-//! to block through one release/acquire flag each, so there is no per-column grid
+//! Launchers of `row_insert_qr` and `row_insert_band_qr` (gpu-kernels/src/row_insert.rs,
+//! docs/kernels.md): row insertion into a state without Q (spec §1.9), and column
+//! deletion's banded re-triangularisation without Q (spec §1.8), each as one cooperative
+//! launch. Each block owns a range of columns in shared memory; reflectors flow from
+//! block to block through one release/acquire flag each, so there is no per-column grid
 //! barrier and no per-panel launch chain. [`row_insert_shape`] decides whether the
 //! columns fit the device (shared memory, co-resident blocks); the caller falls back
 //! to the blocked compact-WY path when they do not.
@@ -117,28 +118,67 @@ pub(crate) fn row_insert_shape(
 /// memory for callers that cycle through many shapes).
 const MEMO_MAX: usize = 64;
 
-/// Key of a memoised plan: (entry: 0 f32, 1 f64; n; q; p).
+/// Key of a memoised plan: (entry, see [`ChainKind::entry`]; n; q; p).
 type PlanKey = (usize, usize, usize, usize);
 
-/// What `row_insert_qr`'s planning keeps on [`Gpu`] so that a row insertion makes no
-/// driver query after the first of its shape: the device limits, whether each entry's
-/// shared-memory limit was raised, the occupancy answers and the plans obtained.
+/// Which kernel of the reflector chain (gpu-kernels/src/row_insert.rs) a plan or launch
+/// is for. Both take the same shared memory and launch shape for the same n, q, p.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChainKind {
+    /// `row_insert_qr`: [R d; U e] with the p new rows apart (spec §1.9).
+    RowInsert,
+    /// `row_insert_band_qr`: a band of p sub-diagonals (column deletion, spec §1.8).
+    Band,
+}
+
+impl ChainKind {
+    /// Index of (kind, precision) in [`RowInsertCache`]: 0/1 row insertion f32/f64,
+    /// 2/3 band f32/f64.
+    fn entry<T: GpuScalar>(self) -> usize {
+        let f64_ = usize::from(core::mem::size_of::<T>() == 8);
+        match self {
+            ChainKind::RowInsert => f64_,
+            ChainKind::Band => 2 + f64_,
+        }
+    }
+
+    fn function<T: GpuScalar>(self, gpu: &Gpu) -> &cudarc::driver::CudaFunction {
+        let set = T::kernel_set(&gpu.kernels);
+        match self {
+            ChainKind::RowInsert => &set.row_insert_qr,
+            ChainKind::Band => &set.row_insert_band_qr,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ChainKind::RowInsert => "row_insert_qr",
+            ChainKind::Band => "row_insert_band_qr",
+        }
+    }
+}
+
+/// What the chain kernels' planning keeps on [`Gpu`] so that a row insertion or band
+/// re-triangularisation makes no driver query after the first of its shape: the device
+/// limits, whether each entry's shared-memory limit was raised, the occupancy answers
+/// and the plans obtained.
 #[derive(Debug, Default)]
 pub(crate) struct RowInsertCache {
     /// SM count and opt-in shared memory per block, once read.
     limits: Option<(usize, usize)>,
-    /// Whether entry 0 (f32) / 1 (f64) has had its shared-memory limit raised.
-    raised: [bool; 2],
+    /// Whether each entry ([`ChainKind::entry`]) has had its shared-memory limit raised.
+    raised: [bool; 4],
     /// Blocks per SM by (entry, dynamic shared memory bytes).
     occupancy: Vec<((usize, usize), usize)>,
     /// Plans by (entry, n, q, p).
     plans: Vec<(PlanKey, Option<RowInsertShape>)>,
-    /// The launch's τ and publication flags, kept between launches (issue 7: no
-    /// allocation or memset per row insertion once they are wide enough).
+    /// The launches' τ and publication flags, kept between launches (issue 7: no
+    /// allocation or memset per row insertion once they are wide enough); both kernels
+    /// share them (launches are ordered on the main stream).
     scratch: Option<RowInsertScratch>,
 }
 
-/// `row_insert_qr`'s τ (scratch: each τ_j is written before its flag is published and
+/// The chain kernels' τ (scratch: each τ_j is written before its flag is published and
 /// read only after) and flags, for up to `flags.len()` reflectors. The flags hold
 /// values ≤ `base` (zero when made), so a launch with `base` (it publishes by storing
 /// base + 1) finds none of its flags already set; each launch then raises `base` by
@@ -166,7 +206,31 @@ impl Gpu {
         q: usize,
         p: usize,
     ) -> Result<Option<RowInsertShape>> {
-        let entry = usize::from(core::mem::size_of::<T>() == 8);
+        self.chain_plan::<T>(ChainKind::RowInsert, n, q, p)
+    }
+
+    /// [`Gpu::row_insert_plan`] for `row_insert_band_qr` (n band columns, q right-hand
+    /// sides, p sub-diagonals): the same shapes, planned and memoised on their own.
+    ///
+    /// # Errors
+    /// As [`Gpu::row_insert_plan`].
+    pub(crate) fn band_qr_plan<T: GpuScalar>(
+        &self,
+        n: usize,
+        q: usize,
+        p: usize,
+    ) -> Result<Option<RowInsertShape>> {
+        self.chain_plan::<T>(ChainKind::Band, n, q, p)
+    }
+
+    fn chain_plan<T: GpuScalar>(
+        &self,
+        kind: ChainKind,
+        n: usize,
+        q: usize,
+        p: usize,
+    ) -> Result<Option<RowInsertShape>> {
+        let entry = kind.entry::<T>();
         let key = (entry, n, q, p);
         let mut guard = self.row_insert.lock().unwrap_or_else(|e| e.into_inner());
         let cache = &mut *guard;
@@ -181,13 +245,18 @@ impl Gpu {
                 l
             }
         };
-        let f = &T::kernel_set(&self.kernels).row_insert_qr;
+        let f = kind.function::<T>(self);
         if !cache.raised[entry] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 i32::try_from(smem_optin).expect("shared memory fits i32"),
             )
-            .map_err(driver_err("raising row_insert_qr's shared memory limit"))?;
+            .map_err(|e| {
+                Error::Driver(format!(
+                    "raising {}'s shared memory limit: {e}",
+                    kind.name()
+                ))
+            })?;
             cache.raised[entry] = true;
         }
         let memo = &mut cache.occupancy;
@@ -198,7 +267,7 @@ impl Gpu {
             let b = f
                 .occupancy_max_active_blocks_per_multiprocessor(ROW_INSERT_BLOCK, bytes, None)
                 .map(|b| b as usize)
-                .map_err(driver_err("querying row_insert_qr's occupancy"))?;
+                .map_err(|e| Error::Driver(format!("querying {}'s occupancy: {e}", kind.name())))?;
             if memo.len() >= MEMO_MAX {
                 memo.clear();
             }
@@ -219,6 +288,52 @@ impl Gpu {
         }
         cache.plans.push((key, plan));
         Ok(plan)
+    }
+
+    /// Runs `launch(tau, flags, base)` with the cached τ scratch (n elements of T) and
+    /// publication flags (n, all ≤ `base`), made or widened first, and raises `base`
+    /// for the next launch. The cache stays locked until `launch` has queued its
+    /// kernel, so launches take their `base` values in stream order.
+    fn with_chain_scratch<T: GpuScalar>(
+        &self,
+        n: usize,
+        launch: impl FnOnce(u64, u64, u32) -> Result<()>,
+    ) -> Result<()> {
+        let mut guard = self.row_insert.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.scratch.as_ref().is_none_or(|s| s.flags.len() < n) {
+            guard.scratch = None;
+            let len = n.next_power_of_two().max(1024);
+            let flags = self
+                .stream
+                .alloc_zeros::<u32>(len)
+                .map_err(alloc_err("the reflector-chain flags", 4 * len))?;
+            // SAFETY: uninitialised τ scratch; the kernels write τ_j before publishing
+            // reflector j and read it only after (see RowInsertScratch).
+            let tau = unsafe { self.stream.alloc::<f64>(len) }
+                .map_err(alloc_err("the reflector-chain tau", 8 * len))?;
+            self.count_launch();
+            guard.scratch = Some(RowInsertScratch {
+                flags,
+                tau,
+                base: 0,
+            });
+        }
+        let sc = guard.scratch.as_mut().expect("made above");
+        if sc.base >= u32::MAX - 1 {
+            self.stream
+                .memset_zeros(&mut sc.flags)
+                .map_err(driver_err("zeroing the reflector-chain flags"))?;
+            self.count_launch();
+            sc.base = 0;
+        }
+        let base = sc.base;
+        sc.base += 1;
+        // SAFETY: n elements of T (f32 or f64; alignment ≤ 8, any bits valid) fit the
+        // tau scratch of flags.len() ≥ n f64s.
+        let mut tau_v = unsafe { sc.tau.transmute_mut::<T>(n) }.expect("tau scratch fits n");
+        let (pt, _gt) = tau_v.device_ptr_mut(&self.stream);
+        let (pc, _gc) = sc.flags.device_ptr_mut(&self.stream);
+        launch(pt, pc, base)
     }
 
     /// `row_insert_qr` (spec §1.9): the QR of [R d; U e] in place, R and d in the top
@@ -247,92 +362,134 @@ impl Gpu {
     ) -> Result<()> {
         assert!(r.nrows() >= n && r.ncols() == n && d.nrows() >= n && d.ncols() == q);
         assert!(u.nrows() == p && u.ncols() == n && e.nrows() == p && e.ncols() == q);
-        assert!((1..=MAX_RING).contains(&shape.ring) && shape.cpb >= 1);
-        assert_eq!(shape.blocks, (n + q).div_ceil(shape.cpb));
-        assert!(
-            shape.smem_bytes >= smem_bytes(n, p, shape.cpb, shape.ring, core::mem::size_of::<T>())
-        );
+        check_shape::<T>(n, q, p, shape);
         // The shared-memory limit was raised to the device maximum by `row_insert_plan`.
-        let f = &T::kernel_set(&self.kernels).row_insert_qr;
-        // The cache stays locked until the launch is queued, so launches take their
-        // `base` values in stream order.
-        let mut guard = self.row_insert.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.scratch.as_ref().is_none_or(|s| s.flags.len() < n) {
-            guard.scratch = None;
-            let len = n.next_power_of_two().max(1024);
-            let flags = self
-                .stream
-                .alloc_zeros::<u32>(len)
-                .map_err(alloc_err("the row-insertion flags", 4 * len))?;
-            // SAFETY: uninitialised τ scratch; the kernel writes τ_j before publishing
-            // reflector j and reads it only after (see RowInsertScratch).
-            let tau = unsafe { self.stream.alloc::<f64>(len) }
-                .map_err(alloc_err("the row-insertion tau", 8 * len))?;
-            self.count_launch();
-            guard.scratch = Some(RowInsertScratch {
-                flags,
-                tau,
-                base: 0,
-            });
-        }
-        let sc = guard.scratch.as_mut().expect("made above");
-        if sc.base >= u32::MAX - 1 {
-            self.stream
-                .memset_zeros(&mut sc.flags)
-                .map_err(driver_err("zeroing the row-insertion flags"))?;
-            self.count_launch();
-            sc.base = 0;
-        }
-        let base = sc.base;
-        sc.base += 1;
+        let f = ChainKind::RowInsert.function::<T>(self);
         let (ldr, ldd, ldu, lde) = (r.ld(), d.ld(), u.ld(), e.ld());
         let (cpb, ring) = (shape.cpb, shape.ring);
         let (pr, _gr) = r.buf_mut().device_ptr_mut(&self.stream);
         let (pd, _gd) = d.buf_mut().device_ptr_mut(&self.stream);
         let (pu, _gu) = u.buf_mut().device_ptr_mut(&self.stream);
         let (pe, _ge) = e.buf_mut().device_ptr_mut(&self.stream);
-        // SAFETY: n elements of T (f32 or f64; alignment ≤ 8, any bits valid) fit the
-        // tau scratch of flags.len() ≥ n f64s.
-        let mut tau_v = unsafe { sc.tau.transmute_mut::<T>(n) }.expect("tau scratch fits n");
-        let (pt, _gt) = tau_v.device_ptr_mut(&self.stream);
-        let (pc, _gc) = sc.flags.device_ptr_mut(&self.stream);
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
-        b.arg(&pr)
-            .arg(&ldr)
-            .arg(&pd)
-            .arg(&ldd)
-            .arg(&pu)
-            .arg(&ldu)
-            .arg(&pe)
-            .arg(&lde)
-            .arg(&n)
-            .arg(&q)
-            .arg(&p)
-            .arg(&pt)
-            .arg(&pc)
-            .arg(&base)
-            .arg(&cpb)
-            .arg(&ring);
-        let cfg = LaunchConfig {
-            grid_dim: (u32::try_from(shape.blocks).expect("grid fits u32"), 1, 1),
-            block_dim: (ROW_INSERT_BLOCK, 1, 1),
-            shared_mem_bytes: u32::try_from(shape.smem_bytes).expect("smem fits u32"),
-        };
-        // SAFETY: matches row_insert_qr_{f32,f64}(r: *mut T, ldr, d: *mut T, ldd, u: *mut
-        // T, ldu, e: *mut T, lde, n, q, p, tau: *mut T, counter: *mut u32, base: u32,
-        // cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d (n×q)
-        // inside the top rows of `r` and `d`, U (p×n), e (p×q), τ (n) inside their
-        // buffers, which are distinct allocations whose guards live across the call;
-        // the flags are the first n of the cached flags, all ≤ base (none equals base + 1;
-        // see RowInsertScratch), and the τ scratch is n elements of T; launches using
-        // them are ordered on this stream (the cache lock is held until queued); the grid
-        // is ⌈(n+q)/cpb⌉ blocks of 256 threads with the shared memory the contract
-        // computes, all co-resident (checked by `row_insert_shape` against the
-        // occupancy) and launched cooperatively.
-        unsafe { b.launch_cooperative(cfg) }
-            .map_err(|e| Error::Driver(format!("launching row_insert_qr: {e}")))?;
-        Ok(())
+        self.with_chain_scratch::<T>(n, |pt, pc, base| {
+            self.count_launch();
+            let mut b = self.stream.launch_builder(f);
+            b.arg(&pr)
+                .arg(&ldr)
+                .arg(&pd)
+                .arg(&ldd)
+                .arg(&pu)
+                .arg(&ldu)
+                .arg(&pe)
+                .arg(&lde)
+                .arg(&n)
+                .arg(&q)
+                .arg(&p)
+                .arg(&pt)
+                .arg(&pc)
+                .arg(&base)
+                .arg(&cpb)
+                .arg(&ring);
+            // SAFETY: matches row_insert_qr_{f32,f64}(r: *mut T, ldr, d: *mut T, ldd, u:
+            // *mut T, ldu, e: *mut T, lde, n, q, p, tau: *mut T, counter: *mut u32, base:
+            // u32, cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d
+            // (n×q) inside the top rows of `r` and `d`, U (p×n), e (p×q) inside their
+            // buffers, which are distinct allocations whose guards live across the call;
+            // τ and the flags are `with_chain_scratch`'s (n each, flags all ≤ base, so
+            // none equals base + 1; see RowInsertScratch), ordered on this stream; the
+            // grid is ⌈(n+q)/cpb⌉ blocks of 256 threads with the shared memory the
+            // contract computes, all co-resident (checked by `row_insert_shape` against
+            // the occupancy) and launched cooperatively.
+            unsafe { b.launch_cooperative(chain_config(shape)) }
+                .map_err(|e| Error::Driver(format!("launching row_insert_qr: {e}")))?;
+            Ok(())
+        })
+    }
+
+    /// `row_insert_band_qr` (spec §1.8): the QR, in place, of the band
+    /// B = `r`[row0..row0+n+p, col0..col0+n] (column c nonzero in its rows 0..=c+p)
+    /// together with `d`[row0..row0+n+p, :]. Afterwards B is upper triangular with exact
+    /// zeros under its diagonal and d is transformed; `v` (p×n) holds the v tails. One
+    /// cooperative launch with `shape` from [`Gpu::band_qr_plan`]`(n, d.ncols(), p)`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] (the flags), [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If the ranges do not fit `r` and `d`, `v` is not p×n, or `shape` is not one
+    /// [`row_insert_shape`] can return for them (a cuqr bug).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn row_insert_band_qr<T: GpuScalar>(
+        &self,
+        r: &mut DevMat<T>,
+        row0: usize,
+        col0: usize,
+        d: &mut DevMat<T>,
+        n: usize,
+        p: usize,
+        v: &mut DevMat<T>,
+        shape: RowInsertShape,
+    ) -> Result<()> {
+        let q = d.ncols();
+        assert!(row0 + n + p <= r.nrows() && col0 + n <= r.ncols());
+        assert!(d.nrows() == r.nrows() && v.nrows() == p && v.ncols() == n);
+        check_shape::<T>(n, q, p, shape);
+        // The shared-memory limit was raised to the device maximum by `band_qr_plan`.
+        let f = ChainKind::Band.function::<T>(self);
+        let elem = core::mem::size_of::<T>() as u64;
+        let (ldr, ldd, ldv) = (r.ld(), d.ld(), v.ld());
+        let (cpb, ring) = (shape.cpb, shape.ring);
+        let (pr, _gr) = r.buf_mut().device_ptr_mut(&self.stream);
+        let (pd, _gd) = d.buf_mut().device_ptr_mut(&self.stream);
+        let (pv, _gv) = v.buf_mut().device_ptr_mut(&self.stream);
+        let pb = pr + (row0 + col0 * ldr) as u64 * elem;
+        let pd = pd + row0 as u64 * elem;
+        self.with_chain_scratch::<T>(n, |pt, pc, base| {
+            self.count_launch();
+            let mut b = self.stream.launch_builder(f);
+            b.arg(&pb)
+                .arg(&ldr)
+                .arg(&pd)
+                .arg(&ldd)
+                .arg(&pv)
+                .arg(&ldv)
+                .arg(&n)
+                .arg(&q)
+                .arg(&p)
+                .arg(&pt)
+                .arg(&pc)
+                .arg(&base)
+                .arg(&cpb)
+                .arg(&ring);
+            // SAFETY: matches row_insert_band_qr_{f32,f64}(b: *mut T, ldb, d: *mut T, ldd,
+            // v: *mut T, ldv, n, q, p, tau: *mut T, counter: *mut u32, base: u32, cpb,
+            // ring) (device pointers are 64-bit). The asserts keep B ((n+p)×n from
+            // (row0, col0), ld ldr) inside `r`, d's rows row0..row0+n+p (all q columns)
+            // inside `d` and V (p×n) inside `v`: distinct allocations whose guards live
+            // across the call. τ and the flags are `with_chain_scratch`'s (n each, flags
+            // all ≤ base), ordered on this stream; grid, block and shared memory as for
+            // `row_insert_qr` with the same n, q, p (the band geometry needs no more),
+            // all co-resident, launched cooperatively.
+            unsafe { b.launch_cooperative(chain_config(shape)) }
+                .map_err(|e| Error::Driver(format!("launching row_insert_band_qr: {e}")))?;
+            Ok(())
+        })
+    }
+}
+
+/// Panics unless `shape` is one [`row_insert_shape`] can return for n, q, p (a cuqr bug).
+fn check_shape<T: GpuScalar>(n: usize, q: usize, p: usize, shape: RowInsertShape) {
+    assert!((1..=MAX_RING).contains(&shape.ring) && shape.cpb >= 1);
+    assert_eq!(shape.blocks, (n + q).div_ceil(shape.cpb));
+    assert!(shape.smem_bytes >= smem_bytes(n, p, shape.cpb, shape.ring, core::mem::size_of::<T>()));
+}
+
+/// The cooperative launch of a chain kernel with `shape`.
+fn chain_config(shape: RowInsertShape) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (u32::try_from(shape.blocks).expect("grid fits u32"), 1, 1),
+        block_dim: (ROW_INSERT_BLOCK, 1, 1),
+        shared_mem_bytes: u32::try_from(shape.smem_bytes).expect("smem fits u32"),
     }
 }
 
@@ -420,7 +577,7 @@ mod tests {
         assert!(first.is_some());
         {
             let mut c = g.row_insert.lock().unwrap();
-            assert!(c.limits.is_some() && c.raised[1] && !c.raised[0]);
+            assert!(c.limits.is_some() && c.raised[1] && !c.raised[0] && !c.raised[3]);
             assert!(!c.occupancy.is_empty());
             // Replace the memoised answer: a second call must return it unchanged
             // (it asks the driver nothing), not recompute the shape.

@@ -149,7 +149,10 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
 /// GPU path of [`run_cpu`] (spec §1.8, erratum E13): validates with the same `plan`,
 /// moves the kept columns into a new R with two device-to-device copies (with the
 /// padded ld, columns k0+p..n are contiguous), then runs the banded blocked reflectors
-/// (length p+1, blocks of p+n_b rows) on copies of d and Q. The state is swapped in
+/// (length p+1, blocks of p+n_b rows) on copies of d and Q. A state without Q whose
+/// band fits the device (p ≤ 256, every block of columns resident) takes one
+/// cooperative launch instead (`row_insert_band_qr`: the reflectors one at a time, as
+/// the unblocked algorithm; the block size does not apply). The state is swapped in
 /// only after the rank check passes.
 ///
 /// Fast path k0 = n−p: R's first n−p columns are kept **in place**
@@ -165,6 +168,17 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     st: &mut crate::gpu::GpuQr<T>,
     k0: usize,
     p: usize,
+) -> Result<()> {
+    run_gpu_path(st, k0, p, true)
+}
+
+/// [`run_gpu`] with the one-launch band (`row_insert_band_qr`, states without Q)
+/// allowed or not (tests compare the two paths).
+pub(crate) fn run_gpu_path<T: crate::gpu::GpuScalar>(
+    st: &mut crate::gpu::GpuQr<T>,
+    k0: usize,
+    p: usize,
+    one_launch: bool,
 ) -> Result<()> {
     use crate::gpu::householder::{blocked_qr_band, check_rank_dev, dup_mat};
     use crate::gpu::DevMat;
@@ -196,18 +210,34 @@ pub fn run_gpu<T: crate::gpu::GpuScalar>(
     let mut d = dup_mat(&gpu, &st.d)?;
     let mut q = st.q.as_ref().map(|qm| dup_mat(&gpu, qm)).transpose()?;
     gpu.stage_mark("copies");
-    blocked_qr_band(
-        &gpu,
-        &mut r,
-        k0..n,
-        k0..nn,
-        Some(p),
-        Some(&mut d),
-        q.as_mut(),
-        nb,
-        None,
-    )?;
-    gpu.stage_mark("band QR");
+    // Without Q, the band's reflectors are needed by nothing after the re-triangularisation,
+    // so they run as one chain in one launch (`row_insert_band_qr`, unblocked: n_b does not
+    // apply) where the columns fit the device, as row insertion does (spec §1.8, §1.9).
+    let one_launch = match (&q, one_launch) {
+        (None, true) => gpu.band_qr_plan::<T>(nn - k0, st.dims.q, p)?,
+        _ => None,
+    };
+    match one_launch {
+        Some(shape) => {
+            let mut v = DevMat::<T>::zeros(&gpu, p, nn - k0)?;
+            gpu.row_insert_band_qr(&mut r, k0, k0, &mut d, nn - k0, p, &mut v, shape)?;
+            gpu.stage_mark("band QR, one launch");
+        }
+        None => {
+            blocked_qr_band(
+                &gpu,
+                &mut r,
+                k0..n,
+                k0..nn,
+                Some(p),
+                Some(&mut d),
+                q.as_mut(),
+                nb,
+                None,
+            )?;
+            gpu.stage_mark("band QR");
+        }
+    }
     check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
     gpu.stage_mark("rank check");
     st.r = r;
@@ -359,5 +389,158 @@ mod tests {
             ));
             assert!(same(&st));
         }
+    }
+}
+
+/// The one-launch band (`row_insert_band_qr`) against the CPU update and the blocked GPU
+/// path, on the GPU (skips without one).
+#[cfg(test)]
+mod gpu_tests {
+    use super::*;
+    use crate::backend::QrUpdate;
+    use crate::gpu::{GpuQr, GpuScalar};
+    use crate::params::{FactorParams, QPolicy, UpdateParams};
+    use crate::qr::factorize::tests::{lower_is_zero, rand_mat};
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    use std::sync::Arc;
+
+    /// ‖x − y‖_F / ‖y‖_F.
+    fn rel_diff<T: Scalar>(x: &Mat<T>, y: &Mat<T>) -> f64 {
+        assert_eq!((x.nrows(), x.ncols()), (y.nrows(), y.ncols()));
+        let diff = Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)] - y[(i, j)]);
+        diff.norm_fro() / y.norm_fro().max(f64::MIN_POSITIVE)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn case<T: GpuScalar>(
+        g: &Arc<crate::gpu::Gpu>,
+        seed: u64,
+        m: usize,
+        n: usize,
+        q: usize,
+        k0: usize,
+        p: usize,
+        nb: Option<usize>,
+    ) {
+        let what = format!(
+            "{} m={m} n={n} q={q} k0={k0} p={p} nb={nb:?}",
+            core::any::type_name::<T>()
+        );
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = rand_mat::<T>(&mut rng, m, n);
+        let b = rand_mat::<T>(&mut rng, m, q);
+        assert!(
+            g.band_qr_plan::<T>(n - p - k0, q, p).unwrap().is_some(),
+            "{what}: the one-launch path must apply"
+        );
+        let params = FactorParams::default();
+        let up = UpdateParams {
+            block_size: nb,
+            ..UpdateParams::default()
+        };
+        let mut cs = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::None, params).unwrap();
+        cs.set_params(up);
+        cs.delete_cols(k0, p).unwrap();
+        let tol = 10.0 * m as f64 * T::UNIT_ROUNDOFF;
+        for one_launch in [true, false] {
+            let mut gs =
+                GpuQr::factorize(g, a.as_ref(), b.as_ref(), QPolicy::None, params).unwrap();
+            gs.set_params(up);
+            let launches = g.launch_count();
+            run_gpu_path(&mut gs, k0, p, one_launch).unwrap();
+            if one_launch {
+                // Two column moves, d's copy, the scratch V and the band: no per-panel
+                // launches (the rank check adds a fixed few).
+                let used = g.launch_count() - launches;
+                assert!(used <= 20, "{what}: {used} launches on the one-launch path");
+            }
+            assert_eq!(gs.dims.n, n - p, "{what}");
+            let (r, d) = (gs.r.to_host(g).unwrap(), gs.d.to_host(g).unwrap());
+            assert!(
+                lower_is_zero(&r),
+                "{what} one_launch={one_launch}: R not upper triangular"
+            );
+            let er = rel_diff(&r, &cs.r);
+            assert!(
+                er <= tol,
+                "{what} one_launch={one_launch}: R differs from the CPU by {er:.2e} > {tol:.2e}"
+            );
+            let ed = rel_diff(&d, &cs.d);
+            assert!(
+                ed <= tol,
+                "{what} one_launch={one_launch}: d differs from the CPU by {ed:.2e} > {tol:.2e}"
+            );
+        }
+    }
+
+    fn sweep<T: GpuScalar>(g: &Arc<crate::gpu::Gpu>) {
+        // (m, n, q, k0, p, nb): one band column, p = 1, p < 32, p = 33 (two elements a
+        // lane), the seeds' BS shape scaled down (1000 band columns, p = 200, n_b 1 and
+        // 10), p = 256; n + q not multiples of 32; several blocks.
+        for (i, &(m, n, q, k0, p, nb)) in [
+            (9, 6, 1, 2, 3, None),
+            (45, 31, 2, 0, 1, Some(1)),
+            (130, 97, 1, 40, 20, Some(10)),
+            (301, 260, 3, 17, 33, None),
+            (1300, 1200, 1, 0, 200, Some(1)),
+            (1250, 1203, 2, 103, 200, Some(10)),
+            (700, 600, 1, 250, 256, None),
+        ]
+        .iter()
+        .enumerate()
+        {
+            case::<T>(g, 90 + i as u64, m, n, q, k0, p, nb);
+        }
+    }
+
+    #[test]
+    fn one_launch_band_matches_cpu_and_blocked_f64() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        sweep::<f64>(&Arc::new(g));
+    }
+
+    #[test]
+    fn one_launch_band_matches_cpu_and_blocked_f32() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        sweep::<f32>(&Arc::new(g));
+    }
+
+    #[test]
+    fn bands_wider_than_256_take_the_blocked_path() {
+        let Some(g) = crate::gpu::householder::tests_gate() else {
+            return;
+        };
+        assert_eq!(g.band_qr_plan::<f64>(100, 1, 257).unwrap(), None);
+        // States with Q keep the blocked path whatever the band (checked by the update
+        // tests against the CPU with Q).
+        let mut rng = StdRng::seed_from_u64(5);
+        let a = rand_mat::<f64>(&mut rng, 400, 300);
+        let b = rand_mat::<f64>(&mut rng, 400, 1);
+        let g = Arc::new(g);
+        let mut gs = GpuQr::factorize(
+            &g,
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::None,
+            FactorParams::default(),
+        )
+        .unwrap();
+        let mut cs = CpuQr::factorize(
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::None,
+            FactorParams::default(),
+        )
+        .unwrap();
+        gs.delete_cols(10, 270).unwrap();
+        cs.delete_cols(10, 270).unwrap();
+        let r = gs.r.to_host(&g).unwrap();
+        assert!(lower_is_zero(&r));
+        assert!(rel_diff(&r, &cs.r) <= 10.0 * 400.0 * f64::EPSILON / 2.0);
     }
 }
