@@ -259,13 +259,13 @@ struct LuPtrs {
 /// Scratch of U₁₂ := L₁₁⁻¹·A₁₂ by one GEMM (issue 6). Invariant (established by
 /// [`Gpu::lu_factor_in_place`], which holds the buffers' guards while this lives):
 /// `eye` is the nb×nb identity (ld nb), `linv` two nb×nb slots (ld nb), `scratch` nb ×
-/// `cols` elements (ld nb), all device buffers of T disjoint from the matrix.
+/// n elements (ld nb; n the matrix's columns, [`LuPtrs`]`::n`), all device buffers of
+/// T disjoint from the matrix.
 struct U12Ptrs {
     eye: u64,
     linv: u64,
     scratch: u64,
     nb: usize,
-    cols: usize,
 }
 
 /// The device buffers behind [`U12Ptrs`].
@@ -398,7 +398,6 @@ impl Gpu {
                     linv: pl,
                     scratch: ps,
                     nb,
-                    cols: n,
                 })
             }
             None => None,
@@ -430,9 +429,13 @@ impl Gpu {
                 PhaseClock::time(clock.as_mut(), self, phase, || match phase {
                     0 => self.lu_panel::<T>(&p, k, w, base, main),
                     1 => self.lu_laswp_raw::<T>(&p, 0..n, k..k + w, k..k + w),
-                    2 => self
-                        .lu_l11_inverse_if::<T>(&p, k, w, 0, main)
-                        .and_then(|()| self.lu_u12::<T>(&p, k, w, k + w..n, 0)),
+                    // L₁₁⁻¹ only where `lu_u12` takes it (more columns than the panel)
+                    2 => if n - k - w > w {
+                        self.lu_l11_inverse_if::<T>(&p, k, w, 0, main)
+                    } else {
+                        Ok(())
+                    }
+                    .and_then(|()| self.lu_u12::<T>(&p, k, w, k + w..n, 0)),
                     _ => self.lu_gemm_in::<T>(&p, k + w..m, k..k + w, k + w..n, main),
                 })?;
             }
@@ -1249,14 +1252,7 @@ impl Gpu {
             return Ok(());
         }
         let u = p.u12.as_ref().expect("U12 scratch present");
-        assert!(
-            w >= 1
-                && w <= u.nb
-                && slot < 2
-                && c0 + w <= cols.start
-                && cols.end <= p.n
-                && cols.len() <= u.cols
-        );
+        assert!(w >= 1 && w <= u.nb && slot < 2 && c0 + w <= cols.start && cols.end <= p.n);
         let (wi, ci, ldl, ld) = (
             int(OP, "w", w)?,
             int(OP, "cols", cols.len())?,
@@ -1265,12 +1261,12 @@ impl Gpu {
         );
         let elem = core::mem::size_of::<T>() as u64;
         let inv = u.linv + (slot * u.nb * u.nb) as u64 * elem;
-        let h = *self.blas.handle();
+        let h = self.main_lane().blas;
         let a12 = p.at::<T>(c0, cols.start);
         self.count_launch();
         // SAFETY: A₁₂ is w×|cols| at (c0, cols.start) with ld lda inside the matrix
-        // (asserted, LuPtrs' invariant); the scratch holds nb·cols ≥ w·|cols| elements
-        // (ld nb, U12Ptrs' invariant, |cols| ≤ cols asserted) and is disjoint from the
+        // (asserted, LuPtrs' invariant); the scratch holds nb·n ≥ w·|cols| elements
+        // (ld nb, U12Ptrs' invariant, |cols| ≤ n asserted) and is disjoint from the
         // matrix; the handle is bound to the main stream, where every use of the scratch
         // is ordered.
         let st = unsafe { raw_geam_copy::<T>(h, wi, ci, a12, ld, u.scratch, ldl) };
