@@ -73,7 +73,7 @@ pub unsafe fn apply<T: Float>(
 
 /// `panel_extract_v`: for the rows×k block `a` (ld `lda`) writes V (ld `ldv`) with
 /// V(i,j) = 1 (i = j), 0 (i < j), a(i,j) (i > j), and then sets a(i,j) = 0 for i > j
-/// (exact zeros below the diagonal, erratum H3). Grid (⌈rows/128⌉, min(k, 65535)),
+/// (exact zeros below the diagonal, erratum H3). Grid (⌈rows/128⌉, g ≤ min(k, 65535)),
 /// block 128; column loop stride `ystride` = grid y.
 ///
 /// # Safety
@@ -114,7 +114,7 @@ pub unsafe fn extract_v<T: Float>(
 }
 
 /// `panel_zero_lower`: a(i,j) = 0 for j < i < rows, j < cols (strictly lower part of a
-/// rows×cols block). Grid (⌈rows/128⌉, min(cols, 65535)), block 128; stride `ystride`.
+/// rows×cols block). Grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128; stride `ystride`.
 ///
 /// # Safety
 /// Launch shape as documented; the rows×cols block of `a` is writable.
@@ -139,7 +139,7 @@ pub unsafe fn zero_lower<T: Float>(
 }
 
 /// `panel_set_identity`: a(i,j) = [i = j] on a rows×cols block. Grid (⌈rows/128⌉,
-/// min(cols, 65535)), block 128; stride `ystride`.
+/// g ≤ min(cols, 65535)), block 128; stride `ystride`.
 ///
 /// # Safety
 /// Launch shape as documented; the rows×cols block of `a` is writable.
@@ -165,7 +165,7 @@ pub unsafe fn set_identity<T: Float>(
 }
 
 /// `panel_copy`: dst(i,j) = src(i,j) for a rows×cols block. Grid (⌈rows/128⌉,
-/// min(cols, 65535)), block 128; stride `ystride`.
+/// g ≤ min(cols, 65535)), block 128; stride `ystride`.
 ///
 /// # Safety
 /// Launch shape as documented; src readable and dst writable over their blocks, which
@@ -194,7 +194,7 @@ pub unsafe fn copy<T: Float>(
 
 /// `panel_embed_q`: the (m+p)×(m+p) matrix Pᵀ·diag(Q, I_p) of the row insertion (spec
 /// §1.9): row i of the result is row s(i) of diag(Q, I_p), s(i) = i (i < k0),
-/// m + i − k0 (k0 ≤ i < k0+p), i − p (i ≥ k0+p). Grid (⌈(m+p)/128⌉, min(m+p, 65535)),
+/// m + i − k0 (k0 ≤ i < k0+p), i − p (i ≥ k0+p). Grid (⌈(m+p)/128⌉, g ≤ min(m+p, 65535)),
 /// block 128; stride `ystride`.
 ///
 /// # Safety

@@ -172,7 +172,16 @@ fn bench<T: GpuScalar>(gpu: &Arc<Gpu>, prec: &str, quick: bool, reps: usize) -> 
     let ms = time(gpu, reps, || {
         gpu.panel_col_norms(&a.view(), &mut out.view_mut())
     })?;
-    row(prec, "panel_col_norms", &shape, ms, Work::Bytes(mn * s), &c);
+    // Column c's norm reads its rows 0..=c only (R's upper triangle, the rank check).
+    let tri: usize = (0..n).map(|c| (c + 1).min(m)).sum();
+    row(
+        prec,
+        "panel_col_norms (upper triangle)",
+        &shape,
+        ms,
+        Work::Bytes(tri as f64 * s),
+        &c,
+    );
     let ms = time(gpu, reps, || {
         gpu.reduce_nrm2(&a.buf().slice(..), &mut out.slice_mut(0..1))
     })?;

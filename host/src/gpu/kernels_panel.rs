@@ -26,11 +26,21 @@ fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) ->
     move |e| Error::Driver(format!("launching {name}: {e}"))
 }
 
-/// Launch shape of the elementwise 2-D kernels: grid (⌈rows/128⌉, min(cols, 65535)),
-/// block 128; returns it with the column stride (= grid y).
+/// Blocks of an elementwise 2-D launch beyond which each thread takes several columns:
+/// a 16384×4096 f32 copy as 524288 blocks of one 128-element column segment each ran at
+/// 57 % of the copy bandwidth on an H100 (issue 7, `cuqr bench kernels`), block
+/// scheduling bound; f64, with twice the bytes a block, at 97 %.
+const ELEM_MAX_BLOCKS: usize = 1 << 16;
+
+/// Launch shape of the elementwise 2-D kernels: grid (⌈rows/128⌉, g), block 128, with
+/// g = min(cols, 65535, max(1, [`ELEM_MAX_BLOCKS`] / ⌈rows/128⌉)); returns it with the
+/// column stride (= grid y).
 fn elem_cfg(rows: usize, cols: usize) -> (LaunchConfig, usize) {
-    let gx = u32::try_from(rows.div_ceil(ELEM_BLOCK as usize)).expect("grid x fits u32");
-    let gy = cols.min(MAX_GRID_Y);
+    let bx = rows.div_ceil(ELEM_BLOCK as usize);
+    let gx = u32::try_from(bx).expect("grid x fits u32");
+    let gy = cols
+        .min(MAX_GRID_Y)
+        .min((ELEM_MAX_BLOCKS / bx.max(1)).max(1));
     (
         LaunchConfig {
             grid_dim: (gx, gy as u32, 1),
@@ -218,7 +228,7 @@ impl Gpu {
         // SAFETY: matches panel_extract_v_{f32,f64}(a: *mut T, lda, rows, k, v: *mut T,
         // ldv, ystride): touches a[i + j·lda] and v[i + j·ldv] for i < rows, j < k,
         // inside the two views (equal shapes asserted); two &mut views cannot overlap;
-        // grid (⌈rows/128⌉, min(k, 65535)), block 128, ystride = grid y.
+        // grid (⌈rows/128⌉, g ≤ min(k, 65535)), block 128, ystride = grid y.
         unsafe { b.launch(c) }.map_err(launch_err("panel_extract_v"))?;
         Ok(())
     }
@@ -244,7 +254,7 @@ impl Gpu {
             .arg(&ystride);
         // SAFETY: matches panel_zero_lower_{f32,f64}(a: *mut T, lda, rows, cols, ystride):
         // writes a[i + j·lda], i < rows, j < cols, inside the &mut view;
-        // grid (⌈rows/128⌉, min(cols, 65535)), block 128, ystride = grid y.
+        // grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128, ystride = grid y.
         unsafe { b.launch(c) }.map_err(launch_err("panel_zero_lower"))?;
         Ok(())
     }
@@ -270,7 +280,7 @@ impl Gpu {
             .arg(&ystride);
         // SAFETY: matches panel_set_identity_{f32,f64}(a: *mut T, lda, rows, cols,
         // ystride): writes a[i + j·lda], i < rows, j < cols, inside the &mut view;
-        // grid (⌈rows/128⌉, min(cols, 65535)), block 128, ystride = grid y.
+        // grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128, ystride = grid y.
         unsafe { b.launch(c) }.map_err(launch_err("panel_set_identity"))?;
         Ok(())
     }
@@ -307,7 +317,7 @@ impl Gpu {
         // SAFETY: matches panel_copy_{f32,f64}(src: *const T, lds, rows, cols, dst: *mut T,
         // ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd], i < rows, j < cols,
         // inside the two views (equal shapes asserted); dst is a &mut view and cannot alias
-        // src; grid (⌈rows/128⌉, min(cols, 65535)), block 128, ystride = grid y.
+        // src; grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128, ystride = grid y.
         unsafe { b.launch(c) }.map_err(launch_err("panel_copy"))?;
         Ok(())
     }
@@ -345,7 +355,7 @@ impl Gpu {
         // SAFETY: matches panel_embed_q_{f32,f64}(q: *const T, ldq, m, p, k0, dst: *mut T,
         // ldd, ystride): reads q[s + j·ldq] only for s, j < m (inside the m×m view), writes
         // dst[i + j·ldd] for i, j < m+p (inside the (m+p)² view, asserted); dst is a &mut
-        // view and cannot alias q; k0 ≤ m; grid (⌈(m+p)/128⌉, min(m+p, 65535)), block 128.
+        // view and cannot alias q; k0 ≤ m; grid (⌈(m+p)/128⌉, g ≤ min(m+p, 65535)), block 128.
         unsafe { b.launch(c) }.map_err(launch_err("panel_embed_q"))?;
         Ok(())
     }
