@@ -370,6 +370,13 @@ pub(crate) mod tests {
         (qtq.norm_fro(), qr.norm_fro() / a64.norm_fro())
     }
 
+    /// ‖x − y‖_F / ‖y‖_F.
+    pub(crate) fn rel_diff<T: Scalar>(x: &Mat<T>, y: &Mat<T>) -> f64 {
+        assert_eq!((x.nrows(), x.ncols()), (y.nrows(), y.ncols()));
+        let diff = Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)] - y[(i, j)]);
+        diff.norm_fro() / y.norm_fro().max(f64::MIN_POSITIVE)
+    }
+
     /// Strictly lower part of R is exactly zero.
     pub(crate) fn lower_is_zero<T: Scalar>(r: &Mat<T>) -> bool {
         (0..r.ncols()).all(|j| {

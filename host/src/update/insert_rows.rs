@@ -771,17 +771,10 @@ mod gpu_tests {
     use crate::backend::QrUpdate;
     use crate::gpu::{GpuQr, GpuScalar};
     use crate::params::{FactorParams, QPolicy};
-    use crate::qr::factorize::tests::{lower_is_zero, rand_mat};
+    use crate::qr::factorize::tests::{lower_is_zero, rand_mat, rel_diff};
     use rand::rngs::StdRng;
     use rand::SeedableRng;
     use std::sync::Arc;
-
-    /// ‖x − y‖_F / ‖y‖_F.
-    fn rel_diff<T: Scalar>(x: &Mat<T>, y: &Mat<T>) -> f64 {
-        assert_eq!((x.nrows(), x.ncols()), (y.nrows(), y.ncols()));
-        let diff = Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)] - y[(i, j)]);
-        diff.norm_fro() / y.norm_fro().max(f64::MIN_POSITIVE)
-    }
 
     #[allow(clippy::too_many_arguments)]
     fn case<T: GpuScalar>(
