@@ -5,8 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use cuqr::gpu::{GpuQr, GpuScalar};
 use cuqr::{CpuQr, FactorParams, Gpu, MatRef, QPolicy, QrUpdate};
+use cuqr::{GpuQr, GpuScalar};
 
 /// What the user asked for with `--backend`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use crate::backend::{self, Backend, Choice};
 use crate::cli::{self, CliResult, Parsed, Precision};
 use crate::ops::Update;
 use crate::rng::Rng;
-use cuqr::gpu::GpuScalar;
+use cuqr::GpuScalar;
 
 const OPTIONS: &[&str] = &["backend", "precision", "seed", "size"];
 

@@ -67,7 +67,7 @@ impl Array {
 }
 
 /// Element types the writer can emit.
-pub trait NpyElem: cuqr::gpu::GpuScalar {
+pub trait NpyElem: cuqr::GpuScalar {
     /// NumPy `descr` string (little-endian).
     const DESCR: &'static str;
     /// Appends the little-endian bytes of `self`.

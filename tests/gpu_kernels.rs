@@ -1,5 +1,5 @@
 //! Every kernel of docs/kernels.md, in f32 and f64, against its serial CPU
-//! reference in `cuqr::cpu::reference` (style §2.6): random nonzero inputs,
+//! reference in `cuqr::internals::cpu::reference` (style §2.6): random nonzero inputs,
 //! sizes 1, 31, 33, 1000, 4097 where they apply, outputs poisoned with NaN
 //! before the launch, untouched regions (padding, sentinels) checked, and
 //! tolerances c·n·u (spec §3.7). Without a GPU each test prints "skipped".
@@ -7,8 +7,8 @@
 mod common;
 
 use common::{max_abs, max_abs_diff, nonzero, rand_mat, rand_vec, u};
-use cuqr::cpu::reference;
-use cuqr::gpu::{DevMat, DevVec, GpuScalar};
+use cuqr::internals::cpu::reference;
+use cuqr::internals::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::{Gpu, Scalar};
 use rand::rngs::StdRng;
 

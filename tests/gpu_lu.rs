@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use cuqr::gpu::DevMat;
+use cuqr::internals::gpu::DevMat;
 use cuqr::lu::{CpuLu, GpuLu, LuParams};
 use cuqr::{Error, Gpu, Mat, Scalar};
 
@@ -40,7 +40,7 @@ fn gpu() -> Option<Arc<Gpu>> {
 }
 
 /// Factor on the GPU and the CPU, check both against the tolerances and each other.
-fn check<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, seed: u64) {
+fn check<T: cuqr::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, seed: u64) {
     let (m, n) = (a.nrows(), a.ncols());
     let u = common::u::<T>();
     let tol = 10.0 * m.max(n) as f64 * u;
@@ -85,7 +85,7 @@ fn check<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, seed: u
     }
 }
 
-fn random<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>) {
+fn random<T: cuqr::GpuScalar>(g: &Arc<Gpu>) {
     let cases: &[(usize, usize, Option<usize>, Option<usize>)] = &[
         (1, 1, None, None),
         (33, 33, None, None),
@@ -251,7 +251,7 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
         (1500, 700, 128, 64),
         (450, 900, 64, 100),
     ];
-    fn same<T: cuqr::gpu::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, what: &str) {
+    fn same<T: cuqr::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, what: &str) {
         let mut off = p;
         off.cluster_panel = Some(false);
         let on = GpuLu::factorize(g, a.as_ref(), p).unwrap();

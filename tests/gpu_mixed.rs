@@ -13,7 +13,7 @@
 
 mod common;
 
-use cuqr::gpu::{DevMat, Op};
+use cuqr::internals::gpu::{DevMat, Op};
 use cuqr::mixed::{
     ls_backward_error, lstsq_mixed_gpu, lstsq_mixed_gpu_host, lstsq_mixed_gpu_phases, mixed_qr_gpu,
     GemmPrecision, MixedFactor, MixedParams, MixedRoute,

@@ -11,11 +11,12 @@ mod support;
 
 use std::sync::Arc;
 
-use cuqr::cpu::givens::{givens, rot, rot_pair};
-use cuqr::gpu::kernels_two_phase::{
+use cuqr::internals::cpu::givens::{givens, rot, rot_pair};
+use cuqr::internals::gpu::two_phase_launch::{
     ApplyPath, ApplyTarget, GenPath, RotList, RotSide, GEN_R1_MAX_N,
 };
-use cuqr::gpu::{DevMat, DevVec, GpuScalar};
+use cuqr::internals::gpu::{DevMat, DevVec};
+use cuqr::GpuScalar;
 use cuqr::{
     CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar, UpdateParams,
 };
@@ -35,26 +36,20 @@ fn states<T: GpuScalar>(
     seed: u64,
     m: usize,
     n: usize,
-) -> (CpuQr<T>, cuqr::gpu::qr::GpuQr<T>, support::Model) {
+) -> (CpuQr<T>, cuqr::GpuQr<T>, support::Model) {
     let mut g = common::rng(seed);
     let a = common::rand_mat::<T>(&mut g, m, n);
     let b = common::rand_mat::<T>(&mut g, m, 2);
     let fp = FactorParams::default();
     let cpu = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
-    let mut gq =
-        cuqr::gpu::qr::GpuQr::factorize(gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
+    let mut gq = cuqr::GpuQr::factorize(gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
     gq.set_params(two_phase_params());
     (cpu, gq, support::Model::new(&a, &b))
 }
 
 /// The GPU state against the faer model (all §3.7 checks) and its R against the CPU
 /// backend's R up to row signs.
-fn compare<T: GpuScalar>(
-    what: &str,
-    cpu: &CpuQr<T>,
-    gq: &cuqr::gpu::qr::GpuQr<T>,
-    model: &support::Model,
-) {
+fn compare<T: GpuScalar>(what: &str, cpu: &CpuQr<T>, gq: &cuqr::GpuQr<T>, model: &support::Model) {
     support::check_state(gq, model).unwrap_or_else(|e| panic!("{what}: GPU state: {e}"));
     support::check_r_matches(&gq.r().unwrap(), &cpu.r().unwrap(), &model.a)
         .unwrap_or_else(|e| panic!("{what}: GPU R vs CPU R: {e}"));
@@ -167,7 +162,7 @@ fn big_updates<T: GpuScalar>(gpu: &Arc<Gpu>) {
     // the windowed apply (≥ 20 chains over at least two windows): a strip of 70 columns
     // over h = 550 rows, and blocks of 100 and 300 rows out of 1000 (and above: the
     // blocks of 20 and 30 rows out of 1000–1449)
-    use cuqr::gpu::givens_two_phase::takes_windowed_apply;
+    use cuqr::internals::gpu::givens_two_phase::takes_windowed_apply;
     assert!(takes_windowed_apply(70, 600 - 50) && takes_windowed_apply(100, 999));
     assert!(takes_windowed_apply(300, 999) && takes_windowed_apply(20, 1447));
     assert!(takes_windowed_apply(30, 999) && !takes_windowed_apply(45, 500 - 123));
@@ -213,8 +208,7 @@ fn small_rank_deficient_insert_leaves_state() {
     let a = common::rand_mat::<f64>(&mut g, m, n);
     let b = common::rand_mat::<f64>(&mut g, m, 1);
     let fp = FactorParams::default();
-    let mut gq =
-        cuqr::gpu::qr::GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
+    let mut gq = cuqr::GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
     gq.set_params(two_phase_params());
     let before = (gq.r().unwrap(), gq.d().unwrap(), gq.q().unwrap().unwrap());
     let u = Mat::from_fn(m, 1, |i, _| a[(i, 4)]);
@@ -842,8 +836,7 @@ fn launch_counts_print() {
     let fp = FactorParams::default();
     let fresh = || {
         let mut s =
-            cuqr::gpu::qr::GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp)
-                .unwrap();
+            cuqr::GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
         s.set_params(two_phase_params());
         gpu.synchronize().unwrap();
         s

@@ -11,8 +11,8 @@ mod support;
 
 use std::sync::Arc;
 
-use cuqr::gpu::GpuQr;
-use cuqr::gpu::GpuScalar;
+use cuqr::GpuQr;
+use cuqr::GpuScalar;
 use cuqr::{
     ColumnStrip, CpuQr, Error, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval,
     Scalar, UpdateParams,
@@ -190,8 +190,8 @@ fn profiled_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, (m, n, q): (usize, usi
         let b = random_mat::<T>(&mut g, m, q);
         let (gs, t) = GpuQr::factorize_dev_phases(
             gpu,
-            cuqr::gpu::DevMat::from_host(gpu, a.as_ref()).unwrap(),
-            cuqr::gpu::DevMat::from_host(gpu, b.as_ref()).unwrap(),
+            cuqr::internals::gpu::DevMat::from_host(gpu, a.as_ref()).unwrap(),
+            cuqr::internals::gpu::DevMat::from_host(gpu, b.as_ref()).unwrap(),
             policy,
             FactorParams::default(),
         )
@@ -771,7 +771,7 @@ fn device_input_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
                 }
             })
         };
-        let ud = cuqr::gpu::DevMat::from_host(gpu, padded(&u).as_ref()).unwrap();
+        let ud = cuqr::internals::gpu::DevMat::from_host(gpu, padded(&u).as_ref()).unwrap();
         let uv = ud.block(2, 1, m, p);
         assert_eq!(
             gpu.first_non_finite(&uv).unwrap(),
@@ -786,7 +786,7 @@ fn device_input_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
         if p > 2 {
             bad[(200, 1)] = nan;
         }
-        let bd = cuqr::gpu::DevMat::from_host(gpu, padded(&bad).as_ref()).unwrap();
+        let bd = cuqr::internals::gpu::DevMat::from_host(gpu, padded(&bad).as_ref()).unwrap();
         let bv = bd.block(2, 1, m, p);
         // the host's answer: the first non-finite entry in column order
         let (row, col) = bad.as_ref().first_non_finite().unwrap();
@@ -824,7 +824,8 @@ fn device_input_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
     let mut g = rng(seed + 99);
     let (mut gn, _, _) = pair::<T>(gpu, &mut g, (m, n, q), QPolicy::None);
-    let ud = cuqr::gpu::DevMat::from_host(gpu, random_mat::<T>(&mut g, m, 2).as_ref()).unwrap();
+    let ud = cuqr::internals::gpu::DevMat::from_host(gpu, random_mat::<T>(&mut g, m, 2).as_ref())
+        .unwrap();
     match gn.insert_cols_device(3, &ud.view()) {
         Err(Error::NeedsQ { .. }) => {}
         other => panic!("Q-less state: {other:?}"),

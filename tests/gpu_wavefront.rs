@@ -1,4 +1,4 @@
-//! The seed Wavefront Givens stages (`cuqr::gpu::givens_wavefront`, docs/design.md;
+//! The seed Wavefront Givens stages (`cuqr::internals::gpu::givens_wavefront`, docs/design.md;
 //! spec §1.5, §1.7 step 3, §1.10, §1.11) against serial CPU replays of the same
 //! rotations and against the CPU backend, f32 and f64, on random nonzero inputs with
 //! ragged sizes (m = 1000, n = 333, p ∈ {1, 17}, k0 at the start, middle and end).
@@ -9,12 +9,12 @@
 mod common;
 
 use common::{rand_mat, rand_vec, rng};
-use cuqr::cpu::givens::{givens, rot_pair};
-use cuqr::gpu::givens_wavefront::{
+use cuqr::internals::cpu::givens::{givens, rot_pair};
+use cuqr::internals::gpu::givens_wavefront::{
     delete_rows_rotate_composite, delete_rows_rotate_separate, insert_cols_strip_wavefront,
     rank_one_rotate_wavefront,
 };
-use cuqr::gpu::{DevMat, DevVec, GpuQr, GpuScalar};
+use cuqr::internals::gpu::{DevMat, DevVec, GpuQr, GpuScalar};
 use cuqr::{
     CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar, UpdateParams,
 };

@@ -1,8 +1,8 @@
-//! # cuqr: QR factorisation and QR updating on NVIDIA GPUs
+//! # cuqr: QR factorisation and QR updating on NVIDIA GPUs and the CPU
 //!
 //! cuqr factorises A = QR and then *updates* the factorisation when columns or
 //! rows are inserted or deleted or a rank-one change arrives, instead of
-//! refactorising (Andrew & Dingle's GPU QR updating; spec §1.7–§1.11).
+//! refactorising (docs/algorithms.md).
 //!
 //! | operation | needs Q | CPU | GPU |
 //! |---|---|---|---|
@@ -14,32 +14,41 @@
 //! | `rank_one` | yes | ✓ | ✓ |
 //! | `solve` | – | ✓ | ✓ |
 //!
-//! 1. Build a state with [`CpuQr::factorize`] (or the GPU backend's `factorize`).
+//! 1. Build a state with [`Qr::factorize`] on a [`Device`] (`Auto` takes the GPU when one
+//!    opens, else the CPU).
 //! 2. Apply updates through the [`QrUpdate`] trait; each validates first and
 //!    leaves the state unchanged on error.
 //! 3. Read the least-squares solution with [`QrUpdate::solve`] and check
 //!    accuracy with [`diagnostics`].
+//!
+//! # Layers
+//! Each module imports only from the layers below it (a test checks this):
+//! `base` → `cpu` and `gpu` (`ffi::driver` → `runtime` → `ffi` → `launch` → `algo`) →
+//! `state` → `ops` → `backend` → `lu`, `mixed`, `internals`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-pub mod backend;
-pub mod cpu;
-pub mod error;
-pub mod gpu;
+pub(crate) mod backend;
+pub(crate) mod base;
+pub(crate) mod cpu;
+pub(crate) mod gpu;
+#[cfg(feature = "internals")]
+pub mod internals;
 pub mod lu;
-pub mod mat;
 pub mod mixed;
-pub mod params;
-pub mod qr;
-pub mod scalar;
-pub mod update;
+pub(crate) mod ops;
+pub(crate) mod state;
 
-pub use backend::{Diagnostics, QrUpdate, Solution};
-pub use cpu::CpuQr;
-pub use error::{Error, Result};
-pub use gpu::Gpu;
-pub use mat::{Mat, MatRef};
-pub use params::{ColumnStrip, FactorParams, Givens, QPolicy, RowRemoval, UpdateParams};
-pub use qr::diagnostics::diagnostics;
-pub use scalar::Scalar;
+pub use backend::device::{Device, Qr};
+pub use backend::diagnostics::diagnostics;
+pub use backend::QrUpdate;
+pub use base::error::{Error, Result};
+pub use base::mat::{Mat, MatRef};
+pub use base::params::{ColumnStrip, FactorParams, Givens, QPolicy, RowRemoval, UpdateParams};
+pub use base::precision::GemmPrecision;
+pub use base::scalar::Scalar;
+pub use base::solution::{Diagnostics, Solution};
+pub use gpu::runtime::{Gpu, GpuScalar};
+pub use state::cpu::CpuQr;
+pub use state::gpu::GpuQr;

@@ -13,11 +13,11 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cuqr::gpu::givens_two_phase as tp;
-use cuqr::gpu::givens_wavefront as wf;
-use cuqr::gpu::kernels_two_phase::{ApplyTarget, GenPath, RotList, RotSide};
-use cuqr::gpu::timing::time_with_setup;
-use cuqr::gpu::{DevMat, DevVec, GpuScalar, Op};
+use cuqr::internals::gpu::givens_two_phase as tp;
+use cuqr::internals::gpu::givens_wavefront as wf;
+use cuqr::internals::gpu::timing::time_with_setup;
+use cuqr::internals::gpu::two_phase_launch::{ApplyTarget, GenPath, RotList, RotSide};
+use cuqr::internals::gpu::{DevMat, DevVec, GpuScalar, Op};
 use cuqr::{Gpu, Mat, Scalar};
 
 use super::BenchOpts;

@@ -9,8 +9,8 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cuqr::gpu::timing::time_with_setup;
-use cuqr::gpu::{DevMat, GpuScalar, Op};
+use cuqr::internals::gpu::timing::time_with_setup;
+use cuqr::internals::gpu::{DevMat, GpuScalar, Op};
 use cuqr::lu::{GpuLu, LuParams};
 use cuqr::{Gpu, Mat};
 

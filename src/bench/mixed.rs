@@ -13,9 +13,9 @@
 
 use std::cell::RefCell;
 
-use cuqr::gpu::irs::IrsKind;
-use cuqr::gpu::timing::time_with_setup;
-use cuqr::gpu::{DevMat, DevVec, Diag, Op, Side, Uplo};
+use cuqr::internals::gpu::irs::IrsKind;
+use cuqr::internals::gpu::timing::time_with_setup;
+use cuqr::internals::gpu::{DevMat, DevVec, Diag, Op, Side, Uplo};
 use cuqr::mixed::{lstsq_mixed_gpu_phases, GemmPrecision, MixedFactor, MixedParams, MixedRoute};
 use cuqr::{Error, Gpu};
 

@@ -10,7 +10,7 @@
 //!   same m×m Q.
 //!
 //! Timings are CUDA-event medians of ≥ 5 runs after one warm-up
-//! ([`cuqr::gpu::timing`]). Flops as LAPACK counts them: 2mn² − 2n³/3 for the
+//! ([`cuqr::internals::gpu::timing`]). Flops as LAPACK counts them: 2mn² − 2n³/3 for the
 //! factorisation, 4m²n − 4mn² + 4n³/3 for forming the m×m Q from n reflectors
 //! (`orgqr` with m = n_Q = m, k = n). Accuracy of cuqr (Kerr et al.'s criteria, seeds
 //! spec §4.3, issue 5 bar) on the state with Q: ‖QR − A‖_F/‖A‖_F ≤ m·u and
@@ -26,8 +26,8 @@ use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::sync::Arc;
 
-use cuqr::gpu::timing::time_with_setup;
-use cuqr::gpu::{DevMat, DevMatView, DevVec, GpuQr, GpuScalar, Op, QrPhaseTimes};
+use cuqr::internals::gpu::timing::time_with_setup;
+use cuqr::internals::gpu::{DevMat, DevMatView, DevVec, GpuQr, GpuScalar, Op, QrPhaseTimes};
 use cuqr::{FactorParams, Gpu, Mat, QPolicy, Scalar};
 
 use super::BenchOpts;

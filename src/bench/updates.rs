@@ -14,16 +14,18 @@
 //!   factorisation copied to the host), only at the points marked for it.
 //!
 //! GPU timings are CUDA-event medians of ≥ 5 runs after one warm-up
-//! ([`cuqr::gpu::timing`]); data are random ±[0.1, 1) (never zero).
+//! ([`cuqr::internals::gpu::timing`]); data are random ±[0.1, 1) (never zero).
 
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cuqr::cpu::Dims;
-use cuqr::gpu::timing::{time_with_setup, Timing};
-use cuqr::gpu::{DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, PinnedHostSlice, Side, Uplo};
+use cuqr::internals::gpu::timing::{time_with_setup, Timing};
+use cuqr::internals::gpu::{
+    DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, PinnedHostSlice, Side, Uplo,
+};
+use cuqr::internals::Dims;
 use cuqr::{CpuQr, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar};
 
 use super::{plot, BenchOpts};
@@ -1331,7 +1333,7 @@ fn profile_givens<T: GpuScalar>(
     pt: &Point,
     reps: usize,
 ) -> cuqr::Result<Option<GivensProfile>> {
-    use cuqr::gpu::kernels_two_phase::{ApplyTarget, RotList};
+    use cuqr::internals::gpu::two_phase_launch::{ApplyTarget, RotList};
     let Some(q0) = base.q_dev() else {
         return Ok(None);
     };
@@ -1395,7 +1397,7 @@ fn profile_givens<T: GpuScalar>(
         }
     };
     let t_sched = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow(), None))?;
-    let window = cuqr::gpu::kernels_two_phase::apply_window_width(pt.p);
+    let window = cuqr::internals::gpu::two_phase_launch::apply_window_width(pt.p);
     let t_win = time_with_setup(
         gpu,
         1,

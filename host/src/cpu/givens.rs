@@ -3,7 +3,7 @@
 //! (0, 0) gives c = 1, s = 0.
 #![forbid(unsafe_code)]
 
-use crate::scalar::Scalar;
+use crate::base::scalar::Scalar;
 
 /// Computes (c, s, r) with c·f + s·g = r ≥ 0 and −s·f + c·g = 0.
 /// Safe at (0, 0) and against overflow (hypot scaling).

@@ -2,7 +2,7 @@
 //! Robust `house`: scaled norm, τ = 0 when the tail is zero (errata H1–H3, E6).
 #![forbid(unsafe_code)]
 
-use crate::scalar::Scalar;
+use crate::base::scalar::Scalar;
 
 /// Scaled 2-norm of `x` (two passes: max |xᵢ|, then Σ(xᵢ/scale)²), as LAPACK `xNRM2`
 /// guards against overflow and underflow (erratum H2).

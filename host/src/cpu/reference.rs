@@ -3,10 +3,15 @@
 //! `tests/gpu_kernels.rs` can compare element by element. Spec §1.2 (house),
 //! §1.3 (larft T, erratum E14), §1.5 (wavefront, E8–E10), §1.6 (transpose E11,
 //! doubleSum E15), §2.1 (seed kernels).
+// Used by the tests and, through `internals`, by the benchmarks.
+#![cfg_attr(
+    not(any(test, feature = "internals")),
+    allow(dead_code, unused_imports)
+)]
 #![forbid(unsafe_code)]
 
 use super::givens::{givens, rot_pair};
-use crate::scalar::Scalar;
+use crate::base::scalar::Scalar;
 
 /// `reduce_nrm2`: ‖x‖₂ by the scaled two-pass algorithm (erratum H2).
 pub use super::householder::nrm2;
@@ -176,7 +181,7 @@ pub fn build_t<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mat::Mat;
+    use crate::base::mat::Mat;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 

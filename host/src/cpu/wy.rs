@@ -7,9 +7,9 @@
 
 use core::ops::Range;
 
-use crate::error::{Error, Result};
-use crate::mat::Mat;
-use crate::scalar::Scalar;
+use crate::base::error::{Error, Result};
+use crate::base::mat::Mat;
+use crate::base::scalar::Scalar;
 
 /// Resolves an optional block size: `None` gives [`default_block_size`] of `cols`,
 /// `Some(0)` is refused (spec §1.4, §5.3 F13).
@@ -17,7 +17,7 @@ use crate::scalar::Scalar;
 /// # Errors
 /// [`Error::InvalidParam`] for `Some(0)`.
 ///
-/// [`default_block_size`]: crate::params::default_block_size
+/// [`default_block_size`]: crate::base::params::default_block_size
 pub fn resolve_block_size(
     op: &'static str,
     block_size: Option<usize>,
@@ -30,7 +30,7 @@ pub fn resolve_block_size(
             why: "must be at least 1".into(),
         }),
         Some(nb) => Ok(nb),
-        None => Ok(crate::params::default_block_size(cols)),
+        None => Ok(crate::base::params::default_block_size(cols)),
     }
 }
 

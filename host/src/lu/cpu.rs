@@ -6,9 +6,9 @@
 
 use super::{check_pivots, check_solve, det_sign_log, perm_from_ipiv, plan, unpack_l, unpack_u};
 use super::{LuParams, Plan};
-use crate::error::Result;
-use crate::mat::{Mat, MatRef};
-use crate::scalar::Scalar;
+use crate::base::error::Result;
+use crate::base::mat::{Mat, MatRef};
+use crate::base::scalar::Scalar;
 
 /// An LU factorisation PA = LU computed on the CPU (issue 6).
 #[derive(Clone, Debug)]
@@ -311,7 +311,7 @@ fn trsm_upper<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
+    use crate::base::error::Error;
 
     fn lcg(seed: &mut u64) -> f64 {
         *seed = seed

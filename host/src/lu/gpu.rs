@@ -18,10 +18,12 @@ use super::{
     gpu_default_block_size, LuParams, DEFAULT_COOP_ROWS, DEFAULT_FUSED_ROWS, GPU_CLUSTER_LEAF_BASE,
 };
 use super::{DEFAULT_CLUSTER_LEAF_MIN, DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
-use crate::error::{Error, Result};
-use crate::gpu::kernels_lu::{LuPanelOpts, LuPhaseTimes};
-use crate::gpu::{alloc_err, driver_err, DevMat, Diag, Gpu, GpuScalar, Op, Side, Uplo};
-use crate::mat::{Mat, MatRef};
+use crate::base::error::{Error, Result};
+use crate::base::mat::{Mat, MatRef};
+use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+use crate::gpu::launch::lu::{LuPanelOpts, LuPhaseTimes};
+use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 /// The GPU panel options of `params` (issue 6).
 ///

@@ -38,9 +38,9 @@ pub mod gpu;
 pub use cpu::CpuLu;
 pub use gpu::GpuLu;
 
-use crate::error::{Error, Result};
-use crate::mat::{Mat, MatRef};
-use crate::scalar::Scalar;
+use crate::base::error::{Error, Result};
+use crate::base::mat::{Mat, MatRef};
+use crate::base::scalar::Scalar;
 
 /// Options of the LU factorisation (issue 6 "What to build" 1).
 #[derive(Clone, Copy, Debug, PartialEq, Default)]

@@ -5,10 +5,10 @@
 #![forbid(unsafe_code)]
 
 use super::{GemmPrecision, MixedParams};
+use crate::base::error::{Error, Result};
+use crate::base::mat::{Mat, MatRef};
+use crate::base::scalar::Scalar;
 use crate::cpu::wy::{factor_panel, larft, resolve_block_size, zero_below_diagonal};
-use crate::error::{Error, Result};
-use crate::mat::{Mat, MatRef};
-use crate::scalar::Scalar;
 
 const OP_QR: &str = "mixed_qr";
 const OP_LS: &str = "lstsq_mixed";
@@ -536,9 +536,9 @@ pub fn lstsq_mixed_cpu<T: Scalar>(
 mod tests {
     use super::*;
     use crate::backend::QrUpdate;
-    use crate::params::{FactorParams, QPolicy};
-    use crate::qr::factorize::run_cpu;
-    use crate::qr::factorize::tests::{errs, lower_is_zero, r_diff_up_to_signs};
+    use crate::base::params::{FactorParams, QPolicy};
+    use crate::ops::factorize::run_cpu;
+    use crate::ops::factorize::tests::{errs, lower_is_zero, r_diff_up_to_signs};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 

@@ -4,7 +4,7 @@
 //! * **Factorisation** ([`mixed_qr_gpu`]): an f32 copy of A, scaled by a power of two
 //!   (exact) so that ‖A‖_F ∈ [2¹³, 2¹⁴), is factored by the device blocked Householder QR
 //!   (`gpu::householder::blocked_qr`: panels, reflectors and T in f32) while a
-//!   [`GemmPrecisionGuard`](crate::gpu::blas::GemmPrecisionGuard) makes every f32 GEMM
+//!   [`GemmPrecisionGuard`](crate::gpu::ffi::blas::GemmPrecisionGuard) makes every f32 GEMM
 //!   on that [`Gpu`] a tensor-core `cublasGemmEx` with inputs rounded to bf16, f16 or
 //!   tf32 and f32 accumulation (or plain SGEMM for [`GemmPrecision::F32`]). The guard
 //!   is dropped when the factorisation returns, so it applies to the trailing-update
@@ -75,12 +75,14 @@ use super::cpu::{check_a, INNER_EPS};
 use super::gram::gram_cholesky;
 use super::refine::InnerCg;
 use super::{GemmPrecision, MixedFactor, MixedParams, MixedRoute, MixedSolution};
+use crate::base::error::{Error, Result};
+use crate::base::mat::{Mat, MatRef};
 use crate::cpu::wy::resolve_block_size;
-use crate::error::{Error, Result};
-use crate::gpu::householder::{blocked_qr, check_rank_dev};
-use crate::gpu::timing::{EventTimer, PhaseClock};
-use crate::gpu::{DevMat, DevVec, Gpu, GpuScalar, Op};
-use crate::mat::{Mat, MatRef};
+use crate::gpu::algo::householder::{blocked_qr, check_rank_dev};
+use crate::gpu::ffi::blas::Op;
+use crate::gpu::runtime::matrix::{DevMat, DevVec};
+use crate::gpu::runtime::timing::{EventTimer, PhaseClock};
+use crate::gpu::runtime::{Gpu, GpuScalar};
 
 const OP_QR: &str = "mixed_qr_gpu";
 const OP_LS: &str = "lstsq_mixed_gpu";

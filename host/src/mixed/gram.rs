@@ -25,8 +25,9 @@ use cudarc::cublas::sys as blas;
 use cudarc::cusolver::sys as solver;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-use crate::error::{Error, Result};
-use crate::gpu::{alloc_err, driver_err, DevMat, Gpu, GpuScalar};
+use crate::base::error::{Error, Result};
+use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 const OP: &str = "lstsq_mixed_gpu Gram-Cholesky";
 

@@ -19,8 +19,9 @@
 use cudarc::cublas::sys;
 use cudarc::driver::{CudaSlice, CudaView, DevicePtr, DevicePtrMut};
 
-use crate::error::{Error, Result};
-use crate::gpu::{alloc_err, driver_err, DevMat, Gpu};
+use crate::base::error::{Error, Result};
+use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::{alloc_err, driver_err, Gpu};
 
 fn status(op: &'static str, s: sys::cublasStatus_t) -> Result<()> {
     s.result().map_err(|e| Error::Cublas(format!("{op}: {e}")))

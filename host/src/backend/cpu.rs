@@ -1,0 +1,75 @@
+//! The CPU backend: [`CpuQr`] built by factorisation and updated through [`QrUpdate`].
+#![forbid(unsafe_code)]
+
+use crate::backend::QrUpdate;
+use crate::base::error::Result;
+use crate::base::mat::{Mat, MatRef};
+use crate::base::params::{FactorParams, QPolicy, UpdateParams};
+use crate::base::scalar::Scalar;
+use crate::base::solution::Solution;
+use crate::state::cpu::CpuQr;
+
+impl<T: Scalar> CpuQr<T> {
+    /// Factorises A (m×n, m ≥ n) and transforms the right-hand sides b (m×q)
+    /// with blocked Householder QR (spec §1.4).
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::Underdetermined`] (m < n), [`Error::NonFinite`],
+    /// [`Error::InvalidParam`], [`Error::RankDeficient`].
+    pub fn factorize(
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        crate::ops::factorize::run_cpu(a, b, policy, params)
+    }
+}
+
+impl<T: Scalar> QrUpdate<T> for CpuQr<T> {
+    fn nrows(&self) -> usize {
+        self.dims.m
+    }
+    fn ncols(&self) -> usize {
+        self.dims.n
+    }
+    fn nrhs(&self) -> usize {
+        self.dims.q
+    }
+    fn q_policy(&self) -> QPolicy {
+        self.dims.policy
+    }
+    fn params(&self) -> UpdateParams {
+        self.params
+    }
+    fn set_params(&mut self, params: UpdateParams) {
+        self.params = params;
+    }
+    fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+        crate::ops::insert_cols::run_cpu(self, k0, u)
+    }
+    fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
+        crate::ops::delete_cols::run_cpu(self, k0, p)
+    }
+    fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
+        crate::ops::insert_rows::run_cpu(self, k0, u, e)
+    }
+    fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
+        crate::ops::delete_rows::run_cpu(self, k0, p)
+    }
+    fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
+        crate::ops::rank_one::run_cpu(self, u, v)
+    }
+    fn solve(&self) -> Result<Solution<T>> {
+        crate::ops::solve::solve_cpu(&self.r, &self.d, self.dims.n)
+    }
+    fn r(&self) -> Result<Mat<T>> {
+        Ok(self.r.clone())
+    }
+    fn q(&self) -> Result<Option<Mat<T>>> {
+        Ok(self.q.clone())
+    }
+    fn d(&self) -> Result<Mat<T>> {
+        Ok(self.d.clone())
+    }
+}

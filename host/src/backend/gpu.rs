@@ -1,0 +1,233 @@
+//! The GPU backend: [`GpuQr`] built by factorisation and updated through [`QrUpdate`];
+//! every operation runs behind the state's poison guard.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use crate::backend::QrUpdate;
+use crate::base::error::Result;
+use crate::base::mat::{Mat, MatRef};
+use crate::base::params::{FactorParams, QPolicy, UpdateParams};
+use crate::base::solution::Solution;
+use crate::gpu::algo::householder::QrPhaseTimes;
+use crate::gpu::runtime::matrix::{DevMat, DevMatView};
+use crate::gpu::runtime::{Gpu, GpuScalar};
+use crate::state::gpu::{poison_on_fault, GpuQr};
+
+impl<T: GpuScalar> GpuQr<T> {
+    /// Factorises A (m×n, m ≥ n) on `gpu` and transforms the right-hand sides
+    /// b (m×q) with blocked Householder QR in compact-WY form (spec §1.3–§1.4);
+    /// under [`QPolicy::Full`] Q is accumulated backwards from the identity
+    /// (spec §4.3 lesson 1).
+    ///
+    /// # Errors
+    /// The validation errors of the CPU backend ([`Error::Shape`],
+    /// [`Error::Underdetermined`], [`Error::NonFinite`], [`Error::InvalidParam`]),
+    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], and device errors
+    /// ([`Error::Driver`], [`Error::Cublas`]).
+    pub fn factorize(
+        gpu: &Arc<Gpu>,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        crate::ops::factorize::run_gpu(gpu, a, b, policy, params)
+    }
+
+    /// [`factorize`](Self::factorize) of A (m×n) and b (m×q) already in device
+    /// memory, taken over as the state's R and d (benchmarks: no host transfer or
+    /// host scan of A; spec §1.4, §5.1 F1). Shapes and `params` are validated as in
+    /// [`factorize`](Self::factorize); the values are not scanned: a NaN/∞ in A
+    /// surfaces as [`Error::RankDeficient`] at a non-finite diagonal of R, and one
+    /// in b only in d.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::Underdetermined`], [`Error::InvalidParam`],
+    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`],
+    /// [`Error::Cublas`].
+    pub fn factorize_dev(
+        gpu: &Arc<Gpu>,
+        a: DevMat<T>,
+        b: DevMat<T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        Self::factorize_dev_clocked(gpu, a, b, policy, params, None)
+    }
+
+    /// [`factorize_dev`](Self::factorize_dev) with an optional phase clock.
+    fn factorize_dev_clocked(
+        gpu: &Arc<Gpu>,
+        a: DevMat<T>,
+        b: DevMat<T>,
+        policy: QPolicy,
+        params: FactorParams,
+        clock: Option<&mut crate::gpu::algo::householder::QrClock>,
+    ) -> Result<Self> {
+        use crate::ops::factorize::{plan_shapes, run_gpu_dev};
+        let plan = plan_shapes::<T>(
+            (a.nrows(), a.ncols()),
+            (b.nrows(), b.ncols()),
+            policy,
+            params,
+        )?;
+        run_gpu_dev(gpu, plan, params, a, b, clock)
+    }
+
+    /// [`factorize_dev`](Self::factorize_dev) with its time split into phases
+    /// ([`QrPhaseTimes`]: panels, trailing update, right-hand sides, rank check,
+    /// forming Q; Kerr et al.'s Table 2, spec §3.8), measured with CUDA events on the
+    /// main stream. The factorisation runs without look-ahead (its panels would
+    /// overlap the trailing update), so its total is an upper bound on
+    /// [`factorize_dev`](Self::factorize_dev)'s time; the result is the same up to
+    /// rounding.
+    ///
+    /// # Errors
+    /// As [`factorize_dev`](Self::factorize_dev).
+    ///
+    /// # Example
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::gpu::{DevMat, GpuQr};
+    /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
+    ///
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let a = Mat::<f64>::from_fn(4000, 2000, |i, j| ((i * 7 + j * 3) % 11) as f64 - 5.0 + (i == j) as u8 as f64 * 50.0);
+    /// let b = Mat::<f64>::from_fn(4000, 1, |i, _| i as f64);
+    /// let (qr, t) = GpuQr::factorize_dev_phases(
+    ///     &gpu,
+    ///     DevMat::from_host(&gpu, a.as_ref())?,
+    ///     DevMat::from_host(&gpu, b.as_ref())?,
+    ///     QPolicy::Full,
+    ///     FactorParams::default(),
+    /// )?;
+    /// println!("panels {:.2} ms, trailing {:.2} ms, Q {:.2} ms", t.panel_ms, t.trailing_ms, t.q_ms);
+    /// # drop(qr);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize_dev_phases(
+        gpu: &Arc<Gpu>,
+        a: DevMat<T>,
+        b: DevMat<T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<(Self, QrPhaseTimes)> {
+        use crate::gpu::algo::householder::{
+            QrClock, PHASE_PANEL, PHASE_Q, PHASE_RANK, PHASE_RHS, PHASE_TRAILING,
+        };
+        use crate::gpu::runtime::timing::EventTimer;
+        let whole = EventTimer::new(gpu)?;
+        let mut clock = QrClock::new();
+        whole.start(gpu)?;
+        let qr = Self::factorize_dev_clocked(gpu, a, b, policy, params, Some(&mut clock))?;
+        let total_ms = whole.stop(gpu)?;
+        let t = clock.totals_ms()?;
+        let f = clock.flops();
+        Ok((
+            qr,
+            QrPhaseTimes {
+                panel_ms: t[PHASE_PANEL],
+                trailing_ms: t[PHASE_TRAILING],
+                rhs_ms: t[PHASE_RHS],
+                rank_ms: t[PHASE_RANK],
+                q_ms: t[PHASE_Q],
+                total_ms,
+                panel_flops: f[PHASE_PANEL],
+                trailing_flops: f[PHASE_TRAILING],
+            },
+        ))
+    }
+
+    /// [`QrUpdate::insert_cols`] with the new columns U (m×p) already on the device, as
+    /// a view of this state's [`Gpu`]: the same update (spec §1.7) without U's upload,
+    /// for pipelines whose data is made on the GPU, and the device-resident protocol of
+    /// the benchmarks (spec §3.9: no transfers). The non-finite check on U runs on the
+    /// device (one launch and a download of p flags).
+    ///
+    /// # Errors
+    /// As [`QrUpdate::insert_cols`]: [`Error::EmptyBlock`], [`Error::Shape`],
+    /// [`Error::OutOfRange`], [`Error::Underdetermined`], [`Error::NeedsQ`],
+    /// [`Error::InvalidParam`], [`Error::NonFinite`] (with U's first non-finite entry),
+    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], device errors. On error the state
+    /// is unchanged (a device fault also poisons it).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::gpu::{DevMat, GpuQr};
+    /// use cuqr::{FactorParams, Gpu, Mat, QPolicy, QrUpdate};
+    /// let a = Mat::<f64>::from_fn(300, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
+    /// let b = Mat::<f64>::from_fn(300, 1, |i, _| i as f64);
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let mut st = GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+    /// let u = Mat::<f64>::from_fn(300, 3, |i, j| ((i * 5 + j * 11) % 17) as f64 - 8.5);
+    /// let ud = DevMat::from_host(&gpu, u.as_ref())?;
+    /// st.insert_cols_device(10, &ud.view())?;
+    /// assert_eq!(st.ncols(), 43);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn insert_cols_device(&mut self, k0: usize, u: &DevMatView<'_, T>) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::insert_cols::run_gpu_device(self, k0, u);
+        poison_on_fault(&self.poisoned, out)
+    }
+}
+
+impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
+    fn nrows(&self) -> usize {
+        self.dims.m
+    }
+    fn ncols(&self) -> usize {
+        self.dims.n
+    }
+    fn nrhs(&self) -> usize {
+        self.dims.q
+    }
+    fn q_policy(&self) -> QPolicy {
+        self.dims.policy
+    }
+    fn params(&self) -> UpdateParams {
+        self.params
+    }
+    fn set_params(&mut self, params: UpdateParams) {
+        self.params = params;
+    }
+    fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::insert_cols::run_gpu(self, k0, u);
+        poison_on_fault(&self.poisoned, out)
+    }
+    fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::delete_cols::run_gpu(self, k0, p);
+        poison_on_fault(&self.poisoned, out)
+    }
+    fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::insert_rows::run_gpu(self, k0, u, e);
+        poison_on_fault(&self.poisoned, out)
+    }
+    fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::delete_rows::run_gpu(self, k0, p);
+        poison_on_fault(&self.poisoned, out)
+    }
+    fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::rank_one::run_gpu(self, u, v);
+        poison_on_fault(&self.poisoned, out)
+    }
+    fn solve(&self) -> Result<Solution<T>> {
+        self.guarded(|| crate::ops::solve::solve_gpu(self))
+    }
+    fn r(&self) -> Result<Mat<T>> {
+        self.guarded(|| self.r.to_host(&self.gpu))
+    }
+    fn q(&self) -> Result<Option<Mat<T>>> {
+        self.guarded(|| self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose())
+    }
+    fn d(&self) -> Result<Mat<T>> {
+        self.guarded(|| self.d.to_host(&self.gpu))
+    }
+}

@@ -1,0 +1,75 @@
+//! The one API both backends implement ([`QrUpdate`]), its implementations for the CPU and
+//! GPU states, device selection ([`device::Device`], [`device::Qr`]) and diagnostics.
+#![forbid(unsafe_code)]
+
+pub mod cpu;
+pub mod device;
+pub mod diagnostics;
+pub mod gpu;
+
+use crate::base::error::Result;
+use crate::base::mat::{Mat, MatRef};
+use crate::base::params::{QPolicy, UpdateParams};
+use crate::base::scalar::Scalar;
+use crate::base::solution::Solution;
+
+/// A QR factorisation A = QR with right-hand sides d = Qᵀb that can be updated
+/// in place (spec §1.7–§1.11). Positions are 0-based (spec §0.2).
+///
+/// Every method validates its arguments first; on any error the state is
+/// unchanged.
+pub trait QrUpdate<T: Scalar> {
+    /// Rows m of the current A.
+    fn nrows(&self) -> usize;
+    /// Columns n of the current A.
+    fn ncols(&self) -> usize;
+    /// Number q of right-hand sides.
+    fn nrhs(&self) -> usize;
+    /// The Q policy the state was built with.
+    fn q_policy(&self) -> QPolicy;
+    /// Options used by subsequent updates.
+    fn params(&self) -> UpdateParams;
+    /// Replaces the update options.
+    fn set_params(&mut self, params: UpdateParams);
+
+    /// Inserts the m×p block `u` so that it becomes columns k0..k0+p of A
+    /// (spec §1.7). Needs Q.
+    fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()>;
+    /// Deletes columns k0..k0+p of A (spec §1.8). Q optional.
+    fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()>;
+    /// Inserts the p×n block `u` as rows k0..k0+p of A, with right-hand-side
+    /// rows `e` (p×q) (spec §1.9). Q optional.
+    fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()>;
+    /// Deletes rows k0..k0+p of A (spec §1.10). Needs Q.
+    fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()>;
+    /// Replaces A by A + u vᵀ (spec §1.11). Needs Q.
+    fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()>;
+
+    /// Least-squares solution and residual norms of the current problem (spec §1.1).
+    fn solve(&self) -> Result<Solution<T>>;
+    /// R (m×n, upper trapezoidal), copied to the host.
+    fn r(&self) -> Result<Mat<T>>;
+    /// Q (m×m) copied to the host, or `None` under [`QPolicy::None`].
+    fn q(&self) -> Result<Option<Mat<T>>>;
+    /// d = Qᵀb (m×q), copied to the host.
+    fn d(&self) -> Result<Mat<T>>;
+
+    /// Inserts one column (p = 1).
+    fn insert_col(&mut self, k0: usize, u: &[T]) -> Result<()> {
+        self.insert_cols(k0, MatRef::from_col(u))
+    }
+    /// Deletes one column (p = 1).
+    fn delete_col(&mut self, k0: usize) -> Result<()> {
+        self.delete_cols(k0, 1)
+    }
+    /// Inserts one row `u` (length n) with right-hand-side entries `e` (length q).
+    fn insert_row(&mut self, k0: usize, u: &[T], e: &[T]) -> Result<()> {
+        let ur = MatRef::new(u, 1, u.len(), 1)?;
+        let er = MatRef::new(e, 1, e.len(), 1)?;
+        self.insert_rows(k0, ur, er)
+    }
+    /// Deletes one row (p = 1).
+    fn delete_row(&mut self, k0: usize) -> Result<()> {
+        self.delete_rows(k0, 1)
+    }
+}

@@ -1,0 +1,37 @@
+//! Dimensions of a factorisation state and the rank test shared by every backend.
+#![forbid(unsafe_code)]
+
+use super::error::{Error, Result};
+use super::mat::Mat;
+use super::params::QPolicy;
+use super::scalar::Scalar;
+
+/// Dimensions and policy of a factorisation state: what `plan` functions check
+/// against, shared by both backends so that they fail alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    /// Rows m.
+    pub m: usize,
+    /// Columns n.
+    pub n: usize,
+    /// Right-hand sides q.
+    pub q: usize,
+    /// Q policy.
+    pub policy: QPolicy,
+}
+
+/// |R_jj| ≤ rank_tol·‖R‖_F for the first such j → [`Error::RankDeficient`].
+pub(crate) fn check_rank_of<T: Scalar>(r: &Mat<T>, n: usize, rank_tol: f64) -> Result<()> {
+    let tol = rank_tol * r.norm_fro();
+    for j in 0..n {
+        let rjj = r[(j, j)].to_f64().abs();
+        if rjj <= tol || !rjj.is_finite() {
+            return Err(Error::RankDeficient {
+                column: j,
+                r_jj: rjj,
+                tol,
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! cuqr's one error type (style §2.5). Every fallible entry point returns
+//! [`Result`]; a failed call leaves the factorisation state unchanged.
+
+use crate::base::params::QPolicy;
+
+/// Everything that can go wrong in cuqr.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument has the wrong number of rows, columns or elements.
+    #[error("{op}: {what} is {got}, expected {expected}")]
+    Shape {
+        /// Operation that rejected the argument.
+        op: &'static str,
+        /// Which dimension of which argument.
+        what: &'static str,
+        /// The size that was passed.
+        got: usize,
+        /// The size that was required.
+        expected: usize,
+    },
+    /// A block position `k0..k0+p` does not fit the current dimension `n`
+    /// (`n` is the column count for column updates, the row count for row updates).
+    #[error("{op}: block k0={k0}, p={p} does not fit 0..{n}")]
+    OutOfRange {
+        /// Operation.
+        op: &'static str,
+        /// First index of the block (0-based).
+        k0: usize,
+        /// Block size.
+        p: usize,
+        /// The range limit.
+        n: usize,
+    },
+    /// `p = 0`: an empty block is almost always a caller bug, so it is refused.
+    #[error("{op}: empty block (p = 0)")]
+    EmptyBlock {
+        /// Operation.
+        op: &'static str,
+    },
+    /// The update would leave fewer rows than columns (m < n).
+    #[error("{op}: the result would have m = {m} rows < n = {n} columns")]
+    Underdetermined {
+        /// Operation.
+        op: &'static str,
+        /// Rows after the update.
+        m: usize,
+        /// Columns after the update.
+        n: usize,
+    },
+    /// An input holds NaN or ±∞.
+    #[error("{op}: {what} has a non-finite entry at ({row}, {col})")]
+    NonFinite {
+        /// Operation.
+        op: &'static str,
+        /// Which argument.
+        what: &'static str,
+        /// Row of the first bad entry.
+        row: usize,
+        /// Column of the first bad entry.
+        col: usize,
+    },
+    /// The operation needs the explicit Q, but the state does not keep it.
+    #[error("{op} needs Q; state was built with {policy:?}")]
+    NeedsQ {
+        /// Operation.
+        op: &'static str,
+        /// The state's Q policy.
+        policy: QPolicy,
+    },
+    /// The (updated) matrix is numerically rank deficient: |R_jj| ≤ tol.
+    #[error("column {column} is numerically dependent: |r_jj| = {r_jj:e} <= {tol:e}")]
+    RankDeficient {
+        /// First column (0-based) whose diagonal entry is below the tolerance.
+        column: usize,
+        /// |R_jj|.
+        r_jj: f64,
+        /// The tolerance tol·‖A‖_F.
+        tol: f64,
+    },
+    /// LU with partial pivoting met a pivot that is zero or negligible:
+    /// |u_jj| ≤ tol, so the matrix is (numerically) singular (issue 6, lu module).
+    #[error("{op}: matrix is singular at column {column}: |u_jj| = {pivot:e} <= {tol:e}")]
+    Singular {
+        /// Operation.
+        op: &'static str,
+        /// First column (0-based) whose pivot is below the tolerance.
+        column: usize,
+        /// |u_jj| of that column.
+        pivot: f64,
+        /// The absolute tolerance tol·max|a_ij|.
+        tol: f64,
+    },
+    /// An invalid parameter value (block size 0, negative tolerance, ...).
+    #[error("{op}: invalid parameter {what}: {why}")]
+    InvalidParam {
+        /// Operation.
+        op: &'static str,
+        /// Parameter name.
+        what: &'static str,
+        /// Explanation.
+        why: String,
+    },
+    /// An iterative solver (the mixed-precision least-squares refinement, spec §4.2)
+    /// stopped without reaching its tolerance; no solution is returned.
+    #[error("refinement did not converge after {iterations} iterations: backward error {backward_error:e}")]
+    NotConverged {
+        /// Refinement steps taken.
+        iterations: usize,
+        /// Normwise backward error of the last iterate.
+        backward_error: f64,
+    },
+    /// No usable CUDA driver or device.
+    #[error("no usable CUDA device: {0}")]
+    NoDevice(String),
+    /// A kernel the host needs is not in the embedded PTX.
+    #[error("kernel {0} missing from the embedded PTX")]
+    MissingKernel(String),
+    /// Device memory could not be allocated.
+    #[error("out of device memory: {what} needs {bytes} bytes")]
+    OutOfMemory {
+        /// What was being allocated.
+        what: &'static str,
+        /// Requested size.
+        bytes: usize,
+    },
+    /// A CUDA driver call failed.
+    #[error("CUDA driver: {0}")]
+    Driver(String),
+    /// A cuBLAS call failed.
+    #[error("cuBLAS: {0}")]
+    Cublas(String),
+    /// A cuSOLVER call failed or reported a bad `devInfo`.
+    #[error("cuSOLVER: {0}")]
+    Cusolver(String),
+    /// An earlier asynchronous device fault left this GPU state unusable.
+    #[error("the GPU state is poisoned by an earlier device fault; refactorise")]
+    Poisoned,
+}
+
+/// `Result` with cuqr's [`Error`].
+pub type Result<T, E = Error> = core::result::Result<T, E>;

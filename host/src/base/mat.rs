@@ -1,0 +1,418 @@
+//! Host matrices: an owned column-major [`Mat`] and a borrowed view [`MatRef`].
+
+use crate::base::error::{Error, Result};
+use crate::base::scalar::Scalar;
+
+/// An owned, dense, column-major matrix (leading dimension = rows).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mat<T> {
+    nrows: usize,
+    ncols: usize,
+    data: Vec<T>,
+}
+
+/// A borrowed column-major matrix view with leading dimension `ld ≥ nrows`.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a, T> {
+    data: &'a [T],
+    nrows: usize,
+    ncols: usize,
+    ld: usize,
+}
+
+impl<T: Scalar> Mat<T> {
+    /// An `nrows × ncols` matrix of zeros.
+    ///
+    /// # Panics
+    /// If `nrows · ncols` overflows `usize` (as `Vec` panics on a capacity overflow).
+    pub fn zeros(nrows: usize, ncols: usize) -> Self {
+        Self {
+            nrows,
+            ncols,
+            data: vec![T::ZERO; element_count("Mat::zeros", nrows, ncols)],
+        }
+    }
+
+    /// The n×n identity.
+    pub fn identity(n: usize) -> Self {
+        let mut m = Self::zeros(n, n);
+        for i in 0..n {
+            m[(i, i)] = T::ONE;
+        }
+        m
+    }
+
+    /// Builds a matrix from `f(i, j)`.
+    ///
+    /// # Panics
+    /// If `nrows · ncols` overflows `usize`.
+    pub fn from_fn(nrows: usize, ncols: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
+        let mut data = Vec::with_capacity(element_count("Mat::from_fn", nrows, ncols));
+        for j in 0..ncols {
+            for i in 0..nrows {
+                data.push(f(i, j));
+            }
+        }
+        Self { nrows, ncols, data }
+    }
+
+    /// Wraps column-major data.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] if `nrows · ncols` overflows `usize`;
+    /// [`Error::Shape`] if `data.len() != nrows * ncols`.
+    pub fn from_col_major(nrows: usize, ncols: usize, data: Vec<T>) -> Result<Self> {
+        const OP: &str = "Mat::from_col_major";
+        let Some(count) = nrows.checked_mul(ncols) else {
+            return Err(overflow(OP, nrows, ncols));
+        };
+        if data.len() != count {
+            return Err(Error::Shape {
+                op: OP,
+                what: "data length",
+                got: data.len(),
+                expected: count,
+            });
+        }
+        Ok(Self { nrows, ncols, data })
+    }
+
+    /// A column vector (n×1) from a slice.
+    pub fn from_col(v: &[T]) -> Self {
+        Self {
+            nrows: v.len(),
+            ncols: 1,
+            data: v.to_vec(),
+        }
+    }
+
+    /// Number of rows.
+    pub fn nrows(&self) -> usize {
+        self.nrows
+    }
+    /// Number of columns.
+    pub fn ncols(&self) -> usize {
+        self.ncols
+    }
+    /// The column-major data (leading dimension = `nrows`).
+    pub fn as_slice(&self) -> &[T] {
+        &self.data
+    }
+    /// The column-major data, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+    /// Consumes the matrix, returning its column-major data.
+    pub fn into_vec(self) -> Vec<T> {
+        self.data
+    }
+    /// Column `j`.
+    pub fn col(&self, j: usize) -> &[T] {
+        &self.data[j * self.nrows..(j + 1) * self.nrows]
+    }
+    /// Column `j`, mutable.
+    pub fn col_mut(&mut self, j: usize) -> &mut [T] {
+        &mut self.data[j * self.nrows..(j + 1) * self.nrows]
+    }
+    /// Two distinct columns, mutable (`j1 != j2`).
+    ///
+    /// # Panics
+    /// If `j1 == j2` or either is out of range.
+    pub fn two_cols_mut(&mut self, j1: usize, j2: usize) -> (&mut [T], &mut [T]) {
+        assert!(j1 != j2 && j1 < self.ncols && j2 < self.ncols);
+        let m = self.nrows;
+        if j1 < j2 {
+            let (a, b) = self.data.split_at_mut(j2 * m);
+            (&mut a[j1 * m..(j1 + 1) * m], &mut b[..m])
+        } else {
+            let (a, b) = self.data.split_at_mut(j1 * m);
+            let (x, y) = (&mut b[..m], &mut a[j2 * m..(j2 + 1) * m]);
+            (x, y)
+        }
+    }
+    /// A borrowed view of the whole matrix.
+    pub fn as_ref(&self) -> MatRef<'_, T> {
+        MatRef {
+            data: &self.data,
+            nrows: self.nrows,
+            ncols: self.ncols,
+            ld: self.nrows.max(1),
+        }
+    }
+    /// The transpose, as a new matrix.
+    pub fn transpose(&self) -> Self {
+        Self::from_fn(self.ncols, self.nrows, |i, j| self[(j, i)])
+    }
+    /// Frobenius norm, computed in f64 with scaling.
+    pub fn norm_fro(&self) -> f64 {
+        self.as_ref().norm_fro()
+    }
+    /// The matrix product `self · rhs` (plain triple loop; for tests and diagnostics).
+    ///
+    /// # Panics
+    /// If `self.ncols() != rhs.nrows()`.
+    pub fn matmul(&self, rhs: &Mat<T>) -> Mat<T> {
+        assert_eq!(self.ncols, rhs.nrows);
+        let mut out = Mat::zeros(self.nrows, rhs.ncols);
+        for j in 0..rhs.ncols {
+            let oc = &mut out.data[j * self.nrows..(j + 1) * self.nrows];
+            for k in 0..self.ncols {
+                let b = rhs[(k, j)];
+                if b == T::ZERO {
+                    continue;
+                }
+                let ac = &self.data[k * self.nrows..(k + 1) * self.nrows];
+                for (o, &a) in oc.iter_mut().zip(ac) {
+                    *o = a.mul_add(b, *o);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `nrows · ncols` for an infallible constructor; panics with the shape on overflow.
+fn element_count(op: &str, nrows: usize, ncols: usize) -> usize {
+    nrows
+        .checked_mul(ncols)
+        .unwrap_or_else(|| panic!("{op}: {nrows}×{ncols} elements overflow usize"))
+}
+
+/// [`Error::InvalidParam`] for a shape whose element count overflows `usize`.
+fn overflow(op: &'static str, nrows: usize, ncols: usize) -> Error {
+    Error::InvalidParam {
+        op,
+        what: "shape",
+        why: format!("{nrows}×{ncols} elements overflow usize"),
+    }
+}
+
+impl<T> core::ops::Index<(usize, usize)> for Mat<T> {
+    type Output = T;
+    #[inline(always)]
+    fn index(&self, (i, j): (usize, usize)) -> &T {
+        debug_assert!(i < self.nrows && j < self.ncols);
+        &self.data[i + j * self.nrows]
+    }
+}
+
+impl<T> core::ops::IndexMut<(usize, usize)> for Mat<T> {
+    #[inline(always)]
+    fn index_mut(&mut self, (i, j): (usize, usize)) -> &mut T {
+        debug_assert!(i < self.nrows && j < self.ncols);
+        &mut self.data[i + j * self.nrows]
+    }
+}
+
+impl<'a, T: Scalar> MatRef<'a, T> {
+    /// A view of column-major `data` with leading dimension `ld`.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `ld < nrows` or `data` is too short;
+    /// [`Error::InvalidParam`] if the extent `ld·(ncols − 1) + nrows` overflows `usize`.
+    pub fn new(data: &'a [T], nrows: usize, ncols: usize, ld: usize) -> Result<Self> {
+        const OP: &str = "MatRef::new";
+        if ld < nrows.max(1) {
+            return Err(Error::Shape {
+                op: OP,
+                what: "leading dimension",
+                got: ld,
+                expected: nrows.max(1),
+            });
+        }
+        let need = match ncols.checked_sub(1) {
+            None => 0,
+            Some(last) => match ld.checked_mul(last).and_then(|x| x.checked_add(nrows)) {
+                Some(need) => need,
+                None => {
+                    return Err(Error::InvalidParam {
+                        op: OP,
+                        what: "shape",
+                        why: format!(
+                            "the extent ld·(ncols − 1) + nrows of {nrows}×{ncols} with ld = {ld} \
+                             overflows usize"
+                        ),
+                    })
+                }
+            },
+        };
+        if data.len() < need {
+            return Err(Error::Shape {
+                op: OP,
+                what: "data length",
+                got: data.len(),
+                expected: need,
+            });
+        }
+        Ok(Self {
+            data,
+            nrows,
+            ncols,
+            ld: ld.max(1),
+        })
+    }
+    /// A column vector view (n×1) of a slice.
+    pub fn from_col(v: &'a [T]) -> Self {
+        Self {
+            data: v,
+            nrows: v.len(),
+            ncols: 1,
+            ld: v.len().max(1),
+        }
+    }
+    /// Number of rows.
+    pub fn nrows(&self) -> usize {
+        self.nrows
+    }
+    /// Number of columns.
+    pub fn ncols(&self) -> usize {
+        self.ncols
+    }
+    /// Leading dimension.
+    pub fn ld(&self) -> usize {
+        self.ld
+    }
+    /// Element (i, j).
+    #[inline(always)]
+    pub fn get(&self, i: usize, j: usize) -> T {
+        assert!(i < self.nrows && j < self.ncols);
+        self.data[i + j * self.ld]
+    }
+    /// Column `j` as a slice (empty when the view has no rows).
+    pub fn col(&self, j: usize) -> &'a [T] {
+        assert!(j < self.ncols);
+        if self.nrows == 0 {
+            // A view of a 0-row matrix may hold less data than ld·j (`Mat::as_ref`
+            // of an empty Mat): no element is read, whatever j.
+            return &[];
+        }
+        &self.data[j * self.ld..j * self.ld + self.nrows]
+    }
+    /// An owned copy.
+    pub fn to_owned(&self) -> Mat<T> {
+        Mat::from_fn(self.nrows, self.ncols, |i, j| self.get(i, j))
+    }
+    /// The first non-finite entry, if any.
+    pub fn first_non_finite(&self) -> Option<(usize, usize)> {
+        for j in 0..self.ncols {
+            for (i, x) in self.col(j).iter().enumerate() {
+                if !x.is_finite() {
+                    return Some((i, j));
+                }
+            }
+        }
+        None
+    }
+    /// Frobenius norm, computed in f64 with scaling.
+    pub fn norm_fro(&self) -> f64 {
+        let mut scale = 0.0f64;
+        for j in 0..self.ncols {
+            for x in self.col(j) {
+                scale = scale.max(x.to_f64().abs());
+            }
+        }
+        if scale == 0.0 || !scale.is_finite() {
+            return scale;
+        }
+        let mut ssq = 0.0f64;
+        for j in 0..self.ncols {
+            for x in self.col(j) {
+                let t = x.to_f64() / scale;
+                ssq += t * t;
+            }
+        }
+        scale * ssq.sqrt()
+    }
+}
+
+impl<'a, T: Scalar> From<&'a Mat<T>> for MatRef<'a, T> {
+    fn from(m: &'a Mat<T>) -> Self {
+        m.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Views of matrices without rows hold no element: every column is empty, scans
+    /// find nothing, norms are zero (no panic for j ≥ 1 of an empty `Mat`).
+    #[test]
+    fn views_without_rows_have_empty_columns() {
+        let a = Mat::<f64>::zeros(0, 3);
+        let v = a.as_ref();
+        for j in 0..3 {
+            assert!(v.col(j).is_empty());
+        }
+        assert_eq!(v.first_non_finite(), None);
+        assert_eq!(v.norm_fro(), 0.0);
+        assert_eq!(v.to_owned().ncols(), 3);
+        let data = [1.0f32; 4];
+        let w = MatRef::new(&data, 0, 2, 2).unwrap();
+        assert!(w.col(1).is_empty());
+    }
+
+    /// Shapes whose extent overflows `usize` are refused with an error (they made
+    /// `MatRef::new` and `Mat::from_col_major` panic on the overflowing product in
+    /// debug builds, and wrap to a small extent in release builds, accepting a
+    /// short slice for a huge view).
+    #[test]
+    fn overflowing_shapes_are_errors() {
+        let data = [1.0f64; 8];
+        for (m, n, ld) in [
+            (2, usize::MAX, usize::MAX / 2),
+            (usize::MAX, 2, usize::MAX),
+            (1 << 32, (1 << 32) + 1, 1 << 32),
+        ] {
+            let e = MatRef::new(&data, m, n, ld).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::InvalidParam {
+                        op: "MatRef::new",
+                        what: "shape",
+                        ..
+                    }
+                ),
+                "{m}x{n} ld {ld}: {e:?}"
+            );
+            assert!(e.to_string().contains("overflows usize"), "{e}");
+        }
+        // Extents that fit are still checked against the data length.
+        assert!(matches!(
+            MatRef::new(&data, 2, 5, 2),
+            Err(Error::Shape {
+                what: "data length",
+                got: 8,
+                expected: 10,
+                ..
+            })
+        ));
+        for (m, n) in [(usize::MAX, 2), (1 << 32, 1 << 32)] {
+            let e = Mat::<f32>::from_col_major(m, n, vec![]).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::InvalidParam {
+                        op: "Mat::from_col_major",
+                        what: "shape",
+                        ..
+                    }
+                ),
+                "{m}x{n}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "Mat::zeros: 4294967296×4294967296 elements overflow usize")]
+    fn zeros_panics_clearly_on_overflow() {
+        let _ = Mat::<f64>::zeros(1 << 32, 1 << 32);
+    }
+
+    #[test]
+    #[should_panic(expected = "Mat::from_fn: 3×6148914691236517206 elements overflow usize")]
+    fn from_fn_panics_clearly_on_overflow() {
+        let _ = Mat::<f64>::from_fn(3, usize::MAX / 3 + 1, |_, _| 0.0);
+    }
+}

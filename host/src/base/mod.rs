@@ -1,0 +1,11 @@
+//! The foundation every other layer builds on: matrices and views, the scalar trait, the
+//! error type, parameters, dimensions and rank checks, and the result types.
+#![forbid(unsafe_code)]
+
+pub mod dims;
+pub mod error;
+pub mod mat;
+pub mod params;
+pub mod precision;
+pub mod scalar;
+pub mod solution;

@@ -1,0 +1,31 @@
+//! What a solve and a diagnostics run return.
+#![forbid(unsafe_code)]
+
+use super::mat::Mat;
+
+/// Least-squares solution of the current problem (spec §1.1).
+#[derive(Clone, Debug)]
+pub struct Solution<T> {
+    /// x = R₁⁻¹ d(0:n), n×q (one column per right-hand side).
+    pub x: Mat<T>,
+    /// ‖d(n:m, j)‖₂ for each right-hand side j: the minimum residual ‖Ax − b‖₂.
+    pub residual_norms: Vec<f64>,
+}
+
+/// Accuracy of the current factorisation against the matrix it represents
+/// (spec §3.7, §5.4 F15). All norms are computed in f64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostics {
+    /// e_Q = ‖QᵀQ − I‖ (Frobenius, an upper bound on the 2-norm); `None` without Q.
+    pub e_q: Option<f64>,
+    /// e_A = ‖QR − A‖/‖A‖ (Frobenius); `None` without Q.
+    pub e_a: Option<f64>,
+    /// ‖L‖: Frobenius norm of the strictly lower part of R (must be exactly 0).
+    pub l_norm: f64,
+    /// e_x = ‖x − x̂‖/‖x̂‖, x̂ from a fresh factorisation of A (max over right-hand sides).
+    pub e_x: f64,
+    /// ‖R̃ᵀR̃ − AᵀA‖/‖A‖² (works without Q).
+    pub e_gram: f64,
+    /// The residual norms from the state and from the fresh factorisation.
+    pub residual: Vec<(f64, f64)>,
+}

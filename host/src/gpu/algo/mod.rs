@@ -1,0 +1,6 @@
+//! GPU algorithms built on the launchers and cuBLAS: blocked Householder QR (with the fused,
+//! small and TSQR panels), the two-phase and wavefront Givens schedules.
+
+pub mod givens_two_phase;
+pub mod givens_wavefront;
+pub mod householder;

@@ -1,0 +1,593 @@
+//! cuSOLVER dense QR (`geqrf`, `ormqr`, `orgqr`) in f32/f64: the
+//! "refactorise" baseline of the benchmarks and an oracle for tests
+//! (architecture.md "Performance method", spec §3.9) — never cuqr's own
+//! implementation. Each call queries its workspace, runs on [`Gpu::stream`],
+//! and reads `devInfo` back (style §2.5); a nonzero value is [`Error::Cusolver`].
+
+use cudarc::cusolver::sys;
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+
+use crate::base::error::{Error, Result};
+use crate::gpu::ffi::blas::{int, Op, Side};
+use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
+use crate::gpu::runtime::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
+
+fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
+    s.result()
+        .map_err(|e| Error::Cusolver(format!("{op}: {e}")))
+}
+
+fn op_cusolver(op: Op) -> sys::cublasOperation_t {
+    match op {
+        Op::N => sys::cublasOperation_t::CUBLAS_OP_N,
+        Op::T => sys::cublasOperation_t::CUBLAS_OP_T,
+    }
+}
+
+fn side_cusolver(side: Side) -> sys::cublasSideMode_t {
+    match side {
+        Side::Left => sys::cublasSideMode_t::CUBLAS_SIDE_LEFT,
+        Side::Right => sys::cublasSideMode_t::CUBLAS_SIDE_RIGHT,
+    }
+}
+
+fn check(
+    op: &'static str,
+    what: &'static str,
+    ok: bool,
+    got: usize,
+    expected: usize,
+) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            op,
+            what,
+            got,
+            expected,
+        })
+    }
+}
+
+impl Gpu {
+    fn workspace<T: GpuScalar>(&self, lwork: i32) -> Result<CudaSlice<T>> {
+        let len = (lwork.max(1)) as usize;
+        self.stream.alloc_zeros::<T>(len).map_err(alloc_err(
+            "cuSOLVER workspace",
+            len * core::mem::size_of::<T>(),
+        ))
+    }
+
+    fn dev_info(&self) -> Result<CudaSlice<i32>> {
+        self.stream
+            .alloc_zeros::<i32>(1)
+            .map_err(alloc_err("cuSOLVER devInfo", 4))
+    }
+
+    fn read_info(&self, op: &'static str, info: &CudaSlice<i32>) -> Result<()> {
+        self.count_launch();
+        let v = self
+            .stream
+            .clone_dtoh(info)
+            .map_err(driver_err("reading devInfo"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver_err("reading devInfo"))?;
+        match v.first() {
+            Some(0) => Ok(()),
+            Some(&i) => Err(Error::Cusolver(format!(
+                "{op}: devInfo = {i} (parameter {} is wrong)",
+                -i
+            ))),
+            None => Err(Error::Cusolver(format!("{op}: devInfo not read"))),
+        }
+    }
+
+    /// Householder QR in place (cuSOLVER `xgeqrf`): R in the upper triangle of
+    /// `a`, reflector tails below it, τ in `tau[0..min(m, n)]` (LAPACK
+    /// convention, spec §0.2).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `tau` is shorter than min(m, n); [`Error::InvalidParam`];
+    /// [`Error::Cusolver`] for a failed status or nonzero `devInfo`;
+    /// [`Error::OutOfMemory`] for the workspace.
+    pub fn geqrf<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+        tau: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "geqrf";
+        let (m, n) = (a.nrows(), a.ncols());
+        let kmin = m.min(n);
+        check(OP, "length of tau", tau.len() >= kmin, tau.len(), kmin)?;
+        if kmin == 0 {
+            return Ok(());
+        }
+        let (mi, ni, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "lda", a.ld())?);
+        let h = self.solver.cu();
+        let mut lwork = 0i32;
+        {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgeqrf_bufferSize only reads the dimensions (A may be
+                // inspected but not written); A is m×n with ld lda inside its view; lwork
+                // is a live host i32. T is f32 (sealed GpuScalar, DTYPE = F32).
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgeqrf_bufferSize(h, mi, ni, pa as *mut f32, lda, &mut lwork)
+                },
+                // SAFETY: as above with the f64 routine and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgeqrf_bufferSize(h, mi, ni, pa as *mut f64, lda, &mut lwork)
+                },
+            };
+            status(OP, st)?;
+        }
+        let mut work = self.workspace::<T>(lwork)?;
+        let mut info = self.dev_info()?;
+        {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let (pt, _gt) = tau.device_ptr_mut(&self.stream);
+            let (pw, _gw) = work.device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgeqrf contract: A m×n (ld lda) inside its view, TAU
+                // ≥ min(m,n) (checked), Workspace ≥ lwork elements as queried, devInfo one
+                // i32; all distinct allocations/&mut views; handle on self.stream. T = f32.
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgeqrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f32,
+                        lda,
+                        pt as *mut f32,
+                        pw as *mut f32,
+                        lwork,
+                        pi as *mut i32,
+                    )
+                },
+                // SAFETY: as above with cusolverDnDgeqrf and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgeqrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f64,
+                        lda,
+                        pt as *mut f64,
+                        pw as *mut f64,
+                        lwork,
+                        pi as *mut i32,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        self.read_info(OP, &info)
+    }
+
+    /// C := op(Q)·C (`Side::Left`) or C·op(Q) (`Side::Right`), Q = H₀⋯H_{k−1}
+    /// from the first k columns of a [`Gpu::geqrf`] result (cuSOLVER `xormqr`).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `a` does not have Q's order as rows, k > its columns,
+    /// or `tau` is shorter than k; [`Error::InvalidParam`]; [`Error::Cusolver`];
+    /// [`Error::OutOfMemory`].
+    pub fn ormqr<T: GpuScalar>(
+        &self,
+        side: Side,
+        trans: Op,
+        a: &DevMatView<'_, T>,
+        k: usize,
+        tau: &CudaView<'_, T>,
+        c: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "ormqr";
+        let (m, n) = (c.nrows(), c.ncols());
+        let order = if side == Side::Left { m } else { n };
+        check(OP, "rows of A", a.nrows() == order, a.nrows(), order)?;
+        check(
+            OP,
+            "reflector count k",
+            k <= a.ncols() && k <= order,
+            k,
+            a.ncols().min(order),
+        )?;
+        check(OP, "length of tau", tau.len() >= k, tau.len(), k)?;
+        if m == 0 || n == 0 || k == 0 {
+            return Ok(());
+        }
+        let (mi, ni, ki) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "k", k)?);
+        let (lda, ldc) = (int(OP, "lda", a.ld())?, int(OP, "ldc", c.ld())?);
+        let (sd, tr) = (side_cusolver(side), op_cusolver(trans));
+        let h = self.solver.cu();
+        let mut lwork = 0i32;
+        {
+            let (pa, _ga) = a.buf().device_ptr(&self.stream);
+            let (pt, _gt) = tau.device_ptr(&self.stream);
+            let (pc, _gc) = c.buf().device_ptr(&self.stream);
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSormqr_bufferSize reads only dimensions and pointers
+                // of A (order×k, ld lda), tau (≥ k) and C (m×n, ld ldc), all inside their
+                // views (checked); lwork is a live host i32. T = f32 (DTYPE = F32).
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSormqr_bufferSize(
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f32,
+                        lda,
+                        pt as *const f32,
+                        pc as *const f32,
+                        ldc,
+                        &mut lwork,
+                    )
+                },
+                // SAFETY: as above with the f64 routine and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDormqr_bufferSize(
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f64,
+                        lda,
+                        pt as *const f64,
+                        pc as *const f64,
+                        ldc,
+                        &mut lwork,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        let mut work = self.workspace::<T>(lwork)?;
+        let mut info = self.dev_info()?;
+        {
+            let (pa, _ga) = a.buf().device_ptr(&self.stream);
+            let (pt, _gt) = tau.device_ptr(&self.stream);
+            let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
+            let (pw, _gw) = work.device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSormqr contract: A order×k (ld lda), tau ≥ k, C m×n
+                // (ld ldc) inside their views (checked); C is a &mut view so it aliases
+                // neither A nor tau; work ≥ lwork as queried; devInfo one i32; handle
+                // bound to self.stream. T = f32 (DTYPE = F32).
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSormqr(
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f32,
+                        lda,
+                        pt as *const f32,
+                        pc as *mut f32,
+                        ldc,
+                        pw as *mut f32,
+                        lwork,
+                        pi as *mut i32,
+                    )
+                },
+                // SAFETY: as above with cusolverDnDormqr and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDormqr(
+                        h,
+                        sd,
+                        tr,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f64,
+                        lda,
+                        pt as *const f64,
+                        pc as *mut f64,
+                        ldc,
+                        pw as *mut f64,
+                        lwork,
+                        pi as *mut i32,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        self.read_info(OP, &info)
+    }
+
+    /// Overwrites the m×n `a` (m ≥ n ≥ k) holding k reflectors from
+    /// [`Gpu::geqrf`] with the first n columns of Q (cuSOLVER `xorgqr`).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] unless m ≥ n ≥ k and `tau` holds k; [`Error::InvalidParam`];
+    /// [`Error::Cusolver`]; [`Error::OutOfMemory`].
+    pub fn orgqr<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+        k: usize,
+        tau: &CudaView<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "orgqr";
+        let (m, n) = (a.nrows(), a.ncols());
+        check(OP, "columns of A (n ≤ m)", n <= m, n, m)?;
+        check(OP, "reflector count k", k <= n, k, n)?;
+        check(OP, "length of tau", tau.len() >= k, tau.len(), k)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (mi, ni, ki, lda) = (
+            int(OP, "m", m)?,
+            int(OP, "n", n)?,
+            int(OP, "k", k)?,
+            int(OP, "lda", a.ld())?,
+        );
+        let h = self.solver.cu();
+        let mut lwork = 0i32;
+        {
+            let (pa, _ga) = a.buf().device_ptr(&self.stream);
+            let (pt, _gt) = tau.device_ptr(&self.stream);
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSorgqr_bufferSize reads dimensions and the A (m×n,
+                // ld lda) and tau (≥ k) pointers, inside their views (checked); lwork is a
+                // live host i32. T = f32 (DTYPE = F32).
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSorgqr_bufferSize(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f32,
+                        lda,
+                        pt as *const f32,
+                        &mut lwork,
+                    )
+                },
+                // SAFETY: as above with the f64 routine and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDorgqr_bufferSize(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *const f64,
+                        lda,
+                        pt as *const f64,
+                        &mut lwork,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        let mut work = self.workspace::<T>(lwork)?;
+        let mut info = self.dev_info()?;
+        {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let (pt, _gt) = tau.device_ptr(&self.stream);
+            let (pw, _gw) = work.device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSorgqr contract: A m×n (ld lda) inside its &mut view
+                // (so it does not alias tau), tau ≥ k, work ≥ lwork as queried, devInfo
+                // one i32; handle bound to self.stream. T = f32 (DTYPE = F32).
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSorgqr(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *mut f32,
+                        lda,
+                        pt as *const f32,
+                        pw as *mut f32,
+                        lwork,
+                        pi as *mut i32,
+                    )
+                },
+                // SAFETY: as above with cusolverDnDorgqr and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDorgqr(
+                        h,
+                        mi,
+                        ni,
+                        ki,
+                        pa as *mut f64,
+                        lda,
+                        pt as *const f64,
+                        pw as *mut f64,
+                        lwork,
+                        pi as *mut i32,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        self.read_info(OP, &info)
+    }
+}
+
+/// cuSOLVER LU (`xgetrf`, `xgetrs`): the baseline of `cuqr bench lu` and a test
+/// oracle for [`crate::lu::GpuLu`] (issue 6) — never cuqr's own LU.
+impl Gpu {
+    /// LU with partial pivoting in place (cuSOLVER `xgetrf`): L below the diagonal,
+    /// U on and above; `ipiv[0..min(m, n))` 1-based (LAPACK convention).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `ipiv` is shorter than min(m, n); [`Error::InvalidParam`];
+    /// [`Error::Singular`] when `devInfo` = i > 0 (u_ii exactly zero, column i − 1);
+    /// [`Error::Cusolver`] for a failed status or a negative `devInfo`;
+    /// [`Error::OutOfMemory`] for the workspace.
+    pub fn getrf<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+        ipiv: &mut CudaViewMut<'_, i32>,
+    ) -> Result<()> {
+        const OP: &str = "getrf";
+        let (m, n) = (a.nrows(), a.ncols());
+        let kmin = m.min(n);
+        check(OP, "length of ipiv", ipiv.len() >= kmin, ipiv.len(), kmin)?;
+        if kmin == 0 {
+            return Ok(());
+        }
+        let (mi, ni, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "lda", a.ld())?);
+        let h = self.solver.cu();
+        let mut lwork = 0i32;
+        {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgetrf_bufferSize reads only the dimensions; A is m×n
+                // with ld lda inside its view; lwork is a live host i32. T = f32.
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgetrf_bufferSize(h, mi, ni, pa as *mut f32, lda, &mut lwork)
+                },
+                // SAFETY: as above with the f64 routine and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgetrf_bufferSize(h, mi, ni, pa as *mut f64, lda, &mut lwork)
+                },
+            };
+            status(OP, st)?;
+        }
+        let mut work = self.workspace::<T>(lwork)?;
+        let mut info = self.dev_info()?;
+        {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let (pp, _gp) = ipiv.device_ptr_mut(&self.stream);
+            let (pw, _gw) = work.device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgetrf contract: A m×n (ld lda) inside its &mut view,
+                // devIpiv ≥ min(m, n) i32 (checked), Workspace ≥ lwork elements as
+                // queried, devInfo one i32; distinct allocations; handle on self.stream.
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgetrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f32,
+                        lda,
+                        pw as *mut f32,
+                        pp as *mut i32,
+                        pi as *mut i32,
+                    )
+                },
+                // SAFETY: as above with cusolverDnDgetrf and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgetrf(
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut f64,
+                        lda,
+                        pw as *mut f64,
+                        pp as *mut i32,
+                        pi as *mut i32,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        self.count_launch();
+        let v = self
+            .stream
+            .clone_dtoh(&info)
+            .map_err(driver_err("reading devInfo"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver_err("reading devInfo"))?;
+        match v.first() {
+            Some(0) => Ok(()),
+            Some(&i) if i > 0 => Err(Error::Singular {
+                op: OP,
+                column: (i - 1) as usize,
+                pivot: 0.0,
+                tol: 0.0,
+            }),
+            Some(&i) => Err(Error::Cusolver(format!(
+                "{OP}: devInfo = {i} (parameter {} is wrong)",
+                -i
+            ))),
+            None => Err(Error::Cusolver(format!("{OP}: devInfo not read"))),
+        }
+    }
+
+    /// Solves A·X = B with the factors of [`Gpu::getrf`] (cuSOLVER `xgetrs`, no
+    /// transpose), overwriting `b` (n×q) with X.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if A is not n×n, `ipiv` shorter than n, or B not n rows;
+    /// [`Error::InvalidParam`]; [`Error::Cusolver`].
+    pub fn getrs<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        ipiv: &CudaView<'_, i32>,
+        b: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "getrs";
+        let n = a.nrows();
+        check(OP, "columns of A", a.ncols() == n, a.ncols(), n)?;
+        check(OP, "length of ipiv", ipiv.len() >= n, ipiv.len(), n)?;
+        check(OP, "rows of B", b.nrows() == n, b.nrows(), n)?;
+        if n == 0 || b.ncols() == 0 {
+            return Ok(());
+        }
+        let (ni, qi) = (int(OP, "n", n)?, int(OP, "nrhs", b.ncols())?);
+        let (lda, ldb) = (int(OP, "lda", a.ld())?, int(OP, "ldb", b.ld())?);
+        let h = self.solver.cu();
+        let mut info = self.dev_info()?;
+        {
+            let (pa, _ga) = a.buf().device_ptr(&self.stream);
+            let (pp, _gp) = ipiv.device_ptr(&self.stream);
+            let (pb, _gb) = b.buf_mut().device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            let tr = op_cusolver(Op::N);
+            self.count_launch();
+            let st = match T::DTYPE {
+                // SAFETY: cusolverDnSgetrs contract: A n×n (ld lda) and devIpiv ≥ n i32
+                // (checked) are read only, B n×nrhs (ld ldb) inside its &mut view (so it
+                // aliases neither), devInfo one i32; handle on self.stream. T = f32.
+                Dtype::F32 => unsafe {
+                    sys::cusolverDnSgetrs(
+                        h,
+                        tr,
+                        ni,
+                        qi,
+                        pa as *const f32,
+                        lda,
+                        pp as *const i32,
+                        pb as *mut f32,
+                        ldb,
+                        pi as *mut i32,
+                    )
+                },
+                // SAFETY: as above with cusolverDnDgetrs and T = f64.
+                Dtype::F64 => unsafe {
+                    sys::cusolverDnDgetrs(
+                        h,
+                        tr,
+                        ni,
+                        qi,
+                        pa as *const f64,
+                        lda,
+                        pp as *const i32,
+                        pb as *mut f64,
+                        ldb,
+                        pi as *mut i32,
+                    )
+                },
+            };
+            status(OP, st)?;
+        }
+        self.read_info(OP, &info)
+    }
+}

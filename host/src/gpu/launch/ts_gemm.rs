@@ -1,0 +1,237 @@
+//! Launchers of `ts_gemm_partial` and `ts_gemm_reduce` (gpu-kernels/src/ts_gemm.rs;
+//! issue 5): W = VᵀC for a tall V of at most 32 columns and a tall C, the first product
+//! of the tall-skinny trailing update, as per-chunk partial products (4096 rows a block,
+//! 64 columns of C a block) summed in chunk order. `householder::larfb_left` takes it in
+//! f32 for tall panels, where cuBLAS's single GEMM of this shape reads its operands at
+//! 1.2 TB/s on an H100 (docs/performance.md).
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
+
+use crate::base::error::Result;
+use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut, DevVec};
+use crate::gpu::runtime::{driver_err, Gpu, GpuScalar};
+
+/// Rows of a block's chunk (`ts_gemm::CHUNK`).
+const CHUNK: usize = 4096;
+/// Columns of C a block covers (`ts_gemm::TN`).
+const TN: usize = 64;
+/// Widest V (`ts_gemm::TK`).
+pub(crate) const TS_GEMM_MAX_K: usize = 32;
+/// Threads of a block (`ts_gemm::THREADS`).
+const THREADS: u32 = 256;
+/// `ts_gemm::SMEM`, elements: two stages of (32 + 64) columns of 68 rows.
+const SMEM: usize = 2 * (TS_GEMM_MAX_K + TN) * 68;
+
+/// Whether a view's first element and its columns are 16-byte aligned (the kernel's
+/// `cp.async` copies move 16 bytes).
+fn aligned16<T: GpuScalar>(gpu: &Gpu, m: &DevMatView<'_, T>) -> bool {
+    let elem = core::mem::size_of::<T>();
+    let (ptr, _guard) = m.buf().device_ptr(&gpu.stream);
+    ptr.is_multiple_of(16) && (m.ld() * elem).is_multiple_of(16)
+}
+
+impl Gpu {
+    /// Whether [`Gpu::ts_gemm_tn`] takes W = VᵀC for these operands: V has 1 to 32
+    /// columns, both have the same (at least one) rows, and both are 16-byte aligned
+    /// with 16-byte multiples as leading dimensions.
+    pub(crate) fn ts_gemm_fits<T: GpuScalar>(
+        &self,
+        v: &DevMatView<'_, T>,
+        c: &DevMatView<'_, T>,
+    ) -> bool {
+        (1..=TS_GEMM_MAX_K).contains(&v.ncols())
+            && v.nrows() == c.nrows()
+            && v.nrows() > 0
+            && aligned16(self, v)
+            && aligned16(self, c)
+    }
+
+    /// W := VᵀC (k×nc, k = V's columns) by `ts_gemm_partial` over chunks of 4096 rows and
+    /// `ts_gemm_reduce` (the partials summed in chunk order: the same result every run).
+    /// Two launches and a scratch of ⌈rows/4096⌉·32·nc elements.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// If the operands do not pass [`Gpu::ts_gemm_fits`] or W is not k×nc (a cuqr bug).
+    pub(crate) fn ts_gemm_tn<T: GpuScalar>(
+        &self,
+        v: &DevMatView<'_, T>,
+        c: &DevMatView<'_, T>,
+        w: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        assert!(
+            self.ts_gemm_fits(v, c),
+            "ts_gemm_tn: operands it does not take"
+        );
+        let (rows, k, nc) = (v.nrows(), v.ncols(), c.ncols());
+        assert!(w.nrows() == k && w.ncols() == nc);
+        if nc == 0 {
+            return Ok(());
+        }
+        let chunks = rows.div_ceil(CHUNK);
+        let tiles = nc.div_ceil(TN);
+        let ks = T::kernel_set(&self.kernels);
+        let elem = core::mem::size_of::<T>();
+        let smem = SMEM * elem;
+        ks.ts_gemm_partial
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(smem).expect("shared memory fits i32"),
+            )
+            .map_err(driver_err("raising ts_gemm_partial's shared memory limit"))?;
+        // SAFETY: every element is written by ts_gemm_partial (all 32 rows of every
+        // column j < nc of every chunk) before ts_gemm_reduce reads it.
+        let mut part = unsafe { DevVec::<T>::uninit(self, chunks * TS_GEMM_MAX_K * nc)? };
+        let (ldv, ldc, ldw) = (v.ld(), c.ld(), w.ld());
+        assert!(tiles <= 65_535);
+        self.count_launch();
+        let mut part_w = part.view_mut();
+        let mut b = self.stream.launch_builder(&ks.ts_gemm_partial);
+        b.arg(v.buf())
+            .arg(&ldv)
+            .arg(c.buf())
+            .arg(&ldc)
+            .arg(&rows)
+            .arg(&k)
+            .arg(&nc)
+            .arg(&mut part_w);
+        // SAFETY: matches ts_gemm_partial_{f32,f64}(v: *const T, ldv, c: *const T, ldc,
+        // rows, k, nc, part: *mut T): grid (⌈rows/4096⌉, ⌈nc/64⌉) with tiles ≤ 65535
+        // (asserted above), block 256, SMEM elements (limit raised above); V (rows×k,
+        // 1 ≤ k ≤ 32) and C (rows×nc) inside their views and 16-byte aligned
+        // (ts_gemm_fits, asserted); part has chunks·32·nc elements and is a fresh buffer.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (
+                    u32::try_from(chunks).expect("chunks fit u32"),
+                    u32::try_from(tiles).expect("tiles fit u32"),
+                    1,
+                ),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: u32::try_from(smem).expect("fits u32"),
+            })
+        }
+        .map_err(driver_err("launching ts_gemm_partial"))?;
+        self.count_launch();
+        let part_r = part.view();
+        let mut b = self.stream.launch_builder(&ks.ts_gemm_reduce);
+        b.arg(&part_r)
+            .arg(&chunks)
+            .arg(&k)
+            .arg(&nc)
+            .arg(w.buf_mut())
+            .arg(&ldw);
+        let grid = (TS_GEMM_MAX_K * nc).div_ceil(THREADS as usize);
+        // SAFETY: matches ts_gemm_reduce_{f32,f64}(part: *const T, chunks, k, nc,
+        // w: *mut T, ldw): grid ⌈32·nc/256⌉, block 256; part holds chunks·32·nc
+        // elements written above (same stream); W is k×nc (asserted) with ld ≥ k, a
+        // &mut view that aliases neither part nor the operands.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (u32::try_from(grid).expect("grid fits u32"), 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(driver_err("launching ts_gemm_reduce"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! `ts_gemm_tn` against W = VᵀC in f64 on the CPU: ragged row counts (a short last
+    //! stage and a short last chunk), k < 32, column counts that leave a partial tile,
+    //! poisoned outputs, within (4096 + chunks + 2)·u·(|V|ᵀ|C|) entry by entry (each
+    //! thread sums its chunk's rows in order, then the chunks are summed in order).
+    use super::*;
+    use crate::gpu::algo::householder::tests_gate;
+    use crate::gpu::runtime::DevMat;
+    use crate::{Mat, Scalar};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn rand_mat<T: Scalar>(rng: &mut StdRng, m: usize, n: usize) -> Mat<T> {
+        Mat::from_fn(m, n, |_, _| {
+            let x: f64 = rng.random_range(0.1..1.0);
+            T::from_f64(if rng.random_bool(0.5) { x } else { -x })
+        })
+    }
+
+    fn case<T: GpuScalar>(g: &Gpu, seed: u64, rows: usize, k: usize, nc: usize) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (vh, ch) = (
+            rand_mat::<T>(&mut rng, rows, k),
+            rand_mat::<T>(&mut rng, rows, nc),
+        );
+        let v = DevMat::from_host(g, vh.as_ref()).unwrap();
+        let c = DevMat::from_host(g, ch.as_ref()).unwrap();
+        let mut w = DevMat::<T>::zeros(g, k, nc).unwrap();
+        w.fill(g, T::from_f64(f64::NAN)).unwrap();
+        assert!(
+            g.ts_gemm_fits(&v.view(), &c.view()),
+            "DevMat's padded ld is aligned"
+        );
+        g.ts_gemm_tn(&v.view(), &c.view(), &mut w.view_mut())
+            .unwrap();
+        let wh = w.to_host(g).unwrap();
+        let chunks = rows.div_ceil(CHUNK) as f64;
+        let gamma = (CHUNK as f64 + chunks + 2.0) * T::UNIT_ROUNDOFF;
+        for j in 0..nc {
+            for i in 0..k {
+                let (mut exact, mut abs) = (0.0f64, 0.0f64);
+                for r in 0..rows {
+                    let (a, b) = (vh[(r, i)].to_f64(), ch[(r, j)].to_f64());
+                    exact += a * b;
+                    abs += (a * b).abs();
+                }
+                let got = wh[(i, j)].to_f64();
+                assert!(
+                    (got - exact).abs() <= gamma * abs,
+                    "{} rows {rows} k {k} nc {nc}: W[{i}][{j}] = {got}, expected {exact} \
+                     (bound {})",
+                    T::NAME,
+                    gamma * abs
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_products_match_the_cpu() {
+        let Some(g) = tests_gate() else { return };
+        for (s, &(rows, k, nc)) in [
+            (1, 32, 1),
+            (70, 1, 3),
+            (4096 * 3 + 77, 32, 96),
+            (5000, 13, 7),
+            (320, 5, 130),
+            (8192, 32, 64),
+            (20001, 31, 65),
+        ]
+        .iter()
+        .enumerate()
+        {
+            case::<f32>(&g, 10 + s as u64, rows, k, nc);
+            case::<f64>(&g, 20 + s as u64, rows, k, nc);
+        }
+    }
+
+    #[test]
+    fn misaligned_operands_are_refused() {
+        let Some(g) = tests_gate() else { return };
+        let mut rng = StdRng::seed_from_u64(3);
+        let v = DevMat::from_host(&g, rand_mat::<f32>(&mut rng, 100, 4).as_ref()).unwrap();
+        let c = DevMat::from_host(&g, rand_mat::<f32>(&mut rng, 100, 3).as_ref()).unwrap();
+        // A view starting one row down is 4 bytes off 16-byte alignment.
+        assert!(!g.ts_gemm_fits(&v.block(1, 0, 99, 4), &c.block(1, 0, 99, 3)));
+        assert!(
+            !g.ts_gemm_fits(&v.view(), &c.block(0, 0, 99, 3)),
+            "row counts differ"
+        );
+        assert!(g.ts_gemm_fits(&v.view(), &c.view()));
+    }
+}

@@ -1,0 +1,108 @@
+//! The GPU path.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// GPU path of [`run_cpu`] (spec §1.8, erratum E13): validates with the same `plan`,
+/// moves the kept columns into a new R with two device-to-device copies (with the
+/// padded ld, columns k0+p..n are contiguous), then runs the banded blocked reflectors
+/// (length p+1, blocks of p+n_b rows) on copies of d and Q. A state without Q whose
+/// band fits the device (p ≤ 256, every block of columns resident) takes one
+/// cooperative launch instead (`row_insert_band_qr`: the reflectors one at a time, as
+/// the unblocked algorithm; the block size does not apply). The state is swapped in
+/// only after the rank check passes.
+///
+/// Fast path k0 = n−p: R's first n−p columns are kept **in place**
+/// (`DevMat::truncate_cols`: no allocation, no copy, no launch,
+/// no synchronisation; issue 7) and there is no rank check: the kept columns and
+/// their diagonal are unchanged and ‖R‖_F can only shrink, so a state that passed
+/// its rank test (every GPU state did, at its own tolerance: factorisation and every
+/// update check it) still passes it. The CPU path keeps its (cheap) check.
+///
+/// # Errors
+/// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors.
+pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    p: usize,
+) -> Result<()> {
+    run_gpu_path(st, k0, p, true)
+}
+
+/// [`run_gpu`] with the one-launch band (`row_insert_band_qr`, states without Q)
+/// allowed or not (tests compare the two paths).
+pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    p: usize,
+    one_launch: bool,
+) -> Result<()> {
+    use crate::gpu::algo::householder::{blocked_qr_band, check_rank_dev, dup_mat};
+    use crate::gpu::runtime::DevMat;
+    let plan = plan(st.dims, k0, p)?;
+    let nn = plan.n_new;
+    let nb = resolve_block_size(OP, st.params.block_size, nn - k0)?;
+    if plan.is_truncation() {
+        st.r.truncate_cols(nn);
+        st.dims.n = nn;
+        return Ok(());
+    }
+    let gpu = st.gpu.clone();
+    let (m, n) = (st.dims.m, st.dims.n);
+    let ld = st.r.ld();
+    let mut r = DevMat::<T>::zeros(&gpu, m, nn)?;
+    debug_assert_eq!(r.ld(), ld);
+    for (src, dst) in [
+        (0..k0 * ld, 0..k0 * ld),
+        ((k0 + p) * ld..n * ld, k0 * ld..nn * ld),
+    ] {
+        if src.is_empty() {
+            continue;
+        }
+        gpu.count_launch();
+        gpu.stream()
+            .memcpy_dtod(&st.r.buf().slice(src), &mut r.buf_mut().slice_mut(dst))
+            .map_err(crate::gpu::runtime::driver_err(
+                "delete_cols: moving R's columns",
+            ))?;
+    }
+    let mut d = dup_mat(&gpu, &st.d)?;
+    let mut q = st.q.as_ref().map(|qm| dup_mat(&gpu, qm)).transpose()?;
+    gpu.stage_mark("copies");
+    // Without Q, the band's reflectors are needed by nothing after the re-triangularisation,
+    // so they run as one chain in one launch (`row_insert_band_qr`, unblocked: n_b does not
+    // apply) where the columns fit the device, as row insertion does (spec §1.8, §1.9).
+    let one_launch = match (&q, one_launch) {
+        (None, true) => gpu.band_qr_plan::<T>(nn - k0, st.dims.q, p)?,
+        _ => None,
+    };
+    match one_launch {
+        Some(shape) => {
+            let mut v = DevMat::<T>::zeros(&gpu, p, nn - k0)?;
+            gpu.row_insert_band_qr(&mut r, k0, k0, &mut d, nn - k0, p, &mut v, shape)?;
+            gpu.stage_mark("band QR, one launch");
+        }
+        None => {
+            blocked_qr_band(
+                &gpu,
+                &mut r,
+                k0..n,
+                k0..nn,
+                Some(p),
+                Some(&mut d),
+                q.as_mut(),
+                nb,
+                None,
+            )?;
+            gpu.stage_mark("band QR");
+        }
+    }
+    check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
+    gpu.stage_mark("rank check");
+    st.r = r;
+    st.d = d;
+    st.q = q;
+    st.dims.n = nn;
+    Ok(())
+}

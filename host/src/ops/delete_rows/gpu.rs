@@ -1,0 +1,139 @@
+//! The GPU path.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Whether deleting p of m rows (n columns, Q kept, elements of `elem` bytes) is
+/// cheaper on the GPU by refactorising A′ = Q(kept, 0:n)·R than by the rotations
+/// (`RowRemoval::Auto`'s choice): only where p ≥ m/16, and where a time model in
+/// milliseconds from the H100 measurements in docs/performance.md (eleventh session)
+/// says so. f64: the rotations 2.3·10⁻⁹·p·m·(m + n) ms (the ACC row deletions at
+/// p = 100–500, windowed); the factorisation with its m′×m′ Q 6.15·10⁻³·n ms (panel
+/// chain) plus (2m′n² + 4m′²n) flops at 30.7 TFLOP/s (fitted to cuqr's 2048×1024 and
+/// 4096×2048 factorisations with Q), plus the 2m′n² of A′'s GEMM. f32: rotations
+/// 1.08× (the f32/f64 ratio of the ACC rotations at p = 300, where the choice is close;
+/// at p = 500–900 they were 1.35–1.48× slower, so the factor errs towards rotating) and
+/// refactorisation 0.88× (ACC p = 500) those.
+pub(crate) fn refactorising_pays(m: usize, n: usize, p: usize, elem: usize) -> bool {
+    if 16 * p < m || p >= m {
+        return false;
+    }
+    let (mp, m, n, p) = ((m - p) as f64, m as f64, n as f64, p as f64);
+    let (rot, refac) = if elem == 4 { (1.08, 0.88) } else { (1.0, 1.0) };
+    let rotations_ms = rot * 2.3e-9 * p * m * (m + n);
+    let flops = 2.0 * mp * n * n + 4.0 * mp * mp * n + 2.0 * mp * n * n;
+    let refactorise_ms = refac * (6.15e-3 * n + flops / 3.07e10);
+    refactorise_ms < rotations_ms
+}
+
+/// Deletes rows k0..k0+p on the device (spec §1.10; docs/design.md): the rotations
+/// on copies of Q, R and d (`params.row_removal`: two-phase, or the seed composite /
+/// separate-streams designs), then Q̃ = Q(rows ∉ block, p:m), R̃ = R(p:m, :) with exact
+/// zeros below the diagonal and d̃ = d(p:m, :) gathered into new buffers, the rank check,
+/// and the swap. For large p (`RowRemoval::Refactorise`, or `Auto` where
+/// `refactorising_pays`) no rotations: A′ = Q(kept, 0:n)·R and b′ = Q(kept, :)·d, then
+/// A′ is factorised again with the state's rank tolerance.
+///
+/// # Errors
+/// Those of `plan` (above), [`Error::RankDeficient`], [`Error::OutOfMemory`], and device
+/// errors. On error the state is unchanged (a device fault also poisons it).
+pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    p: usize,
+) -> Result<()> {
+    use crate::base::params::{FactorParams, RowRemoval};
+    use crate::gpu::algo::{givens_two_phase as tp, givens_wavefront as wf};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::DevMat;
+    use crate::state::gpu::GpuQr;
+    let Plan { m, n, p, k0 } = plan(st.dims, k0, p)?;
+    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
+        op: OP,
+        policy: st.dims.policy,
+    })?;
+    let (mp, nrhs) = (m - p, st.dims.q);
+    let refactorise = match st.params.row_removal {
+        RowRemoval::Refactorise => true,
+        RowRemoval::Auto => refactorising_pays(m, n, p, core::mem::size_of::<T>()),
+        _ => false,
+    };
+    if refactorise {
+        let fresh = st.guarded(|| {
+            let gpu = &*st.gpu;
+            // A′ = Q(kept, 0:n)·R(0:n, :) (R's rows n.. are zero) and b′ = Q(kept, :)·d
+            // (b = Q·d, Q square), by the two row blocks of Q that are kept
+            let mut a = DevMat::<T>::zeros(gpu, mp, n)?;
+            let mut b = DevMat::<T>::zeros(gpu, mp, nrhs)?;
+            for (src, dst, rows) in [(0, 0, k0), (k0 + p, k0, m - k0 - p)] {
+                if rows == 0 {
+                    continue;
+                }
+                gpu.gemm(
+                    Op::N,
+                    Op::N,
+                    T::ONE,
+                    &q_old.block(src, 0, rows, n),
+                    &st.r.block(0, 0, n, n),
+                    T::ZERO,
+                    &mut a.block_mut(dst, 0, rows, n),
+                )?;
+                gpu.gemm(
+                    Op::N,
+                    Op::N,
+                    T::ONE,
+                    &q_old.block(src, 0, rows, m),
+                    &st.d.view(),
+                    T::ZERO,
+                    &mut b.block_mut(dst, 0, rows, nrhs),
+                )?;
+            }
+            gpu.stage_mark("A' and b'");
+            let params = FactorParams {
+                block_size: None,
+                rank_tol: Some(st.rank_tol),
+            };
+            let fresh = GpuQr::factorize_dev(&st.gpu, a, b, QPolicy::Full, params)?;
+            gpu.stage_mark("refactorise");
+            Ok(fresh)
+        })?;
+        let (r, q, d) = fresh.into_parts();
+        st.r = r;
+        st.q = q;
+        st.d = d;
+        st.dims.m = mp;
+        return Ok(());
+    }
+    let (r, q, d) = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let mut q = tp::dup(gpu, q_old)?;
+        let mut r = tp::dup(gpu, &st.r)?;
+        let mut d = tp::dup(gpu, &st.d)?;
+        gpu.stage_mark("copies");
+        match st.params.row_removal {
+            RowRemoval::Composite => {
+                wf::delete_rows_rotate_composite(gpu, &mut q, &mut r, &mut d, k0, p)?
+            }
+            RowRemoval::SeparateStreams => {
+                wf::delete_rows_rotate_separate(gpu, &mut q, &mut r, &mut d, k0, p)?
+            }
+            // (Refactorise returned above)
+            RowRemoval::TwoPhase | RowRemoval::Auto | RowRemoval::Refactorise => {
+                tp::delete_rows_rotate_two_phase(gpu, &mut q, &mut r, &mut d, k0, p)?
+            }
+        }
+        gpu.stage_mark("rotations");
+        let qn = gpu.two_phase_copy_new(&q.block(0, p, m, mp), k0..k0 + p, false)?;
+        let rn = gpu.two_phase_copy_new(&r.block(p, 0, mp, n), 0..0, true)?;
+        let dn = gpu.two_phase_copy_new(&d.block(p, 0, mp, nrhs), 0..0, false)?;
+        gpu.stage_mark("drop rows");
+        tp::check_rank(gpu, &rn, n, st.rank_tol)?;
+        Ok((rn, qn, dn))
+    })?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    st.dims.m = mp;
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! The CPU path.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Factorises A = QR (A m×n, m ≥ n) and forms d = Qᵀb for the m×q right-hand sides b,
+/// by blocked Householder QR (spec §1.4). Under [`QPolicy::Full`] the explicit m×m Q is
+/// accumulated backwards from the identity. R's strictly lower part is exactly 0.
+/// The state's update block size is taken from `params.block_size`.
+///
+/// # Errors
+/// [`Error::Shape`], [`Error::Underdetermined`] (m < n), [`Error::NonFinite`],
+/// [`Error::InvalidParam`] (see `plan`), and [`Error::RankDeficient`] when some
+/// |R_jj| ≤ rank_tol·‖A‖_F (default: [`default_rank_tol`]).
+///
+/// # Examples
+/// ```
+/// use cuqr::{FactorParams, Mat, QPolicy, QrUpdate};
+/// use cuqr::qr::factorize::run_cpu;
+/// let a = Mat::<f64>::from_fn(5, 3, |i, j| ((i * 7 + j * 3) % 5) as f64 + (i == j) as u8 as f64);
+/// let b = Mat::<f64>::from_fn(5, 1, |i, _| 1.0 + i as f64);
+/// let qr = run_cpu(a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default()).unwrap();
+/// let (r, q) = (qr.r().unwrap(), qr.q().unwrap().unwrap());
+/// let qr_prod = q.matmul(&r);
+/// for j in 0..3 {
+///     for i in 0..5 {
+///         assert!((qr_prod[(i, j)] - a[(i, j)]).abs() < 1e-13);
+///         if i > j {
+///             assert_eq!(r[(i, j)], 0.0);
+///         }
+///     }
+/// }
+/// ```
+pub fn run_cpu<T: Scalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<CpuQr<T>> {
+    let plan = plan(a, b, policy, params)?;
+    let Dims { m, n, .. } = plan.dims;
+    let nb = plan.block_size;
+    let mut r = a.to_owned();
+    let mut d = b.to_owned();
+    let keep_q = policy == QPolicy::Full;
+    // (j0, V, T) per block, kept only to accumulate Q.
+    let mut blocks: Vec<(usize, Mat<T>, Mat<T>)> = Vec::new();
+
+    let mut j0 = 0;
+    while j0 < n {
+        let jb = nb.min(n - j0);
+        // Panel (level 2): reflectors stored below the diagonal of r; V (ℓ×jb, unit
+        // lower trapezoidal) and the τ's.
+        let (v, tau) = factor_panel(&mut r, j0, jb);
+        let t = larft(&v, &tau);
+        // Block application (level 3): C −= V Tᵀ (Vᵀ C) on the trailing columns and d.
+        larfb_left(&v, &t, true, &mut r, j0, j0 + jb..n);
+        larfb_left(&v, &t, true, &mut d, j0, 0..plan.dims.q);
+        if keep_q {
+            blocks.push((j0, v, t));
+        }
+        j0 += jb;
+    }
+    // Exact zeros below the diagonal (erratum H3).
+    zero_below_diagonal(&mut r, n);
+    check_rank_of(&r, n, plan.rank_tol)?;
+
+    let q = if keep_q {
+        // Backward accumulation: Q = B₁(B₂(⋯(B_K I))); B_b touches rows/columns j0.. only.
+        let mut q = Mat::identity(m);
+        for (j0, v, t) in blocks.iter().rev() {
+            larfb_left(v, t, false, &mut q, *j0, *j0..m);
+        }
+        Some(q)
+    } else {
+        None
+    };
+    Ok(CpuQr {
+        dims: plan.dims,
+        r,
+        d,
+        q,
+        params: UpdateParams {
+            block_size: params.block_size,
+            ..UpdateParams::default()
+        },
+        rank_tol: plan.rank_tol,
+    })
+}

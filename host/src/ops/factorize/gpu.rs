@@ -1,0 +1,95 @@
+//! The GPU path.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// GPU factorisation (spec §1.4): validates with the same `plan` as [`run_cpu`], uploads
+/// A and b, runs blocked Householder QR with compact-WY blocks on the device
+/// (`gpu::householder`), leaves exact zeros below R's diagonal, checks the rank on
+/// the device (one download of column norms and the diagonal) and, under
+/// [`QPolicy::Full`], accumulates Q backwards from the identity (spec §4.3 lesson 1).
+///
+/// # Errors
+/// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors
+/// ([`Error::Driver`], [`Error::Cublas`]).
+pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
+    gpu: &std::sync::Arc<crate::gpu::runtime::Gpu>,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<crate::state::gpu::GpuQr<T>> {
+    use crate::gpu::runtime::DevMat;
+    let plan = plan(a, b, policy, params)?;
+    let r = DevMat::from_host(gpu, a)?;
+    let d = DevMat::from_host(gpu, b)?;
+    run_gpu_dev(gpu, plan, params, r, d, None)
+}
+
+/// [`run_gpu`] on A and b already in device memory (taken over as R and d), for a
+/// `plan` from [`plan`] or [`plan_shapes`].
+///
+/// # Errors
+/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`],
+/// [`Error::Cublas`].
+pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
+    gpu: &std::sync::Arc<crate::gpu::runtime::Gpu>,
+    plan: Plan,
+    params: FactorParams,
+    mut r: crate::gpu::runtime::DevMat<T>,
+    mut d: crate::gpu::runtime::DevMat<T>,
+    mut clock: Option<&mut crate::gpu::algo::householder::QrClock>,
+) -> Result<crate::state::gpu::GpuQr<T>> {
+    use crate::gpu::algo::householder::{
+        accumulate_q_backward, blocked_qr_impl, check_rank_dev, merges_trailing, PanelImpl,
+        PHASE_Q, PHASE_RANK,
+    };
+    use crate::gpu::runtime::timing::PhaseClock;
+    use crate::gpu::runtime::DevMat;
+    let Dims { m, n, .. } = plan.dims;
+    let keep_q = plan.dims.policy == QPolicy::Full;
+    // Allocate everything (Q included) before computing: out of memory fails early.
+    let mut q = if keep_q {
+        Some(DevMat::<T>::zeros(gpu, m, m)?)
+    } else {
+        None
+    };
+    let mut blocks = Vec::new();
+    blocked_qr_impl(
+        gpu,
+        &mut r,
+        0..m,
+        0..n,
+        None,
+        Some(&mut d),
+        None,
+        plan.block_size,
+        keep_q.then_some(&mut blocks),
+        PanelImpl::Auto,
+        merges_trailing::<T>(n),
+        clock.as_deref_mut(),
+    )?;
+    PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_RANK, || {
+        check_rank_dev(gpu, &r, n, plan.rank_tol)
+    })?;
+    if let Some(qm) = q.as_mut() {
+        PhaseClock::time(clock, gpu, PHASE_Q, || {
+            accumulate_q_backward(gpu, &blocks, qm)
+        })?;
+    }
+    drop(blocks);
+    Ok(crate::state::gpu::GpuQr {
+        gpu: gpu.clone(),
+        dims: plan.dims,
+        r,
+        d,
+        q,
+        params: UpdateParams {
+            block_size: params.block_size,
+            ..UpdateParams::default()
+        },
+        rank_tol: plan.rank_tol,
+        poisoned: std::sync::atomic::AtomicBool::new(false),
+    })
+}

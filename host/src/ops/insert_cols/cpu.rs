@@ -1,0 +1,166 @@
+//! The CPU path.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Inserts the m×p block `u` as columns k0..k0+p of A, updating R, d and Q serially
+/// (spec §1.7). Works on new buffers and swaps them in only after the rank check.
+///
+/// # Errors
+/// Those of `plan` (above), and [`Error::RankDeficient`] when the new matrix is numerically
+/// rank deficient (e.g. `u` repeats a column of A). On error the state is unchanged.
+pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+    let plan = plan(st.dims, k0, u, st.params.block_size)?;
+    let Plan { m, n, p, k0, .. } = plan;
+    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
+        op: OP,
+        policy: st.dims.policy,
+    })?;
+    let mut q = q_old.clone();
+    let mut d = st.d.clone();
+
+    // Step 0 + 1: R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)].
+    let mut r = Mat::<T>::zeros(m, n + p);
+    for j in 0..k0 {
+        r.col_mut(j).copy_from_slice(st.r.col(j));
+    }
+    for j in k0..n {
+        r.col_mut(j + p).copy_from_slice(st.r.col(j));
+    }
+    for j in 0..p {
+        let uj = u.col(j);
+        for i in 0..m {
+            let qi = q.col(i);
+            let mut acc = T::ZERO;
+            for (a, b) in qi.iter().zip(uj) {
+                acc = a.mul_add(*b, acc);
+            }
+            r[(i, k0 + j)] = acc;
+        }
+    }
+
+    // Step 2: blocked Householder QR of R'(n:m, k0:k0+p).
+    if m > n {
+        householder_below(&mut r, &mut q, &mut d, &plan);
+    }
+
+    // Step 3: Givens on the strip (skipped when appending, erratum E12).
+    if k0 < n {
+        for j in 0..p {
+            let c = k0 + j;
+            let bottom = (n + j).min(m - 1);
+            for row in (c + 1..=bottom).rev() {
+                let (cs, sn, rho) = givens(r[(row - 1, c)], r[(row, c)]);
+                r[(row - 1, c)] = rho;
+                r[(row, c)] = T::ZERO;
+                rot_rows(&mut r, row - 1, row, cs, sn, c + 1..n + p);
+                let (x, y) = q.two_cols_mut(row - 1, row);
+                rot(cs, sn, x, y);
+                rot_rows(&mut d, row - 1, row, cs, sn, 0..st.dims.q);
+            }
+        }
+    }
+    // Entries below the diagonal are exact zeros by construction (set explicitly or
+    // produced by rotating two zeros); clearing makes ‖L‖ = 0 independent of that argument.
+    clear_lower(&mut r);
+    let next = CpuQr {
+        dims: Dims {
+            n: n + p,
+            ..st.dims
+        },
+        r,
+        d,
+        q: Some(q),
+        params: st.params,
+        rank_tol: st.rank_tol,
+    };
+    next.check_rank()?;
+    *st = next;
+    Ok(())
+}
+
+/// Rotates rows (i, k) of `a` over the columns `cols` (x ← c·x + s·y, y ← −s·x + c·y).
+pub(super) fn rot_rows<T: Scalar>(
+    a: &mut Mat<T>,
+    i: usize,
+    k: usize,
+    c: T,
+    s: T,
+    cols: core::ops::Range<usize>,
+) {
+    for j in cols {
+        let (mut x, mut y) = (a[(i, j)], a[(k, j)]);
+        rot_pair(c, s, &mut x, &mut y);
+        a[(i, j)] = x;
+        a[(k, j)] = y;
+    }
+}
+
+/// Sets the strictly lower part of `r` to exact zeros.
+pub(super) fn clear_lower<T: Scalar>(r: &mut Mat<T>) {
+    let m = r.nrows();
+    for j in 0..r.ncols() {
+        let col = r.col_mut(j);
+        if j + 1 < m {
+            col[j + 1..].fill(T::ZERO);
+        }
+    }
+}
+
+/// Step 2 (spec §1.4 on the block B = R'(n:m, k0:k0+p)): panels of `nb` reflectors, each
+/// panel turned into the compact WY form I − V T Vᵀ (LAPACK sign, erratum E14) and applied
+/// to the trailing columns of B, to d(n:m) from the left and to Q(:, n:m) from the right
+/// (`cpu::wy::larft`/`larfb_*`).
+pub(super) fn householder_below<T: Scalar>(
+    r: &mut Mat<T>,
+    q: &mut Mat<T>,
+    d: &mut Mat<T>,
+    plan: &Plan,
+) {
+    let Plan { m, n, p, k0, nb } = *plan;
+    let ell = m - n;
+    let c = p.min(ell);
+    let mut j0 = 0;
+    while j0 < c {
+        let jb = nb.min(c - j0);
+        let top = n + j0; // first row the panel's reflectors touch
+        let mut taus = Vec::with_capacity(jb);
+        // Panel: level-2 Householder on columns k0+j0 .. k0+j0+jb.
+        for j in j0..j0 + jb {
+            let (col, row) = (k0 + j, n + j);
+            let cj = r.col_mut(col);
+            let (head, tail) = cj[row..m].split_first_mut().expect("row < m");
+            let (beta, tau) = house(*head, tail);
+            *head = beta;
+            taus.push(tau);
+            for col2 in col + 1..k0 + j0 + jb {
+                let (vc, cc) = r.two_cols_mut(col, col2);
+                apply_left(&vc[row + 1..m], tau, &mut cc[row..m]);
+            }
+        }
+        // V: (m − top) × jb with unit diagonal and zeros above it.
+        let rows = m - top;
+        let v = Mat::from_fn(rows, jb, |i, jj| {
+            if i < jj {
+                T::ZERO
+            } else if i == jj {
+                T::ONE
+            } else {
+                r[(top + i, k0 + j0 + jj)]
+            }
+        });
+        let t = larft(&v, &taus);
+        // Trailing columns of B and d: C := (I − V Tᵀ Vᵀ) C.
+        larfb_left(&v, &t, true, r, top, k0 + j0 + jb..k0 + p);
+        let nrhs = d.ncols();
+        larfb_left(&v, &t, true, d, top, 0..nrhs);
+        // Q(:, top:m) := Q(:, top:m) (I − V T Vᵀ).
+        larfb_right(&v, &t, q, top);
+        // The reflectors are stored; below the diagonal the block is now exactly zero.
+        for jj in 0..jb {
+            r.col_mut(k0 + j0 + jj)[top + jj + 1..m].fill(T::ZERO);
+        }
+        j0 += jb;
+    }
+}

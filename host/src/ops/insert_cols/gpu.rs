@@ -1,0 +1,186 @@
+//! The GPU path.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Inserts the m×p block `u` as columns k0..k0+p on the device (spec §1.7;
+/// docs/design.md): R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)] in a new buffer (two device
+/// copies and one cuBLAS GEMM), blocked Householder on R'(n:m, k0:k0+p) applied to copies
+/// of d and Q (`gpu::householder::blocked_qr`), then the strip unless k0 = n: Givens
+/// rotations (`params.givens`: two-phase, or the seed wavefront) or, where p is a large
+/// fraction of n − k0 (`params.column_strip`, `householder_strip_pays`), one blocked
+/// Householder QR of the (n + p − k0)² block at rows and columns k0..n+p; the rank
+/// check, and the swap.
+///
+/// # Errors
+/// Those of `plan` (above), [`Error::RankDeficient`], [`Error::OutOfMemory`], and device
+/// errors. On error the state is unchanged (a device fault also poisons it).
+pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+) -> Result<()> {
+    let plan = plan(st.dims, k0, u, st.params.block_size)?;
+    run_gpu_planned(st, plan, UData::Host(u))
+}
+
+/// [`run_gpu`] with U already on the device (`GpuQr::insert_cols_device`): the same
+/// update without U's upload. The non-finite check runs on the device
+/// (`Gpu::first_non_finite`: one launch and a download of p `u32`s).
+///
+/// # Errors
+/// As [`run_gpu`].
+pub fn run_gpu_device<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    u: &crate::gpu::runtime::DevMatView<'_, T>,
+) -> Result<()> {
+    let plan = plan_shape(st.dims, k0, (u.nrows(), u.ncols()), st.params.block_size)?;
+    if let Some((row, col)) = st.guarded(|| st.gpu.first_non_finite(u))? {
+        return Err(Error::NonFinite {
+            op: OP,
+            what: "u",
+            row,
+            col,
+        });
+    }
+    run_gpu_planned(st, plan, UData::Device(u))
+}
+
+/// Where the new columns come from.
+pub(super) enum UData<'a, 'v, T> {
+    /// On the host: uploaded inside the update.
+    Host(MatRef<'a, T>),
+    /// On the device already.
+    Device(&'a crate::gpu::runtime::DevMatView<'v, T>),
+}
+
+/// Whether column insertion's strip (p new columns at k0, R of n columns, m rows) is
+/// cheaper as one blocked Householder QR of the L×L block, L = n + p − k0, than as
+/// Givens rotations on the GPU (`ColumnStrip::Auto`). A time model in milliseconds
+/// from the H100 measurements in docs/performance.md (eleventh session, "Column
+/// insertion's strip by Householder"): the rotations, p·(n − k0) of them on Q's m rows and R's rows
+/// (6 flops an element pair), run at about 1.5 TFLOP/s where windows apply them; the
+/// Householder QR of an L×L block takes about 5 µs a column (its panel chain) plus
+/// 7.2·10⁻¹¹·L³ ms, and its reflectors reach Q (4·m·L² flops) at about 30 TFLOP/s.
+/// The first guard keeps every point where p is a small fraction of n − k0 (the
+/// windowed rotations run far faster than the model there, e.g. AC-stage) on Givens.
+pub(crate) fn householder_strip_pays(m: usize, n: usize, k0: usize, p: usize) -> bool {
+    let h = n.saturating_sub(k0);
+    if 4 * p < h || h == 0 {
+        return false;
+    }
+    let (m, h, p) = (m as f64, h as f64, p as f64);
+    let l = h + p;
+    let givens_ms = 6.0 * p * h * (m + l) / 1.5e9;
+    let householder_ms = 5e-3 * l + 7.2e-11 * l * l * l + 4.0 * m * l * l / 3.0e10;
+    householder_ms < givens_ms
+}
+
+pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    Plan { m, n, p, k0, nb }: Plan,
+    u: UData<'_, '_, T>,
+) -> Result<()> {
+    use crate::base::params::{ColumnStrip, Givens};
+    use crate::gpu::algo::{givens_two_phase as tp, givens_wavefront as wf, householder};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::DevMat;
+    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
+        op: OP,
+        policy: st.dims.policy,
+    })?;
+    let (r, q, d) = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let uploaded = match u {
+            UData::Host(u) => Some(DevMat::from_host_async(gpu, u)?),
+            UData::Device(_) => None,
+        };
+        let ud = match (&uploaded, u) {
+            (Some(x), _) => x.view(),
+            (None, UData::Device(v)) => v.reborrow(),
+            (None, UData::Host(_)) => unreachable!("uploaded above"),
+        };
+        let mut r = DevMat::zeros(gpu, m, n + p)?;
+        gpu.stage_mark("upload, alloc");
+        if k0 > 0 {
+            let src = st.r.block(0, 0, m, k0);
+            gpu.two_phase_copy(&src, &mut r.block_mut(0, 0, m, k0), 0..0, false)?;
+        }
+        if k0 < n {
+            let src = st.r.block(0, k0, m, n - k0);
+            gpu.two_phase_copy(&src, &mut r.block_mut(0, k0 + p, m, n - k0), 0..0, false)?;
+        }
+        gpu.stage_mark("copy R");
+        // For k0 < n, QᵀU goes into a matrix of its own, so that the Householder stage on
+        // its rows n..m has no trailing columns: R's later columns are exact zeros in
+        // those rows (H·0 = 0), and the three GEMMs over them were pure cost (issue 7).
+        // At k0 = n the new columns are R's last, so they are worked on in place.
+        let mut own = if k0 < n {
+            Some(DevMat::zeros(gpu, m, p)?)
+        } else {
+            None
+        };
+        {
+            let mut dst = match own.as_mut() {
+                Some(x) => x.view_mut(),
+                None => r.block_mut(0, k0, m, p),
+            };
+            gpu.gemm(Op::T, Op::N, T::ONE, &q_old.view(), &ud, T::ZERO, &mut dst)?;
+        }
+        gpu.stage_mark("Q^T U");
+        let mut q = tp::dup(gpu, q_old)?;
+        let mut d = tp::dup(gpu, &st.d)?;
+        gpu.stage_mark("copy Q, d");
+        if m > n {
+            let (a, cols) = match own.as_mut() {
+                Some(x) => (x, 0..p),
+                None => (&mut r, k0..k0 + p),
+            };
+            householder::blocked_qr(gpu, a, n..m, cols, Some(&mut d), Some(&mut q), nb)?;
+            gpu.stage_mark("householder rows n..m");
+        }
+        if let Some(x) = own.as_ref() {
+            gpu.panel_copy(&x.view(), &mut r.block_mut(0, k0, m, p))?;
+        }
+        if k0 < n {
+            let householder_strip = match st.params.column_strip {
+                ColumnStrip::Givens => false,
+                ColumnStrip::Householder => true,
+                _ => householder_strip_pays(m, n, k0, p),
+            };
+            if householder_strip {
+                // rows n+p..m are exact zeros in columns k0.. by now: the strip is the
+                // (n + p − k0)² block at rows and columns k0..n+p
+                let nb2 = crate::base::params::default_block_size(n + p - k0);
+                householder::blocked_qr(
+                    gpu,
+                    &mut r,
+                    k0..n + p,
+                    k0..n + p,
+                    Some(&mut d),
+                    Some(&mut q),
+                    nb2,
+                )?;
+                gpu.stage_mark("householder strip");
+            } else {
+                match st.params.givens {
+                    Givens::Wavefront => {
+                        wf::insert_cols_strip_wavefront(gpu, &mut r, &mut q, &mut d, k0, p, n)?
+                    }
+                    Givens::TwoPhase => {
+                        tp::insert_cols_strip_two_phase(gpu, &mut r, &mut q, &mut d, k0, p, n)?
+                    }
+                }
+            }
+        }
+        tp::check_rank(gpu, &r, n + p, st.rank_tol)?;
+        Ok((r, q, d))
+    })?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    st.dims.n = n + p;
+    Ok(())
+}

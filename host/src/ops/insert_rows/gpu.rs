@@ -1,0 +1,248 @@
+//! The GPU path.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// GPU path of [`run_cpu`] (spec §1.9, erratum E16): validates with the same `plan`,
+/// then the compact-WY row addition on the device: phase 1 per column (`house` on
+/// R(j, j) and U(:, j), `panel_apply` on the block's rest of R's row j and U), phase 2
+/// T by `wy_build_t` on V_U, phase 3 by GEMMs (W = R₁ + V_UᵀU₂; R₁ −= TᵀW;
+/// U₂ −= V_U(TᵀW)), d and e likewise; with Q, Q̃ = Pᵀ·diag(Q, I_p)·H₁⋯H_n with the
+/// new rows at k0. Everything is built in new buffers and swapped in after the rank
+/// check.
+///
+/// # Errors
+/// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors.
+pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+) -> Result<()> {
+    run_gpu_path(st, k0, u, e, true)
+}
+
+/// [`run_gpu`] with the one-launch path (`row_insert_qr`, states without Q) allowed or
+/// not; `false` always takes the blocked compact-WY path (tests compare the two).
+pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+    one_launch: bool,
+) -> Result<()> {
+    use crate::gpu::algo::householder::check_rank_dev;
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::launch::basic::BUILD_T_MAX_K;
+    use crate::gpu::launch::fused_panel::{FusedPanelWork, FUSED_MAX_JB};
+    use crate::gpu::runtime::matrix::{DevMat, DevVec};
+    let plan = plan(st.dims, k0, u, e)?;
+    let Dims { m, n, q, .. } = st.dims;
+    let p = plan.p;
+    let gpu = st.gpu.clone();
+    let g = &*gpu;
+    let nb = resolve_block_size(OP, st.params.block_size, n)?
+        .min(BUILD_T_MAX_K)
+        .min(n);
+    // The one-block panel (`small_panel_qr`) for short stacked (jb+p)×jb panels: its
+    // reflectors are made by one warp, so its column step grows with the rows, and
+    // against the cooperative panel it won at 164 rows and tied at 264 but lost at 364
+    // (H100 f64, `cuqr bench updates`, ACC/AR-n p = 100, 200, 300 with nb = 64; narrower
+    // panels that fit lost more, by their extra launches: docs/performance.md).
+    let small_panel =
+        nb + p <= SMALL_PANEL_ROW_INSERT_MAX_ROWS && g.small_panel_fits::<T>(nb + p, nb);
+    if one_launch && st.q.is_none() {
+        if let Some(shape) = g.row_insert_plan::<T>(n, q, p)? {
+            // Without Q the whole update is one cooperative launch (spec §1.9): the
+            // reflectors of [R d; U e] flow between blocks that own its columns.
+            let mut r = DevMat::<T>::zeros(g, m + p, n)?;
+            let mut d = DevMat::<T>::zeros(g, m + p, q)?;
+            let mut uw = DevMat::from_host_async(g, u)?;
+            let mut ew = DevMat::from_host_async(g, e)?;
+            g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
+            g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
+            g.stage_mark("upload, copies");
+            g.row_insert_qr(&mut r, &mut d, &mut uw, &mut ew, n, q, p, shape)?;
+            g.stage_mark("row_insert_qr");
+            g.panel_copy(&ew.view(), &mut d.block_mut(m, 0, p, q))?;
+            check_rank_dev(g, &r, n, st.rank_tol)?;
+            g.stage_mark("rank check");
+            st.r = r;
+            st.d = d;
+            st.dims.m = m + p;
+            return Ok(());
+        }
+    }
+    let mut r = DevMat::<T>::zeros(g, m + p, n)?;
+    let mut d = DevMat::<T>::zeros(g, m + p, q)?;
+    let mut qn = match st.q.as_ref() {
+        Some(_) => Some(DevMat::<T>::zeros(g, m + p, m + p)?),
+        None => None,
+    };
+    let mut uw = DevMat::from_host_async(g, u)?;
+    let mut ew = DevMat::from_host_async(g, e)?;
+    let mut tau = DevVec::<T>::zeros(g, nb)?;
+    let mut t = DevMat::<T>::zeros(g, nb, nb)?;
+    let mut vu = DevMat::<T>::zeros(g, p, nb)?;
+    let wc = n.max(q);
+    let mut w = DevMat::<T>::zeros(g, nb, wc)?;
+    let mut w2 = DevMat::<T>::zeros(g, nb, wc)?;
+    let mut wq = match qn.as_ref() {
+        Some(_) => Some((
+            DevMat::<T>::zeros(g, m + p, nb)?,
+            DevMat::<T>::zeros(g, m + p, nb)?,
+        )),
+        None => None,
+    };
+    // The one-launch panel and its staging (panel, V) when nb fits it.
+    let (mut fused, mut staging) = if small_panel {
+        (
+            None,
+            Some((
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+            )),
+        )
+    } else if nb <= FUSED_MAX_JB {
+        (
+            Some(FusedPanelWork::new(g)?),
+            Some((
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+                DevMat::<T>::zeros(g, nb + p, nb)?,
+            )),
+        )
+    } else {
+        (None, None)
+    };
+    g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
+    g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
+    if let (Some(qo), Some(qm)) = (st.q.as_ref(), qn.as_mut()) {
+        g.panel_embed_q(&qo.view(), k0, &mut qm.view_mut())?;
+    }
+
+    let mut j0 = 0;
+    while j0 < n {
+        let jb = nb.min(n - j0);
+        if let Some((sa, sv)) = staging.as_mut() {
+            // Phases 1–2 in one launch: the (jb+p)×jb panel [R(j0.., j0..); U(:, j0..)]
+            // (upper triangular top, exact zeros below its diagonal, so each reflector
+            // touches row j and the p rows of U only) staged contiguously and factored by
+            // `fused_panel_qr`, or by `small_panel_qr` when `small_panel` chose it; its V is
+            // [I; V_U] and its T that of V_U (spec §1.9).
+            g.panel_copy(&r.block(j0, j0, jb, jb), &mut sa.block_mut(0, 0, jb, jb))?;
+            g.panel_copy(&uw.block(0, j0, p, jb), &mut sa.block_mut(jb, 0, p, jb))?;
+            let (mut vb, mut tb) = (sv.block_mut(0, 0, jb + p, jb), t.block_mut(0, 0, jb, jb));
+            match fused.as_mut() {
+                Some(fw) => {
+                    g.fused_panel_qr(fw, sa, 0, 0, jb + p, jb, None, &mut vb, &mut tau, &mut tb)?
+                }
+                None => g.small_panel_qr(sa, 0, 0, jb + p, jb, None, &mut vb, &mut tau, &mut tb)?,
+            }
+            g.panel_copy(&sa.block(0, 0, jb, jb), &mut r.block_mut(j0, j0, jb, jb))?;
+            g.panel_copy(&sv.block(jb, 0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
+        } else {
+            // Phase 1: reduce the block column by column (level 2).
+            for j in j0..j0 + jb {
+                let i = j - j0;
+                {
+                    let mut alpha = r.col_mut(j, j..j + 1);
+                    let mut x = uw.col_mut(j, 0..p);
+                    let mut ti = tau.slice_mut(i..i + 1);
+                    g.householder_house(&mut alpha, &mut x, &mut ti)?;
+                }
+                g.panel_apply_split(&mut r, j, &mut uw, j, j + 1..j0 + jb, &tau, i)?;
+            }
+            // Phase 2: V_U (a copy, so U₂ can be written while V_U is read) and T.
+            g.panel_copy(&uw.block(0, j0, p, jb), &mut vu.block_mut(0, 0, p, jb))?;
+            g.wy_build_t(
+                &vu.block(0, 0, p, jb),
+                &tau.slice(0..jb),
+                &mut t.block_mut(0, 0, jb, jb),
+            )?;
+        }
+        let (vv, tv) = (vu.block(0, 0, p, jb), t.block(0, 0, jb, jb));
+        // Phase 3: trailing R rows and U, then d and e.
+        for (top, bot, cols) in [(&mut r, &mut uw, j0 + jb..n), (&mut d, &mut ew, 0..q)] {
+            let nc = cols.len();
+            if nc == 0 {
+                continue;
+            }
+            let mut wk = w.block_mut(0, 0, jb, nc);
+            g.panel_copy(&top.block(j0, cols.start, jb, nc), &mut wk)?;
+            g.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &vv,
+                &bot.block(0, cols.start, p, nc),
+                T::ONE,
+                &mut wk,
+            )?;
+            let mut wk2 = w2.block_mut(0, 0, jb, nc);
+            g.gemm(Op::T, Op::N, T::ONE, &tv, &wk.as_view(), T::ZERO, &mut wk2)?;
+            g.gemm(
+                Op::T,
+                Op::N,
+                -T::ONE,
+                &tv,
+                &wk.as_view(),
+                T::ONE,
+                &mut top.block_mut(j0, cols.start, jb, nc),
+            )?;
+            g.gemm(
+                Op::N,
+                Op::N,
+                -T::ONE,
+                &vv,
+                &wk2.as_view(),
+                T::ONE,
+                &mut bot.block_mut(0, cols.start, p, nc),
+            )?;
+        }
+        // Q̃[:, j0..j0+jb] and Q̃[:, m..m+p] := (those columns)·(I − V T Vᵀ).
+        if let (Some(qm), Some((wa, wb))) = (qn.as_mut(), wq.as_mut()) {
+            let mp = m + p;
+            let mut x = wa.block_mut(0, 0, mp, jb);
+            g.panel_copy(&qm.block(0, j0, mp, jb), &mut x)?;
+            g.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &qm.block(0, m, mp, p),
+                &vv,
+                T::ONE,
+                &mut x,
+            )?;
+            let mut x2 = wb.block_mut(0, 0, mp, jb);
+            g.gemm(Op::N, Op::N, T::ONE, &x.as_view(), &tv, T::ZERO, &mut x2)?;
+            g.gemm(
+                Op::N,
+                Op::N,
+                -T::ONE,
+                &x.as_view(),
+                &tv,
+                T::ONE,
+                &mut qm.block_mut(0, j0, mp, jb),
+            )?;
+            g.gemm(
+                Op::N,
+                Op::T,
+                -T::ONE,
+                &x2.as_view(),
+                &vv,
+                T::ONE,
+                &mut qm.block_mut(0, m, mp, p),
+            )?;
+        }
+        j0 += jb;
+    }
+    // d̃ = [d; e]; R̃ = [R; 0] (rows m.. were never written).
+    g.panel_copy(&ew.view(), &mut d.block_mut(m, 0, p, q))?;
+    check_rank_dev(g, &r, n, st.rank_tol)?;
+    st.r = r;
+    st.d = d;
+    st.q = qn;
+    st.dims.m = m + p;
+    Ok(())
+}

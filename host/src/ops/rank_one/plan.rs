@@ -1,0 +1,63 @@
+//! Validation and shapes, shared by both backends so that they fail alike.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+pub(super) const OP: &str = "rank_one";
+
+/// A validated rank-one update (spec §1.11): what both backends execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Rows m (unchanged).
+    pub m: usize,
+    /// Columns n (unchanged).
+    pub n: usize,
+    /// Stage A variant A2 (Householder on w(n:m) first): chosen when m > n + 1.
+    pub householder_first: bool,
+}
+
+/// Validates A + u vᵀ with u of length m and v of length n (spec §1.11).
+///
+/// # Errors
+/// [`Error::Shape`] (wrong lengths), [`Error::NeedsQ`] (Q-less state),
+/// [`Error::NonFinite`] (NaN or ±∞ in u or v).
+pub(crate) fn plan<T: Scalar>(dims: Dims, u: &[T], v: &[T]) -> Result<Plan> {
+    if u.len() != dims.m {
+        return Err(Error::Shape {
+            op: OP,
+            what: "length of u",
+            got: u.len(),
+            expected: dims.m,
+        });
+    }
+    if v.len() != dims.n {
+        return Err(Error::Shape {
+            op: OP,
+            what: "length of v",
+            got: v.len(),
+            expected: dims.n,
+        });
+    }
+    if dims.policy == QPolicy::None {
+        return Err(Error::NeedsQ {
+            op: OP,
+            policy: dims.policy,
+        });
+    }
+    for (what, x) in [("u", u), ("v", v)] {
+        if let Some((row, col)) = MatRef::from_col(x).first_non_finite() {
+            return Err(Error::NonFinite {
+                op: OP,
+                what,
+                row,
+                col,
+            });
+        }
+    }
+    Ok(Plan {
+        m: dims.m,
+        n: dims.n,
+        householder_first: dims.m > dims.n + 1,
+    })
+}

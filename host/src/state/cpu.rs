@@ -1,0 +1,60 @@
+//! [`CpuQr`]: the host-resident factorisation state (R, d = Qᵀb, optional Q).
+#![forbid(unsafe_code)]
+
+use crate::base::dims::{check_rank_of, Dims};
+use crate::base::error::Result;
+use crate::base::mat::Mat;
+use crate::base::params::UpdateParams;
+use crate::base::scalar::Scalar;
+
+/// A QR factorisation held on the host and updated serially.
+///
+/// # Examples
+/// ```
+/// use cuqr::{CpuQr, Mat, QPolicy, QrUpdate, FactorParams};
+/// let a = Mat::<f64>::from_fn(6, 3, |i, j| 1.0 / (1.0 + i as f64 + 2.0 * j as f64) + (i == j) as u8 as f64);
+/// let b = Mat::<f64>::from_fn(6, 1, |i, _| i as f64 - 2.5);
+/// let mut qr = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default()).unwrap();
+/// qr.delete_cols(1, 1).unwrap();
+/// let sol = qr.solve().unwrap();
+/// assert_eq!(sol.x.nrows(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct CpuQr<T: Scalar> {
+    pub(crate) dims: Dims,
+    /// R, m×n upper trapezoidal.
+    pub(crate) r: Mat<T>,
+    /// d = Qᵀb, m×q.
+    pub(crate) d: Mat<T>,
+    /// Explicit Q (m×m) under `QPolicy::Full`.
+    pub(crate) q: Option<Mat<T>>,
+    pub(crate) params: UpdateParams,
+    /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
+    pub(crate) rank_tol: f64,
+}
+
+impl<T: Scalar> CpuQr<T> {
+    /// Dimensions and policy.
+    pub fn dims(&self) -> Dims {
+        self.dims
+    }
+
+    /// Borrow R (m×n).
+    pub fn r_ref(&self) -> &Mat<T> {
+        &self.r
+    }
+    /// Borrow d (m×q).
+    pub fn d_ref(&self) -> &Mat<T> {
+        &self.d
+    }
+    /// Borrow Q (m×m) if held.
+    pub fn q_ref(&self) -> Option<&Mat<T>> {
+        self.q.as_ref()
+    }
+
+    /// Checks the diagonal of R against the rank tolerance; the first offending
+    /// column is reported (spec §5.2 F19).
+    pub(crate) fn check_rank(&self) -> Result<()> {
+        check_rank_of(&self.r, self.dims.n, self.rank_tol)
+    }
+}

@@ -1,0 +1,326 @@
+//! [`GpuQr`]: a QR factorisation held in device memory and updated there
+//! (docs/design.md "State"; spec §1.4–§1.11). R (m×n), d = Qᵀb (m×q) and,
+//! under [`QPolicy::Full`], the explicit m×m Q live in [`DevMat`]s with padded
+//! leading dimensions. Every operation validates with the same `plan` as the
+//! CPU backend, computes into new or scratch buffers, checks the new diagonal,
+//! then swaps in, so a failed call leaves the state unchanged.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::base::dims::Dims;
+use crate::base::error::{Error, Result};
+use crate::base::mat::Mat;
+use crate::base::params::{QPolicy, UpdateParams};
+use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// A QR factorisation A = QR with right-hand sides d = Qᵀb in device memory
+/// (docs/design.md "State", spec §5.1–§5.2).
+///
+/// The layout matches [`crate::CpuQr`]: R is m×n upper trapezoidal with exact
+/// zeros below the diagonal, d is m×q, Q (when held) is m×m.
+///
+/// # Examples
+/// The same calls as with [`crate::CpuQr`]; only the constructor differs.
+/// ```no_run
+/// use std::sync::Arc;
+/// use cuqr::gpu::GpuQr;
+/// use cuqr::{FactorParams, Gpu, Mat, QPolicy, QrUpdate};
+/// let gpu = Arc::new(Gpu::new(0)?);
+/// let a = Mat::<f64>::from_fn(1000, 300, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
+/// let b = Mat::<f64>::from_fn(1000, 1, |i, _| i as f64);
+/// let mut qr = GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+/// qr.delete_rows(10, 5)?;                       // drop observations 10..15
+/// let sol = qr.solve()?;                        // x (300×1) and the residual norm
+/// # Ok::<(), cuqr::Error>(())
+/// ```
+pub struct GpuQr<T: GpuScalar> {
+    /// The device everything lives on.
+    pub(crate) gpu: Arc<Gpu>,
+    /// Dimensions and Q policy.
+    pub(crate) dims: Dims,
+    /// R, m×n upper trapezoidal (ld padded).
+    pub(crate) r: DevMat<T>,
+    /// d = Qᵀb, m×q.
+    pub(crate) d: DevMat<T>,
+    /// Explicit Q (m×m) under [`QPolicy::Full`].
+    pub(crate) q: Option<DevMat<T>>,
+    /// Update options.
+    pub(crate) params: UpdateParams,
+    /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
+    pub(crate) rank_tol: f64,
+    /// Set when an asynchronous device fault may have corrupted the buffers.
+    pub(crate) poisoned: AtomicBool,
+}
+
+impl<T: GpuScalar> core::fmt::Debug for GpuQr<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GpuQr")
+            .field("dims", &self.dims)
+            .field("params", &self.params)
+            .field("rank_tol", &self.rank_tol)
+            .field("poisoned", &self.is_poisoned())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: GpuScalar> GpuQr<T> {
+    /// The state's buffers (R, Q, d), consumed (an update that builds a new state and
+    /// keeps only its factors).
+    pub(crate) fn into_parts(self) -> (DevMat<T>, Option<DevMat<T>>, DevMat<T>) {
+        (self.r, self.q, self.d)
+    }
+
+    /// Dimensions and policy.
+    pub fn dims(&self) -> Dims {
+        self.dims
+    }
+
+    /// The device this state lives on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// R (m×n) in device memory.
+    pub fn r_dev(&self) -> &DevMat<T> {
+        &self.r
+    }
+
+    /// d (m×q) in device memory.
+    pub fn d_dev(&self) -> &DevMat<T> {
+        &self.d
+    }
+
+    /// Q (m×m) in device memory, if held.
+    pub fn q_dev(&self) -> Option<&DevMat<T>> {
+        self.q.as_ref()
+    }
+
+    /// A device-side copy of the whole state (R, d, Q, options): benchmarks
+    /// restore a factorised state from such a snapshot before each timed update
+    /// (architecture.md "Performance method", spec §3.9).
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`], [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn try_clone(&self) -> Result<Self> {
+        use crate::gpu::algo::householder::dup_mat;
+        self.guarded(|| {
+            Ok(Self {
+                gpu: self.gpu.clone(),
+                dims: self.dims,
+                r: dup_mat(&self.gpu, &self.r)?,
+                d: dup_mat(&self.gpu, &self.d)?,
+                q: self.q.as_ref().map(|q| dup_mat(&self.gpu, q)).transpose()?,
+                params: self.params,
+                rank_tol: self.rank_tol,
+                poisoned: AtomicBool::new(false),
+            })
+        })
+    }
+
+    /// The same factorisation copied to the host as a [`crate::CpuQr`] (same
+    /// R, d, Q, options and rank tolerance), so the serial CPU update (spec §3.1
+    /// "sequential update") can start from the identical state without a slow
+    /// serial factorisation.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`], [`Error::Driver`].
+    pub fn to_cpu(&self) -> Result<crate::CpuQr<T>> {
+        self.guarded(|| {
+            Ok(crate::CpuQr {
+                dims: self.dims,
+                r: self.r.to_host(&self.gpu)?,
+                d: self.d.to_host(&self.gpu)?,
+                q: self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose()?,
+                params: self.params,
+                rank_tol: self.rank_tol,
+            })
+        })
+    }
+
+    /// [`to_cpu`](Self::to_cpu) through page-locked host memory (`staging`, at
+    /// least [`staging_len`](Self::staging_len) elements): the seeds' TUT protocol
+    /// copies the outputs back at full link speed (spec §3.1, §3.9).
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`]; [`Error::Shape`] if `staging` is too short;
+    /// [`Error::Driver`].
+    pub fn to_cpu_pinned(
+        &self,
+        staging: &mut cudarc::driver::PinnedHostSlice<T>,
+    ) -> Result<crate::CpuQr<T>> {
+        self.guarded(|| {
+            Ok(crate::CpuQr {
+                dims: self.dims,
+                r: self.r.download_pinned(&self.gpu, staging)?,
+                d: self.d.download_pinned(&self.gpu, staging)?,
+                q: self
+                    .q
+                    .as_ref()
+                    .map(|q| q.download_pinned(&self.gpu, staging))
+                    .transpose()?,
+                params: self.params,
+                rank_tol: self.rank_tol,
+            })
+        })
+    }
+
+    /// Elements of page-locked staging that [`from_cpu`](Self::from_cpu) and
+    /// [`to_cpu_pinned`](Self::to_cpu_pinned) need for a state of `dims`
+    /// (its largest padded matrix: R, d or Q).
+    pub fn staging_len(dims: Dims) -> usize {
+        let (m, n, q) = (dims.m, dims.n, dims.q);
+        let ld = crate::gpu::runtime::matrix::padded_ld::<T>(m);
+        let cols = if dims.policy == QPolicy::Full {
+            m.max(n).max(q)
+        } else {
+            n.max(q)
+        };
+        ld * cols.max(1)
+    }
+
+    /// Moves a host state to the device (the inverse of [`to_cpu`](Self::to_cpu)):
+    /// R, d and Q (when held) are uploaded as they are, with the same options and
+    /// rank tolerance, so the GPU can take over the updates of a state built or
+    /// updated on the CPU. With `staging` (page-locked, at least
+    /// [`staging_len`](Self::staging_len) elements) the copies run at full link
+    /// speed (the seeds' TUS/TUT protocols, spec §3.1, §3.9); without it they go
+    /// through pageable memory.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `staging` is too short (nothing is allocated then);
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::gpu::GpuQr;
+    /// use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy, QrUpdate};
+    /// let a = Mat::<f64>::from_fn(300, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
+    /// let b = Mat::<f64>::from_fn(300, 1, |i, _| i as f64);
+    /// let cpu = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let mut st = GpuQr::from_cpu(&gpu, &cpu, None)?;
+    /// st.delete_rows(0, 5)?;
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn from_cpu(
+        gpu: &Arc<Gpu>,
+        st: &crate::CpuQr<T>,
+        staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>,
+    ) -> Result<Self> {
+        let need = Self::staging_len(st.dims);
+        let up = |a: &Mat<T>, staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>| {
+            let mut m = DevMat::<T>::zeros(gpu, a.nrows(), a.ncols())?;
+            match staging {
+                Some(s) => m.upload_pinned(gpu, a.as_ref(), s)?,
+                None => m.upload(gpu, a.as_ref())?,
+            }
+            Ok::<_, Error>(m)
+        };
+        let (r, d, q) = match staging {
+            Some(s) => {
+                if s.len() < need {
+                    return Err(Error::Shape {
+                        op: "GpuQr::from_cpu",
+                        what: "staging length",
+                        got: s.len(),
+                        expected: need,
+                    });
+                }
+                let r = up(&st.r, Some(&mut *s))?;
+                let d = up(&st.d, Some(&mut *s))?;
+                let q = st.q.as_ref().map(|q| up(q, Some(&mut *s))).transpose()?;
+                (r, d, q)
+            }
+            None => (
+                up(&st.r, None)?,
+                up(&st.d, None)?,
+                st.q.as_ref().map(|q| up(q, None)).transpose()?,
+            ),
+        };
+        Ok(Self {
+            gpu: gpu.clone(),
+            dims: st.dims,
+            r,
+            d,
+            q,
+            params: st.params,
+            rank_tol: st.rank_tol,
+            poisoned: AtomicBool::new(false),
+        })
+    }
+
+    /// True once a device fault has poisoned the state (every call then
+    /// returns [`Error::Poisoned`]).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Relaxed)
+    }
+
+    /// [`Error::Poisoned`] if the state is poisoned.
+    pub(crate) fn check_live(&self) -> Result<()> {
+        if self.is_poisoned() {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs an operation; a driver error (an asynchronous fault may have hit
+    /// the state's buffers) poisons the state.
+    pub(crate) fn guarded<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        self.check_live()?;
+        poison_on_fault(&self.poisoned, f())
+    }
+}
+
+/// True for the errors after which the device buffers may hold garbage: a failed
+/// driver call (an asynchronous kernel fault surfaces at the next driver call) or a
+/// failed cuBLAS call. Validation errors, rank deficiency and out-of-memory are
+/// reported before anything is written and leave the state usable.
+pub(crate) fn is_device_fault(e: &Error) -> bool {
+    matches!(e, Error::Driver(_) | Error::Cublas(_))
+}
+
+/// Passes `out` through, setting `flag` when it is a device fault.
+pub(crate) fn poison_on_fault<R>(flag: &AtomicBool, out: Result<R>) -> Result<R> {
+    if let Err(e) = &out {
+        if is_device_fault(e) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_faults_poison_and_other_errors_do_not() {
+        let flag = AtomicBool::new(false);
+        let kept: Result<()> = Err(Error::InvalidParam {
+            op: "delete_rows",
+            what: "k0",
+            why: "out of range".into(),
+        });
+        assert!(poison_on_fault(&flag, kept).is_err());
+        assert!(
+            !flag.load(Ordering::Relaxed),
+            "a validation error must not poison"
+        );
+        assert_eq!(poison_on_fault(&flag, Ok(7)).unwrap(), 7);
+        assert!(!flag.load(Ordering::Relaxed));
+        let fault: Result<()> = Err(Error::Driver("illegal address".into()));
+        assert!(matches!(
+            poison_on_fault(&flag, fault),
+            Err(Error::Driver(_))
+        ));
+        assert!(flag.load(Ordering::Relaxed), "a driver error must poison");
+        let flag = AtomicBool::new(false);
+        let fault: Result<()> = Err(Error::Cublas("execution failed".into()));
+        assert!(poison_on_fault(&flag, fault).is_err());
+        assert!(flag.load(Ordering::Relaxed), "a cuBLAS error must poison");
+    }
+}
