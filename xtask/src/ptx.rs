@@ -7,7 +7,7 @@ use std::process::Command;
 
 /// The host's kernel table, the one list of kernels (each must appear in the PTX as
 /// `.entry <name>_f32(` and `_f64(`).
-const HOST_KERNELS_RS: &str = "host/src/gpu/kernels.rs";
+const HOST_KERNELS_RS: &str = "host/src/gpu/runtime/module.rs";
 
 /// One committed PTX module: where it goes, the target it is built for, the `--cfg`
 /// the kernel crate is built with, and where the host lists its kernels.
@@ -39,13 +39,13 @@ const MODULES: [Module; 2] = [
         path: "host/ptx/cuqr_kernels_sm90.ptx",
         cpu: "sm_90",
         cfg: Some("cuqr_sm90"),
-        table: ("host/src/gpu/kernels_sm90.rs", "sm90_kernel_table! {"),
+        table: (HOST_KERNELS_RS, "sm90_kernel_table! {"),
         subdir: "sm90",
     },
 ];
 
 /// Kernel base names from the body of the macro invocation `marker` in `src`
-/// (e.g. `kernel_table! {` in host/src/gpu/kernels.rs): every line inside it that is a
+/// (e.g. `kernel_table! {` in host/src/gpu/runtime/module.rs): every line inside it that is a
 /// bare identifier followed by a comma.
 pub fn kernel_names_from(src: &str, marker: &str) -> Result<Vec<String>, String> {
     let start = src

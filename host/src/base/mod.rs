@@ -9,3 +9,4 @@ pub mod params;
 pub mod precision;
 pub mod scalar;
 pub mod solution;
+pub mod wavefront;

@@ -72,14 +72,14 @@
 //! ```
 
 use super::cpu::{check_a, INNER_EPS};
-use super::gram::gram_cholesky;
-use super::refine::InnerCg;
 use super::{GemmPrecision, MixedFactor, MixedParams, MixedRoute, MixedSolution};
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::cpu::wy::resolve_block_size;
 use crate::gpu::algo::householder::{blocked_qr, check_rank_dev};
 use crate::gpu::ffi::blas::Op;
+use crate::gpu::ffi::gram::gram_cholesky;
+use crate::gpu::ffi::refine::InnerCg;
 use crate::gpu::runtime::matrix::{DevMat, DevVec};
 use crate::gpu::runtime::timing::{EventTimer, PhaseClock};
 use crate::gpu::runtime::{Gpu, GpuScalar};

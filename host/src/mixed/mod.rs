@@ -50,16 +50,10 @@
 //! let eta = ls_backward_error(a.as_ref(), b.col(0), sol.x.col(0));
 //! assert!(eta <= 1e-14 && eta == sol.backward_error);
 //! ```
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod cpu;
 mod gpu;
-// cuBLAS in device pointer mode: raw calls, each with its SAFETY comment.
-#[allow(unsafe_code)]
-mod refine;
-// cuBLAS SSYRK and cuSOLVER SPOTRF: raw calls, each with its SAFETY comment.
-#[allow(unsafe_code)]
-mod gram;
 
 pub use crate::base::precision::GemmPrecision;
 pub use cpu::{ls_backward_error, lstsq_mixed_cpu, mixed_qr_cpu, MixedQr, MixedSolution};

@@ -11,7 +11,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream, CudaView};
 
 use crate::base::error::Result;
-use crate::cpu::reference::strip_step;
+use crate::base::wavefront::strip_step;
 use crate::gpu::ffi::blas::Op;
 use crate::gpu::runtime::matrix::DevMatViewMut;
 use crate::gpu::runtime::{driver_err, DevMat, DevVec, Gpu, GpuScalar};

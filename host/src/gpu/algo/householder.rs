@@ -19,7 +19,7 @@
 
 use core::ops::Range;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
+use cudarc::driver::{CudaSlice, DevicePtrMut, PinnedHostSlice};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::Op;
@@ -115,7 +115,7 @@ impl<T: GpuScalar> PanelBufs<T> {
         Ok(Self {
             // SAFETY: see above: only the block (0..l', 0..jb') of the panel being
             // factored is read, after the panel wrote all of it.
-            v: unsafe { DevMat::uninit(gpu, l.max(1), jb)? },
+            v: DevMat::uninit(gpu, l.max(1), jb)?,
             t: DevMat::zeros(gpu, jb, jb)?,
             tau: DevVec::zeros(gpu, jb)?,
         })
@@ -457,17 +457,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     // A by its address for look-ahead panels on stream 2 (see the doc comment). The
     // guard is dropped at once; its event, recorded on the main stream before any of
     // this function's work, orders nothing that matters here.
-    let raw = {
-        let (nr, nc, ld) = (a.nrows(), a.ncols(), a.ld());
-        let (ptr, _guard) = a.buf_mut().device_ptr_mut(&gpu.stream);
-        // SAFETY: `a`'s own buffer and shape; `a` is borrowed mutably for the whole
-        // function, so the allocation outlives every use of `raw`. Accesses through it
-        // (look-ahead panels on stream 2) are ordered by the events below: after the
-        // main stream's update of the panel's columns, before the main stream's next
-        // access to them; A's final cudarc event is re-recorded on the main stream after
-        // the last wait (end of this function).
-        unsafe { RawMat::new(ptr, nr, nc, ld) }
-    };
+    let raw = RawMat::alias_of(gpu, a);
     // Panel buffers: fresh per panel when kept, else two reused sets (look-ahead
     // factors panel i+1 into one while panel i's are read from the other).
     let mut spare: Vec<PanelBufs<T>> = Vec::new();
@@ -1241,9 +1231,9 @@ impl RankScratch {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     fn new(gpu: &Gpu, len: usize) -> Result<Self> {
-        // SAFETY: uninitialised device memory; `norms_and_diag` reads back only the
-        // 2n entries its launch has just written.
-        let dev = unsafe { gpu.stream.alloc::<f64>(len) }.map_err(
+        // Unset device memory; `norms_and_diag` reads back only the 2n entries its
+        // launch has just written.
+        let dev = crate::gpu::ffi::driver::alloc_uninit::<f64>(&gpu.stream, len).map_err(
             crate::gpu::runtime::alloc_err("the rank-check scratch", len * 8),
         )?;
         let host = gpu.alloc_pinned::<f64>(len)?;
@@ -1264,11 +1254,7 @@ impl RankScratch {
         let bytes = 2 * n * core::mem::size_of::<T>();
         assert!(bytes <= self.len() * 8, "rank scratch too small");
         {
-            // SAFETY: reinterprets a prefix of the f64 buffer as 2n elements of T
-            // (f32 or f64, alignment ≤ 8, every bit pattern valid); the prefix fits
-            // (asserted).
-            let mut out = unsafe { self.dev.transmute_mut::<T>(2 * n) }
-                .expect("the prefix fits the scratch (asserted)");
+            let mut out = crate::gpu::ffi::driver::view_words_as_mut::<T>(&mut self.dev, 2 * n);
             gpu.panel_col_norms(&r.block(0, 0, r.nrows(), n), &mut out)?;
         }
         // Only the f64 slots holding the 2n outputs come back (cudarc's memcpy_dtoh would
@@ -1278,35 +1264,13 @@ impl RankScratch {
         gpu.ctx
             .bind_to_thread()
             .map_err(crate::gpu::runtime::driver_err("rank check download"))?;
-        let host = self
-            .host
-            .as_mut_slice()
-            .map_err(crate::gpu::runtime::driver_err("rank check download"))?;
-        {
-            let (src, _record) = self.dev.device_ptr(&gpu.stream);
-            // SAFETY: copies `slots` ≤ len f64s from the device scratch into the first
-            // `slots` of the page-locked host buffer; both stay alive and untouched by
-            // anything else (the scratch is borrowed mutably under Gpu's lock) until the
-            // stream wait below, which completes the copy before the host reads it.
-            unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    &mut host[..slots],
-                    src,
-                    gpu.stream.cu_stream(),
-                )
-            }
-            .map_err(crate::gpu::runtime::driver_err("rank check download"))?;
-        }
-        // Wait by the stream (the context's spin-then-yield policy), not by the page-locked
-        // buffer's own event: cudarc creates that one blocking-sync, and waiting on it puts
-        // the thread to sleep (measured: ≈ 0.05–0.1 ms more per update on an H100).
-        gpu.stream
-            .synchronize()
-            .map_err(crate::gpu::runtime::driver_err("rank check download"))?;
-        // SAFETY: the first `bytes` bytes of the page-locked f64 buffer (alignment 8 ≥
-        // that of T) hold the 2n elements of T the kernel wrote and the copy above
-        // brought back (the stream wait completed it); every bit pattern is a valid T.
-        Ok(unsafe { core::slice::from_raw_parts(host.as_ptr().cast::<T>(), 2 * n) })
+        crate::gpu::ffi::driver::download_words::<T>(
+            &gpu.stream,
+            &self.dev,
+            &mut self.host,
+            slots,
+            2 * n,
+        )
     }
 }
 

@@ -6,5 +6,7 @@ pub mod blas;
 #[cfg(any(test, feature = "internals"))]
 pub mod cusolver;
 pub mod driver;
+pub mod gram;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;
+pub mod refine;

@@ -50,6 +50,19 @@ pub(crate) struct RawMat {
 }
 
 impl RawMat {
+    /// `a` by its address, for panels launched on a second stream (look-ahead). Every
+    /// launch through the result must be ordered by the caller's events against the main
+    /// stream's work on the same columns, and `a` must stay allocated while it is used:
+    /// the launchers' `// SAFETY:` comments rely on both.
+    pub(crate) fn alias_of<T: GpuScalar>(gpu: &Gpu, a: &mut DevMat<T>) -> Self {
+        let (nr, nc, ld) = (a.nrows(), a.ncols(), a.ld());
+        let (ptr, _guard) = a.buf_mut().device_ptr_mut(&gpu.stream);
+        // SAFETY: `a`'s own buffer, shape and leading dimension; the guard is dropped at
+        // once (its event, recorded on the main stream, orders nothing that matters): the
+        // caller orders the accesses through the result as the doc comment says.
+        unsafe { RawMat::new(ptr, nr, nc, ld) }
+    }
+
     /// # Safety
     /// `ptr` is the device address of a live allocation holding an nrows×ncols
     /// column-major matrix with leading dimension `ld` ≥ nrows, and stays so while the

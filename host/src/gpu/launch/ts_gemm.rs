@@ -82,9 +82,7 @@ impl Gpu {
                 i32::try_from(smem).expect("shared memory fits i32"),
             )
             .map_err(driver_err("raising ts_gemm_partial's shared memory limit"))?;
-        // SAFETY: every element is written by ts_gemm_partial (all 32 rows of every
-        // column j < nc of every chunk) before ts_gemm_reduce reads it.
-        let mut part = unsafe { DevVec::<T>::uninit(self, chunks * TS_GEMM_MAX_K * nc)? };
+        let mut part = DevVec::<T>::uninit(self, chunks * TS_GEMM_MAX_K * nc)?;
         let (ldv, ldc, ldw) = (v.ld(), c.ld(), w.ld());
         assert!(tiles <= 65_535);
         self.count_launch();

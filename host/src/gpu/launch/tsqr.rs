@@ -186,8 +186,7 @@ impl<T: GpuScalar> TsqrWork<T> {
     /// QR (columns < n, read for those only), the final R by the top leaf QR, M and R
     /// by `tsqr_reconstruct` (columns < n, read for those only).
     unsafe fn scratch_for(gpu: &Gpu, len: usize) -> Result<DevVec<T>> {
-        // SAFETY: forwarded (the caller's contract: written before read).
-        unsafe { DevVec::uninit(gpu, len) }
+        DevVec::uninit(gpu, len)
     }
 }
 

@@ -1332,9 +1332,7 @@ impl Gpu {
     ) -> Result<DevMat<T>> {
         assert!(drop.start <= drop.end && drop.end <= src.nrows());
         let (rows, cols) = (src.nrows() - drop.len(), src.ncols());
-        // SAFETY: the copy below, on this stream, writes every element of the rows×cols
-        // matrix (two_phase_copy's contract) before anything can read it.
-        let mut out = unsafe { DevMat::for_overwrite(self, rows, cols)? };
+        let mut out = DevMat::for_overwrite(self, rows, cols)?;
         self.two_phase_copy(src, &mut out.view_mut(), drop, zero_lower)?;
         Ok(out)
     }

@@ -68,104 +68,6 @@ impl core::fmt::Debug for Gpu {
     }
 }
 
-/// Which shared libraries cudarc will load, with the probe for each.
-fn probe_libraries() -> Result<()> {
-    // SAFETY: `is_culib_present` only tries `dlopen` on candidate library names
-    // and drops what it opened; it has no preconditions and touches no CUDA
-    // state (cudarc 0.19 driver/sys: "is_culib_present() only probes").
-    let driver = unsafe { cudarc::driver::sys::is_culib_present() };
-    if !driver {
-        return Err(Error::NoDevice(
-            "the CUDA driver library (libcuda) cannot be loaded; is an NVIDIA driver installed?"
-                .into(),
-        ));
-    }
-    // SAFETY: as above, a dlopen probe of the cuBLAS library names only.
-    let cublas = unsafe { cudarc::cublas::sys::is_culib_present() };
-    if !cublas {
-        return Err(Error::NoDevice(
-            "the cuBLAS library (libcublas) cannot be loaded; check LD_LIBRARY_PATH".into(),
-        ));
-    }
-    // SAFETY: as above, a dlopen probe of the cuSOLVER library names only.
-    let cusolver = unsafe { cudarc::cusolver::sys::is_culib_present() };
-    if !cusolver {
-        return Err(Error::NoDevice(
-            "the cuSOLVER library (libcusolver) cannot be loaded; check LD_LIBRARY_PATH".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Fraction of the device's memory that the default memory pool keeps reserved after
-/// a synchronisation (1/8).
-const POOL_KEEP_DIVISOR: u64 = 8;
-
-/// Raises the release threshold of the device's default memory pool (the pool that
-/// cudarc's stream-ordered allocations come from) to 1/[`POOL_KEEP_DIVISOR`] of the
-/// device memory, unless it is already higher. With CUDA's default of 0, every stream
-/// or event synchronisation returns all freed pool memory to the driver, and the next
-/// allocation maps it again: a factorisation that frees its panel buffers and then
-/// synchronises for the rank check paid ≈ 0.3–0.9 ms of host-side unmapping and
-/// remapping per call on an H100 (1048576×32, docs/performance.md). Memory above the
-/// threshold is still released at synchronisation. Nothing to do without the
-/// stream-ordered allocator.
-fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
-    use cudarc::driver::sys::{self, CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
-    let check = |r: sys::CUresult, what: &str| -> Result<()> {
-        if r == sys::CUresult::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(Error::Driver(format!("{what}: {r:?}")))
-        }
-    };
-    if !ctx.has_async_alloc() {
-        return Ok(()); // no stream-ordered allocator: nothing is pooled
-    }
-    ctx.bind_to_thread()
-        .map_err(driver_err("binding the context"))?;
-    let dev = ctx.cu_device();
-    let mut total = 0usize;
-    let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
-    let mut cur = 0u64;
-    // SAFETY: `dev` is the context's device handle; each call writes only through the
-    // pointer it is given (a usize, a CUmemoryPool, a u64: the types the driver API
-    // documents for these queries), all live locals.
-    unsafe {
-        check(
-            sys::cuDeviceTotalMem_v2(&mut total, dev),
-            "querying the device memory",
-        )?;
-        check(
-            sys::cuDeviceGetDefaultMemPool(&mut pool, dev),
-            "querying the default memory pool",
-        )?;
-        check(
-            sys::cuMemPoolGetAttribute(
-                pool,
-                CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                (&mut cur as *mut u64).cast(),
-            ),
-            "reading the pool's release threshold",
-        )?;
-    }
-    let mut keep = total as u64 / POOL_KEEP_DIVISOR;
-    if keep > cur {
-        // SAFETY: `pool` was returned by the driver above; the attribute takes a u64.
-        unsafe {
-            check(
-                sys::cuMemPoolSetAttribute(
-                    pool,
-                    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                    (&mut keep as *mut u64).cast(),
-                ),
-                "setting the pool's release threshold",
-            )?;
-        }
-    }
-    Ok(())
-}
-
 impl Gpu {
     /// Streaming multiprocessors of the device (at least 1): the bound on co-resident
     /// blocks of a cooperative launch, with the occupancy.
@@ -204,7 +106,7 @@ impl Gpu {
     /// the PTX lacks a kernel; [`Error::Driver`], [`Error::Cublas`],
     /// [`Error::Cusolver`] for other failures while setting up.
     pub fn new(ordinal: usize) -> Result<Self> {
-        probe_libraries()?;
+        crate::gpu::ffi::driver::probe_libraries()?;
         // cudarc panics (rather than returning an error) if a symbol it expects
         // is missing from an older library; turn that into NoDevice as well.
         match std::panic::catch_unwind(|| Self::new_unchecked(ordinal)) {
@@ -253,7 +155,7 @@ impl Gpu {
             .compute_capability()
             .map_err(driver_err("compute capability"))?;
         let sm90 = crate::gpu::runtime::module::Sm90Kernels::load(&ctx, major)?;
-        keep_pool_memory(&ctx)?;
+        crate::gpu::ffi::driver::keep_pool_memory(&ctx)?;
         Ok(Self {
             blas,
             blas_urgent,
@@ -440,16 +342,12 @@ impl Gpu {
         len: usize,
     ) -> Result<cudarc::driver::PinnedHostSlice<T>> {
         let bytes = len.max(1) * core::mem::size_of::<T>();
-        // SAFETY: cuMemHostAlloc with flags 0 returns uninitialised page-locked
-        // memory (cudarc `alloc_pinned_with_flags` # Safety: "the memory is unset");
-        // it is zero-filled below before any read.
-        let mut p = unsafe { self.ctx.alloc_pinned_with_flags::<T>(len.max(1), 0) }
-            .map_err(alloc_err("pinned host staging", bytes))?;
-        let ptr = p.as_mut_ptr().map_err(driver_err("pinned host pointer"))?;
-        // SAFETY: `ptr` points at len.max(1) elements of T just allocated and
-        // exclusively owned by `p`; all-zero bits are a valid T (ValidAsZeroBits).
-        unsafe { core::ptr::write_bytes(ptr, 0, len.max(1)) };
-        Ok(p)
+        crate::gpu::ffi::driver::alloc_pinned_zeroed::<T>(&self.ctx, len.max(1)).map_err(
+            |e| match e {
+                Ok(e) => alloc_err("pinned host staging", bytes)(e),
+                Err(e) => driver_err("pinned host pointer")(e),
+            },
+        )
     }
 }
 

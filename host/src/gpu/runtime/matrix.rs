@@ -6,7 +6,7 @@
 
 use core::ops::Range;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, DevicePtrMut, PinnedHostSlice};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, PinnedHostSlice};
 
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
@@ -134,16 +134,16 @@ impl<T: GpuScalar> DevMat<T> {
     /// the allocation): for outputs that a kernel writes in full before anything
     /// reads them.
     ///
-    /// # Safety
+    /// # Contract
     /// Every element that is read (through views, copies or kernels) must have been
     /// written first; reading an unset element gives arbitrary values.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
-    pub(crate) unsafe fn uninit(gpu: &Gpu, nrows: usize, ncols: usize) -> Result<Self> {
+    pub(crate) fn uninit(gpu: &Gpu, nrows: usize, ncols: usize) -> Result<Self> {
         let (ld, len) = mat_alloc_len::<T>(nrows, ncols)?;
         // SAFETY: the contents are unset; the caller writes before reading (contract).
-        let buf = unsafe { gpu.stream.alloc::<T>(len) }
+        let buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
         Ok(Self {
             buf,
@@ -159,44 +159,31 @@ impl<T: GpuScalar> DevMat<T> {
     /// stays zero as after [`DevMat::zeros`], without a fill pass over the whole
     /// allocation (issue 7: 0.4 ms for the 12000×12000 f64 Q that row deletion makes).
     ///
-    /// # Safety
+    /// # Contract
     /// Every element of rows 0..nrows must be written by work queued on `gpu.stream`
     /// after this call before anything reads it.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
-    pub(crate) unsafe fn for_overwrite(gpu: &Gpu, nrows: usize, ncols: usize) -> Result<Self> {
+    pub(crate) fn for_overwrite(gpu: &Gpu, nrows: usize, ncols: usize) -> Result<Self> {
         if nrows == 0 || ncols == 0 {
             return Self::zeros(gpu, nrows, ncols);
         }
-        // SAFETY: rows 0..nrows are the caller's to write before any read (contract);
+        // Rows 0..nrows are the caller's to write before any read (contract);
         // the padding is zeroed below.
-        let mut m = unsafe { Self::uninit(gpu, nrows, ncols)? };
-        let elem = core::mem::size_of::<T>();
+        let mut m = Self::uninit(gpu, nrows, ncols)?;
         if m.ld > nrows {
             gpu.ctx
                 .bind_to_thread()
                 .map_err(driver_err("zeroing DevMat padding"))?;
             gpu.count_launch();
-            let (ptr, _record) = m.buf.device_ptr_mut(&gpu.stream);
-            // SAFETY: rows nrows..ld of each of the ncols columns lie inside the
-            // allocation of ld·ncols elements (mat_alloc_len); the start is 4-byte
-            // aligned and each row of the 2D region is (ld − nrows)·elem bytes, a
-            // multiple of 4 (elem is 4 or 8); the memset is queued on gpu.stream, which
-            // `_record` orders against other streams' use of the buffer.
-            let r = unsafe {
-                cudarc::driver::sys::cuMemsetD2D32Async(
-                    ptr + (nrows * elem) as u64,
-                    m.ld * elem,
-                    0,
-                    (m.ld - nrows) * elem / 4,
-                    ncols,
-                    gpu.stream.cu_stream(),
-                )
-            };
-            if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
-                return Err(Error::Driver(format!("zeroing DevMat padding: {r:?}")));
-            }
+            crate::gpu::ffi::driver::zero_padding_rows(
+                &gpu.stream,
+                &mut m.buf,
+                nrows,
+                m.ld,
+                ncols,
+            )?;
         }
         Ok(m)
     }
@@ -225,7 +212,7 @@ impl<T: GpuScalar> DevMat<T> {
         // SAFETY: uninitialised device memory; the staged copy below writes all `len`
         // elements (padding rows and the one element of an empty matrix included)
         // before any later work on the stream can read them.
-        let buf = unsafe { gpu.stream.alloc::<T>(len) }
+        let buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
         let mut m = Self {
             buf,
@@ -248,7 +235,7 @@ impl<T: GpuScalar> DevMat<T> {
         let len = self.buf.len();
         // SAFETY: uninitialised device memory of the source's length; the copy below
         // overwrites all of it before any later work on the stream reads it.
-        let mut buf = unsafe { gpu.stream.alloc::<T>(len) }
+        let mut buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
         gpu.count_launch();
         gpu.stream
@@ -533,34 +520,7 @@ impl<T: GpuScalar> DevMat<T> {
         if ncols == self.ncols {
             return;
         }
-        /// Aborts if dropped during an unwind between the read and the write below.
-        struct AbortOnUnwind;
-        impl Drop for AbortOnUnwind {
-            fn drop(&mut self) {
-                std::process::abort();
-            }
-        }
-        let guard = AbortOnUnwind;
-        let stream = self.buf.stream().clone();
-        // SAFETY: `self.buf` is read out and the slot is overwritten by the
-        // `ptr::write` below before anything else can observe or drop it; the only
-        // code in between that can panic (cudarc's event creation in
-        // `upgrade_device_ptr`) aborts the process through `guard` instead of
-        // unwinding past the moved-out slot, so the buffer is never dropped twice.
-        let old = unsafe { core::ptr::read(&self.buf) };
-        // `leak` waits on the buffer's tracking events, drops them and returns the
-        // base pointer without freeing it.
-        let ptr = old.leak();
-        // SAFETY: `ptr` is the base of a live allocation of ld·self.ncols ≥
-        // ld·ncols elements of T, made on `stream` (every DevMat allocates on
-        // Gpu::stream and its buffer keeps that stream) and no longer owned by
-        // anything after `leak`; the new slice describes a prefix of it and frees
-        // the whole allocation (cuMemFreeAsync of the base pointer) when dropped.
-        let new = unsafe { stream.upgrade_device_ptr::<T>(ptr, self.ld * ncols) };
-        // SAFETY: the slot holds the moved-out `old` (now leaked); writing without
-        // dropping it is what the read above requires.
-        unsafe { core::ptr::write(&mut self.buf, new) };
-        core::mem::forget(guard);
+        crate::gpu::ffi::driver::shrink_in_place(&mut self.buf, self.ld * ncols);
         self.ncols = ncols;
     }
 
@@ -730,10 +690,10 @@ impl<T: GpuScalar> DevVec<T> {
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
-    pub(crate) unsafe fn uninit(gpu: &Gpu, len: usize) -> Result<Self> {
+    pub(crate) fn uninit(gpu: &Gpu, len: usize) -> Result<Self> {
         let n = vec_alloc_len::<T>(len)?;
         // SAFETY: the contents are unset; the caller writes before reading (contract).
-        let buf = unsafe { gpu.stream.alloc::<T>(n) }
+        let buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, n)
             .map_err(alloc_err("DevVec", n * core::mem::size_of::<T>()))?;
         Ok(Self { buf, len })
     }
@@ -758,7 +718,7 @@ impl<T: GpuScalar> DevVec<T> {
         let len = vec_alloc_len::<T>(x.len())?;
         // SAFETY: uninitialised device memory; the staged copy below writes all `len`
         // elements (a zero for the one element of an empty vector).
-        let mut buf = unsafe { gpu.stream.alloc::<T>(len) }
+        let mut buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevVec", len * core::mem::size_of::<T>()))?;
         stage_upload(gpu, &mut buf, len, |host| {
             host[..x.len()].copy_from_slice(x);
@@ -874,42 +834,7 @@ fn m_pack<T: GpuScalar>(a: MatRef<'_, T>, rows: usize, cols: usize, ld: usize, o
     out[cols * ld..].fill(T::ZERO);
 }
 
-/// Page-locked host memory through which [`DevMat::from_host_async`] and
-/// [`DevVec::from_slice_async`] upload without waiting, kept on [`Gpu`]
-/// (`Gpu::upload_staging`). Uploads take consecutive regions (128-byte aligned); when
-/// one does not fit what is left, the host waits for `done` (every copy queued so far
-/// out of this buffer) and starts again at the front, so no region is rewritten while
-/// a copy may still read it. Grown (never shrunk) when one upload exceeds it.
-pub(crate) struct UploadStaging {
-    host: PinnedHostSlice<f64>,
-    /// Next free f64 slot.
-    cursor: usize,
-    /// Recorded on [`Gpu::stream`] after each copy out of `host`.
-    done: CudaEvent,
-}
-
-impl UploadStaging {
-    /// Smallest staging, in f64s (1 MiB).
-    const MIN_LEN: usize = 1 << 17;
-
-    fn new(gpu: &Gpu, len: usize) -> Result<Self> {
-        Ok(Self {
-            host: gpu.alloc_pinned::<f64>(len)?,
-            cursor: 0,
-            done: gpu
-                .ctx
-                .new_event(None)
-                .map_err(driver_err("creating the upload staging event"))?,
-        })
-    }
-}
-
-impl Drop for UploadStaging {
-    fn drop(&mut self) {
-        // The page-locked memory must outlive every copy still reading it.
-        let _ = self.done.synchronize();
-    }
-}
+pub(crate) use crate::gpu::ffi::driver::UploadStaging;
 
 /// Copies `len` elements of T, written into page-locked staging by `fill`, into
 /// `dst` (≥ `len` elements) with one asynchronous copy on [`Gpu::stream`].
@@ -919,54 +844,20 @@ fn stage_upload<T: GpuScalar>(
     len: usize,
     fill: impl FnOnce(&mut [T]),
 ) -> Result<()> {
-    assert!(dst.len() >= len);
     let need = (len * core::mem::size_of::<T>()).div_ceil(8);
     let mut guard = gpu.upload_staging.lock().unwrap_or_else(|e| e.into_inner());
-    if guard.as_ref().is_none_or(|s| s.host.len() < need) {
+    if guard.as_ref().is_none_or(|s| s.len() < need) {
         // Dropping the old staging waits for its copies.
         *guard = None;
         let cap = need.next_power_of_two().max(UploadStaging::MIN_LEN);
-        *guard = Some(UploadStaging::new(gpu, cap)?);
+        *guard = Some(UploadStaging::new(&gpu.ctx, cap)?);
     }
     let st = guard.as_mut().expect("made above");
-    let mut off = st.cursor.next_multiple_of(LD_ALIGN_BYTES / 8);
-    if off + need > st.host.len() {
-        st.done
-            .synchronize()
-            .map_err(driver_err("waiting for the upload staging"))?;
-        off = 0;
-    }
-    let host = st
-        .host
-        .as_mut_slice()
-        .map_err(driver_err("upload staging"))?;
-    // SAFETY: f64 slots off..off+need of the page-locked buffer (inside it: checked
-    // above) hold `len` elements of T (alignment ≤ 8; every bit pattern valid); no
-    // queued copy reads this region (see UploadStaging: a region is reused only after
-    // `done` has been waited for).
-    let region =
-        unsafe { core::slice::from_raw_parts_mut(host[off..].as_mut_ptr().cast::<T>(), len) };
-    fill(region);
     gpu.ctx
         .bind_to_thread()
         .map_err(driver_err("upload staging"))?;
     gpu.count_launch();
-    {
-        let (dptr, _record) = dst.device_ptr_mut(&gpu.stream);
-        // SAFETY: copies `len` elements from page-locked host memory that stays
-        // allocated and unmodified until `done` (recorded right after, on the same
-        // stream) has completed, into `dst`, which holds ≥ len elements (asserted);
-        // `_record` keeps cudarc's ordering of `dst` across streams.
-        unsafe {
-            cudarc::driver::result::memcpy_htod_async(dptr, &*region, gpu.stream.cu_stream())
-        }
-        .map_err(driver_err("staged upload"))?;
-    }
-    st.done
-        .record(&gpu.stream)
-        .map_err(driver_err("recording the upload staging event"))?;
-    st.cursor = off + need;
-    Ok(())
+    st.upload(&gpu.stream, dst, len, LD_ALIGN_BYTES / 8, fill)
 }
 
 #[cfg(test)]
@@ -1105,7 +996,7 @@ mod tests {
             let a = host_mat::<T>(r as u64, r, c);
             let src = DevMat::from_host(g, a.as_ref()).unwrap();
             // SAFETY: the copy below writes every element of the r rows.
-            let mut d = unsafe { DevMat::<T>::for_overwrite(g, r, c).unwrap() };
+            let mut d = DevMat::<T>::for_overwrite(g, r, c).unwrap();
             g.two_phase_copy(&src.view(), &mut d.view_mut(), 0..0, false)
                 .unwrap();
             assert!(d.to_host(g).unwrap() == a, "{r}x{c}");

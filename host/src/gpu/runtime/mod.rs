@@ -36,7 +36,9 @@ mod sealed {
 /// A [`Scalar`] that can live in device memory and has kernels, cuBLAS and
 /// cuSOLVER routines (style §2.1: `GpuScalar: Scalar + DeviceRepr`).
 /// Sealed: implemented for `f32` and `f64` only, which the dispatch relies on.
-pub trait GpuScalar: Scalar + DeviceRepr + ValidAsZeroBits + sealed::Sealed {
+pub trait GpuScalar:
+    Scalar + DeviceRepr + ValidAsZeroBits + crate::gpu::ffi::driver::Pod + sealed::Sealed
+{
     /// The dtype tag used for dispatch.
     const DTYPE: Dtype;
     /// This dtype's kernels out of the per-device table.

@@ -88,7 +88,7 @@ const NSCAL: usize = 10;
 
 /// Outcome of one inner solve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct InnerOutcome {
+pub(crate) struct InnerOutcome {
     /// CG steps taken (updates of δ kept).
     pub steps: usize,
     /// ‖ρ‖ ≤ eps·‖h‖ was reached (or h = 0).
@@ -96,7 +96,7 @@ pub(super) struct InnerOutcome {
 }
 
 /// Device state of the inner CG: vectors, device scalars and the preconditioner.
-pub(super) struct InnerCg {
+pub(crate) struct InnerCg {
     m: usize,
     n: usize,
     ap: CudaSlice<f64>,

@@ -18,8 +18,8 @@
 //! The solver tries them in that order and falls back to the QR (module doc of
 //! `gpu.rs`); the refinement in f64 fixes the accuracy either way.
 //!
-//! [`MixedFactor::GramCholesky`]: super::MixedFactor::GramCholesky
-//! [`MixedFactor::GramCholeskyF64`]: super::MixedFactor::GramCholeskyF64
+//! [`MixedFactor::GramCholesky`]: crate::mixed::MixedFactor::GramCholesky
+//! [`MixedFactor::GramCholeskyF64`]: crate::mixed::MixedFactor::GramCholeskyF64
 
 use cudarc::cublas::sys as blas;
 use cudarc::cusolver::sys as solver;
@@ -40,7 +40,7 @@ const OP: &str = "lstsq_mixed_gpu Gram-Cholesky";
 const KAPPA2_U_MAX: f64 = 1e-2;
 
 /// The cuBLAS / cuSOLVER entry points of the Gram-Cholesky factor in one precision.
-pub(super) trait GramScalar: GpuScalar {
+pub(crate) trait GramScalar: GpuScalar {
     /// C = op(A)ᵀ·A (upper triangle) by xSYRK; arguments as `cublasXsyrk_v2` with
     /// uplo = upper, trans = T, α = 1, β = 0.
     ///
@@ -251,7 +251,7 @@ fn int(what: &'static str, x: usize) -> Result<i32> {
 /// [`Error::InvalidParam`] (dimensions beyond int), [`Error::OutOfMemory`],
 /// [`Error::Cublas`], [`Error::Cusolver`] (including a negative devInfo),
 /// [`Error::Driver`].
-pub(super) fn gram_cholesky<T: GramScalar>(gpu: &Gpu, f: &DevMat<T>) -> Result<Option<DevMat<T>>> {
+pub(crate) fn gram_cholesky<T: GramScalar>(gpu: &Gpu, f: &DevMat<T>) -> Result<Option<DevMat<T>>> {
     let (m, n) = (f.nrows(), f.ncols());
     let (mi, ni) = (int("m", m)?, int("n", n)?);
     let ldf = int("ld of A", f.ld())?;
