@@ -1,5 +1,7 @@
 //! Host matrices: an owned column-major [`Mat`] and a borrowed view [`MatRef`].
 
+use core::fmt;
+
 use crate::base::error::{Error, Result};
 use crate::base::scalar::Scalar;
 
@@ -12,11 +14,18 @@ pub struct Mat<T> {
 }
 
 /// A borrowed column-major matrix view with leading dimension `ld ≥ nrows`.
-#[derive(Clone, Copy, Debug)]
+///
+/// The view is held as a [`faer::MatRef`] over its own elements only (the rows
+/// between the end of one column and the start of the next are not borrowed), so a
+/// column-major faer view, a submatrix of a larger matrix included, converts without
+/// a copy: see [`MatRef::from_faer`] and [`MatRef::as_faer`].
+#[derive(Clone, Copy)]
 pub struct MatRef<'a, T> {
-    data: &'a [T],
-    nrows: usize,
-    ncols: usize,
+    /// Row stride 1 if the view has two rows and a column (any row stride otherwise);
+    /// column stride `ld` if it has a row and two columns (any column stride
+    /// otherwise): a stride that never reaches an element is not used.
+    view: faer::MatRef<'a, T>,
+    /// The leading dimension reported by [`MatRef::ld`], `≥ max(nrows, 1)`.
     ld: usize,
 }
 
@@ -132,12 +141,7 @@ impl<T: Scalar> Mat<T> {
     }
     /// A borrowed view of the whole matrix.
     pub fn as_ref(&self) -> MatRef<'_, T> {
-        MatRef {
-            data: &self.data,
-            nrows: self.nrows,
-            ncols: self.ncols,
-            ld: self.nrows.max(1),
-        }
+        MatRef::from_parts(&self.data, self.nrows, self.ncols, self.nrows.max(1))
     }
     /// The transpose, as a new matrix.
     pub fn transpose(&self) -> Self {
@@ -172,7 +176,7 @@ impl<T: Scalar> Mat<T> {
 }
 
 /// `nrows · ncols` for an infallible constructor; panics with the shape on overflow.
-fn element_count(op: &str, nrows: usize, ncols: usize) -> usize {
+pub(super) fn element_count(op: &str, nrows: usize, ncols: usize) -> usize {
     nrows
         .checked_mul(ncols)
         .unwrap_or_else(|| panic!("{op}: {nrows}×{ncols} elements overflow usize"))
@@ -244,29 +248,19 @@ impl<'a, T: Scalar> MatRef<'a, T> {
                 expected: need,
             });
         }
-        Ok(Self {
-            data,
-            nrows,
-            ncols,
-            ld: ld.max(1),
-        })
+        Ok(Self::from_parts(data, nrows, ncols, ld))
     }
     /// A column vector view (n×1) of a slice.
     pub fn from_col(v: &'a [T]) -> Self {
-        Self {
-            data: v,
-            nrows: v.len(),
-            ncols: 1,
-            ld: v.len().max(1),
-        }
+        Self::from_parts(v, v.len(), 1, v.len().max(1))
     }
     /// Number of rows.
     pub fn nrows(&self) -> usize {
-        self.nrows
+        self.view.nrows()
     }
     /// Number of columns.
     pub fn ncols(&self) -> usize {
-        self.ncols
+        self.view.ncols()
     }
     /// Leading dimension.
     pub fn ld(&self) -> usize {
@@ -275,26 +269,27 @@ impl<'a, T: Scalar> MatRef<'a, T> {
     /// Element (i, j).
     #[inline(always)]
     pub fn get(&self, i: usize, j: usize) -> T {
-        assert!(i < self.nrows && j < self.ncols);
-        self.data[i + j * self.ld]
+        assert!(i < self.nrows() && j < self.ncols());
+        *self.view.get(i, j)
     }
     /// Column `j` as a slice (empty when the view has no rows).
     pub fn col(&self, j: usize) -> &'a [T] {
-        assert!(j < self.ncols);
-        if self.nrows == 0 {
-            // A view of a 0-row matrix may hold less data than ld·j (`Mat::as_ref`
-            // of an empty Mat): no element is read, whatever j.
-            return &[];
+        assert!(j < self.ncols());
+        let col = self.view.col(j);
+        match col.try_as_col_major() {
+            Some(col) => col.as_slice(),
+            // A row stride other than 1 only in a view of at most one row.
+            None if self.nrows() == 0 => &[],
+            None => core::slice::from_ref(col.get(0)),
         }
-        &self.data[j * self.ld..j * self.ld + self.nrows]
     }
     /// An owned copy.
     pub fn to_owned(&self) -> Mat<T> {
-        Mat::from_fn(self.nrows, self.ncols, |i, j| self.get(i, j))
+        Mat::from_fn(self.nrows(), self.ncols(), |i, j| self.get(i, j))
     }
     /// The first non-finite entry, if any.
     pub fn first_non_finite(&self) -> Option<(usize, usize)> {
-        for j in 0..self.ncols {
+        for j in 0..self.ncols() {
             for (i, x) in self.col(j).iter().enumerate() {
                 if !x.is_finite() {
                     return Some((i, j));
@@ -306,7 +301,7 @@ impl<'a, T: Scalar> MatRef<'a, T> {
     /// Frobenius norm, computed in f64 with scaling.
     pub fn norm_fro(&self) -> f64 {
         let mut scale = 0.0f64;
-        for j in 0..self.ncols {
+        for j in 0..self.ncols() {
             for x in self.col(j) {
                 scale = scale.max(x.to_f64().abs());
             }
@@ -315,13 +310,72 @@ impl<'a, T: Scalar> MatRef<'a, T> {
             return scale;
         }
         let mut ssq = 0.0f64;
-        for j in 0..self.ncols {
+        for j in 0..self.ncols() {
             for x in self.col(j) {
                 let t = x.to_f64() / scale;
                 ssq += t * t;
             }
         }
         scale * ssq.sqrt()
+    }
+}
+
+impl<'a, T> MatRef<'a, T> {
+    /// The view of `data` as `nrows × ncols` with leading dimension `ld`, whose extent
+    /// `ld·(ncols − 1) + nrows` the caller has checked against `data.len()` (when the
+    /// view has at least one row and one column) and with `ld ≥ max(nrows, 1)`.
+    fn from_parts(data: &'a [T], nrows: usize, ncols: usize, ld: usize) -> Self {
+        debug_assert!(ld >= nrows.max(1));
+        // An `ld` above isize::MAX fits no slice, so it comes with at most one column,
+        // whose stride is never used.
+        let stride = ld.min(isize::MAX as usize);
+        Self {
+            view: faer::MatRef::from_column_major_slice_with_stride(data, nrows, ncols, stride),
+            ld,
+        }
+    }
+
+    /// Wraps a faer view without a copy if cuqr can address its elements column-major
+    /// with a leading dimension: row stride 1, and column stride `≥ max(nrows, 1)` when
+    /// there are two or more columns. A view with at most one row or no column needs no
+    /// row stride, one with at most one column or no row no column stride.
+    ///
+    /// `None` when the layout is not column-major; see `base::interop`.
+    pub(super) fn wrap_faer(view: faer::MatRef<'a, T>) -> Option<Self> {
+        let (nrows, ncols) = (view.nrows(), view.ncols());
+        let min_ld = nrows.max(1);
+        let cs = usize::try_from(view.col_stride()).ok();
+        let rows_ok = nrows <= 1 || ncols == 0 || view.row_stride() == 1;
+        let cols_ok = nrows == 0 || ncols <= 1 || cs.is_some_and(|cs| cs >= min_ld);
+        if !(rows_ok && cols_ok) {
+            return None;
+        }
+        let ld = cs.filter(|&cs| cs >= min_ld).unwrap_or(min_ld);
+        Some(Self { view, ld })
+    }
+
+    /// The view as faer's, over the same memory.
+    pub(super) fn faer_view(&self) -> faer::MatRef<'a, T> {
+        self.view
+    }
+}
+
+impl<T: Scalar> fmt::Debug for MatRef<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Cols<'v, 'a, T>(&'v MatRef<'a, T>);
+        impl<T: Scalar> fmt::Debug for Cols<'_, '_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list()
+                    .entries((0..self.0.ncols()).map(|j| self.0.col(j)))
+                    .finish()
+            }
+        }
+        f.debug_struct("MatRef")
+            .field("nrows", &self.nrows())
+            .field("ncols", &self.ncols())
+            .field("ld", &self.ld)
+            .field("cols", &Cols(self))
+            .finish()
     }
 }
 
@@ -402,6 +456,17 @@ mod tests {
                 "{m}x{n}: {e:?}"
             );
         }
+    }
+
+    /// `Debug` shows the view's shape and columns, not the padding rows under `ld`.
+    #[test]
+    fn debug_shows_the_columns_not_the_padding() {
+        let data = [1.0f64, 2.0, 9.0, 3.0, 4.0];
+        let v = MatRef::new(&data, 2, 2, 3).unwrap();
+        assert_eq!(
+            format!("{v:?}"),
+            "MatRef { nrows: 2, ncols: 2, ld: 3, cols: [[1.0, 2.0], [3.0, 4.0]] }"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod dims;
 pub mod error;
+pub mod interop;
 pub mod mat;
 pub mod params;
 pub mod precision;

@@ -1,11 +1,11 @@
 //! Thin safe wrappers over the cuBLAS calls cuqr needs: GEMM, TRSM, TRSV, GEMV and
-//! the level-1 DOT, NRM2, AXPY, SCAL, COPY in f32/f64 (architecture.md "Host": cuBLAS
-//! does the GEMM/TRSM-class work, as in the seeds). Calls go on [`Gpu::stream`], to
+//! the level-1 DOT, NRM2, AXPY, SCAL, COPY in f32/f64 (cuBLAS does
+//! the GEMM/TRSM-class work). Calls go on [`Gpu::stream`], to
 //! which the handle is bound; shapes are validated first and every status maps to
 //! [`Error::Cublas`]. Level-1 calls returning a scalar use cuBLAS's host pointer mode,
 //! so they wait for the stream.
 //!
-//! f32 GEMMs honour the device's GEMM precision (issue 5, spec §4.2, seed S3): with a
+//! f32 GEMMs honour the device's GEMM precision (docs/algorithms.md#mixed-precision): with a
 //! [`GemmPrecisionGuard`] alive, [`Gpu::gemm`] on f32 data runs `cublasGemmEx` on tensor
 //! cores with f32 accumulation: for bf16 and f16 the operands are first rounded
 //! explicitly (round to nearest even, `convert_to_half` kernel) and passed as
@@ -155,7 +155,7 @@ fn gemm_plan(p: GemmPrecision) -> Option<HalfPlan> {
 /// While alive, every f32 [`Gpu::gemm`] issued on its [`Gpu`] (by any caller, any
 /// thread) uses the chosen [`GemmPrecision`]; dropping it restores the previous
 /// setting (guards nest). f64 GEMMs are never affected. Made by
-/// [`Gpu::gemm_precision_scope`] (issue 5, spec §4.2).
+/// [`Gpu::gemm_precision_scope`] (docs/algorithms.md#mixed-precision).
 #[derive(Debug)]
 #[must_use = "the precision reverts when the guard is dropped"]
 pub struct GemmPrecisionGuard<'a> {
@@ -176,9 +176,9 @@ impl Gpu {
         mode_of(self.gemm_mode.load(Ordering::Relaxed))
     }
 
-    /// Sets the precision of f32 GEMMs on this device until the returned guard is
-    /// dropped (spec §4.2). The setting is per device, not per caller: it applies to
-    /// all f32 GEMMs issued on this `Gpu` meanwhile, from any thread.
+    /// Sets the precision of f32 GEMMs on this device until the returned guard is dropped
+    /// (docs/algorithms.md#mixed-precision). The setting is per device, not per caller: it
+    /// applies to all f32 GEMMs issued on this `Gpu` meanwhile, from any thread.
     pub fn gemm_precision_scope(&self, p: GemmPrecision) -> GemmPrecisionGuard<'_> {
         let prev = self.gemm_mode.swap(mode_code(p), Ordering::Relaxed);
         GemmPrecisionGuard { gpu: self, prev }

@@ -1,8 +1,7 @@
 //! cuSOLVER dense QR (`geqrf`, `ormqr`, `orgqr`) in f32/f64: the
 //! "refactorise" baseline of the benchmarks and an oracle for tests
-//! (architecture.md "Performance method", spec §3.9) — never cuqr's own
-//! implementation. Each call queries its workspace, runs on [`Gpu::stream`],
-//! and reads `devInfo` back (style §2.5); a nonzero value is [`Error::Cusolver`].
+//! — never cuqr's own implementation. Each call queries its workspace, runs on
+//! [`Gpu::stream`], and reads `devInfo` back; a nonzero value is [`Error::Cusolver`].
 
 use cudarc::cusolver::sys;
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
@@ -11,6 +10,24 @@ use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::{int, Op, Side};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
+
+/// Calls the f32 or the f64 cuSOLVER routine as `T::DTYPE` says, with `$E` standing
+/// for the element type in the argument list (pointer casts). Expands to an unsafe
+/// call: use it inside an `unsafe` block whose `// SAFETY:` comment covers both routines.
+macro_rules! by_dtype {
+    ($T:ty, $f32:path, $f64:path, |$E:ident| ($($arg:expr),* $(,)?)) => {
+        match <$T>::DTYPE {
+            Dtype::F32 => {
+                type $E = f32;
+                $f32($($arg),*)
+            }
+            Dtype::F64 => {
+                type $E = f64;
+                $f64($($arg),*)
+            }
+        }
+    };
+}
 
 fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
     s.result()
@@ -29,6 +46,11 @@ fn side_cusolver(side: Side) -> sys::cublasSideMode_t {
         Side::Left => sys::cublasSideMode_t::CUBLAS_SIDE_LEFT,
         Side::Right => sys::cublasSideMode_t::CUBLAS_SIDE_RIGHT,
     }
+}
+
+/// A negative `devInfo` -i of `op`: parameter i was wrong.
+fn bad_param(op: &str, i: i32) -> Error {
+    Error::Cusolver(format!("{op}: devInfo = {i} (parameter {} is wrong)", -i))
 }
 
 fn check(
@@ -65,7 +87,20 @@ impl Gpu {
             .map_err(alloc_err("cuSOLVER devInfo", 4))
     }
 
-    fn read_info(&self, op: &'static str, info: &CudaSlice<i32>) -> Result<()> {
+    /// Checks the status `st` of `op`'s workspace query, then allocates the queried
+    /// workspace (`lwork` elements, at least 1) and a zeroed `devInfo`.
+    fn solver_scratch<T: GpuScalar>(
+        &self,
+        op: &'static str,
+        st: sys::cusolverStatus_t,
+        lwork: i32,
+    ) -> Result<(CudaSlice<T>, CudaSlice<i32>)> {
+        status(op, st)?;
+        Ok((self.workspace::<T>(lwork)?, self.dev_info()?))
+    }
+
+    /// Reads `devInfo` back after `op` (synchronising [`Gpu::stream`]).
+    fn info_value(&self, op: &'static str, info: &CudaSlice<i32>) -> Result<i32> {
         self.count_launch();
         let v = self
             .stream
@@ -74,19 +109,28 @@ impl Gpu {
         self.stream
             .synchronize()
             .map_err(driver_err("reading devInfo"))?;
-        match v.first() {
-            Some(0) => Ok(()),
-            Some(&i) => Err(Error::Cusolver(format!(
-                "{op}: devInfo = {i} (parameter {} is wrong)",
-                -i
-            ))),
-            None => Err(Error::Cusolver(format!("{op}: devInfo not read"))),
+        v.first()
+            .copied()
+            .ok_or_else(|| Error::Cusolver(format!("{op}: devInfo not read")))
+    }
+
+    /// Checks the status `st` of `op`, then that its `devInfo` reads 0.
+    fn solver_done(
+        &self,
+        op: &'static str,
+        st: sys::cusolverStatus_t,
+        info: &CudaSlice<i32>,
+    ) -> Result<()> {
+        status(op, st)?;
+        match self.info_value(op, info)? {
+            0 => Ok(()),
+            i => Err(bad_param(op, i)),
         }
     }
 
     /// Householder QR in place (cuSOLVER `xgeqrf`): R in the upper triangle of
     /// `a`, reflector tails below it, τ in `tau[0..min(m, n)]` (LAPACK
-    /// convention, spec §0.2).
+    /// convention, docs/algorithms.md#conventions).
     ///
     /// # Errors
     /// [`Error::Shape`] if `tau` is shorter than min(m, n); [`Error::InvalidParam`];
@@ -107,65 +151,46 @@ impl Gpu {
         let (mi, ni, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "lda", a.ld())?);
         let h = self.solver.cu();
         let mut lwork = 0i32;
-        {
+        let st = {
             let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSgeqrf_bufferSize only reads the dimensions (A may be
-                // inspected but not written); A is m×n with ld lda inside its view; lwork
-                // is a live host i32. T is f32 (sealed GpuScalar, DTYPE = F32).
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSgeqrf_bufferSize(h, mi, ni, pa as *mut f32, lda, &mut lwork)
-                },
-                // SAFETY: as above with the f64 routine and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDgeqrf_bufferSize(h, mi, ni, pa as *mut f64, lda, &mut lwork)
-                },
-            };
-            status(OP, st)?;
-        }
-        let mut work = self.workspace::<T>(lwork)?;
-        let mut info = self.dev_info()?;
-        {
+            // SAFETY: cusolverDn{S,D}geqrf_bufferSize only reads the dimensions (A may be
+            // inspected but not written); A is m×n with ld lda inside its view; lwork is
+            // a live host i32; by_dtype! picks the routine of T (sealed GpuScalar).
+            unsafe {
+                by_dtype!(
+                    T,
+                    sys::cusolverDnSgeqrf_bufferSize,
+                    sys::cusolverDnDgeqrf_bufferSize,
+                    |E| (h, mi, ni, pa as *mut E, lda, &mut lwork)
+                )
+            }
+        };
+        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
+        let st = {
             let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
             let (pt, _gt) = tau.device_ptr_mut(&self.stream);
             let (pw, _gw) = work.device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
             self.count_launch();
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSgeqrf contract: A m×n (ld lda) inside its view, TAU
-                // ≥ min(m,n) (checked), Workspace ≥ lwork elements as queried, devInfo one
-                // i32; all distinct allocations/&mut views; handle on self.stream. T = f32.
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSgeqrf(
-                        h,
-                        mi,
-                        ni,
-                        pa as *mut f32,
-                        lda,
-                        pt as *mut f32,
-                        pw as *mut f32,
-                        lwork,
-                        pi as *mut i32,
-                    )
-                },
-                // SAFETY: as above with cusolverDnDgeqrf and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDgeqrf(
-                        h,
-                        mi,
-                        ni,
-                        pa as *mut f64,
-                        lda,
-                        pt as *mut f64,
-                        pw as *mut f64,
-                        lwork,
-                        pi as *mut i32,
-                    )
-                },
-            };
-            status(OP, st)?;
-        }
-        self.read_info(OP, &info)
+            // SAFETY: cusolverDn{S,D}geqrf contract: A m×n (ld lda) inside its view, TAU
+            // ≥ min(m,n) (checked), Workspace ≥ lwork elements as queried, devInfo one
+            // i32; all distinct allocations/&mut views; handle on self.stream; by_dtype!
+            // picks the routine of T.
+            unsafe {
+                by_dtype!(T, sys::cusolverDnSgeqrf, sys::cusolverDnDgeqrf, |E| (
+                    h,
+                    mi,
+                    ni,
+                    pa as *mut E,
+                    lda,
+                    pt as *mut E,
+                    pw as *mut E,
+                    lwork,
+                    pi as *mut i32
+                ))
+            }
+        };
+        self.solver_done(OP, st, &info)
     }
 
     /// C := op(Q)·C (`Side::Left`) or C·op(Q) (`Side::Right`), Q = H₀⋯H_{k−1}
@@ -204,105 +229,67 @@ impl Gpu {
         let (sd, tr) = (side_cusolver(side), op_cusolver(trans));
         let h = self.solver.cu();
         let mut lwork = 0i32;
-        {
+        let st = {
             let (pa, _ga) = a.buf().device_ptr(&self.stream);
             let (pt, _gt) = tau.device_ptr(&self.stream);
             let (pc, _gc) = c.buf().device_ptr(&self.stream);
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSormqr_bufferSize reads only dimensions and pointers
-                // of A (order×k, ld lda), tau (≥ k) and C (m×n, ld ldc), all inside their
-                // views (checked); lwork is a live host i32. T = f32 (DTYPE = F32).
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSormqr_bufferSize(
+            // SAFETY: cusolverDn{S,D}ormqr_bufferSize reads only dimensions and pointers
+            // of A (order×k, ld lda), tau (≥ k) and C (m×n, ld ldc), all inside their
+            // views (checked); lwork is a live host i32; by_dtype! picks the routine of T.
+            unsafe {
+                by_dtype!(
+                    T,
+                    sys::cusolverDnSormqr_bufferSize,
+                    sys::cusolverDnDormqr_bufferSize,
+                    |E| (
                         h,
                         sd,
                         tr,
                         mi,
                         ni,
                         ki,
-                        pa as *const f32,
+                        pa as *const E,
                         lda,
-                        pt as *const f32,
-                        pc as *const f32,
+                        pt as *const E,
+                        pc as *const E,
                         ldc,
                         &mut lwork,
                     )
-                },
-                // SAFETY: as above with the f64 routine and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDormqr_bufferSize(
-                        h,
-                        sd,
-                        tr,
-                        mi,
-                        ni,
-                        ki,
-                        pa as *const f64,
-                        lda,
-                        pt as *const f64,
-                        pc as *const f64,
-                        ldc,
-                        &mut lwork,
-                    )
-                },
-            };
-            status(OP, st)?;
-        }
-        let mut work = self.workspace::<T>(lwork)?;
-        let mut info = self.dev_info()?;
-        {
+                )
+            }
+        };
+        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
+        let st = {
             let (pa, _ga) = a.buf().device_ptr(&self.stream);
             let (pt, _gt) = tau.device_ptr(&self.stream);
             let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
             let (pw, _gw) = work.device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
             self.count_launch();
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSormqr contract: A order×k (ld lda), tau ≥ k, C m×n
-                // (ld ldc) inside their views (checked); C is a &mut view so it aliases
-                // neither A nor tau; work ≥ lwork as queried; devInfo one i32; handle
-                // bound to self.stream. T = f32 (DTYPE = F32).
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSormqr(
-                        h,
-                        sd,
-                        tr,
-                        mi,
-                        ni,
-                        ki,
-                        pa as *const f32,
-                        lda,
-                        pt as *const f32,
-                        pc as *mut f32,
-                        ldc,
-                        pw as *mut f32,
-                        lwork,
-                        pi as *mut i32,
-                    )
-                },
-                // SAFETY: as above with cusolverDnDormqr and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDormqr(
-                        h,
-                        sd,
-                        tr,
-                        mi,
-                        ni,
-                        ki,
-                        pa as *const f64,
-                        lda,
-                        pt as *const f64,
-                        pc as *mut f64,
-                        ldc,
-                        pw as *mut f64,
-                        lwork,
-                        pi as *mut i32,
-                    )
-                },
-            };
-            status(OP, st)?;
-        }
-        self.read_info(OP, &info)
+            // SAFETY: cusolverDn{S,D}ormqr contract: A order×k (ld lda), tau ≥ k, C m×n
+            // (ld ldc) inside their views (checked); C is a &mut view so it aliases
+            // neither A nor tau; work ≥ lwork as queried; devInfo one i32; handle
+            // bound to self.stream; by_dtype! picks the routine of T.
+            unsafe {
+                by_dtype!(T, sys::cusolverDnSormqr, sys::cusolverDnDormqr, |E| (
+                    h,
+                    sd,
+                    tr,
+                    mi,
+                    ni,
+                    ki,
+                    pa as *const E,
+                    lda,
+                    pt as *const E,
+                    pc as *mut E,
+                    ldc,
+                    pw as *mut E,
+                    lwork,
+                    pi as *mut i32,
+                ))
+            }
+        };
+        self.solver_done(OP, st, &info)
     }
 
     /// Overwrites the m×n `a` (m ≥ n ≥ k) holding k reflectors from
@@ -333,91 +320,61 @@ impl Gpu {
         );
         let h = self.solver.cu();
         let mut lwork = 0i32;
-        {
+        let st = {
             let (pa, _ga) = a.buf().device_ptr(&self.stream);
             let (pt, _gt) = tau.device_ptr(&self.stream);
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSorgqr_bufferSize reads dimensions and the A (m×n,
-                // ld lda) and tau (≥ k) pointers, inside their views (checked); lwork is a
-                // live host i32. T = f32 (DTYPE = F32).
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSorgqr_bufferSize(
+            // SAFETY: cusolverDn{S,D}orgqr_bufferSize reads dimensions and the A (m×n,
+            // ld lda) and tau (≥ k) pointers, inside their views (checked); lwork is a
+            // live host i32; by_dtype! picks the routine of T.
+            unsafe {
+                by_dtype!(
+                    T,
+                    sys::cusolverDnSorgqr_bufferSize,
+                    sys::cusolverDnDorgqr_bufferSize,
+                    |E| (
                         h,
                         mi,
                         ni,
                         ki,
-                        pa as *const f32,
+                        pa as *const E,
                         lda,
-                        pt as *const f32,
-                        &mut lwork,
+                        pt as *const E,
+                        &mut lwork
                     )
-                },
-                // SAFETY: as above with the f64 routine and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDorgqr_bufferSize(
-                        h,
-                        mi,
-                        ni,
-                        ki,
-                        pa as *const f64,
-                        lda,
-                        pt as *const f64,
-                        &mut lwork,
-                    )
-                },
-            };
-            status(OP, st)?;
-        }
-        let mut work = self.workspace::<T>(lwork)?;
-        let mut info = self.dev_info()?;
-        {
+                )
+            }
+        };
+        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
+        let st = {
             let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
             let (pt, _gt) = tau.device_ptr(&self.stream);
             let (pw, _gw) = work.device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
             self.count_launch();
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSorgqr contract: A m×n (ld lda) inside its &mut view
-                // (so it does not alias tau), tau ≥ k, work ≥ lwork as queried, devInfo
-                // one i32; handle bound to self.stream. T = f32 (DTYPE = F32).
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSorgqr(
-                        h,
-                        mi,
-                        ni,
-                        ki,
-                        pa as *mut f32,
-                        lda,
-                        pt as *const f32,
-                        pw as *mut f32,
-                        lwork,
-                        pi as *mut i32,
-                    )
-                },
-                // SAFETY: as above with cusolverDnDorgqr and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDorgqr(
-                        h,
-                        mi,
-                        ni,
-                        ki,
-                        pa as *mut f64,
-                        lda,
-                        pt as *const f64,
-                        pw as *mut f64,
-                        lwork,
-                        pi as *mut i32,
-                    )
-                },
-            };
-            status(OP, st)?;
-        }
-        self.read_info(OP, &info)
+            // SAFETY: cusolverDn{S,D}orgqr contract: A m×n (ld lda) inside its &mut view
+            // (so it does not alias tau), tau ≥ k, work ≥ lwork as queried, devInfo
+            // one i32; handle bound to self.stream; by_dtype! picks the routine of T.
+            unsafe {
+                by_dtype!(T, sys::cusolverDnSorgqr, sys::cusolverDnDorgqr, |E| (
+                    h,
+                    mi,
+                    ni,
+                    ki,
+                    pa as *mut E,
+                    lda,
+                    pt as *const E,
+                    pw as *mut E,
+                    lwork,
+                    pi as *mut i32
+                ))
+            }
+        };
+        self.solver_done(OP, st, &info)
     }
 }
 
 /// cuSOLVER LU (`xgetrf`, `xgetrs`): the baseline of `cuqr bench lu` and a test
-/// oracle for [`crate::lu::GpuLu`] (issue 6) — never cuqr's own LU.
+/// oracle for [`crate::lu::GpuLu`] — never cuqr's own LU.
 impl Gpu {
     /// LU with partial pivoting in place (cuSOLVER `xgetrf`): L below the diagonal,
     /// U on and above; `ipiv[0..min(m, n))` 1-based (LAPACK convention).
@@ -442,82 +399,54 @@ impl Gpu {
         let (mi, ni, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "lda", a.ld())?);
         let h = self.solver.cu();
         let mut lwork = 0i32;
-        {
+        let st = {
             let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSgetrf_bufferSize reads only the dimensions; A is m×n
-                // with ld lda inside its view; lwork is a live host i32. T = f32.
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSgetrf_bufferSize(h, mi, ni, pa as *mut f32, lda, &mut lwork)
-                },
-                // SAFETY: as above with the f64 routine and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDgetrf_bufferSize(h, mi, ni, pa as *mut f64, lda, &mut lwork)
-                },
-            };
-            status(OP, st)?;
-        }
-        let mut work = self.workspace::<T>(lwork)?;
-        let mut info = self.dev_info()?;
-        {
+            // SAFETY: cusolverDn{S,D}getrf_bufferSize reads only the dimensions; A is m×n
+            // with ld lda inside its view; lwork is a live host i32; by_dtype! picks the
+            // routine of T.
+            unsafe {
+                by_dtype!(
+                    T,
+                    sys::cusolverDnSgetrf_bufferSize,
+                    sys::cusolverDnDgetrf_bufferSize,
+                    |E| (h, mi, ni, pa as *mut E, lda, &mut lwork)
+                )
+            }
+        };
+        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
+        let st = {
             let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
             let (pp, _gp) = ipiv.device_ptr_mut(&self.stream);
             let (pw, _gw) = work.device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
             self.count_launch();
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSgetrf contract: A m×n (ld lda) inside its &mut view,
-                // devIpiv ≥ min(m, n) i32 (checked), Workspace ≥ lwork elements as
-                // queried, devInfo one i32; distinct allocations; handle on self.stream.
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSgetrf(
-                        h,
-                        mi,
-                        ni,
-                        pa as *mut f32,
-                        lda,
-                        pw as *mut f32,
-                        pp as *mut i32,
-                        pi as *mut i32,
-                    )
-                },
-                // SAFETY: as above with cusolverDnDgetrf and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDgetrf(
-                        h,
-                        mi,
-                        ni,
-                        pa as *mut f64,
-                        lda,
-                        pw as *mut f64,
-                        pp as *mut i32,
-                        pi as *mut i32,
-                    )
-                },
-            };
-            status(OP, st)?;
-        }
-        self.count_launch();
-        let v = self
-            .stream
-            .clone_dtoh(&info)
-            .map_err(driver_err("reading devInfo"))?;
-        self.stream
-            .synchronize()
-            .map_err(driver_err("reading devInfo"))?;
-        match v.first() {
-            Some(0) => Ok(()),
-            Some(&i) if i > 0 => Err(Error::Singular {
+            // SAFETY: cusolverDn{S,D}getrf contract: A m×n (ld lda) inside its &mut view,
+            // devIpiv ≥ min(m, n) i32 (checked), Workspace ≥ lwork elements as queried,
+            // devInfo one i32; distinct allocations; handle on self.stream; by_dtype!
+            // picks the routine of T.
+            unsafe {
+                by_dtype!(T, sys::cusolverDnSgetrf, sys::cusolverDnDgetrf, |E| (
+                    h,
+                    mi,
+                    ni,
+                    pa as *mut E,
+                    lda,
+                    pw as *mut E,
+                    pp as *mut i32,
+                    pi as *mut i32
+                ))
+            }
+        };
+        status(OP, st)?;
+        match self.info_value(OP, &info)? {
+            0 => Ok(()),
+            i if i > 0 => Err(Error::Singular {
                 op: OP,
                 column: (i - 1) as usize,
                 pivot: 0.0,
                 tol: 0.0,
             }),
-            Some(&i) => Err(Error::Cusolver(format!(
-                "{OP}: devInfo = {i} (parameter {} is wrong)",
-                -i
-            ))),
-            None => Err(Error::Cusolver(format!("{OP}: devInfo not read"))),
+            i => Err(bad_param(OP, i)),
         }
     }
 
@@ -545,49 +474,32 @@ impl Gpu {
         let (lda, ldb) = (int(OP, "lda", a.ld())?, int(OP, "ldb", b.ld())?);
         let h = self.solver.cu();
         let mut info = self.dev_info()?;
-        {
+        let st = {
             let (pa, _ga) = a.buf().device_ptr(&self.stream);
             let (pp, _gp) = ipiv.device_ptr(&self.stream);
             let (pb, _gb) = b.buf_mut().device_ptr_mut(&self.stream);
             let (pi, _gi) = info.device_ptr_mut(&self.stream);
             let tr = op_cusolver(Op::N);
             self.count_launch();
-            let st = match T::DTYPE {
-                // SAFETY: cusolverDnSgetrs contract: A n×n (ld lda) and devIpiv ≥ n i32
-                // (checked) are read only, B n×nrhs (ld ldb) inside its &mut view (so it
-                // aliases neither), devInfo one i32; handle on self.stream. T = f32.
-                Dtype::F32 => unsafe {
-                    sys::cusolverDnSgetrs(
-                        h,
-                        tr,
-                        ni,
-                        qi,
-                        pa as *const f32,
-                        lda,
-                        pp as *const i32,
-                        pb as *mut f32,
-                        ldb,
-                        pi as *mut i32,
-                    )
-                },
-                // SAFETY: as above with cusolverDnDgetrs and T = f64.
-                Dtype::F64 => unsafe {
-                    sys::cusolverDnDgetrs(
-                        h,
-                        tr,
-                        ni,
-                        qi,
-                        pa as *const f64,
-                        lda,
-                        pp as *const i32,
-                        pb as *mut f64,
-                        ldb,
-                        pi as *mut i32,
-                    )
-                },
-            };
-            status(OP, st)?;
-        }
-        self.read_info(OP, &info)
+            // SAFETY: cusolverDn{S,D}getrs contract: A n×n (ld lda) and devIpiv ≥ n i32
+            // (checked) are read only, B n×nrhs (ld ldb) inside its &mut view (so it
+            // aliases neither), devInfo one i32; handle on self.stream; by_dtype! picks
+            // the routine of T.
+            unsafe {
+                by_dtype!(T, sys::cusolverDnSgetrs, sys::cusolverDnDgetrs, |E| (
+                    h,
+                    tr,
+                    ni,
+                    qi,
+                    pa as *const E,
+                    lda,
+                    pp as *const i32,
+                    pb as *mut E,
+                    ldb,
+                    pi as *mut i32,
+                ))
+            }
+        };
+        self.solver_done(OP, st, &info)
     }
 }

@@ -182,7 +182,7 @@ pub(crate) fn zero_padding_rows<T: Pod>(
     ncols: usize,
 ) -> Result<()> {
     let elem = core::mem::size_of::<T>();
-    assert!(elem % 4 == 0 && nrows < ld && ld * ncols <= buf.len());
+    assert!(elem.is_multiple_of(4) && nrows < ld && ld * ncols <= buf.len());
     let (ptr, _record) = buf.device_ptr_mut(stream);
     // SAFETY: rows nrows..ld of each of the ncols columns lie inside the allocation of
     // ≥ ld·ncols elements (asserted); the start is 4-byte aligned and each row of the

@@ -1,6 +1,7 @@
-//! The Gram-Cholesky preconditioners of the GPU least-squares solver (spec §4.2, §3.7;
-//! issue 5): R̃ from the Cholesky factorisation of the Gram matrix G = fᵀf, by cuBLAS
-//! xSYRK (mn² flops) and cuSOLVER xPOTRF (n³/3 flops), in one of two precisions:
+//! The Gram-Cholesky preconditioners of the GPU least-squares solver
+//! (docs/algorithms.md#mixed-precision, docs/algorithms.md#accuracy-measures): R̃ from the
+//! Cholesky factorisation of the Gram matrix G = fᵀf, by cuBLAS xSYRK (mn² flops) and cuSOLVER
+//! xPOTRF (n³/3 flops), in one of two precisions:
 //!
 //! * **f32, of the scaled f32 copy f of A** ([`MixedFactor::GramCholesky`]): R̃ᵀR̃ = AᵀA + E
 //!   with ‖E‖ ≲ c·n·u_f32·‖A‖², so the preconditioned normal operator R̃⁻ᵀAᵀAR̃⁻¹ is

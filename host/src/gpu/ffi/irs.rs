@@ -1,6 +1,6 @@
 //! cuSOLVER's iterative-refinement least-squares solvers (`cusolverDn<t1><t2>gels`,
-//! IRS): a baseline for the mixed-precision solver's benchmark (issue 5, spec §4.2,
-//! §3.9) — never cuqr's own implementation. f64 data; the factorisation runs in the
+//! IRS): a baseline for the mixed-precision solver's benchmark (docs/algorithms.md#mixed-precision)
+//! — never cuqr's own implementation. f64 data; the factorisation runs in the
 //! lower precision named by [`IrsKind`] and cuSOLVER refines to f64 (falling back to
 //! an f64 solve when refinement fails).
 

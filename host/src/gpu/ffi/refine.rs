@@ -1,4 +1,4 @@
-//! The device side of the refinement's inner solve (spec §4.2, seed S3; issue 5): the
+//! The device side of the refinement's inner solve (docs/algorithms.md#mixed-precision): the
 //! R̃ᵀR̃-preconditioned conjugate gradients on AᵀAδ = h of `cpu.rs::pcg_normal`, step for
 //! step, with every scalar kept on the device. cuBLAS runs in *device pointer mode* for
 //! the whole solve ([`PointerModeDevice`], restored to host mode on drop), so DDOT and

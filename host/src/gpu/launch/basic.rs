@@ -1,21 +1,22 @@
 //! The embedded PTX, the kernel names, and one typed launcher per kernel,
 //! exactly as docs/kernels.md specifies (arguments, launch shape, dynamic
-//! shared memory). Kernels are resolved once per device in [`Kernels::load`]
-//! (style §2.3); each launcher checks its bounds with `assert!` (a failure is
+//! shared memory). Kernels are resolved once per device in [`Kernels::load`];
+//! each launcher checks its bounds with `assert!` (a failure is
 //! a cuqr bug) and holds the crate's only kernel-launch `unsafe` block.
 
-use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaView, CudaViewMut, PushKernelArg};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
+use crate::gpu::launch::{grid_blocks, launch_config, launch_err};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// Threads per block of the single-block reductions (`householder_house`,
 /// `reduce_dot`, `reduce_nrm2`, `wy_build_t`).
 pub const REDUCE_BLOCK: u32 = 256;
-/// Threads per block of `givens_make_wavefront` (seed K-mkG: 32).
+/// Threads per block of `givens_make_wavefront` (docs/algorithms.md#givens-rotations: 32).
 pub const MAKE_GIVENS_BLOCK: u32 = 32;
-/// Threads per block of `givens_apply_wavefront` (seed K-apG: 128).
+/// Threads per block of `givens_apply_wavefront` (docs/algorithms.md#givens-rotations: 128).
 pub const APPLY_GIVENS_BLOCK: u32 = 128;
 /// Tile edge of `transpose_padded` and `reduce_double_sum` (32×32 tiles, block 32×8).
 pub const TILE: u32 = 32;
@@ -28,34 +29,18 @@ pub const BUILD_T_MAX_K: usize = 256;
 /// Largest grid y/z dimension.
 const MAX_GRID_YZ: usize = 65_535;
 
-fn blocks(n: usize, per: u32) -> u32 {
-    let b = n.div_ceil(per as usize);
-    u32::try_from(b).expect("grid dimension fits u32")
-}
-
-fn cfg(grid: (u32, u32), block: (u32, u32), smem: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid.0, grid.1, 1),
-        block_dim: (block.0, block.1, 1),
-        shared_mem_bytes: u32::try_from(smem).expect("shared memory fits u32"),
-    }
-}
-
 /// Last row/column index touched by the wavefront step with `count` rotations
 /// starting at plane (row0−1, row0): row0 + 2(count−1).
 fn last_row(row0: usize, count: usize) -> usize {
     row0 + 2 * (count - 1)
 }
 
-fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Driver(format!("launching {name}: {e}"))
-}
-
 /// Typed launchers, one per kernel of docs/kernels.md, on [`Gpu::stream`].
 /// Empty problems (no rotations, no columns) launch nothing.
 impl Gpu {
-    /// `householder_house`: robust reflector of (α, x) in place (spec §1.2):
-    /// `alpha[0]` := β, `x` := v tail, `tau[0]` := τ; n = `x.len()` (may be 0).
+    /// `householder_house`: robust reflector of (α, x) in place
+    /// (docs/algorithms.md#householder-vectors): `alpha[0]` := β, `x` := v tail, `tau[0]` := τ;
+    /// n = `x.len()` (may be 0).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -71,15 +56,20 @@ impl Gpu {
         assert!(!alpha.is_empty() && !tau.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).householder_house;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(&mut *alpha).arg(&mut *x).arg(&n).arg(&mut *tau);
         // SAFETY: matches householder_house_{f32,f64}(alpha: *mut T, x: *mut T,
         // n: usize, tau: *mut T): alpha and tau hold ≥ 1 element (asserted),
         // x holds exactly n; three distinct &mut views cannot overlap; launch
         // shape grid 1, block 256, dyn smem 256·8 as the contract says.
-        unsafe { b.launch(cfg((1, 1), (REDUCE_BLOCK, 1), REDUCE_BLOCK as usize * 8)) }
-            .map_err(launch_err("householder_house"))?;
+        unsafe {
+            b.launch(launch_config(
+                (1, 1),
+                (REDUCE_BLOCK, 1),
+                REDUCE_BLOCK as usize * 8,
+            ))
+        }
+        .map_err(launch_err("householder_house"))?;
         Ok(())
     }
 
@@ -99,14 +89,19 @@ impl Gpu {
         assert!(x.len() == y.len() && !out.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).reduce_dot;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(x).arg(y).arg(&n).arg(&mut *out);
         // SAFETY: matches reduce_dot_{f32,f64}(x: *const T, y: *const T, n: usize,
         // out: *mut T): x and y hold n elements (asserted equal), out ≥ 1; out is a
         // &mut view so it aliases neither input; grid 1, block 256, smem 256·8.
-        unsafe { b.launch(cfg((1, 1), (REDUCE_BLOCK, 1), REDUCE_BLOCK as usize * 8)) }
-            .map_err(launch_err("reduce_dot"))?;
+        unsafe {
+            b.launch(launch_config(
+                (1, 1),
+                (REDUCE_BLOCK, 1),
+                REDUCE_BLOCK as usize * 8,
+            ))
+        }
+        .map_err(launch_err("reduce_dot"))?;
         Ok(())
     }
 
@@ -125,18 +120,23 @@ impl Gpu {
         assert!(!out.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).reduce_nrm2;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(x).arg(&n).arg(&mut *out);
         // SAFETY: matches reduce_nrm2_{f32,f64}(x: *const T, n: usize, out: *mut T):
         // x holds n elements, out ≥ 1 and does not alias x (&mut view);
         // grid 1, block 256, smem 256·8.
-        unsafe { b.launch(cfg((1, 1), (REDUCE_BLOCK, 1), REDUCE_BLOCK as usize * 8)) }
-            .map_err(launch_err("reduce_nrm2"))?;
+        unsafe {
+            b.launch(launch_config(
+                (1, 1),
+                (REDUCE_BLOCK, 1),
+                REDUCE_BLOCK as usize * 8,
+            ))
+        }
+        .map_err(launch_err("reduce_nrm2"))?;
         Ok(())
     }
 
-    /// `givens_make_wavefront` (seed K-mkG, spec §1.5): for i < `count`,
+    /// `givens_make_wavefront` (docs/algorithms.md#givens-rotations): for i < `count`,
     /// rotation i zeroes pitched entry (r, col0+i) against (r−1, col0+i),
     /// r = row0 + 2i, writing `c[i]`, `s[i]`.
     ///
@@ -166,8 +166,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count);
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(a.buf())
             .arg(&pitch)
             .arg(&row0)
@@ -182,8 +181,8 @@ impl Gpu {
         // elements (asserted); c and s hold ≥ count and are distinct &mut views;
         // grid ⌈count/32⌉, block 32.
         unsafe {
-            b.launch(cfg(
-                (blocks(count, MAKE_GIVENS_BLOCK), 1),
+            b.launch(launch_config(
+                (grid_blocks(count, MAKE_GIVENS_BLOCK), 1),
                 (MAKE_GIVENS_BLOCK, 1),
                 0,
             ))
@@ -192,8 +191,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// `givens_apply_wavefront` (seed K-apG, errata E8, E10): rotation i acts
-    /// on pitched rows (r−1, r), r = row0 + 2i, over pitched columns
+    /// `givens_apply_wavefront` (docs/algorithms.md#givens-rotations,
+    /// docs/algorithms.md#complete-rotation-application, docs/algorithms.md#live-column-range):
+    /// rotation i acts on pitched rows (r−1, r), r = row0 + 2i, over pitched columns
     /// [cols.start + i·col_step, cols.end). Same pitched convention as
     /// [`Gpu::givens_make_wavefront`].
     ///
@@ -221,8 +221,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_YZ);
         let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
         let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(a.buf_mut())
             .arg(&pitch)
             .arg(&row0)
@@ -239,9 +238,9 @@ impl Gpu {
         // rotations touch distinct row pairs; c, s hold ≥ count and cannot alias
         // the &mut view a; grid (⌈(col_end−col_begin)/128⌉, count ≤ 65535), block 128.
         unsafe {
-            b.launch(cfg(
+            b.launch(launch_config(
                 (
-                    blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
+                    grid_blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
                     count as u32,
                 ),
                 (APPLY_GIVENS_BLOCK, 1),
@@ -252,8 +251,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// `transpose_padded` (seed K-tr, erratum E11): dst(j, i) := src(i, j) for
-    /// all i < src.nrows(), j < src.ncols(); dst must be src.ncols() × src.nrows().
+    /// `transpose_padded` (docs/algorithms.md#padded-transpose-and-composite-layout,
+    /// docs/algorithms.md#transpose-tile-padding): dst(j, i) := src(i, j) for all i <
+    /// src.nrows(), j < src.ncols(); dst must be src.ncols() × src.nrows().
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -273,8 +273,7 @@ impl Gpu {
         assert!(cols.div_ceil(TILE as usize) <= MAX_GRID_YZ);
         let (lds, ldd) = (src.ld(), dst.ld());
         let f = &T::kernel_set(&self.kernels).transpose_padded;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(src.buf())
             .arg(&lds)
             .arg(&rows)
@@ -287,8 +286,8 @@ impl Gpu {
         // dst.ncols(), inside the dst view (asserted); dst is a &mut view and cannot
         // alias src; grid (⌈rows/32⌉, ⌈cols/32⌉), block (32, 8), smem 32·33·size_of T.
         unsafe {
-            b.launch(cfg(
-                (blocks(rows, TILE), blocks(cols, TILE)),
+            b.launch(launch_config(
+                (grid_blocks(rows, TILE), grid_blocks(cols, TILE)),
                 (TILE, TILE_ROWS),
                 (TILE * (TILE + 1)) as usize * core::mem::size_of::<T>(),
             ))
@@ -297,8 +296,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// `reduce_double_sum` (seed K-dsum, erratum E15): cm += a + b where a and
-    /// b are dense cm.nrows() × cm.ncols() column-major (ld = cm.nrows()).
+    /// `reduce_double_sum` (docs/algorithms.md#padded-transpose-and-composite-layout,
+    /// docs/algorithms.md#double-sum-arguments): cm += a + b where a and b are dense cm.nrows()
+    /// × cm.ncols() column-major (ld = cm.nrows()).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -319,16 +319,15 @@ impl Gpu {
         assert!(c.div_ceil(TILE as usize) <= MAX_GRID_YZ);
         let ldc = cm.ld();
         let f = &T::kernel_set(&self.kernels).reduce_double_sum;
-        self.count_launch();
-        let mut lb = self.stream.launch_builder(f);
+        let mut lb = self.kernel_args(f);
         lb.arg(a).arg(b).arg(&r).arg(&c).arg(cm.buf_mut()).arg(&ldc);
         // SAFETY: matches reduce_double_sum_{f32,f64}(a: *const T, b: *const T, r, c,
         // cm: *mut T, ldc): reads a, b at i + j·r < r·c ≤ their lengths (asserted);
         // writes cm[i + j·ldc], i < r, j < c, inside the view; cm is a &mut view so
         // it aliases neither input; grid (⌈r/32⌉, ⌈c/32⌉), block (32, 8).
         unsafe {
-            lb.launch(cfg(
-                (blocks(r, TILE), blocks(c, TILE)),
+            lb.launch(launch_config(
+                (grid_blocks(r, TILE), grid_blocks(c, TILE)),
                 (TILE, TILE_ROWS),
                 0,
             ))
@@ -337,7 +336,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// `wy_set_tau` (seed K-setTau): t(i, i) := τᵢ for i < k, t being k×k.
+    /// `wy_set_tau` (docs/algorithms.md#blocked-reflectors): t(i, i) := τᵢ for i < k, t being k×k.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -356,20 +355,25 @@ impl Gpu {
         }
         let ldt = t.ld();
         let f = &T::kernel_set(&self.kernels).wy_set_tau;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(tau).arg(t.buf_mut()).arg(&k).arg(&ldt);
         // SAFETY: matches wy_set_tau_{f32,f64}(tau: *const T, t: *mut T, k, ldt):
         // reads tau[i], writes t[i + i·ldt] for i < k, both in bounds (asserted);
         // t is a &mut view and cannot alias tau; grid ⌈k/128⌉, block 128.
-        unsafe { b.launch(cfg((blocks(k, SET_TAU_BLOCK), 1), (SET_TAU_BLOCK, 1), 0)) }
-            .map_err(launch_err("wy_set_tau"))?;
+        unsafe {
+            b.launch(launch_config(
+                (grid_blocks(k, SET_TAU_BLOCK), 1),
+                (SET_TAU_BLOCK, 1),
+                0,
+            ))
+        }
+        .map_err(launch_err("wy_set_tau"))?;
         Ok(())
     }
 
-    /// `wy_build_t` (LAPACK larft forward columnwise, spec §1.3, erratum E14):
-    /// the k×k upper-triangular T with H₀⋯H_{k−1} = I − V T Vᵀ, from V (rows×k,
-    /// unit diagonal and zeros stored explicitly) and τ ≥ 0. k ≤ 256.
+    /// `wy_build_t` (LAPACK larft forward columnwise, docs/algorithms.md#blocked-reflectors,
+    /// docs/algorithms.md#block-reflector-sign): the k×k upper-triangular T with H₀⋯H_{k−1} = I
+    /// − V T Vᵀ, from V (rows×k, unit diagonal and zeros stored explicitly) and τ ≥ 0. k ≤ 256.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -389,8 +393,7 @@ impl Gpu {
         }
         let (ldv, ldt) = (v.ld(), t.ld());
         let f = &T::kernel_set(&self.kernels).wy_build_t;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(v.buf())
             .arg(&ldv)
             .arg(&rows)
@@ -404,7 +407,7 @@ impl Gpu {
         // view (asserted); t is a &mut view and aliases neither input; k ≤ 256;
         // grid 1, block 256, smem (256 + k)·8.
         unsafe {
-            b.launch(cfg(
+            b.launch(launch_config(
                 (1, 1),
                 (REDUCE_BLOCK, 1),
                 (REDUCE_BLOCK as usize + k) * 8,

@@ -1,11 +1,12 @@
 //! Typed launchers of the precision-conversion kernels (gpu-kernels/src/convert.rs;
-//! issue 5, spec §4.2): an f32 copy of a working-precision matrix for the
+//! docs/algorithms.md#mixed-precision): an f32 copy of a working-precision matrix for the
 //! mixed-precision factorisation, and the f32 factor widened back for refinement.
 //! Launches go on [`Gpu::stream`] and count themselves.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
+use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, Gpu, GpuScalar};
 
@@ -26,10 +27,6 @@ fn cfg(rows: usize, cols: usize) -> (LaunchConfig, usize) {
         },
         gy,
     )
-}
-
-fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Driver(format!("launching {name}: {e}"))
 }
 
 impl Gpu {
@@ -55,8 +52,7 @@ impl Gpu {
         let (lds, ldd) = (src.ld(), dst.ld());
         let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_to_f32;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(src.buf())
             .arg(&lds)
             .arg(&rows)
@@ -96,8 +92,7 @@ impl Gpu {
         let (lds, ldd) = (src.ld(), dst.ld());
         let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_from_f32;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(src.buf())
             .arg(&lds)
             .arg(&rows)
@@ -117,7 +112,7 @@ impl Gpu {
 
     /// `convert_to_half`: a fresh u16 buffer with the bit patterns of `src` rounded to
     /// bf16 (`format` 0) or f16 (`format` 1), to nearest even, laid out with `src`'s
-    /// leading dimension (padding zero): explicit tensor-core GEMM operands (issue 5).
+    /// leading dimension (padding zero): explicit tensor-core GEMM operands.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] or [`Error::Driver`].
@@ -141,8 +136,7 @@ impl Gpu {
         }
         let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_to_half;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(src.buf())
             .arg(&ld)
             .arg(&rows)

@@ -1,11 +1,11 @@
-//! Launcher of `fused_panel_qr` (gpu-kernels/src/fused_panel.rs, docs/kernels.md): the
-//! whole Householder panel in one cooperative launch (spec §1.4, §4.1). The launch
-//! shape — blocks, rows per block, shared-memory slab or in-place global work — is
-//! chosen here from the device's SM count, its opt-in shared memory and the kernel's
-//! occupancy, so that every block is resident at once (the grid barrier needs it).
-//! The kernel's scratch (partials, head rows, barrier counter) and those launch facts
-//! live on [`Gpu`] ([`FusedCache`]): made by the first panel, reused by every later
-//! one, so a factorisation or update allocates nothing for its panels.
+//! Launcher of `fused_panel_qr` (gpu-kernels/src/fused_panel.rs, docs/kernels.md): the whole
+//! Householder panel in one cooperative launch (docs/algorithms.md#blocked-householder-qr). The
+//! launch shape — blocks, rows per block, shared-memory slab or in-place global work — is
+//! chosen here from the device's SM count, its opt-in shared memory and the kernel's occupancy,
+//! so that every block is resident at once (the grid barrier needs it). The kernel's scratch
+//! (partials, head rows, barrier counter) and those launch facts live on [`Gpu`]
+//! ([`FusedCache`]): made by the first panel, reused by every later one, so a factorisation or
+//! update allocates nothing for its panels.
 
 use core::marker::PhantomData;
 
@@ -13,6 +13,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use crate::base::error::{Error, Result};
+use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::{DevMat, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
@@ -284,12 +285,13 @@ impl Gpu {
         })
     }
 
-    /// `fused_panel_qr` on the panel a[r0 .. r0+rows, j0 .. j0+jb] (spec §1.4): R in
-    /// place with exact zeros below the diagonal, V (rows×jb, explicit 1s and 0s) into
-    /// `v`, τ into `tau[0..jb)`, T (jb×jb) into `t`; reflector k limited to rows
-    /// k..=k+band when `band` is given (spec §1.8). One cooperative launch, on the
-    /// scratch kept on this `Gpu` ([`FusedCache`]); the shared-memory limit and the
-    /// occupancy are asked of the driver once per size.
+    /// `fused_panel_qr` on the panel a[r0 .. r0+rows, j0 .. j0+jb]
+    /// (docs/algorithms.md#blocked-householder-qr): R in place with exact zeros below the
+    /// diagonal, V (rows×jb, explicit 1s and 0s) into `v`, τ into `tau[0..jb)`, T (jb×jb) into
+    /// `t`; reflector k limited to rows k..=k+band when `band` is given
+    /// (docs/algorithms.md#column-deletion). One cooperative launch, on the scratch kept on
+    /// this `Gpu` ([`FusedCache`]); the shared-memory limit and the occupancy are asked of the
+    /// driver once per size.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails (e.g. the cooperative grid does not fit).
@@ -417,8 +419,7 @@ impl Gpu {
         let (pp, _gp) = cache.partials.device_ptr_mut(stream);
         let (ph, _gh) = cache.head.device_ptr_mut(stream);
         let (pc, _gc) = cache.counter.device_ptr_mut(stream);
-        self.count_launch();
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&pa)
             .arg(&lda)
             .arg(&rows)
@@ -455,8 +456,7 @@ impl Gpu {
         // their guards live across the call. Cooperative launch with B blocks that
         // `fused_shape` checked against the occupancy for this shared memory, block 512,
         // dynamic shared memory as the contract computes (≤ the limit raised above).
-        unsafe { b.launch_cooperative(cfg) }
-            .map_err(|e| Error::Driver(format!("launching fused_panel_qr: {e}")))?;
+        unsafe { b.launch_cooperative(cfg) }.map_err(launch_err("fused_panel_qr"))?;
         cache.bar = base.wrapping_add(((jb + 1) * shape.blocks) as u32);
         Ok(())
     }
@@ -553,12 +553,13 @@ mod tests {
 
 #[cfg(test)]
 mod scale_tests {
-    //! The slab scales of `fused_panel_qr` (spec §1.2 H2) when a whole slab of the
-    //! reflector's column is subnormal: its scale must be the smallest normal power of
-    //! two, not 0, or the slab's share of the norm and of D_c = Σ x·A(:, c) is lost.
-    //! f64 entries below 2^−1042 have a zero high word, which the kernel's
-    //! one-instruction warp max of the scale keys must still count. The slab's share of
-    //! D_c is made visible by entries near 2^1014 (f64) in the next column.
+    //! The slab scales of `fused_panel_qr` (docs/algorithms.md#householder-vectors,
+    //! docs/algorithms.md#householder-norm-scaling) when a whole slab of the reflector's column
+    //! is subnormal: its scale must be the smallest normal power of two, not 0, or the slab's
+    //! share of the norm and of D_c = Σ x·A(:, c) is lost. f64 entries below 2^−1042 have a
+    //! zero high word, which the kernel's one-instruction warp max of the scale keys must still
+    //! count. The slab's share of D_c is made visible by entries near 2^1014 (f64) in the next
+    //! column.
     use super::*;
     use crate::{Mat, Scalar};
     use rand::rngs::StdRng;

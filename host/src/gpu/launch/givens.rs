@@ -1,39 +1,26 @@
-//! Stream-taking launchers for the seeds' Wavefront design (spec §1.5, §2.1 K-mkG, K-apG,
-//! K-tr; §2.5 three streams): the same kernels and launch shapes as
+//! Stream-taking launchers for the Wavefront design (docs/algorithms.md#givens-rotations,
+//! docs/algorithms.md#padded-transpose-and-composite-layout;
+//! docs/algorithms.md#wavefront-schedule): the same kernels and launch shapes as
 //! [`Gpu::givens_make_wavefront`], [`Gpu::givens_apply_wavefront`] and
-//! [`Gpu::transpose_padded`] (docs/kernels.md), but on a caller-chosen stream of this
-//! `Gpu`, plus the 2-D device copy that packs and unpacks the composite matrix
-//! (spec §1.6, §2.7 row 12). One `unsafe` block per launch or driver call.
+//! [`Gpu::transpose_padded`] (docs/kernels.md), but on a caller-chosen stream of this `Gpu`,
+//! plus the 2-D device copy that packs and unpacks the composite matrix
+//! (docs/algorithms.md#padded-transpose-and-composite-layout). One `unsafe` block per launch or
+//! driver call.
 
 use core::ops::Range;
 use std::sync::Arc;
 
+use cudarc::driver::PushKernelArg;
 use cudarc::driver::{sys, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::launch::basic::{APPLY_GIVENS_BLOCK, MAKE_GIVENS_BLOCK, TILE, TILE_ROWS};
+use crate::gpu::launch::{grid_blocks, launch_config, launch_err};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// Largest grid y dimension.
 const MAX_GRID_Y: usize = 65_535;
-
-fn blocks(n: usize, per: u32) -> u32 {
-    u32::try_from(n.div_ceil(per as usize)).expect("grid dimension fits u32")
-}
-
-fn cfg(grid: (u32, u32), block: (u32, u32), smem: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid.0, grid.1, 1),
-        block_dim: (block.0, block.1, 1),
-        shared_mem_bytes: u32::try_from(smem).expect("shared memory fits u32"),
-    }
-}
-
-fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Driver(format!("launching {name}: {e}"))
-}
 
 /// Panics unless `stream` belongs to this device's context (a cuqr bug otherwise).
 fn check_stream(gpu: &Gpu, stream: &CudaStream) {
@@ -44,7 +31,7 @@ fn check_stream(gpu: &Gpu, stream: &CudaStream) {
 }
 
 impl Gpu {
-    /// `givens_make_wavefront` (seed K-mkG, spec §2.1) on `stream`: for i < `count`,
+    /// `givens_make_wavefront` (docs/algorithms.md#givens-rotations) on `stream`: for i < `count`,
     /// rotation i zeroes pitched entry (r, col0+i) against (r−1, col0+i), r = row0 + 2i,
     /// writing `c[i]`, `s[i]`. Pitched convention of [`Gpu::givens_make_wavefront`]:
     /// pitched element (r, col) is `a(col, r)`, pitch `a.ld()`.
@@ -74,8 +61,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count);
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
-        self.count_launch();
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(a.buf())
             .arg(&pitch)
             .arg(&row0)
@@ -91,8 +77,8 @@ impl Gpu {
         // launch shape grid ⌈count/32⌉, block 32 as the contract says; the stream
         // belongs to this context, where the kernel was loaded (asserted).
         unsafe {
-            b.launch(cfg(
-                (blocks(count, MAKE_GIVENS_BLOCK), 1),
+            b.launch(launch_config(
+                (grid_blocks(count, MAKE_GIVENS_BLOCK), 1),
                 (MAKE_GIVENS_BLOCK, 1),
                 0,
             ))
@@ -101,9 +87,10 @@ impl Gpu {
         Ok(())
     }
 
-    /// `givens_apply_wavefront` (seed K-apG, errata E8, E10) on `stream`: rotation i
-    /// acts on pitched rows (r−1, r), r = row0 + 2i, over pitched columns
-    /// [cols.start + i·col_step, cols.end). Pitched convention as above.
+    /// `givens_apply_wavefront` (docs/algorithms.md#givens-rotations,
+    /// docs/algorithms.md#complete-rotation-application, docs/algorithms.md#live-column-range)
+    /// on `stream`: rotation i acts on pitched rows (r−1, r), r = row0 + 2i, over pitched
+    /// columns [cols.start + i·col_step, cols.end). Pitched convention as above.
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -131,8 +118,7 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_Y);
         let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
         let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
-        self.count_launch();
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(a.buf_mut())
             .arg(&pitch)
             .arg(&row0)
@@ -150,9 +136,9 @@ impl Gpu {
         // alias the &mut view `a`; grid (⌈(col_end−col_begin)/128⌉, count ≤ 65535),
         // block 128; the stream belongs to this context (asserted).
         unsafe {
-            b.launch(cfg(
+            b.launch(launch_config(
                 (
-                    blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
+                    grid_blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
                     count as u32,
                 ),
                 (APPLY_GIVENS_BLOCK, 1),
@@ -163,8 +149,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// `transpose_padded` (seed K-tr, erratum E11) on `stream`: dst(j, i) := src(i, j)
-    /// for i < src.nrows(), j < src.ncols(); dst must be src.ncols() × src.nrows().
+    /// `transpose_padded` (docs/algorithms.md#padded-transpose-and-composite-layout,
+    /// docs/algorithms.md#transpose-tile-padding) on `stream`: dst(j, i) := src(i, j) for i <
+    /// src.nrows(), j < src.ncols(); dst must be src.ncols() × src.nrows().
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -187,8 +174,7 @@ impl Gpu {
         assert!(cols.div_ceil(TILE as usize) <= MAX_GRID_Y);
         let (lds, ldd) = (src.ld(), dst.ld());
         let f = &T::kernel_set(&self.kernels).transpose_padded;
-        self.count_launch();
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(src.buf())
             .arg(&lds)
             .arg(&rows)
@@ -202,8 +188,8 @@ impl Gpu {
         // src; grid (⌈rows/32⌉, ⌈cols/32⌉), block (32, 8), smem 32·33·size_of T; the
         // stream belongs to this context (asserted).
         unsafe {
-            b.launch(cfg(
-                (blocks(rows, TILE), blocks(cols, TILE)),
+            b.launch(launch_config(
+                (grid_blocks(rows, TILE), grid_blocks(cols, TILE)),
                 (TILE, TILE_ROWS),
                 (TILE * (TILE + 1)) as usize * core::mem::size_of::<T>(),
             ))
@@ -212,9 +198,10 @@ impl Gpu {
         Ok(())
     }
 
-    /// dst := src for two column-major blocks of equal shape and possibly different
-    /// leading dimensions, as one asynchronous 2-D copy on `stream` (`cuMemcpy2DAsync`):
-    /// packs Q into the composite matrix and back (spec §1.6, §2.7 row 12).
+    /// dst := src for two column-major blocks of equal shape and possibly different leading
+    /// dimensions, as one asynchronous 2-D copy on `stream` (`cuMemcpy2DAsync`): packs Q into
+    /// the composite matrix and back
+    /// (docs/algorithms.md#padded-transpose-and-composite-layout).
     ///
     /// # Errors
     /// [`Error::Driver`] if the copy cannot be queued.

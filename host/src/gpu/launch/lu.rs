@@ -1,13 +1,13 @@
-//! Typed launchers of the LU kernels (gpu-kernels/src/lu.rs, docs/kernels.md) and the
-//! device blocked LU with partial pivoting built on them (issue 6; spec §4.3, E35
-//! corrected): each panel (or recursive-panel leaf of ≤ 128 columns) in one
-//! cooperative multi-block launch (`lu_panel_coop`, one grid barrier per column), or
-//! as column steps (`lu_pivot` + `lu_update`, `lu_panel_fused` for short panels) when
-//! the cooperative panel is off; the interchanges across the rest of the matrix by
-//! `lu_laswp_tile` (≤ 128 steps) or `lu_laswp`; cuBLAS TRSM for U₁₂ and GEMM for the
-//! Schur update, all in place in one [`DevMat`] on [`Gpu::stream`], with the next
-//! panel on the high-priority look-ahead stream and the interchanges left of each panel on
-//! [`Gpu::stream3`] under look-ahead.
+//! Typed launchers of the LU kernels (gpu-kernels/src/lu.rs, docs/kernels.md) and the device
+//! blocked LU with partial pivoting built on them (docs/algorithms.md#lu-factorisation,
+//! docs/algorithms.md#lu-pivot-application corrected): each panel (or recursive-panel leaf of ≤
+//! 128 columns) in one cooperative multi-block launch (`lu_panel_coop`, one grid barrier per
+//! column), or as column steps (`lu_pivot` + `lu_update`, `lu_panel_fused` for short panels)
+//! when the cooperative panel is off; the interchanges across the rest of the matrix by
+//! `lu_laswp_tile` (≤ 128 steps) or `lu_laswp`; cuBLAS TRSM for U₁₂ and GEMM for the Schur
+//! update, all in place in one [`DevMat`] on [`Gpu::stream`], with the next panel on the
+//! high-priority look-ahead stream and the interchanges left of each panel on [`Gpu::stream3`]
+//! under look-ahead.
 //!
 //! The matrix, pivot and diagonal pointers are taken once per factorisation (one
 //! cudarc guard each, held for the whole loop) and carried in a private `LuPtrs`,
@@ -33,6 +33,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKerne
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::int;
+use crate::gpu::launch::{grid_blocks, launch_err};
 use crate::gpu::runtime::matrix::{DevMat, DevMatViewMut};
 use crate::gpu::runtime::timing::PhaseClock;
 use crate::gpu::runtime::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
@@ -107,7 +108,7 @@ fn cluster_shape(
     Some((blocks, slab, header + slab * w * elem))
 }
 
-/// How [`Gpu::lu_factor_in_place`] factors its panels (issue 6).
+/// How [`Gpu::lu_factor_in_place`] factors its panels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LuPanelOpts {
     /// Column-step path only: base panels with at most this many rows run as one
@@ -225,14 +226,6 @@ impl Gpu {
     }
 }
 
-fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Driver(format!("launching {name}: {e}"))
-}
-
-fn blocks(n: usize, per: u32) -> u32 {
-    u32::try_from(n.div_ceil(per as usize)).expect("grid dimension fits u32")
-}
-
 fn status(op: &'static str, s: cublas::cublasStatus_t) -> Result<()> {
     s.result().map_err(|e| Error::Cublas(format!("{op}: {e}")))
 }
@@ -256,7 +249,7 @@ struct LuPtrs {
     u12: Option<U12Ptrs>,
 }
 
-/// Scratch of U₁₂ := L₁₁⁻¹·A₁₂ by one GEMM (issue 6). Invariant (established by
+/// Scratch of U₁₂ := L₁₁⁻¹·A₁₂ by one GEMM. Invariant (established by
 /// [`Gpu::lu_factor_in_place`], which holds the buffers' guards while this lives):
 /// `eye` is the nb×nb identity (ld nb), `linv` two nb×nb slots (ld nb), `scratch` nb ×
 /// n elements (ld nb; n the matrix's columns, [`LuPtrs`]`::n`), all device buffers of
@@ -295,7 +288,7 @@ struct CoopBufs<T> {
 
 /// Time per phase of one device LU (milliseconds, from CUDA events around each
 /// phase of each panel): the recursive panel, the laswp across the matrix, the
-/// U₁₂ TRSM and the Schur-complement GEMM (issue 6 "Benchmark").
+/// U₁₂ TRSM and the Schur-complement GEMM.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LuPhaseTimes {
     /// Recursive panel factorisation (column-step kernels, inner TRSM/GEMM).
@@ -309,7 +302,7 @@ pub struct LuPhaseTimes {
 }
 
 impl Gpu {
-    /// Factorises the m×n `a` in place as PA = LU (issue 6): L below the diagonal
+    /// Factorises the m×n `a` in place as PA = LU: L below the diagonal
     /// (unit diagonal implied), U on and above it; `ipiv[j]` (0-based, absolute)
     /// the row swapped with row j; `diag[j]` = u_jj. Block size `nb`, recursive
     /// panel down to `base` columns. Zero pivots are skipped, not reported: the
@@ -459,7 +452,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// The blocked loop with look-ahead (issue 6 "look-ahead"): panel k's interchanges,
+    /// The blocked loop with look-ahead: panel k's interchanges,
     /// U₁₂ TRSM and Schur GEMM first update panel k+1's columns, then panel k+1 is
     /// factored on the look-ahead lane (`stream_urgent`, of the device's highest
     /// priority, and its own cuBLAS handle: the recursive panel down to `base`
@@ -659,8 +652,7 @@ impl Gpu {
         }
         let (ipiv, diag, cbase) = (p.ipiv, p.diag, cw.cbase.get());
         let in_smem_arg = u32::from(in_smem);
-        self.count_launch();
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&p.m)
@@ -872,10 +864,9 @@ impl Gpu {
     ) -> Result<()> {
         assert!(c0 <= j && j < cend && cend <= p.n && j < p.m);
         let f = &T::kernel_set(&self.kernels).lu_pivot;
-        self.count_launch();
         let ipiv = p.ipiv;
         let diag = p.diag;
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&p.m)
@@ -909,9 +900,8 @@ impl Gpu {
     ) -> Result<()> {
         assert!((1..=LU_FUSED_MAX_W).contains(&w) && c0 + w <= p.n && c0 < p.m);
         let f = &T::kernel_set(&self.kernels).lu_panel_fused;
-        self.count_launch();
         let (ipiv, diag) = (p.ipiv, p.diag);
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&p.m)
@@ -949,11 +939,10 @@ impl Gpu {
             return Ok(());
         }
         let f = &T::kernel_set(&self.kernels).lu_update;
-        self.count_launch();
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&p.a).arg(&p.lda).arg(&p.m).arg(&j).arg(&cend);
         let cfg = LaunchConfig {
-            grid_dim: (blocks(rows, LU_UPDATE_BLOCK), 1, 1),
+            grid_dim: (grid_blocks(rows, LU_UPDATE_BLOCK), 1, 1),
             block_dim: (LU_UPDATE_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -1004,9 +993,8 @@ impl Gpu {
             return Ok(());
         }
         let f = &T::kernel_set(&self.kernels).lu_laswp;
-        self.count_launch();
         let ipiv = p.ipiv;
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&cols.start)
@@ -1017,7 +1005,7 @@ impl Gpu {
             .arg(&steps.start)
             .arg(&steps.end);
         let cfg = LaunchConfig {
-            grid_dim: (blocks(cols.len(), LU_LASWP_BLOCK), 1, 1),
+            grid_dim: (grid_blocks(cols.len(), LU_LASWP_BLOCK), 1, 1),
             block_dim: (LU_LASWP_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -1047,9 +1035,8 @@ impl Gpu {
             (1..=LU_LASWP_TILE_MAX_K).contains(&kw) && cols.end <= p.n && steps.end <= p.m.min(p.n)
         );
         let f = &T::kernel_set(&self.kernels).lu_laswp_tile;
-        self.count_launch();
         let ipiv = p.ipiv;
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&p.a)
             .arg(&p.lda)
             .arg(&cols.start)
@@ -1061,7 +1048,7 @@ impl Gpu {
             .arg(&steps.end);
         let smem = 6 * kw * 4 + 2 * kw * LU_LASWP_TILE_COLS * core::mem::size_of::<T>();
         let cfg = LaunchConfig {
-            grid_dim: (blocks(cols.len(), LU_LASWP_TILE_COLS as u32), 1, 1),
+            grid_dim: (grid_blocks(cols.len(), LU_LASWP_TILE_COLS as u32), 1, 1),
             block_dim: (LU_LASWP_TILE_BLOCK, 1, 1),
             shared_mem_bytes: u32::try_from(smem).expect("shared memory fits u32"),
         };
@@ -1199,7 +1186,7 @@ impl Gpu {
 
     /// L₁₁⁻¹ of the panel c0..c0+w into inverse slot `slot` (w×w, ld nb): the slot
     /// := I (`xGEAM` from the identity), then L₁₁⁻¹·I (`xTRSM`), on `lane` right after
-    /// the panel (issue 6: U₁₂ by one GEMM instead of a TRSM across the matrix).
+    /// the panel (U₁₂ by one GEMM instead of a TRSM across the matrix).
     fn lu_l11_inverse<T: GpuScalar>(
         &self,
         p: &LuPtrs,
@@ -1313,9 +1300,8 @@ impl Gpu {
         let (pi, _gi) = ipiv.device_ptr(&self.stream);
         let (pb, _gb) = b.buf_mut().device_ptr_mut(&self.stream);
         let f = &T::kernel_set(&self.kernels).lu_laswp;
-        self.count_launch();
         let (zero, none) = (0usize, 0usize);
-        let mut lb = self.stream.launch_builder(f);
+        let mut lb = self.kernel_args(f);
         lb.arg(&pb)
             .arg(&ld)
             .arg(&zero)
@@ -1326,7 +1312,7 @@ impl Gpu {
             .arg(&zero)
             .arg(&k);
         let cfg = LaunchConfig {
-            grid_dim: (blocks(q, LU_LASWP_BLOCK), 1, 1),
+            grid_dim: (grid_blocks(q, LU_LASWP_BLOCK), 1, 1),
             block_dim: (LU_LASWP_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };

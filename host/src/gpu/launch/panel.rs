@@ -1,6 +1,7 @@
-//! Typed launchers of the panel kernels (gpu-kernels/src/panel.rs, docs/kernels.md):
-//! the machinery of the device blocked Householder QR (spec §1.4) and of the block
-//! updates (spec §1.8, §1.9). Launches go on [`Gpu::stream`]; each checks its bounds
+//! Typed launchers of the panel kernels (gpu-kernels/src/panel.rs, docs/kernels.md): the
+//! machinery of the device blocked Householder QR (docs/algorithms.md#blocked-householder-qr)
+//! and of the block updates (docs/algorithms.md#column-deletion,
+//! docs/algorithms.md#row-insertion). Launches go on [`Gpu::stream`]; each checks its bounds
 //! with `assert!` (a failure is a cuqr bug) and counts itself.
 //!
 //! Where a kernel reads one column of a matrix and writes other columns of the same
@@ -12,6 +13,7 @@ use core::ops::Range;
 use cudarc::driver::{CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use crate::base::error::{Error, Result};
+use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -22,13 +24,9 @@ pub const ELEM_BLOCK: u32 = 128;
 /// Largest grid y dimension; the 2-D kernels loop over columns with this stride.
 const MAX_GRID_Y: usize = 65_535;
 
-fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Driver(format!("launching {name}: {e}"))
-}
-
 /// Blocks of an elementwise 2-D launch beyond which each thread takes several columns:
 /// a 16384×4096 f32 copy as 524288 blocks of one 128-element column segment each ran at
-/// 57 % of the copy bandwidth on an H100 (issue 7, `cuqr bench kernels`), block
+/// 57 % of the copy bandwidth on an H100 (`cuqr bench kernels`), block
 /// scheduling bound; f64, with twice the bytes a block, at 97 %.
 const ELEM_MAX_BLOCKS: usize = 1 << 16;
 
@@ -67,7 +65,7 @@ fn off<T>(i: usize) -> u64 {
 
 impl Gpu {
     /// `householder_house` on column `col` of `a`: α = a(row, col), tail
-    /// a(row+1 .. row+1+len, col), τ into `tau[k]` (spec §1.2).
+    /// a(row+1 .. row+1+len, col), τ into `tau[k]` (docs/algorithms.md#householder-vectors).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -103,8 +101,7 @@ impl Gpu {
         ncols: usize,
     ) -> Result<()> {
         let f = &T::kernel_set(&self.kernels).panel_apply;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(&v)
             .arg(&tau)
             .arg(&head)
@@ -125,7 +122,8 @@ impl Gpu {
 
     /// `panel_apply` within one matrix: the reflector stored as a(row, vcol) = head
     /// (implicit 1) and tail v = a(row+1 .. row+1+len, vcol), with τ = `tau[k]`, applied
-    /// to rows row .. row+1+len of the columns `cols` (spec §1.4 panel step).
+    /// to rows row .. row+1+len of the columns `cols` (panel step,
+    /// docs/algorithms.md#panel-variants-on-the-gpu).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -158,9 +156,9 @@ impl Gpu {
         self.panel_apply_raw::<T>(v, pt, head, ld, tail, ld, len, cols.len())
     }
 
-    /// `panel_apply` across two matrices (row insertion, spec §1.9 phase 1): reflector
-    /// [1; v] with v = u(0..p, vcol) and τ = `tau[k]` applied to the columns `cols` of
-    /// the stacked [r(row, ·); u(0..p, ·)].
+    /// `panel_apply` across two matrices (row insertion, docs/algorithms.md#row-insertion):
+    /// reflector [1; v] with v = u(0..p, vcol) and τ = `tau[k]` applied to the columns `cols`
+    /// of the stacked [r(row, ·); u(0..p, ·)].
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -194,9 +192,10 @@ impl Gpu {
         self.panel_apply_raw::<T>(v, pt, head, ldr, tail, ldu, len, cols.len())
     }
 
-    /// `panel_extract_v`: V (rows×k, into `v(0.., 0..)`) from the block of `a` at
-    /// (row0, col0) with explicit unit diagonal and zeros above, then exact zeros
-    /// below the block's diagonal in `a` (spec §1.3, erratum H3).
+    /// `panel_extract_v`: V (rows×k, into `v(0.., 0..)`) from the block of `a` at (row0, col0)
+    /// with explicit unit diagonal and zeros above, then exact zeros below the block's diagonal
+    /// in `a` (docs/algorithms.md#blocked-reflectors,
+    /// docs/algorithms.md#exact-zeros-below-the-diagonal).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -216,8 +215,7 @@ impl Gpu {
         let (lda, ldv) = (a.ld(), v.ld());
         let (c, ystride) = elem_cfg(rows, k);
         let f = &T::kernel_set(&self.kernels).panel_extract_v;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(a.buf_mut())
             .arg(&lda)
             .arg(&rows)
@@ -245,8 +243,7 @@ impl Gpu {
         let lda = a.ld();
         let (c, ystride) = elem_cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).panel_zero_lower;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(a.buf_mut())
             .arg(&lda)
             .arg(&rows)
@@ -271,8 +268,7 @@ impl Gpu {
         let lda = a.ld();
         let (c, ystride) = elem_cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).panel_set_identity;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(a.buf_mut())
             .arg(&lda)
             .arg(&rows)
@@ -305,8 +301,7 @@ impl Gpu {
         let (lds, ldd) = (src.ld(), dst.ld());
         let (c, ystride) = elem_cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).panel_copy;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(src.buf())
             .arg(&lds)
             .arg(&rows)
@@ -323,7 +318,7 @@ impl Gpu {
     }
 
     /// `panel_embed_q`: dst ((m+p)×(m+p)) := Pᵀ·diag(Q, I_p), the rows m..m+p moved to
-    /// k0..k0+p (spec §1.9 with Q).
+    /// k0..k0+p (docs/algorithms.md#row-insertion, with Q).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -342,8 +337,7 @@ impl Gpu {
         let (ldq, ldd) = (q.ld(), dst.ld());
         let (c, ystride) = elem_cfg(m + p, m + p);
         let f = &T::kernel_set(&self.kernels).panel_embed_q;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(q.buf())
             .arg(&ldq)
             .arg(&m)
@@ -361,7 +355,7 @@ impl Gpu {
     }
 
     /// `panel_col_norms`: `out[c]` = ‖a(0:min(c+1, rows), c)‖₂ and `out[cols + c]` = a(c, c),
-    /// for the rank check of an upper-trapezoidal R (spec §5.2 F19).
+    /// for the rank check of an upper-trapezoidal R (docs/algorithms.md#rank-test).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -380,8 +374,7 @@ impl Gpu {
         }
         let lda = a.ld();
         let f = &T::kernel_set(&self.kernels).panel_col_norms;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(a.buf())
             .arg(&lda)
             .arg(&rows)
@@ -425,8 +418,7 @@ impl Gpu {
             .map_err(crate::gpu::runtime::alloc_err("non-finite scan", cols * 4))?;
         let lda = a.ld();
         let f = &T::kernel_set(&self.kernels).panel_first_non_finite;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(a.buf()).arg(&lda).arg(&rows).arg(&cols).arg(&mut out);
         // SAFETY: matches panel_first_non_finite_{f32,f64}(a: *const T, lda, rows, cols:
         // usize, out: *mut u32): reads a[i + j·lda], i < rows, j < cols, inside the view;

@@ -1,16 +1,17 @@
 //! Launchers of `row_insert_qr` and `row_insert_band_qr` (gpu-kernels/src/row_insert.rs,
-//! docs/kernels.md): row insertion into a state without Q (spec §1.9), and column
-//! deletion's banded re-triangularisation without Q (spec §1.8), each as one cooperative
-//! launch. Each block owns a range of columns in shared memory; reflectors flow from
-//! block to block through one release/acquire flag each, so there is no per-column grid
-//! barrier and no per-panel launch chain. [`row_insert_shape`] decides whether the
-//! columns fit the device (shared memory, co-resident blocks); the caller falls back
-//! to the blocked compact-WY path when they do not.
+//! docs/kernels.md): row insertion into a state without Q (docs/algorithms.md#row-insertion),
+//! and column deletion's banded re-triangularisation without Q
+//! (docs/algorithms.md#column-deletion), each as one cooperative launch. Each block owns a
+//! range of columns in shared memory; reflectors flow from block to block through one
+//! release/acquire flag each, so there is no per-column grid barrier and no per-panel launch
+//! chain. [`row_insert_shape`] decides whether the columns fit the device (shared memory,
+//! co-resident blocks); the caller falls back to the blocked compact-WY path when they do not.
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use crate::base::error::{Error, Result};
+use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
@@ -125,9 +126,10 @@ type PlanKey = (usize, usize, usize, usize);
 /// is for. Both take the same shared memory and launch shape for the same n, q, p.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChainKind {
-    /// `row_insert_qr`: [R d; U e] with the p new rows apart (spec §1.9).
+    /// `row_insert_qr`: [R d; U e] with the p new rows apart (docs/algorithms.md#row-insertion).
     RowInsert,
-    /// `row_insert_band_qr`: a band of p sub-diagonals (column deletion, spec §1.8).
+    /// `row_insert_band_qr`: a band of p sub-diagonals (column deletion,
+    /// docs/algorithms.md#column-deletion).
     Band,
 }
 
@@ -172,7 +174,7 @@ pub(crate) struct RowInsertCache {
     occupancy: Vec<((usize, usize), usize)>,
     /// Plans by (entry, n, q, p).
     plans: Vec<(PlanKey, Option<RowInsertShape>)>,
-    /// The launches' τ and publication flags, kept between launches (issue 7: no
+    /// The launches' τ and publication flags, kept between launches (no
     /// allocation or memset per row insertion once they are wide enough); both kernels
     /// share them (launches are ordered on the main stream).
     scratch: Option<RowInsertScratch>,
@@ -338,11 +340,11 @@ impl Gpu {
         launch(pt, pc, base)
     }
 
-    /// `row_insert_qr` (spec §1.9): the QR of [R d; U e] in place, R and d in the top
-    /// n rows of `r` and `d`, U (p×n) in `u`, e (p×q) in `e`. Afterwards R and d are
-    /// updated, `u` holds V_U and `e` the transformed new right-hand-side rows. One
-    /// cooperative launch with `shape` from [`Gpu::row_insert_plan`] (which also raised
-    /// the kernel's shared-memory limit; a launch without it fails with a driver error).
+    /// `row_insert_qr` (docs/algorithms.md#row-insertion): the QR of [R d; U e] in place, R and
+    /// d in the top n rows of `r` and `d`, U (p×n) in `u`, e (p×q) in `e`. Afterwards R and d
+    /// are updated, `u` holds V_U and `e` the transformed new right-hand-side rows. One
+    /// cooperative launch with `shape` from [`Gpu::row_insert_plan`] (which also raised the
+    /// kernel's shared-memory limit; a launch without it fails with a driver error).
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] (the flags), [`Error::Driver`] if the launch fails.
@@ -374,8 +376,7 @@ impl Gpu {
         let (pu, _gu) = u.buf_mut().device_ptr_mut(&self.stream);
         let (pe, _ge) = e.buf_mut().device_ptr_mut(&self.stream);
         self.with_chain_scratch::<T>(n, |pt, pc, base| {
-            self.count_launch();
-            let mut b = self.stream.launch_builder(f);
+            let mut b = self.kernel_args(f);
             b.arg(&pr)
                 .arg(&ldr)
                 .arg(&pd)
@@ -403,12 +404,12 @@ impl Gpu {
             // contract computes, all co-resident (checked by `row_insert_shape` against
             // the occupancy) and launched cooperatively.
             unsafe { b.launch_cooperative(chain_config(shape)) }
-                .map_err(|e| Error::Driver(format!("launching row_insert_qr: {e}")))?;
+                .map_err(launch_err("row_insert_qr"))?;
             Ok(())
         })
     }
 
-    /// `row_insert_band_qr` (spec §1.8): the QR, in place, of the band
+    /// `row_insert_band_qr` (docs/algorithms.md#column-deletion): the QR, in place, of the band
     /// B = `r`[row0..row0+n+p, col0..col0+n] (column c nonzero in its rows 0..=c+p)
     /// together with `d`[row0..row0+n+p, :]. Afterwards B is upper triangular with exact
     /// zeros under its diagonal and d is transformed; `v` (p×n) holds the v tails. One
@@ -447,8 +448,7 @@ impl Gpu {
         let pb = pr + (row0 + col0 * ldr) as u64 * elem;
         let pd = pd + row0 as u64 * elem;
         self.with_chain_scratch::<T>(n, |pt, pc, base| {
-            self.count_launch();
-            let mut b = self.stream.launch_builder(f);
+            let mut b = self.kernel_args(f);
             b.arg(&pb)
                 .arg(&ldr)
                 .arg(&pd)
@@ -473,7 +473,7 @@ impl Gpu {
             // `row_insert_qr` with the same n, q, p (the band geometry needs no more),
             // all co-resident, launched cooperatively.
             unsafe { b.launch_cooperative(chain_config(shape)) }
-                .map_err(|e| Error::Driver(format!("launching row_insert_band_qr: {e}")))?;
+                .map_err(launch_err("row_insert_band_qr"))?;
             Ok(())
         })
     }

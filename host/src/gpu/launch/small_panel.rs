@@ -1,4 +1,4 @@
-//! Launcher of `small_panel_qr` (gpu-kernels/src/small_panel.rs; issue 7): a Householder
+//! Launcher of `small_panel_qr` (gpu-kernels/src/small_panel.rs): a Householder
 //! panel whose rows fit one block's shared memory, factored by one block with three
 //! block barriers a column instead of the cooperative `fused_panel_qr`'s grid barrier.
 //! Same outputs as `fused_panel_qr` (R in place, V, τ, T), so `blocked_qr` takes it for
@@ -10,6 +10,7 @@ use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::launch::fused_panel::RawMat;
+use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::{DevMat, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{driver_err, Gpu, GpuScalar};
 
@@ -18,8 +19,8 @@ pub const SMALL_PANEL_MAX_JB: usize = 64;
 /// Most rows `small_panel_qr` takes (one block's threads over the rows).
 pub const SMALL_PANEL_MAX_ROWS: usize = 1024;
 /// Most rows for which `blocked_qr` prefers `small_panel_qr` to the cooperative panel:
-/// one warp makes each reflector, so a column step grows with the rows. H100 (issue 7,
-/// docs/performance.md): column deletion's band panels of 164, 264 and 364 rows (f64)
+/// one warp makes each reflector, so a column step grows with the rows. H100
+/// (docs/performance.md): column deletion's band panels of 164, 264 and 364 rows (f64)
 /// were faster than with the earlier all-threads kernel, f32 panels of 764 rows slower
 /// than the cooperative panel (ACC delete_cols p = 700 below refactorising).
 pub const SMALL_PANEL_FAST_ROWS: usize = 384;
@@ -180,8 +181,7 @@ impl Gpu {
         let (pt, _gt) = t.buf_mut().device_ptr_mut(stream);
         let mut tau_v = tau.view_mut();
         let (ptau, _gtau) = tau_v.device_ptr_mut(stream);
-        self.count_launch();
-        let mut b = stream.launch_builder(f);
+        let mut b = self.kernel_args_on(stream, f);
         b.arg(&pa)
             .arg(&lda)
             .arg(&rows)
@@ -207,8 +207,7 @@ impl Gpu {
         // elements) against the opt-in limit the attribute was raised to; one block of a
         // multiple of 32 threads, at least 256 (checked above), at most 1024 and within the
         // kernel's register limit.
-        unsafe { b.launch(cfg) }
-            .map_err(|e| Error::Driver(format!("launching small_panel_qr: {e}")))?;
+        unsafe { b.launch(cfg) }.map_err(launch_err("small_panel_qr"))?;
         Ok(())
     }
 }

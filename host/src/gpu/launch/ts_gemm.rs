@@ -1,5 +1,5 @@
-//! Launchers of `ts_gemm_partial` and `ts_gemm_reduce` (gpu-kernels/src/ts_gemm.rs;
-//! issue 5): W = VᵀC for a tall V of at most 32 columns and a tall C, the first product
+//! Launchers of `ts_gemm_partial` and `ts_gemm_reduce` (gpu-kernels/src/ts_gemm.rs):
+//! W = VᵀC for a tall V of at most 32 columns and a tall C, the first product
 //! of the tall-skinny trailing update, as per-chunk partial products (4096 rows a block,
 //! 64 columns of C a block) summed in chunk order. `householder::larfb_left` takes it in
 //! f32 for tall panels, where cuBLAS's single GEMM of this shape reads its operands at
@@ -9,6 +9,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
 
 use crate::base::error::Result;
+use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{driver_err, Gpu, GpuScalar};
 
@@ -85,9 +86,8 @@ impl Gpu {
         let mut part = DevVec::<T>::uninit(self, chunks * TS_GEMM_MAX_K * nc)?;
         let (ldv, ldc, ldw) = (v.ld(), c.ld(), w.ld());
         assert!(tiles <= 65_535);
-        self.count_launch();
         let mut part_w = part.view_mut();
-        let mut b = self.stream.launch_builder(&ks.ts_gemm_partial);
+        let mut b = self.kernel_args(&ks.ts_gemm_partial);
         b.arg(v.buf())
             .arg(&ldv)
             .arg(c.buf())
@@ -112,10 +112,9 @@ impl Gpu {
                 shared_mem_bytes: u32::try_from(smem).expect("fits u32"),
             })
         }
-        .map_err(driver_err("launching ts_gemm_partial"))?;
-        self.count_launch();
+        .map_err(launch_err("ts_gemm_partial"))?;
         let part_r = part.view();
-        let mut b = self.stream.launch_builder(&ks.ts_gemm_reduce);
+        let mut b = self.kernel_args(&ks.ts_gemm_reduce);
         b.arg(&part_r)
             .arg(&chunks)
             .arg(&k)
@@ -134,7 +133,7 @@ impl Gpu {
                 shared_mem_bytes: 0,
             })
         }
-        .map_err(driver_err("launching ts_gemm_reduce"))?;
+        .map_err(launch_err("ts_gemm_reduce"))?;
         Ok(())
     }
 }

@@ -1,5 +1,5 @@
-//! The TSQR panel (gpu-kernels/src/tsqr.rs, docs/kernels.md; spec §4.1 "TSQR-style
-//! panels for tall shapes", issue 5): a tall rows×n panel (n ≤ [`TSQR_MAX_COLS`])
+//! The TSQR panel (gpu-kernels/src/tsqr.rs, docs/kernels.md;
+//! docs/algorithms.md#tsqr): a tall rows×n panel (n ≤ [`TSQR_MAX_COLS`])
 //! factored by a tree of 256-row Householder QRs that read the panel once, then turned
 //! back into the compact-WY form every other panel produces (R with exact zeros below
 //! the diagonal in A, V with explicit 1s and 0s, τ, T) by Householder reconstruction.
@@ -13,6 +13,7 @@ use cudarc::driver::{CudaFunction, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use crate::base::error::Result;
 use crate::gpu::ffi::blas::Op;
+use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{driver_err, Gpu, GpuScalar};
 
@@ -200,11 +201,11 @@ fn leaf_cfg<T>(blocks: usize, words: usize) -> LaunchConfig {
 }
 
 impl Gpu {
-    /// Factors the rows×n panel of `a` at (r0, j0) by TSQR and Householder
-    /// reconstruction: R (exact zeros below the diagonal) in place, V (explicit unit
-    /// diagonal, zeros above) into `v`, τ into `tau`, T (upper triangular) into `t` —
-    /// the outputs of `fused_panel_qr` (spec §1.4), to rounding. 2·levels + 2 launches
-    /// and one GEMM (level 1's Q times M, in the working precision) on the main stream.
+    /// Factors the rows×n panel of `a` at (r0, j0) by TSQR and Householder reconstruction: R
+    /// (exact zeros below the diagonal) in place, V (explicit unit diagonal, zeros above) into
+    /// `v`, τ into `tau`, T (upper triangular) into `t` — the outputs of `fused_panel_qr`
+    /// (docs/algorithms.md#blocked-householder-qr), to rounding. 2·levels + 2 launches and one
+    /// GEMM (level 1's Q times M, in the working precision) on the main stream.
     ///
     /// # Errors
     /// [`crate::Error::Driver`] if a launch fails, [`crate::Error::Cublas`].
@@ -304,8 +305,7 @@ impl Gpu {
                 )?;
             }
             // V₁, T, τ, M = U⁻¹ and R from it.
-            self.count_launch();
-            let mut b = s.launch_builder(&ks.tsqr_reconstruct);
+            let mut b = self.kernel_args_on(s, &ks.tsqr_reconstruct);
             let (pr, pm, prh) = (at(plan.r_final), at(plan.m), at(plan.rh));
             b.arg(&pv)
                 .arg(&ldv)
@@ -329,7 +329,7 @@ impl Gpu {
             // top n×n (asserted to fit), r_top / m / rh = three disjoint COLS×COLS
             // regions of the scratch (plan.len ≤ its length), t n×n and τ n (asserted);
             // on the main stream, with every guard held until the end of this block.
-            unsafe { b.launch(cfg) }.map_err(driver_err("launching tsqr_reconstruct"))?;
+            unsafe { b.launch(cfg) }.map_err(launch_err("tsqr_reconstruct"))?;
             (pa, pv, scr)
         };
         // Phase 2: C·M for level 0's leaves, where C is level 1's Q (rows_1×n), into
@@ -397,8 +397,7 @@ impl Gpu {
         aux: u64,
         r: (u64, usize),
     ) -> Result<()> {
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(&m.0)
             .arg(&m.1)
             .arg(&m.2)
@@ -415,7 +414,7 @@ impl Gpu {
         // and R regions of the scratch laid out by `tsqr_plan` (disjoint from each other
         // and from the matrix), on the main stream with every buffer's guard held.
         unsafe { b.launch(leaf_cfg::<T>(leaves, leaf_smem::<T>())) }
-            .map_err(driver_err("launching tsqr_leaf_qr"))?;
+            .map_err(launch_err("tsqr_leaf_qr"))?;
         Ok(())
     }
 
@@ -433,8 +432,7 @@ impl Gpu {
         out: (u64, usize),
         sr: (u32, u32, u64),
     ) -> Result<()> {
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(&v.0)
             .arg(&v.1)
             .arg(&v.2)
@@ -458,7 +456,7 @@ impl Gpu {
         // them (the level's Q in the scratch, or V), and R in the scratch or null, all
         // laid out by `tsqr_plan`, on the main stream with every buffer's guard held.
         unsafe { b.launch(leaf_cfg::<T>(blocks, leaf_smem::<T>())) }
-            .map_err(driver_err("launching tsqr_leaf_apply"))?;
+            .map_err(launch_err("tsqr_leaf_apply"))?;
         Ok(())
     }
 }

@@ -1,11 +1,10 @@
-//! Typed launchers of the two-phase Givens kernels (spec §1.5 "Recommended modern
-//! design"; gpu-kernels/src/two_phase.rs; docs/kernels.md `two_phase_*` rows): the
-//! single-block generate kernels that record a rotation list ([`RotList`]), the apply
-//! kernels that stream a list through up to three targets in one launch ([`ApplyPath`]:
-//! list order, step order, and the default blocked `two_phase_apply_pipe` for strip and
-//! block lists, issue 7), the Householder
-//! apply of rank-one variant A2, and a gather/copy kernel. Each launcher checks its bounds
-//! with `assert!` (a failure is a cuqr bug) and holds one `unsafe` launch block.
+//! Typed launchers of the two-phase Givens kernels (docs/algorithms.md#two-phase-design;
+//! gpu-kernels/src/two_phase.rs; docs/kernels.md `two_phase_*` rows): the single-block generate
+//! kernels that record a rotation list ([`RotList`]), the apply kernels that stream a list
+//! through up to three targets in one launch ([`ApplyPath`]: list order, step order, and the
+//! default blocked `two_phase_apply_pipe` for strip and block lists), the Householder apply of
+//! rank-one variant A2, and a gather/copy kernel. Each launcher checks its bounds with
+//! `assert!` (a failure is a cuqr bug) and holds one `unsafe` launch block.
 
 use core::mem::size_of;
 use core::ops::Range;
@@ -17,12 +16,14 @@ use cudarc::driver::{
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::Op;
+use crate::gpu::launch::{grid_blocks, launch_config, launch_err};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{alloc_err, Gpu, GpuScalar};
 
 /// Threads per block of the single-block generate kernels.
 pub const GEN_BLOCK: u32 = 512;
-/// Threads per block of `two_phase_gen_rank_one_a` (the stage A scan, spec §1.11).
+/// Threads per block of `two_phase_gen_rank_one_a` (the stage A scan,
+/// docs/algorithms.md#rank-one-update).
 pub const GEN_A_BLOCK: u32 = 512;
 /// Threads per block of `two_phase_gen_rank_one_b_pipe`: 256, so that any register
 /// count ptxas picks (≤ 255) fits an SM.
@@ -47,7 +48,7 @@ const CHAINS_MEMO: usize = 16;
 /// (threads a block, chunk, shared bytes, blocks) of a `two_phase_gen_chains` launch.
 type ChainShape = (usize, usize, usize, usize);
 
-/// What `two_phase_gen_chains` keeps on the [`Gpu`] between generates (issue 7: the
+/// What `two_phase_gen_chains` keeps on the [`Gpu`] between generates (the
 /// shape query ran twice per generate, and every launch allocated and zeroed its flags):
 /// the launch shapes of the last [`CHAINS_MEMO`] (dtype, chains, length) queries, and
 /// publication flags for up to `flags.len()` chains. The flags hold values ≤ `base`
@@ -79,12 +80,12 @@ struct ChainIo {
 pub const APPLY_BLOCK: u32 = 128;
 /// Threads per block of `two_phase_apply(_sched)`: one warp, so the few thousand
 /// vectors of a target (one thread each) spread over every SM instead of filling
-/// half of them (issue 7; the register-blocked sched kernel uses ~250 registers).
+/// half of them (the register-blocked sched kernel uses ~250 registers).
 pub const APPLY_ROT_BLOCK: u32 = 32;
 /// Most warps per block of `two_phase_apply_pipe`, and the default ([`ApplyPath::Pipe`]
 /// takes ⌈chains/8⌉ warps, at most this many): block x holds vectors 32x..32x+32 of a
 /// target and its warps split each round of chains, 8 chains a warp, so every element of
-/// Q, d and R is read and written once per 64 chains (issue 7). Eight because the kernel
+/// Q, d and R is read and written once per 64 chains. Eight because the kernel
 /// takes ~250 registers a thread (ptxas, sm_90): 8 warps are all of an SM's registers.
 pub const APPLY_PIPE_WARPS: u32 = 8;
 /// Most warps per block `two_phase_apply_pipe` can be launched with (see
@@ -102,25 +103,15 @@ fn r1_pipe_fits(n: usize, ld: usize) -> bool {
     n <= GEN_R1_MAX_N && (ld as u64) * (n as u64) < (1u64 << 32)
 }
 
-fn blocks(n: usize, per: u32) -> u32 {
-    u32::try_from(n.div_ceil(per as usize)).expect("grid dimension fits u32")
-}
-
+/// [`launch_config`] with every grid dimension at least 1 and no dynamic shared memory.
 fn cfg(grid: (u32, u32), block: (u32, u32)) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid.0.max(1), grid.1.max(1), 1),
-        block_dim: (block.0, block.1, 1),
-        shared_mem_bytes: 0,
-    }
+    launch_config((grid.0.max(1), grid.1.max(1)), block, 0)
 }
 
-fn launch_err(name: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Driver(format!("launching {name}: {e}"))
-}
-
-/// A recorded sequence of plane rotations in device memory (spec §1.5, two-phase
-/// schedule): rotation i is (c, s) = (`rot[2i]`, `rot[2i+1]`) on the plane
-/// (`plane[i]`, `plane[i]`+1), to be applied in order i = 0, 1, ….
+/// A recorded sequence of plane rotations in device memory
+/// (docs/algorithms.md#givens-rotations, two-phase schedule): rotation i is (c, s) =
+/// (`rot[2i]`, `rot[2i+1]`) on the plane (`plane[i]`, `plane[i]`+1), to be applied in order i =
+/// 0, 1, ….
 #[derive(Debug)]
 pub struct RotList<T> {
     rot: CudaSlice<T>,
@@ -276,7 +267,7 @@ impl<T: GpuScalar> RotList<T> {
 
 /// Which kernel [`Gpu::two_phase_apply_path`] streams a rotation list with. All paths
 /// give the same results bit for bit (each element sees the same rotations in the same
-/// order, spec §1.5 apply); they differ in memory traffic and parallelism.
+/// order, docs/algorithms.md#two-phase-design); they differ in memory traffic and parallelism.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApplyPath {
     /// `two_phase_apply`: the list in stored order, one thread per vector, one load and
@@ -300,7 +291,7 @@ pub enum ApplyPath {
 }
 
 /// Which kernel a generate launcher runs (all give the same rotations and driver
-/// results bit for bit; spec §1.5 generate, issue 7).
+/// results bit for bit; docs/algorithms.md#two-phase-design).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GenPath {
     /// The step kernels `two_phase_gen_strip`, `two_phase_gen_block`,
@@ -321,7 +312,7 @@ pub enum GenPath {
     /// at once from scaled suffix norms after the earlier chains reach its vector
     /// through block scans, one cooperative launch. The serial chain's rotations and
     /// driver up to rounding (not bit for bit like the others); taken by default when a
-    /// vector fits a block's shared memory ([`Gpu::two_phase_chains_fit`]; issue 7: the
+    /// vector fits a block's shared memory ([`Gpu::two_phase_chains_fit`]; the
     /// wavefront's steps were 0.8 to 50 µs each, p²/2 items a step on one block).
     Chains,
 }
@@ -342,15 +333,17 @@ pub struct ApplyTarget<'v, 'a, T> {
     pub view: &'v mut DevMatViewMut<'a, T>,
     /// Row or column rotations.
     pub side: RotSide,
-    /// `RotSide::Rows` only: column t of the view is known to be exactly zero below row
-    /// t (upper triangular with the diagonal at the view's origin), so planes below the
-    /// column's nonzero range are skipped (0 stays 0; spec §1.5 G4).
+    /// `RotSide::Rows` only: column t of the view is known to be exactly zero below row t
+    /// (upper triangular with the diagonal at the view's origin), so planes below the column's
+    /// nonzero range are skipped (0 stays 0; docs/algorithms.md#givens-rotations,
+    /// docs/algorithms.md#live-column-range).
     pub banded: bool,
 }
 
 impl<'v, 'a, T> ApplyTarget<'v, 'a, T> {
-    /// The three targets of an update's Givens stage (spec §1.7 step 3, §1.10): Q by
-    /// columns, R by rows (banded: upper triangular at the view's origin) and d by rows.
+    /// The three targets of an update's Givens stage (docs/algorithms.md#restoring-the-strip,
+    /// docs/algorithms.md#row-deletion): Q by columns, R by rows (banded: upper triangular at
+    /// the view's origin) and d by rows.
     pub fn q_r_d(
         q: &'v mut DevMatViewMut<'a, T>,
         r: &'v mut DevMatViewMut<'a, T>,
@@ -644,8 +637,7 @@ impl Gpu {
             block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: u32::try_from(bytes).expect("shared memory fits u32"),
         };
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(&io.src)
             .arg(&io.src_vs)
             .arg(&io.src_es)
@@ -673,14 +665,14 @@ impl Gpu {
         Ok(())
     }
 
-    /// `two_phase_gen_strip` (spec §1.5 strip case, §1.7 step 3): runs the wavefront on
-    /// the driver block `x` = R'(k0..n+p, k0..k0+p) ((h+p)×p, h = n − k0) in place —
-    /// ρ on the band, exact zeros below it, rows rotated in the driver's later columns —
-    /// and records the p·h rotations into `list` (replacing it) in the sequential order
-    /// of `update::insert_cols::run_cpu`, planes local to row k0. Runs the chains of
-    /// warp scans ([`GenPath::Chains`]) when a vector fits a block, else the pipelined
-    /// wavefront with the driver in shared memory when it fits, else in global memory
-    /// ([`GenPath`]; issue 7).
+    /// `two_phase_gen_strip` (docs/algorithms.md#wavefront-schedule,
+    /// docs/algorithms.md#restoring-the-strip): runs the wavefront on the driver block `x` =
+    /// R'(k0..n+p, k0..k0+p) ((h+p)×p, h = n − k0) in place — ρ on the band, exact zeros below
+    /// it, rows rotated in the driver's later columns — and records the p·h rotations into
+    /// `list` (replacing it) in the sequential order of `update::insert_cols::run_cpu`, planes
+    /// local to row k0. Runs the chains of warp scans ([`GenPath::Chains`]) when a vector fits
+    /// a block, else the pipelined wavefront with the driver in shared memory when it fits,
+    /// else in global memory ([`GenPath`]).
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] (the chains' flags), [`Error::Driver`] if the launch fails.
@@ -755,8 +747,7 @@ impl Gpu {
             }
         };
         list.clear();
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(x.buf_mut())
             .arg(&ld)
             .arg(&h)
@@ -780,13 +771,13 @@ impl Gpu {
         Ok(())
     }
 
-    /// `two_phase_gen_block` (spec §1.5 block case, §1.10): copies Z = `qz` (p×m, rows
-    /// k0..k0+p of Q) into the compact scratch `z` (p·m) and runs the wavefront on it,
-    /// recording the pm − p(p+1)/2 rotations into `list` (replacing it) in the order of
-    /// `update::delete_rows::rotate_out`; planes are column indices of Q. Runs the
-    /// chains of warp scans ([`GenPath::Chains`]) when a vector fits a block, else the
-    /// pipelined wavefront with Z in shared memory when it fits, else in `z`
-    /// ([`GenPath`]; issue 7); `z` holds the final Z either way.
+    /// `two_phase_gen_block` (docs/algorithms.md#wavefront-schedule,
+    /// docs/algorithms.md#row-deletion): copies Z = `qz` (p×m, rows k0..k0+p of Q) into the
+    /// compact scratch `z` (p·m) and runs the wavefront on it, recording the pm − p(p+1)/2
+    /// rotations into `list` (replacing it) in the order of `update::delete_rows::rotate_out`;
+    /// planes are column indices of Q. Runs the chains of warp scans ([`GenPath::Chains`]) when
+    /// a vector fits a block, else the pipelined wavefront with Z in shared memory when it
+    /// fits, else in `z` ([`GenPath`]); `z` holds the final Z either way.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] (the chains' flags), [`Error::Driver`] if the launch fails.
@@ -865,9 +856,8 @@ impl Gpu {
             }
         };
         list.clear();
-        self.count_launch();
         let mut zv = z.view_mut();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(qz.buf())
             .arg(&ldq)
             .arg(&p)
@@ -893,7 +883,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// `two_phase_gen_rank_one_a` (spec §1.11 stage A): on w(0..=top) (`w.len()` =
+    /// `two_phase_gen_rank_one_a` (docs/algorithms.md#rank-one-update): on w(0..=top) (`w.len()` =
     /// top + 1), rotations zeroing w(i+1) against w(i) for i = top−1 down to 0, recorded
     /// into `list` (replacing it); w(0) := ρ, the rest exact zeros. All rotations are made
     /// at once from scaled suffix norms of w (one block, a scan; the serial chain's
@@ -918,8 +908,7 @@ impl Gpu {
             return Ok(());
         }
         let f = &T::kernel_set(&self.kernels).two_phase_gen_rank_one_a;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(&mut *w)
             .arg(&top)
             .arg(&mut list.rot)
@@ -936,9 +925,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// `two_phase_gen_rank_one_b` (spec §1.11): R(0, :) += w(0)·vᵀ, then stage B on the
-    /// upper Hessenberg `r` (m×n), done in place; its min(n, m−1) rotations are appended to
-    /// `list` (planes (i, i+1)). Runs the pipelined kernel (one barrier a step, issue 7)
+    /// `two_phase_gen_rank_one_b` (docs/algorithms.md#rank-one-update): R(0, :) += w(0)·vᵀ,
+    /// then stage B on the upper Hessenberg `r` (m×n), done in place; its min(n, m−1) rotations
+    /// are appended to `list` (planes (i, i+1)). Runs the pipelined kernel (one barrier a step)
     /// when n ≤ [`GEN_R1_MAX_N`], else the step kernel ([`GenPath`]).
     ///
     /// # Errors
@@ -1011,7 +1000,7 @@ impl Gpu {
         } else {
             // Two columns a thread when a block of the two-column kernel covers n (a
             // fifth of the twelve-column kernel's code, which stalled on instruction
-            // fetch), with as many threads as its registers allow (issue 7: stage B at
+            // fetch), with as many threads as its registers allow (stage B at
             // n = 1000 1.00 → 0.85 ms on the H100 with 512 threads instead of twelve
             // columns on 256; six columns on 512 threads gained nothing at n = 3000);
             // else twelve with GEN_R1_BLOCK.
@@ -1034,8 +1023,7 @@ impl Gpu {
             c.shared_mem_bytes = 4 * size_of::<T>() as u32;
             (f, c)
         };
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(r.buf_mut())
             .arg(&ldr)
             .arg(&m)
@@ -1063,15 +1051,14 @@ impl Gpu {
         Ok(())
     }
 
-    /// `two_phase_apply` (spec §1.5 phase 2): applies rotations 0..`list.len()` in order
-    /// to up to three targets in one launch (e.g. Q from the right, R and d from the
-    /// left), one thread per row (Cols) or column (Rows) of each target. A list made by
-    /// [`Gpu::two_phase_gen_strip`] or [`Gpu::two_phase_gen_block`] goes through
-    /// `two_phase_apply_pipe` ([`ApplyPath::Pipe`], ⌈p/8⌉ ≤ [`APPLY_PIPE_WARPS`] warps:
-    /// each element read and written once per 64 chains, the same results bit for bit), a
-    /// rank-one list through `two_phase_apply_sweep` ([`ApplyPath::Sweep`], unless a
-    /// banded target meets its ascending part), any other list through
-    /// `two_phase_apply` ([`ApplyPath::List`]).
+    /// `two_phase_apply` (phase 2, docs/algorithms.md#two-phase-design): applies rotations
+    /// 0..`list.len()` in order to up to three targets in one launch (e.g. Q from the right, R
+    /// and d from the left), one thread per row (Cols) or column (Rows) of each target. A list
+    /// made by [`Gpu::two_phase_gen_strip`] or [`Gpu::two_phase_gen_block`] goes through
+    /// `two_phase_apply_pipe` ([`ApplyPath::Pipe`], ⌈p/8⌉ ≤ [`APPLY_PIPE_WARPS`] warps: each
+    /// element read and written once per 64 chains, the same results bit for bit), a rank-one
+    /// list through `two_phase_apply_sweep` ([`ApplyPath::Sweep`], unless a banded target meets
+    /// its ascending part), any other list through `two_phase_apply` ([`ApplyPath::List`]).
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
@@ -1173,24 +1160,29 @@ impl Gpu {
         let (f, launch) = match path {
             ApplyPath::List => (
                 &ks.two_phase_apply,
-                cfg((blocks(maxv, APPLY_ROT_BLOCK), 3), (APPLY_ROT_BLOCK, 1)),
+                cfg(
+                    (grid_blocks(maxv, APPLY_ROT_BLOCK), 3),
+                    (APPLY_ROT_BLOCK, 1),
+                ),
             ),
             ApplyPath::Step => (
                 &ks.two_phase_apply_sched,
-                cfg((blocks(maxv, APPLY_ROT_BLOCK), 3), (APPLY_ROT_BLOCK, 1)),
+                cfg(
+                    (grid_blocks(maxv, APPLY_ROT_BLOCK), 3),
+                    (APPLY_ROT_BLOCK, 1),
+                ),
             ),
             ApplyPath::Sweep => (
                 &ks.two_phase_apply_sweep,
-                cfg((blocks(maxv, APPLY_BLOCK), 3), (APPLY_BLOCK, 1)),
+                cfg((grid_blocks(maxv, APPLY_BLOCK), 3), (APPLY_BLOCK, 1)),
             ),
             ApplyPath::Pipe { warps } => {
-                let mut c = cfg((blocks(maxv, 32), 3), (32 * warps, 1));
+                let mut c = cfg((grid_blocks(maxv, 32), 3), (32 * warps, 1));
                 c.shared_mem_bytes = (2 * 32 + PIPE_RING_ELEMS) * warps * size_of::<T>() as u32;
                 (&ks.two_phase_apply_pipe, c)
             }
         };
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         let (down, up) = list.sweep.unwrap_or((0, 0));
         if path == ApplyPath::List {
             b.arg(&list.rot).arg(&list.plane).arg(&count);
@@ -1232,7 +1224,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// `two_phase_house_apply` (spec §1.11 variant A2): applies H = I − τ·v·vᵀ with
+    /// `two_phase_house_apply` (docs/algorithms.md#rank-one-update): applies H = I − τ·v·vᵀ with
     /// v = [1; `vt`] to up to two targets: `Cols` targets from the right (X := X·H, one
     /// thread per row), `Rows` targets from the left (X := H·X, one per column).
     ///
@@ -1262,8 +1254,7 @@ impl Gpu {
         }
         let null: u64 = 0;
         let f = &T::kernel_set(&self.kernels).two_phase_house_apply;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(vt).arg(&len).arg(tau);
         let mut it = targets.iter_mut();
         for slot in &meta {
@@ -1278,7 +1269,7 @@ impl Gpu {
         // vectors have exactly len elements inside the view (asserted), distinct vectors
         // are distinct rows/columns, targets are distinct &mut views and vt, tau shared
         // borrows (no overlap); absent targets have n = 0; grid (⌈max n/128⌉, 2), block 128.
-        unsafe { b.launch(cfg((blocks(maxv, APPLY_BLOCK), 2), (APPLY_BLOCK, 1))) }
+        unsafe { b.launch(cfg((grid_blocks(maxv, APPLY_BLOCK), 2), (APPLY_BLOCK, 1))) }
             .map_err(launch_err("two_phase_house_apply"))?;
         Ok(())
     }
@@ -1317,7 +1308,7 @@ impl Gpu {
     /// A new matrix holding `src` without its rows `drop` (as [`Gpu::two_phase_copy`],
     /// exact zeros below the diagonal with `zero_lower`): the row deletion's new Q, R
     /// and d. The copy writes every element, so the new matrix is not zeroed first, only
-    /// its padding rows (issue 7: the fill passes cost 0.7 ms at 12000×12000).
+    /// its padding rows (the fill passes cost 0.7 ms at 12000×12000).
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
@@ -1377,8 +1368,7 @@ impl Gpu {
         assert!(cols.div_ceil(COPY_BLOCK.1 as usize) <= 65_535);
         let (skip0, skip_p, zl) = (drop.start, drop.len(), zero_lower as usize);
         let f = &T::kernel_set(&self.kernels).two_phase_copy;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(f);
+        let mut b = self.kernel_args(f);
         b.arg(src)
             .arg(&lds)
             .arg(&rows)
@@ -1396,7 +1386,10 @@ impl Gpu {
         // block (32, 8).
         unsafe {
             b.launch(cfg(
-                (blocks(rows, COPY_BLOCK.0), blocks(cols, COPY_BLOCK.1)),
+                (
+                    grid_blocks(rows, COPY_BLOCK.0),
+                    grid_blocks(cols, COPY_BLOCK.1),
+                ),
                 COPY_BLOCK,
             ))
         }
@@ -1525,8 +1518,7 @@ impl Gpu {
         let mut tr = DevMat::<T>::zeros(self, w, max_cols)?;
         let ks = T::kernel_set(&self.kernels);
         let l0 = hi0 as isize - hw as isize;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(&ks.two_phase_window_gather);
+        let mut b = self.kernel_args(&ks.two_phase_window_gather);
         b.arg(&list.rot)
             .arg(&mut rot)
             .arg(&mut z)
@@ -1545,8 +1537,7 @@ impl Gpu {
         let warps = p.div_ceil(8).clamp(1, APPLY_PIPE_WARPS as usize) as u32;
         let mut c = cfg((px, wy), (32 * warps, 1));
         c.shared_mem_bytes = (2 * 32 + PIPE_RING_ELEMS) * warps * size_of::<T>() as u32;
-        self.count_launch();
-        let mut b = self.stream.launch_builder(&ks.two_phase_window_pipe);
+        let mut b = self.kernel_args(&ks.two_phase_window_pipe);
         b.arg(&rot).arg(&hw).arg(&p).arg(&mut z);
         // SAFETY: matches two_phase_window_pipe_{f32,f64}(rot: *const T, hw, p: usize, z:
         // *mut T): rot holds windows whole strip lists of p chains of hw (the gather
