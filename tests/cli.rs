@@ -1,7 +1,7 @@
 //! End-to-end tests of the `cuqr` binary: `cuqr update` for every operation on
 //! small random `.npy` inputs (f64 C order, f32 Fortran order), checked against
-//! plain-loop computations on the updated matrix Ã (spec §3.7 tolerances,
-//! 10·m·u); error handling (exit status 2, one stderr line); `cuqr demo`.
+//! plain-loop computations on the updated matrix Ã (docs/algorithms.md#accuracy-measures
+//! tolerances, 10·m·u); error handling (exit status 2, one stderr line); `cuqr demo`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -204,7 +204,8 @@ fn json_field(json: &str, key: &str) -> String {
 // ---------- checks with plain loops ----------
 
 /// Checks R (upper trapezoidal, RᵀR ≈ ÃᵀÃ), x (normal equations of Ã, b̃)
-/// and Q when present (QᵀQ ≈ I, QR ≈ Ã), with tolerance 10·m·u (spec §3.7).
+/// and Q when present (QᵀQ ≈ I, QR ≈ Ã), with tolerance 10·m·u
+/// (docs/algorithms.md#accuracy-measures).
 fn check_outputs(out: &Path, at: &M, bt: &M, u: f64, expect_q: bool, x_one_d: bool) {
     let (m, n) = (at.r, at.c);
     let tol = 10.0 * m as f64 * u;

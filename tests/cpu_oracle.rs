@@ -1,4 +1,4 @@
-//! The CPU backend against faer (spec §3.7; architecture.md "Testing"): for
+//! The CPU backend against faer (docs/algorithms.md#accuracy-measures): for
 //! `factorize` and each update kind, the updated state is compared with faer's
 //! QR and least-squares solution of the updated matrix built from scratch in
 //! f64, and the properties QR = Ã, QᵀQ = I and ‖L‖ = 0 are checked. Tolerances
@@ -308,7 +308,7 @@ fn conveniences_f32() {
     conveniences::<f32>();
 }
 
-/// `cuqr::diagnostics` (spec §3.7, §5.4 F15) on an updated state: ‖L‖ = 0, e_Q
+/// `cuqr::diagnostics` (docs/algorithms.md#accuracy-measures) on an updated state: ‖L‖ = 0, e_Q
 /// and e_A reported under Full and absent under None, within the 2-norm target
 /// carried to the Frobenius norm (‖X‖_F ≤ √m·‖X‖₂ for m×m X, and √n for the
 /// m×n QR − A), and e_x within 2·ε·(2κ/cosθ + tanθ·κ²) computed by the support
@@ -372,7 +372,8 @@ fn scaled<T: Scalar>(a: &Mat<T>, s: f64) -> Mat<T> {
     })
 }
 
-/// Badly scaled data (spec §1.2 robust `house` with a scaled norm, §1.5 Givens
+/// Badly scaled data (docs/algorithms.md#householder-vectors with a scaled norm,
+/// docs/algorithms.md#givens-rotations Givens
 /// safe against overflow): the whole problem times a power of two s whose
 /// square overflows or underflows the type (f64: 2^540, 2^-560; f32: 2^66,
 /// 2^-80). Scaling by s is exact, so the state must be s times the state of the
@@ -461,9 +462,10 @@ fn extreme_scaling_f32() {
     extreme_scaling::<f32>();
 }
 
-/// Structured inputs that hit the special cases of the primitives (spec §1.2
-/// τ = 0 when the tail is already zero; §1.5 Givens at (0, 0)): inserting
-/// columns of Q itself (Qᵀu is a unit vector e_j with j ≥ n), a rank-one change
+/// Structured inputs that hit the special cases of the primitives
+/// (docs/algorithms.md#householder-vectors
+/// τ = 0 when the tail is already zero; docs/algorithms.md#givens-rotations Givens at (0, 0)):
+/// inserting columns of Q itself (Qᵀu is a unit vector e_j with j ≥ n), a rank-one change
 /// with u = 0 (nothing to rotate) and with u = a column of Q (Qᵀu = e_j).
 fn structured<T: Scalar>() {
     let (m, n, q) = (41, 13, 1);
@@ -529,7 +531,8 @@ fn structured_f32() {
     structured::<f32>();
 }
 
-/// Block-size boundaries (spec §1.3–§1.4, §5.3 F13): factorisation and the
+/// Block-size boundaries (docs/algorithms.md#blocked-householder-qr,
+/// docs/algorithms.md#block-size): factorisation and the
 /// block updates with n_b = 1, a size that does not divide n, n itself and
 /// one larger than n must all give the same factorisation within tolerance.
 fn block_sizes<T: Scalar>() {

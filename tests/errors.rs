@@ -1,4 +1,4 @@
-//! Every error path of the CPU backend (spec §5.4 F19; architecture.md "Errors":
+//! Every error path of the CPU backend (docs/algorithms.md#conventions:
 //! validate everything before touching state). Each call that must fail is
 //! made on a valid state; the test matches the `cuqr::Error` variant and then
 //! checks that R, d, Q and the dimensions are bit-for-bit what they were.
@@ -367,7 +367,7 @@ fn non_finite_f32() {
     non_finite::<f32>();
 }
 
-/// Under QPolicy::None: NeedsQ for the updates that need Q (spec §5.3 F11),
+/// Under QPolicy::None: NeedsQ for the updates that need Q (docs/algorithms.md#q-policy),
 /// and ordinary validation for the two it allows.
 fn needs_q<T: Scalar>() {
     let (mut st, a0, b0) = state::<T>(QPolicy::None, 7);

@@ -1,8 +1,9 @@
 //! Every kernel of docs/kernels.md, in f32 and f64, against its serial CPU
-//! reference in `cuqr::internals::cpu::reference` (style §2.6): random nonzero inputs,
+//! reference in `cuqr::internals::cpu::reference`: random nonzero inputs,
 //! sizes 1, 31, 33, 1000, 4097 where they apply, outputs poisoned with NaN
 //! before the launch, untouched regions (padding, sentinels) checked, and
-//! tolerances c·n·u (spec §3.7). Without a GPU each test prints "skipped".
+//! tolerances c·n·u (docs/algorithms.md#accuracy-measures). Without a GPU each test prints
+//! "skipped".
 
 mod common;
 
@@ -305,7 +306,7 @@ fn make_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, count: usize) {
     );
 }
 
-/// A full strip sweep (spec §1.5), one make + one apply launch per step,
+/// A full strip sweep (docs/algorithms.md#givens-rotations), one make + one apply launch per step,
 /// against the same sweep through the CPU references.
 fn sweep_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, h: usize, p: usize, extra: usize) {
     let (nrows, ncols) = (h + p, p + extra);

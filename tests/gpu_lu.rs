@@ -1,6 +1,7 @@
-//! The GPU blocked LU with partial pivoting (issue 6) against the CPU reference and
-//! faer: ‖PA − LU‖_F/‖A‖_F ≤ 10·max(m, n)·u, solve backward error ≤ 10·n·u (spec
-//! §3.7), the same pivots as the CPU backend (f64), log|det| agreement, rectangular
+//! The GPU blocked LU with partial pivoting against the CPU reference and
+//! faer: ‖PA − LU‖_F/‖A‖_F ≤ 10·max(m, n)·u, solve backward error ≤ 10·n·u
+//! (docs/algorithms.md#accuracy-measures), the same pivots as the CPU backend (f64), log|det|
+//! agreement, rectangular
 //! shapes, structured inputs that need pivoting, and the singular error naming the
 //! column. Skips without a device unless `CUQR_REQUIRE_GPU=1`.
 

@@ -1,10 +1,11 @@
-//! Mixed-precision QR and least squares on the GPU (spec §4.2, seed S3; issue 5):
+//! Mixed-precision QR and least squares on the GPU (docs/algorithms.md#mixed-precision):
 //! the tensor-core GEMM hook (inputs really rounded under a `GemmPrecisionGuard`,
 //! restored after it), the mixed QR's backward error of the GEMM precision's order, and
 //! the refined f64 least-squares solution on A = U·diag(σ)·Vᵀ with κ = 1e2, 1e4, 1e6
 //! for bf16, f16, tf32 and plain f32 GEMMs, whose normwise backward error
 //! η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖ + ‖b‖)) must be within 10× of that of faer's f64 solution
-//! (and ≤ 10·m·u, spec §3.7); `NotConverged` when the tolerance cannot be met; errors for
+//! (and ≤ 10·m·u, docs/algorithms.md#accuracy-measures); `NotConverged` when the tolerance cannot
+//! be met; errors for
 //! bad shapes and non-finite data with the inputs unchanged; data far outside f16's (and
 //! f32's) range; the switch of a slow tensor-core factor to f32, the f32 → f64 Gram →
 //! QR stages of the default route (and the `GramF64` route), the phase split, and
@@ -457,7 +458,7 @@ fn ill_conditioned_never_returns_a_wrong_answer() {
                     assert_eq!(iterations, 1);
                     assert!(backward_error > tight && backward_error.is_finite());
                 }
-                // The factor of the one-block panels (issue 7) lets one step reach 10·u
+                // The factor of the one-block panels lets one step reach 10·u
                 // here (H100: η = 2.9e-16); an answer is then right only if the
                 // independently recomputed η meets the tight tolerance.
                 Ok(sol) => {

@@ -1,6 +1,7 @@
-//! Two-phase Givens on the GPU (spec §1.5 "Recommended modern design", §1.7, §1.10,
-//! §1.11): the kernels alone against CPU replays of the same schedules, and the three
-//! updates (insert_cols, delete_rows, rank_one) under `Givens::TwoPhase` /
+//! Two-phase Givens on the GPU (docs/algorithms.md#two-phase-design,
+//! docs/algorithms.md#column-insertion, docs/algorithms.md#row-deletion,
+//! docs/algorithms.md#rank-one-update): the kernels alone against CPU replays of the same
+//! schedules, and the three updates (insert_cols, delete_rows, rank_one) under `Givens::TwoPhase` /
 //! `RowRemoval::TwoPhase` against the CPU backend and a faer model (R up to row signs,
 //! x, residuals, QᵀQ = I and QR = Ã within 10·m·u, ‖L‖ = 0 exactly; see
 //! tests/support/mod.rs for every tolerance). Without a device every test prints
@@ -47,13 +48,14 @@ fn states<T: GpuScalar>(
     (cpu, gq, support::Model::new(&a, &b))
 }
 
-/// The GPU state against the faer model (all §3.7 checks) and its R against the CPU
-/// backend's R up to row signs.
+/// The GPU state against the faer model (all docs/algorithms.md#accuracy-measures checks) and its R
+/// against the CPU backend's R up to row signs.
 fn compare<T: GpuScalar>(what: &str, cpu: &CpuQr<T>, gq: &cuqr::GpuQr<T>, model: &support::Model) {
     support::check_state(gq, model).unwrap_or_else(|e| panic!("{what}: GPU state: {e}"));
     support::check_r_matches(&gq.r().unwrap(), &cpu.r().unwrap(), &model.a)
         .unwrap_or_else(|e| panic!("{what}: GPU R vs CPU R: {e}"));
-    // The CPU backend against the same model: both within the §3.7 bounds of the same
+    // The CPU backend against the same model: both within the docs/algorithms.md#accuracy-measures
+    // bounds of the same
     // reference, so x and the residuals of the two backends agree to twice those bounds.
     support::check_state(cpu, model).unwrap_or_else(|e| panic!("{what}: CPU state: {e}"));
 }
@@ -333,7 +335,7 @@ fn gen_strip_kernel_path<T: GpuScalar>(
     scale: f64,
 ) {
     let mut g = common::rng(seed);
-    // Column j nonzero in rows ≤ h + j, as after stage 1 of §1.7.
+    // Column j nonzero in rows ≤ h + j, as after stage 1 of docs/algorithms.md#column-insertion.
     let x0 = Mat::from_fn(h + p, p, |i, j| {
         if i <= h + j {
             T::from_f64(common::nonzero(&mut g) * scale)
@@ -466,7 +468,7 @@ fn small_kernel_gen_block_matches_cpu_replay() {
     }
 }
 
-/// The chains of block scans (issue 7) against the serial CPU replay: p from 1 to 40
+/// The chains of block scans against the serial CPU replay: p from 1 to 40
 /// blocks, vectors from 2 to 5000 elements (one warp to eight, chunks of one element
 /// to past a batch of eight, ragged ends), p = 1 and h = 1, and drivers scaled by 2^±600 (f64) / 2^±60 (f32), where
 /// the suffix norms need their power-of-two scaling. Same tolerances as the wavefront
@@ -875,7 +877,7 @@ fn launch_counts_print() {
     );
 }
 
-// ------------------------------------------------------- generate paths (issue 7)
+// ------------------------------------------------------- generate paths
 
 /// A rotation list on the host: (c, s, plane) in application order.
 type List<T> = Vec<(T, T, usize)>;
@@ -1054,8 +1056,8 @@ fn gen_block_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, p: usize, m: usize) {
     check_padded("Q after the generates", &qd.to_host(gpu).unwrap(), &full0);
 }
 
-/// Stage B of the rank-one update (spec §1.11) on a random upper Hessenberg R held as a
-/// block of a NaN-padded matrix: the pipelined kernel against the step kernel (R and
+/// Stage B of the rank-one update (docs/algorithms.md#rank-one-update) on a random upper Hessenberg
+/// R held as a block of a NaN-padded matrix: the pipelined kernel against the step kernel (R and
 /// the rotations appended after `k_off` = 3 dummy entries, bit for bit) and the step
 /// kernel against a CPU replay (`givens`, `rot_pair`; rotations within `check_list`'s
 /// tolerance, R within 10·m·u). n > GEN_R1_MAX_N: the pipe is refused, nothing changed.

@@ -1,9 +1,12 @@
-//! GPU backend vs CPU backend and the f64 faer model (docs/design.md; spec §1.4,
-//! §1.8, §1.9, §3.7): factorize, solve, delete_cols, insert_rows (and every update the
-//! GPU wires: extend [`GPU_WIRED`]), f32 and f64, ragged sizes, k0 at 0 / middle / end,
+//! GPU backend vs CPU backend and the f64 faer model (docs/design.md;
+//! docs/algorithms.md#blocked-householder-qr,
+//! docs/algorithms.md#column-deletion, docs/algorithms.md#row-insertion,
+//! docs/algorithms.md#accuracy-measures): factorize, solve, delete_cols, insert_rows (and every
+//! update the GPU wires: extend [`GPU_WIRED`]), f32 and f64, ragged sizes, k0 at 0 / middle / end,
 //! p = 1 and p > 1, random update sequences through `&mut dyn QrUpdate<T>`, the same
 //! validation errors with the state unchanged, device out-of-memory, and launch counts.
-//! Tolerances are those of `tests/support/mod.rs` (ε = 10·m·u, spec §3.7).
+//! Tolerances are those of `tests/support/mod.rs` (ε = 10·m·u,
+//! docs/algorithms.md#accuracy-measures).
 //! Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1` makes that a failure.
 
 mod common;
@@ -45,7 +48,8 @@ const GPU_WIRED: &[Kind] = &[
     Kind::RankOne,
 ];
 
-/// The strategies that change how `kind` runs on the GPU (spec §1.5, §1.10): the
+/// The strategies that change how `kind` runs on the GPU (docs/algorithms.md#givens-rotations,
+/// docs/algorithms.md#row-deletion): the
 /// Givens-based updates run under the two-phase default and every seed design.
 fn strategies(kind: Kind) -> Vec<UpdateParams> {
     let mut out = vec![UpdateParams::default()];
@@ -152,8 +156,8 @@ fn pair<T: GpuScalar>(
     (gs, cs, Model::new(&a, &b))
 }
 
-/// GPU state vs model (all §3.7 checks) and vs the CPU state (R up to row signs, x,
-/// residual norms within the module-doc bounds).
+/// GPU state vs model (all docs/algorithms.md#accuracy-measures checks) and vs the CPU state (R up
+/// to row signs, x, residual norms within the module-doc bounds).
 fn compare<T: GpuScalar>(gs: &GpuQr<T>, cs: &CpuQr<T>, model: &Model, what: &str) {
     check_state::<T>(gs, model).unwrap_or_else(|e| panic!("{what}: GPU vs model: {e}"));
     let (rg, rc) = (gs.r().unwrap(), cs.r().unwrap());
@@ -181,7 +185,7 @@ fn factorize_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, dims: (usize, usize, 
     }
 }
 
-/// The profiled factorisation (`factorize_dev_phases`, issue 5's phase split) gives a
+/// The profiled factorisation (`factorize_dev_phases`, the phase split) gives a
 /// state that passes the same checks as `factorize`'s, and its phases fit in its total.
 fn profiled_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, (m, n, q): (usize, usize, usize)) {
     for policy in [QPolicy::Full, QPolicy::None] {
@@ -678,7 +682,7 @@ fn launch_counts_8000x3000() {
 /// `GpuQr::from_cpu` (pageable and page-locked) and `to_cpu_pinned`: a CPU state
 /// moves to the device and back bit for bit (R, d, Q, options), an update on the
 /// uploaded state matches the same update on the CPU state and the model, and a short
-/// staging buffer is refused before anything is allocated (spec §3.1 TUS/TUT).
+/// staging buffer is refused before anything is allocated (TUS/TUT).
 fn upload_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     let dims = (333, 101, 2);
     for policy in [QPolicy::Full, QPolicy::None] {

@@ -1,8 +1,10 @@
 //! The seed Wavefront Givens stages (`cuqr::internals::gpu::givens_wavefront`, docs/design.md;
-//! spec §1.5, §1.7 step 3, §1.10, §1.11) against serial CPU replays of the same
-//! rotations and against the CPU backend, f32 and f64, on random nonzero inputs with
+//! docs/algorithms.md#givens-rotations, docs/algorithms.md#restoring-the-strip,
+//! docs/algorithms.md#row-deletion, docs/algorithms.md#rank-one-update) against serial CPU replays
+//! of the same rotations and against the CPU backend, f32 and f64, on random nonzero inputs with
 //! ragged sizes (m = 1000, n = 333, p ∈ {1, 17}, k0 at the start, middle and end).
-//! Padding rows are NaN-poisoned and must stay untouched; tolerances are 10·m·u (§3.7);
+//! Padding rows are NaN-poisoned and must stay untouched; tolerances are 10·m·u
+//! (docs/algorithms.md#accuracy-measures);
 //! R's strictly lower part must be exactly zero. Without a GPU the GPU tests print
 //! "skipped"; the replay checks against the CPU backend always run.
 
@@ -25,7 +27,7 @@ const M: usize = 1000;
 const N: usize = 333;
 const NRHS: usize = 2;
 
-/// Spec §3.7 tolerance for m rows.
+/// docs/algorithms.md#accuracy-measures tolerance for m rows.
 fn tol<T: Scalar>(m: usize) -> f64 {
     10.0 * m as f64 * T::UNIT_ROUNDOFF
 }
@@ -58,7 +60,7 @@ fn assert_close<T: Scalar>(what: &str, got: &Mat<T>, want: &Mat<T>, m: usize) {
     );
 }
 
-/// Strictly lower part of `r` is exactly zero (‖L‖ = 0, spec §3.7).
+/// Strictly lower part of `r` is exactly zero (‖L‖ = 0, docs/algorithms.md#accuracy-measures).
 fn assert_upper<T: Scalar>(what: &str, r: &Mat<T>) {
     for j in 0..r.ncols() {
         for i in j + 1..r.nrows() {
@@ -128,7 +130,7 @@ fn rot_cols<T: Scalar>(a: &mut Mat<T>, i: usize, k: usize, c: T, s: T) {
     }
 }
 
-/// Spec §1.7 step 3, sequential (as `update::insert_cols::run_cpu`).
+/// docs/algorithms.md#restoring-the-strip, sequential (as `update::insert_cols::run_cpu`).
 fn replay_strip<T: Scalar>(
     r: &mut Mat<T>,
     q: &mut Mat<T>,
@@ -155,8 +157,8 @@ fn replay_strip<T: Scalar>(
     }
 }
 
-/// Spec §1.10 rotations, sequential: Z = Q(k0..k0+p, :) zeroed right of its diagonal,
-/// rotations applied to all of R's rows and d.
+/// docs/algorithms.md#row-deletion rotations, sequential: Z = Q(k0..k0+p, :) zeroed right of its
+/// diagonal, rotations applied to all of R's rows and d.
 fn replay_delete_rows<T: Scalar>(
     q: &mut Mat<T>,
     r: &mut Mat<T>,
@@ -178,7 +180,7 @@ fn replay_delete_rows<T: Scalar>(
     }
 }
 
-/// Spec §1.11 variant A1, sequential: stage A on w, R(0,:) += w₀vᵀ, stage B; rotations
+/// docs/algorithms.md#rank-one-update, sequential: stage A on w, R(0,:) += w₀vᵀ, stage B; rotations
 /// over whole rows of R; strictly lower part of R cleared at the end.
 fn replay_rank_one<T: Scalar>(w: &[T], v: &[T], r: &mut Mat<T>, q: &mut Mat<T>, d: &mut Mat<T>) {
     let (m, n, nrhs) = (q.nrows(), r.ncols(), d.ncols());
@@ -209,7 +211,7 @@ fn replay_rank_one<T: Scalar>(w: &[T], v: &[T], r: &mut Mat<T>, q: &mut Mat<T>, 
     }
 }
 
-/// Q̃, R̃, d̃ of row deletion from the rotated Q, GᵀR, Gᵀd (spec §1.10).
+/// Q̃, R̃, d̃ of row deletion from the rotated Q, GᵀR, Gᵀd (docs/algorithms.md#row-deletion).
 fn extract_deleted<T: Scalar>(
     q: &Mat<T>,
     r: &Mat<T>,
@@ -378,7 +380,8 @@ fn orth_err<T: Scalar>(q: &Mat<T>) -> f64 {
 
 // ------------------------------------------------------------ GPU: insert_cols
 
-/// R' after stage 1 of column insertion (spec §1.7): columns < k0 and old columns upper
+/// R' after stage 1 of column insertion (docs/algorithms.md#column-insertion): columns < k0 and old
+/// columns upper
 /// triangular (old column k0+l nonzero in rows ≤ k0+l), new column j dense in rows ≤ n+j.
 fn strip_input<T: Scalar>(g: &mut StdRng, m: usize, n_old: usize, p: usize, k0: usize) -> Mat<T> {
     let vals = rand_mat::<T>(g, m, n_old + p);
@@ -411,8 +414,8 @@ fn insert_cols_case<T: GpuScalar>(gpu: &Gpu, g: &mut StdRng, p: usize, k0: usize
     );
     let before = gpu.launch_count();
     insert_cols_strip_wavefront(gpu, &mut rd, &mut qd, &mut dd, k0, p, n_old).unwrap();
-    // Seed launch model (spec §2.6): 1 make + 3 applies per step, h+p−1 steps, plus
-    // 4 transposes and p column clears; nothing when appending.
+    // Seed launch model (docs/algorithms.md#wavefront-schedule): 1 make + 3 applies per step, h+p−1
+    // steps, plus 4 transposes and p column clears; nothing when appending.
     let steps = n_old - k0 + p - 1;
     let want = if k0 == n_old { 0 } else { 4 * steps + p + 4 };
     assert_eq!(
@@ -481,7 +484,8 @@ fn delete_rows_case<T: GpuScalar>(gpu: &Gpu, g: &mut StdRng, composite: bool, p:
     } else {
         delete_rows_rotate_separate(gpu, &mut qd, &mut rd, &mut dd, k0, p).unwrap();
     }
-    // Seed launch model (spec §2.6): m+p−2 steps; composite: make + 1 apply per step and
+    // Seed launch model (docs/algorithms.md#wavefront-schedule): m+p−2 steps; composite: make + 1
+    // apply per step and
     // 3 + 3 pack/unpack copies; separate: make + 3 applies per step and 4 transposes.
     let steps = m + p - 2;
     let want = if composite {

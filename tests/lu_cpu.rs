@@ -1,7 +1,7 @@
-//! The CPU blocked LU with partial pivoting (issue 6) against faer's partial-pivoting
+//! The CPU blocked LU with partial pivoting against faer's partial-pivoting
 //! LU and solve: ‖PA − LU‖_F/‖A‖_F ≤ 10·max(m, n)·u, the solve's backward error
-//! ‖AX − B‖_F/(‖A‖_F‖X‖_F) ≤ 10·n·u (spec §3.7 tolerances), the same row permutation
-//! and log|det| as faer, on seeded random inputs (never zero), structured inputs that
+//! ‖AX − B‖_F/(‖A‖_F‖X‖_F) ≤ 10·n·u (docs/algorithms.md#accuracy-measures tolerances), the same row
+//! permutation and log|det| as faer, on seeded random inputs (never zero), structured inputs that
 //! need pivoting, rectangular shapes, and singular / non-finite matrices.
 
 mod common;

@@ -1,9 +1,9 @@
-//! Mixed-precision least squares (spec §4.2, seed S3; issue 5), CPU emulation, against
+//! Mixed-precision least squares (docs/algorithms.md#mixed-precision), CPU emulation, against
 //! faer: on A = U·diag(σ)·Vᵀ with κ = 1e2, 1e4, 1e6 (σ geometric, U, V random
 //! orthogonal), in f32 and f64 working precision and with all three GEMM precisions, the
 //! refined solution's normwise backward error η = ‖Aᵀr‖/(‖A‖_F(‖A‖_F‖x‖ + ‖b‖)) must be
 //! within 10× of that of faer's f64 solution rounded to the working precision (and
-//! ≤ 10·m·u, spec §3.7); in f64
+//! ≤ 10·m·u, docs/algorithms.md#accuracy-measures); in f64
 //! its distance to faer's solution must respect the LS perturbation bound (Higham,
 //! Thm 20.1). A κ ≈ 1e12 problem with bf16 must end in `Error::NotConverged` or in an
 //! answer that meets the tolerance, never in a wrong answer; an unreachable tolerance

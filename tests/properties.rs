@@ -1,4 +1,4 @@
-//! Property tests of the CPU backend (spec §3.7, §5.2 F10): long random
+//! Property tests of the CPU backend (docs/algorithms.md#accuracy-measures): long random
 //! sequences of mixed updates checked after every step against a dense model
 //! of Ã and b̃, and round trips that must restore R. Every check and tolerance
 //! is the support module's (`tests/support/mod.rs`): e_Q ≤ 10·m·u,
@@ -40,7 +40,7 @@ const ALL: [Op; 5] = [
     Op::DeleteRows,
     Op::RankOne,
 ];
-/// What `QPolicy::None` allows (spec §5.3 F11).
+/// What `QPolicy::None` allows (docs/algorithms.md#q-policy).
 const NO_Q: [Op; 2] = [Op::InsertRows, Op::DeleteCols];
 
 /// Largest valid p for `op` at dimensions (m, n), 0 if `op` cannot run.

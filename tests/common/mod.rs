@@ -1,5 +1,5 @@
-//! Shared helpers for integration tests: the GPU gate (style §2.6) and seeded
-//! random inputs that are never zero (architecture.md "Testing").
+//! Shared helpers for integration tests: the GPU gate and seeded
+//! random inputs that are never zero.
 #![allow(dead_code)]
 
 use cuqr::{Gpu, Mat, Scalar};
@@ -46,7 +46,7 @@ pub fn rand_mat<T: Scalar>(rng: &mut StdRng, m: usize, n: usize) -> Mat<T> {
     Mat::from_fn(m, n, |_, _| T::from_f64(nonzero(rng)))
 }
 
-/// Unit roundoff of `T` (spec §3.7).
+/// Unit roundoff of `T` (docs/algorithms.md#accuracy-measures).
 pub fn u<T: Scalar>() -> f64 {
     T::UNIT_ROUNDOFF
 }

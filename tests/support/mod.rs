@@ -1,12 +1,13 @@
 //! Shared helpers for the CPU-backend integration tests (`cpu_oracle`,
 //! `properties`, `errors`): random inputs, a dense f64 model of the updated
-//! problem (Ã, b̃), and the accuracy checks of spec §3.7 computed independently
-//! of the crate under test (all norms in f64 through faer).
+//! problem (Ã, b̃), and the accuracy checks of docs/algorithms.md#accuracy-measures computed
+//! independently of the crate under test (all norms in f64 through faer).
 //!
 //! # Tolerances (stated once, used everywhere)
 //!
 //! With u the unit roundoff of the state's scalar type and m the current row
-//! count, let ε = 10·m·u: the spec's per-update acceptance target (§3.7) for
+//! count, let ε = 10·m·u: the per-update acceptance target
+//! (docs/algorithms.md#accuracy-measures) for
 //! e_Q = ‖Q̃ᵀQ̃ − I‖₂ and e_A = ‖Q̃R̃ − Ã‖₂/‖Ã‖₂. Since e_A is the backward error
 //! of the factorisation, first-order perturbation theory turns ε into bounds on
 //! everything else; each bound below carries a factor 2 so that it also covers
@@ -242,7 +243,7 @@ impl Reference {
     }
 }
 
-/// ε = 10·m·u, the spec §3.7 per-update target for the state's type.
+/// ε = 10·m·u, the docs/algorithms.md#accuracy-measures per-update target for the state's type.
 pub fn eps<T: Scalar>(m: usize) -> f64 {
     10.0 * m as f64 * T::UNIT_ROUNDOFF
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask gpu-bundle [--out DIR]` (architecture.md "Testing"): release test, bench
+//! `cargo xtask gpu-bundle [--out DIR]`: release test, bench
 //! and bin executables of the workspace plus `run.sh`, in one folder that runs on a GPU
 //! machine with no Rust toolchain (the host crate embeds its PTX; cudarc loads the CUDA
 //! libraries at run time).
@@ -177,7 +177,8 @@ fn parse_messages(stdout: &str) -> Result<Vec<Exe>, String> {
 
 /// The bundle's `run.sh`: runs every test binary with `CUQR_REQUIRE_GPU=1` and
 /// `--test-threads=1`, optionally under compute-sanitizer, prints a summary, exits
-/// non-zero on any failure. `run.sh bench` runs the bench binaries instead.
+/// non-zero on any failure. `run.sh bench` runs the criterion bench binaries instead
+/// (`--bench`, short warm-up and measurement times unless `CUQR_BENCH_FULL=1`).
 fn run_script(names: &[(Kind, String)]) -> String {
     let list = |k: Kind| -> String {
         names
@@ -193,8 +194,10 @@ fn run_script(names: &[(Kind, String)]) -> String {
 #   ./run.sh             every test binary, CUQR_REQUIRE_GPU=1, --test-threads=1
 #   ./run.sh sanitize    the same under `compute-sanitizer --tool memcheck`
 #   ./run.sh racecheck   the same under `compute-sanitizer --tool racecheck`
-#   ./run.sh bench       every bench binary (criterion, --bench)
-# Extra arguments after the mode go to each test binary (e.g. a name filter).
+#   ./run.sh bench       every bench binary (criterion, --bench), a short run (1 s
+#                        warm-up, 2 s measurement); CUQR_BENCH_FULL=1 keeps criterion's
+#                        own times
+# Extra arguments after the mode go to each test or bench binary (e.g. a name filter).
 set -u
 cd "$(dirname "$0")"
 MODE="${{1:-test}}"
@@ -210,9 +213,11 @@ case "$MODE" in
   racecheck) WRAP=(compute-sanitizer --tool racecheck --error-exitcode 99) ;;
   bench)
     fail=0
+    TIMES=(--warm-up-time 1 --measurement-time 2)
+    [ "${{CUQR_BENCH_FULL:-0}}" = 1 ] && TIMES=()
     for b in ${{BENCHES[@]+"${{BENCHES[@]}}"}}; do
       echo "=== $b"
-      ./"$b" --bench "$@" || fail=1
+      ./"$b" --bench ${{TIMES[@]+"${{TIMES[@]}}"}} "$@" || fail=1
     done
     exit $fail ;;
   *) echo "usage: $0 [test|sanitize|racecheck|bench] [test args...]" >&2; exit 2 ;;
@@ -279,5 +284,6 @@ mod tests {
         assert!(s.contains("TESTS=(\n  \"cuqr-11\"\n)"));
         assert!(s.contains("BENCHES=(\n  \"kernels-22\"\n)"));
         assert!(s.contains("CUQR_REQUIRE_GPU=1") && s.contains("--test-threads=1"));
+        assert!(s.contains("./\"$b\" --bench ") && s.contains("--measurement-time 2"));
     }
 }

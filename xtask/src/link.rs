@@ -1,4 +1,4 @@
-//! The bitcode linker for the kernel crate (architecture.md "Kernel toolchain").
+//! The bitcode linker for the kernel crate.
 //!
 //! rustc's nvptx64 target expects `llvm-bitcode-linker`, which is not available; with
 //! `-C linker=<this binary>` rustc calls us with the same arguments instead:

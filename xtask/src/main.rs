@@ -1,4 +1,4 @@
-//! cuqr build tasks (architecture.md "Kernel toolchain", "Testing"):
+//! cuqr build tasks:
 //!
 //! * `cargo xtask build-ptx` — builds `gpu-kernels` for nvptx64 with nightly and writes
 //!   `host/ptx/cuqr_kernels.ptx`;

@@ -1,4 +1,4 @@
-//! `cargo xtask build-ptx [--check]` (architecture.md "Kernel toolchain", "Committed PTX").
+//! `cargo xtask build-ptx [--check]`.
 
 use crate::link;
 use crate::util::{self, repo_root};
@@ -26,7 +26,7 @@ struct Module {
 }
 
 /// The sm_80 module (every kernel but the Hopper ones) and the sm_90 module (kernels
-/// that need thread-block clusters; architecture.md "PTX target").
+/// that need thread-block clusters).
 const MODULES: [Module; 2] = [
     Module {
         path: "host/ptx/cuqr_kernels.ptx",

@@ -11,7 +11,7 @@ use crate::state::cpu::CpuQr;
 
 impl<T: Scalar> CpuQr<T> {
     /// Factorises A (m×n, m ≥ n) and transforms the right-hand sides b (m×q)
-    /// with blocked Householder QR (spec §1.4).
+    /// with blocked Householder QR (docs/algorithms.md#blocked-householder-qr).
     ///
     /// # Errors
     /// [`Error::Shape`], [`Error::Underdetermined`] (m < n), [`Error::NonFinite`],

@@ -1,6 +1,7 @@
 //! Accuracy diagnostics of a factorisation state against the matrix it represents
-//! (spec §3.7, §5.4 F15; S0 eqs. 5.11–5.14, S1 §5): e_Q, e_A (relative to ‖Ã‖, erratum
-//! E24), ‖L‖, e_gram, e_x against a fresh f64 factorisation (erratum E26) and residuals.
+//! (docs/algorithms.md#accuracy-measures): e_Q, e_A (relative to ‖Ã‖,
+//! docs/algorithms.md#backward-error-normalisation), ‖L‖, e_gram, e_x against a fresh f64
+//! factorisation (docs/algorithms.md#solution-error-reference) and residuals.
 //! Everything is computed in f64; cost O(m³) with Q (QᵀQ), O(mn²) without.
 #![forbid(unsafe_code)]
 
@@ -19,8 +20,8 @@ fn to_f64<T: Scalar>(a: MatRef<'_, T>) -> Mat<f64> {
 }
 
 /// Measures how well `state` represents A = `a` (m×n) with right-hand sides `b` (m×q)
-/// (spec §3.7): e_Q = ‖QᵀQ − I‖_F and e_A = ‖QR − A‖_F/‖A‖_F (both `None` without Q),
-/// ‖L‖_F of R's strictly lower part, e_gram = ‖RᵀR − AᵀA‖_F/‖A‖_F², e_x = maxⱼ
+/// (docs/algorithms.md#accuracy-measures): e_Q = ‖QᵀQ − I‖_F and e_A = ‖QR − A‖_F/‖A‖_F (both
+/// `None` without Q), ‖L‖_F of R's strictly lower part, e_gram = ‖RᵀR − AᵀA‖_F/‖A‖_F², e_x = maxⱼ
 /// ‖xⱼ − x̂ⱼ‖/‖x̂ⱼ‖ with x̂ from a fresh `CpuQr<f64>` factorisation of (A, b), and the
 /// pairs (state residual, fresh residual). All norms in f64.
 ///

@@ -16,9 +16,10 @@ use crate::state::gpu::{poison_on_fault, GpuQr};
 
 impl<T: GpuScalar> GpuQr<T> {
     /// Factorises A (m×n, m ≥ n) on `gpu` and transforms the right-hand sides
-    /// b (m×q) with blocked Householder QR in compact-WY form (spec §1.3–§1.4);
+    /// b (m×q) with blocked Householder QR in compact-WY form
+    /// (docs/algorithms.md#blocked-householder-qr);
     /// under [`QPolicy::Full`] Q is accumulated backwards from the identity
-    /// (spec §4.3 lesson 1).
+    /// (docs/algorithms.md#blocked-householder-qr).
     ///
     /// # Errors
     /// The validation errors of the CPU backend ([`Error::Shape`],
@@ -37,8 +38,8 @@ impl<T: GpuScalar> GpuQr<T> {
 
     /// [`factorize`](Self::factorize) of A (m×n) and b (m×q) already in device
     /// memory, taken over as the state's R and d (benchmarks: no host transfer or
-    /// host scan of A; spec §1.4, §5.1 F1). Shapes and `params` are validated as in
-    /// [`factorize`](Self::factorize); the values are not scanned: a NaN/∞ in A
+    /// host scan of A; docs/algorithms.md#blocked-householder-qr). Shapes and `params` are
+    /// validated as in [`factorize`](Self::factorize); the values are not scanned: a NaN/∞ in A
     /// surfaces as [`Error::RankDeficient`] at a non-finite diagonal of R, and one
     /// in b only in d.
     ///
@@ -77,7 +78,7 @@ impl<T: GpuScalar> GpuQr<T> {
 
     /// [`factorize_dev`](Self::factorize_dev) with its time split into phases
     /// ([`QrPhaseTimes`]: panels, trailing update, right-hand sides, rank check,
-    /// forming Q; Kerr et al.'s Table 2, spec §3.8), measured with CUDA events on the
+    /// forming Q; Kerr et al.'s Table 2), measured with CUDA events on the
     /// main stream. The factorisation runs without look-ahead (its panels would
     /// overlap the trailing update), so its total is an upper bound on
     /// [`factorize_dev`](Self::factorize_dev)'s time; the result is the same up to
@@ -100,8 +101,7 @@ impl<T: GpuScalar> GpuQr<T> {
     ///     DevMat::from_host(&gpu, a.as_ref())?,
     ///     DevMat::from_host(&gpu, b.as_ref())?,
     ///     QPolicy::Full,
-    ///     FactorParams::default(),
-    /// )?;
+    ///     FactorParams::default())?;
     /// println!("panels {:.2} ms, trailing {:.2} ms, Q {:.2} ms", t.panel_ms, t.trailing_ms, t.q_ms);
     /// # drop(qr);
     /// # Ok::<(), cuqr::Error>(())
@@ -140,9 +140,10 @@ impl<T: GpuScalar> GpuQr<T> {
     }
 
     /// [`QrUpdate::insert_cols`] with the new columns U (m×p) already on the device, as
-    /// a view of this state's [`Gpu`]: the same update (spec §1.7) without U's upload,
+    /// a view of this state's [`Gpu`]: the same update (docs/algorithms.md#column-insertion)
+    /// without U's upload,
     /// for pipelines whose data is made on the GPU, and the device-resident protocol of
-    /// the benchmarks (spec §3.9: no transfers). The non-finite check on U runs on the
+    /// the benchmarks (no transfers). The non-finite check on U runs on the
     /// device (one launch and a download of p flags).
     ///
     /// # Errors

@@ -14,7 +14,7 @@ use crate::base::scalar::Scalar;
 use crate::base::solution::Solution;
 
 /// A QR factorisation A = QR with right-hand sides d = Qᵀb that can be updated
-/// in place (spec §1.7–§1.11). Positions are 0-based (spec §0.2).
+/// in place (docs/algorithms.md). Positions are 0-based (docs/algorithms.md#conventions).
 ///
 /// Every method validates its arguments first; on any error the state is
 /// unchanged.
@@ -33,19 +33,20 @@ pub trait QrUpdate<T: Scalar> {
     fn set_params(&mut self, params: UpdateParams);
 
     /// Inserts the m×p block `u` so that it becomes columns k0..k0+p of A
-    /// (spec §1.7). Needs Q.
+    /// (docs/algorithms.md#column-insertion). Needs Q.
     fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()>;
-    /// Deletes columns k0..k0+p of A (spec §1.8). Q optional.
+    /// Deletes columns k0..k0+p of A (docs/algorithms.md#column-deletion). Q optional.
     fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()>;
     /// Inserts the p×n block `u` as rows k0..k0+p of A, with right-hand-side
-    /// rows `e` (p×q) (spec §1.9). Q optional.
+    /// rows `e` (p×q) (docs/algorithms.md#row-insertion). Q optional.
     fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()>;
-    /// Deletes rows k0..k0+p of A (spec §1.10). Needs Q.
+    /// Deletes rows k0..k0+p of A (docs/algorithms.md#row-deletion). Needs Q.
     fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()>;
-    /// Replaces A by A + u vᵀ (spec §1.11). Needs Q.
+    /// Replaces A by A + u vᵀ (docs/algorithms.md#rank-one-update). Needs Q.
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()>;
 
-    /// Least-squares solution and residual norms of the current problem (spec §1.1).
+    /// Least-squares solution and residual norms of the current problem
+    /// (docs/algorithms.md#least-squares).
     fn solve(&self) -> Result<Solution<T>>;
     /// R (m×n, upper trapezoidal), copied to the host.
     fn r(&self) -> Result<Mat<T>>;

@@ -1,4 +1,4 @@
-//! cuqr's one error type (style §2.5). Every fallible entry point returns
+//! cuqr's one error type. Every fallible entry point returns
 //! [`Result`]; a failed call leaves the factorisation state unchanged.
 
 use crate::base::params::QPolicy;
@@ -79,7 +79,7 @@ pub enum Error {
         tol: f64,
     },
     /// LU with partial pivoting met a pivot that is zero or negligible:
-    /// |u_jj| ≤ tol, so the matrix is (numerically) singular (issue 6, lu module).
+    /// |u_jj| ≤ tol, so the matrix is (numerically) singular (lu module).
     #[error("{op}: matrix is singular at column {column}: |u_jj| = {pivot:e} <= {tol:e}")]
     Singular {
         /// Operation.
@@ -101,7 +101,8 @@ pub enum Error {
         /// Explanation.
         why: String,
     },
-    /// An iterative solver (the mixed-precision least-squares refinement, spec §4.2)
+    /// An iterative solver (the mixed-precision least-squares refinement,
+    /// docs/algorithms.md#mixed-precision)
     /// stopped without reaching its tolerance; no solution is returned.
     #[error("refinement did not converge after {iterations} iterations: backward error {backward_error:e}")]
     NotConverged {

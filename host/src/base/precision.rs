@@ -1,8 +1,9 @@
 //! Rounding formats of the mixed-precision GEMMs (docs/algorithms.md#mixed-precision).
 #![forbid(unsafe_code)]
 
-/// How the inputs of the trailing-update and Q-accumulation GEMMs are rounded (spec §4.2,
-/// seed S3). Accumulation is always in f32. Rounding is to nearest, ties to even, straight
+/// How the inputs of the trailing-update and Q-accumulation GEMMs are rounded
+/// (docs/algorithms.md#mixed-precision). Accumulation is always in f32. Rounding is to nearest,
+/// ties to even, straight
 /// from the working precision (f64 inputs go through f32 with round-to-odd, which makes
 /// the two-step rounding exact).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -30,7 +30,8 @@ pub trait Scalar:
     + DivAssign
     + Sum
 {
-    /// Unit roundoff u = ε/2 (2⁻²⁴ for f32, 2⁻⁵³ for f64), as in spec §3.7.
+    /// Unit roundoff u = ε/2 (2⁻²⁴ for f32, 2⁻⁵³ for f64), as in
+    /// docs/algorithms.md#accuracy-measures.
     const UNIT_ROUNDOFF: f64;
     /// Short type name used in kernel names and reports (`"f32"`, `"f64"`).
     const NAME: &'static str;

@@ -3,7 +3,7 @@
 
 use super::mat::Mat;
 
-/// Least-squares solution of the current problem (spec §1.1).
+/// Least-squares solution of the current problem (docs/algorithms.md#least-squares).
 #[derive(Clone, Debug)]
 pub struct Solution<T> {
     /// x = R₁⁻¹ d(0:n), n×q (one column per right-hand side).
@@ -13,7 +13,7 @@ pub struct Solution<T> {
 }
 
 /// Accuracy of the current factorisation against the matrix it represents
-/// (spec §3.7, §5.4 F15). All norms are computed in f64.
+/// (docs/algorithms.md#accuracy-measures). All norms are computed in f64.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Diagnostics {
     /// e_Q = ‖QᵀQ − I‖ (Frobenius, an upper bound on the 2-norm); `None` without Q.

@@ -2,8 +2,8 @@
 //! shared by the CPU reference and the GPU launches.
 #![forbid(unsafe_code)]
 
-/// One step t of the strip wavefront (spec §1.5, "Strip case"): the strip's
-/// column j (j < p) is zeroed in rows h+j down to j+1 with planes (r−1, r),
+/// One step t of the strip wavefront (docs/algorithms.md#givens-rotations, "Strip case"): the
+/// strip's column j (j < p) is zeroed in rows h+j down to j+1 with planes (r−1, r),
 /// and at step t column j is at row r = h + 2j − t. Returns
 /// `(row0, col0, count)` for [`givens_make_wavefront`] /
 /// [`givens_apply_wavefront`] (rotation i: column col0+i, row row0+2i), or

@@ -1,4 +1,5 @@
-//! Givens rotations, serial (spec §0.2 convention, §1.5; errata G1, G2, E9).
+//! Givens rotations, serial (docs/algorithms.md#conventions convention,
+//! docs/algorithms.md#givens-rotations; docs/algorithms.md#safe-rotation-generation).
 //! G = [[c, s], [−s, c]] maps (f, g) to (r, 0) with r = hypot(f, g) ≥ 0;
 //! (0, 0) gives c = 1, s = 0.
 #![forbid(unsafe_code)]

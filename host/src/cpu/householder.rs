@@ -1,11 +1,13 @@
-//! Householder reflectors, serial (spec §1.2, LAPACK convention H = I − τvvᵀ, v(0) = 1).
-//! Robust `house`: scaled norm, τ = 0 when the tail is zero (errata H1–H3, E6).
+//! Householder reflectors, serial (docs/algorithms.md#householder-vectors, LAPACK convention H = I
+//! − τvvᵀ, v(0) = 1).
+//! Robust `house`: scaled norm, τ = 0 when the tail is zero
+//! (docs/algorithms.md#householder-zero-tail).
 #![forbid(unsafe_code)]
 
 use crate::base::scalar::Scalar;
 
 /// Scaled 2-norm of `x` (two passes: max |xᵢ|, then Σ(xᵢ/scale)²), as LAPACK `xNRM2`
-/// guards against overflow and underflow (erratum H2).
+/// guards against overflow and underflow (docs/algorithms.md#householder-norm-scaling).
 pub fn nrm2<T: Scalar>(x: &[T]) -> T {
     let mut scale = T::ZERO;
     for &xi in x {
@@ -32,7 +34,7 @@ pub fn nrm2<T: Scalar>(x: &[T]) -> T {
 }
 
 /// Generates the reflector that maps (α, x) to (β, 0): returns (β, τ) and
-/// overwrites `x` with the tail of v (v(0) = 1 implicit). Spec §1.2:
+/// overwrites `x` with the tail of v (v(0) = 1 implicit). docs/algorithms.md#householder-vectors:
 /// σ = ‖x‖; σ = 0 gives τ = 0, β = α, v_tail = 0 (H = I);
 /// otherwise β = −copysign(hypot(α, σ), α), v_tail = x/(α − β), τ = (β − α)/β.
 pub fn house<T: Scalar>(alpha: T, x: &mut [T]) -> (T, T) {

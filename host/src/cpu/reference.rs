@@ -1,8 +1,11 @@
 //! Serial CPU references of every GPU kernel in docs/kernels.md, with the same
 //! arguments and memory layouts (raw slices + leading dimensions/pitches), so
-//! `tests/gpu_kernels.rs` can compare element by element. Spec §1.2 (house),
-//! §1.3 (larft T, erratum E14), §1.5 (wavefront, E8–E10), §1.6 (transpose E11,
-//! doubleSum E15), §2.1 (seed kernels).
+//! `tests/gpu_kernels.rs` can compare element by element: house
+//! (docs/algorithms.md#householder-vectors), larft T (docs/algorithms.md#blocked-reflectors,
+//! docs/algorithms.md#block-reflector-sign), wavefront (docs/algorithms.md#givens-rotations,
+//! docs/algorithms.md#safe-rotation-generation), transpose and doubleSum
+//! (docs/algorithms.md#padded-transpose-and-composite-layout,
+//! docs/algorithms.md#transpose-tile-padding, docs/algorithms.md#double-sum-arguments).
 // Used by the tests and, through `internals`, by the benchmarks.
 #![cfg_attr(
     not(any(test, feature = "internals")),
@@ -13,7 +16,8 @@
 use super::givens::{givens, rot_pair};
 use crate::base::scalar::Scalar;
 
-/// `reduce_nrm2`: ‖x‖₂ by the scaled two-pass algorithm (erratum H2).
+/// `reduce_nrm2`: ‖x‖₂ by the scaled two-pass algorithm
+/// (docs/algorithms.md#householder-norm-scaling).
 pub use super::householder::nrm2;
 
 /// `reduce_dot`: Σ xᵢ·yᵢ, accumulated in order with fused multiply-adds.
@@ -27,7 +31,8 @@ pub fn dot<T: Scalar>(x: &[T], y: &[T]) -> T {
         .fold(T::ZERO, |acc, (&a, &b)| a.mul_add(b, acc))
 }
 
-/// `householder_house` (spec §1.2): overwrites `*alpha` with β, `x` with the
+/// `householder_house` (docs/algorithms.md#householder-vectors): overwrites `*alpha` with β, `x`
+/// with the
 /// reflector tail and `*tau` with τ, exactly as [`super::householder::house`].
 pub fn house<T: Scalar>(alpha: &mut T, x: &mut [T], tau: &mut T) {
     let (beta, t) = super::householder::house(*alpha, x);
@@ -35,7 +40,7 @@ pub fn house<T: Scalar>(alpha: &mut T, x: &mut [T], tau: &mut T) {
     *tau = t;
 }
 
-/// `givens_make_wavefront` (seed K-mkG, spec §2.1) on a row-major pitched
+/// `givens_make_wavefront` (docs/algorithms.md#givens-rotations) on a row-major pitched
 /// buffer `a` (element (r, c) at `a[r·pitch + c]`): for i < count, column
 /// col0+i, rows (r−1, r) with r = row0 + 2i; writes `c[i]`, `s[i]` with the
 /// safe convention of [`givens`] (c = 1, s = 0 at (0, 0)).
@@ -60,8 +65,9 @@ pub fn givens_make_wavefront<T: Scalar>(
     }
 }
 
-/// `givens_apply_wavefront` (seed K-apG with errata E8 and E10): rotation i
-/// acts on pitched rows (r−1, r), r = row0 + 2i, over columns
+/// `givens_apply_wavefront` (docs/algorithms.md#givens-rotations with
+/// docs/algorithms.md#complete-rotation-application and docs/algorithms.md#live-column-range):
+/// rotation i acts on pitched rows (r−1, r), r = row0 + 2i, over columns
 /// [col_begin + i·col_step, col_end): upper ← c·upper + s·lower,
 /// lower ← −s·upper + c·lower.
 ///
@@ -91,7 +97,8 @@ pub fn givens_apply_wavefront<T: Scalar>(
 
 pub use crate::base::wavefront::strip_step;
 
-/// `transpose_padded` (seed K-tr, erratum E11): dst(j, i) = src(i, j) for
+/// `transpose_padded` (docs/algorithms.md#padded-transpose-and-composite-layout,
+/// docs/algorithms.md#transpose-tile-padding): dst(j, i) = src(i, j) for
 /// i < rows, j < cols; src column-major rows×cols with ld `lds`, dst
 /// column-major cols×rows with ld `ldd`. Nothing else of `dst` is written.
 pub fn transpose_padded<T: Scalar>(
@@ -109,7 +116,8 @@ pub fn transpose_padded<T: Scalar>(
     }
 }
 
-/// `reduce_double_sum` (seed K-dsum, erratum E15): cm[i + j·ldc] += a[i + j·r]
+/// `reduce_double_sum` (docs/algorithms.md#padded-transpose-and-composite-layout,
+/// docs/algorithms.md#double-sum-arguments): cm[i + j·ldc] += a[i + j·r]
 /// + b[i + j·r] for i < r, j < c, computed as (a + b) then added.
 pub fn double_sum<T: Scalar>(a: &[T], b: &[T], r: usize, c: usize, cm: &mut [T], ldc: usize) {
     for j in 0..c {
@@ -119,14 +127,15 @@ pub fn double_sum<T: Scalar>(a: &[T], b: &[T], r: usize, c: usize, cm: &mut [T],
     }
 }
 
-/// `wy_set_tau` (seed K-setTau): `t[i + i·ldt] = tau[i]` for i < k.
+/// `wy_set_tau` (docs/algorithms.md#blocked-reflectors): `t[i + i·ldt] = tau[i]` for i < k.
 pub fn set_tau<T: Scalar>(tau: &[T], t: &mut [T], k: usize, ldt: usize) {
     for i in 0..k {
         t[i + i * ldt] = tau[i];
     }
 }
 
-/// `wy_build_t`: LAPACK `larft` forward, columnwise (spec §1.3, erratum E14,
+/// `wy_build_t`: LAPACK `larft` forward, columnwise (docs/algorithms.md#blocked-reflectors,
+/// docs/algorithms.md#block-reflector-sign,
 /// τ ≥ 0): V is rows×k as stored (the caller stores the unit diagonal and the
 /// zeros above it); T(j, j) = τ_j, T(0:j, j) = −τ_j·T(0:j, 0:j)·(V(:, 0:j)ᵀV(:, j)),
 /// T(i, j) = 0 for i > j; then H₀H₁⋯H_{k−1} = I − V T Vᵀ.
@@ -244,7 +253,8 @@ mod tests {
         }
     }
 
-    /// I − V T Vᵀ must equal H₀H₁⋯H_{k−1} formed explicitly (spec §1.3).
+    /// I − V T Vᵀ must equal H₀H₁⋯H_{k−1} formed explicitly
+    /// (docs/algorithms.md#blocked-reflectors).
     #[test]
     fn build_t_reproduces_the_reflector_product() {
         let mut rng = StdRng::seed_from_u64(4);
@@ -305,8 +315,8 @@ mod tests {
     }
 
     /// Sweeping a strip with the wavefront schedule gives bit-for-bit the
-    /// sequential Givens result (spec §1.5: the schedule does not change any
-    /// rotation) and zeroes the strip.
+    /// sequential Givens result (docs/algorithms.md#givens-rotations: the schedule does not change
+    /// any rotation) and zeroes the strip.
     #[test]
     fn wavefront_strip_sweep_matches_sequential_givens() {
         let mut rng = StdRng::seed_from_u64(5);

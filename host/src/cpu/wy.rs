@@ -1,7 +1,9 @@
-//! Compact-WY block reflectors, serial (spec §1.3(b), LAPACK `xLARFT`/`xLARFB` pattern).
+//! Compact-WY block reflectors, serial (docs/algorithms.md#blocked-reflectors, LAPACK
+//! `xLARFT`/`xLARFB` pattern).
 //! H₁H₂⋯H_k = I − V T Vᵀ with V unit lower trapezoidal (v_i(i) = 1, zeros above) and
-//! T upper triangular; LAPACK τ ≥ 0 and T with explicit minus signs (erratum E14).
-//! T is built from the Gram matrix S = VᵀV (spec §1.3 recommendation): O(ℓk² + k³);
+//! T upper triangular; LAPACK τ ≥ 0 and T with explicit minus signs
+//! (docs/algorithms.md#block-reflector-sign).
+//! T is built from the Gram matrix S = VᵀV (docs/algorithms.md#blocked-reflectors): O(ℓk² + k³);
 //! each application costs O(ℓ·k·c) for c columns (rows) of the target.
 #![forbid(unsafe_code)]
 
@@ -12,7 +14,7 @@ use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
 
 /// Resolves an optional block size: `None` gives [`default_block_size`] of `cols`,
-/// `Some(0)` is refused (spec §1.4, §5.3 F13).
+/// `Some(0)` is refused (docs/algorithms.md#blocked-householder-qr, docs/algorithms.md#block-size).
 ///
 /// # Errors
 /// [`Error::InvalidParam`] for `Some(0)`.
@@ -34,7 +36,8 @@ pub fn resolve_block_size(
     }
 }
 
-/// Panel factorisation (level 2) of columns j0..j0+jb of `r`, rows j0..m (spec §1.4):
+/// Panel factorisation (level 2) of columns j0..j0+jb of `r`, rows j0..m
+/// (docs/algorithms.md#blocked-householder-qr):
 /// one `house` per column, applied to the rest of the panel; β lands on the
 /// diagonal and the reflector tails below it. Returns V (ℓ×jb with ℓ = m − j0,
 /// unit lower trapezoidal, explicit ones and zeros) and the τ's, ready for
@@ -63,7 +66,8 @@ pub fn factor_panel<T: Scalar>(r: &mut Mat<T>, j0: usize, jb: usize) -> (Mat<T>,
 }
 
 /// Sets the strictly lower part of the first `n` columns of `r` to exact zero
-/// (erratum H3: no rounding residue below the diagonal, ‖L‖ = 0).
+/// (docs/algorithms.md#exact-zeros-below-the-diagonal: no rounding residue below the diagonal, ‖L‖
+/// = 0).
 pub fn zero_below_diagonal<T: Scalar>(r: &mut Mat<T>, n: usize) {
     for j in 0..n {
         for x in &mut r.col_mut(j)[j + 1..] {
@@ -93,9 +97,11 @@ pub fn gram<T: Scalar>(v: &Mat<T>) -> Mat<T> {
 }
 
 /// Forward, columnwise T factor from the Gram matrix S (S(i, j) = v_iᵀv_j for i < j)
-/// and the τ's (spec §1.3: T(i,i) = τ_i, T(0:i, i) = −τ_i·T(0:i, 0:i)·S(0:i, i)).
+/// and the τ's (docs/algorithms.md#blocked-reflectors: T(i,i) = τ_i, T(0:i, i) = −τ_i·T(0:i,
+/// 0:i)·S(0:i, i)).
 /// Only the strictly upper part of `s` is read, so a structured block (row addition,
-/// spec §1.9, where VᵀV reduces to V_UᵀV_U off the diagonal) can pass its own S.
+/// docs/algorithms.md#row-insertion, where VᵀV reduces to V_UᵀV_U off the diagonal) can pass its
+/// own S.
 pub fn larft_from_gram<T: Scalar>(s: &Mat<T>, tau: &[T]) -> Mat<T> {
     let k = tau.len();
     assert!(s.nrows() == k && s.ncols() == k);
@@ -126,7 +132,7 @@ pub fn larft<T: Scalar>(v: &Mat<T>, tau: &[T]) -> Mat<T> {
 /// Applies the block reflector from the left to rows `r0..r0+ℓ` and columns `cols`
 /// of `c`: with `trans`, C ← (I − V Tᵀ Vᵀ) C = H_k⋯H₁ C (the Qᵀ side: trailing matrix
 /// and right-hand sides); without, C ← (I − V T Vᵀ) C = H₁⋯H_k C (backward
-/// accumulation of Q). Spec §1.3(b): C −= V·op(T)·(VᵀC).
+/// accumulation of Q). docs/algorithms.md#blocked-reflectors: C −= V·op(T)·(VᵀC).
 pub fn larfb_left<T: Scalar>(
     v: &Mat<T>,
     t: &Mat<T>,
@@ -177,8 +183,8 @@ pub fn larfb_left<T: Scalar>(
 }
 
 /// Applies the block reflector from the right to columns `c0..c0+ℓ` of `c`:
-/// C ← C (I − V T Vᵀ) = C·H₁⋯H_k, computed as C −= ((C V) T) Vᵀ (spec §1.3(b));
-/// used to carry an explicit Q through an update.
+/// C ← C (I − V T Vᵀ) = C·H₁⋯H_k, computed as C −= ((C V) T) Vᵀ
+/// (docs/algorithms.md#blocked-reflectors); used to carry an explicit Q through an update.
 pub fn larfb_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
     let (l, k) = (v.nrows(), v.ncols());
     let rows = c.nrows();

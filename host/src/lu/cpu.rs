@@ -1,6 +1,6 @@
-//! CPU reference of the blocked LU with partial pivoting (issue 6; spec §4.3,
-//! E35 corrected): the same right-looking blocked algorithm, recursive panel and
-//! pivot rule (first index of max |·|) as the GPU driver, as plain loops.
+//! CPU reference of the blocked LU with partial pivoting (docs/algorithms.md#lu-factorisation,
+//! docs/algorithms.md#lu-pivot-application corrected): the same right-looking blocked algorithm,
+//! recursive panel and pivot rule (first index of max |·|) as the GPU driver, as plain loops.
 //! Cost ≈ m·n² − n³/3 flops, serial.
 #![forbid(unsafe_code)]
 
@@ -10,7 +10,7 @@ use crate::base::error::Result;
 use crate::base::mat::{Mat, MatRef};
 use crate::base::scalar::Scalar;
 
-/// An LU factorisation PA = LU computed on the CPU (issue 6).
+/// An LU factorisation PA = LU computed on the CPU.
 #[derive(Clone, Debug)]
 pub struct CpuLu<T> {
     /// Packed factors: L strictly below the diagonal (unit diagonal implied), U on
@@ -21,7 +21,7 @@ pub struct CpuLu<T> {
 }
 
 impl<T: Scalar> CpuLu<T> {
-    /// Factorises the m×n matrix `a` as PA = LU with partial pivoting (issue 6).
+    /// Factorises the m×n matrix `a` as PA = LU with partial pivoting.
     ///
     /// # Errors
     /// [`Error::Shape`](crate::Error::Shape) for an empty `a` (no rows or no

@@ -1,4 +1,5 @@
-//! GPU driver of the blocked LU with partial pivoting (issue 6; spec §4.3, E35
+//! GPU driver of the blocked LU with partial pivoting (docs/algorithms.md#lu-factorisation,
+//! docs/algorithms.md#lu-pivot-application
 //! corrected): the same algorithm as [`CpuLu`](super::CpuLu) (same pivots), with the
 //! panel (one cooperative multi-block launch per panel by default, see
 //! [`LuParams::coop_panel`]) and the interchanges in Rust kernels, TRSM/GEMM through
@@ -25,7 +26,7 @@ use crate::gpu::launch::lu::{LuPanelOpts, LuPhaseTimes};
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
-/// The GPU panel options of `params` (issue 6).
+/// The GPU panel options of `params`.
 ///
 /// # Errors
 /// [`Error::InvalidParam`] for `coop_rows` = 0.
@@ -84,7 +85,7 @@ fn gpu_base(gpu: &Gpu, params: &LuParams, opts: &LuPanelOpts, nb: usize, planned
     }
 }
 
-/// An LU factorisation PA = LU held on the GPU (issue 6).
+/// An LU factorisation PA = LU held on the GPU.
 pub struct GpuLu<T: GpuScalar> {
     gpu: Arc<Gpu>,
     /// Packed factors, m×n (ld padded).
@@ -109,7 +110,7 @@ impl<T: GpuScalar> core::fmt::Debug for GpuLu<T> {
 }
 
 impl<T: GpuScalar> GpuLu<T> {
-    /// Uploads the m×n `a` and factorises it on the GPU as PA = LU (issue 6).
+    /// Uploads the m×n `a` and factorises it on the GPU as PA = LU.
     ///
     /// # Errors
     /// As [`CpuLu::factorize`](super::CpuLu::factorize) (validation is the same

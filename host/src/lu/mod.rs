@@ -1,5 +1,5 @@
 //! Blocked LU with partial pivoting, PA = LU, and the linear solve A·X = B
-//! (issue 6; spec §4.3, seed S4 §3.2.1, erratum E35 corrected: the row
+//! (docs/algorithms.md#lu-factorisation, docs/algorithms.md#lu-pivot-application corrected: the row
 //! interchanges of every panel are applied across the whole matrix).
 //!
 //! Both backends run the same right-looking blocked algorithm: for each panel of
@@ -42,7 +42,7 @@ use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::base::scalar::Scalar;
 
-/// Options of the LU factorisation (issue 6 "What to build" 1).
+/// Options of the LU factorisation.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 #[non_exhaustive]
 pub struct LuParams {
@@ -107,7 +107,7 @@ pub struct LuParams {
     pub u12_by_inverse: Option<bool>,
 }
 
-/// The default outer block size on the GPU (issue 6). Where the cluster panel runs
+/// The default outer block size on the GPU. Where the cluster panel runs
 /// (`clusters`: an sm_90 device, neither `cluster_panel` nor `coop_panel` off): 64 up
 /// to 8192 (the smaller of m, n) — the 64-column panels of up to 7000 or so rows fit
 /// one cluster's shared memory; the rank-64 GEMMs cost more, but less than the panels

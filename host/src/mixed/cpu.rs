@@ -1,7 +1,9 @@
-//! CPU emulation of the mixed-precision block QR (spec §4.2, seed S3) and the refined
-//! least-squares solver (module doc of `mixed`). Panels by `house` (§1.2), T by `larft`
-//! (§1.3(b)) in the working precision; the three GEMMs of each block application round
-//! their inputs to the chosen [`GemmPrecision`] and accumulate in f32.
+//! CPU emulation of the mixed-precision block QR (docs/algorithms.md#mixed-precision) and the
+//! refined
+//! least-squares solver (module doc of `mixed`). Panels by `house`
+//! (docs/algorithms.md#householder-vectors), T by `larft`
+//! (docs/algorithms.md#blocked-reflectors) in the working precision; the three GEMMs of each block
+//! application round their inputs to the chosen [`GemmPrecision`] and accumulate in f32.
 #![forbid(unsafe_code)]
 
 use super::{GemmPrecision, MixedParams};
@@ -75,7 +77,8 @@ fn gemm_low(a: &Low, ta: bool, b: &Low, r: usize, k: usize, c: usize) -> Vec<f64
 /// Block reflector from the left on rows `r0..r0+ℓ`, columns `cols` of `c`, with
 /// emulated tensor-core GEMMs: W = VᵀC, W₂ = op(T)·W, C ← C − V·W₂ (the subtraction in
 /// the working precision). `trans`: op(T) = Tᵀ (the Qᵀ side); otherwise T (backward
-/// accumulation of Q). Spec §1.3(b) with §4.2's precision split.
+/// accumulation of Q). docs/algorithms.md#blocked-reflectors with
+/// docs/algorithms.md#mixed-precision's precision split.
 fn larfb_left_mixed<T: Scalar>(
     v: &Mat<T>,
     t: &Mat<T>,
@@ -119,7 +122,8 @@ fn larfb_left_mixed<T: Scalar>(
     }
 }
 
-/// The result of [`mixed_qr_cpu`]: R and the compact-WY blocks (V, T) of Q (spec §1.3(b)).
+/// The result of [`mixed_qr_cpu`]: R and the compact-WY blocks (V, T) of Q
+/// (docs/algorithms.md#blocked-reflectors).
 #[derive(Clone, Debug)]
 pub struct MixedQr<T> {
     r: Mat<T>,
@@ -139,8 +143,10 @@ impl<T: Scalar> MixedQr<T> {
         self.precision
     }
 
-    /// The explicit m×m Q = H₁⋯H_n, accumulated backwards from I (spec §4.3 lesson 1)
-    /// with the same emulated low-precision GEMMs as the trailing updates (spec §4.2:
+    /// The explicit m×m Q = H₁⋯H_n, accumulated backwards from I
+    /// (docs/algorithms.md#blocked-householder-qr)
+    /// with the same emulated low-precision GEMMs as the trailing updates
+    /// (docs/algorithms.md#mixed-precision:
     /// "accumulate Q with tensor-core GEMMs"), so QᵀQ − I is of order u_low.
     pub fn explicit_q(&self) -> Mat<T> {
         let m = self.r.nrows();
@@ -152,7 +158,7 @@ impl<T: Scalar> MixedQr<T> {
     }
 }
 
-/// Mixed-precision blocked Householder QR of A (m×n, m ≥ n), spec §4.2 / seed S3:
+/// Mixed-precision blocked Householder QR of A (m×n, m ≥ n), docs/algorithms.md#mixed-precision:
 /// panels, reflectors and T in the working precision T, the trailing-update GEMMs
 /// emulating tensor cores (inputs rounded to `params.precision`, f32 accumulation).
 ///
@@ -208,7 +214,8 @@ pub(super) fn check_a<T: Scalar>(op: &'static str, a: MatRef<'_, T>) -> Result<(
     Ok(())
 }
 
-/// A refined least-squares solution (spec §4.2, §3.7).
+/// A refined least-squares solution (docs/algorithms.md#mixed-precision,
+/// docs/algorithms.md#accuracy-measures).
 #[derive(Clone, Debug)]
 pub struct MixedSolution<T> {
     /// x (n×q), minimising ‖Ax − b‖₂ column by column.
@@ -382,8 +389,8 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
 
 /// Least squares min ‖Ax − b‖₂ (A m×n, m ≥ n, full rank; b m×q) through the
 /// mixed-precision QR of [`mixed_qr_cpu`] and refinement to the working precision's
-/// accuracy (spec §4.2; method and references in the module doc): x₀ = 0, then per step
-/// r = b − Ax and h = Aᵀr (f64), δ from R̃ᵀR̃-preconditioned CG on AᵀAδ = h (f64),
+/// accuracy (docs/algorithms.md#mixed-precision; method and references in the module doc): x₀ = 0,
+/// then per step r = b − Ax and h = Aᵀr (f64), δ from R̃ᵀR̃-preconditioned CG on AᵀAδ = h (f64),
 /// x += δ; it stops when the backward error is below u/10, after two steps that do not
 /// halve it, or after `params.max_iterations` steps, keeps the best iterate, and returns
 /// it (rounded to T) only if its [`ls_backward_error`] is ≤ `params.tol` (default 10·m·u).

@@ -1,5 +1,5 @@
-//! The GPU half of the mixed-precision QR and refined least squares (spec §4.2, seed S3;
-//! issue 5), mirroring the CPU emulation in `cpu.rs`.
+//! The GPU half of the mixed-precision QR and refined least squares
+//! (docs/algorithms.md#mixed-precision), mirroring the CPU emulation in `cpu.rs`.
 //!
 //! * **Factorisation** ([`mixed_qr_gpu`]): an f32 copy of A, scaled by a power of two
 //!   (exact) so that ‖A‖_F ∈ [2¹³, 2¹⁴), is factored by the device blocked Householder QR
@@ -89,8 +89,8 @@ const OP_LS: &str = "lstsq_mixed_gpu";
 /// ‖A‖_F of the scaled f32 copy lies in [2^SCALE_EXP, 2^(SCALE_EXP+1)).
 const SCALE_EXP: i32 = 13;
 
-/// The mixed-precision QR of A on the device (spec §4.2): the factored f32 copy (R in
-/// its upper n×n triangle, exact zeros below) and the exact power-of-two scaling.
+/// The mixed-precision QR of A on the device (docs/algorithms.md#mixed-precision): the factored f32
+/// copy (R in its upper n×n triangle, exact zeros below) and the exact power-of-two scaling.
 #[derive(Debug)]
 pub struct MixedQrGpu {
     f: DevMat<f32>,
@@ -168,8 +168,8 @@ fn check_dims(op: &'static str, m: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// The f32 copy 2^shift·A of A (spec §4.2; module doc): ‖·‖_F ∈ [2¹³, 2¹⁴) by an exact
-/// power-of-two scaling, and ‖A‖_F (from the copy, relative accuracy ~u_f32, or exactly
+/// The f32 copy 2^shift·A of A (docs/algorithms.md#mixed-precision; module doc): ‖·‖_F ∈ [2¹³, 2¹⁴)
+/// by an exact power-of-two scaling, and ‖A‖_F (from the copy, relative accuracy ~u_f32, or exactly
 /// in f64 on the rare path).
 struct F32Copy {
     f: DevMat<f32>,
@@ -201,8 +201,8 @@ fn f32_copy<T: GpuScalar>(gpu: &Gpu, op: &'static str, a: &DevMat<T>) -> Result<
     Ok(F32Copy { f, shift, anorm })
 }
 
-/// The mixed-precision blocked Householder QR of an f32 copy (in place), spec §4.2 /
-/// seed S3, with block size `nb` and the trailing GEMMs in `precision`.
+/// The mixed-precision blocked Householder QR of an f32 copy (in place),
+/// docs/algorithms.md#mixed-precision, with block size `nb` and the trailing GEMMs in `precision`.
 fn qr_of_copy(gpu: &Gpu, c: F32Copy, nb: usize, precision: GemmPrecision) -> Result<MixedQrGpu> {
     let F32Copy { mut f, shift, .. } = c;
     let (m, n) = (f.nrows(), f.ncols());
@@ -221,7 +221,7 @@ fn qr_of_copy(gpu: &Gpu, c: F32Copy, nb: usize, precision: GemmPrecision) -> Res
 }
 
 /// Mixed-precision blocked Householder QR of A (m×n, m ≥ n, f32 or f64 data) on the
-/// device, spec §4.2 / seed S3 (module doc): returns the factor and ‖A‖_F.
+/// device, docs/algorithms.md#mixed-precision (module doc): returns the factor and ‖A‖_F.
 fn factor<T: GpuScalar>(
     gpu: &Gpu,
     op: &'static str,
@@ -237,7 +237,8 @@ fn factor<T: GpuScalar>(
 }
 
 /// Mixed-precision blocked Householder QR of A (m×n, m ≥ n; f32 or f64 data) on the
-/// GPU (spec §4.2, seed S3; module doc): f32 panels, reflectors and T, trailing-update
+/// GPU (docs/algorithms.md#mixed-precision; module doc): f32 panels, reflectors and T,
+/// trailing-update
 /// GEMMs on tensor cores with inputs rounded to `params.precision`, f32 accumulation.
 /// The device counterpart of [`mixed_qr_cpu`](super::mixed_qr_cpu) (R only; Q is not
 /// formed).
@@ -255,7 +256,8 @@ pub fn mixed_qr_gpu<T: GpuScalar>(
     factor(gpu, OP_QR, a, params).map(|(q, _)| q)
 }
 
-/// A refined least-squares solution on the device (spec §4.2, §3.7).
+/// A refined least-squares solution on the device (docs/algorithms.md#mixed-precision,
+/// docs/algorithms.md#accuracy-measures).
 #[derive(Debug)]
 pub struct MixedSolutionGpu {
     /// x (n×q, f64), minimising ‖Ax − b‖₂ column by column.
@@ -361,7 +363,8 @@ impl MixedClock {
 /// resident, through the tensor-core mixed-precision QR of an f32 copy of A
 /// ([`mixed_qr_gpu`]) and refinement in f64 to f64's accuracy — the GPU counterpart of
 /// [`lstsq_mixed_cpu`](super::lstsq_mixed_cpu), same algorithm and stopping rules
-/// (spec §4.2; module doc): x₀ = 0, then per step δ from R̃ᵀR̃-preconditioned CG on
+/// (docs/algorithms.md#mixed-precision; module doc): x₀ = 0, then per step δ from
+/// R̃ᵀR̃-preconditioned CG on
 /// AᵀAδ = Aᵀr and x += δ; it stops when η is below u/10, after two steps that do not
 /// halve it, or after `params.max_iterations` steps, and returns the best iterate only
 /// if its η ≤ `params.tol` (default 10·m·u, u = 2⁻⁵³). A and b are not modified.
@@ -469,6 +472,13 @@ fn stage_r(
     }
 }
 
+/// The refined least-squares solve on the device: R̃ from the stages of `params.route`
+/// (falling through to the next stage when one gives no factor), then per right-hand
+/// side preconditioned-CG corrections until the backward error stops improving.
+///
+/// Long because a stalled inner solve may switch to the next stage's factor and restart
+/// the current column, which needs the CG workspace, the iterate, the best iterate and
+/// the stall counters of the column loop in the same scope.
 fn solve(
     gpu: &Gpu,
     a: &DevMat<f64>,

@@ -1,5 +1,6 @@
-//! Mixed-precision blocked Householder QR and a refined least-squares solver (spec §4.2,
-//! seed S3; issue 5): a CPU emulation ([`mixed_qr_cpu`], [`lstsq_mixed_cpu`]) and the GPU
+//! Mixed-precision blocked Householder QR and a refined least-squares solver
+//! (docs/algorithms.md#mixed-precision): a CPU emulation ([`mixed_qr_cpu`], [`lstsq_mixed_cpu`])
+//! and the GPU
 //! version ([`mixed_qr_gpu`], [`lstsq_mixed_gpu`]: real tensor-core GEMMs on an f32 copy
 //! of f64 data, refinement in f64 on the device; for least squares by default first
 //! an f32 Gram-Cholesky preconditioner, [`MixedRoute`]; its own module doc in `gpu.rs`
@@ -62,8 +63,10 @@ pub use gpu::{
     MixedQrGpu, MixedSolutionGpu,
 };
 
-/// Which preconditioner factor R̃ the GPU least-squares solver starts from (spec §4.2,
-/// §3.7; issue 5). The CPU emulation ([`lstsq_mixed_cpu`]) always takes the QR.
+/// Which preconditioner factor R̃ the GPU least-squares solver starts from
+/// (docs/algorithms.md#mixed-precision,
+/// docs/algorithms.md#accuracy-measures). The CPU emulation ([`lstsq_mixed_cpu`]) always takes the
+/// QR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MixedRoute {
@@ -75,8 +78,8 @@ pub enum MixedRoute {
     /// [`MixedParams::precision`] ([`lstsq_mixed_gpu`] describes the stages). The
     /// default.
     Auto,
-    /// Only the mixed QR of spec §4.2 / seed S3 (with the switch of a slow tensor-core
-    /// factor to f32 described at [`lstsq_mixed_gpu`]).
+    /// Only the mixed QR of docs/algorithms.md#mixed-precision (with the switch of a slow
+    /// tensor-core factor to f32 described at [`lstsq_mixed_gpu`]).
     Qr,
     /// [`MixedRoute::Auto`] without its f32 Gram stage: first the f64 Gram-Cholesky
     /// factor ([`MixedFactor::GramCholeskyF64`]), then the mixed QR. Worth it where
@@ -101,8 +104,8 @@ pub enum MixedFactor {
     Qr(GemmPrecision),
 }
 
-/// Options of the mixed-precision QR and least-squares solver (spec §4.2, §5.3). The
-/// precision option is off by default in the rest of cuqr: these functions are the
+/// Options of the mixed-precision QR and least-squares solver (docs/algorithms.md#mixed-precision).
+/// The precision option is off by default in the rest of cuqr: these functions are the
 /// opt-in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MixedParams {
@@ -120,7 +123,7 @@ pub struct MixedParams {
     /// Maximum number of refinement steps (outer iterations) of the solver (default 10).
     pub max_iterations: usize,
     /// Normwise backward error the solution must reach ([`ls_backward_error`]); `None`
-    /// = 10·m·u of the working precision (spec §3.7).
+    /// = 10·m·u of the working precision (docs/algorithms.md#accuracy-measures).
     pub tol: Option<f64>,
 }
 

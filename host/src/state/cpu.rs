@@ -53,7 +53,7 @@ impl<T: Scalar> CpuQr<T> {
     }
 
     /// Checks the diagonal of R against the rank tolerance; the first offending
-    /// column is reported (spec §5.2 F19).
+    /// column is reported (docs/algorithms.md#rank-test).
     pub(crate) fn check_rank(&self) -> Result<()> {
         check_rank_of(&self.r, self.dims.n, self.rank_tol)
     }

@@ -1,5 +1,5 @@
 //! [`GpuQr`]: a QR factorisation held in device memory and updated there
-//! (docs/design.md "State"; spec §1.4–§1.11). R (m×n), d = Qᵀb (m×q) and,
+//! (docs/design.md "State"; docs/algorithms.md). R (m×n), d = Qᵀb (m×q) and,
 //! under [`QPolicy::Full`], the explicit m×m Q live in [`DevMat`]s with padded
 //! leading dimensions. Every operation validates with the same `plan` as the
 //! CPU backend, computes into new or scratch buffers, checks the new diagonal,
@@ -16,7 +16,7 @@ use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// A QR factorisation A = QR with right-hand sides d = Qᵀb in device memory
-/// (docs/design.md "State", spec §5.1–§5.2).
+/// (docs/design.md "State", docs/algorithms.md#conventions).
 ///
 /// The layout matches [`crate::CpuQr`]: R is m×n upper trapezoidal with exact
 /// zeros below the diagonal, d is m×q, Q (when held) is m×m.
@@ -98,8 +98,7 @@ impl<T: GpuScalar> GpuQr<T> {
     }
 
     /// A device-side copy of the whole state (R, d, Q, options): benchmarks
-    /// restore a factorised state from such a snapshot before each timed update
-    /// (architecture.md "Performance method", spec §3.9).
+    /// restore a factorised state from such a snapshot before each timed update.
     ///
     /// # Errors
     /// [`Error::Poisoned`], [`Error::OutOfMemory`], [`Error::Driver`].
@@ -120,9 +119,8 @@ impl<T: GpuScalar> GpuQr<T> {
     }
 
     /// The same factorisation copied to the host as a [`crate::CpuQr`] (same
-    /// R, d, Q, options and rank tolerance), so the serial CPU update (spec §3.1
-    /// "sequential update") can start from the identical state without a slow
-    /// serial factorisation.
+    /// R, d, Q, options and rank tolerance), so the serial CPU update can start from the identical
+    /// state without a slow serial factorisation.
     ///
     /// # Errors
     /// [`Error::Poisoned`], [`Error::Driver`].
@@ -141,7 +139,7 @@ impl<T: GpuScalar> GpuQr<T> {
 
     /// [`to_cpu`](Self::to_cpu) through page-locked host memory (`staging`, at
     /// least [`staging_len`](Self::staging_len) elements): the seeds' TUT protocol
-    /// copies the outputs back at full link speed (spec §3.1, §3.9).
+    /// copies the outputs back at full link speed.
     ///
     /// # Errors
     /// [`Error::Poisoned`]; [`Error::Shape`] if `staging` is too short;
@@ -185,7 +183,7 @@ impl<T: GpuScalar> GpuQr<T> {
     /// rank tolerance, so the GPU can take over the updates of a state built or
     /// updated on the CPU. With `staging` (page-locked, at least
     /// [`staging_len`](Self::staging_len) elements) the copies run at full link
-    /// speed (the seeds' TUS/TUT protocols, spec §3.1, §3.9); without it they go
+    /// speed (the seeds' TUS/TUT protocols); without it they go
     /// through pageable memory.
     ///
     /// # Errors

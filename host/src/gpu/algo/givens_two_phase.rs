@@ -1,8 +1,10 @@
-//! Givens stages of the GPU updates in the two-phase design (spec §1.5 "Recommended
-//! modern design"; docs/design.md "Givens stages"): one single-block generate
-//! launch runs the wavefront over the driver block (the p new columns for §1.7, Z =
-//! Q(k0..k0+p, :) for §1.10, w and the Hessenberg R for §1.11) and records the rotations
-//! (issue 7: pipelined kernels with one barrier a step, the strip or Z in shared memory
+//! Givens stages of the GPU updates in the two-phase design (docs/algorithms.md#two-phase-design;
+//! docs/design.md "Givens stages"): one single-block generate
+//! launch runs the wavefront over the driver block (the p new columns for
+//! docs/algorithms.md#column-insertion, Z =
+//! Q(k0..k0+p, :) for docs/algorithms.md#row-deletion, w and the Hessenberg R for
+//! docs/algorithms.md#rank-one-update) and records the rotations
+//! (pipelined kernels with one barrier a step, the strip or Z in shared memory
 //! when it fits the opt-in limit, rank-one stage B with each column's running element in
 //! a register); one apply launch streams them through Q, d and R together (for the strip
 //! and block cases the blocked `two_phase_apply_pipe`, which reads and writes each
@@ -20,7 +22,7 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// From this many chains a list that spans at least two windows is applied by windows
 /// of rotations and GEMM ([`Gpu::two_phase_apply_windowed`], docs/design.md) instead of
-/// by `two_phase_apply_pipe` (issue 7; docs/performance.md, H100 f64: the Givens apply
+/// by `two_phase_apply_pipe` (docs/performance.md, H100 f64: the Givens apply
 /// alone 1.9–2.2× faster at 20 chains, 2.1–3.6× at 40–60 and 2.8–5.8× at 80–100 over
 /// m = 2000–6000 planes; on one window, a short strip, the identity pass and the GEMMs
 /// cost more than they save, so those stay on the pipe).
@@ -52,11 +54,11 @@ fn apply_q_r_d<'a, T: GpuScalar>(
     }
 }
 
-/// Step 3 of spec §1.7 on the device: R is m×(n_old+p) after stage 1 with the new
-/// columns at k0..k0+p (column k0+j nonzero in rows ≤ n_old+j), Q is m×m, d is m×q.
+/// Step 3 of docs/algorithms.md#column-insertion on the device: R is m×(n_old+p) after stage 1 with
+/// the new columns at k0..k0+p (column k0+j nonzero in rows ≤ n_old+j), Q is m×m, d is m×q.
 /// Zeroes the strip with p·(n_old − k0) rotations, exactly as `insert_cols::run_cpu`
 /// step 3, rotating R's later columns, Q's columns k0..n_old+p and d's rows k0..n_old+p.
-/// Nothing to do when k0 = n_old (appending, erratum E12).
+/// Nothing to do when k0 = n_old (appending, docs/algorithms.md#column-insertion-schedule).
 ///
 /// # Errors
 /// [`Error::OutOfMemory`] for the rotation list, [`Error::Driver`].
@@ -91,8 +93,8 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
     Ok(())
 }
 
-/// The rotations of spec §1.10 on the device, in place: afterwards Q(k0..k0+p, :) =
-/// [Δ, 0] with Δ ≈ I, R := GᵀR (upper trapezoidal with p sub-diagonals' residue in the
+/// The rotations of docs/algorithms.md#row-deletion on the device, in place: afterwards Q(k0..k0+p,
+/// :) = [Δ, 0] with Δ ≈ I, R := GᵀR (upper trapezoidal with p sub-diagonals' residue in the
 /// first p rows only) and d := Gᵀd, exactly as `delete_rows::rotate_out`. The caller
 /// drops the first p rows/columns.
 ///
@@ -127,8 +129,8 @@ pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
     Ok(())
 }
 
-/// Stages A and B of spec §1.11 on the device, given w = Qᵀu (length m, overwritten) and
-/// v (length n): when m > n + 1 (variant A2, as the CPU backend) one Householder
+/// Stages A and B of docs/algorithms.md#rank-one-update on the device, given w = Qᵀu (length m,
+/// overwritten) and v (length n): when m > n + 1 (variant A2, as the CPU backend) one Householder
 /// reflector on w(n:m) applied to Q(:, n:m) and d(n:m), then rotations zeroing w below
 /// row 0 (applied to R, making it upper Hessenberg); R(0, :) += w(0)·vᵀ; stage B restores
 /// triangularity (exact zeros below the diagonal); all rotations are then applied to Q
@@ -232,10 +234,10 @@ pub(crate) fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T>> {
 
 /// The rank check of the CPU backend (`cpu::check_rank_of`) on a device R: the first
 /// j < n with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`]
-/// (spec §5.2 F19). Synchronises. ‖R‖_F comes from the multi-block column norms of
+/// (docs/algorithms.md#rank-test). Synchronises. ‖R‖_F comes from the multi-block column norms of
 /// [`crate::gpu::algo::householder::check_rank_dev`] (R is m×n, so its n columns are all of R):
 /// the former single-block `reduce_nrm2` over the whole allocation ran at ≈ 3 ns per
-/// element — 70–350 ms of each update at the seeds' sizes (issue 7, docs/performance.md).
+/// element — 70–350 ms of each update at the seeds' sizes (docs/performance.md).
 ///
 /// # Errors
 /// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].

@@ -1,9 +1,14 @@
-//! The seeds' Wavefront design for every Givens stage (spec §1.5, §1.7 step 3, §1.10,
-//! §1.11; S0 §3.2, §4.1, §4.4; launch model §2.6): each wavefront step is one
+//! The seeds' Wavefront design for every Givens stage (docs/algorithms.md#givens-rotations,
+//! docs/algorithms.md#restoring-the-strip, docs/algorithms.md#row-deletion,
+//! docs/algorithms.md#rank-one-update; launch model in docs/algorithms.md#wavefront-schedule):
+//! each wavefront step is one
 //! `givens_make_wavefront` launch followed by `givens_apply_wavefront` launches, so a
 //! stage costs O(steps) launches — the seed baseline the two-phase design is measured
-//! against. Errata fixed: G1/E9 (safe rotations), G3/E8/E10 (complete apply), E11 (padded
-//! transpose), E12/E17 (exact t(·,·) step formulas instead of `pnumadded` loops).
+//! against. Corrected as in docs/algorithms.md#safe-rotation-generation (safe rotations),
+//! docs/algorithms.md#complete-rotation-application (complete apply),
+//! docs/algorithms.md#transpose-tile-padding (padded
+//! transpose), docs/algorithms.md#wavefront-schedule (exact t(·,·) step formulas instead of
+//! `pnumadded` loops).
 
 use std::sync::Arc;
 
@@ -16,8 +21,8 @@ use crate::gpu::ffi::blas::Op;
 use crate::gpu::runtime::matrix::DevMatViewMut;
 use crate::gpu::runtime::{driver_err, DevMat, DevVec, Gpu, GpuScalar};
 
-/// One wavefront step (spec §1.5): rotation i (i < count) zeroes pitched entry
-/// (row0 + 2i, col0 + i) against (row0 + 2i − 1, col0 + i) of the driver block.
+/// One wavefront step (docs/algorithms.md#givens-rotations): rotation i (i < count) zeroes pitched
+/// entry (row0 + 2i, col0 + i) against (row0 + 2i − 1, col0 + i) of the driver block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Step {
     pub row0: usize,
@@ -25,7 +30,8 @@ pub(crate) struct Step {
     pub count: usize,
 }
 
-/// Strip schedule of column addition (spec §1.5 "Strip case", §1.7): local column j is
+/// Strip schedule of column addition (docs/algorithms.md#wavefront-schedule,
+/// docs/algorithms.md#column-insertion): local column j is
 /// zeroed in rows h+j down to j+1; steps t = 0..h+p−1, column j at row h + 2j − t.
 pub(crate) fn strip_steps(h: usize, p: usize) -> Vec<Step> {
     (0..(h + p).saturating_sub(1))
@@ -34,7 +40,8 @@ pub(crate) fn strip_steps(h: usize, p: usize) -> Vec<Step> {
         .collect()
 }
 
-/// Block schedule of row removal (spec §1.5 "Block case", §1.10) with L = m: row i of Z
+/// Block schedule of row removal (docs/algorithms.md#wavefront-schedule,
+/// docs/algorithms.md#row-deletion) with L = m: row i of Z
 /// (pitched column z0 + i) is zeroed at planes (j−1, j), j = m−1 down to i+1, at step
 /// t(i, j) = (m−1−j) + 2i; steps t = 0..m+p−2.
 pub(crate) fn block_steps(m: usize, p: usize, z0: usize) -> Vec<Step> {
@@ -56,7 +63,8 @@ pub(crate) fn block_steps(m: usize, p: usize, z0: usize) -> Vec<Step> {
 #[derive(Clone, Copy, Debug)]
 enum Span {
     /// Rotation i covers [col0 + i, end): the driver block from its active column on
-    /// (note G4: not the padding, not the finished columns to the left).
+    /// (docs/algorithms.md#live-column-range: not the padding, not the finished columns to the
+    /// left).
     Active { end: usize },
     /// Every rotation covers [begin, end).
     All { begin: usize, end: usize },
@@ -100,10 +108,11 @@ fn new_event(gpu: &Gpu) -> Result<CudaEvent> {
         .map_err(driver_err("creating an event"))
 }
 
-/// Runs `steps` (spec §1.5 host loop, without the seeds' host syncs): per step one make
-/// on [`Gpu::stream`] reading `driver`, then the apply to `driver` on [`Gpu::stream`] and
+/// Runs `steps` (docs/algorithms.md#wavefront-schedule, without the seeds' host syncs): per step
+/// one make on [`Gpu::stream`] reading `driver`, then the apply to `driver` on [`Gpu::stream`] and
 /// one apply per `(target, stream)` of `others`, those concurrently on their streams
-/// (spec §2.5). Events order make → applies → next make; (c, s) are double-buffered so
+/// (docs/algorithms.md#wavefront-schedule). Events order make → applies → next make; (c, s) are
+/// double-buffered so
 /// the next make waits only for the applies that read its buffer two steps earlier.
 /// On return all work is ordered before later work on [`Gpu::stream`].
 fn run_wavefront<T: GpuScalar>(
@@ -207,10 +216,12 @@ fn transpose_back<T: GpuScalar>(gpu: &Gpu, src: &DevMat<T>, dst: &mut DevMat<T>)
     gpu.transpose_padded_on(gpu.stream(), &src.view(), &mut dst.view_mut())
 }
 
-/// Step 3 of column addition, seed design (spec §1.7; S0 §4.1 lines 30–73): the square R
+/// Step 3 of column addition, seed design (docs/algorithms.md#column-insertion;
+/// docs/algorithms.md#restoring-the-strip): the square R
 /// region R[k0:n+p, k0:n+p] (n = `n_old`; new columns at k0..k0+p, already reduced below
 /// row n by stage 1) is transposed into a pitched row-major buffer; each of the
-/// (n−k0)+p−1 strip steps (§1.5) is one make and three concurrent applies — the region on
+/// (n−k0)+p−1 strip steps (docs/algorithms.md#givens-rotations) is one make and three concurrent
+/// applies — the region on
 /// [`Gpu::stream`], Q(:, k0:m) (its columns are pitched rows) on [`Gpu::stream2`], dᵀ on
 /// [`Gpu::stream3`]; then the region is transposed back and the zeroed entries are set
 /// to exact zeros. `r` is m×(n+p), `q` m×m, `d` m×q; nothing happens when k0 = n.
@@ -282,7 +293,8 @@ pub fn insert_cols_strip_wavefront<T: GpuScalar>(
     Ok(())
 }
 
-/// Packs the composite matrix C = [Q; Rᵀ; dᵀ] (spec §1.6; S0 §4.4, Fig. 4.5):
+/// Packs the composite matrix C = [Q; Rᵀ; dᵀ]
+/// (docs/algorithms.md#padded-transpose-and-composite-layout):
 /// (m+n+q+extra)×m, each column of C contiguous with pitch rounded to 128 bytes; Q by a
 /// 2-D copy, Rᵀ and dᵀ by `transpose_padded`. Rows beyond m+n+q are left zero.
 fn pack_composite<T: GpuScalar>(
@@ -327,7 +339,8 @@ fn check_rows_shapes<T: GpuScalar>(
     assert!(q.ncols() == m && r.nrows() == m && d.nrows() == m && k0 + p <= m);
 }
 
-/// The rotations of row removal, seed composite design (spec §1.10; S0 §4.4, Fig. 4.5):
+/// The rotations of row removal, seed composite design (docs/algorithms.md#row-deletion;
+/// docs/algorithms.md#padded-transpose-and-composite-layout):
 /// C = [Q; Rᵀ; dᵀ] is packed, the block wavefront (t(i, j) = (m−1−j) + 2i, m+p−2 steps)
 /// runs with one make reading Z = rows k0..k0+p of C and ONE apply over all m+n+q
 /// entries per step, and Q, R, d are unpacked in place: afterwards Q(k0..k0+p, :) ≈ [I 0],
@@ -370,7 +383,8 @@ pub fn delete_rows_rotate_composite<T: GpuScalar>(
 }
 
 /// The same rotations as [`delete_rows_rotate_composite`], seed non-composite variant
-/// (spec §1.10, §2.5; S0 Table 5.20): per step one make reading Z in Q, then three
+/// (docs/algorithms.md#row-deletion, docs/algorithms.md#wavefront-schedule;
+/// docs/algorithms.md#row-deletion): per step one make reading Z in Q, then three
 /// concurrent applies — Q (its columns are pitched rows) on [`Gpu::stream`], a row-major
 /// copy of R (Rᵀ) on [`Gpu::stream2`], dᵀ on [`Gpu::stream3`]. Same results in place.
 /// Launches: 4·(m+p−2) + 4.
@@ -436,9 +450,11 @@ pub fn delete_rows_rotate_separate<T: GpuScalar>(
     Ok(())
 }
 
-/// The Givens stages of the rank-one update, seed-style (spec §1.11, variant A1): given
+/// The Givens stages of the rank-one update, seed-style (docs/algorithms.md#rank-one-update,
+/// variant A1): given
 /// w = Qᵀu (length m) and v (length n), packs C = [Q; Rᵀ; dᵀ; wᵀ] (the composite of
-/// §1.6 with w as one more row, so each rotation is ONE make + ONE apply launch); stage A
+/// docs/algorithms.md#padded-transpose-and-composite-layout with w as one more row, so each
+/// rotation is ONE make + ONE apply launch); stage A
 /// zeroes w(i+1) against w(i) for i = m−2 down to 0 (R becomes upper Hessenberg),
 /// R(0, :) += w₀vᵀ (one gemv on the composite), stage B zeroes H(i+1, i) against H(i, i)
 /// for i < min(n, m−1); then Q, R, d are unpacked in place and R's strictly lower part is
@@ -534,7 +550,7 @@ mod tests {
     use super::*;
 
     /// Every (i, j) of the block case appears exactly once, at t = (m−1−j) + 2i, with
-    /// concurrent rotations two planes apart (spec §1.5).
+    /// concurrent rotations two planes apart (docs/algorithms.md#givens-rotations).
     #[test]
     fn block_steps_cover_each_rotation_once() {
         for (m, p, z0) in [(7usize, 3usize, 2usize), (5, 1, 0), (10, 4, 6), (4, 3, 1)] {
@@ -560,7 +576,7 @@ mod tests {
     }
 
     /// The strip schedule covers column j at rows h+j down to j+1, each once, in
-    /// bottom-up order within a column (spec §1.5 "Strip case").
+    /// bottom-up order within a column (docs/algorithms.md#wavefront-schedule).
     #[test]
     fn strip_steps_cover_each_rotation_once() {
         for (h, p) in [(5usize, 3usize), (1, 4), (9, 1), (6, 6)] {

@@ -1,8 +1,8 @@
-//! Blocked Householder QR on the device (spec §1.3–§1.4, §4.1; docs/design.md
+//! Blocked Householder QR on the device (docs/algorithms.md#blocked-householder-qr; docs/design.md
 //! "Shared building blocks"): each panel of nb ≤ 64 columns in one cooperative launch
 //! of `fused_panel_qr` (R with exact zeros below the diagonal, V with explicit unit
-//! diagonal and zeros, τ, and T as LAPACK larft, τ ≥ 0, erratum E14; without Q, a
-//! panel is narrowed in steps of 8 columns, to no less than half, when that keeps its
+//! diagonal and zeros, τ, and T as LAPACK larft, τ ≥ 0, docs/algorithms.md#block-reflector-sign;
+//! without Q, a panel is narrowed in steps of 8 columns, to no less than half, when that keeps its
 //! rows in shared memory; the kernel's scratch lives on [`Gpu`]); wider panels per
 //! column (`householder_house` + `panel_apply`, then `panel_extract_v` and
 //! `wy_build_t`); then the trailing matrix, d and
@@ -12,7 +12,8 @@
 //! reflectors merged into blocks of up to 256 columns, one pass over Q's columns each
 //! (`QMerge`). With the one-launch panel, the next panel is factored on a second stream while
 //! those GEMMs run (look-ahead, `blocked_qr_impl`).
-//! A `band` limits each reflector to band+1 rows (column deletion, spec §1.8).
+//! A `band` limits each reflector to band+1 rows (column deletion,
+//! docs/algorithms.md#column-deletion).
 //! A factorisation that keeps Q forms it afterwards from the kept blocks, backwards,
 //! merging consecutive blocks into block reflectors of up to 256 columns first
 //! (`accumulate_q_backward`).
@@ -32,7 +33,7 @@ use crate::gpu::runtime::timing::PhaseClock;
 use crate::gpu::runtime::{Dtype, Gpu, GpuScalar};
 
 /// One block reflector I − V T Vᵀ acting on rows `row0 .. row0 + v.nrows()`,
-/// kept for backward accumulation of Q (spec §4.3 lesson 1).
+/// kept for backward accumulation of Q (docs/algorithms.md#blocked-householder-qr).
 pub(crate) struct Block<T> {
     /// First row the block acts on.
     pub row0: usize,
@@ -45,7 +46,7 @@ pub(crate) struct Block<T> {
 /// Time per phase of one profiled device factorisation
 /// ([`GpuQr::factorize_dev_phases`](super::GpuQr::factorize_dev_phases)), in
 /// milliseconds from CUDA events around each phase of each panel: the split of Kerr et
-/// al.'s Table 2 (spec §3.8) for cuqr's blocked QR (spec §1.4, §4.1).
+/// al.'s Table 2 for cuqr's blocked QR (docs/algorithms.md#blocked-householder-qr).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QrPhaseTimes {
     /// The panels: Householder vectors, their application inside the panel and T
@@ -85,7 +86,7 @@ pub(crate) const TRAILING_MERGE_WIDTH: usize = 256;
 
 /// Whether [`blocked_qr_band`] merges the trailing update of runs of panels for a
 /// factorisation of `ncols` columns in `T`: in f64 from 8192 columns on. Measured on
-/// an H100 (docs/performance.md, "The trailing update by merged runs of panels"):
+/// an H100 (docs/performance.md):
 /// f64 `geqrf`/cuqr 8192² 1.15 → 1.25×, 16384² 1.06 → 1.50×, 16384×8192 1.60 → 1.82×,
 /// but 4096² 1.00 → 0.98×, and f32 slower at every size (its GEMMs with one panel's
 /// inner dimension already run near the merged rate, so the merges cost more than
@@ -141,7 +142,7 @@ struct Work<T> {
 /// Triangularises A[rows, cols] in place (β on the diagonal, exact zeros below),
 /// applying the reflectors to A[rows, cols.end..] (trailing columns), to d[rows, :]
 /// from the left (Qᵀ side) and to Q[:, rows] from the right (Q := Q·H), with
-/// compact-WY blocks of `nb` reflectors (spec §1.4).
+/// compact-WY blocks of `nb` reflectors (docs/algorithms.md#blocked-householder-qr).
 ///
 /// # Errors
 /// [`Error::InvalidParam`] for nb = 0 (nb > 256 is clamped to 256), [`Error::OutOfMemory`] for the
@@ -162,8 +163,8 @@ pub fn blocked_qr<T: GpuScalar>(
 }
 
 /// [`blocked_qr`] with an optional `band`: reflector j touches at most band+1 rows
-/// (its column is zero below that, spec §1.8), so V blocks have ≤ band + nb rows and
-/// only those rows of the trailing columns, d and Q's columns change. With `keep`,
+/// (its column is zero below that, docs/algorithms.md#column-deletion), so V blocks have ≤ band +
+/// nb rows and only those rows of the trailing columns, d and Q's columns change. With `keep`,
 /// every block's V and T are kept (for backward accumulation of Q).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn blocked_qr_band<T: GpuScalar>(
@@ -213,7 +214,8 @@ pub(crate) enum PanelImpl {
 
 /// [`blocked_qr_band`] with the panel implementation chosen explicitly.
 ///
-/// With the one-launch panel, panels are factored with look-ahead (spec §4.1, Kerr
+/// With the one-launch panel, panels are factored with look-ahead
+/// (docs/algorithms.md#blocked-householder-qr, Kerr
 /// et al.'s "next panel early"): once panel i is factored, its block reflector is
 /// applied first to panel i+1's columns, panel i+1 is then factored on
 /// [`Gpu::stream2`] while the main stream applies panel i to the remaining columns,
@@ -228,6 +230,11 @@ pub(crate) enum PanelImpl {
 ///
 /// With a `clock`, every phase is bracketed by events on the main stream
 /// ([`QrPhaseTimes`]) and there is no look-ahead (the phases would overlap).
+///
+/// Long because the panel loop keeps its look-ahead state (the two reused panel-buffer
+/// sets, the merged reflector still owed to later columns, Q's merge buffer and the
+/// phase clock) in locals that its closures share; splitting it would pass a dozen
+/// buffers and flags between the pieces.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     gpu: &Gpu,
@@ -398,7 +405,7 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     // reflectors are merged into block reflectors of up to Q_MERGE_WIDTH columns and
     // each is applied to Q's columns at once, one pass over them instead of one per
     // panel (column insertion's 10000 rows × 200 new columns: 10 passes of three GEMMs
-    // with inner dimension 20 took 18 ms of a 40 ms update on an H100, issue 7).
+    // with inner dimension 20 took 18 ms of a 40 ms update on an H100).
     let mut q_merge = match q.as_deref() {
         Some(qm) if band.is_none() && panels.len() > 1 && qm.nrows() >= Q_MERGE_MIN_ROWS => Some(
             QMerge::new(gpu, rows.len(), Q_MERGE_WIDTH.min(cols.len()), nb)?,
@@ -827,7 +834,7 @@ fn ts_gemm_pays<T: GpuScalar>(l: usize, nc: usize) -> bool {
 
 /// C[row0 .. row0+ℓ, cols] := (I − V op(T) Vᵀ) C with op(T) = Tᵀ when `trans`
 /// (the Qᵀ side, H_k⋯H_1) or T (H_1⋯H_k, backward accumulation): three GEMMs
-/// (spec §1.3(b), LAPACK larfb pattern). `w`, `w2` hold ≥ jb × |cols|.
+/// (docs/algorithms.md#blocked-reflectors, LAPACK larfb pattern). `w`, `w2` hold ≥ jb × |cols|.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn larfb_left<T: GpuScalar>(
     gpu: &Gpu,
@@ -928,7 +935,7 @@ fn q_times_block<T: GpuScalar>(
 
 /// Widest merged block reflector of [`accumulate_q_backward`]: the inner dimension of
 /// its two tall GEMMs (one panel's 64 leaves the H100's f64 GEMM at ≈ 23 TFLOP/s,
-/// docs/performance.md "Kerr's grid and the phase split").
+/// docs/performance.md).
 pub(crate) const Q_MERGE_WIDTH: usize = 256;
 
 /// Fewest rows of Q for [`accumulate_q_backward`] to merge blocks. Below, the Q phase is
@@ -940,8 +947,8 @@ pub(crate) const Q_MERGE_WIDTH: usize = 256;
 pub(crate) const Q_MERGE_MIN_ROWS: usize = 4096;
 
 /// Q := H_1⋯H_K applied to the identity, backwards (Q = B₁(B₂(⋯(B_K I)))), each
-/// block touching rows and columns row0.. only (spec §4.3 lesson 1). Consecutive
-/// blocks that reach the last row (each starting where the previous one's columns
+/// block touching rows and columns row0.. only (docs/algorithms.md#blocked-householder-qr).
+/// Consecutive blocks that reach the last row (each starting where the previous one's columns
 /// end) are merged into block reflectors of up to [`Q_MERGE_WIDTH`] columns first
 /// ([`MergedBlock`]), so that each pass over Q does more work per byte, when Q has at
 /// least [`Q_MERGE_MIN_ROWS`] rows.
@@ -1163,12 +1170,12 @@ impl<T: GpuScalar> MergedBlock<T> {
     }
 }
 
-/// Rank check of an upper-trapezoidal R on the device (spec §5.2 F19): the first
+/// Rank check of an upper-trapezoidal R on the device (docs/algorithms.md#rank-test): the first
 /// column with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`],
 /// as `cpu::check_rank_of`. One launch (`panel_col_norms`: the n column norms and the
 /// diagonal) and one download into page-locked memory, then one stream wait; the device and
 /// host buffers are the [`RankScratch`] kept on [`Gpu`], so a check allocates nothing
-/// once the device has checked an R at least this wide (issue 7: no allocation, no
+/// once the device has checked an R at least this wide (no allocation, no
 /// memset, no pageable staging in an update's timed path).
 ///
 /// # Errors
@@ -1285,8 +1292,8 @@ pub(crate) fn dup_mat<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T
 #[cfg(test)]
 mod tests {
     //! The one-launch panel against the per-column reference path and against the
-    //! factorisation identities (spec §3.7): exact zeros below R's diagonal,
-    //! ‖RᵀR − AᵀA‖_F ≤ 10·m·u·‖A‖²_F, and with Q kept ‖QR − A‖_F ≤ 10·m·u·‖A‖_F,
+    //! factorisation identities (docs/algorithms.md#accuracy-measures): exact zeros below R's
+    //! diagonal, ‖RᵀR − AᵀA‖_F ≤ 10·m·u·‖A‖²_F, and with Q kept ‖QR − A‖_F ≤ 10·m·u·‖A‖_F,
     //! ‖QᵀQ − I‖_F ≤ 10·m·u, d = Qᵀb. Runs on a GPU; without one it prints that it
     //! skipped (a failure with `CUQR_REQUIRE_GPU=1`).
     use super::*;
@@ -2003,7 +2010,8 @@ mod panel_tests {
     fn extreme_scales_neither_overflow_nor_underflow() {
         // Squares of these entries overflow or underflow: the power-of-two scaling of
         // the partial norms must keep R, V, τ and T as the per-column (scaled) kernels
-        // compute them (spec §1.2 H2).
+        // compute them (docs/algorithms.md#householder-vectors,
+        // docs/algorithms.md#householder-norm-scaling).
         let Some(g) = crate::gpu::algo::householder::tests_gate() else {
             return;
         };

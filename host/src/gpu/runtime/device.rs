@@ -1,6 +1,6 @@
 //! [`Gpu`]: one CUDA device with its context, three streams, a cuBLAS handle,
 //! a cuSOLVER dense handle and the embedded PTX module, loaded once with every
-//! kernel resolved up front (style §2.3, §2.4; architecture.md "Host").
+//! kernel resolved up front.
 //! A missing driver library or device is [`Error::NoDevice`], never a panic.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,15 +20,15 @@ use crate::gpu::runtime::{alloc_err, driver_err, GpuScalar};
 ///
 /// All work queued by cuqr goes on [`Gpu::stream`] unless a caller explicitly
 /// uses [`Gpu::stream2`] / [`Gpu::stream3`] (reserved for concurrency, e.g.
-/// the seeds' separate-streams row removal, spec §2.5). cuBLAS and cuSOLVER
-/// are bound to [`Gpu::stream`]; a second cuBLAS handle to the high-priority
+/// the seeds' separate-streams row removal, docs/algorithms.md#wavefront-schedule). cuBLAS and
+/// cuSOLVER are bound to [`Gpu::stream`]; a second cuBLAS handle to the high-priority
 /// `stream_urgent` (the LU look-ahead).
 pub struct Gpu {
     // Field order is drop order: library handles and the module before the
     // streams, the context last.
     pub(crate) blas: CudaBlas,
     /// A second cuBLAS handle, bound to [`Gpu::stream_urgent`] (the LU look-ahead's
-    /// recursive panel runs its TRSM and GEMM there, issue 6).
+    /// recursive panel runs its TRSM and GEMM there).
     pub(crate) blas_urgent: CudaBlas,
     pub(crate) solver: DnHandle,
     pub(crate) kernels: Kernels,
@@ -46,7 +46,7 @@ pub struct Gpu {
     pub(crate) stream2: Arc<CudaStream>,
     pub(crate) stream3: Arc<CudaStream>,
     /// A stream of the device's highest priority, for the critical path of a
-    /// look-ahead (the LU's next panel, issue 6): as SMs free up, the block scheduler
+    /// look-ahead (the LU's next panel): as SMs free up, the block scheduler
     /// starts its blocks before the pending blocks of the other streams' kernels (a
     /// large Schur GEMM), so the panel runs beside the GEMM instead of after it.
     pub(crate) stream_urgent: Arc<CudaStream>,
@@ -55,7 +55,7 @@ pub struct Gpu {
     /// (docs/design.md "Launch counting").
     pub(crate) launches: AtomicU64,
     /// GEMM precision of f32 GEMMs (`blas::GemmMode` code; 0 = plain f32), set only by
-    /// a [`crate::gpu::ffi::blas::GemmPrecisionGuard`] (issue 5, spec §4.2).
+    /// a [`crate::gpu::ffi::blas::GemmPrecisionGuard`] (docs/algorithms.md#mixed-precision).
     pub(crate) gemm_mode: core::sync::atomic::AtomicU8,
 }
 
@@ -98,7 +98,7 @@ impl Gpu {
     /// Opens device `ordinal`: probes the driver, cuBLAS and cuSOLVER libraries,
     /// retains the primary context, creates three non-blocking streams, binds
     /// cuBLAS and cuSOLVER to the first, and loads the embedded PTX, resolving
-    /// every kernel of [`super::KERNELS`] in both precisions (style §2.3).
+    /// every kernel of [`super::KERNELS`] in both precisions.
     ///
     /// # Errors
     /// [`Error::NoDevice`] if a library cannot be loaded, there is no device
@@ -187,7 +187,7 @@ impl Gpu {
         self.launches.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Starts a stage profile (issue 7, `cuqr bench updates --stages`): from now on the
+    /// Starts a stage profile (`cuqr bench updates --stages`): from now on the
     /// update paths record a named event on [`Gpu::stream`] at the end of each stage,
     /// until [`Gpu::stage_marks_end`]. Work the marks bracket must be on the main
     /// stream (side-stream work counts to the stage that joins it).
@@ -257,12 +257,12 @@ impl Gpu {
         &self.stream
     }
 
-    /// A second non-blocking stream for concurrent work (spec §2.5).
+    /// A second non-blocking stream for concurrent work (docs/algorithms.md#wavefront-schedule).
     pub fn stream2(&self) -> &Arc<CudaStream> {
         &self.stream2
     }
 
-    /// A third non-blocking stream for concurrent work (spec §2.5).
+    /// A third non-blocking stream for concurrent work (docs/algorithms.md#wavefront-schedule).
     pub fn stream3(&self) -> &Arc<CudaStream> {
         &self.stream3
     }

@@ -1,5 +1,6 @@
 //! Device matrices and vectors. [`DevMat`] is column-major with its leading
-//! dimension padded to a multiple of 128 bytes (spec §1.6: every warp's access
+//! dimension padded to a multiple of 128 bytes
+//! (docs/algorithms.md#padded-transpose-and-composite-layout: every warp's access
 //! to a column is one aligned segment). [`DevMatView`] / [`DevMatViewMut`]
 //! are sub-blocks (pointer + ld) for launches; [`DevVec`] holds vectors and
 //! scalars. Transfers run on [`Gpu::stream`] and complete before returning.
@@ -12,7 +13,8 @@ use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
-/// Leading dimensions are padded to a multiple of this many bytes (spec §1.6).
+/// Leading dimensions are padded to a multiple of this many bytes
+/// (docs/algorithms.md#padded-transpose-and-composite-layout).
 pub const LD_ALIGN_BYTES: usize = 128;
 
 /// The padded leading dimension for `nrows` rows of `T`: the smallest multiple
@@ -157,7 +159,7 @@ impl<T: GpuScalar> DevMat<T> {
     /// of rows 0..nrows: the padding rows are zeroed (one 2D memset of ld − nrows rows,
     /// none when there are none), the rest is left unset. The state matrices' padding
     /// stays zero as after [`DevMat::zeros`], without a fill pass over the whole
-    /// allocation (issue 7: 0.4 ms for the 12000×12000 f64 Q that row deletion makes).
+    /// allocation (0.4 ms for the 12000×12000 f64 Q that row deletion makes).
     ///
     /// # Contract
     /// Every element of rows 0..nrows must be written by work queued on `gpu.stream`
@@ -198,7 +200,7 @@ impl<T: GpuScalar> DevMat<T> {
         Ok(m)
     }
 
-    /// [`DevMat::from_host`] without waiting (the updates' inputs, issue 7): the
+    /// [`DevMat::from_host`] without waiting (the updates' inputs): the
     /// matrix is packed (padding rows zero) into the page-locked [`UploadStaging`] kept
     /// on [`Gpu`] and copied by one asynchronous copy on [`Gpu::stream`], so later work
     /// on that stream sees it; no memset (the copy writes every element), no
@@ -309,7 +311,7 @@ impl<T: GpuScalar> DevMat<T> {
 
     /// Like [`DevMat::upload`], staging through page-locked memory (≥ ld·ncols
     /// elements, e.g. from [`Gpu::alloc_pinned`]), which is what makes large
-    /// transfers run at full PCIe/NVLink speed (spec §3.9 TUS protocol).
+    /// transfers run at full PCIe/NVLink speed (TUS protocol).
     ///
     /// # Errors
     /// [`Error::Shape`] if the shapes differ or `staging` is too short; [`Error::Driver`].
@@ -502,7 +504,7 @@ impl<T: GpuScalar> DevMat<T> {
     }
 
     /// Keeps the first `ncols` columns in place: no allocation, no copy, no device
-    /// work (column deletion at the end, issue 7). The matrix becomes nrows × ncols
+    /// work (column deletion at the end). The matrix becomes nrows × ncols
     /// over the same allocation, whose buffer is re-described as its first ld·ncols
     /// elements; the trailing columns' memory stays allocated, unused, until the
     /// matrix is freed (the free releases the whole allocation by its base pointer).
@@ -824,7 +826,7 @@ impl<T: GpuScalar> DevVec<T> {
 /// Packs the rows × cols matrix `a` column-major with leading dimension `ld` into
 /// `out` (ld·cols elements, or 1 for an empty matrix), padding rows zero.
 fn m_pack<T: GpuScalar>(a: MatRef<'_, T>, rows: usize, cols: usize, ld: usize, out: &mut [T]) {
-    // One pass: each column, then its padding rows (issue 7: a fill of the whole buffer
+    // One pass: each column, then its padding rows (a fill of the whole buffer
     // first doubled the host's share of an update's upload); the element of an empty
     // matrix last.
     for j in 0..cols {

@@ -18,7 +18,7 @@ use crate::base::scalar::Scalar;
 use cudarc::driver::{DeviceRepr, DriverError, ValidAsZeroBits};
 
 /// Element type of a device buffer, for per-dtype dispatch of kernels,
-/// cuBLAS and cuSOLVER (style §2.3).
+/// cuBLAS and cuSOLVER.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dtype {
     /// `f32`: `*_f32` kernels, `cublasS*`, `cusolverDnS*`.
@@ -34,7 +34,7 @@ mod sealed {
 }
 
 /// A [`Scalar`] that can live in device memory and has kernels, cuBLAS and
-/// cuSOLVER routines (style §2.1: `GpuScalar: Scalar + DeviceRepr`).
+/// cuSOLVER routines (`GpuScalar: Scalar + DeviceRepr`).
 /// Sealed: implemented for `f32` and `f64` only, which the dispatch relies on.
 pub trait GpuScalar:
     Scalar + DeviceRepr + ValidAsZeroBits + crate::gpu::ffi::driver::Pod + sealed::Sealed

@@ -1,4 +1,4 @@
-//! CUDA-event timing for benchmarks (architecture.md "Performance method"):
+//! CUDA-event timing for benchmarks:
 //! untimed setup per repetition, warm-up runs, then the median (and spread) of ≥ 5
 //! timed runs, each bracketed by events recorded on [`Gpu::stream`]. Work a timed
 //! closure queues on other streams must be joined back into [`Gpu::stream`] before

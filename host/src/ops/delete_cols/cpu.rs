@@ -5,7 +5,7 @@
 use super::*;
 
 /// Deletes columns k0..k0+p of A, updating R (m×(n−p)), d and, when held, Q
-/// (spec §1.8). R's strictly lower part stays exactly 0.
+/// (docs/algorithms.md#column-deletion). R's strictly lower part stays exactly 0.
 ///
 /// # Errors
 /// The errors of `plan`; [`Error::InvalidParam`] for a block size of 0 in the state's
@@ -44,7 +44,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     let mut c0 = k0;
     while c0 < nn {
         let jb = nb.min(nn - c0);
-        let l = p + jb; // rows c0..c0+p+jb (E13)
+        let l = p + jb; // rows c0..c0+p+jb (docs/algorithms.md#column-deletion-block-height)
         let mut v = Mat::<T>::zeros(l, jb);
         let mut tau = Vec::with_capacity(jb);
         // Panel: reflector c acts on rows c..=c+p; c+p ≤ n−1 < m.

@@ -4,7 +4,8 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// GPU path of [`run_cpu`] (spec §1.8, erratum E13): validates with the same `plan`,
+/// GPU path of [`run_cpu`] (docs/algorithms.md#column-deletion,
+/// docs/algorithms.md#column-deletion-block-height): validates with the same `plan`,
 /// moves the kept columns into a new R with two device-to-device copies (with the
 /// padded ld, columns k0+p..n are contiguous), then runs the banded blocked reflectors
 /// (length p+1, blocks of p+n_b rows) on copies of d and Q. A state without Q whose
@@ -15,7 +16,7 @@ use super::*;
 ///
 /// Fast path k0 = n−p: R's first n−p columns are kept **in place**
 /// (`DevMat::truncate_cols`: no allocation, no copy, no launch,
-/// no synchronisation; issue 7) and there is no rank check: the kept columns and
+/// no synchronisation) and there is no rank check: the kept columns and
 /// their diagonal are unchanged and ‖R‖_F can only shrink, so a state that passed
 /// its rank test (every GPU state did, at its own tolerance: factorisation and every
 /// update check it) still passes it. The CPU path keeps its (cheap) check.
@@ -72,7 +73,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     gpu.stage_mark("copies");
     // Without Q, the band's reflectors are needed by nothing after the re-triangularisation,
     // so they run as one chain in one launch (`row_insert_band_qr`, unblocked: n_b does not
-    // apply) where the columns fit the device, as row insertion does (spec §1.8, §1.9).
+    // apply) where the columns fit the device, as row insertion does
+    // (docs/algorithms.md#column-deletion, docs/algorithms.md#row-insertion).
     let one_launch = match (&q, one_launch) {
         (None, true) => gpu.band_qr_plan::<T>(nn - k0, st.dims.q, p)?,
         _ => None,

@@ -1,8 +1,10 @@
-//! Delete p columns at k0 (spec §1.8; S0 §2.4.2, §4.2; S2 §3.2). After shifting R's
+//! Delete p columns at k0 (docs/algorithms.md#column-deletion). After shifting R's
 //! columns, reflectors of length p+1 clear the p sub-diagonals; blocks of n_b of them
-//! have V/T (W/Y) of p + n_b rows (erratum E13) and touch only the trailing columns, d and
+//! have V/T (W/Y) of p + n_b rows (docs/algorithms.md#column-deletion-block-height) and touch only
+//! the trailing columns, d and
 //! (when held) Q's columns. Cost O((n−k0−p)²·p), independent of m (plus O(m·p·(n−k0−p))
-//! for Q). Fast path k0 = n−p: truncation only. Q optional. Errata E4, E13 fixed.
+//! for Q). Fast path k0 = n−p: truncation only. Q optional. Corrected as in
+//! docs/algorithms.md#column-deletion-wording and docs/algorithms.md#column-deletion-block-height.
 #![forbid(unsafe_code)]
 
 use crate::base::dims::{check_rank_of, Dims};

@@ -6,7 +6,7 @@ use super::*;
 
 pub(super) const OP: &str = "delete_cols";
 
-/// A validated column deletion (spec §1.8): what both backends execute.
+/// A validated column deletion (docs/algorithms.md#column-deletion): what both backends execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// First deleted column (0-based).
@@ -25,8 +25,8 @@ impl Plan {
     }
 }
 
-/// Validates deleting columns k0..k0+p of an m×n state (spec §1.8, §0.2: k0 ∈ [0, n−p]).
-/// Pure; Q is not required.
+/// Validates deleting columns k0..k0+p of an m×n state (docs/algorithms.md#column-deletion,
+/// docs/algorithms.md#conventions: k0 ∈ [0, n−p]). Pure; Q is not required.
 ///
 /// # Errors
 /// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > n), and

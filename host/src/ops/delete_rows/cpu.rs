@@ -4,7 +4,8 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// Deletes rows k0..k0+p of A, producing Q̃ ((m−p)×(m−p)), R̃ and d̃ (spec §1.10).
+/// Deletes rows k0..k0+p of A, producing Q̃ ((m−p)×(m−p)), R̃ and d̃
+/// (docs/algorithms.md#row-deletion).
 /// Works on new buffers and swaps them in only after the rank check.
 ///
 /// # Errors

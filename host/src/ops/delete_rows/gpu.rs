@@ -7,7 +7,7 @@ use super::*;
 /// Whether deleting p of m rows (n columns, Q kept, elements of `elem` bytes) is
 /// cheaper on the GPU by refactorising A′ = Q(kept, 0:n)·R than by the rotations
 /// (`RowRemoval::Auto`'s choice): only where p ≥ m/16, and where a time model in
-/// milliseconds from the H100 measurements in docs/performance.md (eleventh session)
+/// milliseconds from the H100 measurements in docs/performance.md
 /// says so. f64: the rotations 2.3·10⁻⁹·p·m·(m + n) ms (the ACC row deletions at
 /// p = 100–500, windowed); the factorisation with its m′×m′ Q 6.15·10⁻³·n ms (panel
 /// chain) plus (2m′n² + 4m′²n) flops at 30.7 TFLOP/s (fitted to cuqr's 2048×1024 and
@@ -27,8 +27,8 @@ pub(crate) fn refactorising_pays(m: usize, n: usize, p: usize, elem: usize) -> b
     refactorise_ms < rotations_ms
 }
 
-/// Deletes rows k0..k0+p on the device (spec §1.10; docs/design.md): the rotations
-/// on copies of Q, R and d (`params.row_removal`: two-phase, or the seed composite /
+/// Deletes rows k0..k0+p on the device (docs/algorithms.md#row-deletion; docs/design.md): the
+/// rotations on copies of Q, R and d (`params.row_removal`: two-phase, or the seed composite /
 /// separate-streams designs), then Q̃ = Q(rows ∉ block, p:m), R̃ = R(p:m, :) with exact
 /// zeros below the diagonal and d̃ = d(p:m, :) gathered into new buffers, the rank check,
 /// and the swap. For large p (`RowRemoval::Refactorise`, or `Auto` where

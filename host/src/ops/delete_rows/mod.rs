@@ -1,8 +1,10 @@
-//! Delete rows k0..k0+p of A (spec §1.10; S0 §2.4.4, §4.4; S2 §3.4). Givens rotations on
+//! Delete rows k0..k0+p of A (docs/algorithms.md#row-deletion). Givens rotations on
 //! the columns of Q zero Z = Q(k0:k0+p, :) right of its diagonal; pm − p(p+1)/2 rotations,
-//! each on a Q column pair (m entries), d, and R rows only where they are nonzero (note G4),
-//! ≈ 6pm² + 3pn² flops. Errata fixed: E5 (GᵀR, not GR), E17 (Z is rows k0..k0+p, all
-//! columns; p, not `pnumadded`). Needs Q.
+//! each on a Q column pair (m entries), d, and R rows only where they are nonzero
+//! (docs/algorithms.md#live-column-range), ≈ 6pm² + 3pn² flops. Corrected as in
+//! docs/algorithms.md#row-deletion-factor-transpose (GᵀR, not GR) and
+//! docs/algorithms.md#row-deletion-listing (Z is rows k0..k0+p, all columns; p, not
+//! `pnumadded`). Needs Q.
 #![forbid(unsafe_code)]
 
 use crate::base::dims::Dims;
@@ -103,7 +105,7 @@ mod tests {
 
     #[test]
     fn refactorising_only_for_large_p() {
-        // the seeds' grids (spec §3.9): ACC (4000×2000) from p = 500 in f64 and from
+        // the seeds' grids: ACC (4000×2000) from p = 500 in f64 and from
         // p = 300 in f32 (there the rotations are slower and the factorisation faster);
         // none of RR-seq, RR-n, RR-m, RR-comp (p ≤ 100)
         for elem in [4, 8] {

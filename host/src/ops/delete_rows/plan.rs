@@ -6,7 +6,7 @@ use super::*;
 
 pub(super) const OP: &str = "delete_rows";
 
-/// A validated row deletion (spec §1.10): what both backends execute.
+/// A validated row deletion (docs/algorithms.md#row-deletion): what both backends execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// Rows before the update.
@@ -19,7 +19,8 @@ pub(crate) struct Plan {
     pub k0: usize,
 }
 
-/// Validates deleting rows k0..k0+p (spec §1.10, §0.2: k0 ∈ [0, m−p]).
+/// Validates deleting rows k0..k0+p (docs/algorithms.md#row-deletion,
+/// docs/algorithms.md#conventions: k0 ∈ [0, m−p]).
 ///
 /// # Errors
 /// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > m),
@@ -57,7 +58,8 @@ pub(crate) fn plan(dims: Dims, k0: usize, p: usize) -> Result<Plan> {
     })
 }
 
-/// Q, R and d after the rotations of §1.10, before the first p rows/columns are dropped:
+/// Q, R and d after the rotations of docs/algorithms.md#row-deletion, before the first p
+/// rows/columns are dropped:
 /// Z·G = [Δ, 0] with Δ ≈ I, and GᵀR = [S; R̃] with R̃ upper trapezoidal up to rounding.
 pub(crate) struct Rotated<T> {
     pub q: Mat<T>,
@@ -65,11 +67,11 @@ pub(crate) struct Rotated<T> {
     pub d: Mat<T>,
 }
 
-/// Applies the rotations of spec §1.10 to copies of Q, R and d. For each row i of Z
-/// (i = 0..p) and j = m−1 down to i+1, the rotation on plane (j−1, j) zeroes Z(i, j)
+/// Applies the rotations of docs/algorithms.md#row-deletion to copies of Q, R and d. For each row i
+/// of Z (i = 0..p) and j = m−1 down to i+1, the rotation on plane (j−1, j) zeroes Z(i, j)
 /// against Z(i, j−1) of the current Q. While row i is processed R has i sub-diagonals, so
 /// rows ≥ n+i are zero: planes with j−1 ≥ n+i skip R, and the others touch only
-/// columns ≥ j−1−i (note G4).
+/// columns ≥ j−1−i (docs/algorithms.md#live-column-range).
 pub(crate) fn rotate_out<T: Scalar>(q: &Mat<T>, r: &Mat<T>, d: &Mat<T>, plan: &Plan) -> Rotated<T> {
     let Plan { m, n, p, k0 } = *plan;
     let (mut q, mut r, mut d) = (q.clone(), r.clone(), d.clone());

@@ -5,7 +5,8 @@
 use super::*;
 
 /// Factorises A = QR (A m×n, m ≥ n) and forms d = Qᵀb for the m×q right-hand sides b,
-/// by blocked Householder QR (spec §1.4). Under [`QPolicy::Full`] the explicit m×m Q is
+/// by blocked Householder QR (docs/algorithms.md#blocked-householder-qr). Under [`QPolicy::Full`]
+/// the explicit m×m Q is
 /// accumulated backwards from the identity. R's strictly lower part is exactly 0.
 /// The state's update block size is taken from `params.block_size`.
 ///
@@ -62,7 +63,7 @@ pub fn run_cpu<T: Scalar>(
         }
         j0 += jb;
     }
-    // Exact zeros below the diagonal (erratum H3).
+    // Exact zeros below the diagonal (docs/algorithms.md#exact-zeros-below-the-diagonal).
     zero_below_diagonal(&mut r, n);
     check_rank_of(&r, n, plan.rank_tol)?;
 

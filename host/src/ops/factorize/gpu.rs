@@ -4,11 +4,12 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// GPU factorisation (spec §1.4): validates with the same `plan` as [`run_cpu`], uploads
-/// A and b, runs blocked Householder QR with compact-WY blocks on the device
+/// GPU factorisation (docs/algorithms.md#blocked-householder-qr): validates with the same `plan` as
+/// [`run_cpu`], uploads A and b, runs blocked Householder QR with compact-WY blocks on the device
 /// (`gpu::householder`), leaves exact zeros below R's diagonal, checks the rank on
 /// the device (one download of column norms and the diagonal) and, under
-/// [`QPolicy::Full`], accumulates Q backwards from the identity (spec §4.3 lesson 1).
+/// [`QPolicy::Full`], accumulates Q backwards from the identity
+/// (docs/algorithms.md#blocked-householder-qr).
 ///
 /// # Errors
 /// As [`run_cpu`], plus [`Error::OutOfMemory`] and device errors

@@ -1,8 +1,12 @@
-//! Blocked Householder QR of A (m×n, m ≥ n) with d = Qᵀb, serial (spec §1.4, §5.1 F1;
-//! S0 §3.1, S1 Alg. 3). Panels by `house` (§1.2), compact-WY blocks (§1.3(b): T by
+//! Blocked Householder QR of A (m×n, m ≥ n) with d = Qᵀb, serial
+//! (docs/algorithms.md#blocked-householder-qr). Panels by `house`
+//! (docs/algorithms.md#householder-vectors), compact-WY blocks
+//! (docs/algorithms.md#blocked-reflectors: T by
 //! larft, trailing matrix and d by larfb). Explicit Q by backward accumulation from I
-//! (§4.3 lesson 1). Cost ≈ 2mn² − 2n³/3, plus ≈ 4m²n − 2mn² + 2n³/3 for Q.
-//! Fixes errata E6/E7 (β written, exact zeros below the diagonal, half-open ranges) and E14.
+//! (docs/algorithms.md#blocked-householder-qr). Cost ≈ 2mn² − 2n³/3, plus ≈ 4m²n − 4mn² + (4/3)n³
+//! for Q (docs/algorithms.md#operation-counts).
+//! Corrected as in docs/algorithms.md#corrections-to-the-published-descriptions (β written, exact
+//! zeros below the diagonal, half-open ranges) and docs/algorithms.md#block-reflector-sign.
 #![forbid(unsafe_code)]
 
 use crate::base::dims::{check_rank_of, Dims};
@@ -120,7 +124,8 @@ pub(crate) mod tests {
     }
 
     /// Checks an updated state against refactorising its matrix `a` (with right-hand
-    /// sides `b`) from scratch (spec §3.7): R equal up to row signs, x and the residual
+    /// sides `b`) from scratch (docs/algorithms.md#accuracy-measures): R equal up to row signs, x
+    /// and the residual
     /// equal within first-order perturbation bounds, e_Q and e_A ≤ 10·m·u, ‖L‖ = 0.
     pub(crate) fn check_against_refactor<T: Scalar>(st: &CpuQr<T>, a: &Mat<T>, b: &Mat<T>) {
         let (m, n) = (a.nrows(), a.ncols());

@@ -17,7 +17,7 @@ pub(crate) struct Plan {
     pub rank_tol: f64,
 }
 
-/// Checks shapes, parameters and finiteness of A and b (spec §5.2 F19).
+/// Checks shapes, parameters and finiteness of A and b (docs/algorithms.md#rank-test).
 ///
 /// # Errors
 /// [`Error::Shape`] (empty A or b, b's rows ≠ A's rows), [`Error::Underdetermined`]
@@ -55,7 +55,7 @@ pub(crate) fn plan<T: Scalar>(
 }
 
 /// The checks of [`plan`] that need no values: shapes of A (m×n) and b, block size
-/// and rank tolerance (spec §5.2 F19).
+/// and rank tolerance (docs/algorithms.md#rank-test).
 ///
 /// # Errors
 /// As [`plan`], without [`Error::NonFinite`].

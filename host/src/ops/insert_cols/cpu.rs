@@ -5,7 +5,8 @@
 use super::*;
 
 /// Inserts the m×p block `u` as columns k0..k0+p of A, updating R, d and Q serially
-/// (spec §1.7). Works on new buffers and swaps them in only after the rank check.
+/// (docs/algorithms.md#column-insertion). Works on new buffers and swaps them in only after the
+/// rank check.
 ///
 /// # Errors
 /// Those of `plan` (above), and [`Error::RankDeficient`] when the new matrix is numerically
@@ -45,7 +46,8 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Res
         householder_below(&mut r, &mut q, &mut d, &plan);
     }
 
-    // Step 3: Givens on the strip (skipped when appending, erratum E12).
+    // Step 3: Givens on the strip (skipped when appending,
+    // docs/algorithms.md#column-insertion-schedule).
     if k0 < n {
         for j in 0..p {
             let c = k0 + j;
@@ -108,8 +110,10 @@ pub(super) fn clear_lower<T: Scalar>(r: &mut Mat<T>) {
     }
 }
 
-/// Step 2 (spec §1.4 on the block B = R'(n:m, k0:k0+p)): panels of `nb` reflectors, each
-/// panel turned into the compact WY form I − V T Vᵀ (LAPACK sign, erratum E14) and applied
+/// Step 2 (docs/algorithms.md#blocked-householder-qr on the block B = R'(n:m, k0:k0+p)): panels of
+/// `nb` reflectors, each
+/// panel turned into the compact WY form I − V T Vᵀ (LAPACK sign,
+/// docs/algorithms.md#block-reflector-sign) and applied
 /// to the trailing columns of B, to d(n:m) from the left and to Q(:, n:m) from the right
 /// (`cpu::wy::larft`/`larfb_*`).
 pub(super) fn householder_below<T: Scalar>(

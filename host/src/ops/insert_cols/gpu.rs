@@ -4,7 +4,8 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// Inserts the m×p block `u` as columns k0..k0+p on the device (spec §1.7;
+/// Inserts the m×p block `u` as columns k0..k0+p on the device
+/// (docs/algorithms.md#column-insertion;
 /// docs/design.md): R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)] in a new buffer (two device
 /// copies and one cuBLAS GEMM), blocked Householder on R'(n:m, k0:k0+p) applied to copies
 /// of d and Q (`gpu::householder::blocked_qr`), then the strip unless k0 = n: Givens
@@ -59,8 +60,8 @@ pub(super) enum UData<'a, 'v, T> {
 /// Whether column insertion's strip (p new columns at k0, R of n columns, m rows) is
 /// cheaper as one blocked Householder QR of the L×L block, L = n + p − k0, than as
 /// Givens rotations on the GPU (`ColumnStrip::Auto`). A time model in milliseconds
-/// from the H100 measurements in docs/performance.md (eleventh session, "Column
-/// insertion's strip by Householder"): the rotations, p·(n − k0) of them on Q's m rows and R's rows
+/// from the H100 measurements in docs/performance.md: the rotations, p·(n − k0) of them on Q's m
+/// rows and R's rows
 /// (6 flops an element pair), run at about 1.5 TFLOP/s where windows apply them; the
 /// Householder QR of an L×L block takes about 5 µs a column (its panel chain) plus
 /// 7.2·10⁻¹¹·L³ ms, and its reflectors reach Q (4·m·L² flops) at about 30 TFLOP/s.
@@ -115,7 +116,7 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
         gpu.stage_mark("copy R");
         // For k0 < n, QᵀU goes into a matrix of its own, so that the Householder stage on
         // its rows n..m has no trailing columns: R's later columns are exact zeros in
-        // those rows (H·0 = 0), and the three GEMMs over them were pure cost (issue 7).
+        // those rows (H·0 = 0), and the three GEMMs over them were pure cost.
         // At k0 = n the new columns are R's last, so they are worked on in place.
         let mut own = if k0 < n {
             Some(DevMat::zeros(gpu, m, p)?)

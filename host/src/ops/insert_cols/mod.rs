@@ -1,8 +1,9 @@
-//! Insert a block of p columns at k0 (spec §1.7; S0 §2.4.1, §4.1; S2 §3.1). Step 1 QᵀU
+//! Insert a block of p columns at k0 (docs/algorithms.md#column-insertion). Step 1 QᵀU
 //! (2m²p), step 2 blocked Householder QR of the (m−n)×p block below row n (applied to d and
 //! Q), step 3 Givens on the strip, n−k0 rotations per new column, skipped when k0 = n (on
 //! the GPU, for large p, one blocked Householder QR of the strip's (n+p−k0)² block instead).
-//! Errata fixed: E3 (QᵀU, column k), E12 (rotations per column = n−k0, steps n−k0+p−1,
+//! Corrected as in docs/algorithms.md#column-insertion-wording (QᵀU, column k) and
+//! docs/algorithms.md#column-insertion-schedule (rotations per column = n−k0, steps n−k0+p−1,
 //! early exit at k0 = n). Needs Q.
 #![forbid(unsafe_code)]
 
@@ -24,7 +25,8 @@ pub use cpu::*;
 pub use gpu::*;
 pub(crate) use plan::*;
 
-/// Shared helpers for the update tests (spec §3.7 measures, computed in f64).
+/// Shared helpers for the update tests (docs/algorithms.md#accuracy-measures measures, computed in
+/// f64).
 #[cfg(test)]
 pub(crate) mod testkit {
     use crate::base::mat::Mat;
@@ -54,7 +56,7 @@ pub(crate) mod testkit {
         rand_mat::<T>(rng, m, 1).into_vec()
     }
 
-    /// 10·m·u (spec §3.7).
+    /// 10·m·u (docs/algorithms.md#accuracy-measures).
     pub fn tol<T: Scalar>(m: usize) -> f64 {
         10.0 * m as f64 * T::UNIT_ROUNDOFF
     }
@@ -78,7 +80,8 @@ pub(crate) mod testkit {
         Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)].to_f64())
     }
 
-    /// Spec §3.7 properties of `st` against the matrix Ã = `a` and right-hand sides `b`:
+    /// docs/algorithms.md#accuracy-measures properties of `st` against the matrix Ã = `a` and
+    /// right-hand sides `b`:
     /// ‖Q̃R̃ − Ã‖ ≤ 10·m·u·‖Ã‖, ‖Q̃ᵀQ̃ − I‖ ≤ 10·m·u, ‖Q̃d̃ − b‖ ≤ 10·m·u·‖b‖, ‖L‖ = 0 exactly.
     /// m = `m_op`, the row count the update worked on (before a row deletion, m > m̃).
     pub fn check_properties<T: Scalar>(st: &CpuQr<T>, a: &Mat<T>, b: &Mat<T>, m_op: usize) {
@@ -278,7 +281,7 @@ mod tests {
 
     #[test]
     fn householder_strip_only_where_p_is_large() {
-        // the seeds' grid points (spec §3.9): ACC (4000×2000, k0 = 0) switches from
+        // the seeds' grid points: ACC (4000×2000, k0 = 0) switches from
         // p = 500 on; AC-p (strip of 20 rows), AC-k3, AC-k6 and AC-stage (p = 200)
         // keep their Givens strips
         assert!(!householder_strip_pays(4000, 2000, 0, 100));

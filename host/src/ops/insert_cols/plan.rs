@@ -6,7 +6,7 @@ use super::*;
 
 pub(super) const OP: &str = "insert_cols";
 
-/// A validated column insertion (spec §1.7): what both backends execute.
+/// A validated column insertion (docs/algorithms.md#column-insertion): what both backends execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// Rows m (unchanged).
@@ -21,7 +21,8 @@ pub(crate) struct Plan {
     pub nb: usize,
 }
 
-/// Validates inserting the m×p block `u` as columns k0..k0+p (spec §1.7, §0.2).
+/// Validates inserting the m×p block `u` as columns k0..k0+p (docs/algorithms.md#column-insertion,
+/// docs/algorithms.md#conventions).
 ///
 /// # Errors
 /// [`Error::EmptyBlock`] (p = 0), [`Error::Shape`] (u has ≠ m rows),

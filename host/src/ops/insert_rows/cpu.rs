@@ -5,8 +5,8 @@
 use super::*;
 
 /// Inserts the rows `u` (p×n) and right-hand-side rows `e` (p×q) so that they become rows
-/// k0..k0+p of Ã and b̃ (spec §1.9). Afterwards R̃ is (m+p)×n, d̃ = Q̃ᵀb̃ (the residual
-/// includes the transformed e) and, when held, Q̃ is (m+p)×(m+p) with Q̃R̃ = Ã.
+/// k0..k0+p of Ã and b̃ (docs/algorithms.md#row-insertion). Afterwards R̃ is (m+p)×n, d̃ = Q̃ᵀb̃
+/// (the residual includes the transformed e) and, when held, Q̃ is (m+p)×(m+p) with Q̃R̃ = Ã.
 ///
 /// # Errors
 /// The errors of `plan`; [`Error::InvalidParam`] for a block size of 0 in the state's
@@ -131,8 +131,8 @@ pub fn run_cpu<T: Scalar>(
     Ok(())
 }
 
-/// Phase 3 of spec §1.9 on columns `cols` of a pair (top rows j0..j0+jb of `top`, all
-/// rows of `bot`): W = Tᵀ(top[j0.., J] + V_Uᵀ bot[:, J]); top −= W; bot −= V_U W.
+/// Phase 3 of docs/algorithms.md#row-insertion on columns `cols` of a pair (top rows j0..j0+jb of
+/// `top`, all rows of `bot`): W = Tᵀ(top[j0.., J] + V_Uᵀ bot[:, J]); top −= W; bot −= V_U W.
 pub(super) fn apply_block_rows<T: Scalar>(
     vu: &Mat<T>,
     t: &Mat<T>,
@@ -173,7 +173,8 @@ pub(super) fn apply_block_rows<T: Scalar>(
     }
 }
 
-/// M ← M (I − V T Vᵀ) for V = [I at rows j0..j0+jb; V_U at rows m..m+p] (spec §1.9 [EXT]):
+/// M ← M (I − V T Vᵀ) for V = [I at rows j0..j0+jb; V_U at rows m..m+p]
+/// (docs/algorithms.md#row-insertion [EXT]):
 /// W = (M[:, j0..j0+jb] + M[:, m..] V_U) T; M[:, j0..j0+jb] −= W; M[:, m..] −= W V_Uᵀ.
 pub(super) fn apply_block_q<T: Scalar>(
     vu: &Mat<T>,

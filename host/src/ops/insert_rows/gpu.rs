@@ -4,7 +4,8 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// GPU path of [`run_cpu`] (spec §1.9, erratum E16): validates with the same `plan`,
+/// GPU path of [`run_cpu`] (docs/algorithms.md#row-insertion,
+/// docs/algorithms.md#row-insertion-listing): validates with the same `plan`,
 /// then the compact-WY row addition on the device: phase 1 per column (`house` on
 /// R(j, j) and U(:, j), `panel_apply` on the block's rest of R's row j and U), phase 2
 /// T by `wy_build_t` on V_U, phase 3 by GEMMs (W = R₁ + V_UᵀU₂; R₁ −= TᵀW;
@@ -25,6 +26,10 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
 
 /// [`run_gpu`] with the one-launch path (`row_insert_qr`, states without Q) allowed or
 /// not; `false` always takes the blocked compact-WY path (tests compare the two).
+///
+/// Long because the blocked path's panel loop runs all three phases on R, U, d, e and Q
+/// with about a dozen device buffers allocated once up front; splitting it would pass
+/// them all between the pieces.
 pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     st: &mut crate::state::gpu::GpuQr<T>,
     k0: usize,
@@ -54,7 +59,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         nb + p <= SMALL_PANEL_ROW_INSERT_MAX_ROWS && g.small_panel_fits::<T>(nb + p, nb);
     if one_launch && st.q.is_none() {
         if let Some(shape) = g.row_insert_plan::<T>(n, q, p)? {
-            // Without Q the whole update is one cooperative launch (spec §1.9): the
+            // Without Q the whole update is one cooperative launch
+            // (docs/algorithms.md#row-insertion): the
             // reflectors of [R d; U e] flow between blocks that own its columns.
             let mut r = DevMat::<T>::zeros(g, m + p, n)?;
             let mut d = DevMat::<T>::zeros(g, m + p, q)?;
@@ -129,7 +135,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
             // (upper triangular top, exact zeros below its diagonal, so each reflector
             // touches row j and the p rows of U only) staged contiguously and factored by
             // `fused_panel_qr`, or by `small_panel_qr` when `small_panel` chose it; its V is
-            // [I; V_U] and its T that of V_U (spec §1.9).
+            // [I; V_U] and its T that of V_U (docs/algorithms.md#row-insertion).
             g.panel_copy(&r.block(j0, j0, jb, jb), &mut sa.block_mut(0, 0, jb, jb))?;
             g.panel_copy(&uw.block(0, j0, p, jb), &mut sa.block_mut(jb, 0, p, jb))?;
             let (mut vb, mut tb) = (sv.block_mut(0, 0, jb + p, jb), t.block_mut(0, 0, jb, jb));

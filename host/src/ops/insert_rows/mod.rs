@@ -1,8 +1,9 @@
-//! Insert p rows U (p×n) with right-hand-side rows e (p×q) at row k0 (spec §1.9; S0 §2.4.3,
-//! §4.3; S2 §3.3). Compact-WY row addition: reflector j acts on R's row j and the p rows of
-//! U only, so V = [I; 0; V_U] and T comes from V_UᵀV_U alone. Cost ≈ 2pn² + O(n²),
+//! Insert p rows U (p×n) with right-hand-side rows e (p×q) at row k0
+//! (docs/algorithms.md#row-insertion). Compact-WY row addition: reflector j acts on R's row j and
+//! the p rows of U only, so V = [I; 0; V_U] and T comes from V_UᵀV_U alone. Cost ≈ 2pn² + O(n²),
 //! independent of m (plus O(m·p·n) to carry Q). Q optional; with Q, Q̃ = Pᵀ diag(Q, I_p)
-//! H₁⋯H_n puts the new rows at k0..k0+p. Errata E14 (τ ≥ 0) and E16 (U update) fixed.
+//! H₁⋯H_n puts the new rows at k0..k0+p. Corrected as in docs/algorithms.md#block-reflector-sign
+//! (τ ≥ 0) and docs/algorithms.md#row-insertion-listing (U update).
 #![forbid(unsafe_code)]
 
 use crate::base::dims::{check_rank_of, Dims};

@@ -6,7 +6,7 @@ use super::*;
 
 pub(super) const OP: &str = "insert_rows";
 
-/// A validated row insertion (spec §1.9): what both backends execute.
+/// A validated row insertion (docs/algorithms.md#row-insertion): what both backends execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// Row position of the first new row in Ã (0-based, ≤ m).
@@ -18,7 +18,8 @@ pub(crate) struct Plan {
 }
 
 /// Validates inserting the p×n block `u` with right-hand-side rows `e` (p×q) as rows
-/// k0..k0+p (spec §1.9, §0.2: k0 ∈ [0, m]). Pure; Q is not required.
+/// k0..k0+p (docs/algorithms.md#row-insertion, docs/algorithms.md#conventions: k0 ∈ [0, m]). Pure;
+/// Q is not required.
 ///
 /// # Errors
 /// [`Error::EmptyBlock`] (p = 0), [`Error::Shape`] (u not p×n, e not p×q),

@@ -4,8 +4,8 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// Replaces A by A + u vᵀ, updating R, d and Q serially (spec §1.11). Works on new
-/// buffers and swaps them in only after the rank check.
+/// Replaces A by A + u vᵀ, updating R, d and Q serially (docs/algorithms.md#rank-one-update). Works
+/// on new buffers and swaps them in only after the rank check.
 ///
 /// # Errors
 /// Those of `plan` (above), and [`Error::RankDeficient`] when A + u vᵀ is numerically rank

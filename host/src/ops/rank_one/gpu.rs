@@ -4,8 +4,8 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// Replaces A by A + u vᵀ on the device (spec §1.11; docs/design.md): w = Qᵀu by
-/// cuBLAS GEMV, then stages A and B on copies of R, Q and d (`params.givens`: two-phase,
+/// Replaces A by A + u vᵀ on the device (docs/algorithms.md#rank-one-update; docs/design.md): w =
+/// Qᵀu by cuBLAS GEMV, then stages A and B on copies of R, Q and d (`params.givens`: two-phase,
 /// or the seed wavefront), the rank check, and the swap. R keeps exact zeros below its
 /// diagonal.
 ///

@@ -6,7 +6,7 @@ use super::*;
 
 pub(super) const OP: &str = "rank_one";
 
-/// A validated rank-one update (spec §1.11): what both backends execute.
+/// A validated rank-one update (docs/algorithms.md#rank-one-update): what both backends execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// Rows m (unchanged).
@@ -17,7 +17,7 @@ pub(crate) struct Plan {
     pub householder_first: bool,
 }
 
-/// Validates A + u vᵀ with u of length m and v of length n (spec §1.11).
+/// Validates A + u vᵀ with u of length m and v of length n (docs/algorithms.md#rank-one-update).
 ///
 /// # Errors
 /// [`Error::Shape`] (wrong lengths), [`Error::NeedsQ`] (Q-less state),

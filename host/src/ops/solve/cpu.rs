@@ -6,7 +6,8 @@ use super::*;
 
 /// Solves min ‖Ax − b‖₂ from R (m×n upper trapezoidal) and d = Qᵀb (m×q): x = R₁⁻¹ d(0:n)
 /// by back substitution for every right-hand side, and `residual_norms[j]` = ‖d(n:m, j)‖₂
-/// (spec §1.1). `n` is the number of columns of the current problem (`r.ncols()`).
+/// (docs/algorithms.md#least-squares). `n` is the number of columns of the current problem
+/// (`r.ncols()`).
 ///
 /// # Errors
 /// [`Error::Shape`] if `n ≠ r.ncols()`, `n > r.nrows()` or `d.nrows() ≠ r.nrows()`;

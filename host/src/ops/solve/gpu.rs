@@ -4,8 +4,8 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// GPU least-squares solve (spec §1.1): x = R₁⁻¹d(0:n) by cuBLAS trsm and the
-/// residual norms ‖d(n:m, j)‖ by `reduce_nrm2`, downloaded to the host.
+/// GPU least-squares solve (docs/algorithms.md#least-squares): x = R₁⁻¹d(0:n) by cuBLAS trsm and
+/// the residual norms ‖d(n:m, j)‖ by `reduce_nrm2`, downloaded to the host.
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].

@@ -1,6 +1,7 @@
-//! Least-squares solve from a factorisation (spec §1.1, §5.1 F2; S0 §2.1, eq. 5.12):
+//! Least-squares solve from a factorisation (docs/algorithms.md#least-squares):
 //! x = R₁⁻¹ d(0:n) by back substitution per right-hand side, and the minimum
-//! residual ‖d(n:m)‖₂ (scaled, in f64). Cost n²·q. Erratum E2 (norms) corrected.
+//! residual ‖d(n:m)‖₂ (scaled, in f64). Cost n²·q. docs/algorithms.md#least-squares-norms (norms)
+//! corrected.
 #![forbid(unsafe_code)]
 
 use crate::base::dims::Dims;

@@ -1,0 +1,427 @@
+//! The CPU paths of the thin-Q and R-only states ([`QPolicy::Thin`], [`QPolicy::None`]):
+//! each operation runs on copies of the state's parts and commits them only when it and
+//! the rank test succeed, so a failed operation leaves the state as it was
+//! (docs/algorithms.md#thin-q-updates, docs/algorithms.md#updates-without-q).
+#![forbid(unsafe_code)]
+
+use crate::base::dims::check_rank_of;
+use crate::base::error::{Error, Result};
+use crate::base::mat::{Mat, MatRef};
+use crate::base::params::QPolicy;
+use crate::base::scalar::Scalar;
+use crate::cpu::householder::nrm2;
+use crate::cpu::rfactor::{self, DowndateFailure};
+use crate::cpu::thin::{self, ThinFailure};
+use crate::state::cpu::{CpuQr, KeptData};
+
+/// The kept data or [`Error::NeedsData`].
+fn kept<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s KeptData<T>> {
+    st.data.as_ref().ok_or(Error::NeedsData {
+        op,
+        what: "the data A and b (factorise with FactorParams::keep_data) or Q",
+    })
+}
+
+/// The kept A, or [`Error::NeedsData`].
+fn kept_a<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s Mat<T>> {
+    kept(st, op)?.a.as_ref().ok_or(Error::NeedsData {
+        op,
+        what: "the data A (factorise with FactorParams::keep_data) or Q",
+    })
+}
+
+/// Relative norm below which a Gram–Schmidt residual counts as zero.
+fn dependence_tol<T: Scalar>() -> f64 {
+    64.0 * T::UNIT_ROUNDOFF
+}
+
+/// ‖(I − Q₁Q₁ᵀ)e‖ below which a deleted row is the only one carrying a direction.
+fn completion_tol<T: Scalar>() -> f64 {
+    T::UNIT_ROUNDOFF.sqrt()
+}
+
+fn thin_error(op: &'static str, k0: usize, e: ThinFailure, tol: f64) -> Error {
+    match e {
+        ThinFailure::DependentColumn {
+            column,
+            relative_norm,
+        } => Error::RankDeficient {
+            column: k0 + column,
+            r_jj: relative_norm,
+            tol,
+        },
+        ThinFailure::IllDeterminedCompletion { row, norm } => Error::DowndateFailed {
+            op,
+            row: k0 + row,
+            why: format!(
+                "the other rows do not determine the factorisation without it (‖(I − Q₁Q₁ᵀ)e‖ = {norm:e})"
+            ),
+        },
+    }
+}
+
+/// A's columns and rows as an owned matrix with `f` applied.
+fn rebuild<T: Scalar>(m: usize, n: usize, f: impl FnMut(usize, usize) -> T) -> Mat<T> {
+    Mat::from_fn(m, n, f)
+}
+
+/// x = R⁻¹d and the residual b − A x of the kept data.
+fn residual_of<T: Scalar>(a: &Mat<T>, b: &Mat<T>, r: &Mat<T>, d: &Mat<T>) -> Mat<T> {
+    let x = rfactor::solve_upper(r, d);
+    let ax = a.matmul(&x);
+    Mat::from_fn(b.nrows(), b.ncols(), |i, k| b[(i, k)] - ax[(i, k)])
+}
+
+/// The column norms of `res`.
+fn col_norms<T: Scalar>(res: &Mat<T>) -> Vec<T> {
+    (0..res.ncols()).map(|k| nrm2(res.col(k))).collect()
+}
+
+/// Q̃ᵀU and U − Q̃(Q̃ᵀU) for Q̃ = A R⁻¹ without forming Q̃: the semi-normal equations
+/// c = R⁻ᵀ(AᵀU) with one step of refinement from the residual (corrected semi-normal
+/// equations, docs/algorithms.md#updates-without-q).
+fn csne_project<T: Scalar>(a: &Mat<T>, r: &Mat<T>, u: &Mat<T>) -> (Mat<T>, Mat<T>) {
+    let at = a.transpose();
+    let mut c = rfactor::solve_upper_transpose(r, &at.matmul(u));
+    let az = a.matmul(&rfactor::solve_upper(r, &c));
+    let mut z = Mat::from_fn(u.nrows(), u.ncols(), |i, j| u[(i, j)] - az[(i, j)]);
+    let c2 = rfactor::solve_upper_transpose(r, &at.matmul(&z));
+    let az2 = a.matmul(&rfactor::solve_upper(r, &c2));
+    for j in 0..u.ncols() {
+        for i in 0..u.nrows() {
+            z[(i, j)] -= az2[(i, j)];
+        }
+        for i in 0..c.nrows() {
+            c[(i, j)] += c2[(i, j)];
+        }
+    }
+    (c, z)
+}
+
+/// The R of Z (p×p) by Householder, and Z's columns' relative norms check.
+fn r_of<T: Scalar>(z: &Mat<T>) -> Mat<T> {
+    let p = z.ncols();
+    let mut g = Mat::zeros(p, p);
+    let mut d = Mat::zeros(p, 0);
+    let mut rho = Vec::new();
+    rfactor::add_rows(&mut g, &mut d, &mut rho, &mut z.clone(), &mut Mat::zeros(z.nrows(), 0));
+    g
+}
+
+/// Column insertion for the thin and R-only kinds.
+pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+    const OP: &str = "insert_cols";
+    let (m, n, p) = (st.dims.m, st.dims.n, u.ncols());
+    let u = u.to_owned();
+    let mut r = st.r.clone();
+    let mut d = st.d.clone();
+    match st.dims.policy {
+        QPolicy::Thin => {
+            let data = kept(st, OP)?;
+            let mut q1 = st.q.clone().expect("a thin state holds Q₁");
+            let tol = dependence_tol::<T>();
+            thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
+                .map_err(|e| thin_error(OP, k0, e, tol))?;
+            check_rank_of(&r, n + p, st.rank_tol)?;
+            let a = data.a.as_ref().map(|a| insert_columns(a, k0, &u));
+            st.q = Some(q1);
+            if let (Some(a), Some(data)) = (a, st.data.as_mut()) {
+                data.a = Some(a);
+            }
+        }
+        QPolicy::None => {
+            let a = kept_a(st, OP)?;
+            let b = &kept(st, OP)?.b;
+            let (c, z) = csne_project(a, &r, &u);
+            for j in 0..p {
+                let rel = nrm2(z.col(j)).to_f64() / nrm2(u.col(j)).to_f64().max(f64::MIN_POSITIVE);
+                if !(rel > dependence_tol::<T>()) {
+                    return Err(Error::RankDeficient {
+                        column: k0 + j,
+                        r_jj: rel,
+                        tol: dependence_tol::<T>(),
+                    });
+                }
+            }
+            let g = r_of(&z);
+            let res = residual_of(a, b, &r, &d);
+            let f = rfactor::solve_upper_transpose(&g, &z.transpose().matmul(&res));
+            rfactor::insert_cols(&mut r, &mut d, k0, &c, &g, &f, |_, _, _| {});
+            check_rank_of(&r, n + p, st.rank_tol)?;
+            let a2 = insert_columns(a, k0, &u);
+            let rho = col_norms(&residual_of(&a2, b, &r, &d));
+            st.rho = rho;
+            st.data.as_mut().expect("checked above").a = Some(a2);
+        }
+        QPolicy::Full => unreachable!("the full kind has its own path"),
+    }
+    let _ = m;
+    st.r = r;
+    st.d = d;
+    st.dims.n = n + p;
+    Ok(())
+}
+
+/// A with the columns of `u` inserted at k0.
+fn insert_columns<T: Scalar>(a: &Mat<T>, k0: usize, u: &Mat<T>) -> Mat<T> {
+    let p = u.ncols();
+    rebuild(a.nrows(), a.ncols() + p, |i, j| {
+        if j < k0 {
+            a[(i, j)]
+        } else if j < k0 + p {
+            u[(i, j - k0)]
+        } else {
+            a[(i, j - p)]
+        }
+    })
+}
+
+/// Column deletion for the thin and R-only kinds.
+pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> {
+    let n = st.dims.n;
+    let mut r = st.r.clone();
+    let mut d = st.d.clone();
+    let mut rho = st.rho.clone();
+    let mut q1 = st.q.clone();
+    match st.dims.policy {
+        QPolicy::Thin => thin::delete_cols(q1.as_mut().expect("a thin state holds Q₁"), &mut r, &mut d, k0, p),
+        QPolicy::None => rfactor::delete_cols(&mut r, &mut d, &mut rho, k0, p),
+        QPolicy::Full => unreachable!("the full kind has its own path"),
+    }
+    check_rank_of(&r, n - p, st.rank_tol)?;
+    if let Some(data) = st.data.as_mut() {
+        if let Some(a) = data.a.as_ref() {
+            let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
+            data.a = Some(rebuild(a.nrows(), n - p, |i, j| a[(i, keep[j])]));
+        }
+    }
+    st.r = r;
+    st.d = d;
+    st.rho = rho;
+    st.q = q1;
+    st.dims.n = n - p;
+    Ok(())
+}
+
+/// Row insertion for the thin and R-only kinds.
+pub(crate) fn insert_rows<T: Scalar>(
+    st: &mut CpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+) -> Result<()> {
+    let (m, n, p) = (st.dims.m, st.dims.n, u.nrows());
+    let (u, e) = (u.to_owned(), e.to_owned());
+    let mut r = st.r.clone();
+    let mut d = st.d.clone();
+    let mut rho = st.rho.clone();
+    let mut q1 = st.q.clone();
+    let mut b = st.data.as_ref().map(|k| k.b.clone());
+    match st.dims.policy {
+        QPolicy::Thin => thin::insert_rows(
+            q1.as_mut().expect("a thin state holds Q₁"),
+            &mut r,
+            &mut d,
+            b.as_mut().expect("a thin state keeps b"),
+            k0,
+            &u,
+            &e,
+        ),
+        QPolicy::None => {
+            rfactor::add_rows(&mut r, &mut d, &mut rho, &mut u.clone(), &mut e.clone());
+            if let Some(b) = b.as_mut() {
+                *b = insert_rows_of(b, k0, &e);
+            }
+        }
+        QPolicy::Full => unreachable!("the full kind has its own path"),
+    }
+    check_rank_of(&r, n, st.rank_tol)?;
+    if let Some(data) = st.data.as_mut() {
+        data.b = b.expect("cloned from the kept data");
+        if let Some(a) = data.a.as_ref() {
+            data.a = Some(insert_rows_of(a, k0, &u));
+        }
+    }
+    st.r = r;
+    st.d = d;
+    st.rho = rho;
+    st.q = q1;
+    st.dims.m = m + p;
+    Ok(())
+}
+
+/// `a` with the rows of `u` inserted at k0.
+fn insert_rows_of<T: Scalar>(a: &Mat<T>, k0: usize, u: &Mat<T>) -> Mat<T> {
+    let p = u.nrows();
+    rebuild(a.nrows() + p, a.ncols(), |i, j| {
+        if i < k0 {
+            a[(i, j)]
+        } else if i < k0 + p {
+            u[(i - k0, j)]
+        } else {
+            a[(i - p, j)]
+        }
+    })
+}
+
+/// `a` without rows k0..k0+p.
+fn delete_rows_of<T: Scalar>(a: &Mat<T>, k0: usize, p: usize) -> Mat<T> {
+    rebuild(a.nrows() - p, a.ncols(), |i, j| a[(if i < k0 { i } else { i + p }, j)])
+}
+
+/// Row deletion for the thin and R-only kinds; `given` holds the deleted rows of A and b
+/// for an R-only state without kept data.
+pub(crate) fn delete_rows<T: Scalar>(
+    st: &mut CpuQr<T>,
+    k0: usize,
+    p: usize,
+    given: Option<(MatRef<'_, T>, MatRef<'_, T>)>,
+) -> Result<()> {
+    const OP: &str = "delete_rows";
+    let (m, n, q) = (st.dims.m, st.dims.n, st.dims.q);
+    let mut r = st.r.clone();
+    let mut d = st.d.clone();
+    let mut rho = st.rho.clone();
+    let mut q1 = st.q.clone();
+    let mut b = st.data.as_ref().map(|k| k.b.clone());
+    match st.dims.policy {
+        QPolicy::Thin => {
+            let tol = completion_tol::<T>();
+            thin::delete_rows(
+                q1.as_mut().expect("a thin state holds Q₁"),
+                &mut r,
+                &mut d,
+                b.as_mut().expect("a thin state keeps b"),
+                k0,
+                p,
+                tol,
+            )
+            .map_err(|e| thin_error(OP, k0, e, tol))?;
+        }
+        QPolicy::None => {
+            let (rows, rhs): (Mat<T>, Mat<T>) = match (st.data.as_ref(), given) {
+                (Some(KeptData { a: Some(a), b }), _) => (
+                    rebuild(p, n, |i, j| a[(k0 + i, j)]),
+                    rebuild(p, q, |i, k| b[(k0 + i, k)]),
+                ),
+                (_, Some((ur, er))) => (ur.to_owned(), er.to_owned()),
+                _ => {
+                    return Err(Error::NeedsData {
+                        op: OP,
+                        what: "the deleted rows (delete_rows_with), the kept data (FactorParams::keep_data) or Q",
+                    })
+                }
+            };
+            for i in 0..p {
+                let row: Vec<T> = (0..n).map(|j| rows[(i, j)]).collect();
+                let rhs_row: Vec<T> = (0..q).map(|k| rhs[(i, k)]).collect();
+                rfactor::remove_row(&mut r, &mut d, &mut rho, &row, &rhs_row).map_err(|e| {
+                    Error::DowndateFailed {
+                        op: OP,
+                        row: k0 + i,
+                        why: match e {
+                            DowndateFailure::NotPositiveDefinite { alpha2 } => format!(
+                                "the rows left do not determine R (1 − ‖R⁻ᵀa‖² = {alpha2:e})"
+                            ),
+                            DowndateFailure::Residual { rhs } => format!(
+                                "right-hand side {rhs} of the row exceeds the residual it leaves"
+                            ),
+                        },
+                    }
+                })?;
+            }
+            if let Some(bb) = b.as_mut() {
+                *bb = delete_rows_of(bb, k0, p);
+            }
+        }
+        QPolicy::Full => unreachable!("the full kind has its own path"),
+    }
+    check_rank_of(&r, n, st.rank_tol)?;
+    let mut a2 = None;
+    if let Some(KeptData { a: Some(a), .. }) = st.data.as_ref() {
+        a2 = Some(delete_rows_of(a, k0, p));
+    }
+    if let (Some(a2), Some(b2), QPolicy::None) = (a2.as_ref(), b.as_ref(), st.dims.policy) {
+        // the kept data give the residual norms exactly, without the downdate's cancellation
+        rho = col_norms(&residual_of(a2, b2, &r, &d));
+    }
+    if let Some(data) = st.data.as_mut() {
+        data.b = b.expect("cloned from the kept data");
+        if a2.is_some() {
+            data.a = a2;
+        }
+    }
+    st.r = r;
+    st.d = d;
+    st.rho = rho;
+    st.q = q1;
+    st.dims.m = m - p;
+    Ok(())
+}
+
+/// Rank-one update for the thin and R-only kinds.
+pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
+    const OP: &str = "rank_one";
+    let n = st.dims.n;
+    let mut r = st.r.clone();
+    let mut d = st.d.clone();
+    match st.dims.policy {
+        QPolicy::Thin => {
+            let mut q1 = st.q.clone().expect("a thin state holds Q₁");
+            let b = &kept(st, OP)?.b;
+            thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
+            check_rank_of(&r, n, st.rank_tol)?;
+            st.q = Some(q1);
+        }
+        QPolicy::None => {
+            let a = kept_a(st, OP)?;
+            let b = &kept(st, OP)?.b;
+            let (c, z) = csne_project(a, &r, &Mat::from_col(u));
+            let gamma = nrm2(z.col(0));
+            let has_dir = gamma.to_f64() > dependence_tol::<T>() * nrm2(u).to_f64() && gamma > T::ZERO;
+            let res = residual_of(a, b, &r, &d);
+            let mut w: Vec<T> = c.col(0).to_vec();
+            let f: Vec<T> = if has_dir {
+                w.push(gamma);
+                (0..b.ncols())
+                    .map(|k| {
+                        let mut s = T::ZERO;
+                        for i in 0..z.nrows() {
+                            s = z[(i, 0)].mul_add(res[(i, k)], s);
+                        }
+                        s / gamma
+                    })
+                    .collect()
+            } else {
+                w.push(T::ZERO);
+                vec![T::ZERO; b.ncols()]
+            };
+            rfactor::rank_one(&mut r, &mut d, w, &f, v, |_, _, _| {});
+            check_rank_of(&r, n, st.rank_tol)?;
+            let a2 = rebuild(a.nrows(), n, |i, j| u[i].mul_add(v[j], a[(i, j)]));
+            st.rho = col_norms(&residual_of(&a2, b, &r, &d));
+            st.data.as_mut().expect("checked above").a = Some(a2);
+        }
+        QPolicy::Full => unreachable!("the full kind has its own path"),
+    }
+    if st.dims.policy == QPolicy::Thin {
+        if let Some(KeptData { a: Some(a), .. }) = st.data.as_mut() {
+            *a = rebuild(a.nrows(), n, |i, j| u[i].mul_add(v[j], a[(i, j)]));
+        }
+    }
+    st.r = r;
+    st.d = d;
+    Ok(())
+}
+
+/// Residual norms of the thin and R-only kinds.
+pub(crate) fn residual_norms<T: Scalar>(st: &CpuQr<T>) -> Vec<f64> {
+    match st.dims.policy {
+        QPolicy::Thin => thin::residual_norms(
+            st.q.as_ref().expect("a thin state holds Q₁"),
+            &st.d,
+            &st.data.as_ref().expect("a thin state keeps b").b,
+        ),
+        _ => st.rho.iter().map(|x| x.to_f64()).collect(),
+    }
+}
