@@ -49,6 +49,6 @@ pub use base::params::{ColumnStrip, FactorParams, Givens, QPolicy, RowRemoval, U
 pub use base::precision::GemmPrecision;
 pub use base::scalar::Scalar;
 pub use base::solution::{Diagnostics, Solution};
-pub use gpu::runtime::{Gpu, GpuScalar};
+pub use gpu::runtime::{DevMat, DevMatView, DevMatViewMut, DevVec, Gpu, GpuScalar};
 pub use state::cpu::CpuQr;
 pub use state::gpu::GpuQr;

@@ -90,7 +90,7 @@ impl<T: GpuScalar> GpuQr<T> {
     /// # Example
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::gpu::{DevMat, GpuQr};
+    /// use cuqr::{DevMat, GpuQr};
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     ///
     /// let gpu = Arc::new(Gpu::new(0)?);
@@ -156,7 +156,7 @@ impl<T: GpuScalar> GpuQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::gpu::{DevMat, GpuQr};
+    /// use cuqr::{DevMat, GpuQr};
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy, QrUpdate};
     /// let a = Mat::<f64>::from_fn(300, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
     /// let b = Mat::<f64>::from_fn(300, 1, |i, _| i as f64);

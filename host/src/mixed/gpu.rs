@@ -55,7 +55,7 @@
 //!
 //! # Examples
 //! ```no_run
-//! use cuqr::gpu::{DevMat, Gpu};
+//! use cuqr::{DevMat, Gpu};
 //! use cuqr::mixed::{lstsq_mixed_gpu, GemmPrecision, MixedParams};
 //! use cuqr::Mat;
 //! let gpu = Gpu::new(0)?;

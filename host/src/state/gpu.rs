@@ -25,7 +25,7 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 /// The same calls as with [`crate::CpuQr`]; only the constructor differs.
 /// ```no_run
 /// use std::sync::Arc;
-/// use cuqr::gpu::GpuQr;
+/// use cuqr::GpuQr;
 /// use cuqr::{FactorParams, Gpu, Mat, QPolicy, QrUpdate};
 /// let gpu = Arc::new(Gpu::new(0)?);
 /// let a = Mat::<f64>::from_fn(1000, 300, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
@@ -193,7 +193,7 @@ impl<T: GpuScalar> GpuQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::gpu::GpuQr;
+    /// use cuqr::GpuQr;
     /// use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy, QrUpdate};
     /// let a = Mat::<f64>::from_fn(300, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
     /// let b = Mat::<f64>::from_fn(300, 1, |i, _| i as f64);

@@ -14,25 +14,6 @@ use super::*;
 /// [`Error::Shape`], [`Error::Underdetermined`] (m < n), [`Error::NonFinite`],
 /// [`Error::InvalidParam`] (see `plan`), and [`Error::RankDeficient`] when some
 /// |R_jj| ≤ rank_tol·‖A‖_F (default: [`default_rank_tol`]).
-///
-/// # Examples
-/// ```
-/// use cuqr::{FactorParams, Mat, QPolicy, QrUpdate};
-/// use cuqr::qr::factorize::run_cpu;
-/// let a = Mat::<f64>::from_fn(5, 3, |i, j| ((i * 7 + j * 3) % 5) as f64 + (i == j) as u8 as f64);
-/// let b = Mat::<f64>::from_fn(5, 1, |i, _| 1.0 + i as f64);
-/// let qr = run_cpu(a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default()).unwrap();
-/// let (r, q) = (qr.r().unwrap(), qr.q().unwrap().unwrap());
-/// let qr_prod = q.matmul(&r);
-/// for j in 0..3 {
-///     for i in 0..5 {
-///         assert!((qr_prod[(i, j)] - a[(i, j)]).abs() < 1e-13);
-///         if i > j {
-///             assert_eq!(r[(i, j)], 0.0);
-///         }
-///     }
-/// }
-/// ```
 pub fn run_cpu<T: Scalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
@@ -88,4 +69,35 @@ pub fn run_cpu<T: Scalar>(
         },
         rank_tol: plan.rank_tol,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_cpu_example() {
+        use crate::{FactorParams, Mat, QPolicy, QrUpdate};
+        let a = Mat::<f64>::from_fn(5, 3, |i, j| {
+            ((i * 7 + j * 3) % 5) as f64 + (i == j) as u8 as f64
+        });
+        let b = Mat::<f64>::from_fn(5, 1, |i, _| 1.0 + i as f64);
+        let qr = run_cpu(
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::Full,
+            FactorParams::default(),
+        )
+        .unwrap();
+        let (r, q) = (qr.r().unwrap(), qr.q().unwrap().unwrap());
+        let qr_prod = q.matmul(&r);
+        for j in 0..3 {
+            for i in 0..5 {
+                assert!((qr_prod[(i, j)] - a[(i, j)]).abs() < 1e-13);
+                if i > j {
+                    assert_eq!(r[(i, j)], 0.0);
+                }
+            }
+        }
+    }
 }

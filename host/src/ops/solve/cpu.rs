@@ -13,18 +13,6 @@ use super::*;
 /// [`Error::Shape`] if `n ≠ r.ncols()`, `n > r.nrows()` or `d.nrows() ≠ r.nrows()`;
 /// [`Error::RankDeficient`] if some R_jj is exactly 0 (the state's rank check
 /// normally rules this out).
-///
-/// # Examples
-/// ```
-/// use cuqr::Mat;
-/// use cuqr::qr::solve::solve_cpu;
-/// // R = [[2, 1], [0, 4], [0, 0]], d = [4, 8, 3]: x = [1, 2], residual 3.
-/// let r = Mat::<f64>::from_fn(3, 2, |i, j| [[2.0, 1.0], [0.0, 4.0], [0.0, 0.0]][i][j]);
-/// let d = Mat::<f64>::from_col(&[4.0, 8.0, 3.0]);
-/// let sol = solve_cpu(&r, &d, 2).unwrap();
-/// assert_eq!((sol.x[(0, 0)], sol.x[(1, 0)]), (1.0, 2.0));
-/// assert_eq!(sol.residual_norms, vec![3.0]);
-/// ```
 pub fn solve_cpu<T: Scalar>(r: &Mat<T>, d: &Mat<T>, n: usize) -> Result<Solution<T>> {
     let m = r.nrows();
     if n != r.ncols() {
@@ -72,4 +60,20 @@ pub fn solve_cpu<T: Scalar>(r: &Mat<T>, d: &Mat<T>, n: usize) -> Result<Solution
         residual_norms.push(nrm2_f64(&dc[n..]));
     }
     Ok(Solution { x, residual_norms })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solve_cpu_example() {
+        use crate::Mat;
+        // R = [[2, 1], [0, 4], [0, 0]], d = [4, 8, 3]: x = [1, 2], residual 3.
+        let r = Mat::<f64>::from_fn(3, 2, |i, j| [[2.0, 1.0], [0.0, 4.0], [0.0, 0.0]][i][j]);
+        let d = Mat::<f64>::from_col(&[4.0, 8.0, 3.0]);
+        let sol = solve_cpu(&r, &d, 2).unwrap();
+        assert_eq!((sol.x[(0, 0)], sol.x[(1, 0)]), (1.0, 2.0));
+        assert_eq!(sol.residual_norms, vec![3.0]);
+    }
 }
