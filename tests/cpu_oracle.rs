@@ -546,6 +546,7 @@ fn block_sizes<T: Scalar>() {
         let fp = FactorParams {
             block_size: Some(nb),
             rank_tol: None,
+            keep_data: false,
         };
         let mut run = || -> Result<(), String> {
             let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, fp)

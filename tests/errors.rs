@@ -563,14 +563,17 @@ fn invalid_params<T: Scalar>() {
         FactorParams {
             block_size: Some(0),
             rank_tol: None,
+            keep_data: false,
         },
         FactorParams {
             block_size: None,
             rank_tol: Some(-1.0),
+            keep_data: false,
         },
         FactorParams {
             block_size: None,
             rank_tol: Some(f64::NAN),
+            keep_data: false,
         },
     ];
     for p in bad {

@@ -845,6 +845,7 @@ fn parse(args: &[String]) -> CliResult<Opts> {
     let params = FactorParams {
         block_size: o.usize("nb")?,
         rank_tol: None,
+        keep_data: false,
     };
     if let Some(path) = o.get("csv") {
         super::check_csv_path("bench qr", path)?;

@@ -61,7 +61,24 @@ impl<T: Scalar> QrUpdate<T> for CpuQr<T> {
         crate::ops::rank_one::run_cpu(self, u, v)
     }
     fn solve(&self) -> Result<Solution<T>> {
-        crate::ops::solve::solve_cpu(&self.r, &self.d, self.dims.n)
+        let mut sol = crate::ops::solve::solve_cpu(&self.r, &self.d, self.dims.n)?;
+        if self.dims.policy != QPolicy::Full {
+            sol.residual_norms = crate::ops::reduced::residual_norms(self);
+        }
+        Ok(sol)
+    }
+    fn delete_rows_with(
+        &mut self,
+        k0: usize,
+        rows: MatRef<'_, T>,
+        rhs: MatRef<'_, T>,
+    ) -> Result<()> {
+        let p = crate::ops::delete_rows::plan_given(self.dims, k0, rows, rhs)?;
+        if self.dims.policy == QPolicy::None && self.data.is_none() {
+            crate::ops::reduced::delete_rows(self, k0, p, Some((rows, rhs)))
+        } else {
+            crate::ops::delete_rows::run_cpu(self, k0, p)
+        }
     }
     fn r(&self) -> Result<Mat<T>> {
         Ok(self.r.clone())

@@ -236,6 +236,14 @@ impl<T: GpuScalar> QrUpdate<T> for Qr<T> {
     fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
         self.inner_mut().delete_rows(k0, p)
     }
+    fn delete_rows_with(
+        &mut self,
+        k0: usize,
+        rows: MatRef<'_, T>,
+        rhs: MatRef<'_, T>,
+    ) -> Result<()> {
+        self.inner_mut().delete_rows_with(k0, rows, rhs)
+    }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
         self.inner_mut().rank_one(u, v)
     }

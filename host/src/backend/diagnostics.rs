@@ -78,7 +78,7 @@ pub fn diagnostics<T: Scalar>(
         Some(qm) => {
             let q64 = to_f64(qm.as_ref());
             let mut qtq = q64.transpose().matmul(&q64);
-            for i in 0..m {
+            for i in 0..qtq.nrows() {
                 qtq[(i, i)] -= 1.0;
             }
             let mut res = q64.matmul(&r64);
@@ -110,7 +110,7 @@ pub fn diagnostics<T: Scalar>(
         QPolicy::None,
         FactorParams::default(),
     )?;
-    let fresh_sol = crate::ops::solve::solve_cpu(&fresh.r, &fresh.d, n)?;
+    let fresh_sol = fresh.solve()?;
     let mut e_x = 0.0f64;
     let mut residual = Vec::with_capacity(q);
     for c in 0..q {

@@ -66,6 +66,7 @@ impl<T: GpuScalar> GpuQr<T> {
         params: FactorParams,
         clock: Option<&mut crate::gpu::algo::householder::QrClock>,
     ) -> Result<Self> {
+        crate::ops::factorize::gpu_offers(policy, params)?;
         use crate::ops::factorize::{plan_shapes, run_gpu_dev};
         let plan = plan_shapes::<T>(
             (a.nrows(), a.ncols()),
@@ -214,6 +215,15 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
         let out = crate::ops::delete_rows::run_gpu(self, k0, p);
         poison_on_fault(&self.poisoned, out)
     }
+    fn delete_rows_with(
+        &mut self,
+        k0: usize,
+        rows: MatRef<'_, T>,
+        rhs: MatRef<'_, T>,
+    ) -> Result<()> {
+        let p = crate::ops::delete_rows::plan_given(self.dims, k0, rows, rhs)?;
+        self.delete_rows(k0, p)
+    }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::rank_one::run_gpu(self, u, v);
@@ -223,12 +233,26 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
         self.guarded(|| crate::ops::solve::solve_gpu(self))
     }
     fn r(&self) -> Result<Mat<T>> {
-        self.guarded(|| self.r.to_host(&self.gpu))
+        self.guarded(|| {
+            let r = self.r.to_host(&self.gpu)?;
+            if self.dims.policy == QPolicy::Full {
+                return Ok(r);
+            }
+            let n = self.dims.n;
+            Ok(Mat::from_fn(n, n, |i, j| r[(i, j)]))
+        })
     }
     fn q(&self) -> Result<Option<Mat<T>>> {
         self.guarded(|| self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose())
     }
     fn d(&self) -> Result<Mat<T>> {
-        self.guarded(|| self.d.to_host(&self.gpu))
+        self.guarded(|| {
+            let d = self.d.to_host(&self.gpu)?;
+            if self.dims.policy == QPolicy::Full {
+                return Ok(d);
+            }
+            let (n, q) = (self.dims.n, self.dims.q);
+            Ok(Mat::from_fn(n, q, |i, k| d[(i, k)]))
+        })
     }
 }

@@ -33,26 +33,40 @@ pub trait QrUpdate<T: Scalar> {
     fn set_params(&mut self, params: UpdateParams);
 
     /// Inserts the m×p block `u` so that it becomes columns k0..k0+p of A
-    /// (docs/algorithms.md#column-insertion). Needs Q.
+    /// (docs/algorithms.md#column-insertion). Needs Q, or an R-only state's kept data.
     fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()>;
     /// Deletes columns k0..k0+p of A (docs/algorithms.md#column-deletion). Q optional.
     fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()>;
     /// Inserts the p×n block `u` as rows k0..k0+p of A, with right-hand-side
     /// rows `e` (p×q) (docs/algorithms.md#row-insertion). Q optional.
     fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()>;
-    /// Deletes rows k0..k0+p of A (docs/algorithms.md#row-deletion). Needs Q.
+    /// Deletes rows k0..k0+p of A, given them: `rows` (p×n) and their right-hand sides
+    /// `rhs` (p×q). An R-only state without kept data needs them to downdate R
+    /// (docs/algorithms.md#updates-without-q); states holding Q or the data use their own
+    /// and only check the shapes.
+    fn delete_rows_with(
+        &mut self,
+        k0: usize,
+        rows: MatRef<'_, T>,
+        rhs: MatRef<'_, T>,
+    ) -> Result<()>;
+    /// Deletes rows k0..k0+p of A (docs/algorithms.md#row-deletion). Needs Q, or an R-only
+    /// state's kept data (otherwise [`crate::Error::NeedsData`]: use `delete_rows_with`).
     fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()>;
-    /// Replaces A by A + u vᵀ (docs/algorithms.md#rank-one-update). Needs Q.
+    /// Replaces A by A + u vᵀ (docs/algorithms.md#rank-one-update). Needs Q, or an R-only
+    /// state's kept data.
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()>;
 
     /// Least-squares solution and residual norms of the current problem
     /// (docs/algorithms.md#least-squares).
     fn solve(&self) -> Result<Solution<T>>;
-    /// R (m×n, upper trapezoidal), copied to the host.
+    /// R copied to the host: m×n upper trapezoidal under [`QPolicy::Full`], n×n upper
+    /// triangular under [`QPolicy::Thin`] and [`QPolicy::None`].
     fn r(&self) -> Result<Mat<T>>;
-    /// Q (m×m) copied to the host, or `None` under [`QPolicy::None`].
+    /// Q copied to the host: m×m under [`QPolicy::Full`], Q₁ (m×n) under [`QPolicy::Thin`],
+    /// `None` under [`QPolicy::None`].
     fn q(&self) -> Result<Option<Mat<T>>>;
-    /// d = Qᵀb (m×q), copied to the host.
+    /// d = Qᵀb copied to the host: m×q under [`QPolicy::Full`], its first n rows otherwise.
     fn d(&self) -> Result<Mat<T>>;
 
     /// Inserts one column (p = 1).

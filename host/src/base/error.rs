@@ -68,6 +68,33 @@ pub enum Error {
         /// The state's Q policy.
         policy: QPolicy,
     },
+    /// The operation needs data that the state does not hold.
+    #[error("{op} needs {what}")]
+    NeedsData {
+        /// Operation.
+        op: &'static str,
+        /// What is missing and how to provide it.
+        what: &'static str,
+    },
+    /// Removing a row failed: the rows left do not determine the factorisation to working
+    /// precision (the state is unchanged).
+    #[error("{op}: row {row} cannot be removed: {why}")]
+    DowndateFailed {
+        /// Operation.
+        op: &'static str,
+        /// The row (0-based, of the matrix before the operation).
+        row: usize,
+        /// Why.
+        why: String,
+    },
+    /// The backend does not offer this yet.
+    #[error("{op}: {what} is not available")]
+    Unsupported {
+        /// Operation.
+        op: &'static str,
+        /// What is not available.
+        what: &'static str,
+    },
     /// The (updated) matrix is numerically rank deficient: |R_jj| ≤ tol.
     #[error("column {column} is numerically dependent: |r_jj| = {r_jj:e} <= {tol:e}")]
     RankDeficient {

@@ -1,17 +1,27 @@
 //! Policies and strategy options with sensible defaults.
 
-/// Which orthogonal factor the state keeps (docs/algorithms.md#q-policy).
+/// Which orthogonal factor the state keeps: the state kind (docs/algorithms.md#q-policy).
 ///
-/// `None` keeps R and d = Qᵀb only: row insertion and column deletion work.
-/// `Full` keeps the explicit m×m Q: every update works.
+/// | kind | holds | memory |
+/// |---|---|---|
+/// | `Full` | Q (m×m), R (m×n), d = Qᵀb (m×q) | O(m²) |
+/// | `Thin` | Q₁ (m×n), R (n×n), d = Q₁ᵀb (n×q), b (m×q) | O(mn) |
+/// | `None` | R (n×n), d (n×q), the residual norms; A and b with [`FactorParams::keep_data`] | O(n²) (+ the data) |
+///
+/// Every update works on every kind, except that an R-only state without kept data cannot
+/// insert columns or make a rank-one change ([`crate::Error::NeedsData`]) and deletes rows
+/// only when given them (`delete_rows_with`). The GPU backend keeps `None`'s R and d at
+/// full height (m rows) and does not offer `Thin` yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum QPolicy {
-    /// R and d only.
+    /// R and d only (and the data, when kept).
     None,
     /// Explicit m×m Q.
     #[default]
     Full,
+    /// Q₁ = the first n columns of Q (m×n), with R n×n and the right-hand sides kept.
+    Thin,
 }
 
 /// How a Givens stage is scheduled on the GPU (docs/algorithms.md#givens-rotations).
@@ -96,6 +106,10 @@ pub struct FactorParams {
     /// |R_jj| ≤ rank_tol·‖A‖_F. `None` uses max(m, n)·u/√min(m, n)
     /// ([`crate::ops::factorize::default_rank_tol`]).
     pub rank_tol: Option<f64>,
+    /// Keep A (and b) in the state so that an R-only state ([`QPolicy::None`]) can delete
+    /// rows, insert columns and take rank-one changes (by the corrected semi-normal
+    /// equations, docs/algorithms.md#updates-without-q). A thin state always keeps b.
+    pub keep_data: bool,
 }
 
 /// Options for updates.

@@ -6,4 +6,6 @@
 pub mod givens;
 pub mod householder;
 pub mod reference;
+pub mod rfactor;
+pub mod thin;
 pub mod wy;

@@ -209,7 +209,11 @@ pub fn delete_cols<T: Scalar>(r: &mut Mat<T>, d: &mut Mat<T>, rho: &mut [T], k0:
     let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
     let mut rr = Mat::from_fn(n, n - p, |i, j| r[(i, keep[j])]);
     retriangularise_band(&mut rr, d, k0, p, |_, _, _| {});
-    *r = Mat::from_fn(n - p, n - p, |i, j| if i <= j { rr[(i, j)] } else { T::ZERO });
+    *r = Mat::from_fn(
+        n - p,
+        n - p,
+        |i, j| if i <= j { rr[(i, j)] } else { T::ZERO },
+    );
     for k in 0..q {
         let tail: Vec<T> = (n - p..n).map(|i| d[(i, k)]).collect();
         rho[k] = rho[k].hypot(nrm2(&tail));
@@ -377,7 +381,9 @@ mod tests {
     use super::*;
 
     fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
     }
 
@@ -460,7 +466,10 @@ mod tests {
         let (r0, d0, rho0) = (r.clone(), d.clone(), rho.clone());
         let row: Vec<f64> = (0..n).map(|j| a[(2, j)]).collect();
         let out = remove_row(&mut r, &mut d, &mut rho, &row, &[b[(2, 0)]]);
-        assert!(matches!(out, Err(DowndateFailure::NotPositiveDefinite { .. })), "{out:?}");
+        assert!(
+            matches!(out, Err(DowndateFailure::NotPositiveDefinite { .. })),
+            "{out:?}"
+        );
         assert!(r == r0 && d == d0 && rho == rho0);
     }
 

@@ -124,8 +124,14 @@ pub fn insert_cols<T: Scalar>(
     let base: Vec<f64> = (0..p).map(|j| nrm2(u.col(j)).to_f64()).collect();
     let (qz, g) = thin_qr(&z, &base, tol)?;
     let f = at_b(&qz, b);
-    let mut qext = Mat::from_fn(m, n + p, |i, j| if j < n { q1[(i, j)] } else { qz[(i, j - n)] });
-    rfactor::insert_cols(r, d, k0, &c, &g, &f, |i, cs, sn| rot_cols(&mut qext, i, cs, sn));
+    let mut qext = Mat::from_fn(
+        m,
+        n + p,
+        |i, j| if j < n { q1[(i, j)] } else { qz[(i, j - n)] },
+    );
+    rfactor::insert_cols(r, d, k0, &c, &g, &f, |i, cs, sn| {
+        rot_cols(&mut qext, i, cs, sn)
+    });
     *q1 = qext;
     Ok(())
 }
@@ -133,7 +139,13 @@ pub fn insert_cols<T: Scalar>(
 /// Deletes columns k0..k0+p (docs/algorithms.md#column-deletion): R's band re-triangularised
 /// by Householder reflectors applied to Q₁'s columns, then Q₁'s last p columns and d's last
 /// p rows dropped.
-pub fn delete_cols<T: Scalar>(q1: &mut Mat<T>, r: &mut Mat<T>, d: &mut Mat<T>, k0: usize, p: usize) {
+pub fn delete_cols<T: Scalar>(
+    q1: &mut Mat<T>,
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    k0: usize,
+    p: usize,
+) {
     let (m, n) = (q1.nrows(), q1.ncols());
     let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
     let mut rr = Mat::from_fn(n, n - p, |i, j| r[(i, keep[j])]);
@@ -152,7 +164,11 @@ pub fn delete_cols<T: Scalar>(q1: &mut Mat<T>, r: &mut Mat<T>, d: &mut Mat<T>, k
             }
         }
     });
-    *r = Mat::from_fn(n - p, n - p, |i, j| if i <= j { rr[(i, j)] } else { T::ZERO });
+    *r = Mat::from_fn(
+        n - p,
+        n - p,
+        |i, j| if i <= j { rr[(i, j)] } else { T::ZERO },
+    );
     *q1 = Mat::from_fn(m, n - p, |i, j| q1[(i, j)]);
     *d = Mat::from_fn(n - p, d.ncols(), |i, k| d[(i, k)]);
 }
@@ -172,7 +188,15 @@ pub fn insert_rows<T: Scalar>(
 ) {
     let (m, n, p, q) = (q1.nrows(), q1.ncols(), u.nrows(), d.ncols());
     // Q_ext: rows of Q₁ with the new rows at k0..k0+p; columns n..n+p their unit vectors.
-    let old_row = |i: usize| if i < k0 { Some(i) } else if i < k0 + p { None } else { Some(i - p) };
+    let old_row = |i: usize| {
+        if i < k0 {
+            Some(i)
+        } else if i < k0 + p {
+            None
+        } else {
+            Some(i - p)
+        }
+    };
     let mut qext = Mat::from_fn(m + p, n + p, |i, j| match (old_row(i), j < n) {
         (Some(oi), true) => q1[(oi, j)],
         (None, false) => {
@@ -262,7 +286,11 @@ pub fn delete_rows<T: Scalar>(
     let mut qa = Mat::from_fn(m, np, |i, j| if j < n { q1[(i, j)] } else { v[(i, j - n)] });
     let mut ra = Mat::from_fn(np, n, |i, j| if i < n { r[(i, j)] } else { T::ZERO });
     let vtb = at_b(&v, b);
-    let mut da = Mat::from_fn(np, q, |i, k| if i < n { d[(i, k)] } else { vtb[(i - n, k)] });
+    let mut da = Mat::from_fn(
+        np,
+        q,
+        |i, k| if i < n { d[(i, k)] } else { vtb[(i - n, k)] },
+    );
     for i in 0..p {
         let zi = k0 + i;
         for j in (i + 1..np).rev() {
@@ -299,7 +327,14 @@ pub fn delete_rows<T: Scalar>(
 /// residual direction q̂ (Gram–Schmidt twice), then the rotations of the full-Q update on
 /// [Q₁ q̂] and [R; 0]: stage A reduces [w; γ] to a multiple of e₁, stage B restores the
 /// Hessenberg R to triangular; q̂'s column and the last row are dropped.
-pub fn rank_one<T: Scalar>(q1: &mut Mat<T>, r: &mut Mat<T>, d: &mut Mat<T>, b: &Mat<T>, u: &[T], v: &[T]) {
+pub fn rank_one<T: Scalar>(
+    q1: &mut Mat<T>,
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    b: &Mat<T>,
+    u: &[T],
+    v: &[T],
+) {
     let (m, n) = (q1.nrows(), q1.ncols());
     let (c, z) = project_out(q1, &Mat::from_col(u));
     let gamma = nrm2(z.col(0));
@@ -324,7 +359,9 @@ pub fn residual_norms<T: Scalar>(q1: &Mat<T>, d: &Mat<T>, b: &Mat<T>) -> Vec<f64
     let qd = q1.matmul(d);
     (0..b.ncols())
         .map(|k| {
-            let res: Vec<f64> = (0..b.nrows()).map(|i| b[(i, k)].to_f64() - qd[(i, k)].to_f64()).collect();
+            let res: Vec<f64> = (0..b.nrows())
+                .map(|i| b[(i, k)].to_f64() - qd[(i, k)].to_f64())
+                .collect();
             nrm2(&res)
         })
         .collect()
@@ -335,7 +372,9 @@ mod tests {
     use super::*;
 
     fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
     }
 
@@ -403,7 +442,9 @@ mod tests {
 
         // column deletion of 3 columns at 1
         delete_cols(&mut q1, &mut r, &mut d, 1, 3);
-        a = Mat::from_fn(a.nrows(), a.ncols() - 3, |i, j| a[(i, if j < 1 { j } else { j + 3 })]);
+        a = Mat::from_fn(a.nrows(), a.ncols() - 3, |i, j| {
+            a[(i, if j < 1 { j } else { j + 3 })]
+        });
         assert!(check(&q1, &r, &d, &a, &b) < bound, "delete_cols");
 
         // row insertion of 4 rows at 10
@@ -420,7 +461,9 @@ mod tests {
 
         // row deletion of 5 rows at 20
         delete_rows(&mut q1, &mut r, &mut d, &mut b, 20, 5, tol).unwrap();
-        a = Mat::from_fn(a.nrows() - 5, nn, |i, j| a[(if i < 20 { i } else { i + 5 }, j)]);
+        a = Mat::from_fn(a.nrows() - 5, nn, |i, j| {
+            a[(if i < 20 { i } else { i + 5 }, j)]
+        });
         assert!(check(&q1, &r, &d, &a, &b) < bound, "delete_rows");
 
         // rank one
@@ -459,7 +502,10 @@ mod tests {
         // a combination of existing columns
         let u = Mat::from_fn(m, 1, |i, _| a[(i, 0)] - 2.0 * a[(i, 3)]);
         let out = insert_cols(&mut q1, &mut r, &mut d, &b, 2, &u, 1e-10);
-        assert!(matches!(out, Err(ThinFailure::DependentColumn { column: 0, .. })), "{out:?}");
+        assert!(
+            matches!(out, Err(ThinFailure::DependentColumn { column: 0, .. })),
+            "{out:?}"
+        );
         assert!((q1.clone(), r.clone(), d.clone()) == snapshot);
         // a row that alone spans a direction: A with row 7 the only one touching column 4
         let mut a2 = a.clone();
@@ -472,7 +518,13 @@ mod tests {
         let mut bb = b.clone();
         let snap = (q1.clone(), r.clone(), d.clone(), bb.clone());
         let out = delete_rows(&mut q1, &mut r, &mut d, &mut bb, 7, 1, 1e-10);
-        assert!(matches!(out, Err(ThinFailure::IllDeterminedCompletion { row: 0, .. })), "{out:?}");
+        assert!(
+            matches!(
+                out,
+                Err(ThinFailure::IllDeterminedCompletion { row: 0, .. })
+            ),
+            "{out:?}"
+        );
         assert!((q1, r, d, bb) == snap);
     }
 }

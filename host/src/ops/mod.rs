@@ -8,4 +8,5 @@ pub mod factorize;
 pub mod insert_cols;
 pub mod insert_rows;
 pub mod rank_one;
+pub(crate) mod reduced;
 pub mod solve;

@@ -104,7 +104,13 @@ fn r_of<T: Scalar>(z: &Mat<T>) -> Mat<T> {
     let mut g = Mat::zeros(p, p);
     let mut d = Mat::zeros(p, 0);
     let mut rho = Vec::new();
-    rfactor::add_rows(&mut g, &mut d, &mut rho, &mut z.clone(), &mut Mat::zeros(z.nrows(), 0));
+    rfactor::add_rows(
+        &mut g,
+        &mut d,
+        &mut rho,
+        &mut z.clone(),
+        &mut Mat::zeros(z.nrows(), 0),
+    );
     g
 }
 
@@ -184,7 +190,13 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
     let mut rho = st.rho.clone();
     let mut q1 = st.q.clone();
     match st.dims.policy {
-        QPolicy::Thin => thin::delete_cols(q1.as_mut().expect("a thin state holds Q₁"), &mut r, &mut d, k0, p),
+        QPolicy::Thin => thin::delete_cols(
+            q1.as_mut().expect("a thin state holds Q₁"),
+            &mut r,
+            &mut d,
+            k0,
+            p,
+        ),
         QPolicy::None => rfactor::delete_cols(&mut r, &mut d, &mut rho, k0, p),
         QPolicy::Full => unreachable!("the full kind has its own path"),
     }
@@ -266,7 +278,9 @@ fn insert_rows_of<T: Scalar>(a: &Mat<T>, k0: usize, u: &Mat<T>) -> Mat<T> {
 
 /// `a` without rows k0..k0+p.
 fn delete_rows_of<T: Scalar>(a: &Mat<T>, k0: usize, p: usize) -> Mat<T> {
-    rebuild(a.nrows() - p, a.ncols(), |i, j| a[(if i < k0 { i } else { i + p }, j)])
+    rebuild(a.nrows() - p, a.ncols(), |i, j| {
+        a[(if i < k0 { i } else { i + p }, j)]
+    })
 }
 
 /// Row deletion for the thin and R-only kinds; `given` holds the deleted rows of A and b
@@ -378,7 +392,8 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
             let b = &kept(st, OP)?.b;
             let (c, z) = csne_project(a, &r, &Mat::from_col(u));
             let gamma = nrm2(z.col(0));
-            let has_dir = gamma.to_f64() > dependence_tol::<T>() * nrm2(u).to_f64() && gamma > T::ZERO;
+            let has_dir =
+                gamma.to_f64() > dependence_tol::<T>() * nrm2(u).to_f64() && gamma > T::ZERO;
             let res = residual_of(a, b, &r, &d);
             let mut w: Vec<T> = c.col(0).to_vec();
             let f: Vec<T> = if has_dir {

@@ -22,12 +22,17 @@ use crate::base::scalar::Scalar;
 #[derive(Clone, Debug)]
 pub struct CpuQr<T: Scalar> {
     pub(crate) dims: Dims,
-    /// R, m×n upper trapezoidal.
+    /// R: m×n upper trapezoidal under `QPolicy::Full`, n×n upper triangular otherwise.
     pub(crate) r: Mat<T>,
-    /// d = Qᵀb, m×q.
+    /// d = Qᵀb: m×q under `QPolicy::Full`, its first n rows otherwise.
     pub(crate) d: Mat<T>,
-    /// Explicit Q (m×m) under `QPolicy::Full`.
+    /// Q: m×m under `QPolicy::Full`, Q₁ (m×n) under `QPolicy::Thin`, none under `None`.
     pub(crate) q: Option<Mat<T>>,
+    /// The residual norms ‖bⱼ − A xⱼ‖ of an R-only state (empty for the other kinds).
+    pub(crate) rho: Vec<T>,
+    /// The kept data: b for a thin state, A and b for an R-only state built with
+    /// `keep_data`.
+    pub(crate) data: Option<KeptData<T>>,
     pub(crate) params: UpdateParams,
     /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
     pub(crate) rank_tol: f64,
@@ -57,4 +62,13 @@ impl<T: Scalar> CpuQr<T> {
     pub(crate) fn check_rank(&self) -> Result<()> {
         check_rank_of(&self.r, self.dims.n, self.rank_tol)
     }
+}
+
+/// The data a thin or R-only state keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct KeptData<T> {
+    /// A (m×n), when kept.
+    pub(crate) a: Option<Mat<T>>,
+    /// b (m×q).
+    pub(crate) b: Mat<T>,
 }

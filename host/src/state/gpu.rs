@@ -126,11 +126,18 @@ impl<T: GpuScalar> GpuQr<T> {
     /// [`Error::Poisoned`], [`Error::Driver`].
     pub fn to_cpu(&self) -> Result<crate::CpuQr<T>> {
         self.guarded(|| {
+            let (r, d, rho) = host_parts(
+                self.dims,
+                self.r.to_host(&self.gpu)?,
+                self.d.to_host(&self.gpu)?,
+            );
             Ok(crate::CpuQr {
                 dims: self.dims,
-                r: self.r.to_host(&self.gpu)?,
-                d: self.d.to_host(&self.gpu)?,
+                r,
+                d,
                 q: self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose()?,
+                rho,
+                data: None,
                 params: self.params,
                 rank_tol: self.rank_tol,
             })
@@ -149,15 +156,20 @@ impl<T: GpuScalar> GpuQr<T> {
         staging: &mut cudarc::driver::PinnedHostSlice<T>,
     ) -> Result<crate::CpuQr<T>> {
         self.guarded(|| {
+            let r = self.r.download_pinned(&self.gpu, staging)?;
+            let d = self.d.download_pinned(&self.gpu, staging)?;
+            let (r, d, rho) = host_parts(self.dims, r, d);
             Ok(crate::CpuQr {
                 dims: self.dims,
-                r: self.r.download_pinned(&self.gpu, staging)?,
-                d: self.d.download_pinned(&self.gpu, staging)?,
+                r,
+                d,
                 q: self
                     .q
                     .as_ref()
                     .map(|q| q.download_pinned(&self.gpu, staging))
                     .transpose()?,
+                rho,
+                data: None,
                 params: self.params,
                 rank_tol: self.rank_tol,
             })
@@ -208,7 +220,14 @@ impl<T: GpuScalar> GpuQr<T> {
         st: &crate::CpuQr<T>,
         staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>,
     ) -> Result<Self> {
+        if st.dims.policy == QPolicy::Thin {
+            return Err(Error::Unsupported {
+                op: "GpuQr::from_cpu",
+                what: "the thin-Q state on the GPU backend",
+            });
+        }
         let need = Self::staging_len(st.dims);
+        let (st_r, st_d) = device_parts(st);
         let up = |a: &Mat<T>, staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>| {
             let mut m = DevMat::<T>::zeros(gpu, a.nrows(), a.ncols())?;
             match staging {
@@ -227,14 +246,14 @@ impl<T: GpuScalar> GpuQr<T> {
                         expected: need,
                     });
                 }
-                let r = up(&st.r, Some(&mut *s))?;
-                let d = up(&st.d, Some(&mut *s))?;
+                let r = up(&st_r, Some(&mut *s))?;
+                let d = up(&st_d, Some(&mut *s))?;
                 let q = st.q.as_ref().map(|q| up(q, Some(&mut *s))).transpose()?;
                 (r, d, q)
             }
             None => (
-                up(&st.r, None)?,
-                up(&st.d, None)?,
+                up(&st_r, None)?,
+                up(&st_d, None)?,
                 st.q.as_ref().map(|q| up(q, None)).transpose()?,
             ),
         };
@@ -277,6 +296,50 @@ impl<T: GpuScalar> GpuQr<T> {
 /// driver call (an asynchronous kernel fault surfaces at the next driver call) or a
 /// failed cuBLAS call. Validation errors, rank deficiency and out-of-memory are
 /// reported before anything is written and leave the state usable.
+/// The host shapes of a device state's R and d: as they are under `QPolicy::Full`; for an
+/// R-only state the first n rows, with the residual norms taken from d's rows n..m.
+pub(crate) fn host_parts<T: GpuScalar>(
+    dims: Dims,
+    r: Mat<T>,
+    d: Mat<T>,
+) -> (Mat<T>, Mat<T>, Vec<T>) {
+    if dims.policy == QPolicy::Full {
+        return (r, d, Vec::new());
+    }
+    let (n, q, m) = (dims.n, dims.q, dims.m);
+    let rho = (0..q)
+        .map(|k| {
+            let tail: Vec<T> = (n..m).map(|i| d[(i, k)]).collect();
+            crate::cpu::householder::nrm2(&tail)
+        })
+        .collect();
+    (
+        Mat::from_fn(n, n, |i, j| r[(i, j)]),
+        Mat::from_fn(n, q, |i, k| d[(i, k)]),
+        rho,
+    )
+}
+
+/// The device shapes of a host state's R and d (the inverse of [`host_parts`]): an R-only
+/// state's R padded with zero rows to m×n, and d to m×q with the residual norms in row n.
+pub(crate) fn device_parts<T: GpuScalar>(st: &crate::CpuQr<T>) -> (Mat<T>, Mat<T>) {
+    let Dims { m, n, q, policy } = st.dims;
+    if policy == QPolicy::Full {
+        return (st.r.clone(), st.d.clone());
+    }
+    let r = Mat::from_fn(m, n, |i, j| if i < n { st.r[(i, j)] } else { T::ZERO });
+    let d = Mat::from_fn(m, q, |i, k| {
+        if i < n {
+            st.d[(i, k)]
+        } else if i == n {
+            st.rho.get(k).copied().unwrap_or(T::ZERO)
+        } else {
+            T::ZERO
+        }
+    });
+    (r, d)
+}
+
 pub(crate) fn is_device_fault(e: &Error) -> bool {
     matches!(e, Error::Driver(_) | Error::Cublas(_))
 }

@@ -10,6 +10,7 @@
 use crate::base::dims::{check_rank_of, Dims};
 use crate::base::error::{Error, Result};
 use crate::base::mat::Mat;
+use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
 use crate::cpu::householder::{apply_left_split, house};
 use crate::cpu::wy::{larfb_left, larfb_right, larft, resolve_block_size};

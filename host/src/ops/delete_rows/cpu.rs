@@ -13,6 +13,9 @@ use super::*;
 /// numerically rank deficient. On error the state is unchanged.
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> {
     let plan = plan(st.dims, k0, p)?;
+    if st.dims.policy != QPolicy::Full {
+        return crate::ops::reduced::delete_rows(st, k0, p, None);
+    }
     let Plan { m, n, .. } = plan;
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
@@ -38,6 +41,8 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
         r,
         d,
         q: Some(q),
+        rho: Vec::new(),
+        data: None,
         params: st.params,
         rank_tol: st.rank_tol,
     };

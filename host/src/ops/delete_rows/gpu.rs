@@ -93,6 +93,7 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
             let params = FactorParams {
                 block_size: None,
                 rank_tol: Some(st.rank_tol),
+                keep_data: false,
             };
             let fresh = GpuQr::factorize_dev(&st.gpu, a, b, QPolicy::Full, params)?;
             gpu.stage_mark("refactorise");

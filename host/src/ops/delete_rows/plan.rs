@@ -24,7 +24,7 @@ pub(crate) struct Plan {
 ///
 /// # Errors
 /// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > m),
-/// [`Error::Underdetermined`] (m − p < n), [`Error::NeedsQ`] (Q-less state).
+/// [`Error::Underdetermined`] (m − p < n).
 pub(crate) fn plan(dims: Dims, k0: usize, p: usize) -> Result<Plan> {
     if p == 0 {
         return Err(Error::EmptyBlock { op: OP });
@@ -42,12 +42,6 @@ pub(crate) fn plan(dims: Dims, k0: usize, p: usize) -> Result<Plan> {
             op: OP,
             m: dims.m - p,
             n: dims.n,
-        });
-    }
-    if dims.policy == QPolicy::None {
-        return Err(Error::NeedsQ {
-            op: OP,
-            policy: dims.policy,
         });
     }
     Ok(Plan {
@@ -101,4 +95,44 @@ pub(crate) fn rotate_out<T: Scalar>(q: &Mat<T>, r: &Mat<T>, d: &Mat<T>, plan: &P
         }
     }
     Rotated { q, r, d }
+}
+
+/// Validates `delete_rows_with`: rows k0..k0+p (p = the rows given) as [`plan`] does, the
+/// rows p×n and their right-hand sides p×q, all finite. Returns p.
+///
+/// # Errors
+/// As [`plan`]; [`Error::Shape`] (rows or rhs of the wrong shape); [`Error::NonFinite`].
+pub(crate) fn plan_given<T: Scalar>(
+    dims: Dims,
+    k0: usize,
+    rows: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+) -> Result<usize> {
+    let p = rows.nrows();
+    for (what, got, expected) in [
+        ("columns of rows", rows.ncols(), dims.n),
+        ("rows of rhs", rhs.nrows(), p),
+        ("columns of rhs", rhs.ncols(), dims.q),
+    ] {
+        if got != expected {
+            return Err(Error::Shape {
+                op: OP,
+                what,
+                got,
+                expected,
+            });
+        }
+    }
+    plan(dims, k0, p)?;
+    for (what, m) in [("rows", rows), ("rhs", rhs)] {
+        if let Some((row, col)) = m.first_non_finite() {
+            return Err(Error::NonFinite {
+                op: OP,
+                what,
+                row,
+                col,
+            });
+        }
+    }
+    Ok(p)
 }

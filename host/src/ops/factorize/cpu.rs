@@ -25,7 +25,7 @@ pub fn run_cpu<T: Scalar>(
     let nb = plan.block_size;
     let mut r = a.to_owned();
     let mut d = b.to_owned();
-    let keep_q = policy == QPolicy::Full;
+    let keep_q = policy != QPolicy::None;
     // (j0, V, T) per block, kept only to accumulate Q.
     let mut blocks: Vec<(usize, Mat<T>, Mat<T>)> = Vec::new();
 
@@ -48,21 +48,55 @@ pub fn run_cpu<T: Scalar>(
     zero_below_diagonal(&mut r, n);
     check_rank_of(&r, n, plan.rank_tol)?;
 
-    let q = if keep_q {
-        // Backward accumulation: Q = B₁(B₂(⋯(B_K I))); B_b touches rows/columns j0.. only.
-        let mut q = Mat::identity(m);
-        for (j0, v, t) in blocks.iter().rev() {
-            larfb_left(v, t, false, &mut q, *j0, *j0..m);
+    let q = match policy {
+        QPolicy::Full => {
+            // Backward accumulation: Q = B₁(B₂(⋯(B_K I))); B_b touches rows/columns j0.. only.
+            let mut q = Mat::identity(m);
+            for (j0, v, t) in blocks.iter().rev() {
+                larfb_left(v, t, false, &mut q, *j0, *j0..m);
+            }
+            Some(q)
         }
-        Some(q)
+        QPolicy::Thin => {
+            // The same on [I_n; 0]: columns j < j0 are eᵢ with zeros in the rows B_b touches.
+            let mut q1 = Mat::from_fn(m, n, |i, j| if i == j { T::ONE } else { T::ZERO });
+            for (j0, v, t) in blocks.iter().rev() {
+                larfb_left(v, t, false, &mut q1, *j0, *j0..n);
+            }
+            Some(q1)
+        }
+        _ => None,
+    };
+    let q_count = plan.dims.q;
+    let (r, d, rho, data) = if policy == QPolicy::Full {
+        (r, d, Vec::new(), None)
     } else {
-        None
+        let rho = (0..q_count)
+            .map(|k| crate::cpu::householder::nrm2(&d.col(k)[n..]))
+            .collect();
+        let keep_a = params.keep_data;
+        let data = (policy == QPolicy::Thin || keep_a).then(|| KeptData {
+            a: keep_a.then(|| a.to_owned()),
+            b: b.to_owned(),
+        });
+        (
+            Mat::from_fn(n, n, |i, j| r[(i, j)]),
+            Mat::from_fn(n, q_count, |i, k| d[(i, k)]),
+            if policy == QPolicy::Thin {
+                Vec::new()
+            } else {
+                rho
+            },
+            data,
+        )
     };
     Ok(CpuQr {
         dims: plan.dims,
         r,
         d,
         q,
+        rho,
+        data,
         params: UpdateParams {
             block_size: params.block_size,
             ..UpdateParams::default()

@@ -22,6 +22,7 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     params: FactorParams,
 ) -> Result<crate::state::gpu::GpuQr<T>> {
     use crate::gpu::runtime::DevMat;
+    gpu_offers(policy, params)?;
     let plan = plan(a, b, policy, params)?;
     let r = DevMat::from_host(gpu, a)?;
     let d = DevMat::from_host(gpu, b)?;
@@ -93,4 +94,24 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
         rank_tol: plan.rank_tol,
         poisoned: std::sync::atomic::AtomicBool::new(false),
     })
+}
+
+/// What the GPU backend does not offer yet: the thin-Q kind and kept data.
+///
+/// # Errors
+/// [`Error::Unsupported`].
+pub(crate) fn gpu_offers(policy: QPolicy, params: FactorParams) -> Result<()> {
+    if policy == QPolicy::Thin {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: "the thin-Q state (QPolicy::Thin) on the GPU backend",
+        });
+    }
+    if params.keep_data {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: "kept data (FactorParams::keep_data) on the GPU backend",
+        });
+    }
+    Ok(())
 }

@@ -15,7 +15,7 @@ use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy, UpdateParams};
 use crate::base::scalar::Scalar;
 use crate::cpu::wy::{factor_panel, larfb_left, larft, resolve_block_size, zero_below_diagonal};
-use crate::state::cpu::CpuQr;
+use crate::state::cpu::{CpuQr, KeptData};
 
 mod cpu;
 mod gpu;
@@ -59,7 +59,21 @@ pub(crate) mod tests {
     }
 
     /// max |R₁ − S R₂| / ‖A‖ where S = diag(±1) normalises the row signs.
+    ///
+    /// The two may differ in height (an R-only or thin state's n×n R against a full
+    /// state's m×n R): rows past the shorter one must be zero.
     pub(crate) fn r_diff_up_to_signs<T: Scalar>(r1: &Mat<T>, r2: &Mat<T>) -> f64 {
+        let rows = r1.nrows().max(r2.nrows());
+        let pad = |r: &Mat<T>| {
+            Mat::from_fn(rows, r.ncols(), |i, j| {
+                if i < r.nrows() {
+                    r[(i, j)]
+                } else {
+                    T::ZERO
+                }
+            })
+        };
+        let (r1, r2) = (&pad(r1), &pad(r2));
         let n = r1.ncols().min(r1.nrows());
         let mut worst = 0.0f64;
         for i in 0..n {
@@ -130,7 +144,12 @@ pub(crate) mod tests {
     pub(crate) fn check_against_refactor<T: Scalar>(st: &CpuQr<T>, a: &Mat<T>, b: &Mat<T>) {
         let (m, n) = (a.nrows(), a.ncols());
         assert_eq!((st.dims.m, st.dims.n, st.dims.q), (m, n, b.ncols()));
-        assert_eq!((st.r.nrows(), st.r.ncols(), st.d.nrows()), (m, n, m));
+        let rows = if st.dims.policy == QPolicy::Full {
+            m
+        } else {
+            n
+        };
+        assert_eq!((st.r.nrows(), st.r.ncols(), st.d.nrows()), (rows, n, rows));
         let u = T::UNIT_ROUNDOFF;
         let tol = 10.0 * m as f64 * u;
         assert!(lower_is_zero(&st.r), "R has nonzeros below the diagonal");
@@ -160,14 +179,14 @@ pub(crate) mod tests {
             tol * a_norm
         );
         if let Some(q) = st.q.as_ref() {
-            assert_eq!((q.nrows(), q.ncols()), (m, m));
+            assert_eq!((q.nrows(), q.ncols()), (m, rows));
             let (e_q, e_a) = errs(q, &st.r, a);
             assert!(e_q <= tol, "e_Q {e_q:e} > {tol:e}");
             assert!(e_a <= tol, "e_A {e_a:e} > {tol:e}");
         }
         let dg = crate::backend::diagnostics::diagnostics(st, a.as_ref(), b.as_ref()).unwrap();
         assert_eq!(dg.l_norm, 0.0);
-        let sol = crate::ops::solve::solve_cpu(&fresh64.r, &fresh64.d, n).unwrap();
+        let sol = fresh64.solve().unwrap();
         for (c, &(r_st, r_fresh)) in dg.residual.iter().enumerate() {
             let x_norm = Mat::from_col(sol.x.col(c)).norm_fro();
             let b_norm = Mat::from_col(b64.col(c)).norm_fro();
@@ -190,6 +209,7 @@ pub(crate) mod tests {
         let params = FactorParams {
             block_size: nb,
             rank_tol: None,
+            keep_data: false,
         };
         let st = run_cpu(a.as_ref(), b.as_ref(), QPolicy::Full, params).unwrap();
         let tol = 10.0 * m as f64 * T::UNIT_ROUNDOFF;
@@ -214,8 +234,14 @@ pub(crate) mod tests {
             }
         }
         // The state without Q has the same R and d, bit for bit.
+        // (its first n rows, and the residual norms of d's other rows)
         let st0 = run_cpu(a.as_ref(), b.as_ref(), QPolicy::None, params).unwrap();
-        assert!(st0.q.is_none() && st0.r == st.r && st0.d == st.d);
+        assert!(st0.q.is_none());
+        assert!(st0.r == Mat::from_fn(n, n, |i, j| st.r[(i, j)]));
+        assert!(st0.d == Mat::from_fn(n, q, |i, k| st.d[(i, k)]));
+        for k in 0..q {
+            assert_eq!(st0.rho[k], crate::cpu::householder::nrm2(&st.d.col(k)[n..]));
+        }
     }
 
     #[test]
@@ -300,14 +326,17 @@ pub(crate) mod tests {
             FactorParams {
                 block_size: Some(0),
                 rank_tol: None,
+                keep_data: false,
             },
             FactorParams {
                 block_size: None,
                 rank_tol: Some(-1.0),
+                keep_data: false,
             },
             FactorParams {
                 block_size: None,
                 rank_tol: Some(f64::NAN),
+                keep_data: false,
             },
         ] {
             assert!(matches!(

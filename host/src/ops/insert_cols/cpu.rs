@@ -13,6 +13,9 @@ use super::*;
 /// rank deficient (e.g. `u` repeats a column of A). On error the state is unchanged.
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Result<()> {
     let plan = plan(st.dims, k0, u, st.params.block_size)?;
+    if st.dims.policy != QPolicy::Full {
+        return crate::ops::reduced::insert_cols(st, k0, u);
+    }
     let Plan { m, n, p, k0, .. } = plan;
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
@@ -74,6 +77,8 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Res
         r,
         d,
         q: Some(q),
+        rho: Vec::new(),
+        data: None,
         params: st.params,
         rank_tol: st.rank_tol,
     };

@@ -27,7 +27,7 @@ pub(crate) struct Plan {
 /// # Errors
 /// [`Error::EmptyBlock`] (p = 0), [`Error::Shape`] (u has ≠ m rows),
 /// [`Error::OutOfRange`] (k0 > n), [`Error::Underdetermined`] (n + p > m),
-/// [`Error::NeedsQ`] (Q-less state), [`Error::InvalidParam`] (block size 0),
+/// [`Error::InvalidParam`] (block size 0),
 /// [`Error::NonFinite`] (NaN or ±∞ in u).
 pub(crate) fn plan<T: Scalar>(
     dims: Dims,
@@ -82,12 +82,6 @@ pub(crate) fn plan_shape(
             op: OP,
             m: dims.m,
             n: dims.n + p,
-        });
-    }
-    if dims.policy == QPolicy::None {
-        return Err(Error::NeedsQ {
-            op: OP,
-            policy: dims.policy,
         });
     }
     let nb = resolve_block_size(OP, block_size, p)?;

@@ -29,6 +29,9 @@ pub fn run_cpu<T: Scalar>(
     e: MatRef<'_, T>,
 ) -> Result<()> {
     let plan = plan(st.dims, k0, u, e)?;
+    if st.dims.policy != QPolicy::Full {
+        return crate::ops::reduced::insert_rows(st, k0, u, e);
+    }
     let Dims { m, n, q, .. } = st.dims;
     let p = plan.p;
     let nb = resolve_block_size(OP, st.params.block_size, n)?;

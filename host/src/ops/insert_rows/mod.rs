@@ -9,6 +9,7 @@
 use crate::base::dims::{check_rank_of, Dims};
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
+use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
 use crate::cpu::householder::house;
 use crate::cpu::wy::{larft_from_gram, resolve_block_size};

@@ -16,6 +16,9 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         n,
         householder_first,
     } = plan(st.dims, u, v)?;
+    if st.dims.policy != QPolicy::Full {
+        return crate::ops::reduced::rank_one(st, u, v);
+    }
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,
         policy: st.dims.policy,
@@ -97,6 +100,8 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         r,
         d,
         q: Some(q),
+        rho: Vec::new(),
+        data: None,
         params: st.params,
         rank_tol: st.rank_tol,
     };

@@ -20,7 +20,7 @@ pub(crate) struct Plan {
 /// Validates A + u vᵀ with u of length m and v of length n (docs/algorithms.md#rank-one-update).
 ///
 /// # Errors
-/// [`Error::Shape`] (wrong lengths), [`Error::NeedsQ`] (Q-less state),
+/// [`Error::Shape`] (wrong lengths),
 /// [`Error::NonFinite`] (NaN or ±∞ in u or v).
 pub(crate) fn plan<T: Scalar>(dims: Dims, u: &[T], v: &[T]) -> Result<Plan> {
     if u.len() != dims.m {
@@ -37,12 +37,6 @@ pub(crate) fn plan<T: Scalar>(dims: Dims, u: &[T], v: &[T]) -> Result<Plan> {
             what: "length of v",
             got: v.len(),
             expected: dims.n,
-        });
-    }
-    if dims.policy == QPolicy::None {
-        return Err(Error::NeedsQ {
-            op: OP,
-            policy: dims.policy,
         });
     }
     for (what, x) in [("u", u), ("v", v)] {
