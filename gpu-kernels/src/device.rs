@@ -925,7 +925,12 @@ pub unsafe fn mbarrier_init(bar: *mut u64, count: u32) {
 #[inline(always)]
 pub unsafe fn fence_mbarrier_init() {
     // SAFETY: a fence; no preconditions beyond sm_90.
-    unsafe { asm!("fence.mbarrier_init.release.cluster;", options(nostack, preserves_flags)) };
+    unsafe {
+        asm!(
+            "fence.mbarrier_init.release.cluster;",
+            options(nostack, preserves_flags)
+        )
+    };
 }
 
 /// Arrives once at the local mbarrier `bar` and adds `bytes` to the transaction count

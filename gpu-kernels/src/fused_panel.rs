@@ -91,11 +91,7 @@ impl Pow2 for f64 {
     fn max_key(self) -> u32 {
         let bits = self.to_bits();
         let k = ((bits >> 32) as u32 & 0x7fff_ffff) | (bits as u32 != 0) as u32;
-        if k > 0x7ff0_0000 {
-            0
-        } else {
-            k
-        }
+        if k > 0x7ff0_0000 { 0 } else { k }
     }
     #[inline(always)]
     fn from_max_key(k: u32) -> Self {
@@ -115,11 +111,7 @@ impl Pow2 for f32 {
     #[inline(always)]
     fn max_key(self) -> u32 {
         let k = self.to_bits() & 0x7fff_ffff;
-        if k > 0x7f80_0000 {
-            0
-        } else {
-            k
-        }
+        if k > 0x7f80_0000 { 0 } else { k }
     }
     #[inline(always)]
     fn from_max_key(k: u32) -> Self {

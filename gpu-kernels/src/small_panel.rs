@@ -177,7 +177,13 @@ pub unsafe fn qr<T: Pow2>(
     while idx < l * jb {
         let (i, c) = (idx % l, idx / l);
         // SAFETY: (i, c) inside the panel and the shared slab.
-        unsafe { device::st(p, idx as usize, device::ld(a as *const T, i as usize + c as usize * lda)) };
+        unsafe {
+            device::st(
+                p,
+                idx as usize,
+                device::ld(a as *const T, i as usize + c as usize * lda),
+            )
+        };
         idx += nt;
     }
     // SAFETY: block-uniform barrier.
@@ -232,7 +238,11 @@ pub unsafe fn qr<T: Pow2>(
                 // SAFETY: as above; each row of column c written by one lane.
                 unsafe {
                     let x = device::ld(p as *const T, pi(i, c));
-                    device::st(p, pi(i, c), ntw.mul_add(device::ld(p as *const T, pi(i, k)), x));
+                    device::st(
+                        p,
+                        pi(i, c),
+                        ntw.mul_add(device::ld(p as *const T, pi(i, k)), x),
+                    );
                 }
                 i += 32;
             }
@@ -382,7 +392,13 @@ pub unsafe fn qr<T: Pow2>(
         }
         if idx < jb {
             // SAFETY: τ has jb entries; one writer each.
-            unsafe { device::st(tau, idx as usize, device::ld(taus as *const T, idx as usize)) };
+            unsafe {
+                device::st(
+                    tau,
+                    idx as usize,
+                    device::ld(taus as *const T, idx as usize),
+                )
+            };
         }
         idx += nt;
     }

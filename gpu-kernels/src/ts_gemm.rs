@@ -169,7 +169,12 @@ pub unsafe fn partial<T: Float>(
             let mut q = 0;
             while q < 4 {
                 // SAFETY: as above, C's column tj + 16q of the tile.
-                let bq = unsafe { buf.add((TK + tj + 16 * q) * SRP + r).cast::<Quad<T>>().read().0 };
+                let bq = unsafe {
+                    buf.add((TK + tj + 16 * q) * SRP + r)
+                        .cast::<Quad<T>>()
+                        .read()
+                        .0
+                };
                 let mut p = 0;
                 while p < 2 {
                     let mut t = 0;

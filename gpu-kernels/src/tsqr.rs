@@ -385,11 +385,7 @@ unsafe fn store_block<T: Float>(
 #[inline(always)]
 fn chain_block(w: usize, start: usize, end: usize, nb: usize, last_rows: usize, k: usize) -> usize {
     let reversed = w == 0 && end - start > 1 && (end < nb || last_rows == BR);
-    if reversed {
-        end - 1 - k
-    } else {
-        start + k
-    }
+    if reversed { end - 1 - k } else { start + k }
 }
 
 /// max |x_i|.
@@ -725,7 +721,10 @@ const _: () = {
     let (r64, a64) = (<f64 as Pair>::RING, <f64 as Pair>::AHEAD);
     assert!(r32.is_power_of_two() && r32 >= 4 && (a32 + 1 == r32 || a32 + 2 == r32));
     assert!(r64.is_power_of_two() && r64 >= 4 && (a64 + 1 == r64 || a64 + 2 == r64));
-    assert!((a32 == 3 || a32 == 6) && (a64 == 3 || a64 == 6), "wait_ahead's literals");
+    assert!(
+        (a32 == 3 || a32 == 6) && (a64 == 3 || a64 == 6),
+        "wait_ahead's literals"
+    );
 };
 
 /// `cp.async.wait_group` [`Pair::AHEAD`] (the count must be a literal).
@@ -1027,7 +1026,18 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         // (apply_back reads no entry on or above it).
         unsafe {
             let vb = (v as *const T).add(r0);
-            apply_back(&mut z, core::ptr::null_mut(), vb, 1, ldv, nv, tau_l, piv, n, lane);
+            apply_back(
+                &mut z,
+                core::ptr::null_mut(),
+                vb,
+                1,
+                ldv,
+                nv,
+                tau_l,
+                piv,
+                n,
+                lane,
+            );
             store_block(out, ldo, r0, nv, n, from, &z, stg, lane);
         }
         clear(r0, nv);
