@@ -15,7 +15,7 @@ use crate::device::{self, Float};
 /// Every element the list touches (indices ≤ max plane + 1) is read-writable for this
 /// vector and touched by this thread only; `rot`/`plane` readable for `count`.
 #[inline(always)]
-unsafe fn apply_one<T: Float>(
+pub(super) unsafe fn apply_one<T: Float>(
     rot: *const T,
     plane: *const u32,
     count: usize,
@@ -206,7 +206,7 @@ fn sched_rot(sched: usize, s0: usize, s1: usize, t: usize, i: usize) -> (usize, 
 /// As [`apply_one`]; `rot` holds the whole schedule's list.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn apply_sched_one<T: Float>(
+pub(super) unsafe fn apply_sched_one<T: Float>(
     rot: *const T,
     sched: usize,
     s0: usize,
@@ -300,7 +300,7 @@ macro_rules! rep_win {
 /// elements 0..span of the vector (span = h+p, resp. m) are this thread's.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn apply_blocked_one<T: Float>(
+pub(super) unsafe fn apply_blocked_one<T: Float>(
     rot: *const T,
     sched: usize,
     s0: usize,
