@@ -5,9 +5,9 @@
 //! barrier on a global counter, fences and L2 round trips (`lu::panel_coop`).
 
 use crate::device::{self, Float, WARP};
-use crate::lu::{
-    block_argmax_to_warp0, column_groups, coop_row_update, slab_at, slab_candidate, slab_copy,
-    slab_scale, slab_swap, warp_argmax,
+use crate::lu::argmax::{block_argmax_to_warp0, warp_argmax};
+use crate::lu::slab::{
+    column_groups, coop_row_update, slab_at, slab_candidate, slab_copy, slab_scale, slab_swap,
 };
 
 /// Most blocks a cluster of `lu_cluster_panel` may have (candidate slots a buffer).
