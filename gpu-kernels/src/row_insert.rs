@@ -31,33 +31,6 @@ use crate::reduce::{warp_allmax, warp_allsum};
 /// Threads per block of `row_insert_qr`.
 pub const BLOCK: usize = 256;
 
-/// Bits of the lanes whose `pred` is true (`vote.sync.ballot.b32`, full warp).
-///
-/// # Safety
-/// All 32 lanes of the warp execute it together.
-#[inline(always)]
-unsafe fn ballot(pred: bool) -> u32 {
-    let m: u32;
-    // SAFETY: full-mask vote; the caller guarantees a convergent warp.
-    unsafe {
-        core::arch::asm!(
-            "{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {m}, p, 0xffffffff; }}",
-            x = in(reg32) pred as u32,
-            m = out(reg32) m,
-            options(nostack, preserves_flags),
-        )
-    };
-    m
-}
-
-/// `fence.acq_rel.cta`: orders this thread's shared-memory accesses before and after it
-/// as seen by the other threads of the block.
-#[inline(always)]
-fn fence_cta() {
-    // SAFETY: a fence has no operands and no preconditions.
-    unsafe { core::arch::asm!("fence.acq_rel.cta;", options(nostack, preserves_flags)) };
-}
-
 /// Applies H = I − τ·[1; y][1; y]ᵀ to the column whose top entry is `*top` and whose
 /// p-tail is `col` (spec §1.9: w = top + yᵀcol, top −= τw, col −= τw·y).
 ///
@@ -406,7 +379,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
         // before lane 0's fence and flag stores below.
         unsafe { device::sync_warp() };
         if lane == 0 {
-            fence_cta();
+            device::fence_cta();
             // SAFETY: the shared counter (one writer at a time: reflectors are generated
             // in order, each after the previous one was seen); flags[k] is valid (k < n).
             unsafe {
@@ -454,7 +427,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
                     // generator's release store.
                     && unsafe { device::ld_acquire_u32(flags.wrapping_add(j + lane)) } == set;
                 // SAFETY: convergent warp (the loop condition is warp-uniform).
-                let c = (!unsafe { ballot(ok) }).trailing_zeros() as usize;
+                let c = (!unsafe { device::ballot(ok) }).trailing_zeros() as usize;
                 if c > 0 {
                     break c;
                 }
@@ -491,7 +464,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
             let lj = j - c0;
             // SAFETY: the shared counter slot (volatile: re-read every iteration).
             while (unsafe { device::ld_volatile(sready as *const u32, 0) } as usize) <= lj {}
-            fence_cta();
+            device::fence_cta();
             // SAFETY: τ of own reflector lj, written before the counter showed it.
             let t = unsafe { device::ld(ts as *const T, lj) };
             // Its v tail: the generating column's tail, never written again.
