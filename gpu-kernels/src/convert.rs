@@ -52,7 +52,7 @@ pub unsafe fn to_f32<T: ToFromF32 + Float>(
     ldd: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }
@@ -82,7 +82,7 @@ pub unsafe fn from_f32<T: ToFromF32 + Float>(
     ldd: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }
@@ -160,7 +160,7 @@ pub unsafe fn to_half<T: ToFromF32>(
     format: u32,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }

@@ -38,7 +38,7 @@ pub unsafe fn make_wavefront<T: Float>(
     c: *mut T,
     s: *mut T,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= count {
         return;
     }
@@ -85,8 +85,7 @@ pub unsafe fn apply_wavefront<T: Float>(
     if i >= count {
         return;
     }
-    let x =
-        col_begin + i * col_step + device::block_x() * device::block_dim_x() + device::thread_x();
+    let x = col_begin + i * col_step + device::global_x();
     if x >= col_end {
         return;
     }

@@ -228,7 +228,8 @@ entries! {
     /// k_off .. k_off + min(n, m−1); no overlap.
     two_phase_gen_rank_one_b_pipe_f32, two_phase_gen_rank_one_b_pipe_f64
         (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
-         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe12;
+         plane: *mut u32, k_off: usize)
+        => two_phase::gen_rank_one_b_pipe::<T, { two_phase::R1_PIPE_CPT }>;
 
     /// Rank-one stage B pipelined with two columns a thread (n ≤ 2·block; issue 7).
     ///
@@ -236,7 +237,8 @@ entries! {
     /// As `two_phase_gen_rank_one_b_pipe` with n ≤ 2·block.
     two_phase_gen_rank_one_b_pipe2_f32, two_phase_gen_rank_one_b_pipe2_f64
         (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
-         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe2;
+         plane: *mut u32, k_off: usize)
+        => two_phase::gen_rank_one_b_pipe::<T, { two_phase::R1_PIPE2_CPT }>;
 
     /// Strip wavefront generate, one barrier a step, driver in shared or global memory
     /// (spec §1.5, §1.7 step 3, issue 7), one block.

@@ -89,7 +89,7 @@ pub unsafe fn extract_v<T: Float>(
     ldv: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }
@@ -126,7 +126,7 @@ pub unsafe fn zero_lower<T: Float>(
     cols: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }
@@ -151,7 +151,7 @@ pub unsafe fn set_identity<T: Float>(
     cols: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }
@@ -180,7 +180,7 @@ pub unsafe fn copy<T: Float>(
     ldd: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }
@@ -213,7 +213,7 @@ pub unsafe fn embed_q<T: Float>(
     ystride: usize,
 ) {
     let n = m + p;
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= n {
         return;
     }

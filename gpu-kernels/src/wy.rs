@@ -10,7 +10,7 @@ use crate::reduce;
 /// Launch shape as documented; `tau` readable for k; `t` writable k×k with ld ldt ≥ k.
 #[inline(always)]
 pub unsafe fn set_tau<T: Float>(tau: *const T, t: *mut T, k: usize, ldt: usize) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= k {
         return;
     }

@@ -55,6 +55,18 @@ pub fn block_dim_y() -> usize {
     unsafe { nvptx::_block_dim_y() as usize }
 }
 
+/// Index of this thread in the grid along x: `blockIdx.x·blockDim.x + threadIdx.x`.
+#[inline(always)]
+pub fn global_x() -> usize {
+    block_x() * block_dim_x() + thread_x()
+}
+
+/// Index of this thread in the grid along y: `blockIdx.y·blockDim.y + threadIdx.y`.
+#[inline(always)]
+pub fn global_y() -> usize {
+    block_y() * block_dim_y() + thread_y()
+}
+
 /// Linear thread index inside the block: `threadIdx.x + threadIdx.y·blockDim.x`.
 #[inline(always)]
 pub fn thread_linear() -> usize {

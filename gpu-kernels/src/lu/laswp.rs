@@ -23,7 +23,7 @@ pub unsafe fn laswp<T: Float>(
     k1: usize,
     k2: usize,
 ) {
-    let c = col0 + device::block_x() * device::block_dim_x() + device::thread_x();
+    let c = col0 + device::global_x();
     if c >= col1 || (c >= skip0 && c < skip1) {
         return;
     }

@@ -114,7 +114,7 @@ pub unsafe fn pivot<T: Float>(
 /// j..cend (ld `lda` ≥ m); no other launch touches them concurrently.
 #[inline(always)]
 pub unsafe fn update<T: Float>(a: *mut T, lda: usize, m: usize, j: usize, cend: usize) {
-    let i = j + 1 + device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = j + 1 + device::global_x();
     if i >= m {
         return;
     }

@@ -2,7 +2,7 @@
 //! order (`two_phase_apply`), in wavefront step order or register-blocked
 //! (`two_phase_apply_sched`); and the block gather `two_phase_copy`.
 
-use super::{NONE, rot_pair};
+use super::{NONE, band_bottom, rot_pair, this_target};
 use crate::device::{self, Float};
 
 /// Streams rotations 0..count through vector `t` of one target: element k of the vector
@@ -111,16 +111,16 @@ pub unsafe fn apply<T: Float>(
     n2: usize,
     b2: usize,
 ) {
-    let (x, rs, cs, n, b) = match device::block_y() {
-        0 => (x0, rs0, cs0, n0, b0),
-        1 => (x1, rs1, cs1, n1, b1),
-        _ => (x2, rs2, cs2, n2, b2),
-    };
-    let t = device::block_x() * device::block_dim_x() + device::thread_x();
+    let (x, rs, cs, n, b) = this_target([
+        (x0, rs0, cs0, n0, b0),
+        (x1, rs1, cs1, n1, b1),
+        (x2, rs2, cs2, n2, b2),
+    ]);
+    let t = device::global_x();
     if t >= n {
         return;
     }
-    let bottom = if b == NONE { NONE } else { b + t };
+    let bottom = band_bottom(b, t);
     // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
     unsafe { apply_one(rot, plane, count, x, t * rs, cs, bottom) };
 }
@@ -147,8 +147,8 @@ pub unsafe fn copy<T: Float>(
     skip_p: usize,
     zero_lower: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    let j = device::block_y() * device::block_dim_y() + device::thread_y();
+    let i = device::global_x();
+    let j = device::global_y();
     if i >= rows || j >= cols {
         return;
     }
@@ -433,16 +433,16 @@ pub unsafe fn apply_sched<T: Float>(
     n2: usize,
     b2: usize,
 ) {
-    let (x, rs, cs, n, b) = match device::block_y() {
-        0 => (x0, rs0, cs0, n0, b0),
-        1 => (x1, rs1, cs1, n1, b1),
-        _ => (x2, rs2, cs2, n2, b2),
-    };
-    let t = device::block_x() * device::block_dim_x() + device::thread_x();
+    let (x, rs, cs, n, b) = this_target([
+        (x0, rs0, cs0, n0, b0),
+        (x1, rs1, cs1, n1, b1),
+        (x2, rs2, cs2, n2, b2),
+    ]);
+    let t = device::global_x();
     if t >= n || s0 == 0 || s1 == 0 || (sched == 2 && s0 >= s1) {
         return;
     }
-    let bottom = if b == NONE { NONE } else { b + t };
+    let bottom = band_bottom(b, t);
     if bottom == NONE {
         // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
         unsafe { apply_blocked_one(rot, sched, s0, s1, x, t * rs, cs) };

@@ -1,7 +1,7 @@
 //! `two_phase_apply_pipe`: a strip or block list applied through a block-pipelined
 //! register window, the rotations brought into shared memory by `cp.async`.
 
-use super::{NONE, rot_pair};
+use super::{NONE, rot_pair, this_target};
 use crate::device::{self, Float};
 
 /// Chains per warp in [`apply_pipe`]: each warp holds a 2·PW-element window in
@@ -90,8 +90,8 @@ fn band_at(strip: bool, s0: usize, s1: usize, b0: usize, c: usize) -> usize {
 /// costs steps in proportion to its height, not to the whole span.
 ///
 /// # Safety
-/// As [`apply_sched_one`](super::apply::apply_sched_one): `rot` holds the schedule's whole list; when `base` ≠ NONE the
-/// elements 0..span of the vector at `base` (stride `cs`) are this thread's; the block
+/// As [`apply_sched_one`](super::apply::apply_sched_one): `rot` holds the schedule's whole list; vector t < n (element i
+/// at t·rs + i·cs, i < span) is lane t − v0's of every warp of the block; the block
 /// is `nw` ≤ [`PIPE_MAX_WARPS`] full warps that all call this with the same schedule,
 /// `b`, `v0` (first vector of the block), and the dynamic shared memory holds
 /// 2·nw·32 + nw·[`PIPE_RING_ELEMS`] elements (hand-off buffer, then one rotation ring a
@@ -104,14 +104,20 @@ pub(super) unsafe fn pipe_vec<T: Float>(
     s0: usize,
     s1: usize,
     x: *mut T,
-    base: usize,
+    n: usize,
+    rs: usize,
     cs: usize,
     b: usize,
     v0: usize,
-    lane: usize,
-    g: usize,
-    nw: usize,
 ) {
+    let (lane, g, nw) = (
+        device::thread_x() % 32,
+        device::thread_x() / 32,
+        device::block_dim_x() / 32,
+    );
+    // this lane's vector v0 + lane at `base` (NONE past the target's n vectors)
+    let t = v0 + lane;
+    let base = if t < n { t * rs } else { NONE };
     let valid = base != NONE;
     let (nch, a0) = if strip {
         (s1, s0 as isize - 1)
@@ -438,25 +444,18 @@ pub unsafe fn apply_pipe<T: Float>(
     n2: usize,
     b2: usize,
 ) {
-    let (x, rs, cs, n, b) = match device::block_y() {
-        0 => (x0, rs0, cs0, n0, b0),
-        1 => (x1, rs1, cs1, n1, b1),
-        _ => (x2, rs2, cs2, n2, b2),
-    };
+    let (x, rs, cs, n, b) = this_target([
+        (x0, rs0, cs0, n0, b0),
+        (x1, rs1, cs1, n1, b1),
+        (x2, rs2, cs2, n2, b2),
+    ]);
     let v0 = device::block_x() * 32;
     // block-uniform exits only: the warps of a block meet at barriers
     if v0 >= n || s0 == 0 || s1 == 0 || (sched == 2 && s0 >= s1) {
         return;
     }
-    let (lane, g, nw) = (
-        device::thread_x() % 32,
-        device::thread_x() / 32,
-        device::block_dim_x() / 32,
-    );
-    let t = v0 + lane;
-    let base = if t < n { t * rs } else { NONE };
-    // SAFETY: forwarded from the entry's contract; vector t belongs to lane `lane` of
-    // every warp of this block, and only the warp whose window holds an element
+    // SAFETY: forwarded from the entry's contract; vector v0 + lane belongs to that lane
+    // of every warp of this block, and only the warp whose window holds an element
     // touches it.
-    unsafe { pipe_vec(rot, sched == 1, s0, s1, x, base, cs, b, v0, lane, g, nw) };
+    unsafe { pipe_vec(rot, sched == 1, s0, s1, x, n, rs, cs, b, v0) };
 }

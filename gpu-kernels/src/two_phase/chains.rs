@@ -1,7 +1,7 @@
 //! `two_phase_gen_chains`: the strip and block generates as chains of block scans, a
 //! persistent block a chain at a time, chains published through flags.
 
-use super::{givens, record, rot_pair};
+use super::{givens, record, rot_pair, sum_scale};
 use crate::device::{self, Float};
 use crate::fused_panel::Pow2;
 
@@ -310,13 +310,7 @@ unsafe fn gen_chain_one<T: Pow2>(
     }
     // SAFETY: block-uniform; slots 16..48 of the scratch, unused by the map scan.
     let mx = unsafe { crate::reduce::block_max_in(maps.add(16), mx) };
-    let (sc, inv) = mx.pow2_scale();
-    // A non-finite entry: let it propagate (the update's rank check refuses the result).
-    let (sc, inv) = if mx.is_finite() {
-        (sc, inv)
-    } else {
-        (T::ONE, T::ONE)
-    };
+    let (sc, inv) = sum_scale(mx);
     let mut part = T::ZERO;
     let mut i = b0;
     while i > a0 {

@@ -1,7 +1,7 @@
 //! The step-synchronous generate kernels: the strip and block wavefronts with two block
 //! barriers a step, and the two stages of the rank-one update.
 
-use super::{givens, record, rot_pair};
+use super::{givens, record, rot_pair, sum_scale};
 use crate::device::{self, Float};
 use crate::fused_panel::Pow2;
 
@@ -196,13 +196,7 @@ pub unsafe fn gen_rank_one_a<T: Pow2>(w: *mut T, top: usize, rot: *mut T, plane:
     }
     // SAFETY: block-uniform; shared memory holds ≥ 32 `T`s for the reduction.
     let mx = unsafe { crate::reduce::block_max(mx) };
-    let (sc, inv) = mx.pow2_scale();
-    // A non-finite entry: let it propagate (the update's rank check refuses the result).
-    let (sc, inv) = if mx.is_finite() {
-        (sc, inv)
-    } else {
-        (T::ONE, T::ONE)
-    };
+    let (sc, inv) = sum_scale(mx);
     let mut part = T::ZERO;
     for i in (lo..hi).rev() {
         // SAFETY: i < len.

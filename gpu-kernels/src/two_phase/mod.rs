@@ -8,6 +8,7 @@
 //! `cpu::givens::givens` (r ≥ 0, safe at (0, 0), hypot); zeroed entries are exact 0.
 
 use crate::device::{self, Float};
+use crate::fused_panel::Pow2;
 
 /// Marks "no value held in a register" in [`apply_one`](apply::apply_one).
 const NONE: usize = usize::MAX;
@@ -66,6 +67,42 @@ unsafe fn record<T: Float>(rot: *mut T, plane: *mut u32, k: usize, c: T, s: T, a
     }
 }
 
+/// Target g of a three-target apply kernel, (x_g, rs_g, cs_g, n_g, b_g): vector t < n_g
+/// is x_g[t·rs_g + k·cs_g], and b_g its band bound ([`band_bottom`]) or [`NONE`].
+type Target<T> = (*mut T, usize, usize, usize, usize);
+
+/// The target this block works on: blockIdx.y = g selects target g (the three-target
+/// kernels' grid is (…, 3)).
+#[inline(always)]
+fn this_target<T>(targets: [Target<T>; 3]) -> Target<T> {
+    match device::block_y() {
+        0 => targets[0],
+        1 => targets[1],
+        _ => targets[2],
+    }
+}
+
+/// Vector t's bound for a target with band bound `b`: its entries after b + t are exact
+/// zeros; [`NONE`] (no band) stays NONE.
+#[inline(always)]
+fn band_bottom(b: usize, t: usize) -> usize {
+    if b == NONE { NONE } else { b + t }
+}
+
+/// (s, 1/s) for scaled sums of squares of entries whose largest magnitude is `mx`:
+/// s = 2^e from [`Pow2::pow2_scale`] (so scaling is exact); for a non-finite `mx`,
+/// (1, 1), which lets the ∞ or NaN propagate into the rotations (the update's rank
+/// check then refuses the result).
+#[inline(always)]
+fn sum_scale<T: Pow2>(mx: T) -> (T, T) {
+    let (sc, inv) = mx.pow2_scale();
+    if mx.is_finite() {
+        (sc, inv)
+    } else {
+        (T::ONE, T::ONE)
+    }
+}
+
 /// Repeats `$body` with `$u` bound to 0..8 (batches of eight in the apply kernels).
 macro_rules! rep8 {
     ($u:ident $body:block) => {
@@ -96,9 +133,6 @@ pub use apply::{apply, apply_sched, copy};
 pub use apply_pipe::{PIPE_MAX_WARPS, PIPE_RING_ELEMS, apply_pipe};
 pub use chains::{CHAIN_MAX_THREADS, CHAIN_SCRATCH, gen_chains};
 pub use generate::{gen_block, gen_rank_one_a, gen_rank_one_b, gen_strip};
-pub use pipe::{
-    R1_PIPE_CPT, R1_PIPE2_CPT, gen_block_pipe, gen_rank_one_b_pipe, gen_rank_one_b_pipe2,
-    gen_rank_one_b_pipe12, gen_strip_pipe,
-};
+pub use pipe::{R1_PIPE_CPT, R1_PIPE2_CPT, gen_block_pipe, gen_rank_one_b_pipe, gen_strip_pipe};
 pub use sweep::{apply_sweep, house_apply};
 pub use window::{window_gather, window_pipe};

@@ -28,48 +28,6 @@ macro_rules! rep_cpt {
 /// at n = 500 (issue 7, Nsight Compute on the H100); two columns a thread keep it short.
 pub const R1_PIPE2_CPT: usize = 2;
 
-/// [`gen_rank_one_b_pipe`] with [`R1_PIPE_CPT`] columns a thread (n ≤ 12·block).
-///
-/// # Safety
-/// As [`gen_rank_one_b_pipe`] with CPT = [`R1_PIPE_CPT`].
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gen_rank_one_b_pipe12<T: Float>(
-    r: *mut T,
-    ldr: usize,
-    m: usize,
-    n: usize,
-    w: *const T,
-    v: *const T,
-    rot: *mut T,
-    plane: *mut u32,
-    k_off: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { gen_rank_one_b_pipe::<T, R1_PIPE_CPT>(r, ldr, m, n, w, v, rot, plane, k_off) }
-}
-
-/// [`gen_rank_one_b_pipe`] with [`R1_PIPE2_CPT`] columns a thread (n ≤ 2·block).
-///
-/// # Safety
-/// As [`gen_rank_one_b_pipe`] with CPT = [`R1_PIPE2_CPT`].
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gen_rank_one_b_pipe2<T: Float>(
-    r: *mut T,
-    ldr: usize,
-    m: usize,
-    n: usize,
-    w: *const T,
-    v: *const T,
-    rot: *mut T,
-    plane: *mut u32,
-    k_off: usize,
-) {
-    // SAFETY: forwarded.
-    unsafe { gen_rank_one_b_pipe::<T, R1_PIPE2_CPT>(r, ldr, m, n, w, v, rot, plane, k_off) }
-}
-
 /// `two_phase_gen_rank_one_b_pipe` (issue 7): R(0, :) += w(0)·vᵀ, then stage B of spec
 /// §1.11 on the upper Hessenberg R (m×n, ld ldr), with the same rotations, records and
 /// results as [`gen_rank_one_b`](super::generate::gen_rank_one_b) bit for bit, but pipelined with one barrier a step and

@@ -2,7 +2,7 @@
 //! sweep (`two_phase_apply_sweep`) and one Householder reflector
 //! (`two_phase_house_apply`).
 
-use super::{NONE, rot_pair};
+use super::{NONE, band_bottom, rot_pair, this_target};
 use crate::device::{self, Float};
 
 /// `two_phase_house_apply`: applies H = I − τ·v·vᵀ, v = [1; vt] (length `len`), to up to
@@ -33,68 +33,69 @@ pub unsafe fn house_apply<T: Float>(
     } else {
         (x1, rs1, cs1, n1)
     };
-    let t = device::block_x() * device::block_dim_x() + device::thread_x();
+    let t = device::global_x();
     if t >= n || len == 0 {
         return;
     }
     let base = t * rs;
-    let at = |k: usize| base + k * cs;
     // SAFETY: elements base + k·cs, k < len, belong to vector t (caller's contract);
-    // vt[0..len−1] and tau[0] readable. Both passes load (x_k, v_k) eight entries ahead
-    // of their use (issue 7: the addresses do not depend on the data) and keep the
-    // arithmetic and its order: z accumulates k = 1, 2, … with one fma each.
+    // vt[0..len−1] and tau[0] readable. Both passes keep the arithmetic and its order:
+    // z accumulates k = 1, 2, … with one fma each.
     unsafe {
         let mut z = device::ld(x, base);
-        let (mut nx, mut nv) = ([T::ZERO; 8], [T::ZERO; 8]);
-        rep8!(u {
-            if 1 + u < len {
-                nx[u] = device::ld(x, at(1 + u));
-                nv[u] = device::ld(vt, u);
-            }
-        });
-        let mut k0 = 1;
-        while k0 < len {
-            let (bx, bv) = (nx, nv);
-            rep8!(u {
-                let k = k0 + 8 + u;
-                if k < len {
-                    nx[u] = device::ld(x, at(k));
-                    nv[u] = device::ld(vt, k - 1);
-                }
-            });
-            rep8!(u {
-                if k0 + u < len {
-                    z = bx[u].mul_add(bv[u], z);
-                }
-            });
-            k0 += 8;
-        }
+        stream_ahead(x, base, cs, vt, len, |_, xk, vk| z = xk.mul_add(vk, z));
         let tz = device::ld(tau, 0).mul(z);
         device::st(x, base, tz.neg().add(device::ld(x, base)));
-        rep8!(u {
-            if 1 + u < len {
-                nx[u] = device::ld(x, at(1 + u));
-                nv[u] = device::ld(vt, u);
-            }
+        stream_ahead(x, base, cs, vt, len, |k, xk, vk| {
+            device::st(x, base + k * cs, tz.neg().mul_add(vk, xk))
         });
-        let mut k0 = 1;
-        while k0 < len {
-            let (bx, bv) = (nx, nv);
-            rep8!(u {
-                let k = k0 + 8 + u;
-                if k < len {
-                    nx[u] = device::ld(x, at(k));
+    }
+}
+
+/// Calls `f(k, x_k, v_k)` for k = 1..len in order, x_k = x[base + k·cs] and
+/// v_k = vt[k − 1], with the loads of each batch of eight issued before the previous
+/// batch is passed to `f` (the addresses do not depend on the data, so the loads run a
+/// batch ahead of their use). `f` may store to x_k: every load of x_k comes before the
+/// call that receives it, and no later load reads it again.
+///
+/// # Safety
+/// x[base + k·cs] and vt[k − 1] are readable for 1 ≤ k < len and written by nobody but
+/// `f` meanwhile.
+#[inline(always)]
+unsafe fn stream_ahead<T: Float>(
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    vt: *const T,
+    len: usize,
+    mut f: impl FnMut(usize, T, T),
+) {
+    // Loads entries k0 .. k0 + 8 (those below len) into (nx, nv).
+    let load = |k0: usize, nx: &mut [T; 8], nv: &mut [T; 8]| {
+        rep8!(u {
+            let k = k0 + u;
+            if k < len {
+                // SAFETY: 1 ≤ k < len (caller's contract).
+                unsafe {
+                    nx[u] = device::ld(x, base + k * cs);
                     nv[u] = device::ld(vt, k - 1);
                 }
-            });
-            rep8!(u {
-                let k = k0 + u;
-                if k < len {
-                    device::st(x, at(k), tz.neg().mul_add(bv[u], bx[u]));
-                }
-            });
-            k0 += 8;
-        }
+            }
+        });
+    };
+    let (mut nx, mut nv) = ([T::ZERO; 8], [T::ZERO; 8]);
+    load(1, &mut nx, &mut nv);
+    let mut k0 = 1;
+    while k0 < len {
+        let (bx, bv) = (nx, nv);
+        load(k0 + 8, &mut nx, &mut nv);
+        rep8!(u {
+            let k = k0 + u;
+            if k < len {
+                f(k, bx[u], bv[u]);
+            }
+        });
+        k0 += 8;
     }
 }
 
@@ -239,16 +240,16 @@ pub unsafe fn apply_sweep<T: Float>(
     n2: usize,
     b2: usize,
 ) {
-    let (x, rs, cs, n, b) = match device::block_y() {
-        0 => (x0, rs0, cs0, n0, b0),
-        1 => (x1, rs1, cs1, n1, b1),
-        _ => (x2, rs2, cs2, n2, b2),
-    };
-    let t = device::block_x() * device::block_dim_x() + device::thread_x();
+    let (x, rs, cs, n, b) = this_target([
+        (x0, rs0, cs0, n0, b0),
+        (x1, rs1, cs1, n1, b1),
+        (x2, rs2, cs2, n2, b2),
+    ]);
+    let t = device::global_x();
     if t >= n || down + up == 0 {
         return;
     }
-    let bottom = if b == NONE { NONE } else { b + t };
+    let bottom = band_bottom(b, t);
     // SAFETY: forwarded from the entry's contract; vector t belongs to this thread.
     unsafe { sweep_one(rot, down, up, x, t * rs, cs, bottom) };
 }

@@ -33,7 +33,7 @@ pub unsafe fn window_gather<T: Float>(
     l0: isize,
 ) {
     let k = device::block_y();
-    let e = device::block_x() * device::block_dim_x() + device::thread_x();
+    let e = device::global_x();
     let n = p * hw;
     let w = hw + p;
     let mut i = e;
@@ -88,18 +88,11 @@ pub unsafe fn window_pipe<T: Float>(rot: *const T, hw: usize, p: usize, z: *mut 
     if v0 >= w || hw == 0 || p == 0 {
         return;
     }
-    let (lane, g, nw) = (
-        device::thread_x() % 32,
-        device::thread_x() / 32,
-        device::block_dim_x() / 32,
-    );
-    let t = v0 + lane;
-    let base = if t < w { t } else { NONE };
     let rot_k = rot.wrapping_add(2 * k * p * hw);
     let z_k = z.wrapping_add(k * w * w);
     // SAFETY: window k's list is a whole strip list of p chains of h_w (contract), its
     // base stays 16-byte aligned (2·k·p·h_w elements: a multiple of two); row t < w of
-    // z_k (element i at t + i·w, i < w) belongs to lane `lane` of every warp of this
+    // z_k (element i at t + i·w, i < w) belongs to lane t − v0 of every warp of this
     // block; not banded.
-    unsafe { pipe_vec(rot_k, true, hw, p, z_k, base, w, NONE, v0, lane, g, nw) };
+    unsafe { pipe_vec(rot_k, true, hw, p, z_k, w, 1, w, NONE, v0) };
 }
