@@ -21,6 +21,7 @@
 
 pub mod convert;
 pub mod device;
+mod elementwise;
 pub mod fused_panel;
 pub mod givens;
 pub mod householder;

@@ -6,6 +6,7 @@
 //! (grid y ≤ 65535).
 
 use crate::device::{self, Float};
+use crate::elementwise::for_each_column;
 use crate::reduce;
 
 /// `panel_apply`: applies H = I − τ·[1; v]·[1; v]ᵀ from the left to `ncols` columns,
@@ -89,12 +90,7 @@ pub unsafe fn extract_v<T: Float>(
     ldv: usize,
     ystride: usize,
 ) {
-    let i = device::global_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < k {
+    for_each_column(rows, k, ystride, |i, j| {
         let val = if i == j {
             T::ONE
         } else if i < j {
@@ -109,8 +105,7 @@ pub unsafe fn extract_v<T: Float>(
         };
         // SAFETY: inside V's block; one writer per element.
         unsafe { device::st(v, i + j * ldv, val) };
-        j += ystride;
-    }
+    });
 }
 
 /// `panel_zero_lower`: a(i,j) = 0 for j < i < rows, j < cols (strictly lower part of a
@@ -151,17 +146,11 @@ pub unsafe fn set_identity<T: Float>(
     cols: usize,
     ystride: usize,
 ) {
-    let i = device::global_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < cols {
+    for_each_column(rows, cols, ystride, |i, j| {
         let val = if i == j { T::ONE } else { T::ZERO };
         // SAFETY: inside the block; one writer per element.
         unsafe { device::st(a, i + j * lda, val) };
-        j += ystride;
-    }
+    });
 }
 
 /// `panel_copy`: dst(i,j) = src(i,j) for a rows×cols block. Grid (⌈rows/128⌉,
@@ -180,16 +169,10 @@ pub unsafe fn copy<T: Float>(
     ldd: usize,
     ystride: usize,
 ) {
-    let i = device::global_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < cols {
+    for_each_column(rows, cols, ystride, |i, j| {
         // SAFETY: inside both blocks; one writer per element.
         unsafe { device::st(dst, i + j * ldd, device::ld(src, i + j * lds)) };
-        j += ystride;
-    }
+    });
 }
 
 /// `panel_embed_q`: the (m+p)×(m+p) matrix Pᵀ·diag(Q, I_p) of the row insertion (spec
@@ -213,19 +196,15 @@ pub unsafe fn embed_q<T: Float>(
     ystride: usize,
 ) {
     let n = m + p;
-    let i = device::global_x();
-    if i >= n {
-        return;
-    }
-    let s = if i < k0 {
-        i
-    } else if i < k0 + p {
-        m + i - k0
-    } else {
-        i - p
-    };
-    let mut j = device::block_y();
-    while j < n {
+    for_each_column(n, n, ystride, |i, j| {
+        // row i of the result is row s of diag(Q, I_p)
+        let s = if i < k0 {
+            i
+        } else if i < k0 + p {
+            m + i - k0
+        } else {
+            i - p
+        };
         let val = if s < m {
             if j < m {
                 // SAFETY: s, j < m: inside Q.
@@ -240,8 +219,7 @@ pub unsafe fn embed_q<T: Float>(
         };
         // SAFETY: i, j < m+p: inside dst; one writer per element.
         unsafe { device::st(dst, i + j * ldd, val) };
-        j += ystride;
-    }
+    });
 }
 
 /// `panel_col_norms`: for each column c < cols of the upper-trapezoidal rows×cols `a`:

@@ -1,8 +1,9 @@
 //! The column-step kernels (`lu_pivot`, `lu_update`) and the one-block panel
 //! (`lu_panel_fused`) that runs every column step of a short panel in one launch.
 
-use super::argmax::warp_argmax;
-use crate::device::{self, Float, WARP};
+use super::argmax::block_argmax_to_warp0;
+use super::slab::slab_candidate;
+use crate::device::{self, Float};
 
 /// `lu_pivot`: pivot search and swap of column step j. One block finds p = the first
 /// row index of max |a(i, j)| over i in j..m (p = j if the column holds only NaN),
@@ -28,80 +29,17 @@ pub unsafe fn pivot<T: Float>(
 ) {
     let tid = device::thread_linear();
     let nt = device::block_threads();
-    let lane = tid % WARP;
-    let warp = tid / WARP;
-    let nwarps = nt.div_ceil(WARP);
     let sval = device::shared::<T>();
-    // 32 values of T (≤ 8 bytes each), then 32 indices.
+    // 32 values of T (≤ 8 bytes each), then 33 indices.
     let sidx = sval.wrapping_add(32) as *mut u32;
-    let col = a.wrapping_add(j * lda) as *const T;
-
-    let mut bv = T::ZERO.sub(T::ONE);
-    let mut bi = u32::MAX;
-    let mut i = j + tid;
-    while i < m {
-        // SAFETY: j ≤ i < m, inside column j; nobody writes the column before the
-        // barriers below.
-        let v = unsafe { device::ld(col, i) }.abs();
-        if v > bv {
-            bv = v;
-            bi = i as u32;
-        }
-        i += nt;
-    }
-    // SAFETY: every thread of the block reaches here (no early return above); full warps.
-    let (wv, wi) = unsafe { warp_argmax(bv, bi) };
-    if lane == 0 {
-        // SAFETY: warp < 32 slots, one writer each.
-        unsafe {
-            device::st(sval, warp, wv);
-            device::st(sidx, warp, wi);
-        }
-    }
-    // SAFETY: block-uniform barrier.
-    unsafe { device::sync_threads() };
-    if warp == 0 {
-        let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
-        if lane < nwarps {
-            // SAFETY: slots < nwarps were written before the barrier.
-            unsafe {
-                v = device::ld(sval as *const T, lane);
-                ix = device::ld(sidx as *const u32, lane);
-            }
-        }
-        // SAFETY: warp 0 is complete and convergent here.
-        let (_, p) = unsafe { warp_argmax(v, ix) };
-        if lane == 0 {
-            let p = if p == u32::MAX { j as u32 } else { p };
-            // SAFETY: slot 32 of the index area is ours; ipiv[j] writable (contract).
-            unsafe {
-                device::st(sidx, 32, p);
-                device::st(ipiv, j, p);
-            }
-        }
-    }
-    // SAFETY: block-uniform barrier; makes the pivot visible to the block.
-    unsafe { device::sync_threads() };
-    // SAFETY: written before the barrier.
-    let p = unsafe { device::ld(sidx as *const u32, 32) } as usize;
-    let mut t = tid;
-    while c0 + t < cend {
-        let c = c0 + t;
-        let base = a.wrapping_add(c * lda);
-        // SAFETY: rows j and p < m of column c in c0..cend, one thread per column.
-        unsafe {
-            let x = device::ld(base as *const T, j);
-            let y = device::ld(base as *const T, p);
-            if p != j {
-                device::st(base, j, y);
-                device::st(base, p, x);
-            }
-            if c == j {
-                device::st(diag, j, y);
-            }
-        }
-        t += nt;
-    }
+    // SAFETY: rows j.. of column j < m; nobody writes the column before the barriers in
+    // `choose_pivot`; every thread of the block gets here (no early return), full warps.
+    let p = unsafe {
+        let (bv, bi) = slab_candidate(a, lda, 0, m, j + tid, nt, j, 0);
+        choose_pivot(bv, bi, j, sval, sidx, ipiv)
+    };
+    // SAFETY: rows j and p < m of columns c0..cend (contract).
+    unsafe { swap_rows(a, lda, j, p, c0, cend, diag, core::ptr::null_mut()) };
 }
 
 /// `lu_update`: scaling and rank-1 update of column step j, one thread per row i in
@@ -188,9 +126,6 @@ pub unsafe fn panel_fused<T: Float>(
 ) {
     let tid = device::thread_linear();
     let nt = device::block_threads();
-    let lane = tid % WARP;
-    let warp = tid / WARP;
-    let nwarps = nt.div_ceil(WARP);
     let sval = device::shared::<T>();
     let urow = sval.wrapping_add(32);
     let sidx = sval.wrapping_add(96) as *mut u32;
@@ -198,72 +133,15 @@ pub unsafe fn panel_fused<T: Float>(
     let mut j = c0;
     while j < cend && j < m {
         let col = a.wrapping_add(j * lda) as *const T;
-        let mut bv = T::ZERO.sub(T::ONE);
-        let mut bi = u32::MAX;
-        let mut i = j + tid;
-        while i < m {
-            // SAFETY: j ≤ i < m in column j; written only after the barriers below.
-            let v = unsafe { device::ld(col, i) }.abs();
-            if v > bv {
-                bv = v;
-                bi = i as u32;
-            }
-            i += nt;
-        }
-        // SAFETY: block-uniform control flow (loop bounds are uniform); full warps.
-        let (wv, wi) = unsafe { warp_argmax(bv, bi) };
-        if lane == 0 {
-            // SAFETY: one writer per slot < 32.
-            unsafe {
-                device::st(sval, warp, wv);
-                device::st(sidx, warp, wi);
-            }
-        }
-        // SAFETY: block-uniform barrier.
-        unsafe { device::sync_threads() };
-        if warp == 0 {
-            let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
-            if lane < nwarps {
-                // SAFETY: written before the barrier.
-                unsafe {
-                    v = device::ld(sval as *const T, lane);
-                    ix = device::ld(sidx as *const u32, lane);
-                }
-            }
-            // SAFETY: warp 0 complete and convergent.
-            let (_, p) = unsafe { warp_argmax(v, ix) };
-            if lane == 0 {
-                let p = if p == u32::MAX { j as u32 } else { p };
-                // SAFETY: slot 32 is the broadcast slot; ipiv[j] writable.
-                unsafe {
-                    device::st(sidx, 32, p);
-                    device::st(ipiv, j, p);
-                }
-            }
-        }
-        // SAFETY: block-uniform barrier.
-        unsafe { device::sync_threads() };
-        // SAFETY: written before the barrier.
-        let p = unsafe { device::ld(sidx as *const u32, 32) } as usize;
-        let mut t = tid;
-        while c0 + t < cend {
-            let c = c0 + t;
-            let base = a.wrapping_add(c * lda);
-            // SAFETY: rows j, p < m of column c; one thread per column; urow has 64 slots.
-            unsafe {
-                let x = device::ld(base as *const T, j);
-                let y = device::ld(base as *const T, p);
-                if p != j {
-                    device::st(base, j, y);
-                    device::st(base, p, x);
-                }
-                device::st(urow, t, y);
-                if c == j {
-                    device::st(diag, j, y);
-                }
-            }
-            t += nt;
-        }
+        // SAFETY: rows j.. of column j < m, written only after the barriers in
+        // `choose_pivot`; block-uniform control flow (the loop bounds are uniform), full
+        // warps.
+        let p = unsafe {
+            let (bv, bi) = slab_candidate(a, lda, 0, m, j + tid, nt, j, 0);
+            choose_pivot(bv, bi, j, sval, sidx, ipiv)
+        };
+        // SAFETY: rows j and p < m of columns c0..cend (contract); urow has 64 slots.
+        unsafe { swap_rows(a, lda, j, p, c0, cend, diag, urow) };
         // SAFETY: block-uniform barrier: swaps and the staged row are visible.
         unsafe { device::sync_threads() };
         // SAFETY: slot j − c0 < 64 written before the barrier.
@@ -290,5 +168,82 @@ pub unsafe fn panel_fused<T: Float>(
         // SAFETY: block-uniform barrier before the next step reads the updated panel.
         unsafe { device::sync_threads() };
         j += 1;
+    }
+}
+
+/// The pivot of column step j from this thread's candidate (v, i): the block's first
+/// row index of the largest |a(i, j)| (p = j when the column holds only NaN), written to
+/// `ipiv[j]` and returned to every thread through `sidx[32]`.
+///
+/// # Safety
+/// Called by every thread of the block (block-uniform), block a multiple of 32
+/// (≤ 1024); `sval` holds 32 `T`s and `sidx` 33 `u32`s of shared memory that nothing
+/// else uses meanwhile; `ipiv[j]` writable.
+#[inline(always)]
+unsafe fn choose_pivot<T: Float>(
+    v: T,
+    i: u32,
+    j: usize,
+    sval: *mut T,
+    sidx: *mut u32,
+    ipiv: *mut u32,
+) -> usize {
+    // SAFETY: forwarded (block-uniform call, full warps).
+    let (_, p) = unsafe { block_argmax_to_warp0(v, i, sval, sidx) };
+    if device::thread_linear() == 0 {
+        let p = if p == u32::MAX { j as u32 } else { p };
+        // SAFETY: slot 32 of the index area is the broadcast slot; ipiv[j] writable.
+        unsafe {
+            device::st(sidx, 32, p);
+            device::st(ipiv, j, p);
+        }
+    }
+    // SAFETY: block-uniform barrier; makes the pivot visible to the block.
+    unsafe { device::sync_threads() };
+    // SAFETY: written before the barrier.
+    unsafe { device::ld(sidx as *const u32, 32) as usize }
+}
+
+/// Swaps rows j and p of the columns c0..cend (one thread a column), writes the pivot
+/// u_jj = a(p, j) to `diag[j]` and, unless `urow` is null, stages the pivot row in
+/// `urow[c − c0]`.
+///
+/// # Safety
+/// Rows j and p of columns c0..cend of `a` (ld `lda`) are read-writable and touched by
+/// no other thread meanwhile; c0 ≤ j < cend; `diag[j]` writable; `urow` null or
+/// cend − c0 writable shared slots.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn swap_rows<T: Float>(
+    a: *mut T,
+    lda: usize,
+    j: usize,
+    p: usize,
+    c0: usize,
+    cend: usize,
+    diag: *mut T,
+    urow: *mut T,
+) {
+    let nt = device::block_threads();
+    let mut t = device::thread_linear();
+    while c0 + t < cend {
+        let c = c0 + t;
+        let base = a.wrapping_add(c * lda);
+        // SAFETY: rows j and p of column c, one thread per column (contract).
+        unsafe {
+            let x = device::ld(base as *const T, j);
+            let y = device::ld(base as *const T, p);
+            if p != j {
+                device::st(base, j, y);
+                device::st(base, p, x);
+            }
+            if !urow.is_null() {
+                device::st(urow, t, y);
+            }
+            if c == j {
+                device::st(diag, j, y);
+            }
+        }
+        t += nt;
     }
 }

@@ -149,6 +149,11 @@ pub(super) unsafe fn apply_back<T: Pair>(
 /// written. With `rh` (ld COLS) given, the leaf's rows of `v` are overwritten with R =
 /// `rh` (rows < n, upper triangle, exact zeros below) and zeros.
 ///
+/// One function of about 160 lines on purpose: with the in-leaf tree or the chain moved
+/// into helper functions (inlined, same statements), ptxas allocated the f64 kernel
+/// differently and spilled (8 bytes at 255 registers; it runs one block an SM on all
+/// 255), so the phases are marked by comments instead.
+///
 /// # Safety
 /// Grid ≤ ⌈rows/L⌉ blocks, block [`THREADS`], dynamic shared memory
 /// [`leaf_smem`]`(T::RING)` elements (base 16-byte aligned); 1 ≤ n ≤ COLS, kpw ≥ 1; `v` readable rows×n
@@ -172,31 +177,17 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
     top_only: u32,
     rh: *const T,
 ) {
-    let tid = device::thread_x();
-    let (lane, w) = (tid % COLS, tid / COLS);
-    let b = device::block_x();
-    let (leaf, _) = level_leaves(rows, kpw);
-    let leaf0 = b * leaf;
-    let nr = leaf.min(rows - leaf0);
-    let nb = nr.div_ceil(BR);
-    let last_rows = nr - (nb - 1) * BR;
-    let (start, end) = chunk(w, kpw, nb, last_rows);
-    let order = |k: usize| chain_block(w, start, end, nb, last_rows, k);
+    let lf = Leaf::new(rows, kpw);
+    let (lane, w, b, start, end) = (lf.lane, lf.w, lf.b, lf.start, lf.end);
+    let (ctau, cv, gb0) = (lf.ctau, lf.cv, lf.gb0);
+    let order = |k: usize| lf.order(k);
     // With top_only, warp 0 alone works, and stops after the leaf's top block when its
     // chain ends with it.
     let top = top_only != 0;
-    let (ctau, cv, _) = aux_layout(rows, kpw);
-    let gb0 = b * WARPS * kpw;
     let from = if skip_top != 0 { n } else { 0 };
-    let sm = device::shared::<T::P>().cast::<T>();
-    // SAFETY: as in leaf_qr.
-    let region = |ww: usize| unsafe {
-        let ts = sm.add(ww * warp_smem(T::RING));
-        let stg = ts.add(BR * LDT);
-        (ts, stg, stg.add(SR * LDT))
-    };
-    // `piv` below is the warp's ring of T::RING columns.
-    let (ts, stg, piv) = region(w);
+    // SAFETY: the launch's dynamic shared memory (contract); warp w < WARPS. `piv` is
+    // the warp's ring of T::RING columns of V.
+    let (ts, stg, piv, _) = unsafe { warp_region::<T>(w) };
     rows32!(|r| {
         let x = if w == 0 && r < n && lane < n {
             if c_in.is_null() {
@@ -217,8 +208,7 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         let lg = LOG_WARPS - 1 - lgr;
         let stride = 1usize << lg;
         if w & (2 * stride - 1) == 0 && (!top || w == 0) {
-            let node = (WARPS - (WARPS >> lg)) + (w >> (lg + 1));
-            let nb_off = (b * NODES + node) * COLS;
+            let nb_off = lf.node_off(lg);
             let mut z = [T::ZERO; BR];
             // SAFETY: the whole warp; own tile; this node's block (row-major) and τ in
             // aux.
@@ -241,7 +231,8 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
                     lane,
                 );
             }
-            let (pts, _, _) = region(w + stride);
+            // SAFETY: the partner warp's region (w + stride < WARPS).
+            let (pts, _, _, _) = unsafe { warp_region::<T>(w + stride) };
             rows32!(|r| {
                 // SAFETY: the partner's tile, untouched by its warp until the barrier.
                 unsafe { device::st(pts, r * LDT + lane, z[r]) };
@@ -287,7 +278,8 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         } else {
             T::ZERO
         };
-        (leaf0 + blk * BR, BR.min(nr - blk * BR), tau_l)
+        let (r0, nv) = lf.block(blk);
+        (r0, nv, tau_l)
     };
     if start < end && (!top || w == 0) {
         for k in (1..(end - start)).rev() {

@@ -140,34 +140,98 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
     r_out: *mut T,
     ldr: usize,
 ) {
-    let tid = device::thread_x();
-    let (lane, w) = (tid % COLS, tid / COLS);
-    let b = device::block_x();
-    let (leaf, _) = level_leaves(rows, kpw);
-    let leaf0 = b * leaf;
-    let nr = leaf.min(rows - leaf0);
-    let nb = nr.div_ceil(BR);
-    let last_rows = nr - (nb - 1) * BR;
-    let (start, end) = chunk(w, kpw, nb, last_rows);
-    let order = |k: usize| chain_block(w, start, end, nb, last_rows, k);
-    let (ctau, cv, _) = aux_layout(rows, kpw);
-    let gb0 = b * WARPS * kpw;
-    let sm = device::shared::<T::P>().cast::<T>();
-    // SAFETY: the warp's region lies inside leaf_smem(T::RING) elements (launch
-    // contract);
-    // every offset is even, so piv is pair-aligned.
-    let region = |ww: usize| unsafe {
-        let rs = sm.add(ww * warp_smem(T::RING));
-        let stg = rs.add(BR * LDT);
-        let piv = stg.add(SR * LDT);
-        (rs, stg, piv, piv.add(T::RING * BR))
-    };
-    let (rs, stg, piv, scl) = region(w);
+    let lf = Leaf::new(rows, kpw);
+    let lane = lf.lane;
+    // SAFETY: the launch's dynamic shared memory (contract); warp w < WARPS.
+    let (rs, stg, piv, scl) = unsafe { warp_region::<T>(lf.w) };
+    // SAFETY: the whole warp; the leaf's rows of `a` (contract) and the warp's region.
+    let s = unsafe { chain_qr(&lf, a, lda, n, aux, rs, stg, piv) };
+    // SAFETY: one writer per (warp, column).
+    unsafe { device::st(scl, lane, s) };
+    // SAFETY: block-uniform barrier.
+    unsafe { device::sync_threads() };
+    // SAFETY: every thread of the block; the scales were published before the barrier.
+    let s = unsafe { tree_qr(&lf, n, aux, s, rs, piv, scl) };
+    if lf.w == 0 && lane < n {
+        for i in 0..n {
+            let v = if i <= lane {
+                // SAFETY: inside the tile.
+                unsafe { device::ld(rs, i * LDT + lane) }.mul(s)
+            } else {
+                T::ZERO
+            };
+            // SAFETY: b·n + i < grid·n rows of r_out, lane < n.
+            unsafe { device::st(r_out, lf.b * n + i + lane * ldr, v) };
+        }
+    }
+}
+
+/// Multiplies lane `lane`'s column of the tile `rs` by `ratio` (a new, larger column
+/// scale).
+///
+/// # Safety
+/// `rs` is the warp's tile; its column `lane` is this lane's own.
+#[inline(always)]
+unsafe fn scale_column<T: Float>(rs: *mut T, lane: usize, ratio: T) {
+    rows32!(|r| {
+        // SAFETY: inside the tile; column `lane` is this lane's own (caller).
+        unsafe {
+            device::st(
+                rs,
+                r * LDT + lane,
+                device::ld(rs, r * LDT + lane).mul(ratio),
+            )
+        };
+    });
+}
+
+/// After a reflector block: r_kk := β_k (no later step reads it) and τ_k into
+/// `tau[lane]`, for the lanes k < n.
+///
+/// # Safety
+/// `rs` is the warp's tile; `tau` writable for n entries, slot `lane` this lane's own.
+#[inline(always)]
+unsafe fn keep_diag<T: Float>(rs: *mut T, tau: *mut T, lane: usize, n: usize, beta: T, t: T) {
+    if lane < n {
+        // SAFETY: r_kk of this lane's column; τ slot `lane` (caller).
+        unsafe {
+            device::st(rs, lane * LDT + lane, beta);
+            device::st(tau, lane, t);
+        }
+    }
+}
+
+/// The warp's chain ([`Leaf::order`]): the first block by [`dense_steps`] with `FIRST`
+/// (its rows become R's), each next block against the R so far, with the prefetch of the
+/// block after it; reflectors and τ stored as [`leaf_qr`] documents. Returns lane k's
+/// scale s_k (R's column k is held divided by it); a warp without blocks zeroes its R.
+///
+/// # Safety
+/// The whole warp calls it together; as [`leaf_qr`] for the leaf's rows of `a` and
+/// `aux`; `rs`, `stg`, `piv` the warp's region ([`warp_region`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn chain_qr<T: Float + Pow2 + Pair>(
+    lf: &Leaf,
+    a: *mut T,
+    lda: usize,
+    n: usize,
+    aux: *mut T,
+    rs: *mut T,
+    stg: *mut T,
+    piv: *mut T,
+) -> T {
+    let Leaf {
+        lane,
+        start,
+        end,
+        gb0,
+        ..
+    } = *lf;
     let mut s = T::ZERO;
     if start < end {
-        let first = order(0);
-        let r0 = leaf0 + first * BR;
-        let nv = BR.min(nr - first * BR);
+        let first = lf.order(0);
+        let (r0, nv) = lf.block(first);
         // SAFETY: rows r0 .. r0 + nv < rows, columns < n: inside a; own tile.
         let mut x = unsafe { load_block(a as *const T, lda, r0, nv, n, stg, lane) };
         let (s0, mut inv_s) = col_max(&x).pow2_scale();
@@ -184,26 +248,18 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
         rows32!(|r| {
             x[r] = if r > lane { x[r].mul(inv) } else { T::ZERO };
         });
-        if lane < n {
-            // SAFETY: r_kk of this lane's column (read by no later step); τ slot of
-            // this block (gb0 + first < grid·WARPS·kpw).
-            unsafe {
-                device::st(rs, lane * LDT + lane, beta);
-                device::st(aux, (gb0 + first) * COLS + lane, t);
-            }
-        }
+        // SAFETY: the warp's tile; τ slots of this block (gb0 + first < grid·WARPS·kpw).
+        unsafe { keep_diag(rs, aux.wrapping_add((gb0 + first) * COLS), lane, n, beta, t) };
         // SAFETY: the block's rows of a (this warp's alone); the tile is free.
         unsafe { store_block(a, lda, r0, nv, n, 0, &x, stg, lane) };
         for k in 1..(end - start) {
-            let blk = order(k);
-            let r0 = leaf0 + blk * BR;
-            let nv = BR.min(nr - blk * BR);
+            let blk = lf.order(k);
+            let (r0, nv) = lf.block(blk);
             // SAFETY: as for the first block.
             let mut x = unsafe { load_block(a as *const T, lda, r0, nv, n, stg, lane) };
             if k + 1 < end - start && lane < n {
                 // The next block's column `lane` into L2 while this one is factored.
-                let nb0 = leaf0 + order(k + 1) * BR;
-                let nv2 = BR.min(nr - order(k + 1) * BR);
+                let (nb0, nv2) = lf.block(lf.order(k + 1));
                 // SAFETY: rows nb0 .. nb0 + nv2 of column lane lie inside a.
                 unsafe {
                     device::prefetch_l2(a.add(nb0 + lane * lda));
@@ -215,16 +271,8 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
             let (s2, inv2) = col_max(&x).pow2_scale();
             if s2 > s {
                 let ratio = s.mul(inv2);
-                rows32!(|r| {
-                    // SAFETY: inside the tile; column `lane` is this lane's own.
-                    unsafe {
-                        device::st(
-                            rs,
-                            r * LDT + lane,
-                            device::ld(rs, r * LDT + lane).mul(ratio),
-                        )
-                    };
-                });
+                // SAFETY: the warp's tile, this lane's column.
+                unsafe { scale_column(rs, lane, ratio) };
                 (s, inv_s) = (s2, inv2);
             }
             rows32!(|r| {
@@ -237,13 +285,8 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
             rows32!(|r| {
                 x[r] = x[r].mul(inv);
             });
-            if lane < n {
-                // SAFETY: as for the first block.
-                unsafe {
-                    device::st(rs, lane * LDT + lane, beta);
-                    device::st(aux, (gb0 + blk) * COLS + lane, t);
-                }
-            }
+            // SAFETY: as for the first block.
+            unsafe { keep_diag(rs, aux.wrapping_add((gb0 + blk) * COLS), lane, n, beta, t) };
             // SAFETY: as for the first block.
             unsafe { store_block(a, lda, r0, nv, n, 0, &x, stg, lane) };
         }
@@ -253,32 +296,47 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
             unsafe { device::st(rs, r * LDT + lane, T::ZERO) };
         });
     }
-    // SAFETY: one writer per (warp, column).
-    unsafe { device::st(scl, lane, s) };
-    // SAFETY: block-uniform barrier.
-    unsafe { device::sync_threads() };
+    s
+}
+
+/// The in-leaf tree: at stride 2^lg, warp w (w mod 2^(lg+1) = 0) takes in the R of warp
+/// w + 2^lg (upper triangle, zeros below) as B, after both columns are brought to the
+/// larger scale; the node's reflector block and τ go to `aux` ([`Leaf::node_off`]).
+/// Returns lane k's final scale s_k.
+///
+/// # Safety
+/// Every thread of the block calls it (block barriers); the warps' tiles and scales are
+/// final and published by a block barrier; `aux` as [`leaf_qr`]; `rs`, `piv`, `scl`
+/// the warp's region.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tree_qr<T: Float + Pow2 + Pair>(
+    lf: &Leaf,
+    n: usize,
+    aux: *mut T,
+    mut s: T,
+    rs: *mut T,
+    piv: *mut T,
+    scl: *mut T,
+) -> T {
+    let Leaf {
+        lane, w, ctau, cv, ..
+    } = *lf;
     // The in-leaf tree: at stride st, warp w (w mod 2st = 0) takes in the R of warp
     // w + st (upper triangle, zeros below) as B.
     for lg in 0..LOG_WARPS {
         let stride = 1usize << lg;
         if w & (2 * stride - 1) == 0 {
-            let (prs, _, _, pscl) = region(w + stride);
+            // SAFETY: the partner warp's region (w + stride < WARPS).
+            let (prs, _, _, pscl) = unsafe { warp_region::<T>(w + stride) };
             // SAFETY: the partner's tile and scales, final before the last barrier.
             let ps = unsafe { device::ld(pscl, lane) };
             let snew = s.max(ps);
             let (_, inv_new) = snew.pow2_scale();
             if snew > s {
                 let ratio = s.mul(inv_new);
-                rows32!(|r| {
-                    // SAFETY: inside the own tile; own column.
-                    unsafe {
-                        device::st(
-                            rs,
-                            r * LDT + lane,
-                            device::ld(rs, r * LDT + lane).mul(ratio),
-                        )
-                    };
-                });
+                // SAFETY: the own tile, own column.
+                unsafe { scale_column(rs, lane, ratio) };
                 s = snew;
             }
             let pr = ps.mul(inv_new);
@@ -291,15 +349,9 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
             });
             // SAFETY: the whole warp; its own tile and column.
             let (t, inv, beta) = unsafe { dense_steps::<T, false>(&mut x, rs, piv, n, lane) };
-            let node = (WARPS - (WARPS >> lg)) + (w >> (lg + 1));
-            let nb_off = (b * NODES + node) * COLS;
-            if lane < n {
-                // SAFETY: r_kk of this lane's column; τ slot of this node.
-                unsafe {
-                    device::st(rs, lane * LDT + lane, beta);
-                    device::st(aux, ctau + nb_off + lane, t);
-                }
-            }
+            let nb_off = lf.node_off(lg);
+            // SAFETY: the own tile; τ slots of this node.
+            unsafe { keep_diag(rs, aux.wrapping_add(ctau + nb_off), lane, n, beta, t) };
             rows32!(|r| {
                 // SAFETY: this node's 32×32 block (row-major) in aux; one writer each.
                 unsafe { device::st(aux, cv + nb_off * BR + r * COLS + lane, x[r].mul(inv)) };
@@ -310,16 +362,5 @@ pub unsafe fn leaf_qr<T: Float + Pow2 + Pair>(
         // SAFETY: block-uniform barrier.
         unsafe { device::sync_threads() };
     }
-    if w == 0 && lane < n {
-        for i in 0..n {
-            let v = if i <= lane {
-                // SAFETY: inside the tile.
-                unsafe { device::ld(rs, i * LDT + lane) }.mul(s)
-            } else {
-                T::ZERO
-            };
-            // SAFETY: b·n + i < grid·n rows of r_out, lane < n.
-            unsafe { device::st(r_out, b * n + i + lane * ldr, v) };
-        }
-    }
+    s
 }

@@ -34,6 +34,8 @@
 //! power of two ≤ its largest entry read so far (see [`leaf_qr`]); the reflector
 //! formulas are those of `householder::house`.
 
+use crate::device;
+
 /// Runs `$body` once for each r in 0..32 with `$r` bound to the literal, so that the
 /// per-thread arrays indexed by it stay in registers (LLVM does not fully unroll these
 /// loops by itself, and a dynamically indexed array lives in local memory).
@@ -165,6 +167,102 @@ pub(super) fn chain_block(
 ) -> usize {
     let reversed = w == 0 && end - start > 1 && (end < nb || last_rows == BR);
     if reversed { end - 1 - k } else { start + k }
+}
+
+/// Where this thread works in a leaf of a tree level of `rows` rows whose warps chain
+/// `kpw` blocks each: the geometry [`leaf_qr`] and [`leaf_apply`] share.
+#[derive(Clone, Copy)]
+pub(super) struct Leaf {
+    /// This thread's lane (its column) and warp.
+    pub(super) lane: usize,
+    pub(super) w: usize,
+    /// The leaf (= block index) and its first row.
+    pub(super) b: usize,
+    pub(super) leaf0: usize,
+    /// Rows of the leaf, its 32-row blocks, and the rows of its last block.
+    pub(super) nr: usize,
+    pub(super) nb: usize,
+    pub(super) last_rows: usize,
+    /// This warp's blocks [start, end) ([`chunk`]).
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// Offsets in the level's auxiliary array of the in-leaf tree's τ and reflector
+    /// blocks ([`aux_layout`]).
+    pub(super) ctau: usize,
+    pub(super) cv: usize,
+    /// The leaf's first chain block over the level (its τ at `aux[(gb0 + blk)·32 ..]`).
+    pub(super) gb0: usize,
+}
+
+impl Leaf {
+    /// This thread's leaf geometry.
+    #[inline(always)]
+    pub(super) fn new(rows: usize, kpw: usize) -> Self {
+        let tid = device::thread_x();
+        let (lane, w) = (tid % COLS, tid / COLS);
+        let b = device::block_x();
+        let (leaf, _) = level_leaves(rows, kpw);
+        let leaf0 = b * leaf;
+        let nr = leaf.min(rows - leaf0);
+        let nb = nr.div_ceil(BR);
+        let last_rows = nr - (nb - 1) * BR;
+        let (start, end) = chunk(w, kpw, nb, last_rows);
+        let (ctau, cv, _) = aux_layout(rows, kpw);
+        let gb0 = b * WARPS * kpw;
+        Leaf {
+            lane,
+            w,
+            b,
+            leaf0,
+            nr,
+            nb,
+            last_rows,
+            start,
+            end,
+            ctau,
+            cv,
+            gb0,
+        }
+    }
+
+    /// The k-th block of this warp's chain ([`chain_block`]).
+    #[inline(always)]
+    pub(super) fn order(&self, k: usize) -> usize {
+        chain_block(self.w, self.start, self.end, self.nb, self.last_rows, k)
+    }
+
+    /// Block `blk` of the leaf: its first row and its rows.
+    #[inline(always)]
+    pub(super) fn block(&self, blk: usize) -> (usize, usize) {
+        (self.leaf0 + blk * BR, BR.min(self.nr - blk * BR))
+    }
+
+    /// Offset (in τ slots) of the in-leaf tree node that this warp computes at round
+    /// `lg` (stride 2^lg): its τ at `ctau + off`, its block at `cv + off·32`.
+    #[inline(always)]
+    pub(super) fn node_off(&self, lg: u32) -> usize {
+        let node = (WARPS - (WARPS >> lg)) + (self.w >> (lg + 1));
+        (self.b * NODES + node) * COLS
+    }
+}
+
+/// Warp `ww`'s shared region ([`warp_smem`]): its R (or T) tile, its staging tile, its
+/// broadcast column (or ring of V's columns) and its column scales.
+///
+/// # Safety
+/// The dynamic shared memory holds [`leaf_smem`]`(T::RING)` elements, 16-byte aligned;
+/// ww < [`WARPS`].
+#[inline(always)]
+pub(super) unsafe fn warp_region<T: Pair>(ww: usize) -> (*mut T, *mut T, *mut T, *mut T) {
+    let sm = device::shared::<T::P>().cast::<T>();
+    // SAFETY: the region lies inside leaf_smem(T::RING) elements (caller); every
+    // offset is even, so the column after the tiles is pair-aligned.
+    unsafe {
+        let rs = sm.add(ww * warp_smem(T::RING));
+        let stg = rs.add(BR * LDT);
+        let piv = stg.add(SR * LDT);
+        (rs, stg, piv, piv.add(T::RING * BR))
+    }
 }
 
 mod leaf_apply;
