@@ -187,120 +187,190 @@ unsafe fn gen_chain_one<T: Pow2>(
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
     let (lo, up) = (tid * chunk, (tid + 1) * chunk);
-    // The slab's element i. SAFETY (of every use): i ≤ hi_v < 32·w·chunk; a thread
+    for k in 0..v {
+        // SAFETY: every thread of the block, chains k < v (contract).
+        unsafe { apply_chain(k, tid, maps, s, lo, up, hi0, inc, rot, flags, set) };
+        // The barrier at the top of the next chain (or before the sums of
+        // `make_chain`) orders these writes before any other thread's reads.
+    }
+    // SAFETY: every thread of the block; vector v has chains 0..v applied.
+    unsafe { make_chain(v, tid, maps, s, lo, up, hi0, inc, rot, plane, flags, set) };
+    // SAFETY: block-uniform barrier: the chunk writes are done before the copy out.
+    unsafe { device::sync_threads() };
+    let mut i = tid;
+    while i <= hi_v {
+        // SAFETY: dst writable at vector v's elements (contract); slab element i ≤ hi_v,
+        // final after the barrier.
+        unsafe { device::st(dst, v * dst_vs + i * dst_es, device::ld(s as *const T, i)) };
+        i += nt;
+    }
+}
+
+/// Chain k applied to the vector in the slab `s`, waited for first (thread 0 acquires
+/// `flags[k]`, a block barrier passes it on): each thread composes its chunk's affine
+/// map, a block scan gives every chunk its incoming running value, and each thread then
+/// walks its chunk with `rot_pair` ([`gen_chains`], "apply").
+///
+/// # Safety
+/// [`gen_chains`]'s contract; every thread of the block calls it with its `tid`, its
+/// chunk [lo, up), `maps` = the dynamic shared memory and `s` = maps + CHAIN_SCRATCH;
+/// the slab holds the vector with chains 0..k applied.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn apply_chain<T: Pow2>(
+    k: usize,
+    tid: usize,
+    maps: *mut T,
+    s: *mut T,
+    lo: usize,
+    up: usize,
+    hi0: usize,
+    inc: usize,
+    rot: *mut T,
+    flags: *mut u32,
+    set: u32,
+) {
+    // The slab's element i. SAFETY (of every use): i ≤ hi < 32·w·chunk; a thread
     // writes only its own chunk, and reads another thread's element (the one below its
-    // chunk, or v(hi)) only between two block barriers in which no thread writes it.
+    // chunk, or the vector's top) only between two block barriers in which no thread
+    // writes it.
     let u_at = |i: usize| unsafe { device::ld(s as *const T, i) };
     let u_set = |i: usize, x: T| unsafe { device::st(s, i, x) };
-    let base = |k: usize| k * hi0 - (1 - inc) * (k * k.saturating_sub(1) / 2);
-    for k in 0..v {
-        // Wait for chain k: thread 0 acquires its flag, the barrier passes it on.
-        if tid == 0 {
-            // SAFETY: flags[k] is a valid u32 (k < p).
-            while unsafe { device::ld_acquire_u32(flags.wrapping_add(k)) } != set {}
-        }
-        // SAFETY: block-uniform barrier.
-        unsafe { device::sync_threads() };
-        let hi_k = hi0 + inc * k;
-        let (a0, b0) = (lo.max(k), up.min(hi_k + 1));
-        let active = a0 < b0;
-        let top = active && b0 == hi_k + 1;
-        let bk = base(k);
-        // Rotation r of chain k (plane r−1, r), k < r ≤ hi_k, read through L2.
-        let rot_at = |r: usize| {
-            let idx = bk + (hi_k - r);
-            // SAFETY: idx < base_{k+1} ≤ base_p: published by chain k (acquired above,
-            // never written again in this launch); aligned elements of `rot`.
-            unsafe {
-                (
-                    T::ld_cg(rot.wrapping_add(2 * idx)),
-                    T::ld_cg(rot.wrapping_add(2 * idx + 1)),
-                )
-            }
-        };
-        // Rotations r, r−1, …, r−7 and the elements below them, loaded before use.
-        let batch_at = |r: usize| {
-            let (mut cb, mut sb, mut ub) = ([T::ZERO; 8], [T::ZERO; 8], [T::ZERO; 8]);
-            rep8!(q {
-                (cb[q], sb[q]) = rot_at(r - q);
-                ub[q] = u_at(r - q - 1);
-            });
-            (cb, sb, ub)
-        };
-        // Pass 1: this chunk's map t_{b0} ↦ t_{a0}.
-        let (mut ma, mut mb) = (T::ZERO, T::ONE);
-        if active {
-            if top {
-                ma = u_at(hi_k);
-                mb = T::ZERO;
-            } else {
-                let (c, sn) = rot_at(b0);
-                ma = c.mul(u_at(b0 - 1));
-                mb = sn;
-            }
-            let mut r = b0 - 1;
-            // Batches of eight: the loads first, then the dependent recurrence.
-            while r >= a0 + CHAIN_BATCH {
-                let (cb, sb, ub) = batch_at(r);
-                rep8!(q {
-                    ma = cb[q].mul_add(ub[q], sb[q].mul(ma));
-                    mb = sb[q].mul(mb);
-                });
-                r -= CHAIN_BATCH;
-            }
-            while r > a0 {
-                let (c, sn) = rot_at(r);
-                ma = c.mul_add(u_at(r - 1), sn.mul(ma));
-                mb = sn.mul(mb);
-                r -= 1;
-            }
-        }
-        // SAFETY: every thread of the block calls it.
-        let t_in = unsafe { chain_scan_from_above(maps, ma, mb) };
-        let below = if active && a0 > k {
-            u_at(a0 - 1)
-        } else {
-            T::ZERO
-        };
-        // SAFETY: block-uniform barrier: every thread's read of its neighbour is done.
-        unsafe { device::sync_threads() };
-        if active {
-            let mut t = if top {
-                u_at(hi_k)
-            } else {
-                let (c, sn) = rot_at(b0);
-                c.mul_add(u_at(b0 - 1), sn.mul(t_in))
-            };
-            let mut r = b0 - 1;
-            while r >= a0 + CHAIN_BATCH {
-                let (cb, sb, ub) = batch_at(r);
-                rep8!(q {
-                    let (tn, fin) = rot_pair(cb[q], sb[q], ub[q], t);
-                    u_set(r - q, fin);
-                    t = tn;
-                });
-                r -= CHAIN_BATCH;
-            }
-            while r > a0 {
-                let (c, sn) = rot_at(r);
-                let (tn, fin) = rot_pair(c, sn, u_at(r - 1), t);
-                u_set(r, fin);
-                t = tn;
-                r -= 1;
-            }
-            if a0 == k {
-                u_set(k, t);
-            } else {
-                let (c, sn) = rot_at(a0);
-                u_set(a0, rot_pair(c, sn, below, t).1);
-            }
-        }
-        // The barrier at the top of the next chain (or before the sums below) orders
-        // these writes before any other thread's reads.
+    // Wait for chain k: thread 0 acquires its flag, the barrier passes it on.
+    if tid == 0 {
+        // SAFETY: flags[k] is a valid u32 (k < p).
+        while unsafe { device::ld_acquire_u32(flags.wrapping_add(k)) } != set {}
     }
+    // SAFETY: block-uniform barrier.
+    unsafe { device::sync_threads() };
+    let hi_k = hi0 + inc * k;
+    let (a0, b0) = (lo.max(k), up.min(hi_k + 1));
+    let active = a0 < b0;
+    let top = active && b0 == hi_k + 1;
+    let bk = chain_base(k, hi0, inc);
+    // Rotation r of chain k (plane r−1, r), k < r ≤ hi_k, read through L2.
+    let rot_at = |r: usize| {
+        let idx = bk + (hi_k - r);
+        // SAFETY: idx < base_{k+1} ≤ base_p: published by chain k (acquired above,
+        // never written again in this launch); aligned elements of `rot`.
+        unsafe {
+            (
+                T::ld_cg(rot.wrapping_add(2 * idx)),
+                T::ld_cg(rot.wrapping_add(2 * idx + 1)),
+            )
+        }
+    };
+    // Rotations r, r−1, …, r−7 and the elements below them, loaded before use.
+    let batch_at = |r: usize| {
+        let (mut cb, mut sb, mut ub) = ([T::ZERO; 8], [T::ZERO; 8], [T::ZERO; 8]);
+        rep8!(q {
+            (cb[q], sb[q]) = rot_at(r - q);
+            ub[q] = u_at(r - q - 1);
+        });
+        (cb, sb, ub)
+    };
+    // Pass 1: this chunk's map t_{b0} ↦ t_{a0}.
+    let (mut ma, mut mb) = (T::ZERO, T::ONE);
+    if active {
+        if top {
+            ma = u_at(hi_k);
+            mb = T::ZERO;
+        } else {
+            let (c, sn) = rot_at(b0);
+            ma = c.mul(u_at(b0 - 1));
+            mb = sn;
+        }
+        let mut r = b0 - 1;
+        // Batches of eight: the loads first, then the dependent recurrence.
+        while r >= a0 + CHAIN_BATCH {
+            let (cb, sb, ub) = batch_at(r);
+            rep8!(q {
+                ma = cb[q].mul_add(ub[q], sb[q].mul(ma));
+                mb = sb[q].mul(mb);
+            });
+            r -= CHAIN_BATCH;
+        }
+        while r > a0 {
+            let (c, sn) = rot_at(r);
+            ma = c.mul_add(u_at(r - 1), sn.mul(ma));
+            mb = sn.mul(mb);
+            r -= 1;
+        }
+    }
+    // SAFETY: every thread of the block calls it.
+    let t_in = unsafe { chain_scan_from_above(maps, ma, mb) };
+    let below = if active && a0 > k {
+        u_at(a0 - 1)
+    } else {
+        T::ZERO
+    };
+    // SAFETY: block-uniform barrier: every thread's read of its neighbour is done.
+    unsafe { device::sync_threads() };
+    if active {
+        let mut t = if top {
+            u_at(hi_k)
+        } else {
+            let (c, sn) = rot_at(b0);
+            c.mul_add(u_at(b0 - 1), sn.mul(t_in))
+        };
+        let mut r = b0 - 1;
+        while r >= a0 + CHAIN_BATCH {
+            let (cb, sb, ub) = batch_at(r);
+            rep8!(q {
+                let (tn, fin) = rot_pair(cb[q], sb[q], ub[q], t);
+                u_set(r - q, fin);
+                t = tn;
+            });
+            r -= CHAIN_BATCH;
+        }
+        while r > a0 {
+            let (c, sn) = rot_at(r);
+            let (tn, fin) = rot_pair(c, sn, u_at(r - 1), t);
+            u_set(r, fin);
+            t = tn;
+            r -= 1;
+        }
+        if a0 == k {
+            u_set(k, t);
+        } else {
+            let (c, sn) = rot_at(a0);
+            u_set(a0, rot_pair(c, sn, below, t).1);
+        }
+    }
+}
+
+/// Chain v made from scaled suffix norms of the slab's v(v..=hi_v) ([`gen_chains`],
+/// "make"), recorded, and published (a block barrier, then thread 0's release of
+/// `flags[v]`); the slab then holds ρ at v and exact zeros above it up to hi_v.
+///
+/// # Safety
+/// As [`apply_chain`], with chains 0..v applied to the slab; chain v's list entries and
+/// `flags[v]` are this block's to write.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn make_chain<T: Pow2>(
+    v: usize,
+    tid: usize,
+    maps: *mut T,
+    s: *mut T,
+    lo: usize,
+    up: usize,
+    hi0: usize,
+    inc: usize,
+    rot: *mut T,
+    plane: *mut u32,
+    flags: *mut u32,
+    set: u32,
+) {
+    let hi_v = hi0 + inc * v;
+    // The slab's element i. SAFETY (of every use): i ≤ hi < 32·w·chunk; a thread
+    // writes only its own chunk, and reads another thread's element (the one below its
+    // chunk, or the vector's top) only between two block barriers in which no thread
+    // writes it.
+    let u_at = |i: usize| unsafe { device::ld(s as *const T, i) };
+    let u_set = |i: usize, x: T| unsafe { device::st(s, i, x) };
     // SAFETY: block-uniform barrier: the last chain's writes are done.
     unsafe { device::sync_threads() };
-    // Make chain v from scaled suffix norms of v(v..=hi_v).
     let (a0, b0) = (lo.max(v), up.min(hi_v + 1));
     let mut mx = T::ZERO;
     let mut i = a0;
@@ -322,7 +392,7 @@ unsafe fn gen_chain_one<T: Pow2>(
     // SAFETY: every thread of the block calls it.
     let mut after = unsafe { chain_scan_from_above(maps, part, T::ONE) };
     let vtop = u_at(hi_v);
-    let bv = base(v);
+    let bv = chain_base(v, hi0, inc);
     let mut rho_v = T::ZERO;
     // g for element i < hi_v: v(hi_v) itself next to the top, else the scaled suffix norm.
     let g_of = |i: usize, after: T| {
@@ -384,12 +454,11 @@ unsafe fn gen_chain_one<T: Pow2>(
         u_set(i, if i == v { rho_v } else { T::ZERO });
         i += 1;
     }
-    // SAFETY: block-uniform barrier: the chunk writes are done before the copy out.
-    unsafe { device::sync_threads() };
-    let mut i = tid;
-    while i <= hi_v {
-        // SAFETY: dst writable at vector v's elements (contract).
-        unsafe { device::st(dst, v * dst_vs + i * dst_es, u_at(i)) };
-        i += nt;
-    }
+}
+
+/// List index of chain k's first rotation: base_k = k·hi0 − (1 − inc)·k(k−1)/2 (chain
+/// c has hi0 + inc·c − c rotations, in the step kernels' order).
+#[inline(always)]
+pub(super) fn chain_base(k: usize, hi0: usize, inc: usize) -> usize {
+    k * hi0 - (1 - inc) * (k * k.saturating_sub(1) / 2)
 }

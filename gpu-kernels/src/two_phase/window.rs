@@ -3,6 +3,7 @@
 
 use super::NONE;
 use super::apply_pipe::pipe_vec;
+use super::chains::chain_base;
 use crate::device::{self, Float};
 
 /// `two_phase_window_gather`: every window of a chain list as a stack of strip lists,
@@ -50,8 +51,7 @@ pub unsafe fn window_gather<T: Float>(
     let r = l0 - (k * hw) as isize + local as isize;
     let hi_c = hi0 + inc * c;
     let (cs, sn) = if r >= (c + 1) as isize && r <= hi_c as isize {
-        let base = c * hi0 - (1 - inc) * (c * c.saturating_sub(1) / 2);
-        let idx = base + (hi_c - r as usize);
+        let idx = chain_base(c, hi0, inc) + (hi_c - r as usize);
         // SAFETY: idx < base_{c+1} ≤ base_p: chain c's entry at plane r (contract).
         unsafe {
             (
