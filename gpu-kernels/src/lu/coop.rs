@@ -2,7 +2,7 @@
 
 use super::argmax::{better, block_argmax, warp_argmax};
 use super::slab::{
-    column_groups, coop_row_update, slab_at, slab_candidate, slab_copy, slab_scale, slab_swap,
+    column_groups, slab_at, slab_candidate, slab_copy, slab_scale, slab_swap, slab_update,
 };
 use crate::device::{self, Float, WARP};
 
@@ -151,57 +151,13 @@ pub unsafe fn panel_coop<T: Float>(
         // (base + (jj + 1)·nb), the counter is ours alone (launch contract).
         unsafe { device::grid_sync(counter, cbase.wrapping_add(((jj + 1) * nb) as u32)) };
 
-        // global argmax of the published candidates (warp 0)
-        let lane = tid % WARP;
-        if tid < WARP {
-            let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
-            let mut k = lane;
-            while k < nb {
-                // SAFETY: slots buf·nb + k < 2·nb, written by block k before the barrier.
-                let (ov, oi) = unsafe {
-                    (
-                        device::ld_volatile(pval as *const T, buf * nb + k),
-                        device::ld_volatile(pidx as *const u32, buf * nb + k),
-                    )
-                };
-                if better(v, ix, ov, oi) {
-                    v = ov;
-                    ix = oi;
-                }
-                k += WARP;
-            }
-            // SAFETY: warp 0 complete and convergent.
-            let (_, p) = unsafe { warp_argmax(v, ix) };
-            if lane == 0 {
-                let p = if p == u32::MAX { j as u32 } else { p };
-                // SAFETY: broadcast slot 33 of sidx (block_argmax uses 0..=32).
-                unsafe { device::st(sidx, 33, p) };
-                if b == 0 {
-                    // SAFETY: ipiv[j] writable, j < c0 + w (contract); one writer.
-                    unsafe { device::st(ipiv, j, p) };
-                }
-            }
-        }
-        // SAFETY: block-uniform barrier.
-        unsafe { device::sync_threads() };
-        // SAFETY: written before the barrier.
-        let p = unsafe { device::ld(sidx as *const u32, 33) } as usize;
-        let slot = if p == j { nb } else { (p - c0) / slab };
-        let mut c = tid;
-        while c < w {
-            // SAFETY: the slots were written by their blocks before the barrier (the
-            // owner of row p published it as its candidate, the owner of row j slot
-            // nb); urow/rowj hold w entries.
-            unsafe {
-                let u = device::ld_volatile(prow as *const T, (buf * (nb + 1) + slot) * w + c);
-                let r = device::ld_volatile(prow as *const T, (buf * (nb + 1) + nb) * w + c);
-                device::st(urow, c, u);
-                device::st(rowj, c, r);
-            }
-            c += nt;
-        }
-        // SAFETY: block-uniform barrier: the staged rows are visible.
-        unsafe { device::sync_threads() };
+        // SAFETY: every thread of the block, after the grid barrier that published
+        // step jj's candidates and rows (launch contract for the partials).
+        let p = unsafe {
+            coop_pivot(
+                j, b, nb, buf, c0, slab, w, pval, pidx, prow, sidx, urow, rowj, ipiv,
+            )
+        };
         // SAFETY: slot jj < w written before the barrier.
         let piv = unsafe { device::ld(urow as *const T, jj) };
         if b == 0 && tid == 0 {
@@ -226,15 +182,9 @@ pub unsafe fn panel_coop<T: Float>(
             // SAFETY: block-uniform barrier (piv is uniform): the multipliers are visible.
             unsafe { device::sync_threads() };
             if g < cg {
-                let mut li = r;
-                while li < rows {
-                    if r0 + li > j {
-                        // SAFETY: row li of the slab; columns ≡ g (mod cg) after jj are
-                        // this thread's alone in this step; (li, jj) is only read now.
-                        unsafe { coop_row_update(sl, ld, li, jj, w, jj + 1 + g, cg, urow) };
-                    }
-                    li += tr;
-                }
+                // SAFETY: rows li ≡ r (mod tr) of the slab; columns ≡ g (mod cg) after jj
+                // are this thread's alone in this step; (li, jj) is only read now.
+                unsafe { slab_update(sl, ld, r0, rows, r, tr, j, jj, w, jj + 1 + g, cg, urow) };
             }
         }
         (cv, ci) = if next && g == 0 {
@@ -254,4 +204,87 @@ pub unsafe fn panel_coop<T: Float>(
         // SAFETY: as for the load above.
         unsafe { slab_copy(a, lda, r0, c0, rows, w, sl, ld, false) };
     }
+}
+
+/// The pivot of column step j from the candidates every block published into buffer
+/// `buf` (warp 0 reduces them: the first index of the global max, p = j when the column
+/// holds only NaN; block 0 writes `ipiv[j]`), broadcast through `sidx[33]`, and the
+/// pivot row and row j staged into `urow` and `rowj` from the published rows; ends with
+/// a block barrier after which both are visible. Returns p.
+///
+/// # Safety
+/// Every thread of the block calls it after the grid barrier of step j; `pval`, `pidx`,
+/// `prow` as [`panel_coop`] documents, buffer `buf` written by every block; `sidx` has
+/// 34 slots and `urow`, `rowj` w entries of shared memory; `ipiv[j]` writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn coop_pivot<T: Float>(
+    j: usize,
+    b: usize,
+    nb: usize,
+    buf: usize,
+    c0: usize,
+    slab: usize,
+    w: usize,
+    pval: *mut T,
+    pidx: *mut u32,
+    prow: *mut T,
+    sidx: *mut u32,
+    urow: *mut T,
+    rowj: *mut T,
+    ipiv: *mut u32,
+) -> usize {
+    let tid = device::thread_linear();
+    let nt = device::block_threads();
+    let lane = tid % WARP;
+    if tid < WARP {
+        let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
+        let mut k = lane;
+        while k < nb {
+            // SAFETY: slots buf·nb + k < 2·nb, written by block k before the barrier.
+            let (ov, oi) = unsafe {
+                (
+                    device::ld_volatile(pval as *const T, buf * nb + k),
+                    device::ld_volatile(pidx as *const u32, buf * nb + k),
+                )
+            };
+            if better(v, ix, ov, oi) {
+                v = ov;
+                ix = oi;
+            }
+            k += WARP;
+        }
+        // SAFETY: warp 0 complete and convergent.
+        let (_, p) = unsafe { warp_argmax(v, ix) };
+        if lane == 0 {
+            let p = if p == u32::MAX { j as u32 } else { p };
+            // SAFETY: broadcast slot 33 of sidx (block_argmax uses 0..=32).
+            unsafe { device::st(sidx, 33, p) };
+            if b == 0 {
+                // SAFETY: ipiv[j] writable, j < c0 + w (contract); one writer.
+                unsafe { device::st(ipiv, j, p) };
+            }
+        }
+    }
+    // SAFETY: block-uniform barrier.
+    unsafe { device::sync_threads() };
+    // SAFETY: written before the barrier.
+    let p = unsafe { device::ld(sidx as *const u32, 33) } as usize;
+    let slot = if p == j { nb } else { (p - c0) / slab };
+    let mut c = tid;
+    while c < w {
+        // SAFETY: the slots were written by their blocks before the barrier (the
+        // owner of row p published it as its candidate, the owner of row j slot
+        // nb); urow/rowj hold w entries.
+        unsafe {
+            let u = device::ld_volatile(prow as *const T, (buf * (nb + 1) + slot) * w + c);
+            let r = device::ld_volatile(prow as *const T, (buf * (nb + 1) + nb) * w + c);
+            device::st(urow, c, u);
+            device::st(rowj, c, r);
+        }
+        c += nt;
+    }
+    // SAFETY: block-uniform barrier: the staged rows are visible.
+    unsafe { device::sync_threads() };
+    p
 }

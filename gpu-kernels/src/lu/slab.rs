@@ -210,3 +210,34 @@ pub(crate) unsafe fn coop_row_update<T: Float>(
         c += 8 * cg;
     }
 }
+
+/// The rank-1 update of step jj on this thread's slab rows li = r, r + tr, … below row j
+/// (r0 + li > j): [`coop_row_update`] of each, over the columns first, first + cg, … < w.
+///
+/// # Safety
+/// As [`coop_row_update`] for each of those rows.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn slab_update<T: Float>(
+    sl: *mut T,
+    ld: usize,
+    r0: usize,
+    rows: usize,
+    r: usize,
+    tr: usize,
+    j: usize,
+    jj: usize,
+    w: usize,
+    first: usize,
+    cg: usize,
+    urow: *const T,
+) {
+    let mut li = r;
+    while li < rows {
+        if r0 + li > j {
+            // SAFETY: row li of the slab (caller).
+            unsafe { coop_row_update(sl, ld, li, jj, w, first, cg, urow) };
+        }
+        li += tr;
+    }
+}
