@@ -1,6 +1,6 @@
-//! Precision conversion between a working-precision matrix and an f32 copy (issue 5,
-//! spec §4.2 / seed S3: the mixed-precision solver factors an f32 copy of f64 data and
-//! refines in f64). A power-of-two `scale` (exact) keeps the f32 copy inside the
+//! Precision conversion between a working-precision matrix and an f32 copy
+//! (docs/algorithms.md#mixed-precision: the mixed-precision solver factors an f32 copy
+//! of f64 data and refines in f64). A power-of-two `scale` (exact) keeps the f32 copy inside the
 //! range the tensor-core formats need. Elementwise over a column-major rows×cols block, any leading
 //! dimensions. Grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128; column stride `ystride`.
 

@@ -1,5 +1,6 @@
-//! One-launch Householder panel factorisation (spec §1.4 panel, §4.1 "fused panel",
-//! issue 5): the whole column loop of a rows×jb panel — scaled norm, reflector, its
+//! One-launch Householder panel factorisation (the panel of
+//! docs/algorithms.md#blocked-householder-qr, fused): the whole column loop of a rows×jb
+//! panel — scaled norm, reflector, its
 //! application to the rest of the panel, and T's column — in one cooperative launch.
 //!
 //! Each block owns a slab of `rpb` consecutive panel rows (kept in shared memory when
@@ -9,11 +10,12 @@
 //! T's column k−1 (V(:, i)ᵀ v_{k−1}, i < k−1); the owner of row k publishes row k; one
 //! grid barrier; then every block combines the partials (same order in every block, so
 //! all agree bit for bit), forms β, τ and w = vᵀA(:, k+1..jb) as `householder_house` +
-//! `panel_apply` do (spec §1.2 robust `house`, scaled norm), and updates its own rows.
-//! Block 0 builds T (LAPACK `larft` forward, τ ≥ 0, erratum E14). At the end every
-//! block writes its rows of R (exact zeros below the diagonal, erratum H3) and of V
+//! `panel_apply` do (the robust `house` of docs/algorithms.md#householder-vectors,
+//! scaled norm), and updates its own rows.
+//! Block 0 builds T (LAPACK `larft` forward, τ ≥ 0). At the end every block writes its
+//! rows of R (exact zeros below the diagonal) and of V
 //! (explicit unit diagonal and zeros above it). A `band` limits reflector k to rows
-//! k..=k+band (column deletion, spec §1.8).
+//! k..=k+band (docs/algorithms.md#column-deletion).
 //!
 //! Latency is what this kernel fights (one grid barrier per column), so a step has four
 //! block barriers (the two of the grid barrier, one after the combination, one after
@@ -60,7 +62,8 @@ const HV_PER_LANE: usize = MAX_JB / WARP;
 /// MAX_JB (τ) + MAX_JB (the published row k) + MAX_JB (row-stripe partial sums).
 pub const SCRATCH: usize = 32 + 8 + 5 * MAX_JB;
 
-/// Power-of-two scaling of a non-negative magnitude (spec §1.2, erratum H2).
+/// Power-of-two scaling of a non-negative magnitude (the scaled norms of
+/// docs/algorithms.md#householder-vectors).
 pub trait Pow2: Float {
     /// (s, 1/s) with s = 2^e the largest power of two ≤ x, e clamped so that both s
     /// and 1/s are normal numbers (x subnormal: s is the smallest normal; x ≥ 2^EMAX:
@@ -429,7 +432,7 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
         // warps split the rows into `stripes` (partial sums then meet in `pst`). A step
         // with every warp busy runs the loop with the stripe count a literal 1 (the
         // striped loop's run-time stride and stripe tests cost the square panels'
-        // 64-column steps about 1 ms in 4096², docs/performance.md).
+        // 64-column steps about 1 ms in 4096², measured on the H100).
         let groups = jobs.div_ceil(UNROLL as u32).max(1);
         let stripes = if groups < nwarps { nwarps / groups } else { 1 };
         macro_rules! publish {
@@ -577,7 +580,7 @@ unsafe fn qr_impl<T: Pow2, const SHARED: bool>(x: &Args<T>) {
                     }
                 }
                 // σ = S·√(Σ_b (s_b/S)²·ss_b), S = max_b s_b (a power of two, so s_b/S is
-                // exact; spec §1.2 H2); μ = ‖(α, σ)‖ scaled by a power of two ≥ |α|, S.
+                // exact); μ = ‖(α, σ)‖ scaled by a power of two ≥ |α|, S.
                 // S as an integer max of the scales' keys (exact: s_b is 0, ∞ or a
                 // power of two).
                 let mut mk = 0u32;

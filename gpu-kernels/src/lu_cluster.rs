@@ -1,4 +1,4 @@
-//! The LU panel on one thread-block cluster (issue 6; spec §4.3; sm_90 only, built
+//! The LU panel on one thread-block cluster (docs/algorithms.md#lu-factorisation; sm_90 only, built
 //! into the second PTX module): the blocks of the panel push the pivot candidates and
 //! rows into each other's shared memory (`st.async` counted on the receiver's
 //! mbarrier), so each column step waits on local mbarriers only, instead of a grid
@@ -46,7 +46,7 @@ fn from_bits<T: Copy>(b: u64) -> T {
 }
 
 /// `lu_cluster_panel`: the whole panel c0..c0+w (rows c0..m) by one thread-block
-/// cluster, all column steps in one launch, the slabs in shared memory (issue 6).
+/// cluster, all column steps in one launch, the slabs in shared memory.
 /// Block b (cluster rank b; the grid is one cluster of at most 16 blocks) owns rows
 /// r0 = c0 + b·slab .. min(r0 + slab, m). Per column step j: each block finds its
 /// candidate (first index of max |a(i, j)| over its rows i ≥ j) and pushes it to every

@@ -1,5 +1,6 @@
 //! Panel machinery of the device blocked Householder QR and of the block updates
-//! (spec §1.3, §1.4, §1.8, §1.9): applying one reflector to the rest of a panel, V
+//! (docs/algorithms.md#blocked-householder-qr and the updates that reuse it):
+//! applying one reflector to the rest of a panel, V
 //! extraction with explicit unit diagonal and zeros, exact zeros below a diagonal,
 //! identity/copy/embedding of dense blocks, and column norms for the rank check.
 //! Column-major throughout; 2-D kernels loop over columns with a host-given y stride
@@ -11,7 +12,8 @@ use crate::reduce;
 
 /// `panel_apply`: applies H = I − τ·[1; v]·[1; v]ᵀ from the left to `ncols` columns,
 /// each made of one head element `head[c·ldh]` and a tail `tail[c·ldt + i]`, i < len:
-/// w = head + Σ vᵢ·tailᵢ; head −= τw; tailᵢ −= τw·vᵢ (spec §1.2, "apply H to a block").
+/// w = head + Σ vᵢ·tailᵢ; head −= τw; tailᵢ −= τw·vᵢ (applying H to a block,
+/// docs/algorithms.md#householder-vectors).
 /// One block per column: grid `ncols`, block 256, dynamic shared memory 256·8 bytes.
 ///
 /// # Safety
@@ -74,7 +76,7 @@ pub unsafe fn apply<T: Float>(
 
 /// `panel_extract_v`: for the rows×k block `a` (ld `lda`) writes V (ld `ldv`) with
 /// V(i,j) = 1 (i = j), 0 (i < j), a(i,j) (i > j), and then sets a(i,j) = 0 for i > j
-/// (exact zeros below the diagonal, erratum H3). Grid (⌈rows/128⌉, g ≤ min(k, 65535)),
+/// (exact zeros below the diagonal). Grid (⌈rows/128⌉, g ≤ min(k, 65535)),
 /// block 128; column loop stride `ystride` = grid y.
 ///
 /// # Safety
@@ -175,8 +177,8 @@ pub unsafe fn copy<T: Float>(
     });
 }
 
-/// `panel_embed_q`: the (m+p)×(m+p) matrix Pᵀ·diag(Q, I_p) of the row insertion (spec
-/// §1.9): row i of the result is row s(i) of diag(Q, I_p), s(i) = i (i < k0),
+/// `panel_embed_q`: the (m+p)×(m+p) matrix Pᵀ·diag(Q, I_p) of the row insertion
+/// (docs/algorithms.md#row-insertion): row i of the result is row s(i) of diag(Q, I_p), s(i) = i (i < k0),
 /// m + i − k0 (k0 ≤ i < k0+p), i − p (i ≥ k0+p). Grid (⌈(m+p)/128⌉, g ≤ min(m+p, 65535)),
 /// block 128; stride `ystride`.
 ///

@@ -1,4 +1,5 @@
-//! `row_insert_qr`: row insertion into a state without Q (spec §1.9) in one cooperative
+//! `row_insert_qr`: row insertion into a state without Q (docs/algorithms.md#row-insertion)
+//! in one cooperative
 //! launch. Reflector j of [R; U] touches row j of R (and of d) and the p rows of U (and
 //! e) only: v = [e_j; y_j]. The reflectors therefore form a chain in j (reflector j needs
 //! column j after reflectors 0..j), while applying a known reflector to the other
@@ -32,7 +33,8 @@ use crate::reduce::{warp_allmax, warp_allsum};
 pub const BLOCK: usize = 256;
 
 /// Applies H = I − τ·[1; y][1; y]ᵀ to the column whose top entry is `*top` and whose
-/// p-tail is `col` (spec §1.9: w = top + yᵀcol, top −= τw, col −= τw·y).
+/// p-tail is `col` (docs/algorithms.md#row-insertion: w = top + yᵀcol, top −= τw,
+/// col −= τw·y).
 ///
 /// # Safety
 /// The full warp calls convergently; `top` (1), `col` and `y` (p each) are shared
@@ -74,7 +76,8 @@ unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: us
 }
 
 /// Generates the reflector of the column (`*top` = α, `col` = x, p entries) as the CPU
-/// `house` (spec §1.2): β into `*top`, the v tail into `col`; returns τ.
+/// `house` (docs/algorithms.md#householder-vectors): β into `*top`, the v tail into
+/// `col`; returns τ.
 ///
 /// # Safety
 /// As [`apply_col`].
@@ -132,7 +135,7 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
 
 /// `row_insert_qr`: QR of [R d; U e] for the p new rows U (p×n) and their right-hand
 /// sides e (p×q) into the top n rows of R (n×n upper triangular, ld `ldr`) and d (ld
-/// `ldd`), in place (spec §1.9). Outputs: R and d updated, U overwritten by the v tails
+/// `ldd`), in place (docs/algorithms.md#row-insertion). Outputs: R and d updated, U overwritten by the v tails
 /// (V_U), e by its transformed rows, τ in `tau[0..n)`. Block b owns columns
 /// b·cpb .. min((b+1)·cpb, n+q) of X; warp w of the block owns its columns w, w + nw, …
 ///
@@ -175,7 +178,8 @@ pub unsafe fn qr<T: Float>(
 
 /// `row_insert_band_qr`: the QR of a banded block B (n columns; column c nonzero in rows 0..=c+p,
 /// so n + p rows) and its right-hand sides (q columns of n + p rows), in place:
-/// column deletion's re-triangularisation without Q (spec §1.8) in one cooperative
+/// column deletion's re-triangularisation without Q (docs/algorithms.md#column-deletion)
+/// in one cooperative
 /// launch. Reflector j acts on rows j..=j+p, so it is the row chain of [`qr`] with the
 /// p rows under row j as the tail: the same warps, publication and look-ahead, with
 /// each column's rows 0..=c+p contiguous in shared memory. Outputs: B upper triangular

@@ -1,4 +1,5 @@
-//! One-block Householder panel for short panels (spec §1.4 panel, §1.8 band; issue 7):
+//! One-block Householder panel for short panels (docs/algorithms.md#blocked-householder-qr;
+//! the band of docs/algorithms.md#column-deletion):
 //! the rows×jb panel is loaded into shared memory and factored there by one block, with
 //! one block barrier a column and no grid barrier. It gives what
 //! [`crate::fused_panel::qr`] gives — R in place with exact zeros below the diagonal, V

@@ -1,7 +1,8 @@
 //! W = VᵀC for a tall V (rows × k, k ≤ 32) and a tall C (rows × nc): the first product
-//! of the tall-skinny trailing update C −= V·op(T)·(VᵀC) (spec §1.3(b), issue 5). cuBLAS
+//! of the tall-skinny trailing update C −= V·op(T)·(VᵀC)
+//! (docs/algorithms.md#blocked-reflectors). cuBLAS
 //! runs this shape (a k × nc output, an inner dimension of a million) as one GEMM that
-//! reads its operands at 1.2 TB/s on an H100 in f32 (docs/performance.md); here every
+//! reads its operands at 1.2 TB/s on an H100 in f32 (measured); here every
 //! block multiplies one chunk of [`CHUNK`] rows for one tile of [`TN`] columns of C and
 //! writes its partial product, and [`reduce`] sums the partials in chunk order (the same
 //! result every run).

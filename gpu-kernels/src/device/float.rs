@@ -3,8 +3,8 @@
 use super::warp::{shfl_down_b32, shfl_idx_b32, shfl_xor_b32};
 use core::arch::asm;
 
-/// Floating-point element type of the kernels: f32 or f64 (style.md §2.3: kernels are
-/// generic device fns stamped per dtype). Only what the kernels need.
+/// Floating-point element type of the kernels: f32 or f64 (kernels are generic device
+/// fns, stamped per dtype by `entries!` in lib.rs). Only what the kernels need.
 pub trait Float: Copy + PartialEq + PartialOrd {
     /// 0.
     const ZERO: Self;

@@ -1,5 +1,5 @@
-//! The only home of intrinsics and `asm!` in the kernel crate (architecture.md "Kernel
-//! toolchain"; style.md §2.4): thread and block indices, barriers, dynamic shared memory,
+//! The only home of intrinsics and `asm!` in the kernel crate: thread and block
+//! indices, barriers, dynamic shared memory,
 //! warp shuffles, raw loads and stores, and the [`Float`] trait that the generic kernels
 //! (householder, givens, transpose, reduce, wy) are written against.
 //!

@@ -69,7 +69,8 @@ unsafe fn coop_publish<T: Float>(
 }
 
 /// `lu_panel_coop`: the whole panel c0..c0+w (rows c0..m) by a cooperative grid, all
-/// column steps in one launch (issue 6; spec §4.3). Block b owns the slab of rows
+/// column steps in one launch (docs/algorithms.md#lu-factorisation). Block b owns the
+/// slab of rows
 /// r0 = c0 + b·slab .. min(r0 + slab, m), held in shared memory when `in_smem` ≠ 0
 /// (loaded at the start, stored at the end) and worked on in place in `a` otherwise.
 /// Per column step j (one grid barrier each): every block has published its local

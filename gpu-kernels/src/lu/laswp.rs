@@ -50,7 +50,7 @@ pub const LASWP_TILE_COLS: usize = 16;
 
 /// `lu_laswp_tile`: the interchanges ipiv[k1..k2) (k2 − k1 ≤ 128), applied in order,
 /// on the columns col0..col1 outside skip0..skip1 as one gather per column (LAPACK
-/// `laswp` semantics, issue 6). Each block takes 16 columns: it stages the pivots,
+/// `laswp` semantics). Each block takes 16 columns: it stages the pivots,
 /// gives every touched row a slot (rows k1..k2, then each row ipiv[j] ≥ k2 at its
 /// first occurrence), replays the swaps on the slot indices (thread 0, shared
 /// memory), then reads every touched row of its columns into shared memory in its

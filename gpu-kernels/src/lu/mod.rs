@@ -1,4 +1,5 @@
-//! LU with partial pivoting (issue 6; spec §4.3, erratum E35 corrected): the column
+//! LU with partial pivoting (docs/algorithms.md#lu-factorisation, as corrected in
+//! docs/algorithms.md#corrections-to-the-published-descriptions): the column
 //! step of the panel — pivot search (first index of max |·|, block argmax), row swap
 //! within the panel, scaling and rank-1 update — and the row interchanges applied
 //! across whole column ranges (laswp). Column-major throughout; pivots are absolute

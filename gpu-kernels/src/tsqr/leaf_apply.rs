@@ -136,7 +136,7 @@ pub(super) unsafe fn apply_back<T: Pair>(
     unsafe { device::cp_async_wait_all() };
 }
 
-/// `tsqr_leaf_apply`: for leaf b of a level factored by [`leaf_qr`] (same `rows`, `n`,
+/// `tsqr_leaf_apply`: for leaf b of a level factored by [`leaf_qr()`] (same `rows`, `n`,
 /// `kpw`; reflectors in `v`, ld `ldv`, and `aux`), Y_b = Q_b·[C_b; 0] with C_b = rows
 /// b·n .. b·n + n of `c_in` (ld `ldc`), or the identity when `c_in` is null: warp 0's
 /// T starts as C_b; the tree's nodes, root first, hand each partner its T
@@ -157,7 +157,7 @@ pub(super) unsafe fn apply_back<T: Pair>(
 /// # Safety
 /// Grid ≤ ⌈rows/L⌉ blocks, block [`THREADS`], dynamic shared memory
 /// [`leaf_smem`]`(T::RING)` elements (base 16-byte aligned); 1 ≤ n ≤ COLS, kpw ≥ 1; `v` readable rows×n
-/// (read-writable with `rh`); `aux` readable as [`leaf_qr`] wrote it; `c_in` null or
+/// (read-writable with `rh`); `aux` readable as [`leaf_qr()`] wrote it; `c_in` null or
 /// readable (grid·n)×n; `out` writable rows×n (ld ≥ rows); `rh` null or readable n×n
 /// (ld COLS); `out` overlaps none of the others.
 #[inline(always)]

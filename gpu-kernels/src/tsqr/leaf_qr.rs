@@ -6,8 +6,8 @@ use super::*;
 use crate::device::{self, Float};
 use crate::fused_panel::Pow2;
 
-/// Columns n of [R; B] by Householder reflections that annihilate B (spec §1.2,
-/// §4.1): R upper triangular in the warp's tile `rs` (row-major, ld [`LDT`]; only its
+/// Columns n of [R; B] by Householder reflections that annihilate B
+/// (docs/algorithms.md#tsqr): R upper triangular in the warp's tile `rs` (row-major, ld [`LDT`]; only its
 /// upper triangle is read or written), B = lane k's `x` (32 rows of column k). Step j:
 /// lane j publishes its column of B (`piv`); every lane sums x_j·x_k over the rows (lane
 /// j's sum is σ² = ‖B e_j‖²); α = r_jj; lanes k > j update r_jk and their column of B.
@@ -117,7 +117,7 @@ pub(super) unsafe fn dense_steps<T: Pair, const FIRST: bool>(
 /// a tree node's 32×32 block and τ in `aux` ([`aux_layout`]). R (n×n, exact zeros
 /// below) goes to `r_out[b·n + i + j·ldr]`.
 ///
-/// Scaling (spec §1.2): lane k keeps column k divided by s_k, a power of two ≤ the
+/// Scaling (the scaled norms of docs/algorithms.md#householder-vectors): lane k keeps column k divided by s_k, a power of two ≤ the
 /// largest entry it has read so far (exact); a block with a larger entry raises s_k and
 /// rescales R's column by the ratio (exact, or below u·‖column‖ where it underflows).
 /// The reflectors do not depend on the scale, R = R̂·S at the end, and no square or dot
@@ -203,11 +203,11 @@ unsafe fn keep_diag<T: Float>(rs: *mut T, tau: *mut T, lane: usize, n: usize, be
 
 /// The warp's chain ([`Leaf::order`]): the first block by [`dense_steps`] with `FIRST`
 /// (its rows become R's), each next block against the R so far, with the prefetch of the
-/// block after it; reflectors and τ stored as [`leaf_qr`] documents. Returns lane k's
+/// block after it; reflectors and τ stored as [`leaf_qr()`] documents. Returns lane k's
 /// scale s_k (R's column k is held divided by it); a warp without blocks zeroes its R.
 ///
 /// # Safety
-/// The whole warp calls it together; as [`leaf_qr`] for the leaf's rows of `a` and
+/// The whole warp calls it together; as [`leaf_qr()`] for the leaf's rows of `a` and
 /// `aux`; `rs`, `stg`, `piv` the warp's region ([`warp_region`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -306,7 +306,7 @@ unsafe fn chain_qr<T: Float + Pow2 + Pair>(
 ///
 /// # Safety
 /// Every thread of the block calls it (block barriers); the warps' tiles and scales are
-/// final and published by a block barrier; `aux` as [`leaf_qr`]; `rs`, `piv`, `scl`
+/// final and published by a block barrier; `aux` as [`leaf_qr()`]; `rs`, `piv`, `scl`
 /// the warp's region.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]

@@ -1,22 +1,21 @@
-//! TSQR panel with Householder reconstruction (spec §4.1 "TSQR-style panels for tall
-//! shapes", issue 5): a tall rows×n panel (n ≤ [`COLS`]) is factored by a tree of small
+//! TSQR panel with Householder reconstruction (docs/algorithms.md#tsqr): a tall rows×n panel (n ≤ [`COLS`]) is factored by a tree of small
 //! Householder QRs that each read their rows once, and its compact-WY form (V, T, R) is
 //! then rebuilt from the tree's explicit Q by an LU without pivoting of Q − S
 //! (Ballard, Demmel, Grigori, Jacquelin, Nguyen, Solomonik, "Reconstructing Householder
 //! vectors from tall-skinny QR", 2014). The host (host/src/gpu/kernels_tsqr.rs) runs:
 //!
-//! 1. [`leaf_qr`] on each level: leaf b is a block of [`WARPS`] warps, each chaining
+//! 1. [`leaf_qr()`] on each level: leaf b is a block of [`WARPS`] warps, each chaining
 //!    `kpw` blocks of 32 rows in registers ([`dense_steps`](leaf_qr::dense_steps)), then a binary tree over
 //!    the warps' R's; its reflectors stay in place in the level's matrix and in an
 //!    auxiliary array, and its R (n×n, zeros below the diagonal) goes to rows b·n ..
 //!    of the next level, until one leaf is left;
-//! 2. [`leaf_apply`] from the top level down: each leaf's reflectors applied backwards
+//! 2. [`leaf_apply()`] from the top level down: each leaf's reflectors applied backwards
 //!    to [C_b; 0], with C_b its n rows of the level above's explicit Q (the identity at
 //!    the top), give that level's explicit Q; at level 0 first for leaf 0 alone;
-//! 3. [`reconstruct`] (one block): with Q₁ the top n×n of level 0's Q, the LU
+//! 3. [`reconstruct()`] (one block): with Q₁ the top n×n of level 0's Q, the LU
 //!    Q₁ − S = L₁U, sᵢ = −sign of the i-th pivot's Schur value (so |uᵢᵢ| ≥ 1), gives
 //!    V₁ = L₁, T = −U·S·L₁⁻ᵀ, R = S·R_tree and M = U⁻¹;
-//! 4. [`leaf_apply`] on level 0 again, every leaf, with C_b·M in place of C_b (the host
+//! 4. [`leaf_apply()`] on level 0 again, every leaf, with C_b·M in place of C_b (the host
 //!    multiplies level 1's Q by M with one GEMM): V₂ = Q₂·M for rows ≥ n, and R (rows
 //!    < n) with exact zeros below it into the panel.
 //!
@@ -30,8 +29,8 @@
 //! writer, broadcast reads); global rows move coalesced through an 8-row staging tile.
 //! There is no block barrier inside a chain: the warps of a block run independent
 //! chains and meet only for the ⌈log₂ WARPS⌉ rounds of the in-leaf tree. Norms are
-//! scaled by powers of two (spec §1.2): lane k keeps column k divided by s_k, the
-//! power of two ≤ its largest entry read so far (see [`leaf_qr`]); the reflector
+//! scaled by powers of two (docs/algorithms.md#householder-vectors): lane k keeps column k divided by s_k, the
+//! power of two ≤ its largest entry read so far (see [`leaf_qr()`]); the reflector
 //! formulas are those of `householder::house`.
 
 use crate::device;
@@ -84,7 +83,7 @@ pub const fn warp_smem(ring: usize) -> usize {
 
 const _: () = assert!((BR * LDT + SR * LDT) % 2 == 0 && warp_smem(0) % 2 == 0);
 
-/// Shared memory of [`leaf_qr`] and [`leaf_apply`] in elements, with a ring of `ring`
+/// Shared memory of [`leaf_qr()`] and [`leaf_apply()`] in elements, with a ring of `ring`
 /// columns ([`Pair::RING`]).
 pub const fn leaf_smem(ring: usize) -> usize {
     WARPS * warp_smem(ring)
@@ -155,7 +154,7 @@ macro_rules! t8 {
 /// `last_rows` rows): in order, except that warp 0 chains its blocks last to first when
 /// its last block is a full one (then the leaf's top block, the one the reconstruction
 /// needs first, is the last block of warp 0's chain and the first one applied
-/// backwards: [`leaf_apply`]'s `top_only`).
+/// backwards: [`leaf_apply()`]'s `top_only`).
 #[inline(always)]
 pub(super) fn chain_block(
     w: usize,
@@ -170,7 +169,7 @@ pub(super) fn chain_block(
 }
 
 /// Where this thread works in a leaf of a tree level of `rows` rows whose warps chain
-/// `kpw` blocks each: the geometry [`leaf_qr`] and [`leaf_apply`] share.
+/// `kpw` blocks each: the geometry [`leaf_qr()`] and [`leaf_apply()`] share.
 #[derive(Clone, Copy)]
 pub(super) struct Leaf {
     /// This thread's lane (its column) and warp.

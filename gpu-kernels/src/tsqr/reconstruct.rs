@@ -4,13 +4,13 @@
 use super::COLS;
 use crate::device::{self, Float};
 
-/// Threads of [`reconstruct`] (one per entry of a COLS×COLS matrix).
+/// Threads of [`reconstruct()`] (one per entry of a COLS×COLS matrix).
 pub const RECON_THREADS: usize = COLS * COLS;
 
-/// Leading dimension of [`reconstruct`]'s shared matrices.
+/// Leading dimension of [`reconstruct()`]'s shared matrices.
 const LDR: usize = COLS + 1;
 
-/// Shared memory of [`reconstruct`], in elements: the LU, L₁⁻¹, U⁻¹ and the signs.
+/// Shared memory of [`reconstruct()`], in elements: the LU, L₁⁻¹, U⁻¹ and the signs.
 pub const RECON_SMEM: usize = 3 * COLS * LDR + COLS;
 
 /// `tsqr_reconstruct`: from Q₁ = the top n×n of level 0's explicit Q (in `y`, ld

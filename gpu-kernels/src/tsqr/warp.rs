@@ -12,7 +12,7 @@ pub(super) fn sum4<T: Float>(a: &[T; 4]) -> T {
 
 /// β, τ and 1/(α − β) of the reflector for α and σ² = ‖x‖² of a column of the scaled
 /// chain (entries at most √rows·2 in magnitude, so α² + σ² cannot overflow), as
-/// `householder::house` (spec §1.2): σ² = 0 gives (α, 0, 0). Where α² + σ² ≥ TINY,
+/// `householder::house` (docs/algorithms.md#householder-vectors): σ² = 0 gives (α, 0, 0). Where α² + σ² ≥ TINY,
 /// y ≈ 1/μ = 1/√(α² + σ²) comes from the hardware rsqrt and Newton steps, β =
 /// −sign(α)·(α² + σ²)·y, τ = 1 + |α|·y and 1/(α − β) = sign(α)/(|α| + μ)
 /// from the hardware reciprocal and Newton steps (each within a few units of the last

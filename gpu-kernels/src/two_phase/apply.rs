@@ -82,7 +82,8 @@ pub(super) unsafe fn apply_one<T: Float>(
 /// targets; blockIdx.y = g selects target g = (x_g, rs_g, cs_g, n_g, b_g): thread
 /// t < n_g owns the vector x_g[t·rs_g + k·cs_g] (a row of column-major Q: rs 1, cs ld;
 /// a column of R or d under row rotations: rs ld, cs 1). b_g = usize::MAX: no skipping;
-/// otherwise vector t's entries after b_g + t are exact zeros (skipped, spec §1.5 G4).
+/// otherwise vector t's entries after b_g + t are exact zeros (skipped: the band of
+/// docs/algorithms.md#givens-rotations).
 /// Grid (⌈max n_g/128⌉, 3), block 128.
 ///
 /// # Safety
@@ -281,9 +282,9 @@ macro_rules! rep_win {
 }
 
 /// Register-blocked application of a strip (sched 1, s0 = h, s1 = p) or block (sched 2,
-/// s0 = p, s1 = m) schedule to one vector with no band limit (issue 7, "rotations
-/// blocked so each row or column of a target is read and written once per block of
-/// rotations"). Both schedules are `nch` chains; chain c holds the rotations on planes
+/// s0 = p, s1 = m) schedule to one vector with no band limit, the rotations blocked so
+/// that each row or column of a target is read and written once per block of
+/// rotations. Both schedules are `nch` chains; chain c holds the rotations on planes
 /// a = hi(c), hi(c)−1, …, c (list index k = kb(c) − a), and at wavefront step t chain c
 /// is on plane a = A0 + 2c − t (strip: nch = p, A0 = h−1, hi(c) = h+c−1,
 /// kb(c) = c·h + h + c − 1; block: nch = p, A0 = m−2, hi(c) = m−2,

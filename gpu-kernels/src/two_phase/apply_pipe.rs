@@ -41,14 +41,14 @@ pub const PIPE_MAX_WARPS: usize = 16;
 
 /// Batches of PD steps' rotations a warp of [`apply_pipe`] keeps in flight: its
 /// rotations reach shared memory by `cp.async` RING − 1 batches (24 steps) before they
-/// are used, instead of by a global load one step ahead (issue 7: that load's L2
-/// latency was most of each step).
+/// are used, instead of by a global load one step ahead (that load's L2 latency was
+/// most of each step).
 const RING: usize = 4;
 
 /// Elements of one warp's rotation ring: RING batches × PW chains × PD steps × (c, s).
 pub const PIPE_RING_ELEMS: usize = RING * PW * PD * 2;
 
-/// The band bound B_c (spec §1.5 G4) of a banded vector whose entries after `b0` are
+/// The band bound B_c (docs/algorithms.md#givens-rotations) of a banded vector whose entries after `b0` are
 /// exact zeros, at the start of chain c of a strip (s0 = h) or block (s1 = m) schedule:
 /// in list order chain c applies exactly its planes a ≤ B_c, and B_{c+1} = B_c + 1 when
 /// its planes lo(c) = c ..= hi(c) contain B_c, else B_c. Closed form: strip (hi(c) =
@@ -67,8 +67,8 @@ fn band_at(strip: bool, s0: usize, s1: usize, b0: usize, c: usize) -> usize {
     }
 }
 
-/// One vector of [`apply_pipe`] (issue 7: each element of the vector is loaded and
-/// stored once per `nw`·PW chains). The chains (see [`apply_blocked_one`](super::apply::apply_blocked_one)) are taken in
+/// One vector of [`apply_pipe`] (each element of the vector is loaded and stored once
+/// per `nw`·PW chains). The chains (see [`apply_blocked_one`](super::apply::apply_blocked_one)) are taken in
 /// rounds of `nw`·PW; in a round, warp `g` of the block owns chains
 /// c0 = C0 + g·PW .. c0 + PW and, at wavefront step t, the 2·PW-element register window
 /// w_g = A0 + 2·C0 − t + 2·PW·g .. w_g + 2·PW that those chains touch at t. The windows of
@@ -245,7 +245,7 @@ pub(super) unsafe fn pipe_vec<T: Float>(
             unroll!(bt in [0, 1, 2] {
                 issue(bt);
             });
-            // Steady state (issue 7): every chain of this warp's window has a rotation at
+            // Steady state: every chain of this warp's window has a rotation at
             // every step of the batch and inside the band, so the batch skips the
             // per-rotation `live` and band tests (same rotations, same order).
             // (nu = this warp's chains this round, ≤ PW; the tests below are the `live`

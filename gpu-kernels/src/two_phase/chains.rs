@@ -69,8 +69,9 @@ unsafe fn chain_scan_from_above<T: Float>(maps: *mut T, a: T, b: T) -> T {
     bn.mul_add(t, an)
 }
 
-/// `two_phase_gen_chains`: the strip (spec §1.7 step 3) and block (§1.10) generates as
-/// `p` chains of scans instead of a wavefront (issue 7). Chain c zeroes its vector v_c
+/// `two_phase_gen_chains`: the strip (docs/algorithms.md#column-insertion) and block
+/// (docs/algorithms.md#row-deletion) generates as `p` chains of scans instead of a
+/// wavefront. Chain c zeroes its vector v_c
 /// (elements c..=hi_c, hi_c = hi0 + inc·c, inc ∈ {0, 1}) from the bottom with planes
 /// (r−1, r), r = hi_c down to c+1; those rotations also act on the vectors after it. The
 /// wavefront orders the same rotations by steps; here block c mod G owns vector c, applies

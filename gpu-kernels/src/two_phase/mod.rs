@@ -1,5 +1,7 @@
-//! Two-phase Givens on the device (spec §1.5 "Recommended modern design", §1.7 step 3,
-//! §1.10, §1.11): a single-block *generate* kernel runs the wavefront over the small
+//! Two-phase Givens on the device (the recommended design of
+//! docs/algorithms.md#givens-rotations, used by the strip of
+//! docs/algorithms.md#column-insertion, the block of docs/algorithms.md#row-deletion and
+//! the two stages of docs/algorithms.md#rank-one-update): a single-block *generate* kernel runs the wavefront over the small
 //! driver block (strip, block or rank-one case) with `__syncthreads` between steps and
 //! records every rotation (c, s, plane) in the sequential order of the CPU algorithm;
 //! one *apply* launch then streams the whole list through up to three targets (Q, d, R),
@@ -19,7 +21,7 @@ const NONE: usize = usize::MAX;
 /// the hardware rsqrt and Newton steps, and c = f·y, s = g·y, ρ = (f² + g²)·y (each
 /// within about two units of the last place of the correctly rounded value); outside
 /// that range (and for NaN or ±∞) ρ = hypot(f, g), c = f/ρ, s = g/ρ as on the CPU.
-/// The rotation is made on the critical path of every generate chain (issue 7): the
+/// The rotation is made on the critical path of every generate chain: the
 /// rsqrt path has no division and no IEEE square root, about a fifth of their latency.
 #[inline(always)]
 pub fn givens<T: Float>(f: T, g: T) -> (T, T, T) {

@@ -25,11 +25,11 @@ macro_rules! rep_cpt {
 
 /// Columns per thread of the small stage B variant (`two_phase_gen_rank_one_b_pipe2`):
 /// the twelve-column kernel's unrolled code (255 registers) stalled on instruction fetch
-/// at n = 500 (issue 7, Nsight Compute on the H100); two columns a thread keep it short.
+/// at n = 500 (Nsight Compute on the H100); two columns a thread keep it short.
 pub const R1_PIPE2_CPT: usize = 2;
 
-/// `two_phase_gen_rank_one_b_pipe` (issue 7): R(0, :) += w(0)·vᵀ, then stage B of spec
-/// §1.11 on the upper Hessenberg R (m×n, ld ldr), with the same rotations, records and
+/// `two_phase_gen_rank_one_b_pipe`: R(0, :) += w(0)·vᵀ, then stage B of
+/// docs/algorithms.md#rank-one-update on the upper Hessenberg R (m×n, ld ldr), with the same rotations, records and
 /// results as [`gen_rank_one_b`](super::generate::gen_rank_one_b) bit for bit, but pipelined with one barrier a step and
 /// the chain in registers. Thread `tid` owns columns j = tid + k·nt (k < CPT ≤ R1_PIPE_CPT) and
 /// keeps each column's running element (the row the next rotation's upper half lands
@@ -124,7 +124,7 @@ pub unsafe fn gen_rank_one_b_pipe<T: Float, const CPT: usize>(
                 if own {
                     // One `givens` a step, outside the column loop (inlined once rather
                     // than CPT times: the twelve-column kernel's code and spills grew
-                    // with each copy, issue 7).
+                    // with each copy).
                     let (gc, gs, rho) = givens(fo, go);
                     // SAFETY: (s, s), (s+1, s) inside R (s+1 ≤ nb < m, s < n), column s
                     // is this thread's; list index k_off + s is in the list; buffer
@@ -152,7 +152,8 @@ pub unsafe fn gen_rank_one_b_pipe<T: Float, const CPT: usize>(
     });
 }
 
-/// The strip (spec §1.7 step 3) or block (§1.10) wavefront of [`gen_strip`](super::generate::gen_strip) /
+/// The strip (docs/algorithms.md#column-insertion) or block
+/// (docs/algorithms.md#row-deletion) wavefront of [`gen_strip`](super::generate::gen_strip) /
 /// [`gen_block`](super::generate::gen_block) as chains: chain c (strip: driver column j; block: row i of Z) makes
 /// its rotations on the element planes (a, a+1) for a = hi(c) down to c, rotation
 /// (c, a) at step t = A0 + 2c − a (strip: A0 = h − 1, hi(c) = A0 + c; block: A0 = m − 2,
@@ -160,7 +161,7 @@ pub unsafe fn gen_rank_one_b_pipe<T: Float, const CPT: usize>(
 /// block: kb(c) = c(m−1) − c(c−1)/2 + m − 2), and applied to the same plane of every
 /// later chain. Element e of chain c is `x[c·cst + e·est]` (shared or global memory).
 ///
-/// One barrier per step (issue 7). The last change to the pair (a, a+1) of chain c
+/// One barrier per step. The last change to the pair (a, a+1) of chain c
 /// before its rotation at step t is chain c−1's rotation (c−1, a−1) of step t−1 (the
 /// lower element; the upper one is ρ of chain c's own rotation at t−1, or original):
 /// so at step t the thread that applies rotation (c−1, a−1) to chain c (the *lead*
@@ -301,7 +302,7 @@ unsafe fn wave_pipe<T: Float>(
     }
 }
 
-/// `two_phase_gen_strip_pipe` (issue 7): the strip wavefront of [`gen_strip`](super::generate::gen_strip) (same
+/// `two_phase_gen_strip_pipe`: the strip wavefront of [`gen_strip`](super::generate::gen_strip) (same
 /// arguments, rotations, list and driver results, bit for bit) with one barrier a step
 /// ([`wave_pipe`]). With `in_smem` ≠ 0 the driver block is first copied into shared
 /// memory (element (r, j) at j + r·p), run there and copied back; otherwise it runs in
@@ -355,7 +356,7 @@ pub unsafe fn gen_strip_pipe<T: Float>(
     }
 }
 
-/// `two_phase_gen_block_pipe` (issue 7): the block wavefront of [`gen_block`](super::generate::gen_block) (same
+/// `two_phase_gen_block_pipe`: the block wavefront of [`gen_block`](super::generate::gen_block) (same
 /// arguments; same rotations, list and final compact Z in `z`, bit for bit) with one
 /// barrier a step ([`wave_pipe`]). With `in_smem` ≠ 0, Z is gathered into shared memory
 /// (compact, ld p), run there and copied to `z` at the end; otherwise it is gathered

@@ -7,7 +7,8 @@ use crate::device::{self, Float};
 
 /// `two_phase_house_apply`: applies H = I − τ·v·vᵀ, v = [1; vt] (length `len`), to up to
 /// two targets (blockIdx.y = g), vector t < n_g being x_g[t·rs_g + k·cs_g], k < len:
-/// z = Σ v_k x_k, x_k −= τ·z·v_k (spec §1.11 variant A2: Q(:, n:m)·H and H·d(n:m)).
+/// z = Σ v_k x_k, x_k −= τ·z·v_k (the rank-one update's Householder variant,
+/// docs/algorithms.md#rank-one-update: Q(:, n:m)·H and H·d(n:m)).
 /// Grid (⌈max n_g/128⌉, 2), block 128.
 ///
 /// # Safety
@@ -207,8 +208,8 @@ unsafe fn sweep_one<T: Float>(
     }
 }
 
-/// `two_phase_apply_sweep` (issue 7): applies a rank-one list — `down` rotations on
-/// planes down−1, …, 0 (stage A, spec §1.11) followed by `up` on planes 0, …, up−1
+/// `two_phase_apply_sweep`: applies a rank-one list — `down` rotations on
+/// planes down−1, …, 0 (stage A of docs/algorithms.md#rank-one-update) followed by `up` on planes 0, …, up−1
 /// (stage B) — to up to three targets (blockIdx.y = g; vector t < n_g is
 /// x_g[t·rs_g + k·cs_g], as [`apply`](super::apply::apply)), bit-identical to [`apply`](super::apply::apply) on the same list, with
 /// elements and rotations loaded eight entries ahead ([`sweep_one`]). b_g ≠ usize::MAX

@@ -7,8 +7,8 @@ use super::chains::chain_base;
 use crate::device::{self, Float};
 
 /// `two_phase_window_gather`: every window of a chain list as a stack of strip lists,
-/// and the identities they will act on (docs/design.md "windows of rotations applied by
-/// GEMM"). Window k (blockIdx.y) is planes' columns [l_k, l_k + h_w + p), l_k = l0 −
+/// and the identities they will act on (the host turns each window's rotations into a
+/// dense block Z_k and applies it by GEMM). Window k (blockIdx.y) is planes' columns [l_k, l_k + h_w + p), l_k = l0 −
 /// k·h_w, of a list of p chains (chain c with planes r = hi_c down to c + 1, hi_c = hi0 +
 /// inc·c, entries at base_c + (hi_c − r), base_c = c·hi0 − (1 − inc)·c(c−1)/2: the step
 /// kernels' order). Entry j of window k's chain c (at dst_rot[k·p·h_w + c·h_w + j]) is
