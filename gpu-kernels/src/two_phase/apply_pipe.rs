@@ -89,6 +89,13 @@ fn band_at(strip: bool, s0: usize, s1: usize, b0: usize, c: usize) -> usize {
 /// step at which the block's largest bound (lane 31) lets any rotation through, so a column of R
 /// costs steps in proportion to its height, not to the whole span.
 ///
+/// About 280 lines on purpose: the round's step loop and the closures it calls (the
+/// ring's issue and fetch, the liveness and list-index tests) stay in one function.
+/// With them as methods of a round and a lane structure (same statements) ptxas gave
+/// the f64 kernel 255 registers and 16 bytes of spills (measured); as it is, 246 and
+/// none. Only the round's geometry ([`round_chains`], [`round_steps`],
+/// [`chain_index_terms`]) is factored out.
+///
 /// # Safety
 /// As [`apply_sched_one`](super::apply::apply_sched_one): `rot` holds the schedule's whole list; vector t < n (element i
 /// at t·rs + i·cs, i < span) is lane t − v0's of every warp of the block; the block
@@ -124,13 +131,6 @@ pub(super) unsafe fn pipe_vec<T: Float>(
     } else {
         (s0, s1 as isize - 2)
     };
-    let hi = |c: usize| -> isize {
-        if strip {
-            (s0 + c) as isize - 1
-        } else {
-            s1 as isize - 2
-        }
-    };
     let banded = b != NONE;
     // bt: this lane's bound at chain 0; btx: the block's largest (lane 31), whose
     // rotations start earliest (band_at grows with b0): the round's first step
@@ -147,37 +147,10 @@ pub(super) unsafe fn pipe_vec<T: Float>(
     let mut buf = 0usize;
     let mut cr = 0usize;
     while cr < nch {
-        let cr1 = (cr + nw * PW).min(nch);
-        let gtop = (cr1 - cr - 1) / PW;
-        let act = g <= gtop;
-        let c0 = cr + g * PW;
-        let c1 = (c0 + PW).min(cr1);
-        let e_lo = cr as isize;
-        let mut e_hi = hi(cr1 - 1) + 1;
-        let t_first = a0 + 2 * cr as isize - hi(cr);
-        let t_last = a0 + cr1 as isize - 1;
-        let mut t_start = t_first;
-        let mut lim = isize::MAX / 4;
-        if banded {
-            e_hi = e_hi.min(band_at(strip, s0, s1, bt, cr1) as isize);
-            let first = a0 + 2 * cr as isize - band_at(strip, s0, s1, btx, cr) as isize;
-            t_start = t_start.max(first);
-            if act {
-                lim = band_at(strip, s0, s1, bt, c0) as isize;
-            }
-        }
-        // list index of chain c0 + u's rotation on plane a: kc0 + u·dk − tri(u) − a
-        // (strip: kb(c) = c·h + h + c − 1; block: kb(c) = c(m−1) − c(c−1)/2 + m − 2)
-        let (kc0, dk) = if !act {
-            (0isize, 0isize)
-        } else if strip {
-            ((c0 * s0 + s0 + c0 - 1) as isize, s0 as isize + 1)
-        } else {
-            (
-                (c0 * (s1 - 1) - c0 * c0.saturating_sub(1) / 2 + s1 - 2) as isize,
-                (s1 - 1 - c0) as isize,
-            )
-        };
+        let (cr1, gtop, act, c0, c1) = round_chains(cr, nch, nw, g);
+        let (e_lo, e_hi, t_start, t_last, lim) =
+            round_steps(strip, s0, s1, cr, cr1, c0, act, banded, bt, btx);
+        let (kc0, dk) = chain_index_terms(strip, s0, s1, c0, act);
         let in_range = |i: isize| valid && i >= e_lo && i <= e_hi;
         let mut reg = [T::ZERO; 2 * PW];
         if t_start <= t_last {
@@ -407,6 +380,82 @@ pub(super) unsafe fn pipe_vec<T: Float>(
         // next round's loads by other warps, and the hand-off buffer's reuse.
         unsafe { device::sync_threads() };
         cr = cr1;
+    }
+}
+
+/// Chains cr .. cr1 of a round of [`pipe_vec`] (nw·PW chains, fewer at the end),
+/// the top active warp `gtop`, and this warp's chains c0 .. c1 (`act` when it has any).
+#[inline(always)]
+fn round_chains(cr: usize, nch: usize, nw: usize, g: usize) -> (usize, usize, bool, usize, usize) {
+    let cr1 = (cr + nw * PW).min(nch);
+    let gtop = (cr1 - cr - 1) / PW;
+    let act = g <= gtop;
+    let c0 = cr + g * PW;
+    let c1 = (c0 + PW).min(cr1);
+    (cr1, gtop, act, c0, c1)
+}
+
+/// The elements e_lo ..= e_hi a round of [`pipe_vec`] touches (chains cr .. cr1), its
+/// steps t_start ..= t_last and this lane's band limit for chain c0 (banded vectors:
+/// elements past the round's final bound are left alone, the round starts at the first
+/// step the block's largest bound lets through; `bt`, `btx` as in [`pipe_vec`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn round_steps(
+    strip: bool,
+    s0: usize,
+    s1: usize,
+    cr: usize,
+    cr1: usize,
+    c0: usize,
+    act: bool,
+    banded: bool,
+    bt: usize,
+    btx: usize,
+) -> (isize, isize, isize, isize, isize) {
+    let a0 = if strip {
+        s0 as isize - 1
+    } else {
+        s1 as isize - 2
+    };
+    let hi = |c: usize| -> isize {
+        if strip {
+            (s0 + c) as isize - 1
+        } else {
+            s1 as isize - 2
+        }
+    };
+    let e_lo = cr as isize;
+    let mut e_hi = hi(cr1 - 1) + 1;
+    let t_first = a0 + 2 * cr as isize - hi(cr);
+    let t_last = a0 + cr1 as isize - 1;
+    let mut t_start = t_first;
+    let mut lim = isize::MAX / 4;
+    if banded {
+        e_hi = e_hi.min(band_at(strip, s0, s1, bt, cr1) as isize);
+        let first = a0 + 2 * cr as isize - band_at(strip, s0, s1, btx, cr) as isize;
+        t_start = t_start.max(first);
+        if act {
+            lim = band_at(strip, s0, s1, bt, c0) as isize;
+        }
+    }
+    (e_lo, e_hi, t_start, t_last, lim)
+}
+
+/// (kc0, dk) with chain c0 + u's rotation on plane a at list index
+/// kc0 + u·dk − tri(u) − a (strip: kb(c) = c·h + h + c − 1; block:
+/// kb(c) = c(m−1) − c(c−1)/2 + m − 2); (0, 0) for a warp without chains.
+#[inline(always)]
+fn chain_index_terms(strip: bool, s0: usize, s1: usize, c0: usize, act: bool) -> (isize, isize) {
+    if !act {
+        (0isize, 0isize)
+    } else if strip {
+        ((c0 * s0 + s0 + c0 - 1) as isize, s0 as isize + 1)
+    } else {
+        (
+            (c0 * (s1 - 1) - c0 * c0.saturating_sub(1) / 2 + s1 - 2) as isize,
+            (s1 - 1 - c0) as isize,
+        )
     }
 }
 
