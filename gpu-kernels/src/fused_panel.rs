@@ -445,6 +445,23 @@ struct Ctx<T, const SHARED: bool> {
     tau: *mut T,
 }
 
+impl<T, const SHARED: bool> Ctx<T, SHARED> {
+    /// Calls `f(i, c)` for the rows lo ≤ i < hi of every column c < jb: warp w takes
+    /// the columns w, w + nwarps, …, its lanes the rows.
+    #[inline(always)]
+    fn by_warp_columns(&self, lo: u32, hi: u32, mut f: impl FnMut(u32, u32)) {
+        let mut c = self.warp;
+        while c < self.jb {
+            let mut i = lo + self.lane;
+            while i < hi {
+                f(i, c);
+                i += self.w32;
+            }
+            c += self.nwarps;
+        }
+    }
+}
+
 /// Step k of [`qr_impl`]: its partials buffer `part` and row-k buffer `hrow` (buffer
 /// k mod 2), reflector k's tail rows [t0, t1) of this slab, reflector q = k − 1's rows
 /// end `hi_q`, and the quantity counts ncol (x's: 1 + (c − k), c = k..jb) and ny (T's y:
@@ -471,16 +488,8 @@ impl<T: Copy> Step<T> {
         partials: *mut T,
         head: *mut T,
     ) -> Self {
-        let Ctx {
-            nb,
-            rows,
-            jb,
-            band,
-            rs,
-            re,
-            width,
-            ..
-        } = *cx;
+        let (nb, rows, jb, band, rs, re) = (cx.nb, cx.rows, cx.jb, cx.band, cx.rs, cx.re);
+        let width = cx.width;
         let buf = k & 1;
         let part = partials.wrapping_add((buf * nb * width) as usize);
         let hrow = head.wrapping_add((buf * jb) as usize);
@@ -521,27 +530,9 @@ unsafe fn publish_step<T: Pow2, const SHARED: bool>(
     st: &Step<T>,
     inv_prev: T,
 ) {
-    let Ctx {
-        sl,
-        b,
-        tid,
-        nt,
-        lane,
-        w32,
-        jb,
-        rs,
-        re,
-        red,
-        ..
-    } = *cx;
-    let Step {
-        k,
-        part,
-        hrow,
-        t0,
-        t1,
-        ..
-    } = *st;
+    let (sl, b, tid, nt, lane, w32, jb) = (cx.sl, cx.b, cx.tid, cx.nt, cx.lane, cx.w32, cx.jb);
+    let (rs, re, red) = (cx.rs, cx.re, cx.red);
+    let (k, part, hrow, t0, t1) = (st.k, st.part, st.hrow, st.t0, st.t1);
     // ---- Publish step k's partials (quantity qi of block b at part[qi·nb + b]). ----
     let (s, inv_s) = if k < jb {
         let mx = if SHARED {
@@ -600,16 +591,8 @@ unsafe fn publish_step<T: Pow2, const SHARED: bool>(
 /// follows before the results are read.
 #[inline(always)]
 unsafe fn combine_step<T: Pow2, const SHARED: bool>(cx: &Ctx<T, SHARED>, st: &Step<T>) {
-    let Ctx {
-        nb,
-        b,
-        lane,
-        warp,
-        w32,
-        jb,
-        ..
-    } = *cx;
-    let Step { k, part, ny, .. } = *st;
+    let (nb, b, lane, warp, w32, jb) = (cx.nb, cx.b, cx.lane, cx.warp, cx.w32, cx.jb);
+    let (k, part, ny) = (st.k, st.part, st.ny);
     // ---- Combine: every load of the step in one round. ----
     let nd = jb.saturating_sub(k + 1); // D_c, c = k+1..jb: quantity 2 + (c − k − 1)
     let nyb = if b == 0 { ny } else { 0 }; // y_i for T's column q (block 0 only)
@@ -643,25 +626,9 @@ unsafe fn apply_step<T: Pow2, const SHARED: bool>(
     st: &Step<T>,
     inv_prev: T,
 ) -> T {
-    let Ctx {
-        sl,
-        tid,
-        nt,
-        lane,
-        warp,
-        nwarps,
-        w32,
-        jb,
-        rs,
-        re,
-        misc,
-        qv,
-        hv,
-        ..
-    } = *cx;
-    let Step {
-        k, t0, t1, q, hi_q, ..
-    } = *st;
+    let (sl, tid, nt, lane, warp, nwarps) = (cx.sl, cx.tid, cx.nt, cx.lane, cx.warp, cx.nwarps);
+    let (w32, jb, rs, re, misc, qv, hv) = (cx.w32, cx.jb, cx.rs, cx.re, cx.misc, cx.qv, cx.hv);
+    let (k, t0, t1, q, hi_q) = (st.k, st.t0, st.t1, st.q, st.hi_q);
     // ---- Apply: scale v_{k−1} in place, write β, update columns c > k. ----
     if k >= 1 {
         // Column q's tail rows (q, hi_q) of this slab: nobody reads them in this
@@ -774,31 +741,10 @@ unsafe fn publish_sums<T: Pow2, const SHARED: bool>(
     inv_s: T,
     inv_prev: T,
 ) {
-    let Ctx {
-        sl,
-        nb,
-        b,
-        tid,
-        lane,
-        warp,
-        nwarps,
-        w32,
-        jb,
-        rs,
-        pst,
-        ..
-    } = *cx;
-    let Step {
-        k,
-        part,
-        t0,
-        t1,
-        q,
-        hi_q,
-        ncol,
-        ny,
-        ..
-    } = *st;
+    let (sl, nb, b, tid, lane, warp) = (cx.sl, cx.nb, cx.b, cx.tid, cx.lane, cx.warp);
+    let (nwarps, w32, jb, rs, pst) = (cx.nwarps, cx.w32, cx.jb, cx.rs, cx.pst);
+    let (k, part, t0, t1, q, hi_q) = (st.k, st.part, st.t0, st.t1, st.q, st.hi_q);
+    let (ncol, ny) = (st.ncol, st.ny);
     let jobs = ncol + ny;
     // Rows that carry a term: x's tail [t0, t1) and v_q's rows [q, hi_q) ⊂ [q, t1).
     let r0 = if k >= 1 { q.max(rs) } else { t0 };
@@ -918,19 +864,9 @@ unsafe fn combine_warp0<T: Pow2, const SHARED: bool>(
     st: &Step<T>,
     sbv: &[T; LANE_BLOCKS],
 ) {
-    let Ctx {
-        nb,
-        b,
-        lane,
-        w32,
-        jb,
-        misc,
-        taus,
-        hv,
-        tau,
-        ..
-    } = *cx;
-    let Step { k, part, hrow, .. } = *st;
+    let (nb, b, lane, w32, jb, misc) = (cx.nb, cx.b, cx.lane, cx.w32, cx.jb, cx.misc);
+    let (taus, hv, tau) = (cx.taus, cx.hv, cx.tau);
+    let (k, part, hrow) = (st.k, st.part, st.hrow);
     if k < jb {
         let mut ssv = [T::ZERO; LANE_BLOCKS];
         for (j, ss) in ssv.iter_mut().enumerate() {
@@ -1024,17 +960,9 @@ unsafe fn combine_others<T: Pow2, const SHARED: bool>(
     nd: u32,
     nyb: u32,
 ) {
-    let Ctx {
-        nb,
-        lane,
-        warp,
-        nwarps,
-        w32,
-        jb,
-        qv,
-        ..
-    } = *cx;
-    let Step { k, part, .. } = *st;
+    let (nb, lane, warp, nwarps, w32, jb) = (cx.nb, cx.lane, cx.warp, cx.nwarps, cx.w32, cx.jb);
+    let qv = cx.qv;
+    let (k, part) = (st.k, st.part);
     let cjobs = nd + nyb;
     let mut js = (warp - 1) * CUNROLL as u32;
     while js < cjobs {
@@ -1107,35 +1035,19 @@ unsafe fn combine_others<T: Pow2, const SHARED: bool>(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn load_slab<T: Pow2, const SHARED: bool>(cx: &Ctx<T, SHARED>, a: *mut T, lda: usize) {
-    let Ctx {
-        sl,
-        lane,
-        warp,
-        nwarps,
-        w32,
-        jb,
-        rs,
-        re,
-        ..
-    } = *cx;
+    let sl = cx.sl;
     if SHARED {
-        let mut c = warp;
-        while c < jb {
-            let mut g = rs + lane;
-            while g < re {
-                // SAFETY: slab row g < re ≤ rows, c < jb: inside the slab and inside `a`;
-                // one writer per element.
-                unsafe {
-                    sl.st(
-                        g,
-                        c,
-                        device::ld(a as *const T, g as usize + c as usize * lda),
-                    )
-                };
-                g += w32;
-            }
-            c += nwarps;
-        }
+        cx.by_warp_columns(cx.rs, cx.re, |g, c| {
+            // SAFETY: slab row g < re ≤ rows, c < jb: inside the slab and inside `a`;
+            // one writer per element.
+            unsafe {
+                sl.st(
+                    g,
+                    c,
+                    device::ld(a as *const T, g as usize + c as usize * lda),
+                )
+            };
+        });
     }
 }
 
@@ -1153,17 +1065,7 @@ unsafe fn store_t<T: Pow2, const SHARED: bool>(
     t: *mut T,
     ldt: usize,
 ) {
-    let Ctx {
-        b,
-        lane,
-        warp,
-        nwarps,
-        w32,
-        jb,
-        qv,
-        taus,
-        ..
-    } = *cx;
+    let (b, jb, qv, taus) = (cx.b, cx.jb, cx.qv, cx.taus);
     // T's last column, then T to global memory (block 0).
     if b == 0 {
         // SAFETY: block-uniform branch; y of column jb − 1 came from the last combine.
@@ -1177,22 +1079,16 @@ unsafe fn store_t<T: Pow2, const SHARED: bool>(
             );
             device::sync_threads();
         }
-        let mut c = warp;
-        while c < jb {
-            let mut i = lane;
-            while i < jb {
-                // SAFETY: i, c < jb: inside tsm and T; one writer per element.
-                unsafe {
-                    device::st(
-                        t,
-                        i as usize + c as usize * ldt,
-                        device::ld(tsm as *const T, (i + c * jb) as usize),
-                    )
-                };
-                i += w32;
-            }
-            c += nwarps;
-        }
+        cx.by_warp_columns(0, jb, |i, c| {
+            // SAFETY: i, c < jb: inside tsm and T; one writer per element.
+            unsafe {
+                device::st(
+                    t,
+                    i as usize + c as usize * ldt,
+                    device::ld(tsm as *const T, (i + c * jb) as usize),
+                )
+            };
+        });
     }
 }
 
@@ -1210,43 +1106,27 @@ unsafe fn write_back<T: Pow2, const SHARED: bool>(
     v: *mut T,
     ldv: usize,
 ) {
-    let Ctx {
-        sl,
-        lane,
-        warp,
-        nwarps,
-        w32,
-        jb,
-        rs,
-        re,
-        ..
-    } = *cx;
+    let sl = cx.sl;
     // ---- Write back R (zeros below the diagonal) and V (explicit 1s and 0s). ----
-    let mut c = warp;
-    while c < jb {
-        let mut g = rs + lane;
-        while g < re {
-            // SAFETY: slab row g, column c < jb; read and written by this thread only.
-            let xg = unsafe { sl.ld(g, c) };
-            let vx = if g < c {
-                T::ZERO
-            } else if g == c {
-                T::ONE
-            } else {
-                xg
-            };
-            // SAFETY: g < rows, c < jb: inside `a` and `v`; each element read and
-            // written by this thread only.
-            unsafe {
-                device::st(v, g as usize + c as usize * ldv, vx);
-                device::st(
-                    a,
-                    g as usize + c as usize * lda,
-                    if g <= c { xg } else { T::ZERO },
-                );
-            }
-            g += w32;
+    cx.by_warp_columns(cx.rs, cx.re, |g, c| {
+        // SAFETY: slab row g, column c < jb; read and written by this thread only.
+        let xg = unsafe { sl.ld(g, c) };
+        let vx = if g < c {
+            T::ZERO
+        } else if g == c {
+            T::ONE
+        } else {
+            xg
+        };
+        // SAFETY: g < rows, c < jb: inside `a` and `v`; each element read and
+        // written by this thread only.
+        unsafe {
+            device::st(v, g as usize + c as usize * ldv, vx);
+            device::st(
+                a,
+                g as usize + c as usize * lda,
+                if g <= c { xg } else { T::ZERO },
+            );
         }
-        c += nwarps;
-    }
+    });
 }

@@ -7,7 +7,8 @@
 use crate::device::{self, Float, WARP};
 use crate::lu::argmax::{block_argmax_to_warp0, warp_argmax};
 use crate::lu::slab::{
-    column_groups, slab_at, slab_candidate, slab_copy, slab_scale, slab_swap, slab_update,
+    column_groups, rows_below, slab_at, slab_candidate, slab_copy, slab_scale, slab_swap,
+    slab_update,
 };
 
 /// Most blocks a cluster of `lu_cluster_panel` may have (candidate slots a buffer).
@@ -371,29 +372,25 @@ unsafe fn lookahead_column<T: Float>(
     urow: *mut T,
 ) -> (T, u32) {
     let (mut cv, mut ci) = (T::ZERO.sub(T::ONE), u32::MAX);
-    let mut li = r;
-    while li < rows {
-        if r0 + li > j {
-            // SAFETY: (li, jj) and (li, jj + 1) of this block's slab; group 0
-            // owns column jj + 1 in this step; urow holds w > jj + 1 entries.
-            let v = unsafe {
-                let x = slab_at(sl, ld, li, jj + 1);
-                let mut v = device::ld(x as *const T, 0);
-                if piv != T::ZERO {
-                    let nl = device::ld(slab_at(sl, ld, li, jj) as *const T, 0).neg();
-                    v = nl.mul_add(device::ld(urow as *const T, jj + 1), v);
-                    device::st(x, 0, v);
-                }
-                v
+    rows_below(r0, rows, r, tr, j, |li| {
+        // SAFETY: (li, jj) and (li, jj + 1) of this block's slab; group 0 owns column
+        // jj + 1 in this step; urow holds w > jj + 1 entries.
+        let v = unsafe {
+            let x = slab_at(sl, ld, li, jj + 1);
+            let mut v = device::ld(x as *const T, 0);
+            if piv != T::ZERO {
+                let nl = device::ld(slab_at(sl, ld, li, jj) as *const T, 0).neg();
+                v = nl.mul_add(device::ld(urow as *const T, jj + 1), v);
+                device::st(x, 0, v);
             }
-            .abs();
-            if v > cv {
-                cv = v;
-                ci = (r0 + li) as u32;
-            }
+            v
         }
-        li += tr;
-    }
+        .abs();
+        if v > cv {
+            cv = v;
+            ci = (r0 + li) as u32;
+        }
+    });
     (cv, ci)
 }
 

@@ -252,9 +252,7 @@ impl<T> Smem<T> {
 /// (`sp`) and published by a block barrier.
 #[inline(always)]
 unsafe fn factor<T: Pow2>(sp: &Smem<T>, lane: u32, warp: u32, nwarps: u32) {
-    let Smem {
-        p, ts, taus, l, jb, ..
-    } = *sp;
+    let (p, ts, taus, l, jb) = (sp.p, sp.ts, sp.taus, sp.l, sp.jb);
     let pi = |i: u32, c: u32| sp.pi(i, c);
     let kend_of = |k: u32| sp.kend_of(k);
     let mut k = 0u32;
@@ -332,7 +330,7 @@ unsafe fn factor<T: Pow2>(sp: &Smem<T>, lane: u32, warp: u32, nwarps: u32) {
 /// Every thread of the block calls it; V is final in shared memory (`sp`).
 #[inline(always)]
 unsafe fn gram<T: Pow2>(sp: &Smem<T>, lane: u32, warp: u32, nwarps: u32) {
-    let Smem { p, ts, jb, .. } = *sp;
+    let (p, ts, jb) = (sp.p, sp.ts, sp.jb);
     let pi = |i: u32, c: u32| sp.pi(i, c);
     let ti = |i: u32, c: u32| sp.ti(i, c);
     let kend_of = |k: u32| sp.kend_of(k);
@@ -379,7 +377,7 @@ unsafe fn gram<T: Pow2>(sp: &Smem<T>, lane: u32, warp: u32, nwarps: u32) {
 /// final in shared memory (`sp`).
 #[inline(always)]
 unsafe fn doubling<T: Pow2>(sp: &Smem<T>, tid: u32, nt: u32) {
-    let Smem { ts, jb, .. } = *sp;
+    let (ts, jb) = (sp.ts, sp.jb);
     let ti = |i: u32, c: u32| sp.ti(i, c);
     // T by recursive doubling: blocks of width s are finished; each pair B₁ = [a, a+s),
     // B₂ = [a+s, min(a+2s, jb)) gets T₁₂ = Z·T₂₂ with Z = −T₁₁·Y₁₂ (Z over Y₁₂'s slots).
@@ -462,15 +460,7 @@ unsafe fn write_back<T: Pow2>(
     tid: u32,
     nt: u32,
 ) {
-    let Smem {
-        p,
-        ts,
-        taus,
-        l,
-        jb,
-        band,
-        ..
-    } = *sp;
+    let (p, ts, taus, l, jb, band) = (sp.p, sp.ts, sp.taus, sp.l, sp.jb, sp.band);
     let ti = |i: u32, c: u32| sp.ti(i, c);
     let mut idx = tid;
     while idx < l * jb {

@@ -228,19 +228,8 @@ struct Chunk<T> {
 /// chunk whose buffer no thread reads until the wait and block barrier that follow.
 #[inline(always)]
 unsafe fn load_stage<T: Float>(g: &Chunk<T>, s: usize) {
-    let Chunk {
-        v,
-        ldv,
-        c,
-        ldc,
-        k,
-        j0,
-        tn,
-        r_begin,
-        r_end,
-        sm,
-        tid,
-    } = *g;
+    let (v, ldv, c, ldc, k, j0, tn) = (g.v, g.ldv, g.c, g.ldc, g.k, g.j0, g.tn);
+    let (r_begin, r_end, sm, tid) = (g.r_begin, g.r_end, g.sm, g.tid);
     // Elements a 16-byte copy moves.
     let per = 16 / core::mem::size_of::<T>();
     let r0 = r_begin + s * SR;

@@ -85,12 +85,10 @@ pub(super) unsafe fn block_argmax<T: Float>(
     sval: *mut T,
     sidx: *mut u32,
 ) -> (T, u32) {
-    let tid = device::thread_linear();
-    let lane = tid % WARP;
-    let warp = tid / WARP;
     // SAFETY: forwarded (block-uniform call, full warps).
     let (rv, ri) = unsafe { block_argmax_to_warp0(v, i, sval, sidx) };
-    if warp == 0 && lane == 0 {
+    // lane 0 of warp 0
+    if device::thread_linear() == 0 {
         // SAFETY: slot 32 of sidx is free; slot 0 of sval was read only by lanes of
         // warp 0, before the shuffles of warp_argmax synchronised them.
         unsafe {

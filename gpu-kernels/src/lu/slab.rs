@@ -149,15 +149,11 @@ pub(crate) unsafe fn slab_scale<T: Float>(
     jj: usize,
     piv: T,
 ) {
-    let mut li = r;
-    while li < rows {
-        if r0 + li > j {
-            let x = slab_at(sl, ld, li, jj);
-            // SAFETY: the contract.
-            unsafe { device::st(x, 0, device::ld(x as *const T, 0).div(piv)) };
-        }
-        li += tr;
-    }
+    rows_below(r0, rows, r, tr, j, |li| {
+        let x = slab_at(sl, ld, li, jj);
+        // SAFETY: the contract.
+        unsafe { device::st(x, 0, device::ld(x as *const T, 0).div(piv)) };
+    });
 }
 
 /// Rank-1 update of slab row li at step jj: a(li, c) −= a(li, jj)·urow[c] for the
@@ -232,12 +228,28 @@ pub(crate) unsafe fn slab_update<T: Float>(
     cg: usize,
     urow: *const T,
 ) {
-    let mut li = r;
+    rows_below(r0, rows, r, tr, j, |li| {
+        // SAFETY: row li of the slab (caller).
+        unsafe { coop_row_update(sl, ld, li, jj, w, first, cg, urow) };
+    });
+}
+
+/// Calls `f(li)` for this thread's slab rows li = first, first + step, … < rows that lie
+/// below row j of the panel (r0 + li > j), in increasing li.
+#[inline(always)]
+pub(crate) fn rows_below(
+    r0: usize,
+    rows: usize,
+    first: usize,
+    step: usize,
+    j: usize,
+    mut f: impl FnMut(usize),
+) {
+    let mut li = first;
     while li < rows {
         if r0 + li > j {
-            // SAFETY: row li of the slab (caller).
-            unsafe { coop_row_update(sl, ld, li, jj, w, first, cg, urow) };
+            f(li);
         }
-        li += tr;
+        li += step;
     }
 }
