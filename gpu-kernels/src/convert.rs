@@ -1,10 +1,11 @@
-//! Precision conversion between a working-precision matrix and an f32 copy (issue 5,
-//! spec §4.2 / seed S3: the mixed-precision solver factors an f32 copy of f64 data and
-//! refines in f64). A power-of-two `scale` (exact) keeps the f32 copy inside the
+//! Precision conversion between a working-precision matrix and an f32 copy
+//! (docs/algorithms.md#mixed-precision: the mixed-precision solver factors an f32 copy
+//! of f64 data and refines in f64). A power-of-two `scale` (exact) keeps the f32 copy inside the
 //! range the tensor-core formats need. Elementwise over a column-major rows×cols block, any leading
 //! dimensions. Grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128; column stride `ystride`.
 
 use crate::device::{self, Float};
+use crate::elementwise::for_each_column;
 
 /// Conversion of a kernel element type to and from f32 (round to nearest even).
 pub trait ToFromF32: Copy {
@@ -52,19 +53,13 @@ pub unsafe fn to_f32<T: ToFromF32 + Float>(
     ldd: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < cols {
+    for_each_column(rows, cols, ystride, |i, j| {
         // SAFETY: i < rows, j < cols: inside both blocks; one thread per element.
         unsafe {
             let x = device::ld(src, i + j * lds);
             device::st(dst, i + j * ldd, x.mul(scale).to_f32());
         }
-        j += ystride;
-    }
+    });
 }
 
 /// `convert_from_f32`: dst(i,j) = scale·T(src(i,j)) (widening is exact), i < rows, j < cols.
@@ -82,19 +77,13 @@ pub unsafe fn from_f32<T: ToFromF32 + Float>(
     ldd: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < cols {
+    for_each_column(rows, cols, ystride, |i, j| {
         // SAFETY: i < rows, j < cols: inside both blocks; one thread per element.
         unsafe {
             let x = device::ld(src, i + j * lds);
             device::st(dst, i + j * ldd, T::from_f32(x).mul(scale));
         }
-        j += ystride;
-    }
+    });
 }
 
 /// `x` rounded to bfloat16 (to nearest, ties to even), as its bit pattern; NaN stays a
@@ -160,12 +149,7 @@ pub unsafe fn to_half<T: ToFromF32>(
     format: u32,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < cols {
+    for_each_column(rows, cols, ystride, |i, j| {
         // SAFETY: i < rows, j < cols: inside both blocks; one thread per element.
         unsafe {
             let x = device::ld(src, i + j * lds).to_f32();
@@ -176,6 +160,5 @@ pub unsafe fn to_half<T: ToFromF32>(
             };
             device::st(dst, i + j * ldd, h);
         }
-        j += ystride;
-    }
+    });
 }

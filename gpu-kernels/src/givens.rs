@@ -1,5 +1,7 @@
-//! Givens rotations on the device (spec §1.5, §2.1 K-mkG and K-apG, errata G1–G4, E8–E10):
-//! the seed's wavefront step on a row-major pitched buffer. Rotation convention as
+//! Givens rotations on the device (docs/algorithms.md#givens-rotations, with the
+//! corrections of docs/algorithms.md#corrections-to-the-published-descriptions): one
+//! wavefront step of the published design on a row-major pitched buffer, one launch to
+//! make the step's rotations and one to apply them. Rotation convention as
 //! `host/src/cpu/givens.rs`: G = [[c, s], [−s, c]] maps (f, g) to (r, 0), r ≥ 0;
 //! (0, 0) gives c = 1, s = 0.
 
@@ -20,7 +22,7 @@ pub fn make<T: Float>(f: T, g: T) -> (T, T) {
     (f.div(r), g.div(r))
 }
 
-/// `givens_make_wavefront` (seed `makeGivens`): thread i < count takes column col0 + i
+/// `givens_make_wavefront` (the published `makeGivens`): thread i < count takes column col0 + i
 /// and rows (r − 1, r), r = row0 + 2i, of the row-major pitched `a`; writes c[i], s[i].
 /// Grid ⌈count/32⌉, block 32.
 ///
@@ -38,7 +40,7 @@ pub unsafe fn make_wavefront<T: Float>(
     c: *mut T,
     s: *mut T,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= count {
         return;
     }
@@ -59,7 +61,7 @@ pub unsafe fn make_wavefront<T: Float>(
     }
 }
 
-/// `givens_apply_wavefront` (seed `applyGivens`, errata E8/E10): rotation i = blockIdx.y
+/// `givens_apply_wavefront` (the published `applyGivens`, corrected): rotation i = blockIdx.y
 /// acts on rows (r − 1, r), r = row0 + 2i, over columns x ∈ [col_begin + i·col_step,
 /// col_end): upper ← c·upper + s·lower, lower ← −s·upper + c·lower, fused exactly as
 /// `cpu::givens::rot_pair`. Grid (⌈(col_end − col_begin)/128⌉, count), block 128.
@@ -85,8 +87,7 @@ pub unsafe fn apply_wavefront<T: Float>(
     if i >= count {
         return;
     }
-    let x =
-        col_begin + i * col_step + device::block_x() * device::block_dim_x() + device::thread_x();
+    let x = col_begin + i * col_step + device::global_x();
     if x >= col_end {
         return;
     }

@@ -1,5 +1,7 @@
-//! Householder reflector generation on the device (spec §1.2 robust `house`, §2.1 K-house
-//! with errata H1–H3/E6 corrected, §2.7 #1 `house_gen`: fused scaled norm + reflector).
+//! Householder reflector generation on the device: the robust `house` of
+//! docs/algorithms.md#householder-vectors (with the corrections of
+//! docs/algorithms.md#corrections-to-the-published-descriptions), the scaled norm and the
+//! reflector fused in one kernel.
 //! Same formulas as `host/src/cpu/householder.rs` `house`, so results agree to rounding.
 
 use crate::device::{self, Float};

@@ -1,8 +1,8 @@
 //! cuqr device code: the kernel entry points of docs/kernels.md, each stamped for f32 and
-//! f64 by [`entries!`] (style.md §2.3). The PTX symbol is the Rust fn name,
-//! `<file>_<action>_<dtype>`. Built only for `nvptx64-nvidia-cuda` by
-//! `cargo xtask build-ptx` (architecture.md "Kernel toolchain"); the host crate embeds the
-//! resulting `host/ptx/cuqr_kernels.ptx`.
+//! f64 by `entries!` below. The PTX symbol is the Rust fn name,
+//! `<file>_<action>_<dtype>`. Built only for `nvptx64-nvidia-cuda` (nightly) by
+//! `cargo xtask build-ptx`; the host crate embeds the resulting
+//! `host/ptx/cuqr_kernels.ptx` (and `cuqr_kernels_sm90.ptx` for the sm_90 module).
 //!
 //! Bodies live as generic `#[inline(always)]` fns in the per-topic modules; all
 //! intrinsics and `asm!` live in [`device`].
@@ -21,6 +21,7 @@
 
 pub mod convert;
 pub mod device;
+mod elementwise;
 pub mod fused_panel;
 pub mod givens;
 pub mod householder;
@@ -81,7 +82,8 @@ macro_rules! entries {
 // crate a second time with `--cfg cuqr_sm90` for `host/ptx/cuqr_kernels_sm90.ptx`).
 #[cfg(not(cuqr_sm90))]
 entries! {
-    /// Robust Householder generation (spec §1.2; docs/kernels.md `householder_house`).
+    /// Robust Householder generation (docs/algorithms.md#householder-vectors;
+    /// docs/kernels.md `householder_house`).
     ///
     /// # Safety
     /// Grid 1, block 256, dynamic shared memory ≥ 256·8 bytes; `alpha` and `tau` point at
@@ -89,7 +91,7 @@ entries! {
     householder_house_f32, householder_house_f64
         (alpha: *mut T, x: *mut T, n: usize, tau: *mut T) => householder::house;
 
-    /// `*out = Σ x[i]·y[i]`, fused accumulation, block tree (spec §2.2 dot).
+    /// `*out = Σ x[i]·y[i]`, fused accumulation, block tree.
     ///
     /// # Safety
     /// Grid 1, block 256, dynamic shared memory ≥ 256·8 bytes; `x`, `y` readable for `n`;
@@ -97,7 +99,7 @@ entries! {
     reduce_dot_f32, reduce_dot_f64
         (x: *const T, y: *const T, n: usize, out: *mut T) => reduce::dot;
 
-    /// `*out = ‖x‖₂`, scaled two-pass (spec §1.2 erratum H2; 0 for n = 0).
+    /// `*out = ‖x‖₂`, scaled two-pass (docs/algorithms.md#householder-vectors; 0 for n = 0).
     ///
     /// # Safety
     /// Grid 1, block 256, dynamic shared memory ≥ 256·8 bytes; `x` readable for `n`; `out`
@@ -105,7 +107,7 @@ entries! {
     reduce_nrm2_f32, reduce_nrm2_f64
         (x: *const T, n: usize, out: *mut T) => reduce::nrm2;
 
-    /// One wavefront step of rotation generation (spec §1.5, §2.1 K-mkG, erratum E9).
+    /// One wavefront step of rotation generation (docs/algorithms.md#givens-rotations).
     ///
     /// # Safety
     /// Grid ⌈count/32⌉, block 32; row0 ≥ 1; rows row0 − 1 ..= row0 + 2(count − 1) of the
@@ -115,7 +117,7 @@ entries! {
         (a: *const T, pitch: usize, row0: usize, col0: usize, count: usize, c: *mut T, s: *mut T)
         => givens::make_wavefront;
 
-    /// One wavefront step of rotation application (spec §1.5, §2.1 K-apG, E8, E10).
+    /// One wavefront step of rotation application (docs/algorithms.md#givens-rotations).
     ///
     /// # Safety
     /// Grid (⌈(col_end − col_begin)/128⌉, count), block 128; row0 ≥ 1; rows
@@ -127,8 +129,8 @@ entries! {
          col_step: usize, col_end: usize, c: *const T, s: *const T)
         => givens::apply_wavefront;
 
-    /// Partial products of W = VᵀC over row chunks (tall-skinny trailing update, issue
-    /// 5; docs/kernels.md `ts_gemm_partial`).
+    /// Partial products of W = VᵀC over row chunks (tall-skinny trailing update;
+    /// docs/kernels.md `ts_gemm_partial`).
     ///
     /// # Safety
     /// As `ts_gemm::partial`: grid (⌈rows/4096⌉, ⌈nc/64⌉), block 256, dynamic shared
@@ -149,7 +151,8 @@ entries! {
         (part: *const T, chunks: usize, k: usize, nc: usize, w: *mut T, ldw: usize)
         => ts_gemm::reduce;
 
-    /// Padded pitched transpose, 32×33 tile (spec §1.6, erratum E11).
+    /// Padded pitched transpose, 32×33 tile
+    /// (docs/algorithms.md#padded-transpose-and-composite-layout).
     ///
     /// # Safety
     /// Grid (⌈rows/32⌉, ⌈cols/32⌉), block (32, 8), dynamic shared memory
@@ -159,7 +162,8 @@ entries! {
         (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut T, ldd: usize)
         => transpose::padded;
 
-    /// `cm(i, j) += a(i, j) + b(i, j)` on an r×c tile (spec §1.6 doubleSum, erratum E15).
+    /// `cm(i, j) += a(i, j) + b(i, j)` on an r×c tile (the composite layout's `doubleSum`,
+    /// docs/algorithms.md#padded-transpose-and-composite-layout).
     ///
     /// # Safety
     /// Grid (⌈r/32⌉, ⌈c/32⌉), block (32, 8); `a`, `b` readable r×c (ld r); `cm`
@@ -168,14 +172,14 @@ entries! {
         (a: *const T, b: *const T, r: usize, c: usize, cm: *mut T, ldc: usize)
         => reduce::double_sum;
 
-    /// Diagonal of the WY T factor: `t(i, i) = tau[i]` (spec §1.3 setTau).
+    /// Diagonal of the WY T factor: `t(i, i) = tau[i]` (docs/algorithms.md#blocked-reflectors).
     ///
     /// # Safety
     /// Grid ⌈k/128⌉, block 128; `tau` readable for k; `t` writable k×k (ld ldt ≥ k).
     wy_set_tau_f32, wy_set_tau_f64
         (tau: *const T, t: *mut T, k: usize, ldt: usize) => wy::set_tau;
 
-    /// Full T factor, LAPACK `larft` forward/columnwise (spec §1.3, erratum E14).
+    /// Full T factor, LAPACK `larft` forward/columnwise (docs/algorithms.md#blocked-reflectors).
     ///
     /// # Safety
     /// Grid 1, block 256, dynamic shared memory ≥ (256 + k)·8 bytes; `v` readable rows×k
@@ -185,7 +189,8 @@ entries! {
         (v: *const T, ldv: usize, rows: usize, k: usize, tau: *const T, t: *mut T, ldt: usize)
         => wy::build_t;
 
-    /// Strip wavefront generate on the driver block (spec §1.5, §1.7 step 3), one block.
+    /// Strip wavefront generate on the driver block (docs/algorithms.md#column-insertion),
+    /// one block.
     ///
     /// # Safety
     /// Grid 1; `x` read-writable (h+p)×p (ld ≥ h+p); `rot` writable for 2·p·h, `plane` for
@@ -194,7 +199,8 @@ entries! {
         (x: *mut T, ld: usize, h: usize, p: usize, rot: *mut T, plane: *mut u32)
         => two_phase::gen_strip;
 
-    /// Block wavefront generate on Z = Q(k0..k0+p, :) (spec §1.5, §1.10), one block.
+    /// Block wavefront generate on Z = Q(k0..k0+p, :) (docs/algorithms.md#row-deletion),
+    /// one block.
     ///
     /// # Safety
     /// Grid 1; `qz` readable p×m (ld ldq); `z` writable p·m; `rot`/`plane` writable for
@@ -203,7 +209,7 @@ entries! {
         (qz: *const T, ldq: usize, p: usize, m: usize, z: *mut T, rot: *mut T, plane: *mut u32)
         => two_phase::gen_block;
 
-    /// Rank-one stage A chain on w (spec §1.11), one thread.
+    /// Rank-one stage A on w (docs/algorithms.md#rank-one-update), one block.
     ///
     /// # Safety
     /// Grid 1, block a multiple of 32 (≤ 1024), 64 `T`s of dynamic shared memory; `w`
@@ -211,7 +217,8 @@ entries! {
     two_phase_gen_rank_one_a_f32, two_phase_gen_rank_one_a_f64
         (w: *mut T, top: usize, rot: *mut T, plane: *mut u32) => two_phase::gen_rank_one_a;
 
-    /// Rank-one R(0,:) += w₀vᵀ and stage B on the Hessenberg R (spec §1.11), one block.
+    /// Rank-one R(0,:) += w₀vᵀ and stage B on the Hessenberg R
+    /// (docs/algorithms.md#rank-one-update), one block.
     ///
     /// # Safety
     /// Grid 1; `r` read-writable m×n (ld ldr); `w` readable 1, `v` n; `rot`/`plane`
@@ -220,7 +227,7 @@ entries! {
         (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
          plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b;
 
-    /// Rank-one stage B pipelined, one barrier a step (spec §1.11, issue 7), one block.
+    /// Rank-one stage B pipelined, one barrier a step, one block.
     ///
     /// # Safety
     /// Grid 1, block nt with n ≤ nt·R1_PIPE_CPT, dyn smem 4·size_of::<T>(); `r`
@@ -228,18 +235,20 @@ entries! {
     /// k_off .. k_off + min(n, m−1); no overlap.
     two_phase_gen_rank_one_b_pipe_f32, two_phase_gen_rank_one_b_pipe_f64
         (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
-         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe12;
+         plane: *mut u32, k_off: usize)
+        => two_phase::gen_rank_one_b_pipe::<T, { two_phase::R1_PIPE_CPT }>;
 
-    /// Rank-one stage B pipelined with two columns a thread (n ≤ 2·block; issue 7).
+    /// Rank-one stage B pipelined with two columns a thread (n ≤ 2·block).
     ///
     /// # Safety
     /// As `two_phase_gen_rank_one_b_pipe` with n ≤ 2·block.
     two_phase_gen_rank_one_b_pipe2_f32, two_phase_gen_rank_one_b_pipe2_f64
         (r: *mut T, ldr: usize, m: usize, n: usize, w: *const T, v: *const T, rot: *mut T,
-         plane: *mut u32, k_off: usize) => two_phase::gen_rank_one_b_pipe2;
+         plane: *mut u32, k_off: usize)
+        => two_phase::gen_rank_one_b_pipe::<T, { two_phase::R1_PIPE2_CPT }>;
 
     /// Strip wavefront generate, one barrier a step, driver in shared or global memory
-    /// (spec §1.5, §1.7 step 3, issue 7), one block.
+    /// (docs/algorithms.md#column-insertion), one block.
     ///
     /// # Safety
     /// Grid 1; `x` read-writable (h+p)×p (ld ≥ h+p); `rot` writable for 2·p·h, `plane`
@@ -249,7 +258,7 @@ entries! {
          in_smem: usize) => two_phase::gen_strip_pipe;
 
     /// Block wavefront generate on Z = Q(k0..k0+p, :), one barrier a step, Z in shared
-    /// or global memory (spec §1.5, §1.10, issue 7), one block.
+    /// or global memory (docs/algorithms.md#row-deletion), one block.
     ///
     /// # Safety
     /// Grid 1; `qz` readable p×m (ld ldq); `z` writable p·m; `rot`/`plane` writable for
@@ -260,7 +269,7 @@ entries! {
          plane: *mut u32, in_smem: usize) => two_phase::gen_block_pipe;
 
     /// Strip or block generate as chains of block scans, a block a chain at a time
-    /// (spec §1.7 step 3, §1.10, issue 7); see `two_phase::gen_chains`.
+    /// (column insertion's strip, row deletion's block); see `two_phase::gen_chains`.
     ///
     /// # Safety
     /// Cooperative launch of 1 ≤ G ≤ p blocks (block b makes chains b, b + G, …) of 32·w
@@ -273,7 +282,7 @@ entries! {
          plane: *mut u32, flags: *mut u32, set: u32) => two_phase::gen_chains;
 
     /// Streams a rank-one sweep list (planes down−1 … 0, then 0 … up−1) through up to
-    /// three strided targets, loads a batch ahead (spec §1.11, issue 7).
+    /// three strided targets, loads a batch ahead (docs/algorithms.md#rank-one-update).
     ///
     /// # Safety
     /// Grid (⌈max n_g/128⌉, 3), block 128; see `two_phase::apply_sweep`.
@@ -283,7 +292,8 @@ entries! {
          x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
          x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply_sweep;
 
-    /// Streams a rotation list through up to three strided targets (spec §1.5 apply).
+    /// Streams a rotation list through up to three strided targets
+    /// (docs/algorithms.md#givens-rotations).
     ///
     /// # Safety
     /// Grid (⌈max n_g/128⌉, 3), block 128; see `two_phase::apply`.
@@ -294,7 +304,7 @@ entries! {
          x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply;
 
     /// Streams a strip/block-schedule rotation list through up to three strided targets in
-    /// wavefront step order (spec §1.5 apply, unrolled independent loads).
+    /// wavefront step order (unrolled independent loads).
     ///
     /// # Safety
     /// Grid (⌈max n_g/128⌉, 3), block 128; see `two_phase::apply_sched`.
@@ -305,7 +315,7 @@ entries! {
          x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply_sched;
 
     /// Streams a strip/block-schedule rotation list through up to three strided targets,
-    /// block-pipelined register windows (issue 7: one pass per warps·8 chains).
+    /// block-pipelined register windows (one pass per warps·8 chains).
     ///
     /// # Safety
     /// Grid (⌈max n_g/32⌉, 3), block 32·nw (nw ≤ 16), dyn smem
@@ -317,7 +327,8 @@ entries! {
          x1: *mut T, rs1: usize, cs1: usize, n1: usize, b1: usize,
          x2: *mut T, rs2: usize, cs2: usize, n2: usize, b2: usize) => two_phase::apply_pipe;
 
-    /// Applies one Householder reflector to up to two strided targets (spec §1.11 A2).
+    /// Applies one Householder reflector to up to two strided targets (the rank-one
+    /// update's Householder variant, docs/algorithms.md#rank-one-update).
     ///
     /// # Safety
     /// Grid (⌈max n_g/128⌉, 2), block 128; see `two_phase::house_apply`.
@@ -327,7 +338,7 @@ entries! {
          x1: *mut T, rs1: usize, cs1: usize, n1: usize) => two_phase::house_apply;
 
     /// Every window of a chain list as a stack of strip lists, and the identities they
-    /// act on (docs/design.md, windows of rotations applied by GEMM); see
+    /// act on (for the host's windows of rotations applied by GEMM); see
     /// `two_phase::window_gather`.
     ///
     /// # Safety
@@ -391,7 +402,8 @@ entries! {
     panel_col_norms_f32, panel_col_norms_f64
         (a: *const T, lda: usize, rows: usize, cols: usize, out: *mut T) => panel::col_norms;
 
-    /// One-launch Householder panel (spec §1.4, §4.1; fused_panel.rs).
+    /// One-launch Householder panel (docs/algorithms.md#blocked-householder-qr;
+    /// fused_panel.rs).
     ///
     /// # Safety
     /// Cooperative launch, grid ⌈rows/rpb⌉, block 512, dynamic shared memory and
@@ -401,8 +413,8 @@ entries! {
          tau: *mut T, t: *mut T, ldt: usize, partials: *mut T, head: *mut T,
          counter: *mut u32, bar_base: u32, rpb: usize, in_shared: u32) => fused_panel::qr;
 
-    /// One-block Householder panel for panels whose rows fit shared memory (issue 7;
-    /// small_panel.rs).
+    /// One-block Householder panel for panels whose rows fit shared memory
+    /// (small_panel.rs).
     ///
     /// # Safety
     /// Grid 1, block a multiple of 32 (≤ 1024), dynamic shared memory as
@@ -411,7 +423,8 @@ entries! {
         (a: *mut T, lda: usize, rows: usize, jb: usize, band: usize, v: *mut T, ldv: usize,
          tau: *mut T, t: *mut T, ldt: usize) => small_panel::qr;
 
-    /// LU column step: pivot search, swap in the base panel, u_jj (issue 6, lu.rs).
+    /// LU column step: pivot search, swap in the base panel, u_jj
+    /// (docs/algorithms.md#lu-factorisation; lu/step.rs).
     ///
     /// # Safety
     /// Grid 1, block a multiple of 32 (≤ 1024), dynamic shared memory 32·12 + 4 bytes;
@@ -420,14 +433,14 @@ entries! {
         (a: *mut T, lda: usize, m: usize, j: usize, c0: usize, cend: usize,
          ipiv: *mut u32, diag: *mut T) => lu::pivot;
 
-    /// LU column step: scaling and fused rank-1 update of the base panel (issue 6).
+    /// LU column step: scaling and fused rank-1 update of the base panel.
     ///
     /// # Safety
     /// Grid ⌈(m − j − 1)/block⌉; see `lu::update`.
     lu_update_f32, lu_update_f64
         (a: *mut T, lda: usize, m: usize, j: usize, cend: usize) => lu::update;
 
-    /// LU base panel c0..c0+w (w ≤ 64) by one block, all column steps fused (issue 6).
+    /// LU base panel c0..c0+w (w ≤ 64) by one block, all column steps fused.
     ///
     /// # Safety
     /// Grid 1, block a multiple of 32 (≤ 1024), dynamic shared memory 96·8 + 33·4 bytes;
@@ -436,7 +449,7 @@ entries! {
         (a: *mut T, lda: usize, m: usize, c0: usize, w: usize, ipiv: *mut u32, diag: *mut T)
         => lu::panel_fused;
 
-    /// LU panel c0..c0+w by a cooperative grid, one grid barrier per column (issue 6).
+    /// LU panel c0..c0+w by a cooperative grid, one grid barrier per column.
     ///
     /// # Safety
     /// Cooperative launch, all blocks co-resident; shared memory and partials as
@@ -462,7 +475,8 @@ entries! {
         (a: *mut T, lda: usize, col0: usize, col1: usize, skip0: usize, skip1: usize,
          ipiv: *const u32, k1: usize, k2: usize) => lu::laswp;
 
-    /// dst := f32(scale·src), elementwise, rounded to nearest (issue 5; spec §4.2).
+    /// dst := f32(scale·src), elementwise, rounded to nearest
+    /// (docs/algorithms.md#mixed-precision).
     ///
     /// # Safety
     /// Grid (⌈rows/128⌉, min(cols, 65535)), block 128, `ystride` = grid y; see
@@ -471,7 +485,7 @@ entries! {
         (src: *const T, lds: usize, rows: usize, cols: usize, scale: T, dst: *mut f32,
          ldd: usize, ystride: usize) => convert::to_f32;
 
-    /// dst := scale·T(src), elementwise (issue 5; spec §4.2).
+    /// dst := scale·T(src), elementwise (docs/algorithms.md#mixed-precision).
     ///
     /// # Safety
     /// Grid (⌈rows/128⌉, min(cols, 65535)), block 128, `ystride` = grid y; see
@@ -480,7 +494,7 @@ entries! {
         (src: *const f32, lds: usize, rows: usize, cols: usize, scale: T, dst: *mut T,
          ldd: usize, ystride: usize) => convert::from_f32;
 
-    /// dst := bf16/f16 bits of f32(src) (format 0/1), round to nearest even (issue 5).
+    /// dst := bf16/f16 bits of f32(src) (format 0/1), round to nearest even.
     ///
     /// # Safety
     /// Grid (⌈rows/128⌉, min(cols, 65535)), block 128, `ystride` = grid y; see
@@ -489,7 +503,8 @@ entries! {
         (src: *const T, lds: usize, rows: usize, cols: usize, dst: *mut u16, ldd: usize,
          format: u32, ystride: usize) => convert::to_half;
 
-    /// Row insertion without Q in one cooperative launch (spec §1.9; row_insert.rs).
+    /// Row insertion without Q in one cooperative launch (docs/algorithms.md#row-insertion;
+    /// row_insert.rs).
     ///
     /// # Safety
     /// As `row_insert::qr` documents (grid, block, shared memory, counter).
@@ -499,7 +514,7 @@ entries! {
          base: u32, cpb: usize, ring: usize) => row_insert::qr;
 
     /// Column deletion's banded re-triangularisation without Q in one cooperative launch
-    /// (spec §1.8; row_insert.rs).
+    /// (docs/algorithms.md#column-deletion; row_insert.rs).
     ///
     /// # Safety
     /// As `row_insert::band_qr` documents (grid, block, shared memory, counter).
@@ -508,7 +523,7 @@ entries! {
          q: usize, p: usize, tau: *mut T, counter: *mut u32, base: u32, cpb: usize,
          ring: usize) => row_insert::band_qr;
 
-    /// TSQR leaf QRs of one tree level (issue 5; tsqr.rs).
+    /// TSQR leaf QRs of one tree level (docs/algorithms.md#tsqr; tsqr/leaf_qr.rs).
     ///
     /// # Safety
     /// As `tsqr::leaf_qr` documents (grid, block 256, shared memory, aux).
@@ -517,7 +532,7 @@ entries! {
          ldr: usize) => tsqr::leaf_qr;
 
     /// TSQR explicit Q of one tree level; at level 0 also the reconstruction's V₂ (from
-    /// C·M) and R written into the panel (issue 5; tsqr.rs).
+    /// C·M) and R written into the panel (tsqr/leaf_apply.rs).
     ///
     /// # Safety
     /// As `tsqr::leaf_apply` documents (grid, block 256, shared memory).
@@ -526,7 +541,7 @@ entries! {
          c_in: *const T, ldc: usize, out: *mut T, ldo: usize, skip_top: u32,
          top_only: u32, rh: *const T) => tsqr::leaf_apply;
 
-    /// TSQR Householder reconstruction: V₁, T, τ, M = U⁻¹ and R (issue 5; tsqr.rs).
+    /// TSQR Householder reconstruction: V₁, T, τ, M = U⁻¹ and R (tsqr/reconstruct.rs).
     ///
     /// # Safety
     /// As `tsqr::reconstruct` documents (grid 1, block 1024, shared memory).
@@ -539,7 +554,7 @@ entries! {
 // instructions (thread-block clusters, distributed shared memory).
 #[cfg(cuqr_sm90)]
 entries! {
-    /// The LU panel on one thread-block cluster (issue 6; spec §4.3).
+    /// The LU panel on one thread-block cluster (docs/algorithms.md#lu-factorisation).
     ///
     /// # Safety
     /// Grid = one cluster; shared memory as `lu_cluster::panel_cluster` documents.

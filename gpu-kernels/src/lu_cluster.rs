@@ -1,13 +1,14 @@
-//! The LU panel on one thread-block cluster (issue 6; spec §4.3; sm_90 only, built
+//! The LU panel on one thread-block cluster (docs/algorithms.md#lu-factorisation; sm_90 only, built
 //! into the second PTX module): the blocks of the panel push the pivot candidates and
 //! rows into each other's shared memory (`st.async` counted on the receiver's
 //! mbarrier), so each column step waits on local mbarriers only, instead of a grid
 //! barrier on a global counter, fences and L2 round trips (`lu::panel_coop`).
 
 use crate::device::{self, Float, WARP};
-use crate::lu::{
-    block_argmax_to_warp0, column_groups, coop_row_update, slab_at, slab_candidate, slab_copy,
-    slab_scale, slab_swap, warp_argmax,
+use crate::lu::argmax::{block_argmax_to_warp0, warp_argmax};
+use crate::lu::slab::{
+    column_groups, rows_below, slab_at, slab_candidate, slab_copy, slab_scale, slab_swap,
+    slab_update,
 };
 
 /// Most blocks a cluster of `lu_cluster_panel` may have (candidate slots a buffer).
@@ -46,7 +47,7 @@ fn from_bits<T: Copy>(b: u64) -> T {
 }
 
 /// `lu_cluster_panel`: the whole panel c0..c0+w (rows c0..m) by one thread-block
-/// cluster, all column steps in one launch, the slabs in shared memory (issue 6).
+/// cluster, all column steps in one launch, the slabs in shared memory.
 /// Block b (cluster rank b; the grid is one cluster of at most 16 blocks) owns rows
 /// r0 = c0 + b·slab .. min(r0 + slab, m). Per column step j: each block finds its
 /// candidate (first index of max |a(i, j)| over its rows i ≥ j) and pushes it to every
@@ -60,6 +61,10 @@ fn from_bits<T: Copy>(b: u64) -> T {
 /// `lu::panel_coop`, so the same pivots and factors.
 /// Block a multiple of 32 (≤ 1024); dynamic shared memory
 /// cluster_header_bytes(w, size_of::<T>()) + slab·w·size_of::<T>() bytes.
+///
+/// About 180 lines: the candidate publication stays a closure inside it, because as a
+/// separate (inlined) function ptxas gave the f64 kernel 96 registers instead of 80,
+/// and the host sizes the block by 80 registers a thread.
 ///
 /// # Safety
 /// Launched with a cluster dimension equal to the grid (one cluster of gridDim ≤ 16
@@ -102,13 +107,7 @@ pub unsafe fn panel_cluster<T: Float>(
     if tid == 0 {
         // SAFETY: the four words are 8-byte aligned in this block's shared memory and
         // nobody uses them before the cluster barrier below.
-        unsafe {
-            device::mbarrier_init(mbar_c, 1);
-            device::mbarrier_init(mbar_c.wrapping_add(1), 1);
-            device::mbarrier_init(mbar_r, 1);
-            device::mbarrier_init(mbar_r.wrapping_add(1), 1);
-            device::fence_mbarrier_init();
-        }
+        unsafe { init_mbarriers(mbar_c, mbar_r) };
     }
     // SAFETY: rows r0..r1 of columns c0..c0+w are in `a`; the slab area holds
     // slab·w ≥ rows·w elements (launch contract).
@@ -167,20 +166,8 @@ pub unsafe fn panel_cluster<T: Float>(
         unsafe { device::mbarrier_wait_parity(bar_c, parity) };
 
         // the pivot: every warp reduces the records itself
-        let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
-        if lane < nb {
-            // SAFETY: record `lane` of buffer `buf`, landed before the phase completed.
-            unsafe {
-                let rec = cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + lane) * 2);
-                v = from_bits::<T>(device::ld(rec as *const u64, 0));
-                ix = device::ld(rec as *const u64, 1) as u32;
-            }
-        }
-        // SAFETY: full warps, convergent.
-        let (_, p) = unsafe { warp_argmax(v, ix) };
-        // SAFETY: as above.
-        let p = unsafe { device::shfl_idx_b32(p, 0) };
-        let p = if p == u32::MAX { j } else { p as usize };
+        // SAFETY: full warps; the records of buffer `buf` landed (the phase completed).
+        let p = unsafe { cluster_pivot::<T>(j, buf, nb, cand) };
         let owner_p = (p - c0) / slab;
         let owner_j = (j - c0) / slab;
         let urow = urow_in.wrapping_add(buf * w);
@@ -190,47 +177,14 @@ pub unsafe fn panel_cluster<T: Float>(
             // update of these rows is complete before they are pushed.
             unsafe { device::sync_threads() };
         }
-        if owner_p == b {
-            // push row p to every block's pivot-row buffer
-            let lr = p - r0;
-            let mut e = tid;
-            while e < w * nb {
-                let (c, d) = (e % w, e / w);
-                // SAFETY: row p is this block's (r0 ≤ p < r1) and unchanged until the
-                // barrier before the swap; the destination buffer `buf` of block d is
-                // free (its previous use, two steps ago, was read before block d
-                // pushed step jj's candidate) and block d waits for these bytes.
-                unsafe {
-                    let x = device::ld(slab_at(sl, ld, lr, c) as *const T, 0);
-                    device::st_async(
-                        device::cluster_map_addr(device::shared_addr(urow.wrapping_add(c)), d),
-                        x,
-                        device::cluster_map_addr(device::shared_addr(bar_r), d),
-                    );
-                }
-                e += nt;
-            }
-        }
-        if p != j && owner_j == b {
-            // push row j to the owner of p (it becomes row p there)
-            let lr = j - r0;
-            let mut c = tid;
-            while c < w {
-                // SAFETY: as above, for row j and block owner_p < nb.
-                unsafe {
-                    let x = device::ld(slab_at(sl, ld, lr, c) as *const T, 0);
-                    device::st_async(
-                        device::cluster_map_addr(
-                            device::shared_addr(rowj.wrapping_add(c)),
-                            owner_p,
-                        ),
-                        x,
-                        device::cluster_map_addr(device::shared_addr(bar_r), owner_p),
-                    );
-                }
-                c += nt;
-            }
-        }
+        // SAFETY: block-uniform; rows p and j unchanged until the barrier before the
+        // swap; the destination buffers `buf` are free and their blocks wait for the
+        // bytes on `bar_r` (see `push_rows`).
+        unsafe {
+            push_rows(
+                sl, ld, r0, j, p, owner_p, owner_j, b, nb, w, urow, rowj, bar_r,
+            )
+        };
         if tid == 0 {
             let bytes = if p != j && owner_p == b {
                 2 * row_bytes
@@ -273,48 +227,22 @@ pub unsafe fn panel_cluster<T: Float>(
         unsafe { device::sync_threads() };
         // look-ahead: group 0 updates column jj + 1 first and the block publishes its
         // candidate for step jj + 1, whose exchange then overlaps the rest of the update
-        cv = T::ZERO.sub(T::ONE);
-        ci = u32::MAX;
-        if next && g == 0 {
-            let mut li = r;
-            while li < rows {
-                if r0 + li > j {
-                    // SAFETY: (li, jj) and (li, jj + 1) of this block's slab; group 0
-                    // owns column jj + 1 in this step; urow holds w > jj + 1 entries.
-                    let v = unsafe {
-                        let x = slab_at(sl, ld, li, jj + 1);
-                        let mut v = device::ld(x as *const T, 0);
-                        if piv != T::ZERO {
-                            let nl = device::ld(slab_at(sl, ld, li, jj) as *const T, 0).neg();
-                            v = nl.mul_add(device::ld(urow as *const T, jj + 1), v);
-                            device::st(x, 0, v);
-                        }
-                        v
-                    }
-                    .abs();
-                    if v > cv {
-                        cv = v;
-                        ci = (r0 + li) as u32;
-                    }
-                }
-                li += tr;
-            }
-        }
+        (cv, ci) = if next && g == 0 {
+            // SAFETY: group 0 owns column jj + 1 in this step; urow holds w > jj + 1
+            // landed entries.
+            unsafe { lookahead_column(sl, ld, r0, rows, r, tr, j, jj, piv, urow) }
+        } else {
+            (T::ZERO.sub(T::ONE), u32::MAX)
+        };
         if next {
             publish(jj + 1, cv, ci);
         }
         if piv != T::ZERO {
             // the deferred rest: columns jj+1+g, jj+1+g+cg, … without column jj + 1
             let first = jj + 1 + g + if g == 0 { cg } else { 0 };
-            let mut li = r;
-            while li < rows {
-                if r0 + li > j {
-                    // SAFETY: row li of the slab; these columns are this thread's alone
-                    // until the next step's barriers; (li, jj) is only read now.
-                    unsafe { coop_row_update(sl, ld, li, jj, w, first, cg, urow) };
-                }
-                li += tr;
-            }
+            // SAFETY: rows li ≡ r (mod tr) of the slab; these columns are this thread's
+            // alone until the next step's barriers; (li, jj) is only read now.
+            unsafe { slab_update(sl, ld, r0, rows, r, tr, j, jj, w, first, cg, urow) };
         }
         jj += 1;
     }
@@ -324,4 +252,162 @@ pub unsafe fn panel_cluster<T: Float>(
     unsafe { device::cluster_sync() };
     // SAFETY: as for the load above.
     unsafe { slab_copy(a, lda, r0, c0, rows, w, sl, ld, false) };
+}
+
+/// The pivot of column step j from the landed candidate records of buffer `buf` (each
+/// warp reduces them itself): the first index of the global max, j when the column holds
+/// only NaN.
+///
+/// # Safety
+/// The whole warp calls it convergently (full warps); the records of the `nb` blocks in
+/// buffer `buf` have landed.
+#[inline(always)]
+unsafe fn cluster_pivot<T: Float>(j: usize, buf: usize, nb: usize, cand: *mut u64) -> usize {
+    let lane = device::thread_linear() % WARP;
+    let (mut v, mut ix) = (T::ZERO.sub(T::ONE), u32::MAX);
+    if lane < nb {
+        // SAFETY: record `lane` of buffer `buf`, landed before the phase completed.
+        unsafe {
+            let rec = cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + lane) * 2);
+            v = from_bits::<T>(device::ld(rec as *const u64, 0));
+            ix = device::ld(rec as *const u64, 1) as u32;
+        }
+    }
+    // SAFETY: full warps, convergent.
+    let (_, p) = unsafe { warp_argmax(v, ix) };
+    // SAFETY: as above.
+    let p = unsafe { device::shfl_idx_b32(p, 0) };
+    let p = if p == u32::MAX { j } else { p as usize };
+    p
+}
+
+/// The row exchange of column step j: the owner of row p pushes it into the pivot-row
+/// buffer `urow` of every block, and, when p ≠ j, the owner of row j pushes row j into
+/// the `rowj` buffer of the owner of p (it becomes row p there); each push is counted on
+/// the receiver's row mbarrier `bar_r` (the same shared offset in every block).
+///
+/// # Safety
+/// Block-uniform call; rows p and j of the owners' slabs are unchanged until the barrier
+/// before the swap; the destination buffers are free (their previous use, two steps
+/// ago, was read before their block pushed step j's candidate) and each receiving block
+/// waits for these bytes.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn push_rows<T: Float>(
+    sl: *mut T,
+    ld: usize,
+    r0: usize,
+    j: usize,
+    p: usize,
+    owner_p: usize,
+    owner_j: usize,
+    b: usize,
+    nb: usize,
+    w: usize,
+    urow: *mut T,
+    rowj: *mut T,
+    bar_r: *mut u64,
+) {
+    let (tid, nt) = (device::thread_linear(), device::block_threads());
+    if owner_p == b {
+        // push row p to every block's pivot-row buffer
+        let lr = p - r0;
+        let mut e = tid;
+        while e < w * nb {
+            let (c, d) = (e % w, e / w);
+            // SAFETY: row p is this block's (r0 ≤ p < r1) and unchanged until the
+            // barrier before the swap; the destination buffer `buf` of block d is
+            // free (its previous use, two steps ago, was read before block d
+            // pushed step jj's candidate) and block d waits for these bytes.
+            unsafe {
+                let x = device::ld(slab_at(sl, ld, lr, c) as *const T, 0);
+                device::st_async(
+                    device::cluster_map_addr(device::shared_addr(urow.wrapping_add(c)), d),
+                    x,
+                    device::cluster_map_addr(device::shared_addr(bar_r), d),
+                );
+            }
+            e += nt;
+        }
+    }
+    if p != j && owner_j == b {
+        // push row j to the owner of p (it becomes row p there)
+        let lr = j - r0;
+        let mut c = tid;
+        while c < w {
+            // SAFETY: as above, for row j and block owner_p < nb.
+            unsafe {
+                let x = device::ld(slab_at(sl, ld, lr, c) as *const T, 0);
+                device::st_async(
+                    device::cluster_map_addr(device::shared_addr(rowj.wrapping_add(c)), owner_p),
+                    x,
+                    device::cluster_map_addr(device::shared_addr(bar_r), owner_p),
+                );
+            }
+            c += nt;
+        }
+    }
+}
+
+/// The look-ahead of column step j: this thread's rows li = r, r + tr, … below row j get
+/// the rank-1 update of column jj + 1 (when the pivot is not zero), and the first row
+/// index of max |a(li, jj + 1)| over them is returned (as [`slab_candidate`]: (−1,
+/// u32::MAX) when there is none).
+///
+/// # Safety
+/// (li, jj) and (li, jj + 1) of the slab are this thread's alone in this step; `urow`
+/// holds the pivot row (more than jj + 1 entries).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn lookahead_column<T: Float>(
+    sl: *mut T,
+    ld: usize,
+    r0: usize,
+    rows: usize,
+    r: usize,
+    tr: usize,
+    j: usize,
+    jj: usize,
+    piv: T,
+    urow: *mut T,
+) -> (T, u32) {
+    let (mut cv, mut ci) = (T::ZERO.sub(T::ONE), u32::MAX);
+    rows_below(r0, rows, r, tr, j, |li| {
+        // SAFETY: (li, jj) and (li, jj + 1) of this block's slab; group 0 owns column
+        // jj + 1 in this step; urow holds w > jj + 1 entries.
+        let v = unsafe {
+            let x = slab_at(sl, ld, li, jj + 1);
+            let mut v = device::ld(x as *const T, 0);
+            if piv != T::ZERO {
+                let nl = device::ld(slab_at(sl, ld, li, jj) as *const T, 0).neg();
+                v = nl.mul_add(device::ld(urow as *const T, jj + 1), v);
+                device::st(x, 0, v);
+            }
+            v
+        }
+        .abs();
+        if v > cv {
+            cv = v;
+            ci = (r0 + li) as u32;
+        }
+    });
+    (cv, ci)
+}
+
+/// Initialises the candidate and row mbarriers (two buffers each, one arrival a phase)
+/// and makes the initialisation visible to the cluster.
+///
+/// # Safety
+/// `mbar_c` and `mbar_r` each point at two 8-byte-aligned words of this block's shared
+/// memory that nobody uses before a cluster barrier that follows.
+#[inline(always)]
+unsafe fn init_mbarriers(mbar_c: *mut u64, mbar_r: *mut u64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        device::mbarrier_init(mbar_c, 1);
+        device::mbarrier_init(mbar_c.wrapping_add(1), 1);
+        device::mbarrier_init(mbar_r, 1);
+        device::mbarrier_init(mbar_r.wrapping_add(1), 1);
+        device::fence_mbarrier_init();
+    }
 }

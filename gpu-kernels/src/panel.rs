@@ -1,16 +1,19 @@
 //! Panel machinery of the device blocked Householder QR and of the block updates
-//! (spec §1.3, §1.4, §1.8, §1.9): applying one reflector to the rest of a panel, V
+//! (docs/algorithms.md#blocked-householder-qr and the updates that reuse it):
+//! applying one reflector to the rest of a panel, V
 //! extraction with explicit unit diagonal and zeros, exact zeros below a diagonal,
 //! identity/copy/embedding of dense blocks, and column norms for the rank check.
 //! Column-major throughout; 2-D kernels loop over columns with a host-given y stride
 //! (grid y ≤ 65535).
 
 use crate::device::{self, Float};
+use crate::elementwise::for_each_column;
 use crate::reduce;
 
 /// `panel_apply`: applies H = I − τ·[1; v]·[1; v]ᵀ from the left to `ncols` columns,
 /// each made of one head element `head[c·ldh]` and a tail `tail[c·ldt + i]`, i < len:
-/// w = head + Σ vᵢ·tailᵢ; head −= τw; tailᵢ −= τw·vᵢ (spec §1.2, "apply H to a block").
+/// w = head + Σ vᵢ·tailᵢ; head −= τw; tailᵢ −= τw·vᵢ (applying H to a block,
+/// docs/algorithms.md#householder-vectors).
 /// One block per column: grid `ncols`, block 256, dynamic shared memory 256·8 bytes.
 ///
 /// # Safety
@@ -73,7 +76,7 @@ pub unsafe fn apply<T: Float>(
 
 /// `panel_extract_v`: for the rows×k block `a` (ld `lda`) writes V (ld `ldv`) with
 /// V(i,j) = 1 (i = j), 0 (i < j), a(i,j) (i > j), and then sets a(i,j) = 0 for i > j
-/// (exact zeros below the diagonal, erratum H3). Grid (⌈rows/128⌉, g ≤ min(k, 65535)),
+/// (exact zeros below the diagonal). Grid (⌈rows/128⌉, g ≤ min(k, 65535)),
 /// block 128; column loop stride `ystride` = grid y.
 ///
 /// # Safety
@@ -89,12 +92,7 @@ pub unsafe fn extract_v<T: Float>(
     ldv: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < k {
+    for_each_column(rows, k, ystride, |i, j| {
         let val = if i == j {
             T::ONE
         } else if i < j {
@@ -109,8 +107,7 @@ pub unsafe fn extract_v<T: Float>(
         };
         // SAFETY: inside V's block; one writer per element.
         unsafe { device::st(v, i + j * ldv, val) };
-        j += ystride;
-    }
+    });
 }
 
 /// `panel_zero_lower`: a(i,j) = 0 for j < i < rows, j < cols (strictly lower part of a
@@ -126,7 +123,7 @@ pub unsafe fn zero_lower<T: Float>(
     cols: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= rows {
         return;
     }
@@ -151,17 +148,11 @@ pub unsafe fn set_identity<T: Float>(
     cols: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < cols {
+    for_each_column(rows, cols, ystride, |i, j| {
         let val = if i == j { T::ONE } else { T::ZERO };
         // SAFETY: inside the block; one writer per element.
         unsafe { device::st(a, i + j * lda, val) };
-        j += ystride;
-    }
+    });
 }
 
 /// `panel_copy`: dst(i,j) = src(i,j) for a rows×cols block. Grid (⌈rows/128⌉,
@@ -180,20 +171,14 @@ pub unsafe fn copy<T: Float>(
     ldd: usize,
     ystride: usize,
 ) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    if i >= rows {
-        return;
-    }
-    let mut j = device::block_y();
-    while j < cols {
+    for_each_column(rows, cols, ystride, |i, j| {
         // SAFETY: inside both blocks; one writer per element.
         unsafe { device::st(dst, i + j * ldd, device::ld(src, i + j * lds)) };
-        j += ystride;
-    }
+    });
 }
 
-/// `panel_embed_q`: the (m+p)×(m+p) matrix Pᵀ·diag(Q, I_p) of the row insertion (spec
-/// §1.9): row i of the result is row s(i) of diag(Q, I_p), s(i) = i (i < k0),
+/// `panel_embed_q`: the (m+p)×(m+p) matrix Pᵀ·diag(Q, I_p) of the row insertion
+/// (docs/algorithms.md#row-insertion): row i of the result is row s(i) of diag(Q, I_p), s(i) = i (i < k0),
 /// m + i − k0 (k0 ≤ i < k0+p), i − p (i ≥ k0+p). Grid (⌈(m+p)/128⌉, g ≤ min(m+p, 65535)),
 /// block 128; stride `ystride`.
 ///
@@ -213,19 +198,15 @@ pub unsafe fn embed_q<T: Float>(
     ystride: usize,
 ) {
     let n = m + p;
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
-    if i >= n {
-        return;
-    }
-    let s = if i < k0 {
-        i
-    } else if i < k0 + p {
-        m + i - k0
-    } else {
-        i - p
-    };
-    let mut j = device::block_y();
-    while j < n {
+    for_each_column(n, n, ystride, |i, j| {
+        // row i of the result is row s of diag(Q, I_p)
+        let s = if i < k0 {
+            i
+        } else if i < k0 + p {
+            m + i - k0
+        } else {
+            i - p
+        };
         let val = if s < m {
             if j < m {
                 // SAFETY: s, j < m: inside Q.
@@ -240,8 +221,7 @@ pub unsafe fn embed_q<T: Float>(
         };
         // SAFETY: i, j < m+p: inside dst; one writer per element.
         unsafe { device::st(dst, i + j * ldd, val) };
-        j += ystride;
-    }
+    });
 }
 
 /// `panel_col_norms`: for each column c < cols of the upper-trapezoidal rows×cols `a`:

@@ -1,6 +1,8 @@
-//! Reductions (spec §2.2 dot/nrm2, §2.7 #6) and the seed's `doubleSum` (spec §1.6,
-//! §2.1 K-dsum, erratum E15). Block reductions are a warp shuffle tree, then one partial
-//! per warp through dynamic shared memory, then a shuffle tree in warp 0.
+//! Reductions (dot product, scaled 2-norm, block max and sum) and the elementwise
+//! `doubleSum` of the composite layout (docs/algorithms.md#padded-transpose-and-composite-layout,
+//! with half-open ranges: docs/algorithms.md#corrections-to-the-published-descriptions).
+//! Block reductions are a warp shuffle tree, then one partial per warp through dynamic
+//! shared memory, then a shuffle tree in warp 0.
 
 use crate::device::{self, Float, WARP};
 
@@ -158,7 +160,7 @@ pub unsafe fn block_max_in<T: Float>(smem: *mut T, v: T) -> T {
 }
 
 /// Scaled two-pass 2-norm of `x[0..n)` by one block, in two parts (s, r) with
-/// ‖x‖₂ = s·r (as `cpu::householder::nrm2`, erratum H2): s = max |xᵢ|, raised to the
+/// ‖x‖₂ = s·r (as `cpu::householder::nrm2`; docs/algorithms.md#householder-vectors): s = max |xᵢ|, raised to the
 /// smallest normal number when it is subnormal (so that 1/s stays finite), r =
 /// √(Σ (xᵢ/s)²) with fused accumulation; max |xᵢ| = 0 or non-finite gives (max, 1).
 /// Every thread gets the result.
@@ -248,7 +250,7 @@ pub unsafe fn nrm2<T: Float>(x: *const T, n: usize, out: *mut T) {
 }
 
 /// `reduce_double_sum`: `cm[i + j·ldc] += a[i + j·r] + b[i + j·r]` for i < r, j < c
-/// (seed `doubleSum`, erratum E15: half-open ranges). Grid (⌈r/32⌉, ⌈c/32⌉),
+/// (the composite layout's `doubleSum`, with half-open ranges). Grid (⌈r/32⌉, ⌈c/32⌉),
 /// block (32, 8): x → row (coalesced), y strides the tile's 32 columns.
 ///
 /// # Safety

@@ -1,4 +1,5 @@
-//! `row_insert_qr`: row insertion into a state without Q (spec §1.9) in one cooperative
+//! `row_insert_qr`: row insertion into a state without Q (docs/algorithms.md#row-insertion)
+//! in one cooperative
 //! launch. Reflector j of [R; U] touches row j of R (and of d) and the p rows of U (and
 //! e) only: v = [e_j; y_j]. The reflectors therefore form a chain in j (reflector j needs
 //! column j after reflectors 0..j), while applying a known reflector to the other
@@ -31,35 +32,9 @@ use crate::reduce::{warp_allmax, warp_allsum};
 /// Threads per block of `row_insert_qr`.
 pub const BLOCK: usize = 256;
 
-/// Bits of the lanes whose `pred` is true (`vote.sync.ballot.b32`, full warp).
-///
-/// # Safety
-/// All 32 lanes of the warp execute it together.
-#[inline(always)]
-unsafe fn ballot(pred: bool) -> u32 {
-    let m: u32;
-    // SAFETY: full-mask vote; the caller guarantees a convergent warp.
-    unsafe {
-        core::arch::asm!(
-            "{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {m}, p, 0xffffffff; }}",
-            x = in(reg32) pred as u32,
-            m = out(reg32) m,
-            options(nostack, preserves_flags),
-        )
-    };
-    m
-}
-
-/// `fence.acq_rel.cta`: orders this thread's shared-memory accesses before and after it
-/// as seen by the other threads of the block.
-#[inline(always)]
-fn fence_cta() {
-    // SAFETY: a fence has no operands and no preconditions.
-    unsafe { core::arch::asm!("fence.acq_rel.cta;", options(nostack, preserves_flags)) };
-}
-
 /// Applies H = I − τ·[1; y][1; y]ᵀ to the column whose top entry is `*top` and whose
-/// p-tail is `col` (spec §1.9: w = top + yᵀcol, top −= τw, col −= τw·y).
+/// p-tail is `col` (docs/algorithms.md#row-insertion: w = top + yᵀcol, top −= τw,
+/// col −= τw·y).
 ///
 /// # Safety
 /// The full warp calls convergently; `top` (1), `col` and `y` (p each) are shared
@@ -101,7 +76,8 @@ unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: us
 }
 
 /// Generates the reflector of the column (`*top` = α, `col` = x, p entries) as the CPU
-/// `house` (spec §1.2): β into `*top`, the v tail into `col`; returns τ.
+/// `house` (docs/algorithms.md#householder-vectors): β into `*top`, the v tail into
+/// `col`; returns τ.
 ///
 /// # Safety
 /// As [`apply_col`].
@@ -159,7 +135,7 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
 
 /// `row_insert_qr`: QR of [R d; U e] for the p new rows U (p×n) and their right-hand
 /// sides e (p×q) into the top n rows of R (n×n upper triangular, ld `ldr`) and d (ld
-/// `ldd`), in place (spec §1.9). Outputs: R and d updated, U overwritten by the v tails
+/// `ldd`), in place (docs/algorithms.md#row-insertion). Outputs: R and d updated, U overwritten by the v tails
 /// (V_U), e by its transformed rows, τ in `tau[0..n)`. Block b owns columns
 /// b·cpb .. min((b+1)·cpb, n+q) of X; warp w of the block owns its columns w, w + nw, …
 ///
@@ -202,7 +178,8 @@ pub unsafe fn qr<T: Float>(
 
 /// `row_insert_band_qr`: the QR of a banded block B (n columns; column c nonzero in rows 0..=c+p,
 /// so n + p rows) and its right-hand sides (q columns of n + p rows), in place:
-/// column deletion's re-triangularisation without Q (spec §1.8) in one cooperative
+/// column deletion's re-triangularisation without Q (docs/algorithms.md#column-deletion)
+/// in one cooperative
 /// launch. Reflector j acts on rows j..=j+p, so it is the row chain of [`qr`] with the
 /// p rows under row j as the tail: the same warps, publication and look-ahead, with
 /// each column's rows 0..=c+p contiguous in shared memory. Outputs: B upper triangular
@@ -309,65 +286,28 @@ unsafe fn chain<T: Float, const BAND: bool>(
     let sts = sy.wrapping_add(ring * p); // and their τ
     // Own reflectors generated so far (0..=cpb), written by the generating warp's lane 0.
     let sready = stage.wrapping_add(nw * ring * (p + 1)) as *mut u32;
-    // Reflector jj's top and tail in column lc (shared memory).
-    let top_at = |jj: usize, lc: usize| -> *mut T { rs.wrapping_add(jj + lc * lds) };
-    let tail_at = |jj: usize, lc: usize| -> *mut T {
-        if BAND {
-            rs.wrapping_add(jj + 1 + lc * lds)
-        } else {
-            us.wrapping_add(lc * p)
-        }
+    let cols = Cols::<T, BAND> {
+        c0,
+        nloc,
+        nr,
+        n,
+        p,
+        lds,
+        rs,
+        us,
+        r,
+        ldr,
+        d,
+        ldd,
+        u,
+        ldu,
+        e,
+        lde,
     };
-    // Column lc of the block in global memory: its top (R or d) and, in the row
-    // geometry, its tail (U or e).
-    let top_of = |lc: usize| -> *mut T {
-        let k = c0 + lc;
-        if k < n {
-            r.wrapping_add(k * ldr)
-        } else {
-            d.wrapping_add((k - n) * ldd)
-        }
-    };
-    let tail_of = |lc: usize| -> *mut T {
-        let k = c0 + lc;
-        if k < n {
-            u.wrapping_add(k * ldu)
-        } else {
-            e.wrapping_add((k - n) * lde)
-        }
-    };
-    // Rows of column lc that any reflector touches: row geometry nr (R), band geometry
-    // 0..=k+p for a column of B, all n + p for a right-hand side.
-    let rows_of = |lc: usize| -> usize {
-        let k = c0 + lc;
-        if !BAND {
-            nr
-        } else if k < n {
-            k + p + 1
-        } else {
-            n + p
-        }
-    };
-    let span = if BAND { lds } else { nr };
-    let mut x = tid;
-    while x < span * nloc {
-        let (i, lc) = (x % span, x / span);
-        if i < rows_of(lc) {
-            // SAFETY: i < rows_of(lc) rows of column c0+lc < n+q of R/B or d (the
-            // contract's shapes); slot inside rs (lds·cpb ≤ (n + p)·cpb).
-            unsafe { device::st(rs, i + lc * lds, device::ld(top_of(lc) as *const T, i)) };
-        }
-        x += nt;
-    }
-    if !BAND {
-        let mut x = tid;
-        while x < p * nloc {
-            let (i, lc) = (x % p, x / p);
-            // SAFETY: i < p rows of column c0+lc of U or e; slot inside us.
-            unsafe { device::st(us, i + lc * p, device::ld(tail_of(lc) as *const T, i)) };
-            x += nt;
-        }
-    }
+    let top_at = |jj: usize, lc: usize| cols.top_at(jj, lc);
+    let tail_at = |jj: usize, lc: usize| cols.tail_at(jj, lc);
+    // SAFETY: the contract's shapes; the shared memory holds the block's columns.
+    unsafe { cols.load(tid, nt) };
     if tid == 0 {
         // SAFETY: the shared counter slot; read only after the barrier below.
         unsafe { sready.write_volatile(0) };
@@ -383,37 +323,10 @@ unsafe fn chain<T: Float, const BAND: bool>(
     // Generates reflector k = c0 + lc (column lc is this warp's and has had reflectors
     // 0..k applied) and publishes it: to the block through `sready`, to later blocks
     // through u(:, k), tau[k] and the release store of flags[k].
-    let publish = |lc: usize| {
-        let k = c0 + lc;
-        let col = tail_at(k, lc);
-        // SAFETY: warp-convergent; column lc (top row k and tail) is this warp's alone.
-        let t = unsafe { generate(top_at(k, lc), col, p) };
-        let mut i = lane;
-        while i < p {
-            // SAFETY: i < p: the lane's own element of the tail (written by this lane in
-            // `generate`) and column k of U, which only this warp writes.
-            unsafe { device::st(u, i + k * ldu, device::ld(col as *const T, i)) };
-            i += WARP;
-        }
-        if lane == 0 {
-            // SAFETY: one writer each; ts[lc] and tau[k] belong to column lc.
-            unsafe {
-                device::st(ts, lc, t);
-                device::st(tau, k, t);
-            }
-        }
-        // SAFETY: convergent warp: orders every lane's writes above (shared tail, U, τ)
-        // before lane 0's fence and flag stores below.
-        unsafe { device::sync_warp() };
-        if lane == 0 {
-            fence_cta();
-            // SAFETY: the shared counter (one writer at a time: reflectors are generated
-            // in order, each after the previous one was seen); flags[k] is valid (k < n).
-            unsafe {
-                sready.write_volatile((lc + 1) as u32);
-                device::st_release_u32(flags.wrapping_add(k), set);
-            }
-        }
+    // SAFETY (of each call): warp-convergent; column lc is this warp's and has had
+    // reflectors 0..c0 + lc applied.
+    let publish = |lc: usize| unsafe {
+        publish_reflector(&cols, lc, lane, u, ldu, tau, ts, sready, flags, set)
     };
     // Applies reflector jj (v tail `y`, τ `t`) to this warp's columns after jj, in
     // increasing order; when column jj + 1 is this warp's and in R, reflector jj + 1 is
@@ -448,35 +361,9 @@ unsafe fn chain<T: Float, const BAND: bool>(
             // Reflectors of earlier blocks: acquire up to `ring` consecutive flags in one
             // load, stage the ready ones in the warp's slots, apply them.
             let lim = (c0 - j).min(ring).min(jw - j);
-            let cnt = loop {
-                let ok = lane < lim
-                    // SAFETY: j + lane < c0 ≤ n flags; acquire at GPU scope pairs with the
-                    // generator's release store.
-                    && unsafe { device::ld_acquire_u32(flags.wrapping_add(j + lane)) } == set;
-                // SAFETY: convergent warp (the loop condition is warp-uniform).
-                let c = (!unsafe { ballot(ok) }).trailing_zeros() as usize;
-                if c > 0 {
-                    break c;
-                }
-            };
-            // SAFETY: convergent warp: the lanes' acquires are ordered before every lane's
-            // reads below (memory ordering among the barrier's threads).
-            unsafe { device::sync_warp() };
-            let mut x = lane;
-            while x < cnt * p {
-                let (i, s) = (x % p, x / p);
-                // SAFETY: column j+s < c0 of U, published (acquired above) and never
-                // written again; a slot of this warp's stage. `ld_cg` reads L2 (this
-                // block never cached these lines: it loaded only its own columns).
-                unsafe { device::st(sy, x, T::ld_cg(u.wrapping_add(i + (j + s) * ldu))) };
-                x += WARP;
-            }
-            if lane < cnt {
-                // SAFETY: τ of a published reflector; this warp's slot.
-                unsafe { device::st(sts, lane, T::ld_cg(tau.wrapping_add(j + lane))) };
-            }
-            // SAFETY: convergent warp: the stage is complete before any lane reads it.
-            unsafe { device::sync_warp() };
+            // SAFETY: convergent warp; reflectors j .. j + lim < c0 are earlier blocks'
+            // (published with `set`); sy/sts are this warp's stage of `ring` slots.
+            let cnt = unsafe { stage_published(j, lim, p, flags, set, u, ldu, tau, sy, sts) };
             for s in 0..cnt {
                 // SAFETY: staged τ slot s < cnt ≤ ring.
                 let t = unsafe { device::ld(sts as *const T, s) };
@@ -491,7 +378,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
             let lj = j - c0;
             // SAFETY: the shared counter slot (volatile: re-read every iteration).
             while (unsafe { device::ld_volatile(sready as *const u32, 0) } as usize) <= lj {}
-            fence_cta();
+            device::fence_cta();
             // SAFETY: τ of own reflector lj, written before the counter showed it.
             let t = unsafe { device::ld(ts as *const T, lj) };
             // Its v tail: the generating column's tail, never written again.
@@ -501,39 +388,272 @@ unsafe fn chain<T: Float, const BAND: bool>(
     }
     // SAFETY: convergent warp: lane 0's last writes of the tops precede the reads below.
     unsafe { device::sync_warp() };
-    // The warp's columns are final: write them back (row geometry: the v tails of R's
-    // columns are in U already; band geometry: exact zeros under B's diagonal).
-    let mut lc = warp;
-    while lc < nloc {
-        let k = c0 + lc;
-        let kept = if BAND && k < n { k + 1 } else { rows_of(lc) };
-        let mut i = lane;
-        while i < rows_of(lc) {
-            let x = if i < kept {
-                // SAFETY: row i < rows_of(lc) of column lc in shared memory, this warp's
-                // alone.
-                unsafe { device::ld(rs.wrapping_add(i + lc * lds) as *const T, 0) }
-            } else {
-                T::ZERO
-            };
-            // SAFETY: as the load at the start; column lc is this warp's alone.
-            unsafe { device::st(top_of(lc), i, x) };
-            i += WARP;
+    // SAFETY: the warp's columns are final and its alone.
+    unsafe { cols.store(warp, nw, lane) };
+}
+
+/// Acquires up to `lim` consecutive published reflectors j, j + 1, … of earlier blocks
+/// with one coalesced load of their flags (spinning until at least reflector j is
+/// ready), and stages the ready ones' v tails (p entries each, from `u`) and τ in the
+/// warp's slots `sy` (ld p) and `sts`; returns how many (≥ 1). Ends with a warp barrier
+/// after which the stage is complete.
+///
+/// # Safety
+/// The full warp calls it convergently; reflectors j .. j + lim are below this block's
+/// columns, so each is published by storing `set` into its flag after its tail and τ;
+/// `sy` and `sts` hold lim·p and lim slots of this warp's shared memory.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn stage_published<T: Float>(
+    j: usize,
+    lim: usize,
+    p: usize,
+    flags: *mut u32,
+    set: u32,
+    u: *mut T,
+    ldu: usize,
+    tau: *mut T,
+    sy: *mut T,
+    sts: *mut T,
+) -> usize {
+    let lane = device::thread_linear() % WARP;
+    let cnt = loop {
+        let ok = lane < lim
+            // SAFETY: j + lane < c0 ≤ n flags; acquire at GPU scope pairs with the
+            // generator's release store.
+            && unsafe { device::ld_acquire_u32(flags.wrapping_add(j + lane)) } == set;
+        // SAFETY: convergent warp (the loop condition is warp-uniform).
+        let c = (!unsafe { device::ballot(ok) }).trailing_zeros() as usize;
+        if c > 0 {
+            break c;
         }
-        if !BAND && k >= n {
-            let mut i = lane;
-            while i < p {
-                // SAFETY: as the load above (a column of e, this warp's alone).
-                unsafe {
-                    device::st(
-                        tail_of(lc),
-                        i,
-                        device::ld(us.wrapping_add(i + lc * p) as *const T, 0),
-                    )
-                };
-                i += WARP;
+    };
+    // SAFETY: convergent warp: the lanes' acquires are ordered before every lane's
+    // reads below (memory ordering among the barrier's threads).
+    unsafe { device::sync_warp() };
+    let mut x = lane;
+    while x < cnt * p {
+        let (i, s) = (x % p, x / p);
+        // SAFETY: column j+s < c0 of U, published (acquired above) and never
+        // written again; a slot of this warp's stage. `ld_cg` reads L2 (this
+        // block never cached these lines: it loaded only its own columns).
+        unsafe { device::st(sy, x, T::ld_cg(u.wrapping_add(i + (j + s) * ldu))) };
+        x += WARP;
+    }
+    if lane < cnt {
+        // SAFETY: τ of a published reflector; this warp's slot.
+        unsafe { device::st(sts, lane, T::ld_cg(tau.wrapping_add(j + lane))) };
+    }
+    // SAFETY: convergent warp: the stage is complete before any lane reads it.
+    unsafe { device::sync_warp() };
+    cnt
+}
+
+/// The block's columns c0 .. c0 + nloc of X = [R d; U e] (or of the band block and its
+/// right-hand sides) in global memory, and their copy in shared memory (`rs`, ld `lds`;
+/// in the row geometry the tails in `us`, ld p): see [`chain`].
+#[derive(Clone, Copy)]
+struct Cols<T, const BAND: bool> {
+    c0: usize,
+    nloc: usize,
+    nr: usize,
+    n: usize,
+    p: usize,
+    lds: usize,
+    rs: *mut T,
+    us: *mut T,
+    r: *mut T,
+    ldr: usize,
+    d: *mut T,
+    ldd: usize,
+    u: *mut T,
+    ldu: usize,
+    e: *mut T,
+    lde: usize,
+}
+
+impl<T: Float, const BAND: bool> Cols<T, BAND> {
+    /// Reflector jj's top in column lc (shared memory).
+    #[inline(always)]
+    fn top_at(&self, jj: usize, lc: usize) -> *mut T {
+        self.rs.wrapping_add(jj + lc * self.lds)
+    }
+
+    /// Reflector jj's tail in column lc (shared memory).
+    #[inline(always)]
+    fn tail_at(&self, jj: usize, lc: usize) -> *mut T {
+        if BAND {
+            self.rs.wrapping_add(jj + 1 + lc * self.lds)
+        } else {
+            self.us.wrapping_add(lc * self.p)
+        }
+    }
+
+    /// Column lc of the block in global memory: its top (R or d).
+    #[inline(always)]
+    fn top_of(&self, lc: usize) -> *mut T {
+        let k = self.c0 + lc;
+        if k < self.n {
+            self.r.wrapping_add(k * self.ldr)
+        } else {
+            self.d.wrapping_add((k - self.n) * self.ldd)
+        }
+    }
+
+    /// Column lc's tail in global memory (U or e; the row geometry only).
+    #[inline(always)]
+    fn tail_of(&self, lc: usize) -> *mut T {
+        let k = self.c0 + lc;
+        if k < self.n {
+            self.u.wrapping_add(k * self.ldu)
+        } else {
+            self.e.wrapping_add((k - self.n) * self.lde)
+        }
+    }
+
+    /// Rows of column lc that any reflector touches: row geometry nr (R), band geometry
+    /// 0..=k+p for a column of B, all n + p for a right-hand side.
+    #[inline(always)]
+    fn rows_of(&self, lc: usize) -> usize {
+        let k = self.c0 + lc;
+        if !BAND {
+            self.nr
+        } else if k < self.n {
+            k + self.p + 1
+        } else {
+            self.n + self.p
+        }
+    }
+
+    /// Loads the block's columns into shared memory (threads stride by `nt`).
+    ///
+    /// # Safety
+    /// As [`chain`]'s contract for the columns; the shared memory holds them.
+    #[inline(always)]
+    unsafe fn load(&self, tid: usize, nt: usize) {
+        let (nloc, nr, p, lds, rs, us) = (self.nloc, self.nr, self.p, self.lds, self.rs, self.us);
+        let span = if BAND { lds } else { nr };
+        let mut x = tid;
+        while x < span * nloc {
+            let (i, lc) = (x % span, x / span);
+            if i < self.rows_of(lc) {
+                // SAFETY: i < self.rows_of(lc) rows of column c0+lc < n+q of R/B or d (the
+                // contract's shapes); slot inside rs (lds·cpb ≤ (n + p)·cpb).
+                unsafe { device::st(rs, i + lc * lds, device::ld(self.top_of(lc) as *const T, i)) };
+            }
+            x += nt;
+        }
+        if !BAND {
+            let mut x = tid;
+            while x < p * nloc {
+                let (i, lc) = (x % p, x / p);
+                // SAFETY: i < p rows of column c0+lc of U or e; slot inside us.
+                unsafe { device::st(us, i + lc * p, device::ld(self.tail_of(lc) as *const T, i)) };
+                x += nt;
             }
         }
-        lc += nw;
+    }
+
+    /// Writes warp `warp`'s columns back (row geometry: the v tails of R's columns are
+    /// in U already; band geometry: exact zeros under B's diagonal).
+    ///
+    /// # Safety
+    /// The warp's columns are final in shared memory and its alone (warp barrier before).
+    #[inline(always)]
+    unsafe fn store(&self, warp: usize, nw: usize, lane: usize) {
+        let (c0, nloc, n, p, lds, rs, us) = (
+            self.c0, self.nloc, self.n, self.p, self.lds, self.rs, self.us,
+        );
+        let mut lc = warp;
+        while lc < nloc {
+            let k = c0 + lc;
+            let kept = if BAND && k < n {
+                k + 1
+            } else {
+                self.rows_of(lc)
+            };
+            let mut i = lane;
+            while i < self.rows_of(lc) {
+                let x = if i < kept {
+                    // SAFETY: row i < self.rows_of(lc) of column lc in shared memory, this warp's
+                    // alone.
+                    unsafe { device::ld(rs.wrapping_add(i + lc * lds) as *const T, 0) }
+                } else {
+                    T::ZERO
+                };
+                // SAFETY: as the load at the start; column lc is this warp's alone.
+                unsafe { device::st(self.top_of(lc), i, x) };
+                i += WARP;
+            }
+            if !BAND && k >= n {
+                let mut i = lane;
+                while i < p {
+                    // SAFETY: as the load above (a column of e, this warp's alone).
+                    unsafe {
+                        device::st(
+                            self.tail_of(lc),
+                            i,
+                            device::ld(us.wrapping_add(i + lc * p) as *const T, 0),
+                        )
+                    };
+                    i += WARP;
+                }
+            }
+            lc += nw;
+        }
+    }
+}
+
+/// Generates reflector k = c0 + lc (column lc is this warp's and has had reflectors
+/// 0..k applied) and publishes it: to the block through `sready`, to later blocks
+/// through u(:, k), tau[k] and the release store of flags[k] = `set`.
+///
+/// # Safety
+/// The full warp calls it convergently; column lc (top row k and tail) is this warp's
+/// alone; `ts` holds the block's τ slots and `sready` its shared counter; k < n.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn publish_reflector<T: Float, const BAND: bool>(
+    cols: &Cols<T, BAND>,
+    lc: usize,
+    lane: usize,
+    u: *mut T,
+    ldu: usize,
+    tau: *mut T,
+    ts: *mut T,
+    sready: *mut u32,
+    flags: *mut u32,
+    set: u32,
+) {
+    let (c0, p) = (cols.c0, cols.p);
+    let k = c0 + lc;
+    let col = cols.tail_at(k, lc);
+    // SAFETY: warp-convergent; column lc (top row k and tail) is this warp's alone.
+    let t = unsafe { generate(cols.top_at(k, lc), col, p) };
+    let mut i = lane;
+    while i < p {
+        // SAFETY: i < p: the lane's own element of the tail (written by this lane in
+        // `generate`) and column k of U, which only this warp writes.
+        unsafe { device::st(u, i + k * ldu, device::ld(col as *const T, i)) };
+        i += WARP;
+    }
+    if lane == 0 {
+        // SAFETY: one writer each; ts[lc] and tau[k] belong to column lc.
+        unsafe {
+            device::st(ts, lc, t);
+            device::st(tau, k, t);
+        }
+    }
+    // SAFETY: convergent warp: orders every lane's writes above (shared tail, U, τ)
+    // before lane 0's fence and flag stores below.
+    unsafe { device::sync_warp() };
+    if lane == 0 {
+        device::fence_cta();
+        // SAFETY: the shared counter (one writer at a time: reflectors are generated
+        // in order, each after the previous one was seen); flags[k] is valid (k < n).
+        unsafe {
+            sready.write_volatile((lc + 1) as u32);
+            device::st_release_u32(flags.wrapping_add(k), set);
+        }
     }
 }

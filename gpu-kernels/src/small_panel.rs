@@ -1,4 +1,5 @@
-//! One-block Householder panel for short panels (spec §1.4 panel, §1.8 band; issue 7):
+//! One-block Householder panel for short panels (docs/algorithms.md#blocked-householder-qr;
+//! the band of docs/algorithms.md#column-deletion):
 //! the rows×jb panel is loaded into shared memory and factored there by one block, with
 //! one block barrier a column and no grid barrier. It gives what
 //! [`crate::fused_panel::qr`] gives — R in place with exact zeros below the diagonal, V
@@ -169,26 +170,91 @@ pub unsafe fn qr<T: Pow2>(
     // T (upper, diagonal τ) and Y (Y(j, k) at ts(k, j), k > j), ld jb.
     let ts = sm.wrapping_add((l * jb) as usize);
     let taus = ts.wrapping_add((jb * jb) as usize);
-    let pi = |i: u32, c: u32| (i + c * l) as usize;
-    let ti = |i: u32, c: u32| (i + c * jb) as usize;
-    let kend_of = |k: u32| l.min(k + band + 1);
+    let sp = Smem {
+        p,
+        ts,
+        taus,
+        l,
+        jb,
+        band,
+    };
 
     let mut idx = tid;
     while idx < l * jb {
         let (i, c) = (idx % l, idx / l);
         // SAFETY: (i, c) inside the panel and the shared slab.
-        unsafe { device::st(p, idx as usize, device::ld(a as *const T, i as usize + c as usize * lda)) };
+        unsafe {
+            device::st(
+                p,
+                idx as usize,
+                device::ld(a as *const T, i as usize + c as usize * lda),
+            )
+        };
         idx += nt;
     }
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
     if warp == 0 {
         // SAFETY: warp 0 whole; column 0 is its alone until the barrier.
-        unsafe { reflector(p, l, 0, kend_of(0), lane, taus, ts, jb) };
+        unsafe { reflector(p, l, 0, sp.kend_of(0), lane, taus, ts, jb) };
     }
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
 
+    // SAFETY (of the phases): every thread of the block runs each (block barriers
+    // inside); the shared memory is laid out as `sp` says (launch contract).
+    unsafe {
+        factor(&sp, lane, warp, nwarps);
+        gram(&sp, lane, warp, nwarps);
+        doubling(&sp, tid, nt);
+        write_back(&sp, a, lda, v, ldv, tau, t, ldt, tid, nt);
+    }
+}
+
+/// The panel's shared memory: the rows×jb panel `p` (ld l), then T with Y in its
+/// strictly lower triangle (`ts`, ld jb), then τ (`taus`).
+#[derive(Clone, Copy)]
+struct Smem<T> {
+    p: *mut T,
+    ts: *mut T,
+    taus: *mut T,
+    l: u32,
+    jb: u32,
+    band: u32,
+}
+
+impl<T> Smem<T> {
+    /// Offset of panel entry (i, c).
+    #[inline(always)]
+    fn pi(&self, i: u32, c: u32) -> usize {
+        (i + c * self.l) as usize
+    }
+
+    /// Offset of T's (or Y's) entry (i, c).
+    #[inline(always)]
+    fn ti(&self, i: u32, c: u32) -> usize {
+        (i + c * self.jb) as usize
+    }
+
+    /// End of reflector k's rows: min(rows, k + band + 1).
+    #[inline(always)]
+    fn kend_of(&self, k: u32) -> u32 {
+        self.l.min(k + self.band + 1)
+    }
+}
+
+/// Steps k = 0..jb−1 of the module doc: warp 0 applies reflector k to column k + 1 and
+/// makes reflector k + 1 from it, the other warps apply reflector k to columns k + 2..;
+/// one block barrier a step. Reflector 0 is made before.
+///
+/// # Safety
+/// Every thread of the block calls it; the panel and reflector 0 are in shared memory
+/// (`sp`) and published by a block barrier.
+#[inline(always)]
+unsafe fn factor<T: Pow2>(sp: &Smem<T>, lane: u32, warp: u32, nwarps: u32) {
+    let (p, ts, taus, l, jb) = (sp.p, sp.ts, sp.taus, sp.l, sp.jb);
+    let pi = |i: u32, c: u32| sp.pi(i, c);
+    let kend_of = |k: u32| sp.kend_of(k);
     let mut k = 0u32;
     while k + 1 < jb {
         let kend = kend_of(k);
@@ -232,7 +298,11 @@ pub unsafe fn qr<T: Pow2>(
                 // SAFETY: as above; each row of column c written by one lane.
                 unsafe {
                     let x = device::ld(p as *const T, pi(i, c));
-                    device::st(p, pi(i, c), ntw.mul_add(device::ld(p as *const T, pi(i, k)), x));
+                    device::st(
+                        p,
+                        pi(i, c),
+                        ntw.mul_add(device::ld(p as *const T, pi(i, k)), x),
+                    );
                 }
                 i += 32;
             }
@@ -251,7 +321,19 @@ pub unsafe fn qr<T: Pow2>(
         unsafe { device::sync_threads() };
         k += 1;
     }
+}
 
+/// Y(j, k) = V(:, j)·V(:, k) for j < k, kept at T's slot (k, j) (strictly lower,
+/// transposed); ends with a block barrier.
+///
+/// # Safety
+/// Every thread of the block calls it; V is final in shared memory (`sp`).
+#[inline(always)]
+unsafe fn gram<T: Pow2>(sp: &Smem<T>, lane: u32, warp: u32, nwarps: u32) {
+    let (p, ts, jb) = (sp.p, sp.ts, sp.jb);
+    let pi = |i: u32, c: u32| sp.pi(i, c);
+    let ti = |i: u32, c: u32| sp.ti(i, c);
+    let kend_of = |k: u32| sp.kend_of(k);
     // Y(j, k) = V(:, j)·V(:, k) for j < k: one warp a pair, lanes over rows. V(:, k) is
     // 1 at row k and the stored tail below it (rows < kend_of(k)); V(:, j) is the stored
     // tail at rows j < i < kend_of(j).
@@ -286,7 +368,17 @@ pub unsafe fn qr<T: Pow2>(
     }
     // SAFETY: block-uniform barrier.
     unsafe { device::sync_threads() };
+}
 
+/// T from τ (its diagonal) and Y by recursive doubling (the module doc).
+///
+/// # Safety
+/// Every thread of the block calls it, with at least [`MIN_THREADS`] threads; Y is
+/// final in shared memory (`sp`).
+#[inline(always)]
+unsafe fn doubling<T: Pow2>(sp: &Smem<T>, tid: u32, nt: u32) {
+    let (ts, jb) = (sp.ts, sp.jb);
+    let ti = |i: u32, c: u32| sp.ti(i, c);
     // T by recursive doubling: blocks of width s are finished; each pair B₁ = [a, a+s),
     // B₂ = [a+s, min(a+2s, jb)) gets T₁₂ = Z·T₂₂ with Z = −T₁₁·Y₁₂ (Z over Y₁₂'s slots).
     // At most npairs·s² ≤ 1024 products a round, so ≤ 4 a thread (nt ≥ MIN_THREADS).
@@ -346,7 +438,30 @@ pub unsafe fn qr<T: Pow2>(
         unsafe { device::sync_threads() };
         s *= 2;
     }
+}
 
+/// Writes R (exact zeros below the diagonal) over the panel, V (unit diagonal, zeros
+/// above and below the band), T (zeros below) and τ.
+///
+/// # Safety
+/// As [`qr`]'s contract for `a`, `v`, `tau`, `t`; the factorisation is final in shared
+/// memory (`sp`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn write_back<T: Pow2>(
+    sp: &Smem<T>,
+    a: *mut T,
+    lda: usize,
+    v: *mut T,
+    ldv: usize,
+    tau: *mut T,
+    t: *mut T,
+    ldt: usize,
+    tid: u32,
+    nt: u32,
+) {
+    let (p, ts, taus, l, jb, band) = (sp.p, sp.ts, sp.taus, sp.l, sp.jb, sp.band);
+    let ti = |i: u32, c: u32| sp.ti(i, c);
     let mut idx = tid;
     while idx < l * jb {
         let (i, c) = (idx % l, idx / l);
@@ -382,7 +497,13 @@ pub unsafe fn qr<T: Pow2>(
         }
         if idx < jb {
             // SAFETY: τ has jb entries; one writer each.
-            unsafe { device::st(tau, idx as usize, device::ld(taus as *const T, idx as usize)) };
+            unsafe {
+                device::st(
+                    tau,
+                    idx as usize,
+                    device::ld(taus as *const T, idx as usize),
+                )
+            };
         }
         idx += nt;
     }

@@ -1,10 +1,10 @@
-//! Padded, pitched transpose (spec §1.6, §2.1 K-tr, erratum E11: 32×33 shared tile so
-//! the column-wise tile reads are free of bank conflicts).
+//! Padded, pitched transpose (docs/algorithms.md#padded-transpose-and-composite-layout):
+//! a 32×33 shared tile, so that the column-wise tile reads are free of bank conflicts.
 
 use crate::device::{self, Float};
 
 const TILE: usize = 32;
-/// Tile row stride in shared memory: one padding column (erratum E11).
+/// Tile row stride in shared memory: one padding column (no bank conflicts).
 const TILE_LD: usize = TILE + 1;
 
 /// `transpose_padded`: dst(j, i) = src(i, j) for i < rows, j < cols. `src` is column-major

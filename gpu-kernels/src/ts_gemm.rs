@@ -1,7 +1,8 @@
 //! W = VᵀC for a tall V (rows × k, k ≤ 32) and a tall C (rows × nc): the first product
-//! of the tall-skinny trailing update C −= V·op(T)·(VᵀC) (spec §1.3(b), issue 5). cuBLAS
+//! of the tall-skinny trailing update C −= V·op(T)·(VᵀC)
+//! (docs/algorithms.md#blocked-reflectors). cuBLAS
 //! runs this shape (a k × nc output, an inner dimension of a million) as one GEMM that
-//! reads its operands at 1.2 TB/s on an H100 in f32 (docs/performance.md); here every
+//! reads its operands at 1.2 TB/s on an H100 in f32 (measured); here every
 //! block multiplies one chunk of [`CHUNK`] rows for one tile of [`TN`] columns of C and
 //! writes its partial product, and [`reduce`] sums the partials in chunk order (the same
 //! result every run).
@@ -70,8 +71,6 @@ pub unsafe fn partial<T: Float>(
     let r_end = rows.min(r_begin + CHUNK);
     let tn = TN.min(nc - j0);
     let sm = device::shared::<Quad<T>>().cast::<T>();
-    // Elements a 16-byte copy moves.
-    let per = 16 / core::mem::size_of::<T>();
     // Columns beyond k (V) or the tile (C) read as zeros: clear them in both stages once.
     let mut e = tid;
     while e < SMEM {
@@ -84,61 +83,21 @@ pub unsafe fn partial<T: Float>(
     }
     // Stage s of the chunk: rows r_begin + s·SR .. into buffer s mod 2.
     let stages = (r_end - r_begin).div_ceil(SR);
-    let load = |s: usize| {
-        let r0 = r_begin + s * SR;
-        let nr = SR.min(r_end - r0);
-        // SAFETY: buffer s mod 2 lies inside SMEM.
-        let buf = unsafe { sm.add((s % 2) * STAGE) };
-        if nr == SR {
-            // Full stage: (k + tn) columns × SR/per copies of 16 bytes.
-            let per_col = SR / per;
-            let total = (TK + TN) * per_col;
-            let mut q = tid;
-            while q < total {
-                let (col, part_r) = (q / per_col, (q % per_col) * per);
-                let src = if col < TK {
-                    (col < k).then(|| (v, r0 + part_r + col * ldv))
-                } else {
-                    (col - TK < tn).then(|| (c, r0 + part_r + (j0 + col - TK) * ldc))
-                };
-                if let Some((p, off)) = src {
-                    // SAFETY: rows r0 + part_r .. + per < rows of column col of V or C
-                    // (16-byte aligned: r0, part_r multiples of per, ld and base aligned
-                    // by the launch contract); the destination is this stage's column,
-                    // not read before the wait and barrier that follow.
-                    unsafe { device::cp_async_16(buf.add(col * SRP + part_r), p.add(off)) };
-                }
-                q += THREADS;
-            }
-        } else {
-            // The chunk's short last stage: plain loads, zeros below the last row.
-            let total = (TK + TN) * SR;
-            let mut q = tid;
-            while q < total {
-                let (col, r) = (q / SR, q % SR);
-                let x = if r >= nr {
-                    T::ZERO
-                } else if col < TK {
-                    if col < k {
-                        // SAFETY: row r0 + r < rows, column col < k of V.
-                        unsafe { device::ld(v, r0 + r + col * ldv) }
-                    } else {
-                        T::ZERO
-                    }
-                } else if col - TK < tn {
-                    // SAFETY: row r0 + r < rows, column j0 + col − TK < nc of C.
-                    unsafe { device::ld(c, r0 + r + (j0 + col - TK) * ldc) }
-                } else {
-                    T::ZERO
-                };
-                // SAFETY: inside this stage's buffer; one writer each.
-                unsafe { device::st(buf, col * SRP + r, x) };
-                q += THREADS;
-            }
-        }
-        // SAFETY: closes this thread's group for the stage (possibly empty).
-        unsafe { device::cp_async_commit() };
+    let g = Chunk {
+        v,
+        ldv,
+        c,
+        ldc,
+        k,
+        j0,
+        tn,
+        r_begin,
+        r_end,
+        sm,
+        tid,
     };
+    // SAFETY (of each call): stage s < stages of the chunk; as `load_stage` requires.
+    let load = |s: usize| unsafe { load_stage(&g, s) };
     let mut acc = [[T::ZERO; 4]; 2];
     // SAFETY: block-uniform barrier (the zero fill before any stage's reads).
     unsafe { device::sync_threads() };
@@ -169,7 +128,12 @@ pub unsafe fn partial<T: Float>(
             let mut q = 0;
             while q < 4 {
                 // SAFETY: as above, C's column tj + 16q of the tile.
-                let bq = unsafe { buf.add((TK + tj + 16 * q) * SRP + r).cast::<Quad<T>>().read().0 };
+                let bq = unsafe {
+                    buf.add((TK + tj + 16 * q) * SRP + r)
+                        .cast::<Quad<T>>()
+                        .read()
+                        .0
+                };
                 let mut p = 0;
                 while p < 2 {
                     let mut t = 0;
@@ -235,4 +199,90 @@ pub unsafe fn reduce<T: Float>(
     }
     // SAFETY: i < k ≤ ldw, j < nc: inside w; one writer each.
     unsafe { device::st(w, i + j * ldw, s) };
+}
+
+/// What [`load_stage`] needs of a block of [`partial`]: the operands, V's columns k,
+/// the tile (C's columns j0 .. j0 + tn), the chunk's rows [r_begin, r_end), the
+/// dynamic shared memory and this thread.
+struct Chunk<T> {
+    v: *const T,
+    ldv: usize,
+    c: *const T,
+    ldc: usize,
+    k: usize,
+    j0: usize,
+    tn: usize,
+    r_begin: usize,
+    r_end: usize,
+    sm: *mut T,
+    tid: usize,
+}
+
+/// Stage s of the chunk (rows r_begin + s·SR ..) into buffer s mod 2: a full stage by
+/// 16-byte `cp.async` copies of V's k and the tile's tn columns (the other columns stay
+/// zero), the chunk's short last stage by plain loads with zeros below its last row;
+/// then closes this thread's copy group (possibly empty).
+///
+/// # Safety
+/// As [`partial`]'s contract for `v`, `c` and the shared memory; s is a stage of the
+/// chunk whose buffer no thread reads until the wait and block barrier that follow.
+#[inline(always)]
+unsafe fn load_stage<T: Float>(g: &Chunk<T>, s: usize) {
+    let (v, ldv, c, ldc, k, j0, tn) = (g.v, g.ldv, g.c, g.ldc, g.k, g.j0, g.tn);
+    let (r_begin, r_end, sm, tid) = (g.r_begin, g.r_end, g.sm, g.tid);
+    // Elements a 16-byte copy moves.
+    let per = 16 / core::mem::size_of::<T>();
+    let r0 = r_begin + s * SR;
+    let nr = SR.min(r_end - r0);
+    // SAFETY: buffer s mod 2 lies inside SMEM.
+    let buf = unsafe { sm.add((s % 2) * STAGE) };
+    if nr == SR {
+        // Full stage: (k + tn) columns × SR/per copies of 16 bytes.
+        let per_col = SR / per;
+        let total = (TK + TN) * per_col;
+        let mut q = tid;
+        while q < total {
+            let (col, part_r) = (q / per_col, (q % per_col) * per);
+            let src = if col < TK {
+                (col < k).then(|| (v, r0 + part_r + col * ldv))
+            } else {
+                (col - TK < tn).then(|| (c, r0 + part_r + (j0 + col - TK) * ldc))
+            };
+            if let Some((p, off)) = src {
+                // SAFETY: rows r0 + part_r .. + per < rows of column col of V or C
+                // (16-byte aligned: r0, part_r multiples of per, ld and base aligned
+                // by the launch contract); the destination is this stage's column,
+                // not read before the wait and barrier that follow.
+                unsafe { device::cp_async_16(buf.add(col * SRP + part_r), p.add(off)) };
+            }
+            q += THREADS;
+        }
+    } else {
+        // The chunk's short last stage: plain loads, zeros below the last row.
+        let total = (TK + TN) * SR;
+        let mut q = tid;
+        while q < total {
+            let (col, r) = (q / SR, q % SR);
+            let x = if r >= nr {
+                T::ZERO
+            } else if col < TK {
+                if col < k {
+                    // SAFETY: row r0 + r < rows, column col < k of V.
+                    unsafe { device::ld(v, r0 + r + col * ldv) }
+                } else {
+                    T::ZERO
+                }
+            } else if col - TK < tn {
+                // SAFETY: row r0 + r < rows, column j0 + col − TK < nc of C.
+                unsafe { device::ld(c, r0 + r + (j0 + col - TK) * ldc) }
+            } else {
+                T::ZERO
+            };
+            // SAFETY: inside this stage's buffer; one writer each.
+            unsafe { device::st(buf, col * SRP + r, x) };
+            q += THREADS;
+        }
+    }
+    // SAFETY: closes this thread's group for the stage (possibly empty).
+    unsafe { device::cp_async_commit() };
 }

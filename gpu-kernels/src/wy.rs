@@ -1,16 +1,16 @@
-//! Compact WY ("VT") block reflectors (spec §1.3 (b), §2.1 K-setTau, erratum E14: LAPACK
-//! sign τ ≥ 0, T as LAPACK `xLARFT` forward/columnwise; §2.7 #3 `larft`).
+//! Compact WY ("VT") block reflectors (docs/algorithms.md#blocked-reflectors): LAPACK's
+//! sign τ ≥ 0, T as LAPACK `xLARFT` forward/columnwise.
 
 use crate::device::{self, Float, WARP};
 use crate::reduce;
 
-/// `wy_set_tau` (seed `setTau`): t[i + i·ldt] = tau[i] for i < k. Grid ⌈k/128⌉, block 128.
+/// `wy_set_tau` (the published `setTau`): t[i + i·ldt] = tau[i] for i < k. Grid ⌈k/128⌉, block 128.
 ///
 /// # Safety
 /// Launch shape as documented; `tau` readable for k; `t` writable k×k with ld ldt ≥ k.
 #[inline(always)]
 pub unsafe fn set_tau<T: Float>(tau: *const T, t: *mut T, k: usize, ldt: usize) {
-    let i = device::block_x() * device::block_dim_x() + device::thread_x();
+    let i = device::global_x();
     if i >= k {
         return;
     }
