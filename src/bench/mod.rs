@@ -7,10 +7,8 @@
 mod kernels;
 mod lu;
 mod mixed;
-mod plot;
 mod qr;
 mod updates;
-mod updates_grid;
 
 use crate::cli::CliResult;
 

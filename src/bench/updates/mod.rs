@@ -1,0 +1,493 @@
+//! `cuqr bench updates`: the seeds' update experiments (spec §3.3–§3.6, grids of
+//! §3.9) on the GPU against in-process baselines on the same data, device-resident
+//! protocol (spec §3.1, §3.9 "Protocols"):
+//!
+//! * **update**: restore the factorised state from a device snapshot (untimed),
+//!   then time the update plus the solve R̃₁x = d̃(0:n′) (cuBLAS TRSM) — the
+//!   update's inputs U, e, u, v come from host memory as the API takes them;
+//! * **(a) refactorise**: cuSOLVER `geqrf` + `ormqr` + `trsm` on the updated
+//!   matrix, plus `orgqr` to the explicit m′×m′ Q when the state keeps Q — the
+//!   bar of issue 7 is against this;
+//! * **(b) solution only**: `geqrf` + `ormqr` + `trsm` (the seeds' CULA `Sgels`
+//!   comparison);
+//! * **(c) CPU serial update** ([`cuqr::CpuQr`], started from the GPU's own
+//!   factorisation copied to the host), only at the points marked for it.
+//!
+//! GPU timings are CUDA-event medians of ≥ 5 runs after one warm-up
+//! ([`cuqr::gpu::timing`]); data are random ±[0.1, 1) (never zero).
+
+mod case;
+mod charts;
+mod cpu;
+mod grid;
+mod plots;
+mod profile;
+mod run;
+mod sweep;
+mod tables;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use super::BenchOpts;
+use crate::cli::CliResult;
+use charts::speedup_charts;
+use grid::{full_grid, quick_grid, Point, GROUPS};
+use profile::ceilings;
+use run::Row;
+use sweep::{sweep, Ctx};
+use tables::{csv_key, csv_row, read_resume, side_tables, table_row, CSV_HEAD, TABLE_HEAD};
+
+/// `cuqr bench updates --help`.
+pub const HELP: &str = "\
+cuqr bench updates: QR updates (cuqr GPU) vs cuSOLVER refactorisation and the
+serial CPU update, on the seeds' grids (spec §3.9), device-resident protocol, with
+the seeds' TUS and TUT protocols beside it
+
+Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...]
+                          [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
+                          [--cpu-threads N] [--device-only] [--wavefront]
+                          [--profile] [--stages] [--svg DIR] [--resume FILE]
+                          [--md FILE]
+
+  --quick        a small grid (m = 1200, n = 500) that runs in well under a
+                 minute; without a GPU it runs the CPU columns only and says so
+  --precision    f64, f32 or both (default both)
+  --groups       subset of BS, AC-k3, AC-k6, AC-stage, AC-p, RC-k, RC-m, AR-p, AR-n,
+                 AR-m, RR-seq, RR-n, RR-m, RR-comp, ACC, R1 (default: all, every point
+                 of spec §3.9's grids; ignored with --quick)
+  --reps         timed GPU repetitions, at least 5 (default 5, after 1 warm-up)
+  --csv FILE     also write every row as CSV
+  --no-cpu       skip the serial CPU update and faer columns
+  --cpu-budget   seconds of CPU repetitions per point (default 3; at least one run)
+  --cpu-threads  worker threads for the CPU columns, each point serial on one of
+                 them (default 1); they run beside the GPU measurements, so the
+                 table prints a row once its CPU columns are in
+  --device-only  skip the TUS and TUT protocols
+  --wavefront    time the seeds' Wavefront strategy at every point with a Givens
+                 stage (default: only on --quick and in RR-comp)
+  --profile      also time the two-phase Givens stage of each insert_cols (k0 < n)
+                 and delete_rows point alone (generate, apply in step order with the
+                 default pipe kernel, apply in list order), and the ceilings
+                 measured in the same run (device copy bandwidth, cuBLAS GEMM rate)
+  --stages       also time each point's stages (uploads, copies, Givens generate
+                 and apply, Householder panels and trailing updates, rank check,
+                 the solve) by events on the main stream, median of --reps runs;
+                 always on in AC-stage (the seeds' stage breakdown, Table A4)
+  --resume FILE  skip the points already in FILE, a CSV of an earlier run (same
+                 columns); with --csv FILE (the same file) the new rows are added
+                 after the old ones, so a run cut short can be continued
+  --md FILE      also write the report (this table and the side tables: seed tables,
+                 --stages, --profile) to FILE as Markdown, rewritten after every row,
+                 so that a run cut short keeps every table measured so far
+  --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
+                 speed-up over (a) and over the CPU update (c) against the parameter
+                 that varies in the group (k0, p, m or n), the bar dashed; without a
+                 GPU, the ratio (d) faer / (c) CPU update instead (log y axis)
+
+Columns: update = update + TRSM solve (median ms; column insertion takes U from
+the device, insert_cols_device, as the device-resident protocol has no transfers;
+row insertion and the rank-one update still upload their new rows or vectors, having
+no device entry point yet); launches = kernel/library
+launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
+(+ orgqr when Q is kept), (b) = geqrf + ormqr + trsm; a/upd and b/upd are
+speed-ups (> 1: the update wins); wavefront = the same update (+ solve) with the
+seeds' Wavefront strategy (Givens::Wavefront, and for delete_rows the seeds'
+composite [Q; R^T; d^T] layout) where the update has a Givens stage, a/wf its
+speed-up over (a); TUS = the seeds' protocol (spec §3.1): copy of Q (when kept),
+R and d from page-locked host memory, update, solve; (b) TUS = copy of the updated
+A and b from page-locked host memory, then (b) (the seeds' CULA analogue);
+seed CULA/TUS = the seeds' ratio at the same point (spec §3.3-§3.6); cpu = serial
+CPU update + solve (median over the runs that fit the budget); TUT = TUS plus
+the copy of the new state back to page-locked host memory, cpu/TUT its
+speed-up over the CPU update, seed seq/TUT the seeds' ratio; (d) faer = faer's
+sequential QR of the updated matrix + least-squares solve, solution only (no Q),
+at the points with a cpu column; bar = issue 7's required speed-up over (a) at
+this point and whether it holds. TUS is timed where the seeds give CULA/TUS, TUT
+where they give seq/TUT. RR-comp, ACC and BS also print the tables of their seed
+experiments (three row-removal layouts; e_x, e_Q, e_A, ||L||; n_b).
+";
+
+/// Runs `cuqr bench updates`.
+pub fn run(args: &[String]) -> CliResult<()> {
+    run_on(args, None)
+}
+
+/// [`run`], with `grid` (when given) replacing the quick or full grid (tests).
+fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
+    const CMD: &str = "bench updates";
+    let o = BenchOpts::parse(
+        CMD,
+        args,
+        &[
+            "quick",
+            "no-cpu",
+            "profile",
+            "stages",
+            "device-only",
+            "wavefront",
+        ],
+        &[
+            "precision",
+            "groups",
+            "reps",
+            "csv",
+            "cpu-budget",
+            "cpu-threads",
+            "svg",
+            "resume",
+            "md",
+        ],
+    )?;
+    let precs: &[&str] = match o.get("precision").unwrap_or("both") {
+        "both" => &["f64", "f32"],
+        "f64" => &["f64"],
+        "f32" => &["f32"],
+        s => return Err(format!("--precision must be f64, f32 or both, not '{s}'").into()),
+    };
+    let reps = o.usize("reps")?.unwrap_or(5);
+    if reps < 5 {
+        return Err("--reps must be at least 5 (medians of >= 5 runs)".into());
+    }
+    let cpu_budget = match o.get("cpu-budget") {
+        None => 3.0,
+        Some(v) => match v.parse::<f64>() {
+            Ok(x) if x >= 0.0 && x.is_finite() => x,
+            _ => return Err(format!("--cpu-budget must be a number of seconds, not '{v}'").into()),
+        },
+    };
+    let cpu_threads = o.usize("cpu-threads")?.unwrap_or(1);
+    if cpu_threads == 0 {
+        return Err("--cpu-threads must be at least 1".into());
+    }
+    // the points an earlier run measured (read before --csv may create the file)
+    let (resumed, done_keys) = match o.get("resume") {
+        None => (None, Vec::new()),
+        Some(path) => read_resume(path).map_err(|e| format!("{CMD}: --resume {path}: {e}"))?,
+    };
+    if let Some(path) = o.get("csv") {
+        super::check_csv_path(CMD, path)?;
+    }
+    if let Some(dir) = o.get("svg") {
+        super::check_svg_dir(CMD, dir)?;
+    }
+    let md_path = o.get("md");
+    if let Some(path) = md_path {
+        super::check_out_path(CMD, "--md", path)?;
+    }
+    let quick = o.flag("quick");
+    let mut points = match grid {
+        Some(g) => g,
+        None if quick => quick_grid(),
+        None => full_grid(),
+    };
+    if let (false, Some(gs)) = (quick, o.get("groups")) {
+        let want: Vec<&str> = gs.split(',').map(str::trim).collect();
+        for w in &want {
+            if !GROUPS.contains(w) {
+                return Err(format!(
+                    "--groups: unknown group '{w}' (groups: {})",
+                    GROUPS.join(", ")
+                )
+                .into());
+            }
+        }
+        points.retain(|p| want.contains(&p.group));
+    }
+    let gpu = match cuqr::Gpu::new(0) {
+        Ok(g) => Some(Arc::new(g)),
+        Err(e) if quick => {
+            println!(
+                "no GPU ({e}): CPU columns only (serial CPU update + solve, faer refactorisation)"
+            );
+            None
+        }
+        Err(e) => return Err(format!("{CMD}: needs a GPU without --quick: {e}").into()),
+    };
+    // the report: printed as it goes, and with --md rewritten to FILE after every row
+    let mut report = String::new();
+    if let Some(g) = &gpu {
+        report.push_str(&format!("device: {}\n", g.describe()?));
+    }
+    report.push_str(&format!("command: cuqr bench updates {}\n", args.join(" ")));
+    report.push_str(&format!(
+        "protocol: device-resident; GPU medians of {reps} CUDA-event runs after 1 warm-up; \
+         update = restore snapshot (untimed), update + TRSM solve (timed), column insertion's U \
+         on the device (uploaded untimed: no transfers); TUS/TUT {}; \
+         CPU columns on {cpu_threads} worker thread(s) beside the GPU runs, each point serial\n\n",
+        if o.flag("device-only") || gpu.is_none() {
+            "off"
+        } else {
+            "from page-locked host memory where the seeds give them"
+        }
+    ));
+    report.push_str(&format!("{TABLE_HEAD}\n"));
+    print!("{report}");
+    let mut csv = match (&resumed, o.get("csv") == o.get("resume")) {
+        (Some(text), true) => text.clone(),
+        _ => format!("{CSV_HEAD}\n"),
+    };
+    let ctx = Ctx {
+        gpu: gpu.as_ref(),
+        reps,
+        cpu: !o.flag("no-cpu"),
+        cpu_budget,
+        cpu_threads,
+        transfers: !o.flag("device-only"),
+        wavefront: quick || o.flag("wavefront"),
+        profile: o.flag("profile"),
+        stages: o.flag("stages"),
+    };
+    let prof = RefCell::new(Vec::new());
+    let stage_rows = RefCell::new(Vec::new());
+    let mut rows: Vec<(&str, Point, Row)> = Vec::new();
+    let todo = |prec: &str| -> Vec<Point> {
+        points
+            .iter()
+            .filter(|p| !done_keys.contains(&csv_key(prec, p)))
+            .copied()
+            .collect()
+    };
+    let total: usize = precs.iter().map(|prec| todo(prec).len()).sum();
+    if !done_keys.is_empty() {
+        println!(
+            "resume: {} of the points already measured, {total} to go",
+            points.len() * precs.len() - total
+        );
+    }
+    let mut done = 0;
+    for &prec in precs {
+        let csv_path = o.get("csv");
+        let mut out = |p: &Point, r: &Row| {
+            eprint!("\r");
+            let line = table_row(prec, p, r);
+            println!("{line}");
+            report.push_str(&line);
+            report.push('\n');
+            csv.push_str(&csv_row(prec, p, r));
+            csv.push('\n');
+            rows.push((prec, *p, r.clone()));
+            // the CSV and the report so far, so that an interrupted sweep keeps them
+            if let Some(path) = csv_path {
+                let _ = std::fs::write(path, &csv);
+            }
+            if let Some(path) = md_path {
+                let side = side_tables(&rows, &stage_rows.borrow(), &prof.borrow(), reps, None);
+                let _ = std::fs::write(path, format!("{report}{side}"));
+            }
+        };
+        let points = todo(prec);
+        if prec == "f64" {
+            sweep::<f64>(
+                &ctx,
+                &points,
+                &mut done,
+                total,
+                &mut out,
+                &prof,
+                &stage_rows,
+            )?;
+        } else {
+            sweep::<f32>(
+                &ctx,
+                &points,
+                &mut done,
+                total,
+                &mut out,
+                &prof,
+                &stage_rows,
+            )?;
+        }
+    }
+    eprintln!();
+    let mut ceil = Vec::new();
+    if let (true, Some(g)) = (ctx.profile, &gpu) {
+        for &prec in precs {
+            let (bw, gf) = if prec == "f64" {
+                ceilings::<f64>(g, reps)?
+            } else {
+                ceilings::<f32>(g, reps)?
+            };
+            ceil.push((prec, bw, gf));
+        }
+    }
+    let side = side_tables(
+        &rows,
+        &stage_rows.borrow(),
+        &prof.borrow(),
+        reps,
+        (!ceil.is_empty()).then_some(&ceil[..]),
+    );
+    print!("{side}");
+    if let Some(path) = md_path {
+        std::fs::write(path, format!("{report}{side}"))
+            .map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
+    }
+    if let Some(path) = o.get("csv") {
+        std::fs::write(path, csv).map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
+        println!("\nCSV written to {path}");
+    }
+    if let Some(dir) = o.get("svg") {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{CMD}: creating {dir}: {e}"))?;
+        let mut names = Vec::new();
+        for (name, chart) in speedup_charts(&rows, gpu.is_some()) {
+            let path = std::path::Path::new(dir).join(&name);
+            std::fs::write(&path, plots::line_chart(&chart))
+                .map_err(|e| format!("{CMD}: writing {}: {e}", path.display()))?;
+            names.push(name);
+        }
+        println!("\nSVG plots written to {dir}: {}", names.join(", "));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grid::Kind;
+
+    /// `--md FILE` holds the whole report: the header, one table row a point and
+    /// precision, and the side tables; a path that cannot be written fails before the run.
+    #[test]
+    fn md_report_holds_the_tables() {
+        use Kind::*;
+        let grid = vec![
+            Point::new("AR", InsertRows, 130, 50, 0, 3).cpu(),
+            Point::new("RC", DeleteCols, 130, 50, 10, 4).cpu(),
+        ];
+        let path = std::env::temp_dir().join(format!("cuqr-report-{}.md", std::process::id()));
+        let f = path.to_str().unwrap().to_string();
+        let args = |md: &str| -> Vec<String> {
+            [
+                "--quick",
+                "--precision",
+                "both",
+                "--cpu-budget",
+                "0",
+                "--md",
+                md,
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let _ = std::fs::remove_file(&path);
+        run_on(&args(&f), Some(grid.clone())).unwrap();
+        let md = std::fs::read_to_string(&path).unwrap();
+        assert!(md.contains("command: cuqr bench updates --quick"), "{md}");
+        assert!(md.contains(TABLE_HEAD), "{md}");
+        let rows = md
+            .lines()
+            .filter(|l| l.starts_with("| AR |") || l.starts_with("| RC |"))
+            .count();
+        assert_eq!(rows, 4, "{md}");
+        let _ = std::fs::remove_file(&path);
+        let bad = std::env::temp_dir().join("cuqr-no-such-dir/x/report.md");
+        let e = run_on(&args(bad.to_str().unwrap()), Some(grid)).unwrap_err();
+        assert!(e.to_string().contains("--md"), "{e}");
+    }
+
+    /// `--resume`: a run cut short is continued. The points already in the CSV are
+    /// skipped, the old rows are kept as they were, and the missing rows are added.
+    /// A file with another header is refused.
+    #[test]
+    fn resume_skips_the_measured_points() {
+        use Kind::*;
+        let grid = || {
+            vec![
+                Point::new("AR", InsertRows, 130, 50, 0, 3).cpu(),
+                Point::new("RC", DeleteCols, 130, 50, 10, 4).cpu(),
+                Point::new("R1", RankOne, 97, 41, 0, 1).cpu(),
+            ]
+        };
+        let path = std::env::temp_dir().join(format!("cuqr-resume-{}.csv", std::process::id()));
+        let f = path.to_str().unwrap().to_string();
+        let args = |extra: &[&str]| -> Vec<String> {
+            [
+                "--quick",
+                "--precision",
+                "both",
+                "--cpu-budget",
+                "0",
+                "--csv",
+                &f,
+            ]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let _ = std::fs::remove_file(&path);
+        run_on(&args(&[]), Some(grid())).unwrap();
+        let full = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(full.lines().count(), 1 + 6);
+        // cut the run short: the header and the first four rows remain
+        let cut: String = full.lines().take(5).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, &cut).unwrap();
+        run_on(&args(&["--resume", &f]), Some(grid())).unwrap();
+        let again = std::fs::read_to_string(&path).unwrap();
+        assert!(again.starts_with(&cut), "the old rows are kept");
+        assert_eq!(again.lines().count(), 1 + 6);
+        let key = |l: &str| l.split(',').take(8).collect::<Vec<_>>().join(",");
+        let mut keys: Vec<String> = again.lines().skip(1).map(key).collect();
+        let mut want: Vec<String> = full.lines().skip(1).map(key).collect();
+        keys.sort();
+        want.sort();
+        assert_eq!(keys, want, "each point once");
+        // nothing left to do: the file stays as it is
+        run_on(&args(&["--resume", &f]), Some(grid())).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), again);
+        // another header is refused before anything runs
+        std::fs::write(&path, "group,prec\nx,f64\n").unwrap();
+        let e = run_on(&args(&["--resume", &f]), Some(grid())).unwrap_err();
+        assert!(e.to_string().contains("header differs"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// End to end: the quick path (CPU-only without a GPU) on a reduced grid with
+    /// `--svg` writes one parseable SVG per (group, precision).
+    #[test]
+    fn svg_option_writes_valid_plots() {
+        use Kind::*;
+        let grid = vec![
+            Point::new("AC-k", InsertCols, 130, 50, 0, 5).cpu(),
+            Point::new("AC-k", InsertCols, 130, 50, 25, 5).cpu(),
+            Point::new("AC-k", InsertCols, 130, 50, 50, 5).cpu(),
+            Point::new("AR-p", InsertRows, 130, 50, 0, 3).cpu(),
+            Point::new("AR-p", InsertRows, 130, 50, 0, 7).cpu(),
+            Point::new("AR-p", InsertRows, 130, 37, 0, 7).cpu(),
+            Point::new("R1", RankOne, 97, 41, 0, 1).cpu(),
+        ];
+        let dir = std::env::temp_dir().join(format!("cuqr-svg-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let args: Vec<String> = [
+            "--quick",
+            "--precision",
+            "both",
+            "--cpu-budget",
+            "0",
+            "--svg",
+            dir.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        run_on(&args, Some(grid)).unwrap();
+        for g in ["AC-k", "AR-p", "R1"] {
+            for prec in ["f64", "f32"] {
+                let svg = std::fs::read_to_string(dir.join(format!("{g}_{prec}.svg"))).unwrap();
+                let names = plots::check_xml(&svg).unwrap();
+                let want = match g {
+                    "AC-k" => 3,
+                    "AR-p" => 3,
+                    _ => 1,
+                };
+                let circles = names.iter().filter(|n| *n == "circle").count();
+                assert!(circles >= want, "{g} {prec}: {circles} points");
+                assert!(svg.contains("stroke-dasharray"));
+            }
+        }
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
