@@ -91,6 +91,22 @@ pub fn parse(cmd: &str, args: &[String], allowed: &[&str]) -> CliResult<Parsed> 
     Ok(Parsed::Run(opts))
 }
 
+/// [`parse`], printing `help` when it was asked for: `None` then, else the options.
+pub fn parse_or_help(
+    cmd: &str,
+    args: &[String],
+    allowed: &[&str],
+    help: &str,
+) -> CliResult<Option<Opts>> {
+    match parse(cmd, args, allowed)? {
+        Parsed::Help => {
+            print!("{help}");
+            Ok(None)
+        }
+        Parsed::Run(o) => Ok(Some(o)),
+    }
+}
+
 impl Opts {
     /// The value of `--name`, if given.
     pub fn get(&self, name: &str) -> Option<&str> {
@@ -238,13 +254,15 @@ Options:
   --backend auto|cpu|gpu default auto
 ";
 
+/// Owned copies of `v`, as `main` passes the arguments (for tests).
+#[cfg(test)]
+pub(crate) fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strs(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
     fn parses_both_forms_and_rejects_mistakes() {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use cuqr::{Mat, QPolicy, QrUpdate, Scalar};
 
 use crate::backend::{self, Backend, Choice};
-use crate::cli::{self, CliResult, Parsed, Precision};
+use crate::cli::{self, CliResult, Precision};
 use crate::ops::Update;
 use crate::rng::Rng;
 use cuqr::gpu::GpuScalar;
@@ -56,12 +56,8 @@ const SIGMA: f64 = 0.1;
 
 /// Runs `cuqr demo` with the arguments after the command name.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let opts = match cli::parse("demo", args, OPTIONS)? {
-        Parsed::Help => {
-            print!("{}", cli::DEMO_HELP);
-            return Ok(());
-        }
-        Parsed::Run(o) => o,
+    let Some(opts) = cli::parse_or_help("demo", args, OPTIONS, cli::DEMO_HELP)? else {
+        return Ok(());
     };
     let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;
     let precision = Precision::from_opt(opts.get("precision"))?;

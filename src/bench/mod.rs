@@ -4,6 +4,7 @@
 //! Each group is a sibling file with `HELP` and `run(&[String])`; add a group by
 //! adding a file and a line to [`GROUPS`].
 
+mod common;
 mod kernels;
 mod lu;
 mod mixed;
@@ -148,6 +149,20 @@ impl BenchOpts {
             .map(|(_, v)| v.as_str())
     }
 
+    /// `--precision f64|f32|both` (default both): the precisions to run, in order.
+    pub fn precisions(&self) -> CliResult<&'static [&'static str]> {
+        precision_list("precision", self.get("precision").unwrap_or("both"))
+    }
+
+    /// `--reps R`: timed repetitions, at least 5 (default 5).
+    pub fn reps(&self) -> CliResult<usize> {
+        let reps = self.usize("reps")?.unwrap_or(5);
+        if reps < 5 {
+            return Err("--reps must be at least 5 (medians of >= 5 runs)".into());
+        }
+        Ok(reps)
+    }
+
     /// `--name` as a positive integer.
     pub fn usize(&self, name: &str) -> CliResult<Option<usize>> {
         self.get(name)
@@ -170,6 +185,16 @@ impl BenchOpts {
                     .collect()
             })
             .transpose()
+    }
+}
+
+/// The precisions a value of option `--{opt}` names: f64, f32 or both (f64 first).
+pub fn precision_list(opt: &str, v: &str) -> CliResult<&'static [&'static str]> {
+    match v {
+        "both" => Ok(&["f64", "f32"]),
+        "f64" => Ok(&["f64"]),
+        "f32" => Ok(&["f32"]),
+        s => Err(format!("--{opt} must be f64, f32 or both, not '{s}'").into()),
     }
 }
 
@@ -210,6 +235,7 @@ pub fn check_svg_dir(cmd: &str, dir: &str) -> CliResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::strs;
 
     #[test]
     fn output_paths_are_checked_up_front() {
@@ -236,10 +262,6 @@ mod tests {
         let e = check_svg_dir("bench updates", f.join("p").to_str().unwrap()).unwrap_err();
         assert!(e.to_string().contains("--svg"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    fn strs(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]

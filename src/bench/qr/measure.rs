@@ -2,7 +2,7 @@
 //! and `geqrf` + `orgqr`, the accuracy of each state, and the phase split; a run
 //! that does not fit in device memory becomes a note.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use cuqr::gpu::timing::time_with_setup;
@@ -13,19 +13,8 @@ use super::accuracy::{
     gram_error, kerr_norms, lower_is_zero, orthogonality, ACC_BLOCK, ORTH_BLOCK,
 };
 use super::Shape;
+use crate::bench::common::{copy_into, dup, time_keeping_last};
 use crate::rng::random_signed_matrix;
-
-fn copy_into<T: GpuScalar>(gpu: &Gpu, src: &DevMat<T>, dst: &mut DevMat<T>) -> cuqr::Result<()> {
-    gpu.stream()
-        .memcpy_dtod(src.buf(), dst.buf_mut())
-        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
-}
-
-fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> cuqr::Result<DevMat<T>> {
-    let mut b = DevMat::zeros(gpu, a.nrows(), a.ncols())?;
-    copy_into(gpu, a, &mut b)?;
-    Ok(b)
-}
 
 /// One measured row (each value absent when not measured; `notes` say why).
 #[derive(Clone, Debug, Default)]
@@ -113,26 +102,17 @@ fn time_cuqr<T: GpuScalar>(
     params: FactorParams,
     reps: usize,
 ) -> cuqr::Result<(f64, u64, GpuQr<T>)> {
-    let keep: RefCell<Option<GpuQr<T>>> = RefCell::new(None);
-    let launches = Cell::new(0u64);
-    let t = time_with_setup(
+    let (ms, (st, launches)) = time_keeping_last(
         gpu,
-        1,
         reps,
-        || {
-            keep.borrow_mut().take();
-            Ok((dup(gpu, a)?, dup(gpu, b)?))
-        },
+        || Ok((dup(gpu, a)?, dup(gpu, b)?)),
         |(a2, b2)| {
             let l0 = gpu.launch_count();
             let st = GpuQr::factorize_dev(gpu, a2, b2, policy, params)?;
-            launches.set(gpu.launch_count() - l0);
-            *keep.borrow_mut() = Some(st);
-            Ok(())
+            Ok((st, gpu.launch_count() - l0))
         },
     )?;
-    let st = keep.into_inner().expect("factorised");
-    Ok((t.median_ms(), launches.get(), st))
+    Ok((ms, launches, st))
 }
 
 /// Times cuSOLVER `geqrf`, and `geqrf` + `orgqr` to the m×m Q when `with_q`.

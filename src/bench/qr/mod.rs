@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use cuqr::{FactorParams, Gpu, Scalar};
 
+use super::common::print_run_header;
 use super::BenchOpts;
 use crate::cli::CliResult;
 use measure::bench_shape;
@@ -168,16 +169,8 @@ fn parse(args: &[String]) -> CliResult<Opts> {
         (Some(d), None) | (None, Some(d)) => d,
         (None, None) => "both",
     };
-    let precs = match dtype {
-        "both" => vec!["f64", "f32"],
-        "f64" => vec!["f64"],
-        "f32" => vec!["f32"],
-        s => return Err(format!("--dtype must be f64, f32 or both, not '{s}'").into()),
-    };
-    let reps = o.usize("reps")?.unwrap_or(5);
-    if reps < 5 {
-        return Err("--reps must be at least 5 (medians of >= 5 runs)".into());
-    }
+    let precs = super::precision_list("dtype", dtype)?.to_vec();
+    let reps = o.reps()?;
     let max_n = o.usize("max-n")?;
     let shapes = match o.get("shapes") {
         Some(s) => {
@@ -224,8 +217,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
             return Ok(());
         }
     };
-    println!("device: {}", gpu.describe()?);
-    println!("command: cuqr bench qr {}", args.join(" "));
+    print_run_header(&gpu, CMD, args)?;
     println!(
         "protocol: device-resident A (±[0.1, 1)); medians of {} CUDA-event runs after 1 warm-up; \
          fresh device copy of A per run (untimed)",
@@ -300,10 +292,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strs(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::cli::strs;
 
     #[test]
     fn grids_follow_the_brief() {

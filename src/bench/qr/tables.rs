@@ -3,6 +3,7 @@
 
 use super::measure::Row;
 use super::Shape;
+use crate::bench::common::{fmt_opt, ratio};
 
 /// Flops of the factorisation (LAPACK `geqrf` count).
 fn qr_flops(m: usize, n: usize) -> f64 {
@@ -14,14 +15,6 @@ fn qr_flops(m: usize, n: usize) -> f64 {
 fn q_flops(m: usize, n: usize) -> f64 {
     let (m, n) = (m as f64, n as f64);
     4.0 * m * m * n - 4.0 * m * n * n + 4.0 * n * n * n / 3.0
-}
-
-fn fmt_opt(x: Option<f64>, digits: usize) -> String {
-    x.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    Some(a? / b?)
 }
 
 fn gflops(flops: f64, ms: Option<f64>) -> Option<f64> {

@@ -4,19 +4,9 @@
 use cuqr::{Givens, Mat, QrUpdate, RowRemoval, Scalar};
 
 use super::grid::{Kind, Point};
-use crate::rng::Rng;
 
-/// A random m×n matrix with entries ±[0.1, 1) (never zero).
-pub(super) fn random<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
-    let mut rng = Rng::new(seed);
-    let data = (0..m * n)
-        .map(|_| {
-            let mag = 0.1 + 0.9 * rng.uniform();
-            T::from_f64(if rng.next_u64() & 1 == 0 { mag } else { -mag })
-        })
-        .collect();
-    Mat::from_col_major(m, n, data).expect("m·n values")
-}
+/// The points' random inputs: entries ±[0.1, 1) (never zero), one stream a seed.
+pub(super) use crate::rng::random_signed_matrix_serial as random;
 
 /// The inputs of one update and the matrix/right-hand side after it.
 pub(super) struct Case<T: Scalar> {

@@ -10,33 +10,46 @@ use super::case::{apply, case_seed, make_case, point_params, Case};
 use super::grid::Point;
 use super::run::Row;
 
-/// Times the serial CPU update (+ solve) from `base`: at least one run, more
-/// while the budget lasts (up to 5). Returns (median ms, runs).
+/// Times `run`: at least one run, more while `budget_s` seconds last (up to 5). `run`
+/// does its own untimed set-up and returns the milliseconds of its timed part.
+/// Returns (median ms, runs).
+fn time_in_budget<E>(
+    budget_s: f64,
+    mut run: impl FnMut() -> Result<f64, E>,
+) -> Result<(f64, usize), E> {
+    let mut samples = Vec::new();
+    let t_all = Instant::now();
+    while samples.len() < 5 && (samples.is_empty() || t_all.elapsed().as_secs_f64() < budget_s) {
+        samples.push(run()?);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok((samples[samples.len() / 2], samples.len()))
+}
+
+/// Times the serial CPU update (+ solve) from `base` ([`time_in_budget`]'s
+/// repetitions). Returns (median ms, runs).
 pub(super) fn time_cpu<T: Scalar>(
     base: &CpuQr<T>,
     pt: &Point,
     c: &Case<T>,
     budget_s: f64,
 ) -> cuqr::Result<(f64, usize)> {
-    let mut samples = Vec::new();
-    let t_all = Instant::now();
-    while samples.len() < 5 && (samples.is_empty() || t_all.elapsed().as_secs_f64() < budget_s) {
+    time_in_budget(budget_s, || {
         let mut st = base.clone();
         st.set_params(point_params(pt, st.params()));
         let t = Instant::now();
         apply(&mut st, pt, c)?;
         let sol = st.solve()?;
-        samples.push(t.elapsed().as_secs_f64() * 1e3);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
         std::hint::black_box(sol);
-    }
-    samples.sort_by(f64::total_cmp);
-    Ok((samples[samples.len() / 2], samples.len()))
+        Ok(ms)
+    })
 }
 
 /// Times baseline (d): faer's QR of the updated matrix plus its least-squares
 /// solve, sequential (faer without rayon), in the working precision; conversion to
 /// faer's matrix type is outside the timed region. Same repetition rule as
-/// [`time_cpu`]. Returns (median ms, runs).
+/// [`time_in_budget`]. Returns (median ms, runs).
 pub(super) fn time_faer<T: Scalar>(c: &Case<T>, budget_s: f64) -> (f64, usize) {
     fn run<F: faer::traits::RealField + Copy>(
         a: &faer::Mat<F>,
@@ -44,17 +57,14 @@ pub(super) fn time_faer<T: Scalar>(c: &Case<T>, budget_s: f64) -> (f64, usize) {
         budget_s: f64,
     ) -> (f64, usize) {
         use faer::linalg::solvers::SolveLstsq;
-        let mut samples = Vec::new();
-        let t_all = Instant::now();
-        while samples.len() < 5 && (samples.is_empty() || t_all.elapsed().as_secs_f64() < budget_s)
-        {
+        let timed = time_in_budget(budget_s, || {
             let t = Instant::now();
             let x = a.qr().solve_lstsq(b);
-            samples.push(t.elapsed().as_secs_f64() * 1e3);
+            let ms = t.elapsed().as_secs_f64() * 1e3;
             std::hint::black_box(x);
-        }
-        samples.sort_by(f64::total_cmp);
-        (samples[samples.len() / 2], samples.len())
+            Ok::<f64, std::convert::Infallible>(ms)
+        });
+        timed.unwrap_or_else(|never| match never {})
     }
     let (a, b) = (&c.a_new, &c.b_new);
     if T::NAME == "f32" {

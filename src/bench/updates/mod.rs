@@ -26,8 +26,9 @@ mod run;
 mod sweep;
 mod tables;
 
-use std::cell::RefCell;
 use std::sync::Arc;
+
+use cuqr::Gpu;
 
 use super::BenchOpts;
 use crate::cli::CliResult;
@@ -35,7 +36,7 @@ use charts::speedup_charts;
 use grid::{full_grid, quick_grid, Point, GROUPS};
 use profile::ceilings;
 use run::Row;
-use sweep::{sweep, Ctx};
+use sweep::{sweep, Ctx, Progress, SideRows};
 use tables::{csv_key, csv_row, read_resume, side_tables, table_row, CSV_HEAD, TABLE_HEAD};
 
 /// `cuqr bench updates --help`.
@@ -113,9 +114,23 @@ pub fn run(args: &[String]) -> CliResult<()> {
     run_on(args, None)
 }
 
-/// [`run`], with `grid` (when given) replacing the quick or full grid (tests).
-fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
-    const CMD: &str = "bench updates";
+/// The validated options of `cuqr bench updates`.
+struct Opts {
+    o: BenchOpts,
+    precs: &'static [&'static str],
+    reps: usize,
+    cpu_budget: f64,
+    cpu_threads: usize,
+    /// `--resume`: the earlier CSV's text (`None`: no file, or an empty one).
+    resumed: Option<String>,
+    /// `--resume`: the keys of the points the earlier run measured ([`csv_key`]).
+    done_keys: Vec<String>,
+}
+
+const CMD: &str = "bench updates";
+
+/// Parses and checks the options, the output paths included, before anything runs.
+fn parse(args: &[String]) -> CliResult<Opts> {
     let o = BenchOpts::parse(
         CMD,
         args,
@@ -139,16 +154,8 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
             "md",
         ],
     )?;
-    let precs: &[&str] = match o.get("precision").unwrap_or("both") {
-        "both" => &["f64", "f32"],
-        "f64" => &["f64"],
-        "f32" => &["f32"],
-        s => return Err(format!("--precision must be f64, f32 or both, not '{s}'").into()),
-    };
-    let reps = o.usize("reps")?.unwrap_or(5);
-    if reps < 5 {
-        return Err("--reps must be at least 5 (medians of >= 5 runs)".into());
-    }
+    let precs = o.precisions()?;
+    let reps = o.reps()?;
     let cpu_budget = match o.get("cpu-budget") {
         None => 3.0,
         Some(v) => match v.parse::<f64>() {
@@ -171,10 +178,23 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
     if let Some(dir) = o.get("svg") {
         super::check_svg_dir(CMD, dir)?;
     }
-    let md_path = o.get("md");
-    if let Some(path) = md_path {
+    if let Some(path) = o.get("md") {
         super::check_out_path(CMD, "--md", path)?;
     }
+    Ok(Opts {
+        o,
+        precs,
+        reps,
+        cpu_budget,
+        cpu_threads,
+        resumed,
+        done_keys,
+    })
+}
+
+/// The points to run: `grid` when given (tests), else the quick or the full grid, the
+/// full one cut to `--groups`.
+fn select_points(o: &BenchOpts, grid: Option<Vec<Point>>) -> CliResult<Vec<Point>> {
     let quick = o.flag("quick");
     let mut points = match grid {
         Some(g) => g,
@@ -194,150 +214,197 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         }
         points.retain(|p| want.contains(&p.group));
     }
-    let gpu = match cuqr::Gpu::new(0) {
-        Ok(g) => Some(Arc::new(g)),
+    Ok(points)
+}
+
+/// The GPU; without one, `--quick` runs the CPU columns only (and says so), a full run
+/// is refused.
+fn open_gpu(quick: bool) -> CliResult<Option<Arc<Gpu>>> {
+    match Gpu::new(0) {
+        Ok(g) => Ok(Some(Arc::new(g))),
         Err(e) if quick => {
             println!(
                 "no GPU ({e}): CPU columns only (serial CPU update + solve, faer refactorisation)"
             );
-            None
+            Ok(None)
         }
-        Err(e) => return Err(format!("{CMD}: needs a GPU without --quick: {e}").into()),
-    };
-    // the report: printed as it goes, and with --md rewritten to FILE after every row
-    let mut report = String::new();
-    if let Some(g) = &gpu {
-        report.push_str(&format!("device: {}\n", g.describe()?));
+        Err(e) => Err(format!("{CMD}: needs a GPU without --quick: {e}").into()),
     }
-    report.push_str(&format!("command: cuqr bench updates {}\n", args.join(" ")));
-    report.push_str(&format!(
-        "protocol: device-resident; GPU medians of {reps} CUDA-event runs after 1 warm-up; \
+}
+
+/// The report as it grows: the text printed so far (rewritten to `--md` after every
+/// row, with the side tables so far), the CSV (rewritten to `--csv`), and the rows the
+/// side tables and the plots are made from.
+struct Report<'a> {
+    text: String,
+    csv: String,
+    rows: Vec<(&'static str, Point, Row)>,
+    reps: usize,
+    csv_path: Option<&'a str>,
+    md_path: Option<&'a str>,
+}
+
+impl Report<'_> {
+    /// Prints and records one finished row, and rewrites the output files, so that an
+    /// interrupted sweep keeps what it measured.
+    fn add(&mut self, prec: &'static str, p: &Point, r: &Row, side: &SideRows) {
+        eprint!("\r");
+        let line = table_row(prec, p, r);
+        println!("{line}");
+        self.text.push_str(&line);
+        self.text.push('\n');
+        self.csv.push_str(&csv_row(prec, p, r));
+        self.csv.push('\n');
+        self.rows.push((prec, *p, r.clone()));
+        if let Some(path) = self.csv_path {
+            let _ = std::fs::write(path, &self.csv);
+        }
+        if let Some(path) = self.md_path {
+            let tables = self.side_tables(side, None);
+            let _ = std::fs::write(path, format!("{}{tables}", self.text));
+        }
+    }
+
+    /// The side tables of the rows so far ([`side_tables`]).
+    fn side_tables(&self, side: &SideRows, ceilings: Option<&[(&str, f64, f64)]>) -> String {
+        let (stages, prof) = (side.stages.borrow(), side.prof.borrow());
+        side_tables(&self.rows, &stages, &prof, self.reps, ceilings)
+    }
+}
+
+/// The lines that open the report: device, command, protocol, the table's header.
+fn report_head(gpu: Option<&Arc<Gpu>>, args: &[String], o: &Opts) -> CliResult<String> {
+    let mut head = String::new();
+    if let Some(g) = gpu {
+        head.push_str(&format!("device: {}\n", g.describe()?));
+    }
+    head.push_str(&format!("command: cuqr bench updates {}\n", args.join(" ")));
+    head.push_str(&format!(
+        "protocol: device-resident; GPU medians of {} CUDA-event runs after 1 warm-up; \
          update = restore snapshot (untimed), update + TRSM solve (timed), column insertion's U \
          on the device (uploaded untimed: no transfers); TUS/TUT {}; \
-         CPU columns on {cpu_threads} worker thread(s) beside the GPU runs, each point serial\n\n",
-        if o.flag("device-only") || gpu.is_none() {
+         CPU columns on {} worker thread(s) beside the GPU runs, each point serial\n\n",
+        o.reps,
+        if o.o.flag("device-only") || gpu.is_none() {
             "off"
         } else {
             "from page-locked host memory where the seeds give them"
-        }
+        },
+        o.cpu_threads,
     ));
-    report.push_str(&format!("{TABLE_HEAD}\n"));
-    print!("{report}");
-    let mut csv = match (&resumed, o.get("csv") == o.get("resume")) {
+    head.push_str(&format!("{TABLE_HEAD}\n"));
+    Ok(head)
+}
+
+/// [`run`], with `grid` (when given) replacing the quick or full grid (tests).
+fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
+    let opts = parse(args)?;
+    let o = &opts.o;
+    let quick = o.flag("quick");
+    let points = select_points(o, grid)?;
+    let gpu = open_gpu(quick)?;
+    let text = report_head(gpu.as_ref(), args, &opts)?;
+    print!("{text}");
+    let csv = match (&opts.resumed, o.get("csv") == o.get("resume")) {
         (Some(text), true) => text.clone(),
         _ => format!("{CSV_HEAD}\n"),
     };
+    let mut report = Report {
+        text,
+        csv,
+        rows: Vec::new(),
+        reps: opts.reps,
+        csv_path: o.get("csv"),
+        md_path: o.get("md"),
+    };
     let ctx = Ctx {
         gpu: gpu.as_ref(),
-        reps,
+        reps: opts.reps,
         cpu: !o.flag("no-cpu"),
-        cpu_budget,
-        cpu_threads,
+        cpu_budget: opts.cpu_budget,
+        cpu_threads: opts.cpu_threads,
         transfers: !o.flag("device-only"),
         wavefront: quick || o.flag("wavefront"),
         profile: o.flag("profile"),
         stages: o.flag("stages"),
     };
-    let prof = RefCell::new(Vec::new());
-    let stage_rows = RefCell::new(Vec::new());
-    let mut rows: Vec<(&str, Point, Row)> = Vec::new();
-    let todo = |prec: &str| -> Vec<Point> {
-        points
-            .iter()
-            .filter(|p| !done_keys.contains(&csv_key(prec, p)))
-            .copied()
-            .collect()
-    };
-    let total: usize = precs.iter().map(|prec| todo(prec).len()).sum();
-    if !done_keys.is_empty() {
-        println!(
-            "resume: {} of the points already measured, {total} to go",
-            points.len() * precs.len() - total
-        );
-    }
-    let mut done = 0;
-    for &prec in precs {
-        let csv_path = o.get("csv");
-        let mut out = |p: &Point, r: &Row| {
-            eprint!("\r");
-            let line = table_row(prec, p, r);
-            println!("{line}");
-            report.push_str(&line);
-            report.push('\n');
-            csv.push_str(&csv_row(prec, p, r));
-            csv.push('\n');
-            rows.push((prec, *p, r.clone()));
-            // the CSV and the report so far, so that an interrupted sweep keeps them
-            if let Some(path) = csv_path {
-                let _ = std::fs::write(path, &csv);
-            }
-            if let Some(path) = md_path {
-                let side = side_tables(&rows, &stage_rows.borrow(), &prof.borrow(), reps, None);
-                let _ = std::fs::write(path, format!("{report}{side}"));
-            }
-        };
-        let points = todo(prec);
-        if prec == "f64" {
-            sweep::<f64>(
-                &ctx,
-                &points,
-                &mut done,
-                total,
-                &mut out,
-                &prof,
-                &stage_rows,
-            )?;
-        } else {
-            sweep::<f32>(
-                &ctx,
-                &points,
-                &mut done,
-                total,
-                &mut out,
-                &prof,
-                &stage_rows,
-            )?;
-        }
-    }
-    eprintln!();
+    let side = SideRows::default();
+    sweep_all(&ctx, &opts, &points, &mut report, &side)?;
     let mut ceil = Vec::new();
     if let (true, Some(g)) = (ctx.profile, &gpu) {
-        for &prec in precs {
+        for &prec in opts.precs {
             let (bw, gf) = if prec == "f64" {
-                ceilings::<f64>(g, reps)?
+                ceilings::<f64>(g, opts.reps)?
             } else {
-                ceilings::<f32>(g, reps)?
+                ceilings::<f32>(g, opts.reps)?
             };
             ceil.push((prec, bw, gf));
         }
     }
-    let side = side_tables(
-        &rows,
-        &stage_rows.borrow(),
-        &prof.borrow(),
-        reps,
-        (!ceil.is_empty()).then_some(&ceil[..]),
-    );
-    print!("{side}");
-    if let Some(path) = md_path {
-        std::fs::write(path, format!("{report}{side}"))
+    let tables = report.side_tables(&side, (!ceil.is_empty()).then_some(&ceil[..]));
+    print!("{tables}");
+    if let Some(path) = report.md_path {
+        std::fs::write(path, format!("{}{tables}", report.text))
             .map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
     }
-    if let Some(path) = o.get("csv") {
-        std::fs::write(path, csv).map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
+    if let Some(path) = report.csv_path {
+        std::fs::write(path, &report.csv).map_err(|e| format!("{CMD}: writing {path}: {e}"))?;
         println!("\nCSV written to {path}");
     }
     if let Some(dir) = o.get("svg") {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{CMD}: creating {dir}: {e}"))?;
-        let mut names = Vec::new();
-        for (name, chart) in speedup_charts(&rows, gpu.is_some()) {
-            let path = std::path::Path::new(dir).join(&name);
-            std::fs::write(&path, plots::line_chart(&chart))
-                .map_err(|e| format!("{CMD}: writing {}: {e}", path.display()))?;
-            names.push(name);
-        }
-        println!("\nSVG plots written to {dir}: {}", names.join(", "));
+        write_plots(dir, &report.rows, gpu.is_some())?;
     }
+    Ok(())
+}
+
+/// The sweeps of every precision over the points not yet measured (`--resume`), each
+/// finished row added to the report.
+fn sweep_all(
+    ctx: &Ctx<'_>,
+    opts: &Opts,
+    points: &[Point],
+    report: &mut Report,
+    side: &SideRows,
+) -> CliResult<()> {
+    let todo = |prec: &str| -> Vec<Point> {
+        points
+            .iter()
+            .filter(|p| !opts.done_keys.contains(&csv_key(prec, p)))
+            .copied()
+            .collect()
+    };
+    let total: usize = opts.precs.iter().map(|prec| todo(prec).len()).sum();
+    if !opts.done_keys.is_empty() {
+        println!(
+            "resume: {} of the points already measured, {total} to go",
+            points.len() * opts.precs.len() - total
+        );
+    }
+    let mut progress = Progress { done: 0, total };
+    for &prec in opts.precs {
+        let points = todo(prec);
+        let mut out = |p: &Point, r: &Row| report.add(prec, p, r, side);
+        if prec == "f64" {
+            sweep::<f64>(ctx, &points, &mut progress, &mut out, side)?;
+        } else {
+            sweep::<f32>(ctx, &points, &mut progress, &mut out, side)?;
+        }
+    }
+    eprintln!();
+    Ok(())
+}
+
+/// `--svg DIR`: one plot a chart of [`speedup_charts`].
+fn write_plots(dir: &str, rows: &[(&str, Point, Row)], gpu: bool) -> CliResult<()> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{CMD}: creating {dir}: {e}"))?;
+    let mut names = Vec::new();
+    for (name, chart) in speedup_charts(rows, gpu) {
+        let path = std::path::Path::new(dir).join(&name);
+        std::fs::write(&path, plots::line_chart(&chart))
+            .map_err(|e| format!("{CMD}: writing {}: {e}", path.display()))?;
+        names.push(name);
+    }
+    println!("\nSVG plots written to {dir}: {}", names.join(", "));
     Ok(())
 }
 
@@ -345,6 +412,12 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
 mod tests {
     use super::*;
     use grid::Kind;
+
+    /// `--quick` in both precisions with one CPU run a point, then `extra`.
+    fn quick_cpu_args(extra: &[&str]) -> Vec<String> {
+        let quick = ["--quick", "--precision", "both", "--cpu-budget", "0"];
+        crate::cli::strs(&[&quick[..], extra].concat())
+    }
 
     /// `--md FILE` holds the whole report: the header, one table row a point and
     /// precision, and the side tables; a path that cannot be written fails before the run.
@@ -357,20 +430,7 @@ mod tests {
         ];
         let path = std::env::temp_dir().join(format!("cuqr-report-{}.md", std::process::id()));
         let f = path.to_str().unwrap().to_string();
-        let args = |md: &str| -> Vec<String> {
-            [
-                "--quick",
-                "--precision",
-                "both",
-                "--cpu-budget",
-                "0",
-                "--md",
-                md,
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-        };
+        let args = |md: &str| quick_cpu_args(&["--md", md]);
         let _ = std::fs::remove_file(&path);
         run_on(&args(&f), Some(grid.clone())).unwrap();
         let md = std::fs::read_to_string(&path).unwrap();
@@ -402,21 +462,7 @@ mod tests {
         };
         let path = std::env::temp_dir().join(format!("cuqr-resume-{}.csv", std::process::id()));
         let f = path.to_str().unwrap().to_string();
-        let args = |extra: &[&str]| -> Vec<String> {
-            [
-                "--quick",
-                "--precision",
-                "both",
-                "--cpu-budget",
-                "0",
-                "--csv",
-                &f,
-            ]
-            .iter()
-            .chain(extra)
-            .map(|s| s.to_string())
-            .collect()
-        };
+        let args = |extra: &[&str]| quick_cpu_args(&[&["--csv", &f], extra].concat());
         let _ = std::fs::remove_file(&path);
         run_on(&args(&[]), Some(grid())).unwrap();
         let full = std::fs::read_to_string(&path).unwrap();
@@ -460,18 +506,7 @@ mod tests {
         ];
         let dir = std::env::temp_dir().join(format!("cuqr-svg-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let args: Vec<String> = [
-            "--quick",
-            "--precision",
-            "both",
-            "--cpu-budget",
-            "0",
-            "--svg",
-            dir.to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let args = quick_cpu_args(&["--svg", dir.to_str().unwrap()]);
         run_on(&args, Some(grid)).unwrap();
         for g in ["AC-k", "AR-p", "R1"] {
             for prec in ["f64", "f32"] {

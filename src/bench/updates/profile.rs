@@ -5,12 +5,13 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use cuqr::gpu::timing::{time_with_setup, Timing};
-use cuqr::gpu::{DevMat, DevVec, GpuQr, GpuScalar, Op};
+use cuqr::gpu::{DevMat, DevVec, GpuQr, GpuScalar};
 use cuqr::{Gpu, QrUpdate};
 
-use super::case::{apply, point_params, random, Case};
+use super::case::{point_params, Case};
 use super::grid::{Kind, Point};
-use super::run::{copy_into, solve_dev};
+use super::run::{solve_dev, TimedUpdate};
+use crate::bench::common::{copy_into, copy_rate, fmt_opt, gemm_rate, random_dev, time_ms};
 
 /// The first cells of a `--stages` or `--profile` row: "| group | type | update | m | n |
 /// k0 | p |".
@@ -42,21 +43,14 @@ pub(super) fn stage_split<T: GpuScalar>(
     let mut names: Vec<&'static str> = Vec::new();
     let mut runs: Vec<Vec<f64>> = Vec::new();
     // U from the device, as the device-resident timing takes it (`bench_gpu`)
-    let u_dev = match pt.kind {
-        Kind::InsertCols => Some(DevMat::from_host(gpu, c.u.as_ref())?),
-        _ => None,
-    };
+    let upd = TimedUpdate::new(gpu, pt, c)?;
     for _ in 0..reps {
         let mut st = base.try_clone()?;
         // The point's options (the BS group's n_b), as the timed runs take them.
         st.set_params(point_params(pt, st.params()));
         gpu.synchronize()?;
         gpu.stage_marks_begin()?;
-        let updated = match &u_dev {
-            Some(u) => st.insert_cols_device(pt.k0, &u.view()),
-            None => apply(&mut st, pt, c),
-        };
-        let r = updated.and_then(|()| {
+        let r = upd.update(&mut st).and_then(|()| {
             gpu.stage_mark("update rest");
             solve_dev(gpu, &st, &mut x)
         });
@@ -88,45 +82,68 @@ pub(super) fn stage_split<T: GpuScalar>(
         .collect())
 }
 
+/// A row of the `--stages` table: the point, the sum of its stages and each stage.
+pub(super) fn stage_row<T>(p: &Point, stages: &[(&'static str, f64)]) -> String {
+    let cells: Vec<String> = stages
+        .iter()
+        .map(|(name, ms)| format!("{name} {ms:.3}"))
+        .collect();
+    let sum: f64 = stages.iter().map(|x| x.1).sum();
+    format!("{} {sum:.3} | {} |", point_head::<T>(p), cells.join("; "))
+}
+
 /// Ceilings measured in the same run (architecture.md "Performance method"): device
 /// to device copy bandwidth (GB/s, read + write) and the cuBLAS GEMM rate (GFLOP/s).
 pub(super) fn ceilings<T: GpuScalar>(gpu: &Arc<Gpu>, reps: usize) -> cuqr::Result<(f64, f64)> {
     let n = 1usize << 14; // 16384² elements: 1 GiB in f32, 2 GiB in f64
-    let a = DevMat::<T>::from_host(gpu, random::<T>(n, n / 8, 1).as_ref())?;
+    let a = random_dev::<T>(gpu, n, n / 8, 1)?;
     let mut b = DevMat::<T>::zeros(gpu, n, n / 8)?;
-    let t = time_with_setup(gpu, 1, reps, || Ok(()), |()| copy_into(gpu, &a, &mut b))?;
-    let bytes = 2.0 * (a.ld() * a.ncols() * std::mem::size_of::<T>()) as f64;
-    let bw = bytes / (t.median_ms() * 1e6);
+    let (_, bw) = copy_rate(gpu, &a, &mut b, reps)?;
     drop((a, b));
-    let k = 8192;
-    let x = DevMat::<T>::from_host(gpu, random::<T>(k, k, 2).as_ref())?;
-    let mut c = DevMat::<T>::zeros(gpu, k, k)?;
-    let t = time_with_setup(
-        gpu,
-        1,
-        reps,
-        || Ok(()),
-        |()| {
-            gpu.gemm(
-                Op::N,
-                Op::N,
-                T::ONE,
-                &x.view(),
-                &x.view(),
-                T::ZERO,
-                &mut c.view_mut(),
-            )
-        },
-    )?;
-    Ok((bw, 2.0 * (k as f64).powi(3) / (t.median_ms() * 1e6)))
+    let (_, gflops) = gemm_rate::<T>(gpu, 8192, reps)?;
+    Ok((bw, gflops))
 }
 
-/// (generate ms, step-order apply ms, list-order apply ms, rotations, vectors, bytes).
-type GivensProfile = (f64, f64, f64, usize, usize, usize, f64);
+/// The two-phase Givens stage of one point timed alone ([`profile_givens`]).
+pub(super) struct GivensProfile {
+    /// Generating the rotations, ms.
+    gen_ms: f64,
+    /// Applying them in wavefront-step order (the default pipe kernel), ms.
+    apply_ms: f64,
+    /// Applying them in list order, ms.
+    list_ms: f64,
+    /// Applying them by windows of rotations and GEMM, ms.
+    windowed_ms: f64,
+    rotations: usize,
+    /// Vectors each rotation touches (columns of Q, R and d).
+    vectors: usize,
+    /// Bytes of the targets (Q block, R, d).
+    bytes: usize,
+}
 
-/// The two-phase Givens stage of one point timed alone: (generate ms, apply ms in
-/// wavefront-step order, apply ms in list order, rotations, vectors, bytes of the
-/// targets). Targets: a copy of the state's Q (block), random R-like and d blocks of
+impl GivensProfile {
+    /// A row of the `--profile` table; `update_ms` is the whole update's time.
+    pub(super) fn row<T>(&self, p: &Point, update_ms: Option<f64>) -> String {
+        let (ts, tl, tw) = (self.apply_ms, self.list_ms, self.windowed_ms);
+        let flops = 6.0 * self.rotations as f64 * self.vectors as f64;
+        format!(
+            "{} {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0} | {:.3} | {:.2} | {} |",
+            point_head::<T>(p),
+            self.gen_ms,
+            ts,
+            tl,
+            tl / ts,
+            2.0 * self.bytes as f64 / (ts * 1e6),
+            flops / (ts * 1e6),
+            tw,
+            ts / tw,
+            fmt_opt(update_ms, 3),
+        )
+    }
+}
+
+/// The two-phase Givens stage of one point timed alone: the generate, and the apply
+/// in step order, in list order and by windows ([`GivensProfile`]). Targets: a copy of the state's Q (block), random R-like and d blocks of
 /// the stage's shapes (the work does not depend on the values).
 pub(super) fn profile_givens<T: GpuScalar>(
     gpu: &Arc<Gpu>,
@@ -148,9 +165,9 @@ pub(super) fn profile_givens<T: GpuScalar>(
         _ => return Ok(None),
     };
     let mut list = RefCell::new(RotList::<T>::with_capacity(gpu, count)?);
-    let t_gen = if pt.kind == Kind::InsertCols {
+    let gen_ms = if pt.kind == Kind::InsertCols {
         let h = pt.n - pt.k0;
-        let x0 = DevMat::from_host(gpu, random::<T>(h + pt.p, pt.p, 5).as_ref())?;
+        let x0 = random_dev::<T>(gpu, h + pt.p, pt.p, 5)?;
         let x = RefCell::new(DevMat::<T>::zeros(gpu, h + pt.p, pt.p)?);
         time_with_setup(
             gpu,
@@ -159,21 +176,12 @@ pub(super) fn profile_givens<T: GpuScalar>(
             || copy_into(gpu, &x0, &mut x.borrow_mut()),
             |()| gpu.two_phase_gen_strip(&mut x.borrow_mut().view_mut(), h, &mut list.borrow_mut()),
         )?
+        .median_ms()
     } else {
         let mut z = DevVec::<T>::zeros(gpu, pt.p * m)?;
-        time_with_setup(
-            gpu,
-            1,
-            reps,
-            || Ok(()),
-            |()| {
-                gpu.two_phase_gen_block(
-                    &q0.block(pt.k0, 0, pt.p, m),
-                    &mut z,
-                    &mut list.borrow_mut(),
-                )
-            },
-        )?
+        time_ms(gpu, reps, || {
+            gpu.two_phase_gen_block(&q0.block(pt.k0, 0, pt.p, m), &mut z, &mut list.borrow_mut())
+        })?
     };
     let mut q = DevMat::<T>::zeros(gpu, m, m)?;
     copy_into(gpu, q0, &mut q)?;
@@ -182,8 +190,8 @@ pub(super) fn profile_givens<T: GpuScalar>(
     } else {
         0
     };
-    let r = DevMat::from_host(gpu, random::<T>(span, nr, 6).as_ref())?;
-    let d = DevMat::from_host(gpu, random::<T>(span, 1, 7).as_ref())?;
+    let r = random_dev::<T>(gpu, span, nr, 6)?;
+    let d = random_dev::<T>(gpu, span, 1, 7)?;
     let (q, r, d) = (RefCell::new(q), RefCell::new(r), RefCell::new(d));
     // the pipe apply (`window` None) or windows of rotations and GEMM (docs/design.md)
     let apply = |list: &RotList<T>, window: Option<usize>| -> cuqr::Result<()> {
@@ -197,26 +205,18 @@ pub(super) fn profile_givens<T: GpuScalar>(
             Some(w) => gpu.two_phase_apply_windowed(list, &mut targets, w),
         }
     };
-    let t_sched = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow(), None))?;
+    let apply_ms = time_ms(gpu, reps, || apply(&list.borrow(), None))?;
     let window = cuqr::gpu::kernels_two_phase::apply_window_width(pt.p);
-    let t_win = time_with_setup(
-        gpu,
-        1,
-        reps,
-        || Ok(()),
-        |()| apply(&list.borrow(), Some(window)),
-    )?;
+    let windowed_ms = time_ms(gpu, reps, || apply(&list.borrow(), Some(window)))?;
     list.get_mut().forget_schedule();
-    let t_list = time_with_setup(gpu, 1, reps, || Ok(()), |()| apply(&list.borrow(), None))?;
-    let vectors = m + nr + 1;
-    let bytes = (m * span + span * nr + span) * std::mem::size_of::<T>();
-    Ok(Some((
-        t_gen.median_ms(),
-        t_sched.median_ms(),
-        t_list.median_ms(),
-        count,
-        vectors,
-        bytes,
-        t_win.median_ms(),
-    )))
+    let list_ms = time_ms(gpu, reps, || apply(&list.borrow(), None))?;
+    Ok(Some(GivensProfile {
+        gen_ms,
+        apply_ms,
+        list_ms,
+        windowed_ms,
+        rotations: count,
+        vectors: m + nr + 1,
+        bytes: (m * span + span * nr + span) * std::mem::size_of::<T>(),
+    }))
 }

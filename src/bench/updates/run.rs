@@ -2,17 +2,18 @@
 //! seeds' strategies where asked, the baselines (a) and (b) on the updated matrix,
 //! the TUS/TUT transfer protocols, and the accuracy measures of the ACC group.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use cuqr::cpu::Dims;
 use cuqr::gpu::timing::time_with_setup;
-use cuqr::gpu::{DevMat, DevVec, Diag, GpuQr, GpuScalar, Op, PinnedHostSlice, Side, Uplo};
+use cuqr::gpu::{DevMat, DevVec, GpuQr, GpuScalar, Op, PinnedHostSlice};
 use cuqr::{CpuQr, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar};
 
 use super::case::{apply, has_givens_stage, point_params, wavefront_params, Case};
 use super::grid::{Extra, Kind, Point};
 use super::sweep::Ctx;
+use crate::bench::common::{copy_into, cusolver_ls, solve_upper, time_keeping_last, time_ms};
 
 /// One measured row.
 #[derive(Clone, Debug, Default)]
@@ -54,16 +55,6 @@ pub(super) struct Accuracy {
     pub(super) l_norm: f64,
 }
 
-pub(super) fn copy_into<T: GpuScalar>(
-    gpu: &Gpu,
-    src: &DevMat<T>,
-    dst: &mut DevMat<T>,
-) -> cuqr::Result<()> {
-    gpu.stream()
-        .memcpy_dtod(src.buf(), dst.buf_mut())
-        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
-}
-
 /// x := R̃₁⁻¹ d̃(0:n′) for the state, on the device (TRSM), into `x` (n′×1).
 pub(super) fn solve_dev<T: GpuScalar>(
     gpu: &Gpu,
@@ -74,15 +65,7 @@ pub(super) fn solve_dev<T: GpuScalar>(
     gpu.stream()
         .memcpy_dtod(&st.d_dev().col(0, 0..n), &mut x.col_mut(0, 0..n))
         .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))?;
-    gpu.trsm(
-        Side::Left,
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        &st.r_dev().block(0, 0, n, n),
-        &mut x.view_mut(),
-    )
+    solve_upper(gpu, &st.r_dev().block(0, 0, n, n), &mut x.view_mut())
 }
 
 pub(super) fn rel_diff<T: Scalar>(x: &[T], y: &[T]) -> f64 {
@@ -123,219 +106,267 @@ fn time_update<T: GpuScalar>(
     base: &GpuQr<T>,
     params: cuqr::UpdateParams,
     reps: usize,
-    op: impl Fn(&mut GpuQr<T>) -> cuqr::Result<u64>,
+    mut op: impl FnMut(&mut GpuQr<T>) -> cuqr::Result<u64>,
 ) -> cuqr::Result<(f64, u64, GpuQr<T>)> {
-    let keep: RefCell<Option<GpuQr<T>>> = RefCell::new(None);
-    let launches = Cell::new(0u64);
-    let t = time_with_setup(
+    let (ms, (st, launches)) = time_keeping_last(
         gpu,
-        1,
         reps,
         || {
-            keep.borrow_mut().take();
             let mut st = base.try_clone()?;
             st.set_params(params);
             Ok(st)
         },
         |mut st| {
-            launches.set(op(&mut st)?);
-            *keep.borrow_mut() = Some(st);
-            Ok(())
+            let launches = op(&mut st)?;
+            Ok((st, launches))
         },
     )?;
-    let st = keep.into_inner().expect("at least one timed run");
-    Ok((t.median_ms(), launches.get(), st))
+    Ok((ms, launches, st))
+}
+
+/// The point's update as the timed runs take it. The device-resident protocol (no
+/// transfers) takes U from the device where the update has a device entry point
+/// (column insertion: `insert_cols_device`, U uploaded once, untimed); TUS and TUT
+/// take the update's inputs from host memory.
+pub(super) struct TimedUpdate<'a, T: GpuScalar> {
+    gpu: &'a Arc<Gpu>,
+    pt: &'a Point,
+    c: &'a Case<T>,
+    u_dev: Option<DevMat<T>>,
+}
+
+impl<'a, T: GpuScalar> TimedUpdate<'a, T> {
+    pub(super) fn new(gpu: &'a Arc<Gpu>, pt: &'a Point, c: &'a Case<T>) -> cuqr::Result<Self> {
+        let u_dev = match pt.kind {
+            Kind::InsertCols => Some(DevMat::from_host(gpu, c.u.as_ref())?),
+            _ => None,
+        };
+        Ok(TimedUpdate { gpu, pt, c, u_dev })
+    }
+
+    /// The update alone, U from the device where it can be.
+    pub(super) fn update(&self, st: &mut GpuQr<T>) -> cuqr::Result<()> {
+        match &self.u_dev {
+            Some(u) => st.insert_cols_device(self.pt.k0, &u.view()),
+            None => apply(st, self.pt, self.c),
+        }
+    }
+
+    /// The update (U from the device where it can be), then the solve into `x`;
+    /// returns the launches of the update alone.
+    fn device(&self, st: &mut GpuQr<T>, x: &mut DevMat<T>) -> cuqr::Result<u64> {
+        let l0 = self.gpu.launch_count();
+        self.update(st)?;
+        let launches = self.gpu.launch_count() - l0;
+        solve_dev(self.gpu, st, x)?;
+        Ok(launches)
+    }
+
+    /// The update with its inputs from host memory, then the solve into `x`; returns
+    /// the launches of the update alone.
+    fn host(&self, st: &mut GpuQr<T>, x: &mut DevMat<T>) -> cuqr::Result<u64> {
+        let l0 = self.gpu.launch_count();
+        apply(st, self.pt, self.c)?;
+        let launches = self.gpu.launch_count() - l0;
+        solve_dev(self.gpu, st, x)?;
+        Ok(launches)
+    }
+}
+
+/// Baselines (a) and (b) on the updated matrix: cuSOLVER's least squares on a fresh
+/// copy of the updated A and b (the copy untimed), and for (a) also the explicit
+/// m′×m′ Q (`orgqr`) when the state keeps Q.
+struct Refactorise<T: GpuScalar> {
+    a: DevMat<T>,
+    b: DevMat<T>,
+    work: RefCell<DevMat<T>>,
+    d: RefCell<DevMat<T>>,
+    tau: RefCell<DevVec<T>>,
+    q: RefCell<Option<DevMat<T>>>,
+}
+
+impl<T: GpuScalar> Refactorise<T> {
+    fn new(gpu: &Gpu, c: &Case<T>, keep_q: bool) -> cuqr::Result<Self> {
+        let (m2, n2) = (c.a_new.nrows(), c.a_new.ncols());
+        Ok(Refactorise {
+            a: DevMat::from_host(gpu, c.a_new.as_ref())?,
+            b: DevMat::from_host(gpu, c.b_new.as_ref())?,
+            work: RefCell::new(DevMat::<T>::zeros(gpu, m2, n2)?),
+            d: RefCell::new(DevMat::<T>::zeros(gpu, m2, 1)?),
+            tau: RefCell::new(DevVec::<T>::zeros(gpu, n2)?),
+            q: RefCell::new(if keep_q {
+                Some(DevMat::<T>::zeros(gpu, m2, m2)?)
+            } else {
+                None
+            }),
+        })
+    }
+
+    /// The untimed set-up: the updated A and b copied into the work buffers.
+    fn restore(&self, gpu: &Gpu) -> cuqr::Result<()> {
+        copy_into(gpu, &self.a, &mut self.work.borrow_mut())?;
+        copy_into(gpu, &self.b, &mut self.d.borrow_mut())
+    }
+
+    /// The updated A and b copied into the work buffers from page-locked host memory
+    /// (the (b) TUS baseline's transfer).
+    fn upload_pinned(
+        &self,
+        gpu: &Gpu,
+        c: &Case<T>,
+        staging: &mut PinnedHostSlice<T>,
+    ) -> cuqr::Result<()> {
+        let mut w = self.work.borrow_mut();
+        w.upload_pinned(gpu, c.a_new.as_ref(), staging)?;
+        self.d
+            .borrow_mut()
+            .upload_pinned(gpu, c.b_new.as_ref(), staging)
+    }
+
+    /// The timed part: the least-squares solve, and Q when `with_q`.
+    fn run(&self, gpu: &Gpu, with_q: bool) -> cuqr::Result<()> {
+        let mut w = self.work.borrow_mut();
+        let mut tv = self.tau.borrow_mut();
+        cusolver_ls(gpu, &mut w, &mut tv, &mut self.d.borrow_mut())?;
+        if with_q {
+            let (m2, n2) = (w.nrows(), w.ncols());
+            let mut qb = self.q.borrow_mut();
+            let q = qb.as_mut().expect("Q buffer allocated when Q is kept");
+            gpu.panel_copy(&w.view(), &mut q.block_mut(0, 0, m2, n2))?;
+            gpu.orgqr(&mut q.view_mut(), n2, &tv.view())?;
+        }
+        Ok(())
+    }
 }
 
 /// Measures one point on the GPU: the update (+ solve), the seeds' strategies where
-/// asked, the TUS/TUT protocols where the seeds give their ratios, the baselines (a)
-/// and (b), and the ACC accuracy measures. The CPU columns are timed separately.
+/// asked, the baselines (a) and (b), the TUS/TUT protocols where the seeds give their
+/// ratios, and the ACC accuracy measures. The CPU columns are timed separately.
 pub(super) fn bench_gpu<T: GpuScalar>(
     ctx: &Ctx<'_>,
     gb: &GpuBase<'_, T>,
     pt: &Point,
     c: &Case<T>,
 ) -> cuqr::Result<Row> {
-    let (gpu, base, reps) = (gb.gpu, gb.state, ctx.reps);
-    let (m2, n2) = pt.kind.new_dims(pt.m, pt.n, pt.p);
+    let (gpu, reps) = (gb.gpu, ctx.reps);
+    let n2 = c.a_new.ncols();
     let keep_q = pt.kind.policy() == QPolicy::Full;
-    let params = point_params(pt, base.params());
     let mut row = Row::default();
+    let upd = TimedUpdate::new(gpu, pt, c)?;
+    let (x_upd, x_wf) = time_updates(ctx, gb, &upd, &mut row)?;
 
-    // The update (+ solve) from a restored snapshot; launches of the update alone. The
-    // device-resident protocol (spec §3.9: no transfers) takes U from the device where
-    // the update has a device entry point (column insertion: `insert_cols_device`, U
-    // uploaded once, untimed); TUS and TUT (below) take it from the host.
-    let u_dev = match pt.kind {
-        Kind::InsertCols => Some(DevMat::from_host(gpu, c.u.as_ref())?),
-        _ => None,
-    };
-    let upd_solve = |st: &mut GpuQr<T>, x: &mut DevMat<T>| -> cuqr::Result<u64> {
-        let l0 = gpu.launch_count();
-        match &u_dev {
-            Some(u) => st.insert_cols_device(pt.k0, &u.view())?,
-            None => apply(st, pt, c)?,
-        }
-        let launches = gpu.launch_count() - l0;
-        solve_dev(gpu, st, x)?;
-        Ok(launches)
-    };
-    let upd_solve_host = |st: &mut GpuQr<T>, x: &mut DevMat<T>| -> cuqr::Result<u64> {
-        let l0 = gpu.launch_count();
-        apply(st, pt, c)?;
-        let launches = gpu.launch_count() - l0;
-        solve_dev(gpu, st, x)?;
-        Ok(launches)
-    };
-    let x_upd = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
-    let (ms, launches, st) = time_update(gpu, base, params, reps, |st| {
-        upd_solve(st, &mut x_upd.borrow_mut())
-    })?;
-    row.upd_ms = Some(ms);
-    row.launches = Some(launches);
-    if matches!(pt.extra, Extra::Acc { .. }) {
-        row.acc = Some(accuracy(gpu, &st, &c.a_new)?);
-    }
-    drop(st);
-
-    // the seeds' strategies (spec §1.5, §3.6)
-    let x_wf = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
-    let comp = matches!(pt.extra, Extra::Comp { .. });
-    if has_givens_stage(pt) && (ctx.wavefront || comp) {
-        let p = wavefront_params(pt, base.params(), RowRemoval::Composite);
-        let (ms, launches, _) = time_update(gpu, base, p, reps, |st| {
-            upd_solve(st, &mut x_wf.borrow_mut())
-        })?;
-        row.wf_ms = Some(ms);
-        row.wf_launches = Some(launches);
-    }
-    let x_tmp = RefCell::new(DevMat::<T>::zeros(gpu, n2, 1)?);
-    if comp {
-        let p = wavefront_params(pt, base.params(), RowRemoval::SeparateStreams);
-        let (ms, _, _) = time_update(gpu, base, p, reps, |st| {
-            upd_solve(st, &mut x_tmp.borrow_mut())
-        })?;
-        row.streams_ms = Some(ms);
-    }
-
-    // baselines on the updated matrix
-    let a_dev = DevMat::from_host(gpu, c.a_new.as_ref())?;
-    let b_dev = DevMat::from_host(gpu, c.b_new.as_ref())?;
-    let work = RefCell::new(DevMat::<T>::zeros(gpu, m2, n2)?);
-    let dwork = RefCell::new(DevMat::<T>::zeros(gpu, m2, 1)?);
-    let tau = RefCell::new(DevVec::<T>::zeros(gpu, n2)?);
-    let qbuf = RefCell::new(if keep_q {
-        Some(DevMat::<T>::zeros(gpu, m2, m2)?)
-    } else {
-        None
-    });
-    let setup = || -> cuqr::Result<()> {
-        copy_into(gpu, &a_dev, &mut work.borrow_mut())?;
-        copy_into(gpu, &b_dev, &mut dwork.borrow_mut())
-    };
-    let refac = |with_q: bool| -> cuqr::Result<()> {
-        let mut w = work.borrow_mut();
-        let mut d = dwork.borrow_mut();
-        let mut tv = tau.borrow_mut();
-        gpu.geqrf(&mut w.view_mut(), &mut tv.view_mut())?;
-        gpu.ormqr(
-            Side::Left,
-            Op::T,
-            &w.view(),
-            n2,
-            &tv.view(),
-            &mut d.view_mut(),
-        )?;
-        gpu.trsm(
-            Side::Left,
-            Uplo::Upper,
-            Op::N,
-            Diag::NonUnit,
-            T::ONE,
-            &w.block(0, 0, n2, n2),
-            &mut d.block_mut(0, 0, n2, 1),
-        )?;
-        if with_q {
-            let mut qb = qbuf.borrow_mut();
-            let q = qb.as_mut().expect("Q buffer allocated when Q is kept");
-            gpu.panel_copy(&w.view(), &mut q.block_mut(0, 0, m2, n2))?;
-            gpu.orgqr(&mut q.view_mut(), n2, &tv.view())?;
-        }
-        Ok(())
-    };
-    let tb = time_with_setup(gpu, 1, reps, setup, |()| refac(false))?;
+    let refac = Refactorise::new(gpu, c, keep_q)?;
+    let restore = || refac.restore(gpu);
+    let tb = time_with_setup(gpu, 1, reps, restore, |()| refac.run(gpu, false))?;
     row.solve_ms = Some(tb.median_ms());
     // accuracy check of the harness itself: both solutions agree
-    let x_ref = dwork.borrow().to_host(gpu)?;
-    let x_u = x_upd.borrow().to_host(gpu)?;
+    let x_ref = refac.d.borrow().to_host(gpu)?;
+    let x_u = x_upd.to_host(gpu)?;
     row.ex = Some(rel_diff(x_u.as_slice(), &x_ref.as_slice()[..n2]));
     if row.wf_ms.is_some() {
-        let x_w = x_wf.borrow().to_host(gpu)?;
+        let x_w = x_wf.to_host(gpu)?;
         row.wf_ex = Some(rel_diff(x_w.as_slice(), &x_ref.as_slice()[..n2]));
     }
     row.refac_ms = if keep_q {
-        Some(time_with_setup(gpu, 1, reps, setup, |()| refac(true))?.median_ms())
+        Some(time_with_setup(gpu, 1, reps, restore, |()| refac.run(gpu, true))?.median_ms())
     } else {
         row.solve_ms
     };
 
-    // the seeds' protocols (spec §3.1): from page-locked host memory (and back)
     if let Some(host) = gb.host {
-        let mut cell = gb.staging.borrow_mut();
-        let staging = cell
-            .as_mut()
-            .filter(|s| s.len() >= staging_need::<T>(pt))
-            .ok_or_else(|| cuqr::Error::Driver("TUS/TUT staging not allocated".into()))?;
-        let staging = RefCell::new(staging);
-        let keep: RefCell<Option<GpuQr<T>>> = RefCell::new(None);
-        let transfer = |back: bool| -> cuqr::Result<f64> {
-            let t = time_with_setup(
-                gpu,
-                1,
-                reps,
-                || {
-                    keep.borrow_mut().take();
-                    Ok(())
-                },
-                |()| {
-                    let mut s = staging.borrow_mut();
-                    let mut st = GpuQr::from_cpu(gpu, host, Some(&mut **s))?;
-                    st.set_params(params);
-                    upd_solve_host(&mut st, &mut x_tmp.borrow_mut())?;
-                    if back {
-                        std::hint::black_box(st.to_cpu_pinned(&mut s)?);
-                    }
-                    *keep.borrow_mut() = Some(st);
-                    Ok(())
-                },
-            )?;
-            keep.borrow_mut().take();
-            Ok(t.median_ms())
-        };
-        if pt.seed_cula.is_some() {
-            row.tus_ms = Some(transfer(false)?);
-            let t = time_with_setup(
-                gpu,
-                1,
-                reps,
-                || Ok(()),
-                |()| {
-                    let mut s = staging.borrow_mut();
-                    work.borrow_mut()
-                        .upload_pinned(gpu, c.a_new.as_ref(), &mut s)?;
-                    dwork
-                        .borrow_mut()
-                        .upload_pinned(gpu, c.b_new.as_ref(), &mut s)?;
-                    refac(false)
-                },
-            )?;
-            row.tus_base_ms = Some(t.median_ms());
-        }
-        if pt.seed_seq.is_some() {
-            row.tut_ms = Some(transfer(true)?);
-        }
+        time_transfers(gb, &upd, &refac, host, reps, &mut row)?;
     }
     Ok(row)
+}
+
+/// The update (+ solve) from a restored snapshot, and the seeds' Wavefront strategy
+/// (and for RR-comp their three-stream layout) where asked: fills the row's update,
+/// wavefront and streams columns, and ACC's accuracy of the updated state. Returns the
+/// solutions of the update and of the Wavefront run (zero where it did not run).
+fn time_updates<T: GpuScalar>(
+    ctx: &Ctx<'_>,
+    gb: &GpuBase<'_, T>,
+    upd: &TimedUpdate<'_, T>,
+    row: &mut Row,
+) -> cuqr::Result<(DevMat<T>, DevMat<T>)> {
+    let (gpu, base, pt, reps) = (gb.gpu, gb.state, upd.pt, ctx.reps);
+    let n2 = upd.c.a_new.ncols();
+    let params = point_params(pt, base.params());
+    let mut x_upd = DevMat::<T>::zeros(gpu, n2, 1)?;
+    let (ms, launches, st) = time_update(gpu, base, params, reps, |st| upd.device(st, &mut x_upd))?;
+    row.upd_ms = Some(ms);
+    row.launches = Some(launches);
+    if matches!(pt.extra, Extra::Acc { .. }) {
+        row.acc = Some(accuracy(gpu, &st, &upd.c.a_new)?);
+    }
+    drop(st);
+
+    let mut x_wf = DevMat::<T>::zeros(gpu, n2, 1)?;
+    let comp = matches!(pt.extra, Extra::Comp { .. });
+    if has_givens_stage(pt) && (ctx.wavefront || comp) {
+        let p = wavefront_params(pt, base.params(), RowRemoval::Composite);
+        let (ms, launches, _) = time_update(gpu, base, p, reps, |st| upd.device(st, &mut x_wf))?;
+        row.wf_ms = Some(ms);
+        row.wf_launches = Some(launches);
+    }
+    if comp {
+        let mut x = DevMat::<T>::zeros(gpu, n2, 1)?;
+        let p = wavefront_params(pt, base.params(), RowRemoval::SeparateStreams);
+        let (ms, _, _) = time_update(gpu, base, p, reps, |st| upd.device(st, &mut x))?;
+        row.streams_ms = Some(ms);
+    }
+    Ok((x_upd, x_wf))
+}
+
+/// The seeds' protocols from page-locked host memory, where the seeds give their
+/// ratios: TUS (the state copied in, the update with its inputs from the host, the
+/// solve), (b) under TUS (the updated A and b copied in, then (b)) and TUT (TUS and
+/// the new state copied back).
+fn time_transfers<T: GpuScalar>(
+    gb: &GpuBase<'_, T>,
+    upd: &TimedUpdate<'_, T>,
+    refac: &Refactorise<T>,
+    host: &CpuQr<T>,
+    reps: usize,
+    row: &mut Row,
+) -> cuqr::Result<()> {
+    let (gpu, pt) = (gb.gpu, upd.pt);
+    let params = point_params(pt, gb.state.params());
+    let mut cell = gb.staging.borrow_mut();
+    let staging = cell
+        .as_mut()
+        .filter(|s| s.len() >= staging_need::<T>(pt))
+        .ok_or_else(|| cuqr::Error::Driver("TUS/TUT staging not allocated".into()))?;
+    let mut x = DevMat::<T>::zeros(gpu, upd.c.a_new.ncols(), 1)?;
+    let mut transfer = |staging: &mut PinnedHostSlice<T>, back: bool| -> cuqr::Result<f64> {
+        let (ms, st) = time_keeping_last(
+            gpu,
+            reps,
+            || Ok(()),
+            |()| {
+                let mut st = GpuQr::from_cpu(gpu, host, Some(&mut *staging))?;
+                st.set_params(params);
+                upd.host(&mut st, &mut x)?;
+                if back {
+                    std::hint::black_box(st.to_cpu_pinned(staging)?);
+                }
+                Ok(st)
+            },
+        )?;
+        drop(st);
+        Ok(ms)
+    };
+    if pt.seed_cula.is_some() {
+        row.tus_ms = Some(transfer(staging, false)?);
+        row.tus_base_ms = Some(time_ms(gpu, reps, || {
+            refac.upload_pinned(gpu, upd.c, staging)?;
+            refac.run(gpu, false)
+        })?);
+    }
+    if pt.seed_seq.is_some() {
+        row.tut_ms = Some(transfer(staging, true)?);
+    }
+    Ok(())
 }
 
 /// e_Q = ‖QᵀQ − I‖_F, e_A = ‖QR − A‖_F/‖A‖_F (with Q) and ‖L‖_F (R's strictly

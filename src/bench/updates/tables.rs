@@ -4,14 +4,7 @@
 
 use super::grid::{cpu_bar_applies, required_speedup, Extra, Point};
 use super::run::{Accuracy, Row};
-
-pub(super) fn fmt_opt(x: Option<f64>, digits: usize) -> String {
-    x.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
-}
-
-pub(super) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    Some(a? / b?)
-}
+use crate::bench::common::{fmt_opt, ratio};
 
 /// The "bar" cell: required speed-up and whether it holds.
 fn bar_cell(pt: &Point, r: &Row) -> String {
