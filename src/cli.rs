@@ -58,10 +58,15 @@ pub enum Parsed {
     Run(Opts),
 }
 
+/// Whether `arg` asks for help (`-h` or `--help`).
+pub fn is_help(arg: &str) -> bool {
+    arg == "-h" || arg == "--help"
+}
+
 /// Parses `--name value` / `--name=value` pairs; `allowed` lists the names
 /// without dashes. Unknown, repeated or value-less options are errors.
 pub fn parse(cmd: &str, args: &[String], allowed: &[&str]) -> CliResult<Parsed> {
-    if args.iter().any(|a| a == "-h" || a == "--help") {
+    if args.iter().any(|a| is_help(a)) {
         return Ok(Parsed::Help);
     }
     let mut opts = Opts::default();

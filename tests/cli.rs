@@ -1055,6 +1055,47 @@ fn bench_qr_quick_without_gpu_says_so() {
     assert_eq!(s.lines().count(), 1, "{s}");
 }
 
+/// `cuqr bench --quick` (once "unknown group '--quick'") runs each group's `--quick` in
+/// turn. Without a GPU it needs none, as `cuqr bench updates --quick` does not: the
+/// groups that run on the GPU only are skipped with a line saying so, qr says it has
+/// nothing to run and updates times its CPU columns. With a GPU the whole tour would
+/// run, too long for a test: only the checks of its arguments run then.
+#[test]
+fn bench_quick_runs_each_group_in_turn() {
+    let o = cuqr(&["bench", "--quick", "--reps", "5"]);
+    assert_cli_error(&o, "bench --quick: unexpected argument '--reps'");
+    assert!(stdout(&run_ok(&["bench", "--quick", "--help"])).contains("cuqr bench --quick"));
+    if cuqr::Gpu::new(0).is_ok() {
+        eprintln!("skipped: a GPU is present (the tour would run every group's quick grid)");
+        return;
+    }
+    let s = stdout(&run_ok(&["bench", "--quick"]));
+    assert!(s.starts_with("cuqr bench --quick: "), "{s}");
+    assert!(s.contains("no GPU ("), "{s}");
+    let heads: Vec<&str> = s.lines().filter(|l| l.starts_with("## ")).collect();
+    assert_eq!(
+        heads,
+        [
+            "## cuqr bench lu --quick",
+            "## cuqr bench qr --quick",
+            "## cuqr bench updates --quick",
+            "## cuqr bench mixed --quick",
+            "## cuqr bench kernels --quick",
+        ]
+    );
+    assert_eq!(s.matches("\nskipped: no GPU\n").count(), 3, "{s}");
+    assert!(s.contains("cuqr bench qr measures GPU factorisations only; nothing run"));
+    assert!(s.contains("CPU columns only"), "{s}");
+    // the quick grid's nine points in both precisions, each with its CPU columns
+    let rows: Vec<Vec<String>> = s
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| group"))
+        .map(md_cells)
+        .collect();
+    assert_eq!(rows.len(), 18, "{s}");
+    assert!(rows.iter().all(|r| r[20].ends_with(')')), "{s}");
+}
+
 /// GPU smoke run on tiny shapes: every column present, cuqr and both cuSOLVER
 /// baselines timed, Kerr's accuracy criteria pass, the CSV matches the table.
 #[test]
