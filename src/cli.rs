@@ -1,6 +1,6 @@
-//! Command-line parsing and help texts for the `cuqr` tool (issue "The cuqr
-//! API and its CPU backend", item 5). Options are `--name value` or
-//! `--name=value`; every option takes a value except `-h`/`--help`.
+//! Command-line parsing and help texts for the `cuqr` tool. Options are
+//! `--name value` or `--name=value`; every option takes a value except
+//! `-h`/`--help`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -151,7 +151,7 @@ impl Opts {
     }
 }
 
-/// Working precision (`--precision f64|f32`, spec §5.3 F12).
+/// Working precision (`--precision f64|f32`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
     /// Double precision.

@@ -73,9 +73,9 @@ impl Rng {
     }
 }
 
-/// An m×n matrix with entries ±[0.1, 1) (never zero, as architecture.md's testing
-/// rules ask), generated in parallel in fixed chunks of 2²⁰ values so the values depend
-/// on `seed` only, not on the thread count. The benchmarks' input generator.
+/// An m×n matrix with entries ±[0.1, 1) (never zero), generated in parallel in fixed
+/// chunks of 2²⁰ values so the values depend on `seed` only, not on the thread count.
+/// The benchmarks' input generator.
 pub fn random_signed_matrix<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
     const CHUNK: usize = 1 << 20;
     let mut data = vec![T::ZERO; m * n];

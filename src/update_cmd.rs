@@ -1,6 +1,6 @@
-//! `cuqr update`: factorise A from a `.npy` file, apply one update (spec
-//! §1.7–§1.11), solve (§1.1), measure accuracy (§3.7) and write R, Q, x and
-//! `summary.json`.
+//! `cuqr update`: factorise A from a `.npy` file, apply one update, solve the
+//! least-squares problem (docs/algorithms.md#least-squares), measure the accuracy
+//! (docs/algorithms.md#accuracy-measures) and write R, Q, x and `summary.json`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

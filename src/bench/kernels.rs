@@ -1,6 +1,6 @@
-//! `cuqr bench kernels`: micro-benchmarks of cuqr's kernels (issue 7 item 1) with the
-//! ceilings measured in the same run (architecture.md "Performance method"): device
-//! to device copy bandwidth and the cuBLAS GEMM rate. Each kernel is timed with CUDA
+//! `cuqr bench kernels`: micro-benchmarks of cuqr's kernels with the ceilings
+//! measured in the same run (the method: docs/performance.md): device to device copy
+//! bandwidth and the cuBLAS GEMM rate. Each kernel is timed with CUDA
 //! events (one warm-up, median of ≥ 5) on random device-resident data (never zero);
 //! memory-bound kernels report GB/s from a minimum-traffic model (every element
 //! read/written once) and the fraction of the copy bandwidth, compute-bound ones

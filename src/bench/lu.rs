@@ -1,4 +1,5 @@
-//! `cuqr bench lu`: cuqr's blocked LU with partial pivoting (issue 6) against
+//! `cuqr bench lu`: cuqr's blocked LU with partial pivoting
+//! (docs/algorithms.md#lu-factorisation) against
 //! cuSOLVER `getrf` (+ `getrs` for one right-hand side) in the same process, on the
 //! same device-resident random matrix (entries ±[0.1, 1), never zero). Medians of ≥ 5
 //! CUDA-event timings after one warm-up; the factorisation timings include reading

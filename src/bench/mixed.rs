@@ -1,5 +1,6 @@
-//! `cuqr bench mixed`: cuqr's mixed-precision least squares (issue 5, spec §4.2, seed
-//! S3: tensor-core f32 QR of an f32 copy, R̃-preconditioned CG refinement in f64)
+//! `cuqr bench mixed`: cuqr's mixed-precision least squares
+//! (docs/algorithms.md#mixed-precision: tensor-core f32 QR of an f32 copy,
+//! R̃-preconditioned CG refinement in f64)
 //! against cuSOLVER's f64 least squares (`geqrf` + `ormqr` + `trsm`, the baseline (b)
 //! of `bench updates`) and cuSOLVER's iterative-refinement solvers (`DDgels`,
 //! `DSgels`, `DHgels`, `DBgels`, `DXgels`), in the same process on the same

@@ -1,6 +1,6 @@
 //! `cuqr bench <GROUP> [OPTIONS]`: benchmarks against the in-process cuSOLVER
 //! baseline with CUDA events, warm-up and the median of ≥ 5 runs on random
-//! (never zero) device-resident data (architecture.md "Performance method").
+//! (never zero) device-resident data (the method: docs/performance.md).
 //! Each group is a sibling file with `HELP` and `run(&[String])`; add a group by
 //! adding a file and a line to [`GROUPS`].
 
@@ -39,29 +39,28 @@ const GROUPS: &[Group] = &[
     },
     Group {
         name: "qr",
-        summary:
-            "full QR factorisation vs cuSOLVER geqrf (+ orgqr), Kerr's accuracy criteria (issue 5)",
+        summary: "full QR factorisation vs cuSOLVER geqrf (+ orgqr), Kerr's accuracy criteria",
         help: qr::HELP,
         run: qr::run,
         needs_gpu: false,
     },
     Group {
         name: "updates",
-        summary: "QR updates vs cuSOLVER refactorisation and the serial CPU update (spec §3.9)",
+        summary: "QR updates vs cuSOLVER refactorisation and the serial CPU update",
         help: updates::HELP,
         run: updates::run,
         needs_gpu: false,
     },
     Group {
         name: "mixed",
-        summary: "mixed-precision least squares vs cuSOLVER f64 LS and IRS gels (issue 5)",
+        summary: "mixed-precision least squares vs cuSOLVER f64 LS and IRS gels",
         help: mixed::HELP,
         run: mixed::run,
         needs_gpu: true,
     },
     Group {
         name: "kernels",
-        summary: "kernel micro-benchmarks vs copy bandwidth and cuBLAS GEMM (issue 7)",
+        summary: "kernel micro-benchmarks vs copy bandwidth and cuBLAS GEMM",
         help: kernels::HELP,
         run: kernels::run,
         needs_gpu: true,

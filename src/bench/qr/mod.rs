@@ -1,6 +1,7 @@
-//! `cuqr bench qr`: cuqr's full GPU QR factorisation (issue 5 part 3; spec §1.3–§1.4,
-//! §4.1) against cuSOLVER `geqrf` and `geqrf` + `orgqr` in the same process, on the
-//! same device-resident random matrix (entries ±[0.1, 1), never zero).
+//! `cuqr bench qr`: cuqr's full GPU QR factorisation (docs/algorithms.md#blocked-householder-qr,
+//! with TSQR panels for tall ones: docs/algorithms.md#tsqr) against cuSOLVER `geqrf`
+//! and `geqrf` + `orgqr` in the same process, on the same device-resident random
+//! matrix (entries ±[0.1, 1), never zero).
 //!
 //! * **cuqr**: [`GpuQr::factorize_dev`] (the public API on device data) with Q not
 //!   kept ([`QPolicy::None`]: R and d = Qᵀb) and with the explicit m×m Q
@@ -12,8 +13,8 @@
 //! Timings are CUDA-event medians of ≥ 5 runs after one warm-up
 //! ([`cuqr::gpu::timing`]). Flops as LAPACK counts them: 2mn² − 2n³/3 for the
 //! factorisation, 4m²n − 4mn² + 4n³/3 for forming the m×m Q from n reflectors
-//! (`orgqr` with m = n_Q = m, k = n). Accuracy of cuqr (Kerr et al.'s criteria, seeds
-//! spec §4.3, issue 5 bar) on the state with Q: ‖QR − A‖_F/‖A‖_F ≤ m·u and
+//! (`orgqr` with m = n_Q = m, k = n). Accuracy of cuqr (Kerr et al.'s criteria, the
+//! required accuracy: docs/algorithms.md#accuracy-measures) on the state with Q: ‖QR − A‖_F/‖A‖_F ≤ m·u and
 //! ‖QᵀQ − I‖_F ≤ m·u, norms on the device in f64 (cuBLAS DGEMM products, f32 data
 //! widened exactly first; diagonal of the Gram matrix read by one kernel), and R's
 //! strictly lower part exactly zero (checked on the host after a
@@ -40,7 +41,7 @@ use tables::{csv_row, phase_row, table_row, CSV_HEAD, PHASE_HEAD, TABLE_HEAD};
 /// `cuqr bench qr --help`.
 pub const HELP: &str = "\
 cuqr bench qr: full QR factorisation (cuqr GPU) vs cuSOLVER geqrf and
-geqrf + orgqr, same device-resident data, same process (issue 5)
+geqrf + orgqr, same device-resident data, same process
 
 Usage: cuqr bench qr [--quick] [--dtype f64|f32|both] [--reps R] [--csv FILE]
                      [--max-n N] [--shapes MxN,MxN,...] [--nb NB]
@@ -69,8 +70,8 @@ flops; |QR-A|/|A|, |Q^TQ-I| (Frobenius, on the device, in f64 also for f32
 data) and whether R is exactly zero below its diagonal, each against m·u;
 accuracy = pass when all hold; cuSOLVER |Q^TQ-I| = the same measure of
 geqrf + orgqr's Q. Without the m×m Q: R only, |R^TR - A^TA|/|A|^2 <= 2m·u and the zeros.
-A second table splits one more run per shape into Kerr et al.'s phases (their
-Table 2): panels, trailing update, d, rank check and forming Q, from CUDA events
+A second table splits one more run per shape into Kerr et al.'s phases:
+panels, trailing update, d, rank check and forming Q, from CUDA events
 around each phase (that run has no look-ahead, so its total exceeds the median).
 ";
 
@@ -263,7 +264,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     eprintln!();
     if !phase_rows.is_empty() {
         println!(
-            "\nPhase split (Kerr et al.'s Table 2): one more run per shape with CUDA events \
+            "\nPhase split (Kerr et al.'s phases): one more run per shape with CUDA events \
              around each phase and no look-ahead (so its total exceeds the median above); \
              panel = Householder vectors, their application inside the panel and T; \
              trailing = A -= V(T^T(V^T A)); d = the right-hand side's update; Q = forming \
@@ -295,7 +296,7 @@ mod tests {
     use crate::cli::strs;
 
     #[test]
-    fn grids_follow_the_brief() {
+    fn quick_full_and_max_n_grids() {
         let quick = parse(&strs(&["--quick"])).unwrap();
         let ns = |o: &Opts, fam: &str| -> Vec<(usize, usize)> {
             o.shapes

@@ -76,7 +76,7 @@ pub(super) fn table_row(prec: &str, sh: &Shape, r: &Row, u: f64) -> String {
 
 pub(super) const PHASE_HEAD: &str = "| prec | shape | m | n | Q | total ms | panel ms | panel % | panel GFLOP/s | trailing ms | trailing % | trailing GFLOP/s | d ms | rank check ms | Q ms | Q % | Q GFLOP/s | other ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
-/// A row of the phase-split table (Kerr et al.'s Table 2), when the shape has one.
+/// A row of the phase-split table (Kerr et al.'s phases), when the shape has one.
 pub(super) fn phase_row(prec: &str, sh: &Shape, r: &Row) -> Option<String> {
     let (t, with_q) = r.phases?;
     let pct = |x: f64| format!("{:.0}", 100.0 * x / t.total_ms);

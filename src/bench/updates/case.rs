@@ -123,7 +123,7 @@ pub(super) fn case_seed(seed: u64, p: &Point) -> u64 {
 }
 
 /// Whether the point's update has a Givens stage whose GPU strategy
-/// [`wavefront_params`] changes (spec §1.5, §1.7, §1.10, §1.11).
+/// [`wavefront_params`] changes (docs/algorithms.md#givens-rotations).
 pub(super) fn has_givens_stage(pt: &Point) -> bool {
     match pt.kind {
         Kind::DeleteRows | Kind::RankOne => true,
@@ -140,9 +140,9 @@ pub(super) fn point_params(pt: &Point, mut p: cuqr::UpdateParams) -> cuqr::Updat
     p
 }
 
-/// The seeds' Wavefront strategy (spec §1.5): a generate and an apply launch per
-/// wavefront step; for row deletion the given layout (spec §1.10, §3.6; the seeds'
-/// composite [Q; Rᵀ; dᵀ] by default).
+/// The seeds' Wavefront strategy (docs/algorithms.md#givens-rotations): a generate and
+/// an apply launch per wavefront step; for row deletion the given layout (the seeds'
+/// composite [Q; Rᵀ; dᵀ] by default: docs/algorithms.md#padded-transpose-and-composite-layout).
 pub(super) fn wavefront_params(
     pt: &Point,
     p: cuqr::UpdateParams,
@@ -189,8 +189,8 @@ mod tests {
     }
 
     /// The CPU column of the quick grid against an independent refactorisation:
-    /// the update's solution matches the fresh factorisation's (spec §3.7:
-    /// 10·m·u·κ-scaled; random ±[0.1,1) data is well conditioned).
+    /// the update's solution matches the fresh factorisation's within 10·m·u, scaled by κ
+    /// (docs/algorithms.md#accuracy-measures; random ±[0.1,1) data is well conditioned).
     #[test]
     fn cpu_update_solution_matches_refactorisation() {
         for q in quick_grid() {

@@ -1,7 +1,7 @@
 //! The grids of `cuqr bench updates`: every point of the seeds' experiment grids
-//! (spec §3.9 table: BS, AC-k3, AC-k6, AC-stage, AC-p, RC-k, RC-m, AR-p, AR-n, AR-m,
-//! RR-seq, RR-n, RR-m, RR-comp, ACC) with the seeds' figures from spec §3.2–§3.7,
-//! the `--quick` grid, and issue 7's bar at each point.
+//! (BS, AC-k3, AC-k6, AC-stage, AC-p, RC-k, RC-m, AR-p, AR-n, AR-m, RR-seq, RR-n,
+//! RR-m, RR-comp, ACC) with the seeds' published figures, the `--quick` grid, and the
+//! required speed-up (the bar) at each point.
 
 use cuqr::QPolicy;
 
@@ -26,7 +26,7 @@ impl Kind {
         }
     }
 
-    /// The seeds' protocol (spec §3.1 TUS): Q is omitted for row addition and
+    /// The seeds' TUS protocol: Q is omitted for row addition and
     /// column removal.
     pub(super) fn policy(self) -> QPolicy {
         match self {
@@ -51,19 +51,19 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Extra {
     None,
-    /// RR-comp (spec §3.6 Table D4): the seeds' composite and three-stream
+    /// RR-comp: the seeds' composite and three-stream
     /// (non-composite) row removal, seconds.
     Comp {
         composite_s: f64,
         streams_s: f64,
     },
-    /// ACC (spec §3.7): the seeds' GPU e_x, and e_Q, e_A where Q is formed (f32).
+    /// ACC: the seeds' GPU e_x, and e_Q, e_A where Q is formed (f32).
     Acc {
         e_x: f64,
         e_q: Option<f64>,
         e_a: Option<f64>,
     },
-    /// BS (spec §3.2): the seeds' sequential time and GPU TUT time at this n_b, seconds.
+    /// BS: the seeds' sequential time and GPU TUT time at this n_b, seconds.
     Bs {
         seq_s: f64,
         tut_s: Option<f64>,
@@ -81,7 +81,7 @@ pub(super) struct Point {
     pub p: usize,
     /// Run the serial CPU update (and faer) here.
     pub cpu: bool,
-    /// The seeds' CULA/TUS speed-up at this point (spec §3.3–§3.6), if given.
+    /// The seeds' CULA/TUS speed-up at this point, if given.
     pub seed_cula: Option<f64>,
     /// The seeds' seq/TUT speed-up at this point, if given.
     pub seed_seq: Option<f64>,
@@ -140,7 +140,7 @@ impl Point {
     fn extra(self, extra: Extra) -> Self {
         Point { extra, ..self }
     }
-    /// Whether the update keeps Q (the seeds' TUS protocol, spec §3.1).
+    /// Whether the update keeps Q (the seeds' TUS protocol).
     pub(super) fn keeps_q(&self) -> bool {
         self.kind.policy() == QPolicy::Full
     }
@@ -652,7 +652,7 @@ fn with_cula<'a>(
         .map(move |(i, (&c, &t))| point(i).cula(c, t))
 }
 
-/// Issue 7's required speed-up over refactorisation (a) at a point: 50× for
+/// The required speed-up over refactorisation (a) at a point (the bar): 50× for
 /// column deletion with k0 ≥ n/2 and for the rank-one update, 10× where the
 /// update changes at most a tenth of the matrix, otherwise 1×.
 pub(super) fn required_speedup(pt: &Point) -> f64 {
@@ -676,7 +676,7 @@ pub(super) fn bar_reason(p: &Point) -> &'static str {
     }
 }
 
-/// Whether issue 7's CPU bar (GPU ≥ 50× the serial update) applies here.
+/// Whether the CPU bar (GPU ≥ 50× the serial update) applies here.
 pub(super) fn cpu_bar_applies(pt: &Point) -> bool {
     matches!(pt.group, "RR-seq" | "AC-k3" | "AR-p")
 }
@@ -685,7 +685,7 @@ pub(super) fn cpu_bar_applies(pt: &Point) -> bool {
 mod tests {
     use super::*;
 
-    /// The grid has every point of spec §3.9's table, each valid for its update.
+    /// The grid has every point of the seeds' grids, each valid for its update.
     #[test]
     fn full_grid_covers_the_seeds_grids() {
         let g = full_grid();
@@ -772,7 +772,7 @@ mod tests {
     }
 
     #[test]
-    fn bar_thresholds_follow_issue_7() {
+    fn bar_thresholds_follow_the_required_speedups() {
         let g = full_grid();
         let find = |grp: &str, k0: usize, p: usize| {
             *g.iter()

@@ -1,13 +1,13 @@
-//! `cuqr bench updates`: the seeds' update experiments (spec §3.3–§3.6, grids of
-//! §3.9) on the GPU against in-process baselines on the same data, device-resident
-//! protocol (spec §3.1, §3.9 "Protocols"):
+//! `cuqr bench updates`: the seeds' update experiments and their grids on the GPU
+//! against in-process baselines on the same data, device-resident protocol (the
+//! method and the protocols: docs/performance.md):
 //!
 //! * **update**: restore the factorised state from a device snapshot (untimed),
 //!   then time the update plus the solve R̃₁x = d̃(0:n′) (cuBLAS TRSM) — the
 //!   update's inputs U, e, u, v come from host memory as the API takes them;
 //! * **(a) refactorise**: cuSOLVER `geqrf` + `ormqr` + `trsm` on the updated
 //!   matrix, plus `orgqr` to the explicit m′×m′ Q when the state keeps Q — the
-//!   bar of issue 7 is against this;
+//!   required speed-up (the bar) is against this;
 //! * **(b) solution only**: `geqrf` + `ormqr` + `trsm` (the seeds' CULA `Sgels`
 //!   comparison);
 //! * **(c) CPU serial update** ([`cuqr::CpuQr`], started from the GPU's own
@@ -42,8 +42,8 @@ use tables::{csv_key, csv_row, read_resume, side_tables, table_row, CSV_HEAD, TA
 /// `cuqr bench updates --help`.
 pub const HELP: &str = "\
 cuqr bench updates: QR updates (cuqr GPU) vs cuSOLVER refactorisation and the
-serial CPU update, on the seeds' grids (spec §3.9), device-resident protocol, with
-the seeds' TUS and TUT protocols beside it
+serial CPU update, on the seeds' grids, device-resident protocol, with the seeds'
+TUS and TUT protocols beside it
 
 Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...]
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
@@ -56,7 +56,7 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
   --precision    f64, f32 or both (default both)
   --groups       subset of BS, AC-k3, AC-k6, AC-stage, AC-p, RC-k, RC-m, AR-p, AR-n,
                  AR-m, RR-seq, RR-n, RR-m, RR-comp, ACC, R1 (default: all, every point
-                 of spec §3.9's grids; ignored with --quick)
+                 of the seeds' grids; ignored with --quick)
   --reps         timed GPU repetitions, at least 5 (default 5, after 1 warm-up)
   --csv FILE     also write every row as CSV
   --no-cpu       skip the serial CPU update and faer columns
@@ -74,7 +74,7 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
   --stages       also time each point's stages (uploads, copies, Givens generate
                  and apply, Householder panels and trailing updates, rank check,
                  the solve) by events on the main stream, median of --reps runs;
-                 always on in AC-stage (the seeds' stage breakdown, Table A4)
+                 always on in AC-stage (the seeds' stage breakdown)
   --resume FILE  skip the points already in FILE, a CSV of an earlier run (same
                  columns); with --csv FILE (the same file) the new rows are added
                  after the old ones, so a run cut short can be continued
@@ -95,18 +95,21 @@ launches and copies issued by the update alone; (a) = geqrf + ormqr + trsm
 speed-ups (> 1: the update wins); wavefront = the same update (+ solve) with the
 seeds' Wavefront strategy (Givens::Wavefront, and for delete_rows the seeds'
 composite [Q; R^T; d^T] layout) where the update has a Givens stage, a/wf its
-speed-up over (a); TUS = the seeds' protocol (spec §3.1): copy of Q (when kept),
+speed-up over (a); TUS = the seeds' protocol: copy of Q (when kept),
 R and d from page-locked host memory, update, solve; (b) TUS = copy of the updated
 A and b from page-locked host memory, then (b) (the seeds' CULA analogue);
-seed CULA/TUS = the seeds' ratio at the same point (spec §3.3-§3.6); cpu = serial
+seed CULA/TUS = the seeds' ratio at the same point; cpu = serial
 CPU update + solve (median over the runs that fit the budget); TUT = TUS plus
 the copy of the new state back to page-locked host memory, cpu/TUT its
 speed-up over the CPU update, seed seq/TUT the seeds' ratio; (d) faer = faer's
 sequential QR of the updated matrix + least-squares solve, solution only (no Q),
-at the points with a cpu column; bar = issue 7's required speed-up over (a) at
-this point and whether it holds. TUS is timed where the seeds give CULA/TUS, TUT
-where they give seq/TUT. RR-comp, ACC and BS also print the tables of their seed
-experiments (three row-removal layouts; e_x, e_Q, e_A, ||L||; n_b).
+at the points with a cpu column; bar = the required speed-up over (a) at this
+point (50x for the rank-one update and for column deletion at k0 >= n/2, 10x where
+the update changes at most a tenth of the matrix, 1x elsewhere) and whether it
+holds, and at RR-seq, AC-k3 and AR-p whether the update is 50x the CPU update.
+TUS is timed where the seeds give CULA/TUS, TUT where they give seq/TUT. RR-comp,
+ACC and BS also print the tables of their seed experiments (three row-removal
+layouts; e_x, e_Q, e_A, ||L||; n_b).
 ";
 
 /// Runs `cuqr bench updates`.

@@ -1,6 +1,5 @@
 //! A small dependency-free SVG 1.1 line-chart writer for the speed-up plots of
-//! `cuqr bench updates --svg DIR` (issue 7: "SVG plots of speed-up against k0, p, m
-//! and n"; the measured quantities are those of spec §3.9). Pure functions: a
+//! `cuqr bench updates --svg DIR` (speed-up against k0, p, m and n). Pure functions: a
 //! [`Chart`] in, a standalone SVG document out.
 //!
 //! The x axis is linear (k0 starts at 0); the y axis is linear or base-10
@@ -16,7 +15,7 @@ pub(crate) struct Series {
     pub points: Vec<(f64, Option<f64>)>,
 }
 
-/// A dashed horizontal reference line (e.g. issue 7's required speed-up).
+/// A dashed horizontal reference line (e.g. the required speed-up).
 #[derive(Clone, Debug)]
 pub(crate) struct HLine {
     pub y: f64,

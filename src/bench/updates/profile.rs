@@ -92,7 +92,7 @@ pub(super) fn stage_row<T>(p: &Point, stages: &[(&'static str, f64)]) -> String 
     format!("{} {sum:.3} | {} |", point_head::<T>(p), cells.join("; "))
 }
 
-/// Ceilings measured in the same run (architecture.md "Performance method"): device
+/// Ceilings measured in the same run (the method: docs/performance.md): device
 /// to device copy bandwidth (GB/s, read + write) and the cuBLAS GEMM rate (GFLOP/s).
 pub(super) fn ceilings<T: GpuScalar>(gpu: &Arc<Gpu>, reps: usize) -> cuqr::Result<(f64, f64)> {
     let n = 1usize << 14; // 16384² elements: 1 GiB in f32, 2 GiB in f64
@@ -193,7 +193,8 @@ pub(super) fn profile_givens<T: GpuScalar>(
     let r = random_dev::<T>(gpu, span, nr, 6)?;
     let d = random_dev::<T>(gpu, span, 1, 7)?;
     let (q, r, d) = (RefCell::new(q), RefCell::new(r), RefCell::new(d));
-    // the pipe apply (`window` None) or windows of rotations and GEMM (docs/design.md)
+    // the pipe apply (`window` None) or windows of rotations and GEMM
+    // (docs/algorithms.md#givens-rotations)
     let apply = |list: &RotList<T>, window: Option<usize>| -> cuqr::Result<()> {
         let (mut q, mut r, mut d) = (q.borrow_mut(), r.borrow_mut(), d.borrow_mut());
         let mut qv = q.block_mut(0, col0, m, span);

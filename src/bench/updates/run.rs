@@ -37,7 +37,7 @@ pub(super) struct Row {
     pub(super) wf_ex: Option<f64>,
     /// RR-comp: the seeds' three-stream row removal (Wavefront, separate Q/R/d).
     pub(super) streams_ms: Option<f64>,
-    /// TUS (spec §3.1): copy of the state from page-locked host memory + update + solve.
+    /// TUS: copy of the state from page-locked host memory + update + solve.
     pub(super) tus_ms: Option<f64>,
     /// (b) under TUS: copy of the updated A and b from page-locked memory + (b).
     pub(super) tus_base_ms: Option<f64>,
@@ -47,7 +47,8 @@ pub(super) struct Row {
     pub(super) acc: Option<Accuracy>,
 }
 
-/// The accuracy measures of spec §3.7 of an updated state (Frobenius norms, f64).
+/// The accuracy measures of an updated state (Frobenius norms, f64;
+/// docs/algorithms.md#accuracy-measures).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Accuracy {
     pub(super) e_q: Option<f64>,
@@ -370,7 +371,7 @@ fn time_transfers<T: GpuScalar>(
 }
 
 /// e_Q = ‖QᵀQ − I‖_F, e_A = ‖QR − A‖_F/‖A‖_F (with Q) and ‖L‖_F (R's strictly
-/// lower part) of an updated state against the updated A (spec §3.7), in f64 with
+/// lower part) of an updated state against the updated A, in f64 with
 /// cuBLAS DGEMM (an f32 state is widened first).
 fn accuracy<T: GpuScalar>(gpu: &Arc<Gpu>, st: &GpuQr<T>, a: &Mat<T>) -> cuqr::Result<Accuracy> {
     let r = st.r()?;
