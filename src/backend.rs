@@ -1,6 +1,6 @@
-//! Backend choice for the CLI (`--backend auto|cpu|gpu`, architecture.md
-//! "API shape"): every command works on a `Box<dyn QrUpdate<T>>` built by
-//! [`factorize`], the one place that knows the concrete backend types.
+//! Backend choice for the CLI (`--backend auto|cpu|gpu`): every command works on a
+//! `Box<dyn QrUpdate<T>>` built by [`factorize`], the one place that knows the
+//! concrete backend types.
 
 use std::fmt;
 use std::sync::Arc;
@@ -83,7 +83,8 @@ pub fn resolve(choice: Choice) -> Result<(Backend, Option<String>), String> {
     }
 }
 
-/// Factorises A (m×n) with right-hand sides b (m×q) on `backend` (spec §1.4).
+/// Factorises A (m×n) with right-hand sides b (m×q) on `backend`
+/// (docs/algorithms.md#blocked-householder-qr).
 ///
 /// # Errors
 /// Whatever the backend's `factorize` returns.

@@ -1,6 +1,6 @@
-//! Command-line parsing and help texts for the `cuqr` tool (issue "The cuqr
-//! API and its CPU backend", item 5). Options are `--name value` or
-//! `--name=value`; every option takes a value except `-h`/`--help`.
+//! Command-line parsing and help texts for the `cuqr` tool. Options are
+//! `--name value` or `--name=value`; every option takes a value except
+//! `-h`/`--help`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -58,10 +58,15 @@ pub enum Parsed {
     Run(Opts),
 }
 
+/// Whether `arg` asks for help (`-h` or `--help`).
+pub fn is_help(arg: &str) -> bool {
+    arg == "-h" || arg == "--help"
+}
+
 /// Parses `--name value` / `--name=value` pairs; `allowed` lists the names
 /// without dashes. Unknown, repeated or value-less options are errors.
 pub fn parse(cmd: &str, args: &[String], allowed: &[&str]) -> CliResult<Parsed> {
-    if args.iter().any(|a| a == "-h" || a == "--help") {
+    if args.iter().any(|a| is_help(a)) {
         return Ok(Parsed::Help);
     }
     let mut opts = Opts::default();
@@ -89,6 +94,22 @@ pub fn parse(cmd: &str, args: &[String], allowed: &[&str]) -> CliResult<Parsed> 
         }
     }
     Ok(Parsed::Run(opts))
+}
+
+/// [`parse`], printing `help` when it was asked for: `None` then, else the options.
+pub fn parse_or_help(
+    cmd: &str,
+    args: &[String],
+    allowed: &[&str],
+    help: &str,
+) -> CliResult<Option<Opts>> {
+    match parse(cmd, args, allowed)? {
+        Parsed::Help => {
+            print!("{help}");
+            Ok(None)
+        }
+        Parsed::Run(o) => Ok(Some(o)),
+    }
 }
 
 impl Opts {
@@ -130,7 +151,7 @@ impl Opts {
     }
 }
 
-/// Working precision (`--precision f64|f32`, spec §5.3 F12).
+/// Working precision (`--precision f64|f32`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
     /// Double precision.
@@ -238,13 +259,15 @@ Options:
   --backend auto|cpu|gpu default auto
 ";
 
+/// Owned copies of `v`, as `main` passes the arguments (for tests).
+#[cfg(test)]
+pub(crate) fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strs(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
     fn parses_both_forms_and_rejects_mistakes() {

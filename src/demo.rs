@@ -1,13 +1,14 @@
-//! `cuqr demo`: a regression session on synthetic data (issue item 5). Each
-//! update (spec §1.7–§1.11) is timed against refactorising the updated matrix
-//! from scratch on the same backend (§1.4), and checked with e_x and e_A (§3.7).
+//! `cuqr demo`: a regression session on synthetic data. Each update (column and
+//! row insertion and deletion, the rank-one update) is timed against refactorising
+//! the updated matrix from scratch on the same backend, and checked with e_x and
+//! e_A (docs/algorithms.md#accuracy-measures).
 
 use std::time::Instant;
 
 use cuqr::{Mat, QPolicy, QrUpdate, Scalar};
 
 use crate::backend::{self, Backend, Choice};
-use crate::cli::{self, CliResult, Parsed, Precision};
+use crate::cli::{self, CliResult, Precision};
 use crate::ops::Update;
 use crate::rng::Rng;
 use cuqr::GpuScalar;
@@ -56,12 +57,8 @@ const SIGMA: f64 = 0.1;
 
 /// Runs `cuqr demo` with the arguments after the command name.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let opts = match cli::parse("demo", args, OPTIONS)? {
-        Parsed::Help => {
-            print!("{}", cli::DEMO_HELP);
-            return Ok(());
-        }
-        Parsed::Run(o) => o,
+    let Some(opts) = cli::parse_or_help("demo", args, OPTIONS, cli::DEMO_HELP)? else {
+        return Ok(());
     };
     let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;
     let precision = Precision::from_opt(opts.get("precision"))?;
@@ -107,7 +104,8 @@ fn observations<T: Scalar>(rng: &mut Rng, vars: &[Variable], k: usize) -> (Mat<T
     (cast(&x), cast(&y))
 }
 
-/// e_A = ‖QR − A‖_F/‖A‖_F in f64 (spec §3.7), using that R is upper trapezoidal.
+/// e_A = ‖QR − A‖_F/‖A‖_F in f64 (docs/algorithms.md#accuracy-measures), using that R
+/// is upper trapezoidal.
 fn e_a<T: Scalar>(qr: &dyn QrUpdate<T>, a: &Mat<T>) -> CliResult<Option<f64>> {
     let Some(q) = qr.q()? else {
         return Ok(None);

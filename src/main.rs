@@ -1,8 +1,7 @@
-//! The `cuqr` command-line tool (issue "The cuqr API and its CPU backend",
-//! item 5): `cuqr update` applies one QR update to a problem read from `.npy`
-//! files (spec §1.7–§1.11, §3.7), `cuqr demo` runs a regression session that
-//! compares updating with refactorising. Errors are one line on stderr,
-//! `cuqr: error: ...`, with exit status 2.
+//! The `cuqr` command-line tool: `cuqr update` applies one QR update to a problem
+//! read from `.npy` files and reports its accuracy, `cuqr demo` runs a regression
+//! session that compares updating with refactorising, `cuqr bench` measures against
+//! cuSOLVER. Errors are one line on stderr, `cuqr: error: ...`, with exit status 2.
 #![forbid(unsafe_code)]
 
 mod backend;

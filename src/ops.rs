@@ -1,28 +1,30 @@
-//! One update (spec §1.7–§1.11, §5.2 F4–F8) as a value: checked against the
-//! current dimensions, applied to a factorisation state through the
-//! [`QrUpdate`] trait, and applied to the dense matrices A and b so that the
-//! CLI can build Ã and b̃ for the diagnostics of spec §3.7.
+//! One update as a value: checked against the current dimensions, applied to a
+//! factorisation state through the [`QrUpdate`] trait, and applied to the dense
+//! matrices A and b so that the CLI can build Ã and b̃ for the accuracy measures
+//! (docs/algorithms.md#accuracy-measures).
 
 use cuqr::{Mat, QrUpdate, Scalar};
 
 /// An update of A (m×n) and its right-hand sides b (m×q); positions are 0-based.
 #[derive(Clone, Debug)]
 pub enum Update<T: Scalar> {
-    /// Insert the m×p block `u` as columns k0..k0+p (spec §1.7).
+    /// Insert the m×p block `u` as columns k0..k0+p
+    /// (docs/algorithms.md#column-insertion).
     InsertCols {
         /// First new column.
         k0: usize,
         /// The new columns, m×p.
         u: Mat<T>,
     },
-    /// Delete columns k0..k0+p (spec §1.8).
+    /// Delete columns k0..k0+p (docs/algorithms.md#column-deletion).
     DeleteCols {
         /// First deleted column.
         k0: usize,
         /// Number of columns.
         p: usize,
     },
-    /// Insert the p×n block `u` as rows k0..k0+p, right-hand sides `e` (p×q) (spec §1.9).
+    /// Insert the p×n block `u` as rows k0..k0+p, right-hand sides `e` (p×q)
+    /// (docs/algorithms.md#row-insertion).
     InsertRows {
         /// First new row.
         k0: usize,
@@ -31,14 +33,14 @@ pub enum Update<T: Scalar> {
         /// Their right-hand sides, p×q.
         e: Mat<T>,
     },
-    /// Delete rows k0..k0+p (spec §1.10).
+    /// Delete rows k0..k0+p (docs/algorithms.md#row-deletion).
     DeleteRows {
         /// First deleted row.
         k0: usize,
         /// Number of rows.
         p: usize,
     },
-    /// A ← A + u vᵀ (spec §1.11, §5.2 F8).
+    /// A ← A + u vᵀ (docs/algorithms.md#rank-one-update).
     RankOne {
         /// Length m.
         u: Vec<T>,

@@ -60,6 +60,12 @@ impl Rng {
         r * t.cos()
     }
 
+    /// A value ±[0.1, 1) (never zero), uniform in magnitude, of random sign.
+    pub fn signed<T: Scalar>(&mut self) -> T {
+        let mag = 0.1 + 0.9 * self.uniform();
+        T::from_f64(if self.next_u64() & 1 == 0 { mag } else { -mag })
+    }
+
     /// Uniform integer in 0..n (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
         assert!(n > 0);
@@ -67,9 +73,9 @@ impl Rng {
     }
 }
 
-/// An m×n matrix with entries ±[0.1, 1) (never zero, as architecture.md's testing
-/// rules ask), generated in parallel in fixed chunks of 2²⁰ values so the values depend
-/// on `seed` only, not on the thread count. The benchmarks' input generator.
+/// An m×n matrix with entries ±[0.1, 1) (never zero), generated in parallel in fixed
+/// chunks of 2²⁰ values so the values depend on `seed` only, not on the thread count.
+/// The benchmarks' input generator.
 pub fn random_signed_matrix<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
     const CHUNK: usize = 1 << 20;
     let mut data = vec![T::ZERO; m * n];
@@ -92,13 +98,21 @@ pub fn random_signed_matrix<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> 
                 for (i, part) in g {
                     let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                     for v in part.iter_mut() {
-                        let mag = 0.1 + 0.9 * rng.uniform();
-                        *v = T::from_f64(if rng.next_u64() & 1 == 0 { mag } else { -mag });
+                        *v = rng.signed();
                     }
                 }
             });
         }
     });
+    Mat::from_col_major(m, n, data).expect("m·n values")
+}
+
+/// An m×n matrix with entries ±[0.1, 1) (never zero) from one stream seeded by `seed`,
+/// generated serially: the inputs of `cuqr bench updates` and `cuqr bench kernels`.
+/// [`random_signed_matrix`] gives the same values where m·n ≤ 2²⁰ (one chunk).
+pub fn random_signed_matrix_serial<T: Scalar>(m: usize, n: usize, seed: u64) -> Mat<T> {
+    let mut rng = Rng::new(seed);
+    let data = (0..m * n).map(|_| rng.signed()).collect();
     Mat::from_col_major(m, n, data).expect("m·n values")
 }
 
@@ -135,5 +149,11 @@ mod tests {
         assert!(a.as_slice().iter().all(|v| (0.1..1.0).contains(&v.abs())));
         let c = random_signed_matrix::<f64>(1500, 1500, 8);
         assert_ne!(a.as_slice(), c.as_slice());
+        // One chunk: the serial generator gives the same values.
+        let s = random_signed_matrix_serial::<f64>(300, 200, 7);
+        assert_eq!(
+            s.as_slice(),
+            random_signed_matrix::<f64>(300, 200, 7).as_slice()
+        );
     }
 }

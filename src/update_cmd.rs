@@ -1,6 +1,6 @@
-//! `cuqr update`: factorise A from a `.npy` file, apply one update (spec
-//! §1.7–§1.11), solve (§1.1), measure accuracy (§3.7) and write R, Q, x and
-//! `summary.json`.
+//! `cuqr update`: factorise A from a `.npy` file, apply one update, solve the
+//! least-squares problem (docs/algorithms.md#least-squares), measure the accuracy
+//! (docs/algorithms.md#accuracy-measures) and write R, Q, x and `summary.json`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -8,7 +8,7 @@ use std::time::Instant;
 use cuqr::{Mat, QPolicy, Scalar};
 
 use crate::backend::{self, Choice};
-use crate::cli::{self, CliError, CliResult, Parsed, Precision};
+use crate::cli::{self, CliError, CliResult, Precision};
 use crate::json::Json;
 use crate::npy::{self, Array, NpyElem};
 use crate::ops::Update;
@@ -68,12 +68,8 @@ impl Op {
 
 /// Runs `cuqr update` with the arguments after the command name.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let opts = match cli::parse("update", args, OPTIONS)? {
-        Parsed::Help => {
-            print!("{}", cli::UPDATE_HELP);
-            return Ok(());
-        }
-        Parsed::Run(o) => o,
+    let Some(opts) = cli::parse_or_help("update", args, OPTIONS, cli::UPDATE_HELP)? else {
+        return Ok(());
     };
     let op = Op::parse(opts.require("update", "op")?)?;
     let op_name = opts.require("update", "op")?.to_string();

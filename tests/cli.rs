@@ -1,7 +1,8 @@
 //! End-to-end tests of the `cuqr` binary: `cuqr update` for every operation on
 //! small random `.npy` inputs (f64 C order, f32 Fortran order), checked against
-//! plain-loop computations on the updated matrix Ã (docs/algorithms.md#accuracy-measures
-//! tolerances, 10·m·u); error handling (exit status 2, one stderr line); `cuqr demo`.
+//! plain-loop computations on the updated matrix Ã (tolerance 10·m·u, see
+//! docs/algorithms.md#accuracy-measures); error handling (exit status 2, one stderr
+//! line); `cuqr demo`; `cuqr bench` where it runs without a GPU.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -204,15 +205,16 @@ fn json_field(json: &str, key: &str) -> String {
 // ---------- checks with plain loops ----------
 
 /// Checks R (upper trapezoidal, RᵀR ≈ ÃᵀÃ), x (normal equations of Ã, b̃)
-/// and Q when present (QᵀQ ≈ I, QR ≈ Ã), with tolerance 10·m·u
-/// (docs/algorithms.md#accuracy-measures).
+/// and Q when present (QᵀQ ≈ I, QR ≈ Ã), with tolerance 10·m·u.
 fn check_outputs(out: &Path, at: &M, bt: &M, u: f64, expect_q: bool, x_one_d: bool) {
     let (m, n) = (at.r, at.c);
     let tol = 10.0 * m as f64 * u;
     let (rshape, r) = read_npy(&out.join("R.npy"));
-    assert_eq!(rshape, vec![m, n]);
+    // m×n with the full Q; n×n for the thin and R-only kinds
+    let rows = if expect_q { m } else { n };
+    assert_eq!(rshape, vec![rows, n]);
     for j in 0..n {
-        for i in j + 1..m {
+        for i in j + 1..rows {
             assert_eq!(r.at(i, j), 0.0, "R({i},{j}) below the diagonal");
         }
     }
@@ -220,7 +222,7 @@ fn check_outputs(out: &Path, at: &M, bt: &M, u: f64, expect_q: bool, x_one_d: bo
     let mut gram = 0.0f64;
     for j in 0..n {
         for k in 0..n {
-            let rr: f64 = (0..m).map(|i| r.at(i, j) * r.at(i, k)).sum();
+            let rr: f64 = (0..rows).map(|i| r.at(i, j) * r.at(i, k)).sum();
             let aa: f64 = (0..m).map(|i| at.at(i, j) * at.at(i, k)).sum();
             gram += (rr - aa).powi(2);
         }
@@ -327,6 +329,33 @@ struct Case {
     b: M,
 }
 
+impl Case {
+    /// The path of `name` in the case's folder, as a string.
+    fn path(&self, name: &str) -> String {
+        p(&self.dir.join(name)).to_string()
+    }
+
+    /// Writes `m` as `name` in the case's folder; returns its path.
+    fn write(&self, name: &str, m: &M, layout: Layout, one_d: bool) -> String {
+        write_npy(&self.dir.join(name), m, layout, one_d);
+        self.path(name)
+    }
+
+    /// `cuqr update` on the case's A (and its b.npy where one was written) with `op`
+    /// and `args`, into `<dir>/out`, which it returns; the run must succeed.
+    fn update_ok(&self, op: &str, args: &[&str]) -> PathBuf {
+        let (a, b, out) = (self.path("A.npy"), self.path("b.npy"), self.path("out"));
+        let mut all = vec!["update", "--a", &a, "--op", op];
+        if self.dir.join("b.npy").exists() {
+            all.extend(["--b", &b]);
+        }
+        all.extend(args);
+        all.extend(["--out", &out]);
+        run_ok(&all);
+        self.dir.join("out")
+    }
+}
+
 /// Writes A (M0×N0) and, when q > 0, b (M0×q) in `layout`.
 fn setup(tag: &str, seed: u64, layout: Layout, q: usize) -> (Case, StdRng) {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -357,108 +386,53 @@ fn run_ok(args: &[&str]) -> Output {
 const U64: f64 = f64::EPSILON / 2.0;
 const U32: f64 = f32::EPSILON as f64 / 2.0;
 
+/// Checks the outputs in `out` of an update `op` that gave Ã (`at`) and b̃ (`bt`):
+/// [`check_outputs`] and [`check_summary`] at the precision's unit roundoff.
+fn check_update(out: &Path, at: &M, bt: &M, op: &str, precision: &str, with_q: bool, x_1d: bool) {
+    let unit = if precision == "f64" { U64 } else { U32 };
+    check_outputs(out, at, bt, unit, with_q, x_1d);
+    check_summary(out, at.r, at.c, op, precision, with_q);
+}
+
 // ---------- update: one test per operation ----------
 
 #[test]
 fn insert_cols_f64_c_order_two_rhs() {
     let (c, mut rng) = setup("ic64", 1, Layout::F64C, 2);
     let u = M::random(&mut rng, M0, 3, false);
-    write_npy(&c.dir.join("U.npy"), &u, Layout::F64C, false);
-    let out = c.dir.join("out");
-    let (a, b, uu, o) = (
-        c.dir.join("A.npy"),
-        c.dir.join("b.npy"),
-        c.dir.join("U.npy"),
-        &out,
-    );
-    run_ok(&[
-        "update",
-        "--a",
-        p(&a),
-        "--b",
-        p(&b),
-        "--op",
-        "insert-cols",
-        "--k0",
-        "4",
-        "--u",
-        p(&uu),
-        "--out",
-        p(o),
-        "--backend",
-        "cpu",
-    ]);
+    let uu = c.write("U.npy", &u, Layout::F64C, false);
+    let args = ["--k0", "4", "--u", &uu, "--backend", "cpu"];
+    let out = c.update_ok("insert-cols", &args);
     let at = M::from_fn(M0, N0 + 3, |i, j| match j {
         _ if j < 4 => c.a.at(i, j),
         _ if j < 7 => u.at(i, j - 4),
         _ => c.a.at(i, j - 3),
     });
-    check_outputs(&out, &at, &c.b, U64, true, false);
-    check_summary(&out, M0, N0 + 3, "insert-cols", "f64", true);
+    check_update(&out, &at, &c.b, "insert-cols", "f64", true, false);
 }
 
 #[test]
 fn insert_cols_f32_fortran_1d_append() {
     let (c, mut rng) = setup("ic32", 2, Layout::F32F, 1);
     let u = M::random(&mut rng, M0, 1, true);
-    write_npy(&c.dir.join("u.npy"), &u, Layout::F32F, true);
-    let out = c.dir.join("out");
-    let (a, b, uu) = (
-        c.dir.join("A.npy"),
-        c.dir.join("b.npy"),
-        c.dir.join("u.npy"),
-    );
-    run_ok(&[
-        "update",
-        "--a",
-        p(&a),
-        "--b",
-        p(&b),
-        "--op",
-        "insert-cols",
-        "--k0",
-        "13",
-        "--u",
-        p(&uu),
-        "--precision",
-        "f32",
-        "--out",
-        p(&out),
-    ]);
+    let uu = c.write("u.npy", &u, Layout::F32F, true);
+    let args = ["--k0", "13", "--u", &uu, "--precision", "f32"];
+    let out = c.update_ok("insert-cols", &args);
     let at = M::from_fn(
         M0,
         N0 + 1,
         |i, j| if j < N0 { c.a.at(i, j) } else { u.at(i, 0) },
     );
-    check_outputs(&out, &at, &c.b, U32, true, true);
-    check_summary(&out, M0, N0 + 1, "insert-cols", "f32", true);
+    check_update(&out, &at, &c.b, "insert-cols", "f32", true, true);
 }
 
 #[test]
 fn delete_cols_f64_without_q() {
     let (c, _) = setup("dc64", 3, Layout::F64C, 1);
-    let out = c.dir.join("out");
-    let (a, b) = (c.dir.join("A.npy"), c.dir.join("b.npy"));
-    run_ok(&[
-        "update",
-        "--a",
-        p(&a),
-        "--b",
-        p(&b),
-        "--op",
-        "delete-cols",
-        "--k0",
-        "5",
-        "--p",
-        "3",
-        "--q-policy",
-        "none",
-        "--out",
-        p(&out),
-    ]);
+    let args = ["--k0", "5", "--p", "3", "--q-policy", "none"];
+    let out = c.update_ok("delete-cols", &args);
     let at = M::from_fn(M0, N0 - 3, |i, j| c.a.at(i, if j < 5 { j } else { j + 3 }));
-    check_outputs(&out, &at, &c.b, U64, false, true);
-    check_summary(&out, M0, N0 - 3, "delete-cols", "f64", false);
+    check_update(&out, &at, &c.b, "delete-cols", "f64", false, true);
 }
 
 #[test]
@@ -466,31 +440,10 @@ fn insert_rows_f32_fortran_with_e_default_b() {
     let (c, mut rng) = setup("ir32", 4, Layout::F32F, 0);
     let u = M::random(&mut rng, 4, N0, true);
     let e = M::random(&mut rng, 4, 1, true);
-    write_npy(&c.dir.join("U.npy"), &u, Layout::F32F, false);
-    write_npy(&c.dir.join("e.npy"), &e, Layout::F32F, true);
-    let out = c.dir.join("out");
-    let (a, uu, ee) = (
-        c.dir.join("A.npy"),
-        c.dir.join("U.npy"),
-        c.dir.join("e.npy"),
-    );
-    run_ok(&[
-        "update",
-        "--a",
-        p(&a),
-        "--op",
-        "insert-rows",
-        "--k0",
-        "10",
-        "--u",
-        p(&uu),
-        "--e",
-        p(&ee),
-        "--precision",
-        "f32",
-        "--out",
-        p(&out),
-    ]);
+    let uu = c.write("U.npy", &u, Layout::F32F, false);
+    let ee = c.write("e.npy", &e, Layout::F32F, true);
+    let args = ["--k0", "10", "--u", &uu, "--e", &ee, "--precision", "f32"];
+    let out = c.update_ok("insert-rows", &args);
     let pick = |i: usize| {
         if i < 10 {
             Some(i)
@@ -506,106 +459,47 @@ fn insert_rows_f32_fortran_with_e_default_b() {
     let bt = M::from_fn(M0 + 4, 1, |i, _| {
         pick(i).map_or_else(|| e.at(i - 10, 0), |_| 1.0)
     });
-    check_outputs(&out, &at, &bt, U32, true, true);
-    check_summary(&out, M0 + 4, N0, "insert-rows", "f32", true);
+    check_update(&out, &at, &bt, "insert-rows", "f32", true, true);
 }
 
 #[test]
 fn insert_rows_f64_one_row_two_rhs_no_q() {
     let (c, mut rng) = setup("ir64", 5, Layout::F64C, 2);
     let u = M::random(&mut rng, N0, 1, false);
-    write_npy(&c.dir.join("u.npy"), &u, Layout::F64C, true);
-    let out = c.dir.join("out");
-    let (a, b, uu) = (
-        c.dir.join("A.npy"),
-        c.dir.join("b.npy"),
-        c.dir.join("u.npy"),
-    );
-    run_ok(&[
-        "update",
-        "--a",
-        p(&a),
-        "--b",
-        p(&b),
-        "--op",
-        "insert-rows",
-        "--k0",
-        "45",
-        "--u",
-        p(&uu),
-        "--q-policy",
-        "none",
-        "--out",
-        p(&out),
-    ]);
+    let uu = c.write("u.npy", &u, Layout::F64C, true);
+    let args = ["--k0", "45", "--u", &uu, "--q-policy", "none"];
+    let out = c.update_ok("insert-rows", &args);
     let at = M::from_fn(
         M0 + 1,
         N0,
         |i, j| if i < M0 { c.a.at(i, j) } else { u.at(j, 0) },
     );
     let bt = M::from_fn(M0 + 1, 2, |i, j| if i < M0 { c.b.at(i, j) } else { 1.0 });
-    check_outputs(&out, &at, &bt, U64, false, false);
-    check_summary(&out, M0 + 1, N0, "insert-rows", "f64", false);
+    check_update(&out, &at, &bt, "insert-rows", "f64", false, false);
 }
 
 #[test]
 fn delete_rows_f64_c_order() {
     let (c, _) = setup("dr64", 6, Layout::F64C, 1);
-    let out = c.dir.join("out");
-    let (a, b) = (c.dir.join("A.npy"), c.dir.join("b.npy"));
-    run_ok(&[
-        "update",
-        "--a",
-        p(&a),
-        "--b",
-        p(&b),
-        "--op",
-        "delete-rows",
-        "--k0",
-        "20",
-        "--p",
-        "5",
-        "--out",
-        p(&out),
-    ]);
+    let out = c.update_ok("delete-rows", &["--k0", "20", "--p", "5"]);
     let src = |i: usize| if i < 20 { i } else { i + 5 };
     let at = M::from_fn(M0 - 5, N0, |i, j| c.a.at(src(i), j));
     let bt = M::from_fn(M0 - 5, 1, |i, _| c.b.at(src(i), 0));
-    check_outputs(&out, &at, &bt, U64, true, true);
-    check_summary(&out, M0 - 5, N0, "delete-rows", "f64", true);
+    check_update(&out, &at, &bt, "delete-rows", "f64", true, true);
 }
 
 #[test]
 fn rank_one_f32_files_f64_precision_and_f32_precision() {
-    for (precision, unit) in [("f64", U64), ("f32", U32)] {
+    for precision in ["f64", "f32"] {
         let (c, mut rng) = setup(&format!("r1{precision}"), 7, Layout::F32F, 1);
         let u = M::random(&mut rng, M0, 1, true);
         let v = M::random(&mut rng, N0, 1, true);
-        write_npy(&c.dir.join("u.npy"), &u, Layout::F32F, true);
-        write_npy(&c.dir.join("v.npy"), &v, Layout::F32F, true);
-        let out = c.dir.join("out");
-        let (a, b) = (c.dir.join("A.npy"), c.dir.join("b.npy"));
-        let (uu, vv) = (c.dir.join("u.npy"), c.dir.join("v.npy"));
-        run_ok(&[
-            "update",
-            "--a",
-            p(&a),
-            "--b",
-            p(&b),
-            "--op",
-            "rank-one",
-            "--u",
-            p(&uu),
-            "--v",
-            p(&vv),
-            "--precision",
-            precision,
-            "--out",
-            p(&out),
-        ]);
+        let uu = c.write("u.npy", &u, Layout::F32F, true);
+        let vv = c.write("v.npy", &v, Layout::F32F, true);
+        let args = ["--u", &uu, "--v", &vv, "--precision", precision];
+        let out = c.update_ok("rank-one", &args);
         let at = M::from_fn(M0, N0, |i, j| c.a.at(i, j) + u.at(i, 0) * v.at(j, 0));
-        check_outputs(&out, &at, &c.b, unit, true, true);
-        check_summary(&out, M0, N0, "rank-one", precision, true);
+        check_update(&out, &at, &c.b, "rank-one", precision, true, true);
         let s = std::fs::read_to_string(out.join("summary.json")).unwrap();
         assert_eq!(json_field(&s, "p"), "null");
     }
@@ -613,223 +507,103 @@ fn rank_one_f32_files_f64_precision_and_f32_precision() {
 
 // ---------- errors ----------
 
+/// Each mistake exits with 2 and one stderr line naming it, and writes no output.
 #[test]
 fn errors_exit_2_with_one_line() {
     let (c, _) = setup("err", 8, Layout::F64C, 1);
-    let a = c.dir.join("A.npy");
-    let out = c.dir.join("out");
-    let (a, o) = (p(&a), p(&out));
-
-    assert_cli_error(
-        &cuqr(&["update", "--op", "delete-cols", "--k0", "1", "--out", o]),
-        "--a",
-    );
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "swap-cols",
-            "--k0",
-            "1",
-            "--out",
-            o,
-        ]),
-        "swap-cols",
-    );
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "delete-cols",
-            "--k0",
-            "12",
-            "--p",
-            "3",
-            "--out",
-            o,
-        ]),
-        "k0=12",
-    );
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "delete-rows",
-            "--k0",
-            "45",
-            "--out",
-            o,
-        ]),
-        "k0=45",
-    );
-    let missing = c.dir.join("nope.npy");
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            p(&missing),
-            "--op",
-            "delete-cols",
-            "--k0",
-            "0",
-            "--out",
-            o,
-        ]),
-        "nope.npy",
-    );
-    let bad = c.dir.join("bad.npy");
+    let a = c.path("A.npy");
+    // .npy inputs that are not what they should be
+    let missing = c.path("nope.npy");
     let mut rng = StdRng::seed_from_u64(99);
     let junk: Vec<u8> = (0..200).map(|_| rng.random()).collect();
-    std::fs::write(&bad, junk).unwrap();
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            p(&bad),
-            "--op",
-            "delete-cols",
-            "--k0",
-            "0",
-            "--out",
-            o,
-        ]),
-        "bad.npy",
-    );
+    std::fs::write(c.dir.join("junk.npy"), junk).unwrap();
     // A valid header whose data is cut short.
     let mut trunc = std::fs::read(c.dir.join("A.npy")).unwrap();
     trunc.truncate(trunc.len() - 5);
-    std::fs::write(&bad, trunc).unwrap();
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            p(&bad),
-            "--op",
-            "delete-cols",
-            "--k0",
-            "0",
-            "--out",
-            o,
-        ]),
-        "bytes",
-    );
+    std::fs::write(c.dir.join("trunc.npy"), trunc).unwrap();
     // U with the wrong number of rows.
-    let u = c.dir.join("U.npy");
-    write_npy(
-        &u,
-        &M::from_fn(M0 - 1, 2, |i, j| (i + j) as f64 + 0.5),
-        Layout::F64C,
-        false,
-    );
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "insert-cols",
-            "--k0",
-            "0",
-            "--u",
-            p(&u),
-            "--out",
-            o,
-        ]),
-        "rows",
-    );
-    // Options that do not apply, unknown options, bad values.
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "delete-cols",
-            "--k0",
-            "0",
-            "--v",
-            p(&u),
-            "--out",
-            o,
-        ]),
-        "--v",
-    );
-    assert_cli_error(
-        &cuqr(&["update", "--a", a, "--frobnicate", "1"]),
-        "frobnicate",
-    );
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "delete-cols",
-            "--k0",
-            "x",
-            "--out",
-            o,
-        ]),
-        "--k0",
-    );
-    assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "delete-cols",
-            "--k0",
-            "0",
-            "--precision",
-            "f16",
-            "--out",
-            o,
-        ]),
-        "f16",
-    );
-    // Library error: rank-one needs Q.
-    let v = c.dir.join("v.npy");
-    write_npy(
-        &v,
+    let wrong_u = M::from_fn(M0 - 1, 2, |i, j| (i + j) as f64 + 0.5);
+    let u = c.write("U.npy", &wrong_u, Layout::F64C, false);
+    let v = c.write(
+        "v.npy",
         &M::from_fn(N0, 1, |i, _| i as f64 + 0.25),
         Layout::F64C,
         true,
     );
-    let uu = c.dir.join("uu.npy");
-    write_npy(
-        &uu,
+    let uu = c.write(
+        "uu.npy",
         &M::from_fn(M0, 1, |i, _| i as f64 - 0.5),
         Layout::F64C,
         true,
     );
+    let (junk, trunc) = (c.path("junk.npy"), c.path("trunc.npy"));
+    let delete_cols = ["--op", "delete-cols", "--k0", "0"];
+    // (A, the options after --a, the text the error line must hold); no A: no --a
+    let cases: Vec<(Option<&str>, Vec<&str>, &str)> = vec![
+        (None, vec!["--op", "delete-cols", "--k0", "1"], "--a"),
+        (
+            Some(&a),
+            vec!["--op", "swap-cols", "--k0", "1"],
+            "swap-cols",
+        ),
+        (
+            Some(&a),
+            vec!["--op", "delete-cols", "--k0", "12", "--p", "3"],
+            "k0=12",
+        ),
+        (Some(&a), vec!["--op", "delete-rows", "--k0", "45"], "k0=45"),
+        (Some(&missing), delete_cols.to_vec(), "nope.npy"),
+        (Some(&junk), delete_cols.to_vec(), "junk.npy"),
+        (Some(&trunc), delete_cols.to_vec(), "bytes"),
+        (
+            Some(&a),
+            vec!["--op", "insert-cols", "--k0", "0", "--u", &u],
+            "rows",
+        ),
+        // Options that do not apply, bad values.
+        (Some(&a), [&delete_cols[..], &["--v", &u]].concat(), "--v"),
+        (Some(&a), vec!["--op", "delete-cols", "--k0", "x"], "--k0"),
+        (
+            Some(&a),
+            [&delete_cols[..], &["--precision", "f16"]].concat(),
+            "f16",
+        ),
+        // Library error: rank-one needs Q.
+        (
+            Some(&a),
+            vec![
+                "--op",
+                "rank-one",
+                "--u",
+                &uu,
+                "--v",
+                &v,
+                "--q-policy",
+                "none",
+            ],
+            "Q",
+        ),
+    ];
+    let out = c.path("out");
+    for (a_path, opts, needle) in cases {
+        let mut args = vec!["update"];
+        if let Some(a_path) = a_path {
+            args.extend(["--a", a_path]);
+        }
+        args.extend(opts);
+        args.extend(["--out", &out]);
+        assert_cli_error(&cuqr(&args), needle);
+    }
     assert_cli_error(
-        &cuqr(&[
-            "update",
-            "--a",
-            a,
-            "--op",
-            "rank-one",
-            "--u",
-            p(&uu),
-            "--v",
-            p(&v),
-            "--q-policy",
-            "none",
-            "--out",
-            o,
-        ]),
-        "Q",
+        &cuqr(&["update", "--a", &a, "--frobnicate", "1"]),
+        "frobnicate",
     );
     assert_cli_error(&cuqr(&["frobnicate"]), "frobnicate");
     assert_cli_error(&cuqr(&[]), "no command");
-    assert!(!out.exists(), "no output may be written on error");
+    assert!(
+        !c.dir.join("out").exists(),
+        "no output may be written on error"
+    );
 }
 
 /// Malformed or out-of-range inputs found by a robustness sweep: each exits with 2
@@ -841,70 +615,58 @@ fn errors_exit_2_with_one_line() {
 #[test]
 fn malformed_inputs_and_extreme_values() {
     let (c, _) = setup("robust", 21, Layout::F64C, 1);
-    let out = c.dir.join("out");
-    let o = p(&out);
-    let bad = c.dir.join("bad.npy");
-    let delete = |a: &str, extra: &[&str]| {
-        let mut args = vec!["update", "--a", a, "--op", "delete-cols", "--k0", "0"];
+    let out = c.path("out");
+    let delete = |a: &str, k0: &str, extra: &[&str]| {
+        let mut args = vec!["update", "--a", a, "--op", "delete-cols", "--k0", k0];
         args.extend_from_slice(extra);
-        args.extend_from_slice(&["--backend", "cpu", "--out", o]);
+        args.extend_from_slice(&["--backend", "cpu", "--out", &out]);
         cuqr(&args)
     };
     let good = std::fs::read(c.dir.join("A.npy")).unwrap();
-    std::fs::write(&bad, &good[..8]).unwrap();
-    assert_cli_error(&delete(p(&bad), &[]), "truncated .npy header");
+    std::fs::write(c.dir.join("short.npy"), &good[..8]).unwrap();
     let mut text = good.clone();
     let at = text.windows(5).position(|w| w == b"False").unwrap();
     assert_eq!(text[at + 5], b',');
     text[at + 5] = b'y'; // fortran_order: Falsey 'shape': ...
-    std::fs::write(&bad, text).unwrap();
-    assert_cli_error(&delete(p(&bad), &[]), "fortran_order");
+    std::fs::write(c.dir.join("falsey.npy"), text).unwrap();
     let mut huge = b"\x93NUMPY\x01\x00".to_vec();
     let h = "{'descr': '<f8', 'fortran_order': True, 'shape': (4294967296, 4294967296), }\n";
     huge.extend_from_slice(&(h.len() as u16).to_le_bytes());
     huge.extend_from_slice(h.as_bytes());
-    std::fs::write(&bad, huge).unwrap();
-    assert_cli_error(&delete(p(&bad), &[]), "too large");
-
-    // float64 values beyond f32's range.
+    std::fs::write(c.dir.join("huge.npy"), huge).unwrap();
+    // float64 values beyond f32's range, in A and in b
     let big = M::from_fn(M0, N0, |i, j| c.a.at(i, j) * 1e300);
-    write_npy(&bad, &big, Layout::F64C, false);
-    assert_cli_error(&delete(p(&bad), &["--precision", "f32"]), "overflows f32");
-    // ... and in b.
-    let bb = c.dir.join("bb.npy");
-    write_npy(
-        &bb,
-        &M::from_fn(M0, 1, |i, _| i as f64 * 1e100),
-        Layout::F64C,
-        true,
-    );
-    assert_cli_error(
-        &delete(
-            p(&c.dir.join("A.npy")),
-            &["--precision", "f32", "--b", p(&bb)],
+    let big = c.write("big.npy", &big, Layout::F64C, false);
+    let bb = M::from_fn(M0, 1, |i, _| i as f64 * 1e100);
+    let bb = c.write("bb.npy", &bb, Layout::F64C, true);
+    let f32_b = ["--precision", "f32", "--b", &bb];
+    // (A, options, the text the error line must hold)
+    let cases: [(String, &[&str], &str); 5] = [
+        (c.path("short.npy"), &[], "truncated .npy header"),
+        (c.path("falsey.npy"), &[], "fortran_order"),
+        (c.path("huge.npy"), &[], "too large"),
+        (big, &["--precision", "f32"], "overflows f32"),
+        (
+            c.path("A.npy"),
+            &f32_b,
+            "bb.npy: entry (1, 0) = 1e100 overflows f32",
         ),
-        "bb.npy: entry (1, 0) = 1e100 overflows f32",
+    ];
+    for (a, extra, needle) in cases {
+        assert_cli_error(&delete(&a, "0", extra), needle);
+    }
+    assert!(
+        !c.dir.join("out").exists(),
+        "no output may be written on error"
     );
-    assert!(!out.exists(), "no output may be written on error");
 
     // A matrix of subnormal numbers factorises (f64: scaled by 2^-1060).
     let s = 2f64.powi(-530) * 2f64.powi(-530);
     let tiny = M::from_fn(M0, N0, |i, j| c.a.at(i, j) * s);
-    write_npy(&bad, &tiny, Layout::F64C, false);
-    run_ok(&[
-        "update",
-        "--a",
-        p(&bad),
-        "--op",
-        "delete-cols",
-        "--k0",
-        "2",
-        "--backend",
-        "cpu",
-        "--out",
-        o,
-    ]);
-    assert!(out.join("R.npy").exists());
+    let tiny = c.write("tiny.npy", &tiny, Layout::F64C, false);
+    let o = delete(&tiny, "2", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(c.dir.join("out/R.npy").exists());
 
     assert_cli_error(
         &cuqr(&["bench", "qr", "--quick=yes"]),
@@ -1054,6 +816,47 @@ fn bench_qr_quick_without_gpu_says_so() {
     assert!(s.starts_with("no GPU"), "{s}");
     assert!(s.contains("nothing run"), "{s}");
     assert_eq!(s.lines().count(), 1, "{s}");
+}
+
+/// `cuqr bench --quick` (once "unknown group '--quick'") runs each group's `--quick` in
+/// turn. Without a GPU it needs none, as `cuqr bench updates --quick` does not: the
+/// groups that run on the GPU only are skipped with a line saying so, qr says it has
+/// nothing to run and updates times its CPU columns. With a GPU the whole tour would
+/// run, too long for a test: only the checks of its arguments run then.
+#[test]
+fn bench_quick_runs_each_group_in_turn() {
+    let o = cuqr(&["bench", "--quick", "--reps", "5"]);
+    assert_cli_error(&o, "bench --quick: unexpected argument '--reps'");
+    assert!(stdout(&run_ok(&["bench", "--quick", "--help"])).contains("cuqr bench --quick"));
+    if cuqr::Gpu::new(0).is_ok() {
+        eprintln!("skipped: a GPU is present (the tour would run every group's quick grid)");
+        return;
+    }
+    let s = stdout(&run_ok(&["bench", "--quick"]));
+    assert!(s.starts_with("cuqr bench --quick: "), "{s}");
+    assert!(s.contains("no GPU ("), "{s}");
+    let heads: Vec<&str> = s.lines().filter(|l| l.starts_with("## ")).collect();
+    assert_eq!(
+        heads,
+        [
+            "## cuqr bench lu --quick",
+            "## cuqr bench qr --quick",
+            "## cuqr bench updates --quick",
+            "## cuqr bench mixed --quick",
+            "## cuqr bench kernels --quick",
+        ]
+    );
+    assert_eq!(s.matches("\nskipped: no GPU\n").count(), 3, "{s}");
+    assert!(s.contains("cuqr bench qr measures GPU factorisations only; nothing run"));
+    assert!(s.contains("CPU columns only"), "{s}");
+    // the quick grid's nine points in both precisions, each with its CPU columns
+    let rows: Vec<Vec<String>> = s
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| group"))
+        .map(md_cells)
+        .collect();
+    assert_eq!(rows.len(), 18, "{s}");
+    assert!(rows.iter().all(|r| r[20].ends_with(')')), "{s}");
 }
 
 /// GPU smoke run on tiny shapes: every column present, cuqr and both cuSOLVER

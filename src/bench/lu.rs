@@ -1,4 +1,5 @@
-//! `cuqr bench lu`: cuqr's blocked LU with partial pivoting (issue 6) against
+//! `cuqr bench lu`: cuqr's blocked LU with partial pivoting
+//! (docs/algorithms.md#lu-factorisation) against
 //! cuSOLVER `getrf` (+ `getrs` for one right-hand side) in the same process, on the
 //! same device-resident random matrix (entries ±[0.1, 1), never zero). Medians of ≥ 5
 //! CUDA-event timings after one warm-up; the factorisation timings include reading
@@ -14,6 +15,7 @@ use cuqr::internals::gpu::{DevMat, GpuScalar, Op};
 use cuqr::lu::{GpuLu, LuParams};
 use cuqr::{Gpu, Mat};
 
+use super::common::{copy_into, dup, print_run_header, time_keeping_last};
 use super::BenchOpts;
 use crate::cli::CliResult;
 use crate::rng::random_signed_matrix;
@@ -60,18 +62,6 @@ cuSOLVER, the ratio cuSOLVER/cuqr (> 1 means cuqr is faster), GFLOP/s of cuqr
 cuqr's time per phase.
 ";
 
-fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> cuqr::Result<DevMat<T>> {
-    let mut b = DevMat::zeros(gpu, a.nrows(), a.ncols())?;
-    copy(gpu, a, &mut b)?;
-    Ok(b)
-}
-
-fn copy<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>, b: &mut DevMat<T>) -> cuqr::Result<()> {
-    gpu.stream()
-        .memcpy_dtod(a.buf(), b.buf_mut())
-        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
-}
-
 /// ‖A x − b‖₂/(‖A‖_F‖x‖₂) with the residual formed on the device (cuBLAS GEMM).
 fn backward_error<T: GpuScalar>(
     gpu: &Gpu,
@@ -92,6 +82,30 @@ fn backward_error<T: GpuScalar>(
     )?;
     let (rh, xh) = (r.to_host(gpu)?, x.to_host(gpu)?);
     Ok(rh.as_ref().norm_fro() / (a_fro * xh.as_ref().norm_fro()))
+}
+
+/// Times `solve` on a fresh device copy of `b` a run (the copy untimed); returns
+/// (median ms, the last run's solution). A run's solution is freed when the next run's
+/// takes its place.
+fn time_solve<T: GpuScalar>(
+    gpu: &Gpu,
+    reps: usize,
+    b: &DevMat<T>,
+    mut solve: impl FnMut(&mut DevMat<T>) -> cuqr::Result<()>,
+) -> cuqr::Result<(f64, DevMat<T>)> {
+    let xs: RefCell<Option<DevMat<T>>> = RefCell::new(None);
+    let t = time_with_setup(
+        gpu,
+        1,
+        reps,
+        || dup(gpu, b),
+        |mut x| {
+            solve(&mut x)?;
+            *xs.borrow_mut() = Some(x);
+            Ok(())
+        },
+    )?;
+    Ok((t.median_ms(), xs.into_inner().expect("solved")))
 }
 
 struct Row {
@@ -125,34 +139,13 @@ fn bench_one<T: GpuScalar>(
 
     // cuqr factorisation: a fresh copy of A per run (untimed), result kept alive
     // until the next setup so that freeing it is not timed.
-    let keep: RefCell<Option<GpuLu<T>>> = RefCell::new(None);
-    let t_cuqr = time_with_setup(
+    let (t_cuqr, lu) = time_keeping_last(
         gpu,
-        1,
         reps,
-        || {
-            keep.borrow_mut().take();
-            dup(gpu, &a)
-        },
-        |m| {
-            *keep.borrow_mut() = Some(GpuLu::factorize_dev(gpu, m, params)?);
-            Ok(())
-        },
+        || dup(gpu, &a),
+        |m| GpuLu::factorize_dev(gpu, m, params),
     )?;
-    let lu = keep.borrow_mut().take().expect("factorised");
-    let xs: RefCell<Option<DevMat<T>>> = RefCell::new(None);
-    let t_solve = time_with_setup(
-        gpu,
-        1,
-        reps,
-        || dup(gpu, &b),
-        |mut x| {
-            lu.solve_in_place_dev(&mut x)?;
-            *xs.borrow_mut() = Some(x);
-            Ok(())
-        },
-    )?;
-    let x = xs.borrow_mut().take().expect("solved");
+    let (t_solve, x) = time_solve(gpu, reps, &b, |x| lu.solve_in_place_dev(x))?;
     let cuqr_berr = backward_error(gpu, &a, a_fro, &x, &b)?;
     drop((lu, x));
     // one profiled run for the phase split
@@ -173,36 +166,25 @@ fn bench_one<T: GpuScalar>(
         gpu,
         1,
         reps,
-        || copy(gpu, &a, &mut work.borrow_mut()),
+        || copy_into(gpu, &a, &mut work.borrow_mut()),
         |()| {
             let mut w = work.borrow_mut();
             let mut p = ipiv.borrow_mut();
             gpu.getrf(&mut w.view_mut(), &mut p.slice_mut(..))
         },
     )?;
-    let xs: RefCell<Option<DevMat<T>>> = RefCell::new(None);
-    let t_getrs = time_with_setup(
-        gpu,
-        1,
-        reps,
-        || dup(gpu, &b),
-        |mut x| {
-            let w = work.borrow();
-            let p = ipiv.borrow();
-            gpu.getrs(&w.view(), &p.slice(..), &mut x.view_mut())?;
-            *xs.borrow_mut() = Some(x);
-            Ok(())
-        },
-    )?;
-    let x = xs.borrow_mut().take().expect("solved");
+    let (t_getrs, x) = time_solve(gpu, reps, &b, |x| {
+        let (w, p) = (work.borrow(), ipiv.borrow());
+        gpu.getrs(&w.view(), &p.slice(..), &mut x.view_mut())
+    })?;
     let cusolver_berr = backward_error(gpu, &a, a_fro, &x, &b)?;
     Ok(Row {
         n,
         nb: nb_used,
-        cuqr_ms: t_cuqr.median_ms(),
+        cuqr_ms: t_cuqr,
         cusolver_ms: t_getrf.median_ms(),
-        cuqr_solve_ms: t_solve.median_ms(),
-        getrs_ms: t_getrs.median_ms(),
+        cuqr_solve_ms: t_solve,
+        getrs_ms: t_getrs,
         cuqr_berr,
         cusolver_berr,
         phases: [prof.panel_ms, prof.laswp_ms, prof.trsm_ms, prof.gemm_ms],
@@ -253,12 +235,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
             "u12-inverse",
         ],
     )?;
-    let precs: &[&str] = match o.get("precision").unwrap_or("both") {
-        "both" => &["f64", "f32"],
-        "f64" => &["f64"],
-        "f32" => &["f32"],
-        s => return Err(format!("--precision must be f64, f32 or both, not '{s}'").into()),
-    };
+    let precs = o.precisions()?;
     let sizes = match o.usize_list("sizes")? {
         Some(s) => s,
         None if o.flag("quick") => vec![1024, 2048, 4096],
@@ -267,10 +244,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     for &n in &sizes {
         super::check_shape_fits("sizes", n, n)?;
     }
-    let reps = o.usize("reps")?.unwrap_or(5);
-    if reps < 5 {
-        return Err("--reps must be at least 5 (medians of >= 5 runs)".into());
-    }
+    let reps = o.reps()?;
     let (nb, base) = (o.usize("nb")?, o.usize("base")?);
     let fused = match o.get("fused-rows") {
         None => None,
@@ -302,8 +276,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
         return Err("--coop-rows must be at least 1".into());
     }
     let gpu = Arc::new(Gpu::new(0)?);
-    println!("device: {}", gpu.describe()?);
-    println!("command: cuqr bench lu {}", args.join(" "));
+    print_run_header(&gpu, CMD, args)?;
     println!();
     println!("| prec | n | nb | cuqr LU ms | cuSOLVER getrf ms | getrf/cuqr | cuqr GFLOP/s | cuqr solve ms | getrs ms | berr cuqr | berr cuSOLVER | cuqr panel / laswp / trsm / gemm ms |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");

@@ -1,5 +1,6 @@
-//! `cuqr bench mixed`: cuqr's mixed-precision least squares (issue 5, spec §4.2, seed
-//! S3: tensor-core f32 QR of an f32 copy, R̃-preconditioned CG refinement in f64)
+//! `cuqr bench mixed`: cuqr's mixed-precision least squares
+//! (docs/algorithms.md#mixed-precision: tensor-core f32 QR of an f32 copy,
+//! R̃-preconditioned CG refinement in f64)
 //! against cuSOLVER's f64 least squares (`geqrf` + `ormqr` + `trsm`, the baseline (b)
 //! of `bench updates`) and cuSOLVER's iterative-refinement solvers (`DDgels`,
 //! `DSgels`, `DHgels`, `DBgels`, `DXgels`), in the same process on the same
@@ -15,10 +16,11 @@ use std::cell::RefCell;
 
 use cuqr::internals::gpu::irs::IrsKind;
 use cuqr::internals::gpu::timing::time_with_setup;
-use cuqr::internals::gpu::{DevMat, DevVec, Diag, Op, Side, Uplo};
+use cuqr::internals::gpu::{DevMat, DevVec, Op};
 use cuqr::mixed::{lstsq_mixed_gpu_phases, GemmPrecision, MixedFactor, MixedParams, MixedRoute};
-use cuqr::{Error, Gpu};
+use cuqr::Gpu;
 
+use super::common::{copy_into, cusolver_ls};
 use super::BenchOpts;
 use crate::cli::CliResult;
 use crate::rng::random_signed_matrix;
@@ -110,12 +112,6 @@ fn conditioned(gpu: &Gpu, m: usize, n: usize, kappa: f64, seed: u64) -> cuqr::Re
     Ok(a)
 }
 
-fn copy(gpu: &Gpu, a: &DevMat<f64>, b: &mut DevMat<f64>) -> cuqr::Result<()> {
-    gpu.stream()
-        .memcpy_dtod(a.buf(), b.buf_mut())
-        .map_err(|e| Error::Driver(format!("device copy: {e}")))
-}
-
 /// η = ‖Aᵀ(b − Ax)‖₂ / (‖A‖_F(‖A‖_F‖x‖₂ + ‖b‖₂)) on the device, in f64 (x: the first
 /// n entries of column 0 of `x`).
 fn eta(
@@ -172,6 +168,36 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+impl Res {
+    /// A method that failed: the error instead of a time.
+    fn failed(name: String, e: cuqr::Error) -> Self {
+        Res {
+            name,
+            ms: None,
+            eta: None,
+            iters: "–".into(),
+            note: format!("error: {e}"),
+            split: None,
+        }
+    }
+}
+
+/// One point's problem on the device: A, b and ‖A‖_F.
+struct Problem {
+    a: DevMat<f64>,
+    b: DevMat<f64>,
+    a_fro: f64,
+}
+
+impl Problem {
+    /// η of the solution `x` ([`eta`]).
+    fn eta(&self, gpu: &Gpu, x: &DevMat<f64>) -> cuqr::Result<f64> {
+        eta(gpu, &self.a, self.a_fro, &self.b, x)
+    }
+}
+
+/// Every method at one (shape, κ) point: the cuSOLVER f64 baseline first, then
+/// cuSOLVER's IRS solvers, then cuqr's routes and precisions.
 fn bench_point(
     gpu: &Gpu,
     m: usize,
@@ -179,15 +205,42 @@ fn bench_point(
     kappa: f64,
     o: &PointOpts<'_>,
 ) -> cuqr::Result<Vec<Res>> {
-    let (reps, precs) = (o.reps, o.precs);
     let seed = 0xA11CE ^ (m as u64) << 20 ^ n as u64;
     let a = conditioned(gpu, m, n, kappa, seed)?;
     let b = DevMat::from_host(gpu, random_signed_matrix::<f64>(m, 1, seed ^ 0xB).as_ref())?;
     let a_fro = gpu.nrm2(&a.buf().slice(..))?;
-    let mut out = Vec::new();
-
-    // cuSOLVER f64 least squares: geqrf + ormqr (Qᵀb) + trsm, from a copy of A and b.
+    let pb = Problem { a, b, a_fro };
     let work = RefCell::new(DevMat::<f64>::zeros(gpu, m, n)?);
+    let mut out = vec![cusolver_f64(gpu, &pb, &work, o.reps)?];
+    let x = RefCell::new(DevMat::<f64>::zeros(gpu, n, 1)?);
+    let irs: &[IrsKind] = if o.irs { &IRS } else { &[] };
+    for &kind in irs {
+        out.push(cusolver_irs(gpu, &pb, &work, &x, kind, o.reps)?);
+    }
+    drop(work);
+    // cuqr mixed-precision LS, device resident; the phase split from the same runs.
+    for &route in o.routes {
+        for &p in o.precs {
+            let params = MixedParams {
+                precision: p,
+                route,
+                block_size: o.block_size,
+                ..MixedParams::default()
+            };
+            out.push(cuqr_mixed(gpu, &pb, &params, o.reps)?);
+        }
+    }
+    Ok(out)
+}
+
+/// cuSOLVER f64 least squares: geqrf + ormqr (Qᵀb) + trsm, from a copy of A and b.
+fn cusolver_f64(
+    gpu: &Gpu,
+    pb: &Problem,
+    work: &RefCell<DevMat<f64>>,
+    reps: usize,
+) -> cuqr::Result<Res> {
+    let (m, n) = (pb.a.nrows(), pb.a.ncols());
     let d = RefCell::new(DevMat::<f64>::zeros(gpu, m, 1)?);
     let tau = RefCell::new(DevVec::<f64>::zeros(gpu, n)?);
     let t = time_with_setup(
@@ -195,150 +248,119 @@ fn bench_point(
         1,
         reps,
         || {
-            copy(gpu, &a, &mut work.borrow_mut())?;
-            copy(gpu, &b, &mut d.borrow_mut())
+            copy_into(gpu, &pb.a, &mut work.borrow_mut())?;
+            copy_into(gpu, &pb.b, &mut d.borrow_mut())
         },
         |()| {
             let (mut w, mut dd, mut tv) = (work.borrow_mut(), d.borrow_mut(), tau.borrow_mut());
-            gpu.geqrf(&mut w.view_mut(), &mut tv.view_mut())?;
-            gpu.ormqr(
-                Side::Left,
-                Op::T,
-                &w.view(),
-                n,
-                &tv.view(),
-                &mut dd.view_mut(),
-            )?;
-            gpu.trsm(
-                Side::Left,
-                Uplo::Upper,
-                Op::N,
-                Diag::NonUnit,
-                1.0,
-                &w.block(0, 0, n, n),
-                &mut dd.block_mut(0, 0, n, 1),
-            )
+            cusolver_ls(gpu, &mut w, &mut tv, &mut dd)
         },
     )?;
-    out.push(Res {
+    let eta = pb.eta(gpu, &d.borrow())?;
+    Ok(Res {
         name: "cuSOLVER f64 geqrf+ormqr+trsm".into(),
         ms: Some(t.median_ms()),
-        eta: Some(eta(gpu, &a, a_fro, &b, &d.borrow())?),
+        eta: Some(eta),
         iters: "–".into(),
         note: String::new(),
         split: None,
-    });
-    drop((d, tau));
+    })
+}
 
-    // cuSOLVER IRS gels.
-    let x = RefCell::new(DevMat::<f64>::zeros(gpu, n, 1)?);
-    let irs: &[IrsKind] = if o.irs { &IRS } else { &[] };
-    for &kind in irs {
-        let iter = std::cell::Cell::new(0i32);
-        let t = time_with_setup(
-            gpu,
-            1,
-            reps,
-            || copy(gpu, &a, &mut work.borrow_mut()),
-            |()| {
-                let it = gpu.irs_gels(kind, &mut work.borrow_mut(), &b, &mut x.borrow_mut())?;
-                iter.set(it);
-                Ok(())
+/// cuSOLVER's IRS gels of `kind`, from a copy of A (the copy untimed), solution in `x`.
+fn cusolver_irs(
+    gpu: &Gpu,
+    pb: &Problem,
+    work: &RefCell<DevMat<f64>>,
+    x: &RefCell<DevMat<f64>>,
+    kind: IrsKind,
+    reps: usize,
+) -> cuqr::Result<Res> {
+    let iter = std::cell::Cell::new(0i32);
+    let t = time_with_setup(
+        gpu,
+        1,
+        reps,
+        || copy_into(gpu, &pb.a, &mut work.borrow_mut()),
+        |()| {
+            let it = gpu.irs_gels(kind, &mut work.borrow_mut(), &pb.b, &mut x.borrow_mut())?;
+            iter.set(it);
+            Ok(())
+        },
+    );
+    let name = format!("cuSOLVER IRS {}", kind.routine());
+    Ok(match t {
+        Ok(t) => Res {
+            name,
+            ms: Some(t.median_ms()),
+            eta: Some(pb.eta(gpu, &x.borrow())?),
+            iters: iter.get().to_string(),
+            note: if iter.get() < 0 {
+                "fell back to f64".into()
+            } else {
+                String::new()
             },
-        );
-        out.push(match t {
-            Ok(t) => Res {
-                name: format!("cuSOLVER IRS {}", kind.routine()),
-                ms: Some(t.median_ms()),
-                eta: Some(eta(gpu, &a, a_fro, &b, &x.borrow())?),
-                iters: iter.get().to_string(),
-                note: if iter.get() < 0 {
-                    "fell back to f64".into()
-                } else {
-                    String::new()
-                },
-                split: None,
-            },
-            Err(e) => Res {
-                name: format!("cuSOLVER IRS {}", kind.routine()),
-                ms: None,
-                eta: None,
-                iters: "–".into(),
-                note: format!("error: {e}"),
-                split: None,
-            },
-        });
-    }
-    drop(work);
+            split: None,
+        },
+        Err(e) => Res::failed(name, e),
+    })
+}
 
-    // cuqr mixed-precision LS, device resident; the phase split from the same runs.
-    for &route in o.routes {
-        for &p in precs {
-            let params = MixedParams {
-                precision: p,
-                route,
-                block_size: o.block_size,
-                ..MixedParams::default()
-            };
-            let last = RefCell::new(None);
-            let phases = RefCell::new(Vec::new());
-            let t = time_with_setup(
-                gpu,
-                1,
-                reps,
-                || Ok(()),
-                |()| {
-                    let sol = lstsq_mixed_gpu_phases(gpu, &a, &b, &params)?;
-                    if let Some(ph) = sol.phases {
-                        phases.borrow_mut().push((ph.factor_ms, ph.refine_ms));
-                    }
-                    *last.borrow_mut() = Some(sol);
-                    Ok(())
-                },
-            );
-            let name = format!("cuqr mixed {p:?} {}", route_name(route));
-            out.push(match t {
-                Ok(t) => {
-                    let sol = last
-                        .borrow_mut()
-                        .take()
-                        .expect("a timed run stored its solution");
-                    // The warm-up run's split is the first entry: leave it out.
-                    let ph = phases.borrow();
-                    let timed = &ph[ph.len().saturating_sub(reps)..];
-                    let f = median(timed.iter().map(|x| x.0).collect());
-                    let r = median(timed.iter().map(|x| x.1).collect());
-                    let note = format!(
-                        "own η {:.1e}, R̃ from {}",
-                        sol.backward_error,
-                        match sol.factor {
-                            MixedFactor::GramCholesky => "Gram-Cholesky".to_string(),
-                            MixedFactor::GramCholeskyF64 => "f64 Gram-Cholesky".to_string(),
-                            MixedFactor::Qr(q) => format!("QR {q:?}"),
-                            other => format!("{other:?}"),
-                        }
-                    );
-                    Res {
-                        name,
-                        ms: Some(t.median_ms()),
-                        eta: Some(eta(gpu, &a, a_fro, &b, &sol.x)?),
-                        iters: sol.iterations.to_string(),
-                        note,
-                        split: Some((f, r, sol.inner_steps)),
-                    }
-                }
-                Err(e) => Res {
-                    name,
-                    ms: None,
-                    eta: None,
-                    iters: "–".into(),
-                    note: format!("error: {e}"),
-                    split: None,
-                },
-            });
+/// cuqr's mixed-precision least squares with `params`, device resident; the phase
+/// split (factorisation, refinement) from the same timed runs.
+fn cuqr_mixed(gpu: &Gpu, pb: &Problem, params: &MixedParams, reps: usize) -> cuqr::Result<Res> {
+    let last = RefCell::new(None);
+    let phases = RefCell::new(Vec::new());
+    let t = time_with_setup(
+        gpu,
+        1,
+        reps,
+        || Ok(()),
+        |()| {
+            let sol = lstsq_mixed_gpu_phases(gpu, &pb.a, &pb.b, params)?;
+            if let Some(ph) = sol.phases {
+                phases.borrow_mut().push((ph.factor_ms, ph.refine_ms));
+            }
+            *last.borrow_mut() = Some(sol);
+            Ok(())
+        },
+    );
+    let name = format!(
+        "cuqr mixed {:?} {}",
+        params.precision,
+        route_name(params.route)
+    );
+    let t = match t {
+        Ok(t) => t,
+        Err(e) => return Ok(Res::failed(name, e)),
+    };
+    let sol = last
+        .borrow_mut()
+        .take()
+        .expect("a timed run stored its solution");
+    // The warm-up run's split is the first entry: leave it out.
+    let ph = phases.borrow();
+    let timed = &ph[ph.len().saturating_sub(reps)..];
+    let f = median(timed.iter().map(|x| x.0).collect());
+    let r = median(timed.iter().map(|x| x.1).collect());
+    let note = format!(
+        "own η {:.1e}, R̃ from {}",
+        sol.backward_error,
+        match sol.factor {
+            MixedFactor::GramCholesky => "Gram-Cholesky".to_string(),
+            MixedFactor::GramCholeskyF64 => "f64 Gram-Cholesky".to_string(),
+            MixedFactor::Qr(q) => format!("QR {q:?}"),
+            other => format!("{other:?}"),
         }
-    }
-    Ok(out)
+    );
+    Ok(Res {
+        name,
+        ms: Some(t.median_ms()),
+        eta: Some(pb.eta(gpu, &sol.x)?),
+        iters: sol.iterations.to_string(),
+        note,
+        split: Some((f, r, sol.inner_steps)),
+    })
 }
 
 fn route_name(r: MixedRoute) -> &'static str {
@@ -547,7 +569,7 @@ mod tests {
 
     #[test]
     fn options_are_validated() {
-        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let a = crate::cli::strs;
         assert!(run(&a(&["--reps", "3"])).is_err());
         assert!(run(&a(&["--shapes", "10x20"])).is_err());
         assert!(run(&a(&["--shapes", "4294967296x4294967296"])).is_err());

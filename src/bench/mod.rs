@@ -1,18 +1,21 @@
 //! `cuqr bench <GROUP> [OPTIONS]`: benchmarks against the in-process cuSOLVER
 //! baseline with CUDA events, warm-up and the median of ≥ 5 runs on random
-//! (never zero) device-resident data (architecture.md "Performance method").
+//! (never zero) device-resident data (the method: docs/performance.md).
 //! Each group is a sibling file with `HELP` and `run(&[String])`; add a group by
 //! adding a file and a line to [`GROUPS`].
 
+mod common;
 mod kernels;
 mod lu;
 mod mixed;
-mod plot;
+mod opts;
 mod qr;
 mod updates;
-mod updates_grid;
 
-use crate::cli::CliResult;
+use crate::cli::{self, CliResult};
+pub(crate) use opts::{
+    check_csv_path, check_out_path, check_shape_fits, check_svg_dir, precision_list, BenchOpts,
+};
 
 /// A benchmark group: name, one-line summary, help text, entry point.
 struct Group {
@@ -20,6 +23,9 @@ struct Group {
     summary: &'static str,
     help: &'static str,
     run: fn(&[String]) -> CliResult<()>,
+    /// Without a GPU its run fails (`cuqr bench --quick` skips it there); the others
+    /// say what they cannot run, or run their CPU part.
+    needs_gpu: bool,
 }
 
 /// Every benchmark group.
@@ -29,31 +35,35 @@ const GROUPS: &[Group] = &[
         summary: "blocked LU with partial pivoting vs cuSOLVER getrf + getrs",
         help: lu::HELP,
         run: lu::run,
+        needs_gpu: true,
     },
     Group {
         name: "qr",
-        summary:
-            "full QR factorisation vs cuSOLVER geqrf (+ orgqr), Kerr's accuracy criteria (issue 5)",
+        summary: "full QR factorisation vs cuSOLVER geqrf (+ orgqr), Kerr's accuracy criteria",
         help: qr::HELP,
         run: qr::run,
+        needs_gpu: false,
     },
     Group {
         name: "updates",
-        summary: "QR updates vs cuSOLVER refactorisation and the serial CPU update (spec §3.9)",
+        summary: "QR updates vs cuSOLVER refactorisation and the serial CPU update",
         help: updates::HELP,
         run: updates::run,
+        needs_gpu: false,
     },
     Group {
         name: "mixed",
-        summary: "mixed-precision least squares vs cuSOLVER f64 LS and IRS gels (issue 5)",
+        summary: "mixed-precision least squares vs cuSOLVER f64 LS and IRS gels",
         help: mixed::HELP,
         run: mixed::run,
+        needs_gpu: true,
     },
     Group {
         name: "kernels",
-        summary: "kernel micro-benchmarks vs copy bandwidth and cuBLAS GEMM (issue 7)",
+        summary: "kernel micro-benchmarks vs copy bandwidth and cuBLAS GEMM",
         help: kernels::HELP,
         run: kernels::run,
+        needs_gpu: true,
     },
 ];
 
@@ -61,7 +71,10 @@ const GROUPS: &[Group] = &[
 pub fn help() -> String {
     let mut s = String::from(
         "cuqr bench: GPU benchmarks against cuSOLVER in the same process\n\n\
-         Usage: cuqr bench <GROUP> [OPTIONS]   (cuqr bench <GROUP> --help)\n\nGroups:\n",
+         Usage: cuqr bench <GROUP> [OPTIONS]   (cuqr bench <GROUP> --help)\n\
+         \x20      cuqr bench --quick             every group's --quick run in turn; without a\n\
+         \x20                                     GPU the groups that need one are skipped\n\n\
+         Groups:\n",
     );
     for g in GROUPS {
         s.push_str(&format!("  {:<8} {}\n", g.name, g.summary));
@@ -75,211 +88,69 @@ pub fn run(args: &[String]) -> CliResult<()> {
         print!("{}", help());
         return Err("bench: no group given".into());
     };
-    if name == "-h" || name == "--help" {
+    if cli::is_help(name) || (name == "--quick" && args[1..].iter().any(|a| cli::is_help(a))) {
         print!("{}", help());
         return Ok(());
+    }
+    if name == "--quick" {
+        return quick_tour(&args[1..]);
     }
     let Some(g) = GROUPS.iter().find(|g| g.name == name) else {
         return Err(format!("bench: unknown group '{name}' (try cuqr bench --help)").into());
     };
-    if args[1..].iter().any(|a| a == "-h" || a == "--help") {
+    if args[1..].iter().any(|a| cli::is_help(a)) {
         print!("{}", g.help);
         return Ok(());
     }
     (g.run)(&args[1..])
 }
 
-/// Options shared by the groups: flags (no value) and `--name value` /
-/// `--name=value` pairs; unknown names are errors.
-#[derive(Debug, Default)]
-pub(crate) struct BenchOpts {
-    pub flags: Vec<String>,
-    pub values: Vec<(String, String)>,
-}
-
-impl BenchOpts {
-    /// Parses `args` given the allowed flag and value names.
-    pub fn parse(cmd: &str, args: &[String], flags: &[&str], values: &[&str]) -> CliResult<Self> {
-        let mut o = BenchOpts::default();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let Some(body) = a.strip_prefix("--") else {
-                return Err(format!("{cmd}: unexpected argument '{a}'").into());
-            };
-            let (name, inline) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (body, None),
-            };
-            if flags.contains(&name) {
-                if inline.is_some() {
-                    return Err(format!("{cmd}: option --{name} takes no value").into());
-                }
-                if o.flag(name) {
-                    return Err(format!("{cmd}: option --{name} given twice").into());
-                }
-                o.flags.push(name.to_string());
-            } else if values.contains(&name) {
-                let v = match inline {
-                    Some(v) => v,
-                    None => it
-                        .next()
-                        .cloned()
-                        .ok_or_else(|| format!("{cmd}: option --{name} needs a value"))?,
-                };
-                if o.values.iter().any(|(n, _)| n == name) {
-                    return Err(format!("{cmd}: option --{name} given twice").into());
-                }
-                o.values.push((name.to_string(), v));
-            } else {
-                return Err(format!("{cmd}: unknown option --{name}").into());
-            }
+/// `cuqr bench --quick`: every group's `--quick` run in turn, each under a heading.
+/// Without a GPU the groups that need one are skipped with a line saying so, and the
+/// others do what they do alone: `qr` says it has nothing to run, `updates` times
+/// its CPU columns. The tour takes no options (a group's own come after its name).
+fn quick_tour(args: &[String]) -> CliResult<()> {
+    if let Some(a) = args.first() {
+        return Err(format!(
+            "bench --quick: unexpected argument '{a}' (the tour takes no options: give \
+             them to one group, cuqr bench <GROUP> --quick ...)"
+        )
+        .into());
+    }
+    let names: Vec<&str> = GROUPS.iter().map(|g| g.name).collect();
+    println!(
+        "cuqr bench --quick: each group's --quick run in turn ({})",
+        names.join(", ")
+    );
+    // Whether a GPU opens (the groups open their own).
+    let has_gpu = match cuqr::Gpu::new(0) {
+        Ok(_) => true,
+        Err(e) => {
+            let gpu_only: Vec<&str> = GROUPS
+                .iter()
+                .filter(|g| g.needs_gpu)
+                .map(|g| g.name)
+                .collect();
+            println!("no GPU ({e}): {} skipped (GPU only)", gpu_only.join(", "));
+            false
         }
-        Ok(o)
+    };
+    let quick = ["--quick".to_string()];
+    for g in GROUPS {
+        println!("\n## cuqr bench {} --quick\n", g.name);
+        if g.needs_gpu && !has_gpu {
+            println!("skipped: no GPU");
+            continue;
+        }
+        (g.run)(&quick).map_err(|e| format!("bench {} --quick: {e}", g.name))?;
     }
-
-    /// Whether flag `--name` was given.
-    pub fn flag(&self, name: &str) -> bool {
-        self.flags.iter().any(|f| f == name)
-    }
-
-    /// The value of `--name`.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// `--name` as a positive integer.
-    pub fn usize(&self, name: &str) -> CliResult<Option<usize>> {
-        self.get(name)
-            .map(|v| match v.parse::<usize>() {
-                Ok(x) if x > 0 => Ok(x),
-                _ => Err(format!("--{name} must be a positive integer, not '{v}'").into()),
-            })
-            .transpose()
-    }
-
-    /// `--name` as a comma-separated list of positive integers.
-    pub fn usize_list(&self, name: &str) -> CliResult<Option<Vec<usize>>> {
-        self.get(name)
-            .map(|v| {
-                v.split(',')
-                    .map(|s| match s.trim().parse::<usize>() {
-                        Ok(x) if x > 0 => Ok(x),
-                        _ => Err(format!("--{name}: '{s}' is not a positive integer").into()),
-                    })
-                    .collect()
-            })
-            .transpose()
-    }
-}
-
-/// Refuses a benchmark shape m×n whose m·max(m, n) f64 elements (A, or an m×m Q)
-/// overflow `usize`, before any host or device allocation (such a size wrapped to a
-/// short device allocation, or panicked in the host allocator).
-pub fn check_shape_fits(opt: &str, m: usize, n: usize) -> CliResult<()> {
-    match m.checked_mul(m.max(n)).and_then(|c| c.checked_mul(8)) {
-        Some(_) => Ok(()),
-        None => Err(format!("--{opt}: {m}x{n} is too large (its size in bytes overflows)").into()),
-    }
-}
-
-/// Checks before a run that `--csv FILE` can be written (opened for writing, created
-/// if missing, not truncated: the run overwrites it at the end), so a bad path fails
-/// at once instead of after a long sweep.
-pub fn check_csv_path(cmd: &str, path: &str) -> CliResult<()> {
-    check_out_path(cmd, "--csv", path)
-}
-
-/// Opens the output file of option `flag` for writing without truncating it, so that a
-/// bad path fails before a run (the file is written at the end, or as the run goes).
-pub fn check_out_path(cmd: &str, flag: &str, path: &str) -> CliResult<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map(drop)
-        .map_err(|e| format!("{cmd}: {flag} {path}: {e}").into())
-}
-
-/// Creates `--svg DIR` (and its parents) before a run, so a bad path fails at once.
-pub fn check_svg_dir(cmd: &str, dir: &str) -> CliResult<()> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{cmd}: --svg {dir}: {e}").into())
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn output_paths_are_checked_up_front() {
-        let dir = std::env::temp_dir().join(format!("cuqr-out-check-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("x.csv");
-        let fs = f.to_str().unwrap();
-        check_csv_path("bench qr", fs).unwrap();
-        assert!(f.exists());
-        // An existing file is not truncated by the check.
-        std::fs::write(&f, "keep").unwrap();
-        check_csv_path("bench qr", fs).unwrap();
-        assert_eq!(std::fs::read_to_string(&f).unwrap(), "keep");
-        // A directory, or a file under a missing directory, is refused with the path.
-        let e = check_csv_path("bench qr", dir.to_str().unwrap()).unwrap_err();
-        assert!(e.to_string().contains("--csv"), "{e}");
-        let missing = dir.join("no/such/dir/x.csv");
-        let e = check_csv_path("bench updates", missing.to_str().unwrap()).unwrap_err();
-        assert!(e.to_string().contains("no/such/dir"), "{e}");
-        // --svg: created, and a path under a regular file is refused.
-        let sub = dir.join("plots/a");
-        check_svg_dir("bench updates", sub.to_str().unwrap()).unwrap();
-        assert!(sub.is_dir());
-        let e = check_svg_dir("bench updates", f.join("p").to_str().unwrap()).unwrap_err();
-        assert!(e.to_string().contains("--svg"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    fn strs(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn parses_flags_values_and_lists() {
-        let o = BenchOpts::parse(
-            "bench lu",
-            &strs(&["--quick", "--sizes", "1024,2048", "--precision=f32"]),
-            &["quick"],
-            &["sizes", "precision"],
-        )
-        .unwrap();
-        assert!(o.flag("quick"));
-        assert_eq!(o.get("precision"), Some("f32"));
-        assert_eq!(o.usize_list("sizes").unwrap(), Some(vec![1024, 2048]));
-        for bad in [
-            &["--nope"][..],
-            &["--sizes"],
-            &["x"],
-            &["--sizes", "1", "--sizes", "2"],
-        ] {
-            assert!(BenchOpts::parse("b", &strs(bad), &["quick"], &["sizes"]).is_err());
-        }
-        // A flag given a value says so (it was "unknown option --quick").
-        let e = BenchOpts::parse("b", &strs(&["--quick=yes"]), &["quick"], &[]).unwrap_err();
-        assert!(e.0.contains("--quick takes no value"), "{}", e.0);
-        let e = BenchOpts::parse("b", &strs(&["--quick", "--quick"]), &["quick"], &[]).unwrap_err();
-        assert!(e.0.contains("given twice"), "{}", e.0);
-        assert!(check_shape_fits("shapes", 1 << 20, 1 << 10).is_ok());
-        let e = check_shape_fits("shapes", 1 << 32, 1).unwrap_err();
-        assert!(
-            e.0.contains("--shapes: 4294967296x1 is too large"),
-            "{}",
-            e.0
-        );
-        assert!(check_shape_fits("shapes", usize::MAX, 1).is_err());
-        let o = BenchOpts::parse("b", &strs(&["--sizes", "4,0"]), &[], &["sizes"]).unwrap();
-        assert!(o.usize_list("sizes").is_err());
-    }
+    use crate::cli::strs;
 
     #[test]
     fn unknown_group_is_an_error() {

@@ -1,7 +1,7 @@
 //! The grids of `cuqr bench updates`: every point of the seeds' experiment grids
-//! (spec §3.9 table: BS, AC-k3, AC-k6, AC-stage, AC-p, RC-k, RC-m, AR-p, AR-n, AR-m,
-//! RR-seq, RR-n, RR-m, RR-comp, ACC) with the seeds' figures from spec §3.2–§3.7,
-//! the `--quick` grid, and issue 7's bar at each point.
+//! (BS, AC-k3, AC-k6, AC-stage, AC-p, RC-k, RC-m, AR-p, AR-n, AR-m, RR-seq, RR-n,
+//! RR-m, RR-comp, ACC) with the seeds' published figures, the `--quick` grid, and the
+//! required speed-up (the bar) at each point.
 
 use cuqr::QPolicy;
 
@@ -26,7 +26,7 @@ impl Kind {
         }
     }
 
-    /// The seeds' protocol (spec §3.1 TUS): Q is omitted for row addition and
+    /// The seeds' TUS protocol: Q is omitted for row addition and
     /// column removal.
     pub(super) fn policy(self) -> QPolicy {
         match self {
@@ -51,19 +51,19 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Extra {
     None,
-    /// RR-comp (spec §3.6 Table D4): the seeds' composite and three-stream
+    /// RR-comp: the seeds' composite and three-stream
     /// (non-composite) row removal, seconds.
     Comp {
         composite_s: f64,
         streams_s: f64,
     },
-    /// ACC (spec §3.7): the seeds' GPU e_x, and e_Q, e_A where Q is formed (f32).
+    /// ACC: the seeds' GPU e_x, and e_Q, e_A where Q is formed (f32).
     Acc {
         e_x: f64,
         e_q: Option<f64>,
         e_a: Option<f64>,
     },
-    /// BS (spec §3.2): the seeds' sequential time and GPU TUT time at this n_b, seconds.
+    /// BS: the seeds' sequential time and GPU TUT time at this n_b, seconds.
     Bs {
         seq_s: f64,
         tut_s: Option<f64>,
@@ -81,7 +81,7 @@ pub(super) struct Point {
     pub p: usize,
     /// Run the serial CPU update (and faer) here.
     pub cpu: bool,
-    /// The seeds' CULA/TUS speed-up at this point (spec §3.3–§3.6), if given.
+    /// The seeds' CULA/TUS speed-up at this point, if given.
     pub seed_cula: Option<f64>,
     /// The seeds' seq/TUT speed-up at this point, if given.
     pub seed_seq: Option<f64>,
@@ -140,7 +140,7 @@ impl Point {
     fn extra(self, extra: Extra) -> Self {
         Point { extra, ..self }
     }
-    /// Whether the update keeps Q (the seeds' TUS protocol, spec §3.1).
+    /// Whether the update keeps Q (the seeds' TUS protocol).
     pub(super) fn keeps_q(&self) -> bool {
         self.kind.policy() == QPolicy::Full
     }
@@ -170,17 +170,29 @@ pub(super) fn quick_grid() -> Vec<Point> {
     ]
 }
 
-/// The full grid: every point of the seeds' grids (spec §3.9 table), with the
-/// seeds' figures (spec §3.2–§3.7), plus two rank-one points (the seeds have no
-/// rank-one experiment). The CPU columns run where issue 7's CPU bar applies
-/// (RR-seq, AC-k3, AR-p) and at the small rank-one point.
-// The tables are the seeds' figures as printed (0.318 s is a timing, not 1/π).
-#[allow(clippy::type_complexity, clippy::approx_constant)]
+/// The full grid: every point of the seeds' experiment grids, with the seeds'
+/// figures, plus two rank-one points (the seeds have no rank-one experiment). The
+/// CPU columns run where the CPU bar applies (RR-seq, AC-k3, AR-p) and at the small
+/// rank-one point.
 pub(super) fn full_grid() -> Vec<Point> {
+    [
+        block_size_points(),
+        column_insertion_points(),
+        column_deletion_points(),
+        row_insertion_points(),
+        row_deletion_points(),
+        accuracy_points(),
+        rank_one_points(),
+    ]
+    .concat()
+}
+
+/// BS: the update's Householder block size n_b = 1, 10, 50, 100, 200, 500 at
+/// m = 4000, with the seeds' sequential and GPU TUT seconds.
+#[allow(clippy::type_complexity)]
+fn block_size_points() -> Vec<Point> {
     use Kind::*;
     let mut g = Vec::new();
-
-    // BS (spec §3.2): n_b sweep; seq and GPU TUT seconds of the seeds.
     let nbs = [1, 10, 50, 100, 200, 500];
     let bs: [(Kind, usize, usize, usize, [f64; 6], [f64; 5]); 3] = [
         (
@@ -223,8 +235,16 @@ pub(super) fn full_grid() -> Vec<Point> {
             g.push(x);
         }
     }
+    g
+}
 
-    // AC-k3 (Tables A1, A2): n = 3000, p = 200, k0 = 0..3000 step 500.
+/// Column insertion: against k0 at n = 3000 (AC-k3, with the CPU columns) and
+/// n = 6000 (AC-k6), the stage breakdown (AC-stage) and against p (AC-p).
+#[allow(clippy::type_complexity)]
+fn column_insertion_points() -> Vec<Point> {
+    use Kind::*;
+    let mut g = Vec::new();
+    // AC-k3: n = 3000, p = 200, k0 = 0..3000 step 500.
     let ac3: [(usize, f64, [f64; 7], [Option<f64>; 7], [f64; 7]); 3] = [
         (
             4000,
@@ -245,7 +265,7 @@ pub(super) fn full_grid() -> Vec<Point> {
             8000,
             1.000,
             [3.867, 3.219, 2.636, 2.046, 1.499, 1.021, 0.613],
-            // the seeds' m = 8000, k0 = 0 sequential run is missing (erratum E21)
+            // the seeds report no sequential time at m = 8000, k0 = 0
             [
                 None,
                 Some(137.077),
@@ -285,7 +305,7 @@ pub(super) fn full_grid() -> Vec<Point> {
         }
     }
 
-    // AC-k6 (Table A3): n = 6000, p = 200, k0 = 0..6000 step 500.
+    // AC-k6: n = 6000, p = 200, k0 = 0..6000 step 500.
     let ac6: [(usize, f64, [f64; 13]); 3] = [
         (
             8000,
@@ -318,12 +338,13 @@ pub(super) fn full_grid() -> Vec<Point> {
         }
     }
 
-    // AC-stage (Table A4; the stage split runs at these points): m = 16000, n = 6000.
+    // AC-stage (the seeds' stage breakdown; the stage split runs at these points):
+    // m = 16000, n = 6000.
     for (k0, tus) in [(500, 13.184), (5500, 2.953)] {
         g.push(Point::new("AC-stage", InsertCols, 16000, 6000, k0, 200).cula(4.241, tus));
     }
 
-    // AC-p (Table A5): n = 3000, k0 = 2980, p = 100..1500 step 200.
+    // AC-p: n = 3000, k0 = 2980, p = 100..1500 step 200.
     let acp: [(usize, [f64; 8], [f64; 8], [f64; 8], [f64; 8]); 2] = [
         (
             5000,
@@ -353,8 +374,16 @@ pub(super) fn full_grid() -> Vec<Point> {
             );
         }
     }
+    g
+}
 
-    // RC-k (Tables B1–B3): m = 6000, n = 3000.
+/// Column deletion: against k0 for three p (RC-k) and against m (RC-m).
+// The seeds' figures as printed (0.318 s is a timing, not 1/π).
+#[allow(clippy::approx_constant)]
+fn column_deletion_points() -> Vec<Point> {
+    use Kind::*;
+    let mut g = Vec::new();
+    // RC-k: m = 6000, n = 3000, p = 100, 200, 500.
     type RcK<'a> = (usize, f64, &'a [usize], &'a [f64], &'a [f64], &'a [f64]);
     let rck: [RcK<'_>; 3] = [
         (
@@ -392,17 +421,21 @@ pub(super) fn full_grid() -> Vec<Point> {
         }
     }
 
-    // RC-m (Table B4): n = 3000, k0 = 0, p = 500, m = 6000..12000 step 1000.
+    // RC-m: n = 3000, k0 = 0, p = 500, m = 6000..12000 step 1000.
     let rcm_cula = [0.562, 0.672, 0.753, 0.871, 0.959, 1.101, 1.193];
     let rcm_tus = [0.591, 0.600, 0.592, 0.596, 0.597, 0.616, 0.620];
-    for i in 0..7 {
-        g.push(
-            Point::new("RC-m", DeleteCols, 6000 + 1000 * i, 3000, 0, 500)
-                .cula(rcm_cula[i], rcm_tus[i]),
-        );
-    }
+    g.extend(with_cula(&rcm_cula, &rcm_tus, |i| {
+        Point::new("RC-m", DeleteCols, 6000 + 1000 * i, 3000, 0, 500)
+    }));
+    g
+}
 
-    // AR-p (Tables C1–C3): m = 8000, k0 = 0, p = 100..1500 step 200.
+/// Row insertion: against p (AR-p, with the CPU columns), n (AR-n) and m (AR-m).
+#[allow(clippy::type_complexity)]
+fn row_insertion_points() -> Vec<Point> {
+    use Kind::*;
+    let mut g = Vec::new();
+    // AR-p: m = 8000, k0 = 0, p = 100..1500 step 200.
     let arp: [(usize, [f64; 8], [f64; 8], [f64; 8], [f64; 8]); 3] = [
         (
             1000,
@@ -437,7 +470,7 @@ pub(super) fn full_grid() -> Vec<Point> {
         }
     }
 
-    // AR-n (Table C4): m = 8000, n = 1000..7000 step 1000, p = 200 and 1500.
+    // AR-n: m = 8000, n = 1000..7000 step 1000, p = 200 and 1500.
     let arn: [(usize, [f64; 7], [f64; 7]); 2] = [
         (
             200,
@@ -451,24 +484,26 @@ pub(super) fn full_grid() -> Vec<Point> {
         ),
     ];
     for (p, cula, tus) in arn {
-        for i in 0..7 {
-            g.push(
-                Point::new("AR-n", InsertRows, 8000, 1000 + 1000 * i, 0, p).cula(cula[i], tus[i]),
-            );
-        }
+        g.extend(with_cula(&cula, &tus, |i| {
+            Point::new("AR-n", InsertRows, 8000, 1000 + 1000 * i, 0, p)
+        }));
     }
 
-    // AR-m (Table C5): n = 3000, p = 500, m = 8000..14000 step 1000.
+    // AR-m: n = 3000, p = 500, m = 8000..14000 step 1000.
     let arm_cula = [1.174, 1.300, 1.440, 1.583, 1.717, 1.845, 2.002];
     let arm_tus = [1.006, 0.991, 1.021, 1.015, 1.019, 0.999, 1.040];
-    for i in 0..7 {
-        g.push(
-            Point::new("AR-m", InsertRows, 8000 + 1000 * i, 3000, 0, 500)
-                .cula(arm_cula[i], arm_tus[i]),
-        );
-    }
+    g.extend(with_cula(&arm_cula, &arm_tus, |i| {
+        Point::new("AR-m", InsertRows, 8000 + 1000 * i, 3000, 0, 500)
+    }));
+    g
+}
 
-    // RR-seq (Table D1): n = 1000, p = 20..100 step 20.
+/// Row deletion: against p (RR-seq, with the CPU columns), n (RR-n) and m (RR-m),
+/// and the seeds' row-removal layouts (RR-comp).
+fn row_deletion_points() -> Vec<Point> {
+    use Kind::*;
+    let mut g = Vec::new();
+    // RR-seq: n = 1000, p = 20..100 step 20.
     let rrs: [(usize, [f64; 5], [f64; 5]); 3] = [
         (
             2000,
@@ -496,7 +531,7 @@ pub(super) fn full_grid() -> Vec<Point> {
         }
     }
 
-    // RR-n (Table D2): m = 12000, n = 6000, 8000, 10000.
+    // RR-n: m = 12000, n = 6000, 8000, 10000.
     let rrn: [(usize, [f64; 5], [f64; 5]); 3] = [
         (
             6000,
@@ -515,12 +550,12 @@ pub(super) fn full_grid() -> Vec<Point> {
         ),
     ];
     for (n, cula, tus) in rrn {
-        for i in 0..5 {
-            g.push(Point::new("RR-n", DeleteRows, 12000, n, 0, 20 + 20 * i).cula(cula[i], tus[i]));
-        }
+        g.extend(with_cula(&cula, &tus, |i| {
+            Point::new("RR-n", DeleteRows, 12000, n, 0, 20 + 20 * i)
+        }));
     }
 
-    // RR-m (Table D3): n = 6000, m = 8000, 12000, 16000.
+    // RR-m: n = 6000, m = 8000, 12000, 16000.
     let rrm: [(usize, [f64; 5], [f64; 5]); 3] = [
         (
             8000,
@@ -539,12 +574,13 @@ pub(super) fn full_grid() -> Vec<Point> {
         ),
     ];
     for (m, cula, tus) in rrm {
-        for i in 0..5 {
-            g.push(Point::new("RR-m", DeleteRows, m, 6000, 0, 20 + 20 * i).cula(cula[i], tus[i]));
-        }
+        g.extend(with_cula(&cula, &tus, |i| {
+            Point::new("RR-m", DeleteRows, m, 6000, 0, 20 + 20 * i)
+        }));
     }
 
-    // RR-comp (Table D4): m = 5000, p = 50, n = 1000..4000.
+    // RR-comp (the seeds' composite and three-stream row removal): m = 5000, p = 50,
+    // n = 1000..4000.
     let comp = [1.001, 1.116, 1.244, 1.363];
     let streams = [1.441, 1.583, 1.762, 2.048];
     for i in 0..4 {
@@ -555,9 +591,15 @@ pub(super) fn full_grid() -> Vec<Point> {
             }),
         );
     }
+    g
+}
 
-    // ACC (Tables 5.21–5.24): m = 4000, n = 2000, k0 = 0, p = 100..900 step 200;
-    // the seeds' GPU figures (f32).
+/// ACC: the accuracy of four updates at m = 4000, n = 2000, k0 = 0, p = 100..900
+/// step 200, with the seeds' GPU figures (f32).
+#[allow(clippy::type_complexity)]
+fn accuracy_points() -> Vec<Point> {
+    use Kind::*;
+    let mut g = Vec::new();
     let acc: [(Kind, [f64; 5], Option<[f64; 5]>, Option<[f64; 5]>); 4] = [
         (InsertRows, [2e-6, 2e-6, 2e-6, 1e-6, 3e-6], None, None),
         (DeleteCols, [3e-6, 3e-6, 2e-6, 2e-6, 2e-6], None, None),
@@ -585,14 +627,32 @@ pub(super) fn full_grid() -> Vec<Point> {
             );
         }
     }
-
-    // rank-one (no seed figure: the seeds have no rank-one experiment)
-    g.push(Point::new("R1", RankOne, 8000, 3000, 0, 1));
-    g.push(Point::new("R1", RankOne, 2000, 1000, 0, 1).cpu());
     g
 }
 
-/// Issue 7's required speed-up over refactorisation (a) at a point: 50× for
+/// R1: two rank-one points (no seed figure: the seeds have no rank-one experiment),
+/// the small one with the CPU columns.
+fn rank_one_points() -> Vec<Point> {
+    vec![
+        Point::new("R1", Kind::RankOne, 8000, 3000, 0, 1),
+        Point::new("R1", Kind::RankOne, 2000, 1000, 0, 1).cpu(),
+    ]
+}
+
+/// The points `point(i)`, i = 0, 1, …, each with the seeds' CULA and TUS seconds
+/// `cula[i]` and `tus[i]`.
+fn with_cula<'a>(
+    cula: &'a [f64],
+    tus: &'a [f64],
+    point: impl Fn(usize) -> Point + 'a,
+) -> impl Iterator<Item = Point> + 'a {
+    cula.iter()
+        .zip(tus)
+        .enumerate()
+        .map(move |(i, (&c, &t))| point(i).cula(c, t))
+}
+
+/// The required speed-up over refactorisation (a) at a point (the bar): 50× for
 /// column deletion with k0 ≥ n/2 and for the rank-one update, 10× where the
 /// update changes at most a tenth of the matrix, otherwise 1×.
 pub(super) fn required_speedup(pt: &Point) -> f64 {
@@ -616,7 +676,7 @@ pub(super) fn bar_reason(p: &Point) -> &'static str {
     }
 }
 
-/// Whether issue 7's CPU bar (GPU ≥ 50× the serial update) applies here.
+/// Whether the CPU bar (GPU ≥ 50× the serial update) applies here.
 pub(super) fn cpu_bar_applies(pt: &Point) -> bool {
     matches!(pt.group, "RR-seq" | "AC-k3" | "AR-p")
 }
@@ -625,7 +685,7 @@ pub(super) fn cpu_bar_applies(pt: &Point) -> bool {
 mod tests {
     use super::*;
 
-    /// The grid has every point of spec §3.9's table, each valid for its update.
+    /// The grid has every point of the seeds' grids, each valid for its update.
     #[test]
     fn full_grid_covers_the_seeds_grids() {
         let g = full_grid();
@@ -712,7 +772,7 @@ mod tests {
     }
 
     #[test]
-    fn bar_thresholds_follow_issue_7() {
+    fn bar_thresholds_follow_the_required_speedups() {
         let g = full_grid();
         let find = |grp: &str, k0: usize, p: usize| {
             *g.iter()

@@ -1,6 +1,5 @@
 //! A small dependency-free SVG 1.1 line-chart writer for the speed-up plots of
-//! `cuqr bench updates --svg DIR` (issue 7: "SVG plots of speed-up against k0, p, m
-//! and n"; the measured quantities are those of spec §3.9). Pure functions: a
+//! `cuqr bench updates --svg DIR` (speed-up against k0, p, m and n). Pure functions: a
 //! [`Chart`] in, a standalone SVG document out.
 //!
 //! The x axis is linear (k0 starts at 0); the y axis is linear or base-10
@@ -16,7 +15,7 @@ pub(crate) struct Series {
     pub points: Vec<(f64, Option<f64>)>,
 }
 
-/// A dashed horizontal reference line (e.g. issue 7's required speed-up).
+/// A dashed horizontal reference line (e.g. the required speed-up).
 #[derive(Clone, Debug)]
 pub(crate) struct HLine {
     pub y: f64,
@@ -136,10 +135,100 @@ fn usable(y: Option<f64>, log: bool) -> Option<f64> {
     y.filter(|v| v.is_finite() && (!log || *v > 0.0))
 }
 
+/// Width of the plot area.
+const PW: f64 = WIDTH - LEFT - RIGHT;
+/// Height of the plot area.
+const PH: f64 = HEIGHT - TOP - BOTTOM;
+
+/// The plot area's axes: their ranges and ticks, and where data lands in pixels.
+struct Frame {
+    log: bool,
+    xt: Vec<f64>,
+    yt: Vec<f64>,
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+}
+
+/// The smallest and largest of `v`, `None` when empty.
+fn min_max(v: &[f64]) -> Option<(f64, f64)> {
+    v.iter().fold(None, |acc: Option<(f64, f64)>, &x| {
+        Some(acc.map_or((x, x), |(a, b)| (a.min(x), b.max(x))))
+    })
+}
+
+impl Frame {
+    /// The axes that hold the drawable points and reference lines of `c`, widened to
+    /// their ticks; `xs` are the drawable points' x values.
+    fn new(c: &Chart, xs: &[f64]) -> Self {
+        let log = c.log_y;
+        let ys: Vec<f64> = c
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|(x, _)| x.is_finite())
+            .filter_map(|(_, y)| usable(*y, log))
+            .chain(c.hlines.iter().filter_map(|h| usable(Some(h.y), log)))
+            .collect();
+        let (x0, x1) = match min_max(xs) {
+            None => (0.0, 1.0),
+            Some((a, b)) if a == b => {
+                let d = if a == 0.0 { 1.0 } else { 0.1 * a.abs() };
+                (a - d, b + d)
+            }
+            Some(r) => r,
+        };
+        let (y0, y1) = match (min_max(&ys), log) {
+            (None, true) => (0.1, 10.0),
+            (None, false) => (0.0, 1.0),
+            (Some((a, b)), true) if a == b => (a / 2.0, b * 2.0),
+            (Some((a, b)), false) if a == b => {
+                let d = if a == 0.0 { 1.0 } else { 0.1 * a.abs() };
+                (a - d, b + d)
+            }
+            (Some(r), _) => r,
+        };
+        let (xt, x0, x1) = linear_ticks(x0, x1);
+        let (yt, y0, y1) = if log {
+            log_ticks(y0, y1)
+        } else {
+            linear_ticks(y0, y1)
+        };
+        Frame {
+            log,
+            xt,
+            yt,
+            x0,
+            x1,
+            y0,
+            y1,
+        }
+    }
+
+    /// The pixel column of x.
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0) * PW
+    }
+
+    /// The pixel row of y.
+    fn py(&self, y: f64) -> f64 {
+        let f = if self.log {
+            (y.log10() - self.y0.log10()) / (self.y1.log10() - self.y0.log10())
+        } else {
+            (y - self.y0) / (self.y1 - self.y0)
+        };
+        TOP + (1.0 - f) * PH
+    }
+}
+
+/// A legend entry: label, colour, dashed.
+type LegendEntry = (String, String, bool);
+
 /// Renders the chart as a standalone SVG 1.1 document.
 pub(crate) fn line_chart(c: &Chart) -> String {
     let log = c.log_y;
-    // data ranges over the drawable points and the reference lines
+    // the drawable points' x values (the y range adds the reference lines)
     let xs: Vec<f64> = c
         .series
         .iter()
@@ -147,56 +236,28 @@ pub(crate) fn line_chart(c: &Chart) -> String {
         .filter(|(x, y)| x.is_finite() && usable(*y, log).is_some())
         .map(|(x, _)| *x)
         .collect();
-    let ys: Vec<f64> = c
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter())
-        .filter(|(x, _)| x.is_finite())
-        .filter_map(|(_, y)| usable(*y, log))
-        .chain(c.hlines.iter().filter_map(|h| usable(Some(h.y), log)))
-        .collect();
-    let fold = |v: &[f64]| {
-        v.iter().fold(None, |acc: Option<(f64, f64)>, &x| {
-            Some(acc.map_or((x, x), |(a, b)| (a.min(x), b.max(x))))
-        })
-    };
-    let (x0, x1) = match fold(&xs) {
-        None => (0.0, 1.0),
-        Some((a, b)) if a == b => {
-            let d = if a == 0.0 { 1.0 } else { 0.1 * a.abs() };
-            (a - d, b + d)
-        }
-        Some(r) => r,
-    };
-    let (y0, y1) = match (fold(&ys), log) {
-        (None, true) => (0.1, 10.0),
-        (None, false) => (0.0, 1.0),
-        (Some((a, b)), true) if a == b => (a / 2.0, b * 2.0),
-        (Some((a, b)), false) if a == b => {
-            let d = if a == 0.0 { 1.0 } else { 0.1 * a.abs() };
-            (a - d, b + d)
-        }
-        (Some(r), _) => r,
-    };
-    let (xt, x0, x1) = linear_ticks(x0, x1);
-    let (yt, y0, y1) = if log {
-        log_ticks(y0, y1)
-    } else {
-        linear_ticks(y0, y1)
-    };
-    let pw = WIDTH - LEFT - RIGHT;
-    let ph = HEIGHT - TOP - BOTTOM;
-    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * pw;
-    let py = |y: f64| {
-        let f = if log {
-            (y.log10() - y0.log10()) / (y1.log10() - y0.log10())
-        } else {
-            (y - y0) / (y1 - y0)
-        };
-        TOP + (1.0 - f) * ph
-    };
-
+    let f = Frame::new(c, &xs);
     let mut s = String::new();
+    write_head(&mut s, c);
+    write_axes(&mut s, &f);
+    write_axis_titles(&mut s, c);
+    let mut legend = write_hlines(&mut s, c, &f);
+    legend.extend(write_series(&mut s, c, &f));
+    if xs.is_empty() {
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#888888\">no data</text>",
+            LEFT + PW / 2.0,
+            TOP + PH / 2.0
+        );
+    }
+    write_legend(&mut s, &legend);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The XML declaration, the `<svg>` element's opening, the title and the background.
+fn write_head(s: &mut String, c: &Chart) {
     s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
     let _ = writeln!(
         s,
@@ -212,49 +273,52 @@ pub(crate) fn line_chart(c: &Chart) -> String {
     let _ = writeln!(
         s,
         "<text x=\"{:.1}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">{}</text>",
-        LEFT + pw / 2.0,
+        LEFT + PW / 2.0,
         esc(&c.title)
     );
-    // grid, ticks and tick labels
+}
+
+/// The grid, the plot area's border, the ticks and their labels.
+fn write_axes(s: &mut String, f: &Frame) {
     s.push_str("<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
-    for &t in &xt {
-        let x = px(t);
+    for &t in &f.xt {
+        let x = f.px(t);
         let _ = writeln!(
             s,
             "<line x1=\"{x:.1}\" y1=\"{TOP:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>",
-            TOP + ph
+            TOP + PH
         );
     }
-    for &t in &yt {
-        let y = py(t);
+    for &t in &f.yt {
+        let y = f.py(t);
         let _ = writeln!(
             s,
             "<line x1=\"{LEFT:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\"/>",
-            LEFT + pw
+            LEFT + PW
         );
     }
     s.push_str("</g>\n");
     let _ = writeln!(
         s,
-        "<rect x=\"{LEFT:.1}\" y=\"{TOP:.1}\" width=\"{pw:.1}\" height=\"{ph:.1}\" \
+        "<rect x=\"{LEFT:.1}\" y=\"{TOP:.1}\" width=\"{PW:.1}\" height=\"{PH:.1}\" \
          fill=\"none\" stroke=\"black\"/>"
     );
     s.push_str("<g text-anchor=\"middle\">\n");
-    for &t in &xt {
-        let x = px(t);
+    for &t in &f.xt {
+        let x = f.px(t);
         let _ = writeln!(
             s,
             "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\
              <text x=\"{x:.1}\" y=\"{:.1}\">{}</text>",
-            TOP + ph,
-            TOP + ph + 5.0,
-            TOP + ph + 18.0,
+            TOP + PH,
+            TOP + PH + 5.0,
+            TOP + PH + 18.0,
             esc(&fmt_num(t))
         );
     }
     s.push_str("</g>\n<g text-anchor=\"end\">\n");
-    for &t in &yt {
-        let y = py(t);
+    for &t in &f.yt {
+        let y = f.py(t);
         let _ = writeln!(
             s,
             "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{LEFT:.1}\" y2=\"{y:.1}\" stroke=\"black\"/>\
@@ -266,44 +330,56 @@ pub(crate) fn line_chart(c: &Chart) -> String {
         );
     }
     s.push_str("</g>\n");
-    // axis titles
+}
+
+/// The titles of the x and y axes.
+fn write_axis_titles(s: &mut String, c: &Chart) {
     let _ = writeln!(
         s,
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-        LEFT + pw / 2.0,
+        LEFT + PW / 2.0,
         HEIGHT - 15.0,
         esc(&c.x_label)
     );
-    let (yx, yy) = (18.0, TOP + ph / 2.0);
+    let (yx, yy) = (18.0, TOP + PH / 2.0);
     let _ = writeln!(
         s,
         "<text x=\"{yx:.1}\" y=\"{yy:.1}\" text-anchor=\"middle\" \
          transform=\"rotate(-90 {yx:.1} {yy:.1})\">{}{}</text>",
         esc(&c.y_label),
-        if log { " (log scale)" } else { "" }
+        if c.log_y { " (log scale)" } else { "" }
     );
-    // reference lines
-    let mut legend: Vec<(String, String, bool)> = Vec::new();
+}
+
+/// The dashed reference lines that can be drawn; returns their legend entries.
+fn write_hlines(s: &mut String, c: &Chart, f: &Frame) -> Vec<LegendEntry> {
+    let mut legend = Vec::new();
     for h in &c.hlines {
-        if usable(Some(h.y), log).is_none() {
+        if usable(Some(h.y), f.log).is_none() {
             continue;
         }
-        let y = py(h.y);
+        let y = f.py(h.y);
         let _ = writeln!(
             s,
             "<line x1=\"{LEFT:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#444444\" \
              stroke-width=\"1.5\" stroke-dasharray=\"6,4\"><title>{}</title></line>",
-            LEFT + pw,
+            LEFT + PW,
             esc(&h.label)
         );
         legend.push((h.label.clone(), "#444444".to_string(), true));
     }
-    // series: polylines broken at missing values, a marker per point
+    legend
+}
+
+/// The series: polylines broken at missing values, a marker per point; returns their
+/// legend entries.
+fn write_series(s: &mut String, c: &Chart, f: &Frame) -> Vec<LegendEntry> {
+    let mut legend = Vec::new();
     for (i, ser) in c.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
         for &(x, y) in &ser.points {
-            match (x.is_finite(), usable(y, log)) {
+            match (x.is_finite(), usable(y, f.log)) {
                 (true, Some(y)) => runs.last_mut().expect("non-empty").push((x, y)),
                 _ => runs.push(Vec::new()),
             }
@@ -312,7 +388,7 @@ pub(crate) fn line_chart(c: &Chart) -> String {
         for run in runs.iter().filter(|r| r.len() > 1) {
             let pts: Vec<String> = run
                 .iter()
-                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+                .map(|&(x, y)| format!("{:.1},{:.1}", f.px(x), f.py(y)))
                 .collect();
             let _ = writeln!(
                 s,
@@ -324,8 +400,8 @@ pub(crate) fn line_chart(c: &Chart) -> String {
             let _ = writeln!(
                 s,
                 "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\"><title>{}: x = {}, y = {}</title></circle>",
-                px(x),
-                py(y),
+                f.px(x),
+                f.py(y),
                 esc(&ser.label),
                 esc(&fmt_num(x)),
                 esc(&fmt_num(y))
@@ -334,16 +410,12 @@ pub(crate) fn line_chart(c: &Chart) -> String {
         s.push_str("</g>\n");
         legend.push((ser.label.clone(), color.to_string(), false));
     }
-    if xs.is_empty() {
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#888888\">no data</text>",
-            LEFT + pw / 2.0,
-            TOP + ph / 2.0
-        );
-    }
-    // legend
-    let lx = LEFT + pw + 15.0;
+    legend
+}
+
+/// The legend, right of the plot area: one line and label an entry.
+fn write_legend(s: &mut String, legend: &[LegendEntry]) {
+    let lx = LEFT + PW + 15.0;
     for (i, (label, color, dashed)) in legend.iter().enumerate() {
         let y = TOP + 10.0 + 20.0 * i as f64;
         let dash = if *dashed {
@@ -361,8 +433,6 @@ pub(crate) fn line_chart(c: &Chart) -> String {
             esc(label)
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// A minimal well-formedness check for the documents [`line_chart`] writes:
