@@ -367,21 +367,13 @@ fn non_finite_f32() {
     non_finite::<f32>();
 }
 
-/// Under QPolicy::None: NeedsQ for the updates that need Q (docs/algorithms.md#q-policy),
-/// and ordinary validation for the two it allows.
+/// Under QPolicy::None without kept data: NeedsData for the updates that need Q or the
+/// data (docs/algorithms.md#q-policy), and ordinary validation for the two it allows.
 fn needs_q<T: Scalar>() {
     let (mut st, a0, b0) = state::<T>(QPolicy::None, 7);
     assert!(st.q().unwrap().is_none());
     let mut g = rng(8);
-    let nq = |e: &Error| {
-        matches!(
-            e,
-            Error::NeedsQ {
-                policy: QPolicy::None,
-                ..
-            }
-        )
-    };
+    let nq = |e: &Error| matches!(e, Error::NeedsData { .. });
     let u = random_mat::<T>(&mut g, M, 2);
     expect_err(&mut st, "insert_cols", |s| s.insert_cols(1, u.as_ref()), nq);
     let col = random_vec::<T>(&mut g, M);

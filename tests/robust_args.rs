@@ -106,14 +106,24 @@ fn run(
     m: usize,
     n: usize,
     q: usize,
-    full: bool,
+    kind: u8,
     ops: &[(Op, Option<f64>, usize)],
 ) -> Result<(), TestCaseError> {
     let mut g = rng(seed);
     let a = random_mat::<f64>(&mut g, m, n);
     let b = random_mat::<f64>(&mut g, m, q);
-    let policy = if full { QPolicy::Full } else { QPolicy::None };
-    let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default()).unwrap();
+    // the three state kinds, the R-only one with and without kept data
+    let (policy, keep_data) = match kind % 4 {
+        0 => (QPolicy::Full, false),
+        1 => (QPolicy::Thin, false),
+        2 => (QPolicy::None, true),
+        _ => (QPolicy::None, false),
+    };
+    let params = FactorParams {
+        keep_data,
+        ..FactorParams::default()
+    };
+    let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params).unwrap();
     for (op, sp, at) in ops {
         let before = snapshot::<f64>(&st);
         let (m0, n0) = (st.nrows(), st.ncols());
@@ -175,7 +185,7 @@ fn run(
                 prop_assert!(st.nrows() >= st.ncols());
                 let r = st.r().unwrap();
                 for j in 0..st.ncols() {
-                    for i in 0..st.nrows() {
+                    for i in 0..r.nrows() {
                         prop_assert!(
                             r[(i, j)].is_finite(),
                             "{:?}: R({}, {}) = {}",
@@ -205,10 +215,10 @@ proptest! {
         m in 2usize..12,
         n_frac in 0.0f64..1.0,
         q in 1usize..3,
-        full in any::<bool>(),
+        kind in any::<u8>(),
         ops in proptest::collection::vec((op(), special(), any::<usize>()), 1..10),
     ) {
         let n = 1 + ((m - 1) as f64 * n_frac) as usize;
-        run(seed, m, n, q, full, &ops)?;
+        run(seed, m, n, q, kind, &ops)?;
     }
 }

@@ -6,7 +6,9 @@
 use std::cell::RefCell;
 
 use cuqr::internals::gpu::timing::time_with_setup;
-use cuqr::internals::gpu::{DevMat, DevMatView, DevMatViewMut, DevVec, Diag, GpuScalar, Op, Side, Uplo};
+use cuqr::internals::gpu::{
+    DevMat, DevMatView, DevMatViewMut, DevVec, Diag, GpuScalar, Op, Side, Uplo,
+};
 use cuqr::Gpu;
 
 use crate::rng::random_signed_matrix_serial;

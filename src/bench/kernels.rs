@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use cuqr::internals::gpu::givens_two_phase as tp;
 use cuqr::internals::gpu::givens_wavefront as wf;
-use cuqr::internals::gpu::two_phase_launch::{ApplyTarget, GenPath, RotList, RotSide};
 use cuqr::internals::gpu::timing::time_with_setup;
+use cuqr::internals::gpu::two_phase_launch::{ApplyTarget, GenPath, RotList, RotSide};
 use cuqr::internals::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::Gpu;
 

@@ -293,31 +293,41 @@ pub fn check_state_scaled<T: Scalar>(
     let refc = Reference::of(model);
     let mut out = Measured::default();
 
-    // R: shape and exactly zero strictly below the diagonal.
+    // R: shape (m×n with the full Q, n×n for the thin and R-only kinds) and exactly zero
+    // strictly below the diagonal.
+    let full = state.q_policy() == QPolicy::Full;
+    let rows = if full { m } else { n };
     let r = state.r().map_err(|e| format!("r(): {e}"))?;
-    if (r.nrows(), r.ncols()) != (m, n) {
+    if (r.nrows(), r.ncols()) != (rows, n) {
         return Err(format!(
-            "R is {}x{}, expected {m}x{n}",
+            "R is {}x{}, expected {rows}x{n}",
             r.nrows(),
             r.ncols()
         ));
     }
     for j in 0..n {
-        for i in j + 1..m {
+        for i in j + 1..rows {
             if r[(i, j)] != T::ZERO {
                 return Err(format!("L != 0: R[{i},{j}] = {:e}", r[(i, j)]));
             }
         }
     }
     let d = state.d().map_err(|e| format!("d(): {e}"))?;
-    if (d.nrows(), d.ncols()) != (m, q) {
+    if (d.nrows(), d.ncols()) != (rows, q) {
         return Err(format!(
-            "d is {}x{}, expected {m}x{q}",
+            "d is {}x{}, expected {rows}x{q}",
             d.nrows(),
             d.ncols()
         ));
     }
-    let rf = faer::Mat::from_fn(m, n, |i, j| r[(i, j)].to_f64() / scale);
+    // R at full height (zero rows below a thin or R-only state's n×n R)
+    let rf = faer::Mat::from_fn(m, n, |i, j| {
+        if i < rows {
+            r[(i, j)].to_f64() / scale
+        } else {
+            0.0
+        }
+    });
 
     // Q: orthogonality and backward errors, when held.
     let qm = state.q().map_err(|e| format!("q(): {e}"))?;
@@ -326,15 +336,17 @@ pub fn check_state_scaled<T: Scalar>(
         (QPolicy::None, Some(_)) => return Err("q() is Some under QPolicy::None".into()),
         (_, None) => return Err("q() is None under a Q-ful policy".into()),
         (_, Some(qm)) => {
-            if (qm.nrows(), qm.ncols()) != (m, m) {
+            let cols = if full { m } else { n };
+            if (qm.nrows(), qm.ncols()) != (m, cols) {
                 return Err(format!(
-                    "Q is {}x{}, expected {m}x{m}",
+                    "Q is {}x{}, expected {m}x{cols}",
                     qm.nrows(),
                     qm.ncols()
                 ));
             }
             let qf = to_faer(qm);
-            let qtq = qf.transpose() * &qf - faer::Mat::<f64>::identity(m, m);
+            let rf = faer::Mat::from_fn(cols, n, |i, j| rf[(i, j)]);
+            let qtq = qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols);
             let e_q = norm2_upto(&qtq, eps);
             out.e_q = Some(e_q / eps);
             if exceeds(e_q, eps) {
@@ -353,6 +365,25 @@ pub fn check_state_scaled<T: Scalar>(
                     model.b[(i, j - n)]
                 }
             });
+            if !full {
+                // Q₁ spans A only: d = Q₁ᵀb instead of Q[R d] = [A b]
+                let qtb = qf.transpose() * &model.b;
+                let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64() / scale);
+                let b_norm = singular_values(&model.b)[0].max(f64::MIN_POSITIVE);
+                let e_d = (&qtb - &df).norm_l2() / b_norm;
+                if exceeds(e_d, eps) {
+                    return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
+                }
+                return check_r_and_solution(
+                    state,
+                    model,
+                    scale,
+                    &rf_full(&rf, m),
+                    &refc,
+                    eps,
+                    out,
+                );
+            }
             let rd = faer::Mat::from_fn(m, n + q, |i, j| {
                 if j < n {
                     rf[(i, j)]
@@ -370,8 +401,31 @@ pub fn check_state_scaled<T: Scalar>(
         }
     }
 
+    check_r_and_solution(state, model, scale, &rf, &refc, eps, out)
+}
+
+/// An n×n R at full height (m rows).
+fn rf_full(rf: &faer::Mat<f64>, m: usize) -> faer::Mat<f64> {
+    faer::Mat::from_fn(
+        m,
+        rf.ncols(),
+        |i, j| if i < rf.nrows() { rf[(i, j)] } else { 0.0 },
+    )
+}
+
+/// The checks of R against faer and of the solution and residuals.
+fn check_r_and_solution<T: Scalar>(
+    state: &dyn QrUpdate<T>,
+    model: &Model,
+    scale: f64,
+    rf: &faer::Mat<f64>,
+    refc: &Reference,
+    eps: f64,
+    mut out: Measured,
+) -> Result<Measured, String> {
+    let (n, q) = (model.n(), model.q());
     // R against faer, up to row signs.
-    let r_norm = normalise_row_signs(&rf, n);
+    let r_norm = normalise_row_signs(rf, n);
     let r_diff = (&r_norm - &refc.r).norm_l2();
     let r_tol = 2.0 * (2.0 * n as f64).sqrt() * refc.kappa * eps * refc.a_norm;
     out.r_err = r_diff / r_tol;

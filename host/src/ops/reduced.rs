@@ -141,7 +141,7 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
             let (c, z) = csne_project(a, &r, &u);
             for j in 0..p {
                 let rel = nrm2(z.col(j)).to_f64() / nrm2(u.col(j)).to_f64().max(f64::MIN_POSITIVE);
-                if !(rel > dependence_tol::<T>()) {
+                if rel.is_nan() || rel <= dependence_tol::<T>() {
                     return Err(Error::RankDeficient {
                         column: k0 + j,
                         r_jj: rel,

@@ -5,9 +5,9 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cuqr::internals::Dims;
 use cuqr::internals::gpu::timing::time_with_setup;
 use cuqr::internals::gpu::{DevMat, DevVec, GpuQr, GpuScalar, Op, PinnedHostSlice};
+use cuqr::internals::Dims;
 use cuqr::{CpuQr, Gpu, Mat, QPolicy, QrUpdate, RowRemoval, Scalar};
 
 use super::case::{apply, has_givens_stage, point_params, wavefront_params, Case};
