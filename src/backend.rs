@@ -1,12 +1,8 @@
-//! Backend choice for the CLI (`--backend auto|cpu|gpu`): every command works on a
-//! `Box<dyn QrUpdate<T>>` built by [`factorize`], the one place that knows the
-//! concrete backend types.
+//! Backend choice for the CLI (`--backend auto|cpu|gpu`) through the library's
+//! [`cuqr::Device`]: every command works on a `Box<dyn QrUpdate<T>>` built by
+//! [`factorize`] ([`cuqr::Qr`] on the chosen backend).
 
-use std::fmt;
-use std::sync::Arc;
-
-use cuqr::{CpuQr, FactorParams, Gpu, MatRef, QPolicy, QrUpdate};
-use cuqr::{GpuQr, GpuScalar};
+use cuqr::{Device, FactorParams, GpuScalar, MatRef, QPolicy, Qr, QrUpdate};
 
 /// What the user asked for with `--backend`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,56 +27,24 @@ impl Choice {
     }
 }
 
-/// The backend a command runs on.
-#[derive(Clone, Debug)]
-pub enum Backend {
-    /// [`CpuQr`].
-    Cpu,
-    /// [`GpuQr`] on this device.
-    Gpu(Arc<Gpu>),
-}
+/// The backend a command runs on: the library's [`cuqr::Backend`] (the CPU, or a GPU
+/// context shared by every factorisation of the command).
+pub use cuqr::Backend;
 
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Backend::Cpu => f.write_str("cpu"),
-            Backend::Gpu(g) => match g.name() {
-                Ok(name) => write!(f, "gpu ({name})"),
-                Err(_) => f.write_str("gpu"),
-            },
-        }
-    }
-}
-
-impl Backend {
-    /// `"cpu"` or `"gpu"`, for machine-readable output.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Gpu(_) => "gpu",
-        }
-    }
-}
-
-/// Opens GPU 0, or says in one line why it cannot be used.
-fn open_gpu() -> Result<Arc<Gpu>, String> {
-    Gpu::new(0).map(Arc::new).map_err(|e| e.to_string())
-}
-
-/// Resolves `--backend` to a backend, with a note saying why `auto` fell
-/// back to the CPU.
+/// Resolves `--backend` to a backend through [`cuqr::Device`], with a note saying why
+/// `auto` fell back to the CPU.
 ///
 /// # Errors
 /// `gpu` when the GPU backend cannot be used (one line saying why).
 pub fn resolve(choice: Choice) -> Result<(Backend, Option<String>), String> {
-    match choice {
-        Choice::Cpu => Ok((Backend::Cpu, None)),
-        Choice::Auto => match open_gpu() {
-            Ok(g) => Ok((Backend::Gpu(g), None)),
-            Err(why) => Ok((Backend::Cpu, Some(why))),
-        },
-        Choice::Gpu => open_gpu().map(|g| (Backend::Gpu(g), None)),
-    }
+    let device = match choice {
+        Choice::Cpu => Device::Cpu,
+        Choice::Auto => Device::Auto,
+        Choice::Gpu => Device::Gpu(0),
+    };
+    let backend = device.open().map_err(|e| e.to_string())?;
+    let note = backend.fallback().map(str::to_owned);
+    Ok((backend, note))
 }
 
 /// Factorises A (m×n) with right-hand sides b (m×q) on `backend`
@@ -94,19 +58,11 @@ pub fn factorize<T: GpuScalar>(
     b: MatRef<'_, T>,
     policy: QPolicy,
 ) -> cuqr::Result<Box<dyn QrUpdate<T>>> {
-    match backend {
-        Backend::Cpu => Ok(Box::new(CpuQr::factorize(
-            a,
-            b,
-            policy,
-            FactorParams::default(),
-        )?)),
-        Backend::Gpu(g) => Ok(Box::new(GpuQr::factorize(
-            g,
-            a,
-            b,
-            policy,
-            FactorParams::default(),
-        )?)),
-    }
+    Ok(Box::new(Qr::factorize_on(
+        backend,
+        a,
+        b,
+        policy,
+        FactorParams::default(),
+    )?))
 }

@@ -198,7 +198,7 @@ pub const UPDATE_HELP: &str = "\
 cuqr update: factorise A = QR, apply one update, solve the least-squares problem.
 
 Usage: cuqr update --a A.npy --op OP [--k0 K] [--p P] [--u U.npy] [--v v.npy]
-                   [--e e.npy] [--b b.npy] [--q-policy full|none]
+                   [--e e.npy] [--b b.npy] [--q-policy full|thin|none]
                    [--precision f64|f32] [--backend auto|cpu|gpu] --out DIR
 
 Inputs (.npy, float64 or float32, C or Fortran order, 1-D or 2-D):
@@ -219,15 +219,17 @@ Operations (--op), positions 0-based:
   --p may be given for insert-cols/insert-rows and must then match U.
 
 Options:
-  --q-policy full|none   keep the explicit m x m Q (default full); without Q
-                         only insert-rows and delete-cols work
+  --q-policy full|thin|none
+                         full: the explicit m x m Q (default); thin: Q1, m x n
+                         (CPU backend); none: R and d only, where insert-cols,
+                         delete-rows and rank-one need Q or the data
   --precision f64|f32    working precision (default f64); inputs are converted
   --backend auto|cpu|gpu auto: the GPU when usable, else the CPU (default auto)
   --out DIR              output folder, created if missing
 
 Outputs in DIR:
-  R.npy          updated R, m' x n', upper trapezoidal
-  Q.npy          updated Q, m' x m' (only with --q-policy full)
+  R.npy          updated R: m' x n' upper trapezoidal (full), n' x n' (thin, none)
+  Q.npy          updated Q: m' x m' (full) or Q1, m' x n' (thin)
   x.npy          least-squares solution, n' (or n' x q when b is 2-D)
   summary.json   m, n (after the update), q, op, k0, p, backend, precision,
                  q_policy, residual_norm, residual_norms, e_Q, e_A (null

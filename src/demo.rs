@@ -66,7 +66,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let (backend, note) = backend::resolve(choice)?;
     let sizes = match (opts.get("size"), &backend) {
         (None | Some("default"), Backend::Gpu(_)) => DEFAULT_GPU,
-        (None | Some("default"), Backend::Cpu) => DEFAULT,
+        (None | Some("default"), Backend::Cpu { .. }) => DEFAULT,
         (Some("small"), _) => SMALL,
         (Some(s), _) => return Err(format!("--size must be small or default, not '{s}'").into()),
     };

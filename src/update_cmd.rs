@@ -80,8 +80,9 @@ pub fn run(args: &[String]) -> CliResult<()> {
     }
     let policy = match opts.get("q-policy") {
         None | Some("full") => QPolicy::Full,
+        Some("thin") => QPolicy::Thin,
         Some("none") => QPolicy::None,
-        Some(s) => return Err(format!("--q-policy must be full or none, not '{s}'").into()),
+        Some(s) => return Err(format!("--q-policy must be full, thin or none, not '{s}'").into()),
     };
     let precision = Precision::from_opt(opts.get("precision"))?;
     let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;
@@ -241,10 +242,10 @@ impl Job {
             (
                 "q_policy".into(),
                 Json::Str(
-                    if self.policy == QPolicy::Full {
-                        "full"
-                    } else {
-                        "none"
+                    match self.policy {
+                        QPolicy::Full => "full",
+                        QPolicy::Thin => "thin",
+                        _ => "none",
                     }
                     .into(),
                 ),

@@ -40,7 +40,7 @@ pub mod mixed;
 pub(crate) mod ops;
 pub(crate) mod state;
 
-pub use backend::device::{Device, Qr};
+pub use backend::device::{Backend, Device, Qr};
 pub use backend::diagnostics::diagnostics;
 pub use backend::QrUpdate;
 pub use base::error::{Error, Result};
