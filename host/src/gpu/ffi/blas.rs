@@ -16,6 +16,9 @@
 //! `_FAST_TF32` ran an exact f32 kernel for a k = 1 GEMM while the QR's trailing updates
 //! did run in tf32 — mixed-QR error 5.7e-5 against 2.3e-8 with SGEMM. So tf32 means "at
 //! most tf32's rounding", never less accurate.)
+// Some of these serve only cuqr's benchmarks and kernel tests (the published algorithms'
+// reference kernels, stage profiling), which reach them through the `internals` feature.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use cudarc::cublas::sys;
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
@@ -193,7 +196,8 @@ impl Gpu {
     /// [`Error::Shape`] if op(A) is not m×k, op(B) not k×n for C m×n;
     /// [`Error::InvalidParam`] if a dimension exceeds `i32`; [`Error::Cublas`].
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn gemm<T: GpuScalar>(
         &self,
         ta: Op,
         tb: Op,
@@ -335,7 +339,8 @@ impl Gpu {
     /// [`Error::Shape`] if A is not square of B's matching dimension;
     /// [`Error::InvalidParam`]; [`Error::Cublas`].
     #[allow(clippy::too_many_arguments)]
-    pub fn trsm<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn trsm<T: GpuScalar>(
         &self,
         side: Side,
         uplo: Uplo,
@@ -416,7 +421,8 @@ impl Gpu {
     /// [`Error::Shape`] if x or y do not match op(A); [`Error::InvalidParam`];
     /// [`Error::Cublas`].
     #[allow(clippy::too_many_arguments)]
-    pub fn gemv<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn gemv<T: GpuScalar>(
         &self,
         trans: Op,
         alpha: T,
@@ -490,7 +496,8 @@ impl Gpu {
     /// # Errors
     /// [`Error::Shape`] if A is not square of x's length; [`Error::InvalidParam`];
     /// [`Error::Cublas`].
-    pub fn trsv<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn trsv<T: GpuScalar>(
         &self,
         uplo: Uplo,
         trans: Op,
@@ -557,7 +564,12 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Shape`] if the lengths differ; [`Error::InvalidParam`]; [`Error::Cublas`].
-    pub fn dot<T: GpuScalar>(&self, x: &CudaView<'_, T>, y: &CudaView<'_, T>) -> Result<f64> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn dot<T: GpuScalar>(
+        &self,
+        x: &CudaView<'_, T>,
+        y: &CudaView<'_, T>,
+    ) -> Result<f64> {
         const OP: &str = "dot";
         shape(OP, "length of y", y.len(), x.len())?;
         if x.is_empty() {
@@ -594,7 +606,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::InvalidParam`]; [`Error::Cublas`].
-    pub fn nrm2<T: GpuScalar>(&self, x: &CudaView<'_, T>) -> Result<f64> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn nrm2<T: GpuScalar>(&self, x: &CudaView<'_, T>) -> Result<f64> {
         const OP: &str = "nrm2";
         if x.is_empty() {
             return Ok(0.0);
@@ -624,7 +637,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Shape`] if the lengths differ; [`Error::InvalidParam`]; [`Error::Cublas`].
-    pub fn axpy<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn axpy<T: GpuScalar>(
         &self,
         alpha: T,
         x: &CudaView<'_, T>,
@@ -660,7 +674,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::InvalidParam`]; [`Error::Cublas`].
-    pub fn scal<T: GpuScalar>(&self, alpha: T, x: &mut CudaViewMut<'_, T>) -> Result<()> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn scal<T: GpuScalar>(&self, alpha: T, x: &mut CudaViewMut<'_, T>) -> Result<()> {
         const OP: &str = "scal";
         if x.is_empty() {
             return Ok(());
@@ -688,7 +703,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Shape`] if the lengths differ; [`Error::InvalidParam`]; [`Error::Cublas`].
-    pub fn copy<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn copy<T: GpuScalar>(
         &self,
         x: &CudaView<'_, T>,
         y: &mut CudaViewMut<'_, T>,

@@ -2,6 +2,8 @@
 //! "refactorise" baseline of the benchmarks and an oracle for tests
 //! — never cuqr's own implementation. Each call queries its workspace, runs on
 //! [`Gpu::stream`], and reads `devInfo` back; a nonzero value is [`Error::Cusolver`].
+// The cuSOLVER baselines serve the benchmarks (feature `internals`) and a few tests.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use cudarc::cusolver::sys;
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
@@ -136,7 +138,8 @@ impl Gpu {
     /// [`Error::Shape`] if `tau` is shorter than min(m, n); [`Error::InvalidParam`];
     /// [`Error::Cusolver`] for a failed status or nonzero `devInfo`;
     /// [`Error::OutOfMemory`] for the workspace.
-    pub fn geqrf<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn geqrf<T: GpuScalar>(
         &self,
         a: &mut DevMatViewMut<'_, T>,
         tau: &mut CudaViewMut<'_, T>,
@@ -200,7 +203,8 @@ impl Gpu {
     /// [`Error::Shape`] if `a` does not have Q's order as rows, k > its columns,
     /// or `tau` is shorter than k; [`Error::InvalidParam`]; [`Error::Cusolver`];
     /// [`Error::OutOfMemory`].
-    pub fn ormqr<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn ormqr<T: GpuScalar>(
         &self,
         side: Side,
         trans: Op,
@@ -298,7 +302,8 @@ impl Gpu {
     /// # Errors
     /// [`Error::Shape`] unless m ≥ n ≥ k and `tau` holds k; [`Error::InvalidParam`];
     /// [`Error::Cusolver`]; [`Error::OutOfMemory`].
-    pub fn orgqr<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn orgqr<T: GpuScalar>(
         &self,
         a: &mut DevMatViewMut<'_, T>,
         k: usize,
@@ -384,7 +389,8 @@ impl Gpu {
     /// [`Error::Singular`] when `devInfo` = i > 0 (u_ii exactly zero, column i − 1);
     /// [`Error::Cusolver`] for a failed status or a negative `devInfo`;
     /// [`Error::OutOfMemory`] for the workspace.
-    pub fn getrf<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn getrf<T: GpuScalar>(
         &self,
         a: &mut DevMatViewMut<'_, T>,
         ipiv: &mut CudaViewMut<'_, i32>,
@@ -456,7 +462,8 @@ impl Gpu {
     /// # Errors
     /// [`Error::Shape`] if A is not n×n, `ipiv` shorter than n, or B not n rows;
     /// [`Error::InvalidParam`]; [`Error::Cusolver`].
-    pub fn getrs<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn getrs<T: GpuScalar>(
         &self,
         a: &DevMatView<'_, T>,
         ipiv: &CudaView<'_, i32>,

@@ -3,6 +3,8 @@
 //! — never cuqr's own implementation. f64 data; the factorisation runs in the
 //! lower precision named by [`IrsKind`] and cuSOLVER refines to f64 (falling back to
 //! an f64 solve when refinement fails).
+// The cuSOLVER baselines serve the benchmarks (feature `internals`) and a few tests.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use cudarc::cusolver::sys;
 use cudarc::driver::DevicePtrMut;
@@ -95,7 +97,8 @@ impl Gpu {
     /// # Errors
     /// [`Error::Shape`] for mismatched shapes or m < n; [`Error::InvalidParam`];
     /// [`Error::OutOfMemory`]; [`Error::Cusolver`] (including a nonzero devInfo).
-    pub fn irs_gels(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn irs_gels(
         &self,
         kind: IrsKind,
         a: &mut DevMat<f64>,

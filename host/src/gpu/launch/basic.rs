@@ -3,6 +3,9 @@
 //! shared memory). Kernels are resolved once per device in [`Kernels::load`];
 //! each launcher checks its bounds with `assert!` (a failure is
 //! a cuqr bug) and holds the crate's only kernel-launch `unsafe` block.
+// Some of these serve only cuqr's benchmarks and kernel tests (the published algorithms'
+// reference kernels, stage profiling), which reach them through the `internals` feature.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use cudarc::driver::{CudaView, CudaViewMut, PushKernelArg};
 
@@ -47,7 +50,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `alpha` or `tau` is empty (a cuqr bug).
-    pub fn householder_house<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn householder_house<T: GpuScalar>(
         &self,
         alpha: &mut CudaViewMut<'_, T>,
         x: &mut CudaViewMut<'_, T>,
@@ -80,7 +84,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If the lengths differ or `out` is empty (a cuqr bug).
-    pub fn reduce_dot<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn reduce_dot<T: GpuScalar>(
         &self,
         x: &CudaView<'_, T>,
         y: &CudaView<'_, T>,
@@ -112,7 +117,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `out` is empty (a cuqr bug).
-    pub fn reduce_nrm2<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn reduce_nrm2<T: GpuScalar>(
         &self,
         x: &CudaView<'_, T>,
         out: &mut CudaViewMut<'_, T>,
@@ -150,7 +156,8 @@ impl Gpu {
     /// # Panics
     /// If a touched row or column is outside `a`, `row0 == 0`, or `c`/`s` are
     /// shorter than `count` (a cuqr bug).
-    pub fn givens_make_wavefront<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn givens_make_wavefront<T: GpuScalar>(
         &self,
         a: &DevMatView<'_, T>,
         row0: usize,
@@ -204,7 +211,8 @@ impl Gpu {
     /// If a touched row or column is outside `a`, `row0 == 0`, `count > 65535`,
     /// or `c`/`s` are shorter than `count` (a cuqr bug).
     #[allow(clippy::too_many_arguments)]
-    pub fn givens_apply_wavefront<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn givens_apply_wavefront<T: GpuScalar>(
         &self,
         a: &mut DevMatViewMut<'_, T>,
         row0: usize,
@@ -260,7 +268,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If the shapes do not match or ⌈src.ncols()/32⌉ > 65535 (a cuqr bug).
-    pub fn transpose_padded<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn transpose_padded<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, T>,
         dst: &mut DevMatViewMut<'_, T>,
@@ -305,7 +314,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `a` or `b` is shorter than r·c, or ⌈c/32⌉ > 65535 (a cuqr bug).
-    pub fn reduce_double_sum<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn reduce_double_sum<T: GpuScalar>(
         &self,
         a: &CudaView<'_, T>,
         b: &CudaView<'_, T>,
@@ -343,7 +353,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `t` is not square or `tau` is shorter than k (a cuqr bug).
-    pub fn wy_set_tau<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn wy_set_tau<T: GpuScalar>(
         &self,
         tau: &CudaView<'_, T>,
         t: &mut DevMatViewMut<'_, T>,
@@ -380,7 +391,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `t` is not k×k, `tau` is shorter than k, or k > 256 (a cuqr bug).
-    pub fn wy_build_t<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn wy_build_t<T: GpuScalar>(
         &self,
         v: &DevMatView<'_, T>,
         tau: &CudaView<'_, T>,

@@ -38,7 +38,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If the shapes differ (a cuqr bug).
-    pub fn convert_to_f32<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn convert_to_f32<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, T>,
         scale: T,
@@ -78,7 +79,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If the shapes differ (a cuqr bug).
-    pub fn convert_from_f32<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn convert_from_f32<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, f32>,
         scale: T,

@@ -7,6 +7,9 @@
 //! Where a kernel reads one column of a matrix and writes other columns of the same
 //! matrix, the launcher takes the owning [`DevMat`] and indices and passes raw device
 //! pointers derived from the one buffer; the column ranges are asserted disjoint.
+// Some of these serve only cuqr's benchmarks and kernel tests (the published algorithms'
+// reference kernels, stage profiling), which reach them through the `internals` feature.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use core::ops::Range;
 
@@ -235,7 +238,11 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
-    pub fn panel_zero_lower<T: GpuScalar>(&self, a: &mut DevMatViewMut<'_, T>) -> Result<()> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn panel_zero_lower<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
         let (rows, cols) = (a.nrows(), a.ncols());
         if rows <= 1 || cols == 0 {
             return Ok(());
@@ -260,7 +267,11 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Driver`] if the launch fails.
-    pub fn panel_set_identity<T: GpuScalar>(&self, a: &mut DevMatViewMut<'_, T>) -> Result<()> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn panel_set_identity<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
         let (rows, cols) = (a.nrows(), a.ncols());
         if rows == 0 || cols == 0 {
             return Ok(());
@@ -288,7 +299,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If the shapes differ (a cuqr bug).
-    pub fn panel_copy<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn panel_copy<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, T>,
         dst: &mut DevMatViewMut<'_, T>,
@@ -325,7 +337,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If Q is not square, dst is not (m+p)×(m+p), or k0 > m (a cuqr bug).
-    pub fn panel_embed_q<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn panel_embed_q<T: GpuScalar>(
         &self,
         q: &DevMatView<'_, T>,
         k0: usize,
@@ -362,7 +375,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `out` is shorter than 2·cols (a cuqr bug).
-    pub fn panel_col_norms<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn panel_col_norms<T: GpuScalar>(
         &self,
         a: &DevMatView<'_, T>,
         out: &mut CudaViewMut<'_, T>,
@@ -397,7 +411,8 @@ impl Gpu {
     /// # Errors
     /// [`Error::InvalidParam`] if `a` has 2³² − 1 rows or more; [`Error::OutOfMemory`],
     /// [`Error::Driver`] (including an earlier asynchronous fault).
-    pub fn first_non_finite<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn first_non_finite<T: GpuScalar>(
         &self,
         a: &DevMatView<'_, T>,
     ) -> Result<Option<(usize, usize)>> {

@@ -5,6 +5,9 @@
 //! default blocked `two_phase_apply_pipe` for strip and block lists), the Householder apply of
 //! rank-one variant A2, and a gather/copy kernel. Each launcher checks its bounds with
 //! `assert!` (a failure is a cuqr bug) and holds one `unsafe` launch block.
+// Some of these serve only cuqr's benchmarks and kernel tests (the published algorithms'
+// reference kernels, stage profiling), which reach them through the `internals` feature.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use core::mem::size_of;
 use core::ops::Range;
@@ -412,7 +415,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Driver`] if the attribute query fails.
-    pub fn two_phase_smem_optin(&self) -> Result<usize> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_smem_optin(&self) -> Result<usize> {
         self.smem_optin()
     }
 
@@ -491,7 +495,8 @@ impl Gpu {
     /// The rotations and driver do not depend on it (each chain is made by one block
     /// either way); tests use it to run many chains on few blocks.
     #[doc(hidden)]
-    pub fn two_phase_chains_block_cap(&self, cap: Option<usize>) {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_chains_block_cap(&self, cap: Option<usize>) {
         let chains_slot = self.caches.get::<ChainsCache>();
         let mut cache = chains_slot.lock().unwrap_or_else(|e| e.into_inner());
         cache.block_cap = cap.map(|c| c.max(1));
@@ -503,7 +508,12 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Driver`] if a device query fails.
-    pub fn two_phase_chains_fit<T: GpuScalar>(&self, chains: usize, len: usize) -> Result<bool> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_chains_fit<T: GpuScalar>(
+        &self,
+        chains: usize,
+        len: usize,
+    ) -> Result<bool> {
         Ok(self.chains_shape::<T>(chains, len)?.is_some())
     }
 
@@ -679,7 +689,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `x` is not (h+p)×p or the list is too small (a cuqr bug).
-    pub fn two_phase_gen_strip<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_gen_strip<T: GpuScalar>(
         &self,
         x: &mut DevMatViewMut<'_, T>,
         h: usize,
@@ -701,7 +712,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `x` is not (h+p)×p or the list is too small (a cuqr bug).
-    pub fn two_phase_gen_strip_path<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_gen_strip_path<T: GpuScalar>(
         &self,
         x: &mut DevMatViewMut<'_, T>,
         h: usize,
@@ -784,7 +796,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If p ≥ m, `z` is shorter than p·m or the list is too small (a cuqr bug).
-    pub fn two_phase_gen_block<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_gen_block<T: GpuScalar>(
         &self,
         qz: &DevMatView<'_, T>,
         z: &mut DevVec<T>,
@@ -806,7 +819,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If p ≥ m, `z` is shorter than p·m or the list is too small (a cuqr bug).
-    pub fn two_phase_gen_block_path<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_gen_block_path<T: GpuScalar>(
         &self,
         qz: &DevMatView<'_, T>,
         z: &mut DevVec<T>,
@@ -894,7 +908,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `w` is empty or the list is too small (a cuqr bug).
-    pub fn two_phase_gen_rank_one_a<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_gen_rank_one_a<T: GpuScalar>(
         &self,
         w: &mut CudaViewMut<'_, T>,
         list: &mut RotList<T>,
@@ -935,7 +950,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `w` is empty, `v.len() != n` or the list is too small (a cuqr bug).
-    pub fn two_phase_gen_rank_one_b<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_gen_rank_one_b<T: GpuScalar>(
         &self,
         r: &mut DevMatViewMut<'_, T>,
         w: &CudaView<'_, T>,
@@ -960,7 +976,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `w` is empty, `v.len() != n` or the list is too small (a cuqr bug).
-    pub fn two_phase_gen_rank_one_b_path<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_gen_rank_one_b_path<T: GpuScalar>(
         &self,
         r: &mut DevMatViewMut<'_, T>,
         w: &CudaView<'_, T>,
@@ -1066,7 +1083,8 @@ impl Gpu {
     /// # Panics
     /// If more than three targets are given or a target has fewer than `list.span()`
     /// elements per vector (a cuqr bug).
-    pub fn two_phase_apply<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_apply<T: GpuScalar>(
         &self,
         list: &RotList<T>,
         targets: &mut [ApplyTarget<'_, '_, T>],
@@ -1100,7 +1118,8 @@ impl Gpu {
     /// # Panics
     /// If more than three targets are given or a target has fewer than `list.span()`
     /// elements per vector (a cuqr bug).
-    pub fn two_phase_apply_path<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_apply_path<T: GpuScalar>(
         &self,
         list: &RotList<T>,
         targets: &mut [ApplyTarget<'_, '_, T>],
@@ -1234,7 +1253,8 @@ impl Gpu {
     /// # Panics
     /// If more than two targets are given, `tau` is empty, or a target's vectors do not
     /// have `vt.len() + 1` elements (a cuqr bug).
-    pub fn two_phase_house_apply<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_house_apply<T: GpuScalar>(
         &self,
         vt: &CudaView<'_, T>,
         tau: &CudaView<'_, T>,
@@ -1283,7 +1303,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If the shapes do not match (a cuqr bug).
-    pub fn two_phase_copy<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_copy<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, T>,
         dst: &mut DevMatViewMut<'_, T>,
@@ -1315,7 +1336,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `drop` is not inside `src`'s rows (a cuqr bug).
-    pub fn two_phase_copy_new<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_copy_new<T: GpuScalar>(
         &self,
         src: &DevMatView<'_, T>,
         drop: Range<usize>,
@@ -1336,7 +1358,8 @@ impl Gpu {
     ///
     /// # Panics
     /// If `out` is shorter than the diagonal (a cuqr bug).
-    pub fn two_phase_diag<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_diag<T: GpuScalar>(
         &self,
         a: &DevMatView<'_, T>,
         out: &mut CudaViewMut<'_, T>,
@@ -1431,7 +1454,8 @@ impl Gpu {
     /// `w ≤ p`, or a `Cols` target is `banded`, or the windows exceed the grid;
     /// [`Error::Shape`] if a target has fewer than `list.span()` elements a vector;
     /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
-    pub fn two_phase_apply_windowed<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn two_phase_apply_windowed<T: GpuScalar>(
         &self,
         list: &RotList<T>,
         targets: &mut [ApplyTarget<'_, '_, T>],

@@ -2,6 +2,9 @@
 //! a cuSOLVER dense handle and the embedded PTX module, loaded once with every
 //! kernel resolved up front.
 //! A missing driver library or device is [`Error::NoDevice`], never a panic.
+// Some of these serve only cuqr's benchmarks and kernel tests (the published algorithms'
+// reference kernels, stage profiling), which reach them through the `internals` feature.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -194,7 +197,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Driver`] if the start event cannot be recorded.
-    pub fn stage_marks_begin(&self) -> Result<()> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn stage_marks_begin(&self) -> Result<()> {
         let ev = self
             .stream
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -207,7 +211,8 @@ impl Gpu {
     /// one uncontended lock). A mark that cannot be recorded is dropped; profiling
     /// never fails an operation. The update paths mark their own stages; callers may
     /// mark theirs (e.g. a benchmark's solve after an update).
-    pub fn stage_mark(&self, name: &'static str) {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn stage_mark(&self, name: &'static str) {
         let mut g = self.stage_marks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = g.as_mut() {
             if let Ok(ev) = self
@@ -224,7 +229,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::Driver`] (also when no profile was started).
-    pub fn stage_marks_end(&self) -> Result<Vec<(&'static str, f64)>> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn stage_marks_end(&self) -> Result<Vec<(&'static str, f64)>> {
         let marks = self
             .stage_marks
             .lock()
@@ -243,42 +249,50 @@ impl Gpu {
     }
 
     /// The device ordinal this was opened on.
-    pub fn ordinal(&self) -> usize {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn ordinal(&self) -> usize {
         self.ctx.ordinal()
     }
 
     /// The cudarc context.
-    pub fn context(&self) -> &Arc<CudaContext> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
 
     /// The main stream: every cuqr launch, copy, cuBLAS and cuSOLVER call.
-    pub fn stream(&self) -> &Arc<CudaStream> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
     /// A second non-blocking stream for concurrent work (docs/algorithms.md#wavefront-schedule).
-    pub fn stream2(&self) -> &Arc<CudaStream> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn stream2(&self) -> &Arc<CudaStream> {
         &self.stream2
     }
 
     /// A third non-blocking stream for concurrent work (docs/algorithms.md#wavefront-schedule).
-    pub fn stream3(&self) -> &Arc<CudaStream> {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn stream3(&self) -> &Arc<CudaStream> {
         &self.stream3
     }
 
     /// The cuBLAS handle, bound to [`Gpu::stream`].
-    pub fn blas(&self) -> &CudaBlas {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn blas(&self) -> &CudaBlas {
         &self.blas
     }
 
     /// The cuSOLVER dense handle, bound to [`Gpu::stream`].
-    pub fn solver(&self) -> &DnHandle {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn solver(&self) -> &DnHandle {
         &self.solver
     }
 
     /// The resolved kernels of both precisions.
-    pub fn kernels(&self) -> &Kernels {
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn kernels(&self) -> &Kernels {
         &self.kernels
     }
 
@@ -337,7 +351,8 @@ impl Gpu {
     ///
     /// # Errors
     /// [`Error::OutOfMemory`] or [`Error::Driver`].
-    pub fn alloc_pinned<T: GpuScalar>(
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn alloc_pinned<T: GpuScalar>(
         &self,
         len: usize,
     ) -> Result<cudarc::driver::PinnedHostSlice<T>> {
