@@ -16,18 +16,17 @@ use crate::state::cpu::{CpuQr, KeptData};
 
 /// The kept data or [`Error::NeedsData`].
 fn kept<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s KeptData<T>> {
-    st.data.as_ref().ok_or(Error::NeedsData {
-        op,
-        what: "the data A and b (factorise with FactorParams::keep_data) or Q",
-    })
+    st.data
+        .as_ref()
+        .ok_or_else(|| crate::ops::needs_q_or_data(op))
 }
 
 /// The kept A, or [`Error::NeedsData`].
 fn kept_a<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s Mat<T>> {
-    kept(st, op)?.a.as_ref().ok_or(Error::NeedsData {
-        op,
-        what: "the data A (factorise with FactorParams::keep_data) or Q",
-    })
+    kept(st, op)?
+        .a
+        .as_ref()
+        .ok_or_else(|| crate::ops::needs_q_or_data(op))
 }
 
 /// Relative norm below which a Gram–Schmidt residual counts as zero.
@@ -319,12 +318,7 @@ pub(crate) fn delete_rows<T: Scalar>(
                     rebuild(p, q, |i, k| b[(k0 + i, k)]),
                 ),
                 (_, Some((ur, er))) => (ur.to_owned(), er.to_owned()),
-                _ => {
-                    return Err(Error::NeedsData {
-                        op: OP,
-                        what: "the deleted rows (delete_rows_with), the kept data (FactorParams::keep_data) or Q",
-                    })
-                }
+                _ => return Err(crate::ops::needs_q_or_data(OP)),
             };
             for i in 0..p {
                 let row: Vec<T> = (0..n).map(|j| rows[(i, j)]).collect();

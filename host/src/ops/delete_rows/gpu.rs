@@ -49,10 +49,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::runtime::matrix::DevMat;
     use crate::state::gpu::GpuQr;
     let Plan { m, n, p, k0 } = plan(st.dims, k0, p)?;
-    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
-        op: OP,
-        policy: st.dims.policy,
-    })?;
+    let q_old =
+        st.q.as_ref()
+            .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
     let (mp, nrhs) = (m - p, st.dims.q);
     let refactorise = match st.params.row_removal {
         RowRemoval::Refactorise => true,

@@ -88,10 +88,9 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::algo::{givens_two_phase as tp, givens_wavefront as wf, householder};
     use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::DevMat;
-    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
-        op: OP,
-        policy: st.dims.policy,
-    })?;
+    let q_old =
+        st.q.as_ref()
+            .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
         let uploaded = match u {

@@ -22,10 +22,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::DevVec;
     let Plan { m, n, .. } = plan(st.dims, u, v)?;
-    let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
-        op: OP,
-        policy: st.dims.policy,
-    })?;
+    let q_old =
+        st.q.as_ref()
+            .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
         let ud = DevVec::from_slice_async(gpu, u)?;
