@@ -20,9 +20,25 @@ pub fn add_rows<T: Scalar>(
     w: &mut Mat<T>,
     e: &mut Mat<T>,
 ) {
+    add_rows_with(r, d, w, e, |_, _, _| {});
+    for (k, rk) in rho.iter_mut().enumerate() {
+        *rk = rk.hypot(nrm2(e.col(k)));
+    }
+}
+
+/// The reflectors of [`add_rows`] without the residual norms: reflector j acts on row j of
+/// R (and d) and the p rows of `w` (and `e`); `on_reflector(j, v_tail, τ)` is called for
+/// each, so that a state with Q can apply it to its columns.
+pub fn add_rows_with<T: Scalar>(
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    w: &mut Mat<T>,
+    e: &mut Mat<T>,
+    mut on_reflector: impl FnMut(usize, &[T], T),
+) {
     let n = r.ncols();
     let q = d.ncols();
-    debug_assert!(r.nrows() == n && w.ncols() == n && e.ncols() == q && rho.len() == q);
+    debug_assert!(r.nrows() == n && w.ncols() == n && e.ncols() == q);
     let p = w.nrows();
     if p == 0 {
         return;
@@ -47,9 +63,7 @@ pub fn add_rows<T: Scalar>(
         for x in w.col_mut(j) {
             *x = T::ZERO;
         }
-    }
-    for (k, rk) in rho.iter_mut().enumerate() {
-        *rk = rk.hypot(nrm2(e.col(k)));
+        on_reflector(j, &v, tau);
     }
 }
 

@@ -6,7 +6,7 @@
 use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
 use crate::cpu::givens::{givens, rot_pair};
-use crate::cpu::householder::{apply_left_split, house, nrm2};
+use crate::cpu::householder::{apply_left_split, nrm2};
 use crate::cpu::rfactor;
 
 /// Why a thin update could not be made.
@@ -210,40 +210,21 @@ pub fn insert_rows<T: Scalar>(
     });
     let mut w = u.clone();
     let mut ee = e.clone();
-    for j in 0..n {
-        let (beta, tau) = house(r[(j, j)], w.col_mut(j));
-        r[(j, j)] = beta;
-        if tau == T::ZERO {
-            continue;
-        }
-        let v: Vec<T> = w.col(j).to_vec();
-        for k in j + 1..n {
-            let mut head = r[(j, k)];
-            apply_left_split(&v, tau, &mut head, w.col_mut(k));
-            r[(j, k)] = head;
-        }
-        for k in 0..q {
-            let mut head = d[(j, k)];
-            apply_left_split(&v, tau, &mut head, ee.col_mut(k));
-            d[(j, k)] = head;
-        }
-        for x in w.col_mut(j) {
-            *x = T::ZERO;
-        }
+    let mut row = vec![T::ZERO; p];
+    rfactor::add_rows_with(r, d, &mut w, &mut ee, |j, v, tau| {
         // Q_ext ← Q_ext·H on columns {j} ∪ {n..n+p}.
-        let mut row = vec![T::ZERO; p];
         for i in 0..m + p {
             let mut head = qext[(i, j)];
             for (t, k) in row.iter_mut().zip(n..n + p) {
                 *t = qext[(i, k)];
             }
-            apply_left_split(&v, tau, &mut head, &mut row);
+            apply_left_split(v, tau, &mut head, &mut row);
             qext[(i, j)] = head;
             for (t, k) in row.iter().zip(n..n + p) {
                 qext[(i, k)] = *t;
             }
         }
-    }
+    });
     *q1 = Mat::from_fn(m + p, n, |i, j| qext[(i, j)]);
     *b = Mat::from_fn(m + p, q, |i, k| match old_row(i) {
         Some(oi) => b[(oi, k)],
