@@ -6,9 +6,8 @@
 //! read/written once) and the fraction of the copy bandwidth, compute-bound ones
 //! GFLOP/s and the fraction of the GEMM rate.
 //!
-//! Written as a `cuqr bench` group rather than a criterion bench: criterion 0.5 pulls
-//! serde, regex, clap and plotting crates, a long build on the project's two-core
-//! build machines, and its statistics add nothing to CUDA-event medians.
+//! The same kernels, sizes and byte/flop counts are timed by the criterion bench
+//! `benches/kernels.rs`; this group prints them as one table with the ceilings.
 
 use std::cell::RefCell;
 use std::sync::Arc;
