@@ -69,6 +69,9 @@ fn k0_values(max: usize) -> Vec<usize> {
 struct Case {
     kind: Kind,
     policy: QPolicy,
+    /// `FactorParams::keep_data` (the R-only kind's column insertion, row deletion and
+    /// rank-one need it).
+    keep_data: bool,
     m: usize,
     n: usize,
     k0: usize,
@@ -82,6 +85,7 @@ fn run_case<T: Scalar>(c: Case) -> Result<(), String> {
     let Case {
         kind,
         policy,
+        keep_data,
         m,
         n,
         k0,
@@ -93,7 +97,11 @@ fn run_case<T: Scalar>(c: Case) -> Result<(), String> {
     let a = random_mat::<T>(&mut g, m, n);
     let b = random_mat::<T>(&mut g, m, q);
     let mut model = Model::new(&a, &b);
-    let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default())
+    let params = FactorParams {
+        keep_data,
+        ..FactorParams::default()
+    };
+    let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params)
         .map_err(|e| format!("factorize: {e}"))?;
     match kind {
         Kind::Factorize => {}
@@ -172,20 +180,29 @@ fn run_kind<T: Scalar>(kind: Kind) {
                 }
             }
         }
-        let policies: &[QPolicy] = match kind {
-            Kind::Factorize | Kind::DeleteCols | Kind::InsertRows => {
-                &[QPolicy::Full, QPolicy::None]
-            }
-            _ => &[QPolicy::Full],
+        // every state kind; the R-only kind without kept data where it needs none
+        let policies: &[(QPolicy, bool)] = match kind {
+            Kind::Factorize | Kind::DeleteCols | Kind::InsertRows => &[
+                (QPolicy::Full, false),
+                (QPolicy::Thin, false),
+                (QPolicy::None, false),
+                (QPolicy::None, true),
+            ],
+            _ => &[
+                (QPolicy::Full, false),
+                (QPolicy::Thin, false),
+                (QPolicy::None, true),
+            ],
         };
         for (ci, &(k0, p)) in cases.iter().enumerate() {
-            for &policy in policies {
+            for &(policy, keep_data) in policies {
                 let q = 1 + (ci + si) % 2;
                 let seed = 0x5eed_0000 + (si as u64) * 1000 + ci as u64;
                 count += 1;
                 let case = Case {
                     kind,
                     policy,
+                    keep_data,
                     m,
                     n,
                     k0,
@@ -195,7 +212,7 @@ fn run_kind<T: Scalar>(kind: Kind) {
                 };
                 if let Err(msg) = run_case::<T>(case) {
                     failures.push(format!(
-                        "{kind:?} {} {policy:?} m={m} n={n} k0={k0} p={p} q={q} seed={seed:#x}: {msg}",
+                        "{kind:?} {} {policy:?} keep_data={keep_data} m={m} n={n} k0={k0} p={p} q={q} seed={seed:#x}: {msg}",
                         T::NAME
                     ));
                 }

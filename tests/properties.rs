@@ -64,7 +64,7 @@ fn run_sequence<T: Scalar>(
     m0: usize,
     n0: usize,
     q: usize,
-    policy: QPolicy,
+    (policy, keep_data): (QPolicy, bool),
     ops: &[Op],
     steps: &[(usize, usize, usize)],
 ) -> Result<usize, String> {
@@ -72,7 +72,11 @@ fn run_sequence<T: Scalar>(
     let a = random_mat::<T>(&mut g, m0, n0);
     let b = random_mat::<T>(&mut g, m0, q);
     let mut model = Model::new(&a, &b);
-    let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, FactorParams::default())
+    let params = FactorParams {
+        keep_data,
+        ..FactorParams::default()
+    };
+    let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params)
         .map_err(|e| format!("factorize {m0}x{n0}: {e}"))?;
     check_state::<T>(&st, &model).map_err(|e| format!("after factorize {m0}x{n0}: {e}"))?;
     let mut applied = 0;
@@ -147,13 +151,16 @@ fn shape() -> impl Strategy<Value = (usize, usize)> {
     (1usize..=N_MAX / 2).prop_flat_map(|n| ((n + MARGIN)..=80, Just(n)))
 }
 
+/// A sequence of every kind of update on a state of `kind` (the full, thin and R-only
+/// kinds with kept data all take every update).
 fn mixed<T: Scalar>(
     seed: u64,
     (m0, n0): (usize, usize),
     q: usize,
     st: &[(usize, usize, usize)],
+    kind: (QPolicy, bool),
 ) -> Result<(), TestCaseError> {
-    let applied = run_sequence::<T>(seed, m0, n0, q, QPolicy::Full, &ALL, st)
+    let applied = run_sequence::<T>(seed, m0, n0, q, kind, &ALL, st)
         .map_err(|e| TestCaseError::fail(format!("{} seed={seed}: {e}", T::NAME)))?;
     // rank_one always fits, so every step runs.
     prop_assert_eq!(applied, st.len());
@@ -166,7 +173,7 @@ fn no_q<T: Scalar>(
     q: usize,
     st: &[(usize, usize, usize)],
 ) -> Result<(), TestCaseError> {
-    let applied = run_sequence::<T>(seed, m0, n0, q, QPolicy::None, &NO_Q, st)
+    let applied = run_sequence::<T>(seed, m0, n0, q, (QPolicy::None, false), &NO_Q, st)
         .map_err(|e| TestCaseError::fail(format!("{} seed={seed}: {e}", T::NAME)))?;
     prop_assert!(applied >= 1);
     Ok(())
@@ -251,12 +258,32 @@ proptest! {
 
     #[test]
     fn mixed_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f64>(seed, sh, q, &st)?;
+        mixed::<f64>(seed, sh, q, &st, (QPolicy::Full, false))?;
     }
 
     #[test]
     fn mixed_sequence_f32(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f32>(seed, sh, q, &st)?;
+        mixed::<f32>(seed, sh, q, &st, (QPolicy::Full, false))?;
+    }
+
+    #[test]
+    fn thin_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
+        mixed::<f64>(seed, sh, q, &st, (QPolicy::Thin, false))?;
+    }
+
+    #[test]
+    fn thin_sequence_f32(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
+        mixed::<f32>(seed, sh, q, &st, (QPolicy::Thin, false))?;
+    }
+
+    #[test]
+    fn r_only_with_data_sequence_f32(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
+        mixed::<f32>(seed, sh, q, &st, (QPolicy::None, true))?;
+    }
+
+    #[test]
+    fn r_only_with_data_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
+        mixed::<f64>(seed, sh, q, &st, (QPolicy::None, true))?;
     }
 
     #[test]
