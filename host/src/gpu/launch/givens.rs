@@ -6,6 +6,9 @@
 //! plus the 2-D device copy that packs and unpacks the composite matrix
 //! (docs/algorithms.md#padded-transpose-and-composite-layout). One `unsafe` block per launch or
 //! driver call.
+// The wavefront launchers serve the published design's stages, the benchmarks and the
+// kernel tests (through the `internals` feature).
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use core::ops::Range;
 use std::sync::Arc;
@@ -14,8 +17,10 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::{sys, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
-use crate::gpu::launch::basic::{APPLY_GIVENS_BLOCK, MAKE_GIVENS_BLOCK, TILE, TILE_ROWS};
 use crate::gpu::launch::{grid_blocks, launch_config, launch_err};
+use crate::gpu::launch::{
+    last_row, APPLY_GIVENS_BLOCK, MAKE_GIVENS_BLOCK, MAX_GRID_YZ, TILE, TILE_ROWS,
+};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -256,6 +261,126 @@ impl Gpu {
         unsafe { sys::cuMemcpy2DAsync_v2(&params, stream.cu_stream()) }
             .result()
             .map_err(|e| Error::Driver(format!("2-D copy: {e}")))?;
+        Ok(())
+    }
+}
+
+/// The wavefront launchers on the main stream.
+impl Gpu {
+    /// `givens_make_wavefront` (docs/algorithms.md#givens-rotations): for i < `count`,
+    /// rotation i zeroes pitched entry (r, col0+i) against (r−1, col0+i),
+    /// r = row0 + 2i, writing `c[i]`, `s[i]`.
+    ///
+    /// `a` is the row-major pitched buffer seen as its column-major transpose:
+    /// pitched element (r, col) is `a(col, r)` and the pitch is `a.ld()`
+    /// (so pitched rows = `a.ncols()`, pitched columns = `a.nrows()`).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If a touched row or column is outside `a`, `row0 == 0`, or `c`/`s` are
+    /// shorter than `count` (a cuqr bug).
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn givens_make_wavefront<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        row0: usize,
+        col0: usize,
+        count: usize,
+        c: &mut CudaViewMut<'_, T>,
+        s: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && col0 + count <= a.nrows());
+        assert!(c.len() >= count && s.len() >= count);
+        let pitch = a.ld();
+        let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
+        let mut b = self.kernel_args(f);
+        b.arg(a.buf())
+            .arg(&pitch)
+            .arg(&row0)
+            .arg(&col0)
+            .arg(&count)
+            .arg(&mut *c)
+            .arg(&mut *s);
+        // SAFETY: matches givens_make_wavefront_{f32,f64}(a: *const T, pitch, row0,
+        // col0, count, c: *mut T, s: *mut T): thread i < count reads a[r·pitch + col]
+        // for r ∈ {row0+2i−1, row0+2i} ≤ row0+2(count−1) < a.ncols() and
+        // col = col0+i < a.nrows() ≤ pitch, inside the view's ld·(ncols−1)+nrows
+        // elements (asserted); c and s hold ≥ count and are distinct &mut views;
+        // grid ⌈count/32⌉, block 32.
+        unsafe {
+            b.launch(launch_config(
+                (grid_blocks(count, MAKE_GIVENS_BLOCK), 1),
+                (MAKE_GIVENS_BLOCK, 1),
+                0,
+            ))
+        }
+        .map_err(launch_err("givens_make_wavefront"))?;
+        Ok(())
+    }
+
+    /// `givens_apply_wavefront` (docs/algorithms.md#givens-rotations,
+    /// docs/algorithms.md#complete-rotation-application, docs/algorithms.md#live-column-range):
+    /// rotation i acts on pitched rows (r−1, r), r = row0 + 2i, over pitched columns
+    /// [cols.start + i·col_step, cols.end). Same pitched convention as
+    /// [`Gpu::givens_make_wavefront`].
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If a touched row or column is outside `a`, `row0 == 0`, `count > 65535`,
+    /// or `c`/`s` are shorter than `count` (a cuqr bug).
+    #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn givens_apply_wavefront<T: GpuScalar>(
+        &self,
+        a: &mut DevMatViewMut<'_, T>,
+        row0: usize,
+        count: usize,
+        cols: core::ops::Range<usize>,
+        col_step: usize,
+        c: &CudaView<'_, T>,
+        s: &CudaView<'_, T>,
+    ) -> Result<()> {
+        if count == 0 || cols.start >= cols.end {
+            return Ok(());
+        }
+        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && cols.end <= a.nrows());
+        assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_YZ);
+        let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
+        let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
+        let mut b = self.kernel_args(f);
+        b.arg(a.buf_mut())
+            .arg(&pitch)
+            .arg(&row0)
+            .arg(&count)
+            .arg(&col_begin)
+            .arg(&col_step)
+            .arg(&col_end)
+            .arg(c)
+            .arg(s);
+        // SAFETY: matches givens_apply_wavefront_{f32,f64}(a: *mut T, pitch, row0,
+        // count, col_begin, col_step, col_end, c: *const T, s: *const T): block
+        // (x, i) touches a[r·pitch + x] for r ≤ row0+2(count−1) < a.ncols() and
+        // x < col_end ≤ a.nrows() ≤ pitch (asserted), inside the view; distinct
+        // rotations touch distinct row pairs; c, s hold ≥ count and cannot alias
+        // the &mut view a; grid (⌈(col_end−col_begin)/128⌉, count ≤ 65535), block 128.
+        unsafe {
+            b.launch(launch_config(
+                (
+                    grid_blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
+                    count as u32,
+                ),
+                (APPLY_GIVENS_BLOCK, 1),
+                0,
+            ))
+        }
+        .map_err(launch_err("givens_apply_wavefront"))?;
         Ok(())
     }
 }

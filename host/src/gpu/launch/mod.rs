@@ -1,17 +1,20 @@
 //! Typed kernel launchers: one file per kernel source file of the `cuqr-kernels` crate, each
 //! launcher checking its bounds and holding one `unsafe` launch with its `// SAFETY:` reason.
 
-pub mod basic;
 pub mod convert;
 pub mod fused_panel;
 pub mod givens;
+pub mod householder;
 pub mod lu;
 pub mod panel;
+pub mod reduce;
 pub mod row_insert;
 pub mod small_panel;
+pub mod transpose;
 pub mod ts_gemm;
 pub mod tsqr;
 pub mod two_phase;
+pub mod wy;
 
 use cudarc::driver::{CudaFunction, CudaStream, DriverError, LaunchArgs, LaunchConfig};
 
@@ -58,4 +61,29 @@ impl Gpu {
         self.count_launch();
         stream.launch_builder(f)
     }
+}
+
+/// Threads per block of the single-block reductions (`householder_house`,
+/// `reduce_dot`, `reduce_nrm2`, `wy_build_t`).
+pub(crate) const REDUCE_BLOCK: u32 = 256;
+/// Threads per block of `givens_make_wavefront` (docs/algorithms.md#givens-rotations: 32).
+pub(crate) const MAKE_GIVENS_BLOCK: u32 = 32;
+/// Threads per block of `givens_apply_wavefront` (docs/algorithms.md#givens-rotations: 128).
+pub(crate) const APPLY_GIVENS_BLOCK: u32 = 128;
+/// Tile edge of `transpose_padded` and `reduce_double_sum` (32×32 tiles, block 32×8).
+pub(crate) const TILE: u32 = 32;
+/// Rows of threads per tile block (block is TILE × TILE_ROWS).
+pub(crate) const TILE_ROWS: u32 = 8;
+/// Threads per block of `wy_set_tau`.
+pub(crate) const SET_TAU_BLOCK: u32 = 128;
+/// Largest k `wy_build_t` accepts (one block of 256 threads).
+pub(crate) const BUILD_T_MAX_K: usize = 256;
+/// Largest grid y/z dimension.
+pub(crate) const MAX_GRID_YZ: usize = 65_535;
+
+/// Last row/column index touched by the wavefront step with `count` rotations
+/// starting at plane (row0−1, row0): row0 + 2(count−1).
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
+pub(crate) fn last_row(row0: usize, count: usize) -> usize {
+    row0 + 2 * (count - 1)
 }

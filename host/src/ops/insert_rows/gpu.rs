@@ -39,8 +39,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
 ) -> Result<()> {
     use crate::gpu::algo::householder::check_rank_dev;
     use crate::gpu::ffi::blas::Op;
-    use crate::gpu::launch::basic::BUILD_T_MAX_K;
     use crate::gpu::launch::fused_panel::{FusedPanelWork, FUSED_MAX_JB};
+    use crate::gpu::launch::BUILD_T_MAX_K;
     use crate::gpu::runtime::matrix::{DevMat, DevVec};
     let plan = plan(st.dims, k0, u, e)?;
     let Dims { m, n, q, .. } = st.dims;

@@ -1,0 +1,347 @@
+//! Applying block reflectors to Q and the trailing matrix: larfb, the merged Q accumulation
+//! (docs/algorithms.md#blocked-householder-qr).
+
+#[allow(unused_imports)]
+use super::*;
+
+/// C[row0 .. row0+ℓ, cols] := (I − V op(T) Vᵀ) C with op(T) = Tᵀ when `trans`
+/// (the Qᵀ side, H_k⋯H_1) or T (H_1⋯H_k, backward accumulation): three GEMMs
+/// (docs/algorithms.md#blocked-reflectors, LAPACK larfb pattern). `w`, `w2` hold ≥ jb × |cols|.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn larfb_left<T: GpuScalar>(
+    gpu: &Gpu,
+    v: &crate::gpu::runtime::DevMatView<'_, T>,
+    t: &crate::gpu::runtime::DevMatView<'_, T>,
+    trans: bool,
+    c: &mut DevMat<T>,
+    row0: usize,
+    cols: Range<usize>,
+    w: &mut DevMat<T>,
+    w2: &mut DevMat<T>,
+) -> Result<()> {
+    let (l, jb, nc) = (v.nrows(), v.ncols(), cols.len());
+    if nc == 0 || jb == 0 {
+        return Ok(());
+    }
+    let mut w = w.block_mut(0, 0, jb, nc);
+    let cb = c.block(row0, cols.start, l, nc);
+    // (Not under a lower GEMM precision: that asks for cuBLAS's tensor-core products.)
+    if ts_gemm_pays::<T>(l, nc)
+        && gpu.gemm_precision() == crate::base::precision::GemmPrecision::F32
+        && gpu.ts_gemm_fits(v, &cb)
+    {
+        gpu.ts_gemm_tn(v, &cb, &mut w)?;
+    } else {
+        gpu.gemm(Op::T, Op::N, T::ONE, v, &cb, T::ZERO, &mut w)?;
+    }
+    let mut w2 = w2.block_mut(0, 0, jb, nc);
+    let op = if trans { Op::T } else { Op::N };
+    gpu.gemm(op, Op::N, T::ONE, t, &w.as_view(), T::ZERO, &mut w2)?;
+    gpu.gemm(
+        Op::N,
+        Op::N,
+        -T::ONE,
+        v,
+        &w2.as_view(),
+        T::ONE,
+        &mut c.block_mut(row0, cols.start, l, nc),
+    )
+}
+
+/// The merge of [`blocked_qr_impl`]'s reflectors for Q's side: the merged block and
+/// the scratch of its T products.
+pub(super) struct QMerge<T> {
+    pub(super) block: MergedBlock<T>,
+    /// Most columns merged before the block is applied.
+    pub(super) width: usize,
+    pub(super) w: DevMat<T>,
+    pub(super) w2: DevMat<T>,
+}
+
+impl<T: GpuScalar> QMerge<T> {
+    /// Scratch for merges of up to `rows`×`width`, appending panels of up to `nb`.
+    pub(super) fn new(gpu: &Gpu, rows: usize, width: usize, nb: usize) -> Result<Self> {
+        Ok(Self {
+            block: MergedBlock::new(gpu, rows, width)?,
+            width,
+            w: DevMat::zeros(gpu, width, nb)?,
+            w2: DevMat::zeros(gpu, width, nb)?,
+        })
+    }
+}
+
+/// Q[:, row0..row0+ℓ] −= ((Q V) T) Vᵀ (Q := Q·(I − V T Vᵀ), V ℓ×k): three GEMMs.
+/// `wq`, `wq2` hold at least Q's rows × k.
+pub(super) fn q_times_block<T: GpuScalar>(
+    gpu: &Gpu,
+    qm: &mut DevMat<T>,
+    v: &crate::gpu::runtime::DevMatView<'_, T>,
+    t: &crate::gpu::runtime::DevMatView<'_, T>,
+    row0: usize,
+    wq: &mut DevMat<T>,
+    wq2: &mut DevMat<T>,
+) -> Result<()> {
+    let (mq, l, k) = (qm.nrows(), v.nrows(), v.ncols());
+    let mut w = wq.block_mut(0, 0, mq, k);
+    gpu.gemm(
+        Op::N,
+        Op::N,
+        T::ONE,
+        &qm.block(0, row0, mq, l),
+        v,
+        T::ZERO,
+        &mut w,
+    )?;
+    let mut w2 = wq2.block_mut(0, 0, mq, k);
+    gpu.gemm(Op::N, Op::N, T::ONE, &w.as_view(), t, T::ZERO, &mut w2)?;
+    gpu.gemm(
+        Op::N,
+        Op::T,
+        -T::ONE,
+        &w2.as_view(),
+        v,
+        T::ONE,
+        &mut qm.block_mut(0, row0, mq, l),
+    )
+}
+
+/// Widest merged block reflector of [`accumulate_q_backward`]: the inner dimension of
+/// its two tall GEMMs (one panel's 64 leaves the H100's f64 GEMM at ≈ 23 TFLOP/s,
+/// docs/performance.md).
+pub(crate) const Q_MERGE_WIDTH: usize = 256;
+
+/// Fewest rows of Q for [`accumulate_q_backward`] to merge blocks. Below, the Q phase is
+/// short and merging buys little time, while the merged T's longer products cost a
+/// little orthogonality that Kerr's m·u criterion does not leave room for at small m
+/// (H100, f64 257×257 with 32-column panels: ‖QᵀQ − I‖_F 1.5e-14 one block at a time,
+/// 3.0e-14 merged, m·u = 2.9e-14, cuSOLVER's Q 2.7e-14; at 4096² 1.9e-13 → 2.2e-13 against
+/// 4.5e-13 with the Q phase 6.3 → 4.7 ms).
+pub(crate) const Q_MERGE_MIN_ROWS: usize = 4096;
+
+/// Q := H_1⋯H_K applied to the identity, backwards (Q = B₁(B₂(⋯(B_K I)))), each
+/// block touching rows and columns row0.. only (docs/algorithms.md#blocked-householder-qr).
+/// Consecutive blocks that reach the last row (each starting where the previous one's columns
+/// end) are merged into block reflectors of up to [`Q_MERGE_WIDTH`] columns first
+/// ([`MergedBlock`]), so that each pass over Q does more work per byte, when Q has at
+/// least [`Q_MERGE_MIN_ROWS`] rows.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
+pub(crate) fn accumulate_q_backward<T: GpuScalar>(
+    gpu: &Gpu,
+    blocks: &[Block<T>],
+    q: &mut DevMat<T>,
+) -> Result<()> {
+    let width = if q.nrows() >= Q_MERGE_MIN_ROWS {
+        Q_MERGE_WIDTH
+    } else {
+        0
+    };
+    accumulate_q_merged(gpu, blocks, q, width)
+}
+
+/// [`accumulate_q_backward`] with merged reflectors of at most `max_width` columns
+/// (0: every block on its own).
+pub(super) fn accumulate_q_merged<T: GpuScalar>(
+    gpu: &Gpu,
+    blocks: &[Block<T>],
+    q: &mut DevMat<T>,
+    max_width: usize,
+) -> Result<()> {
+    let m = q.nrows();
+    gpu.panel_set_identity(&mut q.view_mut())?;
+    let shapes: Vec<(usize, usize, usize)> = blocks
+        .iter()
+        .map(|b| (b.row0, b.v.nrows(), b.t.ncols()))
+        .collect();
+    let groups = merge_groups(&shapes, m, max_width);
+    let width = |g: &Range<usize>| -> usize { blocks[g.clone()].iter().map(|b| b.t.ncols()).sum() };
+    let nb = groups.iter().map(width).max().unwrap_or(1);
+    let mut w = DevMat::zeros(gpu, nb, m)?;
+    let mut w2 = DevMat::zeros(gpu, nb, m)?;
+    // Scratch of the merged reflectors: the tallest and the widest group of several
+    // blocks (the first such group is the tallest).
+    let multi = || groups.iter().filter(|g| g.len() > 1);
+    let mut scratch = match (multi().next(), multi().map(width).max()) {
+        (Some(g), Some(k)) => Some(MergedBlock::new(gpu, m - blocks[g.start].row0, k)?),
+        _ => None,
+    };
+    for g in groups.iter().rev() {
+        let row0 = blocks[g.start].row0;
+        if g.len() == 1 {
+            let b = &blocks[g.start];
+            larfb_left(
+                gpu,
+                &b.v.view(),
+                &b.t.view(),
+                false,
+                q,
+                row0,
+                row0..m,
+                &mut w,
+                &mut w2,
+            )?;
+            continue;
+        }
+        let mb = scratch
+            .as_mut()
+            .expect("scratch sized for every merged group");
+        mb.reset(gpu, row0, m - row0)?;
+        for b in &blocks[g.clone()] {
+            mb.append(gpu, b.row0, &b.v.view(), &b.t.view(), &mut w, &mut w2)?;
+        }
+        larfb_left(
+            gpu,
+            &mb.v(),
+            &mb.t(),
+            false,
+            q,
+            row0,
+            row0..m,
+            &mut w,
+            &mut w2,
+        )?;
+    }
+    Ok(())
+}
+
+/// Splits blocks, given as (row0, rows of V, columns), into runs that
+/// [`MergedBlock`] can merge: consecutive blocks whose V reaches row m
+/// (rows = m − row0) and starts where the previous block's columns end (row0 + jb),
+/// at most `max_width` columns a run (a single block may be wider).
+pub(super) fn merge_groups(
+    shapes: &[(usize, usize, usize)],
+    m: usize,
+    max_width: usize,
+) -> Vec<Range<usize>> {
+    let full = |&(row0, rows, _): &(usize, usize, usize)| rows == m - row0;
+    let mut out: Vec<Range<usize>> = Vec::new();
+    let mut width = 0;
+    for (i, b) in shapes.iter().enumerate() {
+        let jb = b.2;
+        let joins = out.last().is_some_and(|g| {
+            let prev = &shapes[g.end - 1];
+            full(prev) && full(b) && b.0 == prev.0 + prev.2 && width + jb <= max_width
+        });
+        if joins {
+            out.last_mut().expect("a run to join").end = i + 1;
+            width += jb;
+        } else {
+            out.push(i..i + 1);
+            width = jb;
+        }
+    }
+    out
+}
+
+/// A block reflector merged from consecutive blocks B₁⋯B_g (as [`merge_groups`] forms
+/// them): V = [V₁ V₂ ⋯] with each block's V at its own rows and zeros above, and T by
+/// the forward recurrence (LAPACK larft, blocked): each new block's T_new joins as
+/// T₁₂ = −T_acc·(V_accᵀV_new)·T_new, three GEMMs ([`MergedBlock::append`]).
+pub(crate) struct MergedBlock<T> {
+    pub(super) v: DevMat<T>,
+    pub(super) t: DevMat<T>,
+    pub(super) row0: usize,
+    pub(super) rows: usize,
+    pub(super) k: usize,
+}
+
+impl<T: GpuScalar> MergedBlock<T> {
+    /// Scratch for merged reflectors of up to `rows`×`width`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn new(gpu: &Gpu, rows: usize, width: usize) -> Result<Self> {
+        Ok(Self {
+            v: DevMat::zeros(gpu, rows.max(1), width.max(1))?,
+            t: DevMat::zeros(gpu, width.max(1), width.max(1))?,
+            row0: 0,
+            rows: 0,
+            k: 0,
+        })
+    }
+
+    /// Starts an empty merge of blocks acting on rows `row0 .. row0 + rows`.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub(crate) fn reset(&mut self, gpu: &Gpu, row0: usize, rows: usize) -> Result<()> {
+        assert!(rows <= self.v.nrows());
+        // Zeros above each block's rows and below T's diagonal.
+        for x in [&mut self.v, &mut self.t] {
+            gpu.stream
+                .memset_zeros(x.buf_mut())
+                .map_err(crate::gpu::runtime::driver_err(
+                    "clearing merged reflector scratch",
+                ))?;
+        }
+        (self.row0, self.rows, self.k) = (row0, rows, 0);
+        Ok(())
+    }
+
+    /// Appends the block I − V T Vᵀ acting on rows `row0 ..` to the merge's last row
+    /// (V ℓ×jb, unit lower trapezoidal, starting where the previous block's columns
+    /// end). `w`, `w2` hold at least k×jb (k the columns merged so far).
+    ///
+    /// # Errors
+    /// [`Error::Driver`], [`Error::Cublas`].
+    pub(crate) fn append(
+        &mut self,
+        gpu: &Gpu,
+        row0: usize,
+        v: &crate::gpu::runtime::DevMatView<'_, T>,
+        t: &crate::gpu::runtime::DevMatView<'_, T>,
+        w: &mut DevMat<T>,
+        w2: &mut DevMat<T>,
+    ) -> Result<()> {
+        let (k, jb, off, l) = (self.k, t.ncols(), row0 - self.row0, self.rows);
+        assert!(v.nrows() == l - off && v.ncols() == jb && k + jb <= self.t.ncols());
+        gpu.panel_copy(v, &mut self.v.block_mut(off, k, l - off, jb))?;
+        gpu.panel_copy(t, &mut self.t.block_mut(k, k, jb, jb))?;
+        if k > 0 {
+            // W = V_accᵀ V_new over the new block's rows (V_new is zero above them),
+            // W₂ = T_acc W, T₁₂ = −W₂ T_new.
+            let mut wk = w.block_mut(0, 0, k, jb);
+            gpu.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &self.v.block(off, 0, l - off, k),
+                v,
+                T::ZERO,
+                &mut wk,
+            )?;
+            let mut w2k = w2.block_mut(0, 0, k, jb);
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &self.t.block(0, 0, k, k),
+                &wk.as_view(),
+                T::ZERO,
+                &mut w2k,
+            )?;
+            gpu.gemm(
+                Op::N,
+                Op::N,
+                -T::ONE,
+                &w2k.as_view(),
+                t,
+                T::ZERO,
+                &mut self.t.block_mut(0, k, k, jb),
+            )?;
+        }
+        self.k += jb;
+        Ok(())
+    }
+
+    /// V (rows×k) of the blocks merged so far.
+    pub(crate) fn v(&self) -> crate::gpu::runtime::DevMatView<'_, T> {
+        self.v.block(0, 0, self.rows, self.k)
+    }
+
+    /// T (k×k) of the blocks merged so far.
+    pub(crate) fn t(&self) -> crate::gpu::runtime::DevMatView<'_, T> {
+        self.t.block(0, 0, self.k, self.k)
+    }
+}

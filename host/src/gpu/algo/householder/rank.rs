@@ -1,0 +1,128 @@
+//! The rank check of R on the device, with its kept scratch (docs/algorithms.md#rank-test).
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Rank check of an upper-trapezoidal R on the device (docs/algorithms.md#rank-test): the first
+/// column with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`],
+/// as `cpu::check_rank_of`. One launch (`panel_col_norms`: the n column norms and the
+/// diagonal) and one download into page-locked memory, then one stream wait; the device and
+/// host buffers are the [`RankScratch`] kept on [`Gpu`], so a check allocates nothing
+/// once the device has checked an R at least this wide (no allocation, no
+/// memset, no pageable staging in an update's timed path).
+///
+/// # Errors
+/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].
+pub(crate) fn check_rank_dev<T: GpuScalar>(
+    gpu: &Gpu,
+    r: &DevMat<T>,
+    n: usize,
+    rank_tol: f64,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let rank_scratch_slot = gpu.caches.get::<Option<RankScratch>>();
+    let mut guard = rank_scratch_slot.lock().unwrap_or_else(|e| e.into_inner());
+    let need = (2 * n * core::mem::size_of::<T>()).div_ceil(8);
+    if guard.as_ref().is_none_or(|s| s.len() < need) {
+        *guard = None;
+        *guard = Some(RankScratch::new(gpu, need.next_power_of_two().max(1024))?);
+    }
+    let scratch = guard.as_mut().expect("made above");
+    let h = scratch.norms_and_diag::<T>(gpu, r, n)?;
+    let norms: Vec<f64> = h[..n].iter().map(|x| x.to_f64()).collect();
+    let scale = norms.iter().fold(0.0f64, |s, x| s.max(x.abs()));
+    let fro = if scale == 0.0 || !scale.is_finite() {
+        scale
+    } else {
+        scale
+            * norms
+                .iter()
+                .map(|x| (x / scale) * (x / scale))
+                .sum::<f64>()
+                .sqrt()
+    };
+    let tol = rank_tol * fro;
+    for (j, x) in h[n..2 * n].iter().enumerate() {
+        let rjj = x.to_f64().abs();
+        if rjj <= tol || !rjj.is_finite() {
+            return Err(Error::RankDeficient {
+                column: j,
+                r_jj: rjj,
+                tol,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The buffers of [`check_rank_dev`], kept on [`Gpu`] (`Gpu::rank_scratch`): the
+/// kernel's output on the device and its page-locked host copy, both `len` f64s (as
+/// many f32s fit twice over), grown (never shrunk) when a wider R is checked.
+pub(crate) struct RankScratch {
+    pub(super) dev: CudaSlice<f64>,
+    pub(super) host: PinnedHostSlice<f64>,
+}
+
+impl RankScratch {
+    /// Allocates `len` f64s on the device and as many page-locked on the host.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(super) fn new(gpu: &Gpu, len: usize) -> Result<Self> {
+        // Unset device memory; `norms_and_diag` reads back only the 2n entries its
+        // launch has just written.
+        let dev = crate::gpu::ffi::driver::alloc_uninit::<f64>(&gpu.stream, len).map_err(
+            crate::gpu::runtime::alloc_err("the rank-check scratch", len * 8),
+        )?;
+        let host = gpu.alloc_pinned::<f64>(len)?;
+        Ok(Self { dev, host })
+    }
+
+    /// f64s held (device and host alike).
+    pub(super) fn len(&self) -> usize {
+        self.dev.len()
+    }
+
+    /// The n column norms of R(:, 0:n) (upper triangle) followed by its n diagonal
+    /// entries, as `panel_col_norms` writes them, read back to the host (waits).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] (including an earlier asynchronous fault).
+    pub(super) fn norms_and_diag<T: GpuScalar>(
+        &mut self,
+        gpu: &Gpu,
+        r: &DevMat<T>,
+        n: usize,
+    ) -> Result<&[T]> {
+        let bytes = 2 * n * core::mem::size_of::<T>();
+        assert!(bytes <= self.len() * 8, "rank scratch too small");
+        {
+            let mut out = crate::gpu::ffi::driver::view_words_as_mut::<T>(&mut self.dev, 2 * n);
+            gpu.panel_col_norms(&r.block(0, 0, r.nrows(), n), &mut out)?;
+        }
+        // Only the f64 slots holding the 2n outputs come back (cudarc's memcpy_dtoh would
+        // copy the whole host buffer, however wide an earlier check made it).
+        let slots = bytes.div_ceil(8);
+        gpu.count_launch();
+        gpu.ctx
+            .bind_to_thread()
+            .map_err(crate::gpu::runtime::driver_err("rank check download"))?;
+        crate::gpu::ffi::driver::download_words::<T>(
+            &gpu.stream,
+            &self.dev,
+            &mut self.host,
+            slots,
+            2 * n,
+        )
+    }
+}
+
+/// A device copy of `a` (same shape and ld): one device-to-device memcpy, no memset.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`].
+pub(crate) fn dup_mat<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T>> {
+    a.dup(gpu)
+}
