@@ -70,8 +70,8 @@ pub fn add_rows_with<T: Scalar>(
 /// Why a row could not be removed from the factor.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum DowndateFailure {
-    /// 1 − ‖z‖² ≤ u (z = R⁻ᵀa): without the row the remaining rows do not determine R
-    /// (AᵀA − aaᵀ is not positive definite to working precision). `alpha2` is 1 − ‖z‖².
+    /// 1 − ‖z‖² ≤ √u (z = R⁻ᵀa): without the row the remaining rows do not determine R to
+    /// working precision (AᵀA − aaᵀ is not safely positive definite). `alpha2` is 1 − ‖z‖².
     NotPositiveDefinite {
         /// 1 − ‖z‖² as computed.
         alpha2: f64,
@@ -110,7 +110,10 @@ pub fn remove_row<T: Scalar>(
     }
     let zn = nrm2(&z).to_f64();
     let alpha2 = (1.0 - zn) * (1.0 + zn);
-    if alpha2.is_nan() || alpha2 <= T::UNIT_ROUNDOFF {
+    // 1 − ‖z‖² is computed with an absolute error of order κ(R)·u, so a row the others do
+    // not determine (exactly 0) can come out at u or a little above: refuse up to √u
+    // (docs/algorithms.md#updates-without-q).
+    if alpha2.is_nan() || alpha2 <= T::UNIT_ROUNDOFF.sqrt() {
         return Err(DowndateFailure::NotPositiveDefinite { alpha2 });
     }
     // Rotations i = n−1 down to 0 taking (α, zᵢ) to (hypot, 0); the running α ends at 1.

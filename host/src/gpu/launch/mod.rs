@@ -6,6 +6,7 @@ pub mod fused_panel;
 pub mod givens;
 pub mod householder;
 pub mod lu;
+pub mod lu_cluster;
 pub mod panel;
 pub mod reduce;
 pub mod row_insert;

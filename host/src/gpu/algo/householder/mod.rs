@@ -79,22 +79,6 @@ pub(crate) const PHASE_Q: usize = 4;
 /// Events around the phases of a profiled factorisation ([`QrPhaseTimes`]).
 pub(crate) type QrClock = PhaseClock<5>;
 
-/// Widest merged block reflector of the trailing update in [`blocked_qr_impl`]: the
-/// panels of a run of this many columns update only the run's own columns, and the
-/// columns after the run get the run's merged reflector at once.
-pub(crate) const TRAILING_MERGE_WIDTH: usize = 256;
-
-/// Whether [`blocked_qr_band`] merges the trailing update of runs of panels for a
-/// factorisation of `ncols` columns in `T`: in f64 from 8192 columns on. Measured on
-/// an H100 (docs/performance.md):
-/// f64 `geqrf`/cuqr 8192² 1.15 → 1.25×, 16384² 1.06 → 1.50×, 16384×8192 1.60 → 1.82×,
-/// but 4096² 1.00 → 0.98×, and f32 slower at every size (its GEMMs with one panel's
-/// inner dimension already run near the merged rate, so the merges cost more than
-/// they save).
-pub(crate) fn merges_trailing<T: GpuScalar>(ncols: usize) -> bool {
-    core::mem::size_of::<T>() == 8 && ncols >= 8192
-}
-
 /// Fewest panels a factorisation needs for look-ahead (see [`blocked_qr_impl`]).
 const LOOKAHEAD_MIN_PANELS: usize = 4;
 
@@ -737,107 +721,16 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
     Ok(())
 }
 
-/// Factors the panel (j0, jb, r0, l) of `a` (rows up to `rows_end`) into `out` (V, τ,
-/// T): the TSQR panel when `tsqr` (main stream), else one launch of
-/// `fused_panel_qr` (on `stream2` through `raw` when given, else on the main stream),
-/// or the per-column kernels.
-#[allow(clippy::too_many_arguments)]
-fn factor_panel<T: GpuScalar>(
-    gpu: &Gpu,
-    a: &mut DevMat<T>,
-    raw: &RawMat,
-    ws: &mut Work<T>,
-    (j0, jb, r0, l): (usize, usize, usize, usize),
-    tsqr: bool,
-    rows_end: usize,
-    band: Option<usize>,
-    out: &mut PanelBufs<T>,
-    stream2: Option<&cudarc::driver::CudaStream>,
-) -> Result<()> {
-    let (v, t, tau) = (&mut out.v, &mut out.t, &mut out.tau);
-    if tsqr {
-        assert!(
-            stream2.is_none() && band.is_none(),
-            "TSQR panels run in order, unbanded"
-        );
-        let work = ws
-            .tsqr
-            .as_mut()
-            .expect("TSQR scratch made with the panel list");
-        let mut vb = v.block_mut(0, 0, l, jb);
-        let mut tb = t.block_mut(0, 0, jb, jb);
-        gpu.tsqr_panel(work, a, r0, j0, l, jb, &mut vb, tau, &mut tb)
-    } else if ws.fused.is_some()
-        && ws.small
-        && l <= SMALL_PANEL_FAST_ROWS
-        && gpu.small_panel_fits::<T>(l, jb)
-    {
-        // A short panel: one block, in shared memory (R, V, τ, T as below).
-        let mut vb = v.block_mut(0, 0, l, jb);
-        let mut tb = t.block_mut(0, 0, jb, jb);
-        let s = stream2.unwrap_or(&gpu.stream);
-        gpu.small_panel_qr_on(raw, r0, j0, l, jb, band, &mut vb, tau, &mut tb, s)
-    } else if let Some(fw) = ws.fused.as_mut() {
-        // The whole panel in one cooperative launch: R (exact zeros below), V, τ, T.
-        let mut vb = v.block_mut(0, 0, l, jb);
-        let mut tb = t.block_mut(0, 0, jb, jb);
-        match stream2 {
-            Some(s) => {
-                gpu.fused_panel_qr_on(fw, raw, r0, j0, l, jb, band, &mut vb, tau, &mut tb, s)
-            }
-            None => gpu.fused_panel_qr(fw, a, r0, j0, l, jb, band, &mut vb, tau, &mut tb),
-        }
-    } else {
-        assert!(stream2.is_none(), "look-ahead needs the one-launch panel");
-        // Panel (level 2): house + apply per column.
-        for i in 0..jb {
-            let (j, rj) = (j0 + i, r0 + i);
-            let below = rows_end - rj - 1;
-            let len = band.map_or(below, |b| b.min(below));
-            gpu.house_at(a, rj, j, len, tau, i)?;
-            gpu.panel_apply_in(a, j, rj, len, j + 1..j0 + jb, tau, i)?;
-        }
-        // V (explicit 1s/0s; exact zeros left below R's diagonal) and T.
-        gpu.panel_extract_v(
-            &mut a.block_mut(r0, j0, l, jb),
-            &mut v.block_mut(0, 0, l, jb),
-        )?;
-        gpu.wy_build_t(
-            &v.block(0, 0, l, jb),
-            &tau.slice(0..jb),
-            &mut t.block_mut(0, 0, jb, jb),
-        )
-    }
-}
-
-/// Fewest blocks (4096-row chunks × 64-column tiles of C) for which `larfb_left` takes
-/// W = VᵀC from [`Gpu::ts_gemm_tn`] instead of cuBLAS: one an SM of an H100, so that
-/// the chunked product fills the GPU.
-const TS_GEMM_MIN_BLOCKS: usize = 132;
-
-/// Widest C for which `larfb_left` takes [`Gpu::ts_gemm_tn`]: the trailing columns of a
-/// tall-skinny factorisation with few columns. Measured on the H100 (f32): 1048576×128
-/// (C of 96, 64, 32 columns) 6.62–6.65 → 6.54 ms; 262144×512 with it for C up to 480
-/// columns 17.31–17.42 → 18.47–18.51 ms (each 64 columns read V again, and the FMA rate,
-/// not the bandwidth, bounds the kernel there).
-const TS_GEMM_MAX_NC: usize = 128;
-
-/// Whether W = VᵀC with ℓ rows and nc columns of C goes through [`Gpu::ts_gemm_tn`]: in
-/// f32 only (cuBLAS's SGEMM of this shape reads its operands at 1.2 TB/s on an H100, its
-/// DGEMM at 3.1 TB/s: docs/performance.md), for 2 to [`TS_GEMM_MAX_NC`] columns (one
-/// column is a GEMV, at bandwidth) and enough chunks and tiles to fill the GPU.
-fn ts_gemm_pays<T: GpuScalar>(l: usize, nc: usize) -> bool {
-    T::DTYPE == Dtype::F32
-        && (2..=TS_GEMM_MAX_NC).contains(&nc)
-        && l.div_ceil(4096) * nc.div_ceil(64) >= TS_GEMM_MIN_BLOCKS
-}
-
+mod panel;
 mod q;
 mod rank;
 #[cfg(test)]
 mod tests;
+mod trailing;
 
+use panel::*;
 pub(crate) use q::*;
 pub(crate) use rank::*;
 #[cfg(test)]
 pub(crate) use tests::tests_gate;
+pub(crate) use trailing::*;

@@ -1,5 +1,5 @@
 //! Typed launchers of the two-phase Givens kernels (docs/algorithms.md#two-phase-design;
-//! gpu-kernels/src/two_phase.rs; docs/kernels.md `two_phase_*` rows): the single-block generate
+//! gpu-kernels/src/two_phase/; docs/kernels.md `two_phase_*` rows): the single-block generate
 //! kernels that record a rotation list ([`RotList`]), the apply kernels that stream a list
 //! through up to three targets in one launch ([`ApplyPath`]: list order, step order, and the
 //! default blocked `two_phase_apply_pipe` for strip and block lists), the Householder apply of
@@ -409,7 +409,10 @@ pub(super) fn raise_smem_limit(
 
 /// Launchers of the two-phase kernels, on [`Gpu::stream`]. Empty problems launch nothing.
 mod apply;
+mod chains;
 mod generate;
+mod pipe;
+mod sweep;
 mod window;
 
 pub use window::apply_window_width;
