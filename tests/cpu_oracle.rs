@@ -11,6 +11,7 @@
 mod support;
 
 use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate, Scalar};
+use rand::rngs::StdRng;
 use support::{check_state, random_mat, random_vec, rng, Model};
 
 /// The operation a case exercises.
@@ -80,6 +81,53 @@ struct Case {
     seed: u64,
 }
 
+/// Applies one update of `kind` at (k0, p) with fresh random data from `g` to
+/// `st` (the data times `s`, a power of two: exact) and to `model` (unscaled).
+fn apply_kind<T: Scalar>(
+    st: &mut CpuQr<T>,
+    model: &mut Model,
+    kind: Kind,
+    g: &mut StdRng,
+    (m, n, q): (usize, usize, usize),
+    (k0, p): (usize, usize),
+    s: f64,
+) -> Result<(), String> {
+    match kind {
+        Kind::Factorize => {}
+        Kind::InsertCols => {
+            let u = random_mat::<T>(g, m, p);
+            st.insert_cols(k0, scaled(&u, s).as_ref())
+                .map_err(|e| format!("insert_cols: {e}"))?;
+            model.insert_cols(k0, &u);
+        }
+        Kind::DeleteCols => {
+            st.delete_cols(k0, p)
+                .map_err(|e| format!("delete_cols: {e}"))?;
+            model.delete_cols(k0, p);
+        }
+        Kind::InsertRows => {
+            let u = random_mat::<T>(g, p, n);
+            let e = random_mat::<T>(g, p, q);
+            st.insert_rows(k0, scaled(&u, s).as_ref(), scaled(&e, s).as_ref())
+                .map_err(|e| format!("insert_rows: {e}"))?;
+            model.insert_rows(k0, &u, &e);
+        }
+        Kind::DeleteRows => {
+            st.delete_rows(k0, p)
+                .map_err(|e| format!("delete_rows: {e}"))?;
+            model.delete_rows(k0, p);
+        }
+        Kind::RankOne => {
+            let u = random_vec::<T>(g, m);
+            let v = random_vec::<T>(g, n);
+            let us: Vec<T> = u.iter().map(|&x| T::from_f64(x.to_f64() * s)).collect();
+            st.rank_one(&us, &v).map_err(|e| format!("rank_one: {e}"))?;
+            model.rank_one(&u, &v);
+        }
+    }
+    Ok(())
+}
+
 /// Runs one case; returns a description of the failure, if any.
 fn run_case<T: Scalar>(c: Case) -> Result<(), String> {
     let Case {
@@ -103,38 +151,7 @@ fn run_case<T: Scalar>(c: Case) -> Result<(), String> {
     };
     let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params)
         .map_err(|e| format!("factorize: {e}"))?;
-    match kind {
-        Kind::Factorize => {}
-        Kind::InsertCols => {
-            let u = random_mat::<T>(&mut g, m, p);
-            st.insert_cols(k0, u.as_ref())
-                .map_err(|e| format!("insert_cols: {e}"))?;
-            model.insert_cols(k0, &u);
-        }
-        Kind::DeleteCols => {
-            st.delete_cols(k0, p)
-                .map_err(|e| format!("delete_cols: {e}"))?;
-            model.delete_cols(k0, p);
-        }
-        Kind::InsertRows => {
-            let u = random_mat::<T>(&mut g, p, n);
-            let e = random_mat::<T>(&mut g, p, q);
-            st.insert_rows(k0, u.as_ref(), e.as_ref())
-                .map_err(|e| format!("insert_rows: {e}"))?;
-            model.insert_rows(k0, &u, &e);
-        }
-        Kind::DeleteRows => {
-            st.delete_rows(k0, p)
-                .map_err(|e| format!("delete_rows: {e}"))?;
-            model.delete_rows(k0, p);
-        }
-        Kind::RankOne => {
-            let u = random_vec::<T>(&mut g, m);
-            let v = random_vec::<T>(&mut g, n);
-            st.rank_one(&u, &v).map_err(|e| format!("rank_one: {e}"))?;
-            model.rank_one(&u, &v);
-        }
-    }
+    apply_kind(&mut st, &mut model, kind, &mut g, (m, n, q), (k0, p), 1.0)?;
     check_state::<T>(&st, &model).map(|_| ())
 }
 
@@ -228,54 +245,20 @@ fn run_kind<T: Scalar>(kind: Kind) {
     );
 }
 
-#[test]
-fn factorize_f64() {
-    run_kind::<f64>(Kind::Factorize);
-}
-#[test]
-fn factorize_f32() {
-    run_kind::<f32>(Kind::Factorize);
-}
-#[test]
-fn insert_cols_f64() {
-    run_kind::<f64>(Kind::InsertCols);
-}
-#[test]
-fn insert_cols_f32() {
-    run_kind::<f32>(Kind::InsertCols);
-}
-#[test]
-fn delete_cols_f64() {
-    run_kind::<f64>(Kind::DeleteCols);
-}
-#[test]
-fn delete_cols_f32() {
-    run_kind::<f32>(Kind::DeleteCols);
-}
-#[test]
-fn insert_rows_f64() {
-    run_kind::<f64>(Kind::InsertRows);
-}
-#[test]
-fn insert_rows_f32() {
-    run_kind::<f32>(Kind::InsertRows);
-}
-#[test]
-fn delete_rows_f64() {
-    run_kind::<f64>(Kind::DeleteRows);
-}
-#[test]
-fn delete_rows_f32() {
-    run_kind::<f32>(Kind::DeleteRows);
-}
-#[test]
-fn rank_one_f64() {
-    run_kind::<f64>(Kind::RankOne);
-}
-#[test]
-fn rank_one_f32() {
-    run_kind::<f32>(Kind::RankOne);
-}
+support::typed_tests!(run_kind {
+    factorize_f64: f64[Kind::Factorize],
+    factorize_f32: f32[Kind::Factorize],
+    insert_cols_f64: f64[Kind::InsertCols],
+    insert_cols_f32: f32[Kind::InsertCols],
+    delete_cols_f64: f64[Kind::DeleteCols],
+    delete_cols_f32: f32[Kind::DeleteCols],
+    insert_rows_f64: f64[Kind::InsertRows],
+    insert_rows_f32: f32[Kind::InsertRows],
+    delete_rows_f64: f64[Kind::DeleteRows],
+    delete_rows_f32: f32[Kind::DeleteRows],
+    rank_one_f64: f64[Kind::RankOne],
+    rank_one_f32: f32[Kind::RankOne],
+});
 
 /// The single-row/column conveniences (p = 1) agree with the model.
 fn conveniences<T: Scalar>() {
@@ -316,14 +299,10 @@ fn conveniences<T: Scalar>() {
     check_state::<T>(&st, &model).unwrap();
 }
 
-#[test]
-fn conveniences_f64() {
-    conveniences::<f64>();
-}
-#[test]
-fn conveniences_f32() {
-    conveniences::<f32>();
-}
+support::typed_tests!(conveniences {
+    conveniences_f64: f64,
+    conveniences_f32: f32
+});
 
 /// `cuqr::diagnostics` (docs/algorithms.md#accuracy-measures) on an updated state: ‖L‖ = 0, e_Q
 /// and e_A reported under Full and absent under None, within the 2-norm target
@@ -372,14 +351,10 @@ fn diagnostics_agree<T: Scalar>() {
     }
 }
 
-#[test]
-fn diagnostics_agree_f64() {
-    diagnostics_agree::<f64>();
-}
-#[test]
-fn diagnostics_agree_f32() {
-    diagnostics_agree::<f32>();
-}
+support::typed_tests!(diagnostics_agree {
+    diagnostics_agree_f64: f64,
+    diagnostics_agree_f32: f32
+});
 
 /// `s·M` for a power of two `s` (exact: no rounding as long as no entry leaves
 /// the normal range).
@@ -427,39 +402,7 @@ fn extreme_scaling<T: Scalar>() {
                     FactorParams::default(),
                 )
                 .map_err(|e| format!("factorize: {e}"))?;
-                match kind {
-                    Kind::Factorize => {}
-                    Kind::InsertCols => {
-                        let u = random_mat::<T>(&mut g, m, p);
-                        st.insert_cols(k0, scaled(&u, s).as_ref())
-                            .map_err(|e| format!("insert_cols: {e}"))?;
-                        model.insert_cols(k0, &u);
-                    }
-                    Kind::DeleteCols => {
-                        st.delete_cols(k0, p)
-                            .map_err(|e| format!("delete_cols: {e}"))?;
-                        model.delete_cols(k0, p);
-                    }
-                    Kind::InsertRows => {
-                        let u = random_mat::<T>(&mut g, p, n);
-                        let e = random_mat::<T>(&mut g, p, q);
-                        st.insert_rows(k0, scaled(&u, s).as_ref(), scaled(&e, s).as_ref())
-                            .map_err(|e| format!("insert_rows: {e}"))?;
-                        model.insert_rows(k0, &u, &e);
-                    }
-                    Kind::DeleteRows => {
-                        st.delete_rows(k0, p)
-                            .map_err(|e| format!("delete_rows: {e}"))?;
-                        model.delete_rows(k0, p);
-                    }
-                    Kind::RankOne => {
-                        let u = random_vec::<T>(&mut g, m);
-                        let v = random_vec::<T>(&mut g, n);
-                        let us: Vec<T> = u.iter().map(|&x| T::from_f64(x.to_f64() * s)).collect();
-                        st.rank_one(&us, &v).map_err(|e| format!("rank_one: {e}"))?;
-                        model.rank_one(&u, &v);
-                    }
-                }
+                apply_kind(&mut st, &mut model, kind, &mut g, (m, n, q), (k0, p), s)?;
                 support::check_state_scaled::<T>(&st, &model, s).map(|_| ())
             };
             if let Err(msg) = run() {
@@ -470,14 +413,10 @@ fn extreme_scaling<T: Scalar>() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[test]
-fn extreme_scaling_f64() {
-    extreme_scaling::<f64>();
-}
-#[test]
-fn extreme_scaling_f32() {
-    extreme_scaling::<f32>();
-}
+support::typed_tests!(extreme_scaling {
+    extreme_scaling_f64: f64,
+    extreme_scaling_f32: f32
+});
 
 /// Structured inputs that hit the special cases of the primitives
 /// (docs/algorithms.md#householder-vectors
@@ -539,14 +478,10 @@ fn structured<T: Scalar>() {
     assert!(failures.is_empty(), "{} {}", T::NAME, failures.join("\n"));
 }
 
-#[test]
-fn structured_f64() {
-    structured::<f64>();
-}
-#[test]
-fn structured_f32() {
-    structured::<f32>();
-}
+support::typed_tests!(structured {
+    structured_f64: f64,
+    structured_f32: f32
+});
 
 /// Block-size boundaries (docs/algorithms.md#blocked-householder-qr,
 /// docs/algorithms.md#block-size): factorisation and the
@@ -601,11 +536,7 @@ fn block_sizes<T: Scalar>() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[test]
-fn block_sizes_f64() {
-    block_sizes::<f64>();
-}
-#[test]
-fn block_sizes_f32() {
-    block_sizes::<f32>();
-}
+support::typed_tests!(block_sizes {
+    block_sizes_f64: f64,
+    block_sizes_f32: f32
+});

@@ -58,6 +58,13 @@ fn still_usable<T: Scalar>(st: &mut CpuQr<T>, a: &Mat<T>, b: &Mat<T>, seed: u64)
     check_state::<T>(st, &model).unwrap();
 }
 
+/// A failing call of a table of cases.
+type Call<'a, T> = &'a dyn Fn(&mut CpuQr<T>) -> cuqr::Result<()>;
+
+/// A case of `non_finite`: what, the failing call, and the (row, col) the
+/// NonFinite error must name where it is checked.
+type NonFiniteCase<'a, T> = (&'a str, Call<'a, T>, Option<(usize, usize)>);
+
 /// A matrix with one entry replaced.
 fn poke<T: Scalar>(a: &Mat<T>, i: usize, j: usize, x: T) -> Mat<T> {
     let mut a = a.clone();
@@ -68,71 +75,72 @@ fn poke<T: Scalar>(a: &Mat<T>, i: usize, j: usize, x: T) -> Mat<T> {
 fn shape_errors<T: Scalar>() {
     let (mut st, a0, b0) = state::<T>(QPolicy::Full, 1);
     let mut g = rng(2);
-    // insert_cols: U with M+1 rows.
-    let u = random_mat::<T>(&mut g, M + 1, 2);
-    expect_err(
-        &mut st,
-        "insert_cols rows",
-        |s| s.insert_cols(3, u.as_ref()),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == M + 1 && *expected == M),
-    );
-    let u = random_mat::<T>(&mut g, M - 1, 1);
-    expect_err(
-        &mut st,
-        "insert_col short",
-        |s| s.insert_col(0, u.as_slice()),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == M - 1 && *expected == M),
-    );
+    // insert_cols: U with M+1 rows; insert_col with a short column.
+    let u_tall = random_mat::<T>(&mut g, M + 1, 2);
+    let u_short = random_mat::<T>(&mut g, M - 1, 1);
     // insert_rows: U with N+1 columns; e with the wrong row count; e with the wrong column count.
-    let u = random_mat::<T>(&mut g, 2, N + 1);
+    let u_wide = random_mat::<T>(&mut g, 2, N + 1);
     let e2 = random_mat::<T>(&mut g, 2, Q);
-    expect_err(
-        &mut st,
-        "insert_rows U cols",
-        |s| s.insert_rows(5, u.as_ref(), e2.as_ref()),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == N + 1 && *expected == N),
-    );
-    let u = random_mat::<T>(&mut g, 2, N);
+    let ur = random_mat::<T>(&mut g, 2, N);
     let e3 = random_mat::<T>(&mut g, 3, Q);
-    expect_err(
-        &mut st,
-        "insert_rows e rows",
-        |s| s.insert_rows(5, u.as_ref(), e3.as_ref()),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == 3 && *expected == 2),
-    );
     let e1 = random_mat::<T>(&mut g, 2, Q + 1);
-    expect_err(
-        &mut st,
-        "insert_rows e cols",
-        |s| s.insert_rows(5, u.as_ref(), e1.as_ref()),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == Q + 1 && *expected == Q),
-    );
     // insert_row convenience with a short row.
     let row = random_vec::<T>(&mut g, N - 1);
     let ee = random_vec::<T>(&mut g, Q);
-    expect_err(
-        &mut st,
-        "insert_row short",
-        |s| s.insert_row(0, &row, &ee),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == N - 1 && *expected == N),
-    );
     // rank_one: u of length M+1, v of length N-1.
-    let u = random_vec::<T>(&mut g, M + 1);
-    let v = random_vec::<T>(&mut g, N);
-    expect_err(
-        &mut st,
-        "rank_one u",
-        |s| s.rank_one(&u, &v),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == M + 1 && *expected == M),
-    );
-    let u = random_vec::<T>(&mut g, M);
-    let v = random_vec::<T>(&mut g, N - 1);
-    expect_err(
-        &mut st,
-        "rank_one v",
-        |s| s.rank_one(&u, &v),
-        |e| matches!(e, Error::Shape { got, expected, .. } if *got == N - 1 && *expected == N),
-    );
+    let u_long = random_vec::<T>(&mut g, M + 1);
+    let v_ok = random_vec::<T>(&mut g, N);
+    let u_ok = random_vec::<T>(&mut g, M);
+    let v_short = random_vec::<T>(&mut g, N - 1);
+    // (what, failing call, the Shape error's got and expected)
+    let cases: [(&str, Call<T>, usize, usize); 8] = [
+        (
+            "insert_cols rows",
+            &|s| s.insert_cols(3, u_tall.as_ref()),
+            M + 1,
+            M,
+        ),
+        (
+            "insert_col short",
+            &|s| s.insert_col(0, u_short.as_slice()),
+            M - 1,
+            M,
+        ),
+        (
+            "insert_rows U cols",
+            &|s| s.insert_rows(5, u_wide.as_ref(), e2.as_ref()),
+            N + 1,
+            N,
+        ),
+        (
+            "insert_rows e rows",
+            &|s| s.insert_rows(5, ur.as_ref(), e3.as_ref()),
+            3,
+            2,
+        ),
+        (
+            "insert_rows e cols",
+            &|s| s.insert_rows(5, ur.as_ref(), e1.as_ref()),
+            Q + 1,
+            Q,
+        ),
+        (
+            "insert_row short",
+            &|s| s.insert_row(0, &row, &ee),
+            N - 1,
+            N,
+        ),
+        ("rank_one u", &|s| s.rank_one(&u_long, &v_ok), M + 1, M),
+        ("rank_one v", &|s| s.rank_one(&u_ok, &v_short), N - 1, N),
+    ];
+    for (what, f, want_got, want_expected) in cases {
+        expect_err(
+            &mut st,
+            what,
+            f,
+            |e| matches!(e, Error::Shape { got, expected, .. } if *got == want_got && *expected == want_expected),
+        );
+    }
     // factorize: b with the wrong row count; m < n.
     let a = random_mat::<T>(&mut g, M, N);
     let b = random_mat::<T>(&mut g, M - 1, 1);
@@ -161,96 +169,78 @@ fn shape_errors<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 100);
 }
 
-#[test]
-fn shape_errors_f64() {
-    shape_errors::<f64>();
-}
-#[test]
-fn shape_errors_f32() {
-    shape_errors::<f32>();
-}
+support::typed_tests!(shape_errors {
+    shape_errors_f64: f64,
+    shape_errors_f32: f32
+});
 
 fn range_errors<T: Scalar>() {
     let (mut st, a0, b0) = state::<T>(QPolicy::Full, 3);
     let mut g = rng(4);
     let oor = |k: usize, pp: usize| move |e: &Error| matches!(e, Error::OutOfRange { k0, p, .. } if *k0 == k && *p == pp);
     let u = random_mat::<T>(&mut g, M, 2);
-    expect_err(
-        &mut st,
-        "insert_cols k0 > n",
-        |s| s.insert_cols(N + 1, u.as_ref()),
-        oor(N + 1, 2),
-    );
-    expect_err(
-        &mut st,
-        "delete_cols k0+p > n",
-        |s| s.delete_cols(N - 2, 3),
-        oor(N - 2, 3),
-    );
-    expect_err(
-        &mut st,
-        "delete_cols k0 = n",
-        |s| s.delete_cols(N, 1),
-        oor(N, 1),
-    );
-    expect_err(
-        &mut st,
-        "delete_col k0 huge",
-        |s| s.delete_col(usize::MAX),
-        oor(usize::MAX, 1),
-    );
     let ur = random_mat::<T>(&mut g, 2, N);
     let e = random_mat::<T>(&mut g, 2, Q);
-    expect_err(
-        &mut st,
-        "insert_rows k0 > m",
-        |s| s.insert_rows(M + 1, ur.as_ref(), e.as_ref()),
-        oor(M + 1, 2),
-    );
-    expect_err(
-        &mut st,
-        "delete_rows k0+p > m",
-        |s| s.delete_rows(M - 1, 2),
-        oor(M - 1, 2),
-    );
-    expect_err(
-        &mut st,
-        "delete_rows overflow",
-        |s| s.delete_rows(usize::MAX, 2),
-        oor(usize::MAX, 2),
-    );
+    // (what, failing call, the OutOfRange error's k0 and p)
+    let out_of_range: [(&str, Call<T>, usize, usize); 7] = [
+        (
+            "insert_cols k0 > n",
+            &|s| s.insert_cols(N + 1, u.as_ref()),
+            N + 1,
+            2,
+        ),
+        (
+            "delete_cols k0+p > n",
+            &|s| s.delete_cols(N - 2, 3),
+            N - 2,
+            3,
+        ),
+        ("delete_cols k0 = n", &|s| s.delete_cols(N, 1), N, 1),
+        (
+            "delete_col k0 huge",
+            &|s| s.delete_col(usize::MAX),
+            usize::MAX,
+            1,
+        ),
+        (
+            "insert_rows k0 > m",
+            &|s| s.insert_rows(M + 1, ur.as_ref(), e.as_ref()),
+            M + 1,
+            2,
+        ),
+        (
+            "delete_rows k0+p > m",
+            &|s| s.delete_rows(M - 1, 2),
+            M - 1,
+            2,
+        ),
+        (
+            "delete_rows overflow",
+            &|s| s.delete_rows(usize::MAX, 2),
+            usize::MAX,
+            2,
+        ),
+    ];
+    for (what, f, k, pp) in out_of_range {
+        expect_err(&mut st, what, f, oor(k, pp));
+    }
 
     // p = 0 for each op.
     let empty_cols: Vec<T> = Vec::new();
     let u0 = MatRef::new(&empty_cols, M, 0, M).unwrap();
-    expect_err(
-        &mut st,
-        "insert_cols p=0",
-        |s| s.insert_cols(2, u0),
-        |e| matches!(e, Error::EmptyBlock { .. }),
-    );
-    expect_err(
-        &mut st,
-        "delete_cols p=0",
-        |s| s.delete_cols(2, 0),
-        |e| matches!(e, Error::EmptyBlock { .. }),
-    );
     // 0×N and 0×Q views (ld = 1 needs N−1 and Q−1 backing elements).
     let backing = random_vec::<T>(&mut g, N.max(Q));
     let r0 = MatRef::new(&backing, 0, N, 1).unwrap();
     let e0 = MatRef::new(&backing, 0, Q, 1).unwrap();
-    expect_err(
-        &mut st,
-        "insert_rows p=0",
-        |s| s.insert_rows(2, r0, e0),
-        |e| matches!(e, Error::EmptyBlock { .. }),
-    );
-    expect_err(
-        &mut st,
-        "delete_rows p=0",
-        |s| s.delete_rows(2, 0),
-        |e| matches!(e, Error::EmptyBlock { .. }),
-    );
+    let empty: [(&str, Call<T>); 4] = [
+        ("insert_cols p=0", &|s| s.insert_cols(2, u0)),
+        ("delete_cols p=0", &|s| s.delete_cols(2, 0)),
+        ("insert_rows p=0", &|s| s.insert_rows(2, r0, e0)),
+        ("delete_rows p=0", &|s| s.delete_rows(2, 0)),
+    ];
+    for (what, f) in empty {
+        expect_err(&mut st, what, f, |e| matches!(e, Error::EmptyBlock { .. }));
+    }
 
     // Updates that would leave m < n.
     let u = random_mat::<T>(&mut g, M, M - N + 1);
@@ -269,14 +259,10 @@ fn range_errors<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 101);
 }
 
-#[test]
-fn range_errors_f64() {
-    range_errors::<f64>();
-}
-#[test]
-fn range_errors_f32() {
-    range_errors::<f32>();
-}
+support::typed_tests!(range_errors {
+    range_errors_f64: f64,
+    range_errors_f32: f32
+});
 
 fn non_finite<T: Scalar>() {
     let bad = [
@@ -290,82 +276,66 @@ fn non_finite<T: Scalar>() {
         let nf = |r: usize, c: usize| move |e: &Error| matches!(e, Error::NonFinite { row, col, .. } if *row == r && *col == c);
         // factorize: A, then b.
         let a_bad = poke(&a, 4 + t, 7, x);
-        let r = CpuQr::factorize(
-            a_bad.as_ref(),
-            b.as_ref(),
-            QPolicy::Full,
-            FactorParams::default(),
-        );
-        assert!(
-            matches!(&r, Err(e) if nf(4 + t, 7)(e)),
-            "factorize A {x}: {r:?}"
-        );
         let b_bad = poke(&b, 20, 1, x);
-        let r = CpuQr::factorize(
-            a.as_ref(),
-            b_bad.as_ref(),
-            QPolicy::None,
-            FactorParams::default(),
-        );
-        assert!(
-            matches!(&r, Err(e) if nf(20, 1)(e)),
-            "factorize b {x}: {r:?}"
-        );
+        for (what, aa, bb, policy, (row, col)) in [
+            ("A", &a_bad, &b, QPolicy::Full, (4 + t, 7)),
+            ("b", &a, &b_bad, QPolicy::None, (20, 1)),
+        ] {
+            let r = CpuQr::factorize(aa.as_ref(), bb.as_ref(), policy, FactorParams::default());
+            assert!(
+                matches!(&r, Err(e) if nf(row, col)(e)),
+                "factorize {what} {x}: {r:?}"
+            );
+        }
         // insert_cols U.
         let u = poke(&random_mat::<T>(&mut g, M, 3), 30, 2, x);
-        expect_err(
-            &mut st,
-            "insert_cols U",
-            |s| s.insert_cols(1, u.as_ref()),
-            nf(30, 2),
-        );
         // insert_rows U, then e.
         let ur = random_mat::<T>(&mut g, 3, N);
         let e = random_mat::<T>(&mut g, 3, Q);
         let ur_bad = poke(&ur, 1, 9, x);
-        expect_err(
-            &mut st,
-            "insert_rows U",
-            |s| s.insert_rows(0, ur_bad.as_ref(), e.as_ref()),
-            nf(1, 9),
-        );
         let e_bad = poke(&e, 2, 0, x);
-        expect_err(
-            &mut st,
-            "insert_rows e",
-            |s| s.insert_rows(M, ur.as_ref(), e_bad.as_ref()),
-            nf(2, 0),
-        );
-        // rank_one u, then v.
+        // rank_one u, then v (u repaired to 1 at the bad entry).
         let mut u1 = random_vec::<T>(&mut g, M);
-        let mut v1 = random_vec::<T>(&mut g, N);
-        u1[12] = x;
-        expect_err(
-            &mut st,
-            "rank_one u",
-            |s| s.rank_one(&u1, &v1),
-            |e| matches!(e, Error::NonFinite { .. }),
-        );
+        let v1 = random_vec::<T>(&mut g, N);
+        let mut u1_bad = u1.clone();
+        u1_bad[12] = x;
         u1[12] = T::ONE;
-        v1[N - 1] = x;
-        expect_err(
-            &mut st,
-            "rank_one v",
-            |s| s.rank_one(&u1, &v1),
-            |e| matches!(e, Error::NonFinite { .. }),
-        );
+        let mut v1_bad = v1.clone();
+        v1_bad[N - 1] = x;
+        // (what, failing call, the NonFinite error's (row, col) where it is checked)
+        let cases: [NonFiniteCase<T>; 5] = [
+            (
+                "insert_cols U",
+                &|s| s.insert_cols(1, u.as_ref()),
+                Some((30, 2)),
+            ),
+            (
+                "insert_rows U",
+                &|s| s.insert_rows(0, ur_bad.as_ref(), e.as_ref()),
+                Some((1, 9)),
+            ),
+            (
+                "insert_rows e",
+                &|s| s.insert_rows(M, ur.as_ref(), e_bad.as_ref()),
+                Some((2, 0)),
+            ),
+            ("rank_one u", &|s| s.rank_one(&u1_bad, &v1), None),
+            ("rank_one v", &|s| s.rank_one(&u1, &v1_bad), None),
+        ];
+        for (what, f, at) in cases {
+            expect_err(&mut st, &format!("{what} {x}"), f, |e| match at {
+                Some((row, col)) => nf(row, col)(e),
+                None => matches!(e, Error::NonFinite { .. }),
+            });
+        }
     }
     still_usable(&mut st, &a, &b, 102);
 }
 
-#[test]
-fn non_finite_f64() {
-    non_finite::<f64>();
-}
-#[test]
-fn non_finite_f32() {
-    non_finite::<f32>();
-}
+support::typed_tests!(non_finite {
+    non_finite_f64: f64,
+    non_finite_f32: f32
+});
 
 /// Under QPolicy::None without kept data: NeedsData for the updates that need Q or the
 /// data (docs/algorithms.md#q-policy), and ordinary validation for the two it allows.
@@ -375,13 +345,18 @@ fn needs_q<T: Scalar>() {
     let mut g = rng(8);
     let nq = |e: &Error| matches!(e, Error::NeedsData { .. });
     let u = random_mat::<T>(&mut g, M, 2);
-    expect_err(&mut st, "insert_cols", |s| s.insert_cols(1, u.as_ref()), nq);
     let col = random_vec::<T>(&mut g, M);
-    expect_err(&mut st, "insert_col", |s| s.insert_col(N, &col), nq);
-    expect_err(&mut st, "delete_rows", |s| s.delete_rows(3, 2), nq);
-    expect_err(&mut st, "delete_row", |s| s.delete_row(0), nq);
     let v = random_vec::<T>(&mut g, N);
-    expect_err(&mut st, "rank_one", |s| s.rank_one(&col, &v), nq);
+    let needs_data: [(&str, Call<T>); 5] = [
+        ("insert_cols", &|s| s.insert_cols(1, u.as_ref())),
+        ("insert_col", &|s| s.insert_col(N, &col)),
+        ("delete_rows", &|s| s.delete_rows(3, 2)),
+        ("delete_row", &|s| s.delete_row(0)),
+        ("rank_one", &|s| s.rank_one(&col, &v)),
+    ];
+    for (what, f) in needs_data {
+        expect_err(&mut st, what, f, nq);
+    }
     // The operations QPolicy::None allows still validate their arguments.
     let ur = random_mat::<T>(&mut g, 2, N);
     let e_bad = random_mat::<T>(&mut g, 2, Q + 1);
@@ -414,14 +389,10 @@ fn needs_q<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 103);
 }
 
-#[test]
-fn needs_q_f64() {
-    needs_q::<f64>();
-}
-#[test]
-fn needs_q_f32() {
-    needs_q::<f32>();
-}
+support::typed_tests!(needs_q {
+    needs_q_f64: f64,
+    needs_q_f32: f32
+});
 
 fn rank_deficient<T: Scalar>() {
     let mut g = rng(9);
@@ -429,82 +400,61 @@ fn rank_deficient<T: Scalar>() {
     let a = random_mat::<T>(&mut g, M, N);
     let b = random_mat::<T>(&mut g, M, 1);
     let dup = Mat::from_fn(M, N, |i, j| if j == 6 { a[(i, 2)] } else { a[(i, j)] });
-    let r = CpuQr::factorize(
-        dup.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    );
-    assert!(
-        matches!(r, Err(Error::RankDeficient { column: 6, .. })),
-        "factorize duplicated column: {r:?}"
-    );
     // A zero column is rank deficient too (column 0 here).
     let z = Mat::from_fn(M, N, |i, j| if j == 0 { T::ZERO } else { a[(i, j)] });
-    let r = CpuQr::factorize(
-        z.as_ref(),
-        b.as_ref(),
-        QPolicy::None,
-        FactorParams::default(),
-    );
-    assert!(
-        matches!(r, Err(Error::RankDeficient { column: 0, .. })),
-        "factorize zero column: {r:?}"
-    );
+    for (what, aa, policy, want) in [
+        ("duplicated column", &dup, QPolicy::Full, 6),
+        ("zero column", &z, QPolicy::None, 0),
+    ] {
+        let r = CpuQr::factorize(aa.as_ref(), b.as_ref(), policy, FactorParams::default());
+        assert!(
+            matches!(r, Err(Error::RankDeficient { column, .. }) if column == want),
+            "factorize {what}: {r:?}"
+        );
+    }
 
     let (mut st, a, b10) = state::<T>(QPolicy::Full, 10);
     // Insert a copy of column 4 after it (at the end, then in the middle): the copy is named.
     let c4 = a.col(4).to_vec();
-    expect_err(
-        &mut st,
-        "insert_col copy at end",
-        |s| s.insert_col(N, &c4),
-        |e| matches!(e, Error::RankDeficient { column, .. } if *column == N),
-    );
-    expect_err(
-        &mut st,
-        "insert_col copy in middle",
-        |s| s.insert_col(7, &c4),
-        |e| matches!(e, Error::RankDeficient { column: 7, .. }),
-    );
-    // Before it, the shifted original becomes the dependent column.
-    expect_err(
-        &mut st,
-        "insert_col copy before",
-        |s| s.insert_col(1, &c4),
-        |e| matches!(e, Error::RankDeficient { column: 5, .. }),
-    );
     // A block holding a copy in its second column.
     let mut blk = random_mat::<T>(&mut g, M, 3);
     blk.col_mut(1).copy_from_slice(a.col(9));
-    expect_err(
-        &mut st,
-        "insert_cols block with a copy",
-        |s| s.insert_cols(N, blk.as_ref()),
-        |e| matches!(e, Error::RankDeficient { column, .. } if *column == N + 1),
-    );
     // rank_one making column 3 zero: u = −A(:,3), v = e_3.
-    let u: Vec<T> = a.col(3).iter().map(|&x| -x).collect();
-    let v: Vec<T> = (0..N)
-        .map(|j| if j == 3 { T::ONE } else { T::ZERO })
-        .collect();
-    expect_err(
-        &mut st,
-        "rank_one zeroes column 3",
-        |s| s.rank_one(&u, &v),
-        |e| matches!(e, Error::RankDeficient { column: 3, .. }),
-    );
+    let u3: Vec<T> = a.col(3).iter().map(|&x| -x).collect();
+    let e_j = |k: usize| -> Vec<T> {
+        (0..N)
+            .map(|j| if j == k { T::ONE } else { T::ZERO })
+            .collect()
+    };
+    let (v3, v8) = (e_j(3), e_j(8));
     // rank_one making column 8 equal to column 1: u = A(:,1) − A(:,8), v = e_8.
-    let u: Vec<T> = (0..M).map(|i| a[(i, 1)] - a[(i, 8)]).collect();
-    let v: Vec<T> = (0..N)
-        .map(|j| if j == 8 { T::ONE } else { T::ZERO })
-        .collect();
-    expect_err(
-        &mut st,
-        "rank_one copies column 1 into 8",
-        |s| s.rank_one(&u, &v),
-        |e| matches!(e, Error::RankDeficient { column: 8, .. }),
-    );
+    let u8: Vec<T> = (0..M).map(|i| a[(i, 1)] - a[(i, 8)]).collect();
+    // (what, failing call, the dependent column the RankDeficient error names)
+    let cases: [(&str, Call<T>, usize); 6] = [
+        ("insert_col copy at end", &|s| s.insert_col(N, &c4), N),
+        ("insert_col copy in middle", &|s| s.insert_col(7, &c4), 7),
+        // Before it, the shifted original becomes the dependent column.
+        ("insert_col copy before", &|s| s.insert_col(1, &c4), 5),
+        (
+            "insert_cols block with a copy",
+            &|s| s.insert_cols(N, blk.as_ref()),
+            N + 1,
+        ),
+        ("rank_one zeroes column 3", &|s| s.rank_one(&u3, &v3), 3),
+        (
+            "rank_one copies column 1 into 8",
+            &|s| s.rank_one(&u8, &v8),
+            8,
+        ),
+    ];
+    for (what, f, want) in cases {
+        expect_err(
+            &mut st,
+            what,
+            f,
+            |e| matches!(e, Error::RankDeficient { column, .. } if *column == want),
+        );
+    }
 
     still_usable(&mut st, &a, &b10, 105);
 
@@ -538,14 +488,10 @@ fn rank_deficient<T: Scalar>() {
     still_usable(&mut st, &a, &b, 106);
 }
 
-#[test]
-fn rank_deficient_f64() {
-    rank_deficient::<f64>();
-}
-#[test]
-fn rank_deficient_f32() {
-    rank_deficient::<f32>();
-}
+support::typed_tests!(rank_deficient {
+    rank_deficient_f64: f64,
+    rank_deficient_f32: f32
+});
 
 fn invalid_params<T: Scalar>() {
     let mut g = rng(12);
@@ -600,11 +546,7 @@ fn invalid_params<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 104);
 }
 
-#[test]
-fn invalid_params_f64() {
-    invalid_params::<f64>();
-}
-#[test]
-fn invalid_params_f32() {
-    invalid_params::<f32>();
-}
+support::typed_tests!(invalid_params {
+    invalid_params_f64: f64,
+    invalid_params_f32: f32
+});

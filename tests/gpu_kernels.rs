@@ -21,6 +21,13 @@ fn same_bits<T: Scalar>(a: T, b: T) -> bool {
     a.to_f64().to_bits() == b.to_f64().to_bits()
 }
 
+/// A device vector of `n` NaNs (an output poisoned before the launch).
+fn nan_vec<T: GpuScalar>(gpu: &Gpu, n: usize) -> DevVec<T> {
+    let mut v = DevVec::<T>::zeros(gpu, n).unwrap();
+    v.fill(gpu, nan()).unwrap();
+    v
+}
+
 /// A DevMat whose padding rows (nrows..ld of each column) hold NaN, with
 /// element (i, j) = f(i, j); returns the raw host copy as well.
 fn dev_mat_nan_padded<T: GpuScalar>(
@@ -55,8 +62,7 @@ fn house_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, n: usize, zero_tail: bo
     host.extend_from_slice(&x0);
     host.extend_from_slice(&sentinels);
     let mut buf = DevVec::from_slice(gpu, &host).unwrap();
-    let mut tau = DevVec::<T>::zeros(gpu, 2).unwrap();
-    tau.fill(gpu, nan()).unwrap();
+    let mut tau = nan_vec::<T>(gpu, 2);
     {
         let mut whole = buf.view_mut();
         let (mut a, mut rest) = whole.split_at_mut(1);
@@ -125,17 +131,7 @@ fn house_all<T: GpuScalar>(gpu: &Gpu) {
     }
 }
 
-#[test]
-fn householder_house_f32() {
-    let Some(gpu) = common::gpu() else { return };
-    house_all::<f32>(&gpu);
-}
-
-#[test]
-fn householder_house_f64() {
-    let Some(gpu) = common::gpu() else { return };
-    house_all::<f64>(&gpu);
-}
+common::gpu_tests!(common::gpu => house_all { householder_house_f32: f32, householder_house_f64: f64 });
 
 // ---------------------------------------------------------------- reductions
 
@@ -216,17 +212,7 @@ fn reductions<T: GpuScalar>(gpu: &Gpu) {
     assert_eq!(out.to_vec(gpu).unwrap()[0].to_f64(), 0.0);
 }
 
-#[test]
-fn reduce_dot_nrm2_f32() {
-    let Some(gpu) = common::gpu() else { return };
-    reductions::<f32>(&gpu);
-}
-
-#[test]
-fn reduce_dot_nrm2_f64() {
-    let Some(gpu) = common::gpu() else { return };
-    reductions::<f64>(&gpu);
-}
+common::gpu_tests!(common::gpu => reductions { reduce_dot_nrm2_f32: f32, reduce_dot_nrm2_f64: f64 });
 
 // ---------------------------------------------------------------- Givens wavefront
 
@@ -249,10 +235,7 @@ fn make_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, count: usize) {
         }
     });
     let pitch = dm.ld();
-    let mut c = DevVec::<T>::zeros(gpu, count + 2).unwrap();
-    let mut s = DevVec::<T>::zeros(gpu, count + 2).unwrap();
-    c.fill(gpu, nan()).unwrap();
-    s.fill(gpu, nan()).unwrap();
+    let (mut c, mut s) = (nan_vec::<T>(gpu, count + 2), nan_vec::<T>(gpu, count + 2));
     gpu.givens_make_wavefront(
         &dm.view(),
         row0,
@@ -325,10 +308,7 @@ fn sweep_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, h: usize, p: usize, ext
         .map(|v| v.to_f64() * v.to_f64())
         .sum::<f64>()
         .sqrt();
-    let mut c = DevVec::<T>::zeros(gpu, p).unwrap();
-    let mut s = DevVec::<T>::zeros(gpu, p).unwrap();
-    c.fill(gpu, nan()).unwrap();
-    s.fill(gpu, nan()).unwrap();
+    let (mut c, mut s) = (nan_vec::<T>(gpu, p), nan_vec::<T>(gpu, p));
     let (mut cc, mut cs) = (vec![T::ZERO; p], vec![T::ZERO; p]);
     for t in 0..h + p - 1 {
         let (row0, col0, count) = reference::strip_step(h, p, t).unwrap();
@@ -397,17 +377,7 @@ fn wavefront_all<T: GpuScalar>(gpu: &Gpu) {
     }
 }
 
-#[test]
-fn givens_wavefront_f32() {
-    let Some(gpu) = common::gpu() else { return };
-    wavefront_all::<f32>(&gpu);
-}
-
-#[test]
-fn givens_wavefront_f64() {
-    let Some(gpu) = common::gpu() else { return };
-    wavefront_all::<f64>(&gpu);
-}
+common::gpu_tests!(common::gpu => wavefront_all { givens_wavefront_f32: f32, givens_wavefront_f64: f64 });
 
 // ---------------------------------------------------------------- transpose
 
@@ -451,17 +421,7 @@ fn transpose_all<T: GpuScalar>(gpu: &Gpu) {
     }
 }
 
-#[test]
-fn transpose_padded_f32() {
-    let Some(gpu) = common::gpu() else { return };
-    transpose_all::<f32>(&gpu);
-}
-
-#[test]
-fn transpose_padded_f64() {
-    let Some(gpu) = common::gpu() else { return };
-    transpose_all::<f64>(&gpu);
-}
+common::gpu_tests!(common::gpu => transpose_all { transpose_padded_f32: f32, transpose_padded_f64: f64 });
 
 // ---------------------------------------------------------------- double_sum
 
@@ -507,17 +467,7 @@ fn double_sum_all<T: GpuScalar>(gpu: &Gpu) {
     }
 }
 
-#[test]
-fn reduce_double_sum_f32() {
-    let Some(gpu) = common::gpu() else { return };
-    double_sum_all::<f32>(&gpu);
-}
-
-#[test]
-fn reduce_double_sum_f64() {
-    let Some(gpu) = common::gpu() else { return };
-    double_sum_all::<f64>(&gpu);
-}
+common::gpu_tests!(common::gpu => double_sum_all { reduce_double_sum_f32: f32, reduce_double_sum_f64: f64 });
 
 // ---------------------------------------------------------------- set_tau, build_t
 
@@ -544,17 +494,7 @@ fn set_tau_all<T: GpuScalar>(gpu: &Gpu) {
     }
 }
 
-#[test]
-fn wy_set_tau_f32() {
-    let Some(gpu) = common::gpu() else { return };
-    set_tau_all::<f32>(&gpu);
-}
-
-#[test]
-fn wy_set_tau_f64() {
-    let Some(gpu) = common::gpu() else { return };
-    set_tau_all::<f64>(&gpu);
-}
+common::gpu_tests!(common::gpu => set_tau_all { wy_set_tau_f32: f32, wy_set_tau_f64: f64 });
 
 fn build_t_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, rows: usize, k: usize) {
     assert!(k <= rows);
@@ -614,17 +554,7 @@ fn build_t_all<T: GpuScalar>(gpu: &Gpu) {
     }
 }
 
-#[test]
-fn wy_build_t_f32() {
-    let Some(gpu) = common::gpu() else { return };
-    build_t_all::<f32>(&gpu);
-}
-
-#[test]
-fn wy_build_t_f64() {
-    let Some(gpu) = common::gpu() else { return };
-    build_t_all::<f64>(&gpu);
-}
+common::gpu_tests!(common::gpu => build_t_all { wy_build_t_f32: f32, wy_build_t_f64: f64 });
 
 // ---------------------------------------------------------------- device bring-up
 

@@ -177,29 +177,9 @@ fn arc_gpu() -> Option<Arc<Gpu>> {
     common::gpu().map(Arc::new)
 }
 
-#[test]
-fn small_updates_f64() {
-    let Some(gpu) = arc_gpu() else { return };
-    small_updates::<f64>(&gpu);
-}
+common::gpu_tests!(arc_gpu => small_updates { small_updates_f64: f64, small_updates_f32: f32 });
 
-#[test]
-fn small_updates_f32() {
-    let Some(gpu) = arc_gpu() else { return };
-    small_updates::<f32>(&gpu);
-}
-
-#[test]
-fn big_updates_f64() {
-    let Some(gpu) = arc_gpu() else { return };
-    big_updates::<f64>(&gpu);
-}
-
-#[test]
-fn big_updates_f32() {
-    let Some(gpu) = arc_gpu() else { return };
-    big_updates::<f32>(&gpu);
-}
+common::gpu_tests!(arc_gpu => big_updates { big_updates_f64: f64, big_updates_f32: f32 });
 
 /// A failed update (rank deficient: U repeats a column of A) leaves the GPU state as it was.
 #[test]

@@ -351,17 +351,7 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
 }
 
-#[test]
-fn updates_match_cpu_f64() {
-    let Some(gpu) = gpu() else { return };
-    updates_case::<f64>(&gpu, 11);
-}
-
-#[test]
-fn updates_match_cpu_f32() {
-    let Some(gpu) = gpu() else { return };
-    updates_case::<f32>(&gpu, 12);
-}
+common::gpu_tests!(gpu => updates_case { updates_match_cpu_f64: f64 [11], updates_match_cpu_f32: f32 [12] });
 
 /// A random sequence of ≥ 50 wired updates through `&mut dyn QrUpdate<T>` on both
 /// backends; every step is checked (e_Q, e_A ≤ ε, R, x, residual, ‖L‖ = 0).
@@ -441,17 +431,7 @@ fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
 }
 
-#[test]
-fn random_sequence_f64() {
-    let Some(gpu) = gpu() else { return };
-    sequence::<f64>(&gpu, 31);
-}
-
-#[test]
-fn random_sequence_f32() {
-    let Some(gpu) = gpu() else { return };
-    sequence::<f32>(&gpu, 32);
-}
+common::gpu_tests!(gpu => sequence { random_sequence_f64: f64 [31], random_sequence_f32: f32 [32] });
 
 /// The same validation errors as the CPU backend, with the GPU state unchanged bit
 /// for bit (snapshots of R, d, Q before and after).
@@ -506,24 +486,29 @@ fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>) {
             }
         }
     }
+    // factorize on both backends (Full, default parameters): their errors.
+    let factorize_both = |a: &Mat<T>, b: &Mat<T>| {
+        let eg = GpuQr::factorize(
+            gpu,
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::Full,
+            FactorParams::default(),
+        )
+        .err();
+        let ec = CpuQr::factorize(
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::Full,
+            FactorParams::default(),
+        )
+        .err();
+        (eg, ec)
+    };
     // factorize: the same validation errors.
     let a = random_mat::<T>(&mut g, 5, 7);
     let b = random_mat::<T>(&mut g, 5, 1);
-    let eg = GpuQr::factorize(
-        gpu,
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .err();
-    let ec = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .err();
+    let (eg, ec) = factorize_both(&a, &b);
     assert_eq!(format!("{eg:?}"), format!("{ec:?}"));
     // Rank deficiency: a repeated column.
     let mut a = random_mat::<T>(&mut g, 30, 6);
@@ -531,21 +516,7 @@ fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>) {
         a[(i, 4)] = a[(i, 1)];
     }
     let b = random_mat::<T>(&mut g, 30, 1);
-    let eg = GpuQr::factorize(
-        gpu,
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .err();
-    let ec = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .err();
+    let (eg, ec) = factorize_both(&a, &b);
     assert!(
         matches!(eg, Some(Error::RankDeficient { column: 4, .. })),
         "{eg:?}"
@@ -831,7 +802,7 @@ fn device_input_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     let ud = cuqr::internals::gpu::DevMat::from_host(gpu, random_mat::<T>(&mut g, m, 2).as_ref())
         .unwrap();
     match gn.insert_cols_device(3, &ud.view()) {
-        Err(Error::NeedsQ { .. }) => {}
+        Err(Error::NeedsData { .. }) => {}
         other => panic!("Q-less state: {other:?}"),
     }
 }

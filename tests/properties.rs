@@ -14,6 +14,7 @@ mod support;
 use cuqr::{CpuQr, FactorParams, QPolicy, QrUpdate, Scalar};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rand::rngs::StdRng;
 use support::{check_r_matches, check_state, random_mat, random_vec, rng, Model};
 
 const M_MAX: usize = 120;
@@ -179,19 +180,20 @@ fn no_q<T: Scalar>(
     Ok(())
 }
 
-/// insert_cols(k0, U) then delete_cols(k0, p) restores R up to row signs
-/// (and the whole state matches the model of A).
-fn insert_delete_cols_roundtrip<T: Scalar>(
+/// Factorises a random m×n problem with `q` right-hand sides from `seed`, runs
+/// `roundtrip` (an insertion at k0 and the deletion of the same p) on the state, and
+/// checks that R is restored up to row signs and the whole state matches the model
+/// of A.
+fn check_roundtrip<T: Scalar>(
     seed: u64,
     (m, n): (usize, usize),
-    ps: usize,
-    k0s: usize,
+    q: usize,
+    (k0, p): (usize, usize),
+    roundtrip: impl FnOnce(&mut CpuQr<T>, &mut StdRng) -> cuqr::Result<()>,
 ) -> Result<(), TestCaseError> {
     let mut g = rng(seed);
-    let p = 1 + ps % (m - n - MARGIN + 1).min(N_MAX - n).min(P_MAX + 4);
-    let k0 = k0s % (n + 1);
     let a = random_mat::<T>(&mut g, m, n);
-    let b = random_mat::<T>(&mut g, m, 2);
+    let b = random_mat::<T>(&mut g, m, q);
     let model = Model::new(&a, &b);
     let fail = |e: String| {
         TestCaseError::fail(format!(
@@ -207,13 +209,27 @@ fn insert_delete_cols_roundtrip<T: Scalar>(
     )
     .map_err(|e| fail(e.to_string()))?;
     let r0 = st.r().unwrap();
-    let u = random_mat::<T>(&mut g, m, p);
-    st.insert_cols(k0, u.as_ref())
-        .map_err(|e| fail(e.to_string()))?;
-    st.delete_cols(k0, p).map_err(|e| fail(e.to_string()))?;
+    roundtrip(&mut st, &mut g).map_err(|e| fail(e.to_string()))?;
     check_r_matches(&st.r().unwrap(), &r0, &model.a).map_err(fail)?;
     check_state::<T>(&st, &model).map_err(fail)?;
     Ok(())
+}
+
+/// insert_cols(k0, U) then delete_cols(k0, p) restores R up to row signs
+/// (and the whole state matches the model of A).
+fn insert_delete_cols_roundtrip<T: Scalar>(
+    seed: u64,
+    (m, n): (usize, usize),
+    ps: usize,
+    k0s: usize,
+) -> Result<(), TestCaseError> {
+    let p = 1 + ps % (m - n - MARGIN + 1).min(N_MAX - n).min(P_MAX + 4);
+    let k0 = k0s % (n + 1);
+    check_roundtrip::<T>(seed, (m, n), 2, (k0, p), |st, g| {
+        let u = random_mat::<T>(g, m, p);
+        st.insert_cols(k0, u.as_ref())?;
+        st.delete_cols(k0, p)
+    })
 }
 
 /// insert_rows(k0, U, e) then delete_rows(k0, p) restores R up to row signs.
@@ -223,96 +239,63 @@ fn insert_delete_rows_roundtrip<T: Scalar>(
     ps: usize,
     k0s: usize,
 ) -> Result<(), TestCaseError> {
-    let mut g = rng(seed);
     let p = 1 + ps % (P_MAX + 4);
     let k0 = k0s % (m + 1);
-    let a = random_mat::<T>(&mut g, m, n);
-    let b = random_mat::<T>(&mut g, m, 1);
-    let model = Model::new(&a, &b);
-    let fail = |e: String| {
-        TestCaseError::fail(format!(
-            "{} seed={seed} m={m} n={n} k0={k0} p={p}: {e}",
-            T::NAME
-        ))
-    };
-    let mut st = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .map_err(|e| fail(e.to_string()))?;
-    let r0 = st.r().unwrap();
-    let u = random_mat::<T>(&mut g, p, n);
-    let e = random_mat::<T>(&mut g, p, 1);
-    st.insert_rows(k0, u.as_ref(), e.as_ref())
-        .map_err(|e| fail(e.to_string()))?;
-    st.delete_rows(k0, p).map_err(|e| fail(e.to_string()))?;
-    check_r_matches(&st.r().unwrap(), &r0, &model.a).map_err(fail)?;
-    check_state::<T>(&st, &model).map_err(fail)?;
-    Ok(())
+    check_roundtrip::<T>(seed, (m, n), 1, (k0, p), |st, g| {
+        let u = random_mat::<T>(g, p, n);
+        let e = random_mat::<T>(g, p, 1);
+        st.insert_rows(k0, u.as_ref(), e.as_ref())?;
+        st.delete_rows(k0, p)
+    })
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+/// One 16-case proptest per (name, body, scalar type) over a random seed, shape,
+/// right-hand-side count 1..=2 and a step list of `lo..=hi` steps; the body gets
+/// (seed, shape, q, &steps) and then the extra arguments.
+macro_rules! sequence_props {
+    ($($name:ident: $body:ident::<$t:ty>(steps $lo:literal..=$hi:literal $(, $extra:expr)?);)+) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(16))]
+            $(
+                #[test]
+                fn $name(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps($lo..=$hi)) {
+                    $body::<$t>(seed, sh, q, &st $(, $extra)?)?;
+                }
+            )+
+        }
+    };
+}
 
-    #[test]
-    fn mixed_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f64>(seed, sh, q, &st, (QPolicy::Full, false))?;
-    }
+/// One 16-case proptest per (name, body, scalar type) over a random seed, shape,
+/// block-size seed 0..64 and position seed 0..1024.
+macro_rules! roundtrip_props {
+    ($($name:ident: $body:ident::<$t:ty>;)+) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(16))]
+            $(
+                #[test]
+                fn $name(seed in any::<u64>(), sh in shape(), ps in 0usize..64, k0s in 0usize..1024) {
+                    $body::<$t>(seed, sh, ps, k0s)?;
+                }
+            )+
+        }
+    };
+}
 
-    #[test]
-    fn mixed_sequence_f32(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f32>(seed, sh, q, &st, (QPolicy::Full, false))?;
-    }
+sequence_props! {
+    mixed_sequence_f64: mixed::<f64>(steps 50..=60, (QPolicy::Full, false));
+    mixed_sequence_f32: mixed::<f32>(steps 50..=60, (QPolicy::Full, false));
+    thin_sequence_f64: mixed::<f64>(steps 50..=60, (QPolicy::Thin, false));
+    thin_sequence_f32: mixed::<f32>(steps 50..=60, (QPolicy::Thin, false));
+    r_only_with_data_sequence_f32: mixed::<f32>(steps 50..=60, (QPolicy::None, true));
+    r_only_with_data_sequence_f64: mixed::<f64>(steps 50..=60, (QPolicy::None, true));
+    no_q_sequence_f64: no_q::<f64>(steps 20..=40);
+    no_q_sequence_f32: no_q::<f32>(steps 20..=40);
+}
 
-    #[test]
-    fn thin_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f64>(seed, sh, q, &st, (QPolicy::Thin, false))?;
-    }
-
-    #[test]
-    fn thin_sequence_f32(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f32>(seed, sh, q, &st, (QPolicy::Thin, false))?;
-    }
-
-    #[test]
-    fn r_only_with_data_sequence_f32(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f32>(seed, sh, q, &st, (QPolicy::None, true))?;
-    }
-
-    #[test]
-    fn r_only_with_data_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(50..=60)) {
-        mixed::<f64>(seed, sh, q, &st, (QPolicy::None, true))?;
-    }
-
-    #[test]
-    fn no_q_sequence_f64(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(20..=40)) {
-        no_q::<f64>(seed, sh, q, &st)?;
-    }
-
-    #[test]
-    fn no_q_sequence_f32(seed in any::<u64>(), sh in shape(), q in 1usize..=2, st in steps(20..=40)) {
-        no_q::<f32>(seed, sh, q, &st)?;
-    }
-
-    #[test]
-    fn cols_roundtrip_f64(seed in any::<u64>(), sh in shape(), ps in 0usize..64, k0s in 0usize..1024) {
-        insert_delete_cols_roundtrip::<f64>(seed, sh, ps, k0s)?;
-    }
-
-    #[test]
-    fn cols_roundtrip_f32(seed in any::<u64>(), sh in shape(), ps in 0usize..64, k0s in 0usize..1024) {
-        insert_delete_cols_roundtrip::<f32>(seed, sh, ps, k0s)?;
-    }
-
-    #[test]
-    fn rows_roundtrip_f64(seed in any::<u64>(), sh in shape(), ps in 0usize..64, k0s in 0usize..1024) {
-        insert_delete_rows_roundtrip::<f64>(seed, sh, ps, k0s)?;
-    }
-
-    #[test]
-    fn rows_roundtrip_f32(seed in any::<u64>(), sh in shape(), ps in 0usize..64, k0s in 0usize..1024) {
-        insert_delete_rows_roundtrip::<f32>(seed, sh, ps, k0s)?;
-    }
+roundtrip_props! {
+    cols_roundtrip_f64: insert_delete_cols_roundtrip::<f64>;
+    cols_roundtrip_f32: insert_delete_cols_roundtrip::<f32>;
+    rows_roundtrip_f64: insert_delete_rows_roundtrip::<f64>;
+    rows_roundtrip_f32: insert_delete_rows_roundtrip::<f32>;
 }

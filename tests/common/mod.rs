@@ -64,3 +64,22 @@ pub fn max_abs_diff<T: Scalar>(a: &[T], b: &[T]) -> f64 {
 pub fn max_abs<T: Scalar>(a: &[T]) -> f64 {
     a.iter().map(|x| x.to_f64().abs()).fold(0.0, f64::max)
 }
+
+/// Stamps one `#[test]` per (name, scalar type): each opens the device through
+/// `gate` (returning early when it prints "skipped") and runs
+/// `body::<T>(&gpu, args…)`. Usage:
+/// `gpu_tests!(common::gpu => body { body_f32: f32, body_f64: f64 [seed] });`
+#[allow(unused_macros)]
+macro_rules! gpu_tests {
+    ($gate:path => $body:ident { $($name:ident: $t:ty $([$($arg:expr),*])?),+ $(,)? }) => {
+        $(
+            #[test]
+            fn $name() {
+                let Some(gpu) = $gate() else { return };
+                $body::<$t>(&gpu $($(, $arg)*)?);
+            }
+        )+
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use gpu_tests;

@@ -523,3 +523,19 @@ pub fn snapshot<T: Scalar>(state: &dyn QrUpdate<T>) -> Snapshot {
         q: state.q().unwrap().as_ref().map(bits),
     }
 }
+
+/// Stamps one `#[test]` per (name, scalar type), each running `body::<T>(args…)`.
+/// Usage: `typed_tests!(body { body_f64: f64, body_f32: f32 [arg] });`
+#[allow(unused_macros)]
+macro_rules! typed_tests {
+    ($body:ident { $($name:ident: $t:ty $([$($arg:expr),*])?),+ $(,)? }) => {
+        $(
+            #[test]
+            fn $name() {
+                $body::<$t>($($($arg),*)?);
+            }
+        )+
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use typed_tests;
