@@ -1,6 +1,6 @@
 //! The `cuqr` command-line tool: `cuqr update` applies one QR update to a problem
 //! read from `.npy` files and reports its accuracy, `cuqr demo` runs a regression
-//! session that compares updating with refactorising, `cuqr bench` measures against
+//! on synthetic data that compares updating with refactorising, `cuqr bench` measures against
 //! cuSOLVER. Errors are one line on stderr, `cuqr: error: ...`, with exit status 2.
 #![forbid(unsafe_code)]
 

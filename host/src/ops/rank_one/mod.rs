@@ -1,5 +1,5 @@
-//! Rank-one update A + u vᵀ (docs/algorithms.md#rank-one-update; not in the seeds: Golub & Van Loan
-//! §12.5.1). w = Qᵀu (2m²); stage A reduces w to ±‖w‖e₁ (variant A2 when m > n+1: one Householder
+//! Rank-one update A + u vᵀ (docs/algorithms.md#rank-one-update; not in the published updates,
+//! the textbook construction of Golub & Van Loan). w = Qᵀu (2m²); stage A reduces w to ±‖w‖e₁ (variant A2 when m > n+1: one Householder
 //! on w(n:m), then n rotations; A1 otherwise: m−1 rotations), making R upper Hessenberg;
 //! R(0,:) += w(0)·vᵀ; stage B restores triangularity with min(n, m−1) rotations.
 //! ≈ 2m² + 6m(m+n) + O(n²) flops. Needs Q.
