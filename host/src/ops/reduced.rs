@@ -116,7 +116,7 @@ fn r_of<T: Scalar>(z: &Mat<T>) -> Mat<T> {
 /// Column insertion for the thin and R-only kinds.
 pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Result<()> {
     const OP: &str = "insert_cols";
-    let (m, n, p) = (st.dims.m, st.dims.n, u.ncols());
+    let (n, p) = (st.dims.n, u.ncols());
     let u = u.to_owned();
     let mut r = st.r.clone();
     let mut d = st.d.clone();
@@ -160,7 +160,6 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
         }
         QPolicy::Full => unreachable!("the full kind has its own path"),
     }
-    let _ = m;
     st.r = r;
     st.d = d;
     st.dims.n = n + p;
