@@ -30,16 +30,16 @@ fn kept_a<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s Mat<T
 }
 
 /// Relative norm below which a Gram–Schmidt residual counts as zero.
-fn dependence_tol<T: Scalar>() -> f64 {
+pub(crate) fn dependence_tol<T: Scalar>() -> f64 {
     64.0 * T::UNIT_ROUNDOFF
 }
 
 /// ‖(I − Q₁Q₁ᵀ)e‖ below which a deleted row is the only one carrying a direction.
-fn completion_tol<T: Scalar>() -> f64 {
+pub(crate) fn completion_tol<T: Scalar>() -> f64 {
     T::UNIT_ROUNDOFF.sqrt()
 }
 
-fn thin_error(op: &'static str, k0: usize, e: ThinFailure, tol: f64) -> Error {
+pub(crate) fn thin_error(op: &'static str, k0: usize, e: ThinFailure, tol: f64) -> Error {
     match e {
         ThinFailure::DependentColumn {
             column,

@@ -1,7 +1,8 @@
 //! [`GpuQr`]: a QR factorisation held in device memory and updated there
 //! (docs/design.md "State"; docs/algorithms.md). R (m×n), d = Qᵀb (m×q) and,
 //! under [`QPolicy::Full`], the explicit m×m Q live in [`DevMat`]s with padded
-//! leading dimensions. Every operation validates with the same `plan` as the
+//! leading dimensions; under [`QPolicy::Thin`], Q₁ (m×n), R (n×n), d = Q₁ᵀb (n×q) and
+//! the kept b (m×q), nothing m×m. Every operation validates with the same `plan` as the
 //! CPU backend, computes into new or scratch buffers, checks the new diagonal,
 //! then swaps in, so a failed call leaves the state unchanged.
 
@@ -18,8 +19,9 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 /// A QR factorisation A = QR with right-hand sides d = Qᵀb in device memory
 /// (docs/design.md "State", docs/algorithms.md#conventions).
 ///
-/// The layout matches [`crate::CpuQr`]: R is m×n upper trapezoidal with exact
-/// zeros below the diagonal, d is m×q, Q (when held) is m×m.
+/// The layout matches [`crate::CpuQr`]: R is upper triangular with exact zeros below
+/// the diagonal, m×n with d m×q and Q m×m under [`QPolicy::Full`]; n×n with d n×q, Q₁
+/// m×n and b m×q kept under [`QPolicy::Thin`].
 ///
 /// # Examples
 /// The same calls as with [`crate::CpuQr`]; only the constructor differs.
@@ -44,8 +46,10 @@ pub struct GpuQr<T: GpuScalar> {
     pub(crate) r: DevMat<T>,
     /// d = Qᵀb, m×q.
     pub(crate) d: DevMat<T>,
-    /// Explicit Q (m×m) under [`QPolicy::Full`].
+    /// Explicit Q: m×m under [`QPolicy::Full`], Q₁ (m×n) under [`QPolicy::Thin`].
     pub(crate) q: Option<DevMat<T>>,
+    /// The right-hand sides b (m×q) a thin state keeps (for Q_zᵀb and the residual norms).
+    pub(crate) b: Option<DevMat<T>>,
     /// Update options.
     pub(crate) params: UpdateParams,
     /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
@@ -72,6 +76,11 @@ impl<T: GpuScalar> GpuQr<T> {
         (self.r, self.q, self.d)
     }
 
+    /// The kept b of a thin state.
+    pub(crate) fn kept_b(&self) -> &DevMat<T> {
+        self.b.as_ref().expect("a thin state keeps b")
+    }
+
     /// Dimensions and policy.
     pub fn dims(&self) -> Dims {
         self.dims
@@ -92,9 +101,15 @@ impl<T: GpuScalar> GpuQr<T> {
         &self.d
     }
 
-    /// Q (m×m) in device memory, if held.
+    /// Q in device memory, if held: m×m under [`QPolicy::Full`], Q₁ (m×n) under
+    /// [`QPolicy::Thin`].
     pub fn q_dev(&self) -> Option<&DevMat<T>> {
         self.q.as_ref()
+    }
+
+    /// The right-hand sides b (m×q) a thin state keeps, in device memory.
+    pub fn b_dev(&self) -> Option<&DevMat<T>> {
+        self.b.as_ref()
     }
 
     /// A device-side copy of the whole state (R, d, Q, options): benchmarks
@@ -111,6 +126,7 @@ impl<T: GpuScalar> GpuQr<T> {
                 r: dup_mat(&self.gpu, &self.r)?,
                 d: dup_mat(&self.gpu, &self.d)?,
                 q: self.q.as_ref().map(|q| dup_mat(&self.gpu, q)).transpose()?,
+                b: self.b.as_ref().map(|b| dup_mat(&self.gpu, b)).transpose()?,
                 params: self.params,
                 rank_tol: self.rank_tol,
                 poisoned: AtomicBool::new(false),
@@ -137,7 +153,16 @@ impl<T: GpuScalar> GpuQr<T> {
                 d,
                 q: self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose()?,
                 rho,
-                data: None,
+                data: self
+                    .b
+                    .as_ref()
+                    .map(|b| {
+                        Ok::<_, Error>(crate::state::cpu::KeptData {
+                            a: None,
+                            b: b.to_host(&self.gpu)?,
+                        })
+                    })
+                    .transpose()?,
                 params: self.params,
                 rank_tol: self.rank_tol,
             })
@@ -169,7 +194,16 @@ impl<T: GpuScalar> GpuQr<T> {
                     .map(|q| q.download_pinned(&self.gpu, staging))
                     .transpose()?,
                 rho,
-                data: None,
+                data: self
+                    .b
+                    .as_ref()
+                    .map(|b| {
+                        Ok::<_, Error>(crate::state::cpu::KeptData {
+                            a: None,
+                            b: b.download_pinned(&self.gpu, staging)?,
+                        })
+                    })
+                    .transpose()?,
                 params: self.params,
                 rank_tol: self.rank_tol,
             })
@@ -220,12 +254,16 @@ impl<T: GpuScalar> GpuQr<T> {
         st: &crate::CpuQr<T>,
         staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>,
     ) -> Result<Self> {
-        if st.dims.policy == QPolicy::Thin {
+        if st.data.as_ref().is_some_and(|k| k.a.is_some()) {
             return Err(Error::Unsupported {
                 op: "GpuQr::from_cpu",
-                what: "the thin-Q state on the GPU backend",
+                what: "kept data A (FactorParams::keep_data) on the GPU backend",
             });
         }
+        let kept_b = match (st.dims.policy, st.data.as_ref()) {
+            (QPolicy::Thin, Some(k)) => Some(&k.b),
+            _ => None,
+        };
         let need = Self::staging_len(st.dims);
         let (st_r, st_d) = device_parts(st);
         let up = |a: &Mat<T>, staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>| {
@@ -236,7 +274,7 @@ impl<T: GpuScalar> GpuQr<T> {
             }
             Ok::<_, Error>(m)
         };
-        let (r, d, q) = match staging {
+        let (r, d, q, b) = match staging {
             Some(s) => {
                 if s.len() < need {
                     return Err(Error::Shape {
@@ -249,12 +287,14 @@ impl<T: GpuScalar> GpuQr<T> {
                 let r = up(&st_r, Some(&mut *s))?;
                 let d = up(&st_d, Some(&mut *s))?;
                 let q = st.q.as_ref().map(|q| up(q, Some(&mut *s))).transpose()?;
-                (r, d, q)
+                let b = kept_b.map(|b| up(b, Some(&mut *s))).transpose()?;
+                (r, d, q, b)
             }
             None => (
                 up(&st_r, None)?,
                 up(&st_d, None)?,
                 st.q.as_ref().map(|q| up(q, None)).transpose()?,
+                kept_b.map(|b| up(b, None)).transpose()?,
             ),
         };
         Ok(Self {
@@ -263,6 +303,7 @@ impl<T: GpuScalar> GpuQr<T> {
             r,
             d,
             q,
+            b,
             params: st.params,
             rank_tol: st.rank_tol,
             poisoned: AtomicBool::new(false),
@@ -303,7 +344,9 @@ pub(crate) fn host_parts<T: GpuScalar>(
     r: Mat<T>,
     d: Mat<T>,
 ) -> (Mat<T>, Mat<T>, Vec<T>) {
-    if dims.policy == QPolicy::Full {
+    if dims.policy != QPolicy::None {
+        // Full: as they are; Thin: R n×n and d n×q already (its residual norms come
+        // from the kept b)
         return (r, d, Vec::new());
     }
     let (n, q, m) = (dims.n, dims.q, dims.m);
@@ -324,7 +367,7 @@ pub(crate) fn host_parts<T: GpuScalar>(
 /// state's R padded with zero rows to m×n, and d to m×q with the residual norms in row n.
 pub(crate) fn device_parts<T: GpuScalar>(st: &crate::CpuQr<T>) -> (Mat<T>, Mat<T>) {
     let Dims { m, n, q, policy } = st.dims;
-    if policy == QPolicy::Full {
+    if policy != QPolicy::None {
         return (st.r.clone(), st.d.clone());
     }
     let r = Mat::from_fn(m, n, |i, j| if i < n { st.r[(i, j)] } else { T::ZERO });

@@ -55,7 +55,8 @@ fn apply_q_r_d<'a, T: GpuScalar>(
 }
 
 /// Step 3 of docs/algorithms.md#column-insertion on the device: R is m×(n_old+p) after stage 1 with
-/// the new columns at k0..k0+p (column k0+j nonzero in rows ≤ n_old+j), Q is m×m, d is m×q.
+/// the new columns at k0..k0+p (column k0+j nonzero in rows ≤ n_old+j), Q has m columns (m×m,
+/// or the thin [Q₁ Q_z] of docs/algorithms.md#thin-column-insertion), d is m×q.
 /// Zeroes the strip with p·(n_old − k0) rotations, exactly as `insert_cols::run_cpu`
 /// step 3, rotating R's later columns, Q's columns k0..n_old+p and d's rows k0..n_old+p.
 /// Nothing to do when k0 = n_old (appending, docs/algorithms.md#column-insertion-schedule).
@@ -74,9 +75,9 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
     p: usize,
     n_old: usize,
 ) -> Result<()> {
-    let m = r.nrows();
+    let (m, mq) = (r.nrows(), q.nrows());
     assert!(k0 <= n_old && r.ncols() == n_old + p && n_old + p <= m);
-    assert!(q.nrows() == m && q.ncols() == m && d.nrows() == m);
+    assert!(q.ncols() == m && d.nrows() == m);
     let h = n_old - k0;
     if h == 0 || p == 0 {
         return Ok(());
@@ -85,7 +86,7 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
     gpu.two_phase_gen_strip(&mut r.block_mut(k0, k0, h + p, p), h, &mut list)?;
     gpu.stage_mark("givens generate");
     let nq = d.ncols();
-    let mut qv = q.block_mut(0, k0, m, h + p);
+    let mut qv = q.block_mut(0, k0, mq, h + p);
     let mut dv = d.block_mut(k0, 0, h + p, nq);
     let mut rv = r.block_mut(k0, k0 + p, h + p, h);
     apply_q_r_d(gpu, &list, (p, h), &mut qv, &mut rv, &mut dv)?;
@@ -93,8 +94,9 @@ pub fn insert_cols_strip_two_phase<T: GpuScalar>(
     Ok(())
 }
 
-/// The rotations of docs/algorithms.md#row-deletion on the device, in place: afterwards Q(k0..k0+p,
-/// :) = [Δ, 0] with Δ ≈ I, R := GᵀR (upper trapezoidal with p sub-diagonals' residue in the
+/// The rotations of docs/algorithms.md#row-deletion on the device, in place (Q has as many
+/// columns as R and d have rows: m×m, or the thin [Q₁ V] of
+/// docs/algorithms.md#thin-row-deletion): afterwards Q(k0..k0+p, :) = [Δ, 0] with Δ ≈ I, R := GᵀR (upper trapezoidal with p sub-diagonals' residue in the
 /// first p rows only) and d := Gᵀd, exactly as `delete_rows::rotate_out`. The caller
 /// drops the first p rows/columns.
 ///
@@ -111,9 +113,9 @@ pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
     k0: usize,
     p: usize,
 ) -> Result<()> {
-    let m = q.nrows();
-    assert!(q.ncols() == m && r.nrows() == m && d.nrows() == m);
-    assert!(p < m && k0 + p <= m);
+    let m = q.ncols();
+    assert!(r.nrows() == m && d.nrows() == m);
+    assert!(p < m && k0 + p <= q.nrows());
     if p == 0 {
         return Ok(());
     }
@@ -130,7 +132,8 @@ pub fn delete_rows_rotate_two_phase<T: GpuScalar>(
 }
 
 /// Stages A and B of docs/algorithms.md#rank-one-update on the device, given w = Qᵀu (length m,
-/// overwritten) and v (length n): when m > n + 1 (variant A2, as the CPU backend) one Householder
+/// overwritten) and v (length n); Q has m columns (m×m, or the thin [Q₁ q̂] of
+/// docs/algorithms.md#thin-rank-one-update): when m > n + 1 (variant A2, as the CPU backend) one Householder
 /// reflector on w(n:m) applied to Q(:, n:m) and d(n:m), then rotations zeroing w below
 /// row 0 (applied to R, making it upper Hessenberg); R(0, :) += w(0)·vᵀ; stage B restores
 /// triangularity (exact zeros below the diagonal); all rotations are then applied to Q
@@ -149,8 +152,8 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
     q: &mut DevMat<T>,
     d: &mut DevMat<T>,
 ) -> Result<()> {
-    let (m, n) = (r.nrows(), r.ncols());
-    assert!(w.len() == m && v.len() == n && q.nrows() == m && q.ncols() == m);
+    let (m, n, mq) = (r.nrows(), r.ncols(), q.nrows());
+    assert!(w.len() == m && v.len() == n && q.ncols() == m);
     assert!(d.nrows() == m);
     if m == 0 {
         return Ok(());
@@ -163,7 +166,7 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
             let (mut alpha, mut tail) = wv.split_at_mut(1);
             gpu.householder_house(&mut alpha, &mut tail, &mut tau.view_mut())?;
         }
-        let mut qv = q.block_mut(0, n, m, m - n);
+        let mut qv = q.block_mut(0, n, mq, m - n);
         let mut dv = d.block_mut(n, 0, m - n, nq);
         gpu.two_phase_house_apply(
             &w.slice(n + 1..m),

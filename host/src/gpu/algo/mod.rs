@@ -1,6 +1,7 @@
 //! GPU algorithms built on the launchers and cuBLAS: blocked Householder QR (with the fused,
-//! small and TSQR panels), the two-phase and wavefront Givens schedules.
+//! small and TSQR panels), the two-phase and wavefront Givens schedules, the thin-Q blocks.
 
 pub mod givens_two_phase;
 pub mod givens_wavefront;
 pub mod householder;
+pub(crate) mod thin;

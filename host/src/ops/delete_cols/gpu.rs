@@ -14,6 +14,9 @@ use super::*;
 /// the unblocked algorithm; the block size does not apply). The state is swapped in
 /// only after the rank check passes.
 ///
+/// A thin state (docs/algorithms.md#thin-q-updates) runs the same reflectors on Q₁'s
+/// columns, then keeps R's and d's first n−p rows and Q₁'s first n−p columns.
+///
 /// Fast path k0 = n−p: R's first n−p columns are kept **in place**
 /// (`DevMat::truncate_cols`: no allocation, no copy, no launch,
 /// no synchronisation) and there is no rank check: the kept columns and
@@ -44,15 +47,37 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     let plan = plan(st.dims, k0, p)?;
     let nn = plan.n_new;
     let nb = resolve_block_size(OP, st.params.block_size, nn - k0)?;
+    let thin = st.dims.policy == QPolicy::Thin;
     if plan.is_truncation() {
-        st.r.truncate_cols(nn);
+        if thin {
+            // R and d are n rows high: their first nn rows are copied (allocations
+            // first, so that out of memory leaves the state as it was); Q₁ loses its
+            // last p columns in place
+            let (r, d) = st.guarded(|| {
+                let g = &*st.gpu;
+                let nq = st.dims.q;
+                Ok((
+                    g.two_phase_copy_new(&st.r.block(0, 0, nn, nn), 0..0, true)?,
+                    g.two_phase_copy_new(&st.d.block(0, 0, nn, nq), 0..0, false)?,
+                ))
+            })?;
+            st.r = r;
+            st.d = d;
+            st.q.as_mut()
+                .expect("a thin state holds Q₁")
+                .truncate_cols(nn);
+        } else {
+            st.r.truncate_cols(nn);
+        }
         st.dims.n = nn;
         return Ok(());
     }
     let gpu = st.gpu.clone();
-    let (m, n) = (st.dims.m, st.dims.n);
+    let n = st.dims.n;
+    // R's stored rows: m under the full kind, n under the thin kind
+    let rows = st.r.nrows();
     let ld = st.r.ld();
-    let mut r = DevMat::<T>::zeros(&gpu, m, nn)?;
+    let mut r = DevMat::<T>::zeros(&gpu, rows, nn)?;
     debug_assert_eq!(r.ld(), ld);
     for (src, dst) in [
         (0..k0 * ld, 0..k0 * ld),
@@ -102,6 +127,13 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     }
     check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
     gpu.stage_mark("rank check");
+    if thin {
+        // R and d keep their first nn rows, Q₁ its first nn columns
+        let nq = st.dims.q;
+        r = gpu.two_phase_copy_new(&r.block(0, 0, nn, nn), 0..0, true)?;
+        d = gpu.two_phase_copy_new(&d.block(0, 0, nn, nq), 0..0, false)?;
+        q.as_mut().expect("a thin state holds Q₁").truncate_cols(nn);
+    }
     st.r = r;
     st.d = d;
     st.q = q;

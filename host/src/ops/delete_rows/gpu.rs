@@ -49,6 +49,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::runtime::matrix::DevMat;
     use crate::state::gpu::GpuQr;
     let Plan { m, n, p, k0 } = plan(st.dims, k0, p)?;
+    if st.dims.policy == QPolicy::Thin {
+        return run_gpu_thin(st, Plan { m, n, p, k0 });
+    }
     let q_old =
         st.q.as_ref()
             .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
@@ -135,5 +138,109 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     st.q = Some(q);
     st.d = d;
     st.dims.m = mp;
+    Ok(())
+}
+
+/// Row deletion from a thin state on the device (docs/algorithms.md#thin-row-deletion): the
+/// deleted rows' unit vectors E are completed against Q₁ by Gram–Schmidt twice (Z = E −
+/// Q₁Q₁(rows, :)ᵀ, then Z −= Q₁(Q₁ᵀZ)) and the thin QR Z = V·G (a |G_jj| ≤ √u means the
+/// rows left do not determine the factorisation: [`Error::DowndateFailed`]); then the
+/// two-phase rotations of the full case on [Q₁ V] (m×(n+p)), [R; 0] and [d; Vᵀb], and
+/// Q₁′ = [Q₁ V](kept rows, p:n+p), R′ and d′ their rows p.., b′ = b(kept rows).
+///
+/// # Errors
+/// As [`run_gpu`]. On error the state is unchanged.
+fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    Plan { m, n, p, k0 }: Plan,
+) -> Result<()> {
+    use crate::gpu::algo::{givens_two_phase as tp, thin};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::DevMat;
+    use crate::ops::reduced::{completion_tol, thin_error};
+    let nq = st.dims.q;
+    let tol = completion_tol::<T>();
+    let out = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        // Z = E − Q₁·Q₁(k0..k0+p, :)ᵀ, E the deleted rows' unit vectors
+        let mut z = DevMat::<T>::zeros(gpu, m, p)?;
+        gpu.panel_set_identity(&mut z.block_mut(k0, 0, p, p))?;
+        gpu.gemm(
+            Op::N,
+            Op::T,
+            -T::ONE,
+            &q1.view(),
+            &q1.block(k0, 0, p, n),
+            T::ONE,
+            &mut z.view_mut(),
+        )?;
+        // the second pass: Z −= Q₁(Q₁ᵀZ)
+        let mut c2 = DevMat::<T>::zeros(gpu, n, p)?;
+        gpu.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &q1.view(),
+            &z.view(),
+            T::ZERO,
+            &mut c2.view_mut(),
+        )?;
+        gpu.gemm(
+            Op::N,
+            Op::N,
+            -T::ONE,
+            &q1.view(),
+            &c2.view(),
+            T::ONE,
+            &mut z.view_mut(),
+        )?;
+        drop(c2);
+        gpu.stage_mark("completion: Gram-Schmidt twice");
+        let (v, g) = thin::thin_qr(gpu, z)?;
+        gpu.stage_mark("completion: thin QR");
+        for (j, gjj) in thin::diagonal(gpu, &g)?.into_iter().enumerate() {
+            if gjj.is_nan() || gjj <= tol {
+                return Ok(Err(thin_error(
+                    OP,
+                    k0,
+                    crate::cpu::thin::ThinFailure::IllDeterminedCompletion { row: j, norm: gjj },
+                    tol,
+                )));
+            }
+        }
+        let np = n + p;
+        let mut r = thin::stacked(gpu, &st.r.view(), None, p)?;
+        let mut d = thin::stacked(gpu, &st.d.view(), None, p)?;
+        let b = st.kept_b();
+        gpu.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &v.view(),
+            &b.view(),
+            T::ZERO,
+            &mut d.block_mut(n, 0, p, nq),
+        )?;
+        let mut qa = thin::side_by_side(gpu, &q1.view(), &v.view())?;
+        drop(v);
+        gpu.stage_mark("[Q1 V], [R; 0], [d; Vᵀb]");
+        tp::delete_rows_rotate_two_phase(gpu, &mut qa, &mut r, &mut d, k0, p)?;
+        let qn = gpu.two_phase_copy_new(&qa.block(0, p, m, n), k0..k0 + p, false)?;
+        drop(qa);
+        let rn = gpu.two_phase_copy_new(&r.block(p, 0, n, n), 0..0, true)?;
+        let dn = gpu.two_phase_copy_new(&d.block(p, 0, n, nq), 0..0, false)?;
+        let bn = gpu.two_phase_copy_new(&b.view(), k0..k0 + p, false)?;
+        gpu.stage_mark("drop rows");
+        debug_assert_eq!(r.nrows(), np);
+        tp::check_rank(gpu, &rn, n, st.rank_tol)?;
+        Ok(Ok((rn, qn, dn, bn)))
+    })?;
+    let (r, q, d, b) = out?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    st.b = Some(b);
+    st.dims.m = m - p;
     Ok(())
 }

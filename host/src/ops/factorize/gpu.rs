@@ -7,8 +7,9 @@ use super::*;
 /// GPU factorisation (docs/algorithms.md#blocked-householder-qr): validates with the same `plan` as
 /// [`run_cpu`], uploads A and b, runs blocked Householder QR with compact-WY blocks on the device
 /// (`gpu::householder`), leaves exact zeros below R's diagonal, checks the rank on
-/// the device (one download of column norms and the diagonal) and, under
-/// [`QPolicy::Full`], accumulates Q backwards from the identity
+/// the device (one download of column norms and the diagonal) and accumulates Q backwards
+/// from the identity: the m×m Q under [`QPolicy::Full`], the m×n Q₁ under
+/// [`QPolicy::Thin`] (which keeps a copy of b and trims R and d to n rows)
 /// (docs/algorithms.md#blocked-householder-qr).
 ///
 /// # Errors
@@ -50,13 +51,16 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::runtime::timing::PhaseClock;
     use crate::gpu::runtime::DevMat;
     let Dims { m, n, .. } = plan.dims;
-    let keep_q = plan.dims.policy == QPolicy::Full;
+    let thin = plan.dims.policy == QPolicy::Thin;
+    let keep_q = plan.dims.policy == QPolicy::Full || thin;
     // Allocate everything (Q included) before computing: out of memory fails early.
-    let mut q = if keep_q {
-        Some(DevMat::<T>::zeros(gpu, m, m)?)
-    } else {
-        None
+    let mut q = match plan.dims.policy {
+        QPolicy::Full => Some(DevMat::<T>::zeros(gpu, m, m)?),
+        QPolicy::Thin => Some(DevMat::<T>::for_overwrite(gpu, m, n)?),
+        QPolicy::None => None,
     };
+    // the thin state keeps b (its residual norms, and Q_zᵀb in column insertion)
+    let b = if thin { Some(d.dup(gpu)?) } else { None };
     let mut blocks = Vec::new();
     blocked_qr_impl(
         gpu,
@@ -81,12 +85,19 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
         })?;
     }
     drop(blocks);
+    if thin {
+        // R n×n and d n×q: nothing of height m but Q₁ and b
+        let nq = d.ncols();
+        r = gpu.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
+        d = gpu.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
+    }
     Ok(crate::state::gpu::GpuQr {
         gpu: gpu.clone(),
         dims: plan.dims,
         r,
         d,
         q,
+        b,
         params: UpdateParams {
             block_size: params.block_size,
             ..UpdateParams::default()
@@ -96,17 +107,11 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
     })
 }
 
-/// What the GPU backend does not offer yet: the thin-Q kind and kept data.
+/// What the GPU backend does not offer yet: kept data.
 ///
 /// # Errors
 /// [`Error::Unsupported`].
-pub(crate) fn gpu_offers(policy: QPolicy, params: FactorParams) -> Result<()> {
-    if policy == QPolicy::Thin {
-        return Err(Error::Unsupported {
-            op: OP,
-            what: "the thin-Q state (QPolicy::Thin) on the GPU backend",
-        });
-    }
+pub(crate) fn gpu_offers(_policy: QPolicy, params: FactorParams) -> Result<()> {
     if params.keep_data {
         return Err(Error::Unsupported {
             op: OP,

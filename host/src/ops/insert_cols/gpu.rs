@@ -88,6 +88,9 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::algo::{givens_two_phase as tp, givens_wavefront as wf, householder};
     use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::DevMat;
+    if st.dims.policy == QPolicy::Thin {
+        return run_gpu_thin(st, Plan { m, n, p, k0, nb }, u);
+    }
     let q_old =
         st.q.as_ref()
             .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
@@ -178,6 +181,98 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
         tp::check_rank(gpu, &r, n + p, st.rank_tol)?;
         Ok((r, q, d))
     })?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    st.dims.n = n + p;
+    Ok(())
+}
+
+/// Column insertion into a thin state on the device (docs/algorithms.md#thin-column-insertion):
+/// C = Q₁ᵀU and Z = U − Q₁C by Gram–Schmidt twice (four GEMMs), the thin QR Z = Q_z·G
+/// (a new column whose ‖G_jj‖ ≤ 64u·‖u_j‖ is dependent: [`Error::RankDeficient`]),
+/// f = Q_zᵀb from the kept b, then R′ = [R(:, 0:k0) C R(:, k0:n); 0 G 0] ((n+p)×(n+p)),
+/// d′ = [d; f] and Q′ = [Q₁ Q_z], and the two-phase strip rotations of the full case on
+/// them. Q₁ grows to m×(n+p); nothing is m×m.
+///
+/// # Errors
+/// As [`run_gpu`]. On error the state is unchanged.
+fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    Plan { m, n, p, k0, .. }: Plan,
+    u: UData<'_, '_, T>,
+) -> Result<()> {
+    use crate::gpu::algo::{givens_two_phase as tp, thin};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::DevMat;
+    use crate::ops::reduced::{dependence_tol, thin_error};
+    let nq = st.dims.q;
+    let tol = dependence_tol::<T>();
+    let out = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        let uploaded = match u {
+            UData::Host(u) => Some(DevMat::from_host_async(gpu, u)?),
+            UData::Device(_) => None,
+        };
+        let ud = match (&uploaded, u) {
+            (Some(x), _) => x.view(),
+            (None, UData::Device(v)) => v.reborrow(),
+            (None, UData::Host(_)) => unreachable!("uploaded above"),
+        };
+        let base = thin::column_norms(gpu, &ud)?;
+        let (c, z) = thin::project_out(gpu, &q1.view(), &ud)?;
+        drop(uploaded);
+        gpu.stage_mark("Gram-Schmidt twice");
+        let (qz, g) = thin::thin_qr(gpu, z)?;
+        gpu.stage_mark("thin QR of the residual");
+        let diag = thin::diagonal(gpu, &g)?;
+        for (j, (gjj, uj)) in diag.iter().zip(&base).enumerate() {
+            let rel = gjj / uj.max(f64::MIN_POSITIVE);
+            if rel.is_nan() || rel <= tol {
+                return Ok(Err(thin_error(
+                    OP,
+                    k0,
+                    crate::cpu::thin::ThinFailure::DependentColumn {
+                        column: j,
+                        relative_norm: rel,
+                    },
+                    tol,
+                )));
+            }
+        }
+        let np = n + p;
+        let mut r = DevMat::<T>::zeros(gpu, np, np)?;
+        if k0 > 0 {
+            gpu.panel_copy(&st.r.block(0, 0, n, k0), &mut r.block_mut(0, 0, n, k0))?;
+        }
+        if k0 < n {
+            gpu.panel_copy(
+                &st.r.block(0, k0, n, n - k0),
+                &mut r.block_mut(0, k0 + p, n, n - k0),
+            )?;
+        }
+        gpu.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
+        gpu.panel_copy(&g.view(), &mut r.block_mut(n, k0, p, p))?;
+        let mut d = thin::stacked(gpu, &st.d.view(), None, p)?;
+        gpu.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &qz.view(),
+            &st.kept_b().view(),
+            T::ZERO,
+            &mut d.block_mut(n, 0, p, nq),
+        )?;
+        let mut q = thin::side_by_side(gpu, &q1.view(), &qz.view())?;
+        drop(qz);
+        gpu.stage_mark("R', d', [Q1 Qz]");
+        tp::insert_cols_strip_two_phase(gpu, &mut r, &mut q, &mut d, k0, p, n)?;
+        tp::check_rank(gpu, &r, np, st.rank_tol)?;
+        Ok(Ok((r, q, d)))
+    })?;
+    let (r, q, d) = out?;
+    debug_assert_eq!(q.nrows(), m);
     st.r = r;
     st.q = Some(q);
     st.d = d;

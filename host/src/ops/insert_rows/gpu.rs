@@ -80,10 +80,15 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
             return Ok(());
         }
     }
-    let mut r = DevMat::<T>::zeros(g, m + p, n)?;
-    let mut d = DevMat::<T>::zeros(g, m + p, q)?;
+    // R's and d's stored rows (m, or n for a thin state) and the first of the new rows'
+    // unit columns in Q̃ (m, or n for a thin state's [Q₁ 0; 0 I_p])
+    let thin = st.dims.policy == QPolicy::Thin;
+    let rows = st.r.nrows();
+    let ucol = st.q.as_ref().map_or(m, |qo| qo.ncols());
+    let mut r = DevMat::<T>::zeros(g, rows + p, n)?;
+    let mut d = DevMat::<T>::zeros(g, rows + p, q)?;
     let mut qn = match st.q.as_ref() {
-        Some(_) => Some(DevMat::<T>::zeros(g, m + p, m + p)?),
+        Some(_) => Some(DevMat::<T>::zeros(g, m + p, ucol + p)?),
         None => None,
     };
     let mut uw = DevMat::from_host_async(g, u)?;
@@ -121,10 +126,24 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     } else {
         (None, None)
     };
-    g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
-    g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
+    g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, rows, n))?;
+    g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, rows, q))?;
     if let (Some(qo), Some(qm)) = (st.q.as_ref(), qn.as_mut()) {
-        g.panel_embed_q(&qo.view(), k0, &mut qm.view_mut())?;
+        if thin {
+            // Q̃ = P·[Q₁ 0; 0 I_p], the new rows at k0
+            if k0 > 0 {
+                g.panel_copy(&qo.block(0, 0, k0, n), &mut qm.block_mut(0, 0, k0, n))?;
+            }
+            if k0 < m {
+                g.panel_copy(
+                    &qo.block(k0, 0, m - k0, n),
+                    &mut qm.block_mut(k0 + p, 0, m - k0, n),
+                )?;
+            }
+            g.panel_set_identity(&mut qm.block_mut(k0, n, p, p))?;
+        } else {
+            g.panel_embed_q(&qo.view(), k0, &mut qm.view_mut())?;
+        }
     }
 
     let mut j0 = 0;
@@ -206,7 +225,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
                 &mut bot.block_mut(0, cols.start, p, nc),
             )?;
         }
-        // Q̃[:, j0..j0+jb] and Q̃[:, m..m+p] := (those columns)·(I − V T Vᵀ).
+        // Q̃[:, j0..j0+jb] and Q̃[:, ucol..ucol+p] := (those columns)·(I − V T Vᵀ).
         if let (Some(qm), Some((wa, wb))) = (qn.as_mut(), wq.as_mut()) {
             let mp = m + p;
             let mut x = wa.block_mut(0, 0, mp, jb);
@@ -215,7 +234,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
                 Op::N,
                 Op::N,
                 T::ONE,
-                &qm.block(0, m, mp, p),
+                &qm.block(0, ucol, mp, p),
                 &vv,
                 T::ONE,
                 &mut x,
@@ -238,14 +257,37 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
                 &x2.as_view(),
                 &vv,
                 T::ONE,
-                &mut qm.block_mut(0, m, mp, p),
+                &mut qm.block_mut(0, ucol, mp, p),
             )?;
         }
         j0 += jb;
     }
     // d̃ = [d; e]; R̃ = [R; 0] (rows m.. were never written).
-    g.panel_copy(&ew.view(), &mut d.block_mut(m, 0, p, q))?;
+    g.panel_copy(&ew.view(), &mut d.block_mut(rows, 0, p, q))?;
     check_rank_dev(g, &r, n, st.rank_tol)?;
+    if thin {
+        // R and d keep their first n rows (e's rows left over feed only the residual,
+        // which the kept b gives), Q₁ its first n columns, and b takes e's rows at k0
+        r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
+        d = g.two_phase_copy_new(&d.block(0, 0, n, q), 0..0, false)?;
+        if let Some(qm) = qn.as_mut() {
+            qm.truncate_cols(n);
+        }
+        let bo = st.kept_b();
+        let mut b = DevMat::<T>::for_overwrite(g, m + p, q)?;
+        if k0 > 0 {
+            g.panel_copy(&bo.block(0, 0, k0, q), &mut b.block_mut(0, 0, k0, q))?;
+        }
+        if k0 < m {
+            g.panel_copy(
+                &bo.block(k0, 0, m - k0, q),
+                &mut b.block_mut(k0 + p, 0, m - k0, q),
+            )?;
+        }
+        let eo = DevMat::from_host_async(g, e)?;
+        g.panel_copy(&eo.view(), &mut b.block_mut(k0, 0, p, q))?;
+        st.b = Some(b);
+    }
     st.r = r;
     st.d = d;
     st.q = qn;

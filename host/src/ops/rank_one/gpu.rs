@@ -22,6 +22,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::DevVec;
     let Plan { m, n, .. } = plan(st.dims, u, v)?;
+    if st.dims.policy == QPolicy::Thin {
+        return run_gpu_thin(st, u, v);
+    }
     let q_old =
         st.q.as_ref()
             .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
@@ -52,6 +55,71 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
                 tp::rank_one_rotate_two_phase(gpu, &mut w, &vd, &mut r, &mut q, &mut d)?
             }
         }
+        tp::check_rank(gpu, &r, n, st.rank_tol)?;
+        Ok((r, q, d))
+    })?;
+    st.r = r;
+    st.q = Some(q);
+    st.d = d;
+    Ok(())
+}
+
+/// Rank-one update of a thin state on the device (docs/algorithms.md#thin-rank-one-update):
+/// w = Q₁ᵀu and z = u − Q₁w by Gram–Schmidt twice, γ = ‖z‖ and q̂ = z/γ (no new direction
+/// where γ ≤ 64u·‖u‖: q̂ = 0, γ = 0), then the two-phase stages A and B of the full case on
+/// [Q₁ q̂] (m×(n+1)), [R; 0] and [d; q̂ᵀb] with w′ = [w; γ]; q̂'s column and the last row
+/// are dropped.
+///
+/// # Errors
+/// As [`run_gpu`]. On error the state is unchanged.
+fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    u: &[T],
+    v: &[T],
+) -> Result<()> {
+    use crate::gpu::algo::{givens_two_phase as tp, thin};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::DevVec;
+    let Dims { m, n, q: nq, .. } = st.dims;
+    let unorm = crate::cpu::householder::nrm2(u).to_f64();
+    let (r, q, d) = st.guarded(|| {
+        let gpu = &*st.gpu;
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        let ud = DevVec::from_slice_async(gpu, u)?;
+        let vd = DevVec::from_slice_async(gpu, v)?;
+        let (c, mut z) = thin::project_out(gpu, &q1.view(), &ud.as_col())?;
+        drop(ud);
+        let gamma = gpu.nrm2(&z.col(0, 0..m))?;
+        let has_dir = gamma > crate::ops::reduced::dependence_tol::<T>() * unorm && gamma > 0.0;
+        let (gamma_t, scale) = if has_dir {
+            (T::from_f64(gamma), T::from_f64(1.0 / gamma))
+        } else {
+            (T::ZERO, T::ZERO)
+        };
+        gpu.scal(scale, &mut z.col_mut(0, 0..m))?;
+        gpu.stage_mark("w, q̂");
+        // w′ = [w; γ] (n+1, through the host: n + 1 values)
+        let mut w_host: Vec<T> = c.to_host(gpu)?.col(0).to_vec();
+        w_host.push(gamma_t);
+        let mut w = DevVec::from_slice(gpu, &w_host)?;
+        let mut r = thin::stacked(gpu, &st.r.view(), None, 1)?;
+        let mut d = thin::stacked(gpu, &st.d.view(), None, 1)?;
+        gpu.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &z.view(),
+            &st.kept_b().view(),
+            T::ZERO,
+            &mut d.block_mut(n, 0, 1, nq),
+        )?;
+        let mut q = thin::side_by_side(gpu, &q1.view(), &z.view())?;
+        drop(z);
+        gpu.stage_mark("[Q1 q̂], [R; 0], [d; q̂ᵀb]");
+        tp::rank_one_rotate_two_phase(gpu, &mut w, &vd, &mut r, &mut q, &mut d)?;
+        let r = gpu.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
+        let d = gpu.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
+        q.truncate_cols(n);
         tp::check_rank(gpu, &r, n, st.rank_tol)?;
         Ok((r, q, d))
     })?;

@@ -5,7 +5,8 @@
 use super::*;
 
 /// GPU least-squares solve (docs/algorithms.md#least-squares): x = R₁⁻¹d(0:n) by cuBLAS trsm and
-/// the residual norms ‖d(n:m, j)‖ by `reduce_nrm2`, downloaded to the host.
+/// the residual norms ‖d(n:m, j)‖ by `reduce_nrm2` (a thin state: ‖b − Q₁d‖ from the kept
+/// b), downloaded to the host.
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
@@ -27,6 +28,14 @@ pub fn solve_gpu<T: crate::gpu::runtime::GpuScalar>(
         &st.r.block(0, 0, n, n),
         &mut x.view_mut(),
     )?;
+    if st.dims.policy == crate::base::params::QPolicy::Thin {
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        let residual_norms = crate::gpu::algo::thin::residual_norms(gpu, q1, &st.d, st.kept_b())?;
+        return Ok(Solution {
+            x: x.to_host(gpu)?,
+            residual_norms,
+        });
+    }
     let mut norms = DevVec::<T>::zeros(gpu, q)?;
     for c in 0..q {
         gpu.reduce_nrm2(&st.d.col(c, n..m), &mut norms.slice_mut(c..c + 1))?;

@@ -1,0 +1,187 @@
+//! Device building blocks of the thin-Q updates (docs/algorithms.md#thin-q-updates):
+//! Gram–Schmidt twice against Q₁ by cuBLAS GEMMs, the explicit thin QR of a tall block
+//! (blocked Householder, Q accumulated into an m×p target), and the residual norms of
+//! a thin state from its kept right-hand sides. Nothing here is m×m.
+
+use crate::base::error::Result;
+use crate::gpu::algo::householder::{
+    accumulate_q_backward, blocked_qr_impl, merges_trailing, PanelImpl,
+};
+use crate::gpu::ffi::blas::Op;
+use crate::gpu::runtime::matrix::{DevMat, DevMatView};
+use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// C = Q₁ᵀU and Z = U − Q₁C by classical Gram–Schmidt repeated once ("twice is
+/// enough", docs/algorithms.md#thin-column-insertion): four GEMMs, each reading Q₁ once.
+/// Returns (C n×p, Z m×p).
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Cublas`].
+pub(crate) fn project_out<T: GpuScalar>(
+    gpu: &Gpu,
+    q1: &DevMatView<'_, T>,
+    u: &DevMatView<'_, T>,
+) -> Result<(DevMat<T>, DevMat<T>)> {
+    let (m, n, p) = (q1.nrows(), q1.ncols(), u.ncols());
+    assert_eq!(u.nrows(), m);
+    let mut z = DevMat::<T>::for_overwrite(gpu, m, p)?;
+    gpu.panel_copy(u, &mut z.view_mut())?;
+    let mut c = DevMat::<T>::zeros(gpu, n, p)?;
+    gpu.gemm(Op::T, Op::N, T::ONE, q1, u, T::ZERO, &mut c.view_mut())?;
+    gpu.gemm(
+        Op::N,
+        Op::N,
+        -T::ONE,
+        q1,
+        &c.view(),
+        T::ONE,
+        &mut z.view_mut(),
+    )?;
+    // the second pass accumulates into C: C += Q₁ᵀZ, Z −= Q₁(Q₁ᵀZ)
+    let mut c2 = DevMat::<T>::zeros(gpu, n, p)?;
+    gpu.gemm(
+        Op::T,
+        Op::N,
+        T::ONE,
+        q1,
+        &z.view(),
+        T::ZERO,
+        &mut c2.view_mut(),
+    )?;
+    gpu.gemm(
+        Op::N,
+        Op::N,
+        -T::ONE,
+        q1,
+        &c2.view(),
+        T::ONE,
+        &mut z.view_mut(),
+    )?;
+    // same shape and leading dimension: one AXPY over the buffers (padding included)
+    gpu.axpy(T::ONE, &c2.buf().slice(..), &mut c.buf_mut().slice_mut(..))?;
+    Ok((c, z))
+}
+
+/// The thin QR Z = Q_z·G of an m×p block (m ≥ p) by blocked Householder QR with
+/// Q_z accumulated explicitly (m×p, orthonormal columns to working precision) and G
+/// (p×p upper triangular, exact zeros below its diagonal). `z` is consumed.
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`], [`crate::Error::Cublas`].
+pub(crate) fn thin_qr<T: GpuScalar>(gpu: &Gpu, mut z: DevMat<T>) -> Result<(DevMat<T>, DevMat<T>)> {
+    let (m, p) = (z.nrows(), z.ncols());
+    assert!(m >= p);
+    let nb = crate::base::params::default_block_size(p);
+    let mut blocks = Vec::new();
+    blocked_qr_impl(
+        gpu,
+        &mut z,
+        0..m,
+        0..p,
+        None,
+        None,
+        None,
+        nb,
+        Some(&mut blocks),
+        PanelImpl::Auto,
+        merges_trailing::<T>(p),
+        None,
+    )?;
+    let g = gpu.two_phase_copy_new(&z.block(0, 0, p, p), 0..0, true)?;
+    drop(z);
+    let mut qz = DevMat::<T>::for_overwrite(gpu, m, p)?;
+    accumulate_q_backward(gpu, &blocks, &mut qz)?;
+    Ok((qz, g))
+}
+
+/// |G_jj| for the p×p upper triangular G (downloads p values).
+///
+/// # Errors
+/// [`crate::Error::Driver`].
+pub(crate) fn diagonal<T: GpuScalar>(gpu: &Gpu, g: &DevMat<T>) -> Result<Vec<f64>> {
+    let host = g.to_host(gpu)?;
+    Ok((0..g.ncols().min(g.nrows()))
+        .map(|j| host[(j, j)].to_f64().abs())
+        .collect())
+}
+
+/// The 2-norms of the columns of `a` (one cuBLAS NRM2 each; waits).
+///
+/// # Errors
+/// [`crate::Error::Cublas`].
+pub(crate) fn column_norms<T: GpuScalar>(gpu: &Gpu, a: &DevMatView<'_, T>) -> Result<Vec<f64>> {
+    (0..a.ncols())
+        .map(|j| {
+            let col = a.buf().slice(j * a.ld()..j * a.ld() + a.nrows());
+            gpu.nrm2(&col)
+        })
+        .collect()
+}
+
+/// The residual norms ‖b_k − Q₁d_k‖ of a thin state (one GEMM into a copy of b).
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Cublas`].
+pub(crate) fn residual_norms<T: GpuScalar>(
+    gpu: &Gpu,
+    q1: &DevMat<T>,
+    d: &DevMat<T>,
+    b: &DevMat<T>,
+) -> Result<Vec<f64>> {
+    let mut res = b.dup(gpu)?;
+    gpu.gemm(
+        Op::N,
+        Op::N,
+        -T::ONE,
+        &q1.view(),
+        &d.view(),
+        T::ONE,
+        &mut res.view_mut(),
+    )?;
+    column_norms(gpu, &res.view())
+}
+
+/// [A | B] as one new m×(a + b) matrix (two copies).
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+pub(crate) fn side_by_side<T: GpuScalar>(
+    gpu: &Gpu,
+    a: &DevMatView<'_, T>,
+    b: &DevMatView<'_, T>,
+) -> Result<DevMat<T>> {
+    let (m, na, nb) = (a.nrows(), a.ncols(), b.ncols());
+    assert_eq!(b.nrows(), m);
+    let mut out = DevMat::<T>::for_overwrite(gpu, m, na + nb)?;
+    if na > 0 {
+        gpu.panel_copy(a, &mut out.block_mut(0, 0, m, na))?;
+    }
+    if nb > 0 {
+        gpu.panel_copy(b, &mut out.block_mut(0, na, m, nb))?;
+    }
+    Ok(out)
+}
+
+/// [A; B] as one new (a + b)×n matrix (two copies).
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+pub(crate) fn stacked<T: GpuScalar>(
+    gpu: &Gpu,
+    a: &DevMatView<'_, T>,
+    b: Option<&DevMatView<'_, T>>,
+    b_rows: usize,
+) -> Result<DevMat<T>> {
+    let (ma, n) = (a.nrows(), a.ncols());
+    let mut out = DevMat::<T>::zeros(gpu, ma + b_rows, n)?;
+    if ma > 0 && n > 0 {
+        gpu.panel_copy(a, &mut out.block_mut(0, 0, ma, n))?;
+    }
+    if let Some(b) = b {
+        assert!(b.nrows() == b_rows && b.ncols() == n);
+        if b_rows > 0 && n > 0 {
+            gpu.panel_copy(b, &mut out.block_mut(ma, 0, b_rows, n))?;
+        }
+    }
+    Ok(out)
+}
