@@ -96,6 +96,8 @@ impl core::fmt::Display for Backend {
 }
 
 /// The state behind a [`Qr`].
+// One per factorisation, moved rarely: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum State<T: GpuScalar> {
     Cpu(CpuQr<T>),

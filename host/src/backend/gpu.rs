@@ -66,7 +66,6 @@ impl<T: GpuScalar> GpuQr<T> {
         params: FactorParams,
         clock: Option<&mut crate::gpu::algo::householder::QrClock>,
     ) -> Result<Self> {
-        crate::ops::factorize::gpu_offers(policy, params)?;
         use crate::ops::factorize::{plan_shapes, run_gpu_dev};
         let plan = plan_shapes::<T>(
             (a.nrows(), a.ncols()),
@@ -221,8 +220,9 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
         rows: MatRef<'_, T>,
         rhs: MatRef<'_, T>,
     ) -> Result<()> {
-        let p = crate::ops::delete_rows::plan_given(self.dims, k0, rows, rhs)?;
-        self.delete_rows(k0, p)
+        self.check_live()?;
+        let out = crate::ops::delete_rows::run_gpu_given(self, k0, rows, rhs);
+        poison_on_fault(&self.poisoned, out)
     }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
         self.check_live()?;

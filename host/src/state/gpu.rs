@@ -2,7 +2,8 @@
 //! (docs/design.md "State"; docs/algorithms.md). R (m×n), d = Qᵀb (m×q) and,
 //! under [`QPolicy::Full`], the explicit m×m Q live in [`DevMat`]s with padded
 //! leading dimensions; under [`QPolicy::Thin`], Q₁ (m×n), R (n×n), d = Q₁ᵀb (n×q) and
-//! the kept b (m×q), nothing m×m. Every operation validates with the same `plan` as the
+//! the kept b (m×q); under [`QPolicy::None`], R (n×n), d (n×q), the residual norms on the
+//! host and, when asked for, A and b. Nothing is m×m but the full kind's Q. Every operation validates with the same `plan` as the
 //! CPU backend, computes into new or scratch buffers, checks the new diagonal,
 //! then swaps in, so a failed call leaves the state unchanged.
 
@@ -20,8 +21,9 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 /// (docs/design.md "State", docs/algorithms.md#conventions).
 ///
 /// The layout matches [`crate::CpuQr`]: R is upper triangular with exact zeros below
-/// the diagonal, m×n with d m×q and Q m×m under [`QPolicy::Full`]; n×n with d n×q, Q₁
-/// m×n and b m×q kept under [`QPolicy::Thin`].
+/// the diagonal, m×n with d m×q and Q m×m under [`QPolicy::Full`]; n×n with d n×q
+/// otherwise, with Q₁ m×n and b m×q under [`QPolicy::Thin`], and the residual norms (and,
+/// with [`crate::FactorParams::keep_data`], A and b) under [`QPolicy::None`].
 ///
 /// # Examples
 /// The same calls as with [`crate::CpuQr`]; only the constructor differs.
@@ -48,8 +50,13 @@ pub struct GpuQr<T: GpuScalar> {
     pub(crate) d: DevMat<T>,
     /// Explicit Q: m×m under [`QPolicy::Full`], Q₁ (m×n) under [`QPolicy::Thin`].
     pub(crate) q: Option<DevMat<T>>,
-    /// The right-hand sides b (m×q) a thin state keeps (for Q_zᵀb and the residual norms).
+    /// The right-hand sides b (m×q): kept by a thin state (for Q_zᵀb and the residual
+    /// norms) and by an R-only state built with [`crate::FactorParams::keep_data`].
     pub(crate) b: Option<DevMat<T>>,
+    /// A (m×n), kept by an R-only state built with [`crate::FactorParams::keep_data`].
+    pub(crate) a: Option<DevMat<T>>,
+    /// The residual norms ‖b_k − A x_k‖ of an R-only state (empty for the other kinds).
+    pub(crate) rho: Vec<T>,
     /// Update options.
     pub(crate) params: UpdateParams,
     /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
@@ -81,6 +88,14 @@ impl<T: GpuScalar> GpuQr<T> {
         self.b.as_ref().expect("a thin state keeps b")
     }
 
+    /// The kept A and b of an R-only state, or [`Error::NeedsData`] for `op`.
+    pub(crate) fn kept_data(&self, op: &'static str) -> Result<(&DevMat<T>, &DevMat<T>)> {
+        match (self.a.as_ref(), self.b.as_ref()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err(crate::ops::needs_q_or_data(op)),
+        }
+    }
+
     /// Dimensions and policy.
     pub fn dims(&self) -> Dims {
         self.dims
@@ -107,9 +122,16 @@ impl<T: GpuScalar> GpuQr<T> {
         self.q.as_ref()
     }
 
-    /// The right-hand sides b (m×q) a thin state keeps, in device memory.
+    /// The right-hand sides b (m×q) a thin state keeps (and an R-only state with
+    /// [`crate::FactorParams::keep_data`]), in device memory.
     pub fn b_dev(&self) -> Option<&DevMat<T>> {
         self.b.as_ref()
+    }
+
+    /// The data A (m×n) an R-only state with [`crate::FactorParams::keep_data`] keeps, in
+    /// device memory.
+    pub fn a_dev(&self) -> Option<&DevMat<T>> {
+        self.a.as_ref()
     }
 
     /// A device-side copy of the whole state (R, d, Q, options): benchmarks
@@ -127,6 +149,8 @@ impl<T: GpuScalar> GpuQr<T> {
                 d: dup_mat(&self.gpu, &self.d)?,
                 q: self.q.as_ref().map(|q| dup_mat(&self.gpu, q)).transpose()?,
                 b: self.b.as_ref().map(|b| dup_mat(&self.gpu, b)).transpose()?,
+                a: self.a.as_ref().map(|a| dup_mat(&self.gpu, a)).transpose()?,
+                rho: self.rho.clone(),
                 params: self.params,
                 rank_tol: self.rank_tol,
                 poisoned: AtomicBool::new(false),
@@ -142,27 +166,20 @@ impl<T: GpuScalar> GpuQr<T> {
     /// [`Error::Poisoned`], [`Error::Driver`].
     pub fn to_cpu(&self) -> Result<crate::CpuQr<T>> {
         self.guarded(|| {
-            let (r, d, rho) = host_parts(
-                self.dims,
-                self.r.to_host(&self.gpu)?,
-                self.d.to_host(&self.gpu)?,
-            );
+            let data = match &self.b {
+                Some(b) => Some(crate::state::cpu::KeptData {
+                    a: self.a.as_ref().map(|a| a.to_host(&self.gpu)).transpose()?,
+                    b: b.to_host(&self.gpu)?,
+                }),
+                None => None,
+            };
             Ok(crate::CpuQr {
                 dims: self.dims,
-                r,
-                d,
+                r: self.r.to_host(&self.gpu)?,
+                d: self.d.to_host(&self.gpu)?,
                 q: self.q.as_ref().map(|q| q.to_host(&self.gpu)).transpose()?,
-                rho,
-                data: self
-                    .b
-                    .as_ref()
-                    .map(|b| {
-                        Ok::<_, Error>(crate::state::cpu::KeptData {
-                            a: None,
-                            b: b.to_host(&self.gpu)?,
-                        })
-                    })
-                    .transpose()?,
+                rho: self.rho.clone(),
+                data,
                 params: self.params,
                 rank_tol: self.rank_tol,
             })
@@ -183,7 +200,17 @@ impl<T: GpuScalar> GpuQr<T> {
         self.guarded(|| {
             let r = self.r.download_pinned(&self.gpu, staging)?;
             let d = self.d.download_pinned(&self.gpu, staging)?;
-            let (r, d, rho) = host_parts(self.dims, r, d);
+            let data = match &self.b {
+                Some(b) => Some(crate::state::cpu::KeptData {
+                    a: self
+                        .a
+                        .as_ref()
+                        .map(|a| a.download_pinned(&self.gpu, staging))
+                        .transpose()?,
+                    b: b.download_pinned(&self.gpu, staging)?,
+                }),
+                None => None,
+            };
             Ok(crate::CpuQr {
                 dims: self.dims,
                 r,
@@ -193,17 +220,8 @@ impl<T: GpuScalar> GpuQr<T> {
                     .as_ref()
                     .map(|q| q.download_pinned(&self.gpu, staging))
                     .transpose()?,
-                rho,
-                data: self
-                    .b
-                    .as_ref()
-                    .map(|b| {
-                        Ok::<_, Error>(crate::state::cpu::KeptData {
-                            a: None,
-                            b: b.download_pinned(&self.gpu, staging)?,
-                        })
-                    })
-                    .transpose()?,
+                rho: self.rho.clone(),
+                data,
                 params: self.params,
                 rank_tol: self.rank_tol,
             })
@@ -254,18 +272,10 @@ impl<T: GpuScalar> GpuQr<T> {
         st: &crate::CpuQr<T>,
         staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>,
     ) -> Result<Self> {
-        if st.data.as_ref().is_some_and(|k| k.a.is_some()) {
-            return Err(Error::Unsupported {
-                op: "GpuQr::from_cpu",
-                what: "kept data A (FactorParams::keep_data) on the GPU backend",
-            });
-        }
-        let kept_b = match (st.dims.policy, st.data.as_ref()) {
-            (QPolicy::Thin, Some(k)) => Some(&k.b),
-            _ => None,
-        };
+        let kept_b = st.data.as_ref().map(|k| &k.b);
+        let kept_a = st.data.as_ref().and_then(|k| k.a.as_ref());
         let need = Self::staging_len(st.dims);
-        let (st_r, st_d) = device_parts(st);
+        let (st_r, st_d) = (&st.r, &st.d);
         let up = |a: &Mat<T>, staging: Option<&mut cudarc::driver::PinnedHostSlice<T>>| {
             let mut m = DevMat::<T>::zeros(gpu, a.nrows(), a.ncols())?;
             match staging {
@@ -274,7 +284,7 @@ impl<T: GpuScalar> GpuQr<T> {
             }
             Ok::<_, Error>(m)
         };
-        let (r, d, q, b) = match staging {
+        let (r, d, q, b, a) = match staging {
             Some(s) => {
                 if s.len() < need {
                     return Err(Error::Shape {
@@ -284,17 +294,19 @@ impl<T: GpuScalar> GpuQr<T> {
                         expected: need,
                     });
                 }
-                let r = up(&st_r, Some(&mut *s))?;
-                let d = up(&st_d, Some(&mut *s))?;
+                let r = up(st_r, Some(&mut *s))?;
+                let d = up(st_d, Some(&mut *s))?;
                 let q = st.q.as_ref().map(|q| up(q, Some(&mut *s))).transpose()?;
                 let b = kept_b.map(|b| up(b, Some(&mut *s))).transpose()?;
-                (r, d, q, b)
+                let a = kept_a.map(|a| up(a, Some(&mut *s))).transpose()?;
+                (r, d, q, b, a)
             }
             None => (
-                up(&st_r, None)?,
-                up(&st_d, None)?,
+                up(st_r, None)?,
+                up(st_d, None)?,
                 st.q.as_ref().map(|q| up(q, None)).transpose()?,
                 kept_b.map(|b| up(b, None)).transpose()?,
+                kept_a.map(|a| up(a, None)).transpose()?,
             ),
         };
         Ok(Self {
@@ -304,6 +316,8 @@ impl<T: GpuScalar> GpuQr<T> {
             d,
             q,
             b,
+            a,
+            rho: st.rho.clone(),
             params: st.params,
             rank_tol: st.rank_tol,
             poisoned: AtomicBool::new(false),
@@ -337,52 +351,6 @@ impl<T: GpuScalar> GpuQr<T> {
 /// driver call (an asynchronous kernel fault surfaces at the next driver call) or a
 /// failed cuBLAS call. Validation errors, rank deficiency and out-of-memory are
 /// reported before anything is written and leave the state usable.
-/// The host shapes of a device state's R and d: as they are under `QPolicy::Full`; for an
-/// R-only state the first n rows, with the residual norms taken from d's rows n..m.
-pub(crate) fn host_parts<T: GpuScalar>(
-    dims: Dims,
-    r: Mat<T>,
-    d: Mat<T>,
-) -> (Mat<T>, Mat<T>, Vec<T>) {
-    if dims.policy != QPolicy::None {
-        // Full: as they are; Thin: R n×n and d n×q already (its residual norms come
-        // from the kept b)
-        return (r, d, Vec::new());
-    }
-    let (n, q, m) = (dims.n, dims.q, dims.m);
-    let rho = (0..q)
-        .map(|k| {
-            let tail: Vec<T> = (n..m).map(|i| d[(i, k)]).collect();
-            crate::cpu::householder::nrm2(&tail)
-        })
-        .collect();
-    (
-        Mat::from_fn(n, n, |i, j| r[(i, j)]),
-        Mat::from_fn(n, q, |i, k| d[(i, k)]),
-        rho,
-    )
-}
-
-/// The device shapes of a host state's R and d (the inverse of [`host_parts`]): an R-only
-/// state's R padded with zero rows to m×n, and d to m×q with the residual norms in row n.
-pub(crate) fn device_parts<T: GpuScalar>(st: &crate::CpuQr<T>) -> (Mat<T>, Mat<T>) {
-    let Dims { m, n, q, policy } = st.dims;
-    if policy != QPolicy::None {
-        return (st.r.clone(), st.d.clone());
-    }
-    let r = Mat::from_fn(m, n, |i, j| if i < n { st.r[(i, j)] } else { T::ZERO });
-    let d = Mat::from_fn(m, q, |i, k| {
-        if i < n {
-            st.d[(i, k)]
-        } else if i == n {
-            st.rho.get(k).copied().unwrap_or(T::ZERO)
-        } else {
-            T::ZERO
-        }
-    });
-    (r, d)
-}
-
 pub(crate) fn is_device_fault(e: &Error) -> bool {
     matches!(e, Error::Driver(_) | Error::Cublas(_))
 }

@@ -1,7 +1,8 @@
 //! GPU algorithms built on the launchers and cuBLAS: blocked Householder QR (with the fused,
-//! small and TSQR panels), the two-phase and wavefront Givens schedules, the thin-Q blocks.
+//! small and TSQR panels), the two-phase and wavefront Givens schedules, the thin-Q and R-only blocks.
 
 pub mod givens_two_phase;
 pub mod givens_wavefront;
 pub mod householder;
+pub(crate) mod reduced;
 pub(crate) mod thin;

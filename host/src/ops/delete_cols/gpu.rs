@@ -48,7 +48,12 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     let nn = plan.n_new;
     let nb = resolve_block_size(OP, st.params.block_size, nn - k0)?;
     let thin = st.dims.policy == QPolicy::Thin;
+    let reduced = st.dims.policy == QPolicy::None;
     if plan.is_truncation() {
+        if reduced {
+            let (r, d) = (st.r.dup(&st.gpu)?, st.d.dup(&st.gpu)?);
+            return finish_reduced(st, r, d, k0, p);
+        }
         if thin {
             // R and d are n rows high: their first nn rows are copied (allocations
             // first, so that out of memory leaves the state as it was); Q₁ loses its
@@ -127,6 +132,9 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     }
     check_rank_dev(&gpu, &r, nn, st.rank_tol)?;
     gpu.stage_mark("rank check");
+    if reduced {
+        return finish_reduced(st, r, d, k0, p);
+    }
     if thin {
         // R and d keep their first nn rows, Q₁ its first nn columns
         let nq = st.dims.q;
@@ -137,6 +145,44 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     st.r = r;
     st.d = d;
     st.q = q;
+    st.dims.n = nn;
+    Ok(())
+}
+
+/// The R-only kind's end of a column deletion (docs/algorithms.md#updates-without-q): `r`
+/// (n×(n−p)) and `d` (n×q) after the reflectors; the residual norms take d's rows n−p..n
+/// (ρ′² = ρ² + ‖d(n−p.., k)‖²), R and d keep their first n − p rows, and the kept A (if
+/// any) loses columns k0..k0+p.
+fn finish_reduced<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    r: crate::gpu::runtime::DevMat<T>,
+    d: crate::gpu::runtime::DevMat<T>,
+    k0: usize,
+    p: usize,
+) -> Result<()> {
+    use crate::gpu::algo::{reduced, thin};
+    let Dims { n, q, .. } = st.dims;
+    let nn = n - p;
+    let g = &*st.gpu;
+    let extra = thin::column_norms(g, &d.block(nn, 0, p, q))?;
+    let rho: Vec<T> = st
+        .rho
+        .iter()
+        .zip(extra)
+        .map(|(r0, x)| T::from_f64(r0.to_f64().hypot(x)))
+        .collect();
+    let r = g.two_phase_copy_new(&r.block(0, 0, nn, nn), 0..0, true)?;
+    let d = g.two_phase_copy_new(&d.block(0, 0, nn, q), 0..0, false)?;
+    let a =
+        st.a.as_ref()
+            .map(|a| reduced::with_cols_deleted(g, a, k0, p))
+            .transpose()?;
+    if a.is_some() {
+        st.a = a;
+    }
+    st.r = r;
+    st.d = d;
+    st.rho = rho;
     st.dims.n = nn;
     Ok(())
 }

@@ -52,6 +52,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     if st.dims.policy == QPolicy::Thin {
         return run_gpu_thin(st, Plan { m, n, p, k0 });
     }
+    if st.dims.policy == QPolicy::None {
+        return run_gpu_reduced(st, Plan { m, n, p, k0 }, None);
+    }
     let q_old =
         st.q.as_ref()
             .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
@@ -241,6 +244,158 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     st.q = Some(q);
     st.d = d;
     st.b = Some(b);
+    st.dims.m = m - p;
+    Ok(())
+}
+
+/// [`run_gpu`] with the deleted rows of A and b given by the caller (`delete_rows_with`):
+/// an R-only state without kept data downdates with them; the other kinds delete rows
+/// k0..k0+p as [`run_gpu`] does.
+///
+/// # Errors
+/// Those of `plan_given`, then as [`run_gpu`].
+pub fn run_gpu_given<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    k0: usize,
+    rows: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+) -> Result<()> {
+    let p = plan_given(st.dims, k0, rows, rhs)?;
+    if st.dims.policy == QPolicy::None && st.a.is_none() {
+        let plan = plan(st.dims, k0, p)?;
+        return run_gpu_reduced(st, plan, Some((rows, rhs)));
+    }
+    run_gpu(st, k0, p)
+}
+
+/// Row deletion from an R-only state on the device, as a block downdate of [R d]
+/// (docs/algorithms.md#updates-without-q): with the deleted rows A_r (p×n) and their
+/// right-hand sides e (from the kept data, or from the caller), W = A_r·R⁻¹ (TRSM);
+/// on the host from p×p and p×q data, L with LLᵀ = I − WWᵀ (a pivot ≤ √u means the rows
+/// left do not determine R: [`Error::DowndateFailed`]) and t = L⁻¹(e − Wd); then the
+/// rows [W L] (p×(n+p), orthonormal) are rotated out of [R; 0] and [d; t] by the
+/// two-phase rotations of the full case, leaving R′ and d′ in rows p... The residual
+/// norms come from the kept data when there are any, else ρ′² = ρ² − ‖t‖².
+///
+/// # Errors
+/// As [`run_gpu`]; [`Error::NeedsData`] without kept data or given rows. On error the
+/// state is unchanged.
+fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    Plan { m, n, p, k0 }: Plan,
+    given: Option<(MatRef<'_, T>, MatRef<'_, T>)>,
+) -> Result<()> {
+    use crate::gpu::algo::reduced::{downdate_small, residual_norms, DowndateRefusal};
+    use crate::gpu::algo::{givens_two_phase as tp, thin};
+    use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+    use crate::gpu::runtime::matrix::DevMat;
+    let nq = st.dims.q;
+    let out = st.guarded(|| {
+        let g = &*st.gpu;
+        let (mut w, mut ewd) = match (st.a.as_ref(), st.b.as_ref(), given) {
+            (Some(a), Some(b), _) => (
+                g.two_phase_copy_new(&a.block(k0, 0, p, n), 0..0, false)?,
+                g.two_phase_copy_new(&b.block(k0, 0, p, nq), 0..0, false)?,
+            ),
+            (_, _, Some((rows, rhs))) => (DevMat::from_host(g, rows)?, DevMat::from_host(g, rhs)?),
+            _ => return Ok(Err(crate::ops::needs_q_or_data(OP))),
+        };
+        // W = A_r·R⁻¹, WWᵀ, e − W d
+        g.trsm(
+            Side::Right,
+            Uplo::Upper,
+            Op::N,
+            Diag::NonUnit,
+            T::ONE,
+            &st.r.view(),
+            &mut w.view_mut(),
+        )?;
+        let mut gram = DevMat::<T>::zeros(g, p, p)?;
+        g.gemm(
+            Op::N,
+            Op::T,
+            T::ONE,
+            &w.view(),
+            &w.view(),
+            T::ZERO,
+            &mut gram.view_mut(),
+        )?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            -T::ONE,
+            &w.view(),
+            &st.d.view(),
+            T::ONE,
+            &mut ewd.view_mut(),
+        )?;
+        let widen = |x: Mat<T>| Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)].to_f64());
+        let rho: Vec<f64> = st.rho.iter().map(|x| x.to_f64()).collect();
+        let d_norms = thin::column_norms(g, &st.d.view())?;
+        let small = downdate_small(
+            &widen(gram.to_host(g)?),
+            &widen(ewd.to_host(g)?),
+            &rho,
+            &d_norms,
+            n,
+            T::UNIT_ROUNDOFF,
+        );
+        let (l, t, rho_down) = match small {
+            Ok(x) => x,
+            Err(DowndateRefusal::NotPositiveDefinite { row, alpha2 }) => {
+                return Ok(Err(Error::DowndateFailed {
+                    op: OP,
+                    row: k0 + row,
+                    why: format!("the rows left do not determine R (1 − ‖R⁻ᵀa‖² = {alpha2:e})"),
+                }))
+            }
+            Err(DowndateRefusal::Residual { rhs }) => {
+                return Ok(Err(Error::DowndateFailed {
+                    op: OP,
+                    row: k0,
+                    why: format!(
+                        "right-hand side {rhs} of the rows exceeds the residual they leave"
+                    ),
+                }))
+            }
+        };
+        let narrow =
+            |x: &Mat<f64>| Mat::from_fn(x.nrows(), x.ncols(), |i, j| T::from_f64(x[(i, j)]));
+        let np = n + p;
+        let mut za = DevMat::<T>::zeros(g, p, np)?;
+        g.panel_copy(&w.view(), &mut za.block_mut(0, 0, p, n))?;
+        let ld = DevMat::from_host(g, narrow(&l).as_ref())?;
+        g.panel_copy(&ld.view(), &mut za.block_mut(0, n, p, p))?;
+        let td = DevMat::from_host(g, narrow(&t).as_ref())?;
+        let mut ra = thin::stacked(g, &st.r.view(), None, p)?;
+        let mut da = thin::stacked(g, &st.d.view(), Some(&td.view()), p)?;
+        g.stage_mark("downdate: W, L, t");
+        tp::delete_rows_rotate_two_phase(g, &mut za, &mut ra, &mut da, 0, p)?;
+        let rn = g.two_phase_copy_new(&ra.block(p, 0, n, n), 0..0, true)?;
+        let dn = g.two_phase_copy_new(&da.block(p, 0, n, nq), 0..0, false)?;
+        tp::check_rank(g, &rn, n, st.rank_tol)?;
+        let kept = match (st.a.as_ref(), st.b.as_ref()) {
+            (Some(a), Some(b)) => Some((
+                g.two_phase_copy_new(&a.view(), k0..k0 + p, false)?,
+                g.two_phase_copy_new(&b.view(), k0..k0 + p, false)?,
+            )),
+            _ => None,
+        };
+        let rho = match &kept {
+            // the kept data give the residual norms without the downdate's cancellation
+            Some((a, b)) => residual_norms(g, a, b, &rn, &dn)?,
+            None => rho_down.into_iter().map(T::from_f64).collect(),
+        };
+        Ok(Ok((rn, dn, rho, kept)))
+    })?;
+    let (r, d, rho, kept) = out?;
+    if let Some((a, b)) = kept {
+        st.a = Some(a);
+        st.b = Some(b);
+    }
+    st.r = r;
+    st.d = d;
+    st.rho = rho;
     st.dims.m = m - p;
     Ok(())
 }

@@ -9,7 +9,9 @@ use super::*;
 /// (`gpu::householder`), leaves exact zeros below R's diagonal, checks the rank on
 /// the device (one download of column norms and the diagonal) and accumulates Q backwards
 /// from the identity: the m×m Q under [`QPolicy::Full`], the m×n Q₁ under
-/// [`QPolicy::Thin`] (which keeps a copy of b and trims R and d to n rows)
+/// [`QPolicy::Thin`] (which keeps a copy of b); every kind but the full one trims R and d
+/// to n rows, and the R-only kind keeps the residual norms (and A and b with
+/// [`FactorParams::keep_data`])
 /// (docs/algorithms.md#blocked-householder-qr).
 ///
 /// # Errors
@@ -23,7 +25,6 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     params: FactorParams,
 ) -> Result<crate::state::gpu::GpuQr<T>> {
     use crate::gpu::runtime::DevMat;
-    gpu_offers(policy, params)?;
     let plan = plan(a, b, policy, params)?;
     let r = DevMat::from_host(gpu, a)?;
     let d = DevMat::from_host(gpu, b)?;
@@ -59,8 +60,15 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
         QPolicy::Thin => Some(DevMat::<T>::for_overwrite(gpu, m, n)?),
         QPolicy::None => None,
     };
-    // the thin state keeps b (its residual norms, and Q_zᵀb in column insertion)
-    let b = if thin { Some(d.dup(gpu)?) } else { None };
+    // the thin state keeps b (its residual norms, and Q_zᵀb in column insertion); an
+    // R-only state keeps A and b when asked to
+    let keep_data = plan.dims.policy == QPolicy::None && params.keep_data;
+    let b = if thin || keep_data {
+        Some(d.dup(gpu)?)
+    } else {
+        None
+    };
+    let a = if keep_data { Some(r.dup(gpu)?) } else { None };
     let mut blocks = Vec::new();
     blocked_qr_impl(
         gpu,
@@ -85,9 +93,17 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
         })?;
     }
     drop(blocks);
-    if thin {
-        // R n×n and d n×q: nothing of height m but Q₁ and b
+    let mut rho = Vec::new();
+    if plan.dims.policy != QPolicy::Full {
+        // R n×n and d n×q: nothing of height m but Q₁ and the kept data; an R-only
+        // state keeps the residual norms ‖d(n:m, k)‖
         let nq = d.ncols();
+        if plan.dims.policy == QPolicy::None {
+            rho = crate::gpu::algo::thin::column_norms(gpu, &d.block(n, 0, m - n, nq))?
+                .into_iter()
+                .map(T::from_f64)
+                .collect();
+        }
         r = gpu.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
         d = gpu.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
     }
@@ -98,6 +114,8 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
         d,
         q,
         b,
+        a,
+        rho,
         params: UpdateParams {
             block_size: params.block_size,
             ..UpdateParams::default()
@@ -105,18 +123,4 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
         rank_tol: plan.rank_tol,
         poisoned: std::sync::atomic::AtomicBool::new(false),
     })
-}
-
-/// What the GPU backend does not offer yet: kept data.
-///
-/// # Errors
-/// [`Error::Unsupported`].
-pub(crate) fn gpu_offers(_policy: QPolicy, params: FactorParams) -> Result<()> {
-    if params.keep_data {
-        return Err(Error::Unsupported {
-            op: OP,
-            what: "kept data (FactorParams::keep_data) on the GPU backend",
-        });
-    }
-    Ok(())
 }

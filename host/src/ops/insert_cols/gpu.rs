@@ -91,6 +91,9 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
     if st.dims.policy == QPolicy::Thin {
         return run_gpu_thin(st, Plan { m, n, p, k0, nb }, u);
     }
+    if st.dims.policy == QPolicy::None {
+        return run_gpu_reduced(st, Plan { m, n, p, k0, nb }, u);
+    }
     let q_old =
         st.q.as_ref()
             .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
@@ -276,6 +279,113 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     st.r = r;
     st.q = Some(q);
     st.d = d;
+    st.dims.n = n + p;
+    Ok(())
+}
+
+/// Column insertion into an R-only state with kept data on the device
+/// (docs/algorithms.md#updates-without-q): C = R⁻ᵀAᵀU and Z = U − A·R⁻¹C by the corrected
+/// semi-normal equations (one refinement step), a new column with ‖z_j‖ ≤ 64u·‖u_j‖ is
+/// dependent ([`Error::RankDeficient`]), G the triangular factor of Z, f = G⁻ᵀZᵀ(b − Ax),
+/// then R′ = [R(:, 0:k0) C R(:, k0:n); 0 G 0] and d′ = [d; f] re-triangularised by one
+/// blocked Householder QR of the strip (no Q to rotate); the kept A takes the columns and
+/// the residual norms come from the kept data.
+///
+/// # Errors
+/// As [`run_gpu`]; [`Error::NeedsData`] without kept data. On error the state is
+/// unchanged.
+fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    Plan { n, p, k0, .. }: Plan,
+    u: UData<'_, '_, T>,
+) -> Result<()> {
+    use crate::gpu::algo::{givens_two_phase as tp, householder, reduced, thin};
+    use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+    use crate::gpu::runtime::matrix::DevMat;
+    use crate::ops::reduced::dependence_tol;
+    let nq = st.dims.q;
+    let (a, b) = st.kept_data(OP)?;
+    let tol = dependence_tol::<T>();
+    let out = st.guarded(|| {
+        let g = &*st.gpu;
+        let uploaded = match u {
+            UData::Host(u) => Some(DevMat::from_host_async(g, u)?),
+            UData::Device(_) => None,
+        };
+        let ud = match (&uploaded, u) {
+            (Some(x), _) => x.view(),
+            (None, UData::Device(v)) => v.reborrow(),
+            (None, UData::Host(_)) => unreachable!("uploaded above"),
+        };
+        let base = thin::column_norms(g, &ud)?;
+        let (c, z) = reduced::csne_project(g, a, &st.r, &ud)?;
+        for (j, (zj, uj)) in thin::column_norms(g, &z.view())?
+            .iter()
+            .zip(&base)
+            .enumerate()
+        {
+            let rel = zj / uj.max(f64::MIN_POSITIVE);
+            if rel.is_nan() || rel <= tol {
+                return Ok(Err(Error::RankDeficient {
+                    column: k0 + j,
+                    r_jj: rel,
+                    tol,
+                }));
+            }
+        }
+        // f = G⁻ᵀ Zᵀ (b − A x)
+        let res = reduced::residual(g, a, b, &st.r, &st.d)?;
+        let mut f = DevMat::<T>::zeros(g, p, nq)?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &z.view(),
+            &res.view(),
+            T::ZERO,
+            &mut f.view_mut(),
+        )?;
+        drop(res);
+        let gz = reduced::r_factor(g, z)?;
+        g.trsm(
+            Side::Left,
+            Uplo::Upper,
+            Op::T,
+            Diag::NonUnit,
+            T::ONE,
+            &gz.view(),
+            &mut f.view_mut(),
+        )?;
+        let np = n + p;
+        let mut r = DevMat::<T>::zeros(g, np, np)?;
+        if k0 > 0 {
+            g.panel_copy(&st.r.block(0, 0, n, k0), &mut r.block_mut(0, 0, n, k0))?;
+        }
+        if k0 < n {
+            g.panel_copy(
+                &st.r.block(0, k0, n, n - k0),
+                &mut r.block_mut(0, k0 + p, n, n - k0),
+            )?;
+        }
+        g.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
+        g.panel_copy(&gz.view(), &mut r.block_mut(n, k0, p, p))?;
+        let mut d = thin::stacked(g, &st.d.view(), Some(&f.view()), p)?;
+        g.stage_mark("semi-normal equations, R', d'");
+        if k0 < n {
+            let nb = crate::base::params::default_block_size(np - k0);
+            householder::blocked_qr(g, &mut r, k0..np, k0..np, Some(&mut d), None, nb)?;
+            g.stage_mark("householder strip");
+        }
+        tp::check_rank(g, &r, np, st.rank_tol)?;
+        let a2 = reduced::with_cols_inserted(g, a, k0, &ud)?;
+        let rho = reduced::residual_norms(g, &a2, b, &r, &d)?;
+        Ok(Ok((r, d, a2, rho)))
+    })?;
+    let (r, d, a2, rho) = out?;
+    st.r = r;
+    st.d = d;
+    st.a = Some(a2);
+    st.rho = rho;
     st.dims.n = n + p;
     Ok(())
 }

@@ -62,22 +62,20 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
             // Without Q the whole update is one cooperative launch
             // (docs/algorithms.md#row-insertion): the
             // reflectors of [R d; U e] flow between blocks that own its columns.
-            let mut r = DevMat::<T>::zeros(g, m + p, n)?;
-            let mut d = DevMat::<T>::zeros(g, m + p, q)?;
+            let rows = st.r.nrows();
+            let mut r = DevMat::<T>::zeros(g, rows + p, n)?;
+            let mut d = DevMat::<T>::zeros(g, rows + p, q)?;
             let mut uw = DevMat::from_host_async(g, u)?;
             let mut ew = DevMat::from_host_async(g, e)?;
-            g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, m, n))?;
-            g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, m, q))?;
+            g.panel_copy(&st.r.view(), &mut r.block_mut(0, 0, rows, n))?;
+            g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, rows, q))?;
             g.stage_mark("upload, copies");
             g.row_insert_qr(&mut r, &mut d, &mut uw, &mut ew, n, q, p, shape)?;
             g.stage_mark("row_insert_qr");
-            g.panel_copy(&ew.view(), &mut d.block_mut(m, 0, p, q))?;
+            g.panel_copy(&ew.view(), &mut d.block_mut(rows, 0, p, q))?;
             check_rank_dev(g, &r, n, st.rank_tol)?;
             g.stage_mark("rank check");
-            st.r = r;
-            st.d = d;
-            st.dims.m = m + p;
-            return Ok(());
+            return finish_reduced(st, r, d, k0, u, e);
         }
     }
     // R's and d's stored rows (m, or n for a thin state) and the first of the new rows'
@@ -287,10 +285,56 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         let eo = DevMat::from_host_async(g, e)?;
         g.panel_copy(&eo.view(), &mut b.block_mut(k0, 0, p, q))?;
         st.b = Some(b);
+    } else if st.dims.policy == QPolicy::None {
+        return finish_reduced(st, r, d, k0, u, e);
     }
     st.r = r;
     st.d = d;
     st.q = qn;
+    st.dims.m = m + p;
+    Ok(())
+}
+
+/// The R-only kind's end of a row insertion (docs/algorithms.md#updates-without-q): `r` and
+/// `d` are n + p rows high after the reflectors; the residual norms take what the new
+/// rows left in d's rows n.. (ρ′² = ρ² + ‖d(n.., k)‖²), R and d keep their first n rows,
+/// and the kept A and b (if any) take the new rows at k0.
+fn finish_reduced<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    r: crate::gpu::runtime::DevMat<T>,
+    d: crate::gpu::runtime::DevMat<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+) -> Result<()> {
+    use crate::gpu::algo::{reduced, thin};
+    use crate::gpu::runtime::DevMat;
+    let Dims { m, n, q, .. } = st.dims;
+    let p = u.nrows();
+    let g = &*st.gpu;
+    let extra = thin::column_norms(g, &d.block(n, 0, p, q))?;
+    let rho: Vec<T> = st
+        .rho
+        .iter()
+        .zip(extra)
+        .map(|(r0, x)| T::from_f64(r0.to_f64().hypot(x)))
+        .collect();
+    let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
+    let d = g.two_phase_copy_new(&d.block(0, 0, n, q), 0..0, false)?;
+    let kept = match (st.a.as_ref(), st.b.as_ref()) {
+        (Some(a), Some(b)) => Some((
+            reduced::with_rows_inserted(g, a, k0, &DevMat::from_host_async(g, u)?.view())?,
+            reduced::with_rows_inserted(g, b, k0, &DevMat::from_host_async(g, e)?.view())?,
+        )),
+        _ => None,
+    };
+    if let Some((a, b)) = kept {
+        st.a = Some(a);
+        st.b = Some(b);
+    }
+    st.r = r;
+    st.d = d;
+    st.rho = rho;
     st.dims.m = m + p;
     Ok(())
 }

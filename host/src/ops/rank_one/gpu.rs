@@ -25,6 +25,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     if st.dims.policy == QPolicy::Thin {
         return run_gpu_thin(st, u, v);
     }
+    if st.dims.policy == QPolicy::None {
+        return run_gpu_reduced(st, u, v);
+    }
     let q_old =
         st.q.as_ref()
             .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
@@ -126,5 +129,80 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     st.r = r;
     st.q = Some(q);
     st.d = d;
+    Ok(())
+}
+
+/// Rank-one update of an R-only state with kept data on the device
+/// (docs/algorithms.md#updates-without-q): c = R⁻ᵀAᵀu and z = u − A·R⁻¹c by the corrected
+/// semi-normal equations, γ = ‖z‖ (no new direction where γ ≤ 64u·‖u‖), f = zᵀ(b − Ax)/γ,
+/// then stages A and B on [R; 0] and [d; f] with w′ = [c; γ] (a one-row scratch stands in
+/// for Q); A += u vᵀ and the residual norms come from the kept data.
+///
+/// # Errors
+/// As [`run_gpu`]; [`Error::NeedsData`] without kept data. On error the state is
+/// unchanged.
+fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    u: &[T],
+    v: &[T],
+) -> Result<()> {
+    use crate::gpu::algo::{givens_two_phase as tp, reduced, thin};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::{DevMat, DevVec};
+    let Dims { m, n, q: nq, .. } = st.dims;
+    let (a, b) = st.kept_data(OP)?;
+    let unorm = crate::cpu::householder::nrm2(u).to_f64();
+    let (r, d, a2, rho) = st.guarded(|| {
+        let g = &*st.gpu;
+        let ud = DevVec::from_slice_async(g, u)?;
+        let vd = DevVec::from_slice_async(g, v)?;
+        let (c, mut z) = reduced::csne_project(g, a, &st.r, &ud.as_col())?;
+        let gamma = g.nrm2(&z.col(0, 0..m))?;
+        let has_dir = gamma > crate::ops::reduced::dependence_tol::<T>() * unorm && gamma > 0.0;
+        let (gamma_t, scale) = if has_dir {
+            (T::from_f64(gamma), T::from_f64(1.0 / gamma))
+        } else {
+            (T::ZERO, T::ZERO)
+        };
+        g.scal(scale, &mut z.col_mut(0, 0..m))?;
+        let res = reduced::residual(g, a, b, &st.r, &st.d)?;
+        let mut r = thin::stacked(g, &st.r.view(), None, 1)?;
+        let mut d = thin::stacked(g, &st.d.view(), None, 1)?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &z.view(),
+            &res.view(),
+            T::ZERO,
+            &mut d.block_mut(n, 0, 1, nq),
+        )?;
+        drop(res);
+        let mut w_host: Vec<T> = c.to_host(g)?.col(0).to_vec();
+        w_host.push(gamma_t);
+        let mut w = DevVec::from_slice(g, &w_host)?;
+        // the rotations' Q side: one scratch row (an R-only state has no Q)
+        let mut scratch = DevMat::<T>::zeros(g, 1, n + 1)?;
+        tp::rank_one_rotate_two_phase(g, &mut w, &vd, &mut r, &mut scratch, &mut d)?;
+        let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
+        let d = g.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
+        tp::check_rank(g, &r, n, st.rank_tol)?;
+        let mut a2 = a.dup(g)?;
+        g.gemm(
+            Op::N,
+            Op::T,
+            T::ONE,
+            &ud.as_col(),
+            &vd.as_col(),
+            T::ONE,
+            &mut a2.view_mut(),
+        )?;
+        let rho = reduced::residual_norms(g, &a2, b, &r, &d)?;
+        Ok((r, d, a2, rho))
+    })?;
+    st.r = r;
+    st.d = d;
+    st.a = Some(a2);
+    st.rho = rho;
     Ok(())
 }

@@ -6,7 +6,7 @@ use super::*;
 
 /// GPU least-squares solve (docs/algorithms.md#least-squares): x = R₁⁻¹d(0:n) by cuBLAS trsm and
 /// the residual norms ‖d(n:m, j)‖ by `reduce_nrm2` (a thin state: ‖b − Q₁d‖ from the kept
-/// b), downloaded to the host.
+/// b; an R-only state: its residual norms), downloaded to the host.
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`], [`Error::Cublas`].
@@ -34,6 +34,12 @@ pub fn solve_gpu<T: crate::gpu::runtime::GpuScalar>(
         return Ok(Solution {
             x: x.to_host(gpu)?,
             residual_norms,
+        });
+    }
+    if st.dims.policy == crate::base::params::QPolicy::None {
+        return Ok(Solution {
+            x: x.to_host(gpu)?,
+            residual_norms: st.rho.iter().map(|v| v.to_f64()).collect(),
         });
     }
     let mut norms = DevVec::<T>::zeros(gpu, q)?;

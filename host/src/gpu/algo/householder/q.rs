@@ -77,6 +77,7 @@ pub(crate) const Q_MERGE_MIN_ROWS: usize = 4096;
 
 /// Q := H_1⋯H_K applied to the identity, backwards (Q = B₁(B₂(⋯(B_K I)))), each
 /// block touching rows and columns row0.. only (docs/algorithms.md#blocked-householder-qr).
+/// `q` is m×m for the full Q, or m×n for the thin Q₁ (the identity's first n columns).
 /// Consecutive blocks that reach the last row (each starting where the previous one's columns
 /// end) are merged into block reflectors of up to [`Q_MERGE_WIDTH`] columns first
 /// ([`MergedBlock`]), so that each pass over Q does more work per byte, when Q has at
@@ -106,6 +107,9 @@ pub(super) fn accumulate_q_merged<T: GpuScalar>(
     max_width: usize,
 ) -> Result<()> {
     let m = q.nrows();
+    // Q's columns: m for the square Q, n for the thin Q₁ = H₁⋯H_k·[I; 0] (a block
+    // starting at row0 touches only columns row0.. of the identity's image)
+    let nc = q.ncols();
     gpu.panel_set_identity(&mut q.view_mut())?;
     let shapes: Vec<(usize, usize, usize)> = blocks
         .iter()
@@ -134,7 +138,7 @@ pub(super) fn accumulate_q_merged<T: GpuScalar>(
                 false,
                 q,
                 row0,
-                row0..m,
+                row0.min(nc)..nc,
                 &mut w,
                 &mut w2,
             )?;
@@ -154,7 +158,7 @@ pub(super) fn accumulate_q_merged<T: GpuScalar>(
             false,
             q,
             row0,
-            row0..m,
+            row0.min(nc)..nc,
             &mut w,
             &mut w2,
         )?;
