@@ -220,8 +220,8 @@ Operations (--op), positions 0-based:
 
 Options:
   --q-policy full|thin|none
-                         full: the explicit m x m Q (default); thin: Q1, m x n
-                         (CPU backend); none: R and d only, where insert-cols,
+                         thin: Q1, m x n, R n x n and b (default); full: the
+                         explicit m x m Q; none: R and d only, where insert-cols,
                          delete-rows and rank-one need Q or the data
   --precision f64|f32    working precision (default f64); inputs are converted
   --backend auto|cpu|gpu auto: the GPU when usable, else the CPU (default auto)

@@ -25,8 +25,8 @@ struct Sizes {
     del_rows: usize,
 }
 
-/// 2500×250 keeps `cuqr demo` near 15 s on one CPU core (built with FMA): each
-/// of the six refactorisations with an explicit Q costs ≈ 4m²n flops.
+/// 2500×250: each of the six refactorisations to the thin Q₁ costs ≈ 4mn² flops
+/// (the session's state is thin too).
 const DEFAULT: Sizes = Sizes {
     m: 2500,
     n: 250,
@@ -200,7 +200,7 @@ impl<T: GpuScalar> Session<T> {
             &self.backend,
             self.a.as_ref(),
             self.y.as_ref(),
-            QPolicy::Full,
+            QPolicy::Thin,
         )?;
         let t_fresh = t.elapsed().as_secs_f64() * 1e3;
 
@@ -243,7 +243,7 @@ fn session<T: GpuScalar>(backend: Backend, seed: u64, s: Sizes) -> CliResult<()>
     Table::header();
 
     let t = Instant::now();
-    let qr = backend::factorize(&backend, a.as_ref(), y.as_ref(), QPolicy::Full)?;
+    let qr = backend::factorize(&backend, a.as_ref(), y.as_ref(), QPolicy::Thin)?;
     let t_fact = t.elapsed().as_secs_f64() * 1e3;
     let sol = qr.solve()?;
     let ea = e_a(qr.as_ref(), &a)?;

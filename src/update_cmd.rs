@@ -79,8 +79,8 @@ pub fn run(args: &[String]) -> CliResult<()> {
         }
     }
     let policy = match opts.get("q-policy") {
-        None | Some("full") => QPolicy::Full,
-        Some("thin") => QPolicy::Thin,
+        Some("full") => QPolicy::Full,
+        None | Some("thin") => QPolicy::Thin,
         Some("none") => QPolicy::None,
         Some(s) => return Err(format!("--q-policy must be full, thin or none, not '{s}'").into()),
     };

@@ -87,14 +87,6 @@ pub enum Error {
         /// Why.
         why: String,
     },
-    /// The backend does not offer this yet.
-    #[error("{op}: {what} is not available")]
-    Unsupported {
-        /// Operation.
-        op: &'static str,
-        /// What is not available.
-        what: &'static str,
-    },
     /// The (updated) matrix is numerically rank deficient: |R_jj| ≤ tol.
     #[error("column {column} is numerically dependent: |r_jj| = {r_jj:e} <= {tol:e}")]
     RankDeficient {
