@@ -811,6 +811,92 @@ fn bench_qr_rejects_bad_options() {
 }
 
 #[test]
+fn bench_tall_rejects_bad_options() {
+    for (args, needle) in [
+        (
+            &["bench", "tall", "--kinds", "full"][..],
+            "--kinds: unknown 'full'",
+        ),
+        (&["bench", "tall", "--ops", "insert_row"], "--ops: unknown"),
+        (
+            &["bench", "tall", "--precision", "f16"],
+            "--precision: unknown",
+        ),
+        (&["bench", "tall", "--shapes", "10x20"], "m >= n"),
+        (&["bench", "tall", "--reps", "3"], "at least 5"),
+        (&["bench", "tall", "--nope"], "unknown option --nope"),
+    ] {
+        assert_cli_error(&cuqr(args), needle);
+    }
+    let o = run_ok(&["bench", "tall", "--help"]);
+    for needle in ["--kinds", "--ops", "orgqr", "insert_cols_device", "60%"] {
+        assert!(stdout(&o).contains(needle), "{needle:?} missing from help");
+    }
+    assert!(stdout(&run_ok(&["bench", "--help"])).contains("tall "));
+}
+
+/// GPU smoke run of `bench tall` on one small shape: the header lines, one row per
+/// kind and case with as many cells as the header, every cuSOLVER time measured, each
+/// cuqr time measured or n/a with the reason, and the CSV with the same rows.
+#[test]
+fn bench_tall_small_shape_on_gpu() {
+    if !have_gpu() {
+        return;
+    }
+    let dir = temp_dir("bench-tall");
+    let csv = dir.join("tall.csv");
+    let o = run_ok(&[
+        "bench",
+        "tall",
+        "--shapes",
+        "3000x40",
+        "--precision",
+        "f64",
+        "--csv",
+        p(&csv),
+    ]);
+    let s = stdout(&o);
+    for line in [
+        "date: ",
+        "device: ",
+        "driver: ",
+        "command: ",
+        "copy bandwidth: ",
+    ] {
+        assert!(s.contains(line), "{line:?} missing from\n{s}");
+    }
+    let head = s
+        .lines()
+        .find(|l| l.starts_with("| shape |"))
+        .map(md_cells)
+        .unwrap_or_else(|| panic!("no table in\n{s}"));
+    let col = |name: &str| head.iter().position(|c| c == name).unwrap();
+    let rows: Vec<Vec<String>> = s
+        .lines()
+        .filter(|l| l.starts_with("| 3000×40 |"))
+        .map(md_cells)
+        .collect();
+    // two kinds × (four block operations at p = 1 and p = 4, and rank-one)
+    assert_eq!(rows.len(), 18, "{s}");
+    for r in &rows {
+        assert_eq!(r.len(), head.len(), "{r:?}");
+        let base: f64 = r[col("cuSOLVER ms")]
+            .parse()
+            .unwrap_or_else(|_| panic!("{r:?}"));
+        assert!(base > 0.0, "{r:?}");
+        let cuqr = &r[col("cuqr ms")];
+        let note = &r[col("note")];
+        match cuqr.parse::<f64>() {
+            Ok(t) => assert!(t > 0.0 && note.is_empty(), "{r:?}"),
+            Err(_) => assert!(cuqr == "n/a" && note.starts_with("cuqr: "), "{r:?}"),
+        }
+    }
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 1 + 18, "{text}");
+    assert!(text.starts_with("prec,m,n,kind,op,"), "{text}");
+}
+
+#[test]
 fn bench_qr_quick_without_gpu_says_so() {
     if cuqr::Gpu::new(0).is_ok() {
         eprintln!("skipped: a GPU is present (the --quick grid would run in full)");
@@ -847,11 +933,12 @@ fn bench_quick_runs_each_group_in_turn() {
             "## cuqr bench lu --quick",
             "## cuqr bench qr --quick",
             "## cuqr bench updates --quick",
+            "## cuqr bench tall --quick",
             "## cuqr bench mixed --quick",
             "## cuqr bench kernels --quick",
         ]
     );
-    assert_eq!(s.matches("\nskipped: no GPU\n").count(), 3, "{s}");
+    assert_eq!(s.matches("\nskipped: no GPU\n").count(), 4, "{s}");
     assert!(s.contains("cuqr bench qr measures GPU factorisations only; nothing run"));
     assert!(s.contains("CPU columns only"), "{s}");
     // the quick grid's nine points in both precisions, each with its CPU columns

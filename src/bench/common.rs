@@ -156,9 +156,93 @@ pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     Some(a? / b?)
 }
 
+/// Prints the lines that open a group's report with its date: the date (UTC), the
+/// device, the NVIDIA driver version and the command line.
+pub(crate) fn print_dated_run_header(gpu: &Gpu, cmd: &str, args: &[String]) -> cuqr::Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    println!("date: {}", utc_date_time(now));
+    println!("device: {}", gpu.describe()?);
+    println!("driver: {}", driver_version());
+    println!("command: cuqr {cmd} {}", args.join(" "));
+    Ok(())
+}
+
+/// `secs` after 1970-01-01 00:00 UTC as "YYYY-MM-DD HH:MM:SS UTC" (proleptic
+/// Gregorian calendar, days to civil date by era arithmetic).
+pub(crate) fn utc_date_time(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // days since 0000-03-01 in 400-year eras of 146097 days
+    let z = days + 719_468;
+    let (era, doe) = (z / 146_097, z % 146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The NVIDIA driver version: from /proc/driver/nvidia/version, else from
+/// `nvidia-smi`, else "unknown".
+pub(crate) fn driver_version() -> String {
+    let from_proc = std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|s| version_in(&s));
+    let from_smi = || {
+        std::process::Command::new("nvidia-smi")
+            .args(["--query-gpu=driver_version", "--format=csv,noheader"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| version_in(&String::from_utf8_lossy(&o.stdout)))
+    };
+    from_proc
+        .or_else(from_smi)
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The first dotted number (e.g. 580.159.04) in `text`.
+fn version_in(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .find(|t| {
+            t.contains('.')
+                && t.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
 /// Prints the lines that open a group's report: the device and the command line.
 pub(crate) fn print_run_header(gpu: &Gpu, cmd: &str, args: &[String]) -> cuqr::Result<()> {
     println!("device: {}", gpu.describe()?);
     println!("command: cuqr {cmd} {}", args.join(" "));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_driver_versions() {
+        assert_eq!(utc_date_time(0), "1970-01-01 00:00:00 UTC");
+        // a leap day, and the last second of a year
+        assert_eq!(utc_date_time(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc_date_time(1_704_067_199), "2023-12-31 23:59:59 UTC");
+        assert_eq!(utc_date_time(1_700_000_000), "2023-11-14 22:13:20 UTC");
+        let proc = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  \
+                    Release Build  (dvs-builder@U16-I3-B08-1-2)  Thu Oct  2 01:15:15 UTC 2025\n\
+                    GCC version:  gcc version 12.3.0";
+        assert_eq!(version_in(proc).as_deref(), Some("580.159.04"));
+        assert_eq!(version_in("550.54.15\n").as_deref(), Some("550.54.15"));
+        assert_eq!(version_in("no version here 1. .2"), None);
+    }
 }

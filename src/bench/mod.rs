@@ -10,6 +10,7 @@ mod lu;
 mod mixed;
 mod opts;
 mod qr;
+mod tall;
 mod updates;
 
 use crate::cli::{self, CliResult};
@@ -50,6 +51,13 @@ const GROUPS: &[Group] = &[
         help: updates::HELP,
         run: updates::run,
         needs_gpu: false,
+    },
+    Group {
+        name: "tall",
+        summary: "updates of tall thin-Q and R-only states vs cuSOLVER refactorisation",
+        help: tall::HELP,
+        run: tall::run,
+        needs_gpu: true,
     },
     Group {
         name: "mixed",
