@@ -445,3 +445,54 @@ fn kinds_round_trip<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
 }
 
 common::gpu_tests!(gpu => kinds_round_trip { kinds_round_trip_f64: f64 [91], kinds_round_trip_f32: f32 [92] });
+
+/// Inputs that take the thin kind's explicit paths (a deleted row of leverage near 1, new
+/// columns and a rank-one u mostly inside range(A)), and the same inputs on every kind:
+/// the same answers as the CPU backend.
+fn kinds_near_range<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    for state in STATES {
+        let mut g = rng(seed);
+        let (m, n) = (140, 23);
+        let mut a = random_mat::<T>(&mut g, m, n);
+        for j in 0..n {
+            a[(9, j)] *= T::from_f64(40.0);
+        }
+        let b = random_mat::<T>(&mut g, m, 2);
+        let (mut gs, mut cs) = pair(gpu, state, &a, &b);
+        let mut model = Model::new(&a, &b);
+        // columns (and u) = A·x plus a small part outside range(A)
+        let mix = random_mat::<T>(&mut g, n, 3);
+        let small = random_mat::<T>(&mut g, m, 3);
+        let near = Mat::from_fn(m, 3, |i, k| {
+            let s: f64 = (0..n)
+                .map(|j| a[(i, j)].to_f64() * mix[(j, k)].to_f64())
+                .sum();
+            T::from_f64(s + 1e-2 * small[(i, k)].to_f64())
+        });
+        let u: Vec<T> = (0..m).map(|i| near[(i, 0)]).collect();
+        let cols = Mat::from_fn(m, 2, |i, k| near[(i, k + 1)]);
+        let steps: Vec<Upd<T>> = vec![
+            Upd::DeleteRows(9, 1),
+            Upd::InsertCols(4, cols),
+            Upd::RankOne(u, random_vec(&mut g, n + 2)),
+        ];
+        for upd in steps {
+            let kind = match &upd {
+                Upd::InsertCols(..) => Kind::InsertCols,
+                Upd::RankOne(..) => Kind::RankOne,
+                _ => Kind::DeleteRows,
+            };
+            if !state.runs(kind) {
+                continue;
+            }
+            let what = format!("{state:?} near range {kind:?}");
+            upd.apply(&mut gs, &model)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            upd.apply(&mut cs, &model).unwrap();
+            upd.apply_model(&mut model);
+            compare(&gs, &cs, &model, &what);
+        }
+    }
+}
+
+common::gpu_tests!(gpu => kinds_near_range { kinds_near_range_f64: f64 [101], kinds_near_range_f32: f32 [102] });

@@ -182,7 +182,55 @@ pub(crate) enum DowndateRefusal {
     Residual { rhs: usize },
 }
 
-/// The deleted rows' part of the block downdate (docs/algorithms.md#updates-without-q),
+/// The Cholesky factor L (lower, p×p) of the symmetric p×p `m` = LLᵀ, in f64 on the host,
+/// with its pivots (L_jj²). The first pivot that is NaN or ≤ `floor(j)` stops it:
+/// `Err((j, pivot))`.
+pub(crate) fn cholesky_lower(
+    m: &Mat<f64>,
+    floor: impl Fn(usize) -> f64,
+) -> core::result::Result<(Mat<f64>, Vec<f64>), (usize, f64)> {
+    let p = m.nrows();
+    let mut l = Mat::<f64>::zeros(p, p);
+    let mut pivots = Vec::with_capacity(p);
+    for j in 0..p {
+        let mut s = m[(j, j)];
+        for k in 0..j {
+            s -= l[(j, k)] * l[(j, k)];
+        }
+        if s.is_nan() || s <= floor(j) {
+            return Err((j, s));
+        }
+        pivots.push(s);
+        let ljj = s.sqrt();
+        l[(j, j)] = ljj;
+        for i in j + 1..p {
+            let mut t = m[(i, j)];
+            for k in 0..j {
+                t -= l[(i, k)] * l[(j, k)];
+            }
+            l[(i, j)] = t / ljj;
+        }
+    }
+    Ok((l, pivots))
+}
+
+/// L⁻¹X for the lower triangular L (forward substitution, f64).
+pub(crate) fn solve_lower(l: &Mat<f64>, x: &Mat<f64>) -> Mat<f64> {
+    let (p, q) = (l.nrows(), x.ncols());
+    let mut t = x.clone();
+    for k in 0..q {
+        for i in 0..p {
+            let mut s = t[(i, k)];
+            for j in 0..i {
+                s -= l[(i, j)] * t[(j, k)];
+            }
+            t[(i, k)] = s / l[(i, i)];
+        }
+    }
+    t
+}
+
+/// The deleted rows' part of the block downdate (docs/algorithms.md#r-only-updates-on-the-gpu),
 /// computed on the host from p×p and p×q data: L with LLᵀ = I − WWᵀ (W = rows·R⁻¹, p×n,
 /// `gram` = WWᵀ) and t = L⁻¹(e − W d) (`e_wd`), in f64; the new residual norms
 /// ρ′² = ρ² − ‖t‖². `d_norms` are the columns' ‖d‖ for the residual test's slack.
@@ -199,38 +247,11 @@ pub(crate) fn downdate_small(
 ) -> core::result::Result<DowndateParts, DowndateRefusal> {
     let p = gram.nrows();
     let q = e_wd.ncols();
-    // Cholesky of M = I − G (lower), pivot by pivot: pivot j is row j's 1 − ‖z‖² once
-    // rows 0..j are gone
-    let mut l = Mat::<f64>::zeros(p, p);
-    for j in 0..p {
-        let mut s = 1.0 - gram[(j, j)];
-        for k in 0..j {
-            s -= l[(j, k)] * l[(j, k)];
-        }
-        if s.is_nan() || s <= unit_roundoff.sqrt() {
-            return Err(DowndateRefusal::NotPositiveDefinite { row: j, alpha2: s });
-        }
-        let ljj = s.sqrt();
-        l[(j, j)] = ljj;
-        for i in j + 1..p {
-            let mut t = -gram[(i, j)];
-            for k in 0..j {
-                t -= l[(i, k)] * l[(j, k)];
-            }
-            l[(i, j)] = t / ljj;
-        }
-    }
-    // t = L⁻¹(e − Wd), forward substitution
-    let mut t = e_wd.clone();
-    for k in 0..q {
-        for i in 0..p {
-            let mut s = t[(i, k)];
-            for j in 0..i {
-                s -= l[(i, j)] * t[(j, k)];
-            }
-            t[(i, k)] = s / l[(i, i)];
-        }
-    }
+    // pivot j of I − WWᵀ is row j's 1 − ‖z‖² once rows 0..j are gone
+    let complement = Mat::from_fn(p, p, |i, j| f64::from(u8::from(i == j)) - gram[(i, j)]);
+    let (l, _) = cholesky_lower(&complement, |_| unit_roundoff.sqrt())
+        .map_err(|(row, alpha2)| DowndateRefusal::NotPositiveDefinite { row, alpha2 })?;
+    let t = solve_lower(&l, e_wd);
     let mut new_rho = Vec::with_capacity(q);
     for k in 0..q {
         let tn2: f64 = (0..p).map(|i| t[(i, k)] * t[(i, k)]).sum();

@@ -4,6 +4,7 @@
 //! a thin state from its kept right-hand sides. Nothing here is m×m.
 
 use crate::base::error::Result;
+use crate::base::mat::Mat;
 use crate::gpu::algo::householder::{
     accumulate_q_backward, blocked_qr_impl, merges_trailing, PanelImpl,
 };
@@ -184,4 +185,38 @@ pub(crate) fn stacked<T: GpuScalar>(
         }
     }
     Ok(out)
+}
+
+/// The k×k identity in a new buffer.
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+pub(crate) fn identity<T: GpuScalar>(gpu: &Gpu, k: usize) -> Result<DevMat<T>> {
+    let mut i = DevMat::<T>::for_overwrite(gpu, k, k)?;
+    gpu.panel_set_identity(&mut i.view_mut())?;
+    Ok(i)
+}
+
+/// A small device matrix on the host in f64 (exact for f32 and f64 entries).
+///
+/// # Errors
+/// [`crate::Error::Driver`].
+pub(crate) fn to_host_f64<T: GpuScalar>(gpu: &Gpu, x: &DevMatView<'_, T>) -> Result<Mat<f64>> {
+    let mut own = DevMat::<T>::for_overwrite(gpu, x.nrows(), x.ncols())?;
+    if x.nrows() > 0 && x.ncols() > 0 {
+        gpu.panel_copy(x, &mut own.view_mut())?;
+    }
+    let h = own.to_host(gpu)?;
+    Ok(Mat::from_fn(h.nrows(), h.ncols(), |i, j| {
+        h[(i, j)].to_f64()
+    }))
+}
+
+/// A small f64 host matrix on the device in precision T.
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+pub(crate) fn from_host_f64<T: GpuScalar>(gpu: &Gpu, x: &Mat<f64>) -> Result<DevMat<T>> {
+    let t = Mat::from_fn(x.nrows(), x.ncols(), |i, j| T::from_f64(x[(i, j)]));
+    DevMat::from_host(gpu, t.as_ref())
 }

@@ -144,7 +144,8 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     Ok(())
 }
 
-/// Row deletion from a thin state on the device (docs/algorithms.md#thin-row-deletion): the
+/// Row deletion from a thin state on the device by completing the deleted rows explicitly
+/// (docs/algorithms.md#thin-row-deletion), the path for rows of high leverage: the
 /// deleted rows' unit vectors E are completed against Q₁ by Gram–Schmidt twice (Z = E −
 /// Q₁Q₁(rows, :)ᵀ, then Z −= Q₁(Q₁ᵀZ)) and the thin QR Z = V·G (a |G_jj| ≤ √u means the
 /// rows left do not determine the factorisation: [`Error::DowndateFailed`]); then the
@@ -153,7 +154,7 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
 ///
 /// # Errors
 /// As [`run_gpu`]. On error the state is unchanged.
-fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+fn run_gpu_thin_completed<T: crate::gpu::runtime::GpuScalar>(
     st: &mut crate::state::gpu::GpuQr<T>,
     Plan { m, n, p, k0 }: Plan,
 ) -> Result<()> {
@@ -398,4 +399,143 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     st.rho = rho;
     st.dims.m = m - p;
     Ok(())
+}
+
+/// Row deletion from a thin state on the device (docs/algorithms.md#thin-q-updates-on-the-gpu):
+/// the completion of the deleted rows comes from the small side. With W = Q₁(rows, :) (p×n),
+/// L with LLᵀ = I − WWᵀ (a pivot ≤ √u refuses the rows: [`Error::DowndateFailed`]) gives
+/// the deleted rows [W L] of [Q₁ V], where V = −Q₁WᵀL⁻ᵀ off those rows, and Vᵀb =
+/// L⁻¹(e − Wd). The rotations of the full case are generated from [W L] and applied to [R; 0],
+/// [d; L⁻¹(e − Wd)] and an identity, giving their product G; then Q₁′ = Q₁(kept rows)·M with
+/// M = G(0:n, p:) − WᵀL⁻ᵀ·G(n:, p:), one GEMM over Q₁. Where a pivot is below ½ (a deleted row
+/// of leverage above ½, where this completion loses accuracy) the explicit completion runs
+/// instead.
+///
+/// # Errors
+/// As [`run_gpu`]. On error the state is unchanged.
+fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    plan: Plan,
+) -> Result<()> {
+    use crate::gpu::algo::reduced::{cholesky_lower, solve_lower};
+    use crate::gpu::algo::{givens_two_phase as tp, thin};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::DevMat;
+    let Plan { m, n, p, k0 } = plan;
+    let nq = st.dims.q;
+    let tol = crate::ops::reduced::completion_tol::<T>();
+    // one value a call, returned at once: the variants' sizes do not matter
+    #[allow(clippy::large_enum_variant)]
+    enum Outcome<T: crate::gpu::runtime::GpuScalar> {
+        Done(DevMat<T>, DevMat<T>, DevMat<T>, DevMat<T>),
+        Refused(Error),
+        Completed,
+    }
+    let out = st.guarded(|| {
+        let g = &*st.gpu;
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        let b = st.kept_b();
+        let w = g.two_phase_copy_new(&q1.block(k0, 0, p, n), 0..0, false)?;
+        let mut gram = DevMat::<T>::zeros(g, p, p)?;
+        g.gemm(
+            Op::N,
+            Op::T,
+            T::ONE,
+            &w.view(),
+            &w.view(),
+            T::ZERO,
+            &mut gram.view_mut(),
+        )?;
+        let mut ewd = g.two_phase_copy_new(&b.block(k0, 0, p, nq), 0..0, false)?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            -T::ONE,
+            &w.view(),
+            &st.d.view(),
+            T::ONE,
+            &mut ewd.view_mut(),
+        )?;
+        let gram = thin::to_host_f64(g, &gram.view())?;
+        let complement = Mat::from_fn(p, p, |i, j| f64::from(u8::from(i == j)) - gram[(i, j)]);
+        let (l, pivots) = match cholesky_lower(&complement, |_| tol) {
+            Ok(x) => x,
+            Err((row, norm2)) => {
+                return Ok(Outcome::Refused(crate::ops::reduced::thin_error(
+                    OP,
+                    k0,
+                    crate::cpu::thin::ThinFailure::IllDeterminedCompletion {
+                        row,
+                        norm: norm2.max(0.0).sqrt(),
+                    },
+                    tol,
+                )))
+            }
+        };
+        if pivots.iter().any(|&x| x < 0.5) {
+            return Ok(Outcome::Completed);
+        }
+        let t = solve_lower(&l, &thin::to_host_f64(g, &ewd.view())?);
+        // L⁻¹W (p×n) on the host; K = −(L⁻¹W)ᵀ
+        let linv_w = solve_lower(&l, &thin::to_host_f64(g, &w.view())?);
+        let np = n + p;
+        // [W L] over the identity: the rotations' product lands in rows p..
+        let mut z = DevMat::<T>::zeros(g, p + np, np)?;
+        g.panel_copy(&w.view(), &mut z.block_mut(0, 0, p, n))?;
+        g.panel_copy(
+            &thin::from_host_f64::<T>(g, &l)?.view(),
+            &mut z.block_mut(0, n, p, p),
+        )?;
+        g.panel_set_identity(&mut z.block_mut(p, 0, np, np))?;
+        let td = thin::from_host_f64::<T>(g, &t)?;
+        let mut ra = thin::stacked(g, &st.r.view(), None, p)?;
+        let mut da = thin::stacked(g, &st.d.view(), Some(&td.view()), p)?;
+        g.stage_mark("small side: W, L, t");
+        tp::delete_rows_rotate_two_phase(g, &mut z, &mut ra, &mut da, 0, p)?;
+        // M = G(0:n, p:) + K·G(n:, p:)
+        let mut mm = g.two_phase_copy_new(&z.block(p, p, n, n), 0..0, false)?;
+        let kt = thin::from_host_f64::<T>(g, &linv_w)?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            -T::ONE,
+            &kt.view(),
+            &z.block(p + n, p, p, n),
+            T::ONE,
+            &mut mm.view_mut(),
+        )?;
+        let rn = g.two_phase_copy_new(&ra.block(p, 0, n, n), 0..0, true)?;
+        let dn = g.two_phase_copy_new(&da.block(p, 0, n, nq), 0..0, false)?;
+        tp::check_rank(g, &rn, n, st.rank_tol)?;
+        g.stage_mark("small side: rotations, M");
+        let mut qn = DevMat::<T>::for_overwrite(g, m - p, n)?;
+        for (src, dst, rows) in [(0, 0, k0), (k0 + p, k0, m - k0 - p)] {
+            if rows > 0 {
+                g.gemm(
+                    Op::N,
+                    Op::N,
+                    T::ONE,
+                    &q1.block(src, 0, rows, n),
+                    &mm.view(),
+                    T::ZERO,
+                    &mut qn.block_mut(dst, 0, rows, n),
+                )?;
+            }
+        }
+        let bn = g.two_phase_copy_new(&b.view(), k0..k0 + p, false)?;
+        g.stage_mark("Q1' = Q1(kept)·M");
+        Ok(Outcome::Done(rn, qn, dn, bn))
+    })?;
+    match out {
+        Outcome::Done(r, q, d, b) => {
+            st.r = r;
+            st.q = Some(q);
+            st.d = d;
+            st.b = Some(b);
+            st.dims.m = m - p;
+            Ok(())
+        }
+        Outcome::Refused(e) => Err(e),
+        Outcome::Completed => run_gpu_thin_completed(st, plan),
+    }
 }

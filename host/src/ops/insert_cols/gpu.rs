@@ -50,6 +50,7 @@ pub fn run_gpu_device<T: crate::gpu::runtime::GpuScalar>(
 }
 
 /// Where the new columns come from.
+#[derive(Clone, Copy)]
 pub(super) enum UData<'a, 'v, T> {
     /// On the host: uploaded inside the update.
     Host(MatRef<'a, T>),
@@ -191,8 +192,9 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
     Ok(())
 }
 
-/// Column insertion into a thin state on the device (docs/algorithms.md#thin-column-insertion):
-/// C = Q₁ᵀU and Z = U − Q₁C by Gram–Schmidt twice (four GEMMs), the thin QR Z = Q_z·G
+/// Column insertion into a thin state on the device with Q_z formed explicitly
+/// (docs/algorithms.md#thin-column-insertion), the path for new columns mostly inside
+/// range(Q₁): C = Q₁ᵀU and Z = U − Q₁C by Gram–Schmidt twice (four GEMMs), the thin QR Z = Q_z·G
 /// (a new column whose ‖G_jj‖ ≤ 64u·‖u_j‖ is dependent: [`Error::RankDeficient`]),
 /// f = Q_zᵀb from the kept b, then R′ = [R(:, 0:k0) C R(:, k0:n); 0 G 0] ((n+p)×(n+p)),
 /// d′ = [d; f] and Q′ = [Q₁ Q_z], and the two-phase strip rotations of the full case on
@@ -200,7 +202,7 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
 ///
 /// # Errors
 /// As [`run_gpu`]. On error the state is unchanged.
-fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
     st: &mut crate::state::gpu::GpuQr<T>,
     Plan { m, n, p, k0, .. }: Plan,
     u: UData<'_, '_, T>,
@@ -281,6 +283,158 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     st.d = d;
     st.dims.n = n + p;
     Ok(())
+}
+
+/// Column insertion into a thin state on the device (docs/algorithms.md#thin-q-updates-on-the-gpu):
+/// C = Q₁ᵀU and UᵀU (one pass over Q₁), the Gram matrix of Z = U − Q₁C as UᵀU − CᵀC and
+/// its Cholesky factor G on the host; where every pivot keeps at least half of its column's
+/// ‖u_j‖² (the new columns are far enough from range(Q₁) and from each other for the
+/// difference to be accurate, the Kahan–Parlett criterion), f = G⁻ᵀ(Uᵀb − Cᵀd), the strip
+/// rotations of the full case run on R′, [d; f] and an identity, whose product S gives
+/// Q′(:, k0:) = Q₁·X + U·Y with Y = G⁻¹S(n:, k0:) and X = S(0:n, k0:) − C·Y (two GEMMs),
+/// Q′(:, 0:k0) = Q₁(:, 0:k0). Otherwise Q_z is formed explicitly (`run_gpu_thin_projected`).
+///
+/// # Errors
+/// As [`run_gpu`]. On error the state is unchanged.
+fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    plan: Plan,
+    u: UData<'_, '_, T>,
+) -> Result<()> {
+    use crate::gpu::algo::reduced::cholesky_lower;
+    use crate::gpu::algo::{givens_two_phase as tp, thin};
+    use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+    use crate::gpu::runtime::matrix::DevMat;
+    let Plan { m, n, p, k0, .. } = plan;
+    let nq = st.dims.q;
+    let out = st.guarded(|| {
+        let g = &*st.gpu;
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        let uploaded = match u {
+            UData::Host(u) => Some(DevMat::from_host_async(g, u)?),
+            UData::Device(_) => None,
+        };
+        let ud = match (&uploaded, u) {
+            (Some(x), _) => x.view(),
+            (None, UData::Device(v)) => v.reborrow(),
+            (None, UData::Host(_)) => unreachable!("uploaded above"),
+        };
+        let mut c = DevMat::<T>::zeros(g, n, p)?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &q1.view(),
+            &ud,
+            T::ZERO,
+            &mut c.view_mut(),
+        )?;
+        let mut utu = DevMat::<T>::zeros(g, p, p)?;
+        g.gemm(Op::T, Op::N, T::ONE, &ud, &ud, T::ZERO, &mut utu.view_mut())?;
+        let mut utb = DevMat::<T>::zeros(g, p, nq)?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &ud,
+            &st.kept_b().view(),
+            T::ZERO,
+            &mut utb.view_mut(),
+        )?;
+        let (ch, utu, utb) = (
+            thin::to_host_f64(g, &c.view())?,
+            thin::to_host_f64(g, &utu.view())?,
+            thin::to_host_f64(g, &utb.view())?,
+        );
+        let zgram = Mat::from_fn(p, p, |i, j| {
+            utu[(i, j)] - (0..n).map(|k| ch[(k, i)] * ch[(k, j)]).sum::<f64>()
+        });
+        let Ok((l, _)) = cholesky_lower(&zgram, |j| 0.5 * utu[(j, j)]) else {
+            return Ok(None);
+        };
+        // G = Lᵀ (upper); f = G⁻ᵀ(Uᵀb − Cᵀd) = L⁻¹(Uᵀb − Cᵀd)
+        let dh = thin::to_host_f64(g, &st.d.view())?;
+        let rhs = Mat::from_fn(p, nq, |i, k| {
+            utb[(i, k)] - (0..n).map(|j| ch[(j, i)] * dh[(j, k)]).sum::<f64>()
+        });
+        let f = crate::gpu::algo::reduced::solve_lower(&l, &rhs);
+        let gz = thin::from_host_f64::<T>(g, &l.transpose())?;
+        let fd = thin::from_host_f64::<T>(g, &f)?;
+        let np = n + p;
+        let mut r = DevMat::<T>::zeros(g, np, np)?;
+        if k0 > 0 {
+            g.panel_copy(&st.r.block(0, 0, n, k0), &mut r.block_mut(0, 0, n, k0))?;
+        }
+        if k0 < n {
+            g.panel_copy(
+                &st.r.block(0, k0, n, n - k0),
+                &mut r.block_mut(0, k0 + p, n, n - k0),
+            )?;
+        }
+        g.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
+        g.panel_copy(&gz.view(), &mut r.block_mut(n, k0, p, p))?;
+        let mut d = thin::stacked(g, &st.d.view(), Some(&fd.view()), p)?;
+        let mut sm = thin::identity::<T>(g, np)?;
+        tp::insert_cols_strip_two_phase(g, &mut r, &mut sm, &mut d, k0, p, n)?;
+        tp::check_rank(g, &r, np, st.rank_tol)?;
+        // Y = G⁻¹S(n:, k0:), X = S(0:n, k0:) − C·Y
+        let w = np - k0;
+        let mut y = g.two_phase_copy_new(&sm.block(n, k0, p, w), 0..0, false)?;
+        g.trsm(
+            Side::Left,
+            Uplo::Upper,
+            Op::N,
+            Diag::NonUnit,
+            T::ONE,
+            &gz.view(),
+            &mut y.view_mut(),
+        )?;
+        let mut x = g.two_phase_copy_new(&sm.block(0, k0, n, w), 0..0, false)?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            -T::ONE,
+            &c.view(),
+            &y.view(),
+            T::ONE,
+            &mut x.view_mut(),
+        )?;
+        g.stage_mark("small side: Gram, strip, X, Y");
+        let mut qn = DevMat::<T>::for_overwrite(g, m, np)?;
+        if k0 > 0 {
+            g.panel_copy(&q1.block(0, 0, m, k0), &mut qn.block_mut(0, 0, m, k0))?;
+        }
+        g.gemm(
+            Op::N,
+            Op::N,
+            T::ONE,
+            &ud,
+            &y.view(),
+            T::ZERO,
+            &mut qn.block_mut(0, k0, m, w),
+        )?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            T::ONE,
+            &q1.view(),
+            &x.view(),
+            T::ONE,
+            &mut qn.block_mut(0, k0, m, w),
+        )?;
+        g.stage_mark("Q' = [Q1(:, 0:k0) | Q1·X + U·Y]");
+        Ok(Some((r, qn, d)))
+    })?;
+    match out {
+        Some((r, q, d)) => {
+            st.r = r;
+            st.q = Some(q);
+            st.d = d;
+            st.dims.n = n + p;
+            Ok(())
+        }
+        None => run_gpu_thin_projected(st, plan, u),
+    }
 }
 
 /// Column insertion into an R-only state with kept data on the device

@@ -86,7 +86,10 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     let mut r = DevMat::<T>::zeros(g, rows + p, n)?;
     let mut d = DevMat::<T>::zeros(g, rows + p, q)?;
     let mut qn = match st.q.as_ref() {
-        Some(_) => Some(DevMat::<T>::zeros(g, m + p, ucol + p)?),
+        // a thin state accumulates the reflectors' product H (n+p)×(n+p) on the identity
+        // and applies it to Q₁ at the end (one GEMM), instead of updating the m+p rows
+        Some(_) if thin => Some(DevMat::<T>::zeros(g, n + p, n + p)?),
+        Some(_) => Some(DevMat::<T>::zeros(g, m + p, m + p)?),
         None => None,
     };
     let mut uw = DevMat::from_host_async(g, u)?;
@@ -97,10 +100,11 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     let wc = n.max(q);
     let mut w = DevMat::<T>::zeros(g, nb, wc)?;
     let mut w2 = DevMat::<T>::zeros(g, nb, wc)?;
+    let qrows = if thin { n + p } else { m + p };
     let mut wq = match qn.as_ref() {
         Some(_) => Some((
-            DevMat::<T>::zeros(g, m + p, nb)?,
-            DevMat::<T>::zeros(g, m + p, nb)?,
+            DevMat::<T>::zeros(g, qrows, nb)?,
+            DevMat::<T>::zeros(g, qrows, nb)?,
         )),
         None => None,
     };
@@ -128,17 +132,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     g.panel_copy(&st.d.view(), &mut d.block_mut(0, 0, rows, q))?;
     if let (Some(qo), Some(qm)) = (st.q.as_ref(), qn.as_mut()) {
         if thin {
-            // Q̃ = P·[Q₁ 0; 0 I_p], the new rows at k0
-            if k0 > 0 {
-                g.panel_copy(&qo.block(0, 0, k0, n), &mut qm.block_mut(0, 0, k0, n))?;
-            }
-            if k0 < m {
-                g.panel_copy(
-                    &qo.block(k0, 0, m - k0, n),
-                    &mut qm.block_mut(k0 + p, 0, m - k0, n),
-                )?;
-            }
-            g.panel_set_identity(&mut qm.block_mut(k0, n, p, p))?;
+            g.panel_set_identity(&mut qm.view_mut())?;
         } else {
             g.panel_embed_q(&qo.view(), k0, &mut qm.view_mut())?;
         }
@@ -225,7 +219,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         }
         // Q̃[:, j0..j0+jb] and Q̃[:, ucol..ucol+p] := (those columns)·(I − V T Vᵀ).
         if let (Some(qm), Some((wa, wb))) = (qn.as_mut(), wq.as_mut()) {
-            let mp = m + p;
+            let mp = qrows;
             let mut x = wa.block_mut(0, 0, mp, jb);
             g.panel_copy(&qm.block(0, j0, mp, jb), &mut x)?;
             g.gemm(
@@ -268,9 +262,25 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         // which the kept b gives), Q₁ its first n columns, and b takes e's rows at k0
         r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
         d = g.two_phase_copy_new(&d.block(0, 0, n, q), 0..0, false)?;
-        if let Some(qm) = qn.as_mut() {
-            qm.truncate_cols(n);
+        // Q₁′ = P·[Q₁·H(0:n, 0:n); H(n:n+p, 0:n)], the new rows at k0
+        let h = qn.as_ref().expect("a thin state holds Q₁");
+        let qo = st.q.as_ref().expect("a thin state holds Q₁");
+        let mut q1 = DevMat::<T>::for_overwrite(g, m + p, n)?;
+        for (src, dst, len) in [(0, 0, k0), (k0, k0 + p, m - k0)] {
+            if len > 0 {
+                g.gemm(
+                    Op::N,
+                    Op::N,
+                    T::ONE,
+                    &qo.block(src, 0, len, n),
+                    &h.block(0, 0, n, n),
+                    T::ZERO,
+                    &mut q1.block_mut(dst, 0, len, n),
+                )?;
+            }
         }
+        g.panel_copy(&h.block(n, 0, p, n), &mut q1.block_mut(k0, 0, p, n))?;
+        qn = Some(q1);
         let bo = st.kept_b();
         let mut b = DevMat::<T>::for_overwrite(g, m + p, q)?;
         if k0 > 0 {

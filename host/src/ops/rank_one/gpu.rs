@@ -67,7 +67,8 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     Ok(())
 }
 
-/// Rank-one update of a thin state on the device (docs/algorithms.md#thin-rank-one-update):
+/// Rank-one update of a thin state on the device with the new direction formed explicitly
+/// (docs/algorithms.md#thin-rank-one-update), the path for a u mostly inside range(Q₁):
 /// w = Q₁ᵀu and z = u − Q₁w by Gram–Schmidt twice, γ = ‖z‖ and q̂ = z/γ (no new direction
 /// where γ ≤ 64u·‖u‖: q̂ = 0, γ = 0), then the two-phase stages A and B of the full case on
 /// [Q₁ q̂] (m×(n+1)), [R; 0] and [d; q̂ᵀb] with w′ = [w; γ]; q̂'s column and the last row
@@ -75,7 +76,7 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
 ///
 /// # Errors
 /// As [`run_gpu`]. On error the state is unchanged.
-fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
     st: &mut crate::state::gpu::GpuQr<T>,
     u: &[T],
     v: &[T],
@@ -130,6 +131,125 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     st.q = Some(q);
     st.d = d;
     Ok(())
+}
+
+/// Rank-one update of a thin state on the device (docs/algorithms.md#thin-q-updates-on-the-gpu):
+/// w = Q₁ᵀu (one pass over Q₁), γ² = ‖u‖² − ‖w‖²; where γ² ≥ ‖u‖²/2 (u is far enough from
+/// range(Q₁) for the difference to be accurate, the Kahan–Parlett criterion) the stages A and
+/// B of the full case run on [R; 0], [d; (uᵀb − wᵀd)/γ] and an identity, whose product G
+/// gives Q₁′ = [Q₁ q̂]·G(:, 0:n) = Q₁·(G(0:n, 0:n) − w·g/γ) + u·g/γ with g = G(n, 0:n): one
+/// GEMM over Q₁ and a rank-one term. Otherwise q̂ is formed explicitly
+/// (`run_gpu_thin_projected`).
+///
+/// # Errors
+/// As [`run_gpu`]. On error the state is unchanged.
+fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
+    st: &mut crate::state::gpu::GpuQr<T>,
+    u: &[T],
+    v: &[T],
+) -> Result<()> {
+    use crate::gpu::algo::{givens_two_phase as tp, thin};
+    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::runtime::matrix::{DevMat, DevVec};
+    let Dims { m, n, q: nq, .. } = st.dims;
+    let unorm2: f64 = u.iter().map(|x| x.to_f64() * x.to_f64()).sum();
+    let out = st.guarded(|| {
+        let g = &*st.gpu;
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        let ud = DevVec::from_slice_async(g, u)?;
+        let vd = DevVec::from_slice_async(g, v)?;
+        // w = Q₁ᵀu and uᵀb
+        let mut wd = DevMat::<T>::zeros(g, n, 1)?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &q1.view(),
+            &ud.as_col(),
+            T::ZERO,
+            &mut wd.view_mut(),
+        )?;
+        let mut utb = DevMat::<T>::zeros(g, 1, nq)?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            T::ONE,
+            &ud.as_col(),
+            &st.kept_b().view(),
+            T::ZERO,
+            &mut utb.view_mut(),
+        )?;
+        let w = thin::to_host_f64(g, &wd.view())?;
+        let wn2: f64 = (0..n).map(|i| w[(i, 0)] * w[(i, 0)]).sum();
+        let gamma2 = unorm2 - wn2;
+        if gamma2.is_nan() || gamma2 < 0.5 * unorm2 || unorm2 == 0.0 {
+            return Ok(None);
+        }
+        let gamma = gamma2.sqrt();
+        // f = q̂ᵀb = (uᵀb − wᵀd)/γ
+        let dh = thin::to_host_f64(g, &st.d.view())?;
+        let utb = thin::to_host_f64(g, &utb.view())?;
+        let f = Mat::from_fn(1, nq, |_, k| {
+            let wd: f64 = (0..n).map(|i| w[(i, 0)] * dh[(i, k)]).sum();
+            (utb[(0, k)] - wd) / gamma
+        });
+        let mut wext: Vec<T> = (0..n).map(|i| T::from_f64(w[(i, 0)])).collect();
+        wext.push(T::from_f64(gamma));
+        let mut wv = DevVec::from_slice(g, &wext)?;
+        let fd = thin::from_host_f64::<T>(g, &f)?;
+        let mut r = thin::stacked(g, &st.r.view(), None, 1)?;
+        let mut d = thin::stacked(g, &st.d.view(), Some(&fd.view()), 1)?;
+        let mut gm = thin::identity::<T>(g, n + 1)?;
+        tp::rank_one_rotate_two_phase(g, &mut wv, &vd, &mut r, &mut gm, &mut d)?;
+        let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
+        let d = g.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
+        tp::check_rank(g, &r, n, st.rank_tol)?;
+        // h = g/γ (1×n), M = G(0:n, 0:n) − w·h
+        let mut h = g.two_phase_copy_new(&gm.block(n, 0, 1, n), 0..0, false)?;
+        g.scal(T::from_f64(1.0 / gamma), &mut h.buf_mut().slice_mut(..))?;
+        let mut mm = g.two_phase_copy_new(&gm.block(0, 0, n, n), 0..0, false)?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            -T::ONE,
+            &wd.view(),
+            &h.view(),
+            T::ONE,
+            &mut mm.view_mut(),
+        )?;
+        g.stage_mark("small side: rotations, M");
+        // Q₁′ = u·h + Q₁·M
+        let mut qn = DevMat::<T>::for_overwrite(g, m, n)?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            T::ONE,
+            &ud.as_col(),
+            &h.view(),
+            T::ZERO,
+            &mut qn.view_mut(),
+        )?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            T::ONE,
+            &q1.view(),
+            &mm.view(),
+            T::ONE,
+            &mut qn.view_mut(),
+        )?;
+        g.stage_mark("Q1' = u·h + Q1·M");
+        Ok(Some((r, qn, d)))
+    })?;
+    match out {
+        Some((r, q, d)) => {
+            st.r = r;
+            st.q = Some(q);
+            st.d = d;
+            Ok(())
+        }
+        None => run_gpu_thin_projected(st, u, v),
+    }
 }
 
 /// Rank-one update of an R-only state with kept data on the device
