@@ -472,9 +472,9 @@ fn kinds_near_range<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
         let u: Vec<T> = (0..m).map(|i| near[(i, 0)]).collect();
         let cols = Mat::from_fn(m, 2, |i, k| near[(i, k + 1)]);
         let steps: Vec<Upd<T>> = vec![
-            Upd::DeleteRows(9, 1),
             Upd::InsertCols(4, cols),
             Upd::RankOne(u, random_vec(&mut g, n + 2)),
+            Upd::DeleteRows(9, 1),
         ];
         for upd in steps {
             let kind = match &upd {

@@ -6,6 +6,7 @@
 use crate::base::error::Result;
 use crate::base::mat::Mat;
 use crate::gpu::algo::householder::{blocked_qr_impl, merges_trailing, PanelImpl};
+use crate::gpu::algo::thin::product;
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -66,8 +67,8 @@ pub(crate) fn residual<T: GpuScalar>(
 ) -> Result<DevMat<T>> {
     let x = solve_r(gpu, &r.view(), &d.view())?;
     let mut res = b.dup(gpu)?;
-    gpu.gemm(
-        Op::N,
+    product(
+        gpu,
         Op::N,
         -T::ONE,
         &a.view(),
@@ -115,9 +116,9 @@ pub(crate) fn csne_project<T: GpuScalar>(
     let mut c = DevMat::<T>::zeros(gpu, n, p)?;
     for pass in 0..2 {
         // C_pass = R⁻ᵀ(AᵀZ); Z −= A·R⁻¹C_pass; C += C_pass
-        gpu.gemm(
+        product(
+            gpu,
             Op::T,
-            Op::N,
             T::ONE,
             &a.view(),
             &z.view(),
@@ -126,8 +127,8 @@ pub(crate) fn csne_project<T: GpuScalar>(
         )?;
         let cp = solve_rt(gpu, &r.view(), &atu.view())?;
         let y = solve_r(gpu, &r.view(), &cp.view())?;
-        gpu.gemm(
-            Op::N,
+        product(
+            gpu,
             Op::N,
             -T::ONE,
             &a.view(),

@@ -9,8 +9,31 @@ use crate::gpu::algo::householder::{
     accumulate_q_backward, blocked_qr_impl, merges_trailing, PanelImpl,
 };
 use crate::gpu::ffi::blas::Op;
-use crate::gpu::runtime::matrix::{DevMat, DevMatView};
+use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// C := α·op(A)·B + β·C for a tall A and a narrow B: cuBLAS GEMV where B and C are single
+/// columns (a matrix–vector product), GEMM otherwise.
+///
+/// # Errors
+/// [`crate::Error::InvalidParam`] on mismatched shapes, [`crate::Error::Cublas`].
+pub(crate) fn product<T: GpuScalar>(
+    gpu: &Gpu,
+    ta: Op,
+    alpha: T,
+    a: &DevMatView<'_, T>,
+    b: &DevMatView<'_, T>,
+    beta: T,
+    c: &mut DevMatViewMut<'_, T>,
+) -> Result<()> {
+    if b.ncols() == 1 && c.ncols() == 1 {
+        let x = b.buf().slice(0..b.nrows());
+        let rows = c.nrows();
+        let mut y = c.buf_mut().slice_mut(0..rows);
+        return gpu.gemv(ta, alpha, a, &x, beta, &mut y);
+    }
+    gpu.gemm(ta, Op::N, alpha, a, b, beta, c)
+}
 
 /// C = Q₁ᵀU and Z = U − Q₁C by classical Gram–Schmidt repeated once ("twice is
 /// enough", docs/algorithms.md#thin-column-insertion): four GEMMs, each reading Q₁ once.
@@ -28,9 +51,9 @@ pub(crate) fn project_out<T: GpuScalar>(
     let mut z = DevMat::<T>::for_overwrite(gpu, m, p)?;
     gpu.panel_copy(u, &mut z.view_mut())?;
     let mut c = DevMat::<T>::zeros(gpu, n, p)?;
-    gpu.gemm(Op::T, Op::N, T::ONE, q1, u, T::ZERO, &mut c.view_mut())?;
-    gpu.gemm(
-        Op::N,
+    product(gpu, Op::T, T::ONE, q1, u, T::ZERO, &mut c.view_mut())?;
+    product(
+        gpu,
         Op::N,
         -T::ONE,
         q1,
@@ -40,17 +63,17 @@ pub(crate) fn project_out<T: GpuScalar>(
     )?;
     // the second pass accumulates into C: C += Q₁ᵀZ, Z −= Q₁(Q₁ᵀZ)
     let mut c2 = DevMat::<T>::zeros(gpu, n, p)?;
-    gpu.gemm(
+    product(
+        gpu,
         Op::T,
-        Op::N,
         T::ONE,
         q1,
         &z.view(),
         T::ZERO,
         &mut c2.view_mut(),
     )?;
-    gpu.gemm(
-        Op::N,
+    product(
+        gpu,
         Op::N,
         -T::ONE,
         q1,

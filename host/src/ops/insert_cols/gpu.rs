@@ -320,9 +320,9 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
             (None, UData::Host(_)) => unreachable!("uploaded above"),
         };
         let mut c = DevMat::<T>::zeros(g, n, p)?;
-        g.gemm(
+        thin::product(
+            g,
             Op::T,
-            Op::N,
             T::ONE,
             &q1.view(),
             &ud,
@@ -330,11 +330,11 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
             &mut c.view_mut(),
         )?;
         let mut utu = DevMat::<T>::zeros(g, p, p)?;
-        g.gemm(Op::T, Op::N, T::ONE, &ud, &ud, T::ZERO, &mut utu.view_mut())?;
+        thin::product(g, Op::T, T::ONE, &ud, &ud, T::ZERO, &mut utu.view_mut())?;
         let mut utb = DevMat::<T>::zeros(g, p, nq)?;
-        g.gemm(
+        thin::product(
+            g,
             Op::T,
-            Op::N,
             T::ONE,
             &ud,
             &st.kept_b().view(),

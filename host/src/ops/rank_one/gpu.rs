@@ -160,9 +160,9 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         let vd = DevVec::from_slice_async(g, v)?;
         // w = Q₁ᵀu and uᵀb
         let mut wd = DevMat::<T>::zeros(g, n, 1)?;
-        g.gemm(
+        thin::product(
+            g,
             Op::T,
-            Op::N,
             T::ONE,
             &q1.view(),
             &ud.as_col(),
@@ -170,9 +170,9 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
             &mut wd.view_mut(),
         )?;
         let mut utb = DevMat::<T>::zeros(g, 1, nq)?;
-        g.gemm(
+        thin::product(
+            g,
             Op::T,
-            Op::N,
             T::ONE,
             &ud.as_col(),
             &st.kept_b().view(),
@@ -272,7 +272,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     let Dims { m, n, q: nq, .. } = st.dims;
     let (a, b) = st.kept_data(OP)?;
     let unorm = crate::cpu::householder::nrm2(u).to_f64();
-    let (r, d, a2, rho) = st.guarded(|| {
+    let (r, d, ud, vd) = st.guarded(|| {
         let g = &*st.gpu;
         let ud = DevVec::from_slice_async(g, u)?;
         let vd = DevVec::from_slice_async(g, v)?;
@@ -307,22 +307,29 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
         let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
         let d = g.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
         tp::check_rank(g, &r, n, st.rank_tol)?;
-        let mut a2 = a.dup(g)?;
-        g.gemm(
+        Ok((r, d, ud, vd))
+    })?;
+    // Past the rank test nothing can refuse the update: A += u vᵀ in place (only a device
+    // fault can fail it, and that poisons the state), then the residual norms from it.
+    let gpu = st.gpu.clone();
+    let g = &*gpu;
+    let out = g
+        .gemm(
             Op::N,
             Op::T,
             T::ONE,
             &ud.as_col(),
             &vd.as_col(),
             T::ONE,
-            &mut a2.view_mut(),
-        )?;
-        let rho = reduced::residual_norms(g, &a2, b, &r, &d)?;
-        Ok((r, d, a2, rho))
-    })?;
+            &mut st.a.as_mut().expect("checked above").view_mut(),
+        )
+        .and_then(|()| {
+            let (a, b) = st.kept_data(OP)?;
+            reduced::residual_norms(g, a, b, &r, &d)
+        });
+    let rho = crate::state::gpu::poison_on_fault(&st.poisoned, out)?;
     st.r = r;
     st.d = d;
-    st.a = Some(a2);
     st.rho = rho;
     Ok(())
 }
