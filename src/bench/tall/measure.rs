@@ -174,6 +174,30 @@ fn time_update<T: GpuScalar>(
     Ok(ms)
 }
 
+/// The stages of one update on a fresh copy of `state` (`Gpu::stage_marks_begin`), each
+/// stage's milliseconds summed over its marks, in the order they first ran.
+fn stage_split<T: GpuScalar>(
+    gpu: &Gpu,
+    state: &GpuQr<T>,
+    upd: &Update<T>,
+) -> cuqr::Result<Vec<(&'static str, f64)>> {
+    let mut st = state.try_clone()?;
+    gpu.synchronize()?;
+    gpu.stage_marks_begin()?;
+    let r = upd.apply(&mut st);
+    gpu.stage_mark("rest");
+    let marks = gpu.stage_marks_end()?;
+    r?;
+    let mut out: Vec<(&'static str, f64)> = Vec::new();
+    for (name, ms) in marks {
+        match out.iter_mut().find(|x| x.0 == name) {
+            Some(x) => x.1 += ms,
+            None => out.push((name, ms)),
+        }
+    }
+    Ok(out)
+}
+
 /// What a shape's run needs besides the shape.
 pub(super) struct ShapeRun<'a> {
     pub(super) gpu: &'a Arc<Gpu>,
@@ -181,6 +205,8 @@ pub(super) struct ShapeRun<'a> {
     pub(super) kinds: &'a [Kind],
     pub(super) ops: &'a [Op],
     pub(super) reps: usize,
+    /// Also split each update into its stages (one extra run).
+    pub(super) stages: bool,
 }
 
 fn progress(r: &ShapeRun<'_>, m: usize, n: usize, what: &str) {
@@ -252,6 +278,10 @@ pub(super) fn bench_shape<T: GpuScalar>(
                 Kind::Thin => &base.with_q1,
                 Kind::NoQ => &base.solve,
             };
+            let stages = match (&state, upd, r.stages) {
+                (Ok(st), Ok(u), true) => stage_split(gpu, st, u).unwrap_or_default(),
+                _ => Vec::new(),
+            };
             eprint!("\r");
             out(Row {
                 m,
@@ -260,6 +290,7 @@ pub(super) fn bench_shape<T: GpuScalar>(
                 case: *c,
                 cuqr_ms,
                 cusolver_ms: base.clone(),
+                stages,
             });
         }
     }

@@ -28,7 +28,8 @@ cuqr bench tall: updates of tall factorisations (thin Q1 and R-only states) vs
 cuSOLVER refactorisation, same device-resident data, same process
 
 Usage: cuqr bench tall [--quick] [--precision f64,f32] [--shapes MxN,...]
-                       [--kinds thin,none] [--ops OP,...] [--reps R] [--csv FILE]
+                       [--kinds thin,none] [--ops OP,...] [--reps R] [--stages]
+                       [--csv FILE]
 
   --quick        one small shape, 20000x64, in f64 (other options still apply)
   --precision    f64, f32, both, or a list f64,f32 (default f64,f32)
@@ -38,6 +39,8 @@ Usage: cuqr bench tall [--quick] [--precision f64,f32] [--shapes MxN,...]
   --ops          insert_rows, delete_rows, insert_cols, delete_cols, rank_one
                  (default all)
   --reps         timed repetitions, at least 5 (default 5, after 1 warm-up)
+  --stages       also split each cuqr update into its stages (one extra run,
+                 CUDA events between the stages; in the note column)
   --csv FILE     also write every row as CSV (rewritten after each row)
 
 Cases per shape (one right-hand side): rows inserted or deleted at k0 = m/3,
@@ -87,6 +90,7 @@ struct Opts {
     kinds: Vec<Kind>,
     ops: Vec<Op>,
     reps: usize,
+    stages: bool,
     csv: Option<String>,
 }
 
@@ -112,7 +116,7 @@ fn parse(args: &[String]) -> CliResult<Opts> {
     let o = BenchOpts::parse(
         CMD,
         args,
-        &["quick"],
+        &["quick", "stages"],
         &["precision", "shapes", "kinds", "ops", "reps", "csv"],
     )?;
     let quick = o.flag("quick");
@@ -144,6 +148,7 @@ fn parse(args: &[String]) -> CliResult<Opts> {
         kinds,
         ops,
         reps: o.reps()?,
+        stages: o.flag("stages"),
         csv: o.get("csv").map(str::to_string),
     })
 }
@@ -226,6 +231,7 @@ fn run_precision<T: GpuScalar>(
         kinds: &o.kinds,
         ops: &o.ops,
         reps: o.reps,
+        stages: o.stages,
     };
     let mut notes = Vec::new();
     let mut written = Ok(());

@@ -17,6 +17,8 @@ pub(super) struct Row {
     pub(super) cuqr_ms: Cell,
     /// cuSOLVER's refactorisation of A′ (with `orgqr` for the thin kind).
     pub(super) cusolver_ms: Cell,
+    /// With `--stages`: cuqr's update split into its stages (ms), one run.
+    pub(super) stages: Vec<(&'static str, f64)>,
 }
 
 /// The figures a row's cells show.
@@ -78,6 +80,14 @@ impl Row {
         }
         if let Err(e) = &self.cusolver_ms {
             why.push(format!("cuSOLVER: {e}"));
+        }
+        if !self.stages.is_empty() {
+            let parts: Vec<String> = self
+                .stages
+                .iter()
+                .map(|(name, ms)| format!("{name} {ms:.2}"))
+                .collect();
+            why.push(format!("stages (ms): {}", parts.join(", ")));
         }
         why.join("; ")
     }
@@ -168,6 +178,7 @@ mod tests {
             case: Case { op, k0: 40, p },
             cuqr_ms: cuqr,
             cusolver_ms: base,
+            stages: Vec::new(),
         }
     }
 
@@ -229,5 +240,15 @@ mod tests {
             "{csv}"
         );
         assert_eq!(csv_field("a\"b,c"), "\"a\"\"b,c\"");
+    }
+
+    #[test]
+    fn stages_go_to_the_note() {
+        let mut r = row(Kind::Thin, Op::DeleteRows, 1, Ok(2.0), Ok(20.0));
+        assert_eq!(r.note(), "");
+        r.stages = vec![("small side", 0.25), ("GEMM", 1.5)];
+        assert_eq!(r.note(), "stages (ms): small side 0.25, GEMM 1.50");
+        r.cuqr_ms = Err("out of memory".into());
+        assert!(r.note().starts_with("cuqr: out of memory; stages"));
     }
 }
