@@ -6,7 +6,7 @@
 use crate::base::error::Result;
 use crate::base::mat::Mat;
 use crate::gpu::algo::householder::{blocked_qr_impl, merges_trailing, PanelImpl};
-use crate::gpu::algo::thin::product;
+use crate::gpu::algo::thin::{product, tall_tn};
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -116,15 +116,7 @@ pub(crate) fn csne_project<T: GpuScalar>(
     let mut c = DevMat::<T>::zeros(gpu, n, p)?;
     for pass in 0..2 {
         // C_pass = R⁻ᵀ(AᵀZ); Z −= A·R⁻¹C_pass; C += C_pass
-        product(
-            gpu,
-            Op::T,
-            T::ONE,
-            &a.view(),
-            &z.view(),
-            T::ZERO,
-            &mut atu.view_mut(),
-        )?;
+        tall_tn(gpu, &a.view(), &z.view(), &mut atu.view_mut())?;
         let cp = solve_rt(gpu, &r.view(), &atu.view())?;
         let y = solve_r(gpu, &r.view(), &cp.view())?;
         product(
@@ -146,12 +138,25 @@ pub(crate) fn csne_project<T: GpuScalar>(
 }
 
 /// The triangular factor G (p×p, exact zeros below the diagonal) of the m×p block `z`
-/// (blocked Householder QR, no Q). `z` is consumed.
+/// (ZᵀZ = GᵀG) and the columns' norms ‖z_j‖: from the Gram matrix ZᵀZ (one pass over Z)
+/// and its Cholesky factor where every pivot keeps at least half of its column's ‖z_j‖²
+/// (Z well conditioned, so the Gram matrix loses nothing that matters); else by blocked
+/// Householder QR of Z (no Q). `z` is consumed.
 ///
 /// # Errors
 /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`], [`crate::Error::Cublas`].
-pub(crate) fn r_factor<T: GpuScalar>(gpu: &Gpu, mut z: DevMat<T>) -> Result<DevMat<T>> {
+pub(crate) fn r_factor<T: GpuScalar>(gpu: &Gpu, mut z: DevMat<T>) -> Result<(DevMat<T>, Vec<f64>)> {
     let (m, p) = (z.nrows(), z.ncols());
+    let mut gram = DevMat::<T>::zeros(gpu, p, p)?;
+    tall_tn(gpu, &z.view(), &z.view(), &mut gram.view_mut())?;
+    let gram = crate::gpu::algo::thin::to_host_f64(gpu, &gram.view())?;
+    let norms: Vec<f64> = (0..p).map(|j| gram[(j, j)].max(0.0).sqrt()).collect();
+    if let Ok((l, _)) = cholesky_lower(&gram, |j| 0.5 * gram[(j, j)]) {
+        return Ok((
+            crate::gpu::algo::thin::from_host_f64(gpu, &l.transpose())?,
+            norms,
+        ));
+    }
     let nb = crate::base::params::default_block_size(p);
     blocked_qr_impl(
         gpu,
@@ -167,7 +172,10 @@ pub(crate) fn r_factor<T: GpuScalar>(gpu: &Gpu, mut z: DevMat<T>) -> Result<DevM
         merges_trailing::<T>(p),
         None,
     )?;
-    gpu.two_phase_copy_new(&z.block(0, 0, p, p), 0..0, true)
+    Ok((
+        gpu.two_phase_copy_new(&z.block(0, 0, p, p), 0..0, true)?,
+        norms,
+    ))
 }
 
 /// L (p×p lower triangular), t (p×q) and the new residual norms of a block downdate.

@@ -14,8 +14,9 @@ use super::*;
 /// the unblocked algorithm; the block size does not apply). The state is swapped in
 /// only after the rank check passes.
 ///
-/// A thin state (docs/algorithms.md#thin-q-updates) runs the same reflectors on Q₁'s
-/// columns, then keeps R's and d's first n−p rows and Q₁'s first n−p columns.
+/// A thin state (docs/algorithms.md#thin-q-updates-on-the-gpu) accumulates the same
+/// reflectors on an n×n identity, keeps R's and d's first n−p rows, and forms Q₁′ =
+/// [Q₁(:, 0:k0) | Q₁(:, k0:n)·H(k0:n, k0:n−p)] by one GEMM.
 ///
 /// Fast path k0 = n−p: R's first n−p columns are kept **in place**
 /// (`DevMat::truncate_cols`: no allocation, no copy, no launch,
@@ -99,7 +100,14 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
             ))?;
     }
     let mut d = dup_mat(&gpu, &st.d)?;
-    let mut q = st.q.as_ref().map(|qm| dup_mat(&gpu, qm)).transpose()?;
+    // A thin state accumulates the reflectors on an n×n identity and applies their product
+    // to Q₁ at the end (one GEMM over the columns they touch) instead of copying Q₁ and
+    // running the blocked reflectors over its m rows.
+    let mut q = match st.q.as_ref() {
+        Some(_) if thin => Some(crate::gpu::algo::thin::identity::<T>(&gpu, n)?),
+        Some(qm) => Some(dup_mat(&gpu, qm)?),
+        None => None,
+    };
     gpu.stage_mark("copies");
     // Without Q, the band's reflectors are needed by nothing after the re-triangularisation,
     // so they run as one chain in one launch (`row_insert_band_qr`, unblocked: n_b does not
@@ -140,7 +148,25 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         let nq = st.dims.q;
         r = gpu.two_phase_copy_new(&r.block(0, 0, nn, nn), 0..0, true)?;
         d = gpu.two_phase_copy_new(&d.block(0, 0, nn, nq), 0..0, false)?;
-        q.as_mut().expect("a thin state holds Q₁").truncate_cols(nn);
+        // Q₁′ = [Q₁(:, 0:k0) | Q₁(:, k0:n)·H(k0:n, k0:nn)]
+        let h = q.as_ref().expect("a thin state holds Q₁");
+        let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+        let m = q1.nrows();
+        let mut qn = DevMat::<T>::for_overwrite(&gpu, m, nn)?;
+        if k0 > 0 {
+            gpu.panel_copy(&q1.block(0, 0, m, k0), &mut qn.block_mut(0, 0, m, k0))?;
+        }
+        gpu.gemm(
+            crate::gpu::ffi::blas::Op::N,
+            crate::gpu::ffi::blas::Op::N,
+            T::ONE,
+            &q1.block(0, k0, m, n - k0),
+            &h.block(k0, k0, n - k0, nn - k0),
+            T::ZERO,
+            &mut qn.block_mut(0, k0, m, nn - k0),
+        )?;
+        gpu.stage_mark("Q1' = Q1·H");
+        q = Some(qn);
     }
     st.r = r;
     st.d = d;

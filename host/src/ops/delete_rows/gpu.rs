@@ -181,15 +181,7 @@ fn run_gpu_thin_completed<T: crate::gpu::runtime::GpuScalar>(
         )?;
         // the second pass: Z −= Q₁(Q₁ᵀZ)
         let mut c2 = DevMat::<T>::zeros(gpu, n, p)?;
-        gpu.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
-            &q1.view(),
-            &z.view(),
-            T::ZERO,
-            &mut c2.view_mut(),
-        )?;
+        thin::tall_tn(gpu, &q1.view(), &z.view(), &mut c2.view_mut())?;
         gpu.gemm(
             Op::N,
             Op::N,
@@ -217,15 +209,7 @@ fn run_gpu_thin_completed<T: crate::gpu::runtime::GpuScalar>(
         let mut r = thin::stacked(gpu, &st.r.view(), None, p)?;
         let mut d = thin::stacked(gpu, &st.d.view(), None, p)?;
         let b = st.kept_b();
-        gpu.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
-            &v.view(),
-            &b.view(),
-            T::ZERO,
-            &mut d.block_mut(n, 0, p, nq),
-        )?;
+        thin::tall_tn(gpu, &v.view(), &b.view(), &mut d.block_mut(n, 0, p, nq))?;
         let mut qa = thin::side_by_side(gpu, &q1.view(), &v.view())?;
         drop(v);
         gpu.stage_mark("[Q1 V], [R; 0], [d; Vᵀb]");
@@ -419,7 +403,7 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
 ) -> Result<()> {
     use crate::gpu::algo::reduced::{cholesky_lower, solve_lower};
     use crate::gpu::algo::{givens_two_phase as tp, thin};
-    use crate::gpu::ffi::blas::Op;
+    use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
     use crate::gpu::runtime::matrix::DevMat;
     let Plan { m, n, p, k0 } = plan;
     let nq = st.dims.q;
@@ -476,16 +460,23 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
             return Ok(Outcome::Completed);
         }
         let t = solve_lower(&l, &thin::to_host_f64(g, &ewd.view())?);
-        // L⁻¹W (p×n) on the host; K = −(L⁻¹W)ᵀ
-        let linv_w = solve_lower(&l, &thin::to_host_f64(g, &w.view())?);
+        // L⁻¹W (p×n, on the device); K = −(L⁻¹W)ᵀ
+        let ldev = thin::from_host_f64::<T>(g, &l)?;
+        let mut kt = g.two_phase_copy_new(&w.view(), 0..0, false)?;
+        g.trsm(
+            Side::Left,
+            Uplo::Lower,
+            Op::N,
+            Diag::NonUnit,
+            T::ONE,
+            &ldev.view(),
+            &mut kt.view_mut(),
+        )?;
         let np = n + p;
         // [W L] over the identity: the rotations' product lands in rows p..
         let mut z = DevMat::<T>::zeros(g, p + np, np)?;
         g.panel_copy(&w.view(), &mut z.block_mut(0, 0, p, n))?;
-        g.panel_copy(
-            &thin::from_host_f64::<T>(g, &l)?.view(),
-            &mut z.block_mut(0, n, p, p),
-        )?;
+        g.panel_copy(&ldev.view(), &mut z.block_mut(0, n, p, p))?;
         g.panel_set_identity(&mut z.block_mut(p, 0, np, np))?;
         let td = thin::from_host_f64::<T>(g, &t)?;
         let mut ra = thin::stacked(g, &st.r.view(), None, p)?;
@@ -494,7 +485,6 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         tp::delete_rows_rotate_two_phase(g, &mut z, &mut ra, &mut da, 0, p)?;
         // M = G(0:n, p:) + K·G(n:, p:)
         let mut mm = g.two_phase_copy_new(&z.block(p, p, n, n), 0..0, false)?;
-        let kt = thin::from_host_f64::<T>(g, &linv_w)?;
         g.gemm(
             Op::T,
             Op::N,

@@ -208,7 +208,6 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
     u: UData<'_, '_, T>,
 ) -> Result<()> {
     use crate::gpu::algo::{givens_two_phase as tp, thin};
-    use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::DevMat;
     use crate::ops::reduced::{dependence_tol, thin_error};
     let nq = st.dims.q;
@@ -260,13 +259,10 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
         gpu.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
         gpu.panel_copy(&g.view(), &mut r.block_mut(n, k0, p, p))?;
         let mut d = thin::stacked(gpu, &st.d.view(), None, p)?;
-        gpu.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
+        thin::tall_tn(
+            gpu,
             &qz.view(),
             &st.kept_b().view(),
-            T::ZERO,
             &mut d.block_mut(n, 0, p, nq),
         )?;
         let mut q = thin::side_by_side(gpu, &q1.view(), &qz.view())?;
@@ -320,43 +316,40 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
             (None, UData::Host(_)) => unreachable!("uploaded above"),
         };
         let mut c = DevMat::<T>::zeros(g, n, p)?;
-        thin::product(
-            g,
-            Op::T,
-            T::ONE,
-            &q1.view(),
-            &ud,
-            T::ZERO,
-            &mut c.view_mut(),
-        )?;
+        thin::tall_tn(g, &q1.view(), &ud, &mut c.view_mut())?;
         let mut utu = DevMat::<T>::zeros(g, p, p)?;
-        thin::product(g, Op::T, T::ONE, &ud, &ud, T::ZERO, &mut utu.view_mut())?;
+        thin::tall_tn(g, &ud, &ud, &mut utu.view_mut())?;
         let mut utb = DevMat::<T>::zeros(g, p, nq)?;
-        thin::product(
-            g,
+        thin::tall_tn(g, &ud, &st.kept_b().view(), &mut utb.view_mut())?;
+        // ZᵀZ = UᵀU − CᵀC and Uᵀb − Cᵀd on the device (p×p and p×q)
+        let mut zgram = g.two_phase_copy_new(&utu.view(), 0..0, false)?;
+        g.gemm(
             Op::T,
+            Op::N,
+            -T::ONE,
+            &c.view(),
+            &c.view(),
             T::ONE,
-            &ud,
-            &st.kept_b().view(),
-            T::ZERO,
+            &mut zgram.view_mut(),
+        )?;
+        g.gemm(
+            Op::T,
+            Op::N,
+            -T::ONE,
+            &c.view(),
+            &st.d.view(),
+            T::ONE,
             &mut utb.view_mut(),
         )?;
-        let (ch, utu, utb) = (
-            thin::to_host_f64(g, &c.view())?,
+        let (utu, zgram, rhs) = (
             thin::to_host_f64(g, &utu.view())?,
+            thin::to_host_f64(g, &zgram.view())?,
             thin::to_host_f64(g, &utb.view())?,
         );
-        let zgram = Mat::from_fn(p, p, |i, j| {
-            utu[(i, j)] - (0..n).map(|k| ch[(k, i)] * ch[(k, j)]).sum::<f64>()
-        });
         let Ok((l, _)) = cholesky_lower(&zgram, |j| 0.5 * utu[(j, j)]) else {
             return Ok(None);
         };
         // G = Lᵀ (upper); f = G⁻ᵀ(Uᵀb − Cᵀd) = L⁻¹(Uᵀb − Cᵀd)
-        let dh = thin::to_host_f64(g, &st.d.view())?;
-        let rhs = Mat::from_fn(p, nq, |i, k| {
-            utb[(i, k)] - (0..n).map(|j| ch[(j, i)] * dh[(j, k)]).sum::<f64>()
-        });
         let f = crate::gpu::algo::reduced::solve_lower(&l, &rhs);
         let gz = thin::from_host_f64::<T>(g, &l.transpose())?;
         let fd = thin::from_host_f64::<T>(g, &f)?;
@@ -473,11 +466,13 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
         };
         let base = thin::column_norms(g, &ud)?;
         let (c, z) = reduced::csne_project(g, a, &st.r, &ud)?;
-        for (j, (zj, uj)) in thin::column_norms(g, &z.view())?
-            .iter()
-            .zip(&base)
-            .enumerate()
-        {
+        // f = G⁻ᵀ Zᵀ (b − A x)
+        let res = reduced::residual(g, a, b, &st.r, &st.d)?;
+        let mut f = DevMat::<T>::zeros(g, p, nq)?;
+        thin::tall_tn(g, &z.view(), &res.view(), &mut f.view_mut())?;
+        drop(res);
+        let (gz, znorms) = reduced::r_factor(g, z)?;
+        for (j, (zj, uj)) in znorms.iter().zip(&base).enumerate() {
             let rel = zj / uj.max(f64::MIN_POSITIVE);
             if rel.is_nan() || rel <= tol {
                 return Ok(Err(Error::RankDeficient {
@@ -487,20 +482,6 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
                 }));
             }
         }
-        // f = G⁻ᵀ Zᵀ (b − A x)
-        let res = reduced::residual(g, a, b, &st.r, &st.d)?;
-        let mut f = DevMat::<T>::zeros(g, p, nq)?;
-        g.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
-            &z.view(),
-            &res.view(),
-            T::ZERO,
-            &mut f.view_mut(),
-        )?;
-        drop(res);
-        let gz = reduced::r_factor(g, z)?;
         g.trsm(
             Side::Left,
             Uplo::Upper,

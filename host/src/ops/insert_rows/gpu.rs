@@ -262,6 +262,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         // which the kept b gives), Q₁ its first n columns, and b takes e's rows at k0
         r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
         d = g.two_phase_copy_new(&d.block(0, 0, n, q), 0..0, false)?;
+        g.stage_mark("reflectors on R, d and H");
         // Q₁′ = P·[Q₁·H(0:n, 0:n); H(n:n+p, 0:n)], the new rows at k0
         let h = qn.as_ref().expect("a thin state holds Q₁");
         let qo = st.q.as_ref().expect("a thin state holds Q₁");
@@ -280,6 +281,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
             }
         }
         g.panel_copy(&h.block(n, 0, p, n), &mut q1.block_mut(k0, 0, p, n))?;
+        g.stage_mark("Q1' = Q1·H");
         qn = Some(q1);
         let bo = st.kept_b();
         let mut b = DevMat::<T>::for_overwrite(g, m + p, q)?;

@@ -82,7 +82,6 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
     v: &[T],
 ) -> Result<()> {
     use crate::gpu::algo::{givens_two_phase as tp, thin};
-    use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::DevVec;
     let Dims { m, n, q: nq, .. } = st.dims;
     let unorm = crate::cpu::householder::nrm2(u).to_f64();
@@ -108,13 +107,10 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
         let mut w = DevVec::from_slice(gpu, &w_host)?;
         let mut r = thin::stacked(gpu, &st.r.view(), None, 1)?;
         let mut d = thin::stacked(gpu, &st.d.view(), None, 1)?;
-        gpu.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
+        thin::tall_tn(
+            gpu,
             &z.view(),
             &st.kept_b().view(),
-            T::ZERO,
             &mut d.block_mut(n, 0, 1, nq),
         )?;
         let mut q = thin::side_by_side(gpu, &q1.view(), &z.view())?;
@@ -160,25 +156,9 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         let vd = DevVec::from_slice_async(g, v)?;
         // w = Q₁ᵀu and uᵀb
         let mut wd = DevMat::<T>::zeros(g, n, 1)?;
-        thin::product(
-            g,
-            Op::T,
-            T::ONE,
-            &q1.view(),
-            &ud.as_col(),
-            T::ZERO,
-            &mut wd.view_mut(),
-        )?;
+        thin::tall_tn(g, &q1.view(), &ud.as_col(), &mut wd.view_mut())?;
         let mut utb = DevMat::<T>::zeros(g, 1, nq)?;
-        thin::product(
-            g,
-            Op::T,
-            T::ONE,
-            &ud.as_col(),
-            &st.kept_b().view(),
-            T::ZERO,
-            &mut utb.view_mut(),
-        )?;
+        thin::tall_tn(g, &ud.as_col(), &st.kept_b().view(), &mut utb.view_mut())?;
         let w = thin::to_host_f64(g, &wd.view())?;
         let wn2: f64 = (0..n).map(|i| w[(i, 0)] * w[(i, 0)]).sum();
         let gamma2 = unorm2 - wn2;
@@ -288,15 +268,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
         let res = reduced::residual(g, a, b, &st.r, &st.d)?;
         let mut r = thin::stacked(g, &st.r.view(), None, 1)?;
         let mut d = thin::stacked(g, &st.d.view(), None, 1)?;
-        g.gemm(
-            Op::T,
-            Op::N,
-            T::ONE,
-            &z.view(),
-            &res.view(),
-            T::ZERO,
-            &mut d.block_mut(n, 0, 1, nq),
-        )?;
+        thin::tall_tn(g, &z.view(), &res.view(), &mut d.block_mut(n, 0, 1, nq))?;
         drop(res);
         let mut w_host: Vec<T> = c.to_host(g)?.col(0).to_vec();
         w_host.push(gamma_t);
