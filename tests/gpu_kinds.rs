@@ -496,3 +496,39 @@ fn kinds_near_range<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
 }
 
 common::gpu_tests!(gpu => kinds_near_range { kinds_near_range_f64: f64 [101], kinds_near_range_f32: f32 [102] });
+
+/// A state tall enough (16·8192 rows and more) for Q₁ᵀu and Aᵀz to be summed over row
+/// chunks: rank-one and single-column insertion on every kind, against the CPU backend.
+fn kinds_tall_products<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    for state in STATES {
+        let mut g = rng(seed);
+        let (m, n) = (16 * 8192 + 1237, 19);
+        let a = random_mat::<T>(&mut g, m, n);
+        let b = random_mat::<T>(&mut g, m, 1);
+        let (mut gs, mut cs) = pair(gpu, state, &a, &b);
+        let mut model = Model::new(&a, &b);
+        let steps: Vec<Upd<T>> = vec![
+            Upd::RankOne(random_vec(&mut g, m), random_vec(&mut g, n)),
+            Upd::InsertCols(7, random_mat(&mut g, m, 1)),
+            Upd::DeleteRows(m / 2, 1),
+        ];
+        for upd in steps {
+            let kind = match &upd {
+                Upd::InsertCols(..) => Kind::InsertCols,
+                Upd::RankOne(..) => Kind::RankOne,
+                _ => Kind::DeleteRows,
+            };
+            if !state.runs(kind) {
+                continue;
+            }
+            let what = format!("{state:?} tall {kind:?}");
+            upd.apply(&mut gs, &model)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            upd.apply(&mut cs, &model).unwrap();
+            upd.apply_model(&mut model);
+            compare(&gs, &cs, &model, &what);
+        }
+    }
+}
+
+common::gpu_tests!(gpu => kinds_tall_products { kinds_tall_products_f64: f64 [111], kinds_tall_products_f32: f32 [112] });

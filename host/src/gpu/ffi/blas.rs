@@ -490,6 +490,100 @@ impl Gpu {
 }
 
 impl Gpu {
+    /// Y(:, j) := A(j·c .. (j+1)·c, :)ᵀ · x(j·c .. (j+1)·c) for j < Y's columns, c = `chunk`
+    /// (cuBLAS `xGEMVStridedBatched`, op T): the partial products of Aᵀx over row chunks,
+    /// one batch each, so that a tall A with few columns is read by many blocks at once.
+    /// The chunks must lie inside A (Y's columns · c ≤ A's rows).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if Y is not A's columns × batches or the chunks do not fit;
+    /// [`Error::InvalidParam`]; [`Error::Cublas`].
+    pub(crate) fn gemv_t_row_chunks<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        chunk: usize,
+        x: &CudaView<'_, T>,
+        y: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "gemv_t_row_chunks";
+        let (n, batches) = (a.ncols(), y.ncols());
+        shape(OP, "rows of Y", y.nrows(), n)?;
+        let covered = chunk.saturating_mul(batches);
+        if covered > a.nrows() || covered > x.len() {
+            return Err(Error::Shape {
+                op: OP,
+                what: "rows covered by the chunks",
+                got: covered,
+                expected: a.nrows().min(x.len()),
+            });
+        }
+        if n == 0 || batches == 0 || chunk == 0 {
+            return Ok(());
+        }
+        let (ci, ni) = (int(OP, "chunk", chunk)?, int(OP, "n", n)?);
+        let lda = int(OP, "lda", a.ld())?;
+        let bi = int(OP, "batches", batches)?;
+        let (sa, sx, sy) = (chunk as i64, chunk as i64, y.ld() as i64);
+        let h = *self.blas.handle();
+        let (pa, _ga) = a.buf().device_ptr(&self.stream);
+        let (px, _gx) = x.device_ptr(&self.stream);
+        let (py, _gy) = y.buf_mut().device_ptr_mut(&self.stream);
+        self.count_launch();
+        let st = match T::DTYPE {
+            // SAFETY: cublasSgemvStridedBatched contract: batch j reads the chunk×n block
+            // of A at element offset j·chunk (ld lda), inside the view since
+            // batches·chunk ≤ rows (checked), and x[j·chunk ..][..chunk] inside x (checked);
+            // it writes n elements of Y's column j (offset j·ld(Y), n = rows of Y,
+            // checked); Y is a &mut view, so it aliases neither A nor x. T is f32.
+            Dtype::F32 => unsafe {
+                let (al, be) = (1.0f32, 0.0f32);
+                sys::cublasSgemvStridedBatched(
+                    h,
+                    Op::T.cublas(),
+                    ci,
+                    ni,
+                    &al,
+                    pa as *const f32,
+                    lda,
+                    sa,
+                    px as *const f32,
+                    1,
+                    sx,
+                    &be,
+                    py as *mut f32,
+                    1,
+                    sy,
+                    bi,
+                )
+            },
+            // SAFETY: as for f32 with cublasDgemvStridedBatched and T = f64.
+            Dtype::F64 => unsafe {
+                let (al, be) = (1.0f64, 0.0f64);
+                sys::cublasDgemvStridedBatched(
+                    h,
+                    Op::T.cublas(),
+                    ci,
+                    ni,
+                    &al,
+                    pa as *const f64,
+                    lda,
+                    sa,
+                    px as *const f64,
+                    1,
+                    sx,
+                    &be,
+                    py as *mut f64,
+                    1,
+                    sy,
+                    bi,
+                )
+            },
+        };
+        status(OP, st)
+    }
+}
+
+impl Gpu {
     /// Solves op(A)·x = b for triangular A (n×n), overwriting x (cuBLAS `xTRSV`, unit
     /// stride).
     ///
