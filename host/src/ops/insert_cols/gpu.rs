@@ -321,6 +321,7 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         thin::tall_tn(g, &ud, &ud, &mut utu.view_mut())?;
         let mut utb = DevMat::<T>::zeros(g, p, nq)?;
         thin::tall_tn(g, &ud, &st.kept_b().view(), &mut utb.view_mut())?;
+        g.stage_mark("Q1ᵀU, UᵀU, Uᵀb");
         // ZᵀZ = UᵀU − CᵀC and Uᵀb − Cᵀd on the device (p×p and p×q)
         let mut zgram = g.two_phase_copy_new(&utu.view(), 0..0, false)?;
         g.gemm(
@@ -351,6 +352,7 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         };
         // G = Lᵀ (upper); f = G⁻ᵀ(Uᵀb − Cᵀd) = L⁻¹(Uᵀb − Cᵀd)
         let f = crate::gpu::algo::reduced::solve_lower(&l, &rhs);
+        g.stage_mark("Gram and its Cholesky factor (host)");
         let gz = thin::from_host_f64::<T>(g, &l.transpose())?;
         let fd = thin::from_host_f64::<T>(g, &f)?;
         let np = n + p;
@@ -367,6 +369,7 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         g.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
         g.panel_copy(&gz.view(), &mut r.block_mut(n, k0, p, p))?;
         let mut d = thin::stacked(g, &st.d.view(), Some(&fd.view()), p)?;
+        g.stage_mark("R', d'");
         let mut sm = thin::identity::<T>(g, np)?;
         tp::insert_cols_strip_two_phase(g, &mut r, &mut sm, &mut d, k0, p, n)?;
         tp::check_rank(g, &r, np, st.rank_tol)?;
@@ -466,11 +469,13 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
         };
         let base = thin::column_norms(g, &ud)?;
         let (c, z) = reduced::csne_project(g, a, &st.r, &ud)?;
+        g.stage_mark("semi-normal equations");
         // f = G⁻ᵀ Zᵀ (b − A x)
         let res = reduced::residual(g, a, b, &st.r, &st.d)?;
         let mut f = DevMat::<T>::zeros(g, p, nq)?;
         thin::tall_tn(g, &z.view(), &res.view(), &mut f.view_mut())?;
         drop(res);
+        g.stage_mark("residual, Zᵀr");
         let (gz, znorms) = reduced::r_factor(g, z)?;
         for (j, (zj, uj)) in znorms.iter().zip(&base).enumerate() {
             let rel = zj / uj.max(f64::MIN_POSITIVE);

@@ -154,11 +154,13 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         let q1 = st.q.as_ref().expect("a thin state holds Q₁");
         let ud = DevVec::from_slice_async(g, u)?;
         let vd = DevVec::from_slice_async(g, v)?;
+        g.stage_mark("upload u, v");
         // w = Q₁ᵀu and uᵀb
         let mut wd = DevMat::<T>::zeros(g, n, 1)?;
         thin::tall_tn(g, &q1.view(), &ud.as_col(), &mut wd.view_mut())?;
         let mut utb = DevMat::<T>::zeros(g, 1, nq)?;
         thin::tall_tn(g, &ud.as_col(), &st.kept_b().view(), &mut utb.view_mut())?;
+        g.stage_mark("Q1ᵀu, uᵀb");
         let w = thin::to_host_f64(g, &wd.view())?;
         let wn2: f64 = (0..n).map(|i| w[(i, 0)] * w[(i, 0)]).sum();
         let gamma2 = unorm2 - wn2;
@@ -256,7 +258,9 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
         let g = &*st.gpu;
         let ud = DevVec::from_slice_async(g, u)?;
         let vd = DevVec::from_slice_async(g, v)?;
+        g.stage_mark("upload u, v");
         let (c, mut z) = reduced::csne_project(g, a, &st.r, &ud.as_col())?;
+        g.stage_mark("semi-normal equations");
         let gamma = g.nrm2(&z.col(0, 0..m))?;
         let has_dir = gamma > crate::ops::reduced::dependence_tol::<T>() * unorm && gamma > 0.0;
         let (gamma_t, scale) = if has_dir {
