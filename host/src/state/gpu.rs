@@ -197,6 +197,15 @@ impl<T: GpuScalar> GpuQr<T> {
         &self,
         staging: &mut cudarc::driver::PinnedHostSlice<T>,
     ) -> Result<crate::CpuQr<T>> {
+        let need = Self::staging_len(self.dims);
+        if staging.len() < need {
+            return Err(Error::Shape {
+                op: "GpuQr::to_cpu_pinned",
+                what: "staging length",
+                got: staging.len(),
+                expected: need,
+            });
+        }
         self.guarded(|| {
             let r = self.r.download_pinned(&self.gpu, staging)?;
             let d = self.d.download_pinned(&self.gpu, staging)?;

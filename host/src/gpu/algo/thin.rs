@@ -175,6 +175,9 @@ pub(crate) fn diagonal<T: GpuScalar>(gpu: &Gpu, g: &DevMat<T>) -> Result<Vec<f64
 /// # Errors
 /// [`crate::Error::Cublas`].
 pub(crate) fn column_norms<T: GpuScalar>(gpu: &Gpu, a: &DevMatView<'_, T>) -> Result<Vec<f64>> {
+    if a.nrows() == 0 {
+        return Ok(vec![0.0; a.ncols()]);
+    }
     (0..a.ncols())
         .map(|j| {
             let col = a.buf().slice(j * a.ld()..j * a.ld() + a.nrows());
