@@ -88,11 +88,11 @@ impl<T: GpuScalar> GpuQr<T> {
         self.b.as_ref().expect("a thin state keeps b")
     }
 
-    /// The kept A and b of an R-only state, or [`Error::NeedsData`] for `op`.
-    pub(crate) fn kept_data(&self, op: &'static str) -> Result<(&DevMat<T>, &DevMat<T>)> {
+    /// The kept A and b of an R-only state built with [`crate::FactorParams::keep_data`].
+    pub(crate) fn kept_data(&self) -> Option<(&DevMat<T>, &DevMat<T>)> {
         match (self.a.as_ref(), self.b.as_ref()) {
-            (Some(a), Some(b)) => Ok((a, b)),
-            _ => Err(crate::ops::needs_q_or_data(op)),
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => None,
         }
     }
 

@@ -454,7 +454,9 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::runtime::matrix::DevMat;
     use crate::ops::reduced::dependence_tol;
     let nq = st.dims.q;
-    let (a, b) = st.kept_data(OP)?;
+    let (a, b) = st
+        .kept_data()
+        .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
     let tol = dependence_tol::<T>();
     let out = st.guarded(|| {
         let g = &*st.gpu;

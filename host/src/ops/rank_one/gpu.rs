@@ -252,7 +252,9 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::{DevMat, DevVec};
     let Dims { m, n, q: nq, .. } = st.dims;
-    let (a, b) = st.kept_data(OP)?;
+    let (a, b) = st
+        .kept_data()
+        .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
     let unorm = crate::cpu::householder::nrm2(u).to_f64();
     let (r, d, ud, vd) = st.guarded(|| {
         let g = &*st.gpu;
@@ -300,7 +302,9 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
             &mut st.a.as_mut().expect("checked above").view_mut(),
         )
         .and_then(|()| {
-            let (a, b) = st.kept_data(OP)?;
+            let (a, b) = st
+                .kept_data()
+                .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
             reduced::residual_norms(g, a, b, &r, &d)
         });
     let rho = crate::state::gpu::poison_on_fault(&st.poisoned, out)?;
