@@ -649,10 +649,11 @@ mod tests {
             block_size: Some(9),
             ..FactorParams::default()
         };
-        let exact = run_cpu(a.as_ref(), b.as_ref(), QPolicy::None, fp)
-            .unwrap()
-            .r()
-            .unwrap();
+        let exact =
+            crate::ops::factorize::run_cpu_with(a.as_ref(), b.as_ref(), QPolicy::None, fp, false)
+                .unwrap()
+                .r()
+                .unwrap();
         let n = exact.ncols();
         assert_eq!(&Mat::from_fn(n, n, |i, j| f.r()[(i, j)]), &exact);
     }
