@@ -26,7 +26,7 @@ struct Sizes {
 }
 
 /// 2500×250: each of the six refactorisations to the thin Q₁ costs ≈ 4mn² flops
-/// (the session's state is thin too).
+/// (the demo's running state is thin too).
 const DEFAULT: Sizes = Sizes {
     m: 2500,
     n: 250,

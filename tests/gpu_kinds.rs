@@ -497,8 +497,8 @@ fn kinds_near_range<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
 
 common::gpu_tests!(gpu => kinds_near_range { kinds_near_range_f64: f64 [101], kinds_near_range_f32: f32 [102] });
 
-/// A state tall enough (16·8192 rows and more) for Q₁ᵀu and Aᵀz to be summed over row
-/// chunks: rank-one and single-column insertion on every kind, against the CPU backend.
+/// A tall state (132,309 rows): rank-one, single-column insertion and row deletion on every
+/// kind, against the CPU backend.
 fn kinds_tall_products<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     for state in STATES {
         let mut g = rng(seed);

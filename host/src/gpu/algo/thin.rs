@@ -14,7 +14,8 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// W := AᵀB for tall A (m×k) and B (m×nc) with the same rows: cuBLAS GEMV where B is one
 /// column, GEMM otherwise. (The row-chunked VᵀC kernel of the blocked QR was measured
-/// slower here: on an H200, Q₁ᵀu for a 1,000,000×256 Q₁ took 6.1 ms against cuBLAS's 2.2.)
+/// slower here: on an H200, column insertion's products Q₁ᵀU, UᵀU and Uᵀb for a
+/// 1,000,000×256 Q₁ took 6.1 ms with it against 2.2 ms with cuBLAS.)
 ///
 /// # Errors
 /// [`crate::Error::InvalidParam`] on mismatched shapes, [`crate::Error::Cublas`].
@@ -27,17 +28,8 @@ pub(crate) fn tall_tn<T: GpuScalar>(
     product(gpu, Op::T, T::ONE, a, b, T::ZERO, w)
 }
 
-/// Rows a chunk of the batched Aᵀx in [`product`].
-const ROW_CHUNK: usize = 8192;
-
-/// Fewest chunks for which [`product`] splits Aᵀx into row chunks: cuBLAS's GEMV with op T
-/// runs one reduction a column, so a tall A with few columns is read by few blocks (on an
-/// H200, Q₁ᵀu for a 4,000,000×64 Q₁ took several milliseconds, against 0.5 ms for reading
-/// it once).
-const MIN_CHUNKS: usize = 16;
-
 /// C := α·op(A)·B + β·C for a tall A and a narrow B: cuBLAS GEMV where B and C are single
-/// columns (a matrix–vector product; Aᵀx of a tall A by row chunks), GEMM otherwise.
+/// columns (a matrix–vector product), GEMM otherwise.
 ///
 /// # Errors
 /// [`crate::Error::InvalidParam`] on mismatched shapes, [`crate::Error::Cublas`].
@@ -54,31 +46,6 @@ pub(crate) fn product<T: GpuScalar>(
         let x = b.buf().slice(0..b.nrows());
         let rows = c.nrows();
         let mut y = c.buf_mut().slice_mut(0..rows);
-        let batches = a.nrows() / ROW_CHUNK;
-        if ta == Op::T && batches >= MIN_CHUNKS {
-            // Aᵀx as the sum of the row chunks' products: one batched GEMV (every chunk at
-            // once), a GEMV summing the partials, and one for the rows left over
-            let n = a.ncols();
-            let mut parts = DevMat::<T>::for_overwrite(gpu, n, batches)?;
-            gpu.gemv_t_row_chunks(a, ROW_CHUNK, &x, &mut parts.view_mut())?;
-            let mut ones = crate::gpu::runtime::matrix::DevVec::<T>::zeros(gpu, batches)?;
-            ones.fill(gpu, T::ONE)?;
-            gpu.gemv(Op::N, alpha, &parts.view(), &ones.view(), beta, &mut y)?;
-            let done = batches * ROW_CHUNK;
-            if done < a.nrows() {
-                let rest = a.nrows() - done;
-                let xr = b.buf().slice(done..done + rest);
-                gpu.gemv(
-                    Op::T,
-                    alpha,
-                    &DevMatView::new(a.buf().slice(done..), rest, n, a.ld())?,
-                    &xr,
-                    T::ONE,
-                    &mut y,
-                )?;
-            }
-            return Ok(());
-        }
         return gpu.gemv(ta, alpha, a, &x, beta, &mut y);
     }
     gpu.gemm(ta, Op::N, alpha, a, b, beta, c)

@@ -58,6 +58,35 @@ pub(super) enum UData<'a, 'v, T> {
     Device(&'a crate::gpu::runtime::DevMatView<'v, T>),
 }
 
+impl<'a, 'v, T: crate::gpu::runtime::GpuScalar> UData<'a, 'v, T> {
+    /// U in device memory when it comes from the host (the caller keeps it alive).
+    fn upload(
+        self,
+        gpu: &crate::gpu::runtime::Gpu,
+    ) -> Result<Option<crate::gpu::runtime::DevMat<T>>> {
+        match self {
+            UData::Host(u) => Ok(Some(crate::gpu::runtime::DevMat::from_host_async(gpu, u)?)),
+            UData::Device(_) => Ok(None),
+        }
+    }
+
+    /// The device view of U: the upload from [`UData::upload`], or the caller's view.
+    fn view<'s>(
+        self,
+        uploaded: &'s Option<crate::gpu::runtime::DevMat<T>>,
+    ) -> crate::gpu::runtime::DevMatView<'s, T>
+    where
+        'a: 's,
+        'v: 's,
+    {
+        match (uploaded, self) {
+            (Some(x), _) => x.view(),
+            (None, UData::Device(v)) => v.reborrow(),
+            (None, UData::Host(_)) => unreachable!("uploaded by UData::upload"),
+        }
+    }
+}
+
 /// Whether column insertion's strip (p new columns at k0, R of n columns, m rows) is
 /// cheaper as one blocked Householder QR of the L×L block, L = n + p − k0, than as
 /// Givens rotations on the GPU (`ColumnStrip::Auto`). A time model in milliseconds
@@ -100,15 +129,8 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
             .ok_or_else(|| crate::ops::needs_q_or_data(OP))?;
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
-        let uploaded = match u {
-            UData::Host(u) => Some(DevMat::from_host_async(gpu, u)?),
-            UData::Device(_) => None,
-        };
-        let ud = match (&uploaded, u) {
-            (Some(x), _) => x.view(),
-            (None, UData::Device(v)) => v.reborrow(),
-            (None, UData::Host(_)) => unreachable!("uploaded above"),
-        };
+        let uploaded = u.upload(gpu)?;
+        let ud = u.view(&uploaded);
         let mut r = DevMat::zeros(gpu, m, n + p)?;
         gpu.stage_mark("upload, alloc");
         if k0 > 0 {
@@ -208,22 +230,14 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
     u: UData<'_, '_, T>,
 ) -> Result<()> {
     use crate::gpu::algo::{givens_two_phase as tp, thin};
-    use crate::gpu::runtime::matrix::DevMat;
     use crate::ops::reduced::{dependence_tol, thin_error};
     let nq = st.dims.q;
     let tol = dependence_tol::<T>();
     let out = st.guarded(|| {
         let gpu = &*st.gpu;
         let q1 = st.q.as_ref().expect("a thin state holds Q₁");
-        let uploaded = match u {
-            UData::Host(u) => Some(DevMat::from_host_async(gpu, u)?),
-            UData::Device(_) => None,
-        };
-        let ud = match (&uploaded, u) {
-            (Some(x), _) => x.view(),
-            (None, UData::Device(v)) => v.reborrow(),
-            (None, UData::Host(_)) => unreachable!("uploaded above"),
-        };
+        let uploaded = u.upload(gpu)?;
+        let ud = u.view(&uploaded);
         let base = thin::column_norms(gpu, &ud)?;
         let (c, z) = thin::project_out(gpu, &q1.view(), &ud)?;
         drop(uploaded);
@@ -246,18 +260,7 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
             }
         }
         let np = n + p;
-        let mut r = DevMat::<T>::zeros(gpu, np, np)?;
-        if k0 > 0 {
-            gpu.panel_copy(&st.r.block(0, 0, n, k0), &mut r.block_mut(0, 0, n, k0))?;
-        }
-        if k0 < n {
-            gpu.panel_copy(
-                &st.r.block(0, k0, n, n - k0),
-                &mut r.block_mut(0, k0 + p, n, n - k0),
-            )?;
-        }
-        gpu.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
-        gpu.panel_copy(&g.view(), &mut r.block_mut(n, k0, p, p))?;
+        let mut r = widened_r(gpu, &st.r, &c, &g, k0)?;
         let mut d = thin::stacked(gpu, &st.d.view(), None, p)?;
         thin::tall_tn(
             gpu,
@@ -306,15 +309,8 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     let out = st.guarded(|| {
         let g = &*st.gpu;
         let q1 = st.q.as_ref().expect("a thin state holds Q₁");
-        let uploaded = match u {
-            UData::Host(u) => Some(DevMat::from_host_async(g, u)?),
-            UData::Device(_) => None,
-        };
-        let ud = match (&uploaded, u) {
-            (Some(x), _) => x.view(),
-            (None, UData::Device(v)) => v.reborrow(),
-            (None, UData::Host(_)) => unreachable!("uploaded above"),
-        };
+        let uploaded = u.upload(g)?;
+        let ud = u.view(&uploaded);
         let mut c = DevMat::<T>::zeros(g, n, p)?;
         thin::tall_tn(g, &q1.view(), &ud, &mut c.view_mut())?;
         let mut utu = DevMat::<T>::zeros(g, p, p)?;
@@ -356,18 +352,7 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         let gz = thin::from_host_f64::<T>(g, &l.transpose())?;
         let fd = thin::from_host_f64::<T>(g, &f)?;
         let np = n + p;
-        let mut r = DevMat::<T>::zeros(g, np, np)?;
-        if k0 > 0 {
-            g.panel_copy(&st.r.block(0, 0, n, k0), &mut r.block_mut(0, 0, n, k0))?;
-        }
-        if k0 < n {
-            g.panel_copy(
-                &st.r.block(0, k0, n, n - k0),
-                &mut r.block_mut(0, k0 + p, n, n - k0),
-            )?;
-        }
-        g.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
-        g.panel_copy(&gz.view(), &mut r.block_mut(n, k0, p, p))?;
+        let mut r = widened_r(g, &st.r, &c, &gz, k0)?;
         let mut d = thin::stacked(g, &st.d.view(), Some(&fd.view()), p)?;
         g.stage_mark("R', d'");
         let mut sm = thin::identity::<T>(g, np)?;
@@ -460,15 +445,8 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     let tol = dependence_tol::<T>();
     let out = st.guarded(|| {
         let g = &*st.gpu;
-        let uploaded = match u {
-            UData::Host(u) => Some(DevMat::from_host_async(g, u)?),
-            UData::Device(_) => None,
-        };
-        let ud = match (&uploaded, u) {
-            (Some(x), _) => x.view(),
-            (None, UData::Device(v)) => v.reborrow(),
-            (None, UData::Host(_)) => unreachable!("uploaded above"),
-        };
+        let uploaded = u.upload(g)?;
+        let ud = u.view(&uploaded);
         let base = thin::column_norms(g, &ud)?;
         let (c, z) = reduced::csne_project(g, a, &st.r, &ud)?;
         g.stage_mark("semi-normal equations");
@@ -499,18 +477,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
             &mut f.view_mut(),
         )?;
         let np = n + p;
-        let mut r = DevMat::<T>::zeros(g, np, np)?;
-        if k0 > 0 {
-            g.panel_copy(&st.r.block(0, 0, n, k0), &mut r.block_mut(0, 0, n, k0))?;
-        }
-        if k0 < n {
-            g.panel_copy(
-                &st.r.block(0, k0, n, n - k0),
-                &mut r.block_mut(0, k0 + p, n, n - k0),
-            )?;
-        }
-        g.panel_copy(&c.view(), &mut r.block_mut(0, k0, n, p))?;
-        g.panel_copy(&gz.view(), &mut r.block_mut(n, k0, p, p))?;
+        let mut r = widened_r(g, &st.r, &c, &gz, k0)?;
         let mut d = thin::stacked(g, &st.d.view(), Some(&f.view()), p)?;
         g.stage_mark("semi-normal equations, R', d'");
         if k0 < n {
@@ -530,4 +497,33 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     st.rho = rho;
     st.dims.n = n + p;
     Ok(())
+}
+
+/// R′ = [R(:, 0:k0) C R(:, k0:n); 0 G 0] ((n+p)×(n+p)) for the n×n R, the new columns'
+/// projection C (n×p) and the triangular factor G (p×p) of their residual.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`].
+fn widened_r<T: crate::gpu::runtime::GpuScalar>(
+    gpu: &crate::gpu::runtime::Gpu,
+    r: &crate::gpu::runtime::DevMat<T>,
+    c: &crate::gpu::runtime::DevMat<T>,
+    g: &crate::gpu::runtime::DevMat<T>,
+    k0: usize,
+) -> Result<crate::gpu::runtime::DevMat<T>> {
+    let (n, p) = (r.ncols(), c.ncols());
+    let np = n + p;
+    let mut out = crate::gpu::runtime::DevMat::<T>::zeros(gpu, np, np)?;
+    if k0 > 0 {
+        gpu.panel_copy(&r.block(0, 0, n, k0), &mut out.block_mut(0, 0, n, k0))?;
+    }
+    if k0 < n {
+        gpu.panel_copy(
+            &r.block(0, k0, n, n - k0),
+            &mut out.block_mut(0, k0 + p, n, n - k0),
+        )?;
+    }
+    gpu.panel_copy(&c.view(), &mut out.block_mut(0, k0, n, p))?;
+    gpu.panel_copy(&g.view(), &mut out.block_mut(n, k0, p, p))?;
+    Ok(out)
 }

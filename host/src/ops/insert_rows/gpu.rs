@@ -283,19 +283,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         g.panel_copy(&h.block(n, 0, p, n), &mut q1.block_mut(k0, 0, p, n))?;
         g.stage_mark("Q1' = Q1·H");
         qn = Some(q1);
-        let bo = st.kept_b();
-        let mut b = DevMat::<T>::for_overwrite(g, m + p, q)?;
-        if k0 > 0 {
-            g.panel_copy(&bo.block(0, 0, k0, q), &mut b.block_mut(0, 0, k0, q))?;
-        }
-        if k0 < m {
-            g.panel_copy(
-                &bo.block(k0, 0, m - k0, q),
-                &mut b.block_mut(k0 + p, 0, m - k0, q),
-            )?;
-        }
         let eo = DevMat::from_host_async(g, e)?;
-        g.panel_copy(&eo.view(), &mut b.block_mut(k0, 0, p, q))?;
+        let b = crate::gpu::algo::reduced::with_rows_inserted(g, st.kept_b(), k0, &eo.view())?;
         st.b = Some(b);
     } else if st.dims.policy == QPolicy::None {
         return finish_reduced(st, r, d, k0, u, e);
