@@ -45,10 +45,12 @@ pub use backend::diagnostics::diagnostics;
 pub use backend::QrUpdate;
 pub use base::error::{Error, Result};
 pub use base::mat::{Mat, MatRef};
-pub use base::params::{ColumnStrip, FactorParams, Givens, QPolicy, RowRemoval, UpdateParams};
+pub use base::params::{
+    ColumnStrip, DriftParams, FactorParams, Givens, QPolicy, RowRemoval, UpdateParams,
+};
 pub use base::precision::GemmPrecision;
 pub use base::scalar::Scalar;
-pub use base::solution::{Diagnostics, Solution};
+pub use base::solution::{Diagnostics, DriftReport, Solution};
 pub use gpu::runtime::{DevMat, DevMatView, DevMatViewMut, DevVec, Gpu, GpuScalar};
 pub use state::cpu::CpuQr;
 pub use state::gpu::GpuQr;

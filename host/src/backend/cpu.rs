@@ -6,7 +6,7 @@ use crate::base::error::Result;
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy, UpdateParams};
 use crate::base::scalar::Scalar;
-use crate::base::solution::Solution;
+use crate::base::solution::{DriftReport, Solution};
 use crate::state::cpu::CpuQr;
 
 impl<T: Scalar> CpuQr<T> {
@@ -23,6 +23,15 @@ impl<T: Scalar> CpuQr<T> {
         params: FactorParams,
     ) -> Result<Self> {
         crate::ops::factorize::run_cpu(a, b, policy, params)
+    }
+}
+
+impl<T: Scalar> CpuQr<T> {
+    /// Drift bookkeeping after a successful update (docs/algorithms.md#drift-control). A
+    /// failed measure or refresh leaves the state as the update left it; the record keeps
+    /// the previous estimate.
+    fn after_update(&mut self) {
+        let _ = crate::ops::drift::after_update(self);
     }
 }
 
@@ -46,19 +55,29 @@ impl<T: Scalar> QrUpdate<T> for CpuQr<T> {
         self.params = params;
     }
     fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
-        crate::ops::insert_cols::run_cpu(self, k0, u)
+        crate::ops::insert_cols::run_cpu(self, k0, u)?;
+        self.after_update();
+        Ok(())
     }
     fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
-        crate::ops::delete_cols::run_cpu(self, k0, p)
+        crate::ops::delete_cols::run_cpu(self, k0, p)?;
+        self.after_update();
+        Ok(())
     }
     fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
-        crate::ops::insert_rows::run_cpu(self, k0, u, e)
+        crate::ops::insert_rows::run_cpu(self, k0, u, e)?;
+        self.after_update();
+        Ok(())
     }
     fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
-        crate::ops::delete_rows::run_cpu(self, k0, p)
+        crate::ops::delete_rows::run_cpu(self, k0, p)?;
+        self.after_update();
+        Ok(())
     }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
-        crate::ops::rank_one::run_cpu(self, u, v)
+        crate::ops::rank_one::run_cpu(self, u, v)?;
+        self.after_update();
+        Ok(())
     }
     fn solve(&self) -> Result<Solution<T>> {
         let mut sol = crate::ops::solve::solve_cpu(&self.r, &self.d, self.dims.n)?;
@@ -75,10 +94,38 @@ impl<T: Scalar> QrUpdate<T> for CpuQr<T> {
     ) -> Result<()> {
         let p = crate::ops::delete_rows::plan_given(self.dims, k0, rows, rhs)?;
         if self.dims.policy == QPolicy::None && self.data.is_none() {
-            crate::ops::reduced::delete_rows(self, k0, p, Some((rows, rhs)))
+            crate::ops::reduced::delete_rows(self, k0, p, Some((rows, rhs)))?;
         } else {
-            crate::ops::delete_rows::run_cpu(self, k0, p)
+            crate::ops::delete_rows::run_cpu(self, k0, p)?;
         }
+        self.after_update();
+        Ok(())
+    }
+    fn slide(&mut self, rows: MatRef<'_, T>, rhs: MatRef<'_, T>, drop: usize) -> Result<()> {
+        crate::ops::slide::run(self, rows, rhs, drop)?;
+        self.after_update();
+        Ok(())
+    }
+    fn rank_k(&mut self, u: MatRef<'_, T>, v: MatRef<'_, T>) -> Result<()> {
+        crate::ops::rank_k::run(self, u, v)?;
+        self.after_update();
+        Ok(())
+    }
+    fn replace_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+        crate::ops::replace_cols::run(self, k0, u)?;
+        self.after_update();
+        Ok(())
+    }
+    fn shift_col(&mut self, from: usize, to: usize) -> Result<()> {
+        crate::ops::shift_col::run(self, from, to)?;
+        self.after_update();
+        Ok(())
+    }
+    fn drift(&self) -> DriftReport {
+        self.drift
+    }
+    fn check_drift(&mut self) -> Result<DriftReport> {
+        crate::ops::drift::check(self)
     }
     fn r(&self) -> Result<Mat<T>> {
         Ok(self.r.clone())

@@ -8,7 +8,7 @@ use crate::backend::QrUpdate;
 use crate::base::error::Result;
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy, UpdateParams};
-use crate::base::solution::Solution;
+use crate::base::solution::{DriftReport, Solution};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 use crate::state::cpu::CpuQr;
 use crate::state::gpu::GpuQr;
@@ -248,6 +248,24 @@ impl<T: GpuScalar> QrUpdate<T> for Qr<T> {
     }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
         self.inner_mut().rank_one(u, v)
+    }
+    fn slide(&mut self, rows: MatRef<'_, T>, rhs: MatRef<'_, T>, drop: usize) -> Result<()> {
+        self.inner_mut().slide(rows, rhs, drop)
+    }
+    fn rank_k(&mut self, u: MatRef<'_, T>, v: MatRef<'_, T>) -> Result<()> {
+        self.inner_mut().rank_k(u, v)
+    }
+    fn replace_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+        self.inner_mut().replace_cols(k0, u)
+    }
+    fn shift_col(&mut self, from: usize, to: usize) -> Result<()> {
+        self.inner_mut().shift_col(from, to)
+    }
+    fn drift(&self) -> DriftReport {
+        self.inner().drift()
+    }
+    fn check_drift(&mut self) -> Result<DriftReport> {
+        self.inner_mut().check_drift()
     }
     fn solve(&self) -> Result<Solution<T>> {
         self.inner().solve()

@@ -131,6 +131,7 @@ pub fn diagnostics<T: Scalar>(
         e_x,
         e_gram,
         residual,
+        drift: state.drift(),
     })
 }
 

@@ -8,7 +8,7 @@ use crate::backend::QrUpdate;
 use crate::base::error::Result;
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy, UpdateParams};
-use crate::base::solution::Solution;
+use crate::base::solution::{DriftReport, Solution};
 use crate::gpu::algo::householder::QrPhaseTimes;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -171,7 +171,19 @@ impl<T: GpuScalar> GpuQr<T> {
     pub fn insert_cols_device(&mut self, k0: usize, u: &DevMatView<'_, T>) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::insert_cols::run_gpu_device(self, k0, u);
-        poison_on_fault(&self.poisoned, out)
+        self.finish(out)
+    }
+}
+
+impl<T: GpuScalar> GpuQr<T> {
+    /// Ends an update: a device fault poisons the state; after a success, the drift
+    /// bookkeeping (docs/algorithms.md#drift-control), whose own failure leaves the state as
+    /// the update left it (a device fault there poisons it too).
+    fn finish(&mut self, out: Result<()>) -> Result<()> {
+        poison_on_fault(&self.poisoned, out)?;
+        let check = crate::ops::drift::after_update(self);
+        let _ = poison_on_fault(&self.poisoned, check);
+        Ok(())
     }
 }
 
@@ -197,22 +209,22 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
     fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::insert_cols::run_gpu(self, k0, u);
-        poison_on_fault(&self.poisoned, out)
+        self.finish(out)
     }
     fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::delete_cols::run_gpu(self, k0, p);
-        poison_on_fault(&self.poisoned, out)
+        self.finish(out)
     }
     fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::insert_rows::run_gpu(self, k0, u, e);
-        poison_on_fault(&self.poisoned, out)
+        self.finish(out)
     }
     fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::delete_rows::run_gpu(self, k0, p);
-        poison_on_fault(&self.poisoned, out)
+        self.finish(out)
     }
     fn delete_rows_with(
         &mut self,
@@ -222,11 +234,39 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
     ) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::delete_rows::run_gpu_given(self, k0, rows, rhs);
-        poison_on_fault(&self.poisoned, out)
+        self.finish(out)
     }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
         self.check_live()?;
         let out = crate::ops::rank_one::run_gpu(self, u, v);
+        self.finish(out)
+    }
+    fn slide(&mut self, rows: MatRef<'_, T>, rhs: MatRef<'_, T>, drop: usize) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::slide::run_gpu(self, rows, rhs, drop);
+        self.finish(out)
+    }
+    fn rank_k(&mut self, u: MatRef<'_, T>, v: MatRef<'_, T>) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::rank_k::run(self, u, v);
+        self.finish(out)
+    }
+    fn replace_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::replace_cols::run(self, k0, u);
+        self.finish(out)
+    }
+    fn shift_col(&mut self, from: usize, to: usize) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::shift_col::run(self, from, to);
+        self.finish(out)
+    }
+    fn drift(&self) -> DriftReport {
+        self.drift
+    }
+    fn check_drift(&mut self) -> Result<DriftReport> {
+        self.check_live()?;
+        let out = crate::ops::drift::check(self);
         poison_on_fault(&self.poisoned, out)
     }
     fn solve(&self) -> Result<Solution<T>> {

@@ -8,10 +8,10 @@
 /// | `Thin` | Q₁ (m×n), R (n×n), d = Q₁ᵀb (n×q), b (m×q) | O(mn) |
 /// | `None` | R (n×n), d (n×q), the residual norms; A and b with [`FactorParams::keep_data`] | O(n²) (+ the data) |
 ///
-/// Every update works on every kind, except that an R-only state without kept data cannot
-/// insert columns or make a rank-one change ([`crate::Error::NeedsData`]) and deletes rows
-/// only when given them (`delete_rows_with`). The GPU backend keeps `None`'s R and d at
-/// full height (m rows) and does not offer `Thin` yet.
+/// Every update works on every kind and both backends, except that an R-only state without
+/// kept data cannot insert, replace or move columns, make a rank-one or rank-k change or
+/// slide a window ([`crate::Error::NeedsData`]), and deletes rows only when given them
+/// (`delete_rows_with`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum QPolicy {
@@ -113,7 +113,7 @@ pub struct FactorParams {
 }
 
 /// Options for updates.
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct UpdateParams {
     /// Givens scheduling on the GPU.
     pub givens: Givens,
@@ -125,6 +125,62 @@ pub struct UpdateParams {
     pub block_size: Option<usize>,
     /// Column insertion's strip on the GPU: Givens, Householder or the cheaper one.
     pub column_strip: ColumnStrip,
+    /// Exponential forgetting factor λ ∈ (0, 1] of `slide`: R and d (and the kept data) are
+    /// scaled by √λ before the new rows enter, so that a row k steps old weighs λᵏ
+    /// (recursive least squares with forgetting, docs/algorithms.md#sliding-window). 1
+    /// forgets nothing.
+    pub forget: f64,
+    /// Drift control (docs/algorithms.md#drift-control).
+    pub drift: DriftParams,
+}
+
+impl Default for UpdateParams {
+    fn default() -> Self {
+        Self {
+            givens: Givens::default(),
+            row_removal: RowRemoval::default(),
+            block_size: None,
+            column_strip: ColumnStrip::default(),
+            forget: 1.0,
+            drift: DriftParams::default(),
+        }
+    }
+}
+
+/// When a state measures its loss of orthogonality and what it does past the threshold
+/// (docs/algorithms.md#drift-control).
+///
+/// # Example
+/// ```
+/// use cuqr::{DriftParams, UpdateParams};
+/// // measure after every 8th update; refresh past 1e-10
+/// let p = UpdateParams {
+///     drift: DriftParams { check_every: 8, tol: Some(1e-10), refresh: true },
+///     ..UpdateParams::default()
+/// };
+/// assert_eq!(UpdateParams::default().drift.check_every, 32);
+/// # let _ = p;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DriftParams {
+    /// Measure the drift after every `check_every`-th successful update (0: never).
+    pub check_every: usize,
+    /// The threshold on the estimate; `None` is 10·max(m, n)·u for the precision's unit
+    /// roundoff u.
+    pub tol: Option<f64>,
+    /// Past the threshold, reorthogonalise Q (thin and full kinds) or refactorise from the
+    /// kept data (R-only kind with `keep_data`); `false` only reports the estimate.
+    pub refresh: bool,
+}
+
+impl Default for DriftParams {
+    fn default() -> Self {
+        Self {
+            check_every: 32,
+            tol: None,
+            refresh: true,
+        }
+    }
 }
 
 /// The default Householder block size for `c` columns: 10% of c

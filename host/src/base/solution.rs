@@ -28,4 +28,21 @@ pub struct Diagnostics {
     pub e_gram: f64,
     /// The residual norms from the state and from the fresh factorisation.
     pub residual: Vec<(f64, f64)>,
+    /// The state's own drift estimate and refresh count.
+    pub drift: DriftReport,
+}
+
+/// What a state knows of its own drift (docs/algorithms.md#drift-control).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DriftReport {
+    /// The last estimate (Q kinds: a sampled ‖QᵀQ − I‖_F; R-only kind with kept data: a
+    /// probed |‖Az‖² − ‖Rz‖²|/‖R‖²_F), before any refresh it triggered; `None` before the
+    /// first check or where nothing can be measured (an R-only state without kept data).
+    pub estimate: Option<f64>,
+    /// Checks run so far.
+    pub checks: usize,
+    /// Refreshes (reorthogonalisations or refactorisations) run so far.
+    pub refreshes: usize,
+    /// Updates since the last check.
+    pub since_check: usize,
 }

@@ -2,13 +2,19 @@
 //! fail alike), `cpu.rs` and `gpu.rs` (the two paths).
 #![forbid(unsafe_code)]
 
+pub(crate) mod compose;
 pub mod delete_cols;
 pub mod delete_rows;
+pub(crate) mod drift;
 pub mod factorize;
 pub mod insert_cols;
 pub mod insert_rows;
+pub mod rank_k;
 pub mod rank_one;
 pub(crate) mod reduced;
+pub mod replace_cols;
+pub mod shift_col;
+pub mod slide;
 pub mod solve;
 
 /// The error of an update that needs Q or the kept data on a state that holds neither
@@ -18,9 +24,9 @@ pub(crate) fn needs_q_or_data(op: &'static str) -> crate::base::error::Error {
         op,
         what: match op {
             "delete_rows" => {
-                "Q, the kept data (FactorParams::keep_data, CPU backend) or the deleted rows (delete_rows_with)"
+                "Q, the kept data (FactorParams::keep_data) or the deleted rows (delete_rows_with)"
             }
-            _ => "Q or the kept data A and b (FactorParams::keep_data, CPU backend)",
+            _ => "Q or the kept data A and b (FactorParams::keep_data)",
         },
     }
 }

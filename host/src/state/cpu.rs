@@ -36,6 +36,8 @@ pub struct CpuQr<T: Scalar> {
     pub(crate) params: UpdateParams,
     /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
     pub(crate) rank_tol: f64,
+    /// The drift estimate and counts (docs/algorithms.md#drift-control).
+    pub(crate) drift: crate::base::solution::DriftReport,
 }
 
 impl<T: Scalar> CpuQr<T> {

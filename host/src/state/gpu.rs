@@ -61,6 +61,8 @@ pub struct GpuQr<T: GpuScalar> {
     pub(crate) params: UpdateParams,
     /// Relative rank tolerance (|R_jj| ≤ rank_tol·‖R‖_F is rank deficient).
     pub(crate) rank_tol: f64,
+    /// The drift estimate and counts (docs/algorithms.md#drift-control).
+    pub(crate) drift: crate::base::solution::DriftReport,
     /// Set when an asynchronous device fault may have corrupted the buffers.
     pub(crate) poisoned: AtomicBool,
 }
@@ -153,6 +155,7 @@ impl<T: GpuScalar> GpuQr<T> {
                 rho: self.rho.clone(),
                 params: self.params,
                 rank_tol: self.rank_tol,
+                drift: self.drift,
                 poisoned: AtomicBool::new(false),
             })
         })
@@ -182,6 +185,7 @@ impl<T: GpuScalar> GpuQr<T> {
                 data,
                 params: self.params,
                 rank_tol: self.rank_tol,
+                drift: self.drift,
             })
         })
     }
@@ -233,6 +237,7 @@ impl<T: GpuScalar> GpuQr<T> {
                 data,
                 params: self.params,
                 rank_tol: self.rank_tol,
+                drift: self.drift,
             })
         })
     }
@@ -329,6 +334,7 @@ impl<T: GpuScalar> GpuQr<T> {
             rho: st.rho.clone(),
             params: st.params,
             rank_tol: st.rank_tol,
+            drift: st.drift,
             poisoned: AtomicBool::new(false),
         })
     }

@@ -170,6 +170,7 @@ fn finish<T: Scalar>(
             ..UpdateParams::default()
         },
         rank_tol: plan.rank_tol,
+        drift: Default::default(),
     })
 }
 

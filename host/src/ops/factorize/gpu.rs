@@ -121,6 +121,7 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
             ..UpdateParams::default()
         },
         rank_tol: plan.rank_tol,
+        drift: Default::default(),
         poisoned: std::sync::atomic::AtomicBool::new(false),
     })
 }

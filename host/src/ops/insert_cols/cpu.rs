@@ -81,6 +81,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Res
         data: None,
         params: st.params,
         rank_tol: st.rank_tol,
+        drift: st.drift,
     };
     next.check_rank()?;
     *st = next;

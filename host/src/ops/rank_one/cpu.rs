@@ -104,6 +104,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         data: None,
         params: st.params,
         rank_tol: st.rank_tol,
+        drift: st.drift,
     };
     next.check_rank()?;
     *st = next;

@@ -1,0 +1,173 @@
+//! Sliding-window update: p new rows in at the end, the oldest `drop` rows out, with an
+//! optional forgetting factor (docs/algorithms.md#sliding-window).
+#![forbid(unsafe_code)]
+
+mod gpu;
+
+pub(crate) use gpu::run_gpu;
+
+use crate::base::dims::Dims;
+use crate::base::error::{Error, Result};
+use crate::base::mat::MatRef;
+use crate::base::params::UpdateParams;
+use crate::base::scalar::Scalar;
+use crate::ops::compose::{atomically, Composite};
+
+pub(crate) const OP: &str = "slide";
+
+/// A validated window step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Plan {
+    /// Rows held before the step.
+    pub m: usize,
+    /// Rows that enter.
+    pub p: usize,
+    /// Rows that leave (the oldest, rows 0..drop).
+    pub drop: usize,
+    /// The forgetting factor λ ∈ (0, 1].
+    pub forget: f64,
+}
+
+impl Plan {
+    /// Rows held after the step.
+    pub fn m_new(&self) -> usize {
+        self.m + self.p - self.drop
+    }
+    /// Whether the oldest rows can leave before the new ones enter: the rows left in
+    /// between still number at least n.
+    pub fn drop_first(&self, n: usize) -> bool {
+        self.m - self.drop >= n
+    }
+}
+
+/// Validates a window step on a state of `dims`: `rows` p×n and `rhs` p×q (p may be 0 when
+/// `drop` > 0), `drop` ≤ m, at least n rows after the step, λ = `params.forget` in (0, 1],
+/// finite entries.
+///
+/// # Errors
+/// [`Error::EmptyBlock`] (nothing enters or leaves), [`Error::Shape`],
+/// [`Error::InvalidParam`] (`drop` > m, λ outside (0, 1]), [`Error::Underdetermined`] (a
+/// window shorter than n), [`Error::NonFinite`].
+pub(crate) fn plan<T: Scalar>(
+    dims: Dims,
+    rows: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+    drop: usize,
+    params: UpdateParams,
+) -> Result<Plan> {
+    let p = rows.nrows();
+    if p == 0 && drop == 0 {
+        return Err(Error::EmptyBlock { op: OP });
+    }
+    for (what, got, expected) in [
+        ("columns of rows", rows.ncols(), dims.n),
+        ("rows of rhs", rhs.nrows(), p),
+        ("columns of rhs", rhs.ncols(), dims.q),
+    ] {
+        if got != expected && !(p == 0 && what != "rows of rhs") {
+            return Err(Error::Shape {
+                op: OP,
+                what,
+                got,
+                expected,
+            });
+        }
+    }
+    let forget = params.forget;
+    if !(forget > 0.0 && forget <= 1.0) {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "forget",
+            why: format!("the forgetting factor must lie in (0, 1], got {forget}"),
+        });
+    }
+    if drop > dims.m {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "drop",
+            why: format!("{drop} rows to drop, but the window holds {}", dims.m),
+        });
+    }
+    let plan = Plan {
+        m: dims.m,
+        p,
+        drop,
+        forget,
+    };
+    if plan.m_new() < dims.n {
+        return Err(Error::Underdetermined {
+            op: OP,
+            m: plan.m_new(),
+            n: dims.n,
+        });
+    }
+    for (what, x) in [("rows", rows), ("rhs", rhs)] {
+        if let Some((row, col)) = x.first_non_finite() {
+            return Err(Error::NonFinite {
+                op: OP,
+                what,
+                row,
+                col,
+            });
+        }
+    }
+    Ok(plan)
+}
+
+/// The error of a window step that must drop rows on an R-only state without kept data.
+pub(crate) fn needs_rows() -> Error {
+    Error::NeedsData {
+        op: OP,
+        what: "the rows that leave: an R-only state keeps them with FactorParams::keep_data",
+    }
+}
+
+/// One window step composed of the primitive updates (docs/algorithms.md#sliding-window):
+/// the oldest rows leave (a refused downdate leaves the state unchanged), R and d are
+/// scaled by √λ, the new rows enter at the end. Where fewer than n rows would be left in
+/// between, the new rows enter first, on a snapshot.
+///
+/// # Errors
+/// As [`plan`]; [`Error::NeedsData`] for an R-only state without kept data that must drop
+/// rows; the errors of row deletion ([`Error::DowndateFailed`]) and row insertion. On
+/// error the state is unchanged, except after a device error once the oldest rows have
+/// left, which marks a GPU state poisoned.
+pub(crate) fn run<T: Scalar, S: Composite<T>>(
+    st: &mut S,
+    rows: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+    drop: usize,
+) -> Result<()> {
+    let dims = st.dims();
+    let plan = plan(dims, rows, rhs, drop, st.update_params())?;
+    if drop > 0 && !st.holds_q() && !st.keeps_a() {
+        return Err(needs_rows());
+    }
+    let scale = T::from_f64(plan.forget.sqrt());
+    let m_mid = plan.m - drop;
+    if plan.drop_first(dims.n) {
+        if drop > 0 {
+            st.delete_rows_raw(0, drop)?;
+        }
+        let rest = (|| {
+            if plan.forget < 1.0 {
+                st.scale(scale)?;
+            }
+            if plan.p > 0 {
+                st.insert_rows_raw(m_mid, rows, rhs)?;
+            }
+            Ok(())
+        })();
+        if rest.is_err() && drop > 0 {
+            st.mark_inconsistent();
+        }
+        return rest;
+    }
+    atomically(st, |w| {
+        if plan.forget < 1.0 {
+            w.scale(scale)?;
+        }
+        w.insert_rows_raw(plan.m, rows, rhs)?;
+        w.delete_rows_raw(0, drop)
+    })
+}
