@@ -47,6 +47,20 @@ pub fn resolve(choice: Choice) -> Result<(Backend, Option<String>), String> {
     Ok((backend, note))
 }
 
+/// [`factorize`] with the given factorisation options (e.g. `keep_data`).
+///
+/// # Errors
+/// Whatever the backend's `factorize` returns.
+pub fn factorize_with<T: GpuScalar>(
+    backend: &Backend,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> cuqr::Result<Box<dyn QrUpdate<T>>> {
+    Ok(Box::new(Qr::factorize_on(backend, a, b, policy, params)?))
+}
+
 /// Factorises A (m×n) with right-hand sides b (m×q) on `backend`
 /// (docs/algorithms.md#blocked-householder-qr).
 ///

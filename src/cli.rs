@@ -174,13 +174,16 @@ impl Precision {
 /// `cuqr --help`.
 pub const MAIN_HELP: &str = "\
 cuqr: QR factorisation and QR updating (insert/delete rows and columns,
-rank-one) for least-squares problems, on NVIDIA GPUs or the CPU.
+rank-one and rank-k changes, sliding windows) for least-squares problems, on
+NVIDIA GPUs or the CPU.
 
 Usage: cuqr <COMMAND> [OPTIONS]
 
 Commands:
   update   factorise A from a .npy file, apply one update, write R, Q, x
            and a JSON summary
+  window   least squares over a sliding window of the rows of A, x after
+           every step
   demo     a regression session on synthetic data: updates versus
            refactorising from scratch, with timings and accuracy
   bench    GPU benchmarks against cuSOLVER (cuqr bench lu --help)
@@ -198,7 +201,7 @@ pub const UPDATE_HELP: &str = "\
 cuqr update: factorise A = QR, apply one update, solve the least-squares problem.
 
 Usage: cuqr update --a A.npy --op OP [--k0 K] [--p P] [--u U.npy] [--v v.npy]
-                   [--e e.npy] [--b b.npy] [--q-policy full|thin|none]
+                   [--e e.npy] [--to J] [--b b.npy] [--q-policy full|thin|none]
                    [--precision f64|f32] [--backend auto|cpu|gpu] --out DIR
 
 Inputs (.npy, float64 or float32, C or Fortran order, 1-D or 2-D):
@@ -216,13 +219,18 @@ Operations (--op), positions 0-based:
   delete-rows  --k0 K [--p P]         delete rows K..K+P-1 (needs Q)
   rank-one     --u u.npy --v v.npy    A + u v^T, u of length m, v of length n
                                       (needs Q; --k0 is accepted and ignored)
+  rank-k       --u U.npy --v V.npy    A + U V^T, U m x k, V n x k (needs Q)
+  replace-cols --k0 K --u U.npy       U (m x p) overwrites columns K..K+p-1
+                                      (needs Q)
+  shift-col    --k0 K --to J          column K moves to position J (needs Q)
   --p may be given for insert-cols/insert-rows and must then match U.
 
 Options:
   --q-policy full|thin|none
                          thin: Q1, m x n, R n x n and b (default); full: the
-                         explicit m x m Q; none: R and d only, where insert-cols,
-                         delete-rows and rank-one need Q or the data
+                         explicit m x m Q; none: R and d only, where the
+                         operations marked 'needs Q' and delete-rows need Q or
+                         the data
   --precision f64|f32    working precision (default f64); inputs are converted
   --backend auto|cpu|gpu auto: the GPU when usable, else the CPU (default auto)
   --out DIR              output folder, created if missing
@@ -236,6 +244,41 @@ Outputs in DIR:
                  without Q), e_x, e_gram, l_norm, timings_ms {factorize,
                  update, solve}
 Arrays are written in Fortran order, float64 or float32 as --precision.
+";
+
+/// `cuqr window --help`.
+pub const WINDOW_HELP: &str = "\
+cuqr window: least squares over a sliding window of observations.
+
+Usage: cuqr window --a A.npy [--b b.npy] --window W --step P
+                   [--q-policy thin|none|full] [--forget L] [--check-every N]
+                   [--precision f64|f32] [--backend auto|cpu|gpu] --out DIR
+
+Factorises the first W rows of A (M x n) and b (M or M x q; default ones), then
+slides the window P rows a step: the next P rows enter, the oldest P leave,
+until the rows of A run out ((M - W) / P steps). After each step it solves the
+window's least-squares problem.
+
+Options:
+  --window W             rows in the window, n <= W <= M
+  --step P               rows in and out per step, P >= 1
+  --q-policy thin|none|full
+                         thin: Q1 (m x n), R and b (default); none: R and d with
+                         the window's rows kept for the downdate; full: m x m Q
+  --forget L             forgetting factor in (0, 1]: before each step R and d
+                         are scaled by sqrt(L), so a row k steps old weighs L^k
+                         (default 1)
+  --check-every N        drift check after every N-th step (default 32; 0: off)
+  --precision f64|f32    working precision (default f64)
+  --backend auto|cpu|gpu auto: the GPU when usable, else the CPU (default auto)
+  --out DIR              output folder, created if missing
+
+Outputs in DIR:
+  x.npy          steps x (n*q): row s is the solution after step s (the n
+                 entries of each right-hand side in turn)
+  summary.json   steps, window, step, n, q, q_policy, forget, backend, device,
+                 precision, factorize_ms, median_step_ms, median_solve_ms,
+                 refreshes, drift_checks, drift_estimate, final_residual_norms
 ";
 
 /// `cuqr demo --help`.

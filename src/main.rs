@@ -1,5 +1,6 @@
 //! The `cuqr` command-line tool: `cuqr update` applies one QR update to a problem
-//! read from `.npy` files and reports its accuracy, `cuqr demo` runs a regression
+//! read from `.npy` files and reports its accuracy, `cuqr window` streams rows through a
+//! sliding window, `cuqr demo` runs a regression
 //! on synthetic data that compares updating with refactorising, `cuqr bench` measures against
 //! cuSOLVER. Errors are one line on stderr, `cuqr: error: ...`, with exit status 2.
 #![forbid(unsafe_code)]
@@ -13,6 +14,7 @@ mod npy;
 mod ops;
 mod rng;
 mod update_cmd;
+mod window_cmd;
 
 use cli::{CliError, CliResult};
 
@@ -31,6 +33,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
                 None => print!("{}", cli::MAIN_HELP),
                 Some("update") => print!("{}", cli::UPDATE_HELP),
                 Some("demo") => print!("{}", cli::DEMO_HELP),
+                Some("window") => print!("{}", cli::WINDOW_HELP),
                 Some("bench") => print!("{}", bench::help()),
                 Some(other) => {
                     return Err(format!("unknown command '{other}' (try cuqr --help)").into())
@@ -43,6 +46,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
             Ok(())
         }
         "update" => update_cmd::run(rest),
+        "window" => window_cmd::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         other => Err(CliError(format!(

@@ -47,6 +47,27 @@ pub enum Update<T: Scalar> {
         /// Length n.
         v: Vec<T>,
     },
+    /// A ← A + U Vᵀ (docs/algorithms.md#rank-k-update).
+    RankK {
+        /// m×k.
+        u: Mat<T>,
+        /// n×k.
+        v: Mat<T>,
+    },
+    /// Columns k0..k0+p become U (docs/algorithms.md#column-replacement).
+    ReplaceCols {
+        /// First replaced column.
+        k0: usize,
+        /// The new columns, m×p.
+        u: Mat<T>,
+    },
+    /// Column `from` moves to position `to` (docs/algorithms.md#column-shift).
+    ShiftCol {
+        /// The column that moves.
+        from: usize,
+        /// Its new position.
+        to: usize,
+    },
 }
 
 impl<T: Scalar> Update<T> {
@@ -58,16 +79,22 @@ impl<T: Scalar> Update<T> {
             Update::InsertRows { .. } => "insert-rows",
             Update::DeleteRows { .. } => "delete-rows",
             Update::RankOne { .. } => "rank-one",
+            Update::RankK { .. } => "rank-k",
+            Update::ReplaceCols { .. } => "replace-cols",
+            Update::ShiftCol { .. } => "shift-col",
         }
     }
 
-    /// `(k0, p)` of a block update, `None` for rank-one.
+    /// `(k0, p)` of a block update (`(from, 1)` for a column shift), `None` for rank-one and
+    /// rank-k.
     pub fn block(&self) -> Option<(usize, usize)> {
         match self {
             Update::InsertCols { k0, u } => Some((*k0, u.ncols())),
             Update::DeleteCols { k0, p } | Update::DeleteRows { k0, p } => Some((*k0, *p)),
             Update::InsertRows { k0, u, .. } => Some((*k0, u.nrows())),
-            Update::RankOne { .. } => None,
+            Update::ReplaceCols { k0, u } => Some((*k0, u.ncols())),
+            Update::ShiftCol { from, .. } => Some((*from, 1)),
+            Update::RankOne { .. } | Update::RankK { .. } => None,
         }
     }
 
@@ -136,6 +163,31 @@ impl<T: Scalar> Update<T> {
                 }
                 Ok((m, n))
             }
+            Update::RankK { u, v } => {
+                if u.nrows() != m || v.nrows() != n || u.ncols() != v.ncols() {
+                    return Err(format!(
+                        "{op}: U is {}x{} and V {}x{}, expected m x k = {m} x k and n x k = {n} x k",
+                        u.nrows(),
+                        u.ncols(),
+                        v.nrows(),
+                        v.ncols()
+                    ));
+                }
+                fits(0, u.ncols(), usize::MAX, "columns")?;
+                Ok((m, n))
+            }
+            Update::ReplaceCols { k0, u } => {
+                if u.nrows() != m {
+                    return Err(format!("{op}: U has {} rows, A has {m}", u.nrows()));
+                }
+                fits(*k0, u.ncols(), n, "columns")?;
+                Ok((m, n))
+            }
+            Update::ShiftCol { from, to } => {
+                fits(*from, 1, n, "columns")?;
+                fits(*to, 1, n, "columns")?;
+                Ok((m, n))
+            }
         }
     }
 
@@ -147,6 +199,9 @@ impl<T: Scalar> Update<T> {
             Update::InsertRows { k0, u, e } => qr.insert_rows(*k0, u.as_ref(), e.as_ref()),
             Update::DeleteRows { k0, p } => qr.delete_rows(*k0, *p),
             Update::RankOne { u, v } => qr.rank_one(u, v),
+            Update::RankK { u, v } => qr.rank_k(u.as_ref(), v.as_ref()),
+            Update::ReplaceCols { k0, u } => qr.replace_cols(*k0, u.as_ref()),
+            Update::ShiftCol { from, to } => qr.shift_col(*from, *to),
         }
     }
 
@@ -196,6 +251,29 @@ impl<T: Scalar> Update<T> {
             Update::RankOne { u, v } => {
                 let at = Mat::from_fn(m, n, |i, j| u[i].mul_add(v[j], a[(i, j)]));
                 (at, b.clone())
+            }
+            Update::RankK { u, v } => {
+                let at = Mat::from_fn(m, n, |i, j| {
+                    (0..u.ncols()).fold(a[(i, j)], |s, c| u[(i, c)].mul_add(v[(j, c)], s))
+                });
+                (at, b.clone())
+            }
+            Update::ReplaceCols { k0, u } => {
+                let p = u.ncols();
+                let at = Mat::from_fn(m, n, |i, j| {
+                    if (*k0..k0 + p).contains(&j) {
+                        u[(i, j - k0)]
+                    } else {
+                        a[(i, j)]
+                    }
+                });
+                (at, b.clone())
+            }
+            Update::ShiftCol { from, to } => {
+                let mut order: Vec<usize> = (0..n).collect();
+                let c = order.remove(*from);
+                order.insert(*to, c);
+                (Mat::from_fn(m, n, |i, j| a[(i, order[j])]), b.clone())
             }
         }
     }
@@ -283,5 +361,38 @@ mod tests {
         }
         .check(7, 3, 2)
         .is_err());
+    }
+
+    #[test]
+    fn dense_composed_updates() {
+        let (a, b) = a_b();
+        let u = Mat::from_fn(7, 2, |i, j| (i + j) as f64);
+        let v = Mat::from_fn(3, 2, |i, j| (i * j) as f64 + 1.0);
+        let rk = Update::RankK {
+            u: u.clone(),
+            v: v.clone(),
+        };
+        assert_eq!(rk.check(7, 3, 2), Ok((7, 3)));
+        let (at, _) = rk.apply_dense(&a, &b);
+        assert_eq!(at[(4, 2)], a[(4, 2)] + 4.0 * 1.0 + 5.0 * 3.0);
+        assert!(Update::RankK {
+            u: u.clone(),
+            v: u.clone()
+        }
+        .check(7, 3, 2)
+        .is_err());
+        let rc = Update::ReplaceCols {
+            k0: 1,
+            u: u.clone(),
+        };
+        let (at, _) = rc.apply_dense(&a, &b);
+        assert_eq!((at[(3, 0)], at[(3, 1)], at[(3, 2)]), (a[(3, 0)], 3.0, 4.0));
+        assert!(Update::ReplaceCols { k0: 2, u }.check(7, 3, 2).is_err());
+        let sh = Update::<f64>::ShiftCol { from: 0, to: 2 };
+        let (at, _) = sh.apply_dense(&a, &b);
+        assert_eq!((at[(1, 0)], at[(1, 2)]), (a[(1, 1)], a[(1, 0)]));
+        assert!(Update::<f64>::ShiftCol { from: 0, to: 3 }
+            .check(7, 3, 2)
+            .is_err());
     }
 }

@@ -22,6 +22,7 @@ const OPTIONS: &[&str] = &[
     "u",
     "v",
     "e",
+    "to",
     "q-policy",
     "precision",
     "backend",
@@ -36,6 +37,9 @@ enum Op {
     InsertRows,
     DeleteRows,
     RankOne,
+    RankK,
+    ReplaceCols,
+    ShiftCol,
 }
 
 impl Op {
@@ -46,9 +50,12 @@ impl Op {
             "insert-rows" => Op::InsertRows,
             "delete-rows" => Op::DeleteRows,
             "rank-one" => Op::RankOne,
+            "rank-k" => Op::RankK,
+            "replace-cols" => Op::ReplaceCols,
+            "shift-col" => Op::ShiftCol,
             _ => {
                 return Err(format!(
-                "update: --op must be insert-cols, delete-cols, insert-rows, delete-rows or rank-one, not '{s}'"
+                "update: --op must be insert-cols, delete-cols, insert-rows, delete-rows, rank-one, rank-k, replace-cols or shift-col, not '{s}'"
             )
                 .into())
             }
@@ -62,6 +69,9 @@ impl Op {
             Op::DeleteCols | Op::DeleteRows => matches!(opt, "k0" | "p"),
             Op::InsertRows => matches!(opt, "k0" | "p" | "u" | "e"),
             Op::RankOne => matches!(opt, "k0" | "u" | "v"),
+            Op::RankK => matches!(opt, "u" | "v"),
+            Op::ReplaceCols => matches!(opt, "k0" | "p" | "u"),
+            Op::ShiftCol => matches!(opt, "k0" | "to"),
         }
     }
 }
@@ -73,7 +83,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     };
     let op = Op::parse(opts.require("update", "op")?)?;
     let op_name = opts.require("update", "op")?.to_string();
-    for name in ["k0", "p", "u", "v", "e"] {
+    for name in ["k0", "p", "u", "v", "e", "to"] {
         if opts.get(name).is_some() && !op.accepts(name) {
             return Err(format!("update: option --{name} does not apply to --op {op_name}").into());
         }
@@ -92,6 +102,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
         b: path("b"),
         op,
         k0: opts.usize("k0")?,
+        to: opts.usize("to")?,
         p: opts.usize("p")?,
         u: path("u"),
         v: path("v"),
@@ -100,8 +111,11 @@ pub fn run(args: &[String]) -> CliResult<()> {
         choice,
         out: PathBuf::from(opts.require("update", "out")?),
     };
-    if job.k0.is_none() && op != Op::RankOne {
+    if job.k0.is_none() && !matches!(op, Op::RankOne | Op::RankK) {
         return Err(format!("update: --op {op_name} needs --k0").into());
+    }
+    if job.to.is_none() && op == Op::ShiftCol {
+        return Err("update: --op shift-col needs --to".into());
     }
     match precision {
         Precision::F64 => job.run::<f64>(),
@@ -115,6 +129,7 @@ struct Job {
     b: Option<PathBuf>,
     op: Op,
     k0: Option<usize>,
+    to: Option<usize>,
     p: Option<usize>,
     u: Option<PathBuf>,
     v: Option<PathBuf>,
@@ -302,6 +317,9 @@ impl Job {
             Op::InsertRows => "insert-rows",
             Op::DeleteRows => "delete-rows",
             Op::RankOne => "rank-one",
+            Op::RankK => "rank-k",
+            Op::ReplaceCols => "replace-cols",
+            Op::ShiftCol => "shift-col",
         };
         let check_p = |got: usize, what: &str| -> CliResult<()> {
             match self.p {
@@ -379,6 +397,40 @@ impl Job {
                 let v = vector::<T>(&read::<T>(need(&self.v, "v", name)?)?, "v")?;
                 Update::RankOne { u, v }
             }
+            Op::RankK => {
+                let u: Mat<T> = read::<T>(need(&self.u, "u", name)?)?.to_mat();
+                let v: Mat<T> = read::<T>(need(&self.v, "v", name)?)?.to_mat();
+                if u.nrows() != m || v.nrows() != n || u.ncols() != v.ncols() {
+                    return Err(format!(
+                        "rank-k: U is {}x{} and V {}x{}, expected {m} x k and {n} x k",
+                        u.nrows(),
+                        u.ncols(),
+                        v.nrows(),
+                        v.ncols()
+                    )
+                    .into());
+                }
+                Update::RankK { u, v }
+            }
+            Op::ReplaceCols => {
+                let arr = read::<T>(need(&self.u, "u", name)?)?;
+                if arr.nrows != m {
+                    return Err(format!(
+                        "replace-cols: U has {} rows, A has {m} (U must be m x p)",
+                        arr.nrows
+                    )
+                    .into());
+                }
+                check_p(arr.ncols, "columns")?;
+                Update::ReplaceCols {
+                    k0,
+                    u: arr.to_mat(),
+                }
+            }
+            Op::ShiftCol => Update::ShiftCol {
+                from: k0,
+                to: self.to.unwrap_or(0),
+            },
         })
     }
 }

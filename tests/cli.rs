@@ -1108,3 +1108,115 @@ fn bench_output_paths_are_checked_before_the_run() {
     let o = cuqr(&["bench", "updates", "--quick", "--svg", p(&bad_svg)]);
     assert_cli_error(&o, "--svg");
 }
+
+// ---------- the composed updates and the window ----------
+
+#[test]
+fn rank_k_replace_cols_and_shift_col_f64() {
+    let (c, mut rng) = setup("composed", 41, Layout::F64C, 1);
+    let u = M::random(&mut rng, M0, 2, false);
+    let v = M::random(&mut rng, N0, 2, false);
+    let (uu, vv) = (
+        c.write("U.npy", &u, Layout::F64C, false),
+        c.write("V.npy", &v, Layout::F64C, false),
+    );
+    let out = c.update_ok("rank-k", &["--u", &uu, "--v", &vv, "--backend", "cpu"]);
+    let at = M::from_fn(M0, N0, |i, j| {
+        c.a.at(i, j) + u.at(i, 0) * v.at(j, 0) + u.at(i, 1) * v.at(j, 1)
+    });
+    check_update(&out, &at, &c.b, "rank-k", "f64", true, true);
+
+    let out = c.update_ok(
+        "replace-cols",
+        &["--k0", "3", "--u", &uu, "--backend", "cpu"],
+    );
+    let at = M::from_fn(M0, N0, |i, j| match j {
+        3 | 4 => u.at(i, j - 3),
+        _ => c.a.at(i, j),
+    });
+    check_update(&out, &at, &c.b, "replace-cols", "f64", true, true);
+
+    let out = c.update_ok("shift-col", &["--k0", "2", "--to", "9", "--backend", "cpu"]);
+    let mut order: Vec<usize> = (0..N0).collect();
+    let moved = order.remove(2);
+    order.insert(9, moved);
+    let at = M::from_fn(M0, N0, |i, j| c.a.at(i, order[j]));
+    check_update(&out, &at, &c.b, "shift-col", "f64", true, true);
+
+    let (a, o) = (c.path("A.npy"), c.path("out2"));
+    let e = cuqr(&[
+        "update",
+        "--a",
+        &a,
+        "--op",
+        "shift-col",
+        "--k0",
+        "1",
+        "--out",
+        &o,
+    ]);
+    assert_cli_error(&e, "--op shift-col needs --to");
+}
+
+/// Least-squares solution of rows r0..r0+len of (A, b) by faer, for the window checks.
+fn lstsq_rows(a: &M, b: &M, r0: usize, len: usize) -> Vec<f64> {
+    use faer::linalg::solvers::SolveLstsq;
+    let af = faer::Mat::from_fn(len, a.c, |i, j| a.at(r0 + i, j));
+    let bf = faer::Mat::from_fn(len, 1, |i, _| b.at(r0 + i, 0));
+    let x = af.qr().solve_lstsq(&bf);
+    (0..a.c).map(|i| x[(i, 0)]).collect()
+}
+
+#[test]
+fn window_streams_rows_and_solves_each_window() {
+    let (c, _) = setup("window", 43, Layout::F64C, 1);
+    let (a, b) = (c.path("A.npy"), c.path("b.npy"));
+    for policy in ["thin", "none", "full"] {
+        let out = c.path(&format!("win_{policy}"));
+        let args = [
+            "window",
+            "--a",
+            &a,
+            "--b",
+            &b,
+            "--window",
+            "20",
+            "--step",
+            "3",
+            "--q-policy",
+            policy,
+            "--backend",
+            "cpu",
+            "--out",
+            &out,
+        ];
+        let o = run_ok(&args);
+        assert!(stdout(&o).contains("8 steps of 3 rows"), "{}", stdout(&o));
+        let (shape, xs) = read_npy(&c.dir.join(format!("win_{policy}")).join("x.npy"));
+        assert_eq!(shape, vec![8, N0], "{policy}");
+        for s in [0usize, 7] {
+            let x = lstsq_rows(&c.a, &c.b, 3 * (s + 1), 20);
+            let xn = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let dx = (0..N0)
+                .map(|i| (xs.at(s, i) - x[i]).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            // 20×13 random windows: κ ≲ 10², so 1e-10 is far above 100·n·u·κ²
+            assert!(dx <= 1e-10 * xn, "{policy} step {s}: |dx| {dx:e}");
+        }
+        let summary =
+            std::fs::read_to_string(c.dir.join(format!("win_{policy}")).join("summary.json"))
+                .unwrap();
+        assert_eq!(json_field(&summary, "steps"), "8");
+        assert_eq!(json_field(&summary, "q_policy"), format!("\"{policy}\""));
+    }
+    let out = c.path("win_err");
+    let e = cuqr(&[
+        "window", "--a", &a, "--window", "12", "--step", "3", "--out", &out,
+    ]);
+    assert_cli_error(&e, "shorter than the 13 columns");
+    let e = cuqr(&[
+        "window", "--a", &a, "--window", "20", "--step", "3", "--forget", "1.5", "--out", &out,
+    ]);
+    assert_cli_error(&e, "--forget must be a number in (0, 1]");
+}

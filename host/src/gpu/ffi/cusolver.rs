@@ -376,6 +376,68 @@ impl Gpu {
         };
         self.solver_done(OP, st, &info)
     }
+
+    /// Cholesky factorisation in place (cuSOLVER `xpotrf`) of the symmetric n×n `a` whose
+    /// upper triangle is read: afterwards its upper triangle holds G with a = GᵀG (the strict
+    /// lower triangle is left as it was). Returns 0, or the order i of the leading minor that
+    /// is not positive definite (`devInfo` = i > 0; the factor is then incomplete).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] unless `a` is square; [`Error::InvalidParam`]; [`Error::Cusolver`]
+    /// for a failed status or a negative `devInfo`; [`Error::OutOfMemory`].
+    pub(crate) fn potrf_upper<T: GpuScalar>(&self, a: &mut DevMatViewMut<'_, T>) -> Result<usize> {
+        const OP: &str = "potrf";
+        let n = a.nrows();
+        check(OP, "columns of A", a.ncols() == n, a.ncols(), n)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let (ni, lda) = (int(OP, "n", n)?, int(OP, "lda", a.ld())?);
+        let uplo = sys::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
+        let h = self.solver.cu();
+        let mut lwork = 0i32;
+        let st = {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            // SAFETY: cusolverDn{S,D}potrf_bufferSize reads only the dimensions and the
+            // pointer of A (n×n, ld lda, inside its view); lwork is a live host i32; by_dtype!
+            // picks the routine of T (sealed GpuScalar).
+            unsafe {
+                by_dtype!(
+                    T,
+                    sys::cusolverDnSpotrf_bufferSize,
+                    sys::cusolverDnDpotrf_bufferSize,
+                    |E| (h, uplo, ni, pa as *mut E, lda, &mut lwork)
+                )
+            }
+        };
+        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
+        let st = {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            let (pw, _gw) = work.device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
+            // SAFETY: cusolverDn{S,D}potrf contract: A n×n (ld lda) inside its &mut view,
+            // workspace ≥ lwork elements as queried, devInfo one i32; distinct allocations;
+            // handle bound to self.stream; by_dtype! picks the routine of T.
+            unsafe {
+                by_dtype!(T, sys::cusolverDnSpotrf, sys::cusolverDnDpotrf, |E| (
+                    h,
+                    uplo,
+                    ni,
+                    pa as *mut E,
+                    lda,
+                    pw as *mut E,
+                    lwork,
+                    pi as *mut i32
+                ))
+            }
+        };
+        status(OP, st)?;
+        match self.info_value(OP, &info)? {
+            i if i >= 0 => Ok(i as usize),
+            i => Err(bad_param(OP, i)),
+        }
+    }
 }
 
 /// cuSOLVER LU (`xgetrf`, `xgetrs`): the baseline of `cuqr bench lu` and a test

@@ -3,7 +3,6 @@
 //! [`Gpu`](crate::gpu::runtime::Gpu) that take device views.
 
 pub mod blas;
-#[cfg(any(test, feature = "internals"))]
 pub mod cusolver;
 pub mod driver;
 pub mod gram;

@@ -1,0 +1,338 @@
+//! The composed updates on the GPU backend, every state kind, f32 and f64: the sliding window
+//! (composed for the kinds with Q, the level-3 block path for the R-only kind with kept
+//! data, docs/algorithms.md#r-only-window-step), with and without forgetting; rank-k, column
+//! replacement and shift; drift control; against the f64 faer model of the same data with
+//! the bounds of `tests/support/mod.rs` (ε = 10·m·u per update). Error paths leave the state
+//! unchanged bit for bit. Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1`
+//! makes that a failure.
+
+mod common;
+mod support;
+
+use std::sync::Arc;
+
+use cuqr::{
+    diagnostics, DriftParams, Error, FactorParams, Gpu, GpuQr, GpuScalar, Mat, QPolicy, QrUpdate,
+    Scalar, UpdateParams,
+};
+use support::{check_state, random_mat, rng, snapshot, Model};
+
+fn gpu() -> Option<Arc<Gpu>> {
+    common::gpu().map(Arc::new)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Full,
+    Thin,
+    NoneKeep,
+    NoneBare,
+}
+
+const KINDS: [Kind; 4] = [Kind::Full, Kind::Thin, Kind::NoneKeep, Kind::NoneBare];
+
+impl Kind {
+    fn build<T: GpuScalar>(self, g: &Arc<Gpu>, a: &Mat<T>, b: &Mat<T>) -> GpuQr<T> {
+        let policy = match self {
+            Kind::Full => QPolicy::Full,
+            Kind::Thin => QPolicy::Thin,
+            _ => QPolicy::None,
+        };
+        let params = FactorParams {
+            keep_data: self == Kind::NoneKeep,
+            ..FactorParams::default()
+        };
+        GpuQr::factorize(g, a.as_ref(), b.as_ref(), policy, params).unwrap()
+    }
+    fn capable(self) -> bool {
+        self != Kind::NoneBare
+    }
+}
+
+fn scale_model(model: &mut Model, s: f64) {
+    model.a = &model.a * faer::Scale(s);
+    model.b = &model.b * faer::Scale(s);
+}
+
+fn slide_sequences<T: GpuScalar>() {
+    let Some(g) = gpu() else { return };
+    for kind in KINDS {
+        for forget in [1.0, 0.81] {
+            for (p, drop) in [(1, 1), (16, 16), (3, 0), (0, 2), (40, 45)] {
+                let mut r = rng(100 + p as u64 * 3 + drop as u64);
+                let (m, n, q) = (301, 23, 2);
+                let a = random_mat::<T>(&mut r, m, n);
+                let b = random_mat::<T>(&mut r, m, q);
+                let mut st = kind.build(&g, &a, &b);
+                st.set_params(UpdateParams {
+                    forget,
+                    ..UpdateParams::default()
+                });
+                let mut model = Model::new(&a, &b);
+                for step in 0..6 {
+                    let rows = random_mat::<T>(&mut r, p, n);
+                    let rhs = random_mat::<T>(&mut r, p, q);
+                    let out = st.slide(rows.as_ref(), rhs.as_ref(), drop);
+                    if kind == Kind::NoneBare && drop > 0 {
+                        assert!(
+                            matches!(out, Err(Error::NeedsData { op: "slide", .. })),
+                            "{out:?}"
+                        );
+                        break;
+                    }
+                    let what = format!("{kind:?} λ={forget} p={p} drop={drop} step {step}");
+                    out.unwrap_or_else(|e| panic!("{what}: {e}"));
+                    model.delete_rows(0, drop);
+                    scale_model(&mut model, forget.sqrt());
+                    let mm = model.m();
+                    model.insert_rows(mm, &rows, &rhs);
+                    check_state(&st, &model).unwrap_or_else(|e| panic!("{what}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_slide_sequences_f64() {
+    slide_sequences::<f64>();
+}
+#[test]
+fn gpu_slide_sequences_f32() {
+    slide_sequences::<f32>();
+}
+
+fn slide_errors<T: GpuScalar>() {
+    let Some(g) = gpu() else { return };
+    for kind in KINDS {
+        let mut r = rng(7);
+        let (m, n, q) = (70, 9, 1);
+        let mut a = random_mat::<T>(&mut r, m, n);
+        for i in 2..m {
+            a[(i, 0)] = T::ZERO;
+        }
+        let b = random_mat::<T>(&mut r, m, q);
+        let mut st = kind.build(&g, &a, &b);
+        let before = snapshot(&st);
+        let mut rows = random_mat::<T>(&mut r, 2, n);
+        rows[(0, 0)] = T::ZERO;
+        rows[(1, 0)] = T::ZERO;
+        let rhs = random_mat::<T>(&mut r, 2, q);
+        let e = st.slide(rows.as_ref(), rhs.as_ref(), 62).unwrap_err();
+        assert!(matches!(e, Error::Underdetermined { .. }), "{e}");
+        let e = st.slide(rows.as_ref(), rhs.as_ref(), 71).unwrap_err();
+        assert!(matches!(e, Error::InvalidParam { what: "drop", .. }), "{e}");
+        // dropping the only rows that carry column 0
+        let e = st.slide(rows.as_ref(), rhs.as_ref(), 2).unwrap_err();
+        match kind {
+            Kind::NoneBare => assert!(matches!(e, Error::NeedsData { .. }), "{e}"),
+            _ => assert!(
+                matches!(
+                    e,
+                    Error::DowndateFailed { .. } | Error::RankDeficient { .. }
+                ),
+                "{kind:?}: {e}"
+            ),
+        }
+        st.set_params(UpdateParams {
+            forget: 0.0,
+            ..UpdateParams::default()
+        });
+        let e = st.slide(rows.as_ref(), rhs.as_ref(), 0).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidParam { what: "forget", .. }),
+            "{e}"
+        );
+        assert_eq!(snapshot(&st), before, "{kind:?}");
+        assert!(!st.is_poisoned());
+    }
+}
+
+#[test]
+fn gpu_slide_errors_f64() {
+    slide_errors::<f64>();
+}
+#[test]
+fn gpu_slide_errors_f32() {
+    slide_errors::<f32>();
+}
+
+fn verbs<T: GpuScalar>() {
+    let Some(g) = gpu() else { return };
+    for kind in KINDS {
+        let mut r = rng(13);
+        let (m, n, q) = (203, 17, 2);
+        let a = random_mat::<T>(&mut r, m, n);
+        let b = random_mat::<T>(&mut r, m, q);
+        for k in [1usize, 3, 17] {
+            let mut st = kind.build(&g, &a, &b);
+            let u = random_mat::<T>(&mut r, m, k);
+            let v = random_mat::<T>(&mut r, n, k);
+            let out = st.rank_k(u.as_ref(), v.as_ref());
+            if !kind.capable() {
+                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
+                continue;
+            }
+            out.unwrap_or_else(|e| panic!("{kind:?} rank_k {k}: {e}"));
+            let mut model = Model::new(&a, &b);
+            for c in 0..k {
+                model.rank_one(u.col(c), v.col(c));
+            }
+            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} rank_k {k}: {e}"));
+        }
+        for (k0, p) in [(0, 1), (5, 4), (13, 4)] {
+            let mut st = kind.build(&g, &a, &b);
+            let u = random_mat::<T>(&mut r, m, p);
+            let out = st.replace_cols(k0, u.as_ref());
+            if !kind.capable() {
+                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
+                continue;
+            }
+            out.unwrap_or_else(|e| panic!("{kind:?} replace {k0}: {e}"));
+            let mut model = Model::new(&a, &b);
+            model.delete_cols(k0, p);
+            model.insert_cols(k0, &u);
+            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} replace {k0}: {e}"));
+        }
+        for (from, to) in [(0, 16), (16, 0), (4, 9)] {
+            let mut st = kind.build(&g, &a, &b);
+            let out = st.shift_col(from, to);
+            if !kind.capable() {
+                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
+                continue;
+            }
+            out.unwrap_or_else(|e| panic!("{kind:?} shift {from}->{to}: {e}"));
+            let mut order: Vec<usize> = (0..n).collect();
+            let c = order.remove(from);
+            order.insert(to, c);
+            let moved = Mat::<T>::from_fn(m, n, |i, j| a[(i, order[j])]);
+            check_state(&st, &Model::new(&moved, &b))
+                .unwrap_or_else(|e| panic!("{kind:?} shift {from}->{to}: {e}"));
+        }
+        // a dependent replacement is refused; the state is unchanged
+        let mut st = kind.build(&g, &a, &b);
+        let before = snapshot(&st);
+        if kind.capable() {
+            let dup = Mat::<T>::from_fn(m, 1, |i, _| a[(i, 1)]);
+            let e = st.replace_cols(7, dup.as_ref()).unwrap_err();
+            assert!(matches!(e, Error::RankDeficient { .. }), "{kind:?}: {e}");
+        }
+        assert_eq!(snapshot(&st), before, "{kind:?}");
+    }
+}
+
+#[test]
+fn gpu_verbs_f64() {
+    verbs::<f64>();
+}
+#[test]
+fn gpu_verbs_f32() {
+    verbs::<f32>();
+}
+
+/// Drift control with a zero threshold refreshes at every check, and the refreshed state
+/// still represents the data.
+fn drift<T: GpuScalar>() {
+    let Some(g) = gpu() else { return };
+    for kind in KINDS {
+        let mut r = rng(17);
+        let (m, n, q) = (150, 12, 1);
+        let a = random_mat::<T>(&mut r, m, n);
+        let b = random_mat::<T>(&mut r, m, q);
+        let mut st = kind.build(&g, &a, &b);
+        st.set_params(UpdateParams {
+            drift: DriftParams {
+                check_every: 2,
+                tol: Some(0.0),
+                refresh: true,
+            },
+            ..UpdateParams::default()
+        });
+        let mut model = Model::new(&a, &b);
+        for step in 0..5 {
+            let rows = random_mat::<T>(&mut r, 3, n);
+            let rhs = random_mat::<T>(&mut r, 3, q);
+            st.insert_rows(st.nrows(), rows.as_ref(), rhs.as_ref())
+                .unwrap();
+            let mm = model.m();
+            model.insert_rows(mm, &rows, &rhs);
+            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} step {step}: {e}"));
+        }
+        let d = st.drift();
+        assert_eq!((d.checks, d.since_check), (2, 1), "{kind:?}");
+        if kind == Kind::NoneBare {
+            assert_eq!((d.estimate, d.refreshes), (None, 0));
+        } else {
+            let e = d.estimate.unwrap();
+            assert!(
+                e.is_finite() && e < 100.0 * m as f64 * T::UNIT_ROUNDOFF,
+                "{kind:?} {e:e}"
+            );
+            assert_eq!(d.refreshes, 2, "{kind:?}");
+        }
+    }
+}
+
+#[test]
+fn gpu_drift_f64() {
+    drift::<f64>();
+}
+#[test]
+fn gpu_drift_f32() {
+    drift::<f32>();
+}
+
+/// 1,000 window steps of 4 rows on 5,000×30 (f64): Q₁ orthonormal and QR = A within 100·m·u,
+/// RᵀR = AᵀA within 100·m·u·‖A‖², x within the least-squares bound.
+#[test]
+fn gpu_long_window() {
+    let Some(g) = gpu() else { return };
+    for kind in [Kind::Thin, Kind::NoneKeep] {
+        let mut r = rng(23);
+        let (m, n, q, p) = (5000, 30, 1, 4);
+        let a = random_mat::<f64>(&mut r, m, n);
+        let b = random_mat::<f64>(&mut r, m, q);
+        let mut st = kind.build(&g, &a, &b);
+        let mut am = a.clone();
+        let mut bm = b.clone();
+        for _ in 0..1000 {
+            let rows = random_mat::<f64>(&mut r, p, n);
+            let rhs = random_mat::<f64>(&mut r, p, q);
+            st.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
+            am = Mat::from_fn(m, n, |i, j| {
+                if i < m - p {
+                    am[(i + p, j)]
+                } else {
+                    rows[(i + p - m, j)]
+                }
+            });
+            bm = Mat::from_fn(m, q, |i, j| {
+                if i < m - p {
+                    bm[(i + p, j)]
+                } else {
+                    rhs[(i + p - m, j)]
+                }
+            });
+        }
+        let dg = diagnostics(&st, am.as_ref(), bm.as_ref()).unwrap();
+        let bar = 100.0 * m as f64 * f64::UNIT_ROUNDOFF;
+        if let (Some(eq), Some(ea)) = (dg.e_q, dg.e_a) {
+            assert!(
+                eq <= bar && ea <= bar,
+                "{kind:?}: e_Q {eq:e}, e_A {ea:e} > {bar:e}"
+            );
+        }
+        assert!(dg.e_gram <= bar, "{kind:?}: e_gram {:e}", dg.e_gram);
+        assert!(
+            dg.e_x <= 1e4 * n as f64 * f64::UNIT_ROUNDOFF,
+            "{kind:?}: e_x {:e}",
+            dg.e_x
+        );
+        for (mine, fresh) in dg.residual {
+            assert!(
+                (mine - fresh).abs() <= 1e-8 * fresh,
+                "{kind:?}: residual {mine} vs {fresh}"
+            );
+        }
+    }
+}
