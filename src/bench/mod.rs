@@ -12,6 +12,7 @@ mod opts;
 mod qr;
 mod tall;
 mod updates;
+mod window;
 
 use crate::cli::{self, CliResult};
 pub(crate) use opts::{
@@ -57,6 +58,13 @@ const GROUPS: &[Group] = &[
         summary: "updates of tall thin-Q and R-only states vs cuSOLVER refactorisation",
         help: tall::HELP,
         run: tall::run,
+        needs_gpu: true,
+    },
+    Group {
+        name: "window",
+        summary: "one sliding-window step of tall states vs cuSOLVER refactorisation",
+        help: window::HELP,
+        run: window::run,
         needs_gpu: true,
     },
     Group {

@@ -26,7 +26,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 const SLACK: f64 = 256.0 * (1u64 << 20) as f64;
 
 /// Fails with a message unless `need` bytes fit in the free device memory.
-fn check_free(gpu: &Gpu, what: &str, need: f64) -> Result<(), String> {
+pub(crate) fn check_free(gpu: &Gpu, what: &str, need: f64) -> Result<(), String> {
     let (free, _) = gpu.mem_info().map_err(|e| e.to_string())?;
     if need + SLACK > free as f64 {
         return Err(format!(
@@ -64,7 +64,7 @@ struct Baseline {
 /// Times cuSOLVER on a fresh copy of A′ and b′ per run (the copies untimed):
 /// `geqrf` + `ormqr` (Qᵀb) + `trsm` (x = R⁻¹(Qᵀb)(0..n)), and when `with_q1` then
 /// the m′×n Q₁: the `geqrf` output copied into an m′×n buffer and `orgqr` with k = n.
-fn time_cusolver<T: GpuScalar>(
+pub(crate) fn time_cusolver<T: GpuScalar>(
     gpu: &Gpu,
     a2: &DevMat<T>,
     b2: &DevMat<T>,

@@ -5,10 +5,10 @@
 //! device copy bandwidth measured in the same run: an update of Q₁ must at least
 //! read and write it.
 
-mod cases;
-mod measure;
+pub(crate) mod cases;
+pub(crate) mod measure;
 mod tables;
-mod update;
+pub(crate) mod update;
 
 use std::sync::Arc;
 

@@ -124,7 +124,7 @@ impl<T: GpuScalar> Update<T> {
 }
 
 /// `x` with the rows of `new` inserted before row k0.
-fn stack_rows<T: GpuScalar>(
+pub(crate) fn stack_rows<T: GpuScalar>(
     gpu: &Gpu,
     x: &DevMat<T>,
     k0: usize,
@@ -142,7 +142,7 @@ fn stack_rows<T: GpuScalar>(
 }
 
 /// `x` without rows k0..k0+p.
-fn drop_rows<T: GpuScalar>(
+pub(crate) fn drop_rows<T: GpuScalar>(
     gpu: &Gpu,
     x: &DevMat<T>,
     k0: usize,

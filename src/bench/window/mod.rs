@@ -1,0 +1,207 @@
+//! `cuqr bench window`: one step of a sliding window (p rows in, the oldest p out,
+//! docs/algorithms.md#sliding-window) on tall thin-Q and R-only states, against cuSOLVER
+//! refactorising the window after the step to the same outputs (R and x; with Q₁ for the
+//! thin kind), in the same process.
+
+use std::sync::Arc;
+
+use cuqr::internals::gpu::{DevMat, GpuQr, GpuScalar};
+use cuqr::{FactorParams, Gpu, Mat, QPolicy, QrUpdate};
+
+use super::common::{dup, print_dated_run_header, time_keeping_last};
+use super::tall::measure::{check_free, time_cusolver};
+use super::tall::update::{drop_rows, stack_rows};
+use super::BenchOpts;
+use crate::cli::CliResult;
+use crate::rng::random_signed_matrix;
+
+const CMD: &str = "bench window";
+
+/// `cuqr bench window --help`.
+pub const HELP: &str = "\
+cuqr bench window: one window step (P rows in, the oldest P out) of a tall
+least-squares state against cuSOLVER refactorising the window after the step.
+
+Usage: cuqr bench window [--shapes WxN,...] [--steps P,...] [--kinds none,thin]
+                         [--precision f64|f32|both] [--reps R] [--quick]
+
+  --shapes   windows W x N (default 1000000x256,4000000x64,200000x2048)
+  --steps    rows in and out per step (default 1000,16)
+  --kinds    none: R-only with the window's rows kept on the device;
+             thin: Q1 (W x N), R and b (default both)
+  --precision f64, f32 or both (default both)
+  --reps     timed runs per point (default 5; the median is reported)
+  --quick    one small shape (200000x64) in f64
+
+cuqr: the step alone (the new rows uploaded from host memory inside the timing)
+on a fresh device copy of the factorised state (untimed). cuSOLVER: geqrf +
+ormqr + trsm on the window after the step (and orgqr to Q1 for the thin kind),
+from a fresh copy (untimed). Bars: R-only with P = 1000 at least 20x; thin with
+P = 16 at least 5x.
+";
+
+const SHAPES: [(usize, usize); 3] = [(1_000_000, 256), (4_000_000, 64), (200_000, 2048)];
+
+/// Runs `cuqr bench window`.
+pub fn run(args: &[String]) -> CliResult<()> {
+    let o = BenchOpts::parse(
+        CMD,
+        args,
+        &["quick"],
+        &["shapes", "steps", "kinds", "precision", "reps"],
+    )?;
+    let quick = o.flag("quick");
+    let shapes: Vec<(usize, usize)> = match o.get("shapes") {
+        Some(s) => parse_list(s, |t| {
+            let (a, b) = t.split_once(['x', 'X'])?;
+            let (w, n) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+            (n >= 1 && w >= n).then_some((w, n))
+        })
+        .ok_or_else(|| format!("{CMD}: --shapes must be WxN,... with W >= N >= 1"))?,
+        None if quick => vec![(200_000, 64)],
+        None => SHAPES.to_vec(),
+    };
+    let steps: Vec<usize> = match o.get("steps") {
+        Some(s) => parse_list(s, |t| t.trim().parse().ok().filter(|&p: &usize| p >= 1))
+            .ok_or_else(|| format!("{CMD}: --steps must be positive integers"))?,
+        None => vec![1000, 16],
+    };
+    let kinds: Vec<QPolicy> = match o.get("kinds") {
+        Some(s) => parse_list(s, |t| match t.trim() {
+            "none" => Some(QPolicy::None),
+            "thin" => Some(QPolicy::Thin),
+            _ => None,
+        })
+        .ok_or_else(|| format!("{CMD}: --kinds must list none and/or thin"))?,
+        None => vec![QPolicy::None, QPolicy::Thin],
+    };
+    let precs: Vec<&str> = match o.get("precision") {
+        None | Some("both") if !quick => vec!["f64", "f32"],
+        None | Some("f64") => vec!["f64"],
+        Some("f32") => vec!["f32"],
+        Some("both") => vec!["f64", "f32"],
+        Some(v) => {
+            return Err(format!("{CMD}: --precision must be f64, f32 or both, not '{v}'").into())
+        }
+    };
+    let reps = o.reps()?;
+    let gpu = Arc::new(Gpu::new(0).map_err(|e| format!("{CMD} needs a GPU: {e}"))?);
+    print_dated_run_header(&gpu, CMD, args)?;
+    println!("| precision | window | kind | P | step ms | cuSOLVER ms | × | bar |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for prec in precs {
+        for &(w, n) in &shapes {
+            let res = if prec == "f64" {
+                bench_shape::<f64>(&gpu, w, n, &steps, &kinds, reps, prec)
+            } else {
+                bench_shape::<f32>(&gpu, w, n, &steps, &kinds, reps, prec)
+            };
+            if let Err(e) = res {
+                println!("| {prec} | {w}×{n} | – | – | n/a ({e}) | | | |");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_list<X>(s: &str, f: impl Fn(&str) -> Option<X>) -> Option<Vec<X>> {
+    s.split(',').map(f).collect()
+}
+
+/// Every (kind, P) point of one window shape.
+fn bench_shape<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    w: usize,
+    n: usize,
+    steps: &[usize],
+    kinds: &[QPolicy],
+    reps: usize,
+    prec: &str,
+) -> Result<(), String> {
+    let elem = std::mem::size_of::<T>() as f64;
+    let mat = w as f64 * n as f64 * elem;
+    // A, the state, its copy, the step's new buffers and cuSOLVER's A′, work and Q₁
+    check_free(gpu, "the window", 8.0 * mat)?;
+    let seed = 0x51DE ^ ((w as u64) << 20) ^ n as u64;
+    let host: Mat<T> = random_signed_matrix(w, n, seed);
+    let a = DevMat::from_host(gpu, host.as_ref()).map_err(|e| e.to_string())?;
+    drop(host);
+    let b = DevMat::from_host(gpu, random_signed_matrix::<T>(w, 1, seed ^ 0xB).as_ref())
+        .map_err(|e| e.to_string())?;
+    for &p in steps {
+        if p >= w || w - p < n {
+            println!("| {prec} | {w}×{n} | – | {p} | n/a (a step of {p} leaves fewer than {n} rows) | | | |");
+            continue;
+        }
+        let rows: Mat<T> = random_signed_matrix(p, n, seed ^ (p as u64) << 8);
+        let rhs: Mat<T> = random_signed_matrix(p, 1, seed ^ (p as u64) << 9);
+        // the window after the step, for cuSOLVER
+        let after = || -> cuqr::Result<(DevMat<T>, DevMat<T>)> {
+            let (ru, eu) = (
+                DevMat::from_host(gpu, rows.as_ref())?,
+                DevMat::from_host(gpu, rhs.as_ref())?,
+            );
+            let a1 = drop_rows(gpu, &a, 0, p)?;
+            let b1 = drop_rows(gpu, &b, 0, p)?;
+            Ok((
+                stack_rows(gpu, &a1, w - p, &ru)?,
+                stack_rows(gpu, &b1, w - p, &eu)?,
+            ))
+        };
+        let (a2, b2) = after().map_err(|e| e.to_string())?;
+        for &kind in kinds {
+            let thin = kind == QPolicy::Thin;
+            let base = time_cusolver(gpu, &a2, &b2, thin, reps).map_err(|e| e.to_string());
+            let params = FactorParams {
+                keep_data: kind == QPolicy::None,
+                ..FactorParams::default()
+            };
+            let step = GpuQr::factorize_dev(
+                gpu,
+                dup(gpu, &a).map_err(|e| e.to_string())?,
+                dup(gpu, &b).map_err(|e| e.to_string())?,
+                kind,
+                params,
+            )
+            .and_then(|st| {
+                time_keeping_last(
+                    gpu,
+                    reps,
+                    || st.try_clone(),
+                    |mut s| {
+                        s.slide(rows.as_ref(), rhs.as_ref(), p)?;
+                        Ok(s)
+                    },
+                )
+            })
+            .map(|(ms, _)| ms)
+            .map_err(|e| e.to_string());
+            let name = if thin { "thin" } else { "R-only" };
+            let cell = |c: &Result<f64, String>| match c {
+                Ok(x) => format!("{x:.2}"),
+                Err(e) => format!("n/a ({e})"),
+            };
+            let ratio = match (&step, &base) {
+                (Ok(s), Ok(b)) if *s > 0.0 => Some(b / s),
+                _ => None,
+            };
+            let bar = match (thin, p) {
+                (false, 1000) => Some(20.0),
+                (true, 16) => Some(5.0),
+                _ => None,
+            };
+            let verdict = match (ratio, bar) {
+                (Some(r), Some(x)) if r >= x => format!("≥ {x}×: holds"),
+                (Some(_), Some(x)) => format!("≥ {x}×: misses"),
+                _ => "–".into(),
+            };
+            println!(
+                "| {prec} | {w}×{n} | {name} | {p} | {} | {} | {} | {verdict} |",
+                cell(&step),
+                cell(&base),
+                ratio.map_or("–".into(), |r| format!("{r:.1}"))
+            );
+        }
+    }
+    Ok(())
+}
