@@ -276,6 +276,7 @@ Options:
 Outputs in DIR:
   x.npy          steps x (n*q): row s is the solution after step s (the n
                  entries of each right-hand side in turn)
+  R.npy, Q.npy   the final R, and Q (Q1 for thin) when the state holds it
   summary.json   steps, window, step, n, q, q_policy, forget, backend, device,
                  precision, factorize_ms, median_step_ms, median_solve_ms,
                  refreshes, drift_checks, drift_estimate, final_residual_norms

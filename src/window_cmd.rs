@@ -165,6 +165,10 @@ impl Job {
             ))
         })?;
         npy::write_file(&self.out.join("x.npy"), &xs, false)?;
+        npy::write_file(&self.out.join("R.npy"), &qr.r()?, false)?;
+        if let Some(qm) = qr.q()? {
+            npy::write_file(&self.out.join("Q.npy"), &qm, false)?;
+        }
         let drift = qr.drift();
         let (med_step, med_solve) = (median(t_step), median(t_solve));
         let residual: Vec<f64> = last.map(|s| s.residual_norms).unwrap_or_default();
