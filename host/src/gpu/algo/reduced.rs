@@ -191,6 +191,10 @@ pub(crate) enum DowndateRefusal {
     Residual { rhs: usize },
 }
 
+/// From this order on, [`cholesky_lower`] uses faer's blocked Cholesky factorisation (the
+/// loop below it costs p³/3 scalar steps: 0.3 s at p = 1000).
+const BLOCKED_CHOLESKY_FROM: usize = 64;
+
 /// The Cholesky factor L (lower, p×p) of the symmetric p×p `m` = LLᵀ, in f64 on the host,
 /// with its pivots (L_jj²). The first pivot that is NaN or ≤ `floor(j)` stops it:
 /// `Err((j, pivot))`.
@@ -199,6 +203,20 @@ pub(crate) fn cholesky_lower(
     floor: impl Fn(usize) -> f64,
 ) -> core::result::Result<(Mat<f64>, Vec<f64>), (usize, f64)> {
     let p = m.nrows();
+    if p >= BLOCKED_CHOLESKY_FROM {
+        // faer's blocked factorisation; its pivots are L_jj², checked in order against the
+        // floors (a failure or an offending pivot falls through to the loop, which reports
+        // the first offending pivot exactly as computed there)
+        let fm = faer::Mat::<f64>::from_fn(p, p, |i, j| m[(i, j)]);
+        if let Ok(llt) = fm.llt(faer::Side::Lower) {
+            let lf = llt.L();
+            let pivots: Vec<f64> = (0..p).map(|j| lf[(j, j)] * lf[(j, j)]).collect();
+            if pivots.iter().enumerate().all(|(j, &s)| s > floor(j)) {
+                let l = Mat::from_fn(p, p, |i, j| if i >= j { lf[(i, j)] } else { 0.0 });
+                return Ok((l, pivots));
+            }
+        }
+    }
     let mut l = Mat::<f64>::zeros(p, p);
     let mut pivots = Vec::with_capacity(p);
     for j in 0..p {

@@ -33,17 +33,15 @@ pub(crate) fn run_gpu<T: GpuScalar>(
     super::run(st, rows, rhs, drop)
 }
 
-/// The R-only window step with kept data (docs/algorithms.md#r-only-window-step).
-///
-/// 1. The oldest rows A_o (drop×n, with right-hand sides e_o) leave by a block downdate in
-///    level-3 form: W = A_o·R⁻¹ (TRSM), G upper with GᵀG = I − WᵀW (cuSOLVER `potrf`; a
-///    pivot G_jj² ≤ √u refuses the step), R₁ = G·R, d₁ = G⁻ᵀ(d − Wᵀe_o), and
-///    ρ₁² = ρ² + ‖d‖² − ‖e_o‖² − ‖d₁‖².
-/// 2. R₁, d₁, ρ₁ and the kept data are scaled by √λ.
-/// 3. The new rows enter by one Householder QR of [R₁; A_n] and its reflectors on [d₁; e_n]
-///    (cuSOLVER `geqrf`, `ormqr`); ρ₂² = ρ₁² + ‖rows n.. of the transformed [d₁; e_n]‖².
-/// 4. The kept A and b lose the oldest rows and take the new ones (one copy), and R₂
-///    passes the rank test before anything is swapped in.
+/// The R-only window step with kept data (docs/algorithms.md#r-only-window-step). With the
+/// leaving rows A_o (k×n, right-hand sides e_o) and the new rows A_n (p×n, e_n):
+/// W = A_o·R⁻¹ and V = A_n·R⁻¹ (TRSM). Where ‖V‖_F ≤ 1 (new rows that do not dominate a
+/// direction R resolves poorly), one Cholesky factor G of M = λ(I − WᵀW) + VᵀV gives
+/// R′ = G·R and d′ = G⁻ᵀ(λ(d − Wᵀe_o) + Vᵀe_n): one `potrf` and a few GEMMs and TRSMs on n×n
+/// data. Otherwise the rows leave by the same downdate with V = 0, and the new rows enter by
+/// one Householder QR of [R₁; A_n] (`geqrf`, `ormqr`). A pivot G_jj² ≤ √u refuses the step;
+/// the kept A and b then lose the oldest rows and take the new ones (one copy), and R′
+/// passes the rank test before anything is swapped in.
 ///
 /// # Errors
 /// [`Error::DowndateFailed`] (the rows left do not determine R, or a right-hand side of
@@ -59,56 +57,55 @@ fn run_gpu_reduced<T: GpuScalar>(
     let Plan { m, p, drop, forget } = plan;
     let g = &*st.gpu.clone();
     let (a, b) = st.kept_data().expect("checked by the caller");
-
-    // 1. downdate
-    let mut r1 = st.r.dup(g)?;
-    let mut d1 = st.d.dup(g)?;
-    let mut rho2: Vec<f64> = st.rho.iter().map(|x| x.to_f64().powi(2)).collect();
-    if drop > 0 {
-        (r1, d1, rho2) = downdate(g, st, &a.block(0, 0, drop, n), &b.block(0, 0, drop, q))?;
-    }
-    g.stage_mark("window: downdate");
-
-    // 2. forgetting
-    let s = T::from_f64(forget.sqrt());
-    let scale = |x: &mut DevMat<T>| g.scal(s, &mut x.buf_mut().slice_mut(..));
-    if forget < 1.0 {
-        scale(&mut r1)?;
-        scale(&mut d1)?;
-        rho2.iter_mut().for_each(|x| *x *= forget);
-    }
-
-    // 3. the new rows: QR of [R₁; A_n], its reflectors on [d₁; e_n]
     let (an, en) = (
         DevMat::from_host_async(g, rows)?,
         DevMat::from_host_async(g, rhs)?,
     );
-    let (r2, d2) = if p > 0 {
-        let mut stack = thin::stacked(g, &r1.view(), Some(&an.view()), p)?;
-        let mut dstack = thin::stacked(g, &d1.view(), Some(&en.view()), p)?;
-        let mut tau = DevVec::<T>::zeros(g, n)?;
-        g.geqrf(&mut stack.view_mut(), &mut tau.view_mut())?;
-        g.ormqr(
-            Side::Left,
-            Op::T,
-            &stack.view(),
-            n,
-            &tau.view(),
-            &mut dstack.view_mut(),
-        )?;
-        let extra = thin::column_norms(g, &dstack.block(n, 0, p, q))?;
-        rho2.iter_mut().zip(extra).for_each(|(x, e)| *x += e * e);
-        (
-            g.two_phase_copy_new(&stack.block(0, 0, n, n), 0..0, true)?,
-            g.two_phase_copy_new(&dstack.block(0, 0, n, q), 0..0, false)?,
-        )
-    } else {
-        (r1, d1)
+    let gram = Gram {
+        ao: a.block(0, 0, drop, n),
+        eo: b.block(0, 0, drop, q),
+        an: an.view(),
+        en: en.view(),
+        forget,
     };
-    g.stage_mark("window: new rows");
+    let (r2, d2, rho2) = match gram.step(g, st, true)? {
+        Some(x) => x,
+        None => {
+            // the new rows dominate: downdate alone, then Householder QR of [R₁; A_n]
+            let down = Gram {
+                ao: gram.ao.reborrow(),
+                eo: gram.eo.reborrow(),
+                an: an.block(0, 0, 0, n),
+                en: en.block(0, 0, 0, q),
+                forget,
+            };
+            let (r1, d1, mut rho2) = down.step(g, st, false)?.expect("no new rows");
+            g.stage_mark("window: downdate");
+            let mut stack = thin::stacked(g, &r1.view(), Some(&an.view()), p)?;
+            let mut dstack = thin::stacked(g, &d1.view(), Some(&en.view()), p)?;
+            let mut tau = DevVec::<T>::zeros(g, n)?;
+            g.geqrf(&mut stack.view_mut(), &mut tau.view_mut())?;
+            g.ormqr(
+                Side::Left,
+                Op::T,
+                &stack.view(),
+                n,
+                &tau.view(),
+                &mut dstack.view_mut(),
+            )?;
+            let extra = thin::column_norms(g, &dstack.block(n, 0, p, q))?;
+            rho2.iter_mut().zip(extra).for_each(|(x, e)| *x += e * e);
+            (
+                g.two_phase_copy_new(&stack.block(0, 0, n, n), 0..0, true)?,
+                g.two_phase_copy_new(&dstack.block(0, 0, n, q), 0..0, false)?,
+                rho2,
+            )
+        }
+    };
+    g.stage_mark("window: R and d");
     crate::gpu::algo::givens_two_phase::check_rank(g, &r2, n, st.rank_tol)?;
 
-    // 4. the kept data: rows drop..m, scaled, then the new rows
+    // the kept data: rows drop..m, scaled, then the new rows
     let m_new = m - drop + p;
     let mut a2 = DevMat::<T>::for_overwrite(g, m_new, n)?;
     let mut b2 = DevMat::<T>::for_overwrite(g, m_new, q)?;
@@ -121,8 +118,9 @@ fn run_gpu_reduced<T: GpuScalar>(
         }
     }
     if forget < 1.0 {
-        scale(&mut a2)?;
-        scale(&mut b2)?;
+        let s = T::from_f64(forget.sqrt());
+        g.scal(s, &mut a2.buf_mut().slice_mut(..))?;
+        g.scal(s, &mut b2.buf_mut().slice_mut(..))?;
     }
     if p > 0 {
         g.panel_copy(&an.view(), &mut a2.block_mut(m - drop, 0, p, n))?;
@@ -141,121 +139,194 @@ fn run_gpu_reduced<T: GpuScalar>(
     Ok(())
 }
 
-/// R₁ and d₁ (new buffers) and the new squared residual norms after the rows `ao`
-/// (with right-hand sides `eo`) leave, by the level-3 block downdate of [`run_gpu_reduced`].
-///
-/// # Errors
-/// [`Error::DowndateFailed`], device errors.
-fn downdate<T: GpuScalar>(
-    g: &Gpu,
-    st: &GpuQr<T>,
-    ao: &crate::gpu::runtime::DevMatView<'_, T>,
-    eo: &crate::gpu::runtime::DevMatView<'_, T>,
-) -> Result<(DevMat<T>, DevMat<T>, Vec<f64>)> {
-    let Dims { n, q, .. } = st.dims;
-    let k = ao.nrows();
-    let u = T::UNIT_ROUNDOFF;
-    // W = A_o·R⁻¹
-    let mut w = DevMat::<T>::for_overwrite(g, k, n)?;
-    g.panel_copy(ao, &mut w.view_mut())?;
-    g.trsm(
-        Side::Right,
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        &st.r.view(),
-        &mut w.view_mut(),
-    )?;
-    // C = I − WᵀW, G = chol(C) (upper)
-    let mut c = thin::identity::<T>(g, n)?;
-    g.gemm(
-        Op::T,
-        Op::N,
-        -T::ONE,
-        &w.view(),
-        &w.view(),
-        T::ONE,
-        &mut c.view_mut(),
-    )?;
-    let w_fro2 = g.nrm2(&w.buf().slice(..))?.powi(2);
-    let bad = g.potrf_upper(&mut c.view_mut())?;
-    if bad != 0 {
-        return Err(Error::DowndateFailed {
-            op: OP,
-            row: 0,
-            why: format!(
-                "the rows left do not determine R (I − WᵀW is not positive definite at order {bad})"
-            ),
-        });
-    }
-    let gm = g.two_phase_copy_new(&c.view(), 0..0, true)?;
-    drop(c);
-    // a pivot G_jj² ≤ √u: the rows left determine R too poorly (the test of the one-row
-    // downdate, docs/algorithms.md#updates-without-q), through the rank test's
-    // |G_jj| ≤ tol·‖G‖_F with ‖G‖_F² = n − ‖W‖_F²
-    let g_fro = (n as f64 - w_fro2).max(f64::MIN_POSITIVE).sqrt();
-    if let Err(Error::RankDeficient { column, r_jj, .. }) =
-        crate::gpu::algo::householder::check_rank_dev(g, &gm, n, u.sqrt().sqrt() / g_fro)
-    {
-        return Err(Error::DowndateFailed {
-            op: OP,
-            row: 0,
-            why: format!(
-                "the rows left do not determine R (pivot {:e} of I − WᵀW at column {column})",
-                r_jj * r_jj
-            ),
-        });
-    }
-    // h = d − Wᵀe_o, d₁ = G⁻ᵀh, R₁ = G·R
-    let mut h = st.d.dup(g)?;
-    g.gemm(
-        Op::T,
-        Op::N,
-        -T::ONE,
-        &w.view(),
-        eo,
-        T::ONE,
-        &mut h.view_mut(),
-    )?;
-    g.trsm(
-        Side::Left,
-        Uplo::Upper,
-        Op::T,
-        Diag::NonUnit,
-        T::ONE,
-        &gm.view(),
-        &mut h.view_mut(),
-    )?;
-    let mut r1 = DevMat::<T>::zeros(g, n, n)?;
-    g.gemm(
-        Op::N,
-        Op::N,
-        T::ONE,
-        &gm.view(),
-        &st.r.view(),
-        T::ZERO,
-        &mut r1.view_mut(),
-    )?;
-    // ρ₁² = ρ² + ‖d‖² − ‖e_o‖² − ‖d₁‖², refused below −slack
-    let (dn, en, d1n) = (
-        thin::column_norms(g, &st.d.view())?,
-        thin::column_norms(g, eo)?,
-        thin::column_norms(g, &h.view())?,
-    );
-    let mut rho2 = Vec::with_capacity(q);
-    for j in 0..q {
-        let r0 = st.rho[j].to_f64();
-        let x = r0 * r0 + dn[j] * dn[j] - en[j] * en[j] - d1n[j] * d1n[j];
-        let slack = 100.0 * (n + k) as f64 * u * (dn[j] * dn[j] + r0 * r0 + en[j] * en[j]);
-        if x < -slack {
+/// The rows that leave and enter in one window step, and the forgetting factor.
+struct Gram<'a, T> {
+    ao: crate::gpu::runtime::DevMatView<'a, T>,
+    eo: crate::gpu::runtime::DevMatView<'a, T>,
+    an: crate::gpu::runtime::DevMatView<'a, T>,
+    en: crate::gpu::runtime::DevMatView<'a, T>,
+    forget: f64,
+}
+
+impl<T: GpuScalar> Gram<'_, T> {
+    /// R′ and d′ (new buffers) and the new squared residual norms from the Cholesky factor
+    /// G of M = λ(I − WᵀW) + VᵀV (see [`run_gpu_reduced`]); `None` when `guard` is set and
+    /// ‖V‖_F > 1.
+    ///
+    /// # Errors
+    /// [`Error::DowndateFailed`], device errors.
+    #[allow(clippy::type_complexity)]
+    fn step(
+        &self,
+        g: &Gpu,
+        st: &GpuQr<T>,
+        guard: bool,
+    ) -> Result<Option<(DevMat<T>, DevMat<T>, Vec<f64>)>> {
+        let Dims { n, q, .. } = st.dims;
+        let (k, p, lam) = (self.ao.nrows(), self.an.nrows(), self.forget);
+        let u = T::UNIT_ROUNDOFF;
+        let solve = |x: &crate::gpu::runtime::DevMatView<'_, T>| -> Result<DevMat<T>> {
+            let mut w = DevMat::<T>::for_overwrite(g, x.nrows(), n)?;
+            if x.nrows() > 0 {
+                g.panel_copy(x, &mut w.view_mut())?;
+                g.trsm(
+                    Side::Right,
+                    Uplo::Upper,
+                    Op::N,
+                    Diag::NonUnit,
+                    T::ONE,
+                    &st.r.view(),
+                    &mut w.view_mut(),
+                )?;
+            }
+            Ok(w)
+        };
+        let v = solve(&self.an)?;
+        let v_fro2 = if p > 0 {
+            g.nrm2(&v.buf().slice(..))?.powi(2)
+        } else {
+            0.0
+        };
+        if guard && v_fro2 > 1.0 {
+            return Ok(None);
+        }
+        let w = solve(&self.ao)?;
+        let w_fro2 = if k > 0 {
+            g.nrm2(&w.buf().slice(..))?.powi(2)
+        } else {
+            0.0
+        };
+        // M = λ(I − WᵀW) + VᵀV
+        let mut c = thin::identity::<T>(g, n)?;
+        let lt = T::from_f64(lam);
+        if lam < 1.0 {
+            g.scal(lt, &mut c.buf_mut().slice_mut(..))?;
+        }
+        if k > 0 {
+            g.gemm(
+                Op::T,
+                Op::N,
+                -lt,
+                &w.view(),
+                &w.view(),
+                T::ONE,
+                &mut c.view_mut(),
+            )?;
+        }
+        if p > 0 {
+            g.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &v.view(),
+                &v.view(),
+                T::ONE,
+                &mut c.view_mut(),
+            )?;
+        }
+        let bad = g.potrf_upper(&mut c.view_mut())?;
+        if bad != 0 {
             return Err(Error::DowndateFailed {
                 op: OP,
                 row: 0,
-                why: format!("right-hand side {j} of the rows exceeds the residual they leave"),
+                why: format!(
+                    "the rows left do not determine R (the window's Gram factor is not positive definite at order {bad})"
+                ),
             });
         }
-        rho2.push(x.max(0.0));
+        let gm = g.two_phase_copy_new(&c.view(), 0..0, true)?;
+        drop(c);
+        // a pivot G_jj² ≤ √u·λ: the rows left determine R too poorly (the test of the
+        // one-row downdate, docs/algorithms.md#updates-without-q), through the rank test's
+        // |G_jj| ≤ tol·‖G‖_F with ‖G‖_F² = trace M = λ(n − ‖W‖_F²) + ‖V‖_F²
+        let g_fro = (lam * (n as f64 - w_fro2) + v_fro2)
+            .max(f64::MIN_POSITIVE)
+            .sqrt();
+        if let Err(Error::RankDeficient { column, r_jj, .. }) =
+            crate::gpu::algo::householder::check_rank_dev(
+                g,
+                &gm,
+                n,
+                (u.sqrt() * lam).sqrt() / g_fro,
+            )
+        {
+            return Err(Error::DowndateFailed {
+                op: OP,
+                row: 0,
+                why: format!(
+                    "the rows left do not determine R (pivot {:e} of the window's Gram factor at column {column})",
+                    r_jj * r_jj
+                ),
+            });
+        }
+        // h = λ(d − Wᵀe_o) + Vᵀe_n, d′ = G⁻ᵀh, R′ = G·R
+        let mut h = st.d.dup(g)?;
+        if k > 0 {
+            g.gemm(
+                Op::T,
+                Op::N,
+                -T::ONE,
+                &w.view(),
+                &self.eo,
+                T::ONE,
+                &mut h.view_mut(),
+            )?;
+        }
+        if lam < 1.0 {
+            g.scal(lt, &mut h.buf_mut().slice_mut(..))?;
+        }
+        if p > 0 {
+            g.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &v.view(),
+                &self.en,
+                T::ONE,
+                &mut h.view_mut(),
+            )?;
+        }
+        g.trsm(
+            Side::Left,
+            Uplo::Upper,
+            Op::T,
+            Diag::NonUnit,
+            T::ONE,
+            &gm.view(),
+            &mut h.view_mut(),
+        )?;
+        let mut r1 = DevMat::<T>::zeros(g, n, n)?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            T::ONE,
+            &gm.view(),
+            &st.r.view(),
+            T::ZERO,
+            &mut r1.view_mut(),
+        )?;
+        // ρ′² = λ(ρ² + ‖d‖² − ‖e_o‖²) + ‖e_n‖² − ‖d′‖², refused below −slack
+        let (dn, eon, enn, d1n) = (
+            thin::column_norms(g, &st.d.view())?,
+            thin::column_norms(g, &self.eo)?,
+            thin::column_norms(g, &self.en)?,
+            thin::column_norms(g, &h.view())?,
+        );
+        let mut rho2 = Vec::with_capacity(q);
+        for j in 0..q {
+            let r0 = st.rho[j].to_f64();
+            let old = r0 * r0 + dn[j] * dn[j];
+            let x = lam * (old - eon[j] * eon[j]) + enn[j] * enn[j] - d1n[j] * d1n[j];
+            let slack = 100.0 * (n + k + p) as f64 * u * (old + eon[j] * eon[j] + enn[j] * enn[j]);
+            if x < -slack {
+                return Err(Error::DowndateFailed {
+                    op: OP,
+                    row: 0,
+                    why: format!("right-hand side {j} of the rows exceeds the residual they leave"),
+                });
+            }
+            rho2.push(x.max(0.0));
+        }
+        Ok(Some((r1, h, rho2)))
     }
-    Ok((r1, h, rho2))
 }
