@@ -259,16 +259,19 @@ fn drift<T: GpuScalar>() {
             ..UpdateParams::default()
         });
         let mut model = Model::new(&a, &b);
+        let mut history = Vec::new();
         for step in 0..5 {
             let rows = random_mat::<T>(&mut r, 3, n);
             let rhs = random_mat::<T>(&mut r, 3, q);
             st.insert_rows(st.nrows(), rows.as_ref(), rhs.as_ref())
                 .unwrap();
+            history.push(st.drift());
             let mm = model.m();
             model.insert_rows(mm, &rows, &rhs);
             check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} step {step}: {e}"));
         }
         let d = st.drift();
+        let history = format!("{kind:?}: {history:?}");
         assert_eq!((d.checks, d.since_check), (2, 1), "{history}");
         if kind == Kind::NoneBare {
             assert_eq!((d.estimate, d.refreshes), (None, 0));
