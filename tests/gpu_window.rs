@@ -349,3 +349,37 @@ fn gpu_long_window() {
         }
     }
 }
+
+/// A leaving row of leverage near 1 (it alone carries most of column 0): the thin step takes
+/// the composed path with the explicit completion, the R-only step its Householder fallback
+/// when the new rows carry the direction instead. Both against the model.
+fn slide_high_leverage<T: GpuScalar>() {
+    let Some(g) = gpu() else { return };
+    for kind in [Kind::Thin, Kind::NoneKeep, Kind::Full] {
+        let mut r = rng(29);
+        let (m, n, q) = (120, 7, 1);
+        let mut a = random_mat::<T>(&mut r, m, n);
+        a[(0, 0)] = T::from_f64(300.0);
+        let b = random_mat::<T>(&mut r, m, q);
+        let mut st = kind.build(&g, &a, &b);
+        let mut model = Model::new(&a, &b);
+        let mut rows = random_mat::<T>(&mut r, 2, n);
+        rows[(1, 0)] = T::from_f64(250.0);
+        let rhs = random_mat::<T>(&mut r, 2, q);
+        st.slide(rows.as_ref(), rhs.as_ref(), 2)
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        model.delete_rows(0, 2);
+        let mm = model.m();
+        model.insert_rows(mm, &rows, &rhs);
+        check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+    }
+}
+
+#[test]
+fn gpu_slide_high_leverage_f64() {
+    slide_high_leverage::<f64>();
+}
+#[test]
+fn gpu_slide_high_leverage_f32() {
+    slide_high_leverage::<f32>();
+}

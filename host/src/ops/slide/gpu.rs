@@ -24,13 +24,148 @@ pub(crate) fn run_gpu<T: GpuScalar>(
     drop: usize,
 ) -> Result<()> {
     let dims = st.dims;
-    if dims.policy == QPolicy::None && st.a.is_some() {
+    if (dims.policy == QPolicy::None && st.a.is_some()) || dims.policy == QPolicy::Thin {
         let plan = plan(dims, rows, rhs, drop, st.params)?;
         if plan.drop_first(dims.n) {
-            return run_gpu_reduced(st, plan, rows, rhs);
+            if dims.policy == QPolicy::Thin {
+                if run_gpu_thin(st, plan, rows, rhs)? {
+                    return Ok(());
+                }
+            } else {
+                return run_gpu_reduced(st, plan, rows, rhs);
+            }
         }
     }
     super::run(st, rows, rhs, drop)
+}
+
+/// The thin window step in one pass over Q₁ (docs/algorithms.md#thin-window-step): the small
+/// side of the row deletion gives R′, d′ and M_d with Q₁′ = Q₁(rows k..m)·M_d; after the
+/// scaling by √λ, one Householder QR [R′; A_n] = Q_s·R″ (`geqrf`, with Q_s ((n + p)×n) formed
+/// by `orgqr`) gives R″, d″ = Q_sᵀ[d′; e_n](0:n) and Q₁″ = [Q₁(k.., :)·(M_d·Q_s(0:n, :));
+/// Q_s(n:n+p, :)]: one GEMM over Q₁ instead of one for each half. Returns `false` (nothing
+/// changed) where the deletion needs the explicit completion (a leaving row of leverage above
+/// ½): the composed step runs then.
+///
+/// # Errors
+/// As [`super::run`]. On error the state is unchanged.
+fn run_gpu_thin<T: GpuScalar>(
+    st: &mut GpuQr<T>,
+    plan: Plan,
+    rows: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+) -> Result<bool> {
+    use crate::ops::delete_rows::{
+        thin_small_side, Plan as DeletePlan, ThinDeleted, ThinSmallSide,
+    };
+    let Dims { n, q, .. } = st.dims;
+    let Plan { m, p, drop, forget } = plan;
+    let g = &*st.gpu.clone();
+    // 1. the rows that leave: R′, d′, M_d (nothing of height m touched)
+    let ThinDeleted {
+        r: mut r1,
+        d: mut d1,
+        m: md,
+    } = if drop > 0 {
+        let dp = DeletePlan {
+            m,
+            n,
+            p: drop,
+            k0: 0,
+        };
+        match thin_small_side(st, dp)? {
+            ThinSmallSide::Ready(x) => x,
+            ThinSmallSide::Refused(e) => return Err(e),
+            ThinSmallSide::Completed => return Ok(false),
+        }
+    } else {
+        ThinDeleted {
+            r: st.r.dup(g)?,
+            d: st.d.dup(g)?,
+            m: thin::identity::<T>(g, n)?,
+        }
+    };
+    // 2. forgetting
+    if forget < 1.0 {
+        let s = T::from_f64(forget.sqrt());
+        g.scal(s, &mut r1.buf_mut().slice_mut(..))?;
+        g.scal(s, &mut d1.buf_mut().slice_mut(..))?;
+    }
+    // 3. the new rows: [R′; A_n] = Q_s·R″, d″ = Q_sᵀ[d′; e_n]
+    let (an, en) = (
+        DevMat::from_host_async(g, rows)?,
+        DevMat::from_host_async(g, rhs)?,
+    );
+    let (r2, d2, mmat, qs) = if p > 0 {
+        let mut stack = thin::stacked(g, &r1.view(), Some(&an.view()), p)?;
+        let mut dstack = thin::stacked(g, &d1.view(), Some(&en.view()), p)?;
+        let mut tau = DevVec::<T>::zeros(g, n)?;
+        g.geqrf(&mut stack.view_mut(), &mut tau.view_mut())?;
+        g.ormqr(
+            Side::Left,
+            Op::T,
+            &stack.view(),
+            n,
+            &tau.view(),
+            &mut dstack.view_mut(),
+        )?;
+        let r2 = g.two_phase_copy_new(&stack.block(0, 0, n, n), 0..0, true)?;
+        let d2 = g.two_phase_copy_new(&dstack.block(0, 0, n, q), 0..0, false)?;
+        let mut qs = stack;
+        g.orgqr(&mut qs.view_mut(), n, &tau.view())?;
+        let mut mmat = DevMat::<T>::for_overwrite(g, n, n)?;
+        g.gemm(
+            Op::N,
+            Op::N,
+            T::ONE,
+            &md.view(),
+            &qs.block(0, 0, n, n),
+            T::ZERO,
+            &mut mmat.view_mut(),
+        )?;
+        (r2, d2, mmat, Some(qs))
+    } else {
+        (r1, d1, md, None)
+    };
+    crate::gpu::algo::givens_two_phase::check_rank(g, &r2, n, st.rank_tol)?;
+    g.stage_mark("window: small side");
+    // 4. Q₁″ and the kept b
+    let m_new = m - drop + p;
+    let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+    let mut qn = DevMat::<T>::for_overwrite(g, m_new, n)?;
+    if m > drop {
+        g.gemm(
+            Op::N,
+            Op::N,
+            T::ONE,
+            &q1.block(drop, 0, m - drop, n),
+            &mmat.view(),
+            T::ZERO,
+            &mut qn.block_mut(0, 0, m - drop, n),
+        )?;
+    }
+    let b = st.kept_b();
+    let mut bn = DevMat::<T>::for_overwrite(g, m_new, q)?;
+    if m > drop {
+        g.panel_copy(
+            &b.block(drop, 0, m - drop, q),
+            &mut bn.block_mut(0, 0, m - drop, q),
+        )?;
+        if forget < 1.0 {
+            g.scal(T::from_f64(forget.sqrt()), &mut bn.buf_mut().slice_mut(..))?;
+        }
+    }
+    if let Some(qs) = qs {
+        g.panel_copy(&qs.block(n, 0, p, n), &mut qn.block_mut(m - drop, 0, p, n))?;
+        g.panel_copy(&en.view(), &mut bn.block_mut(m - drop, 0, p, q))?;
+    }
+    g.stage_mark("window: Q1'' = Q1·M");
+    st.r = r2;
+    st.d = d2;
+    st.q = Some(qn);
+    st.b = Some(bn);
+    st.dims.m = m_new;
+    Ok(true)
 }
 
 /// The R-only window step with kept data (docs/algorithms.md#r-only-window-step). With the
