@@ -383,3 +383,88 @@ fn gpu_slide_high_leverage_f64() {
 fn gpu_slide_high_leverage_f32() {
     slide_high_leverage::<f32>();
 }
+
+/// The drift estimate of a GPU state agrees with the CPU backend's on the same state (same
+/// sample): both at the level of rounding, neither exactly zero for these random data.
+#[test]
+fn gpu_drift_estimate_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    for kind in [Kind::Thin, Kind::NoneKeep, Kind::Full] {
+        let mut r = rng(31);
+        let (m, n, q) = (150, 12, 1);
+        let a = random_mat::<f64>(&mut r, m, n);
+        let b = random_mat::<f64>(&mut r, m, q);
+        let mut st = kind.build(&g, &a, &b);
+        let mut cpu = st.to_cpu().unwrap();
+        let e_gpu = st.check_drift().unwrap().estimate.unwrap();
+        let e_cpu = cpu.check_drift().unwrap().estimate.unwrap();
+        assert!(
+            e_gpu > 0.0 && e_cpu > 0.0 && e_gpu < 1e-12 && e_cpu < 1e-12,
+            "{kind:?}: gpu {e_gpu:e}, cpu {e_cpu:e}"
+        );
+    }
+}
+
+/// The R-only kind's kept rows stay in place across window steps (a taller buffer with room)
+/// and are moved back before any other update: 40 steps of 3 rows (the buffers move a few
+/// times), then a column insertion, a row deletion and a rank-one change, a copy to the host
+/// and a clone, each against the model.
+fn ring_then_other_updates<T: GpuScalar>() {
+    let Some(g) = gpu() else { return };
+    let mut r = rng(37);
+    let (m, n, q) = (200, 9, 2);
+    let a = random_mat::<T>(&mut r, m, n);
+    let b = random_mat::<T>(&mut r, m, q);
+    let mut st = Kind::NoneKeep.build(&g, &a, &b);
+    st.set_params(UpdateParams {
+        forget: 0.95,
+        ..UpdateParams::default()
+    });
+    let mut model = Model::new(&a, &b);
+    for step in 0..40 {
+        let rows = random_mat::<T>(&mut r, 3, n);
+        let rhs = random_mat::<T>(&mut r, 3, q);
+        st.slide(rows.as_ref(), rhs.as_ref(), 3).unwrap();
+        model.delete_rows(0, 3);
+        scale_model(&mut model, 0.95f64.sqrt());
+        let mm = model.m();
+        model.insert_rows(mm, &rows, &rhs);
+        if step % 13 == 0 {
+            check_state(&st, &model).unwrap_or_else(|e| panic!("step {step}: {e}"));
+        }
+    }
+    let kept_a = st.a_dev().unwrap().to_host(&g).unwrap();
+    let want: Mat<T> = Mat::from_fn(m, n, |i, j| T::from_f64(model.a[(i, j)]));
+    let worst = (0..n)
+        .flat_map(|j| (0..m).map(move |i| (i, j)))
+        .map(|(i, j)| (kept_a[(i, j)].to_f64() - want[(i, j)].to_f64()).abs())
+        .fold(0.0f64, f64::max);
+    assert!(worst <= 100.0 * T::UNIT_ROUNDOFF, "kept A off by {worst:e}");
+    let cpu = st.to_cpu().unwrap();
+    check_state(&cpu, &model).unwrap_or_else(|e| panic!("to_cpu: {e}"));
+    let clone = st.try_clone().unwrap();
+    check_state(&clone, &model).unwrap_or_else(|e| panic!("clone: {e}"));
+    let u = random_mat::<T>(&mut r, m, 2);
+    st.insert_cols(4, u.as_ref()).unwrap();
+    model.insert_cols(4, &u);
+    check_state(&st, &model).unwrap_or_else(|e| panic!("insert_cols: {e}"));
+    st.delete_rows(17, 5).unwrap();
+    model.delete_rows(17, 5);
+    check_state(&st, &model).unwrap_or_else(|e| panic!("delete_rows: {e}"));
+    let (uu, vv) = (
+        random_mat::<T>(&mut r, m - 5, 1),
+        random_mat::<T>(&mut r, n + 2, 1),
+    );
+    st.rank_one(uu.col(0), vv.col(0)).unwrap();
+    model.rank_one(uu.col(0), vv.col(0));
+    check_state(&st, &model).unwrap_or_else(|e| panic!("rank_one: {e}"));
+}
+
+#[test]
+fn gpu_ring_then_other_updates_f64() {
+    ring_then_other_updates::<f64>();
+}
+#[test]
+fn gpu_ring_then_other_updates_f32() {
+    ring_then_other_updates::<f32>();
+}

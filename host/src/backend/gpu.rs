@@ -170,12 +170,20 @@ impl<T: GpuScalar> GpuQr<T> {
     /// ```
     pub fn insert_cols_device(&mut self, k0: usize, u: &DevMatView<'_, T>) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::insert_cols::run_gpu_device(self, k0, u);
         self.finish(out)
     }
 }
 
 impl<T: GpuScalar> GpuQr<T> {
+    /// Moves kept data that a window step left inside taller buffers back to exact ones
+    /// before an operation that rebuilds them (a device fault poisons the state).
+    fn settle(&mut self) -> Result<()> {
+        let out = self.settle_kept();
+        poison_on_fault(&self.poisoned, out)
+    }
+
     /// Ends an update: a device fault poisons the state; after a success, the drift
     /// bookkeeping (docs/algorithms.md#drift-control), whose own failure leaves the state as
     /// the update left it (a device fault there poisons it too).
@@ -208,21 +216,25 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
     }
     fn insert_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::insert_cols::run_gpu(self, k0, u);
         self.finish(out)
     }
     fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::delete_cols::run_gpu(self, k0, p);
         self.finish(out)
     }
     fn insert_rows(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::insert_rows::run_gpu(self, k0, u, e);
         self.finish(out)
     }
     fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::delete_rows::run_gpu(self, k0, p);
         self.finish(out)
     }
@@ -233,11 +245,13 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
         rhs: MatRef<'_, T>,
     ) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::delete_rows::run_gpu_given(self, k0, rows, rhs);
         self.finish(out)
     }
     fn rank_one(&mut self, u: &[T], v: &[T]) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::rank_one::run_gpu(self, u, v);
         self.finish(out)
     }
@@ -248,16 +262,19 @@ impl<T: GpuScalar> QrUpdate<T> for GpuQr<T> {
     }
     fn rank_k(&mut self, u: MatRef<'_, T>, v: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::rank_k::run(self, u, v);
         self.finish(out)
     }
     fn replace_cols(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::replace_cols::run(self, k0, u);
         self.finish(out)
     }
     fn shift_col(&mut self, from: usize, to: usize) -> Result<()> {
         self.check_live()?;
+        self.settle()?;
         let out = crate::ops::shift_col::run(self, from, to);
         self.finish(out)
     }

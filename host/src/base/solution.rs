@@ -36,7 +36,7 @@ pub struct Diagnostics {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DriftReport {
     /// The last estimate (Q kinds: a sampled ‖QᵀQ − I‖_F; R-only kind with kept data: a
-    /// probed |‖Az‖² − ‖Rz‖²|/‖R‖²_F), before any refresh it triggered; `None` before the
+    /// probed ‖(AᵀA − RᵀR)z‖/(‖R‖²_F‖z‖)), before any refresh it triggered; `None` before the
     /// first check or where nothing can be measured (an R-only state without kept data).
     pub estimate: Option<f64>,
     /// Checks run so far.

@@ -14,7 +14,7 @@ use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
 use crate::base::mat::Mat;
 use crate::base::params::{QPolicy, UpdateParams};
-use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// A QR factorisation A = QR with right-hand sides d = Qᵀb in device memory
@@ -53,8 +53,13 @@ pub struct GpuQr<T: GpuScalar> {
     /// The right-hand sides b (m×q): kept by a thin state (for Q_zᵀb and the residual
     /// norms) and by an R-only state built with [`crate::FactorParams::keep_data`].
     pub(crate) b: Option<DevMat<T>>,
-    /// A (m×n), kept by an R-only state built with [`crate::FactorParams::keep_data`].
+    /// A (m×n), kept by an R-only state built with [`crate::FactorParams::keep_data`]. A window
+    /// step leaves its rows at `kept_row0..kept_row0 + m` of a taller buffer (with room for
+    /// the next steps' rows below, docs/algorithms.md#r-only-window-step); every other
+    /// operation first settles them to rows 0..m ([`GpuQr::settle_kept`]).
     pub(crate) a: Option<DevMat<T>>,
+    /// The first row of the kept A and b in their buffers (see `a`).
+    pub(crate) kept_row0: usize,
     /// The residual norms ‖b_k − A x_k‖ of an R-only state (empty for the other kinds).
     pub(crate) rho: Vec<T>,
     /// Update options.
@@ -90,12 +95,53 @@ impl<T: GpuScalar> GpuQr<T> {
         self.b.as_ref().expect("a thin state keeps b")
     }
 
-    /// The kept A and b of an R-only state built with [`crate::FactorParams::keep_data`].
+    /// The kept A and b of an R-only state built with [`crate::FactorParams::keep_data`], as
+    /// buffers of exactly m rows: only after [`GpuQr::settle_kept`].
     pub(crate) fn kept_data(&self) -> Option<(&DevMat<T>, &DevMat<T>)> {
         match (self.a.as_ref(), self.b.as_ref()) {
-            (Some(a), Some(b)) => Some((a, b)),
+            (Some(a), Some(b)) => {
+                debug_assert!(self.kept_row0 == 0 && a.nrows() == self.dims.m);
+                Some((a, b))
+            }
             _ => None,
         }
+    }
+
+    /// The kept A and b (R-only state with kept data) as views of their m logical rows,
+    /// wherever a window step left them.
+    pub(crate) fn kept_views(&self) -> Option<(DevMatView<'_, T>, DevMatView<'_, T>)> {
+        let (m, n, q, r0) = (self.dims.m, self.dims.n, self.dims.q, self.kept_row0);
+        match (self.a.as_ref(), self.b.as_ref()) {
+            (Some(a), Some(b)) => Some((a.block(r0, 0, m, n), b.block(r0, 0, m, q))),
+            _ => None,
+        }
+    }
+
+    /// Moves the kept A and b to buffers of exactly m rows (one copy each) where a window
+    /// step left them inside taller ones; nothing otherwise.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn settle_kept(&mut self) -> Result<()> {
+        let Some(a) = self.a.as_ref() else {
+            return Ok(());
+        };
+        if self.kept_row0 == 0 && a.nrows() == self.dims.m {
+            return Ok(());
+        }
+        let (a, b) = {
+            let (av, bv) = self.kept_views().expect("an R-only state keeps A with b");
+            let g = &*self.gpu;
+            let mut a2 = DevMat::<T>::for_overwrite(g, av.nrows(), av.ncols())?;
+            let mut b2 = DevMat::<T>::for_overwrite(g, bv.nrows(), bv.ncols())?;
+            g.panel_copy(&av, &mut a2.view_mut())?;
+            g.panel_copy(&bv, &mut b2.view_mut())?;
+            (a2, b2)
+        };
+        self.a = Some(a);
+        self.b = Some(b);
+        self.kept_row0 = 0;
+        Ok(())
     }
 
     /// Dimensions and policy.
@@ -126,14 +172,16 @@ impl<T: GpuScalar> GpuQr<T> {
 
     /// The right-hand sides b (m×q) a thin state keeps (and an R-only state with
     /// [`crate::FactorParams::keep_data`]), in device memory.
-    pub fn b_dev(&self) -> Option<&DevMat<T>> {
-        self.b.as_ref()
+    pub fn b_dev(&self) -> Option<DevMatView<'_, T>> {
+        let (m, q) = (self.dims.m, self.dims.q);
+        self.b.as_ref().map(|b| b.block(self.kept_row0, 0, m, q))
     }
 
     /// The data A (m×n) an R-only state with [`crate::FactorParams::keep_data`] keeps, in
     /// device memory.
-    pub fn a_dev(&self) -> Option<&DevMat<T>> {
-        self.a.as_ref()
+    pub fn a_dev(&self) -> Option<DevMatView<'_, T>> {
+        let (m, n) = (self.dims.m, self.dims.n);
+        self.a.as_ref().map(|a| a.block(self.kept_row0, 0, m, n))
     }
 
     /// A device-side copy of the whole state (R, d, Q, options): benchmarks
@@ -152,6 +200,7 @@ impl<T: GpuScalar> GpuQr<T> {
                 q: self.q.as_ref().map(|q| dup_mat(&self.gpu, q)).transpose()?,
                 b: self.b.as_ref().map(|b| dup_mat(&self.gpu, b)).transpose()?,
                 a: self.a.as_ref().map(|a| dup_mat(&self.gpu, a)).transpose()?,
+                kept_row0: self.kept_row0,
                 rho: self.rho.clone(),
                 params: self.params,
                 rank_tol: self.rank_tol,
@@ -169,9 +218,9 @@ impl<T: GpuScalar> GpuQr<T> {
     /// [`Error::Poisoned`], [`Error::Driver`].
     pub fn to_cpu(&self) -> Result<crate::CpuQr<T>> {
         self.guarded(|| {
-            let data = match &self.b {
+            let data = match self.b_dev() {
                 Some(b) => Some(crate::state::cpu::KeptData {
-                    a: self.a.as_ref().map(|a| a.to_host(&self.gpu)).transpose()?,
+                    a: self.a_dev().map(|a| a.to_host(&self.gpu)).transpose()?,
                     b: b.to_host(&self.gpu)?,
                 }),
                 None => None,
@@ -209,6 +258,14 @@ impl<T: GpuScalar> GpuQr<T> {
                 got: staging.len(),
                 expected: need,
             });
+        }
+        if self
+            .a
+            .as_ref()
+            .is_some_and(|a| self.kept_row0 != 0 || a.nrows() != self.dims.m)
+        {
+            // kept data inside a window step's taller buffers: the plain download
+            return self.to_cpu();
         }
         self.guarded(|| {
             let r = self.r.download_pinned(&self.gpu, staging)?;
@@ -331,6 +388,7 @@ impl<T: GpuScalar> GpuQr<T> {
             q,
             b,
             a,
+            kept_row0: 0,
             rho: st.rho.clone(),
             params: st.params,
             rank_tol: st.rank_tol,

@@ -592,6 +592,40 @@ impl<'a, T> DevMatView<'a, T> {
     pub fn buf(&self) -> &CudaView<'a, T> {
         &self.buf
     }
+    /// The sub-block rows row0..row0+rows, columns col0..col0+cols of this view.
+    ///
+    /// # Panics
+    /// If the block does not fit.
+    pub fn block(&self, row0: usize, col0: usize, rows: usize, cols: usize) -> DevMatView<'_, T> {
+        assert!(
+            row0 + rows <= self.nrows && col0 + cols <= self.ncols,
+            "block {row0}+{rows} x {col0}+{cols} outside a {}x{} view",
+            self.nrows,
+            self.ncols
+        );
+        let off = (row0 + col0 * self.ld).min(self.buf.len());
+        let end = off + span(rows, cols, self.ld);
+        DevMatView {
+            buf: self.buf.slice(off..end),
+            nrows: rows,
+            ncols: cols,
+            ld: self.ld,
+        }
+    }
+    /// Downloads the block into a host matrix.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] (including an earlier asynchronous fault).
+    pub fn to_host(&self, gpu: &Gpu) -> Result<Mat<T>>
+    where
+        T: GpuScalar,
+    {
+        let mut own = DevMat::<T>::for_overwrite(gpu, self.nrows, self.ncols)?;
+        if self.nrows > 0 && self.ncols > 0 {
+            gpu.panel_copy(self, &mut own.view_mut())?;
+        }
+        own.to_host(gpu)
+    }
     /// The same block, borrowed for a shorter time.
     pub fn reborrow(&self) -> DevMatView<'_, T> {
         DevMatView {

@@ -136,27 +136,30 @@ impl<T: Scalar> Composite<T> for CpuQr<T> {
         let Some(a) = self.data.as_ref().and_then(|k| k.a.as_ref()) else {
             return Ok(None);
         };
+        // ‖Aᵀ(Az) − Rᵀ(Rz)‖/(‖R‖_F²‖z‖): a sample of ‖AᵀA − RᵀR‖/‖A‖², in f64
         let z = probe(n, sample);
-        let az2: f64 = (0..m)
-            .map(|i| {
-                let s: f64 = (0..n).map(|j| a[(i, j)].to_f64() * z[j]).sum();
-                s * s
+        let az: Vec<f64> = (0..m)
+            .map(|i| (0..n).map(|j| a[(i, j)].to_f64() * z[j]).sum())
+            .collect();
+        let rz: Vec<f64> = (0..n)
+            .map(|i| (i..n).map(|j| self.r[(i, j)].to_f64() * z[j]).sum())
+            .collect();
+        let diff2: f64 = (0..n)
+            .map(|j| {
+                let ata: f64 = (0..m).map(|i| a[(i, j)].to_f64() * az[i]).sum();
+                let rtr: f64 = (0..=j).map(|i| self.r[(i, j)].to_f64() * rz[i]).sum();
+                (ata - rtr).powi(2)
             })
             .sum();
-        let rz2: f64 = (0..n)
-            .map(|i| {
-                let s: f64 = (i..n).map(|j| self.r[(i, j)].to_f64() * z[j]).sum();
-                s * s
-            })
-            .sum();
-        let z2: f64 = z.iter().map(|x| x * x).sum();
+        let zn = z.iter().map(|x| x * x).sum::<f64>().sqrt();
         let r2 = self.r.norm_fro().powi(2);
         Ok(Some(if r2 > 0.0 {
-            (az2 - rz2).abs() / (r2 * z2)
+            diff2.sqrt() / (r2 * zn)
         } else {
             0.0
         }))
     }
+
     fn refresh(&mut self) -> Result<bool> {
         let Dims { m, n, policy, .. } = self.dims;
         let Some(q) = self.q.as_ref() else {

@@ -56,7 +56,14 @@ impl<T: GpuScalar> GpuQr<T> {
                 };
                 Ok((a, b))
             }
-            (None, Some(a), Some(b)) => Ok((a.dup(g)?, b.dup(g)?)),
+            (None, Some(_), Some(_)) => {
+                let (a, b) = self.kept_views().expect("kept");
+                let mut a2 = DevMat::<T>::for_overwrite(g, m, n)?;
+                let mut b2 = DevMat::<T>::for_overwrite(g, m, q)?;
+                g.panel_copy(&a, &mut a2.view_mut())?;
+                g.panel_copy(&b, &mut b2.view_mut())?;
+                Ok((a2, b2))
+            }
             _ => Err(crate::ops::needs_q_or_data(op)),
         }
     }
@@ -108,7 +115,9 @@ impl<T: GpuScalar> Composite<T> for GpuQr<T> {
                     &mut col.view_mut(),
                 )?;
             }
-            (None, Some(a)) => g.panel_copy(&a.block(0, j, m, 1), &mut col.view_mut())?,
+            (None, Some(a)) => {
+                g.panel_copy(&a.block(self.kept_row0, j, m, 1), &mut col.view_mut())?
+            }
             _ => return Err(crate::ops::needs_q_or_data("shift_col")),
         }
         Ok(col.to_host(g)?.col(0).to_vec())
@@ -182,38 +191,28 @@ impl<T: GpuScalar> Composite<T> for GpuQr<T> {
             }
             return Ok(Some((sum * k as f64 / cols.len() as f64).sqrt()));
         }
-        let Some(a) = self.a.as_ref() else {
+        let Some((a, _)) = self.kept_views() else {
             return Ok(None);
         };
+        // ‖Aᵀ(Az) − Rᵀ(Rz)‖/(‖R‖_F²‖z‖): a sample of ‖AᵀA − RᵀR‖/‖A‖² (two GEMVs over A)
         let z64 = probe(n, sample);
         let z: Vec<T> = z64.iter().map(|&x| T::from_f64(x)).collect();
         let zd = DevVec::from_slice(g, &z)?;
         let mut az = DevVec::<T>::zeros(g, m)?;
+        let mut s = DevVec::<T>::zeros(g, n)?;
         let mut rz = DevVec::<T>::zeros(g, n)?;
-        g.gemv(
-            Op::N,
-            T::ONE,
-            &a.view(),
-            &zd.view(),
-            T::ZERO,
-            &mut az.view_mut(),
-        )?;
-        g.gemv(
-            Op::N,
-            T::ONE,
-            &self.r.block(0, 0, n, n),
-            &zd.view(),
-            T::ZERO,
-            &mut rz.view_mut(),
-        )?;
-        let (az2, rz2) = (g.nrm2(&az.view())?.powi(2), g.nrm2(&rz.view())?.powi(2));
-        let r2 = g.nrm2(&self.r.buf().slice(..))?.powi(2);
-        let z2: f64 = z.iter().map(|x| x.to_f64().powi(2)).sum();
-        Ok(Some(if r2 > 0.0 {
-            (az2 - rz2).abs() / (r2 * z2)
-        } else {
-            0.0
-        }))
+        let rr = self.r.block(0, 0, n, n);
+        g.gemv(Op::N, T::ONE, &a, &zd.view(), T::ZERO, &mut az.view_mut())?;
+        g.gemv(Op::T, T::ONE, &a, &az.view(), T::ZERO, &mut s.view_mut())?;
+        g.gemv(Op::N, T::ONE, &rr, &zd.view(), T::ZERO, &mut rz.view_mut())?;
+        g.gemv(Op::T, -T::ONE, &rr, &rz.view(), T::ONE, &mut s.view_mut())?;
+        let diff = g.nrm2(&s.view())?;
+        let r2: f64 = crate::gpu::algo::thin::column_norms(g, &rr)?
+            .iter()
+            .map(|x| x * x)
+            .sum();
+        let zn = z.iter().map(|x| x.to_f64().powi(2)).sum::<f64>().sqrt();
+        Ok(Some(if r2 > 0.0 { diff / (r2 * zn) } else { 0.0 }))
     }
     fn refresh(&mut self) -> Result<bool> {
         let g = self.gpu.clone();

@@ -115,6 +115,7 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
         q,
         b,
         a,
+        kept_row0: 0,
         rho,
         params: UpdateParams {
             block_size: params.block_size,

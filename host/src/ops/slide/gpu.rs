@@ -1,5 +1,6 @@
-//! The GPU window step. States with Q compose the primitive updates; an R-only state with
-//! kept data takes the Gram-free block path of docs/algorithms.md#r-only-window-step.
+//! The GPU window step: the thin and R-only kinds in level-3 form
+//! (docs/algorithms.md#r-only-window-step, docs/algorithms.md#thin-window-step), the full kind
+//! and the rare cases those decline by the composed primitive updates.
 #![forbid(unsafe_code)]
 
 use super::{plan, Plan, OP};
@@ -28,7 +29,9 @@ pub(crate) fn run_gpu<T: GpuScalar>(
         let plan = plan(dims, rows, rhs, drop, st.params)?;
         if plan.drop_first(dims.n) {
             if dims.policy == QPolicy::Thin {
-                if run_gpu_thin(st, plan, rows, rhs)? {
+                if run_gpu_thin(st, plan, rows, rhs)?
+                    || run_gpu_thin_householder(st, plan, rows, rhs)?
+                {
                     return Ok(());
                 }
             } else {
@@ -36,11 +39,12 @@ pub(crate) fn run_gpu<T: GpuScalar>(
             }
         }
     }
+    st.settle_kept()?;
     super::run(st, rows, rhs, drop)
 }
 
-/// The thin window step in one pass over Q₁ (docs/algorithms.md#thin-window-step): the small
-/// side of the row deletion gives R′, d′ and M_d with Q₁′ = Q₁(rows k..m)·M_d; after the
+/// The thin window step where the one-Cholesky form declines (docs/algorithms.md#thin-window-step):
+/// one pass over Q₁ all the same. The small side of the row deletion gives R′, d′ and M_d with Q₁′ = Q₁(rows k..m)·M_d; after the
 /// scaling by √λ, one Householder QR [R′; A_n] = Q_s·R″ (`geqrf`, with Q_s ((n + p)×n) formed
 /// by `orgqr`) gives R″, d″ = Q_sᵀ[d′; e_n](0:n) and Q₁″ = [Q₁(k.., :)·(M_d·Q_s(0:n, :));
 /// Q_s(n:n+p, :)]: one GEMM over Q₁ instead of one for each half. Returns `false` (nothing
@@ -49,7 +53,7 @@ pub(crate) fn run_gpu<T: GpuScalar>(
 ///
 /// # Errors
 /// As [`super::run`]. On error the state is unchanged.
-fn run_gpu_thin<T: GpuScalar>(
+fn run_gpu_thin_householder<T: GpuScalar>(
     st: &mut GpuQr<T>,
     plan: Plan,
     rows: MatRef<'_, T>,
@@ -168,20 +172,26 @@ fn run_gpu_thin<T: GpuScalar>(
     Ok(true)
 }
 
-/// The R-only window step with kept data (docs/algorithms.md#r-only-window-step). With the
-/// leaving rows A_o (k×n, right-hand sides e_o) and the new rows A_n (p×n, e_n):
-/// W = A_o·R⁻¹ and V = A_n·R⁻¹ (TRSM). Where ‖V‖_F ≤ 1 (new rows that do not dominate a
-/// direction R resolves poorly), one Cholesky factor G of M = λ(I − WᵀW) + VᵀV gives
-/// R′ = G·R and d′ = G⁻ᵀ(λ(d − Wᵀe_o) + Vᵀe_n): one `potrf` and a few GEMMs and TRSMs on n×n
-/// data. Otherwise the rows leave by the same downdate with V = 0, and the new rows enter by
-/// one Householder QR of [R₁; A_n] (`geqrf`, `ormqr`). A pivot G_jj² ≤ √u refuses the step;
-/// the kept A and b then lose the oldest rows and take the new ones (one copy), and R′
-/// passes the rank test before anything is swapped in.
+/// The largest ‖V‖₂² the one-Cholesky step takes for the R-only kind: the TRSM that forms V
+/// perturbs the new rows by u‖V‖₂‖R‖ at most, 4u‖R‖ here.
+const MAX_V2_REDUCED: f64 = 16.0;
+/// The largest ‖V‖₂² the one-Cholesky step takes for the thin kind (Q₁′ loses orthogonality
+/// in proportion to the condition of M, at most 2(1 + ‖V‖₂²)/λ with the pivot floor below).
+const MAX_V2_THIN: f64 = 1.0;
+/// Power-iteration steps of the ‖V‖₂² estimate (a lower bound, taken with a margin of 1.25).
+const POWER_STEPS: usize = 10;
+
+/// The R-only window step with kept data (docs/algorithms.md#r-only-window-step): one
+/// Cholesky factor G of M = λ(I − WᵀW) + VᵀV (W = A_o·R⁻¹, V = A_n·R⁻¹) gives
+/// R′ = G·R and d′ = G⁻ᵀ(λ(d − Wᵀe_o) + Vᵀe_n), where ‖V‖₂ ≤ 4 (estimated); otherwise the
+/// rows leave by the same formulas with V = 0 and the new rows enter by one Householder QR
+/// of [R₁; A_n] (`geqrf`, `ormqr`). The kept A and b then lose the oldest rows and take the
+/// new ones (one copy), and R′ passes the rank test before anything is swapped in.
 ///
 /// # Errors
-/// [`Error::DowndateFailed`] (the rows left do not determine R, or a right-hand side of
-/// the leaving rows exceeds the residual), [`Error::RankDeficient`], device errors. On
-/// error the state is unchanged.
+/// [`Error::DowndateFailed`] (a pivot G_jj² ≤ √u·λ: the rows left do not determine R; or a
+/// right-hand side of the leaving rows exceeds the residual), [`Error::RankDeficient`],
+/// device errors. On error the state is unchanged.
 fn run_gpu_reduced<T: GpuScalar>(
     st: &mut GpuQr<T>,
     plan: Plan,
@@ -191,30 +201,35 @@ fn run_gpu_reduced<T: GpuScalar>(
     let Dims { n, q, .. } = st.dims;
     let Plan { m, p, drop, forget } = plan;
     let g = &*st.gpu.clone();
-    let (a, b) = st.kept_data().expect("checked by the caller");
+    let (a, b) = st.kept_views().expect("checked by the caller");
     let (an, en) = (
         DevMat::from_host_async(g, rows)?,
         DevMat::from_host_async(g, rhs)?,
     );
     let gram = Gram {
-        ao: a.block(0, 0, drop, n),
+        w: Leaving::Rows(a.block(0, 0, drop, n)),
         eo: b.block(0, 0, drop, q),
         an: an.view(),
         en: en.view(),
         forget,
+        thin: false,
     };
-    let (r2, d2, rho2) = match gram.step(g, st, true)? {
-        Some(x) => x,
+    let (r2, d2, rho2) = match gram.step(g, st, Some(MAX_V2_REDUCED))? {
+        Some(f) => (f.r, f.d, f.rho2),
         None => {
-            // the new rows dominate: downdate alone, then Householder QR of [R₁; A_n]
+            // the new rows weigh too much: downdate alone, then Householder QR of [R₁; A_n]
             let down = Gram {
-                ao: gram.ao.reborrow(),
-                eo: gram.eo.reborrow(),
+                w: Leaving::Rows(a.block(0, 0, drop, n)),
+                eo: b.block(0, 0, drop, q),
                 an: an.block(0, 0, 0, n),
                 en: en.block(0, 0, 0, q),
                 forget,
+                thin: false,
             };
-            let (r1, d1, mut rho2) = down.step(g, st, false)?.expect("no new rows");
+            let f = down
+                .step(g, st, None)?
+                .expect("without new rows nothing declines");
+            let (r1, d1, mut rho2) = (f.r, f.d, f.rho2);
             g.stage_mark("window: downdate");
             let mut stack = thin::stacked(g, &r1.view(), Some(&an.view()), p)?;
             let mut dstack = thin::stacked(g, &d1.view(), Some(&en.view()), p)?;
@@ -239,28 +254,8 @@ fn run_gpu_reduced<T: GpuScalar>(
     };
     g.stage_mark("window: R and d");
     crate::gpu::algo::givens_two_phase::check_rank(g, &r2, n, st.rank_tol)?;
-
-    // the kept data: rows drop..m, scaled, then the new rows
-    let m_new = m - drop + p;
-    let mut a2 = DevMat::<T>::for_overwrite(g, m_new, n)?;
-    let mut b2 = DevMat::<T>::for_overwrite(g, m_new, q)?;
-    for (src, dst, width) in [(a, &mut a2, n), (b, &mut b2, q)] {
-        if m > drop {
-            g.panel_copy(
-                &src.block(drop, 0, m - drop, width),
-                &mut dst.block_mut(0, 0, m - drop, width),
-            )?;
-        }
-    }
-    if forget < 1.0 {
-        let s = T::from_f64(forget.sqrt());
-        g.scal(s, &mut a2.buf_mut().slice_mut(..))?;
-        g.scal(s, &mut b2.buf_mut().slice_mut(..))?;
-    }
-    if p > 0 {
-        g.panel_copy(&an.view(), &mut a2.block_mut(m - drop, 0, p, n))?;
-        g.panel_copy(&en.view(), &mut b2.block_mut(m - drop, 0, p, q))?;
-    }
+    drop_views(a, b);
+    slide_kept(st, (&an, &en), drop, forget)?;
     g.stage_mark("window: kept data");
     st.r = r2;
     st.d = d2;
@@ -268,40 +263,224 @@ fn run_gpu_reduced<T: GpuScalar>(
         .into_iter()
         .map(|x| T::from_f64(x.max(0.0).sqrt()))
         .collect();
-    st.a = Some(a2);
-    st.b = Some(b2);
-    st.dims.m = m_new;
+    st.dims.m = m - drop + p;
     Ok(())
+}
+
+/// Ends the borrows of the kept data's views.
+fn drop_views<V>(_a: V, _b: V) {}
+
+/// Rows of room a window step leaves below the kept data when it must move them: a quarter of
+/// the window, at least eight steps' rows.
+fn kept_room(m: usize, p: usize) -> usize {
+    (m / 4).max(8 * p)
+}
+
+/// The kept A and b after a window step (docs/algorithms.md#r-only-window-step): the oldest
+/// `drop` rows leave by moving the first logical row, the new rows are written below the
+/// window where the buffers have room, and the rows are scaled by √λ in place; where there is
+/// no room, the window moves to new buffers with [`kept_room`] rows to spare (one copy,
+/// amortised over the steps that room lasts). Call only once the step cannot fail otherwise.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], device errors (a fault there poisons the state: the caller's
+/// guard).
+fn slide_kept<T: GpuScalar>(
+    st: &mut GpuQr<T>,
+    (an, en): (&DevMat<T>, &DevMat<T>),
+    drop: usize,
+    forget: f64,
+) -> Result<()> {
+    let g = st.gpu.clone();
+    let (m, n, q) = (st.dims.m, st.dims.n, st.dims.q);
+    let p = an.nrows();
+    let m_new = m - drop + p;
+    let cap = st.a.as_ref().map_or(0, DevMat::nrows);
+    let start = st.kept_row0 + drop;
+    if start + m_new > cap {
+        let room = kept_room(m_new, p);
+        let (av, bv) = st.kept_views().expect("an R-only state keeps A with b");
+        let mut a2 = DevMat::<T>::for_overwrite(&g, m_new + room, n)?;
+        let mut b2 = DevMat::<T>::for_overwrite(&g, m_new + room, q)?;
+        if m > drop {
+            g.panel_copy(
+                &av.block(drop, 0, m - drop, n),
+                &mut a2.block_mut(0, 0, m - drop, n),
+            )?;
+            g.panel_copy(
+                &bv.block(drop, 0, m - drop, q),
+                &mut b2.block_mut(0, 0, m - drop, q),
+            )?;
+        }
+        st.a = Some(a2);
+        st.b = Some(b2);
+        st.kept_row0 = 0;
+    } else {
+        st.kept_row0 = start;
+    }
+    let r0 = st.kept_row0;
+    let (a, b) = (st.a.as_mut().expect("kept"), st.b.as_mut().expect("kept"));
+    if forget < 1.0 {
+        // every row of the buffers, live or not: the live ones are the window's
+        let s = T::from_f64(forget.sqrt());
+        g.scal(s, &mut a.buf_mut().slice_mut(..))?;
+        g.scal(s, &mut b.buf_mut().slice_mut(..))?;
+    }
+    if p > 0 {
+        g.panel_copy(&an.view(), &mut a.block_mut(r0 + m - drop, 0, p, n))?;
+        g.panel_copy(&en.view(), &mut b.block_mut(r0 + m - drop, 0, p, q))?;
+    }
+    Ok(())
+}
+
+/// The thin window step in one Cholesky factor (docs/algorithms.md#thin-window-step): with
+/// W = Q₁(0:k, :) and V = A_n·R⁻¹, GᵀG = M = λ(I − WᵀW) + VᵀV gives R′ = G·R,
+/// d′ = G⁻ᵀ(λ(d − Wᵀe_o) + Vᵀe_n) and Q₁′ = [√λ·Q₁(k:m, :)·G⁻¹; V·G⁻¹] (TRSM over Q₁: half the
+/// flops of a GEMM). Returns `false` (nothing changed) where M is not comfortably positive
+/// definite (a pivot G_jj² < λ/2: a leaving row of high leverage) or ‖V‖₂ > 1 (estimated):
+/// the Householder form runs then.
+///
+/// # Errors
+/// [`Error::RankDeficient`], device errors. On error the state is unchanged.
+fn run_gpu_thin<T: GpuScalar>(
+    st: &mut GpuQr<T>,
+    plan: Plan,
+    rows: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+) -> Result<bool> {
+    let Dims { n, q, .. } = st.dims;
+    let Plan { m, p, drop, forget } = plan;
+    let g = &*st.gpu.clone();
+    let q1 = st.q.as_ref().expect("a thin state holds Q₁");
+    let b = st.kept_b();
+    let (an, en) = (
+        DevMat::from_host_async(g, rows)?,
+        DevMat::from_host_async(g, rhs)?,
+    );
+    let gram = Gram {
+        w: Leaving::QRows(q1.block(0, 0, drop, n)),
+        eo: b.block(0, 0, drop, q),
+        an: an.view(),
+        en: en.view(),
+        forget,
+        thin: true,
+    };
+    let Some(f) = gram.step(g, st, Some(MAX_V2_THIN))? else {
+        return Ok(false);
+    };
+    crate::gpu::algo::givens_two_phase::check_rank(g, &f.r, n, st.rank_tol)?;
+    g.stage_mark("window: small side");
+    // Q₁′ = [√λ·Q₁(k:m)·G⁻¹; V·G⁻¹]
+    let m_new = m - drop + p;
+    let mut qn = DevMat::<T>::for_overwrite(g, m_new, n)?;
+    let kept = m - drop;
+    g.panel_copy(
+        &q1.block(drop, 0, kept, n),
+        &mut qn.block_mut(0, 0, kept, n),
+    )?;
+    if p > 0 {
+        g.panel_copy(&f.v.view(), &mut qn.block_mut(kept, 0, p, n))?;
+    }
+    for (r0, len, alpha) in [(0, kept, T::from_f64(forget.sqrt())), (kept, p, T::ONE)] {
+        if len > 0 {
+            g.trsm(
+                Side::Right,
+                Uplo::Upper,
+                Op::N,
+                Diag::NonUnit,
+                alpha,
+                &f.g.view(),
+                &mut qn.block_mut(r0, 0, len, n),
+            )?;
+        }
+    }
+    let bn = slid_rows(g, b, &en, drop, forget)?;
+    g.stage_mark("window: Q1' = Q1·G⁻¹");
+    st.r = f.r;
+    st.d = f.d;
+    st.q = Some(qn);
+    st.b = Some(bn);
+    st.dims.m = m_new;
+    Ok(true)
+}
+
+/// `src` after a window step: its rows `drop`.. scaled by √λ, then the rows of `new`, in a new
+/// buffer (one copy).
+///
+/// # Errors
+/// [`Error::OutOfMemory`], device errors.
+fn slid_rows<T: GpuScalar>(
+    g: &Gpu,
+    src: &DevMat<T>,
+    new: &DevMat<T>,
+    drop: usize,
+    forget: f64,
+) -> Result<DevMat<T>> {
+    let (m, width, p) = (src.nrows(), src.ncols(), new.nrows());
+    let mut dst = DevMat::<T>::for_overwrite(g, m - drop + p, width)?;
+    if m > drop {
+        g.panel_copy(
+            &src.block(drop, 0, m - drop, width),
+            &mut dst.block_mut(0, 0, m - drop, width),
+        )?;
+        if forget < 1.0 {
+            // the new rows are not written yet: scaling the whole buffer is safe
+            g.scal(T::from_f64(forget.sqrt()), &mut dst.buf_mut().slice_mut(..))?;
+        }
+    }
+    if p > 0 {
+        g.panel_copy(&new.view(), &mut dst.block_mut(m - drop, 0, p, width))?;
+    }
+    Ok(dst)
+}
+
+/// Where the leaving rows' W = A_o·R⁻¹ comes from.
+enum Leaving<'a, T> {
+    /// The rows A_o themselves: W by TRSM.
+    Rows(crate::gpu::runtime::DevMatView<'a, T>),
+    /// W directly: the leaving rows of Q₁.
+    QRows(crate::gpu::runtime::DevMatView<'a, T>),
 }
 
 /// The rows that leave and enter in one window step, and the forgetting factor.
 struct Gram<'a, T> {
-    ao: crate::gpu::runtime::DevMatView<'a, T>,
+    w: Leaving<'a, T>,
     eo: crate::gpu::runtime::DevMatView<'a, T>,
     an: crate::gpu::runtime::DevMatView<'a, T>,
     en: crate::gpu::runtime::DevMatView<'a, T>,
     forget: f64,
+    /// The thin kind declines (instead of refusing) where M is not comfortably definite.
+    thin: bool,
+}
+
+/// What one Cholesky factor of the window's Gram matrix gives.
+struct Factored<T> {
+    /// G (n×n upper, GᵀG = M).
+    g: DevMat<T>,
+    /// V = A_n·R⁻¹ (p×n).
+    v: DevMat<T>,
+    /// R′ = G·R.
+    r: DevMat<T>,
+    /// d′.
+    d: DevMat<T>,
+    /// The new squared residual norms (R-only kind; empty for the thin kind).
+    rho2: Vec<f64>,
 }
 
 impl<T: GpuScalar> Gram<'_, T> {
-    /// R′ and d′ (new buffers) and the new squared residual norms from the Cholesky factor
-    /// G of M = λ(I − WᵀW) + VᵀV (see [`run_gpu_reduced`]); `None` when `guard` is set and
-    /// ‖V‖_F > 1.
+    /// The Cholesky factor G of M = λ(I − WᵀW) + VᵀV and what follows from it (see
+    /// [`run_gpu_reduced`], [`run_gpu_thin`]); `None` (declined) when `max_v2` is given and
+    /// the estimate of ‖V‖₂² exceeds it, or, for the thin kind, when M is not comfortably
+    /// positive definite.
     ///
     /// # Errors
-    /// [`Error::DowndateFailed`], device errors.
-    #[allow(clippy::type_complexity)]
-    fn step(
-        &self,
-        g: &Gpu,
-        st: &GpuQr<T>,
-        guard: bool,
-    ) -> Result<Option<(DevMat<T>, DevMat<T>, Vec<f64>)>> {
+    /// [`Error::DowndateFailed`] (R-only kind), device errors.
+    fn step(&self, g: &Gpu, st: &GpuQr<T>, max_v2: Option<f64>) -> Result<Option<Factored<T>>> {
         let Dims { n, q, .. } = st.dims;
-        let (k, p, lam) = (self.ao.nrows(), self.an.nrows(), self.forget);
+        let (p, lam) = (self.an.nrows(), self.forget);
         let u = T::UNIT_ROUNDOFF;
         let solve = |x: &crate::gpu::runtime::DevMatView<'_, T>| -> Result<DevMat<T>> {
-            let mut w = DevMat::<T>::for_overwrite(g, x.nrows(), n)?;
+            let mut w = DevMat::<T>::zeros(g, x.nrows(), n)?;
             if x.nrows() > 0 {
                 g.panel_copy(x, &mut w.view_mut())?;
                 g.trsm(
@@ -317,17 +496,42 @@ impl<T: GpuScalar> Gram<'_, T> {
             Ok(w)
         };
         let v = solve(&self.an)?;
-        let v_fro2 = if p > 0 {
-            g.nrm2(&v.buf().slice(..))?.powi(2)
+        // VᵀV, and ‖V‖₂² by power iteration where it decides
+        let mut vtv = DevMat::<T>::zeros(g, n, n)?;
+        if p > 0 {
+            g.gemm(
+                Op::T,
+                Op::N,
+                T::ONE,
+                &v.view(),
+                &v.view(),
+                T::ZERO,
+                &mut vtv.view_mut(),
+            )?;
+            if let Some(limit) = max_v2 {
+                if 1.25 * largest_eigenvalue(g, &vtv)? > limit {
+                    return Ok(None);
+                }
+            }
+        }
+        let w = match &self.w {
+            Leaving::Rows(ao) => solve(ao)?,
+            Leaving::QRows(w) => {
+                let mut own = DevMat::<T>::zeros(g, w.nrows(), n)?;
+                if w.nrows() > 0 {
+                    g.panel_copy(w, &mut own.view_mut())?;
+                }
+                own
+            }
+        };
+        let k = w.nrows();
+        let w_fro2 = if k > 0 {
+            g.nrm2(&w.buf().slice(..))?.powi(2)
         } else {
             0.0
         };
-        if guard && v_fro2 > 1.0 {
-            return Ok(None);
-        }
-        let w = solve(&self.ao)?;
-        let w_fro2 = if k > 0 {
-            g.nrm2(&w.buf().slice(..))?.powi(2)
+        let v_fro2 = if p > 0 {
+            g.nrm2(&v.buf().slice(..))?.powi(2)
         } else {
             0.0
         };
@@ -349,42 +553,37 @@ impl<T: GpuScalar> Gram<'_, T> {
             )?;
         }
         if p > 0 {
-            g.gemm(
-                Op::T,
-                Op::N,
-                T::ONE,
-                &v.view(),
-                &v.view(),
-                T::ONE,
-                &mut c.view_mut(),
-            )?;
+            g.axpy(T::ONE, &vtv.buf().slice(..), &mut c.buf_mut().slice_mut(..))?;
         }
+        drop(vtv);
         let bad = g.potrf_upper(&mut c.view_mut())?;
         if bad != 0 {
+            if self.thin {
+                return Ok(None);
+            }
             return Err(Error::DowndateFailed {
                 op: OP,
                 row: 0,
                 why: format!(
-                    "the rows left do not determine R (the window's Gram factor is not positive definite at order {bad})"
+                    "the rows left do not determine R (the window's Gram matrix is not positive definite at order {bad})"
                 ),
             });
         }
         let gm = g.two_phase_copy_new(&c.view(), 0..0, true)?;
         drop(c);
-        // a pivot G_jj² ≤ √u·λ: the rows left determine R too poorly (the test of the
-        // one-row downdate, docs/algorithms.md#updates-without-q), through the rank test's
-        // |G_jj| ≤ tol·‖G‖_F with ‖G‖_F² = trace M = λ(n − ‖W‖_F²) + ‖V‖_F²
+        // pivots G_jj² against a floor through the rank test's |G_jj| ≤ tol·‖G‖_F, with
+        // ‖G‖_F² = trace M = λ(n − ‖W‖_F²) + ‖V‖_F²: √u·λ refuses (the test of the one-row
+        // downdate, docs/algorithms.md#updates-without-q); the thin kind declines below λ/2
         let g_fro = (lam * (n as f64 - w_fro2) + v_fro2)
             .max(f64::MIN_POSITIVE)
             .sqrt();
+        let floor = if self.thin { lam / 2.0 } else { u.sqrt() * lam };
         if let Err(Error::RankDeficient { column, r_jj, .. }) =
-            crate::gpu::algo::householder::check_rank_dev(
-                g,
-                &gm,
-                n,
-                (u.sqrt() * lam).sqrt() / g_fro,
-            )
+            crate::gpu::algo::householder::check_rank_dev(g, &gm, n, floor.sqrt() / g_fro)
         {
+            if self.thin {
+                return Ok(None);
+            }
             return Err(Error::DowndateFailed {
                 op: OP,
                 row: 0,
@@ -440,28 +639,74 @@ impl<T: GpuScalar> Gram<'_, T> {
             T::ZERO,
             &mut r1.view_mut(),
         )?;
-        // ρ′² = λ(ρ² + ‖d‖² − ‖e_o‖²) + ‖e_n‖² − ‖d′‖², refused below −slack
-        let (dn, eon, enn, d1n) = (
-            thin::column_norms(g, &st.d.view())?,
-            thin::column_norms(g, &self.eo)?,
-            thin::column_norms(g, &self.en)?,
-            thin::column_norms(g, &h.view())?,
-        );
-        let mut rho2 = Vec::with_capacity(q);
-        for j in 0..q {
-            let r0 = st.rho[j].to_f64();
-            let old = r0 * r0 + dn[j] * dn[j];
-            let x = lam * (old - eon[j] * eon[j]) + enn[j] * enn[j] - d1n[j] * d1n[j];
-            let slack = 100.0 * (n + k + p) as f64 * u * (old + eon[j] * eon[j] + enn[j] * enn[j]);
-            if x < -slack {
-                return Err(Error::DowndateFailed {
-                    op: OP,
-                    row: 0,
-                    why: format!("right-hand side {j} of the rows exceeds the residual they leave"),
-                });
+        let mut rho2 = Vec::new();
+        if !self.thin {
+            // ρ′² = λ(ρ² + ‖d‖² − ‖e_o‖²) + ‖e_n‖² − ‖d′‖², refused below −slack
+            let (dn, eon, enn, d1n) = (
+                thin::column_norms(g, &st.d.view())?,
+                thin::column_norms(g, &self.eo)?,
+                thin::column_norms(g, &self.en)?,
+                thin::column_norms(g, &h.view())?,
+            );
+            for j in 0..q {
+                let r0 = st.rho[j].to_f64();
+                let old = r0 * r0 + dn[j] * dn[j];
+                let x = lam * (old - eon[j] * eon[j]) + enn[j] * enn[j] - d1n[j] * d1n[j];
+                let slack =
+                    100.0 * (n + k + p) as f64 * u * (old + eon[j] * eon[j] + enn[j] * enn[j]);
+                if x < -slack {
+                    return Err(Error::DowndateFailed {
+                        op: OP,
+                        row: 0,
+                        why: format!(
+                            "right-hand side {j} of the rows exceeds the residual they leave"
+                        ),
+                    });
+                }
+                rho2.push(x.max(0.0));
             }
-            rho2.push(x.max(0.0));
         }
-        Ok(Some((r1, h, rho2)))
+        Ok(Some(Factored {
+            g: gm,
+            v,
+            r: r1,
+            d: h,
+            rho2,
+        }))
     }
+}
+
+/// An estimate of the largest eigenvalue of the symmetric positive semidefinite n×n `s`:
+/// [`POWER_STEPS`] steps of power iteration from a fixed positive vector (a lower bound).
+///
+/// # Errors
+/// Device errors.
+fn largest_eigenvalue<T: GpuScalar>(g: &Gpu, s: &DevMat<T>) -> Result<f64> {
+    let n = s.nrows();
+    let start: Vec<T> = (0..n)
+        .map(|i| T::from_f64((1.0 + (i % 7) as f64) / (n as f64).sqrt()))
+        .collect();
+    let mut x = DevVec::from_slice(g, &start)?;
+    let mut y = DevVec::<T>::zeros(g, n)?;
+    let mut nu = 0.0;
+    for _ in 0..POWER_STEPS {
+        let xn = g.nrm2(&x.view())?;
+        if xn == 0.0 {
+            return Ok(0.0);
+        }
+        g.gemv(
+            Op::N,
+            T::from_f64(1.0 / xn),
+            &s.view(),
+            &x.view(),
+            T::ZERO,
+            &mut y.view_mut(),
+        )?;
+        nu = g.nrm2(&y.view())?;
+        if nu == 0.0 {
+            return Ok(0.0);
+        }
+        core::mem::swap(&mut x, &mut y);
+    }
+    Ok(nu)
 }
