@@ -23,7 +23,7 @@ cuqr bench window: one window step (P rows in, the oldest P out) of a tall
 least-squares state against cuSOLVER refactorising the window after the step.
 
 Usage: cuqr bench window [--shapes WxN,...] [--steps P,...] [--kinds none,thin]
-                         [--precision f64|f32|both] [--reps R] [--quick]
+                         [--precision f64|f32|both] [--reps R] [--stages] [--quick]
 
   --shapes   windows W x N (default 1000000x256,4000000x64,200000x2048)
   --steps    rows in and out per step (default 1000,16)
@@ -31,6 +31,7 @@ Usage: cuqr bench window [--shapes WxN,...] [--steps P,...] [--kinds none,thin]
              thin: Q1 (W x N), R and b (default both)
   --precision f64, f32 or both (default both)
   --reps     timed runs per point (default 5; the median is reported)
+  --stages   also one step split into its stages (CUDA events), after each row
   --quick    one small shape (200000x64) in f64
 
 cuqr: the step alone (the new rows uploaded from host memory inside the timing)
@@ -48,7 +49,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let o = BenchOpts::parse(
         CMD,
         args,
-        &["quick"],
+        &["quick", "stages"],
         &["shapes", "steps", "kinds", "precision", "reps"],
     )?;
     let quick = o.flag("quick");
@@ -86,6 +87,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
         }
     };
     let reps = o.reps()?;
+    let stages = o.flag("stages");
     let gpu = Arc::new(Gpu::new(0).map_err(|e| format!("{CMD} needs a GPU: {e}"))?);
     print_dated_run_header(&gpu, CMD, args)?;
     println!("| precision | window | kind | P | step ms | cuSOLVER ms | × | bar |");
@@ -93,9 +95,9 @@ pub fn run(args: &[String]) -> CliResult<()> {
     for prec in precs {
         for &(w, n) in &shapes {
             let res = if prec == "f64" {
-                bench_shape::<f64>(&gpu, w, n, &steps, &kinds, reps, prec)
+                bench_shape::<f64>(&gpu, (w, n), &steps, &kinds, (reps, stages), prec)
             } else {
-                bench_shape::<f32>(&gpu, w, n, &steps, &kinds, reps, prec)
+                bench_shape::<f32>(&gpu, (w, n), &steps, &kinds, (reps, stages), prec)
             };
             if let Err(e) = res {
                 println!("| {prec} | {w}×{n} | – | – | n/a ({e}) | | | |");
@@ -112,11 +114,10 @@ fn parse_list<X>(s: &str, f: impl Fn(&str) -> Option<X>) -> Option<Vec<X>> {
 /// Every (kind, P) point of one window shape.
 fn bench_shape<T: GpuScalar>(
     gpu: &Arc<Gpu>,
-    w: usize,
-    n: usize,
+    (w, n): (usize, usize),
     steps: &[usize],
     kinds: &[QPolicy],
-    reps: usize,
+    (reps, stages): (usize, bool),
     prec: &str,
 ) -> Result<(), String> {
     let elem = std::mem::size_of::<T>() as f64;
@@ -152,6 +153,7 @@ fn bench_shape<T: GpuScalar>(
         let (a2, b2) = after().map_err(|e| e.to_string())?;
         for &kind in kinds {
             let thin = kind == QPolicy::Thin;
+            let stage_line = std::cell::RefCell::new(None::<String>);
             let base = time_cusolver(gpu, &a2, &b2, thin, reps).map_err(|e| e.to_string());
             let params = FactorParams {
                 keep_data: kind == QPolicy::None,
@@ -168,6 +170,25 @@ fn bench_shape<T: GpuScalar>(
                 // steady state: one untimed step first (an R-only state's kept rows then
                 // have room below them)
                 st.slide(rows.as_ref(), rhs.as_ref(), p)?;
+                if stages {
+                    let mut s = st.try_clone()?;
+                    gpu.synchronize()?;
+                    gpu.stage_marks_begin()?;
+                    let r = s.slide(rows.as_ref(), rhs.as_ref(), p);
+                    gpu.stage_mark("rest");
+                    let marks = gpu.stage_marks_end()?;
+                    r?;
+                    let mut sum: Vec<(&str, f64)> = Vec::new();
+                    for (name, ms) in marks {
+                        match sum.iter_mut().find(|x| x.0 == name) {
+                            Some(x) => x.1 += ms,
+                            None => sum.push((name, ms)),
+                        }
+                    }
+                    let line: Vec<String> =
+                        sum.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+                    *stage_line.borrow_mut() = Some(line.join(", "));
+                }
                 time_keeping_last(
                     gpu,
                     reps,
@@ -181,6 +202,7 @@ fn bench_shape<T: GpuScalar>(
             .map(|(ms, _)| ms)
             .map_err(|e| e.to_string());
             let name = if thin { "thin" } else { "R-only" };
+            let stage_note = stage_line.borrow_mut().take();
             let cell = |c: &Result<f64, String>| match c {
                 Ok(x) => format!("{x:.2}"),
                 Err(e) => format!("n/a ({e})"),
@@ -205,6 +227,9 @@ fn bench_shape<T: GpuScalar>(
                 cell(&base),
                 ratio.map_or("–".into(), |r| format!("{r:.1}"))
             );
+            if let Some(line) = stage_note {
+                println!("|  |  | stages (ms) | {p} | {line} | | | |");
+            }
         }
     }
     Ok(())
