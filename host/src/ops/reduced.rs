@@ -12,6 +12,7 @@ use crate::base::scalar::Scalar;
 use crate::cpu::householder::nrm2;
 use crate::cpu::rfactor::{self, DowndateFailure};
 use crate::cpu::thin::{self, ThinFailure};
+use crate::cpu::{reference, thin_blocked, wy};
 use crate::state::cpu::{CpuQr, KeptData};
 
 /// The kept data or [`Error::NeedsData`].
@@ -125,8 +126,12 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
             let data = kept(st, OP)?;
             let mut q1 = st.q.clone().expect("a thin state holds Q₁");
             let tol = dependence_tol::<T>();
-            thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
-                .map_err(|e| thin_error(OP, k0, e, tol))?;
+            if reference::active() {
+                thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
+            } else {
+                thin_blocked::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
+            }
+            .map_err(|e| thin_error(OP, k0, e, tol))?;
             check_rank_of(&r, n + p, st.rank_tol)?;
             let a = data.a.as_ref().map(|a| insert_columns(a, k0, &u));
             st.q = Some(q1);
@@ -188,13 +193,14 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
     let mut rho = st.rho.clone();
     let mut q1 = st.q.clone();
     match st.dims.policy {
-        QPolicy::Thin => thin::delete_cols(
-            q1.as_mut().expect("a thin state holds Q₁"),
-            &mut r,
-            &mut d,
-            k0,
-            p,
-        ),
+        QPolicy::Thin => {
+            let q1 = q1.as_mut().expect("a thin state holds Q₁");
+            if reference::active() {
+                thin::delete_cols(q1, &mut r, &mut d, k0, p)
+            } else {
+                thin_blocked::delete_cols(q1, &mut r, &mut d, k0, p)
+            }
+        }
         QPolicy::None => rfactor::delete_cols(&mut r, &mut d, &mut rho, k0, p),
         QPolicy::Full => unreachable!("the full kind has its own path"),
     }
@@ -228,15 +234,16 @@ pub(crate) fn insert_rows<T: Scalar>(
     let mut q1 = st.q.clone();
     let mut b = st.data.as_ref().map(|k| k.b.clone());
     match st.dims.policy {
-        QPolicy::Thin => thin::insert_rows(
-            q1.as_mut().expect("a thin state holds Q₁"),
-            &mut r,
-            &mut d,
-            b.as_mut().expect("a thin state keeps b"),
-            k0,
-            &u,
-            &e,
-        ),
+        QPolicy::Thin => {
+            let q1 = q1.as_mut().expect("a thin state holds Q₁");
+            let b = b.as_mut().expect("a thin state keeps b");
+            if reference::active() {
+                thin::insert_rows(q1, &mut r, &mut d, b, k0, &u, &e)
+            } else {
+                let nb = wy::resolve_block_size("insert_rows", st.params.block_size, n)?;
+                thin_blocked::insert_rows(q1, &mut r, &mut d, b, k0, &u, &e, nb)
+            }
+        }
         QPolicy::None => {
             rfactor::add_rows(&mut r, &mut d, &mut rho, &mut u.clone(), &mut e.clone());
             if let Some(b) = b.as_mut() {
@@ -299,15 +306,13 @@ pub(crate) fn delete_rows<T: Scalar>(
     match st.dims.policy {
         QPolicy::Thin => {
             let tol = completion_tol::<T>();
-            thin::delete_rows(
-                q1.as_mut().expect("a thin state holds Q₁"),
-                &mut r,
-                &mut d,
-                b.as_mut().expect("a thin state keeps b"),
-                k0,
-                p,
-                tol,
-            )
+            let q1 = q1.as_mut().expect("a thin state holds Q₁");
+            let b = b.as_mut().expect("a thin state keeps b");
+            if reference::active() {
+                thin::delete_rows(q1, &mut r, &mut d, b, k0, p, tol)
+            } else {
+                thin_blocked::delete_rows(q1, &mut r, &mut d, b, k0, p, tol)
+            }
             .map_err(|e| thin_error(OP, k0, e, tol))?;
         }
         QPolicy::None => {
@@ -376,7 +381,11 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
         QPolicy::Thin => {
             let mut q1 = st.q.clone().expect("a thin state holds Q₁");
             let b = &kept(st, OP)?.b;
-            thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
+            if reference::active() {
+                thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
+            } else {
+                thin_blocked::rank_one(&mut q1, &mut r, &mut d, b, u, v);
+            }
             check_rank_of(&r, n, st.rank_tol)?;
             st.q = Some(q1);
         }
