@@ -36,3 +36,37 @@ pub fn product<T: Scalar>(lhs: MatRef<'_, T>, rhs: MatRef<'_, T>) -> Mat<T> {
     gemm_set(view_mut(&mut out), lhs, rhs, T::ONE);
     out
 }
+
+/// [`crate::cpu::wy::larfb_left`] on faer products: rows r0..r0+ℓ and columns `cols` of `c` take
+/// C −= V·op(T)·(VᵀC), V explicit (ℓ×k, unit lower trapezoidal).
+pub fn larfb_left<T: Scalar>(
+    v: &Mat<T>,
+    t: &Mat<T>,
+    trans: bool,
+    c: &mut Mat<T>,
+    r0: usize,
+    cols: core::ops::Range<usize>,
+) {
+    let (l, k) = (v.nrows(), v.ncols());
+    if cols.is_empty() || k == 0 {
+        return;
+    }
+    let mut cv = view_mut(c).submatrix_mut(r0, cols.start, l, cols.len());
+    let w = product(view(v).transpose(), cv.as_ref());
+    let tv = if trans { view(t).transpose() } else { view(t) };
+    let tw = product(tv, view(&w));
+    gemm_add(cv.as_mut(), view(v), view(&tw), -T::ONE);
+}
+
+/// [`crate::cpu::wy::larfb_right`] on faer products: columns c0..c0+ℓ of `c` take C −= ((C V) T) Vᵀ.
+pub fn larfb_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
+    let (l, k) = (v.nrows(), v.ncols());
+    if k == 0 || c.nrows() == 0 {
+        return;
+    }
+    let rows = c.nrows();
+    let mut cv = view_mut(c).submatrix_mut(0, c0, rows, l);
+    let w = product(cv.as_ref(), view(v));
+    let wt = product(view(&w), view(t));
+    gemm_add(cv.as_mut(), view(&wt), view(v).transpose(), -T::ONE);
+}

@@ -34,14 +34,24 @@ enum Step<T> {
 pub struct ColumnTransforms<T> {
     steps: Vec<Step<T>>,
     tails: Vec<T>,
+    /// Column indices are recorded relative to this one: [`ColumnTransforms::apply`]
+    /// then takes the columns from here on.
+    first: usize,
 }
 
 impl<T: Scalar> ColumnTransforms<T> {
     /// An empty sequence.
     pub fn new() -> Self {
+        Self::from_column(0)
+    }
+
+    /// An empty sequence that touches no column before `first`: indices are recorded
+    /// relative to it and [`ColumnTransforms::apply`] is given the columns from `first` on.
+    pub fn from_column(first: usize) -> Self {
         Self {
             steps: Vec::new(),
             tails: Vec::new(),
+            first,
         }
     }
 
@@ -50,9 +60,10 @@ impl<T: Scalar> ColumnTransforms<T> {
         if s == T::ZERO && c == T::ONE {
             return;
         }
+        debug_assert!(a >= self.first && b >= self.first);
         self.steps.push(Step::Rotate {
-            a: a as u32,
-            b: b as u32,
+            a: (a - self.first) as u32,
+            b: (b - self.first) as u32,
             c,
             s,
         });
@@ -66,9 +77,10 @@ impl<T: Scalar> ColumnTransforms<T> {
         }
         let at = self.tails.len();
         self.tails.extend_from_slice(v_tail);
+        debug_assert!(head >= self.first && tail0 >= self.first);
         self.steps.push(Step::Reflect {
-            head: head as u32,
-            tail0: tail0 as u32,
+            head: (head - self.first) as u32,
+            tail0: (tail0 - self.first) as u32,
             at,
             len: v_tail.len() as u32,
             tau,

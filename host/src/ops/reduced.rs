@@ -65,10 +65,31 @@ fn rebuild<T: Scalar>(m: usize, n: usize, f: impl FnMut(usize, usize) -> T) -> M
     Mat::from_fn(m, n, f)
 }
 
+/// a·b: faer's product, or the plain loop inside [`reference::run`].
+fn mul<T: Scalar>(a: &Mat<T>, b: &Mat<T>) -> Mat<T> {
+    if reference::active() {
+        a.matmul(b)
+    } else {
+        crate::cpu::dense::product(crate::cpu::dense::view(a), crate::cpu::dense::view(b))
+    }
+}
+
+/// aᵀ·b: faer's product, or the plain loop inside [`reference::run`].
+fn mul_t<T: Scalar>(a: &Mat<T>, b: &Mat<T>) -> Mat<T> {
+    if reference::active() {
+        a.transpose().matmul(b)
+    } else {
+        crate::cpu::dense::product(
+            crate::cpu::dense::view(a).transpose(),
+            crate::cpu::dense::view(b),
+        )
+    }
+}
+
 /// x = R⁻¹d and the residual b − A x of the kept data.
 fn residual_of<T: Scalar>(a: &Mat<T>, b: &Mat<T>, r: &Mat<T>, d: &Mat<T>) -> Mat<T> {
     let x = rfactor::solve_upper(r, d);
-    let ax = a.matmul(&x);
+    let ax = mul(a, &x);
     Mat::from_fn(b.nrows(), b.ncols(), |i, k| b[(i, k)] - ax[(i, k)])
 }
 
@@ -81,12 +102,11 @@ fn col_norms<T: Scalar>(res: &Mat<T>) -> Vec<T> {
 /// c = R⁻ᵀ(AᵀU) with one step of refinement from the residual (corrected semi-normal
 /// equations, docs/algorithms.md#updates-without-q).
 fn csne_project<T: Scalar>(a: &Mat<T>, r: &Mat<T>, u: &Mat<T>) -> (Mat<T>, Mat<T>) {
-    let at = a.transpose();
-    let mut c = rfactor::solve_upper_transpose(r, &at.matmul(u));
-    let az = a.matmul(&rfactor::solve_upper(r, &c));
+    let mut c = rfactor::solve_upper_transpose(r, &mul_t(a, u));
+    let az = mul(a, &rfactor::solve_upper(r, &c));
     let mut z = Mat::from_fn(u.nrows(), u.ncols(), |i, j| u[(i, j)] - az[(i, j)]);
-    let c2 = rfactor::solve_upper_transpose(r, &at.matmul(&z));
-    let az2 = a.matmul(&rfactor::solve_upper(r, &c2));
+    let c2 = rfactor::solve_upper_transpose(r, &mul_t(a, &z));
+    let az2 = mul(a, &rfactor::solve_upper(r, &c2));
     for j in 0..u.ncols() {
         for i in 0..u.nrows() {
             z[(i, j)] -= az2[(i, j)];
@@ -124,12 +144,13 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
     match st.dims.policy {
         QPolicy::Thin => {
             let data = kept(st, OP)?;
-            let mut q1 = st.q.clone().expect("a thin state holds Q₁");
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
             let tol = dependence_tol::<T>();
-            if reference::active() {
-                thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
+            let q1 = if reference::active() {
+                let mut q1 = old.clone();
+                thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol).map(|()| q1)
             } else {
-                thin_blocked::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
+                thin_blocked::insert_cols(old, &mut r, &mut d, &data.b, k0, &u, tol)
             }
             .map_err(|e| thin_error(OP, k0, e, tol))?;
             check_rank_of(&r, n + p, st.rank_tol)?;
@@ -155,7 +176,7 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
             }
             let g = r_of(&z);
             let res = residual_of(a, b, &r, &d);
-            let f = rfactor::solve_upper_transpose(&g, &z.transpose().matmul(&res));
+            let f = rfactor::solve_upper_transpose(&g, &mul_t(&z, &res));
             rfactor::insert_cols(&mut r, &mut d, k0, &c, &g, &f, |_, _, _| {});
             check_rank_of(&r, n + p, st.rank_tol)?;
             let a2 = insert_columns(a, k0, &u);
@@ -191,15 +212,17 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
     let mut r = st.r.clone();
     let mut d = st.d.clone();
     let mut rho = st.rho.clone();
-    let mut q1 = st.q.clone();
+    let mut q1 = None;
     match st.dims.policy {
         QPolicy::Thin => {
-            let q1 = q1.as_mut().expect("a thin state holds Q₁");
-            if reference::active() {
-                thin::delete_cols(q1, &mut r, &mut d, k0, p)
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
+            q1 = Some(if reference::active() {
+                let mut q1 = old.clone();
+                thin::delete_cols(&mut q1, &mut r, &mut d, k0, p);
+                q1
             } else {
-                thin_blocked::delete_cols(q1, &mut r, &mut d, k0, p)
-            }
+                thin_blocked::delete_cols(old, &mut r, &mut d, k0, p)
+            });
         }
         QPolicy::None => rfactor::delete_cols(&mut r, &mut d, &mut rho, k0, p),
         QPolicy::Full => unreachable!("the full kind has its own path"),
@@ -231,21 +254,34 @@ pub(crate) fn insert_rows<T: Scalar>(
     let mut r = st.r.clone();
     let mut d = st.d.clone();
     let mut rho = st.rho.clone();
-    let mut q1 = st.q.clone();
+    let mut q1 = None;
     let mut b = st.data.as_ref().map(|k| k.b.clone());
     match st.dims.policy {
         QPolicy::Thin => {
-            let q1 = q1.as_mut().expect("a thin state holds Q₁");
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
             let b = b.as_mut().expect("a thin state keeps b");
-            if reference::active() {
-                thin::insert_rows(q1, &mut r, &mut d, b, k0, &u, &e)
+            q1 = Some(if reference::active() {
+                let mut q1 = old.clone();
+                thin::insert_rows(&mut q1, &mut r, &mut d, b, k0, &u, &e);
+                q1
             } else {
                 let nb = wy::resolve_block_size("insert_rows", st.params.block_size, n)?;
-                thin_blocked::insert_rows(q1, &mut r, &mut d, b, k0, &u, &e, nb)
-            }
+                thin_blocked::insert_rows(old, &mut r, &mut d, b, k0, &u, &e, nb)
+            });
         }
         QPolicy::None => {
-            rfactor::add_rows(&mut r, &mut d, &mut rho, &mut u.clone(), &mut e.clone());
+            if reference::active() {
+                rfactor::add_rows(&mut r, &mut d, &mut rho, &mut u.clone(), &mut e.clone());
+            } else {
+                // Block reflectors (docs/algorithms.md#blocked-row-folding); e keeps the
+                // rotated-out residual parts, as in `rfactor::add_rows`.
+                let nb = wy::resolve_block_size("insert_rows", st.params.block_size, n)?;
+                let mut ew = e.clone();
+                crate::cpu::fold::fold_rows(&mut r, &mut d, &mut u.clone(), &mut ew, nb);
+                for (k, rk) in rho.iter_mut().enumerate() {
+                    *rk = rk.hypot(nrm2(ew.col(k)));
+                }
+            }
             if let Some(b) = b.as_mut() {
                 *b = insert_rows_of(b, k0, &e);
             }
@@ -301,19 +337,22 @@ pub(crate) fn delete_rows<T: Scalar>(
     let mut r = st.r.clone();
     let mut d = st.d.clone();
     let mut rho = st.rho.clone();
-    let mut q1 = st.q.clone();
+    let mut q1 = None;
     let mut b = st.data.as_ref().map(|k| k.b.clone());
     match st.dims.policy {
         QPolicy::Thin => {
             let tol = completion_tol::<T>();
-            let q1 = q1.as_mut().expect("a thin state holds Q₁");
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
             let b = b.as_mut().expect("a thin state keeps b");
-            if reference::active() {
-                thin::delete_rows(q1, &mut r, &mut d, b, k0, p, tol)
-            } else {
-                thin_blocked::delete_rows(q1, &mut r, &mut d, b, k0, p, tol)
-            }
-            .map_err(|e| thin_error(OP, k0, e, tol))?;
+            q1 = Some(
+                if reference::active() {
+                    let mut q1 = old.clone();
+                    thin::delete_rows(&mut q1, &mut r, &mut d, b, k0, p, tol).map(|()| q1)
+                } else {
+                    thin_blocked::delete_rows(old, &mut r, &mut d, b, k0, p, tol)
+                }
+                .map_err(|e| thin_error(OP, k0, e, tol))?,
+            );
         }
         QPolicy::None => {
             let (rows, rhs): (Mat<T>, Mat<T>) = match (st.data.as_ref(), given) {
@@ -379,13 +418,15 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
     let mut d = st.d.clone();
     match st.dims.policy {
         QPolicy::Thin => {
-            let mut q1 = st.q.clone().expect("a thin state holds Q₁");
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
             let b = &kept(st, OP)?.b;
-            if reference::active() {
+            let q1 = if reference::active() {
+                let mut q1 = old.clone();
                 thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
+                q1
             } else {
-                thin_blocked::rank_one(&mut q1, &mut r, &mut d, b, u, v);
-            }
+                thin_blocked::rank_one(old, &mut r, &mut d, b, u, v)
+            };
             check_rank_of(&r, n, st.rank_tol)?;
             st.q = Some(q1);
         }

@@ -22,7 +22,7 @@ faer and vs the serial reference updates, same data, same process
 
 Usage: cuqr bench cpu [--quick] [--large] [--shapes MxN,...] [--kinds full,thin,none]
                       [--precision f64|f32|both] [--threads LIST] [--reps R]
-                      [--no-reference] [--csv FILE]
+                      [--ops OP,...] [--no-reference] [--csv FILE]
 
   --quick          one shape, 1000x100
   --large          also 8000x800
@@ -32,6 +32,8 @@ Usage: cuqr bench cpu [--quick] [--large] [--shapes MxN,...] [--kinds full,thin,
   --precision      f64, f32 or both (default f64)
   --threads        thread counts, 'all' for every core (default 1,all)
   --reps           timed repetitions, at least 5 (default 5, after 1 warm-up)
+  --ops            factorize, insert_rows, delete_rows, insert_cols, delete_cols,
+                   rank_one (default all)
   --no-reference   skip the serial reference updates (slow at large shapes)
   --csv FILE       also write every row as CSV
 
@@ -161,7 +163,15 @@ pub fn run(args: &[String]) -> CliResult<()> {
         CMD,
         args,
         &["quick", "large", "no-reference"],
-        &["shapes", "kinds", "precision", "threads", "reps", "csv"],
+        &[
+            "shapes",
+            "kinds",
+            "precision",
+            "threads",
+            "reps",
+            "csv",
+            "ops",
+        ],
     )?;
     let mut shapes: Vec<(usize, usize)> = match o.get("shapes") {
         Some(s) => s
@@ -265,11 +275,15 @@ fn bench_kind<T: Scalar>(
     reps: usize,
     o: &BenchOpts,
 ) -> CliResult<Vec<Row>> {
+    let wanted = |op: &str| {
+        o.get("ops")
+            .is_none_or(|l| l.split(',').any(|x| x.trim() == op))
+    };
     let seed = (m * 31 + n) as u64;
     let (a, b, cases) = make_cases::<T>(m, n, seed);
     let mut out = Vec::new();
     let base = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params)?;
-    for &t in threads {
+    for &t in threads.iter().filter(|_| wanted("factorize")) {
         cuqr::cpu::set_threads(t);
         let ms = median_ms(reps, || {
             let t0 = Instant::now();
@@ -291,7 +305,7 @@ fn bench_kind<T: Scalar>(
             reference_ms: None,
         });
     }
-    for c in &cases {
+    for c in cases.iter().filter(|c| wanted(c.op.name())) {
         let reference_ms = if o.flag("no-reference") {
             None
         } else {

@@ -72,10 +72,10 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
         }
         let t = larft(&v, &tau);
         // Only rows c0..c0+p+jb of the trailing columns, of d and columns of Q change.
-        larfb_left(&v, &t, true, &mut r, c0, c0 + jb..nn);
-        larfb_left(&v, &t, true, &mut d, c0, 0..st.dims.q);
+        block_left(&v, &t, true, &mut r, c0, c0 + jb..nn);
+        block_left(&v, &t, true, &mut d, c0, 0..st.dims.q);
         if let Some(qm) = q.as_mut() {
-            larfb_right(&v, &t, qm, c0);
+            block_right(&v, &t, qm, c0);
         }
         c0 += jb;
     }
@@ -85,4 +85,31 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     st.q = q;
     st.dims.n = nn;
     Ok(())
+}
+
+/// The block reflector from the left: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+fn block_left<T: Scalar>(
+    v: &Mat<T>,
+    t: &Mat<T>,
+    trans: bool,
+    c: &mut Mat<T>,
+    r0: usize,
+    cols: core::ops::Range<usize>,
+) {
+    if crate::cpu::reference::active() {
+        larfb_left(v, t, trans, c, r0, cols)
+    } else {
+        crate::cpu::dense::larfb_left(v, t, trans, c, r0, cols)
+    }
+}
+
+/// The block reflector from the right: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+fn block_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
+    if crate::cpu::reference::active() {
+        larfb_right(v, t, c, c0)
+    } else {
+        crate::cpu::dense::larfb_right(v, t, c, c0)
+    }
 }
