@@ -7,7 +7,7 @@ use faer::{Accum, MatMut, MatRef};
 
 use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
-use crate::cpu::settings::par;
+use crate::cpu::settings::par_for;
 
 /// A faer view of `a` (no copy).
 pub fn view<T: Scalar>(a: &Mat<T>) -> MatRef<'_, T> {
@@ -20,14 +20,21 @@ pub fn view_mut<T: Scalar>(a: &mut Mat<T>) -> MatMut<'_, T> {
     MatMut::from_column_major_slice_mut(a.as_mut_slice(), m, n)
 }
 
+/// 2·m·n·k, the flops of a product.
+fn flops<T>(lhs: MatRef<'_, T>, rhs: MatRef<'_, T>) -> f64 {
+    2.0 * lhs.nrows() as f64 * lhs.ncols() as f64 * rhs.ncols() as f64
+}
+
 /// dst ← dst + α·lhs·rhs.
 pub fn gemm_add<T: Scalar>(dst: MatMut<'_, T>, lhs: MatRef<'_, T>, rhs: MatRef<'_, T>, alpha: T) {
-    matmul(dst, Accum::Add, lhs, rhs, alpha, par());
+    let par = par_for(flops(lhs, rhs));
+    matmul(dst, Accum::Add, lhs, rhs, alpha, par);
 }
 
 /// dst ← α·lhs·rhs.
 pub fn gemm_set<T: Scalar>(dst: MatMut<'_, T>, lhs: MatRef<'_, T>, rhs: MatRef<'_, T>, alpha: T) {
-    matmul(dst, Accum::Replace, lhs, rhs, alpha, par());
+    let par = par_for(flops(lhs, rhs));
+    matmul(dst, Accum::Replace, lhs, rhs, alpha, par);
 }
 
 /// lhs·rhs as a new matrix.

@@ -23,5 +23,5 @@ pub(crate) mod thin_blocked;
 #[doc(hidden)]
 pub mod wy;
 
-pub(crate) use settings::par;
+pub(crate) use settings::par_for;
 pub use settings::{set_threads, threads};

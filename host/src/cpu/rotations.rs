@@ -4,19 +4,29 @@
 //! whole sequence before the next block is read, and the blocks run in parallel.
 #![forbid(unsafe_code)]
 
-use faer::reborrow::ReborrowMut;
-use faer::MatMut;
+use faer::reborrow::{Reborrow, ReborrowMut};
+use faer::{MatMut, MatRef};
 use rayon::prelude::*;
 
 use crate::base::scalar::Scalar;
 use crate::cpu::givens::rot_pair;
-use crate::cpu::settings::threads;
+use crate::cpu::settings::{threads, PARALLEL_MIN_FLOPS};
 
 /// One recorded transformation of columns.
 #[derive(Clone, Copy, Debug)]
 enum Step<T> {
     /// Columns (a, b): a ← c·a + s·b, b ← −s·a + c·b.
     Rotate { a: u32, b: u32, c: T, s: T },
+    /// A chain of rotations of neighbouring columns, (k, k+1) for k = `lo`..`lo + len`
+    /// in descending order of k (`down`) or ascending, their (c, s) in the shared
+    /// buffer from `at`: the column shared by consecutive rotations stays in a register
+    /// block between them (docs/algorithms.md#blocked-column-transformations).
+    Chain {
+        lo: u32,
+        len: u32,
+        at: usize,
+        down: bool,
+    },
     /// H = I − τ v vᵀ on columns `head`, then `cols[..]` (v(0) = 1, its tail stored
     /// in the shared buffer at `at..at + len`) (x ← x·H, i.e. H on each row).
     Reflect {
@@ -34,6 +44,8 @@ enum Step<T> {
 pub struct ColumnTransforms<T> {
     steps: Vec<Step<T>>,
     tails: Vec<T>,
+    /// (c, s) of the chains' rotations.
+    pairs: Vec<(T, T)>,
     /// Column indices are recorded relative to this one: [`ColumnTransforms::apply`]
     /// then takes the columns from here on.
     first: usize,
@@ -51,6 +63,7 @@ impl<T: Scalar> ColumnTransforms<T> {
         Self {
             steps: Vec::new(),
             tails: Vec::new(),
+            pairs: Vec::new(),
             first,
         }
     }
@@ -61,12 +74,33 @@ impl<T: Scalar> ColumnTransforms<T> {
             return;
         }
         debug_assert!(a >= self.first && b >= self.first);
-        self.steps.push(Step::Rotate {
-            a: (a - self.first) as u32,
-            b: (b - self.first) as u32,
-            c,
-            s,
-        });
+        let (a, b) = ((a - self.first) as u32, (b - self.first) as u32);
+        if b == a + 1 {
+            // Extends the last chain when this pair continues it.
+            if let Some(Step::Chain { lo, len, down, .. }) = self.steps.last_mut() {
+                let extends_down = (*down || *len == 1) && b == *lo;
+                let extends_up = (!*down || *len == 1) && a == *lo + *len;
+                if extends_down || extends_up {
+                    *down = extends_down;
+                    if extends_down {
+                        *lo = a;
+                    }
+                    *len += 1;
+                    self.pairs.push((c, s));
+                    return;
+                }
+            }
+            // A new chain of one; its direction is fixed by the next rotation.
+            self.pairs.push((c, s));
+            self.steps.push(Step::Chain {
+                lo: a,
+                len: 1,
+                at: self.pairs.len() - 1,
+                down: true,
+            });
+            return;
+        }
+        self.steps.push(Step::Rotate { a, b, c, s });
     }
 
     /// Records the reflector H = I − τ v vᵀ (v = [1; v_tail]) on column `head` and the
@@ -93,42 +127,116 @@ impl<T: Scalar> ColumnTransforms<T> {
         if self.steps.is_empty() || a.nrows() == 0 {
             return;
         }
-        let rows = rows_per_block(a.ncols());
-        let nthreads = threads().min(a.nrows().div_ceil(rows)).max(1);
-        if nthreads == 1 {
-            let mut buf = vec![T::ZERO; rows * a.ncols()];
-            let mut a = a;
-            let mut r0 = 0;
-            while r0 < a.nrows() {
-                let rb = rows.min(a.nrows() - r0);
-                self.apply_block(a.rb_mut().subrows_mut(r0, rb), &mut buf);
-                r0 += rb;
-            }
-        } else {
-            a.par_row_partition_mut(nthreads).for_each(|mut part| {
-                let mut buf = vec![T::ZERO; rows * part.ncols()];
-                let mut r0 = 0;
-                while r0 < part.nrows() {
-                    let rb = rows.min(part.nrows() - r0);
-                    self.apply_block(part.rb_mut().subrows_mut(r0, rb), &mut buf);
-                    r0 += rb;
-                }
-            });
-        }
+        let nc = a.ncols();
+        self.run_blocks(a, nc, |_, blk, buf| {
+            copy_in(blk.rb(), buf);
+            self.apply_block(buf, blk.nrows());
+            copy_out(buf, blk.nrows(), 0, blk);
+        });
     }
 
-    /// The sequence on one block of rows, copied into `buf` (column-major, contiguous).
-    fn apply_block(&self, mut blk: MatMut<'_, T>, buf: &mut [T]) {
-        let (rb, nc) = (blk.nrows(), blk.ncols());
-        let buf = &mut buf[..rb * nc];
-        for j in 0..nc {
-            for (i, x) in buf[j * rb..(j + 1) * rb].iter_mut().enumerate() {
-                *x = blk[(i, j)];
-            }
+    /// `dst` ← (`src`·G₁G₂⋯ without its first `skip` columns), `src` and `dst` with the
+    /// same rows: the transformed matrix is never stored whole.
+    pub fn apply_into(&self, src: MatRef<'_, T>, dst: MatMut<'_, T>, skip: usize) {
+        assert!(src.nrows() == dst.nrows() && src.ncols() == dst.ncols() + skip);
+        if dst.nrows() == 0 {
+            return;
         }
+        let nc = src.ncols();
+        self.run_blocks(dst, nc, |r0, blk, buf| {
+            let rb = blk.nrows();
+            copy_in(src.subrows(r0, rb), buf);
+            self.apply_block(buf, rb);
+            copy_out(buf, rb, skip, blk);
+        });
+    }
+
+    /// Calls `block(first row, rows of dst, buffer)` for every block of rows of `dst`,
+    /// the blocks split over [`threads`] threads when the work is large enough.
+    fn run_blocks(
+        &self,
+        mut dst: MatMut<'_, T>,
+        nc: usize,
+        block: impl Fn(usize, MatMut<'_, T>, &mut [T]) + Sync,
+    ) {
+        let rows = rows_per_block(nc);
+        let work = 6.0
+            * dst.nrows() as f64
+            * (self.pairs.len() + self.steps.len() + self.tails.len()) as f64;
+        let nthreads = if work < PARALLEL_MIN_FLOPS {
+            1
+        } else {
+            threads().min(dst.nrows().div_ceil(rows)).max(1)
+        };
+        let run = |r0: usize, mut part: MatMut<'_, T>| {
+            let mut buf = vec![T::ZERO; rows * nc];
+            let mut i = 0;
+            while i < part.nrows() {
+                let rb = rows.min(part.nrows() - i);
+                block(
+                    r0 + i,
+                    part.rb_mut().subrows_mut(i, rb),
+                    &mut buf[..rb * nc],
+                );
+                i += rb;
+            }
+        };
+        if nthreads == 1 {
+            run(0, dst);
+            return;
+        }
+        // Row ranges of about equal size, whole blocks each.
+        let per = dst.nrows().div_ceil(rows).div_ceil(nthreads) * rows;
+        let mut parts = Vec::new();
+        let mut r0 = 0;
+        while dst.nrows() > per {
+            let (head, tail) = dst.split_at_row_mut(per);
+            parts.push((r0, head));
+            r0 += per;
+            dst = tail;
+        }
+        parts.push((r0, dst));
+        parts.into_par_iter().for_each(|(r0, part)| run(r0, part));
+    }
+
+    /// The sequence on one block of `rb` rows held column-major in `buf`.
+    fn apply_block(&self, buf: &mut [T], rb: usize) {
         let mut acc = vec![T::ZERO; rb];
         for step in &self.steps {
             match *step {
+                Step::Chain { lo, len, at, down } => {
+                    let (lo, len) = (lo as usize, len as usize);
+                    let pairs = &self.pairs[at..at + len];
+                    if down {
+                        // (k, k+1) for k = lo+len−1 down to lo; column k's new value is
+                        // carried into the next rotation as its second column.
+                        acc.copy_from_slice(&buf[(lo + len) * rb..(lo + len + 1) * rb]);
+                        for (&(c, s), k) in pairs.iter().zip((lo..lo + len).rev()) {
+                            let (x, y) = two_cols(buf, rb, k, k + 1);
+                            for ((xv, yv), carry) in x.iter().zip(y.iter_mut()).zip(acc.iter_mut())
+                            {
+                                let (a, b) = (*xv, *carry);
+                                *yv = c.mul_add(b, -(s * a));
+                                *carry = c.mul_add(a, s * b);
+                            }
+                        }
+                        buf[lo * rb..(lo + 1) * rb].copy_from_slice(&acc);
+                    } else {
+                        // (k, k+1) for k = lo up to lo+len−1; column k+1's new value is
+                        // carried into the next rotation as its first column.
+                        acc.copy_from_slice(&buf[lo * rb..(lo + 1) * rb]);
+                        for (&(c, s), k) in pairs.iter().zip(lo..lo + len) {
+                            let (x, y) = two_cols(buf, rb, k, k + 1);
+                            for ((xv, yv), carry) in x.iter_mut().zip(y.iter()).zip(acc.iter_mut())
+                            {
+                                let (a, b) = (*carry, *yv);
+                                *xv = c.mul_add(a, s * b);
+                                *carry = c.mul_add(b, -(s * a));
+                            }
+                        }
+                        buf[(lo + len) * rb..(lo + len + 1) * rb].copy_from_slice(&acc);
+                    }
+                }
                 Step::Rotate { a, b, c, s } => {
                     let (x, y) = two_cols(buf, rb, a as usize, b as usize);
                     for (u, v) in x.iter_mut().zip(y.iter_mut()) {
@@ -167,11 +275,28 @@ impl<T: Scalar> ColumnTransforms<T> {
                 }
             }
         }
-        for j in 0..nc {
-            for (i, x) in buf[j * rb..(j + 1) * rb].iter().enumerate() {
-                blk[(i, j)] = *x;
-            }
-        }
+    }
+}
+
+/// Copies the block `src` into `buf` (column-major, contiguous).
+fn copy_in<T: Scalar>(src: MatRef<'_, T>, buf: &mut [T]) {
+    let rb = src.nrows();
+    for j in 0..src.ncols() {
+        let col = src.col(j).try_as_col_major().expect("column-major storage");
+        buf[j * rb..(j + 1) * rb].copy_from_slice(col.as_slice());
+    }
+}
+
+/// Copies `buf`'s columns from `skip` on into the block `dst`.
+fn copy_out<T: Scalar>(buf: &[T], rb: usize, skip: usize, mut dst: MatMut<'_, T>) {
+    for j in 0..dst.ncols() {
+        let col = dst
+            .rb_mut()
+            .col_mut(j)
+            .try_as_col_major_mut()
+            .expect("column-major storage");
+        col.as_slice_mut()
+            .copy_from_slice(&buf[(j + skip) * rb..(j + skip + 1) * rb]);
     }
 }
 
@@ -228,6 +353,21 @@ mod tests {
                     for t in 0..5 {
                         reference[(i, head + 1 + t)] = row[t];
                     }
+                }
+            } else if k % 5 == 1 {
+                // a chain down, then one up, of neighbouring columns
+                let top = 3 + k % (n - 8);
+                let pairs: Vec<usize> = if k % 2 == 0 {
+                    (top - 3..top + 4).rev().collect()
+                } else {
+                    (top - 3..top + 4).collect()
+                };
+                for a in pairs {
+                    let th = next();
+                    let (c, s) = (th.cos(), th.sin());
+                    ops.rotate(a, a + 1, c, s);
+                    let (x, y) = reference.two_cols_mut(a, a + 1);
+                    rot(c, s, x, y);
                 }
             } else {
                 let (a, b) = (k % n, (k * 5 + 1) % n);

@@ -128,6 +128,10 @@ fn first_cols<T: Scalar>(a: Mat<T>, k: usize) -> Mat<T> {
     Mat::from_col_major(m, k, v).expect("a prefix of a")
 }
 
+/// Most rows [`insert_rows`] folds in by one pass of single reflectors over Q₁ (each
+/// reflector then touches p + 1 columns, cheaper than a block's three products).
+const FEW_ROWS: usize = 4;
+
 /// [`crate::cpu::thin::insert_rows`] blocked: the rows folded into R by block reflectors
 /// of `nb` columns, each block applied to [Q₁ E] (E the new rows' unit columns) by three
 /// products. The new rows are placed at k0..k0+p from the start: the reflectors mix
@@ -144,17 +148,38 @@ pub fn insert_rows<T: Scalar>(
     nb: usize,
 ) -> Mat<T> {
     let (m, n, p, q) = (q1.nrows(), q1.ncols(), u.nrows(), d.ncols());
-    let mut out = Vec::with_capacity((m + p) * n);
+    // A few rows: each reflector is a small transformation of columns (j, n..n+p) of
+    // [Q₁ E], all applied in one pass of row blocks; more rows: three products per block.
+    let one_pass = p <= FEW_ROWS;
+    let width = if one_pass { n + p } else { n };
+    let mut out = Vec::with_capacity((m + p) * width);
     for j in 0..n {
         let src = q1.col(j);
         out.extend_from_slice(&src[..k0]);
         out.extend(std::iter::repeat_n(T::ZERO, p));
         out.extend_from_slice(&src[k0..]);
     }
-    let mut out = Mat::from_col_major(m + p, n, out).expect("(m+p)×n entries");
-    let mut x = Mat::from_fn(m + p, p, |i, j| if i == k0 + j { T::ONE } else { T::ZERO });
+    let unit = |i: usize, j: usize| if i == k0 + j { T::ONE } else { T::ZERO };
     let fold = fold_rows(r, d, &mut u.clone(), &mut e.clone(), nb);
-    apply_to_columns(&fold, view_mut(&mut out), view_mut(&mut x));
+    let out = if one_pass {
+        for j in 0..p {
+            out.extend((0..m + p).map(|i| unit(i, j)));
+        }
+        let mut out = Mat::from_col_major(m + p, n + p, out).expect("(m+p)×(n+p) entries");
+        let mut steps = ColumnTransforms::new();
+        for (j0, t) in &fold.blocks {
+            for jj in 0..t.nrows() {
+                steps.reflect(j0 + jj, n, fold.vu.col(j0 + jj), t[(jj, jj)]);
+            }
+        }
+        steps.apply(view_mut(&mut out));
+        first_cols(out, n)
+    } else {
+        let mut out = Mat::from_col_major(m + p, n, out).expect("(m+p)×n entries");
+        let mut x = Mat::from_fn(m + p, p, unit);
+        apply_to_columns(&fold, view_mut(&mut out), view_mut(&mut x));
+        out
+    };
     *b = Mat::from_fn(m + p, q, |i, k| {
         if i < k0 {
             b[(i, k)]

@@ -62,7 +62,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
 /// blocks (docs/algorithms.md#blocked-column-transformations). The same rotations as
 /// [`rotate_out`], so the same result up to rounding.
 fn delete_rows_blocked<T: Scalar>(st: &CpuQr<T>, q_old: &Mat<T>, plan: &Plan) -> CpuQr<T> {
-    use crate::cpu::dense::view_mut;
+    use crate::cpu::dense::{view, view_mut};
     let Plan { m, n, p, k0 } = *plan;
     let q = st.dims.q;
     let mut zr = Mat::from_fn(p, m, |i, j| q_old[(k0 + i, j)]);
@@ -76,21 +76,16 @@ fn delete_rows_blocked<T: Scalar>(st: &CpuQr<T>, q_old: &Mat<T>, plan: &Plan) ->
     });
     steps.apply(view_mut(&mut rd));
     let mp = m - p;
-    let mut out = Vec::with_capacity(mp * m);
-    for j in 0..m {
-        let src = q_old.col(j);
-        out.extend_from_slice(&src[..k0]);
-        out.extend_from_slice(&src[k0 + p..]);
-    }
-    let mut qa = Mat::from_col_major(mp, m, out).expect("(m−p)×m entries");
-    steps.apply(view_mut(&mut qa));
-    let mut out = qa.into_vec();
-    out.drain(..mp * p);
+    // Q̃ = (Q's kept rows)·G without its first p columns, row range by row range.
+    let mut q_new = Mat::<T>::zeros(mp, mp);
+    let (top, bottom) = view_mut(&mut q_new).split_at_row_mut(k0);
+    steps.apply_into(view(q_old).subrows(0, k0), top, p);
+    steps.apply_into(view(q_old).subrows(k0 + p, m - k0 - p), bottom, p);
     CpuQr {
         dims: Dims { m: mp, ..st.dims },
         r: Mat::from_fn(mp, n, |i, j| if i > j { T::ZERO } else { rd[(j, i + p)] }),
         d: Mat::from_fn(mp, q, |i, k| rd[(n + k, i + p)]),
-        q: Some(Mat::from_col_major(mp, mp, out).expect("(m−p)×(m−p) entries")),
+        q: Some(q_new),
         rho: Vec::new(),
         data: None,
         params: st.params,
