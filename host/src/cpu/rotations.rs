@@ -46,6 +46,8 @@ pub struct ColumnTransforms<T> {
     tails: Vec<T>,
     /// (c, s) of the chains' rotations.
     pairs: Vec<(T, T)>,
+    /// The lowest and highest (relative) column any step touches.
+    span: (usize, usize),
     /// Column indices are recorded relative to this one: [`ColumnTransforms::apply`]
     /// then takes the columns from here on.
     first: usize,
@@ -64,6 +66,7 @@ impl<T: Scalar> ColumnTransforms<T> {
             steps: Vec::new(),
             tails: Vec::new(),
             pairs: Vec::new(),
+            span: (usize::MAX, 0),
             first,
         }
     }
@@ -75,6 +78,7 @@ impl<T: Scalar> ColumnTransforms<T> {
         }
         debug_assert!(a >= self.first && b >= self.first);
         let (a, b) = ((a - self.first) as u32, (b - self.first) as u32);
+        self.touch(a.min(b) as usize, a.max(b) as usize);
         if b == a + 1 {
             // Extends the last chain when this pair continues it.
             if let Some(Step::Chain { lo, len, down, .. }) = self.steps.last_mut() {
@@ -111,6 +115,8 @@ impl<T: Scalar> ColumnTransforms<T> {
         }
         let at = self.tails.len();
         self.tails.extend_from_slice(v_tail);
+        let (h, t0) = (head - self.first, tail0 - self.first);
+        self.touch(h.min(t0), h.max(t0 + v_tail.len().max(1) - 1));
         debug_assert!(head >= self.first && tail0 >= self.first);
         self.steps.push(Step::Reflect {
             head: (head - self.first) as u32,
@@ -121,16 +127,24 @@ impl<T: Scalar> ColumnTransforms<T> {
         });
     }
 
+    /// Widens the span of touched columns to lo..=hi.
+    fn touch(&mut self, lo: usize, hi: usize) {
+        self.span = (self.span.0.min(lo), self.span.1.max(hi));
+    }
+
     /// Applies the sequence, in order, to every row of `a` (a ← a·G₁G₂⋯): rows in
-    /// blocks that stay in cache, the blocks spread over [`threads`] threads.
+    /// blocks that stay in cache, the blocks spread over [`threads`] threads; only the
+    /// columns the sequence touches are read.
     pub fn apply(&self, a: MatMut<'_, T>) {
         if self.steps.is_empty() || a.nrows() == 0 {
             return;
         }
+        let (lo, hi) = self.span;
+        let a = a.subcols_mut(lo, hi + 1 - lo);
         let nc = a.ncols();
         self.run_blocks(a, nc, |_, blk, buf| {
             copy_in(blk.rb(), buf);
-            self.apply_block(buf, blk.nrows());
+            self.apply_block(buf, blk.nrows(), lo);
             copy_out(buf, blk.nrows(), 0, blk);
         });
     }
@@ -142,12 +156,33 @@ impl<T: Scalar> ColumnTransforms<T> {
         if dst.nrows() == 0 {
             return;
         }
+        let mut dst = dst;
+        let (lo, hi) = if self.steps.is_empty() {
+            (usize::MAX, 0)
+        } else {
+            self.span
+        };
+        // Columns outside the span are copied as they are.
+        for c in skip..src.ncols() {
+            if c < lo || c > hi {
+                dst.rb_mut().col_mut(c - skip).copy_from(src.col(c));
+            }
+        }
+        if self.steps.is_empty() {
+            return;
+        }
+        let first = lo.max(skip);
+        if first > hi {
+            return;
+        }
+        let src = src.subcols(lo, hi + 1 - lo);
+        let dst = dst.subcols_mut(first - skip, hi + 1 - first);
         let nc = src.ncols();
         self.run_blocks(dst, nc, |r0, blk, buf| {
             let rb = blk.nrows();
             copy_in(src.subrows(r0, rb), buf);
-            self.apply_block(buf, rb);
-            copy_out(buf, rb, skip, blk);
+            self.apply_block(buf, rb, lo);
+            copy_out(buf, rb, first - lo, blk);
         });
     }
 
@@ -200,12 +235,12 @@ impl<T: Scalar> ColumnTransforms<T> {
     }
 
     /// The sequence on one block of `rb` rows held column-major in `buf`.
-    fn apply_block(&self, buf: &mut [T], rb: usize) {
+    fn apply_block(&self, buf: &mut [T], rb: usize, shift: usize) {
         let mut acc = vec![T::ZERO; rb];
         for step in &self.steps {
             match *step {
                 Step::Chain { lo, len, at, down } => {
-                    let (lo, len) = (lo as usize, len as usize);
+                    let (lo, len) = (lo as usize - shift, len as usize);
                     let pairs = &self.pairs[at..at + len];
                     if down {
                         // (k, k+1) for k = lo+len−1 down to lo; column k's new value is
@@ -238,7 +273,7 @@ impl<T: Scalar> ColumnTransforms<T> {
                     }
                 }
                 Step::Rotate { a, b, c, s } => {
-                    let (x, y) = two_cols(buf, rb, a as usize, b as usize);
+                    let (x, y) = two_cols(buf, rb, a as usize - shift, b as usize - shift);
                     for (u, v) in x.iter_mut().zip(y.iter_mut()) {
                         rot_pair(c, s, u, v);
                     }
@@ -250,7 +285,8 @@ impl<T: Scalar> ColumnTransforms<T> {
                     len,
                     tau,
                 } => {
-                    let (head, tail0, len) = (head as usize, tail0 as usize, len as usize);
+                    let (head, tail0, len) =
+                        (head as usize - shift, tail0 as usize - shift, len as usize);
                     let v = &self.tails[at..at + len];
                     // w = x·v over the rows; x −= τ w vᵀ.
                     acc.copy_from_slice(&buf[head * rb..(head + 1) * rb]);
@@ -300,10 +336,10 @@ fn copy_out<T: Scalar>(buf: &[T], rb: usize, skip: usize, mut dst: MatMut<'_, T>
     }
 }
 
-/// Rows per block: about 32 KiB of f64 per block for wide matrices, at least 8 rows
-/// (one or two SIMD vectors per column) and at most 64.
+/// Rows per block: about 256 KiB of f64 per block (in L2; a pair of columns of it stays
+/// in L1), at least 8 rows (a SIMD vector or two per column) and at most 256.
 fn rows_per_block(ncols: usize) -> usize {
-    (4096 / ncols.max(1)).clamp(8, 64) / 8 * 8
+    (32768 / ncols.max(1)).clamp(8, 256) / 8 * 8
 }
 
 /// Columns a ≠ b of the column-major `buf` (rb rows), both mutable.
@@ -391,8 +427,18 @@ mod tests {
             crate::cpu::settings::set_threads(t);
             let mut a = a0.clone();
             ops.apply(crate::cpu::dense::view_mut(&mut a));
+            let mut b = Mat::<f64>::zeros(m, n - 2);
+            ops.apply_into(
+                crate::cpu::dense::view(&a0),
+                crate::cpu::dense::view_mut(&mut b),
+                2,
+            );
             crate::cpu::settings::set_threads(0);
             assert!(a == reference, "threads {t}");
+            assert!(
+                b == Mat::from_fn(m, n - 2, |i, j| reference[(i, j + 2)]),
+                "into, threads {t}"
+            );
         }
     }
 }
