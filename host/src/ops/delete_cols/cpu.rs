@@ -43,7 +43,11 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
         return Ok(());
     }
     let mut d = st.d.clone();
-    let mut q = st.q.clone();
+    // The blocked path updates Q in place once R has passed the rank test (nothing can
+    // fail after it): the blocks are kept until then. The reference works on a copy.
+    let in_place = !crate::cpu::reference::active();
+    let mut q = if in_place { None } else { st.q.clone() };
+    let mut blocks = Vec::new();
     let mut c0 = k0;
     while c0 < nn {
         let jb = nb.min(nn - c0);
@@ -77,12 +81,23 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
         if let Some(qm) = q.as_mut() {
             block_right(&v, &t, qm, c0);
         }
+        if in_place {
+            blocks.push((v, t, c0));
+        }
         c0 += jb;
     }
     check_rank_of(&r, nn, st.rank_tol)?;
+    if in_place {
+        if let Some(qm) = st.q.as_mut() {
+            for (v, t, c0) in &blocks {
+                block_right(v, t, qm, *c0);
+            }
+        }
+    } else {
+        st.q = q;
+    }
     st.r = r;
     st.d = d;
-    st.q = q;
     st.dims.n = nn;
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::check_rank_of;
 use crate::cpu::dense::{gemm_add, product, view, view_mut};
 use crate::cpu::reference;
 use crate::cpu::rotations::ColumnTransforms;
@@ -26,17 +27,24 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         op: OP,
         policy: st.dims.policy,
     })?;
-    let (mut q, mut r, mut d) = (q_old.clone(), st.r.clone(), st.d.clone());
-    let nrhs = d.ncols();
-
-    // The blocked path: products on faer, Q's rotations recorded and applied at the end
-    // in row blocks (docs/algorithms.md#blocked-column-transformations).
+    // The blocked path: products on faer, Q's reflector and rotations recorded and
+    // applied to Q in place once R has passed the rank test (nothing can fail after it),
+    // the rotations in row blocks (docs/algorithms.md#blocked-column-transformations).
+    // The reference works on a copy of Q.
     let fast = !reference::active();
+    let mut q = if fast {
+        Mat::zeros(0, 0)
+    } else {
+        q_old.clone()
+    };
+    let (mut r, mut d) = (st.r.clone(), st.d.clone());
+    let nrhs = d.ncols();
     let mut steps = ColumnTransforms::new();
+    let mut reflector = None;
     // w = Qᵀu.
     let mut w: Vec<T> = if fast {
         product(
-            view(&q).transpose(),
+            view(q_old).transpose(),
             faer::MatRef::from_column_major_slice(u, m, 1),
         )
         .into_vec()
@@ -60,17 +68,9 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         };
         let vt = &w[n + 1..];
         if fast {
-            // Q(:, n:m) −= τ (Q(:, n:m) v) vᵀ by two faer products.
             let mut v = vec![T::ONE];
             v.extend_from_slice(vt);
-            let vv = faer::MatRef::from_column_major_slice(&v, m - n, 1);
-            let z = product(view(&q).subcols(n, m - n), vv);
-            gemm_add(
-                view_mut(&mut q).subcols_mut(n, m - n),
-                view(&z),
-                vv.transpose(),
-                -tau,
-            );
+            reflector = Some((v, tau));
         }
         // Q(:, n:m) := Q(:, n:m)·H: z = Q(:, n:m)·v, then Q(:, n+l) −= τ v_l z.
         let mut z = if fast { Vec::new() } else { q.col(n).to_vec() };
@@ -133,7 +133,25 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         }
         rot_rows(&mut d, i, i + 1, c, s, 0..nrhs);
     }
-    steps.apply(view_mut(&mut q));
+    if fast {
+        check_rank_of(&r, n, st.rank_tol)?;
+        let q = st.q.as_mut().expect("checked above");
+        if let Some((v, tau)) = reflector {
+            // Q(:, n:m) −= τ (Q(:, n:m) v) vᵀ by two faer products.
+            let vv = faer::MatRef::from_column_major_slice(&v, m - n, 1);
+            let z = product(view(q).subcols(n, m - n), vv);
+            gemm_add(
+                view_mut(q).subcols_mut(n, m - n),
+                view(&z),
+                vv.transpose(),
+                -tau,
+            );
+        }
+        steps.apply(view_mut(q));
+        st.r = r;
+        st.d = d;
+        return Ok(());
+    }
     let next = CpuQr {
         dims: st.dims,
         r,
