@@ -142,7 +142,8 @@ impl<T: Scalar> ColumnTransforms<T> {
         let (lo, hi) = self.span;
         let a = a.subcols_mut(lo, hi + 1 - lo);
         let nc = a.ncols();
-        self.run_blocks(a, nc, |_, blk, buf| {
+        let rows = a.nrows();
+        self.run_blocks(a, empty(rows), nc, |_, blk, _, buf| {
             copy_in(blk.rb(), buf);
             self.apply_block(buf, blk.nrows(), lo);
             copy_out(buf, blk.nrows(), 0, blk);
@@ -178,7 +179,8 @@ impl<T: Scalar> ColumnTransforms<T> {
         let src = src.subcols(lo, hi + 1 - lo);
         let dst = dst.subcols_mut(first - skip, hi + 1 - first);
         let nc = src.ncols();
-        self.run_blocks(dst, nc, |r0, blk, buf| {
+        let rows = dst.nrows();
+        self.run_blocks(dst, empty(rows), nc, |r0, blk, _, buf| {
             let rb = blk.nrows();
             copy_in(src.subrows(r0, rb), buf);
             self.apply_block(buf, rb, lo);
@@ -186,13 +188,33 @@ impl<T: Scalar> ColumnTransforms<T> {
         });
     }
 
-    /// Calls `block(first row, rows of dst, buffer)` for every block of rows of `dst`,
+    /// Applies the sequence to [a extra] (the same rows; `extra`'s columns follow `a`'s),
+    /// in place, without the two ever being stored side by side.
+    pub fn apply_with(&self, a: MatMut<'_, T>, extra: MatMut<'_, T>) {
+        assert_eq!(a.nrows(), extra.nrows());
+        if self.steps.is_empty() || a.nrows() == 0 {
+            return;
+        }
+        let (na, nc) = (a.ncols(), a.ncols() + extra.ncols());
+        self.run_blocks(a, extra, nc, |_, blk, more, buf| {
+            let rb = blk.nrows();
+            copy_in(blk.rb(), &mut buf[..rb * na]);
+            copy_in(more.rb(), &mut buf[rb * na..]);
+            self.apply_block(buf, rb, 0);
+            copy_out(&buf[..rb * na], rb, 0, blk);
+            copy_out(&buf[rb * na..], rb, 0, more);
+        });
+    }
+
+    /// Calls `block(first row, rows of dst, rows of extra, buffer)` for every block of
+    /// rows of `dst` and `extra`,
     /// the blocks split over [`threads`] threads when the work is large enough.
     fn run_blocks(
         &self,
         mut dst: MatMut<'_, T>,
+        mut extra: MatMut<'_, T>,
         nc: usize,
-        block: impl Fn(usize, MatMut<'_, T>, &mut [T]) + Sync,
+        block: impl Fn(usize, MatMut<'_, T>, MatMut<'_, T>, &mut [T]) + Sync,
     ) {
         let rows = rows_per_block(nc);
         let work = 6.0
@@ -203,7 +225,7 @@ impl<T: Scalar> ColumnTransforms<T> {
         } else {
             threads().min(dst.nrows().div_ceil(rows)).max(1)
         };
-        let run = |r0: usize, mut part: MatMut<'_, T>| {
+        let run = |r0: usize, mut part: MatMut<'_, T>, mut more: MatMut<'_, T>| {
             let mut buf = vec![T::ZERO; rows * nc];
             let mut i = 0;
             while i < part.nrows() {
@@ -211,13 +233,14 @@ impl<T: Scalar> ColumnTransforms<T> {
                 block(
                     r0 + i,
                     part.rb_mut().subrows_mut(i, rb),
+                    more.rb_mut().subrows_mut(i, rb),
                     &mut buf[..rb * nc],
                 );
                 i += rb;
             }
         };
         if nthreads == 1 {
-            run(0, dst);
+            run(0, dst, extra);
             return;
         }
         // Row ranges of about equal size, whole blocks each.
@@ -226,12 +249,16 @@ impl<T: Scalar> ColumnTransforms<T> {
         let mut r0 = 0;
         while dst.nrows() > per {
             let (head, tail) = dst.split_at_row_mut(per);
-            parts.push((r0, head));
+            let (more, rest) = extra.split_at_row_mut(per);
+            parts.push((r0, head, more));
             r0 += per;
             dst = tail;
+            extra = rest;
         }
-        parts.push((r0, dst));
-        parts.into_par_iter().for_each(|(r0, part)| run(r0, part));
+        parts.push((r0, dst, extra));
+        parts
+            .into_par_iter()
+            .for_each(|(r0, part, more)| run(r0, part, more));
     }
 
     /// The sequence on one block of `rb` rows held column-major in `buf`.
@@ -312,6 +339,11 @@ impl<T: Scalar> ColumnTransforms<T> {
             }
         }
     }
+}
+
+/// An empty (no column) matrix of `rows` rows.
+fn empty<'a, T: Scalar>(rows: usize) -> MatMut<'a, T> {
+    MatMut::from_column_major_slice_mut(&mut [], rows, 0)
 }
 
 /// Copies the block `src` into `buf` (column-major, contiguous).

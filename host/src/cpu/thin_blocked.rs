@@ -93,31 +93,63 @@ pub fn insert_cols<T: Scalar>(
     Ok(out)
 }
 
-/// [`crate::cpu::thin::delete_cols`] blocked: the band's reflectors recorded and applied
-/// to Q₁'s columns k0.. in row blocks. Returns the new Q₁.
+/// What is left of a thin update for Q₁ once R has passed the rank test: recorded
+/// transformations of Q₁'s columns from `first` on (and of `extra` columns after Q₁'s),
+/// then Q₁ cut to its first `keep` columns. Applied in place: the update never copies Q₁.
+pub struct PendingQ<T> {
+    steps: ColumnTransforms<T>,
+    first: usize,
+    extra: Mat<T>,
+    keep: usize,
+}
+
+impl<T: Scalar> PendingQ<T> {
+    /// Applies the transformations to `q1` in place and drops its columns from `keep` on.
+    pub fn apply(mut self, q1: &mut Mat<T>) {
+        let n = q1.ncols();
+        if self.extra.ncols() == 0 {
+            self.steps
+                .apply(view_mut(q1).subcols_mut(self.first, n - self.first));
+        } else {
+            debug_assert_eq!(self.first, 0);
+            self.steps
+                .apply_with(view_mut(q1), view_mut(&mut self.extra));
+        }
+        if self.keep < n {
+            let whole = std::mem::replace(q1, Mat::zeros(0, 0));
+            *q1 = first_cols(whole, self.keep);
+        }
+    }
+}
+
+/// [`crate::cpu::thin::delete_cols`] blocked: the band's reflectors recorded for Q₁'s
+/// columns k0.. (applied in row blocks, in place, by [`PendingQ::apply`]).
 pub fn delete_cols<T: Scalar>(
     q1: &Mat<T>,
     r: &mut Mat<T>,
     d: &mut Mat<T>,
     k0: usize,
     p: usize,
-) -> Mat<T> {
-    let (m, n) = (q1.nrows(), q1.ncols());
+) -> PendingQ<T> {
+    let n = q1.ncols();
     let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
     let mut rr = Mat::from_fn(n, n - p, |i, j| r[(i, keep[j])]);
     let mut steps = ColumnTransforms::from_column(k0);
     rfactor::retriangularise_band(&mut rr, d, k0, p, |j, tail, tau| {
         steps.reflect(j, j + 1, tail, tau)
     });
-    let mut out = Mat::from_col_major(m, n, q1.as_slice().to_vec()).expect("m×n entries");
-    steps.apply(view_mut(&mut out).subcols_mut(k0, n - k0));
     *r = Mat::from_fn(
         n - p,
         n - p,
         |i, j| if i <= j { rr[(i, j)] } else { T::ZERO },
     );
     *d = Mat::from_fn(n - p, d.ncols(), |i, k| d[(i, k)]);
-    first_cols(out, n - p)
+    PendingQ {
+        steps,
+        first: k0,
+        extra: Mat::zeros(q1.nrows(), 0),
+        keep: n - p,
+    }
 }
 
 /// The first `k` columns of `a` (its buffer truncated: no copy).
@@ -263,7 +295,7 @@ pub fn delete_rows<T: Scalar>(
 }
 
 /// [`crate::cpu::thin::rank_one`] blocked: the projections on faer, the rotations of
-/// [Q₁ q̂] recorded and applied in row blocks. Returns the new Q₁.
+/// [Q₁ q̂] recorded (applied in row blocks, in place, by [`PendingQ::apply`]).
 pub fn rank_one<T: Scalar>(
     q1: &Mat<T>,
     r: &mut Mat<T>,
@@ -271,28 +303,29 @@ pub fn rank_one<T: Scalar>(
     b: &Mat<T>,
     u: &[T],
     v: &[T],
-) -> Mat<T> {
+) -> PendingQ<T> {
     let (m, n) = (q1.nrows(), q1.ncols());
     let (c, z) = project_out(q1, faer::MatRef::from_column_major_slice(u, m, 1));
     let gamma = nrm2(z.col(0));
     let unorm = nrm2(u).to_f64();
     let has_dir = gamma.to_f64() > 64.0 * T::UNIT_ROUNDOFF * unorm && gamma > T::ZERO;
-    let mut out = widened(q1, 1);
-    if has_dir {
-        out.extend(z.col(0).iter().map(|x| *x / gamma));
-    } else {
-        out.extend(std::iter::repeat_n(T::ZERO, m));
-    }
-    let mut qa = Mat::from_col_major(m, n + 1, out).expect("m×(n+1) entries");
+    let qhat = Mat::from_fn(
+        m,
+        1,
+        |i, _| if has_dir { z[(i, 0)] / gamma } else { T::ZERO },
+    );
     let mut w: Vec<T> = c.col(0).to_vec();
     w.push(if has_dir { gamma } else { T::ZERO });
-    let qhat = faer::MatRef::from_column_major_slice(qa.col(n), m, 1);
-    let f = product(qhat.transpose(), view(b));
+    let f = product(view(&qhat).transpose(), view(b));
     let f: Vec<T> = (0..d.ncols()).map(|k| f[(0, k)]).collect();
     let mut steps = ColumnTransforms::new();
     rfactor::rank_one(r, d, w, &f, v, |i, cs, sn| steps.rotate(i - 1, i, cs, sn));
-    steps.apply(view_mut(&mut qa));
-    first_cols(qa, n)
+    PendingQ {
+        steps,
+        first: 0,
+        extra: qhat,
+        keep: n,
+    }
 }
 
 /// The rotations of docs/algorithms.md#row-deletion generated on the deleted rows `zr`

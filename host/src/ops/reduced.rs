@@ -213,16 +213,17 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
     let mut d = st.d.clone();
     let mut rho = st.rho.clone();
     let mut q1 = None;
+    let mut pending = None;
     match st.dims.policy {
         QPolicy::Thin => {
             let old = st.q.as_ref().expect("a thin state holds Q₁");
-            q1 = Some(if reference::active() {
-                let mut q1 = old.clone();
-                thin::delete_cols(&mut q1, &mut r, &mut d, k0, p);
-                q1
+            if reference::active() {
+                let mut q = old.clone();
+                thin::delete_cols(&mut q, &mut r, &mut d, k0, p);
+                q1 = Some(q);
             } else {
-                thin_blocked::delete_cols(old, &mut r, &mut d, k0, p)
-            });
+                pending = Some(thin_blocked::delete_cols(old, &mut r, &mut d, k0, p));
+            }
         }
         QPolicy::None => rfactor::delete_cols(&mut r, &mut d, &mut rho, k0, p),
         QPolicy::Full => unreachable!("the full kind has its own path"),
@@ -237,7 +238,10 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
     st.r = r;
     st.d = d;
     st.rho = rho;
-    st.q = q1;
+    match pending {
+        Some(pending) => pending.apply(st.q.as_mut().expect("a thin state holds Q₁")),
+        None => st.q = q1,
+    }
     st.dims.n = n - p;
     Ok(())
 }
@@ -423,12 +427,16 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
             let q1 = if reference::active() {
                 let mut q1 = old.clone();
                 thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
-                q1
+                Ok(q1)
             } else {
-                thin_blocked::rank_one(old, &mut r, &mut d, b, u, v)
+                Err(thin_blocked::rank_one(old, &mut r, &mut d, b, u, v))
             };
             check_rank_of(&r, n, st.rank_tol)?;
-            st.q = Some(q1);
+            match q1 {
+                Ok(q1) => st.q = Some(q1),
+                // the blocked path updates Q₁ in place, now that nothing can fail
+                Err(pending) => pending.apply(st.q.as_mut().expect("a thin state holds Q₁")),
+            }
         }
         QPolicy::None => {
             let a = kept_a(st, OP)?;
