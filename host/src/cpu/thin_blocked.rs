@@ -40,10 +40,9 @@ fn reorthogonalise<T: Scalar>(
     mut z: Mat<T>,
     norms: &[T],
 ) -> (Mat<T>, Mat<T>) {
-    let half = T::from_f64(0.5);
     let needed = (0..z.ncols()).any(|j| {
-        let nz = nrm2(z.col(j));
-        !(nz * nz >= half * norms[j] * norms[j])
+        let (kept, was) = (nrm2(z.col(j)).to_f64(), norms[j].to_f64());
+        kept.is_nan() || kept * kept < 0.5 * was * was
     });
     if needed {
         let qv = view(q1);
