@@ -1149,8 +1149,9 @@ fn threads_option_and_bench_cpu() {
     ]);
     let s = stdout(&o);
     let rows = s.lines().filter(|l| l.starts_with("| 67×13 ")).count();
-    // factorize + 11 updates, two kinds, two thread counts
-    assert_eq!(rows, 2 * 2 * 12, "{s}");
+    // factorize + 9 updates (4 operations with p = 1 and n/10, rank-one), two kinds,
+    // two thread counts
+    assert_eq!(rows, 2 * 2 * 10, "{s}");
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 1 + rows, "{text}");
     assert!(

@@ -60,6 +60,13 @@ pub(crate) fn thin_error(op: &'static str, k0: usize, e: ThinFailure, tol: f64) 
     }
 }
 
+/// The new Q₁ of a thin update: a new matrix (the reference), or transformations for
+/// the state's Q₁ applied in place once the rank test has passed (the blocked path).
+enum NewQ<T: Scalar> {
+    Replaced(Mat<T>),
+    InPlace(thin_blocked::PendingQ<T>),
+}
+
 /// A's columns and rows as an owned matrix with `f` applied.
 fn rebuild<T: Scalar>(m: usize, n: usize, f: impl FnMut(usize, usize) -> T) -> Mat<T> {
     Mat::from_fn(m, n, f)
@@ -427,15 +434,17 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
             let q1 = if reference::active() {
                 let mut q1 = old.clone();
                 thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
-                Ok(q1)
+                NewQ::Replaced(q1)
             } else {
-                Err(thin_blocked::rank_one(old, &mut r, &mut d, b, u, v))
+                NewQ::InPlace(thin_blocked::rank_one(old, &mut r, &mut d, b, u, v))
             };
             check_rank_of(&r, n, st.rank_tol)?;
             match q1 {
-                Ok(q1) => st.q = Some(q1),
+                NewQ::Replaced(q1) => st.q = Some(q1),
                 // the blocked path updates Q₁ in place, now that nothing can fail
-                Err(pending) => pending.apply(st.q.as_mut().expect("a thin state holds Q₁")),
+                NewQ::InPlace(pending) => {
+                    pending.apply(st.q.as_mut().expect("a thin state holds Q₁"))
+                }
             }
         }
         QPolicy::None => {
