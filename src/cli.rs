@@ -137,6 +137,19 @@ impl Opts {
             .transpose()
     }
 
+    /// `--threads N`, if given: sets the CPU backend's thread count (a positive
+    /// integer; without it, all cores).
+    pub fn apply_threads(&self) -> CliResult<()> {
+        match self.usize("threads")? {
+            Some(0) => Err("--threads must be a positive integer, not '0'".into()),
+            Some(n) => {
+                cuqr::cpu::set_threads(n);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// `--name` as a u64, if given.
     pub fn u64(&self, name: &str) -> CliResult<Option<u64>> {
         self.get(name)
@@ -202,7 +215,8 @@ cuqr update: factorise A = QR, apply one update, solve the least-squares problem
 
 Usage: cuqr update --a A.npy --op OP [--k0 K] [--p P] [--u U.npy] [--v v.npy]
                    [--e e.npy] [--to J] [--b b.npy] [--q-policy full|thin|none]
-                   [--precision f64|f32] [--backend auto|cpu|gpu] --out DIR
+                   [--precision f64|f32] [--backend auto|cpu|gpu] [--threads N]
+                   --out DIR
 
 Inputs (.npy, float64 or float32, C or Fortran order, 1-D or 2-D):
   --a A.npy        the m x n matrix, m >= n (a 1-D array is one column)
@@ -233,6 +247,7 @@ Options:
                          the data
   --precision f64|f32    working precision (default f64); inputs are converted
   --backend auto|cpu|gpu auto: the GPU when usable, else the CPU (default auto)
+  --threads N            threads of the CPU backend (default: all cores)
   --out DIR              output folder, created if missing
 
 Outputs in DIR:
@@ -287,7 +302,7 @@ pub const DEMO_HELP: &str = "\
 cuqr demo: a least-squares regression session on synthetic data.
 
 Usage: cuqr demo [--backend auto|cpu|gpu] [--precision f64|f32] [--seed N]
-                 [--size small|default]
+                 [--size small|default] [--threads N]
 
 Generates observations X (m x n) and responses y = X beta + noise with a known
 coefficient vector beta (built-in PRNG, --seed, default 42), factorises X,
@@ -303,6 +318,7 @@ Options:
   --seed N               PRNG seed (default 42)
   --precision f64|f32    working precision (default f64)
   --backend auto|cpu|gpu default auto
+  --threads N            threads of the CPU backend (default: all cores)
 ";
 
 /// Owned copies of `v`, as `main` passes the arguments (for tests).

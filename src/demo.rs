@@ -13,7 +13,7 @@ use crate::ops::Update;
 use crate::rng::Rng;
 use cuqr::GpuScalar;
 
-const OPTIONS: &[&str] = &["backend", "precision", "seed", "size"];
+const OPTIONS: &[&str] = &["backend", "precision", "seed", "size", "threads"];
 
 /// Problem sizes of one demo run (none a multiple of 32).
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +62,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     };
     let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;
     let precision = Precision::from_opt(opts.get("precision"))?;
+    opts.apply_threads()?;
     let seed = opts.u64("seed")?.unwrap_or(42);
     let (backend, note) = backend::resolve(choice)?;
     let sizes = match (opts.get("size"), &backend) {

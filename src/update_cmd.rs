@@ -26,6 +26,7 @@ const OPTIONS: &[&str] = &[
     "q-policy",
     "precision",
     "backend",
+    "threads",
     "out",
 ];
 
@@ -96,6 +97,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     };
     let precision = Precision::from_opt(opts.get("precision"))?;
     let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;
+    opts.apply_threads()?;
     let path = |name: &str| opts.get(name).map(PathBuf::from);
     let job = Job {
         a: PathBuf::from(opts.require("update", "a")?),

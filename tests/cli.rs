@@ -1221,3 +1221,59 @@ fn window_streams_rows_and_solves_each_window() {
     ]);
     assert_cli_error(&e, "--forget must be a number in (0, 1]");
 }
+
+/// `--threads N` sets the CPU backend's thread count for `demo` and `update`; 0 and
+/// non-numbers are refused. `cuqr bench cpu` times a small shape with the reference
+/// and writes its CSV.
+#[test]
+fn threads_option_and_bench_cpu() {
+    let o = run_ok(&[
+        "demo",
+        "--size",
+        "small",
+        "--backend",
+        "cpu",
+        "--threads",
+        "1",
+    ]);
+    assert!(stdout(&o).contains("rescale variable"), "{}", stdout(&o));
+    assert_cli_error(
+        &cuqr(&["demo", "--size", "small", "--threads", "0"]),
+        "--threads must be a positive integer",
+    );
+    assert_cli_error(
+        &cuqr(&["demo", "--size", "small", "--threads", "x"]),
+        "--threads must be a non-negative integer",
+    );
+    let dir = std::env::temp_dir().join(format!("cuqr-bench-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("cpu.csv");
+    let o = run_ok(&[
+        "bench",
+        "cpu",
+        "--shapes",
+        "67x13",
+        "--kinds",
+        "thin,none",
+        "--threads",
+        "1,2",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let s = stdout(&o);
+    let rows = s.lines().filter(|l| l.starts_with("| 67×13 ")).count();
+    // factorize + 9 updates (4 operations with p = 1 and n/10, rank-one), two kinds,
+    // two thread counts
+    assert_eq!(rows, 2 * 2 * 10, "{s}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 1 + rows, "{text}");
+    assert!(
+        text.starts_with("m,n,precision,kind,op,p,threads,cuqr_ms"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert_cli_error(
+        &cuqr(&["bench", "cpu", "--kinds", "both"]),
+        "unknown kind 'both'",
+    );
+}

@@ -31,7 +31,7 @@
 
 pub(crate) mod backend;
 pub(crate) mod base;
-pub(crate) mod cpu;
+pub mod cpu;
 pub(crate) mod gpu;
 #[cfg(feature = "internals")]
 pub mod internals;

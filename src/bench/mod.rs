@@ -5,6 +5,7 @@
 //! adding a file and a line to [`GROUPS`].
 
 mod common;
+mod cpu;
 mod kernels;
 mod lu;
 mod mixed;
@@ -28,6 +29,9 @@ struct Group {
     /// Without a GPU its run fails (`cuqr bench --quick` skips it there); the others
     /// say what they cannot run, or run their CPU part.
     needs_gpu: bool,
+    /// Whether `cuqr bench --quick` runs it (the tour's groups are fixed; `cpu` has
+    /// its own `--quick`).
+    in_quick_tour: bool,
 }
 
 /// Every benchmark group.
@@ -38,6 +42,7 @@ const GROUPS: &[Group] = &[
         help: lu::HELP,
         run: lu::run,
         needs_gpu: true,
+        in_quick_tour: true,
     },
     Group {
         name: "qr",
@@ -45,6 +50,7 @@ const GROUPS: &[Group] = &[
         help: qr::HELP,
         run: qr::run,
         needs_gpu: false,
+        in_quick_tour: true,
     },
     Group {
         name: "updates",
@@ -52,6 +58,7 @@ const GROUPS: &[Group] = &[
         help: updates::HELP,
         run: updates::run,
         needs_gpu: false,
+        in_quick_tour: true,
     },
     Group {
         name: "tall",
@@ -59,6 +66,15 @@ const GROUPS: &[Group] = &[
         help: tall::HELP,
         run: tall::run,
         needs_gpu: true,
+        in_quick_tour: true,
+    },
+    Group {
+        name: "cpu",
+        summary: "the CPU backend: factorisation and updates vs faer refactorisation and the serial reference",
+        help: cpu::HELP,
+        run: cpu::run,
+        needs_gpu: false,
+        in_quick_tour: false,
     },
     Group {
         name: "window",
@@ -66,6 +82,7 @@ const GROUPS: &[Group] = &[
         help: window::HELP,
         run: window::run,
         needs_gpu: true,
+        in_quick_tour: true,
     },
     Group {
         name: "mixed",
@@ -73,6 +90,7 @@ const GROUPS: &[Group] = &[
         help: mixed::HELP,
         run: mixed::run,
         needs_gpu: true,
+        in_quick_tour: true,
     },
     Group {
         name: "kernels",
@@ -80,13 +98,14 @@ const GROUPS: &[Group] = &[
         help: kernels::HELP,
         run: kernels::run,
         needs_gpu: true,
+        in_quick_tour: true,
     },
 ];
 
 /// `cuqr bench --help`.
 pub fn help() -> String {
     let mut s = String::from(
-        "cuqr bench: GPU benchmarks against cuSOLVER in the same process\n\n\
+        "cuqr bench: GPU benchmarks against cuSOLVER in the same process, and the CPU backend\n\n\
          Usage: cuqr bench <GROUP> [OPTIONS]   (cuqr bench <GROUP> --help)\n\
          \x20      cuqr bench --quick             every group's --quick run in turn; without a\n\
          \x20                                     GPU the groups that need one are skipped\n\n\
@@ -133,7 +152,11 @@ fn quick_tour(args: &[String]) -> CliResult<()> {
         )
         .into());
     }
-    let names: Vec<&str> = GROUPS.iter().map(|g| g.name).collect();
+    let names: Vec<&str> = GROUPS
+        .iter()
+        .filter(|g| g.in_quick_tour)
+        .map(|g| g.name)
+        .collect();
     println!(
         "cuqr bench --quick: each group's --quick run in turn ({})",
         names.join(", ")
@@ -152,7 +175,7 @@ fn quick_tour(args: &[String]) -> CliResult<()> {
         }
     };
     let quick = ["--quick".to_string()];
-    for g in GROUPS {
+    for g in GROUPS.iter().filter(|g| g.in_quick_tour) {
         println!("\n## cuqr bench {} --quick\n", g.name);
         if g.needs_gpu && !has_gpu {
             println!("skipped: no GPU");

@@ -29,6 +29,7 @@ pub trait Scalar:
     + MulAssign
     + DivAssign
     + Sum
+    + faer::traits::RealField
 {
     /// Unit roundoff u = ε/2 (2⁻²⁴ for f32, 2⁻⁵³ for f64), as in
     /// docs/algorithms.md#accuracy-measures.

@@ -17,7 +17,7 @@ use faer::linalg::householder::{
 use faer::linalg::qr::no_pivoting::factor::{
     qr_in_place, qr_in_place_scratch, recommended_block_size,
 };
-use faer::{Conj, Par};
+use faer::Conj;
 
 use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
@@ -64,7 +64,7 @@ fn qr_on<F: Scalar + faer::traits::ComplexField>(
 ) -> Option<Mat<F>> {
     let (m, n, nrhs) = (a.nrows(), a.ncols(), d.ncols());
     let k = m.min(n);
-    let par = Par::Seq;
+    let par = crate::cpu::par_for(2.0 * m as f64 * n as f64 * n.max(1) as f64);
     let bs = block_size
         .unwrap_or_else(|| recommended_block_size::<F>(m, n))
         .clamp(1, k.max(1));

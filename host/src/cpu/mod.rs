@@ -1,13 +1,27 @@
-//! CPU numerical kernels: faer's blocked QR, Householder vectors, Givens rotations,
-//! compact-WY blocks, and
+//! The CPU backend's kernels: faer's blocked QR, Householder vectors, Givens rotations,
+//! compact-WY blocks, the blocked update building blocks (recorded column
+//! transformations applied in row blocks, rows folded into R by block reflectors), and
 //! the serial reference implementations of the published algorithms (the test oracle
-//! and the benchmarks' "sequential update" baseline).
+//! and the benchmarks' "sequential update" baseline, [`reference::run`]).
+//!
+//! Public: the thread count ([`set_threads`], [`threads`]) and [`reference::run`].
 #![forbid(unsafe_code)]
 
-pub mod blocked;
+pub(crate) mod blocked;
+pub(crate) mod dense;
+pub(crate) mod fold;
+#[doc(hidden)]
 pub mod givens;
+#[doc(hidden)]
 pub mod householder;
 pub mod reference;
-pub mod rfactor;
-pub mod thin;
+pub(crate) mod rfactor;
+pub(crate) mod rotations;
+mod settings;
+pub(crate) mod thin;
+pub(crate) mod thin_blocked;
+#[doc(hidden)]
 pub mod wy;
+
+pub(crate) use settings::par_for;
+pub use settings::{set_threads, threads};

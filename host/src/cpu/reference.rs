@@ -16,6 +16,40 @@
 use super::givens::{givens, rot_pair};
 use crate::base::scalar::Scalar;
 
+std::thread_local! {
+    /// Whether this thread's CPU updates run on the serial reference algorithms.
+    static SERIAL_UPDATES: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the CPU backend's updates (every operation of [`crate::CpuQr`] after the
+/// factorisation, every state kind) on the serial reference algorithms instead of the
+/// blocked ones, on this thread only: the test oracle and the benchmarks' baseline.
+///
+/// # Examples
+/// ```
+/// use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate};
+/// let a = Mat::<f64>::from_fn(8, 3, |i, j| ((i + 2 * j) % 5) as f64 + (i == j) as u8 as f64);
+/// let b = Mat::<f64>::from_fn(8, 1, |i, _| i as f64);
+/// let mut qr = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Thin, FactorParams::default()).unwrap();
+/// cuqr::cpu::reference::run(|| qr.delete_row(4)).unwrap();
+/// assert!(!cuqr::cpu::reference::active());
+/// ```
+pub fn run<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SERIAL_UPDATES.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(SERIAL_UPDATES.with(|s| s.replace(true)));
+    f()
+}
+
+/// Whether this thread is inside [`run`].
+pub fn active() -> bool {
+    SERIAL_UPDATES.with(|s| s.get())
+}
+
 /// `reduce_nrm2`: ‖x‖₂ by the scaled two-pass algorithm
 /// (docs/algorithms.md#householder-norm-scaling).
 pub use super::householder::nrm2;

@@ -56,7 +56,11 @@ fn sub_product<T: Scalar>(z: &mut Mat<T>, a: &Mat<T>, b: &Mat<T>) {
 /// Thin QR of Z (m×p) by modified Gram–Schmidt with one reorthogonalisation against the
 /// columns already made: (Q_z, G) with Z = Q_z G. A column whose norm falls below
 /// `tol`·(its norm before) is reported.
-fn thin_qr<T: Scalar>(z: &Mat<T>, base: &[f64], tol: f64) -> Result<(Mat<T>, Mat<T>), ThinFailure> {
+pub(crate) fn thin_qr<T: Scalar>(
+    z: &Mat<T>,
+    base: &[f64],
+    tol: f64,
+) -> Result<(Mat<T>, Mat<T>), ThinFailure> {
     let (m, p) = (z.nrows(), z.ncols());
     let mut qz = z.clone();
     let mut g = Mat::<T>::zeros(p, p);

@@ -12,6 +12,7 @@ use crate::base::scalar::Scalar;
 use crate::cpu::householder::nrm2;
 use crate::cpu::rfactor::{self, DowndateFailure};
 use crate::cpu::thin::{self, ThinFailure};
+use crate::cpu::{reference, thin_blocked, wy};
 use crate::state::cpu::{CpuQr, KeptData};
 
 /// The kept data or [`Error::NeedsData`].
@@ -59,15 +60,43 @@ pub(crate) fn thin_error(op: &'static str, k0: usize, e: ThinFailure, tol: f64) 
     }
 }
 
+/// The new Q₁ of a thin update: a new matrix (the reference), or transformations for
+/// the state's Q₁ applied in place once the rank test has passed (the blocked path).
+enum NewQ<T: Scalar> {
+    Replaced(Mat<T>),
+    InPlace(thin_blocked::PendingQ<T>),
+}
+
 /// A's columns and rows as an owned matrix with `f` applied.
 fn rebuild<T: Scalar>(m: usize, n: usize, f: impl FnMut(usize, usize) -> T) -> Mat<T> {
     Mat::from_fn(m, n, f)
 }
 
+/// a·b: faer's product, or the plain loop inside [`reference::run`].
+fn mul<T: Scalar>(a: &Mat<T>, b: &Mat<T>) -> Mat<T> {
+    if reference::active() {
+        a.matmul(b)
+    } else {
+        crate::cpu::dense::product(crate::cpu::dense::view(a), crate::cpu::dense::view(b))
+    }
+}
+
+/// aᵀ·b: faer's product, or the plain loop inside [`reference::run`].
+fn mul_t<T: Scalar>(a: &Mat<T>, b: &Mat<T>) -> Mat<T> {
+    if reference::active() {
+        a.transpose().matmul(b)
+    } else {
+        crate::cpu::dense::product(
+            crate::cpu::dense::view(a).transpose(),
+            crate::cpu::dense::view(b),
+        )
+    }
+}
+
 /// x = R⁻¹d and the residual b − A x of the kept data.
 fn residual_of<T: Scalar>(a: &Mat<T>, b: &Mat<T>, r: &Mat<T>, d: &Mat<T>) -> Mat<T> {
     let x = rfactor::solve_upper(r, d);
-    let ax = a.matmul(&x);
+    let ax = mul(a, &x);
     Mat::from_fn(b.nrows(), b.ncols(), |i, k| b[(i, k)] - ax[(i, k)])
 }
 
@@ -80,12 +109,11 @@ fn col_norms<T: Scalar>(res: &Mat<T>) -> Vec<T> {
 /// c = R⁻ᵀ(AᵀU) with one step of refinement from the residual (corrected semi-normal
 /// equations, docs/algorithms.md#updates-without-q).
 fn csne_project<T: Scalar>(a: &Mat<T>, r: &Mat<T>, u: &Mat<T>) -> (Mat<T>, Mat<T>) {
-    let at = a.transpose();
-    let mut c = rfactor::solve_upper_transpose(r, &at.matmul(u));
-    let az = a.matmul(&rfactor::solve_upper(r, &c));
+    let mut c = rfactor::solve_upper_transpose(r, &mul_t(a, u));
+    let az = mul(a, &rfactor::solve_upper(r, &c));
     let mut z = Mat::from_fn(u.nrows(), u.ncols(), |i, j| u[(i, j)] - az[(i, j)]);
-    let c2 = rfactor::solve_upper_transpose(r, &at.matmul(&z));
-    let az2 = a.matmul(&rfactor::solve_upper(r, &c2));
+    let c2 = rfactor::solve_upper_transpose(r, &mul_t(a, &z));
+    let az2 = mul(a, &rfactor::solve_upper(r, &c2));
     for j in 0..u.ncols() {
         for i in 0..u.nrows() {
             z[(i, j)] -= az2[(i, j)];
@@ -123,10 +151,15 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
     match st.dims.policy {
         QPolicy::Thin => {
             let data = kept(st, OP)?;
-            let mut q1 = st.q.clone().expect("a thin state holds Q₁");
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
             let tol = dependence_tol::<T>();
-            thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
-                .map_err(|e| thin_error(OP, k0, e, tol))?;
+            let q1 = if reference::active() {
+                let mut q1 = old.clone();
+                thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol).map(|()| q1)
+            } else {
+                thin_blocked::insert_cols(old, &mut r, &mut d, &data.b, k0, &u, tol)
+            }
+            .map_err(|e| thin_error(OP, k0, e, tol))?;
             check_rank_of(&r, n + p, st.rank_tol)?;
             let a = data.a.as_ref().map(|a| insert_columns(a, k0, &u));
             st.q = Some(q1);
@@ -150,7 +183,7 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
             }
             let g = r_of(&z);
             let res = residual_of(a, b, &r, &d);
-            let f = rfactor::solve_upper_transpose(&g, &z.transpose().matmul(&res));
+            let f = rfactor::solve_upper_transpose(&g, &mul_t(&z, &res));
             rfactor::insert_cols(&mut r, &mut d, k0, &c, &g, &f, |_, _, _| {});
             check_rank_of(&r, n + p, st.rank_tol)?;
             let a2 = insert_columns(a, k0, &u);
@@ -186,15 +219,19 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
     let mut r = st.r.clone();
     let mut d = st.d.clone();
     let mut rho = st.rho.clone();
-    let mut q1 = st.q.clone();
+    let mut q1 = None;
+    let mut pending = None;
     match st.dims.policy {
-        QPolicy::Thin => thin::delete_cols(
-            q1.as_mut().expect("a thin state holds Q₁"),
-            &mut r,
-            &mut d,
-            k0,
-            p,
-        ),
+        QPolicy::Thin => {
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
+            if reference::active() {
+                let mut q = old.clone();
+                thin::delete_cols(&mut q, &mut r, &mut d, k0, p);
+                q1 = Some(q);
+            } else {
+                pending = Some(thin_blocked::delete_cols(old, &mut r, &mut d, k0, p));
+            }
+        }
         QPolicy::None => rfactor::delete_cols(&mut r, &mut d, &mut rho, k0, p),
         QPolicy::Full => unreachable!("the full kind has its own path"),
     }
@@ -208,7 +245,10 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
     st.r = r;
     st.d = d;
     st.rho = rho;
-    st.q = q1;
+    match pending {
+        Some(pending) => pending.apply(st.q.as_mut().expect("a thin state holds Q₁")),
+        None => st.q = q1,
+    }
     st.dims.n = n - p;
     Ok(())
 }
@@ -225,20 +265,34 @@ pub(crate) fn insert_rows<T: Scalar>(
     let mut r = st.r.clone();
     let mut d = st.d.clone();
     let mut rho = st.rho.clone();
-    let mut q1 = st.q.clone();
+    let mut q1 = None;
     let mut b = st.data.as_ref().map(|k| k.b.clone());
     match st.dims.policy {
-        QPolicy::Thin => thin::insert_rows(
-            q1.as_mut().expect("a thin state holds Q₁"),
-            &mut r,
-            &mut d,
-            b.as_mut().expect("a thin state keeps b"),
-            k0,
-            &u,
-            &e,
-        ),
+        QPolicy::Thin => {
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
+            let b = b.as_mut().expect("a thin state keeps b");
+            q1 = Some(if reference::active() {
+                let mut q1 = old.clone();
+                thin::insert_rows(&mut q1, &mut r, &mut d, b, k0, &u, &e);
+                q1
+            } else {
+                let nb = wy::resolve_block_size("insert_rows", st.params.block_size, n)?;
+                thin_blocked::insert_rows(old, &mut r, &mut d, b, k0, &u, &e, nb)
+            });
+        }
         QPolicy::None => {
-            rfactor::add_rows(&mut r, &mut d, &mut rho, &mut u.clone(), &mut e.clone());
+            if reference::active() {
+                rfactor::add_rows(&mut r, &mut d, &mut rho, &mut u.clone(), &mut e.clone());
+            } else {
+                // Block reflectors (docs/algorithms.md#blocked-row-folding); e keeps the
+                // rotated-out residual parts, as in `rfactor::add_rows`.
+                let nb = wy::resolve_block_size("insert_rows", st.params.block_size, n)?;
+                let mut ew = e.clone();
+                crate::cpu::fold::fold_rows(&mut r, &mut d, &mut u.clone(), &mut ew, nb);
+                for (k, rk) in rho.iter_mut().enumerate() {
+                    *rk = rk.hypot(nrm2(ew.col(k)));
+                }
+            }
             if let Some(b) = b.as_mut() {
                 *b = insert_rows_of(b, k0, &e);
             }
@@ -294,21 +348,22 @@ pub(crate) fn delete_rows<T: Scalar>(
     let mut r = st.r.clone();
     let mut d = st.d.clone();
     let mut rho = st.rho.clone();
-    let mut q1 = st.q.clone();
+    let mut q1 = None;
     let mut b = st.data.as_ref().map(|k| k.b.clone());
     match st.dims.policy {
         QPolicy::Thin => {
             let tol = completion_tol::<T>();
-            thin::delete_rows(
-                q1.as_mut().expect("a thin state holds Q₁"),
-                &mut r,
-                &mut d,
-                b.as_mut().expect("a thin state keeps b"),
-                k0,
-                p,
-                tol,
-            )
-            .map_err(|e| thin_error(OP, k0, e, tol))?;
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
+            let b = b.as_mut().expect("a thin state keeps b");
+            q1 = Some(
+                if reference::active() {
+                    let mut q1 = old.clone();
+                    thin::delete_rows(&mut q1, &mut r, &mut d, b, k0, p, tol).map(|()| q1)
+                } else {
+                    thin_blocked::delete_rows(old, &mut r, &mut d, b, k0, p, tol)
+                }
+                .map_err(|e| thin_error(OP, k0, e, tol))?,
+            );
         }
         QPolicy::None => {
             let (rows, rhs): (Mat<T>, Mat<T>) = match (st.data.as_ref(), given) {
@@ -374,11 +429,23 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
     let mut d = st.d.clone();
     match st.dims.policy {
         QPolicy::Thin => {
-            let mut q1 = st.q.clone().expect("a thin state holds Q₁");
+            let old = st.q.as_ref().expect("a thin state holds Q₁");
             let b = &kept(st, OP)?.b;
-            thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
+            let q1 = if reference::active() {
+                let mut q1 = old.clone();
+                thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
+                NewQ::Replaced(q1)
+            } else {
+                NewQ::InPlace(thin_blocked::rank_one(old, &mut r, &mut d, b, u, v))
+            };
             check_rank_of(&r, n, st.rank_tol)?;
-            st.q = Some(q1);
+            match q1 {
+                NewQ::Replaced(q1) => st.q = Some(q1),
+                // the blocked path updates Q₁ in place, now that nothing can fail
+                NewQ::InPlace(pending) => {
+                    pending.apply(st.q.as_mut().expect("a thin state holds Q₁"))
+                }
+            }
         }
         QPolicy::None => {
             let a = kept_a(st, OP)?;

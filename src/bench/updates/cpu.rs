@@ -38,7 +38,8 @@ pub(super) fn time_cpu<T: Scalar>(
         let mut st = base.clone();
         st.set_params(point_params(pt, st.params()));
         let t = Instant::now();
-        apply(&mut st, pt, c)?;
+        // (c) is the serial update: the reference algorithms, not the blocked default.
+        cuqr::cpu::reference::run(|| apply(&mut st, pt, c))?;
         let sol = st.solve()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         std::hint::black_box(sol);
@@ -66,6 +67,8 @@ pub(super) fn time_faer<T: Scalar>(c: &Case<T>, budget_s: f64) -> (f64, usize) {
         });
         timed.unwrap_or_else(|never| match never {})
     }
+    // faer's own default with its rayon feature is every core; (d) stays sequential.
+    faer::set_global_parallelism(faer::Par::Seq);
     let (a, b) = (&c.a_new, &c.b_new);
     if T::NAME == "f32" {
         let fa = faer::Mat::<f32>::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)].to_f64() as f32);

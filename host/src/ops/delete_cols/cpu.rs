@@ -43,7 +43,11 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
         return Ok(());
     }
     let mut d = st.d.clone();
-    let mut q = st.q.clone();
+    // The blocked path updates Q in place once R has passed the rank test (nothing can
+    // fail after it): the blocks are kept until then. The reference works on a copy.
+    let in_place = !crate::cpu::reference::active();
+    let mut q = if in_place { None } else { st.q.clone() };
+    let mut blocks = Vec::new();
     let mut c0 = k0;
     while c0 < nn {
         let jb = nb.min(nn - c0);
@@ -72,17 +76,55 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
         }
         let t = larft(&v, &tau);
         // Only rows c0..c0+p+jb of the trailing columns, of d and columns of Q change.
-        larfb_left(&v, &t, true, &mut r, c0, c0 + jb..nn);
-        larfb_left(&v, &t, true, &mut d, c0, 0..st.dims.q);
+        block_left(&v, &t, true, &mut r, c0, c0 + jb..nn);
+        block_left(&v, &t, true, &mut d, c0, 0..st.dims.q);
         if let Some(qm) = q.as_mut() {
-            larfb_right(&v, &t, qm, c0);
+            block_right(&v, &t, qm, c0);
+        }
+        if in_place {
+            blocks.push((v, t, c0));
         }
         c0 += jb;
     }
     check_rank_of(&r, nn, st.rank_tol)?;
+    if in_place {
+        if let Some(qm) = st.q.as_mut() {
+            for (v, t, c0) in &blocks {
+                block_right(v, t, qm, *c0);
+            }
+        }
+    } else {
+        st.q = q;
+    }
     st.r = r;
     st.d = d;
-    st.q = q;
     st.dims.n = nn;
     Ok(())
+}
+
+/// The block reflector from the left: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+fn block_left<T: Scalar>(
+    v: &Mat<T>,
+    t: &Mat<T>,
+    trans: bool,
+    c: &mut Mat<T>,
+    r0: usize,
+    cols: core::ops::Range<usize>,
+) {
+    if crate::cpu::reference::active() {
+        larfb_left(v, t, trans, c, r0, cols)
+    } else {
+        crate::cpu::dense::larfb_left(v, t, trans, c, r0, cols)
+    }
+}
+
+/// The block reflector from the right: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+fn block_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
+    if crate::cpu::reference::active() {
+        larfb_right(v, t, c, c0)
+    } else {
+        crate::cpu::dense::larfb_right(v, t, c, c0)
+    }
 }

@@ -3,6 +3,9 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::cpu::dense::{product, view, view_mut};
+use crate::cpu::reference;
+use crate::cpu::rotations::ColumnTransforms;
 
 /// Inserts the m×p block `u` as columns k0..k0+p of A, updating R, d and Q serially
 /// (docs/algorithms.md#column-insertion). Works on new buffers and swaps them in only after the
@@ -32,7 +35,17 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Res
     for j in k0..n {
         r.col_mut(j + p).copy_from_slice(st.r.col(j));
     }
-    for j in 0..p {
+    // The blocked path: QᵀU and the block reflectors on faer, Q's rotations recorded
+    // and applied at the end in row blocks (docs/algorithms.md#blocked-column-transformations).
+    let fast = !reference::active();
+    let mut steps = ColumnTransforms::new();
+    if fast {
+        let qtu = product(view(&q).transpose(), u.as_faer());
+        for j in 0..p {
+            r.col_mut(k0 + j).copy_from_slice(qtu.col(j));
+        }
+    }
+    for j in (0..p).filter(|_| !fast) {
         let uj = u.col(j);
         for i in 0..m {
             let qi = q.col(i);
@@ -60,14 +73,19 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Res
                 r[(row - 1, c)] = rho;
                 r[(row, c)] = T::ZERO;
                 rot_rows(&mut r, row - 1, row, cs, sn, c + 1..n + p);
-                let (x, y) = q.two_cols_mut(row - 1, row);
-                rot(cs, sn, x, y);
+                if fast {
+                    steps.rotate(row - 1, row, cs, sn);
+                } else {
+                    let (x, y) = q.two_cols_mut(row - 1, row);
+                    rot(cs, sn, x, y);
+                }
                 rot_rows(&mut d, row - 1, row, cs, sn, 0..st.dims.q);
             }
         }
     }
     // Entries below the diagonal are exact zeros by construction (set explicitly or
     // produced by rotating two zeros); clearing makes ‖L‖ = 0 independent of that argument.
+    steps.apply(view_mut(&mut q));
     clear_lower(&mut r);
     let next = CpuQr {
         dims: Dims {
@@ -162,15 +180,42 @@ pub(super) fn householder_below<T: Scalar>(
         });
         let t = larft(&v, &taus);
         // Trailing columns of B and d: C := (I − V Tᵀ Vᵀ) C.
-        larfb_left(&v, &t, true, r, top, k0 + j0 + jb..k0 + p);
+        block_left(&v, &t, true, r, top, k0 + j0 + jb..k0 + p);
         let nrhs = d.ncols();
-        larfb_left(&v, &t, true, d, top, 0..nrhs);
+        block_left(&v, &t, true, d, top, 0..nrhs);
         // Q(:, top:m) := Q(:, top:m) (I − V T Vᵀ).
-        larfb_right(&v, &t, q, top);
+        block_right(&v, &t, q, top);
         // The reflectors are stored; below the diagonal the block is now exactly zero.
         for jj in 0..jb {
             r.col_mut(k0 + j0 + jj)[top + jj + 1..m].fill(T::ZERO);
         }
         j0 += jb;
+    }
+}
+
+/// The block reflector from the left: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+fn block_left<T: Scalar>(
+    v: &Mat<T>,
+    t: &Mat<T>,
+    trans: bool,
+    c: &mut Mat<T>,
+    r0: usize,
+    cols: core::ops::Range<usize>,
+) {
+    if crate::cpu::reference::active() {
+        larfb_left(v, t, trans, c, r0, cols)
+    } else {
+        crate::cpu::dense::larfb_left(v, t, trans, c, r0, cols)
+    }
+}
+
+/// The block reflector from the right: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+fn block_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
+    if crate::cpu::reference::active() {
+        larfb_right(v, t, c, c0)
+    } else {
+        crate::cpu::dense::larfb_right(v, t, c, c0)
     }
 }

@@ -35,6 +35,9 @@ pub fn run_cpu<T: Scalar>(
     let Dims { m, n, q, .. } = st.dims;
     let p = plan.p;
     let nb = resolve_block_size(OP, st.params.block_size, n)?;
+    if !crate::cpu::reference::active() {
+        return insert_rows_blocked(st, k0, u, e, nb, plan.m_new);
+    }
     let mut r = st.r.clone();
     let mut d = st.d.clone();
     let mut uw = u.to_owned();
@@ -241,3 +244,57 @@ pub(super) fn apply_block_q<T: Scalar>(
 /// Most rows of a stacked row-insertion panel (jb + p) that `run_gpu` gives the one-block
 /// panel rather than the cooperative one (measured: see `run_gpu_path`).
 pub(super) const SMALL_PANEL_ROW_INSERT_MAX_ROWS: usize = 272;
+
+/// The full-Q row insertion on blocked building blocks: the rows folded into R by block
+/// reflectors (docs/algorithms.md#blocked-row-folding) and each block applied to Q's
+/// first n columns and the new rows' unit columns by faer products. The new rows sit at
+/// k0..k0+p of Q̃ from the start (the reflectors mix columns only) and their unit
+/// columns stay last, as in the reference's Pᵀ M.
+fn insert_rows_blocked<T: Scalar>(
+    st: &mut CpuQr<T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+    nb: usize,
+    m_new: usize,
+) -> Result<()> {
+    use crate::cpu::dense::view_mut;
+    use crate::cpu::fold::{apply_to_columns, fold_rows};
+    let Dims { m, n, q, .. } = st.dims;
+    let p = u.nrows();
+    let mut r = st.r.clone();
+    let mut d = st.d.clone();
+    let mut ew = e.to_owned();
+    let fold = fold_rows(&mut r, &mut d, &mut u.to_owned(), &mut ew, nb);
+    let mut r_new = Mat::<T>::zeros(m + p, n);
+    for j in 0..n {
+        r_new.col_mut(j)[..m].copy_from_slice(r.col(j));
+    }
+    check_rank_of(&r_new, n, st.rank_tol)?;
+    let mut d_new = Mat::<T>::zeros(m + p, q);
+    for c in 0..q {
+        d_new.col_mut(c)[..m].copy_from_slice(d.col(c));
+        d_new.col_mut(c)[m..].copy_from_slice(ew.col(c));
+    }
+    let q_new = st.q.as_ref().map(|qm| {
+        let mut out = Vec::with_capacity((m + p) * (m + p));
+        for j in 0..m {
+            let src = qm.col(j);
+            out.extend_from_slice(&src[..k0]);
+            out.extend(std::iter::repeat_n(T::ZERO, p));
+            out.extend_from_slice(&src[k0..]);
+        }
+        for j in 0..p {
+            out.extend((0..m + p).map(|i| if i == k0 + j { T::ONE } else { T::ZERO }));
+        }
+        let mut mm = Mat::from_col_major(m + p, m + p, out).expect("(m+p)² entries");
+        let (left, right) = view_mut(&mut mm).split_at_col_mut(m);
+        apply_to_columns(&fold, left.subcols_mut(0, n), right);
+        mm
+    });
+    st.r = r_new;
+    st.d = d_new;
+    st.q = q_new;
+    st.dims.m = m_new;
+    Ok(())
+}

@@ -3,6 +3,10 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::check_rank_of;
+use crate::cpu::dense::{gemm_add, product, view, view_mut};
+use crate::cpu::reference;
+use crate::cpu::rotations::ColumnTransforms;
 
 /// Replaces A by A + u vᵀ, updating R, d and Q serially (docs/algorithms.md#rank-one-update). Works
 /// on new buffers and swaps them in only after the rank check.
@@ -23,19 +27,38 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         op: OP,
         policy: st.dims.policy,
     })?;
-    let (mut q, mut r, mut d) = (q_old.clone(), st.r.clone(), st.d.clone());
+    // The blocked path: products on faer, Q's reflector and rotations recorded and
+    // applied to Q in place once R has passed the rank test (nothing can fail after it),
+    // the rotations in row blocks (docs/algorithms.md#blocked-column-transformations).
+    // The reference works on a copy of Q.
+    let fast = !reference::active();
+    let mut q = if fast {
+        Mat::zeros(0, 0)
+    } else {
+        q_old.clone()
+    };
+    let (mut r, mut d) = (st.r.clone(), st.d.clone());
     let nrhs = d.ncols();
-
+    let mut steps = ColumnTransforms::new();
+    let mut reflector = None;
     // w = Qᵀu.
-    let mut w: Vec<T> = (0..m)
-        .map(|i| {
-            let mut acc = T::ZERO;
-            for (a, b) in q.col(i).iter().zip(u) {
-                acc = a.mul_add(*b, acc);
-            }
-            acc
-        })
-        .collect();
+    let mut w: Vec<T> = if fast {
+        product(
+            view(q_old).transpose(),
+            faer::MatRef::from_column_major_slice(u, m, 1),
+        )
+        .into_vec()
+    } else {
+        (0..m)
+            .map(|i| {
+                let mut acc = T::ZERO;
+                for (a, b) in q.col(i).iter().zip(u) {
+                    acc = a.mul_add(*b, acc);
+                }
+                acc
+            })
+            .collect()
+    };
 
     // Stage A. Variant A2: H on w(n:m); rows n..m of R are zero, so R is untouched.
     let top = if householder_first {
@@ -44,17 +67,24 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
             house(*head, tail)
         };
         let vt = &w[n + 1..];
+        if fast {
+            let mut v = vec![T::ONE];
+            v.extend_from_slice(vt);
+            reflector = Some((v, tau));
+        }
         // Q(:, n:m) := Q(:, n:m)·H: z = Q(:, n:m)·v, then Q(:, n+l) −= τ v_l z.
-        let mut z = q.col(n).to_vec();
-        for (l, &vl) in vt.iter().enumerate() {
+        let mut z = if fast { Vec::new() } else { q.col(n).to_vec() };
+        for (l, &vl) in vt.iter().enumerate().filter(|_| !fast) {
             for (o, a) in z.iter_mut().zip(q.col(n + 1 + l)) {
                 *o = a.mul_add(vl, *o);
             }
         }
-        for (o, a) in q.col_mut(n).iter_mut().zip(&z) {
-            *o = (-tau).mul_add(*a, *o);
+        if !fast {
+            for (o, a) in q.col_mut(n).iter_mut().zip(&z) {
+                *o = (-tau).mul_add(*a, *o);
+            }
         }
-        for (l, &vl) in vt.iter().enumerate() {
+        for (l, &vl) in vt.iter().enumerate().filter(|_| !fast) {
             let tv = tau * vl;
             for (o, a) in q.col_mut(n + 1 + l).iter_mut().zip(&z) {
                 *o = (-tv).mul_add(*a, *o);
@@ -77,8 +107,12 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         w[i] = rho;
         w[i + 1] = T::ZERO;
         rot_rows(&mut r, i, i + 1, c, s, i.min(n)..n);
-        let (x, y) = q.two_cols_mut(i, i + 1);
-        rot(c, s, x, y);
+        if fast {
+            steps.rotate(i, i + 1, c, s);
+        } else {
+            let (x, y) = q.two_cols_mut(i, i + 1);
+            rot(c, s, x, y);
+        }
         rot_rows(&mut d, i, i + 1, c, s, 0..nrhs);
     }
     // H = R + w(0) e₀ vᵀ stays upper Hessenberg.
@@ -91,9 +125,32 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         r[(i, i)] = rho;
         r[(i + 1, i)] = T::ZERO;
         rot_rows(&mut r, i, i + 1, c, s, i + 1..n);
-        let (x, y) = q.two_cols_mut(i, i + 1);
-        rot(c, s, x, y);
+        if fast {
+            steps.rotate(i, i + 1, c, s);
+        } else {
+            let (x, y) = q.two_cols_mut(i, i + 1);
+            rot(c, s, x, y);
+        }
         rot_rows(&mut d, i, i + 1, c, s, 0..nrhs);
+    }
+    if fast {
+        check_rank_of(&r, n, st.rank_tol)?;
+        let q = st.q.as_mut().expect("checked above");
+        if let Some((v, tau)) = reflector {
+            // Q(:, n:m) −= τ (Q(:, n:m) v) vᵀ by two faer products.
+            let vv = faer::MatRef::from_column_major_slice(&v, m - n, 1);
+            let z = product(view(q).subcols(n, m - n), vv);
+            gemm_add(
+                view_mut(q).subcols_mut(n, m - n),
+                view(&z),
+                vv.transpose(),
+                -tau,
+            );
+        }
+        steps.apply(view_mut(q));
+        st.r = r;
+        st.d = d;
+        return Ok(());
     }
     let next = CpuQr {
         dims: st.dims,

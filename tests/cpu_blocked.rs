@@ -1,0 +1,170 @@
+//! The CPU backend's blocked updates (the default path) against its serial reference
+//! algorithms (`cuqr::cpu::reference::run`), every state kind and update, f64 and f32,
+//! one thread and all, on random inputs whose sizes are not multiples of 32.
+//!
+//! # Bound
+//! Both paths are backward stable QR updates of the same matrix, so R agrees up to row
+//! signs within Sun's first-order bound 2·√(2n)·κ·(10·m·u)·‖A‖₂ (Frobenius), with κ and
+//! ‖A‖₂ from the reference R's singular values; d and Q's columns take R's row signs and
+//! agree within the same relative bound (times ‖b‖ for d). Q's extra columns of the full
+//! kind (n..m) are not unique and are compared through QQᵀ's first n columns only.
+
+mod support;
+
+use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate, Scalar};
+use support::{eps, random_mat, random_vec, rng, singular_values, to_faer};
+
+/// One update, applied to a clone of the state.
+#[derive(Clone, Debug)]
+enum Update {
+    InsertRows(usize, Mat<f64>, Mat<f64>),
+    DeleteRows(usize, usize),
+    InsertCols(usize, Mat<f64>),
+    DeleteCols(usize, usize),
+    RankOne(Vec<f64>, Vec<f64>),
+}
+
+fn cast<T: Scalar>(a: &Mat<f64>) -> Mat<T> {
+    Mat::from_fn(a.nrows(), a.ncols(), |i, j| T::from_f64(a[(i, j)]))
+}
+
+fn apply<T: Scalar>(st: &mut CpuQr<T>, up: &Update) {
+    let v = |x: &[f64]| x.iter().map(|&y| T::from_f64(y)).collect::<Vec<T>>();
+    match up {
+        Update::InsertRows(k0, u, e) => {
+            st.insert_rows(*k0, cast::<T>(u).as_ref(), cast::<T>(e).as_ref())
+        }
+        Update::DeleteRows(k0, p) => st.delete_rows(*k0, *p),
+        Update::InsertCols(k0, u) => st.insert_cols(*k0, cast::<T>(u).as_ref()),
+        Update::DeleteCols(k0, p) => st.delete_cols(*k0, *p),
+        Update::RankOne(u, w) => st.rank_one(&v(u), &v(w)),
+    }
+    .unwrap_or_else(|e| panic!("{up:?}: {e}"));
+}
+
+/// max over entries of |x − y| after R's row signs are taken out of both.
+fn compare<T: Scalar>(fast: &CpuQr<T>, refr: &CpuQr<T>, what: &str) {
+    let (n, m) = (refr.ncols(), refr.nrows());
+    let rr = to_faer(&refr.r().unwrap());
+    let rf = to_faer(&fast.r().unwrap());
+    let sv = singular_values(&faer::Mat::from_fn(n, n, |i, j| rr[(i, j)]));
+    let (smax, smin) = (sv[0], sv[n - 1]);
+    let bound = 2.0 * (2.0 * n as f64).sqrt() * (smax / smin) * eps::<T>(m + n);
+    let sign = |r: &faer::Mat<f64>, i: usize| if r[(i, i)] < 0.0 { -1.0 } else { 1.0 };
+    let mut e_r: f64 = 0.0;
+    for j in 0..n {
+        for i in 0..=j {
+            let dx = sign(&rf, i) * rf[(i, j)] - sign(&rr, i) * rr[(i, j)];
+            e_r = e_r.max(dx.abs());
+        }
+        for i in j + 1..rf.nrows() {
+            assert_eq!(rf[(i, j)], 0.0, "{what}: R({i},{j}) below the diagonal");
+        }
+    }
+    assert!(
+        e_r <= bound * smax,
+        "{what}: R differs by {e_r:e} > {:e}",
+        bound * smax
+    );
+    let (df, dr) = (to_faer(&fast.d().unwrap()), to_faer(&refr.d().unwrap()));
+    let bnorm = dr.norm_l2().max(1.0);
+    for k in 0..dr.ncols() {
+        for i in 0..n {
+            let dx = sign(&rf, i) * df[(i, k)] - sign(&rr, i) * dr[(i, k)];
+            assert!(
+                dx.abs() <= bound * bnorm,
+                "{what}: d({i},{k}) differs by {dx:e}"
+            );
+        }
+    }
+    if let (Some(qf), Some(qr)) = (fast.q().unwrap(), refr.q().unwrap()) {
+        let (qf, qr) = (to_faer(&qf), to_faer(&qr));
+        assert_eq!(
+            (qf.nrows(), qf.ncols()),
+            (qr.nrows(), qr.ncols()),
+            "{what}: Q's shape"
+        );
+        for j in 0..n {
+            for i in 0..m {
+                let dx = sign(&rf, j) * qf[(i, j)] - sign(&rr, j) * qr[(i, j)];
+                assert!(dx.abs() <= bound, "{what}: Q({i},{j}) differs by {dx:e}");
+            }
+        }
+        // The full Q's columns n..m span the same complement.
+        if qf.ncols() > n {
+            let pf = qf.get(.., n..) * qf.get(.., n..).transpose();
+            let pr = qr.get(.., n..) * qr.get(.., n..).transpose();
+            let e = (pf - pr).norm_max();
+            assert!(
+                e <= bound * m as f64,
+                "{what}: Q's complement differs by {e:e}"
+            );
+        }
+    }
+}
+
+fn updates(seed: u64, m: usize, n: usize, q: usize) -> Vec<Update> {
+    let mut g = rng(seed);
+    let p = (n / 10).max(2);
+    vec![
+        Update::InsertRows(0, random_mat(&mut g, 1, n), random_mat(&mut g, 1, q)),
+        Update::InsertRows(m / 3, random_mat(&mut g, p, n), random_mat(&mut g, p, q)),
+        Update::InsertRows(
+            m,
+            random_mat(&mut g, 3 * n / 2, n),
+            random_mat(&mut g, 3 * n / 2, q),
+        ),
+        Update::DeleteRows(m - 1, 1),
+        Update::DeleteRows(m / 2, p),
+        Update::InsertCols(0, random_mat(&mut g, m, 1)),
+        Update::InsertCols(n / 2, random_mat(&mut g, m, p)),
+        Update::InsertCols(n, random_mat(&mut g, m, p)),
+        Update::DeleteCols(0, 1),
+        Update::DeleteCols(n / 3, p),
+        Update::DeleteCols(n - p, p),
+        Update::RankOne(random_vec(&mut g, m), random_vec(&mut g, n)),
+    ]
+}
+
+fn run_all<T: Scalar>(seed: u64, m: usize, n: usize, q: usize) {
+    let mut g = rng(seed);
+    let a: Mat<T> = random_mat(&mut g, m, n);
+    let b: Mat<T> = random_mat(&mut g, m, q);
+    for (policy, keep) in [
+        (QPolicy::Full, false),
+        (QPolicy::Thin, false),
+        (QPolicy::None, true),
+    ] {
+        let params = FactorParams {
+            keep_data: keep,
+            ..FactorParams::default()
+        };
+        let st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params).unwrap();
+        for up in updates(seed + 1, m, n, q) {
+            let refr = cuqr::cpu::reference::run(|| {
+                let mut s = st.clone();
+                apply(&mut s, &up);
+                s
+            });
+            for threads in [1, 0] {
+                cuqr::cpu::set_threads(threads);
+                let mut fast = st.clone();
+                apply(&mut fast, &up);
+                let what = format!("{} {policy:?} threads {threads} {up:?}", T::NAME);
+                compare(&fast, &refr, &what[..what.len().min(120)]);
+            }
+        }
+    }
+    cuqr::cpu::set_threads(0);
+}
+
+#[test]
+fn blocked_updates_match_the_reference_f64() {
+    run_all::<f64>(11, 157, 23, 2);
+    run_all::<f64>(12, 301, 67, 1);
+}
+
+#[test]
+fn blocked_updates_match_the_reference_f32() {
+    run_all::<f32>(13, 131, 19, 2);
+}
