@@ -468,3 +468,61 @@ fn gpu_ring_then_other_updates_f64() {
 fn gpu_ring_then_other_updates_f32() {
     ring_then_other_updates::<f32>();
 }
+
+/// `slide_device` (rows already on the device) gives what `slide` gives, for every kind (the
+/// full kind through the host path), and refuses a non-finite row with the state unchanged.
+fn slide_device_matches<T: GpuScalar>() {
+    let Some(g) = gpu() else { return };
+    for kind in [Kind::Thin, Kind::NoneKeep, Kind::Full] {
+        let mut r = rng(41);
+        let (m, n, q) = (260, 11, 2);
+        let a = random_mat::<T>(&mut r, m, n);
+        let b = random_mat::<T>(&mut r, m, q);
+        let mut st = kind.build(&g, &a, &b);
+        let mut model = Model::new(&a, &b);
+        for step in 0..4 {
+            let rows = random_mat::<T>(&mut r, 5, n);
+            let rhs = random_mat::<T>(&mut r, 5, q);
+            let (rd, ed) = (
+                cuqr::DevMat::from_host(&g, rows.as_ref()).unwrap(),
+                cuqr::DevMat::from_host(&g, rhs.as_ref()).unwrap(),
+            );
+            st.slide_device(&rd.view(), &ed.view(), 5)
+                .unwrap_or_else(|e| panic!("{kind:?} step {step}: {e}"));
+            model.delete_rows(0, 5);
+            let mm = model.m();
+            model.insert_rows(mm, &rows, &rhs);
+            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} step {step}: {e}"));
+        }
+        let before = snapshot(&st);
+        let mut bad = random_mat::<T>(&mut r, 5, n);
+        bad[(3, 7)] = T::from_f64(f64::INFINITY);
+        let (rd, ed) = (
+            cuqr::DevMat::from_host(&g, bad.as_ref()).unwrap(),
+            cuqr::DevMat::from_host(&g, random_mat::<T>(&mut r, 5, q).as_ref()).unwrap(),
+        );
+        let e = st.slide_device(&rd.view(), &ed.view(), 5).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::NonFinite {
+                    what: "rows",
+                    row: 3,
+                    col: 7,
+                    ..
+                }
+            ),
+            "{kind:?}: {e}"
+        );
+        assert_eq!(snapshot(&st), before, "{kind:?}");
+    }
+}
+
+#[test]
+fn gpu_slide_device_f64() {
+    slide_device_matches::<f64>();
+}
+#[test]
+fn gpu_slide_device_f32() {
+    slide_device_matches::<f32>();
+}

@@ -139,6 +139,40 @@ impl<T: GpuScalar> GpuQr<T> {
         ))
     }
 
+    /// [`QrUpdate::slide`] with the new rows (p×n) and their right-hand sides (p×q) already
+    /// in device memory, as views of this state's [`Gpu`]: the same window step
+    /// (docs/algorithms.md#sliding-window) without their upload, for streams whose rows are
+    /// made or received on the GPU. The non-finite check runs on the device.
+    ///
+    /// # Errors
+    /// As [`QrUpdate::slide`]. On error the state is unchanged (a device fault poisons it).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::{DevMat, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate};
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let a = Mat::<f64>::from_fn(5000, 20, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
+    /// let b = Mat::<f64>::from_fn(5000, 1, |i, _| (i % 17) as f64);
+    /// let keep = FactorParams { keep_data: true, ..FactorParams::default() };
+    /// let mut st = GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::None, keep)?;
+    /// let rows = DevMat::from_host(&gpu, Mat::<f64>::from_fn(100, 20, |i, j| (i + j) as f64).as_ref())?;
+    /// let rhs = DevMat::from_host(&gpu, Mat::<f64>::from_fn(100, 1, |i, _| i as f64).as_ref())?;
+    /// st.slide_device(&rows.view(), &rhs.view(), 100)?; // 100 rows in, the 100 oldest out
+    /// assert_eq!(st.nrows(), 5000);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn slide_device(
+        &mut self,
+        rows: &DevMatView<'_, T>,
+        rhs: &DevMatView<'_, T>,
+        drop: usize,
+    ) -> Result<()> {
+        self.check_live()?;
+        let out = crate::ops::slide::run_gpu_device(self, rows, rhs, drop);
+        self.finish(out)
+    }
+
     /// [`QrUpdate::insert_cols`] with the new columns U (m×p) already on the device, as
     /// a view of this state's [`Gpu`]: the same update (docs/algorithms.md#column-insertion)
     /// without U's upload,

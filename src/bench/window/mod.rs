@@ -38,8 +38,9 @@ cuqr: the step alone (the new rows uploaded from host memory inside the timing)
 on a fresh device copy (untimed) of the factorised state after one untimed step
 (the steady state: an R-only state's kept rows have room below them). cuSOLVER: geqrf +
 ormqr + trsm on the window after the step (and orgqr to Q1 for the thin kind),
-from a fresh copy (untimed). Bars: R-only with P = 1000 at least 20x; thin with
-P = 16 at least 5x.
+from a fresh copy (untimed). The last two columns time the same step with the
+new rows already in device memory (slide_device). Bars: R-only with P = 1000 at
+least 20x; thin with P = 16 at least 5x.
 ";
 
 const SHAPES: [(usize, usize); 3] = [(1_000_000, 256), (4_000_000, 64), (200_000, 2048)];
@@ -90,8 +91,10 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let stages = o.flag("stages");
     let gpu = Arc::new(Gpu::new(0).map_err(|e| format!("{CMD} needs a GPU: {e}"))?);
     print_dated_run_header(&gpu, CMD, args)?;
-    println!("| precision | window | kind | P | step ms | cuSOLVER ms | × | bar |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| precision | window | kind | P | step ms | cuSOLVER ms | × | bar | step ms, rows on the device | × |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for prec in precs {
         for &(w, n) in &shapes {
             let res = if prec == "f64" {
@@ -201,6 +204,32 @@ fn bench_shape<T: GpuScalar>(
             })
             .map(|(ms, _)| ms)
             .map_err(|e| e.to_string());
+            // the same step with the new rows already in device memory (`slide_device`)
+            let on_device = GpuQr::factorize_dev(
+                gpu,
+                dup(gpu, &a).map_err(|e| e.to_string())?,
+                dup(gpu, &b).map_err(|e| e.to_string())?,
+                kind,
+                params,
+            )
+            .and_then(|mut st| {
+                let (rd, ed) = (
+                    DevMat::from_host(gpu, rows.as_ref())?,
+                    DevMat::from_host(gpu, rhs.as_ref())?,
+                );
+                st.slide_device(&rd.view(), &ed.view(), p)?;
+                time_keeping_last(
+                    gpu,
+                    reps,
+                    || st.try_clone(),
+                    |mut s| {
+                        s.slide_device(&rd.view(), &ed.view(), p)?;
+                        Ok(s)
+                    },
+                )
+            })
+            .map(|(ms, _)| ms)
+            .map_err(|e| e.to_string());
             let name = if thin { "thin" } else { "R-only" };
             let stage_note = stage_line.borrow_mut().take();
             let cell = |c: &Result<f64, String>| match c {
@@ -221,11 +250,16 @@ fn bench_shape<T: GpuScalar>(
                 (Some(_), Some(x)) => format!("≥ {x}×: misses"),
                 _ => "–".into(),
             };
+            let ratio_dev = match (&on_device, &base) {
+                (Ok(s), Ok(b)) if *s > 0.0 => format!("{:.1}", b / s),
+                _ => "–".into(),
+            };
             println!(
-                "| {prec} | {w}×{n} | {name} | {p} | {} | {} | {} | {verdict} |",
+                "| {prec} | {w}×{n} | {name} | {p} | {} | {} | {} | {verdict} | {} | {ratio_dev} |",
                 cell(&step),
                 cell(&base),
-                ratio.map_or("–".into(), |r| format!("{r:.1}"))
+                ratio.map_or("–".into(), |r| format!("{r:.1}")),
+                cell(&on_device)
             );
             if let Some(line) = stage_note {
                 println!("|  |  | stages (ms) | {p} | {line} | | | |");

@@ -10,7 +10,7 @@ use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
 use crate::gpu::algo::thin;
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
-use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 use crate::state::gpu::GpuQr;
 
@@ -25,22 +25,79 @@ pub(crate) fn run_gpu<T: GpuScalar>(
     drop: usize,
 ) -> Result<()> {
     let dims = st.dims;
-    if (dims.policy == QPolicy::None && st.a.is_some()) || dims.policy == QPolicy::Thin {
+    if level3(st) {
         let plan = plan(dims, rows, rhs, drop, st.params)?;
         if plan.drop_first(dims.n) {
+            let g = st.gpu.clone();
+            let (an, en) = (
+                DevMat::from_host_async(&g, rows)?,
+                DevMat::from_host_async(&g, rhs)?,
+            );
             if dims.policy == QPolicy::Thin {
-                if run_gpu_thin(st, plan, rows, rhs)?
+                if run_gpu_thin(st, plan, &an.view(), &en.view())?
                     || run_gpu_thin_householder(st, plan, rows, rhs)?
                 {
                     return Ok(());
                 }
             } else {
-                return run_gpu_reduced(st, plan, rows, rhs);
+                return run_gpu_reduced(st, plan, &an.view(), &en.view());
             }
         }
     }
     st.settle_kept()?;
     super::run(st, rows, rhs, drop)
+}
+
+/// Whether the state takes the level-3 window step: thin, or R-only with kept data.
+fn level3<T: GpuScalar>(st: &GpuQr<T>) -> bool {
+    st.dims.policy == QPolicy::Thin || (st.dims.policy == QPolicy::None && st.a.is_some())
+}
+
+/// [`run_gpu`] with the new rows and their right-hand sides already in device memory
+/// (`GpuQr::slide_device`): no upload. The non-finite check runs on the device; the paths
+/// that take host rows (the full kind, and the steps the level-3 forms decline) download them.
+///
+/// # Errors
+/// As [`super::run`].
+pub(crate) fn run_gpu_device<T: GpuScalar>(
+    st: &mut GpuQr<T>,
+    rows: &DevMatView<'_, T>,
+    rhs: &DevMatView<'_, T>,
+    drop: usize,
+) -> Result<()> {
+    let dims = st.dims;
+    let plan = super::plan_shape(
+        dims,
+        (rows.nrows(), rows.ncols()),
+        (rhs.nrows(), rhs.ncols()),
+        drop,
+        st.params,
+    )?;
+    for (what, x) in [("rows", rows), ("rhs", rhs)] {
+        if x.nrows() == 0 || x.ncols() == 0 {
+            continue;
+        }
+        if let Some((row, col)) = st.gpu.first_non_finite(x)? {
+            return Err(Error::NonFinite {
+                op: OP,
+                what,
+                row,
+                col,
+            });
+        }
+    }
+    if level3(st) && plan.drop_first(dims.n) {
+        if dims.policy == QPolicy::Thin {
+            if run_gpu_thin(st, plan, rows, rhs)? {
+                return Ok(());
+            }
+        } else {
+            return run_gpu_reduced(st, plan, rows, rhs);
+        }
+    }
+    let g = st.gpu.clone();
+    let (rh, eh) = (rows.to_host(&g)?, rhs.to_host(&g)?);
+    run_gpu(st, rh.as_ref(), eh.as_ref(), drop)
 }
 
 /// The thin window step where the one-Cholesky form declines (docs/algorithms.md#thin-window-step):
@@ -195,22 +252,18 @@ const POWER_STEPS: usize = 10;
 fn run_gpu_reduced<T: GpuScalar>(
     st: &mut GpuQr<T>,
     plan: Plan,
-    rows: MatRef<'_, T>,
-    rhs: MatRef<'_, T>,
+    an: &DevMatView<'_, T>,
+    en: &DevMatView<'_, T>,
 ) -> Result<()> {
     let Dims { n, q, .. } = st.dims;
     let Plan { m, p, drop, forget } = plan;
     let g = &*st.gpu.clone();
     let (a, b) = st.kept_views().expect("checked by the caller");
-    let (an, en) = (
-        DevMat::from_host_async(g, rows)?,
-        DevMat::from_host_async(g, rhs)?,
-    );
     let gram = Gram {
         w: Leaving::Rows(a.block(0, 0, drop, n)),
         eo: b.block(0, 0, drop, q),
-        an: an.view(),
-        en: en.view(),
+        an: an.reborrow(),
+        en: en.reborrow(),
         forget,
         thin: false,
     };
@@ -231,8 +284,8 @@ fn run_gpu_reduced<T: GpuScalar>(
                 .expect("without new rows nothing declines");
             let (r1, d1, mut rho2) = (f.r, f.d, f.rho2);
             g.stage_mark("window: downdate");
-            let mut stack = thin::stacked(g, &r1.view(), Some(&an.view()), p)?;
-            let mut dstack = thin::stacked(g, &d1.view(), Some(&en.view()), p)?;
+            let mut stack = thin::stacked(g, &r1.view(), Some(an), p)?;
+            let mut dstack = thin::stacked(g, &d1.view(), Some(en), p)?;
             let mut tau = DevVec::<T>::zeros(g, n)?;
             g.geqrf(&mut stack.view_mut(), &mut tau.view_mut())?;
             g.ormqr(
@@ -255,7 +308,7 @@ fn run_gpu_reduced<T: GpuScalar>(
     g.stage_mark("window: R and d");
     crate::gpu::algo::givens_two_phase::check_rank(g, &r2, n, st.rank_tol)?;
     drop_views(a, b);
-    slide_kept(st, (&an, &en), drop, forget)?;
+    slide_kept(st, (an, en), drop, forget)?;
     g.stage_mark("window: kept data");
     st.r = r2;
     st.d = d2;
@@ -287,7 +340,7 @@ fn kept_room(m: usize, p: usize) -> usize {
 /// guard).
 fn slide_kept<T: GpuScalar>(
     st: &mut GpuQr<T>,
-    (an, en): (&DevMat<T>, &DevMat<T>),
+    (an, en): (&DevMatView<'_, T>, &DevMatView<'_, T>),
     drop: usize,
     forget: f64,
 ) -> Result<()> {
@@ -327,8 +380,8 @@ fn slide_kept<T: GpuScalar>(
         g.scal(s, &mut b.buf_mut().slice_mut(..))?;
     }
     if p > 0 {
-        g.panel_copy(&an.view(), &mut a.block_mut(r0 + m - drop, 0, p, n))?;
-        g.panel_copy(&en.view(), &mut b.block_mut(r0 + m - drop, 0, p, q))?;
+        g.panel_copy(an, &mut a.block_mut(r0 + m - drop, 0, p, n))?;
+        g.panel_copy(en, &mut b.block_mut(r0 + m - drop, 0, p, q))?;
     }
     Ok(())
 }
@@ -345,23 +398,19 @@ fn slide_kept<T: GpuScalar>(
 fn run_gpu_thin<T: GpuScalar>(
     st: &mut GpuQr<T>,
     plan: Plan,
-    rows: MatRef<'_, T>,
-    rhs: MatRef<'_, T>,
+    an: &DevMatView<'_, T>,
+    en: &DevMatView<'_, T>,
 ) -> Result<bool> {
     let Dims { n, q, .. } = st.dims;
     let Plan { m, p, drop, forget } = plan;
     let g = &*st.gpu.clone();
     let q1 = st.q.as_ref().expect("a thin state holds Q₁");
     let b = st.kept_b();
-    let (an, en) = (
-        DevMat::from_host_async(g, rows)?,
-        DevMat::from_host_async(g, rhs)?,
-    );
     let gram = Gram {
         w: Leaving::QRows(q1.block(0, 0, drop, n)),
         eo: b.block(0, 0, drop, q),
-        an: an.view(),
-        en: en.view(),
+        an: an.reborrow(),
+        en: en.reborrow(),
         forget,
         thin: true,
     };
@@ -408,7 +457,7 @@ fn run_gpu_thin<T: GpuScalar>(
             &mut qn.block_mut(kept, 0, p, n),
         )?;
     }
-    let bn = slid_rows(g, b, &en, drop, forget)?;
+    let bn = slid_rows(g, b, en, drop, forget)?;
     g.stage_mark("window: Q1' = Q1·G⁻¹ (GEMM)");
     st.r = f.r;
     st.d = f.d;
@@ -426,7 +475,7 @@ fn run_gpu_thin<T: GpuScalar>(
 fn slid_rows<T: GpuScalar>(
     g: &Gpu,
     src: &DevMat<T>,
-    new: &DevMat<T>,
+    new: &DevMatView<'_, T>,
     drop: usize,
     forget: f64,
 ) -> Result<DevMat<T>> {
@@ -443,7 +492,7 @@ fn slid_rows<T: GpuScalar>(
         }
     }
     if p > 0 {
-        g.panel_copy(&new.view(), &mut dst.block_mut(m - drop, 0, p, width))?;
+        g.panel_copy(new, &mut dst.block_mut(m - drop, 0, p, width))?;
     }
     Ok(dst)
 }

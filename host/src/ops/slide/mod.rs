@@ -4,7 +4,7 @@
 
 mod gpu;
 
-pub(crate) use gpu::run_gpu;
+pub(crate) use gpu::{run_gpu, run_gpu_device};
 
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
@@ -55,14 +55,44 @@ pub(crate) fn plan<T: Scalar>(
     drop: usize,
     params: UpdateParams,
 ) -> Result<Plan> {
-    let p = rows.nrows();
+    let plan = plan_shape(
+        dims,
+        (rows.nrows(), rows.ncols()),
+        (rhs.nrows(), rhs.ncols()),
+        drop,
+        params,
+    )?;
+    for (what, x) in [("rows", rows), ("rhs", rhs)] {
+        if let Some((row, col)) = x.first_non_finite() {
+            return Err(Error::NonFinite {
+                op: OP,
+                what,
+                row,
+                col,
+            });
+        }
+    }
+    Ok(plan)
+}
+
+/// [`plan`] from the shapes alone (the entries are checked where they live).
+///
+/// # Errors
+/// As [`plan`] but [`Error::NonFinite`].
+pub(crate) fn plan_shape(
+    dims: Dims,
+    (p, rows_cols): (usize, usize),
+    (rhs_rows, rhs_cols): (usize, usize),
+    drop: usize,
+    params: UpdateParams,
+) -> Result<Plan> {
     if p == 0 && drop == 0 {
         return Err(Error::EmptyBlock { op: OP });
     }
     for (what, got, expected) in [
-        ("columns of rows", rows.ncols(), dims.n),
-        ("rows of rhs", rhs.nrows(), p),
-        ("columns of rhs", rhs.ncols(), dims.q),
+        ("columns of rows", rows_cols, dims.n),
+        ("rows of rhs", rhs_rows, p),
+        ("columns of rhs", rhs_cols, dims.q),
     ] {
         if got != expected && !(p == 0 && what != "rows of rhs") {
             return Err(Error::Shape {
@@ -100,16 +130,6 @@ pub(crate) fn plan<T: Scalar>(
             m: plan.m_new(),
             n: dims.n,
         });
-    }
-    for (what, x) in [("rows", rows), ("rhs", rhs)] {
-        if let Some((row, col)) = x.first_non_finite() {
-            return Err(Error::NonFinite {
-                op: OP,
-                what,
-                row,
-                col,
-            });
-        }
     }
     Ok(plan)
 }
