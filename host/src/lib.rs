@@ -1,17 +1,19 @@
 //! # cuqr: QR factorisation and QR updating on NVIDIA GPUs and the CPU
 //!
 //! cuqr factorises A = QR and then *updates* the factorisation when columns or
-//! rows are inserted or deleted or a rank-one change arrives, instead of
-//! refactorising (docs/algorithms.md).
+//! rows are inserted or deleted, a rank-one or rank-k change arrives or a window of
+//! observations slides, instead of refactorising (docs/algorithms.md).
 //!
-//! | operation | needs Q | CPU | GPU |
+//! | operation | needs Q (or an R-only state's kept data) | CPU | GPU |
 //! |---|---|---|---|
 //! | `factorize` | – | ✓ | ✓ |
 //! | `insert_cols` | yes | ✓ | ✓ |
 //! | `delete_cols` | no | ✓ | ✓ |
 //! | `insert_rows` | no | ✓ | ✓ |
-//! | `delete_rows` | yes | ✓ | ✓ |
-//! | `rank_one` | yes | ✓ | ✓ |
+//! | `delete_rows` | yes (or the rows: `delete_rows_with`) | ✓ | ✓ |
+//! | `rank_one`, `rank_k` | yes | ✓ | ✓ |
+//! | `replace_cols`, `shift_col` | yes | ✓ | ✓ |
+//! | `slide` | when rows leave | ✓ | ✓ |
 //! | `solve` | – | ✓ | ✓ |
 //!
 //! 1. Build a state with [`Qr::factorize`] on a [`Device`] (`Auto` takes the GPU when one
