@@ -35,7 +35,7 @@ pub(crate) fn run_gpu<T: GpuScalar>(
             );
             if dims.policy == QPolicy::Thin {
                 if run_gpu_thin(st, plan, &an.view(), &en.view())?
-                    || run_gpu_thin_householder(st, plan, rows, rhs)?
+                    || run_gpu_thin_householder(st, plan, &an.view(), &en.view())?
                 {
                     return Ok(());
                 }
@@ -55,7 +55,8 @@ fn level3<T: GpuScalar>(st: &GpuQr<T>) -> bool {
 
 /// [`run_gpu`] with the new rows and their right-hand sides already in device memory
 /// (`GpuQr::slide_device`): no upload. The non-finite check runs on the device; the paths
-/// that take host rows (the full kind, and the steps the level-3 forms decline) download them.
+/// that take host rows (the full kind, and the composed step where the level-3 forms decline)
+/// download them.
 ///
 /// # Errors
 /// As [`super::run`].
@@ -88,7 +89,8 @@ pub(crate) fn run_gpu_device<T: GpuScalar>(
     }
     if level3(st) && plan.drop_first(dims.n) {
         if dims.policy == QPolicy::Thin {
-            if run_gpu_thin(st, plan, rows, rhs)? {
+            if run_gpu_thin(st, plan, rows, rhs)? || run_gpu_thin_householder(st, plan, rows, rhs)?
+            {
                 return Ok(());
             }
         } else {
@@ -113,8 +115,8 @@ pub(crate) fn run_gpu_device<T: GpuScalar>(
 fn run_gpu_thin_householder<T: GpuScalar>(
     st: &mut GpuQr<T>,
     plan: Plan,
-    rows: MatRef<'_, T>,
-    rhs: MatRef<'_, T>,
+    an: &DevMatView<'_, T>,
+    en: &DevMatView<'_, T>,
 ) -> Result<bool> {
     use crate::ops::delete_rows::{
         thin_small_side, Plan as DeletePlan, ThinDeleted, ThinSmallSide,
@@ -153,23 +155,8 @@ fn run_gpu_thin_householder<T: GpuScalar>(
         g.scal(s, &mut d1.buf_mut().slice_mut(..))?;
     }
     // 3. the new rows: [R′; A_n] = Q_s·R″, d″ = Q_sᵀ[d′; e_n]
-    let (an, en) = (
-        DevMat::from_host_async(g, rows)?,
-        DevMat::from_host_async(g, rhs)?,
-    );
     let (r2, d2, mmat, qs) = if p > 0 {
-        let mut stack = thin::stacked(g, &r1.view(), Some(&an.view()), p)?;
-        let mut dstack = thin::stacked(g, &d1.view(), Some(&en.view()), p)?;
-        let mut tau = DevVec::<T>::zeros(g, n)?;
-        g.geqrf(&mut stack.view_mut(), &mut tau.view_mut())?;
-        g.ormqr(
-            Side::Left,
-            Op::T,
-            &stack.view(),
-            n,
-            &tau.view(),
-            &mut dstack.view_mut(),
-        )?;
+        let (stack, tau, dstack) = stacked_qr(g, (&r1, &d1), (an, en))?;
         let r2 = g.two_phase_copy_new(&stack.block(0, 0, n, n), 0..0, true)?;
         let d2 = g.two_phase_copy_new(&dstack.block(0, 0, n, q), 0..0, false)?;
         let mut qs = stack;
@@ -218,7 +205,7 @@ fn run_gpu_thin_householder<T: GpuScalar>(
     }
     if let Some(qs) = qs {
         g.panel_copy(&qs.block(n, 0, p, n), &mut qn.block_mut(m - drop, 0, p, n))?;
-        g.panel_copy(&en.view(), &mut bn.block_mut(m - drop, 0, p, q))?;
+        g.panel_copy(en, &mut bn.block_mut(m - drop, 0, p, q))?;
     }
     g.stage_mark("window: Q1'' = Q1·M");
     st.r = r2;
@@ -284,18 +271,7 @@ fn run_gpu_reduced<T: GpuScalar>(
                 .expect("without new rows nothing declines");
             let (r1, d1, mut rho2) = (f.r, f.d, f.rho2);
             g.stage_mark("window: downdate");
-            let mut stack = thin::stacked(g, &r1.view(), Some(an), p)?;
-            let mut dstack = thin::stacked(g, &d1.view(), Some(en), p)?;
-            let mut tau = DevVec::<T>::zeros(g, n)?;
-            g.geqrf(&mut stack.view_mut(), &mut tau.view_mut())?;
-            g.ormqr(
-                Side::Left,
-                Op::T,
-                &stack.view(),
-                n,
-                &tau.view(),
-                &mut dstack.view_mut(),
-            )?;
+            let (stack, _, dstack) = stacked_qr(g, (&r1, &d1), (an, en))?;
             let extra = thin::column_norms(g, &dstack.block(n, 0, p, q))?;
             rho2.iter_mut().zip(extra).for_each(|(x, e)| *x += e * e);
             (
@@ -307,7 +283,7 @@ fn run_gpu_reduced<T: GpuScalar>(
     };
     g.stage_mark("window: R and d");
     crate::gpu::algo::givens_two_phase::check_rank(g, &r2, n, st.rank_tol)?;
-    drop_views(a, b);
+    std::mem::drop((a, b)); // the views of the kept data end here
     slide_kept(st, (an, en), drop, forget)?;
     g.stage_mark("window: kept data");
     st.r = r2;
@@ -320,8 +296,32 @@ fn run_gpu_reduced<T: GpuScalar>(
     Ok(())
 }
 
-/// Ends the borrows of the kept data's views.
-fn drop_views<V>(_a: V, _b: V) {}
+/// One Householder QR of [R₁; A_n] ((n + p)×n, `geqrf`) and its reflectors on [d₁; e_n]
+/// (`ormqr`): the stacked factor (R″ in its upper triangle, the reflectors below), τ, and the
+/// transformed right-hand sides, whose rows n.. are what the new rows add to the residual.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], device errors.
+fn stacked_qr<T: GpuScalar>(
+    g: &Gpu,
+    (r1, d1): (&DevMat<T>, &DevMat<T>),
+    (an, en): (&DevMatView<'_, T>, &DevMatView<'_, T>),
+) -> Result<(DevMat<T>, DevVec<T>, DevMat<T>)> {
+    let (n, p) = (r1.ncols(), an.nrows());
+    let mut stack = thin::stacked(g, &r1.view(), Some(an), p)?;
+    let mut dstack = thin::stacked(g, &d1.view(), Some(en), p)?;
+    let mut tau = DevVec::<T>::zeros(g, n)?;
+    g.geqrf(&mut stack.view_mut(), &mut tau.view_mut())?;
+    g.ormqr(
+        Side::Left,
+        Op::T,
+        &stack.view(),
+        n,
+        &tau.view(),
+        &mut dstack.view_mut(),
+    )?;
+    Ok((stack, tau, dstack))
+}
 
 /// Rows of room a window step leaves below the kept data when it must move them: a quarter of
 /// the window, at least eight steps' rows.
