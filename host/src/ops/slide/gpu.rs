@@ -283,7 +283,6 @@ fn run_gpu_reduced<T: GpuScalar>(
     };
     g.stage_mark("window: R and d");
     crate::gpu::algo::givens_two_phase::check_rank(g, &r2, n, st.rank_tol)?;
-    std::mem::drop((a, b)); // the views of the kept data end here
     slide_kept(st, (an, en), drop, forget)?;
     g.stage_mark("window: kept data");
     st.r = r2;
