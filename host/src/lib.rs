@@ -48,7 +48,8 @@ pub use backend::QrUpdate;
 pub use base::error::{Error, Result};
 pub use base::mat::{Mat, MatRef};
 pub use base::params::{
-    ColumnStrip, DriftParams, FactorParams, Givens, QPolicy, RowRemoval, UpdateParams,
+    ColumnStrip, DriftParams, FactorParams, FactorsParams, Givens, QPolicy, RowRemoval,
+    UpdateParams,
 };
 pub use base::precision::GemmPrecision;
 pub use base::scalar::Scalar;

@@ -4,7 +4,7 @@
 use crate::backend::QrUpdate;
 use crate::base::error::Result;
 use crate::base::mat::{Mat, MatRef};
-use crate::base::params::{FactorParams, QPolicy, UpdateParams};
+use crate::base::params::{FactorParams, FactorsParams, QPolicy, UpdateParams};
 use crate::base::scalar::Scalar;
 use crate::base::solution::{DriftReport, Solution};
 use crate::state::cpu::CpuQr;
@@ -23,6 +23,48 @@ impl<T: Scalar> CpuQr<T> {
         params: FactorParams,
     ) -> Result<Self> {
         crate::ops::factorize::run_cpu(a, b, policy, params)
+    }
+}
+
+impl<T: Scalar> CpuQr<T> {
+    /// A state from factors computed elsewhere (docs/algorithms.md#states-from-factors): Q
+    /// (m×m) and R (m×n) under [`QPolicy::Full`], Q₁ (m×n) and R (n×n) under
+    /// [`QPolicy::Thin`], or R (n×n) alone under [`QPolicy::None`], where `m` (≥ n) is the
+    /// number of rows R stands for. Q is taken as orthonormal, not checked; R's strictly
+    /// lower part is taken as zero. The state has one right-hand side, b = 0; updates that
+    /// ask for right-hand sides of new rows take zeros.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::Underdetermined`], [`Error::NeedsQ`],
+    /// [`Error::InvalidParam`], [`Error::NonFinite`] (with `params.check_finite`).
+    ///
+    /// # Examples
+    /// ```
+    /// use cuqr::{CpuQr, FactorParams, FactorsParams, Mat, QPolicy, QrUpdate};
+    /// let a = Mat::<f64>::from_fn(6, 3, |i, j| 1.0 / (1.0 + i as f64 + 2.0 * j as f64) + (i == j) as u8 as f64);
+    /// let b = Mat::<f64>::from_fn(6, 1, |i, _| i as f64);
+    /// let f = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+    /// // the factors as another library would hand them over
+    /// let (q, r) = (f.q_ref().unwrap().clone(), f.r_ref().clone());
+    /// let mut st = CpuQr::from_factors(QPolicy::Full, 6, Some(q.as_ref()), r.as_ref(), FactorsParams::default())?;
+    /// st.insert_row(2, &[1.0, 2.0, 3.0], &[0.0])?;
+    /// let (q1, r1) = st.into_factors();
+    /// assert_eq!((q1.unwrap().nrows(), r1.nrows()), (7, 7));
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn from_factors(
+        policy: QPolicy,
+        m: usize,
+        q: Option<MatRef<'_, T>>,
+        r: MatRef<'_, T>,
+        params: FactorsParams,
+    ) -> Result<Self> {
+        crate::ops::from_factors::run_cpu(policy, m, q, r, params)
+    }
+
+    /// The state's Q (none for an R-only state) and R, consumed without a copy.
+    pub fn into_factors(self) -> (Option<Mat<T>>, Mat<T>) {
+        (self.q, self.r)
     }
 }
 

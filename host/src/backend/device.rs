@@ -192,6 +192,31 @@ impl<T: GpuScalar> Qr<T> {
         }
     }
 
+    /// The CPU state, mutably, when this factorisation lives on the CPU.
+    pub fn as_cpu_mut(&mut self) -> Option<&mut CpuQr<T>> {
+        match &mut self.state {
+            State::Cpu(s) => Some(s),
+            State::Gpu(_) => None,
+        }
+    }
+
+    /// The GPU state, mutably (its device-resident updates), when this factorisation lives
+    /// on a GPU.
+    pub fn as_gpu_mut(&mut self) -> Option<&mut GpuQr<T>> {
+        match &mut self.state {
+            State::Cpu(_) => None,
+            State::Gpu(s) => Some(s),
+        }
+    }
+
+    /// The CPU or GPU state, consumed.
+    pub fn into_inner(self) -> std::result::Result<CpuQr<T>, GpuQr<T>> {
+        match self.state {
+            State::Cpu(s) => Ok(s),
+            State::Gpu(s) => Err(s),
+        }
+    }
+
     fn inner(&self) -> &dyn QrUpdate<T> {
         match &self.state {
             State::Cpu(s) => s,
@@ -203,6 +228,24 @@ impl<T: GpuScalar> Qr<T> {
         match &mut self.state {
             State::Cpu(s) => s,
             State::Gpu(s) => s,
+        }
+    }
+}
+
+impl<T: GpuScalar> From<CpuQr<T>> for Qr<T> {
+    fn from(s: CpuQr<T>) -> Self {
+        Self {
+            state: State::Cpu(s),
+            fallback: None,
+        }
+    }
+}
+
+impl<T: GpuScalar> From<GpuQr<T>> for Qr<T> {
+    fn from(s: GpuQr<T>) -> Self {
+        Self {
+            state: State::Gpu(s),
+            fallback: None,
         }
     }
 }

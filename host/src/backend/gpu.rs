@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::backend::QrUpdate;
 use crate::base::error::Result;
 use crate::base::mat::{Mat, MatRef};
-use crate::base::params::{FactorParams, QPolicy, UpdateParams};
+use crate::base::params::{FactorParams, FactorsParams, QPolicy, UpdateParams};
 use crate::base::solution::{DriftReport, Solution};
 use crate::gpu::algo::householder::QrPhaseTimes;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
@@ -207,6 +207,49 @@ impl<T: GpuScalar> GpuQr<T> {
         self.settle()?;
         let out = crate::ops::insert_cols::run_gpu_device(self, k0, u);
         self.finish(out)
+    }
+}
+
+impl<T: GpuScalar> GpuQr<T> {
+    /// [`CpuQr::from_factors`](crate::CpuQr::from_factors) with the factors already in
+    /// device memory, taken over without a copy (docs/algorithms.md#states-from-factors). R's
+    /// strictly lower part is zeroed on the device; with `params.check_finite` Q and R are
+    /// scanned there.
+    ///
+    /// # Errors
+    /// As [`CpuQr::from_factors`](crate::CpuQr::from_factors), and [`Error::OutOfMemory`],
+    /// [`Error::Driver`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::{DevMat, FactorsParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate};
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let (q, r) = (Mat::<f64>::identity(5), Mat::<f64>::from_fn(5, 2, |i, j| (i <= j) as u8 as f64 + j as f64));
+    /// let mut st = GpuQr::from_factors(&gpu, QPolicy::Full, 5,
+    ///     Some(DevMat::from_host(&gpu, q.as_ref())?), DevMat::from_host(&gpu, r.as_ref())?,
+    ///     FactorsParams::default())?;
+    /// st.delete_row(0)?;
+    /// let (q1, r1) = st.into_factors();
+    /// assert_eq!(r1.nrows(), 4);
+    /// # drop(q1);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn from_factors(
+        gpu: &Arc<Gpu>,
+        policy: QPolicy,
+        m: usize,
+        q: Option<DevMat<T>>,
+        r: DevMat<T>,
+        params: FactorsParams,
+    ) -> Result<Self> {
+        crate::ops::from_factors::run_gpu(gpu, policy, m, q, r, params)
+    }
+
+    /// The state's Q (none for an R-only state) and R in device memory, consumed without a
+    /// copy (work queued on [`Gpu::stream`] may still be writing them).
+    pub fn into_factors(self) -> (Option<DevMat<T>>, DevMat<T>) {
+        (self.q, self.r)
     }
 }
 

@@ -112,6 +112,36 @@ pub struct FactorParams {
     pub keep_data: bool,
 }
 
+/// Options for [`crate::CpuQr::from_factors`] and [`crate::GpuQr::from_factors`]: a state
+/// built from a Q and an R computed elsewhere (docs/algorithms.md#states-from-factors).
+///
+/// # Example
+/// ```
+/// use cuqr::FactorsParams;
+/// // take the factors as they are: no scan for NaN/∞, reject only an exactly zero pivot
+/// let p = FactorsParams { check_finite: false, rank_tol: Some(0.0) };
+/// assert!(FactorsParams::default().check_finite);
+/// # let _ = p;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FactorsParams {
+    /// Relative rank tolerance of the updates that check R's diagonal: column j is rejected
+    /// when |R_jj| ≤ rank_tol·‖R‖_F. `None` uses the factorisation's default,
+    /// max(m, n)·u/√min(m, n); `Some(0.0)` rejects only a zero or non-finite pivot.
+    pub rank_tol: Option<f64>,
+    /// Scan Q and R for NaN and ±∞ first ([`crate::Error::NonFinite`]).
+    pub check_finite: bool,
+}
+
+impl Default for FactorsParams {
+    fn default() -> Self {
+        Self {
+            rank_tol: None,
+            check_finite: true,
+        }
+    }
+}
+
 /// Options for updates.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct UpdateParams {

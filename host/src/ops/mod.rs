@@ -7,6 +7,7 @@ pub mod delete_cols;
 pub mod delete_rows;
 pub(crate) mod drift;
 pub mod factorize;
+pub mod from_factors;
 pub mod insert_cols;
 pub mod insert_rows;
 pub mod rank_k;

@@ -100,7 +100,12 @@ pub(crate) fn int(op: &'static str, what: &'static str, x: usize) -> Result<i32>
     })
 }
 
-fn shape(op: &'static str, what: &'static str, got: usize, expected: usize) -> Result<()> {
+pub(crate) fn shape(
+    op: &'static str,
+    what: &'static str,
+    got: usize,
+    expected: usize,
+) -> Result<()> {
     if got == expected {
         Ok(())
     } else {
@@ -113,7 +118,7 @@ fn shape(op: &'static str, what: &'static str, got: usize, expected: usize) -> R
     }
 }
 
-fn status(op: &'static str, s: sys::cublasStatus_t) -> Result<()> {
+pub(crate) fn status(op: &'static str, s: sys::cublasStatus_t) -> Result<()> {
     s.result().map_err(|e| Error::Cublas(format!("{op}: {e}")))
 }
 

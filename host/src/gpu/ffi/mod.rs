@@ -5,6 +5,7 @@
 pub mod blas;
 pub mod cusolver;
 pub mod driver;
+pub mod foreign;
 pub mod gram;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;

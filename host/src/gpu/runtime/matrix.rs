@@ -251,6 +251,14 @@ impl<T: GpuScalar> DevMat<T> {
         })
     }
 
+    /// A device copy on [`Gpu::stream`] (same shape and layout).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn try_clone(&self, gpu: &Gpu) -> Result<Self> {
+        self.dup(gpu)
+    }
+
     /// Rows.
     pub fn nrows(&self) -> usize {
         self.nrows

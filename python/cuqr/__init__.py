@@ -1,0 +1,706 @@
+"""cuqr: QR factorisation and QR updating on NVIDIA GPUs and the CPU.
+
+Drop-in replacements for SciPy's ``qr_insert``, ``qr_delete`` and ``qr_update`` (same
+signatures, shapes, dtypes and exceptions), a Cholesky up- and downdate ``cholupdate``, and a
+stateful :class:`QR` for repeated updates without round trips. NumPy arrays run on the CPU
+backend; CuPy arrays and PyTorch CUDA tensors run on their GPU and come back as arrays of
+the same kind, exchanged through DLPack without a host copy.
+
+Example
+-------
+>>> import numpy as np, cuqr
+>>> A = np.random.default_rng(0).standard_normal((1000, 20)); b = A @ np.arange(20.0)
+>>> qr = cuqr.QR(A, b, q="thin", device="cpu")
+>>> qr.slide(A[:50], b[:50])               # 50 rows in at the bottom, the 50 oldest out
+>>> np.allclose(qr.solve(), np.arange(20.0))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as _np
+
+from . import _cuqr
+from ._cuqr import __version__
+
+__all__ = [
+    "QR",
+    "cholupdate",
+    "cuda_available",
+    "qr_delete",
+    "qr_insert",
+    "qr_update",
+]
+
+_DTYPES = ("float32", "float64")
+
+
+def cuda_available(device: int = 0) -> bool:
+    """Whether CUDA device ``device`` can be used (loads the CUDA libraries once)."""
+    return _cuqr.cuda_available(device)
+
+
+# ---------------------------------------------------------------------------------------
+# Arrays: which library they belong to, where they live, and back again
+# ---------------------------------------------------------------------------------------
+
+
+class _Arrays:
+    """The array family of the caller's inputs (``numpy``, ``torch-cpu``, ``cupy``,
+    ``torch-cuda`` or another DLPack CUDA producer) and the CUDA device, if any."""
+
+    def __init__(self, family: str, device: int | None):
+        self.family = family
+        self.device = device
+
+    @staticmethod
+    def of(x) -> "_Arrays":
+        mod = type(x).__module__.split(".")[0]
+        if isinstance(x, _np.ndarray):
+            return _Arrays("numpy", None)
+        if mod == "torch":
+            dev = _cuqr.array_device(x) if x.is_cuda else None
+            return _Arrays("torch-cuda" if x.is_cuda else "torch-cpu", dev)
+        if mod == "cupy":
+            return _Arrays("cupy", _cuqr.array_device(x))
+        if hasattr(x, "__dlpack_device__"):
+            dev = _cuqr.array_device(x)
+            if dev is not None:
+                return _Arrays("dlpack", dev)
+        return _Arrays("numpy", None)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device is not None
+
+    def host(self, x, name: str):
+        """A host input as a NumPy array (lists and CPU tensors converted)."""
+        if self.family == "torch-cpu" and type(x).__module__.split(".")[0] == "torch":
+            return x.detach().numpy()
+        return _np.asarray(x)
+
+    def out(self, x):
+        """A result (NumPy array or cuqr device array) as the caller's kind."""
+        if x is None:
+            return None
+        if self.family == "numpy":
+            return x
+        if self.family == "torch-cpu":
+            import torch
+
+            return torch.from_numpy(x)
+        if self.family == "cupy":
+            import cupy
+
+            return cupy.from_dlpack(x)
+        if self.family == "torch-cuda":
+            import torch
+
+            return torch.from_dlpack(x)
+        return x
+
+
+def _same_family(arrays: _Arrays, *xs_names):
+    for x, name in xs_names:
+        a = _Arrays.of(x)
+        if a.device != arrays.device:
+            where = lambda d: "the CPU" if d is None else f"CUDA device {d}"  # noqa: E731
+            raise ValueError(
+                f"'{name}' is on {where(a.device)} but 'Q' is on {where(arrays.device)}"
+            )
+
+
+def _dtype_name(x) -> str:
+    dt = x.dtype
+    name = str(dt).replace("torch.", "")
+    return name
+
+
+def _shape(x):
+    return tuple(int(s) for s in x.shape)
+
+
+def _check_finite(x, name: str):
+    if not _np.isfinite(x).all():
+        raise ValueError("array must not contain infs or NaNs")
+
+
+def _prepare(arrays: _Arrays, named, check_finite: bool):
+    """Host inputs as NumPy arrays (checked for NaN/inf when asked); device inputs as
+    they are (cuqr scans them on the device)."""
+    out = []
+    for x, name in named:
+        if not arrays.on_gpu:
+            x = arrays.host(x, name)
+            if check_finite and x.dtype.kind in "fc":
+                _check_finite(x, name)
+        out.append(x)
+    return out
+
+
+def _check_qr(Q, R):
+    """SciPy's shape and dtype rules for (Q, R): returns (M, N, economic, dtype)."""
+    if len(_shape(Q)) != 2 or len(_shape(R)) != 2:
+        raise ValueError("Q and R must be 2-D")
+    (qm, qn), (rm, rn) = _shape(Q), _shape(R)
+    if qm == qn and qn == rm:
+        economic = False
+    elif qn == rm and rm == rn and qm > qn:
+        economic = True
+    else:
+        raise ValueError(
+            "Q and R do not have compatible shapes. Expected (M,M) (M,N) or (M,N) (N,N) but "
+            f"found {_shape(Q)} {_shape(R)} for Q and R respectively"
+        )
+    dq, dr = _dtype_name(Q), _dtype_name(R)
+    if dq != dr:
+        raise ValueError("Q and R must have the same dtype")
+    if dq not in _DTYPES:
+        raise ValueError(f"cuqr supports float32 and float64 arrays, found {dq}")
+    M, N = qm, rn
+    if M < N:
+        raise ValueError(
+            f"cuqr updates tall or square factorisations (M >= N); found M={M}, N={N}"
+        )
+    return M, N, economic, dq
+
+
+def _index(k, lo: int, hi: int) -> int:
+    """SciPy's reading of 'k': an integer in [lo, hi], negative counted from the end."""
+    try:
+        k = int(k)
+    except (TypeError, ValueError):
+        raise ValueError("'k' must be an integer") from None
+    if not lo <= k <= hi:
+        raise ValueError("'k' is out of bounds")
+    return k
+
+
+def _from_factors(arrays, Q, R, M, economic, dtype, check_finite, policy=None):
+    policy = policy or ("thin" if economic else "full")
+    return _cuqr._State.from_factors(
+        policy, M, Q, R, arrays.device, dtype, check_finite=check_finite, rank_tol=0.0
+    )
+
+
+def _finish(arrays: _Arrays, st):
+    q, r = st.into_factors(device=arrays.on_gpu)
+    return arrays.out(q), arrays.out(r)
+
+
+# ---------------------------------------------------------------------------------------
+# SciPy-compatible functions
+# ---------------------------------------------------------------------------------------
+
+
+def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_finite=True):
+    """QR update on row or column insertions, as ``scipy.linalg.qr_insert``.
+
+    If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1`` equal to A with the rows ``u``
+    inserted before row ``k`` (``which='row'``; ``u`` of shape (N,) or (p, N)) or the
+    columns ``u`` inserted before column ``k`` (``which='col'``; ``u`` of shape (M,) or
+    (M, p)). Full (Q (M, M), R (M, N)) and economic (Q (M, N), R (N, N)) decompositions,
+    float32 and float64, ``M >= N`` before and after.
+
+    For economic column insertion ``rcond`` bounds the reciprocal condition number of Q
+    augmented with ``u/||u||`` (default: the dtype's machine epsilon); below it a
+    ``LinAlgError`` says that ``u`` lies in the span of Q, as SciPy does.
+
+    ``overwrite_qru`` is accepted for compatibility; cuqr never writes its inputs. NumPy
+    inputs run on the CPU; CuPy arrays and PyTorch CUDA tensors on their GPU, with results
+    of the same kind.
+
+    Raises ``ValueError`` for bad shapes, dtypes, indices and non-finite input and
+    ``numpy.linalg.LinAlgError`` for a column in the span of Q.
+
+    Example
+    -------
+    >>> import numpy as np, scipy.linalg as sl, cuqr
+    >>> A = np.random.default_rng(1).standard_normal((6, 3))
+    >>> Q, R = sl.qr(A)
+    >>> Q1, R1 = cuqr.qr_insert(Q, R, np.ones(3), 2, which="row")
+    >>> np.allclose(Q1 @ R1, np.insert(A, 2, 1.0, axis=0))
+    True
+    """
+    del overwrite_qru
+    if which not in ("row", "col"):
+        raise ValueError("'which' must be either 'row' or 'col'")
+    arrays = _Arrays.of(Q)
+    _same_family(arrays, (R, "R"), (u, "u"))
+    Q, R, u = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u")], check_finite)
+    M, N, economic, dtype = _check_qr(Q, R)
+    if _dtype_name(u) != dtype:
+        raise ValueError("'u' must have the same type as 'Q' and 'R'")
+    us = _shape(u)
+    if which == "row":
+        if len(us) == 1 and us[0] == N:
+            u = u.reshape(1, N)
+        elif not (len(us) == 2 and us[1] == N):
+            raise ValueError(
+                f"'u' should be either (N,) or (p,N) when inserting rows. Found {us}."
+            )
+        k = _index(k, -M, M)
+        k = k + M if k < 0 else k
+        st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
+        st.insert_rows(k, u)
+    else:
+        if len(us) == 1 and us[0] == M:
+            u = u.reshape(M, 1)
+        elif not (len(us) == 2 and us[0] == M):
+            raise ValueError(
+                f"'u' should be either (M,) or (M,p) when inserting columns. Found {us}."
+            )
+        k = _index(k, -N, N)
+        k = k + N if k < 0 else k
+        if economic:
+            _span_check(Q, u, rcond, dtype)
+        st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
+        st.insert_cols(k, u)
+    return _finish(arrays, st)
+
+
+def _norm(x):
+    return float(((x * x).sum()) ** 0.5)
+
+
+def _span_check(Q, U, rcond, dtype):
+    """SciPy's test for economic column insertion: each new column, against Q and the new
+    columns before it, must leave [Q, u/||u||] a reciprocal condition number of at least
+    ``rcond``. Gram-Schmidt twice, in the arrays' own library."""
+    if rcond is None:
+        rcond = float(_np.finfo(dtype).eps)
+    basis = [Q]
+    p = _shape(U)[1]
+    for j in range(p):
+        u = U[:, j : j + 1]
+        un = _norm(u)
+        if un == 0.0:
+            c_norm, w_norm = 0.0, 0.0
+        else:
+            w = u / un
+            c2 = 0.0
+            for _ in range(2):
+                for B in basis:
+                    c = B.T @ w
+                    w = w - B @ c
+                    c2 += _norm(c) ** 2
+            w_norm = _norm(w)
+            c_norm = min(c2**0.5, 1.0)
+        # [Q, û] has singular values 1 and sqrt(1 ± ||Qᵀû||); 1 − ||Qᵀû|| ≈ ||w||²/(1 + ||Qᵀû||)
+        rc = w_norm / (1.0 + c_norm)
+        if not rc >= rcond:
+            raise _np.linalg.LinAlgError(
+                "One of the columns of u lies in the span of Q. Found reciprocal condition "
+                f"number of {rc} for Q augmented with u/||u||."
+            )
+        basis.append(w / w_norm)
+
+
+def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
+    """QR downdate on row or column deletions, as ``scipy.linalg.qr_delete``.
+
+    If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1`` equal to A without rows (or
+    columns) ``k .. k+p-1``. Full and economic decompositions, float32 and float64,
+    ``M >= N`` before and after.
+
+    ``overwrite_qr`` is accepted for compatibility; cuqr never writes its inputs.
+
+    Example
+    -------
+    >>> import numpy as np, scipy.linalg as sl, cuqr
+    >>> A = np.random.default_rng(2).standard_normal((7, 3))
+    >>> Q, R = sl.qr(A, mode="economic")
+    >>> Q1, R1 = cuqr.qr_delete(Q, R, 1, 2, which="row")
+    >>> np.allclose(Q1 @ R1, np.delete(A, [1, 2], axis=0))
+    True
+    """
+    del overwrite_qr
+    if which not in ("row", "col"):
+        raise ValueError("'which' must be either 'row' or 'col'")
+    arrays = _Arrays.of(Q)
+    _same_family(arrays, (R, "R"))
+    Q, R = _prepare(arrays, [(Q, "Q"), (R, "R")], check_finite)
+    M, N, economic, dtype = _check_qr(Q, R)
+    try:
+        p = int(p)
+    except (TypeError, ValueError):
+        raise ValueError("'p' must be an integer") from None
+    lim = M if which == "row" else N
+    k = _index(k, -lim, lim - 1)
+    k = k + lim if k < 0 else k
+    if p < 1 or k + p > lim:
+        raise ValueError("'p' is out of range")
+    st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
+    if which == "row":
+        st.delete_rows(k, p)
+    else:
+        st.delete_cols(k, p)
+    return _finish(arrays, st)
+
+
+def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
+    """Rank-k QR update, as ``scipy.linalg.qr_update``.
+
+    If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1 = A + u @ v.T`` (``u`` of shape
+    (M,) or (M, k), ``v`` of shape (N,) or (N, k)). Full and economic decompositions,
+    float32 and float64.
+
+    Example
+    -------
+    >>> import numpy as np, scipy.linalg as sl, cuqr
+    >>> rng = np.random.default_rng(3)
+    >>> A, u, v = rng.standard_normal((6, 4)), rng.standard_normal(6), rng.standard_normal(4)
+    >>> Q1, R1 = cuqr.qr_update(*sl.qr(A), u, v)
+    >>> np.allclose(Q1 @ R1, A + np.outer(u, v))
+    True
+    """
+    del overwrite_qruv
+    arrays = _Arrays.of(Q)
+    _same_family(arrays, (R, "R"), (u, "u"), (v, "v"))
+    Q, R, u, v = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u"), (v, "v")], check_finite)
+    M, N, economic, dtype = _check_qr(Q, R)
+    if _dtype_name(u) != dtype or _dtype_name(v) != dtype:
+        raise ValueError("'u' and 'v' must have the same type as 'Q' and 'R'")
+    us, vs = _shape(u), _shape(v)
+    if len(us) != len(vs) or len(us) not in (1, 2):
+        raise ValueError("u and v must both be 1-D or both be 2-D")
+    if us[0] != M:
+        raise ValueError("u.shape[0] must equal Q.shape[0]")
+    if vs[0] != N:
+        raise ValueError("v.shape[0] must equal R.shape[1]")
+    if len(us) == 2 and us[1] != vs[1]:
+        raise ValueError("Second dimension of u and v must be the same")
+    st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
+    if len(us) == 1 or us[1] == 1:
+        st.rank_one(u.reshape(M, 1), v.reshape(N, 1))
+    else:
+        st.rank_k(u, v)
+    return _finish(arrays, st)
+
+
+def cholupdate(R, x, sign="+", check_finite=True):
+    """Rank-one (or rank-k) update or downdate of a Cholesky factor, as MATLAB's
+    ``cholupdate``.
+
+    ``R`` is upper triangular (n, n) with ``A = R.T @ R``; returns the upper triangular
+    ``R1`` with a non-negative diagonal and ``R1.T @ R1 = A + x @ x.T`` (``sign='+'``) or
+    ``A - x @ x.T`` (``sign='-'``), for ``x`` of shape (n,) or (n, k). A downdate that would
+    leave the matrix not positive definite raises ``numpy.linalg.LinAlgError`` and changes
+    nothing. Runs as an R-only row insertion or deletion (docs/algorithms.md).
+
+    Example
+    -------
+    >>> import numpy as np, cuqr
+    >>> rng = np.random.default_rng(4)
+    >>> B = rng.standard_normal((10, 4)); x = rng.standard_normal(4)
+    >>> R = np.linalg.cholesky(B.T @ B).T
+    >>> R1 = cuqr.cholupdate(R, x)
+    >>> np.allclose(R1.T @ R1, B.T @ B + np.outer(x, x))
+    True
+    """
+    if sign not in ("+", "-"):
+        raise ValueError("sign must be '+' or '-'")
+    arrays = _Arrays.of(R)
+    _same_family(arrays, (x, "x"))
+    R, x = _prepare(arrays, [(R, "R"), (x, "x")], check_finite)
+    rs, xs = _shape(R), _shape(x)
+    if len(rs) != 2 or rs[0] != rs[1]:
+        raise ValueError(f"R must be square (n, n); found {rs}")
+    dtype = _dtype_name(R)
+    if dtype not in _DTYPES:
+        raise ValueError(f"cuqr supports float32 and float64 arrays, found {dtype}")
+    if _dtype_name(x) != dtype:
+        raise ValueError("'x' must have the same type as 'R'")
+    n = rs[0]
+    if len(xs) == 1 and xs[0] == n:
+        rows = x.reshape(1, n)
+    elif len(xs) == 2 and xs[0] == n:
+        rows = x.T
+    else:
+        raise ValueError(f"x should be (n,) or (n,k) with n = {n}; found {xs}")
+    k = _shape(rows)[0]
+    st = _cuqr._State.from_factors(
+        "none", n + k, None, R, arrays.device, dtype, check_finite=check_finite, rank_tol=0.0
+    )
+    if sign == "+":
+        st.insert_rows(0, rows)
+    else:
+        st.delete_rows_with(0, rows)
+    _, R1 = st.into_factors(device=arrays.on_gpu)
+    R1 = arrays.out(R1)
+    neg = R1.diagonal() < 0
+    R1[neg] *= -1
+    return R1
+
+
+# ---------------------------------------------------------------------------------------
+# The stateful factorisation
+# ---------------------------------------------------------------------------------------
+
+
+class QR:
+    """A QR factorisation ``A = Q R`` with right-hand sides ``d = Q.T b``, kept on the CPU
+    or a GPU and updated in place.
+
+    Parameters
+    ----------
+    A : (m, n) array, m >= n
+        NumPy array (or anything ``numpy.asarray`` takes), CuPy array or PyTorch tensor,
+        float32 or float64.
+    b : (m,) or (m, k) array, optional
+        Right-hand sides; without them ``solve`` is not available.
+    q : 'thin', 'full' or None
+        Keep the thin Q₁ (m×n), the full Q (m×m), or R alone. An R-only state updates R
+        and d from the data it is given; with ``keep_data=True`` it also keeps A and b so
+        that rows can be deleted and columns inserted.
+    keep_data : bool
+        See ``q=None``.
+    device : 'auto', 'cpu', 'cuda' or 'cuda:N'
+        'auto' takes the device of a CUDA input, else GPU 0 when one opens, else the CPU.
+
+    Results (``R``, ``Q``, ``d``, ``solve()``) are arrays of A's kind: NumPy (or PyTorch
+    CPU tensors) for host inputs, CuPy arrays or PyTorch CUDA tensors for device inputs
+    (handed over through DLPack, no host copy). Every update validates first; on an error
+    (``ValueError``, ``numpy.linalg.LinAlgError``) the factorisation is unchanged.
+
+    Example
+    -------
+    >>> import numpy as np, cuqr
+    >>> rng = np.random.default_rng(5)
+    >>> A, b = rng.standard_normal((500, 8)), rng.standard_normal(500)
+    >>> qr = cuqr.QR(A, b, q="thin", device="cpu")
+    >>> qr.insert_cols(8, rng.standard_normal(500))
+    >>> qr.delete_rows(0, 10)
+    >>> qr.shape
+    (490, 9)
+    """
+
+    def __init__(self, A, b=None, q="thin", keep_data=False, device="auto"):
+        arrays = _Arrays.of(A)
+        policy = {"thin": "thin", "economic": "thin", "full": "full", None: "none", "r": "none"}
+        if q not in policy:
+            raise ValueError(f"q must be 'thin', 'full' or None, not {q!r}")
+        ordinal = self._resolve_device(device, arrays)
+        if arrays.on_gpu and ordinal != arrays.device:
+            raise ValueError(
+                f"A is on CUDA device {arrays.device}; pass device='auto' or 'cuda:{arrays.device}'"
+            )
+        if not arrays.on_gpu:
+            A = arrays.host(A, "A")
+            if b is not None:
+                b = arrays.host(b, "b")
+        dtype = _dtype_name(A)
+        if dtype not in _DTYPES:
+            raise ValueError(f"cuqr supports float32 and float64 arrays, found {dtype}")
+        if len(_shape(A)) != 2:
+            raise ValueError("A must be 2-D")
+        self._vector_rhs = b is not None and len(_shape(b)) == 1
+        if b is not None:
+            if _dtype_name(b) != dtype:
+                raise ValueError("'b' must have the same dtype as 'A'")
+            if self._vector_rhs:
+                b = b.reshape(-1, 1)
+        # results come back as A's kind: device arrays for CUDA inputs, host arrays otherwise
+        self._arrays = arrays
+        self._gpu_out = arrays.on_gpu
+        self._st = _cuqr._State.factorize(A, b, policy[q], bool(keep_data), ordinal, dtype)
+
+    @staticmethod
+    def _resolve_device(device, arrays: _Arrays):
+        if device == "auto":
+            if arrays.on_gpu:
+                return arrays.device
+            return 0 if _cuqr.cuda_available(0) else None
+        if device == "cpu":
+            if arrays.on_gpu:
+                raise ValueError("A is a CUDA array; pass device='auto' or 'cuda'")
+            return None
+        if isinstance(device, str) and device.startswith("cuda"):
+            ordinal = arrays.device if arrays.on_gpu and device == "cuda" else 0
+            if ":" in device:
+                ordinal = int(device.split(":", 1)[1])
+            if not _cuqr.cuda_available(ordinal):
+                raise RuntimeError(
+                    f"no usable CUDA device {ordinal}: {_cuqr.cuda_unavailable_reason(ordinal)}"
+                )
+            return ordinal
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _in(self, x, name):
+        """An update argument: host arrays as NumPy; CUDA arrays as they are."""
+        a = _Arrays.of(x)
+        if a.on_gpu:
+            return x
+        return a.host(x, name)
+
+    def _out(self, x):
+        return self._arrays.out(x) if x is not None else None
+
+    @staticmethod
+    def _k(k, limit, name="k"):
+        k = int(k)
+        if k < 0:
+            k += limit
+        if k < 0:
+            raise ValueError(f"'{name}' is out of bounds")
+        return k
+
+    # -- updates --------------------------------------------------------------------------
+
+    def insert_cols(self, k, U):
+        """Insert the columns ``U`` ((m,) or (m, p)) before column ``k``."""
+        self._st.insert_cols(self._k(k, self.shape[1] + 1), self._in(U, "U"))
+
+    def delete_cols(self, k, p=1):
+        """Delete columns ``k .. k+p-1``."""
+        self._st.delete_cols(self._k(k, self.shape[1]), int(p))
+
+    def insert_rows(self, k, U, e=None):
+        """Insert the rows ``U`` ((n,) or (p, n)) with right-hand sides ``e`` ((k,) per row
+        or (p, k); zeros when omitted) before row ``k``."""
+        U = self._in(U, "U")
+        if len(_shape(U)) == 1:
+            U = U.reshape(1, -1)
+        if e is not None:
+            e = self._in(e, "e")
+            if len(_shape(e)) == 1:
+                e = e.reshape(_shape(U)[0], -1)
+        self._st.insert_rows(self._k(k, self.shape[0] + 1), U, e)
+
+    def delete_rows(self, k, p=1, rows=None, rhs=None):
+        """Delete rows ``k .. k+p-1``. A state without Q or kept data needs their contents:
+        ``rows`` ((n,) or (p, n)) and ``rhs``."""
+        k = self._k(k, self.shape[0])
+        if rows is None:
+            self._st.delete_rows(k, int(p))
+        else:
+            rows = self._in(rows, "rows")
+            if len(_shape(rows)) == 1:
+                rows = rows.reshape(1, -1)
+            if rhs is not None:
+                rhs = self._in(rhs, "rhs")
+                if len(_shape(rhs)) == 1:
+                    rhs = rhs.reshape(_shape(rows)[0], -1)
+            self._st.delete_rows_with(k, rows, rhs)
+
+    def rank_one(self, u, v):
+        """``A ← A + u vᵀ``."""
+        u, v = self._in(u, "u"), self._in(v, "v")
+        self._st.rank_one(u.reshape(-1, 1), v.reshape(-1, 1))
+
+    def rank_k(self, U, V):
+        """``A ← A + U Vᵀ`` (U (m, k), V (n, k))."""
+        self._st.rank_k(self._in(U, "U"), self._in(V, "V"))
+
+    def replace_cols(self, k, U):
+        """Replace columns ``k .. k+p-1`` by ``U`` ((m,) or (m, p))."""
+        U = self._in(U, "U")
+        if len(_shape(U)) == 1:
+            U = U.reshape(-1, 1)
+        self._st.replace_cols(self._k(k, self.shape[1]), U)
+
+    def shift_col(self, source, target):
+        """Move column ``source`` to position ``target``."""
+        n = self.shape[1]
+        self._st.shift_col(self._k(source, n, "source"), self._k(target, n, "target"))
+
+    def slide(self, rows, rhs=None, drop=None, forget=None):
+        """One step of a sliding window: ``rows`` ((n,) or (p, n)) with right-hand sides
+        ``rhs`` enter at the bottom and the ``drop`` oldest rows (default: as many as
+        enter) leave. ``forget`` sets the forgetting factor λ ∈ (0, 1] from this step on
+        (rows k steps old then weigh λᵏ)."""
+        rows = self._in(rows, "rows")
+        if len(_shape(rows)) == 1:
+            rows = rows.reshape(1, -1)
+        if rhs is not None:
+            rhs = self._in(rhs, "rhs")
+            if len(_shape(rhs)) == 1:
+                rhs = rhs.reshape(_shape(rows)[0], -1)
+        p = _shape(rows)[0]
+        self._st.slide(rows, rhs, p if drop is None else int(drop), forget)
+
+    # -- results --------------------------------------------------------------------------
+
+    def solve(self, residuals=False):
+        """The least-squares solution x (n,) or (n, k); with ``residuals=True`` also the
+        residual norms ``||b - A x||`` per right-hand side."""
+        x, res = self._st.solve(device=self._gpu_out)
+        x = self._out(x)
+        if self._vector_rhs:
+            x = x.reshape(-1)
+        return (x, res) if residuals else x
+
+    @property
+    def R(self):
+        """R: (m, n) for ``q='full'``, (n, n) otherwise."""
+        return self._out(self._st.r(device=self._gpu_out))
+
+    @property
+    def Q(self):
+        """Q (m, m), Q₁ (m, n), or None for an R-only state."""
+        return self._out(self._st.q(device=self._gpu_out))
+
+    @property
+    def d(self):
+        """d = Qᵀb: (m, k) for ``q='full'``, (n, k) otherwise."""
+        return self._out(self._st.d(device=self._gpu_out))
+
+    @property
+    def shape(self):
+        """(m, n): rows and columns of the factorised matrix."""
+        m, n, _ = self._st.shape
+        return (m, n)
+
+    @property
+    def device(self) -> str:
+        """'cpu' or 'cuda:N'."""
+        return self._st.device
+
+    @property
+    def dtype(self) -> str:
+        """'float32' or 'float64'."""
+        return self._st.dtype
+
+    @property
+    def q(self):
+        """The kind of Q kept: 'thin', 'full' or None."""
+        p = self._st.policy
+        return None if p == "none" else p
+
+    def diagnostics(self, A, b=None):
+        """Accuracy against the matrix the state stands for: ``A`` (m, n) and ``b`` (host
+        arrays; ``b`` defaults to zeros). Returns e_q = ||QᵀQ − I||, e_a = ||QR − A||/||A||,
+        the norm of R's lower part, e_x (against a fresh factorisation), e_gram and the drift
+        record."""
+        A = _Arrays.of(A).host(A, "A") if not _Arrays.of(A).on_gpu else _to_numpy(A)
+        if b is None:
+            b = _np.zeros((A.shape[0], self._st.shape[2]), dtype=A.dtype)
+        else:
+            b = _Arrays.of(b).host(b, "b") if not _Arrays.of(b).on_gpu else _to_numpy(b)
+            if b.ndim == 1:
+                b = b.reshape(-1, 1)
+        return self._st.diagnostics(A, b)
+
+    def drift(self):
+        """The drift record: the last estimate of the loss of orthogonality (or of the
+        Gram residual for R-only states) and the counts of checks and refreshes."""
+        return self._st.drift()
+
+    def check_drift(self):
+        """Measure the drift now; past the threshold the state refreshes itself."""
+        return self._st.check_drift()
+
+    def __repr__(self):
+        m, n = self.shape
+        return f"cuqr.QR(shape=({m}, {n}), q={self.q!r}, device={self.device!r}, dtype={self.dtype!r})"
+
+
+def _to_numpy(x):
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch":
+        return x.detach().cpu().numpy()
+    if mod == "cupy":
+        return x.get()
+    return _np.asarray(x)

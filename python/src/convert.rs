@@ -1,0 +1,254 @@
+//! Arrays across the boundary: NumPy arrays to cuqr's column-major [`Mat`] and back (one copy
+//! in, none out), CUDA arrays through DLPack to [`DevMat`] and back, and the GPU contexts
+//! shared by every state of a process.
+
+use std::sync::{Arc, Mutex};
+
+use cuqr::{DevMat, Gpu, GpuScalar, Mat};
+use numpy::ndarray::{Array2, ShapeBuilder};
+use numpy::{Element, PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::dlpack;
+use crate::error::to_py;
+
+/// The element types the extension handles.
+pub trait Real: GpuScalar + Element {
+    /// "float32" or "float64".
+    const DTYPE_NAME: &'static str;
+}
+impl Real for f32 {
+    const DTYPE_NAME: &'static str = "float32";
+}
+impl Real for f64 {
+    const DTYPE_NAME: &'static str = "float64";
+}
+
+/// One GPU context per device ordinal for the whole process (opening one loads the CUDA
+/// libraries and the kernels); a failure to open is remembered too.
+static GPUS: Mutex<Vec<(usize, Result<Arc<Gpu>, String>)>> = Mutex::new(Vec::new());
+
+/// The shared context of CUDA device `ordinal`.
+pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>, String> {
+    let mut all = GPUS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, g)) = all.iter().find(|(o, _)| *o == ordinal) {
+        return g.clone();
+    }
+    let g = Gpu::new(ordinal).map(Arc::new).map_err(|e| e.to_string());
+    all.push((ordinal, g.clone()));
+    g
+}
+
+/// [`gpu`] as a Python error.
+pub fn gpu_py(ordinal: usize) -> PyResult<Arc<Gpu>> {
+    gpu(ordinal).map_err(|e| PyRuntimeError::new_err(format!("no usable CUDA device: {e}")))
+}
+
+/// The CUDA device of an array that speaks DLPack (`__dlpack_device__` says CUDA), or
+/// `None` for a host array.
+pub fn cuda_device_of(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    if obj.cast::<numpy::PyUntypedArray>().is_ok() || !obj.hasattr("__dlpack_device__")? {
+        return Ok(None);
+    }
+    let (kind, id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
+    Ok(match kind {
+        dlpack::DEVICE_CPU => None,
+        2 | 13 => Some(id as usize),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "arrays on DLPack device type {other} are not supported (CPU and CUDA are)"
+            )))
+        }
+    })
+}
+
+/// A NumPy array (1-D: one column; 2-D) of `T` copied into a column-major [`Mat`].
+pub fn host_mat<T: Real>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Mat<T>> {
+    if let Ok(a) = obj.cast::<PyArray2<T>>() {
+        let a = a.readonly();
+        let (m, n) = (a.shape()[0], a.shape()[1]);
+        if a.is_fortran_contiguous() {
+            if let Ok(s) = a.as_slice() {
+                return Mat::from_col_major(m, n, s.to_vec()).map_err(to_py);
+            }
+        }
+        let v = a.as_array();
+        let mut out = Mat::<T>::zeros(m, n);
+        // tiles keep both the strided reads and the column writes in cache
+        const TILE: usize = 32;
+        for j0 in (0..n).step_by(TILE) {
+            for i0 in (0..m).step_by(TILE) {
+                for j in j0..(j0 + TILE).min(n) {
+                    let col = out.col_mut(j);
+                    for (i, x) in col.iter_mut().enumerate().take((i0 + TILE).min(m)).skip(i0) {
+                        *x = v[[i, j]];
+                    }
+                }
+            }
+        }
+        return Ok(out);
+    }
+    if let Ok(a) = obj.cast::<PyArray1<T>>() {
+        let a = a.readonly();
+        return Ok(Mat::from_col(&a.as_array().to_vec()));
+    }
+    Err(PyValueError::new_err(format!(
+        "{what}: expected a 1-D or 2-D NumPy array of {}",
+        <T as Real>::DTYPE_NAME
+    )))
+}
+
+/// A column-major [`Mat`] handed to NumPy without a copy (a Fortran-ordered array).
+pub fn to_numpy<T: Real>(py: Python<'_>, m: Mat<T>) -> PyResult<Bound<'_, PyArray2<T>>> {
+    let (r, c) = (m.nrows(), m.ncols());
+    let a = Array2::from_shape_vec((r, c).f(), m.into_vec())
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyArray2::from_owned_array(py, a))
+}
+
+/// An argument of an update: on the host, or (for a GPU state given CUDA arrays) on the
+/// device.
+pub enum Arg<T: GpuScalar> {
+    /// A host matrix.
+    Host(Mat<T>),
+    /// A device matrix, copied from the caller's array device to device.
+    Device(DevMat<T>),
+}
+
+impl<T: Real> Arg<T> {
+    /// Reads `obj`: a CUDA array when `gpu` is given and `obj` lives on that device, else
+    /// a NumPy array.
+    pub fn read(obj: &Bound<'_, PyAny>, gpu: Option<&Arc<Gpu>>, what: &str) -> PyResult<Self> {
+        match (cuda_device_of(obj)?, gpu) {
+            (Some(dev), Some(g)) => {
+                if dev != g.device_ordinal() {
+                    return Err(PyValueError::new_err(format!(
+                        "{what} is on CUDA device {dev}, the factorisation on device {}",
+                        g.device_ordinal()
+                    )));
+                }
+                Ok(Arg::Device(device_mat(obj, g)?))
+            }
+            (Some(dev), None) => Err(PyValueError::new_err(format!(
+                "{what} is on CUDA device {dev} but the factorisation is on the CPU"
+            ))),
+            (None, _) => Ok(Arg::Host(host_mat(obj, what)?)),
+        }
+    }
+
+    /// The argument on the host (a device one is downloaded).
+    pub fn into_host(self, gpu: Option<&Arc<Gpu>>) -> PyResult<Mat<T>> {
+        match (self, gpu) {
+            (Arg::Host(m), _) => Ok(m),
+            (Arg::Device(d), Some(g)) => d.to_host(g).map_err(to_py),
+            (Arg::Device(_), None) => Err(PyRuntimeError::new_err("device data without a GPU")),
+        }
+    }
+}
+
+/// A CUDA array copied (device to device) into a [`DevMat`] on `gpu`.
+pub fn device_mat<T: Real>(obj: &Bound<'_, PyAny>, gpu: &Arc<Gpu>) -> PyResult<DevMat<T>> {
+    let imported = dlpack::import(obj, gpu.stream_handle())?;
+    let m = imported.to_dev_mat::<T>(gpu)?;
+    drop(imported);
+    Ok(m)
+}
+
+/// A device matrix on its way out: a one-shot DLPack exporter that CuPy's and PyTorch's
+/// `from_dlpack` take over without a copy.
+#[pyclass(module = "cuqr._cuqr", name = "_DeviceArray")]
+pub struct DeviceArray {
+    mat: Option<AnyDevMat>,
+    gpu: Arc<Gpu>,
+    shape: (usize, usize),
+    dtype: &'static str,
+}
+
+/// A device matrix of either precision.
+pub enum AnyDevMat {
+    /// float32.
+    F32(DevMat<f32>),
+    /// float64.
+    F64(DevMat<f64>),
+}
+
+/// Which precision a generic `T` is, for wrapping its matrices.
+pub trait Wrap: Real {
+    /// The device matrix in the enum.
+    fn wrap(m: DevMat<Self>) -> AnyDevMat;
+}
+impl Wrap for f32 {
+    fn wrap(m: DevMat<f32>) -> AnyDevMat {
+        AnyDevMat::F32(m)
+    }
+}
+impl Wrap for f64 {
+    fn wrap(m: DevMat<f64>) -> AnyDevMat {
+        AnyDevMat::F64(m)
+    }
+}
+
+impl DeviceArray {
+    /// Wraps a finished device matrix (the caller has waited for the work writing it).
+    pub fn new<T: Wrap>(gpu: Arc<Gpu>, m: DevMat<T>) -> Self {
+        Self {
+            shape: (m.nrows(), m.ncols()),
+            dtype: <T as Real>::DTYPE_NAME,
+            mat: Some(T::wrap(m)),
+            gpu,
+        }
+    }
+}
+
+#[pymethods]
+impl DeviceArray {
+    /// Hands the matrix over (DLPack 1.0 when the consumer asks with `max_version`, else
+    /// the legacy capsule). The data is complete: cuqr waited for it before returning it.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &mut self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = stream;
+        if let Some((kind, id)) = dl_device {
+            if kind != dlpack::DEVICE_CUDA || id as usize != self.gpu.device_ordinal() {
+                return Err(PyValueError::new_err(
+                    "cuqr device arrays can be exported to their own CUDA device only",
+                ));
+            }
+        }
+        if copy == Some(true) {
+            return Err(PyValueError::new_err(
+                "cuqr device arrays are handed over without a copy",
+            ));
+        }
+        let versioned = matches!(max_version, Some((major, _)) if major >= 1);
+        match self.mat.take() {
+            Some(AnyDevMat::F32(m)) => dlpack::export(py, &self.gpu, m, versioned),
+            Some(AnyDevMat::F64(m)) => dlpack::export(py, &self.gpu, m, versioned),
+            None => Err(dlpack::consumed()),
+        }
+    }
+
+    /// (kDLCUDA, device ordinal).
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (dlpack::DEVICE_CUDA, self.gpu.device_ordinal() as i32)
+    }
+
+    /// (rows, columns).
+    #[getter]
+    fn shape(&self) -> (usize, usize) {
+        self.shape
+    }
+
+    /// "float32" or "float64".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype
+    }
+}

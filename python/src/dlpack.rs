@@ -1,0 +1,426 @@
+//! DLPack (the array-exchange protocol of CuPy, PyTorch and NumPy): CUDA arrays in, copied
+//! device to device into cuqr's own [`DevMat`]s, and cuqr's results out, handed over
+//! without a copy. The C structures follow the DLPack header (version 1.0, with the legacy
+//! unversioned capsule too); this module holds the extension's only `unsafe` code.
+
+use std::ffi::{c_void, CStr};
+use std::sync::Arc;
+
+use cuqr::{DevMat, Gpu, GpuScalar};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// `kDLCPU`.
+pub const DEVICE_CPU: i32 = 1;
+/// `kDLCUDA`.
+pub const DEVICE_CUDA: i32 = 2;
+/// `kDLCUDAManaged`.
+const DEVICE_CUDA_MANAGED: i32 = 13;
+/// `kDLFloat`.
+const CODE_FLOAT: u8 = 2;
+
+const NAME_LEGACY: &CStr = c"dltensor";
+const NAME_VERSIONED: &CStr = c"dltensor_versioned";
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DlDevice {
+    device_type: i32,
+    device_id: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DlDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+
+#[repr(C)]
+struct DlTensor {
+    data: *mut c_void,
+    device: DlDevice,
+    ndim: i32,
+    dtype: DlDataType,
+    shape: *mut i64,
+    strides: *mut i64,
+    byte_offset: u64,
+}
+
+#[repr(C)]
+struct DlManagedTensor {
+    dl_tensor: DlTensor,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensor)>,
+}
+
+#[repr(C)]
+struct DlPackVersion {
+    major: u32,
+    minor: u32,
+}
+
+#[repr(C)]
+struct DlManagedTensorVersioned {
+    version: DlPackVersion,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensorVersioned)>,
+    flags: u64,
+    dl_tensor: DlTensor,
+}
+
+/// What a DLPack producer described: the device, the element type and the layout.
+#[derive(Clone, Debug)]
+pub struct Described {
+    /// (DLPack device type, device ordinal).
+    pub device: (i32, i32),
+    /// Element bits of a float type (32 or 64).
+    pub bits: u8,
+    /// Rows and columns (a vector is one column).
+    pub shape: (usize, usize),
+    /// Element strides of rows and columns.
+    pub strides: (isize, isize),
+    /// The address of element (0, 0).
+    pub address: u64,
+}
+
+fn dtype_bits<T: GpuScalar>() -> u8 {
+    (core::mem::size_of::<T>() * 8) as u8
+}
+
+/// Reads a `DLTensor` (1-D or 2-D, a float type, one lane).
+///
+/// # Safety
+/// `t` must be a valid `DLTensor` whose `shape` (and `strides`, when not null) point to
+/// `ndim` integers.
+unsafe fn describe(t: &DlTensor) -> PyResult<Described> {
+    if t.dtype.code != CODE_FLOAT || t.dtype.lanes != 1 {
+        return Err(PyValueError::new_err(
+            "cuqr supports float32 and float64 arrays",
+        ));
+    }
+    let nd = t.ndim;
+    if !(1..=2).contains(&nd) {
+        return Err(PyValueError::new_err(format!(
+            "expected a 1-D or 2-D array, found {nd} dimensions"
+        )));
+    }
+    // SAFETY: `shape` holds `ndim` entries (the DLPack contract, this function's).
+    let shape = unsafe { std::slice::from_raw_parts(t.shape, nd as usize) };
+    let strides: Vec<i64> = if t.strides.is_null() {
+        // compact row-major
+        if nd == 1 {
+            vec![1]
+        } else {
+            vec![shape[1], 1]
+        }
+    } else {
+        // SAFETY: as for `shape`.
+        unsafe { std::slice::from_raw_parts(t.strides, nd as usize) }.to_vec()
+    };
+    let dim =
+        |x: i64| usize::try_from(x).map_err(|_| PyValueError::new_err("negative array dimension"));
+    let (shape, strides) = if nd == 1 {
+        (
+            (dim(shape[0])?, 1),
+            (strides[0] as isize, shape[0] as isize),
+        )
+    } else {
+        (
+            (dim(shape[0])?, dim(shape[1])?),
+            (strides[0] as isize, strides[1] as isize),
+        )
+    };
+    Ok(Described {
+        device: (t.device.device_type, t.device.device_id),
+        bits: t.dtype.bits,
+        shape,
+        strides,
+        address: (t.data as u64).wrapping_add(t.byte_offset),
+    })
+}
+
+/// A device array taken from a DLPack producer: its description and the capsule that keeps
+/// the producer's memory alive (released when this is dropped, as the protocol asks).
+pub struct Imported<'py> {
+    /// What the producer described.
+    pub desc: Described,
+    /// Held (not consumed) until the copy is done; dropping it releases the producer's
+    /// tensor through the capsule's destructor.
+    _capsule: Bound<'py, PyAny>,
+}
+
+/// Asks `obj` for a DLPack capsule on `stream` (the producer orders its pending work before
+/// that stream) and reads it.
+pub fn import<'py>(obj: &Bound<'py, PyAny>, stream: usize) -> PyResult<Imported<'py>> {
+    let py = obj.py();
+    let kw = PyDict::new(py);
+    kw.set_item("stream", stream)?;
+    let capsule = obj.call_method("__dlpack__", (), Some(&kw))?;
+    let raw = capsule.as_ptr();
+    // SAFETY: `raw` is a live object (held by `capsule`); the calls only inspect it.
+    let legacy = unsafe { ffi::PyCapsule_IsValid(raw, NAME_LEGACY.as_ptr()) } == 1;
+    let desc = if legacy {
+        // SAFETY: a valid capsule of this name holds a `DLManagedTensor*` (DLPack);
+        // it stays alive while `capsule` is held and not consumed.
+        let p = unsafe { ffi::PyCapsule_GetPointer(raw, NAME_LEGACY.as_ptr()) }
+            as *const DlManagedTensor;
+        if p.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: as above; `describe`'s contract is the producer's.
+        unsafe { describe(&(*p).dl_tensor) }?
+    } else {
+        // SAFETY: as above.
+        let ok = unsafe { ffi::PyCapsule_IsValid(raw, NAME_VERSIONED.as_ptr()) } == 1;
+        if !ok {
+            return Err(PyTypeError::new_err(
+                "__dlpack__ returned something that is not a DLPack capsule",
+            ));
+        }
+        // SAFETY: a valid capsule of this name holds a `DLManagedTensorVersioned*`.
+        let p = unsafe { ffi::PyCapsule_GetPointer(raw, NAME_VERSIONED.as_ptr()) }
+            as *const DlManagedTensorVersioned;
+        if p.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: as above.
+        let v = unsafe { &*p };
+        if v.version.major != 1 {
+            return Err(PyValueError::new_err(format!(
+                "DLPack version {}.{} is not supported",
+                v.version.major, v.version.minor
+            )));
+        }
+        // SAFETY: as above.
+        unsafe { describe(&v.dl_tensor) }?
+    };
+    Ok(Imported {
+        desc,
+        _capsule: capsule,
+    })
+}
+
+impl Imported<'_> {
+    /// Copies the array (device to device, on [`Gpu::stream`]) into a new [`DevMat`] and
+    /// waits for that stream, so that the producer's memory may be released afterwards.
+    pub fn to_dev_mat<T: GpuScalar>(&self, gpu: &Arc<Gpu>) -> PyResult<DevMat<T>> {
+        let d = &self.desc;
+        if d.device.0 != DEVICE_CUDA && d.device.0 != DEVICE_CUDA_MANAGED {
+            return Err(PyValueError::new_err("the array is not in CUDA memory"));
+        }
+        if d.bits != dtype_bits::<T>() {
+            return Err(PyValueError::new_err(format!(
+                "expected float{} data, found float{}",
+                dtype_bits::<T>(),
+                d.bits
+            )));
+        }
+        let (rows, cols) = d.shape;
+        // SAFETY: the capsule (held by `self`, not consumed) keeps the producer's memory
+        // alive; the producer described this device, the element type (checked) and the
+        // layout; it ordered its writes before `gpu.stream` when asked for the capsule
+        // with that stream; the copy is waited for below, before `self` (and with it the
+        // memory) can go.
+        let m = unsafe {
+            DevMat::<T>::copy_from_foreign(gpu, d.address, rows, cols, d.strides.0, d.strides.1)
+        }
+        .map_err(crate::error::to_py)?;
+        gpu.synchronize_stream().map_err(crate::error::to_py)?;
+        Ok(m)
+    }
+}
+
+/// The owner of an exported matrix: the DLPack structure first, so that a pointer to it is
+/// a pointer to the whole.
+#[repr(C)]
+struct Export<M, T> {
+    managed: M,
+    mat: DevMat<T>,
+    shape: [i64; 2],
+    strides: [i64; 2],
+}
+
+fn tensor_of<T: GpuScalar>(
+    gpu: &Gpu,
+    mat: &DevMat<T>,
+    shape: &mut [i64; 2],
+    strides: &mut [i64; 2],
+) -> DlTensor {
+    *shape = [mat.nrows() as i64, mat.ncols() as i64];
+    *strides = [1, mat.ld() as i64];
+    DlTensor {
+        data: mat.device_address(gpu) as *mut c_void,
+        device: DlDevice {
+            device_type: DEVICE_CUDA,
+            device_id: gpu.device_ordinal() as i32,
+        },
+        ndim: 2,
+        dtype: DlDataType {
+            code: CODE_FLOAT,
+            bits: dtype_bits::<T>(),
+            lanes: 1,
+        },
+        shape: shape.as_mut_ptr(),
+        strides: strides.as_mut_ptr(),
+        byte_offset: 0,
+    }
+}
+
+unsafe extern "C" fn delete_legacy<T: GpuScalar>(p: *mut DlManagedTensor) {
+    if !p.is_null() {
+        // SAFETY: `p` came from `Box::into_raw` of an `Export<DlManagedTensor, T>` in
+        // `export` (the structure is its first field), and the protocol calls the deleter
+        // once.
+        drop(unsafe { Box::from_raw(p as *mut Export<DlManagedTensor, T>) });
+    }
+}
+
+unsafe extern "C" fn delete_versioned<T: GpuScalar>(p: *mut DlManagedTensorVersioned) {
+    if !p.is_null() {
+        // SAFETY: as in `delete_legacy`, for the versioned structure.
+        drop(unsafe { Box::from_raw(p as *mut Export<DlManagedTensorVersioned, T>) });
+    }
+}
+
+unsafe extern "C" fn capsule_destructor_legacy(capsule: *mut ffi::PyObject) {
+    // A consumer renames the capsule ("used_dltensor") when it takes ownership; an
+    // unconsumed one still owns the tensor.
+    // SAFETY: called by Python with the capsule being destroyed.
+    if unsafe { ffi::PyCapsule_IsValid(capsule, NAME_LEGACY.as_ptr()) } == 1 {
+        // SAFETY: a valid capsule of this name made by `export` holds the tensor.
+        let p = unsafe { ffi::PyCapsule_GetPointer(capsule, NAME_LEGACY.as_ptr()) }
+            as *mut DlManagedTensor;
+        // SAFETY: the tensor is live and owned by the capsule; its deleter frees it once.
+        if let Some(del) = unsafe { p.as_ref() }.and_then(|t| t.deleter) {
+            // SAFETY: the tensor's own deleter, called once, as the protocol asks.
+            unsafe { del(p) };
+        }
+    }
+}
+
+unsafe extern "C" fn capsule_destructor_versioned(capsule: *mut ffi::PyObject) {
+    // SAFETY: as in `capsule_destructor_legacy`.
+    if unsafe { ffi::PyCapsule_IsValid(capsule, NAME_VERSIONED.as_ptr()) } == 1 {
+        // SAFETY: as in `capsule_destructor_legacy`.
+        let p = unsafe { ffi::PyCapsule_GetPointer(capsule, NAME_VERSIONED.as_ptr()) }
+            as *mut DlManagedTensorVersioned;
+        // SAFETY: as in `capsule_destructor_legacy`.
+        if let Some(del) = unsafe { p.as_ref() }.and_then(|t| t.deleter) {
+            // SAFETY: as in `capsule_destructor_legacy`.
+            unsafe { del(p) };
+        }
+    }
+}
+
+/// Hands `mat` to a DLPack consumer: a capsule that owns it (freed by the consumer through
+/// the deleter, or by the capsule if never consumed). `versioned` makes a DLPack 1.0
+/// capsule, else the legacy one. The caller has waited for the work that wrote `mat`.
+pub fn export<'py, T: GpuScalar>(
+    py: Python<'py>,
+    gpu: &Gpu,
+    mat: DevMat<T>,
+    versioned: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let raw = if versioned {
+        let mut b = Box::new(Export {
+            managed: DlManagedTensorVersioned {
+                version: DlPackVersion { major: 1, minor: 0 },
+                manager_ctx: core::ptr::null_mut(),
+                deleter: Some(delete_versioned::<T>),
+                flags: 0,
+                dl_tensor: DlTensor {
+                    data: core::ptr::null_mut(),
+                    device: DlDevice {
+                        device_type: DEVICE_CUDA,
+                        device_id: 0,
+                    },
+                    ndim: 0,
+                    dtype: DlDataType {
+                        code: 0,
+                        bits: 0,
+                        lanes: 0,
+                    },
+                    shape: core::ptr::null_mut(),
+                    strides: core::ptr::null_mut(),
+                    byte_offset: 0,
+                },
+            },
+            mat,
+            shape: [0; 2],
+            strides: [0; 2],
+        });
+        let e = &mut *b;
+        e.managed.dl_tensor = tensor_of(gpu, &e.mat, &mut e.shape, &mut e.strides);
+        let p = Box::into_raw(b);
+        // SAFETY: `p` is a live, uniquely owned allocation; the capsule takes it over (its
+        // destructor or the consumer frees it through the deleter).
+        let c = unsafe {
+            ffi::PyCapsule_New(
+                p as *mut c_void,
+                NAME_VERSIONED.as_ptr(),
+                Some(capsule_destructor_versioned),
+            )
+        };
+        if c.is_null() {
+            // SAFETY: no capsule took `p` over; it is freed here, once.
+            unsafe { delete_versioned::<T>(p as *mut DlManagedTensorVersioned) };
+        }
+        c
+    } else {
+        let mut b = Box::new(Export {
+            managed: DlManagedTensor {
+                dl_tensor: DlTensor {
+                    data: core::ptr::null_mut(),
+                    device: DlDevice {
+                        device_type: DEVICE_CUDA,
+                        device_id: 0,
+                    },
+                    ndim: 0,
+                    dtype: DlDataType {
+                        code: 0,
+                        bits: 0,
+                        lanes: 0,
+                    },
+                    shape: core::ptr::null_mut(),
+                    strides: core::ptr::null_mut(),
+                    byte_offset: 0,
+                },
+                manager_ctx: core::ptr::null_mut(),
+                deleter: Some(delete_legacy::<T>),
+            },
+            mat,
+            shape: [0; 2],
+            strides: [0; 2],
+        });
+        let e = &mut *b;
+        e.managed.dl_tensor = tensor_of(gpu, &e.mat, &mut e.shape, &mut e.strides);
+        let p = Box::into_raw(b);
+        // SAFETY: as for the versioned capsule.
+        let c = unsafe {
+            ffi::PyCapsule_New(
+                p as *mut c_void,
+                NAME_LEGACY.as_ptr(),
+                Some(capsule_destructor_legacy),
+            )
+        };
+        if c.is_null() {
+            // SAFETY: as for the versioned capsule.
+            unsafe { delete_legacy::<T>(p as *mut DlManagedTensor) };
+        }
+        c
+    };
+    if raw.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `raw` is a new reference returned by PyCapsule_New (checked non-null).
+    Ok(unsafe { Bound::from_owned_ptr(py, raw) })
+}
+
+/// The error of a second `__dlpack__` call on a one-shot exporter.
+pub fn consumed() -> PyErr {
+    PyBufferError::new_err("this cuqr device array was already handed over through DLPack")
+}

@@ -1,0 +1,42 @@
+//! cuqr's errors as Python exceptions: bad arguments are `ValueError`, numerical failures
+//! (a dependent column, a downdate that would lose definiteness) NumPy's `LinAlgError` (as
+//! SciPy raises), an exhausted device `MemoryError`, device and driver faults
+//! `RuntimeError`. The message is the library's.
+
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+/// NumPy's `numpy.linalg.LinAlgError` with `msg`.
+pub fn linalg_error(msg: String) -> PyErr {
+    Python::attach(|py| {
+        match py
+            .import("numpy.linalg")
+            .and_then(|m| m.getattr("LinAlgError"))
+            .and_then(|t| t.cast_into::<PyType>().map_err(PyErr::from))
+        {
+            Ok(ty) => PyErr::from_type(ty, msg),
+            Err(e) => e,
+        }
+    })
+}
+
+/// The Python exception for a cuqr error.
+pub fn to_py(e: cuqr::Error) -> PyErr {
+    use cuqr::Error as E;
+    let msg = e.to_string();
+    match e {
+        E::RankDeficient { .. }
+        | E::DowndateFailed { .. }
+        | E::Singular { .. }
+        | E::NotConverged { .. } => linalg_error(msg),
+        E::OutOfMemory { .. } => PyMemoryError::new_err(msg),
+        E::NoDevice(_)
+        | E::MissingKernel(_)
+        | E::Driver(_)
+        | E::Cublas(_)
+        | E::Cusolver(_)
+        | E::Poisoned => PyRuntimeError::new_err(msg),
+        _ => PyValueError::new_err(msg),
+    }
+}

@@ -1,0 +1,25 @@
+//! The Python extension `cuqr._cuqr` behind the `cuqr` package (python/cuqr): the
+//! factorisation state, DLPack exchange with CuPy and PyTorch, and the errors as Python
+//! exceptions. The package's Python layer gives it SciPy's signatures.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod bench;
+mod convert;
+mod dlpack;
+mod error;
+mod state;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<state::State>()?;
+    m.add_class::<convert::DeviceArray>()?;
+    m.add_function(wrap_pyfunction!(state::cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(state::cuda_unavailable_reason, m)?)?;
+    m.add_function(wrap_pyfunction!(state::array_device, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::time_rust_updates, m)?)?;
+    Ok(())
+}
