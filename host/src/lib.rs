@@ -42,7 +42,7 @@ pub mod mixed;
 pub(crate) mod ops;
 pub(crate) mod state;
 
-pub use backend::device::{Backend, Device, Qr};
+pub use backend::device::{Backend, Device, Qr, QrState};
 pub use backend::diagnostics::diagnostics;
 pub use backend::QrUpdate;
 pub use base::error::{Error, Result};

@@ -184,7 +184,7 @@ def _from_factors(arrays, Q, R, M, economic, dtype, check_finite, policy=None):
 
 
 def _finish(arrays: _Arrays, st):
-    q, r = st.into_factors(device=arrays.on_gpu)
+    q, r = st.take_factors(device=arrays.on_gpu)
     return arrays.out(q), arrays.out(r)
 
 
@@ -426,7 +426,7 @@ def cholupdate(R, x, sign="+", check_finite=True):
         st.insert_rows(0, rows)
     else:
         st.delete_rows_with(0, rows)
-    _, R1 = st.into_factors(device=arrays.on_gpu)
+    _, R1 = st.take_factors(device=arrays.on_gpu)
     R1 = arrays.out(R1)
     neg = R1.diagonal() < 0
     R1[neg] *= -1

@@ -27,7 +27,10 @@ impl Real for f64 {
 
 /// One GPU context per device ordinal for the whole process (opening one loads the CUDA
 /// libraries and the kernels); a failure to open is remembered too.
-static GPUS: Mutex<Vec<(usize, Result<Arc<Gpu>, String>)>> = Mutex::new(Vec::new());
+static GPUS: Mutex<Vec<OpenedGpu>> = Mutex::new(Vec::new());
+
+/// A device ordinal and its context, or why it did not open.
+type OpenedGpu = (usize, Result<Arc<Gpu>, String>);
 
 /// The shared context of CUDA device `ordinal`.
 pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>, String> {

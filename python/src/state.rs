@@ -542,7 +542,7 @@ impl State {
     /// (Q or None, R), handing the state's buffers over without a copy; the state is
     /// unusable afterwards.
     #[pyo3(signature = (device=false))]
-    fn into_factors<'py>(
+    fn take_factors<'py>(
         &mut self,
         py: Python<'py>,
         device: bool,
@@ -552,15 +552,15 @@ impl State {
             qr: Qr<T>,
             device: bool,
         ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyAny>)> {
-            match qr.into_inner() {
-                Ok(cpu) => {
+            match qr.into_state() {
+                cuqr::QrState::Cpu(cpu) => {
                     let (q, r) = cpu.into_factors();
                     let q = q
                         .map(|q| to_numpy(py, q).map(|a| a.into_any()))
                         .transpose()?;
                     Ok((q, to_numpy(py, r)?.into_any()))
                 }
-                Err(g) => {
+                cuqr::QrState::Gpu(g) => {
                     let gpu = g.gpu().clone();
                     let (q, r) = g.into_factors();
                     if device {

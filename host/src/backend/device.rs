@@ -95,12 +95,14 @@ impl core::fmt::Display for Backend {
     }
 }
 
-/// The state behind a [`Qr`].
+/// The state behind a [`Qr`] (taken out by [`Qr::into_state`]).
 // One per factorisation, moved rarely: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-enum State<T: GpuScalar> {
+pub enum QrState<T: GpuScalar> {
+    /// On the CPU.
     Cpu(CpuQr<T>),
+    /// On a GPU.
     Gpu(GpuQr<T>),
 }
 
@@ -121,7 +123,7 @@ enum State<T: GpuScalar> {
 /// ```
 #[derive(Debug)]
 pub struct Qr<T: GpuScalar> {
-    state: State<T>,
+    state: QrState<T>,
     fallback: Option<String>,
 }
 
@@ -154,8 +156,8 @@ impl<T: GpuScalar> Qr<T> {
         params: FactorParams,
     ) -> Result<Self> {
         let state = match backend {
-            Backend::Cpu { .. } => State::Cpu(CpuQr::factorize(a, b, policy, params)?),
-            Backend::Gpu(g) => State::Gpu(GpuQr::factorize(g, a, b, policy, params)?),
+            Backend::Cpu { .. } => QrState::Cpu(CpuQr::factorize(a, b, policy, params)?),
+            Backend::Gpu(g) => QrState::Gpu(GpuQr::factorize(g, a, b, policy, params)?),
         };
         Ok(Self {
             state,
@@ -166,8 +168,8 @@ impl<T: GpuScalar> Qr<T> {
     /// `"cpu"` or `"gpu"`.
     pub fn backend_kind(&self) -> &'static str {
         match self.state {
-            State::Cpu(_) => "cpu",
-            State::Gpu(_) => "gpu",
+            QrState::Cpu(_) => "cpu",
+            QrState::Gpu(_) => "gpu",
         }
     }
 
@@ -179,24 +181,24 @@ impl<T: GpuScalar> Qr<T> {
     /// The CPU state, when this factorisation lives on the CPU.
     pub fn as_cpu(&self) -> Option<&CpuQr<T>> {
         match &self.state {
-            State::Cpu(s) => Some(s),
-            State::Gpu(_) => None,
+            QrState::Cpu(s) => Some(s),
+            QrState::Gpu(_) => None,
         }
     }
 
     /// The GPU state, when this factorisation lives on a GPU.
     pub fn as_gpu(&self) -> Option<&GpuQr<T>> {
         match &self.state {
-            State::Cpu(_) => None,
-            State::Gpu(s) => Some(s),
+            QrState::Cpu(_) => None,
+            QrState::Gpu(s) => Some(s),
         }
     }
 
     /// The CPU state, mutably, when this factorisation lives on the CPU.
     pub fn as_cpu_mut(&mut self) -> Option<&mut CpuQr<T>> {
         match &mut self.state {
-            State::Cpu(s) => Some(s),
-            State::Gpu(_) => None,
+            QrState::Cpu(s) => Some(s),
+            QrState::Gpu(_) => None,
         }
     }
 
@@ -204,30 +206,27 @@ impl<T: GpuScalar> Qr<T> {
     /// on a GPU.
     pub fn as_gpu_mut(&mut self) -> Option<&mut GpuQr<T>> {
         match &mut self.state {
-            State::Cpu(_) => None,
-            State::Gpu(s) => Some(s),
+            QrState::Cpu(_) => None,
+            QrState::Gpu(s) => Some(s),
         }
     }
 
     /// The CPU or GPU state, consumed.
-    pub fn into_inner(self) -> std::result::Result<CpuQr<T>, GpuQr<T>> {
-        match self.state {
-            State::Cpu(s) => Ok(s),
-            State::Gpu(s) => Err(s),
-        }
+    pub fn into_state(self) -> QrState<T> {
+        self.state
     }
 
     fn inner(&self) -> &dyn QrUpdate<T> {
         match &self.state {
-            State::Cpu(s) => s,
-            State::Gpu(s) => s,
+            QrState::Cpu(s) => s,
+            QrState::Gpu(s) => s,
         }
     }
 
     fn inner_mut(&mut self) -> &mut dyn QrUpdate<T> {
         match &mut self.state {
-            State::Cpu(s) => s,
-            State::Gpu(s) => s,
+            QrState::Cpu(s) => s,
+            QrState::Gpu(s) => s,
         }
     }
 }
@@ -235,7 +234,7 @@ impl<T: GpuScalar> Qr<T> {
 impl<T: GpuScalar> From<CpuQr<T>> for Qr<T> {
     fn from(s: CpuQr<T>) -> Self {
         Self {
-            state: State::Cpu(s),
+            state: QrState::Cpu(s),
             fallback: None,
         }
     }
@@ -244,7 +243,7 @@ impl<T: GpuScalar> From<CpuQr<T>> for Qr<T> {
 impl<T: GpuScalar> From<GpuQr<T>> for Qr<T> {
     fn from(s: GpuQr<T>) -> Self {
         Self {
-            state: State::Gpu(s),
+            state: QrState::Gpu(s),
             fallback: None,
         }
     }
