@@ -39,6 +39,7 @@ pub(crate) mod gpu;
 pub mod internals;
 pub mod lu;
 pub mod mixed;
+pub mod dist;
 pub(crate) mod ops;
 pub(crate) mod state;
 

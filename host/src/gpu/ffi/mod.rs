@@ -6,6 +6,7 @@ pub mod blas;
 pub mod cusolver;
 pub mod driver;
 pub mod gram;
+pub mod nccl;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;
 pub mod refine;
