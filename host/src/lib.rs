@@ -34,12 +34,12 @@
 pub(crate) mod backend;
 pub(crate) mod base;
 pub mod cpu;
+pub mod dist;
 pub(crate) mod gpu;
 #[cfg(feature = "internals")]
 pub mod internals;
 pub mod lu;
 pub mod mixed;
-pub mod dist;
 pub(crate) mod ops;
 pub(crate) mod state;
 

@@ -146,7 +146,11 @@ impl<T: DistScalar> DistQr<T> {
     }
 
     /// The residual norms from every rank's kept rows for R′, d′ (summed squares).
-    fn residual_norms_with(&self, rd: &[(DevMat<T>, DevMat<T>)], a2: &[DevMat<T>]) -> Result<Vec<T>> {
+    fn residual_norms_with(
+        &self,
+        rd: &[(DevMat<T>, DevMat<T>)],
+        a2: &[DevMat<T>],
+    ) -> Result<Vec<T>> {
         let mut local = Vec::new();
         for ((p, (r, d)), a) in self.parts.iter().zip(rd).zip(a2) {
             let g = &*p.core.gpu;
@@ -159,7 +163,9 @@ impl<T: DistScalar> DistQr<T> {
             local.push(nr.iter().map(|x| x.to_f64().powi(2)).collect::<Vec<f64>>());
         }
         let s = self.net.sum_host::<T>(&self.parts[0].core.gpu, &local)?;
-        Ok(s.into_iter().map(|x| T::from_f64(x.max(0.0).sqrt())).collect())
+        Ok(s.into_iter()
+            .map(|x| T::from_f64(x.max(0.0).sqrt()))
+            .collect())
     }
 
     /// Inserts the m×p block `u` as columns k0..k0+p (as [`crate::QrUpdate::insert_cols`]):
@@ -193,7 +199,13 @@ impl<T: DistScalar> DistQr<T> {
         let plan = crate::ops::insert_cols::plan(self.dims, k0, u, self.params.block_size)?;
         let (n, p) = (self.dims.n, u.ncols());
         let base: Vec<f64> = (0..p)
-            .map(|j| u.col(j).iter().map(|x| x.to_f64().powi(2)).sum::<f64>().sqrt())
+            .map(|j| {
+                u.col(j)
+                    .iter()
+                    .map(|x| x.to_f64().powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+            })
             .collect();
         let tol = crate::ops::reduced::dependence_tol::<T>();
         let _ = plan;
@@ -285,8 +297,7 @@ impl<T: DistScalar> DistQr<T> {
         for (part, pr) in self.parts.iter().zip(&proj) {
             let g = &*part.core.gpu;
             let gamma = pr.ztz.to_host(g)?[(0, 0)].to_f64().max(0.0).sqrt();
-            let has_dir =
-                gamma > crate::ops::reduced::dependence_tol::<T>() * unorm && gamma > 0.0;
+            let has_dir = gamma > crate::ops::reduced::dependence_tol::<T>() * unorm && gamma > 0.0;
             let (gamma_t, scale) = if has_dir {
                 (T::from_f64(gamma), T::from_f64(1.0 / gamma))
             } else {
@@ -295,7 +306,9 @@ impl<T: DistScalar> DistQr<T> {
             let mut r = thin::stacked(g, &part.core.r.view(), None, 1)?;
             let mut d = thin::stacked(g, &part.core.d.view(), None, 1)?;
             let f = pr.ztr.to_host(g)?;
-            let frow = Mat::from_fn(1, q, |_, k| T::from_f64(f[(0, k)].to_f64() * scale.to_f64()));
+            let frow = Mat::from_fn(1, q, |_, k| {
+                T::from_f64(f[(0, k)].to_f64() * scale.to_f64())
+            });
             d.block_mut(n, 0, 1, q);
             let fd = DevMat::from_host(g, frow.as_ref())?;
             g.panel_copy(&fd.view(), &mut d.block_mut(n, 0, 1, q))?;

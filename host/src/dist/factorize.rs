@@ -115,7 +115,16 @@ impl<T: DistScalar> DistQr<T> {
         let counts: Vec<usize> = blocks.iter().map(|(a, _)| a.nrows()).collect();
         let net = Net::for_devices(gpus)?;
         let ranks: Vec<usize> = (0..gpus.len()).collect();
-        build(net, ranks, gpus.len(), gpus.to_vec(), blocks, counts, policy, params)
+        build(
+            net,
+            ranks,
+            gpus.len(),
+            gpus.to_vec(),
+            blocks,
+            counts,
+            policy,
+            params,
+        )
     }
 
     /// Factorises this process's rows `a` (m_i×n) and `b` (m_i×q) as rank `comm`'s block of
@@ -174,7 +183,16 @@ impl<T: DistScalar> DistQr<T> {
             .into_iter()
             .map(|x| x.round() as usize)
             .collect();
-        build(net, vec![rank], world, vec![g], vec![block], counts, policy, params)
+        build(
+            net,
+            vec![rank],
+            world,
+            vec![g],
+            vec![block],
+            counts,
+            policy,
+            params,
+        )
     }
 }
 
@@ -322,12 +340,9 @@ fn build<T: DistScalar>(
     let mut recvs = Vec::new();
     if world > 1 {
         for st in &locals {
-            recvs.push(
-                st.gpu
-                    .stream()
-                    .alloc_zeros::<T>(len * world)
-                    .map_err(crate::gpu::runtime::alloc_err("the gathered R-factors", len * world))?,
-            );
+            recvs.push(st.gpu.stream().alloc_zeros::<T>(len * world).map_err(
+                crate::gpu::runtime::alloc_err("the gathered R-factors", len * world),
+            )?);
         }
         let sends: Vec<_> = packs.iter().map(|p| p.buf()).collect();
         let mut rv: Vec<_> = recvs.iter_mut().collect();
@@ -368,7 +383,14 @@ fn build<T: DistScalar>(
             }
             let mut tau = DevVec::<T>::zeros(g, n)?;
             g.geqrf(&mut s.view_mut(), &mut tau.view_mut())?;
-            g.ormqr(Side::Left, Op::T, &s.view(), n, &tau.view(), &mut ds.view_mut())?;
+            g.ormqr(
+                Side::Left,
+                Op::T,
+                &s.view(),
+                n,
+                &tau.view(),
+                &mut ds.view_mut(),
+            )?;
             let r = g.two_phase_copy_new(&s.block(0, 0, n, n), 0..0, true)?;
             let d = g.two_phase_copy_new(&ds.block(0, 0, n, q), 0..0, false)?;
             if i == 0 {
@@ -460,7 +482,10 @@ fn build<T: DistScalar>(
         params: params_u,
     };
     for p in &mut st.parts {
-        p.core.rho = rho2.iter().map(|&x| T::from_f64(x.max(0.0).sqrt())).collect();
+        p.core.rho = rho2
+            .iter()
+            .map(|&x| T::from_f64(x.max(0.0).sqrt()))
+            .collect();
     }
     if world > 1 {
         // one R for all: rank 0's, bit for bit

@@ -32,12 +32,12 @@ use std::sync::Arc;
 pub use net::DistScalar;
 pub(crate) use net::Net;
 
+use crate::backend::QrUpdate;
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
 use crate::base::mat::Mat;
 use crate::base::params::UpdateParams;
 use crate::base::solution::Solution;
-use crate::backend::QrUpdate;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::Gpu;
 use crate::state::gpu::GpuQr;
@@ -161,6 +161,9 @@ pub(crate) struct Kept<T> {
     pub(crate) row0: usize,
     pub(crate) rows: usize,
 }
+
+/// A copy of one rank's R, d, residual norms and dimensions.
+pub(crate) type CoreCopy<T> = (DevMat<T>, DevMat<T>, Vec<T>, Dims);
 
 /// What one rank holds.
 pub(crate) struct Part<T: DistScalar> {
@@ -446,7 +449,7 @@ impl<T: DistScalar> DistQr<T> {
 
     /// Copies of every local core's R, d and residual norms (restored where a multi-step
     /// update fails part way).
-    pub(crate) fn snapshot(&self) -> Result<Vec<(DevMat<T>, DevMat<T>, Vec<T>, Dims)>> {
+    pub(crate) fn snapshot(&self) -> Result<Vec<CoreCopy<T>>> {
         self.parts
             .iter()
             .map(|p| {
@@ -461,7 +464,7 @@ impl<T: DistScalar> DistQr<T> {
     }
 
     /// Puts back a [`DistQr::snapshot`].
-    pub(crate) fn restore(&mut self, snap: Vec<(DevMat<T>, DevMat<T>, Vec<T>, Dims)>) {
+    pub(crate) fn restore(&mut self, snap: Vec<CoreCopy<T>>) {
         for (p, (r, d, rho, dims)) in self.parts.iter_mut().zip(snap) {
             p.core.r = r;
             p.core.d = d;

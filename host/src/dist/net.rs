@@ -30,14 +30,18 @@ pub(crate) enum Net {
 
 /// An NCCL error as a [`Error::Driver`] (a failed collective may leave the buffers
 /// half-written, so it poisons like a driver fault).
-pub(crate) fn nccl_err(what: &'static str) -> impl FnOnce(cudarc::nccl::result::NcclError) -> Error {
+pub(crate) fn nccl_err(
+    what: &'static str,
+) -> impl FnOnce(cudarc::nccl::result::NcclError) -> Error {
     move |e| Error::Driver(format!("NCCL {what}: {e:?}"))
 }
 
 fn copy<T: GpuScalar>(g: &Gpu, src: &CudaSlice<T>, dst: &mut CudaSlice<T>) -> Result<()> {
     g.stream()
         .memcpy_dtod(src, dst)
-        .map_err(crate::gpu::runtime::driver_err("copying between partitions"))?;
+        .map_err(crate::gpu::runtime::driver_err(
+            "copying between partitions",
+        ))?;
     g.count_launch();
     Ok(())
 }
@@ -131,7 +135,10 @@ impl Net {
     ) -> Result<()> {
         match self {
             Net::Local => {
-                let i = my_ranks.iter().position(|&r| r == root).expect("local root");
+                let i = my_ranks
+                    .iter()
+                    .position(|&r| r == root)
+                    .expect("local root");
                 let (head, tail) = bufs.split_at_mut(i);
                 let (src, tail) = tail.split_first_mut().expect("root buffer");
                 for b in head.iter_mut().chain(tail.iter_mut()) {
@@ -190,7 +197,11 @@ impl Net {
     /// Sums host vectors over all ranks: `local` holds one vector per local rank; every
     /// rank gets the sum. In-process ranks add on the host; a rank of a process group
     /// goes through the device (`gpu`).
-    pub(crate) fn sum_host<T: DistScalar>(&self, gpu: &Gpu, local: &[Vec<f64>]) -> Result<Vec<f64>> {
+    pub(crate) fn sum_host<T: DistScalar>(
+        &self,
+        gpu: &Gpu,
+        local: &[Vec<f64>],
+    ) -> Result<Vec<f64>> {
         let len = local[0].len();
         let mut s = vec![0.0; len];
         for v in local {

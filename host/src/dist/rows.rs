@@ -22,8 +22,9 @@ impl<T: DistScalar> DistQr<T> {
             return Err(Error::InvalidParam {
                 op,
                 what: "policy",
-                why: "the distributed thin state factorises and solves; updates need the R-only kind"
-                    .into(),
+                why:
+                    "the distributed thin state factorises and solves; updates need the R-only kind"
+                        .into(),
             });
         }
         if rows_leave && self.parts.iter().any(|p| p.kept.is_none()) {
@@ -313,7 +314,7 @@ impl<T: DistScalar> DistQr<T> {
             .filter(|pc| self.part_index(pc.0).is_some())
             .copied()
             .collect();
-        mine.sort_by(|x, y| y.1.cmp(&x.1));
+        mine.sort_by_key(|x| std::cmp::Reverse(x.1));
         for (rank, s, c) in mine {
             let i = self.part_index(rank).expect("filtered");
             let part = &mut self.parts[i];

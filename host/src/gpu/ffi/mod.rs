@@ -6,7 +6,7 @@ pub mod blas;
 pub mod cusolver;
 pub mod driver;
 pub mod gram;
-pub mod nccl;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;
+pub mod nccl;
 pub mod refine;
