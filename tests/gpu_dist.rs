@@ -132,9 +132,9 @@ fn sequence(parts: &[Arc<Gpu>], seed: u64) {
     same("rank_one", &d, &s);
     // a refused update leaves the state as it was
     let before = d.solve().unwrap().x;
-    let too_many = d.nrows() - n + 1;
+    let too_many = d.nrows() - d.ncols() + 1;
     assert!(d.delete_rows(0, too_many).is_err());
-    let bad = Mat::from_fn(3, n, |_, _| f64::NAN);
+    let bad = Mat::from_fn(3, d.ncols(), |_, _| f64::NAN);
     let e3 = Mat::<f64>::zeros(3, q);
     assert!(matches!(
         d.slide(bad.as_ref(), e3.as_ref(), 3),
