@@ -209,7 +209,13 @@ fn bad_arguments_are_refused() {
         Err(Error::InvalidParam { .. })
     ));
     assert!(matches!(
-        DistQr::factorize(std::slice::from_ref(&g), a.as_ref(), b.as_ref(), QPolicy::Full, keep()),
+        DistQr::factorize(
+            std::slice::from_ref(&g),
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::Full,
+            keep()
+        ),
         Err(Error::InvalidParam { .. })
     ));
     let mut d = DistQr::factorize(
