@@ -197,6 +197,7 @@ Commands:
            and a JSON summary
   window   least squares over a sliding window of the rows of A, x after
            every step
+  dist     least squares with A's rows over several GPUs (NCCL): factorize, window
   demo     a regression session on synthetic data: updates versus
            refactorising from scratch, with timings and accuracy
   bench    GPU benchmarks against cuSOLVER (cuqr bench lu --help)

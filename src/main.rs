@@ -9,6 +9,7 @@ mod backend;
 mod bench;
 mod cli;
 mod demo;
+mod dist_cmd;
 mod json;
 mod npy;
 mod ops;
@@ -34,6 +35,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
                 Some("update") => print!("{}", cli::UPDATE_HELP),
                 Some("demo") => print!("{}", cli::DEMO_HELP),
                 Some("window") => print!("{}", cli::WINDOW_HELP),
+                Some("dist") => print!("{}", dist_cmd::HELP),
                 Some("bench") => print!("{}", bench::help()),
                 Some(other) => {
                     return Err(format!("unknown command '{other}' (try cuqr --help)").into())
@@ -47,6 +49,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
         }
         "update" => update_cmd::run(rest),
         "window" => window_cmd::run(rest),
+        "dist" => dist_cmd::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         other => Err(CliError(format!(

@@ -34,6 +34,7 @@
 pub(crate) mod backend;
 pub(crate) mod base;
 pub mod cpu;
+pub mod dist;
 pub(crate) mod gpu;
 #[cfg(feature = "internals")]
 pub mod internals;

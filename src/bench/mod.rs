@@ -6,6 +6,7 @@
 
 mod common;
 mod cpu;
+mod dist;
 mod kernels;
 mod lu;
 mod mixed;
@@ -83,6 +84,14 @@ const GROUPS: &[Group] = &[
         run: window::run,
         needs_gpu: true,
         in_quick_tour: true,
+    },
+    Group {
+        name: "dist",
+        summary: "the row-distributed state over this host's GPUs: strong and weak scaling",
+        help: dist::HELP,
+        run: dist::run,
+        needs_gpu: true,
+        in_quick_tour: false,
     },
     Group {
         name: "mixed",

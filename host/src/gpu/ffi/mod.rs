@@ -9,4 +9,5 @@ pub mod foreign;
 pub mod gram;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;
+pub mod nccl;
 pub mod refine;

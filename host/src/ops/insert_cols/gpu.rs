@@ -504,7 +504,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`].
-fn widened_r<T: crate::gpu::runtime::GpuScalar>(
+pub(crate) fn widened_r<T: crate::gpu::runtime::GpuScalar>(
     gpu: &crate::gpu::runtime::Gpu,
     r: &crate::gpu::runtime::DevMat<T>,
     c: &crate::gpu::runtime::DevMat<T>,

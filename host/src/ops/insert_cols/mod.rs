@@ -19,6 +19,7 @@ use crate::state::cpu::CpuQr;
 
 mod cpu;
 mod gpu;
+pub(crate) use gpu::widened_r;
 mod plan;
 
 pub use cpu::*;

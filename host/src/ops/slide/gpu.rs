@@ -246,41 +246,13 @@ fn run_gpu_reduced<T: GpuScalar>(
     let Plan { m, p, drop, forget } = plan;
     let g = &*st.gpu.clone();
     let (a, b) = st.kept_views().expect("checked by the caller");
-    let gram = Gram {
-        w: Leaving::Rows(a.block(0, 0, drop, n)),
-        eo: b.block(0, 0, drop, q),
-        an: an.reborrow(),
-        en: en.reborrow(),
+    let (r2, d2, rho2) = reduced_rows_step(
+        g,
+        st,
+        (&a.block(0, 0, drop, n), &b.block(0, 0, drop, q)),
+        (an, en),
         forget,
-        thin: false,
-    };
-    let (r2, d2, rho2) = match gram.step(g, st, Some(MAX_V2_REDUCED))? {
-        Some(f) => (f.r, f.d, f.rho2),
-        None => {
-            // the new rows weigh too much: downdate alone, then Householder QR of [R₁; A_n]
-            let down = Gram {
-                w: Leaving::Rows(a.block(0, 0, drop, n)),
-                eo: b.block(0, 0, drop, q),
-                an: an.block(0, 0, 0, n),
-                en: en.block(0, 0, 0, q),
-                forget,
-                thin: false,
-            };
-            let f = down
-                .step(g, st, None)?
-                .expect("without new rows nothing declines");
-            let (r1, d1, mut rho2) = (f.r, f.d, f.rho2);
-            g.stage_mark("window: downdate");
-            let (stack, _, dstack) = stacked_qr(g, (&r1, &d1), (an, en))?;
-            let extra = thin::column_norms(g, &dstack.block(n, 0, p, q))?;
-            rho2.iter_mut().zip(extra).for_each(|(x, e)| *x += e * e);
-            (
-                g.two_phase_copy_new(&stack.block(0, 0, n, n), 0..0, true)?,
-                g.two_phase_copy_new(&dstack.block(0, 0, n, q), 0..0, false)?,
-                rho2,
-            )
-        }
-    };
+    )?;
     g.stage_mark("window: R and d");
     crate::gpu::algo::givens_two_phase::check_rank(g, &r2, n, st.rank_tol)?;
     slide_kept(st, (an, en), drop, forget)?;
@@ -293,6 +265,57 @@ fn run_gpu_reduced<T: GpuScalar>(
         .collect();
     st.dims.m = m - drop + p;
     Ok(())
+}
+
+/// The R-only window step's R′, d′ and squared residual norms for leaving rows `ao` (with
+/// right-hand sides `eo`) and entering rows `an` (`en`), all in device memory on the state's
+/// GPU (docs/algorithms.md#r-only-window-step): one Cholesky factor of the window's Gram
+/// matrix, or, where the new rows weigh too much, the downdate alone followed by one
+/// Householder QR of [R₁; A_n]. Nothing of the state is changed.
+///
+/// # Errors
+/// As [`run_gpu_reduced`].
+pub(crate) fn reduced_rows_step<T: GpuScalar>(
+    g: &Gpu,
+    st: &GpuQr<T>,
+    (ao, eo): (&DevMatView<'_, T>, &DevMatView<'_, T>),
+    (an, en): (&DevMatView<'_, T>, &DevMatView<'_, T>),
+    forget: f64,
+) -> Result<(DevMat<T>, DevMat<T>, Vec<f64>)> {
+    let (n, q, p) = (st.dims.n, st.dims.q, an.nrows());
+    let gram = Gram {
+        w: Leaving::Rows(ao.reborrow()),
+        eo: eo.reborrow(),
+        an: an.reborrow(),
+        en: en.reborrow(),
+        forget,
+        thin: false,
+    };
+    if let Some(f) = gram.step(g, st, Some(MAX_V2_REDUCED))? {
+        return Ok((f.r, f.d, f.rho2));
+    }
+    // the new rows weigh too much: downdate alone, then Householder QR of [R₁; A_n]
+    let down = Gram {
+        w: Leaving::Rows(ao.reborrow()),
+        eo: eo.reborrow(),
+        an: an.block(0, 0, 0, n),
+        en: en.block(0, 0, 0, q),
+        forget,
+        thin: false,
+    };
+    let f = down
+        .step(g, st, None)?
+        .expect("without new rows nothing declines");
+    let (r1, d1, mut rho2) = (f.r, f.d, f.rho2);
+    g.stage_mark("window: downdate");
+    let (stack, _, dstack) = stacked_qr(g, (&r1, &d1), (an, en))?;
+    let extra = thin::column_norms(g, &dstack.block(n, 0, p, q))?;
+    rho2.iter_mut().zip(extra).for_each(|(x, e)| *x += e * e);
+    Ok((
+        g.two_phase_copy_new(&stack.block(0, 0, n, n), 0..0, true)?,
+        g.two_phase_copy_new(&dstack.block(0, 0, n, q), 0..0, false)?,
+        rho2,
+    ))
 }
 
 /// One Householder QR of [R₁; A_n] ((n + p)×n, `geqrf`) and its reflectors on [d₁; e_n]

@@ -1,0 +1,497 @@
+//! Distributed factorisation by TSQR (docs/scaling.md#factorisation): a local blocked
+//! Householder QR on every rank, the R-factors (with their d) all-gathered, and the stacked
+//! G·n×n factorised on every rank; the thin kind's Q₁ block of rank i is its local Q₁ times
+//! block i of the stacked factor's Q.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{DistQr, DistScalar, DistTimes, Kept, Net, Part, RankComm};
+use crate::base::dims::Dims;
+use crate::base::error::{Error, Result};
+use crate::base::mat::{Mat, MatRef};
+use crate::base::params::{FactorParams, QPolicy};
+use crate::gpu::algo::thin;
+use crate::gpu::ffi::blas::{Op, Side};
+use crate::gpu::runtime::matrix::{DevMat, DevMatView};
+use crate::gpu::runtime::{DevVec, Gpu};
+use crate::state::gpu::GpuQr;
+
+const OP: &str = "DistQr::factorize";
+
+/// The rows of `a` from `r0` (`len` of them) as a matrix of their own.
+fn row_block<T: DistScalar>(a: MatRef<'_, T>, r0: usize, len: usize) -> Mat<T> {
+    Mat::from_fn(len, a.ncols(), |i, j| a.get(r0 + i, j))
+}
+
+impl<T: DistScalar> DistQr<T> {
+    /// Factorises A (m×n) with right-hand sides b (m×q) over `gpus`, one rank each, from
+    /// one process: A's rows are split into G nearly equal consecutive blocks (each at
+    /// least n rows). Distinct devices talk through NCCL (`Comm::from_devices`); one device
+    /// listed G times holds G logical partitions (no NCCL).
+    ///
+    /// # Errors
+    /// The factorisation's validation errors ([`Error::Shape`], [`Error::Underdetermined`],
+    /// [`Error::NonFinite`], [`Error::InvalidParam`], also for [`QPolicy::Full`], an empty
+    /// device list or fewer than n rows a rank), [`Error::RankDeficient`],
+    /// [`Error::NoDevice`] (no NCCL library for several devices), device errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::dist::DistQr;
+    /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let parts = vec![gpu.clone(), gpu.clone(), gpu];  // three partitions on one GPU
+    /// let a = Mat::<f64>::from_fn(3000, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
+    /// let b = Mat::<f64>::from_fn(3000, 1, |i, _| i as f64);
+    /// let qr = DistQr::factorize(&parts, a.as_ref(), b.as_ref(), QPolicy::Thin, FactorParams::default())?;
+    /// let q1 = qr.q()?;                                  // 3000×40, gathered
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize(
+        gpus: &[Arc<Gpu>],
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        crate::ops::factorize::plan(a, b, policy, params)?;
+        let counts = split(a.nrows(), gpus.len(), a.ncols())?;
+        let mut blocks = Vec::with_capacity(gpus.len());
+        let mut r0 = 0;
+        for (g, &len) in gpus.iter().zip(&counts) {
+            let ab = DevMat::from_host(g, row_block(a, r0, len).as_ref())?;
+            let bb = DevMat::from_host(g, row_block(b, r0, len).as_ref())?;
+            blocks.push((ab, bb));
+            r0 += len;
+        }
+        Ok(Self::factorize_dev_timed(gpus, blocks, policy, params)?.0)
+    }
+
+    /// [`DistQr::factorize`] of blocks already in device memory (one (A_i, b_i) per device,
+    /// in rank order; consecutive blocks of rows), with the wall time of each phase.
+    ///
+    /// # Errors
+    /// As [`DistQr::factorize`] (the values are not scanned: see
+    /// [`GpuQr::factorize_dev`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::dist::DistQr;
+    /// use cuqr::{DevMat, FactorParams, Gpu, Mat, QPolicy};
+    /// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
+    /// let mut blocks = Vec::new();
+    /// for g in &gpus {
+    ///     let a = Mat::<f64>::from_fn(5000, 64, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
+    ///     let b = Mat::<f64>::from_fn(5000, 1, |i, _| i as f64);
+    ///     blocks.push((DevMat::from_host(g, a.as_ref())?, DevMat::from_host(g, b.as_ref())?));
+    /// }
+    /// let (qr, t) = DistQr::factorize_dev_timed(&gpus, blocks, QPolicy::None, FactorParams::default())?;
+    /// println!("local {:.1} ms, all-gather {:.1} ms", t.local_ms, t.comm_ms);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize_dev_timed(
+        gpus: &[Arc<Gpu>],
+        blocks: Vec<(DevMat<T>, DevMat<T>)>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<(Self, DistTimes)> {
+        if gpus.is_empty() || blocks.len() != gpus.len() {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "gpus",
+                why: format!(
+                    "{} devices for {} blocks (at least one of each, as many blocks as devices)",
+                    gpus.len(),
+                    blocks.len()
+                ),
+            });
+        }
+        let counts: Vec<usize> = blocks.iter().map(|(a, _)| a.nrows()).collect();
+        let net = Net::for_devices(gpus)?;
+        let ranks: Vec<usize> = (0..gpus.len()).collect();
+        build(
+            net,
+            ranks,
+            gpus.len(),
+            gpus.to_vec(),
+            blocks,
+            counts,
+            policy,
+            params,
+        )
+    }
+
+    /// Factorises this process's rows `a` (m_i×n) and `b` (m_i×q) as rank `comm`'s block of
+    /// a problem whose ranks, one process each, make the same call (`Comm::from_rank`); the
+    /// global rows are the ranks' blocks in rank order.
+    ///
+    /// # Errors
+    /// As [`DistQr::factorize`]; a rank that fails its validation leaves the others
+    /// waiting, so validate the same way on every rank.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::dist::{DistQr, NcclId, RankComm};
+    /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
+    /// let (rank, world) = (1, 2);
+    /// let id = NcclId::from_hex(&std::fs::read_to_string("/tmp/cuqr.id").unwrap())?;
+    /// let gpu = Arc::new(Gpu::new(rank)?);
+    /// let comm = RankComm::new(&gpu, rank, world, id)?;
+    /// let a = Mat::<f64>::from_fn(5000, 64, |i, j| ((i * 7 + j * 13 + rank) % 29) as f64);
+    /// let b = Mat::<f64>::from_fn(5000, 1, |i, _| i as f64);
+    /// let qr = DistQr::factorize_rank(comm, a.as_ref(), b.as_ref(), QPolicy::None, FactorParams::default())?;
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize_rank(
+        comm: RankComm,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        crate::ops::factorize::plan(a, b, policy, params)?;
+        let g = comm.gpu.clone();
+        let blocks = (DevMat::from_host(&g, a)?, DevMat::from_host(&g, b)?);
+        Ok(Self::factorize_rank_dev_timed(comm, blocks, policy, params)?.0)
+    }
+
+    /// [`DistQr::factorize_rank`] of this rank's block already in device memory, with the
+    /// wall time of each phase.
+    ///
+    /// # Errors
+    /// As [`DistQr::factorize_rank`].
+    pub fn factorize_rank_dev_timed(
+        comm: RankComm,
+        block: (DevMat<T>, DevMat<T>),
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<(Self, DistTimes)> {
+        let (rank, world) = (comm.comm.rank(), comm.comm.world_size());
+        let g = comm.gpu.clone();
+        let net = Net::Rank(comm.comm);
+        let mut onehot = vec![0.0; world];
+        onehot[rank] = block.0.nrows() as f64;
+        let counts: Vec<usize> = net
+            .sum_host::<f64>(&g, &[onehot])?
+            .into_iter()
+            .map(|x| x.round() as usize)
+            .collect();
+        build(
+            net,
+            vec![rank],
+            world,
+            vec![g],
+            vec![block],
+            counts,
+            policy,
+            params,
+        )
+    }
+}
+
+/// Nearly equal row counts for `parts` ranks, each at least n.
+fn split(m: usize, parts: usize, n: usize) -> Result<Vec<usize>> {
+    if parts == 0 || m / parts.max(1) < n {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "gpus",
+            why: format!("{m} rows over {parts} ranks: each needs at least n = {n}"),
+        });
+    }
+    Ok((0..parts)
+        .map(|i| m / parts + usize::from(i < m % parts))
+        .collect())
+}
+
+/// The local QR of one block on its device (its own thread: the ranks run side by side).
+fn local_qr<T: DistScalar>(
+    g: &Arc<Gpu>,
+    a: DevMat<T>,
+    b: DevMat<T>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<GpuQr<T>> {
+    g.context()
+        .bind_to_thread()
+        .map_err(crate::gpu::runtime::driver_err("binding the context"))?;
+    let local = FactorParams {
+        rank_tol: None,
+        ..params
+    };
+    let st = GpuQr::factorize_dev(g, a, b, policy, local)?;
+    g.synchronize()?;
+    Ok(st)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build<T: DistScalar>(
+    net: Net,
+    ranks: Vec<usize>,
+    world: usize,
+    gpus: Vec<Arc<Gpu>>,
+    blocks: Vec<(DevMat<T>, DevMat<T>)>,
+    counts: Vec<usize>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<(DistQr<T>, DistTimes)> {
+    if policy == QPolicy::Full {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "policy",
+            why: "the distributed state holds R only or the thin Q₁ (Full would be m×m)".into(),
+        });
+    }
+    let (n, q) = (blocks[0].0.ncols(), blocks[0].1.ncols());
+    for (i, (a, b)) in blocks.iter().enumerate() {
+        if a.ncols() != n || b.ncols() != q || b.nrows() != a.nrows() {
+            return Err(Error::Shape {
+                op: OP,
+                what: "block shapes",
+                got: i,
+                expected: 0,
+            });
+        }
+    }
+    if let Some(&c) = counts.iter().find(|&&c| c < n) {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "rows per rank",
+            why: format!("a rank holds {c} rows, fewer than n = {n}"),
+        });
+    }
+    let m: usize = counts.iter().sum();
+    let u = T::UNIT_ROUNDOFF;
+    let rank_tol = params
+        .rank_tol
+        .unwrap_or_else(|| crate::ops::factorize::default_rank_tol(m, n, u));
+    let mut times = DistTimes::default();
+    let t0 = Instant::now();
+    // 1. local QRs, one thread per device where there are several
+    let locals: Vec<GpuQr<T>> = if matches!(net, Net::Local) || gpus.len() == 1 {
+        let mut v = Vec::new();
+        for (g, (a, b)) in gpus.iter().zip(blocks) {
+            v.push(local_qr(g, a, b, policy, params)?);
+        }
+        v
+    } else {
+        let outs: Vec<Result<GpuQr<T>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = gpus
+                .iter()
+                .zip(blocks)
+                .map(|(g, (a, b))| s.spawn(move || local_qr(g, a, b, policy, params)))
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Driver("a local factorisation panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        outs.into_iter().collect::<Result<_>>()?
+    };
+    gpus[0]
+        .context()
+        .bind_to_thread()
+        .map_err(crate::gpu::runtime::driver_err("binding the context"))?;
+    times.local_ms = t0.elapsed().as_secs_f64() * 1e3;
+    // local residual norms (squared, summed over the ranks)
+    let mut rho_local = Vec::new();
+    for st in &locals {
+        let g = &*st.gpu;
+        let r2: Vec<f64> = match &st.q {
+            Some(q1) => {
+                let mut res = st.kept_b().dup(g)?;
+                g.gemm(
+                    Op::N,
+                    Op::N,
+                    -T::ONE,
+                    &q1.view(),
+                    &st.d.view(),
+                    T::ONE,
+                    &mut res.view_mut(),
+                )?;
+                thin::column_norms(g, &res.view())?
+            }
+            None => st.rho.iter().map(|x| x.to_f64()).collect(),
+        };
+        rho_local.push(r2.iter().map(|x| x * x).collect::<Vec<f64>>());
+    }
+    let mut rho2 = net.sum_host::<T>(&gpus[0], &rho_local)?;
+    // 2. the R-factors and d, all-gathered
+    let t1 = Instant::now();
+    let gr: Vec<&Gpu> = gpus.iter().map(|g| &**g).collect();
+    let mut packs = Vec::new();
+    for st in &locals {
+        let g = &*st.gpu;
+        let mut p = DevMat::<T>::zeros(g, n, n + q)?;
+        g.panel_copy(&st.r.view(), &mut p.block_mut(0, 0, n, n))?;
+        g.panel_copy(&st.d.view(), &mut p.block_mut(0, n, n, q))?;
+        packs.push(p);
+    }
+    let (ld, len) = (packs[0].ld(), packs[0].buf().len());
+    let mut recvs = Vec::new();
+    if world > 1 {
+        for st in &locals {
+            recvs.push(st.gpu.stream().alloc_zeros::<T>(len * world).map_err(
+                crate::gpu::runtime::alloc_err("the gathered R-factors", len * world),
+            )?);
+        }
+        let sends: Vec<_> = packs.iter().map(|p| p.buf()).collect();
+        let mut rv: Vec<_> = recvs.iter_mut().collect();
+        net.all_gather(&gr, &sends, &mut rv)?;
+        for g in &gpus {
+            g.synchronize()?;
+        }
+    }
+    times.comm_ms = t1.elapsed().as_secs_f64() * 1e3;
+    // 3. the stacked QR on every rank
+    let t2 = Instant::now();
+    let mut parts = Vec::new();
+    let mut extra = vec![0.0; q];
+    for (i, st) in locals.into_iter().enumerate() {
+        let GpuQr {
+            gpu,
+            r: r_loc,
+            d: d_loc,
+            q: q1_loc,
+            b: b_loc,
+            a: a_loc,
+            params: up,
+            drift,
+            ..
+        } = st;
+        let g = &*gpu;
+        let (r, d, q1) = if world == 1 {
+            (r_loc, d_loc, q1_loc)
+        } else {
+            drop((r_loc, d_loc));
+            let gn = world * n;
+            let mut s = DevMat::<T>::for_overwrite(g, gn, n)?;
+            let mut ds = DevMat::<T>::for_overwrite(g, gn, q)?;
+            for r in 0..world {
+                let chunk = DevMatView::new(recvs[i].slice(r * len..(r + 1) * len), n, n + q, ld)?;
+                g.panel_copy(&chunk.block(0, 0, n, n), &mut s.block_mut(r * n, 0, n, n))?;
+                g.panel_copy(&chunk.block(0, n, n, q), &mut ds.block_mut(r * n, 0, n, q))?;
+            }
+            let mut tau = DevVec::<T>::zeros(g, n)?;
+            g.geqrf(&mut s.view_mut(), &mut tau.view_mut())?;
+            g.ormqr(
+                Side::Left,
+                Op::T,
+                &s.view(),
+                n,
+                &tau.view(),
+                &mut ds.view_mut(),
+            )?;
+            let r = g.two_phase_copy_new(&s.block(0, 0, n, n), 0..0, true)?;
+            let d = g.two_phase_copy_new(&ds.block(0, 0, n, q), 0..0, false)?;
+            if i == 0 {
+                extra = thin::column_norms(g, &ds.block(n, 0, gn - n, q))?;
+            }
+            let q1 = match q1_loc {
+                Some(q1) => {
+                    g.orgqr(&mut s.view_mut(), n, &tau.view())?;
+                    let mut qn = DevMat::<T>::for_overwrite(g, q1.nrows(), n)?;
+                    g.gemm(
+                        Op::N,
+                        Op::N,
+                        T::ONE,
+                        &q1.view(),
+                        &s.block(ranks[i] * n, 0, n, n),
+                        T::ZERO,
+                        &mut qn.view_mut(),
+                    )?;
+                    Some(qn)
+                }
+                None => None,
+            };
+            (r, d, q1)
+        };
+        crate::gpu::algo::givens_two_phase::check_rank(g, &r, n, rank_tol)?;
+        let (kept, thin_part) = match (a_loc, b_loc, q1) {
+            (Some(a), Some(b), _) => (
+                Some(Kept {
+                    rows: a.nrows(),
+                    a,
+                    b,
+                    row0: 0,
+                }),
+                None,
+            ),
+            (None, Some(b), Some(q1)) => (None, Some((q1, b))),
+            _ => (None, None),
+        };
+        let core = GpuQr {
+            gpu: gpu.clone(),
+            dims: Dims {
+                m,
+                n,
+                q,
+                policy: QPolicy::None,
+            },
+            r,
+            d,
+            q: None,
+            b: None,
+            a: None,
+            kept_row0: 0,
+            rho: Vec::new(),
+            params: up,
+            rank_tol,
+            drift,
+            poisoned: AtomicBool::new(false),
+        };
+        parts.push(Part {
+            rank: ranks[i],
+            core,
+            kept,
+            thin: thin_part,
+        });
+    }
+    // the stacked factor's extra rows add to the residual (rank 0's copy, shared)
+    if world > 1 {
+        let mine = if ranks[0] == 0 { extra } else { vec![0.0; q] };
+        let e = if let Net::Rank(_) = net {
+            net.sum_host::<T>(&gpus[0], &[mine])?
+        } else {
+            mine
+        };
+        rho2.iter_mut().zip(e).for_each(|(x, e)| *x += e * e);
+    }
+    let params_u = parts[0].core.params;
+    let mut segs = VecDeque::new();
+    for (r, &c) in counts.iter().enumerate() {
+        segs.push_back((r, c));
+    }
+    let mut st = DistQr {
+        net,
+        parts,
+        world,
+        segs,
+        cap: m.div_ceil(world),
+        counts,
+        dims: Dims { m, n, q, policy },
+        params: params_u,
+    };
+    for p in &mut st.parts {
+        p.core.rho = rho2
+            .iter()
+            .map(|&x| T::from_f64(x.max(0.0).sqrt()))
+            .collect();
+    }
+    if world > 1 {
+        // one R for all: rank 0's, bit for bit
+        st.share_core(0, OP, true)?;
+    }
+    st.synchronize()?;
+    times.combine_ms = t2.elapsed().as_secs_f64() * 1e3;
+    Ok((st, times))
+}

@@ -1,0 +1,234 @@
+//! The distributed state (`cuqr::dist::DistQr`) against the single-GPU state on the same
+//! data, f64, sizes that are no multiples of 32: the TSQR factorisation (R-only and thin),
+//! then a sequence of window steps (with and without forgetting, rows crossing ranks), row
+//! insertion and deletion, column insertion and rank-one, comparing the solution, the
+//! residual norms and |diag R| after each. G = 1 and G = 3 logical partitions on GPU 0; with
+//! several GPUs, the same across all of them through NCCL (keep `NCCL_NVLS_ENABLE=0`).
+//! Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1` makes that a failure.
+
+mod common;
+mod support;
+
+use std::sync::Arc;
+
+use cuqr::dist::DistQr;
+use cuqr::{Error, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate, UpdateParams};
+use support::{random_mat, rng};
+
+fn gpu() -> Option<Arc<Gpu>> {
+    common::gpu().map(Arc::new)
+}
+
+/// Every device that opens, when there are at least two.
+fn devices() -> Option<Vec<Arc<Gpu>>> {
+    let _ = gpu()?;
+    let gs: Vec<Arc<Gpu>> = (0..8)
+        .map_while(|i| Gpu::new(i).ok().map(Arc::new))
+        .collect();
+    if gs.len() < 2 {
+        eprintln!("skipped: fewer than two GPUs");
+        return None;
+    }
+    Some(gs)
+}
+
+fn keep() -> FactorParams {
+    FactorParams {
+        keep_data: true,
+        ..FactorParams::default()
+    }
+}
+
+/// max |x − y| / max(1, max |y|)
+fn rel(x: &Mat<f64>, y: &Mat<f64>) -> f64 {
+    assert_eq!((x.nrows(), x.ncols()), (y.nrows(), y.ncols()));
+    let mut num: f64 = 0.0;
+    let mut den: f64 = 1.0;
+    for j in 0..y.ncols() {
+        for i in 0..y.nrows() {
+            num = num.max((x[(i, j)] - y[(i, j)]).abs());
+            den = den.max(y[(i, j)].abs());
+        }
+    }
+    num / den
+}
+
+fn same(what: &str, d: &DistQr<f64>, s: &GpuQr<f64>) {
+    assert_eq!(d.nrows(), s.nrows(), "{what}: rows");
+    assert_eq!(d.ncols(), s.ncols(), "{what}: cols");
+    let (xd, xs) = (d.solve().unwrap(), s.solve().unwrap());
+    let ex = rel(&xd.x, &xs.x);
+    assert!(ex < 1e-8, "{what}: solution differs by {ex:e}");
+    for (a, b) in xd.residual_norms.iter().zip(&xs.residual_norms) {
+        assert!(
+            (a - b).abs() <= 1e-8 * b.abs().max(1.0),
+            "{what}: residual norm {a} against {b}"
+        );
+    }
+    let (rd, rs) = (d.r().unwrap(), s.r().unwrap());
+    let n = rs.ncols();
+    let dd = Mat::from_fn(n, 1, |i, _| rd[(i, i)].abs());
+    let ds = Mat::from_fn(n, 1, |i, _| rs[(i, i)].abs());
+    let er = rel(&dd, &ds);
+    assert!(er < 1e-8, "{what}: |diag R| differs by {er:e}");
+}
+
+fn sequence(parts: &[Arc<Gpu>], seed: u64) {
+    let g0 = parts[0].clone();
+    let mut r = rng(seed);
+    let (m, n, q) = (1111, 37, 2);
+    let a = random_mat::<f64>(&mut r, m, n);
+    let b = random_mat::<f64>(&mut r, m, q);
+    let mut d = DistQr::factorize(parts, a.as_ref(), b.as_ref(), QPolicy::None, keep()).unwrap();
+    let mut s = GpuQr::factorize(&g0, a.as_ref(), b.as_ref(), QPolicy::None, keep()).unwrap();
+    same("factorize", &d, &s);
+    // window steps: enough to move the new rows round the ranks
+    for step in 0..24 {
+        let p = 23 + step % 3 * 10;
+        let rows = random_mat::<f64>(&mut r, p, n);
+        let rhs = random_mat::<f64>(&mut r, p, q);
+        d.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
+        s.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
+        same(&format!("slide {step}"), &d, &s);
+    }
+    let params = UpdateParams {
+        forget: 0.9,
+        ..d.params()
+    };
+    d.set_params(params);
+    s.set_params(params);
+    let rows = random_mat::<f64>(&mut r, 41, n);
+    let rhs = random_mat::<f64>(&mut r, 41, q);
+    d.slide(rows.as_ref(), rhs.as_ref(), 19).unwrap();
+    s.slide(rows.as_ref(), rhs.as_ref(), 19).unwrap();
+    same("slide with forgetting", &d, &s);
+    let params = UpdateParams {
+        forget: 1.0,
+        ..params
+    };
+    d.set_params(params);
+    s.set_params(params);
+    let u = random_mat::<f64>(&mut r, 13, n);
+    let e = random_mat::<f64>(&mut r, 13, q);
+    d.insert_rows(500, u.as_ref(), e.as_ref()).unwrap();
+    s.insert_rows(500, u.as_ref(), e.as_ref()).unwrap();
+    same("insert_rows", &d, &s);
+    let mid = d.nrows() / 2 - 20;
+    d.delete_rows(mid, 57).unwrap();
+    s.delete_rows(mid, 57).unwrap();
+    same("delete_rows across ranks", &d, &s);
+    let uc = random_mat::<f64>(&mut r, d.nrows(), 3);
+    d.insert_cols(5, uc.as_ref()).unwrap();
+    s.insert_cols(5, uc.as_ref()).unwrap();
+    same("insert_cols", &d, &s);
+    let u1: Vec<f64> = (0..d.nrows())
+        .map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.4)
+        .collect();
+    let v1: Vec<f64> = (0..d.ncols())
+        .map(|j| ((j * 5) % 11) as f64 / 11.0 - 0.5)
+        .collect();
+    d.rank_one(&u1, &v1).unwrap();
+    s.rank_one(&u1, &v1).unwrap();
+    same("rank_one", &d, &s);
+    // a refused update leaves the state as it was
+    let before = d.solve().unwrap().x;
+    let too_many = d.nrows() - d.ncols() + 1;
+    assert!(d.delete_rows(0, too_many).is_err());
+    let bad = Mat::from_fn(3, d.ncols(), |_, _| f64::NAN);
+    let e3 = Mat::<f64>::zeros(3, q);
+    assert!(matches!(
+        d.slide(bad.as_ref(), e3.as_ref(), 3),
+        Err(Error::NonFinite { .. })
+    ));
+    assert_eq!(d.solve().unwrap().x.as_slice(), before.as_slice());
+    same("after refused updates", &d, &s);
+}
+
+fn thin(parts: &[Arc<Gpu>], seed: u64) {
+    let g0 = parts[0].clone();
+    let mut r = rng(seed);
+    let (m, n, q) = (997, 45, 1);
+    let a = random_mat::<f64>(&mut r, m, n);
+    let b = random_mat::<f64>(&mut r, m, q);
+    let d = DistQr::factorize(
+        parts,
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::Thin,
+        FactorParams::default(),
+    )
+    .unwrap();
+    let s = GpuQr::factorize(&g0, a.as_ref(), b.as_ref(), QPolicy::None, keep()).unwrap();
+    same("thin factorize", &d, &s);
+    let q1 = d.q().unwrap();
+    let rr = d.r().unwrap();
+    let qr = q1.matmul(&rr);
+    let e = rel(&qr, &a);
+    assert!(e < 1e-11, "Q₁R differs from A by {e:e}");
+    let qtq = q1.transpose().matmul(&q1);
+    let e = rel(&qtq, &Mat::identity(n));
+    assert!(e < 1e-12, "Q₁ᵀQ₁ differs from I by {e:e}");
+    let mut d = d;
+    assert!(matches!(
+        d.delete_rows(0, 3),
+        Err(Error::InvalidParam { .. })
+    ));
+}
+
+#[test]
+fn one_partition_matches_the_single_gpu_state() {
+    let Some(g) = gpu() else { return };
+    sequence(std::slice::from_ref(&g), 11);
+    thin(&[g], 12);
+}
+
+#[test]
+fn three_partitions_on_one_gpu_match_the_single_gpu_state() {
+    let Some(g) = gpu() else { return };
+    sequence(&[g.clone(), g.clone(), g.clone()], 21);
+    thin(&[g.clone(), g.clone(), g], 22);
+}
+
+#[test]
+fn every_gpu_matches_the_single_gpu_state() {
+    let Some(gs) = devices() else { return };
+    sequence(&gs, 31);
+    thin(&gs, 32);
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let Some(g) = gpu() else { return };
+    let mut r = rng(41);
+    let a = random_mat::<f64>(&mut r, 100, 40);
+    let b = random_mat::<f64>(&mut r, 100, 1);
+    // three partitions of 33 rows cannot hold 40 columns
+    let parts = [g.clone(), g.clone(), g.clone()];
+    assert!(matches!(
+        DistQr::factorize(&parts, a.as_ref(), b.as_ref(), QPolicy::None, keep()),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert!(matches!(
+        DistQr::factorize(
+            std::slice::from_ref(&g),
+            a.as_ref(),
+            b.as_ref(),
+            QPolicy::Full,
+            keep()
+        ),
+        Err(Error::InvalidParam { .. })
+    ));
+    let mut d = DistQr::factorize(
+        &[g.clone(), g],
+        a.as_ref(),
+        b.as_ref(),
+        QPolicy::None,
+        FactorParams::default(),
+    )
+    .unwrap();
+    assert!(matches!(d.delete_rows(0, 2), Err(Error::NeedsData { .. })));
+    assert!(matches!(
+        cuqr::dist::NcclId::from_hex("zz"),
+        Err(Error::InvalidParam { .. })
+    ));
+}
