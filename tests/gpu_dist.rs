@@ -11,7 +11,7 @@ mod support;
 
 use std::sync::Arc;
 
-use cuqr::dist::DistQr;
+use cuqr::dist::{DistGroup, DistQr};
 use cuqr::{Error, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate, UpdateParams};
 use support::{random_mat, rng};
 
@@ -231,4 +231,48 @@ fn bad_arguments_are_refused() {
         cuqr::dist::NcclId::from_hex("zz"),
         Err(Error::InvalidParam { .. })
     ));
+}
+
+/// Two factorisations in one [`DistGroup`] (its communicators made once), each matching the
+/// single-GPU state, and updates on both interleaved.
+fn shared_group(parts: &[Arc<Gpu>], seed: u64) {
+    let group = DistGroup::new(parts).unwrap();
+    let g0 = &parts[0];
+    let mut g = rng(seed);
+    let (m, n) = (1307, 29);
+    let (a1, b1) = (
+        random_mat::<f64>(&mut g, m, n),
+        random_mat::<f64>(&mut g, m, 1),
+    );
+    let (a2, b2) = (
+        random_mat::<f64>(&mut g, m, n),
+        random_mat::<f64>(&mut g, m, 1),
+    );
+    let mut d1 =
+        DistQr::factorize_in(&group, a1.as_ref(), b1.as_ref(), QPolicy::None, keep()).unwrap();
+    let mut d2 =
+        DistQr::factorize_in(&group, a2.as_ref(), b2.as_ref(), QPolicy::None, keep()).unwrap();
+    let mut s1 = GpuQr::factorize(g0, a1.as_ref(), b1.as_ref(), QPolicy::None, keep()).unwrap();
+    let mut s2 = GpuQr::factorize(g0, a2.as_ref(), b2.as_ref(), QPolicy::None, keep()).unwrap();
+    same("first", &d1, &s1);
+    same("second", &d2, &s2);
+    for step in 0..3 {
+        let rows = random_mat::<f64>(&mut g, 40, n);
+        let rhs = random_mat::<f64>(&mut g, 40, 1);
+        d1.slide(rows.as_ref(), rhs.as_ref(), 40).unwrap();
+        s1.slide(rows.as_ref(), rhs.as_ref(), 40).unwrap();
+        d2.slide(rows.as_ref(), rhs.as_ref(), 40).unwrap();
+        s2.slide(rows.as_ref(), rhs.as_ref(), 40).unwrap();
+        same(&format!("first, step {step}"), &d1, &s1);
+        same(&format!("second, step {step}"), &d2, &s2);
+    }
+}
+
+#[test]
+fn one_group_serves_several_states() {
+    let Some(g) = gpu() else { return };
+    shared_group(&[g.clone(), g.clone()], 71);
+    if let Some(all) = devices() {
+        shared_group(&all, 72);
+    }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cuqr::dist::DistQr;
+use cuqr::dist::{DistGroup, DistQr};
 use cuqr::internals::gpu::DevMat;
 use cuqr::{FactorParams, Gpu, Mat, QPolicy};
 
@@ -73,11 +73,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Median factorisation times (total, local, all-gather, combine) of `rows_per` rows on each
 /// of `gpus`.
 fn time_factorize(
-    gpus: &[Arc<Gpu>],
+    group: &DistGroup,
     tiles: &[(DevMat<f64>, DevMat<f64>)],
     rows_per: &[usize],
     reps: usize,
 ) -> cuqr::Result<[f64; 4]> {
+    let gpus = group.gpus();
     let mut runs: Vec<[f64; 4]> = Vec::new();
     for _ in 0..reps + 1 {
         let bl: Vec<_> = gpus
@@ -91,7 +92,7 @@ fn time_factorize(
         }
         let t0 = Instant::now();
         let (st, t) =
-            DistQr::factorize_dev_timed(gpus, bl, QPolicy::None, FactorParams::default())?;
+            DistQr::factorize_in_dev_timed(group, bl, QPolicy::None, FactorParams::default())?;
         let total = t0.elapsed().as_secs_f64() * 1e3;
         drop(st);
         runs.push([total, t.local_ms, t.comm_ms, t.combine_ms]);
@@ -106,12 +107,13 @@ fn time_factorize(
 
 /// Median wall time of one window step (p rows in, p out) on a weak-scaling state.
 fn time_window(
-    gpus: &[Arc<Gpu>],
+    group: &DistGroup,
     tiles: &[(DevMat<f64>, DevMat<f64>)],
     rows_per: usize,
     p: usize,
     steps: usize,
 ) -> cuqr::Result<f64> {
+    let gpus = group.gpus();
     let n = tiles[0].0.ncols();
     let bl: Vec<_> = gpus
         .iter()
@@ -122,7 +124,7 @@ fn time_window(
         keep_data: true,
         ..FactorParams::default()
     };
-    let (mut st, _) = DistQr::factorize_dev_timed(gpus, bl, QPolicy::None, keep)?;
+    let (mut st, _) = DistQr::factorize_in_dev_timed(group, bl, QPolicy::None, keep)?;
     let rows: Vec<Mat<f64>> = (0..4)
         .map(|k| random_signed_matrix::<f64>(p, n, 90 + k))
         .collect();
@@ -189,13 +191,25 @@ pub fn run(args: &[String]) -> CliResult<()> {
         .into_iter()
         .filter(|&c| c >= 1 && c <= all.len())
         .collect();
+    // the communicators of each group size, made once (NCCL's set-up is timed apart: it is
+    // paid once a process, not once a factorisation)
+    println!("\nset-up of the communicators (once a process), ms");
+    println!("| GPUs | set-up |");
+    println!("|---|---|");
+    let mut groups = Vec::new();
+    for &g in &counts {
+        let t0 = Instant::now();
+        let group = DistGroup::new(&all[..g])?;
+        println!("| {g} | {:.1} |", t0.elapsed().as_secs_f64() * 1e3);
+        groups.push(group);
+    }
     println!("\nstrong scaling: factorisation of {m} x {n} f64 (R only), ms");
     println!("| GPUs | total | local QR | all-gather | combine | speed-up |");
     println!("|---|---|---|---|---|---|");
     let mut base = None;
-    for &g in &counts {
+    for (group, &g) in groups.iter().zip(&counts) {
         let rows_per: Vec<usize> = (0..g).map(|i| m / g + usize::from(i < m % g)).collect();
-        let t = time_factorize(&all[..g], &tiles[..g], &rows_per, reps)?;
+        let t = time_factorize(group, &tiles[..g], &rows_per, reps)?;
         let b = *base.get_or_insert(t[0]);
         println!(
             "| {g} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2}x |",
@@ -210,8 +224,8 @@ pub fn run(args: &[String]) -> CliResult<()> {
     println!("| GPUs | rows | total | local QR | all-gather | combine | vs 1 GPU |");
     println!("|---|---|---|---|---|---|---|");
     let mut base = None;
-    for &g in &counts {
-        let t = time_factorize(&all[..g], &tiles[..g], &vec![weak; g], reps)?;
+    for (group, &g) in groups.iter().zip(&counts) {
+        let t = time_factorize(group, &tiles[..g], &vec![weak; g], reps)?;
         let b = *base.get_or_insert(t[0]);
         println!(
             "| {g} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2}x |",
@@ -227,8 +241,8 @@ pub fn run(args: &[String]) -> CliResult<()> {
     println!("| GPUs | window rows | step | vs 1 GPU |");
     println!("|---|---|---|---|");
     let mut base = None;
-    for &g in &counts {
-        let t = time_window(&all[..g], &tiles[..g], weak, p, steps)?;
+    for (group, &g) in groups.iter().zip(&counts) {
+        let t = time_window(group, &tiles[..g], weak, p, steps)?;
         let b = *base.get_or_insert(t);
         println!("| {g} | {} | {t:.3} | {:.2}x |", weak * g, t / b);
     }

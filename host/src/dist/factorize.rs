@@ -5,11 +5,12 @@
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{DistQr, DistScalar, DistTimes, Kept, Net, Part, RankComm};
+use super::{DistGroup, DistQr, DistScalar, DistTimes, Kept, Net, Part, RankComm};
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
@@ -60,6 +61,23 @@ impl<T: DistScalar> DistQr<T> {
         params: FactorParams,
     ) -> Result<Self> {
         crate::ops::factorize::plan(a, b, policy, params)?;
+        split(a.nrows(), gpus.len(), a.ncols())?;
+        Self::factorize_in(&DistGroup::new(gpus)?, a, b, policy, params)
+    }
+
+    /// [`DistQr::factorize`] in a [`DistGroup`] made before (its communicators reused).
+    ///
+    /// # Errors
+    /// As [`DistQr::factorize`].
+    pub fn factorize_in(
+        group: &DistGroup,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<Self> {
+        crate::ops::factorize::plan(a, b, policy, params)?;
+        let gpus = group.gpus();
         let counts = split(a.nrows(), gpus.len(), a.ncols())?;
         let mut blocks = Vec::with_capacity(gpus.len());
         let mut r0 = 0;
@@ -69,54 +87,70 @@ impl<T: DistScalar> DistQr<T> {
             blocks.push((ab, bb));
             r0 += len;
         }
-        Ok(Self::factorize_dev_timed(gpus, blocks, policy, params)?.0)
+        Ok(Self::factorize_in_dev_timed(group, blocks, policy, params)?.0)
     }
 
     /// [`DistQr::factorize`] of blocks already in device memory (one (A_i, b_i) per device,
-    /// in rank order; consecutive blocks of rows), with the wall time of each phase.
+    /// in rank order; consecutive blocks of rows), with the wall time of each phase. The
+    /// communicators are made by this call (see [`DistQr::factorize_in_dev_timed`] to reuse
+    /// them).
     ///
     /// # Errors
     /// As [`DistQr::factorize`] (the values are not scanned: see
     /// [`GpuQr::factorize_dev`]).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
-    /// use cuqr::{DevMat, FactorParams, Gpu, Mat, QPolicy};
-    /// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
-    /// let mut blocks = Vec::new();
-    /// for g in &gpus {
-    ///     let a = Mat::<f64>::from_fn(5000, 64, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
-    ///     let b = Mat::<f64>::from_fn(5000, 1, |i, _| i as f64);
-    ///     blocks.push((DevMat::from_host(g, a.as_ref())?, DevMat::from_host(g, b.as_ref())?));
-    /// }
-    /// let (qr, t) = DistQr::factorize_dev_timed(&gpus, blocks, QPolicy::None, FactorParams::default())?;
-    /// println!("local {:.1} ms, all-gather {:.1} ms", t.local_ms, t.comm_ms);
-    /// # Ok::<(), cuqr::Error>(())
-    /// ```
     pub fn factorize_dev_timed(
         gpus: &[Arc<Gpu>],
         blocks: Vec<(DevMat<T>, DevMat<T>)>,
         policy: QPolicy,
         params: FactorParams,
     ) -> Result<(Self, DistTimes)> {
-        if gpus.is_empty() || blocks.len() != gpus.len() {
+        Self::factorize_in_dev_timed(&DistGroup::new(gpus)?, blocks, policy, params)
+    }
+
+    /// [`DistQr::factorize_dev_timed`] in a [`DistGroup`] made before.
+    ///
+    /// # Errors
+    /// As [`DistQr::factorize`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::dist::{DistGroup, DistQr};
+    /// use cuqr::{DevMat, FactorParams, Gpu, Mat, QPolicy};
+    /// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
+    /// let group = DistGroup::new(&gpus)?;
+    /// let mut blocks = Vec::new();
+    /// for g in &gpus {
+    ///     let a = Mat::<f64>::from_fn(5000, 64, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
+    ///     let b = Mat::<f64>::from_fn(5000, 1, |i, _| i as f64);
+    ///     blocks.push((DevMat::from_host(g, a.as_ref())?, DevMat::from_host(g, b.as_ref())?));
+    /// }
+    /// let (qr, t) = DistQr::factorize_in_dev_timed(&group, blocks, QPolicy::None, FactorParams::default())?;
+    /// println!("local {:.1} ms, all-gather {:.1} ms", t.local_ms, t.comm_ms);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize_in_dev_timed(
+        group: &DistGroup,
+        blocks: Vec<(DevMat<T>, DevMat<T>)>,
+        policy: QPolicy,
+        params: FactorParams,
+    ) -> Result<(Self, DistTimes)> {
+        let gpus = group.gpus();
+        if blocks.len() != gpus.len() {
             return Err(Error::InvalidParam {
                 op: OP,
                 what: "gpus",
                 why: format!(
-                    "{} devices for {} blocks (at least one of each, as many blocks as devices)",
+                    "{} devices for {} blocks (as many blocks as devices)",
                     gpus.len(),
                     blocks.len()
                 ),
             });
         }
         let counts: Vec<usize> = blocks.iter().map(|(a, _)| a.nrows()).collect();
-        let net = Net::for_devices(gpus)?;
         let ranks: Vec<usize> = (0..gpus.len()).collect();
         build(
-            net,
+            group.net.clone(),
             ranks,
             gpus.len(),
             gpus.to_vec(),
@@ -175,7 +209,7 @@ impl<T: DistScalar> DistQr<T> {
     ) -> Result<(Self, DistTimes)> {
         let (rank, world) = (comm.comm.rank(), comm.comm.world_size());
         let g = comm.gpu.clone();
-        let net = Net::Rank(comm.comm);
+        let net = Rc::new(Net::Rank(comm.comm));
         let mut onehot = vec![0.0; world];
         onehot[rank] = block.0.nrows() as f64;
         let counts: Vec<usize> = net
@@ -232,7 +266,7 @@ fn local_qr<T: DistScalar>(
 
 #[allow(clippy::too_many_arguments)]
 fn build<T: DistScalar>(
-    net: Net,
+    net: Rc<Net>,
     ranks: Vec<usize>,
     world: usize,
     gpus: Vec<Arc<Gpu>>,
@@ -274,7 +308,7 @@ fn build<T: DistScalar>(
     let mut times = DistTimes::default();
     let t0 = Instant::now();
     // 1. local QRs, one thread per device where there are several
-    let locals: Vec<GpuQr<T>> = if matches!(net, Net::Local) || gpus.len() == 1 {
+    let locals: Vec<GpuQr<T>> = if matches!(*net, Net::Local) || gpus.len() == 1 {
         let mut v = Vec::new();
         for (g, (a, b)) in gpus.iter().zip(blocks) {
             v.push(local_qr(g, a, b, policy, params)?);
@@ -459,7 +493,7 @@ fn build<T: DistScalar>(
     // the stacked factor's extra rows add to the residual (rank 0's copy, shared)
     if world > 1 {
         let mine = if ranks[0] == 0 { extra } else { vec![0.0; q] };
-        let e = if let Net::Rank(_) = net {
+        let e = if let Net::Rank(_) = *net {
             net.sum_host::<T>(&gpus[0], &[mine])?
         } else {
             mine

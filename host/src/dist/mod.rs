@@ -27,6 +27,7 @@ mod net;
 mod rows;
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::Arc;
 
 pub use net::DistScalar;
@@ -178,6 +179,65 @@ pub(crate) struct Part<T: DistScalar> {
     pub(crate) thin: Option<(DevMat<T>, DevMat<T>)>,
 }
 
+/// The GPUs of one process with their NCCL communicators, made once and shared by every
+/// [`DistQr`] factorised in it: NCCL's set-up (communicators and their first connections)
+/// costs tens of milliseconds, more than a whole factorisation's communication.
+///
+/// # Examples
+/// ```no_run
+/// use std::sync::Arc;
+/// use cuqr::dist::{DistGroup, DistQr};
+/// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
+/// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
+/// let group = DistGroup::new(&gpus)?;                    // communicators, once
+/// let a = Mat::<f64>::from_fn(10_000, 50, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
+/// let b = Mat::<f64>::from_fn(10_000, 1, |i, _| (i % 17) as f64);
+/// for _ in 0..3 {
+///     let qr = DistQr::factorize_in(&group, a.as_ref(), b.as_ref(), QPolicy::None, FactorParams::default())?;
+///     let x = qr.solve()?.x;
+/// }
+/// # Ok::<(), cuqr::Error>(())
+/// ```
+pub struct DistGroup {
+    pub(crate) gpus: Vec<Arc<Gpu>>,
+    pub(crate) net: Rc<Net>,
+}
+
+impl DistGroup {
+    /// Opens the communicators of `gpus` (one rank each, in order): NCCL's for distinct
+    /// devices, none for logical partitions of one device.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] for an empty list or a device listed twice among others;
+    /// [`Error::NoDevice`] without the NCCL library; [`Error::Driver`] if NCCL fails.
+    pub fn new(gpus: &[Arc<Gpu>]) -> Result<Self> {
+        if gpus.is_empty() {
+            return Err(Error::InvalidParam {
+                op: "DistGroup::new",
+                what: "gpus",
+                why: "no devices".into(),
+            });
+        }
+        Ok(Self {
+            gpus: gpus.to_vec(),
+            net: Rc::new(Net::for_devices(gpus)?),
+        })
+    }
+
+    /// The devices, in rank order.
+    pub fn gpus(&self) -> &[Arc<Gpu>] {
+        &self.gpus
+    }
+}
+
+impl core::fmt::Debug for DistGroup {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DistGroup")
+            .field("ranks", &self.gpus.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Per-phase wall times of a distributed factorisation, in milliseconds (each phase ends
 /// with every device synchronised).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -215,7 +275,8 @@ pub struct DistTimes {
 /// # Ok::<(), cuqr::Error>(())
 /// ```
 pub struct DistQr<T: DistScalar> {
-    pub(crate) net: Net,
+    /// The communicators, shared with the [`DistGroup`] the state was made in.
+    pub(crate) net: Rc<Net>,
     /// This process's ranks, ascending.
     pub(crate) parts: Vec<Part<T>>,
     /// Ranks in all.
@@ -431,7 +492,7 @@ impl<T: DistScalar> DistQr<T> {
             Some(i) => self.parts[i].core.rho.iter().map(|x| x.to_f64()).collect(),
             None => vec![0.0; q],
         };
-        let rho = if let Net::Rank(_) = self.net {
+        let rho = if let Net::Rank(_) = *self.net {
             let own = if self.part_index(owner).is_some() {
                 rho
             } else {

@@ -100,7 +100,7 @@ impl<T: DistScalar> DistQr<T> {
             }
             None => Ok(()),
         };
-        if self.world > 1 && (res.is_ok() || matches!(self.net, Net::Rank(_))) {
+        if self.world > 1 && (res.is_ok() || matches!(*self.net, Net::Rank(_))) {
             let shared = self.share_core(owner, op, res.is_ok());
             res?;
             return shared;
