@@ -539,6 +539,13 @@ class QR:
         return self._arrays.out(x) if x is not None else None
 
     @staticmethod
+    def _p(p):
+        p = int(p)
+        if p < 1:
+            raise ValueError("'p' must be a positive number of rows or columns")
+        return p
+
+    @staticmethod
     def _k(k, limit, name="k"):
         k = int(k)
         if k < 0:
@@ -555,7 +562,7 @@ class QR:
 
     def delete_cols(self, k, p=1):
         """Delete columns ``k .. k+p-1``."""
-        self._st.delete_cols(self._k(k, self.shape[1]), int(p))
+        self._st.delete_cols(self._k(k, self.shape[1]), self._p(p))
 
     def insert_rows(self, k, U, e=None):
         """Insert the rows ``U`` ((n,) or (p, n)) with right-hand sides ``e`` ((k,) per row
@@ -574,7 +581,7 @@ class QR:
         ``rows`` ((n,) or (p, n)) and ``rhs``."""
         k = self._k(k, self.shape[0])
         if rows is None:
-            self._st.delete_rows(k, int(p))
+            self._st.delete_rows(k, self._p(p))
         else:
             rows = self._in(rows, "rows")
             if len(_shape(rows)) == 1:
@@ -619,7 +626,10 @@ class QR:
             if len(_shape(rhs)) == 1:
                 rhs = rhs.reshape(_shape(rows)[0], -1)
         p = _shape(rows)[0]
-        self._st.slide(rows, rhs, p if drop is None else int(drop), forget)
+        drop = p if drop is None else int(drop)
+        if drop < 0:
+            raise ValueError("'drop' must be non-negative")
+        self._st.slide(rows, rhs, drop, forget)
 
     # -- results --------------------------------------------------------------------------
 

@@ -130,6 +130,10 @@ def test_errors_leave_the_state_unchanged(rng):
         lambda: qr.rank_one(np.ones(50), np.ones(7)),
         lambda: qr.slide(np.ones((3, 8)), drop=100),
         lambda: qr.slide(np.ones((3, 8)), forget=1.5),
+        lambda: qr.slide(np.ones((3, 8)), drop=-1),
+        lambda: qr.delete_cols(0, -1),
+        lambda: qr.delete_rows(0, 0),
+        lambda: qr.insert_rows(0, np.ones(8, dtype=np.float32)),
     ]
     for call in bad:
         with pytest.raises(ValueError):
