@@ -588,6 +588,15 @@ impl State {
         }
     }
 
+    /// Waits for the work cuqr queued on the device (nothing on the CPU).
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner_ref()?;
+        match self.gpu() {
+            Some(g) => py.detach(|| g.synchronize_stream()).map_err(to_py),
+            None => Ok(()),
+        }
+    }
+
     /// (m, n, k): rows, columns, right-hand sides.
     #[getter]
     fn shape(&self) -> PyResult<(usize, usize, usize)> {
