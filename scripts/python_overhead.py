@@ -7,7 +7,7 @@ and the identical loop inside the extension (`time_rust_updates`, Rust with the 
 lock released), on the same data, in this process, best of several alternating rounds each, and prints
 a Markdown table with the ratio. Usage:
 
-    python scripts/python_overhead.py [--device cpu|cuda] [--q thin|full] [--reps N]
+    python scripts/python_overhead.py [--device cpu|cuda] [--q thin|full] [--threads T] [--reps N]
 """
 
 import argparse
@@ -45,7 +45,9 @@ def main():
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     args = ap.parse_args()
+    cuqr.set_threads(args.threads)
     rng = np.random.default_rng(0)
     m, n = args.m, args.n
     A = rng.standard_normal((m, n))
@@ -54,7 +56,7 @@ def main():
     col = rng.standard_normal(m)
     ordinal = None if args.device == "cpu" else 0
     print(f"# cuqr {cuqr.__version__}, Python {platform.python_version()}, {args.device}, "
-          f"q={args.q}, {m}×{n} float64, {args.reps} pairs × best of {args.rounds} rounds\n")
+          f"q={args.q}, {cuqr.threads()} CPU threads, {m}×{n} float64, {args.reps} pairs × best of {args.rounds} rounds\n")
     print("| update pair | Rust (µs) | Python (µs) | Python / Rust |")
     print("|---|---|---|---|")
     for op in ("rows", "cols", "rank_one"):

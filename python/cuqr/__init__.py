@@ -30,6 +30,8 @@ __all__ = [
     "qr_delete",
     "qr_insert",
     "qr_update",
+    "set_threads",
+    "threads",
 ]
 
 _DTYPES = ("float32", "float64")
@@ -38,6 +40,18 @@ _DTYPES = ("float32", "float64")
 def cuda_available(device: int = 0) -> bool:
     """Whether CUDA device ``device`` can be used (loads the CUDA libraries once)."""
     return _cuqr.cuda_available(device)
+
+
+def set_threads(n: int) -> None:
+    """Sets the number of threads of the CPU backend (0: all cores, the default)."""
+    if int(n) < 0:
+        raise ValueError("the thread count must be non-negative")
+    _cuqr.set_threads(int(n))
+
+
+def threads() -> int:
+    """The number of threads the CPU backend uses."""
+    return _cuqr.threads()
 
 
 # ---------------------------------------------------------------------------------------

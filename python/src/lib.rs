@@ -20,6 +20,8 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(state::cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(state::array_device, m)?)?;
+    m.add_function(wrap_pyfunction!(state::set_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(state::threads, m)?)?;
     m.add_function(wrap_pyfunction!(bench::time_rust_updates, m)?)?;
     Ok(())
 }

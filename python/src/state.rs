@@ -714,3 +714,15 @@ pub fn cuda_unavailable_reason(ordinal: usize) -> Option<String> {
 pub fn array_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
     cuda_device_of(obj)
 }
+
+/// Sets the number of CPU threads of the CPU backend (0: all cores).
+#[pyfunction]
+pub fn set_threads(n: usize) {
+    cuqr::cpu::set_threads(n);
+}
+
+/// The number of CPU threads the CPU backend uses.
+#[pyfunction]
+pub fn threads() -> usize {
+    cuqr::cpu::threads()
+}

@@ -174,3 +174,13 @@ def test_repr_and_drift(rng):
     assert "cuqr.QR(shape=(40, 4)" in repr(qr)
     d = qr.check_drift()
     assert d["checks"] == 1 and d["estimate"] < 1e-13
+
+
+def test_thread_count():
+    before = cuqr.threads()
+    cuqr.set_threads(1)
+    assert cuqr.threads() == 1
+    cuqr.set_threads(0)
+    assert cuqr.threads() == before or before >= 1
+    with pytest.raises(ValueError):
+        cuqr.set_threads(-1)
