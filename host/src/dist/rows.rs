@@ -169,7 +169,8 @@ impl<T: DistScalar> DistQr<T> {
             (last + 1) % self.world
         };
         if self.dims.policy == QPolicy::Thin {
-            let at = self.counts[t] - lost;
+            let lost_t: usize = heads.iter().filter(|h| h.0 == t).map(|h| h.2).sum();
+            let at = self.counts[t] - lost_t;
             let entering = (p > 0).then_some(Entering {
                 rank: t,
                 at,
