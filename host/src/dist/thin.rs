@@ -297,8 +297,11 @@ impl<T: DistScalar> DistQr<T> {
         let mut outs = Vec::new();
         for (i, part) in self.parts.iter().enumerate() {
             let g = &*part.core.gpu;
-            let an = DevMat::from_host(g, rows)?;
-            let en = DevMat::from_host(g, rhs)?;
+            let (an, en) = if rows.nrows() > 0 {
+                (DevMat::from_host(g, rows)?, DevMat::from_host(g, rhs)?)
+            } else {
+                (DevMat::zeros(g, 0, n)?, DevMat::zeros(g, 0, q)?)
+            };
             outs.push(rows_small(
                 g,
                 &part.core,
