@@ -54,6 +54,9 @@ struct RowsSmall<T> {
 /// A new state for one rank: R, d, its rows of Q₁ and b.
 type Fresh<T> = (DevMat<T>, DevMat<T>, DevMat<T>, DevMat<T>);
 
+/// Two lists of matrices, one of each per local rank (small ones, and the rank's rows of tall ones).
+type SmallAndRows<T> = (Vec<DevMat<T>>, Vec<DevMat<T>>);
+
 /// `x` upper triangular n×n: its inverse (TRSM on the identity), scaled by `alpha`.
 fn inverse<T: DistScalar>(g: &Gpu, x: &DevMat<T>, alpha: T) -> Result<DevMat<T>> {
     let mut inv = thin::identity::<T>(g, x.nrows())?;
@@ -523,7 +526,7 @@ impl<T: DistScalar> DistQr<T> {
 
     /// C = Q₁ᵀU and every rank's rows of Z = U − Q₁C by Gram–Schmidt twice (each product
     /// summed over the ranks).
-    fn project_thin(&self, us: Vec<DevMat<T>>) -> Result<(Vec<DevMat<T>>, Vec<DevMat<T>>)> {
+    fn project_thin(&self, us: Vec<DevMat<T>>) -> Result<SmallAndRows<T>> {
         let mut c: Vec<DevMat<T>> = Vec::new();
         let mut zs = us;
         for pass in 0..2 {
@@ -562,7 +565,7 @@ impl<T: DistScalar> DistQr<T> {
         zs: Vec<DevMat<T>>,
         base: &[f64],
         col0: usize,
-    ) -> Result<(Vec<DevMat<T>>, Vec<DevMat<T>>)> {
+    ) -> Result<SmallAndRows<T>> {
         let tol = crate::ops::reduced::dependence_tol::<T>();
         let mut qs = zs;
         let mut total: Vec<Option<DevMat<T>>> = self.parts.iter().map(|_| None).collect();
