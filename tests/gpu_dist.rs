@@ -2,7 +2,8 @@
 //! data, f64, sizes that are no multiples of 32: the TSQR factorisation (R-only and thin),
 //! then a sequence of window steps (with and without forgetting, rows crossing ranks), row
 //! insertion and deletion, column insertion and rank-one, comparing the solution, the
-//! residual norms and |diag R| after each. G = 1 and G = 3 logical partitions on GPU 0; with
+//! residual norms and |diag R| after each (the thin kind also Q₁ up to column signs,
+//! Q₁ᵀQ₁ = I and Q₁R = A). G = 1 and G = 3 logical partitions on GPU 0; with
 //! several GPUs, the same across all of them through NCCL (keep `NCCL_NVLS_ENABLE=0`).
 //! Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1` makes that a failure.
 
@@ -144,35 +145,171 @@ fn sequence(parts: &[Arc<Gpu>], seed: u64) {
     same("after refused updates", &d, &s);
 }
 
+/// The thin kinds agree: `same`, Q₁ against the single-GPU Q₁ up to column signs, Q₁ᵀQ₁ = I
+/// and Q₁R = A (the data the single-GPU state was updated to, tracked on the host).
+fn same_thin(what: &str, d: &DistQr<f64>, s: &GpuQr<f64>, a: &Mat<f64>) {
+    same(what, d, s);
+    let (qd, qs) = (d.q().unwrap(), s.q().unwrap().expect("thin"));
+    let n = qs.ncols();
+    assert_eq!(
+        (qd.nrows(), qd.ncols()),
+        (qs.nrows(), n),
+        "{what}: Q₁ shape"
+    );
+    let signed = Mat::from_fn(qd.nrows(), n, |i, j| {
+        let dot: f64 = (0..qd.nrows()).map(|k| qd[(k, j)] * qs[(k, j)]).sum();
+        qd[(i, j)] * dot.signum()
+    });
+    let e = rel(&signed, &qs);
+    assert!(
+        e < 1e-8,
+        "{what}: Q₁ differs from the single-GPU Q₁ by {e:e}"
+    );
+    let e = rel(&qd.transpose().matmul(&qd), &Mat::identity(n));
+    assert!(e < 1e-12, "{what}: Q₁ᵀQ₁ differs from I by {e:e}");
+    let e = rel(&qd.matmul(&d.r().unwrap()), a);
+    assert!(e < 1e-11, "{what}: Q₁R differs from A by {e:e}");
+}
+
+/// The rows of `a` without rows k0..k0+p.
+fn cut(a: &Mat<f64>, k0: usize, p: usize) -> Mat<f64> {
+    Mat::from_fn(a.nrows() - p, a.ncols(), |i, j| {
+        a[(if i < k0 { i } else { i + p }, j)]
+    })
+}
+
+/// `a` with `u`'s rows at k0.
+fn with_rows(a: &Mat<f64>, k0: usize, u: &Mat<f64>) -> Mat<f64> {
+    let p = u.nrows();
+    Mat::from_fn(a.nrows() + p, a.ncols(), |i, j| {
+        if i < k0 {
+            a[(i, j)]
+        } else if i < k0 + p {
+            u[(i - k0, j)]
+        } else {
+            a[(i - p, j)]
+        }
+    })
+}
+
 fn thin(parts: &[Arc<Gpu>], seed: u64) {
     let g0 = parts[0].clone();
     let mut r = rng(seed);
     let (m, n, q) = (997, 45, 1);
-    let a = random_mat::<f64>(&mut r, m, n);
+    let mut a = random_mat::<f64>(&mut r, m, n);
     let b = random_mat::<f64>(&mut r, m, q);
-    let d = DistQr::factorize(
-        parts,
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Thin,
-        FactorParams::default(),
-    )
-    .unwrap();
-    let s = GpuQr::factorize(&g0, a.as_ref(), b.as_ref(), QPolicy::None, keep()).unwrap();
-    same("thin factorize", &d, &s);
-    let q1 = d.q().unwrap();
-    let rr = d.r().unwrap();
-    let qr = q1.matmul(&rr);
-    let e = rel(&qr, &a);
-    assert!(e < 1e-11, "Q₁R differs from A by {e:e}");
-    let qtq = q1.transpose().matmul(&q1);
-    let e = rel(&qtq, &Mat::identity(n));
-    assert!(e < 1e-12, "Q₁ᵀQ₁ differs from I by {e:e}");
-    let mut d = d;
+    let fp = FactorParams::default();
+    let mut d = DistQr::factorize(parts, a.as_ref(), b.as_ref(), QPolicy::Thin, fp).unwrap();
+    let mut s = GpuQr::factorize(&g0, a.as_ref(), b.as_ref(), QPolicy::Thin, fp).unwrap();
+    same_thin("thin factorize", &d, &s, &a);
+    // window steps: the new rows go round the ranks, the oldest leave
+    for step in 0..14 {
+        let p = 29 + step % 3 * 17;
+        let rows = random_mat::<f64>(&mut r, p, n);
+        let rhs = random_mat::<f64>(&mut r, p, q);
+        d.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
+        s.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
+        a = with_rows(&cut(&a, 0, p), a.nrows() - p, &rows);
+        same_thin(&format!("thin slide {step}"), &d, &s, &a);
+    }
+    // new rows that weigh much more than the window (the Householder form)
+    let big = Mat::from_fn(7, n, |i, j| 1e3 * (((i * 31 + j * 17) % 23) as f64 - 11.0));
+    let big_rhs = random_mat::<f64>(&mut r, 7, q);
+    d.slide(big.as_ref(), big_rhs.as_ref(), 7).unwrap();
+    s.slide(big.as_ref(), big_rhs.as_ref(), 7).unwrap();
+    a = with_rows(&cut(&a, 0, 7), a.nrows() - 7, &big);
+    same_thin("thin slide, heavy rows", &d, &s, &a);
+    let params = UpdateParams {
+        forget: 0.9,
+        ..d.params()
+    };
+    d.set_params(params);
+    s.set_params(params);
+    for step in 0..3 {
+        let rows = random_mat::<f64>(&mut r, 41, n);
+        let rhs = random_mat::<f64>(&mut r, 41, q);
+        d.slide(rows.as_ref(), rhs.as_ref(), 19).unwrap();
+        s.slide(rows.as_ref(), rhs.as_ref(), 19).unwrap();
+        let kept = cut(&a, 0, 19);
+        let scaled = Mat::from_fn(kept.nrows(), n, |i, j| 0.9f64.sqrt() * kept[(i, j)]);
+        a = with_rows(&scaled, scaled.nrows(), &rows);
+        same_thin(&format!("thin slide with forgetting {step}"), &d, &s, &a);
+    }
+    let params = UpdateParams {
+        forget: 1.0,
+        ..params
+    };
+    d.set_params(params);
+    s.set_params(params);
+    let u = random_mat::<f64>(&mut r, 13, n);
+    let e = random_mat::<f64>(&mut r, 13, q);
+    d.insert_rows(500, u.as_ref(), e.as_ref()).unwrap();
+    s.insert_rows(500, u.as_ref(), e.as_ref()).unwrap();
+    a = with_rows(&a, 500, &u);
+    same_thin("thin insert_rows", &d, &s, &a);
+    let mid = d.nrows() / 2 - 20;
+    d.delete_rows(mid, 57).unwrap();
+    s.delete_rows(mid, 57).unwrap();
+    a = cut(&a, mid, 57);
+    same_thin("thin delete_rows across ranks", &d, &s, &a);
+    let uc = random_mat::<f64>(&mut r, d.nrows(), 3);
+    d.insert_cols(5, uc.as_ref()).unwrap();
+    s.insert_cols(5, uc.as_ref()).unwrap();
+    a = Mat::from_fn(a.nrows(), n + 3, |i, j| match j {
+        j if j < 5 => a[(i, j)],
+        j if j < 8 => uc[(i, j - 5)],
+        j => a[(i, j - 3)],
+    });
+    same_thin("thin insert_cols", &d, &s, &a);
+    let uc = random_mat::<f64>(&mut r, d.nrows(), 2);
+    d.insert_cols(d.ncols(), uc.as_ref()).unwrap();
+    s.insert_cols(s.ncols(), uc.as_ref()).unwrap();
+    let n2 = a.ncols();
+    a = Mat::from_fn(a.nrows(), n2 + 2, |i, j| {
+        if j < n2 {
+            a[(i, j)]
+        } else {
+            uc[(i, j - n2)]
+        }
+    });
+    same_thin("thin insert_cols at the end", &d, &s, &a);
+    let u1: Vec<f64> = (0..d.nrows())
+        .map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.4)
+        .collect();
+    let v1: Vec<f64> = (0..d.ncols())
+        .map(|j| ((j * 5) % 11) as f64 / 11.0 - 0.5)
+        .collect();
+    d.rank_one(&u1, &v1).unwrap();
+    s.rank_one(&u1, &v1).unwrap();
+    a = Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)] + u1[i] * v1[j]);
+    same_thin("thin rank_one", &d, &s, &a);
+    // u inside range(Q₁): no new direction
+    let qd = d.q().unwrap();
+    let u2: Vec<f64> = (0..d.nrows())
+        .map(|i| qd[(i, 2)] - 0.5 * qd[(i, 7)])
+        .collect();
+    d.rank_one(&u2, &v1).unwrap();
+    s.rank_one(&u2, &v1).unwrap();
+    a = Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)] + u2[i] * v1[j]);
+    same_thin("thin rank_one inside range(Q₁)", &d, &s, &a);
+    // refused updates leave the state as it was
+    let before = (d.solve().unwrap().x, d.q().unwrap());
+    let too_many = d.nrows() - d.ncols() + 1;
+    assert!(d.delete_rows(0, too_many).is_err());
+    let bad = Mat::from_fn(3, d.ncols(), |_, _| f64::NAN);
+    let e3 = Mat::<f64>::zeros(3, q);
     assert!(matches!(
-        d.delete_rows(0, 3),
-        Err(Error::InvalidParam { .. })
+        d.slide(bad.as_ref(), e3.as_ref(), 3),
+        Err(Error::NonFinite { .. })
     ));
+    let dep = Mat::from_fn(d.nrows(), 1, |i, _| before.1[(i, 3)] + before.1[(i, 9)]);
+    assert!(matches!(
+        d.insert_cols(0, dep.as_ref()),
+        Err(Error::RankDeficient { .. })
+    ));
+    assert_eq!(d.solve().unwrap().x.as_slice(), before.0.as_slice());
+    assert_eq!(d.q().unwrap().as_slice(), before.1.as_slice());
+    same_thin("thin after refused updates", &d, &s, &a);
 }
 
 #[test]

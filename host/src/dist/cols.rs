@@ -6,6 +6,7 @@
 use super::{DistQr, DistScalar};
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
+use crate::base::params::QPolicy;
 use crate::gpu::algo::{givens_two_phase as tp, householder, reduced, thin};
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
 use crate::gpu::runtime::matrix::DevMat;
@@ -69,7 +70,7 @@ fn sub_ax<T: DistScalar>(g: &Gpu, a: &DevMat<T>, x: &DevMat<T>, b: &mut DevMat<T
 
 impl<T: DistScalar> DistQr<T> {
     /// Sums one small matrix per local rank over all ranks, in place.
-    fn sum_all(&self, mats: &mut [DevMat<T>]) -> Result<()> {
+    pub(super) fn sum_all(&self, mats: &mut [DevMat<T>]) -> Result<()> {
         let gpus = self.gpus();
         let gr: Vec<&Gpu> = gpus.iter().map(|g| &**g).collect();
         let mut bufs: Vec<_> = mats.iter_mut().map(|m| m.buf_mut()).collect();
@@ -77,7 +78,7 @@ impl<T: DistScalar> DistQr<T> {
     }
 
     /// Each local rank's rows of the m×p host matrix `u`, in its local order.
-    fn local_rows_of(&self, u: MatRef<'_, T>) -> Vec<Mat<T>> {
+    pub(super) fn local_rows_of(&self, u: MatRef<'_, T>) -> Vec<Mat<T>> {
         self.parts
             .iter()
             .map(|p| {
@@ -175,8 +176,8 @@ impl<T: DistScalar> DistQr<T> {
     /// kept data.
     ///
     /// # Errors
-    /// As [`crate::QrUpdate::insert_cols`]; [`Error::NeedsData`] without kept data,
-    /// [`Error::InvalidParam`] for the thin kind. On error the state is unchanged.
+    /// As [`crate::QrUpdate::insert_cols`]; [`Error::NeedsData`] for an R-only state without kept
+    /// data. On error the state is unchanged. The thin kind: docs/scaling.md#the-thin-kind.
     ///
     /// # Examples
     /// ```no_run
@@ -197,6 +198,9 @@ impl<T: DistScalar> DistQr<T> {
         const OP: &str = "DistQr::insert_cols";
         self.need_kept(OP, true)?;
         let plan = crate::ops::insert_cols::plan(self.dims, k0, u, self.params.block_size)?;
+        if self.dims.policy == QPolicy::Thin {
+            return self.thin_insert_cols(OP, k0, u);
+        }
         let (n, p) = (self.dims.n, u.ncols());
         let base: Vec<f64> = (0..p)
             .map(|j| {
@@ -266,8 +270,8 @@ impl<T: DistScalar> DistQr<T> {
     /// the kept data.
     ///
     /// # Errors
-    /// As [`crate::QrUpdate::rank_one`]; [`Error::NeedsData`] without kept data,
-    /// [`Error::InvalidParam`] for the thin kind. On error the state is unchanged.
+    /// As [`crate::QrUpdate::rank_one`]; [`Error::NeedsData`] for an R-only state without kept
+    /// data. On error the state is unchanged. The thin kind: docs/scaling.md#the-thin-kind.
     ///
     /// # Examples
     /// ```no_run
@@ -288,6 +292,9 @@ impl<T: DistScalar> DistQr<T> {
         const OP: &str = "DistQr::rank_one";
         self.need_kept(OP, true)?;
         crate::ops::rank_one::plan(self.dims, u, v)?;
+        if self.dims.policy == QPolicy::Thin {
+            return self.thin_rank_one(OP, u, v);
+        }
         let (n, q) = (self.dims.n, self.dims.q);
         let unorm = u.iter().map(|x| x.to_f64().powi(2)).sum::<f64>().sqrt();
         let um = Mat::from_col(u);

@@ -12,6 +12,9 @@
 //!   leave another.
 //! * Column insertion and rank-one take AᵀU (or Aᵀu) as local products and one all-reduce,
 //!   then the R-only algorithms (the corrected semi-normal equations).
+//! * The thin kind's updates (row insertion and deletion, the window step, column insertion,
+//!   rank-one) are small replicated work from all-reduced products and one GEMM over each
+//!   rank's rows of Q₁ (docs/scaling.md#the-thin-kind).
 //! * Solving uses the replicated R.
 //!
 //! Two ways to start: one process driving all GPUs of a host ([`DistQr::factorize`] with a
@@ -25,6 +28,7 @@ mod cols;
 mod factorize;
 mod net;
 mod rows;
+mod thin;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -255,8 +259,11 @@ pub struct DistTimes {
 ///
 /// The kinds: [`crate::QPolicy::None`] (R-only; with [`crate::FactorParams::keep_data`] each GPU keeps
 /// its rows of A and b, which row deletion, the window step, column insertion and rank-one
-/// need) and [`crate::QPolicy::Thin`] (each GPU holds its rows of Q₁; factorisation and solving).
-/// Every update validates first and leaves the state unchanged on error.
+/// need) and [`crate::QPolicy::Thin`] (each GPU holds its rows of Q₁ and b; every update, each as
+/// small replicated work and one GEMM over the GPU's rows of Q₁). Both kinds take
+/// [`DistQr::insert_rows`], [`DistQr::delete_rows`], [`DistQr::slide`],
+/// [`DistQr::insert_cols`], [`DistQr::rank_one`] and [`DistQr::solve`]; [`DistQr::q`] is the
+/// thin kind's. Every update validates first and leaves the state unchanged on error.
 ///
 /// # Examples
 /// ```no_run

@@ -4,6 +4,7 @@
 //! (docs/algorithms.md#r-only-window-step) and broadcasts them.
 #![forbid(unsafe_code)]
 
+use super::thin::Entering;
 use super::{DistQr, DistScalar, Net};
 use crate::base::error::{Error, Result};
 use crate::base::mat::MatRef;
@@ -15,17 +16,11 @@ use crate::gpu::runtime::Gpu;
 type NewRows<T> = Option<(DevMat<T>, DevMat<T>)>;
 
 impl<T: DistScalar> DistQr<T> {
-    /// [`Error::InvalidParam`] for the thin kind (its updates are not distributed yet);
-    /// [`Error::NeedsData`] where rows must leave an R-only state without kept data.
+    /// [`Error::NeedsData`] where rows must leave an R-only state without kept data (the thin
+    /// kind holds its rows of Q₁ and b instead).
     pub(crate) fn need_kept(&self, op: &'static str, rows_leave: bool) -> Result<()> {
         if self.dims.policy == QPolicy::Thin {
-            return Err(Error::InvalidParam {
-                op,
-                what: "policy",
-                why:
-                    "the distributed thin state factorises and solves; updates need the R-only kind"
-                        .into(),
-            });
+            return Ok(());
         }
         if rows_leave && self.parts.iter().any(|p| p.kept.is_none()) {
             return Err(Error::NeedsData {
@@ -126,10 +121,10 @@ impl<T: DistScalar> DistQr<T> {
     /// both loses and takes rows (the ring's usual case) one Gram step there does both;
     /// otherwise each rank that loses rows downdates and the receiving rank then updates.
     /// In the one-process-per-GPU form every rank makes the same call with the same rows.
+    /// The thin kind does all of it in one step (docs/scaling.md#the-thin-kind).
     ///
     /// # Errors
-    /// As [`crate::QrUpdate::slide`]; [`Error::InvalidParam`] for the thin kind or where
-    /// fewer than n rows would stay between the rows leaving and entering. On error the
+    /// As [`crate::QrUpdate::slide`]; [`Error::InvalidParam`] where fewer than n rows would stay between the rows leaving and entering. On error the
     /// state is unchanged.
     ///
     /// # Examples
@@ -173,6 +168,24 @@ impl<T: DistScalar> DistQr<T> {
         } else {
             (last + 1) % self.world
         };
+        if self.dims.policy == QPolicy::Thin {
+            let lost_t: usize = heads.iter().filter(|h| h.0 == t).map(|h| h.2).sum();
+            let at = self.counts[t] - lost_t;
+            let entering = (p > 0).then_some(Entering {
+                rank: t,
+                at,
+                rows,
+                rhs,
+            });
+            self.thin_rows_step(OP, &heads, entering, lam)?;
+            let m = self.dims.m;
+            self.cut_segments(0, drop);
+            if p > 0 {
+                self.add_segment(m - drop, t, p);
+            }
+            self.set_m(m - drop + p);
+            return Ok(());
+        }
         let new = self.upload_new(t, rows, rhs)?;
         self.atomically(|st| {
             if heads.is_empty() {
@@ -236,8 +249,7 @@ impl<T: DistScalar> DistQr<T> {
     /// k0 = m) takes them and updates R; no rows of other ranks are touched.
     ///
     /// # Errors
-    /// As [`crate::QrUpdate::insert_rows`]; [`Error::InvalidParam`] for the thin kind. On
-    /// error the state is unchanged.
+    /// As [`crate::QrUpdate::insert_rows`]. On error the state is unchanged.
     ///
     /// # Examples
     /// ```no_run
@@ -259,6 +271,19 @@ impl<T: DistScalar> DistQr<T> {
         self.need_kept(OP, false)?;
         crate::ops::insert_rows::plan(self.dims, k0, u, e)?;
         let (owner, li) = self.locate(k0);
+        if self.dims.policy == QPolicy::Thin {
+            let entering = Entering {
+                rank: owner,
+                at: li,
+                rows: u,
+                rhs: e,
+            };
+            self.thin_rows_step(OP, &[], Some(entering), 1.0)?;
+            let (m, p) = (self.dims.m, u.nrows());
+            self.add_segment(k0, owner, p);
+            self.set_m(m + p);
+            return Ok(());
+        }
         let new = self.upload_new(owner, u, e)?;
         self.atomically(|st| st.owner_step(OP, owner, None, &new, 1.0))?;
         if let Some(i) = self.part_index(owner) {
@@ -278,11 +303,12 @@ impl<T: DistScalar> DistQr<T> {
     }
 
     /// Deletes rows k0..k0+p (as [`crate::QrUpdate::delete_rows`]): each rank holding some
-    /// of them downdates R with its rows, in turn. Needs the kept data.
+    /// of them downdates R with its rows, in turn. Needs the kept data (R-only kind); the thin
+    /// kind takes the rows out of every rank in one step.
     ///
     /// # Errors
-    /// As [`crate::QrUpdate::delete_rows`]; [`Error::NeedsData`] without kept data,
-    /// [`Error::InvalidParam`] for the thin kind. On error the state is unchanged.
+    /// As [`crate::QrUpdate::delete_rows`]; [`Error::NeedsData`] for an R-only state without
+    /// kept data. On error the state is unchanged.
     ///
     /// # Examples
     /// ```no_run
@@ -303,6 +329,13 @@ impl<T: DistScalar> DistQr<T> {
         self.need_kept(OP, true)?;
         crate::ops::delete_rows::plan(self.dims, k0, p)?;
         let pieces = self.pieces(k0, p);
+        if self.dims.policy == QPolicy::Thin {
+            self.thin_rows_step(OP, &pieces, None, 1.0)?;
+            let m = self.dims.m;
+            self.cut_segments(k0, p);
+            self.set_m(m - p);
+            return Ok(());
+        }
         self.atomically(|st| {
             for pc in &pieces {
                 st.owner_step(OP, pc.0, Some((pc.1, pc.2)), &None, 1.0)?;

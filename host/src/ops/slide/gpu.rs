@@ -324,7 +324,7 @@ pub(crate) fn reduced_rows_step<T: GpuScalar>(
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], device errors.
-fn stacked_qr<T: GpuScalar>(
+pub(crate) fn stacked_qr<T: GpuScalar>(
     g: &Gpu,
     (r1, d1): (&DevMat<T>, &DevMat<T>),
     (an, en): (&DevMatView<'_, T>, &DevMatView<'_, T>),
@@ -489,6 +489,53 @@ fn run_gpu_thin<T: GpuScalar>(
     Ok(true)
 }
 
+/// The small side of the thin window step (docs/algorithms.md#thin-window-step) from the
+/// leaving rows' products alone: G (GᵀG = M = λ(I − WᵀW) + VᵀV), V = A_n·R⁻¹, R′ = G·R and
+/// d′ = G⁻ᵀ(λ(d − Wᵀe_o) + Vᵀe_n).
+pub(crate) struct GramFactor<T> {
+    /// G (n×n upper).
+    pub(crate) g: DevMat<T>,
+    /// V = A_n·R⁻¹ (p×n).
+    pub(crate) v: DevMat<T>,
+    /// R′ = G·R.
+    pub(crate) r: DevMat<T>,
+    /// d′.
+    pub(crate) d: DevMat<T>,
+}
+
+/// [`run_gpu_thin`]'s small side where only WᵀW (n×n), Wᵀe_o (n×q) and ‖W‖_F² of the leaving
+/// rows W of Q₁ are at hand (summed over the ranks of a distributed state), for R and d of
+/// `st`. With `decline`, `None` where the thin step declines (‖V‖₂ > 1 estimated, or a pivot
+/// G_jj² < λ/2); without, the rows leave as in the R-only step and a pivot G_jj² ≤ √u·λ is
+/// refused.
+///
+/// # Errors
+/// [`Error::DowndateFailed`] (without `decline`), device errors.
+pub(crate) fn gram_from_products<T: GpuScalar>(
+    g: &Gpu,
+    st: &GpuQr<T>,
+    (wtw, wte, fro2): (&DevMat<T>, &DevMat<T>, f64),
+    (an, en): (&DevMatView<'_, T>, &DevMatView<'_, T>),
+    forget: f64,
+    decline: bool,
+) -> Result<Option<GramFactor<T>>> {
+    let gram = Gram {
+        w: Leaving::Products { wtw, wte, fro2 },
+        eo: wte.block(0, 0, 0, st.dims.q),
+        an: an.reborrow(),
+        en: en.reborrow(),
+        forget,
+        thin: decline,
+    };
+    let max_v2 = if decline { Some(MAX_V2_THIN) } else { None };
+    Ok(gram.step(g, st, max_v2)?.map(|f| GramFactor {
+        g: f.g,
+        v: f.v,
+        r: f.r,
+        d: f.d,
+    }))
+}
+
 /// `src` after a window step: its rows `drop`.. scaled by √λ, then the rows of `new`, in a new
 /// buffer (one copy).
 ///
@@ -525,6 +572,13 @@ enum Leaving<'a, T> {
     Rows(crate::gpu::runtime::DevMatView<'a, T>),
     /// W directly: the leaving rows of Q₁.
     QRows(crate::gpu::runtime::DevMatView<'a, T>),
+    /// Only WᵀW (n×n), Wᵀe_o (n×q, as `d`'s shape) and ‖W‖_F², for leaving rows of Q₁ that
+    /// are spread over the ranks of a distributed state (the products summed over them).
+    Products {
+        wtw: &'a DevMat<T>,
+        wte: &'a DevMat<T>,
+        fro2: f64,
+    },
 }
 
 /// The rows that leave and enter in one window step, and the forgetting factor.
@@ -614,12 +668,13 @@ impl<T: GpuScalar> Gram<'_, T> {
                 }
                 own
             }
+            Leaving::Products { .. } => DevMat::<T>::zeros(g, 0, n)?,
         };
         let k = w.nrows();
-        let w_fro2 = if k > 0 {
-            g.nrm2(&w.buf().slice(..))?.powi(2)
-        } else {
-            0.0
+        let w_fro2 = match &self.w {
+            Leaving::Products { fro2, .. } => *fro2,
+            _ if k > 0 => g.nrm2(&w.buf().slice(..))?.powi(2),
+            _ => 0.0,
         };
         // M = λ(I − WᵀW) + VᵀV
         let mut c = thin::identity::<T>(g, n)?;
@@ -637,6 +692,9 @@ impl<T: GpuScalar> Gram<'_, T> {
                 T::ONE,
                 &mut c.view_mut(),
             )?;
+        }
+        if let Leaving::Products { wtw, .. } = &self.w {
+            g.axpy(-lt, &wtw.buf().slice(..), &mut c.buf_mut().slice_mut(..))?;
         }
         if p > 0 {
             g.axpy(T::ONE, &vtv.buf().slice(..), &mut c.buf_mut().slice_mut(..))?;
@@ -695,6 +753,13 @@ impl<T: GpuScalar> Gram<'_, T> {
                 &mut h.view_mut(),
             )?;
         }
+        if let Leaving::Products { wte, .. } = &self.w {
+            g.axpy(
+                -T::ONE,
+                &wte.buf().slice(..),
+                &mut h.buf_mut().slice_mut(..),
+            )?;
+        }
         if lam < 1.0 {
             g.scal(lt, &mut h.buf_mut().slice_mut(..))?;
         }
@@ -730,7 +795,7 @@ impl<T: GpuScalar> Gram<'_, T> {
         )?;
         g.stage_mark("window: R′ = G·R, d′");
         let mut rho2 = Vec::new();
-        if !self.thin {
+        if !self.thin && !matches!(self.w, Leaving::Products { .. }) {
             // ρ′² = λ(ρ² + ‖d‖² − ‖e_o‖²) + ‖e_n‖² − ‖d′‖², refused below −slack
             let (dn, eon, enn, d1n) = (
                 thin::column_norms(g, &st.d.view())?,

@@ -4,7 +4,7 @@
 
 mod gpu;
 
-pub(crate) use gpu::{reduced_rows_step, run_gpu, run_gpu_device};
+pub(crate) use gpu::{gram_from_products, reduced_rows_step, run_gpu, run_gpu_device, stacked_qr};
 
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
