@@ -142,16 +142,21 @@ def test_nearly_dependent_column_in_full_mode_is_accepted(rng):
 
 def test_economic_column_in_span_raises_linalgerror(rng):
     A, Q, R = factors(rng, 25, 6, np.float64, "economic")
+    # A column in the span of Q leaves a residual at the rounding level, which lands on
+    # either side of the default rcond (machine epsilon) in SciPy too; rcond = 1e-10 puts
+    # the test well clear of it, and a zero column is refused at the default.
     u = A[:, 0] + 2 * A[:, 3]
     with pytest.raises(np.linalg.LinAlgError, match="span of Q"):
-        cuqr.qr_insert(Q, R, u, 2, which="col")
+        cuqr.qr_insert(Q, R, u, 2, which="col", rcond=1e-10)
     with pytest.raises(np.linalg.LinAlgError):
-        sl.qr_insert(Q, R, u, 2, which="col")
-    # a second column dependent on the first new one
+        sl.qr_insert(Q, R, u, 2, which="col", rcond=1e-10)
+    with pytest.raises(np.linalg.LinAlgError, match="span of Q"):
+        cuqr.qr_insert(Q, R, np.zeros(25), 2, which="col")
+    # a second new column dependent on the first new one
     w = rng.standard_normal(25)
     with pytest.raises(np.linalg.LinAlgError):
-        cuqr.qr_insert(Q, R, np.column_stack([w, 3 * w]), 2, which="col")
-    # rcond loosened: both accept a nearly dependent column
+        cuqr.qr_insert(Q, R, np.column_stack([w, 3 * w]), 2, which="col", rcond=1e-10)
+    # a nearly dependent column: refused above its reciprocal condition number, taken below
     near = u + 1e-9 * rng.standard_normal(25)
     with pytest.raises(np.linalg.LinAlgError):
         cuqr.qr_insert(Q, R, near, 2, which="col", rcond=1e-6)
