@@ -26,7 +26,7 @@
 //! # Layers
 //! Each module imports only from the layers below it (a test checks this):
 //! `base` → `cpu` and `gpu` (`ffi::driver` → `runtime` → `ffi` → `launch` → `algo`) →
-//! `state` → `ops` → `backend` → `lu`, `mixed`, `internals`.
+//! `state` → `ops` → `backend` → `dist`, `lu`, `mixed`, `internals`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
