@@ -234,6 +234,55 @@ impl Imported<'_> {
     }
 }
 
+/// The two DLPack structures a capsule can hold (1.0's versioned one and the legacy one),
+/// as far as exporting needs them.
+trait Managed: Sized {
+    /// The capsule name.
+    const NAME: &'static CStr;
+    /// The structure with `tensor` and `deleter`, no manager context, version 1.0.
+    fn new(tensor: DlTensor, deleter: unsafe extern "C" fn(*mut Self)) -> Self;
+    /// The structure's deleter.
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
+    /// The tensor inside.
+    fn tensor_mut(&mut self) -> &mut DlTensor;
+}
+
+impl Managed for DlManagedTensor {
+    const NAME: &'static CStr = NAME_LEGACY;
+    fn new(dl_tensor: DlTensor, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+        Self {
+            dl_tensor,
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(deleter),
+        }
+    }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+    fn tensor_mut(&mut self) -> &mut DlTensor {
+        &mut self.dl_tensor
+    }
+}
+
+impl Managed for DlManagedTensorVersioned {
+    const NAME: &'static CStr = NAME_VERSIONED;
+    fn new(dl_tensor: DlTensor, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+        Self {
+            version: DlPackVersion { major: 1, minor: 0 },
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(deleter),
+            flags: 0,
+            dl_tensor,
+        }
+    }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+    fn tensor_mut(&mut self) -> &mut DlTensor {
+        &mut self.dl_tensor
+    }
+}
+
 /// The owner of an exported matrix: the DLPack structure first, so that a pointer to it is
 /// a pointer to the whole.
 #[repr(C)]
@@ -244,6 +293,8 @@ struct Export<M, T> {
     strides: [i64; 2],
 }
 
+/// The `DLTensor` of `mat` (column-major, leading dimension ld), whose shape and strides
+/// live in `shape` and `strides`.
 fn tensor_of<T: GpuScalar>(
     gpu: &Gpu,
     mat: &DevMat<T>,
@@ -270,50 +321,66 @@ fn tensor_of<T: GpuScalar>(
     }
 }
 
-unsafe extern "C" fn delete_legacy<T: GpuScalar>(p: *mut DlManagedTensor) {
+/// The deleter of an exported matrix.
+unsafe extern "C" fn delete<M: Managed, T: GpuScalar>(p: *mut M) {
     if !p.is_null() {
-        // SAFETY: `p` came from `Box::into_raw` of an `Export<DlManagedTensor, T>` in
-        // `export` (the structure is its first field), and the protocol calls the deleter
-        // once.
-        drop(unsafe { Box::from_raw(p as *mut Export<DlManagedTensor, T>) });
+        // SAFETY: `p` came from `Box::into_raw` of an `Export<M, T>` in `export` (the
+        // structure is its first field), and the protocol calls the deleter once.
+        drop(unsafe { Box::from_raw(p as *mut Export<M, T>) });
     }
 }
 
-unsafe extern "C" fn delete_versioned<T: GpuScalar>(p: *mut DlManagedTensorVersioned) {
-    if !p.is_null() {
-        // SAFETY: as in `delete_legacy`, for the versioned structure.
-        drop(unsafe { Box::from_raw(p as *mut Export<DlManagedTensorVersioned, T>) });
-    }
-}
-
-unsafe extern "C" fn capsule_destructor_legacy(capsule: *mut ffi::PyObject) {
-    // A consumer renames the capsule ("used_dltensor") when it takes ownership; an
-    // unconsumed one still owns the tensor.
+/// The capsule's destructor: a consumer renames the capsule (`used_…`) when it takes
+/// ownership; an unconsumed one still owns the tensor and frees it.
+unsafe extern "C" fn destroy_capsule<M: Managed>(capsule: *mut ffi::PyObject) {
     // SAFETY: called by Python with the capsule being destroyed.
-    if unsafe { ffi::PyCapsule_IsValid(capsule, NAME_LEGACY.as_ptr()) } == 1 {
-        // SAFETY: a valid capsule of this name made by `export` holds the tensor.
-        let p = unsafe { ffi::PyCapsule_GetPointer(capsule, NAME_LEGACY.as_ptr()) }
-            as *mut DlManagedTensor;
-        // SAFETY: the tensor is live and owned by the capsule; its deleter frees it once.
-        if let Some(del) = unsafe { p.as_ref() }.and_then(|t| t.deleter) {
-            // SAFETY: the tensor's own deleter, called once, as the protocol asks.
+    if unsafe { ffi::PyCapsule_IsValid(capsule, M::NAME.as_ptr()) } == 1 {
+        // SAFETY: a valid capsule of this name made by `export` holds the structure.
+        let p = unsafe { ffi::PyCapsule_GetPointer(capsule, M::NAME.as_ptr()) } as *mut M;
+        // SAFETY: the structure is live and owned by the capsule.
+        if let Some(del) = unsafe { p.as_ref() }.and_then(|t| t.deleter()) {
+            // SAFETY: the structure's own deleter, called once, as the protocol asks.
             unsafe { del(p) };
         }
     }
 }
 
-unsafe extern "C" fn capsule_destructor_versioned(capsule: *mut ffi::PyObject) {
-    // SAFETY: as in `capsule_destructor_legacy`.
-    if unsafe { ffi::PyCapsule_IsValid(capsule, NAME_VERSIONED.as_ptr()) } == 1 {
-        // SAFETY: as in `capsule_destructor_legacy`.
-        let p = unsafe { ffi::PyCapsule_GetPointer(capsule, NAME_VERSIONED.as_ptr()) }
-            as *mut DlManagedTensorVersioned;
-        // SAFETY: as in `capsule_destructor_legacy`.
-        if let Some(del) = unsafe { p.as_ref() }.and_then(|t| t.deleter) {
-            // SAFETY: as in `capsule_destructor_legacy`.
-            unsafe { del(p) };
-        }
+/// [`export`] for one of the two structures.
+fn export_as<'py, M: Managed, T: GpuScalar>(
+    py: Python<'py>,
+    gpu: &Gpu,
+    mat: DevMat<T>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (mut shape, mut strides) = ([0; 2], [0; 2]);
+    let tensor = tensor_of(gpu, &mat, &mut shape, &mut strides);
+    let mut b = Box::new(Export {
+        managed: M::new(tensor, delete::<M, T>),
+        mat,
+        shape,
+        strides,
+    });
+    // the tensor points at the boxed shape and strides
+    let e = &mut *b;
+    let t = e.managed.tensor_mut();
+    t.shape = e.shape.as_mut_ptr();
+    t.strides = e.strides.as_mut_ptr();
+    let p = Box::into_raw(b);
+    // SAFETY: `p` is a live, uniquely owned allocation; the capsule takes it over (its
+    // destructor or the consumer frees it through the deleter).
+    let raw = unsafe {
+        ffi::PyCapsule_New(
+            p as *mut c_void,
+            M::NAME.as_ptr(),
+            Some(destroy_capsule::<M>),
+        )
+    };
+    if raw.is_null() {
+        // SAFETY: no capsule took `p` over; it is freed here, once.
+        unsafe { delete::<M, T>(p as *mut M) };
+        return Err(PyErr::fetch(py));
     }
+    // SAFETY: `raw` is a new reference returned by PyCapsule_New (checked non-null).
+    Ok(unsafe { Bound::from_owned_ptr(py, raw) })
 }
 
 /// Hands `mat` to a DLPack consumer: a capsule that owns it (freed by the consumer through
@@ -325,99 +392,11 @@ pub fn export<'py, T: GpuScalar>(
     mat: DevMat<T>,
     versioned: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let raw = if versioned {
-        let mut b = Box::new(Export {
-            managed: DlManagedTensorVersioned {
-                version: DlPackVersion { major: 1, minor: 0 },
-                manager_ctx: core::ptr::null_mut(),
-                deleter: Some(delete_versioned::<T>),
-                flags: 0,
-                dl_tensor: DlTensor {
-                    data: core::ptr::null_mut(),
-                    device: DlDevice {
-                        device_type: DEVICE_CUDA,
-                        device_id: 0,
-                    },
-                    ndim: 0,
-                    dtype: DlDataType {
-                        code: 0,
-                        bits: 0,
-                        lanes: 0,
-                    },
-                    shape: core::ptr::null_mut(),
-                    strides: core::ptr::null_mut(),
-                    byte_offset: 0,
-                },
-            },
-            mat,
-            shape: [0; 2],
-            strides: [0; 2],
-        });
-        let e = &mut *b;
-        e.managed.dl_tensor = tensor_of(gpu, &e.mat, &mut e.shape, &mut e.strides);
-        let p = Box::into_raw(b);
-        // SAFETY: `p` is a live, uniquely owned allocation; the capsule takes it over (its
-        // destructor or the consumer frees it through the deleter).
-        let c = unsafe {
-            ffi::PyCapsule_New(
-                p as *mut c_void,
-                NAME_VERSIONED.as_ptr(),
-                Some(capsule_destructor_versioned),
-            )
-        };
-        if c.is_null() {
-            // SAFETY: no capsule took `p` over; it is freed here, once.
-            unsafe { delete_versioned::<T>(p as *mut DlManagedTensorVersioned) };
-        }
-        c
+    if versioned {
+        export_as::<DlManagedTensorVersioned, T>(py, gpu, mat)
     } else {
-        let mut b = Box::new(Export {
-            managed: DlManagedTensor {
-                dl_tensor: DlTensor {
-                    data: core::ptr::null_mut(),
-                    device: DlDevice {
-                        device_type: DEVICE_CUDA,
-                        device_id: 0,
-                    },
-                    ndim: 0,
-                    dtype: DlDataType {
-                        code: 0,
-                        bits: 0,
-                        lanes: 0,
-                    },
-                    shape: core::ptr::null_mut(),
-                    strides: core::ptr::null_mut(),
-                    byte_offset: 0,
-                },
-                manager_ctx: core::ptr::null_mut(),
-                deleter: Some(delete_legacy::<T>),
-            },
-            mat,
-            shape: [0; 2],
-            strides: [0; 2],
-        });
-        let e = &mut *b;
-        e.managed.dl_tensor = tensor_of(gpu, &e.mat, &mut e.shape, &mut e.strides);
-        let p = Box::into_raw(b);
-        // SAFETY: as for the versioned capsule.
-        let c = unsafe {
-            ffi::PyCapsule_New(
-                p as *mut c_void,
-                NAME_LEGACY.as_ptr(),
-                Some(capsule_destructor_legacy),
-            )
-        };
-        if c.is_null() {
-            // SAFETY: as for the versioned capsule.
-            unsafe { delete_legacy::<T>(p as *mut DlManagedTensor) };
-        }
-        c
-    };
-    if raw.is_null() {
-        return Err(PyErr::fetch(py));
+        export_as::<DlManagedTensor, T>(py, gpu, mat)
     }
-    // SAFETY: `raw` is a new reference returned by PyCapsule_New (checked non-null).
-    Ok(unsafe { Bound::from_owned_ptr(py, raw) })
 }
 
 /// The error of a second `__dlpack__` call on a one-shot exporter.

@@ -78,6 +78,32 @@ fn zeros_like_arg<T: Real>(
     }
 }
 
+/// Rows of A (p×n; a vector is one row) and their right-hand sides (p×k; zeros when none)
+/// on the host, for the row updates.
+fn rows_with_rhs<T: Real>(
+    s: &Qr<T>,
+    gpu: Option<&Arc<Gpu>>,
+    (rows, rows_name): (&Bound<'_, PyAny>, &str),
+    (rhs, rhs_name): (Option<&Bound<'_, PyAny>>, &str),
+) -> PyResult<(Mat<T>, Mat<T>)> {
+    let rows = Arg::<T>::read(rows, gpu, rows_name)?.into_host(gpu)?;
+    let rows = if rows.ncols() == 1 && s.ncols() != 1 {
+        rows.transpose()
+    } else {
+        rows
+    };
+    let rhs = match rhs {
+        Some(e) => Arg::<T>::read(e, gpu, rhs_name)?.into_host(gpu)?,
+        None => Mat::zeros(rows.nrows(), s.nrhs()),
+    };
+    let rhs = if rhs.ncols() == 1 && rhs.nrows() != rows.nrows() {
+        rhs.transpose()
+    } else {
+        rhs
+    };
+    Ok((rows, rhs))
+}
+
 fn arg_shape<T: Real>(a: &Arg<T>) -> (usize, usize) {
     match a {
         Arg::Host(m) => (m.nrows(), m.ncols()),
@@ -340,13 +366,7 @@ impl State {
     ) -> PyResult<()> {
         let gpu = self.gpu();
         with_state!(self, s, T => {
-            let u = Arg::<T>::read(u, gpu.as_ref(), "u")?.into_host(gpu.as_ref())?;
-            let u = if u.ncols() == 1 && s.ncols() != 1 { u.transpose() } else { u };
-            let e = match e {
-                Some(e) => Arg::<T>::read(e, gpu.as_ref(), "e")?.into_host(gpu.as_ref())?,
-                None => Mat::zeros(u.nrows(), s.nrhs()),
-            };
-            let e = if e.ncols() == 1 && e.nrows() != u.nrows() { e.transpose() } else { e };
+            let (u, e) = rows_with_rhs::<T>(s, gpu.as_ref(), (u, "u"), (e, "e"))?;
             py.detach(|| s.insert_rows(k, u.as_ref(), e.as_ref())).map_err(to_py)
         })
     }
@@ -367,12 +387,7 @@ impl State {
     ) -> PyResult<()> {
         let gpu = self.gpu();
         with_state!(self, s, T => {
-            let rows = Arg::<T>::read(rows, gpu.as_ref(), "rows")?.into_host(gpu.as_ref())?;
-            let rows = if rows.ncols() == 1 && s.ncols() != 1 { rows.transpose() } else { rows };
-            let rhs = match rhs {
-                Some(e) => Arg::<T>::read(e, gpu.as_ref(), "rhs")?.into_host(gpu.as_ref())?,
-                None => Mat::zeros(rows.nrows(), s.nrhs()),
-            };
+            let (rows, rhs) = rows_with_rhs::<T>(s, gpu.as_ref(), (rows, "rows"), (rhs, "rhs"))?;
             py.detach(|| s.delete_rows_with(k, rows.as_ref(), rhs.as_ref())).map_err(to_py)
         })
     }
