@@ -592,3 +592,106 @@ fn devmat_round_trips() {
         assert_eq!(d.download_pinned(&gpu, &mut long).unwrap(), c);
     }
 }
+
+// ---------------------------------------------------------------- reflector chains
+
+/// One run of the row-insertion chain on copies of (R, d, U, e) with `tune`: R, d, the
+/// v tails and e afterwards, as host vectors.
+fn chain_run<T: GpuScalar>(
+    gpu: &Gpu,
+    inputs: &[&cuqr::Mat<T>; 4],
+    tune: cuqr::internals::chains::ChainTuning,
+) -> [Vec<T>; 4] {
+    let mut m: Vec<DevMat<T>> = inputs
+        .iter()
+        .map(|a| DevMat::from_host(gpu, a.as_ref()).unwrap())
+        .collect();
+    let (rd, rest) = m.split_at_mut(2);
+    let (r, d) = rd.split_at_mut(1);
+    let (u, e) = rest.split_at_mut(1);
+    let shape = cuqr::internals::chains::reflector_chain(
+        gpu, &mut r[0], &mut d[0], &mut u[0], &mut e[0], tune,
+    )
+    .unwrap();
+    assert!(shape.is_some(), "one launch at these sizes");
+    let mut out = m.iter().map(|x| x.to_host(gpu).unwrap().into_vec());
+    [(); 4].map(|()| out.next().unwrap())
+}
+
+/// The reflector chain with other columns a block and with the backoff of warps off the
+/// critical path: the same arithmetic in the same order for every column, so the
+/// results are bitwise those of the planned launch; and R is the factor of [R₀; U]
+/// (‖RᵀR − R₀ᵀR₀ − UᵀU‖ ≤ 10·(n + p)·u·‖[R₀; U]‖², the bound of
+/// docs/algorithms.md#accuracy-measures).
+fn tuned_chain_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, n: usize, p: usize) {
+    use cuqr::internals::chains::ChainTuning;
+    let mut r0 = rand_mat::<T>(rng, n, n);
+    for j in 0..n {
+        for i in j + 1..n {
+            r0[(i, j)] = T::ZERO;
+        }
+    }
+    let d0 = rand_mat::<T>(rng, n, 1);
+    let u0 = rand_mat::<T>(rng, p, n);
+    let e0 = rand_mat::<T>(rng, p, 1);
+    let inputs = [&r0, &d0, &u0, &e0];
+    let planned = chain_run(gpu, &inputs, ChainTuning::default());
+    for tune in [
+        ChainTuning {
+            cpb: Some(5),
+            backoff_ns: None,
+        },
+        ChainTuning {
+            cpb: None,
+            backoff_ns: Some(300),
+        },
+        ChainTuning {
+            cpb: Some(3),
+            backoff_ns: Some(2000),
+        },
+    ] {
+        let got = chain_run(gpu, &inputs, tune);
+        for (k, (a, b)) in planned.iter().zip(&got).enumerate() {
+            assert!(
+                a.iter().zip(b).all(|(x, y)| same_bits(*x, *y)),
+                "{} n={n} p={p} {tune:?}: output {k} differs from the planned launch",
+                T::NAME
+            );
+        }
+    }
+    let r: Vec<f64> = planned[0].iter().map(|x| x.to_f64()).collect();
+    let mut worst = 0.0f64;
+    let mut scale = 0.0f64;
+    for i in 0..n {
+        for j in 0..n {
+            let mut want = 0.0;
+            let mut got = 0.0;
+            for k in 0..n {
+                want += r0[(k, i)].to_f64() * r0[(k, j)].to_f64();
+                got += r[k + i * n] * r[k + j * n];
+            }
+            for k in 0..p {
+                want += u0[(k, i)].to_f64() * u0[(k, j)].to_f64();
+            }
+            worst = worst.max((got - want).abs());
+        }
+        scale += (0..n).map(|k| r0[(k, i)].to_f64().powi(2)).sum::<f64>()
+            + (0..p).map(|k| u0[(k, i)].to_f64().powi(2)).sum::<f64>();
+    }
+    let tol = 10.0 * (n + p) as f64 * u::<T>() * scale;
+    assert!(
+        worst <= tol,
+        "{} n={n} p={p}: RᵀR off by {worst:e} > {tol:e}",
+        T::NAME
+    );
+}
+
+#[test]
+fn reflector_chain_tunings_agree() {
+    let Some(gpu) = common::gpu() else { return };
+    let mut rng = common::rng(31);
+    for (n, p) in [(97, 13), (301, 40)] {
+        tuned_chain_case::<f64>(&gpu, &mut rng, n, p);
+        tuned_chain_case::<f32>(&gpu, &mut rng, n, p);
+    }
+}

@@ -142,7 +142,9 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
 /// Launch: cooperative, grid ⌈(n+q)/cpb⌉ (all co-resident), block [`BLOCK`]; dynamic
 /// shared memory (n·cpb + p·cpb + cpb + (BLOCK/32)·ring·(p + 1) + 1)·size_of::<T>()
 /// bytes; `flags[0..n)` all differ from `base + 1` at launch (reflector j is published
-/// by storing `base + 1` into `flags[j]`).
+/// by storing `base + 1` into `flags[j]`). Warps that wait for reflectors of a block
+/// other than the one just before theirs sleep about `backoff_ns` between polls (0:
+/// they poll back to back).
 ///
 /// # Safety
 /// Launch shape as documented; n ≥ 1, 1 ≤ ring ≤ 32, cpb ≥ 1; `r` read-writable n×n (ld ≥ n),
@@ -167,11 +169,12 @@ pub unsafe fn qr<T: Float>(
     base: u32,
     cpb: usize,
     ring: usize,
+    backoff_ns: u32,
 ) {
     // SAFETY: forwarded from the caller (same contract, row geometry).
     unsafe {
         chain::<T, false>(
-            r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
+            r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring, backoff_ns,
         )
     }
 }
@@ -210,6 +213,7 @@ pub unsafe fn band_qr<T: Float>(
     base: u32,
     cpb: usize,
     ring: usize,
+    backoff_ns: u32,
 ) {
     // SAFETY: forwarded from the caller (band geometry: no separate tail matrix).
     unsafe {
@@ -230,6 +234,7 @@ pub unsafe fn band_qr<T: Float>(
             base,
             cpb,
             ring,
+            backoff_ns,
         )
     }
 }
@@ -259,6 +264,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
     base: u32,
     cpb: usize,
     ring: usize,
+    backoff_ns: u32,
 ) {
     let tid = device::thread_linear();
     let lane = tid % WARP;
@@ -363,7 +369,11 @@ unsafe fn chain<T: Float, const BAND: bool>(
             let lim = (c0 - j).min(ring).min(jw - j);
             // SAFETY: convergent warp; reflectors j .. j + lim < c0 are earlier blocks'
             // (published with `set`); sy/sts are this warp's stage of `ring` slots.
-            let cnt = unsafe { stage_published(j, lim, p, flags, set, u, ldu, tau, sy, sts) };
+            // Warps waiting for a block other than the one just before theirs are off
+            // the chain's critical path: they poll every `backoff_ns`, not flat out.
+            let sleep = if j + cpb < c0 { backoff_ns } else { 0 };
+            let cnt =
+                unsafe { stage_published(j, lim, p, flags, set, u, ldu, tau, sy, sts, sleep) };
             for s in 0..cnt {
                 // SAFETY: staged τ slot s < cnt ≤ ring.
                 let t = unsafe { device::ld(sts as *const T, s) };
@@ -396,7 +406,8 @@ unsafe fn chain<T: Float, const BAND: bool>(
 /// with one coalesced load of their flags (spinning until at least reflector j is
 /// ready), and stages the ready ones' v tails (p entries each, from `u`) and τ in the
 /// warp's slots `sy` (ld p) and `sts`; returns how many (≥ 1). Ends with a warp barrier
-/// after which the stage is complete.
+/// after which the stage is complete. Between unsuccessful polls the warp sleeps about
+/// `sleep_ns` (0: it polls back to back).
 ///
 /// # Safety
 /// The full warp calls it convergently; reflectors j .. j + lim are below this block's
@@ -415,6 +426,7 @@ unsafe fn stage_published<T: Float>(
     tau: *mut T,
     sy: *mut T,
     sts: *mut T,
+    sleep_ns: u32,
 ) -> usize {
     let lane = device::thread_linear() % WARP;
     let cnt = loop {
@@ -426,6 +438,9 @@ unsafe fn stage_published<T: Float>(
         let c = (!unsafe { device::ballot(ok) }).trailing_zeros() as usize;
         if c > 0 {
             break c;
+        }
+        if sleep_ns > 0 {
+            device::nanosleep(sleep_ns);
         }
     };
     // SAFETY: convergent warp: the lanes' acquires are ordered before every lane's

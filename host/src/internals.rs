@@ -7,6 +7,8 @@
 
 pub use crate::base::dims::Dims;
 
+pub mod chains;
+
 /// CPU kernels: Householder vectors, Givens rotations, compact WY, serial references.
 pub mod cpu {
     pub use crate::cpu::{givens, householder, reference, wy};

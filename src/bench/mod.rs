@@ -4,6 +4,7 @@
 //! Each group is a sibling file with `HELP` and `run(&[String])`; add a group by
 //! adding a file and a line to [`GROUPS`].
 
+mod chains;
 mod common;
 mod cpu;
 mod dist;
@@ -98,6 +99,14 @@ const GROUPS: &[Group] = &[
         summary: "mixed-precision least squares vs cuSOLVER f64 LS and IRS gels",
         help: mixed::HELP,
         run: mixed::run,
+        needs_gpu: true,
+        in_quick_tour: true,
+    },
+    Group {
+        name: "chains",
+        summary: "time per dependent step of each chain in the updates",
+        help: chains::HELP,
+        run: chains::run,
         needs_gpu: true,
         in_quick_tour: true,
     },

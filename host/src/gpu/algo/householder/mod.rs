@@ -255,6 +255,19 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
         return Ok(());
     }
     let nb_req = nb.min(cols.len());
+    // A block size under FUSED_MAX_JB is grouped (unbanded, default panels): its blocks
+    // are factored inside one-launch panels of ⌊FUSED_MAX_JB/n_b⌋·n_b columns, where each
+    // reflector reaches the rest of its panel as it is made (as a block's reflectors
+    // would reach the next block of the same panel), and the panel's reflectors reach
+    // the later columns, d and Q as one block: one launch and one pass over Q per panel
+    // instead of per block. Taken one block at a time, n_b = 1 cost a launch and three
+    // GEMMs over Q's block a column, 230 µs (BS column insertion at n_b = 1: 0.08× of
+    // refactorising, H100, docs/performance.md).
+    let nb_req = if panel == PanelImpl::Auto && band.is_none() && nb_req < FUSED_MAX_JB {
+        (FUSED_MAX_JB / nb_req * nb_req).min(cols.len())
+    } else {
+        nb_req
+    };
     // A block size wider than the one-launch panel (up to 256) is kept for the blocked
     // algorithm's outer level, not for the panel: its panels are factored FUSED_MAX_JB
     // columns at a time by `fused_panel_qr` (each updating the rest of its n_b-wide

@@ -200,6 +200,12 @@ mod unit {
         check::<T>(g, 24, (5000, 330), None, 130, false, Auto);
         check::<T>(g, 25, (600, 250), Some(9), 100, true, Auto);
         check::<T>(g, 26, (800, 300), None, 256, false, Auto);
+        // Block sizes under the one-launch panel are grouped into panels of
+        // ⌊64/n_b⌋·n_b columns (10 → 60, 7 → 63, 1 → 64), with and without Q; against
+        // the per-column panel taking n_b-wide blocks.
+        check::<T>(g, 27, (611, 301), None, 10, true, Auto);
+        check::<T>(g, 28, (523, 211), None, 7, false, Auto);
+        check::<T>(g, 29, (450, 199), None, 1, true, Auto);
     }
 
     /// A panel too tall for the slab variant takes the TSQR panel by itself (Auto).
