@@ -511,7 +511,7 @@ entries! {
     row_insert_qr_f32, row_insert_qr_f64
         (r: *mut T, ldr: usize, d: *mut T, ldd: usize, u: *mut T, ldu: usize, e: *mut T,
          lde: usize, n: usize, q: usize, p: usize, tau: *mut T, counter: *mut u32,
-         base: u32, cpb: usize, ring: usize, backoff_ns: u32) => row_insert::qr;
+         base: u32, cpb: usize, ring: usize) => row_insert::qr;
 
     /// Column deletion's banded re-triangularisation without Q in one cooperative launch
     /// (docs/algorithms.md#column-deletion; row_insert.rs).
@@ -521,7 +521,7 @@ entries! {
     row_insert_band_qr_f32, row_insert_band_qr_f64
         (b: *mut T, ldb: usize, d: *mut T, ldd: usize, v: *mut T, ldv: usize, n: usize,
          q: usize, p: usize, tau: *mut T, counter: *mut u32, base: u32, cpb: usize,
-         ring: usize, backoff_ns: u32) => row_insert::band_qr;
+         ring: usize) => row_insert::band_qr;
 
     /// TSQR leaf QRs of one tree level (docs/algorithms.md#tsqr; tsqr/leaf_qr.rs).
     ///

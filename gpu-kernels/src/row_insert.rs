@@ -32,6 +32,30 @@ use crate::reduce::{warp_allmax, warp_allsum};
 /// Threads per block of `row_insert_qr`.
 pub const BLOCK: usize = 256;
 
+/// Elements a lane loads before it uses any of them, in the loops over a column's tail
+/// and in the staging of published reflectors: the loads of a chunk are in flight
+/// together (one load and its use per element cost one latency each in a row: in the
+/// staging, one L2 round trip per 32 elements, docs/performance.md#chain-latency).
+const CHUNK: usize = 8;
+
+/// The elements first, first + 32, … (CHUNK of them) of the shared vector `v` that are
+/// below `p`, zeros for the others; every load is issued before any is used.
+///
+/// # Safety
+/// `v` holds `p` elements of shared memory.
+#[inline(always)]
+unsafe fn load_chunk<T: Float>(v: *const T, first: usize, p: usize) -> [T; CHUNK] {
+    let mut out = [T::ZERO; CHUNK];
+    for (k, o) in out.iter_mut().enumerate() {
+        let i = first + k * WARP;
+        if i < p {
+            // SAFETY: i < p (contract).
+            *o = unsafe { device::ld(v, i) };
+        }
+    }
+    out
+}
+
 /// Applies H = I − τ·[1; y][1; y]ᵀ to the column whose top entry is `*top` and whose
 /// p-tail is `col` (docs/algorithms.md#row-insertion: w = top + yᵀcol, top −= τw,
 /// col −= τw·y).
@@ -49,11 +73,17 @@ unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: us
     // shuffles below, so lane 0's later write cannot race with them.
     let head = unsafe { device::ld(top as *const T, 0) };
     let mut acc = T::ZERO;
-    let mut i = lane;
-    while i < p {
-        // SAFETY: i < p.
-        acc = unsafe { device::ld(y, i).mul_add(device::ld(col as *const T, i), acc) };
-        i += WARP;
+    let mut b = 0;
+    while b < p {
+        // The chunk's loads first, then its products in the order i = lane, lane + 32, …
+        // SAFETY: `y` and `col` hold p elements (contract).
+        let (yv, cv) = unsafe { (load_chunk(y, b + lane, p), load_chunk(col, b + lane, p)) };
+        for k in 0..CHUNK {
+            if b + lane + k * WARP < p {
+                acc = yv[k].mul_add(cv[k], acc);
+            }
+        }
+        b += CHUNK * WARP;
     }
     // SAFETY: convergent warp (contract).
     let s = unsafe { warp_allsum(acc) };
@@ -64,14 +94,18 @@ unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: us
         // SAFETY: one writer (lane 0).
         unsafe { device::st(top, 0, head.sub(tw)) };
     }
-    let mut i = lane;
-    while i < p {
-        // SAFETY: i < p; element i is read and written by this lane only.
-        unsafe {
-            let x = device::ld(col as *const T, i);
-            device::st(col, i, tw.neg().mul_add(device::ld(y, i), x));
+    let mut b = 0;
+    while b < p {
+        // SAFETY: as above; element i of `col` is read and written by this lane only.
+        let (yv, cv) = unsafe { (load_chunk(y, b + lane, p), load_chunk(col, b + lane, p)) };
+        for k in 0..CHUNK {
+            let i = b + lane + k * WARP;
+            if i < p {
+                // SAFETY: i < p, this lane's element.
+                unsafe { device::st(col, i, tw.neg().mul_add(yv[k], cv[k])) };
+            }
         }
-        i += WARP;
+        b += CHUNK * WARP;
     }
 }
 
@@ -87,11 +121,14 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
     // SAFETY: in-bounds shared reads; read by every lane before the shuffles.
     let alpha = unsafe { device::ld(top as *const T, 0) };
     let mut mx = T::ZERO;
-    let mut i = lane;
-    while i < p {
-        // SAFETY: i < p.
-        mx = mx.max(unsafe { device::ld(col as *const T, i) }.abs());
-        i += WARP;
+    let mut b = 0;
+    while b < p {
+        // SAFETY: elements below p only.
+        let cv = unsafe { load_chunk(col, b + lane, p) };
+        for x in cv.iter() {
+            mx = mx.max(x.abs()); // the zeros past p leave the max as it is
+        }
+        b += CHUNK * WARP;
     }
     // SAFETY: convergent warp.
     let scale = unsafe { warp_allmax(mx) };
@@ -102,12 +139,17 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
     let sigma = if scale.is_finite() {
         let inv = T::ONE.div(scale);
         let mut ss = T::ZERO;
-        let mut i = lane;
-        while i < p {
-            // SAFETY: i < p.
-            let t = unsafe { device::ld(col as *const T, i) }.mul(inv);
-            ss = t.mul_add(t, ss);
-            i += WARP;
+        let mut b = 0;
+        while b < p {
+            // SAFETY: elements below p only.
+            let cv = unsafe { load_chunk(col, b + lane, p) };
+            for (k, &x) in cv.iter().enumerate() {
+                if b + lane + k * WARP < p {
+                    let t = x.mul(inv);
+                    ss = t.mul_add(t, ss);
+                }
+            }
+            b += CHUNK * WARP;
         }
         // SAFETY: convergent warp (uniform branch: `scale` is warp-uniform).
         scale.mul(unsafe { warp_allsum(ss) }.sqrt())
@@ -120,11 +162,18 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
     // SAFETY: convergent warp (`scale` is warp-uniform): every lane's reads of `top`
     // precede lane 0's write below.
     unsafe { device::sync_warp() };
-    let mut i = lane;
-    while i < p {
-        // SAFETY: i < p; one lane per element.
-        unsafe { device::st(col, i, device::ld(col as *const T, i).mul(inv)) };
-        i += WARP;
+    let mut b = 0;
+    while b < p {
+        // SAFETY: elements below p only; one lane per element.
+        let cv = unsafe { load_chunk(col, b + lane, p) };
+        for (k, &x) in cv.iter().enumerate() {
+            let i = b + lane + k * WARP;
+            if i < p {
+                // SAFETY: i < p; one lane per element.
+                unsafe { device::st(col, i, x.mul(inv)) };
+            }
+        }
+        b += CHUNK * WARP;
     }
     if lane == 0 {
         // SAFETY: one writer.
@@ -142,9 +191,7 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
 /// Launch: cooperative, grid ⌈(n+q)/cpb⌉ (all co-resident), block [`BLOCK`]; dynamic
 /// shared memory (n·cpb + p·cpb + cpb + (BLOCK/32)·ring·(p + 1) + 1)·size_of::<T>()
 /// bytes; `flags[0..n)` all differ from `base + 1` at launch (reflector j is published
-/// by storing `base + 1` into `flags[j]`). Warps that wait for reflectors of a block
-/// other than the one just before theirs sleep about `backoff_ns` between polls (0:
-/// they poll back to back).
+/// by storing `base + 1` into `flags[j]`).
 ///
 /// # Safety
 /// Launch shape as documented; n ≥ 1, 1 ≤ ring ≤ 32, cpb ≥ 1; `r` read-writable n×n (ld ≥ n),
@@ -169,12 +216,11 @@ pub unsafe fn qr<T: Float>(
     base: u32,
     cpb: usize,
     ring: usize,
-    backoff_ns: u32,
 ) {
     // SAFETY: forwarded from the caller (same contract, row geometry).
     unsafe {
         chain::<T, false>(
-            r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring, backoff_ns,
+            r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
         )
     }
 }
@@ -213,7 +259,6 @@ pub unsafe fn band_qr<T: Float>(
     base: u32,
     cpb: usize,
     ring: usize,
-    backoff_ns: u32,
 ) {
     // SAFETY: forwarded from the caller (band geometry: no separate tail matrix).
     unsafe {
@@ -234,7 +279,6 @@ pub unsafe fn band_qr<T: Float>(
             base,
             cpb,
             ring,
-            backoff_ns,
         )
     }
 }
@@ -264,7 +308,6 @@ unsafe fn chain<T: Float, const BAND: bool>(
     base: u32,
     cpb: usize,
     ring: usize,
-    backoff_ns: u32,
 ) {
     let tid = device::thread_linear();
     let lane = tid % WARP;
@@ -369,11 +412,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
             let lim = (c0 - j).min(ring).min(jw - j);
             // SAFETY: convergent warp; reflectors j .. j + lim < c0 are earlier blocks'
             // (published with `set`); sy/sts are this warp's stage of `ring` slots.
-            // Warps waiting for a block other than the one just before theirs are off
-            // the chain's critical path: they poll every `backoff_ns`, not flat out.
-            let sleep = if j + cpb < c0 { backoff_ns } else { 0 };
-            let cnt =
-                unsafe { stage_published(j, lim, p, flags, set, u, ldu, tau, sy, sts, sleep) };
+            let cnt = unsafe { stage_published(j, lim, p, flags, set, u, ldu, tau, sy, sts) };
             for s in 0..cnt {
                 // SAFETY: staged τ slot s < cnt ≤ ring.
                 let t = unsafe { device::ld(sts as *const T, s) };
@@ -406,8 +445,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
 /// with one coalesced load of their flags (spinning until at least reflector j is
 /// ready), and stages the ready ones' v tails (p entries each, from `u`) and τ in the
 /// warp's slots `sy` (ld p) and `sts`; returns how many (≥ 1). Ends with a warp barrier
-/// after which the stage is complete. Between unsuccessful polls the warp sleeps about
-/// `sleep_ns` (0: it polls back to back).
+/// after which the stage is complete.
 ///
 /// # Safety
 /// The full warp calls it convergently; reflectors j .. j + lim are below this block's
@@ -426,7 +464,6 @@ unsafe fn stage_published<T: Float>(
     tau: *mut T,
     sy: *mut T,
     sts: *mut T,
-    sleep_ns: u32,
 ) -> usize {
     let lane = device::thread_linear() % WARP;
     let cnt = loop {
@@ -439,25 +476,54 @@ unsafe fn stage_published<T: Float>(
         if c > 0 {
             break c;
         }
-        if sleep_ns > 0 {
-            device::nanosleep(sleep_ns);
-        }
     };
     // SAFETY: convergent warp: the lanes' acquires are ordered before every lane's
     // reads below (memory ordering among the barrier's threads).
     unsafe { device::sync_warp() };
+    // τ and the v tails (element x = i + s·p of the stage is u(i, j + s)) are loaded a
+    // chunk at a time, every load of a chunk before any store, so that the whole stage
+    // of up to CHUNK·32 elements and τ costs one L2 round trip, not one per 32 elements.
+    // `ld_cg` reads L2 (this block never cached these lines: it loaded only its own
+    // columns). SAFETY (of the loads): reflectors j .. j + cnt < c0 are published
+    // (acquired above) and never written again.
+    let t_lane = if lane < cnt {
+        // SAFETY: see above.
+        unsafe { T::ld_cg(tau.wrapping_add(j + lane)) }
+    } else {
+        T::ZERO
+    };
+    let total = cnt * p;
+    // (i, s) of this lane's next element, advanced without divisions.
+    let (mut i, mut s) = (lane, 0);
+    while i >= p {
+        i -= p;
+        s += 1;
+    }
     let mut x = lane;
-    while x < cnt * p {
-        let (i, s) = (x % p, x / p);
-        // SAFETY: column j+s < c0 of U, published (acquired above) and never
-        // written again; a slot of this warp's stage. `ld_cg` reads L2 (this
-        // block never cached these lines: it loaded only its own columns).
-        unsafe { device::st(sy, x, T::ld_cg(u.wrapping_add(i + (j + s) * ldu))) };
-        x += WARP;
+    while x < total {
+        let mut v = [T::ZERO; CHUNK];
+        for (k, vk) in v.iter_mut().enumerate() {
+            if x + k * WARP < total {
+                // SAFETY: see above (i < p, j + s < c0).
+                *vk = unsafe { T::ld_cg(u.wrapping_add(i + (j + s) * ldu)) };
+            }
+            i += WARP;
+            while i >= p {
+                i -= p;
+                s += 1;
+            }
+        }
+        for (k, &vk) in v.iter().enumerate() {
+            if x + k * WARP < total {
+                // SAFETY: a slot of this warp's stage (x + k·32 < cnt·p).
+                unsafe { device::st(sy, x + k * WARP, vk) };
+            }
+        }
+        x += CHUNK * WARP;
     }
     if lane < cnt {
-        // SAFETY: τ of a published reflector; this warp's slot.
-        unsafe { device::st(sts, lane, T::ld_cg(tau.wrapping_add(j + lane))) };
+        // SAFETY: this warp's τ slot.
+        unsafe { device::st(sts, lane, t_lane) };
     }
     // SAFETY: convergent warp: the stage is complete before any lane reads it.
     unsafe { device::sync_warp() };

@@ -29,7 +29,7 @@ pub const HELP: &str = "\
 cuqr bench chains: time per dependent step of each chain in the updates
 
 Usage: cuqr bench chains [--quick] [--precision f64|f32|both] [--reps R]
-                         [--cpb C1,C2,..] [--backoff NS1,NS2,..]
+                         [--cpb C1,C2,..]
 
   --quick        the quick grid's sizes only (m = 1200, n = 500)
   --precision    f64, f32 or both (default both)
@@ -37,8 +37,6 @@ Usage: cuqr bench chains [--quick] [--precision f64|f32|both] [--reps R]
   --cpb          columns per block of the reflector and band chains to time beside
                  the planned launch (tuning runs; a shape whose blocks cannot all be
                  resident is reported as failed)
-  --backoff      sleep (ns) between polls of warps off the critical path to time
-                 beside the default (tuning runs; 0 polls back to back)
 
 Chains: the row-insertion reflector chain (a step: one reflector), the band chain of
 column deletion (one reflector), the QR panel (one column, one-block kernel up to 384
@@ -53,10 +51,7 @@ fn row(prec: &str, chain: &str, size: &str, launch: &str, ms: f64, steps: usize)
 }
 
 fn shape_text(s: ChainShape) -> String {
-    format!(
-        "{} a block, {} blocks, backoff {} ns",
-        s.cpb, s.blocks, s.backoff_ns
-    )
+    format!("{} a block, {} blocks", s.cpb, s.blocks)
 }
 
 /// A random n×n upper triangular matrix (zeros below the diagonal).
@@ -81,17 +76,10 @@ fn band<T: GpuScalar>(n: usize, p: usize, seed: u64) -> Mat<T> {
     b
 }
 
-/// The tuning variants to time: the planned launch, then each `--cpb` and `--backoff`.
-fn tunings(cpbs: &[usize], backoffs: &[u32]) -> Vec<ChainTuning> {
+/// The tuning variants to time: the planned launch, then each `--cpb`.
+fn tunings(cpbs: &[usize]) -> Vec<ChainTuning> {
     let mut v = vec![ChainTuning::default()];
-    v.extend(cpbs.iter().map(|&c| ChainTuning {
-        cpb: Some(c),
-        ..ChainTuning::default()
-    }));
-    v.extend(backoffs.iter().map(|&b| ChainTuning {
-        backoff_ns: Some(b),
-        ..ChainTuning::default()
-    }));
+    v.extend(cpbs.iter().map(|&c| ChainTuning { cpb: Some(c) }));
     v
 }
 
@@ -381,35 +369,14 @@ fn bench<T: GpuScalar>(
     Ok(())
 }
 
-/// `--backoff`: a comma-separated list of nanoseconds (0 allowed).
-fn backoff_list(o: &BenchOpts) -> CliResult<Vec<u32>> {
-    match o.get("backoff") {
-        None => Ok(Vec::new()),
-        Some(v) => v
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("--backoff: '{s}' is not a number of nanoseconds").into())
-            })
-            .collect(),
-    }
-}
-
 /// Runs `cuqr bench chains`.
 pub fn run(args: &[String]) -> CliResult<()> {
     const CMD: &str = "bench chains";
-    let o = BenchOpts::parse(
-        CMD,
-        args,
-        &["quick"],
-        &["precision", "reps", "cpb", "backoff"],
-    )?;
+    let o = BenchOpts::parse(CMD, args, &["quick"], &["precision", "reps", "cpb"])?;
     let precs = o.precisions()?;
     let reps = o.reps()?;
     let cpbs = o.usize_list("cpb")?.unwrap_or_default();
-    let backoffs = backoff_list(&o)?;
-    let tunes = tunings(&cpbs, &backoffs);
+    let tunes = tunings(&cpbs);
     let gpu = Arc::new(Gpu::new(0)?);
     print_run_header(&gpu, CMD, args)?;
     println!();

@@ -114,14 +114,6 @@ pub unsafe fn sync_warp() {
     };
 }
 
-/// Suspends the thread for about `ns` nanoseconds (PTX `nanosleep`, sm_70+; the
-/// hardware may wake it earlier or later, up to about a millisecond).
-#[inline(always)]
-pub fn nanosleep(ns: u32) {
-    // SAFETY: a sleep hint with one register operand and no memory effects.
-    unsafe { asm!("nanosleep.u32 {t};", t = in(reg32) ns, options(nostack, preserves_flags)) };
-}
-
 /// Aborts the kernel (PTX `trap`): the launch fails with an error on the host.
 #[inline(always)]
 pub fn trap() -> ! {

@@ -12,21 +12,18 @@ use crate::gpu::runtime::{DevMat, DevVec, Gpu, GpuScalar};
 /// Overrides of a reflector-chain launch's shape; `None` keeps the planned value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChainTuning {
-    /// Columns per block (the plan keeps its ring and re-checks the fit).
+    /// Columns per block (the plan's ring kept; a shape whose blocks cannot all be
+    /// resident fails at the launch).
     pub cpb: Option<usize>,
-    /// Sleep between polls of warps off the critical path, ns.
-    pub backoff_ns: Option<u32>,
 }
 
-/// The launch shape the chain kernels get, as (columns per block, blocks, backoff ns).
+/// The launch shape a chain kernel ran with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChainShape {
     /// Columns per block.
     pub cpb: usize,
     /// Blocks (all co-resident).
     pub blocks: usize,
-    /// Sleep between polls of warps off the critical path, ns.
-    pub backoff_ns: u32,
 }
 
 /// `plan` with `tuning` applied.
@@ -41,9 +38,6 @@ fn tuned<T: GpuScalar>(
     p: usize,
 ) -> Result<RowInsertShape> {
     let mut s = plan;
-    if let Some(b) = tuning.backoff_ns {
-        s.backoff_ns = b;
-    }
     if let Some(cpb) = tuning.cpb {
         if cpb == 0 {
             return Err(Error::InvalidParam {
@@ -82,7 +76,6 @@ pub fn reflector_chain<T: GpuScalar>(
     Ok(Some(ChainShape {
         cpb: s.cpb,
         blocks: s.blocks,
-        backoff_ns: s.backoff_ns,
     }))
 }
 
@@ -109,7 +102,6 @@ pub fn band_chain<T: GpuScalar>(
     Ok(Some(ChainShape {
         cpb: s.cpb,
         blocks: s.blocks,
-        backoff_ns: s.backoff_ns,
     }))
 }
 

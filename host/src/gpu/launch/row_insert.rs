@@ -27,11 +27,6 @@ const WARPS: usize = ROW_INSERT_BLOCK as usize / 32;
 const TARGET_CPB: usize = 16;
 /// Most reflectors of earlier blocks a warp stages at once (one flag a lane).
 const MAX_RING: usize = 32;
-/// Nanoseconds a warp sleeps between polls while it waits for a block other than the
-/// one just before its own (gpu-kernels `row_insert::qr`): those warps are off the
-/// chain's critical path, and their back-to-back polls load the L2 slices that hold the
-/// flags and tails the critical hand-over needs (docs/performance.md#chain-latency).
-pub(crate) const DEFAULT_BACKOFF_NS: u32 = 0;
 /// Elements of a warp's staging slots (v tails and τ): ring = this / (p + 1), at most
 /// [`MAX_RING`].
 const STAGE_ELEMS: usize = 1024;
@@ -50,12 +45,10 @@ pub(crate) struct RowInsertShape {
     pub ring: usize,
     /// Dynamic shared memory, bytes.
     pub smem_bytes: usize,
-    /// Sleep between polls of warps off the critical path, ns ([`DEFAULT_BACKOFF_NS`]).
-    pub backoff_ns: u32,
 }
 
 impl RowInsertShape {
-    /// This shape with `cpb` columns a block (same ring and backoff) for n columns, q
+    /// This shape with `cpb` columns a block (same ring) for n columns, q
     /// right-hand sides and p rows of `elem` bytes: a tuning experiment's shape. It is not
     /// checked against the device: a launch whose blocks cannot all be resident, or
     /// that asks for more shared memory than the device has, fails with a driver error.
@@ -118,7 +111,6 @@ pub(crate) fn row_insert_shape(
             blocks,
             ring,
             smem_bytes: bytes,
-            backoff_ns: DEFAULT_BACKOFF_NS,
         }))
     };
     let target = TARGET_CPB.min(ncol);
@@ -394,7 +386,7 @@ impl Gpu {
         // The shared-memory limit was raised to the device maximum by `row_insert_plan`.
         let f = ChainKind::RowInsert.function::<T>(self);
         let (ldr, ldd, ldu, lde) = (r.ld(), d.ld(), u.ld(), e.ld());
-        let (cpb, ring, backoff) = (shape.cpb, shape.ring, shape.backoff_ns);
+        let (cpb, ring) = (shape.cpb, shape.ring);
         let (pr, _gr) = r.buf_mut().device_ptr_mut(&self.stream);
         let (pd, _gd) = d.buf_mut().device_ptr_mut(&self.stream);
         let (pu, _gu) = u.buf_mut().device_ptr_mut(&self.stream);
@@ -416,11 +408,10 @@ impl Gpu {
                 .arg(&pc)
                 .arg(&base)
                 .arg(&cpb)
-                .arg(&ring)
-                .arg(&backoff);
+                .arg(&ring);
             // SAFETY: matches row_insert_qr_{f32,f64}(r: *mut T, ldr, d: *mut T, ldd, u:
             // *mut T, ldu, e: *mut T, lde, n, q, p, tau: *mut T, counter: *mut u32, base:
-            // u32, cpb, ring, backoff_ns: u32) (device pointers are 64-bit). The asserts keep R (n×n) and d
+            // u32, cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d
             // (n×q) inside the top rows of `r` and `d`, U (p×n), e (p×q) inside their
             // buffers, which are distinct allocations whose guards live across the call;
             // τ and the flags are `with_chain_scratch`'s (n each, flags all ≤ base, so
@@ -466,7 +457,7 @@ impl Gpu {
         let f = ChainKind::Band.function::<T>(self);
         let elem = core::mem::size_of::<T>() as u64;
         let (ldr, ldd, ldv) = (r.ld(), d.ld(), v.ld());
-        let (cpb, ring, backoff) = (shape.cpb, shape.ring, shape.backoff_ns);
+        let (cpb, ring) = (shape.cpb, shape.ring);
         let (pr, _gr) = r.buf_mut().device_ptr_mut(&self.stream);
         let (pd, _gd) = d.buf_mut().device_ptr_mut(&self.stream);
         let (pv, _gv) = v.buf_mut().device_ptr_mut(&self.stream);
@@ -487,11 +478,10 @@ impl Gpu {
                 .arg(&pc)
                 .arg(&base)
                 .arg(&cpb)
-                .arg(&ring)
-                .arg(&backoff);
+                .arg(&ring);
             // SAFETY: matches row_insert_band_qr_{f32,f64}(b: *mut T, ldb, d: *mut T, ldd,
             // v: *mut T, ldv, n, q, p, tau: *mut T, counter: *mut u32, base: u32, cpb,
-            // ring, backoff_ns: u32) (device pointers are 64-bit). The asserts keep B ((n+p)×n from
+            // ring) (device pointers are 64-bit). The asserts keep B ((n+p)×n from
             // (row0, col0), ld ldr) inside `r`, d's rows row0..row0+n+p (all q columns)
             // inside `d` and V (p×n) inside `v`: distinct allocations whose guards live
             // across the call. τ and the flags are `with_chain_scratch`'s (n each, flags
