@@ -32,23 +32,20 @@ use crate::reduce::{warp_allmax, warp_allsum};
 /// Threads per block of `row_insert_qr`.
 pub const BLOCK: usize = 256;
 
-/// Elements a lane loads before it uses any of them, in the staging of published
-/// reflectors and (for p > 32) in the loops over a column's tail: the loads of a chunk
-/// are in flight together (one load and its use per element cost one latency each in a
-/// row: in the staging, one L2 round trip per 32 elements,
-/// docs/performance.md#chain-latency). With p ≤ 32 a lane holds one element of a tail,
-/// and the tail loops take chunks of one: the predicated slots of a wider chunk
-/// lengthened each step (f64, n = 500, p = 20: 2.05 → 2.36 µs a reflector, H200).
+/// Elements a lane loads before it uses any of them, in the loops over a column's tail
+/// and in the staging of published reflectors: the loads of a chunk are in flight
+/// together (one load and its use per element cost one latency each in a row: in the
+/// staging, one L2 round trip per 32 elements, docs/performance.md#chain-latency).
 const CHUNK: usize = 8;
 
-/// The elements first, first + 32, … (E of them) of the shared vector `v` that are
+/// The elements first, first + 32, … (CHUNK of them) of the shared vector `v` that are
 /// below `p`, zeros for the others; every load is issued before any is used.
 ///
 /// # Safety
 /// `v` holds `p` elements of shared memory.
 #[inline(always)]
-unsafe fn load_chunk<T: Float, const E: usize>(v: *const T, first: usize, p: usize) -> [T; E] {
-    let mut out = [T::ZERO; E];
+unsafe fn load_chunk<T: Float>(v: *const T, first: usize, p: usize) -> [T; CHUNK] {
+    let mut out = [T::ZERO; CHUNK];
     for (k, o) in out.iter_mut().enumerate() {
         let i = first + k * WARP;
         if i < p {
@@ -67,13 +64,7 @@ unsafe fn load_chunk<T: Float, const E: usize>(v: *const T, first: usize, p: usi
 /// The full warp calls convergently; `top` (1), `col` and `y` (p each) are shared
 /// memory this warp alone writes during the call.
 #[inline(always)]
-unsafe fn apply_col<T: Float, const E: usize>(
-    top: *mut T,
-    col: *mut T,
-    y: *const T,
-    t: T,
-    p: usize,
-) {
+unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: usize) {
     if t == T::ZERO {
         return;
     }
@@ -86,18 +77,13 @@ unsafe fn apply_col<T: Float, const E: usize>(
     while b < p {
         // The chunk's loads first, then its products in the order i = lane, lane + 32, …
         // SAFETY: `y` and `col` hold p elements (contract).
-        let (yv, cv) = unsafe {
-            (
-                load_chunk::<T, E>(y, b + lane, p),
-                load_chunk::<T, E>(col, b + lane, p),
-            )
-        };
-        for k in 0..E {
+        let (yv, cv) = unsafe { (load_chunk(y, b + lane, p), load_chunk(col, b + lane, p)) };
+        for k in 0..CHUNK {
             if b + lane + k * WARP < p {
                 acc = yv[k].mul_add(cv[k], acc);
             }
         }
-        b += E * WARP;
+        b += CHUNK * WARP;
     }
     // SAFETY: convergent warp (contract).
     let s = unsafe { warp_allsum(acc) };
@@ -111,20 +97,15 @@ unsafe fn apply_col<T: Float, const E: usize>(
     let mut b = 0;
     while b < p {
         // SAFETY: as above; element i of `col` is read and written by this lane only.
-        let (yv, cv) = unsafe {
-            (
-                load_chunk::<T, E>(y, b + lane, p),
-                load_chunk::<T, E>(col, b + lane, p),
-            )
-        };
-        for k in 0..E {
+        let (yv, cv) = unsafe { (load_chunk(y, b + lane, p), load_chunk(col, b + lane, p)) };
+        for k in 0..CHUNK {
             let i = b + lane + k * WARP;
             if i < p {
                 // SAFETY: i < p, this lane's element.
                 unsafe { device::st(col, i, tw.neg().mul_add(yv[k], cv[k])) };
             }
         }
-        b += E * WARP;
+        b += CHUNK * WARP;
     }
 }
 
@@ -135,7 +116,7 @@ unsafe fn apply_col<T: Float, const E: usize>(
 /// # Safety
 /// As [`apply_col`].
 #[inline(always)]
-unsafe fn generate<T: Float, const E: usize>(top: *mut T, col: *mut T, p: usize) -> T {
+unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
     let lane = device::thread_linear() % WARP;
     // SAFETY: in-bounds shared reads; read by every lane before the shuffles.
     let alpha = unsafe { device::ld(top as *const T, 0) };
@@ -143,11 +124,11 @@ unsafe fn generate<T: Float, const E: usize>(top: *mut T, col: *mut T, p: usize)
     let mut b = 0;
     while b < p {
         // SAFETY: elements below p only.
-        let cv = unsafe { load_chunk::<T, E>(col, b + lane, p) };
+        let cv = unsafe { load_chunk(col, b + lane, p) };
         for x in cv.iter() {
             mx = mx.max(x.abs()); // the zeros past p leave the max as it is
         }
-        b += E * WARP;
+        b += CHUNK * WARP;
     }
     // SAFETY: convergent warp.
     let scale = unsafe { warp_allmax(mx) };
@@ -161,14 +142,14 @@ unsafe fn generate<T: Float, const E: usize>(top: *mut T, col: *mut T, p: usize)
         let mut b = 0;
         while b < p {
             // SAFETY: elements below p only.
-            let cv = unsafe { load_chunk::<T, E>(col, b + lane, p) };
+            let cv = unsafe { load_chunk(col, b + lane, p) };
             for (k, &x) in cv.iter().enumerate() {
                 if b + lane + k * WARP < p {
                     let t = x.mul(inv);
                     ss = t.mul_add(t, ss);
                 }
             }
-            b += E * WARP;
+            b += CHUNK * WARP;
         }
         // SAFETY: convergent warp (uniform branch: `scale` is warp-uniform).
         scale.mul(unsafe { warp_allsum(ss) }.sqrt())
@@ -184,7 +165,7 @@ unsafe fn generate<T: Float, const E: usize>(top: *mut T, col: *mut T, p: usize)
     let mut b = 0;
     while b < p {
         // SAFETY: elements below p only; one lane per element.
-        let cv = unsafe { load_chunk::<T, E>(col, b + lane, p) };
+        let cv = unsafe { load_chunk(col, b + lane, p) };
         for (k, &x) in cv.iter().enumerate() {
             let i = b + lane + k * WARP;
             if i < p {
@@ -192,7 +173,7 @@ unsafe fn generate<T: Float, const E: usize>(top: *mut T, col: *mut T, p: usize)
                 unsafe { device::st(col, i, x.mul(inv)) };
             }
         }
-        b += E * WARP;
+        b += CHUNK * WARP;
     }
     if lane == 0 {
         // SAFETY: one writer.
@@ -238,15 +219,9 @@ pub unsafe fn qr<T: Float>(
 ) {
     // SAFETY: forwarded from the caller (same contract, row geometry).
     unsafe {
-        if p <= WARP {
-            chain::<T, false, 1>(
-                r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
-            )
-        } else {
-            chain::<T, false, CHUNK>(
-                r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
-            )
-        }
+        chain::<T, false>(
+            r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
+        )
     }
 }
 
@@ -287,58 +262,36 @@ pub unsafe fn band_qr<T: Float>(
 ) {
     // SAFETY: forwarded from the caller (band geometry: no separate tail matrix).
     unsafe {
-        if p <= WARP {
-            chain::<T, true, 1>(
-                b,
-                ldb,
-                d,
-                ldd,
-                v,
-                ldv,
-                core::ptr::null_mut(),
-                0,
-                n,
-                q,
-                p,
-                tau,
-                flags,
-                base,
-                cpb,
-                ring,
-            )
-        } else {
-            chain::<T, true, CHUNK>(
-                b,
-                ldb,
-                d,
-                ldd,
-                v,
-                ldv,
-                core::ptr::null_mut(),
-                0,
-                n,
-                q,
-                p,
-                tau,
-                flags,
-                base,
-                cpb,
-                ring,
-            )
-        }
+        chain::<T, true>(
+            b,
+            ldb,
+            d,
+            ldd,
+            v,
+            ldv,
+            core::ptr::null_mut(),
+            0,
+            n,
+            q,
+            p,
+            tau,
+            flags,
+            base,
+            cpb,
+            ring,
+        )
     }
 }
 
 /// The reflector chain of [`qr`] (`BAND` false: top rows in R/d, tails in U/e) and
 /// [`band_qr`] (`BAND` true: reflector j's top is row j of the column, its tail the p
-/// rows under it). `u` receives the published v tails in both. A lane works on its
-/// elements of a column's tail `E` at a time ([`CHUNK`]).
+/// rows under it). `u` receives the published v tails in both.
 ///
 /// # Safety
 /// As [`qr`] or [`band_qr`] for the geometry.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn chain<T: Float, const BAND: bool, const E: usize>(
+unsafe fn chain<T: Float, const BAND: bool>(
     r: *mut T,
     ldr: usize,
     d: *mut T,
@@ -422,7 +375,7 @@ unsafe fn chain<T: Float, const BAND: bool, const E: usize>(
     // SAFETY (of each call): warp-convergent; column lc is this warp's and has had
     // reflectors 0..c0 + lc applied.
     let publish = |lc: usize| unsafe {
-        publish_reflector::<T, BAND, E>(&cols, lc, lane, u, ldu, tau, ts, sready, flags, set)
+        publish_reflector(&cols, lc, lane, u, ldu, tau, ts, sready, flags, set)
     };
     // Applies reflector jj (v tail `y`, τ `t`) to this warp's columns after jj, in
     // increasing order; when column jj + 1 is this warp's and in R, reflector jj + 1 is
@@ -434,7 +387,7 @@ unsafe fn chain<T: Float, const BAND: bool, const E: usize>(
             if k > jj {
                 // SAFETY: warp-convergent (lc is warp-uniform); row jj < nr of column lc
                 // and its tail are this warp's alone; `y` is read-only while in use.
-                unsafe { apply_col::<T, E>(top_at(jj, lc), tail_at(jj, lc), y, t, p) };
+                unsafe { apply_col(top_at(jj, lc), tail_at(jj, lc), y, t, p) };
                 if k == jj + 1 && k < n {
                     publish(lc);
                 }
@@ -741,7 +694,7 @@ impl<T: Float, const BAND: bool> Cols<T, BAND> {
 /// alone; `ts` holds the block's τ slots and `sready` its shared counter; k < n.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn publish_reflector<T: Float, const BAND: bool, const E: usize>(
+unsafe fn publish_reflector<T: Float, const BAND: bool>(
     cols: &Cols<T, BAND>,
     lc: usize,
     lane: usize,
@@ -757,7 +710,7 @@ unsafe fn publish_reflector<T: Float, const BAND: bool, const E: usize>(
     let k = c0 + lc;
     let col = cols.tail_at(k, lc);
     // SAFETY: warp-convergent; column lc (top row k and tail) is this warp's alone.
-    let t = unsafe { generate::<T, E>(cols.top_at(k, lc), col, p) };
+    let t = unsafe { generate(cols.top_at(k, lc), col, p) };
     let mut i = lane;
     while i < p {
         // SAFETY: i < p: the lane's own element of the tail (written by this lane in
