@@ -936,10 +936,11 @@ fn bench_quick_runs_each_group_in_turn() {
             "## cuqr bench tall --quick",
             "## cuqr bench window --quick",
             "## cuqr bench mixed --quick",
+            "## cuqr bench chains --quick",
             "## cuqr bench kernels --quick",
         ]
     );
-    assert_eq!(s.matches("\nskipped: no GPU\n").count(), 5, "{s}");
+    assert_eq!(s.matches("\nskipped: no GPU\n").count(), 6, "{s}");
     assert!(s.contains("cuqr bench qr measures GPU factorisations only; nothing run"));
     assert!(s.contains("CPU columns only"), "{s}");
     // the quick grid's nine points in both precisions, each with its CPU columns
