@@ -13,7 +13,7 @@ use std::sync::Arc;
 use cuqr::internals::chains::{
     band_chain, qr_panel, reflector_chain, ChainShape, ChainTuning, PanelKernel, PanelOut,
 };
-use cuqr::internals::gpu::timing::time_with_setup;
+use cuqr::internals::gpu::timing::{time_with_setup, Timing};
 use cuqr::internals::gpu::two_phase_launch::RotList;
 use cuqr::internals::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::lu::{GpuLu, LuParams};
@@ -83,6 +83,24 @@ fn tunings(cpbs: &[usize]) -> Vec<ChainTuning> {
     v
 }
 
+/// Prints the row of one timed chain launch: its time, or that the sizes take the
+/// blocked path, or the launch's error (a tuned shape that cannot be resident).
+fn report(
+    prec: &str,
+    chain: &str,
+    size: &str,
+    n: usize,
+    tune: ChainTuning,
+    t: cuqr::Result<Timing>,
+    shape: Option<ChainShape>,
+) {
+    match (t, shape) {
+        (Ok(t), Some(s)) => row(prec, chain, size, &shape_text(s), t.median_ms(), n),
+        (Ok(_), None) => println!("| {prec} | {chain} | {size} | blocked path | – | {n} | – |"),
+        (Err(e), _) => println!("| {prec} | {chain} | {size} | {tune:?}: {e} | – | {n} | – |"),
+    }
+}
+
 /// The row-insertion reflector chain at n columns and p new rows (one right-hand side).
 fn reflector<T: GpuScalar>(
     gpu: &Gpu,
@@ -118,22 +136,15 @@ fn reflector<T: GpuScalar>(
             *shape.borrow_mut() = reflector_chain(gpu, r, d, u, e, tune)?;
             Ok(())
         });
-        match (t, shape.into_inner()) {
-            (Ok(t), Some(s)) => row(
-                prec,
-                "reflector chain",
-                &size,
-                &shape_text(s),
-                t.median_ms(),
-                n,
-            ),
-            (Ok(_), None) => {
-                println!("| {prec} | reflector chain | {size} | blocked path | – | {n} | – |")
-            }
-            (Err(e), _) => {
-                println!("| {prec} | reflector chain | {size} | {tune:?}: {e} | – | {n} | – |")
-            }
-        }
+        report(
+            prec,
+            "reflector chain",
+            &size,
+            n,
+            tune,
+            t,
+            shape.into_inner(),
+        );
     }
     Ok(())
 }
@@ -168,15 +179,7 @@ fn band_run<T: GpuScalar>(
             *shape.borrow_mut() = band_chain(gpu, b, d, v, tune)?;
             Ok(())
         });
-        match (t, shape.into_inner()) {
-            (Ok(t), Some(s)) => row(prec, "band chain", &size, &shape_text(s), t.median_ms(), n),
-            (Ok(_), None) => {
-                println!("| {prec} | band chain | {size} | blocked path | – | {n} | – |")
-            }
-            (Err(e), _) => {
-                println!("| {prec} | band chain | {size} | {tune:?}: {e} | – | {n} | – |")
-            }
-        }
+        report(prec, "band chain", &size, n, tune, t, shape.into_inner());
     }
     Ok(())
 }

@@ -26,6 +26,15 @@ pub struct ChainShape {
     pub blocks: usize,
 }
 
+impl From<RowInsertShape> for ChainShape {
+    fn from(s: RowInsertShape) -> Self {
+        Self {
+            cpb: s.cpb,
+            blocks: s.blocks,
+        }
+    }
+}
+
 /// `plan` with `tuning` applied.
 ///
 /// # Errors
@@ -73,10 +82,7 @@ pub fn reflector_chain<T: GpuScalar>(
     };
     let s = tuned::<T>(plan, tuning, n, q, p)?;
     gpu.row_insert_qr(r, d, u, e, n, q, p, s)?;
-    Ok(Some(ChainShape {
-        cpb: s.cpb,
-        blocks: s.blocks,
-    }))
+    Ok(Some(ChainShape::from(s)))
 }
 
 /// The band chain of column deletion (`row_insert_band_qr`,
@@ -99,10 +105,7 @@ pub fn band_chain<T: GpuScalar>(
     };
     let s = tuned::<T>(plan, tuning, n, q, p)?;
     gpu.row_insert_band_qr(b, 0, 0, d, n, p, v, s)?;
-    Ok(Some(ChainShape {
-        cpb: s.cpb,
-        blocks: s.blocks,
-    }))
+    Ok(Some(ChainShape::from(s)))
 }
 
 /// Which QR panel kernel [`qr_panel`] ran.
