@@ -77,3 +77,30 @@ pub fn larfb_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize)
     let wt = product(view(&w), view(t));
     gemm_add(cv.as_mut(), view(&wt), view(v).transpose(), -T::ONE);
 }
+
+/// The block reflector from the left: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+pub(crate) fn block_left<T: Scalar>(
+    v: &Mat<T>,
+    t: &Mat<T>,
+    trans: bool,
+    c: &mut Mat<T>,
+    r0: usize,
+    cols: core::ops::Range<usize>,
+) {
+    if crate::cpu::reference::active() {
+        crate::cpu::wy::larfb_left(v, t, trans, c, r0, cols)
+    } else {
+        larfb_left(v, t, trans, c, r0, cols)
+    }
+}
+
+/// The block reflector from the right: faer's products, or the serial loops inside
+/// [`crate::cpu::reference::run`].
+pub(crate) fn block_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
+    if crate::cpu::reference::active() {
+        crate::cpu::wy::larfb_right(v, t, c, c0)
+    } else {
+        larfb_right(v, t, c, c0)
+    }
+}

@@ -4,6 +4,7 @@
 //! (0, 0) gives c = 1, s = 0.
 #![forbid(unsafe_code)]
 
+use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
 
 /// Computes (c, s, r) with c·f + s·g = r ≥ 0 and −s·f + c·g = 0.
@@ -26,6 +27,23 @@ pub fn rot_pair<T: Scalar>(c: T, s: T, x: &mut T, y: &mut T) {
     let (a, b) = (*x, *y);
     *x = c.mul_add(a, s * b);
     *y = c.mul_add(b, -(s * a));
+}
+
+/// Rotates rows (i, k) of `a` over the columns `cols` (x ← c·x + s·y, y ← −s·x + c·y).
+pub(crate) fn rot_rows<T: Scalar>(
+    a: &mut Mat<T>,
+    i: usize,
+    k: usize,
+    c: T,
+    s: T,
+    cols: core::ops::Range<usize>,
+) {
+    for j in cols {
+        let (mut x, mut y) = (a[(i, j)], a[(k, j)]);
+        rot_pair(c, s, &mut x, &mut y);
+        a[(i, j)] = x;
+        a[(k, j)] = y;
+    }
 }
 
 /// Applies the rotation to two equal-length vectors (rows of R or columns of Q).

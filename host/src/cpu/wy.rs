@@ -204,7 +204,26 @@ pub fn larfb_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize)
             }
         }
     }
-    // W ← W T (T upper triangular): column i from columns 0..=i, right to left.
+    // W ← W T (T upper triangular)
+    times_upper_t(&mut w, t, k);
+    // C(:, c0 + r) −= Σ_i W(:, i) V(r, i).
+    for r in 0..l {
+        let dst = c.col_mut(c0 + r);
+        for i in 0..k.min(r + 1) {
+            let s = v[(r, i)];
+            if s == T::ZERO {
+                continue;
+            }
+            for (d, &x) in dst.iter_mut().zip(w.col(i)) {
+                *d = (-s).mul_add(x, *d);
+            }
+        }
+    }
+}
+
+/// W ← W·T for the upper triangular k×k T, on the first k columns of `w`: column i from
+/// columns 0..=i, right to left (the W·T step of the compact-WY block reflector).
+pub(crate) fn times_upper_t<T: Scalar>(w: &mut Mat<T>, t: &Mat<T>, k: usize) {
     for i in (0..k).rev() {
         let tii = t[(i, i)];
         for x in w.col_mut(i).iter_mut() {
@@ -218,19 +237,6 @@ pub fn larfb_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize)
             let (dst, src) = w.two_cols_mut(i, r);
             for (d, &x) in dst.iter_mut().zip(src.iter()) {
                 *d = x.mul_add(s, *d);
-            }
-        }
-    }
-    // C(:, c0 + r) −= Σ_i W(:, i) V(r, i).
-    for r in 0..l {
-        let dst = c.col_mut(c0 + r);
-        for i in 0..k.min(r + 1) {
-            let s = v[(r, i)];
-            if s == T::ZERO {
-                continue;
-            }
-            for (d, &x) in dst.iter_mut().zip(w.col(i)) {
-                *d = (-s).mul_add(x, *d);
             }
         }
     }

@@ -245,7 +245,7 @@ impl<T: DistScalar> DistQr<T> {
                 let nb = crate::base::params::default_block_size(np - k0);
                 householder::blocked_qr(g, &mut r, k0..np, k0..np, Some(&mut d), None, nb)?;
             }
-            tp::check_rank(g, &r, np, part.core.rank_tol)?;
+            crate::gpu::algo::rank::check_rank(g, &r, np, part.core.rank_tol)?;
             let k = part.kept.as_ref().expect("checked");
             a2.push(reduced::with_cols_inserted(g, &k.a, k0, &pr.u.view())?);
             rd.push((r, d));
@@ -327,7 +327,7 @@ impl<T: DistScalar> DistQr<T> {
             tp::rank_one_rotate_two_phase(g, &mut w, &vd, &mut r, &mut scratch, &mut d)?;
             let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
             let d = g.two_phase_copy_new(&d.block(0, 0, n, q), 0..0, false)?;
-            tp::check_rank(g, &r, n, part.core.rank_tol)?;
+            crate::gpu::algo::rank::check_rank(g, &r, n, part.core.rank_tol)?;
             // A + u vᵀ on the rank's rows (a new buffer: nothing changes before all pass)
             let k = part.kept.as_ref().expect("checked");
             let mut a = k.a.dup(g)?;

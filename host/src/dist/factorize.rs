@@ -449,7 +449,7 @@ fn build<T: DistScalar>(
             };
             (r, d, q1)
         };
-        crate::gpu::algo::givens_two_phase::check_rank(g, &r, n, rank_tol)?;
+        crate::gpu::algo::rank::check_rank(g, &r, n, rank_tol)?;
         let (kept, thin_part) = match (a_loc, b_loc, q1) {
             (Some(a), Some(b), _) => (
                 Some(Kept {

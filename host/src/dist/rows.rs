@@ -75,12 +75,7 @@ impl<T: DistScalar> DistQr<T> {
                     };
                     crate::ops::slide::reduced_rows_step(g, core, (&ao, &eo), (&an, &en), forget)
                         .and_then(|(r2, d2, rho2)| {
-                            crate::gpu::algo::givens_two_phase::check_rank(
-                                g,
-                                &r2,
-                                n,
-                                core.rank_tol,
-                            )?;
+                            crate::gpu::algo::rank::check_rank(g, &r2, n, core.rank_tol)?;
                             Ok((r2, d2, rho2))
                         })
                 };

@@ -343,7 +343,9 @@ impl<T: DistScalar> DistQr<T> {
             .parts
             .iter()
             .zip(&fresh)
-            .map(|(part, f)| tp::check_rank(&part.core.gpu, &f.0, n, part.core.rank_tol))
+            .map(|(part, f)| {
+                crate::gpu::algo::rank::check_rank(&part.core.gpu, &f.0, n, part.core.rank_tol)
+            })
             .collect();
         self.all_or_error(op, outs)?;
         self.thin_commit(op, fresh, n)
@@ -440,7 +442,7 @@ impl<T: DistScalar> DistQr<T> {
                 let mut d = thin::stacked(g, &core.d.view(), Some(&f[i].view()), p)?;
                 let mut s = thin::identity::<T>(g, np)?;
                 tp::insert_cols_strip_two_phase(g, &mut r, &mut s, &mut d, k0, p, n)?;
-                tp::check_rank(g, &r, np, core.rank_tol)?;
+                crate::gpu::algo::rank::check_rank(g, &r, np, core.rank_tol)?;
                 Ok((r, d, s))
             })());
         }
@@ -508,7 +510,7 @@ impl<T: DistScalar> DistQr<T> {
                 tp::rank_one_rotate_two_phase(g, &mut w, &vd, &mut r, &mut s, &mut d)?;
                 let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
                 let d = g.two_phase_copy_new(&d.block(0, 0, n, q), 0..0, false)?;
-                tp::check_rank(g, &r, n, core.rank_tol)?;
+                crate::gpu::algo::rank::check_rank(g, &r, n, core.rank_tol)?;
                 Ok((r, d, s))
             })());
         }
@@ -675,16 +677,12 @@ fn rows_small<T: DistScalar>(
     let g_fro = (lam * (n as f64 - products.2))
         .max(f64::MIN_POSITIVE)
         .sqrt();
-    let refine = match crate::gpu::algo::householder::check_rank_dev(
-        g,
-        &down.g,
-        n,
-        (lam / 2.0).sqrt() / g_fro,
-    ) {
-        Ok(()) => false,
-        Err(Error::RankDeficient { .. }) => true,
-        Err(e) => return Err(e),
-    };
+    let refine =
+        match crate::gpu::algo::rank::check_rank_dev(g, &down.g, n, (lam / 2.0).sqrt() / g_fro) {
+            Ok(()) => false,
+            Err(Error::RankDeficient { .. }) => true,
+            Err(e) => return Err(e),
+        };
     let kd = inverse(g, &down.g, sl)?;
     if p == 0 {
         return Ok(RowsSmall {

@@ -90,6 +90,19 @@ impl<T: GpuScalar> GpuQr<T> {
         (self.r, self.q, self.d)
     }
 
+    /// The device factors as the update algorithms read them.
+    pub(crate) fn factors(&self) -> crate::gpu::algo::factors::Factors<'_, T> {
+        crate::gpu::algo::factors::Factors {
+            dims: self.dims,
+            r: &self.r,
+            d: &self.d,
+            q: self.q.as_ref(),
+            b: self.b.as_ref(),
+            rho: &self.rho,
+            rank_tol: self.rank_tol,
+        }
+    }
+
     /// The kept b of a thin state.
     pub(crate) fn kept_b(&self) -> &DevMat<T> {
         self.b.as_ref().expect("a thin state keeps b")
@@ -190,16 +203,15 @@ impl<T: GpuScalar> GpuQr<T> {
     /// # Errors
     /// [`Error::Poisoned`], [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn try_clone(&self) -> Result<Self> {
-        use crate::gpu::algo::householder::dup_mat;
         self.guarded(|| {
             Ok(Self {
                 gpu: self.gpu.clone(),
                 dims: self.dims,
-                r: dup_mat(&self.gpu, &self.r)?,
-                d: dup_mat(&self.gpu, &self.d)?,
-                q: self.q.as_ref().map(|q| dup_mat(&self.gpu, q)).transpose()?,
-                b: self.b.as_ref().map(|b| dup_mat(&self.gpu, b)).transpose()?,
-                a: self.a.as_ref().map(|a| dup_mat(&self.gpu, a)).transpose()?,
+                r: self.r.dup(&self.gpu)?,
+                d: self.d.dup(&self.gpu)?,
+                q: self.q.as_ref().map(|q| q.dup(&self.gpu)).transpose()?,
+                b: self.b.as_ref().map(|b| b.dup(&self.gpu)).transpose()?,
+                a: self.a.as_ref().map(|a| a.dup(&self.gpu)).transpose()?,
                 kept_row0: self.kept_row0,
                 rho: self.rho.clone(),
                 params: self.params,

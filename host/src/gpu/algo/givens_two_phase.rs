@@ -227,35 +227,6 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
     Ok(())
 }
 
-/// A device copy of `a` (same shape and leading dimension), one memcpy, no memset.
-///
-/// # Errors
-/// [`Error::OutOfMemory`], [`Error::Driver`].
-pub(crate) fn dup<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T>> {
-    a.dup(gpu)
-}
-
-/// The rank check of the CPU backend (`cpu::check_rank_of`) on a device R: the first
-/// j < n with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`]
-/// (docs/algorithms.md#rank-test). Synchronises. ‖R‖_F comes from the multi-block column norms of
-/// [`crate::gpu::algo::householder::check_rank_dev`] (R is m×n, so its n columns are all of R):
-/// the former single-block `reduce_nrm2` over the whole allocation ran at ≈ 3 ns per
-/// element — 70–350 ms of each update at the seeds' sizes (docs/performance.md).
-///
-/// # Errors
-/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].
-pub(crate) fn check_rank<T: GpuScalar>(
-    gpu: &Gpu,
-    r: &DevMat<T>,
-    n: usize,
-    rank_tol: f64,
-) -> Result<()> {
-    assert!(n <= r.ncols());
-    let out = crate::gpu::algo::householder::check_rank_dev(gpu, r, n.min(r.nrows()), rank_tol);
-    gpu.stage_mark("rank check");
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::cpu::dense::{block_left, block_right};
 
 /// Deletes columns k0..k0+p of A, updating R (m×(n−p)), d and, when held, Q
 /// (docs/algorithms.md#column-deletion). R's strictly lower part stays exactly 0.
@@ -100,31 +101,4 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> 
     st.d = d;
     st.dims.n = nn;
     Ok(())
-}
-
-/// The block reflector from the left: faer's products, or the serial loops inside
-/// [`crate::cpu::reference::run`].
-fn block_left<T: Scalar>(
-    v: &Mat<T>,
-    t: &Mat<T>,
-    trans: bool,
-    c: &mut Mat<T>,
-    r0: usize,
-    cols: core::ops::Range<usize>,
-) {
-    if crate::cpu::reference::active() {
-        larfb_left(v, t, trans, c, r0, cols)
-    } else {
-        crate::cpu::dense::larfb_left(v, t, trans, c, r0, cols)
-    }
-}
-
-/// The block reflector from the right: faer's products, or the serial loops inside
-/// [`crate::cpu::reference::run`].
-fn block_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
-    if crate::cpu::reference::active() {
-        larfb_right(v, t, c, c0)
-    } else {
-        crate::cpu::dense::larfb_right(v, t, c, c0)
-    }
 }

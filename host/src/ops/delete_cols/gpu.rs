@@ -43,7 +43,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     p: usize,
     one_launch: bool,
 ) -> Result<()> {
-    use crate::gpu::algo::householder::{blocked_qr_band, check_rank_dev, dup_mat};
+    use crate::gpu::algo::householder::blocked_qr_band;
+    use crate::gpu::algo::rank::check_rank_dev;
     use crate::gpu::runtime::DevMat;
     let plan = plan(st.dims, k0, p)?;
     let nn = plan.n_new;
@@ -99,13 +100,13 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
                 "delete_cols: moving R's columns",
             ))?;
     }
-    let mut d = dup_mat(&gpu, &st.d)?;
+    let mut d = st.d.dup(&gpu)?;
     // A thin state accumulates the reflectors on an n×n identity and applies their product
     // to Q₁ at the end (one GEMM over the columns they touch) instead of copying Q₁ and
     // running the blocked reflectors over its m rows.
     let mut q = match st.q.as_ref() {
         Some(_) if thin => Some(crate::gpu::algo::thin::identity::<T>(&gpu, n)?),
-        Some(qm) => Some(dup_mat(&gpu, qm)?),
+        Some(qm) => Some(qm.dup(&gpu)?),
         None => None,
     };
     gpu.stage_mark("copies");

@@ -13,7 +13,7 @@ use crate::base::mat::Mat;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
 use crate::cpu::householder::{apply_left_split, house};
-use crate::cpu::wy::{larfb_left, larfb_right, larft, resolve_block_size};
+use crate::cpu::wy::{larft, resolve_block_size};
 use crate::state::cpu::CpuQr;
 
 mod cpu;

@@ -113,9 +113,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
     }
     let (r, q, d) = st.guarded(|| {
         let gpu = &*st.gpu;
-        let mut q = tp::dup(gpu, q_old)?;
-        let mut r = tp::dup(gpu, &st.r)?;
-        let mut d = tp::dup(gpu, &st.d)?;
+        let mut q = q_old.dup(gpu)?;
+        let mut r = st.r.dup(gpu)?;
+        let mut d = st.d.dup(gpu)?;
         gpu.stage_mark("copies");
         match st.params.row_removal {
             RowRemoval::Composite => {
@@ -134,7 +134,7 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
         let rn = gpu.two_phase_copy_new(&r.block(p, 0, mp, n), 0..0, true)?;
         let dn = gpu.two_phase_copy_new(&d.block(p, 0, mp, nrhs), 0..0, false)?;
         gpu.stage_mark("drop rows");
-        tp::check_rank(gpu, &rn, n, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(gpu, &rn, n, st.rank_tol)?;
         Ok((rn, qn, dn))
     })?;
     st.r = r;
@@ -221,7 +221,7 @@ fn run_gpu_thin_completed<T: crate::gpu::runtime::GpuScalar>(
         let bn = gpu.two_phase_copy_new(&b.view(), k0..k0 + p, false)?;
         gpu.stage_mark("drop rows");
         debug_assert_eq!(r.nrows(), np);
-        tp::check_rank(gpu, &rn, n, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(gpu, &rn, n, st.rank_tol)?;
         Ok(Ok((rn, qn, dn, bn)))
     })?;
     let (r, q, d, b) = out?;
@@ -358,7 +358,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
         tp::delete_rows_rotate_two_phase(g, &mut za, &mut ra, &mut da, 0, p)?;
         let rn = g.two_phase_copy_new(&ra.block(p, 0, n, n), 0..0, true)?;
         let dn = g.two_phase_copy_new(&da.block(p, 0, n, nq), 0..0, false)?;
-        tp::check_rank(g, &rn, n, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(g, &rn, n, st.rank_tol)?;
         let kept = match (st.a.as_ref(), st.b.as_ref()) {
             (Some(a), Some(b)) => Some((
                 g.two_phase_copy_new(&a.view(), k0..k0 + p, false)?,
@@ -401,13 +401,17 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     st: &mut crate::state::gpu::GpuQr<T>,
     plan: Plan,
 ) -> Result<()> {
+    use crate::gpu::algo::delete_rows::{thin_small_side, ThinSmallSide};
     use crate::gpu::ffi::blas::Op;
     use crate::gpu::runtime::matrix::DevMat;
     let Plan { m, n, p, k0 } = plan;
     let out = st.guarded(|| {
-        let small = match thin_small_side(st, plan)? {
+        let tol = crate::ops::reduced::completion_tol::<T>();
+        let small = match thin_small_side(&st.gpu, st.factors(), (k0, p), tol)? {
             ThinSmallSide::Ready(x) => x,
-            ThinSmallSide::Refused(e) => return Ok(Err(e)),
+            ThinSmallSide::Refused { row, norm } => {
+                return Ok(Err(thin_refusal::<T>(k0, row, norm)))
+            }
             ThinSmallSide::Completed => return Ok(Ok(None)),
         };
         let g = &*st.gpu;
@@ -443,129 +447,17 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
     }
 }
 
-/// The small side of a thin row deletion: R′, d′ and the n×n M with Q₁′ = Q₁(kept rows)·M.
-pub(crate) struct ThinDeleted<T> {
-    /// R′ (n×n, exact zeros below the diagonal, rank-checked).
-    pub(crate) r: crate::gpu::runtime::DevMat<T>,
-    /// d′ (n×q).
-    pub(crate) d: crate::gpu::runtime::DevMat<T>,
-    /// M (n×n).
-    pub(crate) m: crate::gpu::runtime::DevMat<T>,
-}
-
-/// What [`thin_small_side`] found.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum ThinSmallSide<T> {
-    /// The completion from the small side holds.
-    Ready(ThinDeleted<T>),
-    /// The rows cannot be deleted.
-    Refused(Error),
-    /// A deleted row has leverage above ½: the explicit completion must run.
-    Completed,
-}
-
-/// The small side of [`run_gpu_thin`] (docs/algorithms.md#thin-q-updates-on-the-gpu): from
-/// W = Q₁(rows, :) (p×n), L with LLᵀ = I − WWᵀ, t = L⁻¹(e − Wd), the two-phase rotations of
-/// [W L] applied to [R; 0], [d; t] and an identity, and M = G(0:n, p:) − WᵀL⁻ᵀ·G(n:, p:).
-/// Touches nothing of height m but the p rows of Q₁ and b it reads.
-///
-/// # Errors
-/// Device errors, [`Error::RankDeficient`] (R′ fails the rank test).
-pub(crate) fn thin_small_side<T: crate::gpu::runtime::GpuScalar>(
-    st: &crate::state::gpu::GpuQr<T>,
-    Plan { n, p, k0, .. }: Plan,
-) -> Result<ThinSmallSide<T>> {
-    use crate::gpu::algo::reduced::{cholesky_lower, solve_lower};
-    use crate::gpu::algo::{givens_two_phase as tp, thin};
-    use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
-    use crate::gpu::runtime::matrix::DevMat;
-    let nq = st.dims.q;
-    let tol = crate::ops::reduced::completion_tol::<T>();
-    let g = &*st.gpu;
-    let q1 = st.q.as_ref().expect("a thin state holds Q₁");
-    let b = st.kept_b();
-    let w = g.two_phase_copy_new(&q1.block(k0, 0, p, n), 0..0, false)?;
-    let mut gram = DevMat::<T>::zeros(g, p, p)?;
-    g.gemm(
-        Op::N,
-        Op::T,
-        T::ONE,
-        &w.view(),
-        &w.view(),
-        T::ZERO,
-        &mut gram.view_mut(),
-    )?;
-    let mut ewd = g.two_phase_copy_new(&b.block(k0, 0, p, nq), 0..0, false)?;
-    g.gemm(
-        Op::N,
-        Op::N,
-        -T::ONE,
-        &w.view(),
-        &st.d.view(),
-        T::ONE,
-        &mut ewd.view_mut(),
-    )?;
-    let gram = thin::to_host_f64(g, &gram.view())?;
-    let complement = Mat::from_fn(p, p, |i, j| f64::from(u8::from(i == j)) - gram[(i, j)]);
-    let (l, pivots) = match cholesky_lower(&complement, |_| tol) {
-        Ok(x) => x,
-        Err((row, norm2)) => {
-            return Ok(ThinSmallSide::Refused(crate::ops::reduced::thin_error(
-                OP,
-                k0,
-                crate::cpu::thin::ThinFailure::IllDeterminedCompletion {
-                    row,
-                    norm: norm2.max(0.0).sqrt(),
-                },
-                tol,
-            )))
-        }
-    };
-    if pivots.iter().any(|&x| x < 0.5) {
-        return Ok(ThinSmallSide::Completed);
-    }
-    let t = solve_lower(&l, &thin::to_host_f64(g, &ewd.view())?);
-    // L⁻¹W (p×n, on the device); K = −(L⁻¹W)ᵀ
-    let ldev = thin::from_host_f64::<T>(g, &l)?;
-    let mut kt = g.two_phase_copy_new(&w.view(), 0..0, false)?;
-    g.trsm(
-        Side::Left,
-        Uplo::Lower,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        &ldev.view(),
-        &mut kt.view_mut(),
-    )?;
-    let np = n + p;
-    // [W L] over the identity: the rotations' product lands in rows p..
-    let mut z = DevMat::<T>::zeros(g, p + np, np)?;
-    g.panel_copy(&w.view(), &mut z.block_mut(0, 0, p, n))?;
-    g.panel_copy(&ldev.view(), &mut z.block_mut(0, n, p, p))?;
-    g.panel_set_identity(&mut z.block_mut(p, 0, np, np))?;
-    let td = thin::from_host_f64::<T>(g, &t)?;
-    let mut ra = thin::stacked(g, &st.r.view(), None, p)?;
-    let mut da = thin::stacked(g, &st.d.view(), Some(&td.view()), p)?;
-    g.stage_mark("small side: W, L, t");
-    tp::delete_rows_rotate_two_phase(g, &mut z, &mut ra, &mut da, 0, p)?;
-    // M = G(0:n, p:) + K·G(n:, p:)
-    let mut mm = g.two_phase_copy_new(&z.block(p, p, n, n), 0..0, false)?;
-    g.gemm(
-        Op::T,
-        Op::N,
-        -T::ONE,
-        &kt.view(),
-        &z.block(p + n, p, p, n),
-        T::ONE,
-        &mut mm.view_mut(),
-    )?;
-    let rn = g.two_phase_copy_new(&ra.block(p, 0, n, n), 0..0, true)?;
-    let dn = g.two_phase_copy_new(&da.block(p, 0, n, nq), 0..0, false)?;
-    tp::check_rank(g, &rn, n, st.rank_tol)?;
-    g.stage_mark("small side: rotations, M");
-    Ok(ThinSmallSide::Ready(ThinDeleted {
-        r: rn,
-        d: dn,
-        m: mm,
-    }))
+/// The error of a thin row deletion whose completion from the small side is refused: the
+/// pivot `row` of the deleted rows (from k0) has norm `norm`.
+pub(crate) fn thin_refusal<T: crate::gpu::runtime::GpuScalar>(
+    k0: usize,
+    row: usize,
+    norm: f64,
+) -> Error {
+    crate::ops::reduced::thin_error(
+        OP,
+        k0,
+        crate::cpu::thin::ThinFailure::IllDeterminedCompletion { row, norm },
+        crate::ops::reduced::completion_tol::<T>(),
+    )
 }

@@ -46,9 +46,9 @@ pub(crate) fn run_gpu_dev<T: crate::gpu::runtime::GpuScalar>(
     mut clock: Option<&mut crate::gpu::algo::householder::QrClock>,
 ) -> Result<crate::state::gpu::GpuQr<T>> {
     use crate::gpu::algo::householder::{
-        accumulate_q_backward, blocked_qr_impl, check_rank_dev, merges_trailing, PanelImpl,
-        PHASE_Q, PHASE_RANK,
+        accumulate_q_backward, blocked_qr_impl, merges_trailing, PanelImpl, PHASE_Q, PHASE_RANK,
     };
+    use crate::gpu::algo::rank::check_rank_dev;
     use crate::gpu::runtime::timing::PhaseClock;
     use crate::gpu::runtime::DevMat;
     let Dims { m, n, .. } = plan.dims;

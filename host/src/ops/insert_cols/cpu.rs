@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::cpu::dense::{block_left, block_right};
 use crate::cpu::dense::{product, view, view_mut};
 use crate::cpu::reference;
 use crate::cpu::rotations::ColumnTransforms;
@@ -106,23 +107,6 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Res
     Ok(())
 }
 
-/// Rotates rows (i, k) of `a` over the columns `cols` (x ← c·x + s·y, y ← −s·x + c·y).
-pub(super) fn rot_rows<T: Scalar>(
-    a: &mut Mat<T>,
-    i: usize,
-    k: usize,
-    c: T,
-    s: T,
-    cols: core::ops::Range<usize>,
-) {
-    for j in cols {
-        let (mut x, mut y) = (a[(i, j)], a[(k, j)]);
-        rot_pair(c, s, &mut x, &mut y);
-        a[(i, j)] = x;
-        a[(k, j)] = y;
-    }
-}
-
 /// Sets the strictly lower part of `r` to exact zeros.
 pub(super) fn clear_lower<T: Scalar>(r: &mut Mat<T>) {
     let m = r.nrows();
@@ -190,32 +174,5 @@ pub(super) fn householder_below<T: Scalar>(
             r.col_mut(k0 + j0 + jj)[top + jj + 1..m].fill(T::ZERO);
         }
         j0 += jb;
-    }
-}
-
-/// The block reflector from the left: faer's products, or the serial loops inside
-/// [`crate::cpu::reference::run`].
-fn block_left<T: Scalar>(
-    v: &Mat<T>,
-    t: &Mat<T>,
-    trans: bool,
-    c: &mut Mat<T>,
-    r0: usize,
-    cols: core::ops::Range<usize>,
-) {
-    if crate::cpu::reference::active() {
-        larfb_left(v, t, trans, c, r0, cols)
-    } else {
-        crate::cpu::dense::larfb_left(v, t, trans, c, r0, cols)
-    }
-}
-
-/// The block reflector from the right: faer's products, or the serial loops inside
-/// [`crate::cpu::reference::run`].
-fn block_right<T: Scalar>(v: &Mat<T>, t: &Mat<T>, c: &mut Mat<T>, c0: usize) {
-    if crate::cpu::reference::active() {
-        larfb_right(v, t, c, c0)
-    } else {
-        crate::cpu::dense::larfb_right(v, t, c, c0)
     }
 }

@@ -159,8 +159,8 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
             gpu.gemm(Op::T, Op::N, T::ONE, &q_old.view(), &ud, T::ZERO, &mut dst)?;
         }
         gpu.stage_mark("Q^T U");
-        let mut q = tp::dup(gpu, q_old)?;
-        let mut d = tp::dup(gpu, &st.d)?;
+        let mut q = q_old.dup(gpu)?;
+        let mut d = st.d.dup(gpu)?;
         gpu.stage_mark("copy Q, d");
         if m > n {
             let (a, cols) = match own.as_mut() {
@@ -204,7 +204,7 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
                 }
             }
         }
-        tp::check_rank(gpu, &r, n + p, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(gpu, &r, n + p, st.rank_tol)?;
         Ok((r, q, d))
     })?;
     st.r = r;
@@ -272,7 +272,7 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
         drop(qz);
         gpu.stage_mark("R', d', [Q1 Qz]");
         tp::insert_cols_strip_two_phase(gpu, &mut r, &mut q, &mut d, k0, p, n)?;
-        tp::check_rank(gpu, &r, np, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(gpu, &r, np, st.rank_tol)?;
         Ok(Ok((r, q, d)))
     })?;
     let (r, q, d) = out?;
@@ -357,7 +357,7 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         g.stage_mark("R', d'");
         let mut sm = thin::identity::<T>(g, np)?;
         tp::insert_cols_strip_two_phase(g, &mut r, &mut sm, &mut d, k0, p, n)?;
-        tp::check_rank(g, &r, np, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(g, &r, np, st.rank_tol)?;
         // Y = G⁻¹S(n:, k0:), X = S(0:n, k0:) − C·Y
         let w = np - k0;
         let mut y = g.two_phase_copy_new(&sm.block(n, k0, p, w), 0..0, false)?;
@@ -434,7 +434,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     Plan { n, p, k0, .. }: Plan,
     u: UData<'_, '_, T>,
 ) -> Result<()> {
-    use crate::gpu::algo::{givens_two_phase as tp, householder, reduced, thin};
+    use crate::gpu::algo::{householder, reduced, thin};
     use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
     use crate::gpu::runtime::matrix::DevMat;
     use crate::ops::reduced::dependence_tol;
@@ -485,7 +485,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
             householder::blocked_qr(g, &mut r, k0..np, k0..np, Some(&mut d), None, nb)?;
             g.stage_mark("householder strip");
         }
-        tp::check_rank(g, &r, np, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(g, &r, np, st.rank_tol)?;
         let a2 = reduced::with_cols_inserted(g, a, k0, &ud)?;
         let rho = reduced::residual_norms(g, &a2, b, &r, &d)?;
         Ok(Ok((r, d, a2, rho)))

@@ -12,9 +12,9 @@ use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::givens::{givens, rot, rot_pair};
+use crate::cpu::givens::{givens, rot, rot_rows};
 use crate::cpu::householder::{apply_left, house};
-use crate::cpu::wy::{larfb_left, larfb_right, larft, resolve_block_size};
+use crate::cpu::wy::{larft, resolve_block_size};
 use crate::state::cpu::CpuQr;
 
 mod cpu;

@@ -205,22 +205,7 @@ pub(super) fn apply_block_q<T: Scalar>(
             }
         }
     }
-    for i in (0..jb).rev() {
-        let tii = t[(i, i)];
-        for x in w.col_mut(i).iter_mut() {
-            *x *= tii;
-        }
-        for r in 0..i {
-            let s = t[(r, i)];
-            if s == T::ZERO {
-                continue;
-            }
-            let (dst, src) = w.two_cols_mut(i, r);
-            for (dv, &x) in dst.iter_mut().zip(src.iter()) {
-                *dv = x.mul_add(s, *dv);
-            }
-        }
-    }
+    crate::cpu::wy::times_upper_t(&mut w, t, jb);
     for i in 0..jb {
         let (dst, src) = (mm.col_mut(j0 + i), w.col(i));
         for (dv, &x) in dst.iter_mut().zip(src) {
@@ -240,10 +225,6 @@ pub(super) fn apply_block_q<T: Scalar>(
         }
     }
 }
-
-/// Most rows of a stacked row-insertion panel (jb + p) that `run_gpu` gives the one-block
-/// panel rather than the cooperative one (measured: see `run_gpu_path`).
-pub(super) const SMALL_PANEL_ROW_INSERT_MAX_ROWS: usize = 272;
 
 /// The full-Q row insertion on blocked building blocks: the rows folded into R by block
 /// reflectors (docs/algorithms.md#blocked-row-folding) and each block applied to Q's

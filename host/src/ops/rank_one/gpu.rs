@@ -46,9 +46,9 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
             &mut w.view_mut(),
         )?;
         gpu.stage_mark("w = Q^T u");
-        let mut q = tp::dup(gpu, q_old)?;
-        let mut r = tp::dup(gpu, &st.r)?;
-        let mut d = tp::dup(gpu, &st.d)?;
+        let mut q = q_old.dup(gpu)?;
+        let mut r = st.r.dup(gpu)?;
+        let mut d = st.d.dup(gpu)?;
         gpu.stage_mark("copies");
         match st.params.givens {
             Givens::Wavefront => {
@@ -58,7 +58,7 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
                 tp::rank_one_rotate_two_phase(gpu, &mut w, &vd, &mut r, &mut q, &mut d)?
             }
         }
-        tp::check_rank(gpu, &r, n, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(gpu, &r, n, st.rank_tol)?;
         Ok((r, q, d))
     })?;
     st.r = r;
@@ -120,7 +120,7 @@ fn run_gpu_thin_projected<T: crate::gpu::runtime::GpuScalar>(
         let r = gpu.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
         let d = gpu.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
         q.truncate_cols(n);
-        tp::check_rank(gpu, &r, n, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(gpu, &r, n, st.rank_tol)?;
         Ok((r, q, d))
     })?;
     st.r = r;
@@ -185,7 +185,7 @@ fn run_gpu_thin<T: crate::gpu::runtime::GpuScalar>(
         tp::rank_one_rotate_two_phase(g, &mut wv, &vd, &mut r, &mut gm, &mut d)?;
         let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
         let d = g.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
-        tp::check_rank(g, &r, n, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(g, &r, n, st.rank_tol)?;
         // h = g/γ (1×n), M = G(0:n, 0:n) − w·h
         let mut h = g.two_phase_copy_new(&gm.block(n, 0, 1, n), 0..0, false)?;
         g.scal(T::from_f64(1.0 / gamma), &mut h.buf_mut().slice_mut(..))?;
@@ -284,7 +284,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
         tp::rank_one_rotate_two_phase(g, &mut w, &vd, &mut r, &mut scratch, &mut d)?;
         let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
         let d = g.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
-        tp::check_rank(g, &r, n, st.rank_tol)?;
+        crate::gpu::algo::rank::check_rank(g, &r, n, st.rank_tol)?;
         Ok((r, d, ud, vd))
     })?;
     // Past the rank test nothing can refuse the update: A += u vᵀ in place (only a device

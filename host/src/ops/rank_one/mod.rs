@@ -10,7 +10,7 @@ use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::givens::{givens, rot, rot_pair};
+use crate::cpu::givens::{givens, rot, rot_rows};
 use crate::cpu::householder::{apply_left, house};
 use crate::state::cpu::CpuQr;
 

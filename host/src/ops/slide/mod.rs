@@ -4,7 +4,8 @@
 
 mod gpu;
 
-pub(crate) use gpu::{gram_from_products, reduced_rows_step, run_gpu, run_gpu_device, stacked_qr};
+pub(crate) use crate::gpu::algo::window::stacked_qr;
+pub(crate) use gpu::{gram_from_products, reduced_rows_step, run_gpu, run_gpu_device};
 
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};

@@ -20,7 +20,7 @@
 
 use core::ops::Range;
 
-use cudarc::driver::{CudaSlice, DevicePtrMut, PinnedHostSlice};
+use cudarc::driver::DevicePtrMut;
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::Op;
@@ -736,14 +736,12 @@ pub(crate) fn blocked_qr_impl<T: GpuScalar>(
 
 mod panel;
 mod q;
-mod rank;
 #[cfg(test)]
 mod tests;
 mod trailing;
 
 use panel::*;
 pub(crate) use q::*;
-pub(crate) use rank::*;
 #[cfg(test)]
 pub(crate) use tests::tests_gate;
 pub(crate) use trailing::*;

@@ -769,7 +769,7 @@ mod panel_tests {
                 r[(j, j)] = T::from_f64(1e-30);
             }
             let dr = DevMat::from_host(g, r.as_ref()).unwrap();
-            let got = check_rank_dev(g, &dr, n, 1e-8);
+            let got = crate::gpu::algo::rank::check_rank_dev(g, &dr, n, 1e-8);
             let want = crate::base::dims::check_rank_of(&r, n, 1e-8);
             match (&got, &want) {
                 (Ok(()), Ok(())) => assert!(bad.is_none(), "n={n}: deficiency missed"),

@@ -1,7 +1,33 @@
-//! The rank check of R on the device, with its kept scratch (docs/algorithms.md#rank-test).
+//! The rank check of R on the device (docs/algorithms.md#rank-test), with its kept scratch:
+//! the one home of the check every GPU operation runs before it swaps a new R in.
 
-#[allow(unused_imports)]
-use super::*;
+use cudarc::driver::{CudaSlice, PinnedHostSlice};
+
+use crate::base::error::{Error, Result};
+use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// The rank check of the CPU backend (`check_rank_of`) on a device R, as the updates run
+/// it: the first j < n with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is
+/// [`Error::RankDeficient`] (docs/algorithms.md#rank-test). Synchronises, then marks the
+/// stage "rank check". ‖R‖_F comes from the multi-block column norms of [`check_rank_dev`]
+/// (R is m×n, so its n columns are all of R): the former single-block `reduce_nrm2` over the
+/// whole allocation ran at ≈ 3 ns per element — 70–350 ms of each update at the seeds'
+/// sizes (docs/performance.md).
+///
+/// # Errors
+/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].
+pub(crate) fn check_rank<T: GpuScalar>(
+    gpu: &Gpu,
+    r: &DevMat<T>,
+    n: usize,
+    rank_tol: f64,
+) -> Result<()> {
+    assert!(n <= r.ncols());
+    let out = check_rank_dev(gpu, r, n.min(r.nrows()), rank_tol);
+    gpu.stage_mark("rank check");
+    out
+}
 
 /// Rank check of an upper-trapezoidal R on the device (docs/algorithms.md#rank-test): the first
 /// column with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`],
@@ -60,9 +86,9 @@ pub(crate) fn check_rank_dev<T: GpuScalar>(
 /// The buffers of [`check_rank_dev`], kept on [`Gpu`] (`Gpu::rank_scratch`): the
 /// kernel's output on the device and its page-locked host copy, both `len` f64s (as
 /// many f32s fit twice over), grown (never shrunk) when a wider R is checked.
-pub(crate) struct RankScratch {
-    pub(super) dev: CudaSlice<f64>,
-    pub(super) host: PinnedHostSlice<f64>,
+struct RankScratch {
+    dev: CudaSlice<f64>,
+    host: PinnedHostSlice<f64>,
 }
 
 impl RankScratch {
@@ -70,7 +96,7 @@ impl RankScratch {
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
-    pub(super) fn new(gpu: &Gpu, len: usize) -> Result<Self> {
+    fn new(gpu: &Gpu, len: usize) -> Result<Self> {
         // Unset device memory; `norms_and_diag` reads back only the 2n entries its
         // launch has just written.
         let dev = crate::gpu::ffi::driver::alloc_uninit::<f64>(&gpu.stream, len).map_err(
@@ -81,7 +107,7 @@ impl RankScratch {
     }
 
     /// f64s held (device and host alike).
-    pub(super) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.dev.len()
     }
 
@@ -90,12 +116,7 @@ impl RankScratch {
     ///
     /// # Errors
     /// [`Error::Driver`] (including an earlier asynchronous fault).
-    pub(super) fn norms_and_diag<T: GpuScalar>(
-        &mut self,
-        gpu: &Gpu,
-        r: &DevMat<T>,
-        n: usize,
-    ) -> Result<&[T]> {
+    fn norms_and_diag<T: GpuScalar>(&mut self, gpu: &Gpu, r: &DevMat<T>, n: usize) -> Result<&[T]> {
         let bytes = 2 * n * core::mem::size_of::<T>();
         assert!(bytes <= self.len() * 8, "rank scratch too small");
         {
@@ -117,12 +138,4 @@ impl RankScratch {
             2 * n,
         )
     }
-}
-
-/// A device copy of `a` (same shape and ld): one device-to-device memcpy, no memset.
-///
-/// # Errors
-/// [`Error::OutOfMemory`], [`Error::Driver`].
-pub(crate) fn dup_mat<T: GpuScalar>(gpu: &Gpu, a: &DevMat<T>) -> Result<DevMat<T>> {
-    a.dup(gpu)
 }
