@@ -107,7 +107,7 @@ struct Blocked<T> {
 
 /// The blocked compact-WY row addition (docs/algorithms.md#row-insertion): R̃, d̃ (n + p or
 /// m + p rows) and Q̃ (or, for a thin state, H accumulated on the identity, applied to Q₁ by
-/// [`thin_q`]), R̃ rank-checked; `small_panel` picks the one-block panel for phases 1–2.
+/// [`thin_finish`]), R̃ rank-checked; `small_panel` picks the one-block panel for phases 1–2.
 ///
 /// # Errors
 /// [`crate::Error::RankDeficient`], [`crate::Error::OutOfMemory`], device errors.
@@ -401,7 +401,7 @@ impl<T: GpuScalar> Blocked<T> {
 
 /// A thin state's factors after the blocked path: R and d keep their first n rows (e's rows
 /// left over feed only the residual, which the kept b gives), Q₁′ = P·[Q₁·H(0:n, 0:n);
-/// H(n:n+p, 0:n)] with the new rows at k0, and b takes e's rows at k0. Returns (R′, d′, Q₁′, b′).
+/// H(n:n+p, 0:n)] with the new rows at k0, and b takes e's rows at k0.
 ///
 /// # Errors
 /// [`crate::Error::OutOfMemory`], device errors.
@@ -411,7 +411,7 @@ pub(crate) fn thin_finish<T: GpuScalar>(
     out: RowsInserted<T>,
     k0: usize,
     e: MatRef<'_, T>,
-) -> Result<(DevMat<T>, DevMat<T>, DevMat<T>, DevMat<T>)> {
+) -> Result<ThinInserted<T>> {
     let (m, n, q, p) = (f.dims.m, f.dims.n, f.dims.q, e.nrows());
     let r = g.two_phase_copy_new(&out.r.block(0, 0, n, n), 0..0, true)?;
     let d = g.two_phase_copy_new(&out.d.block(0, 0, n, q), 0..0, false)?;
@@ -436,7 +436,19 @@ pub(crate) fn thin_finish<T: GpuScalar>(
     g.stage_mark("Q1' = Q1·H");
     let eo = DevMat::from_host_async(g, e)?;
     let b = reduced::with_rows_inserted(g, f.kept_b(), k0, &eo.view())?;
-    Ok((r, d, q1, b))
+    Ok(ThinInserted { r, d, q: q1, b })
+}
+
+/// A thin state's factors after a row insertion.
+pub(crate) struct ThinInserted<T> {
+    /// R′ (n×n).
+    pub(crate) r: DevMat<T>,
+    /// d′ (n×q).
+    pub(crate) d: DevMat<T>,
+    /// Q₁′ ((m+p)×n).
+    pub(crate) q: DevMat<T>,
+    /// The kept b′ ((m+p)×q).
+    pub(crate) b: DevMat<T>,
 }
 
 /// The R-only kind's factors after the new rows entered (docs/algorithms.md#updates-without-q):

@@ -53,7 +53,7 @@ pub(crate) struct ThinWindowed<T> {
 /// (docs/algorithms.md#thin-window-step): one pass over Q₁ all the same. `small` is the
 /// small side of the row deletion (R′, d′ and M_d with Q₁′ = Q₁(rows k..m)·M_d; `None` when
 /// no rows leave); after the scaling by √λ, one Householder QR [R′; A_n] = Q_s·R″ (`geqrf`,
-/// with Q_s ((n + p)×n) formed by `orgqr`) gives R″, d″ = Q_sᵀ[d′; e_n](0:n) and
+/// with Q_s ((n + p)×n) formed by `orgqr`) gives R″, d″ = rows 0:n of Q_sᵀ[d′; e_n] and
 /// Q₁″ = [Q₁(k.., :)·(M_d·Q_s(0:n, :)); Q_s(n:n+p, :)]: one GEMM over Q₁ instead of one for
 /// each half.
 ///

@@ -58,11 +58,11 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     let out = algo::blocked(g, st.factors(), params, small_panel, u, e)?;
     match st.dims.policy {
         QPolicy::Thin => {
-            let (r, d, q1, b) = algo::thin_finish(g, st.factors(), out, k0, e)?;
-            st.b = Some(b);
-            st.r = r;
-            st.d = d;
-            st.q = Some(q1);
+            let thin = algo::thin_finish(g, st.factors(), out, k0, e)?;
+            st.b = Some(thin.b);
+            st.r = thin.r;
+            st.d = thin.d;
+            st.q = Some(thin.q);
         }
         QPolicy::None => return finish_reduced(st, (out.r, out.d), k0, u, e),
         QPolicy::Full => {
