@@ -43,7 +43,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let parts = vec![gpu.clone(), gpu.clone(), gpu];  // three partitions on one GPU
@@ -115,7 +115,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::{DistGroup, DistQr};
+    /// use cuqr::distributed::{DistGroup, DistQr};
     /// use cuqr::{DevMat, FactorParams, Gpu, Mat, QPolicy};
     /// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
     /// let group = DistGroup::new(&gpus)?;
@@ -172,7 +172,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::{DistQr, NcclId, RankComm};
+    /// use cuqr::distributed::{DistQr, NcclId, RankComm};
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let (rank, world) = (1, 2);
     /// let id = NcclId::from_hex(&std::fs::read_to_string("/tmp/cuqr.id").unwrap())?;

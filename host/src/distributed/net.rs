@@ -1,4 +1,4 @@
-//! The communication under a [`crate::dist::DistQr`]: NCCL communicators for one process
+//! The communication under a [`crate::distributed::DistQr`]: NCCL communicators for one process
 //! driving all GPUs of a host (`Comm::from_devices`, every collective in one NCCL group) or
 //! one process per GPU (`Comm::from_rank`), and in-process copies for logical partitions that
 //! share one device (NCCL takes one rank per device).

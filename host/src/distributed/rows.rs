@@ -130,7 +130,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(4000, 30, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
@@ -254,7 +254,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(600, 20, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
@@ -313,7 +313,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(600, 20, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
