@@ -46,7 +46,7 @@ pub(crate) mod state;
 pub use backend::device::{Backend, Device, Qr, QrState};
 pub use backend::diagnostics::diagnostics;
 pub use backend::QrUpdate;
-pub use base::error::{Error, Result};
+pub use base::error::{CallError, Error, Result};
 pub use base::mat::{Mat, MatRef};
 pub use base::params::{
     ColumnStrip, DriftParams, FactorParams, FactorsParams, Givens, QPolicy, RowRemoval,

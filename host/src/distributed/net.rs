@@ -33,7 +33,7 @@ pub(crate) enum Net {
 pub(crate) fn nccl_err(
     what: &'static str,
 ) -> impl FnOnce(cudarc::nccl::result::NcclError) -> Error {
-    move |e| Error::Driver(format!("NCCL {what}: {e:?}"))
+    move |e| Error::Driver(format!("NCCL {what}: {e:?}").into())
 }
 
 fn copy<T: GpuScalar>(g: &Gpu, src: &CudaSlice<T>, dst: &mut CudaSlice<T>) -> Result<()> {
