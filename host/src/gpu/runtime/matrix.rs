@@ -113,6 +113,24 @@ pub struct DevMatViewMut<'a, T> {
     ld: usize,
 }
 
+/// The `nrows`, `ncols` and `ld` accessors of a matrix or view type.
+macro_rules! view_dims {
+    ($ld_doc:literal) => {
+        /// Rows.
+        pub fn nrows(&self) -> usize {
+            self.nrows
+        }
+        /// Columns.
+        pub fn ncols(&self) -> usize {
+            self.ncols
+        }
+        #[doc = $ld_doc]
+        pub fn ld(&self) -> usize {
+            self.ld
+        }
+    };
+}
+
 impl<T: GpuScalar> DevMat<T> {
     /// An `nrows × ncols` matrix of zeros (padding included).
     ///
@@ -259,18 +277,7 @@ impl<T: GpuScalar> DevMat<T> {
         self.dup(gpu)
     }
 
-    /// Rows.
-    pub fn nrows(&self) -> usize {
-        self.nrows
-    }
-    /// Columns.
-    pub fn ncols(&self) -> usize {
-        self.ncols
-    }
-    /// Leading dimension in elements (a multiple of 128 bytes).
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
+    view_dims!("Leading dimension in elements (a multiple of 128 bytes).");
     /// The whole allocation (ld·ncols elements, at least 1).
     pub fn buf(&self) -> &CudaSlice<T> {
         &self.buf
@@ -567,24 +574,6 @@ fn check_view(op: &'static str, len: usize, rows: usize, cols: usize, ld: usize)
     Ok(())
 }
 
-/// The `nrows`, `ncols` and `ld` accessors of a matrix or view type.
-macro_rules! view_dims {
-    () => {
-        /// Rows.
-        pub fn nrows(&self) -> usize {
-            self.nrows
-        }
-        /// Columns.
-        pub fn ncols(&self) -> usize {
-            self.ncols
-        }
-        /// Leading dimension.
-        pub fn ld(&self) -> usize {
-            self.ld
-        }
-    };
-}
-
 impl<'a, T> DevMatView<'a, T> {
     /// A column-major rows × cols view of `buf` with leading dimension `ld`.
     ///
@@ -599,7 +588,7 @@ impl<'a, T> DevMatView<'a, T> {
             ld,
         })
     }
-    view_dims!();
+    view_dims!("Leading dimension.");
     /// The buffer, starting at element (0, 0), spanning ld·(ncols−1)+nrows elements.
     pub fn buf(&self) -> &CudaView<'a, T> {
         &self.buf
@@ -663,7 +652,7 @@ impl<'a, T> DevMatViewMut<'a, T> {
             ld,
         })
     }
-    view_dims!();
+    view_dims!("Leading dimension.");
     /// The buffer, starting at element (0, 0).
     pub fn buf(&self) -> &CudaViewMut<'a, T> {
         &self.buf
