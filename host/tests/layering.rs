@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("base", 0),
     ("cpu", 1),
+    // The raw driver wrappers: FFI (so `unsafe`, in gpu/ffi) but below the runtime they
+    // serve, as cudarc's driver::result is below driver::safe; the cuBLAS/cuSOLVER
+    // wrappers sit above the runtime because they take its device views.
     ("gpu::ffi::driver", 1),
     ("gpu::runtime", 2),
     ("gpu::ffi", 3),
