@@ -68,7 +68,7 @@ fn vzeros<T: GpuScalar>(gpu: &Gpu, n: usize) -> DevVec<T> {
 fn copy<T: GpuScalar>(gpu: &Gpu, src: &DevMat<T>, dst: &mut DevMat<T>) -> cuqr::Result<()> {
     gpu.stream()
         .memcpy_dtod(src.buf(), dst.buf_mut())
-        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
+        .map_err(|e| cuqr::Error::driver("device copy", e))
 }
 
 /// Bytes and flops as criterion throughputs.

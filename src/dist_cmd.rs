@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuqr::dist::{DistQr, NcclId, RankComm};
+use cuqr::distributed::{DistQr, NcclId, RankComm};
 use cuqr::{FactorParams, Gpu, QPolicy};
 
 use crate::cli::{parse_or_help, CliResult};

@@ -1,4 +1,4 @@
-//! The distributed state (`cuqr::dist::DistQr`) against the single-GPU state on the same
+//! The distributed state (`cuqr::distributed::DistQr`) against the single-GPU state on the same
 //! data, f64, sizes that are no multiples of 32: the TSQR factorisation (R-only and thin),
 //! then a sequence of window steps (with and without forgetting, rows crossing ranks), row
 //! insertion and deletion, column insertion and rank-one, comparing the solution, the
@@ -12,7 +12,7 @@ mod support;
 
 use std::sync::Arc;
 
-use cuqr::dist::{DistGroup, DistQr};
+use cuqr::distributed::{DistGroup, DistQr};
 use cuqr::{Error, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate, UpdateParams};
 use support::{random_mat, rng};
 
@@ -365,7 +365,7 @@ fn bad_arguments_are_refused() {
     .unwrap();
     assert!(matches!(d.delete_rows(0, 2), Err(Error::NeedsData { .. })));
     assert!(matches!(
-        cuqr::dist::NcclId::from_hex("zz"),
+        cuqr::distributed::NcclId::from_hex("zz"),
         Err(Error::InvalidParam { .. })
     ));
 }

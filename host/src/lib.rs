@@ -26,7 +26,7 @@
 //! # Layers
 //! Each module imports only from the layers below it (a test checks this):
 //! `base` → `cpu` and `gpu` (`ffi::driver` → `runtime` → `ffi` → `launch` → `algo`) →
-//! `state` → `ops` → `backend` → `dist`, `lu`, `mixed`, `internals`.
+//! `state` → `ops` → `backend` → `distributed`, `lu`, `mixed`, `internals`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
@@ -34,7 +34,7 @@
 pub(crate) mod backend;
 pub(crate) mod base;
 pub mod cpu;
-pub mod dist;
+pub mod distributed;
 pub(crate) mod gpu;
 #[cfg(feature = "internals")]
 pub mod internals;
@@ -46,7 +46,7 @@ pub(crate) mod state;
 pub use backend::device::{Backend, Device, Qr, QrState};
 pub use backend::diagnostics::diagnostics;
 pub use backend::QrUpdate;
-pub use base::error::{Error, Result};
+pub use base::error::{CallError, Error, Result};
 pub use base::mat::{Mat, MatRef};
 pub use base::params::{
     ColumnStrip, DriftParams, FactorParams, FactorsParams, Givens, QPolicy, RowRemoval,

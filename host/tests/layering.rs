@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("base", 0),
     ("cpu", 1),
+    // The raw driver wrappers: FFI (so `unsafe`, in gpu/ffi) but below the runtime they
+    // serve, as cudarc's driver::result is below driver::safe; the cuBLAS/cuSOLVER
+    // wrappers sit above the runtime because they take its device views.
     ("gpu::ffi::driver", 1),
     ("gpu::runtime", 2),
     ("gpu::ffi", 3),
@@ -23,7 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("backend", 8),
     ("lu", 9),
     ("mixed", 9),
-    ("dist", 9),
+    ("distributed", 9),
     ("internals", 10),
     ("", 11), // lib.rs: the crate root re-exports
 ];

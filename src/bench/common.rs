@@ -21,7 +21,7 @@ pub(crate) fn copy_into<T: GpuScalar>(
 ) -> cuqr::Result<()> {
     gpu.stream()
         .memcpy_dtod(src.buf(), dst.buf_mut())
-        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))
+        .map_err(|e| cuqr::Error::driver("device copy", e))
 }
 
 /// A fresh device copy of `a`.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cuqr::dist::{DistGroup, DistQr};
+use cuqr::distributed::{DistGroup, DistQr};
 use cuqr::internals::gpu::DevMat;
 use cuqr::{FactorParams, Gpu, Mat, QPolicy};
 

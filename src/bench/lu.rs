@@ -160,7 +160,7 @@ fn bench_one<T: GpuScalar>(
     let ipiv = RefCell::new(
         gpu.stream()
             .alloc_zeros::<i32>(n)
-            .map_err(|e| cuqr::Error::Driver(format!("ipiv: {e}")))?,
+            .map_err(|e| cuqr::Error::driver("ipiv", e))?,
     );
     let t_getrf = time_with_setup(
         gpu,

@@ -1,7 +1,75 @@
 //! cuqr's one error type. Every fallible entry point returns
 //! [`Result`]; a failed call leaves the factorisation state unchanged.
 
+use core::fmt;
+
+use cudarc::cublas::result::CublasError;
+use cudarc::cusolver::result::CusolverError;
+use cudarc::driver::DriverError;
+
 use crate::base::params::QPolicy;
+
+/// A failed call of a CUDA library: what was being done, and the library's own error
+/// when it returned one (its [`source`](std::error::Error::source)). Displays as
+/// "what: error", or "what" alone when the failure has no library error (a bad
+/// `devInfo`, a launch the device cannot fit).
+#[derive(Debug)]
+pub struct CallError<E> {
+    context: String,
+    source: Option<E>,
+}
+
+impl<E> CallError<E> {
+    /// The library's error `source`, met while doing `context`.
+    pub fn new(context: impl Into<String>, source: E) -> Self {
+        Self {
+            context: context.into(),
+            source: Some(source),
+        }
+    }
+
+    /// What was being done.
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// The library's own error, when there is one.
+    pub fn library_error(&self) -> Option<&E> {
+        self.source.as_ref()
+    }
+}
+
+/// A failure without a library error: the message alone.
+impl<E> From<String> for CallError<E> {
+    fn from(context: String) -> Self {
+        Self {
+            context,
+            source: None,
+        }
+    }
+}
+
+/// A failure without a library error: the message alone.
+impl<E> From<&str> for CallError<E> {
+    fn from(context: &str) -> Self {
+        Self::from(context.to_string())
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(e) => write!(f, "{}: {e}", self.context),
+            None => f.write_str(&self.context),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
 
 /// Everything that can go wrong in cuqr.
 #[derive(Debug, thiserror::Error)]
@@ -144,18 +212,35 @@ pub enum Error {
         /// Requested size.
         bytes: usize,
     },
-    /// A CUDA driver call failed.
+    /// A CUDA driver call (or an NCCL call, whose errors are not `std` errors) failed.
     #[error("CUDA driver: {0}")]
-    Driver(String),
+    Driver(#[source] CallError<DriverError>),
     /// A cuBLAS call failed.
     #[error("cuBLAS: {0}")]
-    Cublas(String),
+    Cublas(#[source] CallError<CublasError>),
     /// A cuSOLVER call failed or reported a bad `devInfo`.
     #[error("cuSOLVER: {0}")]
-    Cusolver(String),
+    Cusolver(#[source] CallError<CusolverError>),
     /// An earlier asynchronous device fault left this GPU state unusable.
     #[error("the GPU state is poisoned by an earlier device fault; refactorise")]
     Poisoned,
+}
+
+impl Error {
+    /// [`Error::Driver`]: the driver's error `e` while doing `context`.
+    pub fn driver(context: impl Into<String>, e: DriverError) -> Self {
+        Self::Driver(CallError::new(context, e))
+    }
+
+    /// [`Error::Cublas`]: cuBLAS's error `e` while doing `context`.
+    pub fn cublas(context: impl Into<String>, e: CublasError) -> Self {
+        Self::Cublas(CallError::new(context, e))
+    }
+
+    /// [`Error::Cusolver`]: cuSOLVER's error `e` while doing `context`.
+    pub fn cusolver(context: impl Into<String>, e: CusolverError) -> Self {
+        Self::Cusolver(CallError::new(context, e))
+    }
 }
 
 /// `Result` with cuqr's [`Error`].

@@ -212,9 +212,9 @@ impl<T: GpuScalar> GpuLu<T> {
             .enumerate()
             .any(|(j, &p)| p < j || p >= lu.nrows())
         {
-            return Err(Error::Driver(format!(
-                "{op}: device returned invalid pivots"
-            )));
+            return Err(Error::Driver(
+                format!("{op}: device returned invalid pivots").into(),
+            ));
         }
         if let Some(t) = abs_tol {
             check_pivots(op, &diag, t)?;

@@ -65,7 +65,7 @@ pub(super) fn solve_dev<T: GpuScalar>(
     let n = st.ncols();
     gpu.stream()
         .memcpy_dtod(&st.d_dev().col(0, 0..n), &mut x.col_mut(0, 0..n))
-        .map_err(|e| cuqr::Error::Driver(format!("device copy: {e}")))?;
+        .map_err(|e| cuqr::Error::driver("device copy", e))?;
     solve_upper(gpu, &st.r_dev().block(0, 0, n, n), &mut x.view_mut())
 }
 

@@ -100,13 +100,15 @@ pub(crate) fn int(op: &'static str, what: &'static str, x: usize) -> Result<i32>
     })
 }
 
-pub(crate) fn shape(
+/// `Ok` when `ok`, else [`Error::Shape`] for `op`'s argument `what`.
+pub(crate) fn shape_check(
     op: &'static str,
     what: &'static str,
+    ok: bool,
     got: usize,
     expected: usize,
 ) -> Result<()> {
-    if got == expected {
+    if ok {
         Ok(())
     } else {
         Err(Error::Shape {
@@ -118,8 +120,18 @@ pub(crate) fn shape(
     }
 }
 
+/// `Ok` when `got == expected`, else [`Error::Shape`].
+pub(crate) fn shape(
+    op: &'static str,
+    what: &'static str,
+    got: usize,
+    expected: usize,
+) -> Result<()> {
+    shape_check(op, what, got == expected, got, expected)
+}
+
 pub(crate) fn status(op: &'static str, s: sys::cublasStatus_t) -> Result<()> {
-    s.result().map_err(|e| Error::Cublas(format!("{op}: {e}")))
+    s.result().map_err(|e| Error::cublas(op, e))
 }
 
 /// `Gpu::gemm_mode` code of a [`GemmPrecision`] (0 = plain f32 SGEMM).
@@ -733,6 +745,116 @@ impl Gpu {
             // SAFETY: as for f32 with cublasDcopy_v2 and T = f64.
             Dtype::F64 => unsafe {
                 sys::cublasDcopy_v2(h, n, px as *const f64, 1, py as *mut f64, 1)
+            },
+        };
+        status(OP, st)
+    }
+}
+
+/// The Gram matrix and the diagonal of a factor, for the Gram-Cholesky preconditioner
+/// of the mixed-precision solver (docs/algorithms.md#mixed-precision).
+impl Gpu {
+    /// C := AᵀA in C's upper triangle (cuBLAS `xSYRK`, uplo upper, trans T, α = 1,
+    /// β = 0) for the k×n `a` and the n×n `c`; C's strict lower triangle is not written.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] unless C is n×n; [`Error::InvalidParam`]; [`Error::Cublas`].
+    pub(crate) fn syrk_upper_t<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        c: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "syrk";
+        let (k, n) = (a.nrows(), a.ncols());
+        shape(OP, "rows of C", c.nrows(), n)?;
+        shape(OP, "columns of C", c.ncols(), n)?;
+        let (ki, ni) = (int(OP, "k", k)?, int(OP, "n", n)?);
+        let (lda, ldc) = (int(OP, "lda", a.ld())?, int(OP, "ldc", c.ld())?);
+        let (up, tr) = (
+            sys::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER,
+            sys::cublasOperation_t::CUBLAS_OP_T,
+        );
+        let h = *self.blas.handle();
+        let (pa, _ga) = a.buf().device_ptr(&self.stream);
+        let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
+        self.count_launch();
+        let st = match T::DTYPE {
+            Dtype::F32 => {
+                let (one, zero) = (1.0f32, 0.0f32);
+                // SAFETY: cublasSsyrk_v2 contract: A is k×n (ld lda) inside its view, C
+                // n×n (ld ldc) inside its &mut view (checked), so they do not overlap; α, β
+                // are live host values (host pointer mode); the handle is bound to
+                // self.stream. T is f32.
+                unsafe {
+                    sys::cublasSsyrk_v2(
+                        h,
+                        up,
+                        tr,
+                        ni,
+                        ki,
+                        &one,
+                        pa as *const f32,
+                        lda,
+                        &zero,
+                        pc as *mut f32,
+                        ldc,
+                    )
+                }
+            }
+            Dtype::F64 => {
+                let (one, zero) = (1.0f64, 0.0f64);
+                // SAFETY: as for f32 with cublasDsyrk_v2 and T = f64.
+                unsafe {
+                    sys::cublasDsyrk_v2(
+                        h,
+                        up,
+                        tr,
+                        ni,
+                        ki,
+                        &one,
+                        pa as *const f64,
+                        lda,
+                        &zero,
+                        pc as *mut f64,
+                        ldc,
+                    )
+                }
+            }
+        };
+        status(OP, st)
+    }
+
+    /// d := the diagonal of the square `a` (cuBLAS `xCOPY` at stride ld + 1).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] unless `a` is square and `d` holds its order;
+    /// [`Error::InvalidParam`]; [`Error::Cublas`].
+    pub(crate) fn copy_diagonal<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        d: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "copy of the diagonal";
+        let n = a.ncols();
+        shape(OP, "rows of A", a.nrows(), n)?;
+        if d.len() < n {
+            shape(OP, "length of d", d.len(), n)?;
+        }
+        let (ni, step) = (int(OP, "n", n)?, int(OP, "ld + 1", a.ld() + 1)?);
+        let h = *self.blas.handle();
+        let (pa, _ga) = a.buf().device_ptr(&self.stream);
+        let (pd, _gd) = d.device_ptr_mut(&self.stream);
+        self.count_launch();
+        let st = match T::DTYPE {
+            // SAFETY: cublasScopy_v2: the n diagonal entries of the n×n A lie at stride
+            // ld + 1 inside its view; d holds ≥ n elements (checked) and is a &mut view, so
+            // it does not alias A. T is f32.
+            Dtype::F32 => unsafe {
+                sys::cublasScopy_v2(h, ni, pa as *const f32, step, pd as *mut f32, 1)
+            },
+            // SAFETY: as for f32 with cublasDcopy_v2 and T = f64.
+            Dtype::F64 => unsafe {
+                sys::cublasDcopy_v2(h, ni, pa as *const f64, step, pd as *mut f64, 1)
             },
         };
         status(OP, st)

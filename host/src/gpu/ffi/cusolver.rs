@@ -9,7 +9,7 @@ use cudarc::cusolver::sys;
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
-use crate::gpu::ffi::blas::{int, Op, Side};
+use crate::gpu::ffi::blas::{int, shape_check as check, Op, Side};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
 
@@ -32,8 +32,7 @@ macro_rules! by_dtype {
 }
 
 fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
-    s.result()
-        .map_err(|e| Error::Cusolver(format!("{op}: {e}")))
+    s.result().map_err(|e| Error::cusolver(op, e))
 }
 
 fn op_cusolver(op: Op) -> sys::cublasOperation_t {
@@ -52,26 +51,7 @@ fn side_cusolver(side: Side) -> sys::cublasSideMode_t {
 
 /// A negative `devInfo` -i of `op`: parameter i was wrong.
 fn bad_param(op: &str, i: i32) -> Error {
-    Error::Cusolver(format!("{op}: devInfo = {i} (parameter {} is wrong)", -i))
-}
-
-fn check(
-    op: &'static str,
-    what: &'static str,
-    ok: bool,
-    got: usize,
-    expected: usize,
-) -> Result<()> {
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Shape {
-            op,
-            what,
-            got,
-            expected,
-        })
-    }
+    Error::Cusolver(format!("{op}: devInfo = {i} (parameter {} is wrong)", -i).into())
 }
 
 impl Gpu {
@@ -113,7 +93,7 @@ impl Gpu {
             .map_err(driver_err("reading devInfo"))?;
         v.first()
             .copied()
-            .ok_or_else(|| Error::Cusolver(format!("{op}: devInfo not read")))
+            .ok_or_else(|| Error::Cusolver(format!("{op}: devInfo not read").into()))
     }
 
     /// Checks the status `st` of `op`, then that its `devInfo` reads 0.

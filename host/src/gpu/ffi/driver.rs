@@ -83,14 +83,14 @@ pub(crate) fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
         if r == sys::CUresult::CUDA_SUCCESS {
             Ok(())
         } else {
-            Err(Error::Driver(format!("{what}: {r:?}")))
+            Err(Error::driver(what, DriverError(r)))
         }
     };
     if !ctx.has_async_alloc() {
         return Ok(()); // no stream-ordered allocator: nothing is pooled
     }
     ctx.bind_to_thread()
-        .map_err(|e| Error::Driver(format!("binding the context: {e}")))?;
+        .map_err(|e| Error::driver("binding the context", e))?;
     let dev = ctx.cu_device();
     let mut total = 0usize;
     let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
@@ -201,7 +201,7 @@ pub(crate) fn zero_padding_rows<T: Pod>(
     if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::Driver(format!("zeroing padding rows: {r:?}")))
+        Err(Error::driver("zeroing padding rows", DriverError(r)))
     }
 }
 
@@ -287,11 +287,11 @@ impl UploadStaging {
                     bytes: len.max(1) * 8,
                 }
             }
-            Ok(e) | Err(e) => Error::Driver(format!("pinned host staging: {e}")),
+            Ok(e) | Err(e) => Error::driver("pinned host staging", e),
         })?;
         let done = ctx
             .new_event(None)
-            .map_err(|e| Error::Driver(format!("creating the upload staging event: {e}")))?;
+            .map_err(|e| Error::driver("creating the upload staging event", e))?;
         Ok(Self {
             host,
             cursor: 0,
@@ -321,7 +321,7 @@ impl UploadStaging {
         align_words: usize,
         fill: impl FnOnce(&mut [T]),
     ) -> Result<()> {
-        let drv = |what: &'static str| move |e: DriverError| Error::Driver(format!("{what}: {e}"));
+        let drv = |what: &'static str| move |e: DriverError| Error::driver(what, e);
         assert!(dst.len() >= len);
         let need = (len * core::mem::size_of::<T>()).div_ceil(8);
         assert!(need <= self.host.len(), "staging smaller than one upload");
@@ -381,7 +381,7 @@ pub(crate) fn download_words<'h, T: Pod>(
     slots: usize,
     len: usize,
 ) -> Result<&'h [T]> {
-    let drv = |e: DriverError| Error::Driver(format!("download: {e}"));
+    let drv = |e: DriverError| Error::driver("download", e);
     assert!(slots <= src.len() && slots <= host.len());
     assert!(len * core::mem::size_of::<T>() <= slots * 8);
     let h = host.as_mut_slice().map_err(drv)?;

@@ -42,37 +42,32 @@ impl IrsKind {
     }
 }
 
-type GelsFn = unsafe fn(
-    sys::cusolverDnHandle_t,
-    i32,
-    i32,
-    i32,
-    *mut f64,
-    i32,
-    *mut f64,
-    i32,
-    *mut f64,
-    i32,
-    *mut core::ffi::c_void,
-    usize,
-    *mut i32,
-    *mut i32,
-) -> sys::cusolverStatus_t;
+/// The type of cuSOLVER's IRS `gels` entry points: the arguments they share (handle,
+/// m, n, nrhs, A, lda, B, ldb, X, ldx, workspace) followed by `$rest`.
+macro_rules! gels_fn {
+    ($($rest:ty),*) => {
+        unsafe fn(
+            sys::cusolverDnHandle_t,
+            i32,
+            i32,
+            i32,
+            *mut f64,
+            i32,
+            *mut f64,
+            i32,
+            *mut f64,
+            i32,
+            *mut core::ffi::c_void,
+            $($rest),*
+        ) -> sys::cusolverStatus_t
+    };
+}
 
-type GelsSizeFn = unsafe fn(
-    sys::cusolverDnHandle_t,
-    i32,
-    i32,
-    i32,
-    *mut f64,
-    i32,
-    *mut f64,
-    i32,
-    *mut f64,
-    i32,
-    *mut core::ffi::c_void,
-    *mut usize,
-) -> sys::cusolverStatus_t;
+/// `cusolverDn<t1><t2>gels`: … workspace bytes, iter, devInfo.
+type GelsFn = gels_fn!(usize, *mut i32, *mut i32);
+
+/// `cusolverDn<t1><t2>gels_bufferSize`: … the workspace size out.
+type GelsSizeFn = gels_fn!(*mut usize);
 
 fn routines(kind: IrsKind) -> (GelsSizeFn, GelsFn) {
     match kind {
@@ -85,8 +80,7 @@ fn routines(kind: IrsKind) -> (GelsSizeFn, GelsFn) {
 }
 
 fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
-    s.result()
-        .map_err(|e| Error::Cusolver(format!("{op}: {e}")))
+    s.result().map_err(|e| Error::cusolver(op, e))
 }
 
 impl Gpu {
@@ -218,11 +212,12 @@ impl Gpu {
             .map_err(driver_err("reading IRS devInfo"))?;
         match v.first() {
             Some(0) => Ok(iter),
-            Some(&i) => Err(Error::Cusolver(format!(
-                "{}: devInfo = {i}",
-                kind.routine()
-            ))),
-            None => Err(Error::Cusolver(format!("{}: no devInfo", kind.routine()))),
+            Some(&i) => Err(Error::Cusolver(
+                format!("{}: devInfo = {i}", kind.routine()).into(),
+            )),
+            None => Err(Error::Cusolver(
+                format!("{}: no devInfo", kind.routine()).into(),
+            )),
         }
     }
 }

@@ -3,11 +3,10 @@
 //! [`Gpu`](crate::gpu::runtime::Gpu) that take device views.
 
 pub mod blas;
+pub mod blas_device;
 pub mod cusolver;
 pub mod driver;
 pub mod foreign;
-pub mod gram;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;
 pub mod nccl;
-pub mod refine;

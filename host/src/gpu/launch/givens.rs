@@ -227,7 +227,7 @@ impl Gpu {
         check_stream(self, stream);
         self.ctx
             .bind_to_thread()
-            .map_err(|e| Error::Driver(format!("2-D copy: {e}")))?;
+            .map_err(|e| Error::driver("2-D copy", e))?;
         let size = core::mem::size_of::<T>();
         let (src_pitch, dst_pitch) = (src.ld() * size, dst.ld() * size);
         let (src_ptr, _src_guard) = src.buf().device_ptr(stream);
@@ -260,7 +260,7 @@ impl Gpu {
         // keep the buffers' cross-stream events until the copy is queued.
         unsafe { sys::cuMemcpy2DAsync_v2(&params, stream.cu_stream()) }
             .result()
-            .map_err(|e| Error::Driver(format!("2-D copy: {e}")))?;
+            .map_err(|e| Error::driver("2-D copy", e))?;
         Ok(())
     }
 }

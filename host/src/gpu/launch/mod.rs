@@ -44,7 +44,7 @@ pub(crate) fn launch_config(grid: (u32, u32), block: (u32, u32), smem: usize) ->
 
 /// Maps a failed launch of kernel `name` to [`Error::Driver`] ("launching `name`: …").
 pub(crate) fn launch_err(name: &str) -> impl FnOnce(DriverError) -> Error + '_ {
-    move |e| Error::Driver(format!("launching {name}: {e}"))
+    move |e| Error::driver(format!("launching {name}"), e)
 }
 
 impl Gpu {

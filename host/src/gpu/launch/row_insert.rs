@@ -271,10 +271,7 @@ impl Gpu {
                 i32::try_from(smem_optin).expect("shared memory fits i32"),
             )
             .map_err(|e| {
-                Error::Driver(format!(
-                    "raising {}'s shared memory limit: {e}",
-                    kind.name()
-                ))
+                Error::driver(format!("raising {}'s shared memory limit", kind.name()), e)
             })?;
             cache.raised[entry] = true;
         }
@@ -286,7 +283,7 @@ impl Gpu {
             let b = f
                 .occupancy_max_active_blocks_per_multiprocessor(ROW_INSERT_BLOCK, bytes, None)
                 .map(|b| b as usize)
-                .map_err(|e| Error::Driver(format!("querying {}'s occupancy: {e}", kind.name())))?;
+                .map_err(|e| Error::driver(format!("querying {}'s occupancy", kind.name()), e))?;
             if memo.len() >= MEMO_MAX {
                 memo.clear();
             }

@@ -142,17 +142,17 @@ impl Gpu {
         let stream = ctx.new_stream().map_err(driver_err("creating stream 1"))?;
         let stream2 = ctx.new_stream().map_err(driver_err("creating stream 2"))?;
         let stream3 = ctx.new_stream().map_err(driver_err("creating stream 3"))?;
-        let blas = CudaBlas::new(stream.clone())
-            .map_err(|e| Error::Cublas(format!("creating the handle: {e}")))?;
+        let blas =
+            CudaBlas::new(stream.clone()).map_err(|e| Error::cublas("creating the handle", e))?;
         let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
             .map_err(driver_err("querying stream priorities"))?;
         let stream_urgent = ctx
             .new_stream_with_priority(greatest)
             .map_err(driver_err("creating the high-priority stream"))?;
         let blas_urgent = CudaBlas::new(stream_urgent.clone())
-            .map_err(|e| Error::Cublas(format!("creating the second handle: {e}")))?;
+            .map_err(|e| Error::cublas("creating the second handle", e))?;
         let solver = DnHandle::new(stream.clone())
-            .map_err(|e| Error::Cusolver(format!("creating the dense handle: {e}")))?;
+            .map_err(|e| Error::cusolver("creating the dense handle", e))?;
         let kernels = Kernels::load(&ctx)?;
         let (major, _) = ctx
             .compute_capability()

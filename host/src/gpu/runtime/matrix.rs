@@ -113,6 +113,24 @@ pub struct DevMatViewMut<'a, T> {
     ld: usize,
 }
 
+/// The `nrows`, `ncols` and `ld` accessors of a matrix or view type.
+macro_rules! view_dims {
+    ($ld_doc:literal) => {
+        /// Rows.
+        pub fn nrows(&self) -> usize {
+            self.nrows
+        }
+        /// Columns.
+        pub fn ncols(&self) -> usize {
+            self.ncols
+        }
+        #[doc = $ld_doc]
+        pub fn ld(&self) -> usize {
+            self.ld
+        }
+    };
+}
+
 impl<T: GpuScalar> DevMat<T> {
     /// An `nrows × ncols` matrix of zeros (padding included).
     ///
@@ -259,18 +277,7 @@ impl<T: GpuScalar> DevMat<T> {
         self.dup(gpu)
     }
 
-    /// Rows.
-    pub fn nrows(&self) -> usize {
-        self.nrows
-    }
-    /// Columns.
-    pub fn ncols(&self) -> usize {
-        self.ncols
-    }
-    /// Leading dimension in elements (a multiple of 128 bytes).
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
+    view_dims!("Leading dimension in elements (a multiple of 128 bytes).");
     /// The whole allocation (ld·ncols elements, at least 1).
     pub fn buf(&self) -> &CudaSlice<T> {
         &self.buf
@@ -555,28 +562,25 @@ impl<T: GpuScalar> DevMat<T> {
     }
 }
 
+/// `Ok` when a column-major rows × cols view with leading dimension `ld` fits a buffer of
+/// `len` elements, else [`Error::Shape`] for `op`.
+fn check_view(op: &'static str, len: usize, rows: usize, cols: usize, ld: usize) -> Result<()> {
+    if ld < rows.max(1) {
+        return Err(shape_err(op, "leading dimension", ld, rows.max(1)));
+    }
+    if len < span(rows, cols, ld) {
+        return Err(shape_err(op, "buffer length", len, span(rows, cols, ld)));
+    }
+    Ok(())
+}
+
 impl<'a, T> DevMatView<'a, T> {
     /// A column-major rows × cols view of `buf` with leading dimension `ld`.
     ///
     /// # Errors
     /// [`Error::Shape`] if `ld < rows` or `buf` is shorter than the block spans.
     pub fn new(buf: CudaView<'a, T>, rows: usize, cols: usize, ld: usize) -> Result<Self> {
-        if ld < rows.max(1) {
-            return Err(shape_err(
-                "DevMatView::new",
-                "leading dimension",
-                ld,
-                rows.max(1),
-            ));
-        }
-        if buf.len() < span(rows, cols, ld) {
-            return Err(shape_err(
-                "DevMatView::new",
-                "buffer length",
-                buf.len(),
-                span(rows, cols, ld),
-            ));
-        }
+        check_view("DevMatView::new", buf.len(), rows, cols, ld)?;
         Ok(Self {
             buf,
             nrows: rows,
@@ -584,18 +588,7 @@ impl<'a, T> DevMatView<'a, T> {
             ld,
         })
     }
-    /// Rows.
-    pub fn nrows(&self) -> usize {
-        self.nrows
-    }
-    /// Columns.
-    pub fn ncols(&self) -> usize {
-        self.ncols
-    }
-    /// Leading dimension.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
+    view_dims!("Leading dimension.");
     /// The buffer, starting at element (0, 0), spanning ld·(ncols−1)+nrows elements.
     pub fn buf(&self) -> &CudaView<'a, T> {
         &self.buf
@@ -651,22 +644,7 @@ impl<'a, T> DevMatViewMut<'a, T> {
     /// # Errors
     /// [`Error::Shape`] if `ld < rows` or `buf` is shorter than the block spans.
     pub fn new(buf: CudaViewMut<'a, T>, rows: usize, cols: usize, ld: usize) -> Result<Self> {
-        if ld < rows.max(1) {
-            return Err(shape_err(
-                "DevMatViewMut::new",
-                "leading dimension",
-                ld,
-                rows.max(1),
-            ));
-        }
-        if buf.len() < span(rows, cols, ld) {
-            return Err(shape_err(
-                "DevMatViewMut::new",
-                "buffer length",
-                buf.len(),
-                span(rows, cols, ld),
-            ));
-        }
+        check_view("DevMatViewMut::new", buf.len(), rows, cols, ld)?;
         Ok(Self {
             buf,
             nrows: rows,
@@ -674,18 +652,7 @@ impl<'a, T> DevMatViewMut<'a, T> {
             ld,
         })
     }
-    /// Rows.
-    pub fn nrows(&self) -> usize {
-        self.nrows
-    }
-    /// Columns.
-    pub fn ncols(&self) -> usize {
-        self.ncols
-    }
-    /// Leading dimension.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
+    view_dims!("Leading dimension.");
     /// The buffer, starting at element (0, 0).
     pub fn buf(&self) -> &CudaViewMut<'a, T> {
         &self.buf

@@ -69,7 +69,7 @@ impl GpuScalar for f64 {
 
 /// Maps a driver error to [`Error::Driver`], naming what was being done.
 pub(crate) fn driver_err(what: &str) -> impl FnOnce(DriverError) -> Error + '_ {
-    move |e| Error::Driver(format!("{what}: {e}"))
+    move |e| Error::driver(what, e)
 }
 
 /// Maps an allocation failure: out-of-memory becomes [`Error::OutOfMemory`],
@@ -79,7 +79,7 @@ pub(crate) fn alloc_err(what: &'static str, bytes: usize) -> impl FnOnce(DriverE
         if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             Error::OutOfMemory { what, bytes }
         } else {
-            Error::Driver(format!("allocating {what} ({bytes} bytes): {e}"))
+            Error::driver(format!("allocating {what} ({bytes} bytes)"), e)
         }
     }
 }

@@ -170,7 +170,7 @@ pub(crate) fn load_fn(module: &Arc<CudaModule>, base: &str, dtype: &str) -> Resu
         if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND {
             Error::MissingKernel(name)
         } else {
-            Error::Driver(format!("resolving kernel {name}: {e}"))
+            Error::driver(format!("resolving kernel {name}"), e)
         }
     })
 }

@@ -92,10 +92,13 @@ impl Gpu {
         // at most one block per SM (blocks ≤ max_blocks = SMs), so one resident block
         // per SM makes the grid co-resident
         if occupancy(bytes)? < 1 {
-            return Err(Error::Driver(format!(
-                "lu_panel_coop: no block of {LU_COOP_BLOCK} threads with {bytes} bytes of \
+            return Err(Error::Driver(
+                format!(
+                    "lu_panel_coop: no block of {LU_COOP_BLOCK} threads with {bytes} bytes of \
                  shared memory fits on an SM"
-            )));
+                )
+                .into(),
+            ));
         }
         let (ipiv, diag, cbase) = (p.ipiv, p.diag, cw.cbase.get());
         let in_smem_arg = u32::from(in_smem);

@@ -147,7 +147,7 @@ impl Gpu {
 }
 
 fn status(op: &'static str, s: cublas::cublasStatus_t) -> Result<()> {
-    s.result().map_err(|e| Error::Cublas(format!("{op}: {e}")))
+    s.result().map_err(|e| Error::cublas(op, e))
 }
 
 /// Raw device pointers of one factorisation. Invariant (established only by

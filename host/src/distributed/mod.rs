@@ -53,7 +53,7 @@ use crate::state::gpu::GpuQr;
 ///
 /// # Examples
 /// ```no_run
-/// use cuqr::dist::NcclId;
+/// use cuqr::distributed::NcclId;
 /// let id = NcclId::new()?;                       // on rank 0
 /// std::fs::write("/tmp/cuqr.id", id.to_hex()).unwrap();
 /// let text = std::fs::read_to_string("/tmp/cuqr.id").unwrap(); // on every rank
@@ -112,7 +112,7 @@ impl NcclId {
 /// # Examples
 /// ```no_run
 /// use std::sync::Arc;
-/// use cuqr::dist::{NcclId, RankComm};
+/// use cuqr::distributed::{NcclId, RankComm};
 /// use cuqr::Gpu;
 /// let (rank, world) = (0, 2);
 /// let id = NcclId::from_hex(&std::env::var("CUQR_NCCL_ID").unwrap())?;
@@ -190,7 +190,7 @@ pub(crate) struct Part<T: DistScalar> {
 /// # Examples
 /// ```no_run
 /// use std::sync::Arc;
-/// use cuqr::dist::{DistGroup, DistQr};
+/// use cuqr::distributed::{DistGroup, DistQr};
 /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
 /// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
 /// let group = DistGroup::new(&gpus)?;                    // communicators, once
@@ -268,7 +268,7 @@ pub struct DistTimes {
 /// # Examples
 /// ```no_run
 /// use std::sync::Arc;
-/// use cuqr::dist::DistQr;
+/// use cuqr::distributed::DistQr;
 /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
 /// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
 /// let a = Mat::<f64>::from_fn(10_000, 50, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);

@@ -125,7 +125,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(4000, 30, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
@@ -249,7 +249,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(600, 20, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
@@ -308,7 +308,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(600, 20, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);

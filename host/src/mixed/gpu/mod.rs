@@ -71,6 +71,9 @@
 //! # Ok::<(), cuqr::Error>(())
 //! ```
 
+mod gram;
+mod inner_cg;
+
 use super::cpu::{check_a, INNER_EPS};
 use super::{GemmPrecision, MixedFactor, MixedParams, MixedRoute, MixedSolution};
 use crate::base::error::{Error, Result};
@@ -79,11 +82,11 @@ use crate::cpu::wy::resolve_block_size;
 use crate::gpu::algo::householder::blocked_qr;
 use crate::gpu::algo::rank::check_rank_dev;
 use crate::gpu::ffi::blas::Op;
-use crate::gpu::ffi::gram::gram_cholesky;
-use crate::gpu::ffi::refine::InnerCg;
 use crate::gpu::runtime::matrix::{DevMat, DevVec};
 use crate::gpu::runtime::timing::{EventTimer, PhaseClock};
 use crate::gpu::runtime::{Gpu, GpuScalar};
+use gram::gram_cholesky;
+use inner_cg::InnerCg;
 
 const OP_QR: &str = "mixed_qr_gpu";
 const OP_LS: &str = "lstsq_mixed_gpu";
@@ -473,24 +476,12 @@ fn stage_r(
     }
 }
 
-/// The refined least-squares solve on the device: R̃ from the stages of `params.route`
-/// (falling through to the next stage when one gives no factor), then per right-hand
-/// side preconditioned-CG corrections until the backward error stops improving.
+/// ‖b_c‖₂ of each column of the m×nrhs `b`.
 ///
-/// Long because a stalled inner solve may switch to the next stage's factor and restart
-/// the current column, which needs the CG workspace, the iterate, the best iterate and
-/// the stall counters of the column loop in the same scope.
-fn solve(
-    gpu: &Gpu,
-    a: &DevMat<f64>,
-    b: &DevMat<f64>,
-    params: &MixedParams,
-    mut clock: Option<MixedClock>,
-) -> Result<MixedSolutionGpu> {
-    let (m, n, nrhs) = (a.nrows(), a.ncols(), b.ncols());
-    check_dims(OP_LS, m, n)?;
-    let tol = check_ls_params(m, b.nrows(), nrhs, params)?;
-    let nb = resolve_block_size(OP_LS, params.block_size, n)?;
+/// # Errors
+/// [`Error::NonFinite`] / [`Error::InvalidParam`] when a norm is not finite.
+fn column_norms(gpu: &Gpu, b: &DevMat<f64>) -> Result<Vec<f64>> {
+    let (m, nrhs) = (b.nrows(), b.ncols());
     let mut bnorms = Vec::with_capacity(nrhs);
     for c in 0..nrhs {
         let nb = gpu.nrm2(&b.col(c, 0..m))?;
@@ -505,36 +496,130 @@ fn solve(
         }
         bnorms.push(nb);
     }
-    // The first stage: Gram-Cholesky (falling through to the QR when SPOTRF fails),
-    // or the QR.
-    let copy = MixedClock::factor(&mut clock, gpu, || f32_copy(gpu, OP_LS, a))?;
-    let anorm = copy.anorm;
-    let mut stage = match params.route {
-        MixedRoute::Auto => MixedFactor::GramCholesky,
-        MixedRoute::GramF64 => MixedFactor::GramCholeskyF64,
-        MixedRoute::Qr => MixedFactor::Qr(params.precision),
-    };
-    let (mut r, mut spare) =
-        MixedClock::factor(&mut clock, gpu, || stage_r(gpu, a, copy, stage, nb))?;
-    // A Gram stage that fails hands its copy back; the stages end with a QR, which
-    // always gives R̃ (or an error).
-    while r.is_none() {
-        stage = next_stage(stage, params).expect("the last stage is a QR");
-        let c = spare.take().expect("a Gram stage hands its copy back");
-        (r, spare) = MixedClock::factor(&mut clock, gpu, || stage_r(gpu, a, c, stage, nb))?;
+    Ok(bnorms)
+}
+
+/// The preconditioner of the refinement: the stage that gave R̃, the inner CG over it,
+/// and what trying the later stages needs (the spare f32 copy of A, whether the next
+/// first correction may still switch).
+struct Preconditioner<'p> {
+    gpu: &'p Gpu,
+    a: &'p DevMat<f64>,
+    params: &'p MixedParams,
+    nb: usize,
+    stage: MixedFactor,
+    spare: Option<F32Copy>,
+    cg: InnerCg,
+    /// May the first inner solve of this stage still trigger the next stage?
+    may_switch: bool,
+}
+
+impl<'p> Preconditioner<'p> {
+    /// The first stage of `params.route` that gives a factor (Gram-Cholesky falling
+    /// through to the QR when SPOTRF fails, or the QR), with its inner CG; returns it
+    /// and ‖A‖_F.
+    fn first(
+        gpu: &'p Gpu,
+        a: &'p DevMat<f64>,
+        params: &'p MixedParams,
+        nb: usize,
+        clock: &mut Option<MixedClock>,
+    ) -> Result<(Self, f64)> {
+        let copy = MixedClock::factor(clock, gpu, || f32_copy(gpu, OP_LS, a))?;
+        let anorm = copy.anorm;
+        let mut stage = match params.route {
+            MixedRoute::Auto => MixedFactor::GramCholesky,
+            MixedRoute::GramF64 => MixedFactor::GramCholeskyF64,
+            MixedRoute::Qr => MixedFactor::Qr(params.precision),
+        };
+        let (mut r, mut spare) =
+            MixedClock::factor(clock, gpu, || stage_r(gpu, a, copy, stage, nb))?;
+        // A Gram stage that fails hands its copy back; the stages end with a QR, which
+        // always gives R̃ (or an error).
+        while r.is_none() {
+            stage = next_stage(stage, params).expect("the last stage is a QR");
+            let c = spare.take().expect("a Gram stage hands its copy back");
+            (r, spare) = MixedClock::factor(clock, gpu, || stage_r(gpu, a, c, stage, nb))?;
+        }
+        let r = r.expect("the loop above ends with R̃");
+        let (m, n) = (a.nrows(), a.ncols());
+        let cg = InnerCg::new(gpu, m, n, r)?;
+        let may_switch = next_stage(stage, params).is_some();
+        let pre = Self {
+            gpu,
+            a,
+            params,
+            nb,
+            stage,
+            spare,
+            cg,
+            may_switch,
+        };
+        Ok((pre, anorm))
     }
-    let r = r.expect("the loop above ends with R̃");
+
+    /// Tries the later stages in order, until one gives a factor; on success the inner
+    /// CG runs on it from now on. A Gram stage hands its f32 copy back; a QR stage
+    /// consumes its own, so a later QR needs a fresh one. A stage that fails with an
+    /// error (e.g. an exactly zero pivot of the f32 QR) ends the search: the current
+    /// factor stays.
+    fn switch_to_next(&mut self, clock: &mut Option<MixedClock>) -> Result<bool> {
+        let (gpu, a, nb) = (self.gpu, self.a, self.nb);
+        let mut next = next_stage(self.stage, self.params);
+        while let Some(cand) = next {
+            let spare = &mut self.spare;
+            let got = MixedClock::factor(clock, gpu, || {
+                let c = match spare.take() {
+                    Some(c) => c,
+                    None => f32_copy(gpu, OP_LS, a)?,
+                };
+                stage_r(gpu, a, c, cand, nb)
+            });
+            match got {
+                Ok((Some(r2), c2)) => {
+                    self.spare = c2;
+                    self.cg = InnerCg::new(gpu, a.nrows(), a.ncols(), r2)?;
+                    self.stage = cand;
+                    self.may_switch = next_stage(cand, self.params).is_some();
+                    return Ok(true);
+                }
+                Ok((None, c2)) => {
+                    self.spare = c2;
+                    next = next_stage(cand, self.params);
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The refined least-squares solve on the device: R̃ from the stages of `params.route`
+/// (falling through to the next stage when one gives no factor), then per right-hand
+/// side preconditioned-CG corrections until the backward error stops improving. A
+/// stalled first inner solve may switch to the next stage's factor and restart the
+/// current column.
+fn solve(
+    gpu: &Gpu,
+    a: &DevMat<f64>,
+    b: &DevMat<f64>,
+    params: &MixedParams,
+    mut clock: Option<MixedClock>,
+) -> Result<MixedSolutionGpu> {
+    let (m, n, nrhs) = (a.nrows(), a.ncols(), b.ncols());
+    check_dims(OP_LS, m, n)?;
+    let tol = check_ls_params(m, b.nrows(), nrhs, params)?;
+    let nb = resolve_block_size(OP_LS, params.block_size, n)?;
+    let bnorms = column_norms(gpu, b)?;
+    let (mut pre, anorm) = Preconditioner::first(gpu, a, params, nb, &mut clock)?;
     let u = f64::EPSILON / 2.0;
     let max_inner = 10 * n + 50;
-    let mut cg = InnerCg::new(gpu, m, n, r)?;
     let mut rv = DevVec::<f64>::zeros(gpu, m)?;
     let mut h = DevVec::<f64>::zeros(gpu, n)?;
     let mut x = DevMat::<f64>::zeros(gpu, n, nrhs)?;
     let mut xc = DevVec::<f64>::zeros(gpu, n)?;
     let mut best = DevVec::<f64>::zeros(gpu, n)?;
     let (mut iterations, mut worst, mut inner_steps) = (0usize, 0.0f64, 0usize);
-    // May the first inner solve of this stage still trigger the next stage?
-    let mut may_switch = next_stage(stage, params).is_some();
     let mut col = 0;
     while col < nrhs {
         let bnorm = bnorms[col];
@@ -547,57 +632,27 @@ fn solve(
         let mut restart = false;
         while it < params.max_iterations {
             it += 1;
-            let cap = if may_switch {
-                switch_cap(stage)
+            let cap = if pre.may_switch {
+                switch_cap(pre.stage)
             } else {
                 max_inner
             };
-            let out = cg.solve(gpu, a, &h.view(), INNER_EPS, cap)?;
+            let out = pre.cg.solve(gpu, a, &h.view(), INNER_EPS, cap)?;
             inner_steps += out.steps;
-            if may_switch {
-                may_switch = false;
+            if pre.may_switch {
+                pre.may_switch = false;
                 if !out.converged && out.steps >= cap {
-                    // The later stages in order, until one gives a factor. A Gram
-                    // stage hands its f32 copy back; a QR stage consumes its own, so a
-                    // later QR needs a fresh one.
-                    let mut next = next_stage(stage, params);
-                    let mut switched = false;
-                    while let Some(cand) = next {
-                        let got = MixedClock::factor(&mut clock, gpu, || {
-                            let c = match spare.take() {
-                                Some(c) => c,
-                                None => f32_copy(gpu, OP_LS, a)?,
-                            };
-                            stage_r(gpu, a, c, cand, nb)
-                        });
-                        match got {
-                            Ok((Some(r2), c2)) => {
-                                spare = c2;
-                                cg = InnerCg::new(gpu, m, n, r2)?;
-                                stage = cand;
-                                may_switch = next_stage(stage, params).is_some();
-                                switched = true;
-                                break;
-                            }
-                            Ok((None, c2)) => {
-                                spare = c2;
-                                next = next_stage(cand, params);
-                            }
-                            // E.g. an exactly zero pivot of the f32 QR: stay.
-                            Err(_) => break,
-                        }
-                    }
-                    if switched {
+                    if pre.switch_to_next(&mut clock)? {
                         restart = true;
                         break;
                     }
                     // No later factorisation succeeded: redo this correction with the
                     // full budget on the current factor (the rare path).
-                    let full = cg.solve(gpu, a, &h.view(), INNER_EPS, max_inner)?;
+                    let full = pre.cg.solve(gpu, a, &h.view(), INNER_EPS, max_inner)?;
                     inner_steps += full.steps;
                 }
             }
-            gpu.axpy(1.0, &cg.delta.slice(0..n), &mut xc.view_mut())?;
+            gpu.axpy(1.0, &pre.cg.delta.slice(0..n), &mut xc.view_mut())?;
             let eta = eta_at(gpu, a, &bc, &xc.view(), anorm, bnorm, &mut rv, &mut h)?;
             // Progress = at least halving the best backward error (as the CPU side).
             idle = if eta <= 0.5 * best_eta { 0 } else { idle + 1 };
@@ -623,7 +678,8 @@ fn solve(
         worst = worst.max(best_eta);
         col += 1;
     }
-    drop(spare);
+    let stage = pre.stage;
+    drop(pre.spare.take());
     let phases = match clock {
         Some(c) => Some(c.finish(gpu)?),
         None => None,

@@ -10,6 +10,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
+use cudarc::driver::CudaSlice;
+
 use super::{DistGroup, DistQr, DistScalar, DistTimes, Kept, Net, Part, RankComm};
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
@@ -43,7 +45,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let parts = vec![gpu.clone(), gpu.clone(), gpu];  // three partitions on one GPU
@@ -115,7 +117,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::{DistGroup, DistQr};
+    /// use cuqr::distributed::{DistGroup, DistQr};
     /// use cuqr::{DevMat, FactorParams, Gpu, Mat, QPolicy};
     /// let gpus = vec![Arc::new(Gpu::new(0)?), Arc::new(Gpu::new(1)?)];
     /// let group = DistGroup::new(&gpus)?;
@@ -149,16 +151,16 @@ impl<T: DistScalar> DistQr<T> {
         }
         let counts: Vec<usize> = blocks.iter().map(|(a, _)| a.nrows()).collect();
         let ranks: Vec<usize> = (0..gpus.len()).collect();
-        build(
-            group.net.clone(),
+        build(BuildPlan {
+            net: group.net.clone(),
             ranks,
-            gpus.len(),
-            gpus.to_vec(),
+            world: gpus.len(),
+            gpus: gpus.to_vec(),
             blocks,
             counts,
             policy,
             params,
-        )
+        })
     }
 
     /// Factorises this process's rows `a` (m_i×n) and `b` (m_i×q) as rank `comm`'s block of
@@ -172,7 +174,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::{DistQr, NcclId, RankComm};
+    /// use cuqr::distributed::{DistQr, NcclId, RankComm};
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let (rank, world) = (1, 2);
     /// let id = NcclId::from_hex(&std::fs::read_to_string("/tmp/cuqr.id").unwrap())?;
@@ -217,16 +219,16 @@ impl<T: DistScalar> DistQr<T> {
             .into_iter()
             .map(|x| x.round() as usize)
             .collect();
-        build(
+        build(BuildPlan {
             net,
-            vec![rank],
+            ranks: vec![rank],
             world,
-            vec![g],
-            vec![block],
+            gpus: vec![g],
+            blocks: vec![block],
             counts,
             policy,
             params,
-        )
+        })
     }
 }
 
@@ -264,50 +266,82 @@ fn local_qr<T: DistScalar>(
     Ok(st)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build<T: DistScalar>(
+/// What [`build`] starts from: this process's ranks, their devices and row blocks, and
+/// every rank's row count.
+struct BuildPlan<T: DistScalar> {
     net: Rc<Net>,
+    /// The ranks this process holds, one per device of `gpus`.
     ranks: Vec<usize>,
     world: usize,
     gpus: Vec<Arc<Gpu>>,
+    /// Each held rank's rows of A and b.
     blocks: Vec<(DevMat<T>, DevMat<T>)>,
+    /// Rows of every rank, this process's or not.
     counts: Vec<usize>,
     policy: QPolicy,
     params: FactorParams,
-) -> Result<(DistQr<T>, DistTimes)> {
-    if policy == QPolicy::Full {
-        return Err(Error::InvalidParam {
-            op: OP,
-            what: "policy",
-            why: "the distributed state holds R only or the thin Q₁ (Full would be m×m)".into(),
-        });
-    }
-    let (n, q) = (blocks[0].0.ncols(), blocks[0].1.ncols());
-    for (i, (a, b)) in blocks.iter().enumerate() {
-        if a.ncols() != n || b.ncols() != q || b.nrows() != a.nrows() {
-            return Err(Error::Shape {
+}
+
+/// The sizes of the whole problem, once [`BuildPlan::check`] has passed.
+#[derive(Clone, Copy)]
+struct BuildDims {
+    m: usize,
+    n: usize,
+    q: usize,
+}
+
+/// The packed [R d] of every rank gathered on each held device (empty for one rank), with
+/// the leading dimension and length of one rank's pack.
+struct Gathered<T> {
+    recvs: Vec<CudaSlice<T>>,
+    /// The packs sent, kept (as the received ones) until the state is built.
+    _packs: Vec<DevMat<T>>,
+    ld: usize,
+    len: usize,
+}
+
+impl<T: DistScalar> BuildPlan<T> {
+    /// Checks the policy, the blocks' shapes and the rows per rank.
+    fn check(&self) -> Result<BuildDims> {
+        if self.policy == QPolicy::Full {
+            return Err(Error::InvalidParam {
                 op: OP,
-                what: "block shapes",
-                got: i,
-                expected: 0,
+                what: "policy",
+                why: "the distributed state holds R only or the thin Q₁ (Full would be m×m)".into(),
             });
         }
+        let (n, q) = (self.blocks[0].0.ncols(), self.blocks[0].1.ncols());
+        for (i, (a, b)) in self.blocks.iter().enumerate() {
+            if a.ncols() != n || b.ncols() != q || b.nrows() != a.nrows() {
+                return Err(Error::Shape {
+                    op: OP,
+                    what: "block shapes",
+                    got: i,
+                    expected: 0,
+                });
+            }
+        }
+        if let Some(&c) = self.counts.iter().find(|&&c| c < n) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "rows per rank",
+                why: format!("a rank holds {c} rows, fewer than n = {n}"),
+            });
+        }
+        let m: usize = self.counts.iter().sum();
+        Ok(BuildDims { m, n, q })
     }
-    if let Some(&c) = counts.iter().find(|&&c| c < n) {
-        return Err(Error::InvalidParam {
-            op: OP,
-            what: "rows per rank",
-            why: format!("a rank holds {c} rows, fewer than n = {n}"),
-        });
-    }
-    let m: usize = counts.iter().sum();
-    let u = T::UNIT_ROUNDOFF;
-    let rank_tol = params
-        .rank_tol
-        .unwrap_or_else(|| crate::ops::factorize::default_rank_tol(m, n, u));
-    let mut times = DistTimes::default();
-    let t0 = Instant::now();
-    // 1. local QRs, one thread per device where there are several
+}
+
+/// Step 1: the local QRs, one thread per device where there are several; the first
+/// device's context is bound to this thread again afterwards.
+fn local_factorisations<T: DistScalar>(
+    net: &Net,
+    gpus: &[Arc<Gpu>],
+    blocks: Vec<(DevMat<T>, DevMat<T>)>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<Vec<GpuQr<T>>> {
     let locals: Vec<GpuQr<T>> = if matches!(*net, Net::Local) || gpus.len() == 1 {
         let mut v = Vec::new();
         for (g, (a, b)) in gpus.iter().zip(blocks) {
@@ -335,10 +369,13 @@ fn build<T: DistScalar>(
         .context()
         .bind_to_thread()
         .map_err(crate::gpu::runtime::driver_err("binding the context"))?;
-    times.local_ms = t0.elapsed().as_secs_f64() * 1e3;
-    // local residual norms (squared, summed over the ranks)
+    Ok(locals)
+}
+
+/// The squared residual norms of each local factorisation, per column of b.
+fn local_residuals<T: DistScalar>(locals: &[GpuQr<T>]) -> Result<Vec<Vec<f64>>> {
     let mut rho_local = Vec::new();
-    for st in &locals {
+    for st in locals {
         let g = &*st.gpu;
         let r2: Vec<f64> = match &st.q {
             Some(q1) => {
@@ -358,12 +395,20 @@ fn build<T: DistScalar>(
         };
         rho_local.push(r2.iter().map(|x| x * x).collect::<Vec<f64>>());
     }
-    let mut rho2 = net.sum_host::<T>(&gpus[0], &rho_local)?;
-    // 2. the R-factors and d, all-gathered
-    let t1 = Instant::now();
+    Ok(rho_local)
+}
+
+/// Step 2: every local [R d] packed and all-gathered onto each held device.
+fn gather_factors<T: DistScalar>(
+    net: &Net,
+    gpus: &[Arc<Gpu>],
+    locals: &[GpuQr<T>],
+    world: usize,
+    BuildDims { n, q, .. }: BuildDims,
+) -> Result<Gathered<T>> {
     let gr: Vec<&Gpu> = gpus.iter().map(|g| &**g).collect();
     let mut packs = Vec::new();
-    for st in &locals {
+    for st in locals {
         let g = &*st.gpu;
         let mut p = DevMat::<T>::zeros(g, n, n + q)?;
         g.panel_copy(&st.r.view(), &mut p.block_mut(0, 0, n, n))?;
@@ -373,7 +418,7 @@ fn build<T: DistScalar>(
     let (ld, len) = (packs[0].ld(), packs[0].buf().len());
     let mut recvs = Vec::new();
     if world > 1 {
-        for st in &locals {
+        for st in locals {
             recvs.push(st.gpu.stream().alloc_zeros::<T>(len * world).map_err(
                 crate::gpu::runtime::alloc_err("the gathered R-factors", len * world),
             )?);
@@ -381,114 +426,204 @@ fn build<T: DistScalar>(
         let sends: Vec<_> = packs.iter().map(|p| p.buf()).collect();
         let mut rv: Vec<_> = recvs.iter_mut().collect();
         net.all_gather(&gr, &sends, &mut rv)?;
-        for g in &gpus {
+        for g in gpus {
             g.synchronize()?;
         }
     }
+    Ok(Gathered {
+        recvs,
+        _packs: packs,
+        ld,
+        len,
+    })
+}
+
+/// The R, d and Q₁ of one held rank after the stacked QR (step 3).
+struct StackedFactors<T> {
+    r: DevMat<T>,
+    d: DevMat<T>,
+    q1: Option<DevMat<T>>,
+}
+
+/// Step 3 on one held rank (`i`-th of this process, global rank `rank`): the QR of the
+/// stacked R-factors, with d and Q₁ brought along; also the column norms of the stacked
+/// d's rows below n (the residual's extra part) when `want_extra`.
+#[allow(clippy::type_complexity)]
+fn stacked_qr<T: DistScalar>(
+    g: &Gpu,
+    recv: &CudaSlice<T>,
+    gathered: &Gathered<T>,
+    (world, rank): (usize, usize),
+    BuildDims { n, q, .. }: BuildDims,
+    q1_loc: Option<DevMat<T>>,
+    want_extra: bool,
+) -> Result<(StackedFactors<T>, Option<Vec<f64>>)> {
+    let (ld, len) = (gathered.ld, gathered.len);
+    let gn = world * n;
+    let mut s = DevMat::<T>::for_overwrite(g, gn, n)?;
+    let mut ds = DevMat::<T>::for_overwrite(g, gn, q)?;
+    for r in 0..world {
+        let chunk = DevMatView::new(recv.slice(r * len..(r + 1) * len), n, n + q, ld)?;
+        g.panel_copy(&chunk.block(0, 0, n, n), &mut s.block_mut(r * n, 0, n, n))?;
+        g.panel_copy(&chunk.block(0, n, n, q), &mut ds.block_mut(r * n, 0, n, q))?;
+    }
+    let mut tau = DevVec::<T>::zeros(g, n)?;
+    g.geqrf(&mut s.view_mut(), &mut tau.view_mut())?;
+    g.ormqr(
+        Side::Left,
+        Op::T,
+        &s.view(),
+        n,
+        &tau.view(),
+        &mut ds.view_mut(),
+    )?;
+    let r = g.two_phase_copy_new(&s.block(0, 0, n, n), 0..0, true)?;
+    let d = g.two_phase_copy_new(&ds.block(0, 0, n, q), 0..0, false)?;
+    let extra = if want_extra {
+        Some(thin::column_norms(g, &ds.block(n, 0, gn - n, q))?)
+    } else {
+        None
+    };
+    let q1 = match q1_loc {
+        Some(q1) => {
+            g.orgqr(&mut s.view_mut(), n, &tau.view())?;
+            let mut qn = DevMat::<T>::for_overwrite(g, q1.nrows(), n)?;
+            g.gemm(
+                Op::N,
+                Op::N,
+                T::ONE,
+                &q1.view(),
+                &s.block(rank * n, 0, n, n),
+                T::ZERO,
+                &mut qn.view_mut(),
+            )?;
+            Some(qn)
+        }
+        None => None,
+    };
+    Ok((StackedFactors { r, d, q1 }, extra))
+}
+
+/// One held rank's part of the state from its local factorisation `st` (and, over
+/// several ranks, the stacked QR); also the stacked factor's extra residual norms on the
+/// first held rank.
+fn rank_part<T: DistScalar>(
+    i: usize,
+    st: GpuQr<T>,
+    plan: (&[usize], usize, &Gathered<T>),
+    dims: BuildDims,
+    rank_tol: f64,
+) -> Result<(Part<T>, Option<Vec<f64>>)> {
+    let (ranks, world, gathered) = plan;
+    let BuildDims { m, n, q } = dims;
+    let GpuQr {
+        gpu,
+        r: r_loc,
+        d: d_loc,
+        q: q1_loc,
+        b: b_loc,
+        a: a_loc,
+        params: up,
+        drift,
+        ..
+    } = st;
+    let g = &*gpu;
+    let (StackedFactors { r, d, q1 }, extra) = if world == 1 {
+        let f = StackedFactors {
+            r: r_loc,
+            d: d_loc,
+            q1: q1_loc,
+        };
+        (f, None)
+    } else {
+        drop((r_loc, d_loc));
+        let at = (world, ranks[i]);
+        stacked_qr(g, &gathered.recvs[i], gathered, at, dims, q1_loc, i == 0)?
+    };
+    crate::gpu::algo::rank::check_rank(g, &r, n, rank_tol)?;
+    let (kept, thin_part) = match (a_loc, b_loc, q1) {
+        (Some(a), Some(b), _) => (
+            Some(Kept {
+                rows: a.nrows(),
+                a,
+                b,
+                row0: 0,
+            }),
+            None,
+        ),
+        (None, Some(b), Some(q1)) => (None, Some((q1, b))),
+        _ => (None, None),
+    };
+    let core = GpuQr {
+        gpu: gpu.clone(),
+        dims: Dims {
+            m,
+            n,
+            q,
+            policy: QPolicy::None,
+        },
+        r,
+        d,
+        q: None,
+        b: None,
+        a: None,
+        kept_row0: 0,
+        rho: Vec::new(),
+        params: up,
+        rank_tol,
+        drift,
+        poisoned: AtomicBool::new(false),
+    };
+    let part = Part {
+        rank: ranks[i],
+        core,
+        kept,
+        thin: thin_part,
+    };
+    Ok((part, extra))
+}
+
+/// The distributed state of `plan` (docs/scaling.md): local QRs, their R-factors and d
+/// all-gathered, the stacked QR on every rank, the residual norms summed, one R for all.
+fn build<T: DistScalar>(plan: BuildPlan<T>) -> Result<(DistQr<T>, DistTimes)> {
+    let dims = plan.check()?;
+    let BuildPlan {
+        net,
+        ranks,
+        world,
+        gpus,
+        blocks,
+        counts,
+        policy,
+        params,
+    } = plan;
+    let BuildDims { m, n, q } = dims;
+    let u = T::UNIT_ROUNDOFF;
+    let rank_tol = params
+        .rank_tol
+        .unwrap_or_else(|| crate::ops::factorize::default_rank_tol(m, n, u));
+    let mut times = DistTimes::default();
+    let t0 = Instant::now();
+    // 1. local QRs, one thread per device where there are several
+    let locals = local_factorisations(&net, &gpus, blocks, policy, params)?;
+    times.local_ms = t0.elapsed().as_secs_f64() * 1e3;
+    // local residual norms (squared, summed over the ranks)
+    let rho_local = local_residuals(&locals)?;
+    let mut rho2 = net.sum_host::<T>(&gpus[0], &rho_local)?;
+    // 2. the R-factors and d, all-gathered
+    let t1 = Instant::now();
+    let gathered = gather_factors(&net, &gpus, &locals, world, dims)?;
     times.comm_ms = t1.elapsed().as_secs_f64() * 1e3;
     // 3. the stacked QR on every rank
     let t2 = Instant::now();
     let mut parts = Vec::new();
     let mut extra = vec![0.0; q];
     for (i, st) in locals.into_iter().enumerate() {
-        let GpuQr {
-            gpu,
-            r: r_loc,
-            d: d_loc,
-            q: q1_loc,
-            b: b_loc,
-            a: a_loc,
-            params: up,
-            drift,
-            ..
-        } = st;
-        let g = &*gpu;
-        let (r, d, q1) = if world == 1 {
-            (r_loc, d_loc, q1_loc)
-        } else {
-            drop((r_loc, d_loc));
-            let gn = world * n;
-            let mut s = DevMat::<T>::for_overwrite(g, gn, n)?;
-            let mut ds = DevMat::<T>::for_overwrite(g, gn, q)?;
-            for r in 0..world {
-                let chunk = DevMatView::new(recvs[i].slice(r * len..(r + 1) * len), n, n + q, ld)?;
-                g.panel_copy(&chunk.block(0, 0, n, n), &mut s.block_mut(r * n, 0, n, n))?;
-                g.panel_copy(&chunk.block(0, n, n, q), &mut ds.block_mut(r * n, 0, n, q))?;
-            }
-            let mut tau = DevVec::<T>::zeros(g, n)?;
-            g.geqrf(&mut s.view_mut(), &mut tau.view_mut())?;
-            g.ormqr(
-                Side::Left,
-                Op::T,
-                &s.view(),
-                n,
-                &tau.view(),
-                &mut ds.view_mut(),
-            )?;
-            let r = g.two_phase_copy_new(&s.block(0, 0, n, n), 0..0, true)?;
-            let d = g.two_phase_copy_new(&ds.block(0, 0, n, q), 0..0, false)?;
-            if i == 0 {
-                extra = thin::column_norms(g, &ds.block(n, 0, gn - n, q))?;
-            }
-            let q1 = match q1_loc {
-                Some(q1) => {
-                    g.orgqr(&mut s.view_mut(), n, &tau.view())?;
-                    let mut qn = DevMat::<T>::for_overwrite(g, q1.nrows(), n)?;
-                    g.gemm(
-                        Op::N,
-                        Op::N,
-                        T::ONE,
-                        &q1.view(),
-                        &s.block(ranks[i] * n, 0, n, n),
-                        T::ZERO,
-                        &mut qn.view_mut(),
-                    )?;
-                    Some(qn)
-                }
-                None => None,
-            };
-            (r, d, q1)
-        };
-        crate::gpu::algo::rank::check_rank(g, &r, n, rank_tol)?;
-        let (kept, thin_part) = match (a_loc, b_loc, q1) {
-            (Some(a), Some(b), _) => (
-                Some(Kept {
-                    rows: a.nrows(),
-                    a,
-                    b,
-                    row0: 0,
-                }),
-                None,
-            ),
-            (None, Some(b), Some(q1)) => (None, Some((q1, b))),
-            _ => (None, None),
-        };
-        let core = GpuQr {
-            gpu: gpu.clone(),
-            dims: Dims {
-                m,
-                n,
-                q,
-                policy: QPolicy::None,
-            },
-            r,
-            d,
-            q: None,
-            b: None,
-            a: None,
-            kept_row0: 0,
-            rho: Vec::new(),
-            params: up,
-            rank_tol,
-            drift,
-            poisoned: AtomicBool::new(false),
-        };
-        parts.push(Part {
-            rank: ranks[i],
-            core,
-            kept,
-            thin: thin_part,
-        });
+        let (part, e) = rank_part(i, st, (&ranks, world, &gathered), dims, rank_tol)?;
+        if let Some(e) = e {
+            extra = e;
+        }
+        parts.push(part);
     }
     // the stacked factor's extra rows add to the residual (rank 0's copy, shared)
     if world > 1 {

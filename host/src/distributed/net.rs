@@ -1,4 +1,4 @@
-//! The communication under a [`crate::dist::DistQr`]: NCCL communicators for one process
+//! The communication under a [`crate::distributed::DistQr`]: NCCL communicators for one process
 //! driving all GPUs of a host (`Comm::from_devices`, every collective in one NCCL group) or
 //! one process per GPU (`Comm::from_rank`), and in-process copies for logical partitions that
 //! share one device (NCCL takes one rank per device).
@@ -33,7 +33,7 @@ pub(crate) enum Net {
 pub(crate) fn nccl_err(
     what: &'static str,
 ) -> impl FnOnce(cudarc::nccl::result::NcclError) -> Error {
-    move |e| Error::Driver(format!("NCCL {what}: {e:?}"))
+    move |e| Error::Driver(format!("NCCL {what}: {e:?}").into())
 }
 
 fn copy<T: GpuScalar>(g: &Gpu, src: &CudaSlice<T>, dst: &mut CudaSlice<T>) -> Result<()> {

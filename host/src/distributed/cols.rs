@@ -182,7 +182,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(600, 20, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
@@ -276,7 +276,7 @@ impl<T: DistScalar> DistQr<T> {
     /// # Examples
     /// ```no_run
     /// use std::sync::Arc;
-    /// use cuqr::dist::DistQr;
+    /// use cuqr::distributed::DistQr;
     /// use cuqr::{FactorParams, Gpu, Mat, QPolicy};
     /// let gpu = Arc::new(Gpu::new(0)?);
     /// let a = Mat::<f64>::from_fn(600, 20, |i, j| ((i * 7 + j * 13) % 29) as f64 - 14.0);
