@@ -17,7 +17,7 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::{sys, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
-use crate::gpu::launch::{grid_blocks, launch_config, launch_err};
+use crate::gpu::launch::{grid_blocks, last_row, launch_config, launch_err};
 use crate::gpu::launch::{APPLY_GIVENS_BLOCK, MAKE_GIVENS_BLOCK, TILE, TILE_ROWS};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -60,7 +60,7 @@ impl Gpu {
             return Ok(());
         }
         check_stream(self, stream);
-        assert!(row0 >= 1 && row0 + 2 * (count - 1) < a.ncols() && col0 + count <= a.nrows());
+        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && col0 + count <= a.nrows());
         assert!(c.len() >= count && s.len() >= count);
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
@@ -117,7 +117,7 @@ impl Gpu {
             return Ok(());
         }
         check_stream(self, stream);
-        assert!(row0 >= 1 && row0 + 2 * (count - 1) < a.ncols() && cols.end <= a.nrows());
+        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && cols.end <= a.nrows());
         assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_Y);
         let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
         let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
