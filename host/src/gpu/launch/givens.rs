@@ -17,10 +17,8 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::{sys, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
-use crate::gpu::launch::{grid_blocks, launch_config, launch_err};
-use crate::gpu::launch::{
-    last_row, APPLY_GIVENS_BLOCK, MAKE_GIVENS_BLOCK, MAX_GRID_YZ, TILE, TILE_ROWS,
-};
+use crate::gpu::launch::{grid_blocks, last_row, launch_config, launch_err};
+use crate::gpu::launch::{APPLY_GIVENS_BLOCK, MAKE_GIVENS_BLOCK, TILE, TILE_ROWS};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -62,7 +60,7 @@ impl Gpu {
             return Ok(());
         }
         check_stream(self, stream);
-        assert!(row0 >= 1 && row0 + 2 * (count - 1) < a.ncols() && col0 + count <= a.nrows());
+        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && col0 + count <= a.nrows());
         assert!(c.len() >= count && s.len() >= count);
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
@@ -119,7 +117,7 @@ impl Gpu {
             return Ok(());
         }
         check_stream(self, stream);
-        assert!(row0 >= 1 && row0 + 2 * (count - 1) < a.ncols() && cols.end <= a.nrows());
+        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && cols.end <= a.nrows());
         assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_Y);
         let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
         let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
@@ -291,36 +289,7 @@ impl Gpu {
         c: &mut CudaViewMut<'_, T>,
         s: &mut CudaViewMut<'_, T>,
     ) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && col0 + count <= a.nrows());
-        assert!(c.len() >= count && s.len() >= count);
-        let pitch = a.ld();
-        let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
-        let mut b = self.kernel_args(f);
-        b.arg(a.buf())
-            .arg(&pitch)
-            .arg(&row0)
-            .arg(&col0)
-            .arg(&count)
-            .arg(&mut *c)
-            .arg(&mut *s);
-        // SAFETY: matches givens_make_wavefront_{f32,f64}(a: *const T, pitch, row0,
-        // col0, count, c: *mut T, s: *mut T): thread i < count reads a[r·pitch + col]
-        // for r ∈ {row0+2i−1, row0+2i} ≤ row0+2(count−1) < a.ncols() and
-        // col = col0+i < a.nrows() ≤ pitch, inside the view's ld·(ncols−1)+nrows
-        // elements (asserted); c and s hold ≥ count and are distinct &mut views;
-        // grid ⌈count/32⌉, block 32.
-        unsafe {
-            b.launch(launch_config(
-                (grid_blocks(count, MAKE_GIVENS_BLOCK), 1),
-                (MAKE_GIVENS_BLOCK, 1),
-                0,
-            ))
-        }
-        .map_err(launch_err("givens_make_wavefront"))?;
-        Ok(())
+        self.givens_make_wavefront_on(&self.stream, a, row0, col0, count, c, s)
     }
 
     /// `givens_apply_wavefront` (docs/algorithms.md#givens-rotations,
@@ -347,40 +316,6 @@ impl Gpu {
         c: &CudaView<'_, T>,
         s: &CudaView<'_, T>,
     ) -> Result<()> {
-        if count == 0 || cols.start >= cols.end {
-            return Ok(());
-        }
-        assert!(row0 >= 1 && last_row(row0, count) < a.ncols() && cols.end <= a.nrows());
-        assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_YZ);
-        let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
-        let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
-        let mut b = self.kernel_args(f);
-        b.arg(a.buf_mut())
-            .arg(&pitch)
-            .arg(&row0)
-            .arg(&count)
-            .arg(&col_begin)
-            .arg(&col_step)
-            .arg(&col_end)
-            .arg(c)
-            .arg(s);
-        // SAFETY: matches givens_apply_wavefront_{f32,f64}(a: *mut T, pitch, row0,
-        // count, col_begin, col_step, col_end, c: *const T, s: *const T): block
-        // (x, i) touches a[r·pitch + x] for r ≤ row0+2(count−1) < a.ncols() and
-        // x < col_end ≤ a.nrows() ≤ pitch (asserted), inside the view; distinct
-        // rotations touch distinct row pairs; c, s hold ≥ count and cannot alias
-        // the &mut view a; grid (⌈(col_end−col_begin)/128⌉, count ≤ 65535), block 128.
-        unsafe {
-            b.launch(launch_config(
-                (
-                    grid_blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
-                    count as u32,
-                ),
-                (APPLY_GIVENS_BLOCK, 1),
-                0,
-            ))
-        }
-        .map_err(launch_err("givens_apply_wavefront"))?;
-        Ok(())
+        self.givens_apply_wavefront_on(&self.stream, a, row0, count, cols, col_step, c, s)
     }
 }

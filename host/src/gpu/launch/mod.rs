@@ -84,7 +84,6 @@ pub(crate) const MAX_GRID_YZ: usize = 65_535;
 
 /// Last row/column index touched by the wavefront step with `count` rotations
 /// starting at plane (row0−1, row0): row0 + 2(count−1).
-#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub(crate) fn last_row(row0: usize, count: usize) -> usize {
     row0 + 2 * (count - 1)
 }

@@ -200,6 +200,35 @@ fn leaf_cfg<T>(blocks: usize, words: usize) -> LaunchConfig {
     }
 }
 
+/// Device addresses of a TSQR panel's operands, taken under their guards: the panel
+/// (address, ld), V, T, τ and the scratch, whose element `off` is at `at(off)`.
+#[derive(Clone, Copy)]
+struct TsqrAddrs {
+    a: (u64, usize),
+    v: (u64, usize),
+    t: (u64, usize),
+    tau: u64,
+    scr: u64,
+    /// Bytes an element.
+    elem: u64,
+}
+
+impl TsqrAddrs {
+    /// The scratch's element `off`.
+    fn at(&self, off: usize) -> u64 {
+        self.scr + off as u64 * self.elem
+    }
+
+    /// Level l's matrix: the panel for level 0, else its region of the scratch.
+    fn level_mat(&self, plan: &TsqrPlan, l: usize) -> (u64, usize) {
+        if l == 0 {
+            self.a
+        } else {
+            (self.at(plan.levels[l].mat), plan.levels[l].rows)
+        }
+    }
+}
+
 impl Gpu {
     /// Factors the rows×n panel of `a` at (r0, j0) by TSQR and Householder reconstruction: R
     /// (exact zeros below the diagonal) in place, V (explicit unit diagonal, zeros above) into
@@ -240,12 +269,10 @@ impl Gpu {
         let ks = T::kernel_set(&self.kernels);
         let s = &self.stream;
         let top = plan.levels.len() - 1;
-        let cols = TSQR_MAX_COLS;
-        let null = 0u64;
         let lda = a.ld();
         let (ldv, ldt) = (v.ld(), t.ld());
         // Phase 1 (kernels on raw addresses; the guards record the main stream's use).
-        let (pa, pv, scr) = {
+        let ad = {
             let (pa0, _ga) = a.buf_mut().device_ptr_mut(s);
             let pa = pa0 + (r0 + j0 * lda) as u64 * elem;
             let (pv, _gv) = v.buf_mut().device_ptr_mut(s);
@@ -254,119 +281,25 @@ impl Gpu {
             let (ptau, _gtau) = tau_v.device_ptr_mut(s);
             let mut scr_v = work.scratch.view_mut();
             let (scr, _gs) = scr_v.device_ptr_mut(s);
-            let at = |off: usize| scr + off as u64 * elem;
-            let mat = |l: usize| -> (u64, usize) {
-                if l == 0 {
-                    (pa, lda)
-                } else {
-                    (at(plan.levels[l].mat), plan.levels[l].rows)
-                }
+            let ad = TsqrAddrs {
+                a: (pa, lda),
+                v: (pv, ldv),
+                t: (pt, ldt),
+                tau: ptau,
+                scr,
+                elem,
             };
-            // Up the tree: leaf QRs, each level's R's stacked into the next.
-            for (l, lev) in plan.levels.iter().enumerate() {
-                let (pm, ld) = mat(l);
-                let (pr, ldr) = if l < top {
-                    (at(plan.levels[l + 1].mat), plan.levels[l + 1].rows)
-                } else {
-                    (at(plan.r_final), cols)
-                };
-                self.leaf_qr_launch::<T>(
-                    &ks.tsqr_leaf_qr,
-                    lev.leaves,
-                    (pm, ld, lev.rows, n, lev.kpw),
-                    at(lev.aux),
-                    (pr, ldr),
-                )?;
-            }
-            // Down the tree: explicit Q of levels top ..= 1, then of level 0's first leaf
-            // (the top n×n of Q) into V.
-            for l in (0..=top).rev() {
-                let lev = plan.levels[l];
-                let (pm, ld) = mat(l);
-                let (pc, ldc) = if l == top {
-                    (null, 1)
-                } else {
-                    (at(plan.levels[l + 1].q), plan.levels[l + 1].rows)
-                };
-                // Level 0: leaf 0 alone, of which only the top n rows are needed.
-                let (blocks, out, top_only) = if l == 0 {
-                    (1, (pv, ldv), 1)
-                } else {
-                    (lev.leaves, (at(lev.q), lev.rows), 0)
-                };
-                self.leaf_apply_launch::<T>(
-                    &ks.tsqr_leaf_apply,
-                    blocks,
-                    (pm, ld, lev.rows, n, lev.kpw),
-                    at(lev.aux),
-                    (pc, ldc),
-                    out,
-                    (0, top_only, null),
-                )?;
-            }
-            // V₁, T, τ, M = U⁻¹ and R from it.
-            let mut b = self.kernel_args_on(s, &ks.tsqr_reconstruct);
-            let (pr, pm, prh) = (at(plan.r_final), at(plan.m), at(plan.rh));
-            b.arg(&pv)
-                .arg(&ldv)
-                .arg(&rows)
-                .arg(&n)
-                .arg(&pr)
-                .arg(&cols)
-                .arg(&pt)
-                .arg(&ldt)
-                .arg(&ptau)
-                .arg(&pm)
-                .arg(&prh);
-            let cfg = LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (RECON_THREADS, 1, 1),
-                shared_mem_bytes: u32::try_from(RECON_SMEM * elem as usize).expect("fits u32"),
-            };
-            // SAFETY: matches tsqr_reconstruct_{f32,f64}(y: *mut T, ldy, rows, n,
-            // r_top: *const T, ldr, t: *mut T, ldt, tau: *mut T, m: *mut T, rh: *mut T):
-            // grid 1, block 1024, RECON_SMEM elements of shared memory (< 48 KiB); y = V's
-            // top n×n (asserted to fit), r_top / m / rh = three disjoint COLS×COLS
-            // regions of the scratch (plan.len ≤ its length), t n×n and τ n (asserted);
-            // on the main stream, with every guard held until the end of this block.
-            unsafe { b.launch(cfg) }.map_err(launch_err("tsqr_reconstruct"))?;
-            (pa, pv, scr)
+            self.tsqr_up_tree::<T>(&plan, &ad, n)?;
+            self.tsqr_down_tree::<T>(&plan, &ad, n)?;
+            self.tsqr_reconstruct_launch::<T>(&plan, &ad, rows, n)?;
+            ad
         };
-        // Phase 2: C·M for level 0's leaves, where C is level 1's Q (rows_1×n), into
-        // level 1's matrix (read by nothing any more), or M itself for a one-level
-        // tree. A GEMM in the working precision (the panel's accuracy depends on it).
+        let (pa, pv, scr) = (ad.a.0, ad.v.0, ad.scr);
+        // Phase 2: C·M for level 0's leaves (see `tsqr_times_m`).
         let (cm, ldcm) = if top == 0 {
-            (scr + plan.m as u64 * elem, cols)
+            (scr + plan.m as u64 * elem, TSQR_MAX_COLS)
         } else {
-            let l1 = plan.levels[1];
-            let _exact = self.gemm_precision_scope(crate::base::precision::GemmPrecision::F32);
-            let mut sv = work.scratch.view_mut();
-            let (mut left, right) = sv.split_at_mut(l1.q);
-            let e1 = DevMatView::new(
-                right
-                    .try_slice(0..l1.rows * n)
-                    .expect("level 1's Q in the scratch"),
-                l1.rows,
-                n,
-                l1.rows,
-            )?;
-            let m_off = plan.m - l1.q;
-            let mm = DevMatView::new(
-                right
-                    .try_slice(m_off..m_off + cols * n)
-                    .expect("M in the scratch"),
-                n,
-                n,
-                cols,
-            )?;
-            let mut out = DevMatViewMut::new(
-                left.slice_mut(l1.mat..l1.mat + l1.rows * n),
-                l1.rows,
-                n,
-                l1.rows,
-            )?;
-            self.gemm(Op::N, Op::N, T::ONE, &e1, &mm, T::ZERO, &mut out)?;
-            (scr + l1.mat as u64 * elem, l1.rows)
+            self.tsqr_times_m(work, &plan, n, scr)?
         };
         // Phase 3: every leaf of level 0 again with C·M: V₂ = Q₂·M below row n, and R
         // and zeros into the panel.
@@ -385,6 +318,151 @@ impl Gpu {
             (pv, ldv),
             (1, 0, scr + plan.rh as u64 * elem),
         )
+    }
+
+    /// Up the tree of [`Gpu::tsqr_panel`]: leaf QRs, each level's R's stacked into the
+    /// next (the top level's into the final R).
+    fn tsqr_up_tree<T: GpuScalar>(&self, plan: &TsqrPlan, ad: &TsqrAddrs, n: usize) -> Result<()> {
+        let ks = T::kernel_set(&self.kernels);
+        let top = plan.levels.len() - 1;
+        for (l, lev) in plan.levels.iter().enumerate() {
+            let (pm, ld) = ad.level_mat(plan, l);
+            let (pr, ldr) = if l < top {
+                (ad.at(plan.levels[l + 1].mat), plan.levels[l + 1].rows)
+            } else {
+                (ad.at(plan.r_final), TSQR_MAX_COLS)
+            };
+            self.leaf_qr_launch::<T>(
+                &ks.tsqr_leaf_qr,
+                lev.leaves,
+                (pm, ld, lev.rows, n, lev.kpw),
+                ad.at(lev.aux),
+                (pr, ldr),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Down the tree of [`Gpu::tsqr_panel`]: explicit Q of levels top ..= 1, then of
+    /// level 0's first leaf (the top n×n of Q) into V.
+    fn tsqr_down_tree<T: GpuScalar>(
+        &self,
+        plan: &TsqrPlan,
+        ad: &TsqrAddrs,
+        n: usize,
+    ) -> Result<()> {
+        let ks = T::kernel_set(&self.kernels);
+        let top = plan.levels.len() - 1;
+        let null = 0u64;
+        for l in (0..=top).rev() {
+            let lev = plan.levels[l];
+            let (pm, ld) = ad.level_mat(plan, l);
+            let (pc, ldc) = if l == top {
+                (null, 1)
+            } else {
+                (ad.at(plan.levels[l + 1].q), plan.levels[l + 1].rows)
+            };
+            // Level 0: leaf 0 alone, of which only the top n rows are needed.
+            let (blocks, out, top_only) = if l == 0 {
+                (1, ad.v, 1)
+            } else {
+                (lev.leaves, (ad.at(lev.q), lev.rows), 0)
+            };
+            self.leaf_apply_launch::<T>(
+                &ks.tsqr_leaf_apply,
+                blocks,
+                (pm, ld, lev.rows, n, lev.kpw),
+                ad.at(lev.aux),
+                (pc, ldc),
+                out,
+                (0, top_only, null),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `tsqr_reconstruct` of [`Gpu::tsqr_panel`]: V₁, T, τ, M = U⁻¹ and R from it.
+    fn tsqr_reconstruct_launch<T: GpuScalar>(
+        &self,
+        plan: &TsqrPlan,
+        ad: &TsqrAddrs,
+        rows: usize,
+        n: usize,
+    ) -> Result<()> {
+        let ks = T::kernel_set(&self.kernels);
+        let cols = TSQR_MAX_COLS;
+        let ((pv, ldv), (pt, ldt), ptau) = (ad.v, ad.t, ad.tau);
+        let mut b = self.kernel_args_on(&self.stream, &ks.tsqr_reconstruct);
+        let (pr, pm, prh) = (ad.at(plan.r_final), ad.at(plan.m), ad.at(plan.rh));
+        b.arg(&pv)
+            .arg(&ldv)
+            .arg(&rows)
+            .arg(&n)
+            .arg(&pr)
+            .arg(&cols)
+            .arg(&pt)
+            .arg(&ldt)
+            .arg(&ptau)
+            .arg(&pm)
+            .arg(&prh);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (RECON_THREADS, 1, 1),
+            shared_mem_bytes: u32::try_from(RECON_SMEM * ad.elem as usize).expect("fits u32"),
+        };
+        // SAFETY: matches tsqr_reconstruct_{f32,f64}(y: *mut T, ldy, rows, n,
+        // r_top: *const T, ldr, t: *mut T, ldt, tau: *mut T, m: *mut T, rh: *mut T):
+        // grid 1, block 1024, RECON_SMEM elements of shared memory (< 48 KiB); y = V's
+        // top n×n (asserted to fit), r_top / m / rh = three disjoint COLS×COLS
+        // regions of the scratch (plan.len ≤ its length), t n×n and τ n (asserted);
+        // on the main stream, with every guard held by the caller (`tsqr_panel`) until
+        // its phase 1 ends.
+        unsafe { b.launch(cfg) }.map_err(launch_err("tsqr_reconstruct"))?;
+        Ok(())
+    }
+
+    /// Phase 2 of [`Gpu::tsqr_panel`] for a tree of two or more levels: C·M, where C is
+    /// level 1's Q (rows_1×n), into level 1's matrix (read by nothing any more); returns
+    /// its address and leading dimension. A GEMM in the working precision (the panel's
+    /// accuracy depends on it).
+    fn tsqr_times_m<T: GpuScalar>(
+        &self,
+        work: &mut TsqrWork<T>,
+        plan: &TsqrPlan,
+        n: usize,
+        scr: u64,
+    ) -> Result<(u64, usize)> {
+        let elem = core::mem::size_of::<T>() as u64;
+        let cols = TSQR_MAX_COLS;
+        let l1 = plan.levels[1];
+        let _exact = self.gemm_precision_scope(crate::base::precision::GemmPrecision::F32);
+        let mut sv = work.scratch.view_mut();
+        let (mut left, right) = sv.split_at_mut(l1.q);
+        let e1 = DevMatView::new(
+            right
+                .try_slice(0..l1.rows * n)
+                .expect("level 1's Q in the scratch"),
+            l1.rows,
+            n,
+            l1.rows,
+        )?;
+        let m_off = plan.m - l1.q;
+        let mm = DevMatView::new(
+            right
+                .try_slice(m_off..m_off + cols * n)
+                .expect("M in the scratch"),
+            n,
+            n,
+            cols,
+        )?;
+        let mut out = DevMatViewMut::new(
+            left.slice_mut(l1.mat..l1.mat + l1.rows * n),
+            l1.rows,
+            n,
+            l1.rows,
+        )?;
+        self.gemm(Op::N, Op::N, T::ONE, &e1, &mm, T::ZERO, &mut out)?;
+        Ok((scr + l1.mat as u64 * elem, l1.rows))
     }
 
     /// One `tsqr_leaf_qr` launch: `m` = (matrix, ld, rows, n, kpw), aux, `r` = (R out,

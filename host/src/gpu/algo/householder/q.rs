@@ -5,7 +5,7 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// The merge of [`blocked_qr_impl`]'s reflectors for Q's side: the merged block and
+/// The merge of [`blocked_qr_with`]'s reflectors for Q's side: the merged block and
 /// the scratch of its T products.
 pub(super) struct QMerge<T> {
     pub(super) block: MergedBlock<T>,
@@ -129,32 +129,24 @@ pub(super) fn accumulate_q_merged<T: GpuScalar>(
     };
     for g in groups.iter().rev() {
         let row0 = blocks[g.start].row0;
-        if g.len() == 1 {
+        // One block as it is, or the group merged into the scratch.
+        let (v, t) = if g.len() == 1 {
             let b = &blocks[g.start];
-            larfb_left(
-                gpu,
-                &b.v.view(),
-                &b.t.view(),
-                false,
-                q,
-                row0,
-                row0.min(nc)..nc,
-                &mut w,
-                &mut w2,
-            )?;
-            continue;
-        }
-        let mb = scratch
-            .as_mut()
-            .expect("scratch sized for every merged group");
-        mb.reset(gpu, row0, m - row0)?;
-        for b in &blocks[g.clone()] {
-            mb.append(gpu, b.row0, &b.v.view(), &b.t.view(), &mut w, &mut w2)?;
-        }
+            (b.v.view(), b.t.view())
+        } else {
+            let mb = scratch
+                .as_mut()
+                .expect("scratch sized for every merged group");
+            mb.reset(gpu, row0, m - row0)?;
+            for b in &blocks[g.clone()] {
+                mb.append(gpu, b.row0, &b.v.view(), &b.t.view(), &mut w, &mut w2)?;
+            }
+            (mb.v(), mb.t())
+        };
         larfb_left(
             gpu,
-            &mb.v(),
-            &mb.t(),
+            &v,
+            &t,
             false,
             q,
             row0,

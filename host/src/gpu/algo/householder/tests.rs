@@ -41,6 +41,14 @@ mod unit {
         q: Option<Mat<f64>>,
     }
 
+    /// The default panels with the merged trailing update, A[0..m, 0..n] in blocks of nb.
+    fn merged_params(m: usize, n: usize, nb: usize) -> BlockedQrParams {
+        BlockedQrParams {
+            merge_trailing: true,
+            ..BlockedQrParams::new(0..m, 0..n, nb)
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn factor<T: GpuScalar>(
         g: &Gpu,
@@ -62,21 +70,18 @@ mod unit {
             None
         };
         let n = a.ncols();
-        blocked_qr_impl(
-            g,
-            &mut da,
-            0..m,
-            0..n,
+        let params = BlockedQrParams {
             band,
-            Some(&mut dd),
-            dq.as_mut(),
-            nb,
-            None,
             panel,
-            true,
-            None,
-        )
-        .unwrap();
+            merge_trailing: true,
+            ..BlockedQrParams::new(0..m, 0..n, nb)
+        };
+        let outputs = QrOutputs {
+            d: Some(&mut dd),
+            q: dq.as_mut(),
+            ..QrOutputs::default()
+        };
+        blocked_qr_with(g, &mut da, outputs, &params).unwrap();
         Out {
             r: to64(&da.to_host(g).unwrap()),
             d: to64(&dd.to_host(g).unwrap()),
@@ -382,21 +387,12 @@ mod unit {
         let mut da = DevMat::from_host(g, a.as_ref()).unwrap();
         let mut dd = DevMat::from_host(g, b.as_ref()).unwrap();
         let mut blocks = Vec::new();
-        blocked_qr_impl(
-            g,
-            &mut da,
-            0..m,
-            0..n,
-            None,
-            Some(&mut dd),
-            None,
-            nb,
-            Some(&mut blocks),
-            PanelImpl::Auto,
-            true,
-            None,
-        )
-        .unwrap();
+        let outputs = QrOutputs {
+            d: Some(&mut dd),
+            keep: Some(&mut blocks),
+            ..QrOutputs::default()
+        };
+        blocked_qr_with(g, &mut da, outputs, &merged_params(m, n, nb)).unwrap();
         let what = format!("{m}x{n} {} nb {nb}", T::NAME);
         assert_eq!(out.r, to64(&da.to_host(g).unwrap()), "{what}: R");
         assert_eq!(out.d, to64(&dd.to_host(g).unwrap()), "{what}: d");
@@ -439,21 +435,13 @@ mod unit {
         let mut dq = DevMat::<T>::zeros(g, m, m).unwrap();
         g.panel_set_identity(&mut dq.view_mut()).unwrap();
         let mut clock = QrClock::new();
-        blocked_qr_impl(
-            g,
-            &mut da,
-            0..m,
-            0..n,
-            None,
-            Some(&mut dd),
-            Some(&mut dq),
-            nb,
-            None,
-            PanelImpl::Auto,
-            true,
-            Some(&mut clock),
-        )
-        .unwrap();
+        let outputs = QrOutputs {
+            d: Some(&mut dd),
+            q: Some(&mut dq),
+            keep: None,
+            clock: Some(&mut clock),
+        };
+        blocked_qr_with(g, &mut da, outputs, &merged_params(m, n, nb)).unwrap();
         let what = format!("{m}x{n} {} nb {nb}", T::NAME);
         assert!(to64(&da.to_host(g).unwrap()) == io.r, "{what}: R differs");
         assert!(to64(&dd.to_host(g).unwrap()) == io.d, "{what}: d differs");

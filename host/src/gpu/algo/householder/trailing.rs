@@ -5,7 +5,7 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// Widest merged block reflector of the trailing update in [`blocked_qr_impl`]: the
+/// Widest merged block reflector of the trailing update in [`blocked_qr_with`]: the
 /// panels of a run of this many columns update only the run's own columns, and the
 /// columns after the run get the run's merged reflector at once.
 pub(crate) const TRAILING_MERGE_WIDTH: usize = 256;

@@ -44,10 +44,177 @@ impl Gpu {
         targets: &mut [ApplyTarget<'_, '_, T>],
         w: usize,
     ) -> Result<()> {
-        const OP: &str = "two_phase_apply_windowed";
+        let Some(plan) = WindowPlan::new(list, targets, w)? else {
+            return Ok(());
+        };
+        let z_len = plan.windows * w * w;
+        let mut z = self
+            .stream
+            .alloc_zeros::<T>(z_len)
+            .map_err(alloc_err("window products", z_len * size_of::<T>()))?;
+        let rot_len = 2 * plan.windows * plan.p * plan.hw;
+        let mut rot = self
+            .stream
+            .alloc_zeros::<T>(rot_len)
+            .map_err(alloc_err("window rotations", rot_len * size_of::<T>()))?;
+        let mut tc = DevMat::<T>::zeros(self, plan.max_rows, w)?;
+        let mut tr = DevMat::<T>::zeros(self, w, plan.max_cols)?;
+        self.window_products(list, &plan, &mut rot, &mut z)?;
+        for k in 0..plan.windows {
+            let l = plan.l0 - (k * plan.hw) as isize;
+            let lo = l.max(0) as usize;
+            let hi = ((l + w as isize) as usize).min(plan.span);
+            // Z_k's local index of plane column lo (columns below 0 or from span on carry
+            // no rotation: identity rows and columns of Z_k that the GEMMs leave out)
+            let (off, width) = ((lo as isize - l) as usize, hi.saturating_sub(lo));
+            if width == 0 {
+                continue;
+            }
+            let zs = k * w * w + off * w + off;
+            let zw = DevMatView::new(z.slice(zs..zs + (width - 1) * w + width), width, width, w)?;
+            for t in targets.iter_mut() {
+                match t.side {
+                    RotSide::Cols => self.window_on_cols(t, &zw, lo, &mut tc)?,
+                    RotSide::Rows => self.window_on_rows(t, &zw, lo, plan.p, &mut tr)?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every window's product Z_k = I·G_kᵀ at once: `two_phase_window_gather` copies the
+    /// windows' rotations into `rot` (a stack of strip lists) and sets `z` to a stack of
+    /// identities, then `two_phase_window_pipe` applies them.
+    fn window_products<T: GpuScalar>(
+        &self,
+        list: &RotList<T>,
+        plan: &WindowPlan,
+        rot: &mut CudaSlice<T>,
+        z: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        let ks = T::kernel_set(&self.kernels);
+        let (p, hw, hi0, inc, l0) = (plan.p, plan.hw, plan.hi0, plan.inc, plan.l0);
+        let mut b = self.kernel_args(&ks.two_phase_window_gather);
+        b.arg(&list.rot)
+            .arg(&mut *rot)
+            .arg(&mut *z)
+            .arg(&p)
+            .arg(&hw)
+            .arg(&hi0)
+            .arg(&inc)
+            .arg(&l0);
+        // SAFETY: matches two_phase_window_gather_{f32,f64}(src_rot: *const T, dst_rot:
+        // *mut T, z: *mut T, p, hw, hi0, inc: usize, l0: isize), all typed above: the list
+        // holds every chain's rotations (its sched says strip or block of p chains with
+        // these hi0, inc); rot holds 2·p·hw·windows and z w²·windows elements (zeroed),
+        // two allocations of their own; grid (gx, windows) with gx·256 ≥ p·hw ≥ 1 threads.
+        unsafe { b.launch(cfg((plan.gx, plan.wy), (256, 1))) }
+            .map_err(launch_err("two_phase_window_gather"))?;
+        let warps = p.div_ceil(8).clamp(1, APPLY_PIPE_WARPS as usize) as u32;
+        let mut c = cfg((plan.px, plan.wy), (32 * warps, 1));
+        c.shared_mem_bytes = (2 * 32 + PIPE_RING_ELEMS) * warps * size_of::<T>() as u32;
+        let mut b = self.kernel_args(&ks.two_phase_window_pipe);
+        b.arg(&*rot).arg(&hw).arg(&p).arg(&mut *z);
+        // SAFETY: matches two_phase_window_pipe_{f32,f64}(rot: *const T, hw, p: usize, z:
+        // *mut T): rot holds windows whole strip lists of p chains of hw (the gather
+        // above, in stream order), its base 256-byte aligned (cudarc allocation); z holds
+        // windows blocks of w² elements; grid (⌈w/32⌉, windows), block 32·warps with
+        // 1 ≤ warps ≤ APPLY_PIPE_WARPS = 8 and apply_pipe's dynamic shared memory
+        // ((2·32 + PIPE_RING_ELEMS)·warps·size_of::<T>() ≤ 36 KiB, under the default).
+        unsafe { b.launch(c) }.map_err(launch_err("two_phase_window_pipe"))?;
+        Ok(())
+    }
+
+    /// X[:, W] ← X[:, W]·Z_W for a [`RotSide::Cols`] target (W: `zw`'s columns from plane
+    /// column `lo`), through the scratch `tc`.
+    fn window_on_cols<T: GpuScalar>(
+        &self,
+        t: &mut ApplyTarget<'_, '_, T>,
+        zw: &DevMatView<'_, T>,
+        lo: usize,
+        tc: &mut DevMat<T>,
+    ) -> Result<()> {
+        let (ld, width, rows) = (t.view.ld(), zw.ncols(), t.view.nrows());
+        if rows == 0 {
+            return Ok(());
+        }
+        let range = lo * ld..lo * ld + (width - 1) * ld + rows;
+        let out = &mut tc.block_mut(0, 0, rows, width);
+        {
+            let a = t.view.buf().slice(range.clone());
+            let a = DevMatView::new(a, rows, width, ld)?;
+            self.gemm(Op::N, Op::N, T::ONE, &a, zw, T::ZERO, out)?;
+        }
+        let dst = t.view.buf_mut().slice_mut(range);
+        let mut dst = DevMatViewMut::new(dst, rows, width, ld)?;
+        self.panel_copy(&tc.block(0, 0, rows, width), &mut dst)
+    }
+
+    /// X[W, c0..] ← Z_Wᵀ·X[W, c0..] for a [`RotSide::Rows`] target (c0 = 0, or for a
+    /// banded target max(lo − p, 0)), through the scratch `tr`.
+    fn window_on_rows<T: GpuScalar>(
+        &self,
+        t: &mut ApplyTarget<'_, '_, T>,
+        zw: &DevMatView<'_, T>,
+        lo: usize,
+        p: usize,
+        tr: &mut DevMat<T>,
+    ) -> Result<()> {
+        let (ld, width, ncols) = (t.view.ld(), zw.ncols(), t.view.ncols());
+        let c0 = if t.banded {
+            lo.saturating_sub(p).min(ncols)
+        } else {
+            0
+        };
+        let cols = ncols - c0;
+        if cols == 0 {
+            return Ok(());
+        }
+        let start = c0 * ld + lo;
+        let range = start..start + (cols - 1) * ld + width;
+        let out = &mut tr.block_mut(0, 0, width, cols);
+        {
+            let a = t.view.buf().slice(range.clone());
+            let a = DevMatView::new(a, width, cols, ld)?;
+            self.gemm(Op::T, Op::N, T::ONE, zw, &a, T::ZERO, out)?;
+        }
+        let dst = t.view.buf_mut().slice_mut(range);
+        let mut dst = DevMatViewMut::new(dst, width, cols, ld)?;
+        self.panel_copy(&tr.block(0, 0, width, cols), &mut dst)
+    }
+}
+
+/// The windows of one [`Gpu::two_phase_apply_windowed`]: the chains (p, hi0, inc), the
+/// planes, the window height h_w = w − p and count, the launch grids and the scratch sizes.
+struct WindowPlan {
+    p: usize,
+    hi0: usize,
+    inc: usize,
+    span: usize,
+    hw: usize,
+    windows: usize,
+    /// First window's plane offset l_0 = hi0 − h_w.
+    l0: isize,
+    /// Grids: windows (y), the gather's entries and the pipe's rows (x).
+    wy: u32,
+    gx: u32,
+    px: u32,
+    /// Rows of the widest Cols target and columns of the widest Rows target.
+    max_rows: usize,
+    max_cols: usize,
+}
+
+impl WindowPlan {
+    /// Checks the list and targets (see [`Gpu::two_phase_apply_windowed`]'s errors);
+    /// `None` when there is nothing to apply.
+    fn new<T: GpuScalar>(
+        list: &RotList<T>,
+        targets: &[ApplyTarget<'_, '_, T>],
+        w: usize,
+    ) -> Result<Option<Self>> {
         let Some((sid, s0, s1)) = list.sched else {
             return Err(Error::InvalidParam {
-                op: OP,
+                op: WINDOWED_OP,
                 what: "list",
                 why: "not a whole strip or block list".into(),
             });
@@ -62,46 +229,21 @@ impl Gpu {
         };
         if w <= p {
             return Err(Error::InvalidParam {
-                op: OP,
+                op: WINDOWED_OP,
                 what: "w",
                 why: format!("the window ({w}) must be wider than the chains ({p})"),
             });
         }
         let span = list.span;
-        let (mut max_rows, mut max_cols) = (0, 0);
-        for t in targets.iter() {
-            let (planes, other) = match t.side {
-                RotSide::Cols => (t.view.ncols(), t.view.nrows()),
-                RotSide::Rows => (t.view.nrows(), t.view.ncols()),
-            };
-            if planes < span {
-                return Err(Error::Shape {
-                    op: OP,
-                    what: "elements a vector of a target",
-                    got: planes,
-                    expected: span,
-                });
-            }
-            if t.side == RotSide::Cols && t.banded {
-                return Err(Error::InvalidParam {
-                    op: OP,
-                    what: "targets",
-                    why: "only a Rows target can be banded".into(),
-                });
-            }
-            match t.side {
-                RotSide::Cols => max_rows = max_rows.max(other),
-                RotSide::Rows => max_cols = max_cols.max(other),
-            }
-        }
+        let (max_rows, max_cols) = target_extents(targets, span)?;
         if list.len == 0 || hi0 == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let hw = w - p;
         // windows k = 0.. while window k holds a plane of some chain: l_k + h_w ≥ 1
         let windows = (hi0 - 1) / hw + 1;
         let grid_err = |what: &str| Error::InvalidParam {
-            op: OP,
+            op: WINDOWED_OP,
             what: "w",
             why: format!("{windows} windows of {w} planes ({what}) exceed the grid"),
         };
@@ -111,107 +253,56 @@ impl Gpu {
             .ok_or_else(|| grid_err("windows"))?;
         let gx = u32::try_from((p * hw).div_ceil(256)).map_err(|_| grid_err("entries"))?;
         let px = u32::try_from(w.div_ceil(32)).map_err(|_| grid_err("rows"))?;
-        let z_len = windows * w * w;
-        let mut z = self
-            .stream
-            .alloc_zeros::<T>(z_len)
-            .map_err(alloc_err("window products", z_len * size_of::<T>()))?;
-        let rot_len = 2 * windows * p * hw;
-        let mut rot = self
-            .stream
-            .alloc_zeros::<T>(rot_len)
-            .map_err(alloc_err("window rotations", rot_len * size_of::<T>()))?;
-        let mut tc = DevMat::<T>::zeros(self, max_rows, w)?;
-        let mut tr = DevMat::<T>::zeros(self, w, max_cols)?;
-        let ks = T::kernel_set(&self.kernels);
-        let l0 = hi0 as isize - hw as isize;
-        let mut b = self.kernel_args(&ks.two_phase_window_gather);
-        b.arg(&list.rot)
-            .arg(&mut rot)
-            .arg(&mut z)
-            .arg(&p)
-            .arg(&hw)
-            .arg(&hi0)
-            .arg(&inc)
-            .arg(&l0);
-        // SAFETY: matches two_phase_window_gather_{f32,f64}(src_rot: *const T, dst_rot:
-        // *mut T, z: *mut T, p, hw, hi0, inc: usize, l0: isize), all typed above: the list
-        // holds every chain's rotations (its sched says strip or block of p chains with
-        // these hi0, inc); rot holds 2·p·hw·windows and z w²·windows elements (zeroed),
-        // two allocations of their own; grid (gx, windows) with gx·256 ≥ p·hw ≥ 1 threads.
-        unsafe { b.launch(cfg((gx, wy), (256, 1))) }
-            .map_err(launch_err("two_phase_window_gather"))?;
-        let warps = p.div_ceil(8).clamp(1, APPLY_PIPE_WARPS as usize) as u32;
-        let mut c = cfg((px, wy), (32 * warps, 1));
-        c.shared_mem_bytes = (2 * 32 + PIPE_RING_ELEMS) * warps * size_of::<T>() as u32;
-        let mut b = self.kernel_args(&ks.two_phase_window_pipe);
-        b.arg(&rot).arg(&hw).arg(&p).arg(&mut z);
-        // SAFETY: matches two_phase_window_pipe_{f32,f64}(rot: *const T, hw, p: usize, z:
-        // *mut T): rot holds windows whole strip lists of p chains of hw (the gather
-        // above, in stream order), its base 256-byte aligned (cudarc allocation); z holds
-        // windows blocks of w² elements; grid (⌈w/32⌉, windows), block 32·warps with
-        // 1 ≤ warps ≤ APPLY_PIPE_WARPS = 8 and apply_pipe's dynamic shared memory
-        // ((2·32 + PIPE_RING_ELEMS)·warps·size_of::<T>() ≤ 36 KiB, under the default).
-        unsafe { b.launch(c) }.map_err(launch_err("two_phase_window_pipe"))?;
-        for k in 0..windows {
-            let l = l0 - (k * hw) as isize;
-            let lo = l.max(0) as usize;
-            let hi = ((l + w as isize) as usize).min(span);
-            // Z_k's local index of plane column lo (columns below 0 or from span on carry
-            // no rotation: identity rows and columns of Z_k that the GEMMs leave out)
-            let (off, width) = ((lo as isize - l) as usize, hi.saturating_sub(lo));
-            if width == 0 {
-                continue;
-            }
-            let zs = k * w * w + off * w + off;
-            let zw = DevMatView::new(z.slice(zs..zs + (width - 1) * w + width), width, width, w)?;
-            for t in targets.iter_mut() {
-                let ld = t.view.ld();
-                match t.side {
-                    RotSide::Cols => {
-                        let rows = t.view.nrows();
-                        if rows == 0 {
-                            continue;
-                        }
-                        let range = lo * ld..lo * ld + (width - 1) * ld + rows;
-                        let out = &mut tc.block_mut(0, 0, rows, width);
-                        {
-                            let a = t.view.buf().slice(range.clone());
-                            let a = DevMatView::new(a, rows, width, ld)?;
-                            self.gemm(Op::N, Op::N, T::ONE, &a, &zw, T::ZERO, out)?;
-                        }
-                        let dst = t.view.buf_mut().slice_mut(range);
-                        let mut dst = DevMatViewMut::new(dst, rows, width, ld)?;
-                        self.panel_copy(&tc.block(0, 0, rows, width), &mut dst)?;
-                    }
-                    RotSide::Rows => {
-                        let ncols = t.view.ncols();
-                        let c0 = if t.banded {
-                            lo.saturating_sub(p).min(ncols)
-                        } else {
-                            0
-                        };
-                        let cols = ncols - c0;
-                        if cols == 0 {
-                            continue;
-                        }
-                        let start = c0 * ld + lo;
-                        let range = start..start + (cols - 1) * ld + width;
-                        let out = &mut tr.block_mut(0, 0, width, cols);
-                        {
-                            let a = t.view.buf().slice(range.clone());
-                            let a = DevMatView::new(a, width, cols, ld)?;
-                            self.gemm(Op::T, Op::N, T::ONE, &zw, &a, T::ZERO, out)?;
-                        }
-                        let dst = t.view.buf_mut().slice_mut(range);
-                        let mut dst = DevMatViewMut::new(dst, width, cols, ld)?;
-                        self.panel_copy(&tr.block(0, 0, width, cols), &mut dst)?;
-                    }
-                }
-            }
-        }
-        Ok(())
+        Ok(Some(Self {
+            p,
+            hi0,
+            inc,
+            span,
+            hw,
+            windows,
+            l0: hi0 as isize - hw as isize,
+            wy,
+            gx,
+            px,
+            max_rows,
+            max_cols,
+        }))
     }
+}
+
+const WINDOWED_OP: &str = "two_phase_apply_windowed";
+
+/// Checks that every target has `span` elements a vector and that only Rows targets are
+/// banded; returns the rows of the widest Cols target and the columns of the widest Rows
+/// target.
+fn target_extents<T>(targets: &[ApplyTarget<'_, '_, T>], span: usize) -> Result<(usize, usize)> {
+    let (mut max_rows, mut max_cols) = (0, 0);
+    for t in targets.iter() {
+        let (planes, other) = match t.side {
+            RotSide::Cols => (t.view.ncols(), t.view.nrows()),
+            RotSide::Rows => (t.view.nrows(), t.view.ncols()),
+        };
+        if planes < span {
+            return Err(Error::Shape {
+                op: WINDOWED_OP,
+                what: "elements a vector of a target",
+                got: planes,
+                expected: span,
+            });
+        }
+        if t.side == RotSide::Cols && t.banded {
+            return Err(Error::InvalidParam {
+                op: WINDOWED_OP,
+                what: "targets",
+                why: "only a Rows target can be banded".into(),
+            });
+        }
+        match t.side {
+            RotSide::Cols => max_rows = max_rows.max(other),
+            RotSide::Rows => max_cols = max_cols.max(other),
+        }
+    }
+    Ok((max_rows, max_cols))
 }
 
 /// The window decomposition of [`Gpu::two_phase_apply_windowed`] checked on the CPU:
