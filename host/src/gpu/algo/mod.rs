@@ -6,6 +6,7 @@ pub(crate) mod factors;
 pub mod givens_two_phase;
 pub mod givens_wavefront;
 pub mod householder;
+pub(crate) mod insert_cols;
 pub(crate) mod insert_rows;
 pub(crate) mod rank;
 pub(crate) mod reduced;
