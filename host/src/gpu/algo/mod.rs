@@ -9,6 +9,7 @@ pub mod householder;
 pub(crate) mod insert_cols;
 pub(crate) mod insert_rows;
 pub(crate) mod rank;
+pub(crate) mod rank_one;
 pub(crate) mod reduced;
 pub(crate) mod thin;
 pub(crate) mod window;
