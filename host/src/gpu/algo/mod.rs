@@ -3,6 +3,7 @@
 
 pub(crate) mod delete_cols;
 pub(crate) mod delete_rows;
+pub(crate) mod factorize;
 pub(crate) mod factors;
 pub mod givens_two_phase;
 pub mod givens_wavefront;
