@@ -8,6 +8,7 @@ pub mod interop;
 pub mod mat;
 pub mod params;
 pub mod precision;
+pub(crate) mod refusal;
 pub mod scalar;
 pub mod solution;
 pub mod wavefront;

@@ -53,7 +53,7 @@ pub enum RowRemoval {
     /// more than a factorisation. The CPU backend always rotates.
     Refactorise,
     /// [`RowRemoval::TwoPhase`], or [`RowRemoval::Refactorise`] where p ≥ m/16 and a
-    /// time model says it is cheaper (`update::delete_rows::refactorising_pays`, e.g.
+    /// time model says it is cheaper (`gpu::algo::delete_rows::refactorising_pays`, e.g.
     /// the seeds' ACC points with p ≥ 500 at m = 4000, n = 2000, and p = 300 in f32).
     #[default]
     Auto,
@@ -86,7 +86,7 @@ pub enum RowRemoval {
 #[non_exhaustive]
 pub enum ColumnStrip {
     /// Householder where the cost model says it is cheaper
-    /// (`update::insert_cols::householder_strip_pays`: p a large fraction of n − k0,
+    /// (`gpu::algo::insert_cols::householder_strip_pays`: p a large fraction of n − k0,
     /// e.g. the seeds' ACC points with p ≥ 500 at m = 4000, n = 2000, k0 = 0);
     /// Givens elsewhere.
     #[default]

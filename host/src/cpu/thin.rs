@@ -9,27 +9,7 @@ use crate::cpu::givens::{givens, rot_pair};
 use crate::cpu::householder::{apply_left_split, nrm2};
 use crate::cpu::rfactor;
 
-/// Why a thin update could not be made.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ThinFailure {
-    /// The new column `column` (0-based within the inserted block) lies in the span of the
-    /// existing columns to working precision: the result would be rank deficient.
-    DependentColumn {
-        /// The inserted column.
-        column: usize,
-        /// Its norm left after projecting out Q₁, relative to its norm.
-        relative_norm: f64,
-    },
-    /// Row `row` (0-based within the deleted block) carries a direction no other row
-    /// has: ‖(I − Q₁Q₁ᵀ)e_row‖ is below working precision, so the rows left do not
-    /// determine the factorisation.
-    IllDeterminedCompletion {
-        /// The deleted row.
-        row: usize,
-        /// ‖(I − Q₁Q₁ᵀ)e‖ after reorthogonalisation.
-        norm: f64,
-    },
-}
+pub(crate) use crate::base::refusal::ThinFailure;
 
 /// Q₁ᵀU and U − Q₁(Q₁ᵀU), classical Gram–Schmidt repeated once ("twice is enough").
 pub fn project_out<T: Scalar>(q1: &Mat<T>, u: &Mat<T>) -> (Mat<T>, Mat<T>) {

@@ -17,6 +17,8 @@ pub mod replace_cols;
 pub mod shift_col;
 pub mod slide;
 pub mod solve;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 /// The error of an update that needs Q or the kept data on a state that holds neither
 /// (an R-only state without kept data, on either backend), naming what would do.

@@ -8,10 +8,11 @@ use crate::base::dims::check_rank_of;
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::QPolicy;
+pub(crate) use crate::base::refusal::{completion_tol, dependence_tol, thin_error};
 use crate::base::scalar::Scalar;
 use crate::cpu::householder::nrm2;
 use crate::cpu::rfactor::{self, DowndateFailure};
-use crate::cpu::thin::{self, ThinFailure};
+use crate::cpu::thin;
 use crate::cpu::{reference, thin_blocked, wy};
 use crate::state::cpu::{CpuQr, KeptData};
 
@@ -28,36 +29,6 @@ fn kept_a<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s Mat<T
         .a
         .as_ref()
         .ok_or_else(|| crate::ops::needs_q_or_data(op))
-}
-
-/// Relative norm below which a Gram–Schmidt residual counts as zero.
-pub(crate) fn dependence_tol<T: Scalar>() -> f64 {
-    64.0 * T::UNIT_ROUNDOFF
-}
-
-/// ‖(I − Q₁Q₁ᵀ)e‖ below which a deleted row is the only one carrying a direction.
-pub(crate) fn completion_tol<T: Scalar>() -> f64 {
-    T::UNIT_ROUNDOFF.sqrt()
-}
-
-pub(crate) fn thin_error(op: &'static str, k0: usize, e: ThinFailure, tol: f64) -> Error {
-    match e {
-        ThinFailure::DependentColumn {
-            column,
-            relative_norm,
-        } => Error::RankDeficient {
-            column: k0 + column,
-            r_jj: relative_norm,
-            tol,
-        },
-        ThinFailure::IllDeterminedCompletion { row, norm } => Error::DowndateFailed {
-            op,
-            row: k0 + row,
-            why: format!(
-                "the other rows do not determine the factorisation without it (‖(I − Q₁Q₁ᵀ)e‖ = {norm:e})"
-            ),
-        },
-    }
 }
 
 /// The new Q₁ of a thin update: a new matrix (the reference), or transformations for

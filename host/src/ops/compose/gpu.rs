@@ -8,11 +8,11 @@ use super::{probe, sampled_columns, Composite};
 use crate::base::dims::Dims;
 use crate::base::error::Result;
 use crate::base::mat::MatRef;
-use crate::base::params::{FactorParams, QPolicy, UpdateParams};
+use crate::base::params::{FactorParams, UpdateParams};
 use crate::base::solution::DriftReport;
-use crate::gpu::ffi::blas::Op;
+use crate::gpu::algo::compose as algo;
 use crate::gpu::runtime::matrix::DevMat;
-use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
+use crate::gpu::runtime::{Gpu, GpuScalar};
 use crate::state::gpu::GpuQr;
 
 /// Multiplies every element of `x` by `s` (padding rows are zeros and stay so).
@@ -25,44 +25,10 @@ impl<T: GpuScalar> GpuQr<T> {
     /// b (thin), or copies of the kept data (R-only). `op` names the update for the error.
     fn data_dev(&self, op: &'static str) -> Result<(DevMat<T>, DevMat<T>)> {
         let g = &*self.gpu;
-        let Dims { m, n, q, .. } = self.dims;
         match (&self.q, &self.a, &self.b) {
-            (Some(qm), _, b) => {
-                let mut a = DevMat::<T>::for_overwrite(g, m, n)?;
-                g.gemm(
-                    Op::N,
-                    Op::N,
-                    T::ONE,
-                    &qm.block(0, 0, m, n),
-                    &self.r.block(0, 0, n, n),
-                    T::ZERO,
-                    &mut a.view_mut(),
-                )?;
-                let b = match b {
-                    Some(b) => b.dup(g)?,
-                    None => {
-                        let mut b = DevMat::<T>::for_overwrite(g, m, q)?;
-                        g.gemm(
-                            Op::N,
-                            Op::N,
-                            T::ONE,
-                            &qm.view(),
-                            &self.d.view(),
-                            T::ZERO,
-                            &mut b.view_mut(),
-                        )?;
-                        b
-                    }
-                };
-                Ok((a, b))
-            }
+            (Some(_), _, _) => algo::data_from_q(g, self.factors()),
             (None, Some(_), Some(_)) => {
-                let (a, b) = self.kept_views().expect("kept");
-                let mut a2 = DevMat::<T>::for_overwrite(g, m, n)?;
-                let mut b2 = DevMat::<T>::for_overwrite(g, m, q)?;
-                g.panel_copy(&a, &mut a2.view_mut())?;
-                g.panel_copy(&b, &mut b2.view_mut())?;
-                Ok((a2, b2))
+                algo::data_copied(g, self.factors(), self.kept_views().expect("kept"))
             }
             _ => Err(crate::ops::needs_q_or_data(op)),
         }
@@ -99,44 +65,15 @@ impl<T: GpuScalar> Composite<T> for GpuQr<T> {
         Ok(())
     }
     fn column_of_a(&self, j: usize) -> Result<Vec<T>> {
-        let g = &*self.gpu;
-        let m = self.dims.m;
-        let mut col = DevMat::<T>::zeros(g, m, 1)?;
-        match (&self.q, &self.a) {
-            (Some(qm), _) => {
-                let k = (j + 1).min(m);
-                g.gemm(
-                    Op::N,
-                    Op::N,
-                    T::ONE,
-                    &qm.block(0, 0, m, k),
-                    &self.r.block(0, j, k, 1),
-                    T::ZERO,
-                    &mut col.view_mut(),
-                )?;
-            }
-            (None, Some(a)) => {
-                g.panel_copy(&a.block(self.kept_row0, j, m, 1), &mut col.view_mut())?
-            }
-            _ => return Err(crate::ops::needs_q_or_data("shift_col")),
-        }
-        Ok(col.to_host(g)?.col(0).to_vec())
+        let kept = self.a.as_ref().map(|a| (a, self.kept_row0));
+        algo::column_of_a(&self.gpu, self.factors(), kept, j)?
+            .ok_or_else(|| crate::ops::needs_q_or_data("shift_col"))
     }
     fn refactor_plus(&mut self, u: MatRef<'_, T>, v: MatRef<'_, T>) -> Result<()> {
         let (mut a, b) = self.data_dev("rank_k")?;
         let g = self.gpu.clone();
         if u.ncols() > 0 {
-            let ud = DevMat::from_host(&g, u)?;
-            let vd = DevMat::from_host(&g, v)?;
-            g.gemm(
-                Op::N,
-                Op::T,
-                T::ONE,
-                &ud.view(),
-                &vd.view(),
-                T::ONE,
-                &mut a.view_mut(),
-            )?;
+            algo::add_product(&g, &mut a, u, v)?;
         }
         let params = FactorParams {
             block_size: self.params.block_size,
@@ -171,53 +108,19 @@ impl<T: GpuScalar> Composite<T> for GpuQr<T> {
         let g = &*self.gpu;
         let Dims { m, n, .. } = self.dims;
         if let Some(qm) = &self.q {
-            let k = qm.ncols();
-            let cols = sampled_columns(k, DRIFT_SAMPLE, sample);
-            let mut y = DevVec::<T>::zeros(g, k)?;
-            let mut sum = 0.0f64;
-            for &c in &cols {
-                g.gemv(
-                    Op::T,
-                    T::ONE,
-                    &qm.view(),
-                    &qm.col(c, 0..m),
-                    T::ZERO,
-                    &mut y.view_mut(),
-                )?;
-                for (j, x) in y.to_vec(g)?.into_iter().enumerate() {
-                    let e = x.to_f64() - f64::from(u8::from(j == c));
-                    sum += e * e;
-                }
-            }
-            return Ok(Some((sum * k as f64 / cols.len() as f64).sqrt()));
+            let cols = sampled_columns(qm.ncols(), DRIFT_SAMPLE, sample);
+            return Ok(Some(algo::q_drift(g, qm, m, &cols)?));
         }
         let Some((a, _)) = self.kept_views() else {
             return Ok(None);
         };
-        // ‖Aᵀ(Az) − Rᵀ(Rz)‖/(‖R‖_F²‖z‖): a sample of ‖AᵀA − RᵀR‖/‖A‖² (two GEMVs over A)
-        let z64 = probe(n, sample);
-        let z: Vec<T> = z64.iter().map(|&x| T::from_f64(x)).collect();
-        let zd = DevVec::from_slice(g, &z)?;
-        let mut az = DevVec::<T>::zeros(g, m)?;
-        let mut s = DevVec::<T>::zeros(g, n)?;
-        let mut rz = DevVec::<T>::zeros(g, n)?;
-        let rr = self.r.block(0, 0, n, n);
-        g.gemv(Op::N, T::ONE, &a, &zd.view(), T::ZERO, &mut az.view_mut())?;
-        g.gemv(Op::T, T::ONE, &a, &az.view(), T::ZERO, &mut s.view_mut())?;
-        g.gemv(Op::N, T::ONE, &rr, &zd.view(), T::ZERO, &mut rz.view_mut())?;
-        g.gemv(Op::T, -T::ONE, &rr, &rz.view(), T::ONE, &mut s.view_mut())?;
-        let diff = g.nrm2(&s.view())?;
-        let r2: f64 = crate::gpu::algo::thin::column_norms(g, &rr)?
-            .iter()
-            .map(|x| x * x)
-            .sum();
-        let zn = z.iter().map(|x| x.to_f64().powi(2)).sum::<f64>().sqrt();
-        Ok(Some(if r2 > 0.0 { diff / (r2 * zn) } else { 0.0 }))
+        let z: Vec<T> = probe(n, sample).iter().map(|&x| T::from_f64(x)).collect();
+        Ok(Some(algo::gram_drift(g, self.factors(), &a, &z)?))
     }
     fn refresh(&mut self) -> Result<bool> {
         let g = self.gpu.clone();
-        let Dims { m, n, q, policy } = self.dims;
-        let Some(qm) = self.q.as_ref() else {
+        let Dims { m, n, .. } = self.dims;
+        if self.q.is_none() {
             if self.a.is_none() {
                 return Ok(false);
             }
@@ -227,36 +130,8 @@ impl<T: GpuScalar> Composite<T> for GpuQr<T> {
             );
             self.refactor_plus(u, v)?;
             return Ok(true);
-        };
-        // Q = Q′·R₂ with Q′ orthonormal: A = Q′·(R₂R), d′ = Q′ᵀb (thin: the kept b) or R₂d
-        let k = qm.ncols();
-        let (q2, r2) = crate::gpu::algo::thin::thin_qr(&g, qm.dup(&g)?)?;
-        let rows = self.r.nrows();
-        let mut r = DevMat::<T>::zeros(&g, rows, n)?;
-        g.gemm(
-            Op::N,
-            Op::N,
-            T::ONE,
-            &r2.view(),
-            &self.r.block(0, 0, k, n),
-            T::ZERO,
-            &mut r.block_mut(0, 0, k, n),
-        )?;
-        let mut d = DevMat::<T>::zeros(&g, self.d.nrows(), q)?;
-        match (policy, self.b.as_ref()) {
-            (QPolicy::Thin, Some(b)) => {
-                crate::gpu::algo::thin::tall_tn(&g, &q2.view(), &b.view(), &mut d.view_mut())?
-            }
-            _ => g.gemm(
-                Op::N,
-                Op::N,
-                T::ONE,
-                &r2.view(),
-                &self.d.block(0, 0, k, q),
-                T::ZERO,
-                &mut d.block_mut(0, 0, k, q),
-            )?,
         }
+        let (r, d, q2) = algo::reorthogonalized(&g, self.factors())?;
         self.r = r;
         self.d = d;
         self.q = Some(q2);

@@ -30,6 +30,7 @@ mod tests {
     use crate::backend::QrUpdate;
     use crate::base::params::{FactorParams, QPolicy, UpdateParams};
     use crate::ops::factorize::tests::{check_against_refactor, rand_mat};
+    use crate::ops::test_support::{full_state, same_factors};
     use rand::rngs::StdRng;
     use rand::SeedableRng;
 
@@ -122,18 +123,9 @@ mod tests {
     #[test]
     fn errors_leave_state_unchanged() {
         let mut rng = StdRng::seed_from_u64(42);
-        let a = rand_mat::<f64>(&mut rng, 37, 11);
-        let b = rand_mat::<f64>(&mut rng, 37, 2);
-        let mut st = CpuQr::factorize(
-            a.as_ref(),
-            b.as_ref(),
-            QPolicy::Full,
-            FactorParams::default(),
-        )
-        .unwrap();
+        let mut st = full_state(&mut rng, 37, 11, 2);
         let snap = st.clone();
-        let same =
-            |s: &CpuQr<f64>| s.r == snap.r && s.d == snap.d && s.q == snap.q && s.dims == snap.dims;
+        let same = |s: &CpuQr<f64>| same_factors(s, &snap);
         assert!(matches!(
             st.delete_cols(3, 0),
             Err(Error::EmptyBlock { .. })

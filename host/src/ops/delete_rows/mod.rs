@@ -104,36 +104,6 @@ mod tests {
     }
 
     #[test]
-    fn refactorising_only_for_large_p() {
-        // the seeds' grids: ACC (4000×2000) from p = 500 in f64 and from
-        // p = 300 in f32 (there the rotations are slower and the factorisation faster);
-        // none of RR-seq, RR-n, RR-m, RR-comp (p ≤ 100)
-        for elem in [4, 8] {
-            assert!(!refactorising_pays(4000, 2000, 100, elem));
-            for p in [500, 700, 900] {
-                assert!(refactorising_pays(4000, 2000, p, elem), "ACC p = {p}");
-            }
-            for p in [20, 40, 60, 80, 100] {
-                for m in [2000, 4000, 6000] {
-                    assert!(!refactorising_pays(m, 1000, p, elem), "RR-seq {m} {p}");
-                }
-                for n in [6000, 8000, 10000] {
-                    assert!(!refactorising_pays(12000, n, p, elem), "RR-n {n} {p}");
-                }
-                for m in [8000, 12000, 16000] {
-                    assert!(!refactorising_pays(m, 6000, p, elem), "RR-m {m} {p}");
-                }
-            }
-            for n in [1000, 2000, 3000, 4000] {
-                assert!(!refactorising_pays(5000, n, 50, elem), "RR-comp n = {n}");
-            }
-            assert!(!refactorising_pays(10, 4, 10, elem));
-        }
-        assert!(!refactorising_pays(4000, 2000, 300, 8));
-        assert!(refactorising_pays(4000, 2000, 300, 4));
-    }
-
-    #[test]
     fn plan_rejects_bad_arguments() {
         let dims = Dims {
             m: 10,

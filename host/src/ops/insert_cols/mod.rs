@@ -19,7 +19,7 @@ use crate::state::cpu::CpuQr;
 
 mod cpu;
 mod gpu;
-pub(crate) use gpu::widened_r;
+pub(crate) use crate::gpu::algo::insert_cols::widened_r;
 mod plan;
 
 pub use cpu::*;
@@ -278,36 +278,6 @@ mod tests {
         // Several Householder panels in step 2 (n_b = 3 for p = 7), and n_b = 1.
         case::<T>(11, 61, 29, 7, 13, Some(3));
         case::<T>(12, 61, 29, 7, 29, Some(1));
-    }
-
-    #[test]
-    fn householder_strip_only_where_p_is_large() {
-        // the seeds' grid points: ACC (4000×2000, k0 = 0) switches from
-        // p = 500 on; AC-p (strip of 20 rows), AC-k3, AC-k6 and AC-stage (p = 200)
-        // keep their Givens strips
-        assert!(!householder_strip_pays(4000, 2000, 0, 100));
-        assert!(!householder_strip_pays(4000, 2000, 0, 300));
-        for p in [500, 700, 900] {
-            assert!(householder_strip_pays(4000, 2000, 0, p), "ACC p = {p}");
-        }
-        for p in [100, 700, 1500] {
-            assert!(!householder_strip_pays(8000, 3000, 2980, p), "AC-p p = {p}");
-        }
-        for k0 in (0..3000).step_by(500) {
-            assert!(
-                !householder_strip_pays(4000, 3000, k0, 200),
-                "AC-k3 k0 = {k0}"
-            );
-        }
-        for k0 in (0..6000).step_by(500) {
-            assert!(
-                !householder_strip_pays(8000, 6000, k0, 200),
-                "AC-k6 k0 = {k0}"
-            );
-        }
-        assert!(!householder_strip_pays(16000, 6000, 500, 200));
-        // nothing to triangularise at k0 = n
-        assert!(!householder_strip_pays(4000, 2000, 2000, 900));
     }
 
     #[test]

@@ -29,6 +29,7 @@ mod tests {
     use crate::backend::QrUpdate;
     use crate::base::params::{FactorParams, QPolicy, UpdateParams};
     use crate::ops::factorize::tests::{check_against_refactor, rand_mat};
+    use crate::ops::test_support::{full_state, same_factors};
     use rand::rngs::StdRng;
     use rand::SeedableRng;
 
@@ -181,20 +182,11 @@ mod tests {
     #[test]
     fn errors_leave_state_unchanged() {
         let mut rng = StdRng::seed_from_u64(77);
-        let a = rand_mat::<f64>(&mut rng, 37, 11);
-        let b = rand_mat::<f64>(&mut rng, 37, 2);
+        let mut st = full_state(&mut rng, 37, 11, 2);
         let u = rand_mat::<f64>(&mut rng, 3, 11);
         let e = rand_mat::<f64>(&mut rng, 3, 2);
-        let mut st = CpuQr::factorize(
-            a.as_ref(),
-            b.as_ref(),
-            QPolicy::Full,
-            FactorParams::default(),
-        )
-        .unwrap();
         let snap = st.clone();
-        let same =
-            |s: &CpuQr<f64>| s.r == snap.r && s.d == snap.d && s.q == snap.q && s.dims == snap.dims;
+        let same = |s: &CpuQr<f64>| same_factors(s, &snap);
         assert!(matches!(
             st.insert_rows(38, u.as_ref(), e.as_ref()),
             Err(Error::OutOfRange { .. })
