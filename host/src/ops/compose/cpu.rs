@@ -200,5 +200,4 @@ impl<T: Scalar> Composite<T> for CpuQr<T> {
         self.q = fresh.q;
         Ok(true)
     }
-    fn mark_inconsistent(&self) {}
 }

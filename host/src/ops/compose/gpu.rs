@@ -1,8 +1,6 @@
 //! [`Composite`] for the GPU state: the same hooks as the CPU's, on device buffers.
 #![forbid(unsafe_code)]
 
-use std::sync::atomic::Ordering;
-
 use super::cpu::DRIFT_SAMPLE;
 use super::{probe, sampled_columns, Composite};
 use crate::base::dims::Dims;
@@ -136,8 +134,5 @@ impl<T: GpuScalar> Composite<T> for GpuQr<T> {
         self.d = d;
         self.q = Some(q2);
         Ok(true)
-    }
-    fn mark_inconsistent(&self) {
-        self.poisoned.store(true, Ordering::Relaxed);
     }
 }

@@ -53,9 +53,6 @@ pub(crate) trait Composite<T: Scalar>: Sized {
     /// Reorthogonalises Q or refactorises from the kept data; `false` where neither is
     /// possible (an R-only state without kept data).
     fn refresh(&mut self) -> Result<bool>;
-    /// Marks a state that a device error left between the two halves of a composed update
-    /// (the GPU state is poisoned; the CPU's updates cannot fail there).
-    fn mark_inconsistent(&self);
 }
 
 /// The state-unchanged rule for a composed update: `f` runs on a snapshot that replaces the

@@ -144,15 +144,15 @@ pub(crate) fn needs_rows() -> Error {
 }
 
 /// One window step composed of the primitive updates (docs/algorithms.md#sliding-window):
-/// the oldest rows leave (a refused downdate leaves the state unchanged), R and d are
-/// scaled by √λ, the new rows enter at the end. Where fewer than n rows would be left in
-/// between, the new rows enter first, on a snapshot.
+/// the oldest rows leave, R and d are scaled by √λ, the new rows enter at the end; where
+/// fewer than n rows would be left in between, the new rows enter first. The step runs on a
+/// snapshot that replaces the state only when every part succeeded, so a refusal of either
+/// half (a failed downdate, a rank test after the new rows) leaves the state as it was.
 ///
 /// # Errors
 /// As [`plan`]; [`Error::NeedsData`] for an R-only state without kept data that must drop
 /// rows; the errors of row deletion ([`Error::DowndateFailed`]) and row insertion. On
-/// error the state is unchanged, except after a device error once the oldest rows have
-/// left, which marks a GPU state poisoned.
+/// error the state is unchanged.
 pub(crate) fn run<T: Scalar, S: Composite<T>>(
     st: &mut S,
     rows: MatRef<'_, T>,
@@ -165,24 +165,20 @@ pub(crate) fn run<T: Scalar, S: Composite<T>>(
         return Err(needs_rows());
     }
     let scale = T::from_f64(plan.forget.sqrt());
-    let m_mid = plan.m - drop;
     if plan.drop_first(dims.n) {
-        if drop > 0 {
-            st.delete_rows_raw(0, drop)?;
-        }
-        let rest = (|| {
+        let m_mid = plan.m - drop;
+        return atomically(st, |w| {
+            if drop > 0 {
+                w.delete_rows_raw(0, drop)?;
+            }
             if plan.forget < 1.0 {
-                st.scale(scale)?;
+                w.scale(scale)?;
             }
             if plan.p > 0 {
-                st.insert_rows_raw(m_mid, rows, rhs)?;
+                w.insert_rows_raw(m_mid, rows, rhs)?;
             }
             Ok(())
-        })();
-        if rest.is_err() && drop > 0 {
-            st.mark_inconsistent();
-        }
-        return rest;
+        });
     }
     atomically(st, |w| {
         if plan.forget < 1.0 {
@@ -191,4 +187,62 @@ pub(crate) fn run<T: Scalar, S: Composite<T>>(
         w.insert_rows_raw(plan.m, rows, rhs)?;
         w.delete_rows_raw(0, drop)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::QrUpdate;
+    use crate::base::error::Error;
+    use crate::base::mat::Mat;
+    use crate::base::params::{FactorParams, QPolicy};
+    use crate::ops::factorize::tests::rand_mat;
+    use crate::state::cpu::CpuQr;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// A window step whose new row makes the other columns numerically dependent (an entry
+    /// of 1e300 against entries of order one) is refused by the rank test of its insertion
+    /// half, after the deletion half ran; the state must be as before, bit for bit, and
+    /// usable, in every kind and in both orders of the halves.
+    #[test]
+    fn refused_insertion_half_leaves_the_state_unchanged() {
+        let mut rng = StdRng::seed_from_u64(41);
+        let (n, q) = (3, 2);
+        let kinds = [
+            (QPolicy::Full, false),
+            (QPolicy::Thin, false),
+            (QPolicy::None, true),
+        ];
+        for (policy, keep) in kinds {
+            // m = 9: dropping 2 leaves 7 ≥ n (deletion first); m = 4 with drop 2 leaves
+            // 2 < n (insertion first).
+            for (m, drop) in [(9, 2), (4, 2)] {
+                let a = rand_mat::<f64>(&mut rng, m, n);
+                let b = rand_mat::<f64>(&mut rng, m, q);
+                let params = FactorParams {
+                    keep_data: keep,
+                    ..FactorParams::default()
+                };
+                let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params).unwrap();
+                let before = st.clone();
+                let mut row = rand_mat::<f64>(&mut rng, 1, n);
+                row[(0, 0)] = 1e300;
+                let rhs = rand_mat::<f64>(&mut rng, 1, q);
+                let err = st.slide(row.as_ref(), rhs.as_ref(), drop).unwrap_err();
+                assert!(
+                    matches!(err, Error::RankDeficient { .. }),
+                    "{policy:?} m={m}: {err}"
+                );
+                assert!(
+                    st.r == before.r && st.d == before.d && st.q == before.q,
+                    "{policy:?} m={m}: a refused step changed the factors"
+                );
+                assert_eq!(st.dims, before.dims, "{policy:?} m={m}");
+                let ok_row: Mat<f64> = rand_mat(&mut rng, 1, n);
+                let ok_rhs: Mat<f64> = rand_mat(&mut rng, 1, q);
+                st.slide(ok_row.as_ref(), ok_rhs.as_ref(), 1).unwrap();
+                assert_eq!(st.dims.m, m, "{policy:?}: the next step works");
+            }
+        }
+    }
 }
