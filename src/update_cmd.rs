@@ -8,10 +8,10 @@ use std::time::Instant;
 use cuqr::{Mat, QPolicy, Scalar};
 
 use crate::backend::{self, Choice};
-use crate::cli::{self, CliError, CliResult, Precision};
 use crate::json::Json;
-use crate::npy::{self, Array, NpyElem};
 use crate::ops::Update;
+use cuqr_cli::cli::{self, CliError, CliResult, Precision};
+use cuqr_cli::npy::{self, Array, NpyElem};
 
 const OPTIONS: &[&str] = &[
     "a",
@@ -79,7 +79,7 @@ impl Op {
 
 /// Runs `cuqr update` with the arguments after the command name.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let Some(opts) = cli::parse_or_help("update", args, OPTIONS, cli::UPDATE_HELP)? else {
+    let Some(opts) = cli::parse_or_help("update", args, OPTIONS, crate::help::UPDATE_HELP)? else {
         return Ok(());
     };
     let op = Op::parse(opts.require("update", "op")?)?;
