@@ -574,7 +574,7 @@ fn errors_exit_2_with_one_line() {
             [&delete_cols[..], &["--precision", "f16"]].concat(),
             "f16",
         ),
-        // Library error: rank-one needs Q.
+        // Library error, in the CLI's words: rank-one needs Q.
         (
             Some(&a),
             vec![
@@ -587,7 +587,7 @@ fn errors_exit_2_with_one_line() {
                 "--q-policy",
                 "none",
             ],
-            "Q",
+            "--op rank-one needs Q, which --q-policy none does not keep",
         ),
     ];
     let out = c.path("out");

@@ -8,10 +8,12 @@
 mod chains;
 mod common;
 pub mod cpu;
+mod dense;
 mod dist;
 pub mod kernels;
 mod lu;
 mod mixed;
+mod op;
 mod opts;
 mod python_overhead;
 mod qr;

@@ -13,6 +13,16 @@ pub(crate) fn median(v: Vec<f64>) -> f64 {
     Timing { samples_ms: v }.median_ms()
 }
 
+/// Milliseconds `f` takes by the wall clock; its result is dropped after the clock
+/// stops, so that freeing it is not timed.
+pub(crate) fn wall_ms<S, E>(f: impl FnOnce() -> Result<S, E>) -> Result<f64, E> {
+    let t0 = Instant::now();
+    let out = f()?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    std::hint::black_box(out);
+    Ok(ms)
+}
+
 /// Upper median of `reps` timed runs after one warm-up; `run` returns its timed
 /// milliseconds.
 pub(crate) fn median_ms<E>(reps: usize, mut run: impl FnMut() -> Result<f64, E>) -> Result<f64, E> {

@@ -4,28 +4,9 @@
 use cuqr::{Mat, Scalar};
 
 use super::random;
+use crate::dense::{cols_deleted, cols_inserted, rows_deleted, rows_inserted};
 
-/// The updates timed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Op {
-    InsertRows,
-    DeleteRows,
-    InsertCols,
-    DeleteCols,
-    RankOne,
-}
-
-impl Op {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Op::InsertRows => "insert_rows",
-            Op::DeleteRows => "delete_rows",
-            Op::InsertCols => "insert_cols",
-            Op::DeleteCols => "delete_cols",
-            Op::RankOne => "rank_one",
-        }
-    }
-}
+pub(super) use crate::op::Op;
 
 /// One update: its block (k0, p), its data (`u`: the new rows p×n or columns m×p, or
 /// the rank-one u as m×1; `e`: the new right-hand-side rows p×1, or the rank-one v as
@@ -81,15 +62,7 @@ pub(super) fn make_cases<T: Scalar>(
     }
     for p in [1, pb] {
         let (k0, u) = (n / 2, random(&mut rng, m, p));
-        let a_new = Mat::from_fn(m, n + p, |i, j| {
-            if j < k0 {
-                a[(i, j)]
-            } else if j < k0 + p {
-                u[(i, j - k0)]
-            } else {
-                a[(i, j - p)]
-            }
-        });
+        let a_new = cols_inserted(&a, k0, &u);
         let e = Mat::zeros(0, 0);
         cases.push(Case {
             op: Op::InsertCols,
@@ -103,7 +76,7 @@ pub(super) fn make_cases<T: Scalar>(
     }
     for p in [1, pb] {
         let k0 = n / 2;
-        let a_new = Mat::from_fn(m, n - p, |i, j| a[(i, if j < k0 { j } else { j + p })]);
+        let a_new = cols_deleted(&a, k0, p);
         let (u, e) = (Mat::zeros(0, 0), Mat::zeros(0, 0));
         cases.push(Case {
             op: Op::DeleteCols,
@@ -127,25 +100,4 @@ pub(super) fn make_cases<T: Scalar>(
         b_new: b.clone(),
     });
     (a, b, cases)
-}
-
-/// `a` with the rows of `u` inserted at k0.
-fn rows_inserted<T: Scalar>(a: &Mat<T>, k0: usize, u: &Mat<T>) -> Mat<T> {
-    let p = u.nrows();
-    Mat::from_fn(a.nrows() + p, a.ncols(), |i, j| {
-        if i < k0 {
-            a[(i, j)]
-        } else if i < k0 + p {
-            u[(i - k0, j)]
-        } else {
-            a[(i - p, j)]
-        }
-    })
-}
-
-/// `a` without rows k0..k0+p.
-fn rows_deleted<T: Scalar>(a: &Mat<T>, k0: usize, p: usize) -> Mat<T> {
-    Mat::from_fn(a.nrows() - p, a.ncols(), |i, j| {
-        a[(if i < k0 { i } else { i + p }, j)]
-    })
 }

@@ -7,12 +7,10 @@
 mod cases;
 pub mod micro;
 
-use std::time::Instant;
-
 use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate, Scalar};
 
 use super::common::utc_date_time;
-use super::stats::{median_in_budget, median_ms};
+use super::stats::{median_in_budget, median_ms, wall_ms};
 use super::{check_csv_path, BenchOpts};
 use cases::{make_cases, Case, Op};
 use cuqr_cli::cli::CliResult;
@@ -265,11 +263,7 @@ fn bench_kind<T: Scalar>(
     for &t in threads.iter().filter(|_| wanted("factorize")) {
         cuqr::cpu::set_threads(t);
         let ms = median_ms(reps, || {
-            let t0 = Instant::now();
-            let st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params)?;
-            let ms = t0.elapsed().as_secs_f64() * 1e3;
-            std::hint::black_box(st);
-            Ok::<_, cuqr::Error>(ms)
+            wall_ms(|| CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params))
         })?;
         out.push(Row {
             m,
@@ -290,29 +284,17 @@ fn bench_kind<T: Scalar>(
         } else {
             Some(median_in_budget(reps, 2.0, || {
                 let mut st = base.clone();
-                let t0 = Instant::now();
-                cuqr::cpu::reference::run(|| apply(&mut st, c))?;
-                let ms = t0.elapsed().as_secs_f64() * 1e3;
-                std::hint::black_box(st);
-                Ok::<_, cuqr::Error>(ms)
+                wall_ms(move || cuqr::cpu::reference::run(|| apply(&mut st, c)).map(|()| st))
             })?)
         };
         for &t in threads {
             cuqr::cpu::set_threads(t);
             let cuqr_ms = median_ms(reps, || {
                 let mut st = base.clone();
-                let t0 = Instant::now();
-                apply(&mut st, c)?;
-                let ms = t0.elapsed().as_secs_f64() * 1e3;
-                std::hint::black_box(st);
-                Ok::<_, cuqr::Error>(ms)
+                wall_ms(move || apply(&mut st, c).map(|()| st))
             })?;
             let refactor_ms = median_ms(reps, || {
-                let t0 = Instant::now();
-                let st = CpuQr::factorize(c.a_new.as_ref(), c.b_new.as_ref(), policy, params)?;
-                let ms = t0.elapsed().as_secs_f64() * 1e3;
-                std::hint::black_box(st);
-                Ok::<_, cuqr::Error>(ms)
+                wall_ms(|| CpuQr::factorize(c.a_new.as_ref(), c.b_new.as_ref(), policy, params))
             })?;
             out.push(Row {
                 m,

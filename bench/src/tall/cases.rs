@@ -4,42 +4,7 @@
 
 use cuqr::QPolicy;
 
-/// An update of the factorisation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Op {
-    InsertRows,
-    DeleteRows,
-    InsertCols,
-    DeleteCols,
-    RankOne,
-}
-
-impl Op {
-    /// Every operation, in the order of the tables.
-    pub(super) const ALL: [Op; 5] = [
-        Op::InsertRows,
-        Op::DeleteRows,
-        Op::InsertCols,
-        Op::DeleteCols,
-        Op::RankOne,
-    ];
-
-    /// The name used in the tables and by `--ops`.
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Op::InsertRows => "insert_rows",
-            Op::DeleteRows => "delete_rows",
-            Op::InsertCols => "insert_cols",
-            Op::DeleteCols => "delete_cols",
-            Op::RankOne => "rank_one",
-        }
-    }
-
-    /// Whether the operation adds or removes rows (observations).
-    pub(super) fn is_row_op(self) -> bool {
-        matches!(self, Op::InsertRows | Op::DeleteRows)
-    }
-}
+pub(super) use crate::op::Op;
 
 /// The state kind an update runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

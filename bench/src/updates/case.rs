@@ -4,6 +4,7 @@
 use cuqr::{Givens, Mat, QrUpdate, RowRemoval, Scalar};
 
 use super::grid::{Kind, Point};
+use crate::dense::{cols_deleted, cols_inserted, rows_deleted, rows_inserted};
 
 /// The points' random inputs: entries ±[0.1, 1) (never zero), one stream a seed.
 pub(super) use cuqr_cli::rng::random_signed_matrix_serial as random;
@@ -23,15 +24,7 @@ pub(super) fn make_case<T: Scalar>(pt: &Point, a: &Mat<T>, b: &Mat<T>, seed: u64
     match pt.kind {
         Kind::InsertCols => {
             let u = random::<T>(m, p, seed);
-            let a_new = Mat::from_fn(m, n + p, |i, j| {
-                if j < k0 {
-                    a[(i, j)]
-                } else if j < k0 + p {
-                    u[(i, j - k0)]
-                } else {
-                    a[(i, j - p)]
-                }
-            });
+            let a_new = cols_inserted(a, k0, &u);
             Case {
                 u,
                 e: none(),
@@ -44,46 +37,27 @@ pub(super) fn make_case<T: Scalar>(pt: &Point, a: &Mat<T>, b: &Mat<T>, seed: u64
             u: none(),
             e: none(),
             uv: (vec![], vec![]),
-            a_new: Mat::from_fn(m, n - p, |i, j| a[(i, if j < k0 { j } else { j + p })]),
+            a_new: cols_deleted(a, k0, p),
             b_new: b.clone(),
         },
         Kind::InsertRows => {
             let u = random::<T>(p, n, seed);
             let e = random::<T>(p, 1, seed ^ 0x5555);
-            let ins = |i: usize| i >= k0 && i < k0 + p;
-            let src = |i: usize| if i < k0 { i } else { i - p };
-            let a_new = Mat::from_fn(m + p, n, |i, j| {
-                if ins(i) {
-                    u[(i - k0, j)]
-                } else {
-                    a[(src(i), j)]
-                }
-            });
-            let b_new = Mat::from_fn(m + p, 1, |i, _| {
-                if ins(i) {
-                    e[(i - k0, 0)]
-                } else {
-                    b[(src(i), 0)]
-                }
-            });
             Case {
+                a_new: rows_inserted(a, k0, &u),
+                b_new: rows_inserted(b, k0, &e),
                 u,
                 e,
                 uv: (vec![], vec![]),
-                a_new,
-                b_new,
             }
         }
-        Kind::DeleteRows => {
-            let src = |i: usize| if i < k0 { i } else { i + p };
-            Case {
-                u: none(),
-                e: none(),
-                uv: (vec![], vec![]),
-                a_new: Mat::from_fn(m - p, n, |i, j| a[(src(i), j)]),
-                b_new: Mat::from_fn(m - p, 1, |i, _| b[(src(i), 0)]),
-            }
-        }
+        Kind::DeleteRows => Case {
+            u: none(),
+            e: none(),
+            uv: (vec![], vec![]),
+            a_new: rows_deleted(a, k0, p),
+            b_new: rows_deleted(b, k0, p),
+        },
         Kind::RankOne => {
             let uu = random::<T>(m, 1, seed).into_vec();
             let vv = random::<T>(n, 1, seed ^ 0x7777).into_vec();

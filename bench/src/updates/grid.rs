@@ -531,51 +531,55 @@ fn row_deletion_points() -> Vec<Point> {
         }
     }
 
-    // RR-n: m = 12000, n = 6000, 8000, 10000.
-    let rrn: [(usize, [f64; 5], [f64; 5]); 3] = [
+    // RR-n: m = 12000, n = 6000, 8000, 10000; then RR-m: n = 6000, m = 8000, 12000,
+    // 16000. Each (group, m, n) with the seeds' CULA and TUS seconds at p = 20..100.
+    let cula_series: [CulaSeries; 6] = [
         (
+            "RR-n",
+            12000,
             6000,
             [2.999, 2.895, 2.963, 2.921, 2.954],
             [3.068, 4.646, 6.417, 8.111, 9.752],
         ),
         (
+            "RR-n",
+            12000,
             8000,
             [4.240, 4.185, 4.202, 4.088, 4.144],
             [3.325, 5.189, 6.989, 8.851, 10.706],
         ),
         (
+            "RR-n",
+            12000,
             10000,
             [5.680, 5.563, 5.631, 5.435, 5.575],
             [3.592, 5.631, 7.674, 9.679, 11.742],
         ),
-    ];
-    for (n, cula, tus) in rrn {
-        g.extend(with_cula(&cula, &tus, |i| {
-            Point::new("RR-n", DeleteRows, 12000, n, 0, 20 + 20 * i)
-        }));
-    }
-
-    // RR-m: n = 6000, m = 8000, 12000, 16000.
-    let rrm: [(usize, [f64; 5], [f64; 5]); 3] = [
         (
+            "RR-m",
             8000,
+            6000,
             [1.745, 1.775, 1.773, 1.757, 1.713],
             [1.736, 2.635, 3.501, 4.371, 5.181],
         ),
         (
+            "RR-m",
             12000,
+            6000,
             [2.999, 2.895, 2.963, 2.921, 2.954],
             [3.068, 4.646, 6.417, 8.111, 9.752],
         ),
         (
+            "RR-m",
             16000,
+            6000,
             [4.197, 4.176, 4.205, 4.116, 4.116],
             [4.587, 7.266, 10.064, 12.773, 15.335],
         ),
     ];
-    for (m, cula, tus) in rrm {
+    for (group, m, n, cula, tus) in cula_series {
         g.extend(with_cula(&cula, &tus, |i| {
-            Point::new("RR-m", DeleteRows, m, 6000, 0, 20 + 20 * i)
+            Point::new(group, DeleteRows, m, n, 0, 20 + 20 * i)
         }));
     }
 
@@ -638,6 +642,10 @@ fn rank_one_points() -> Vec<Point> {
         Point::new("R1", Kind::RankOne, 2000, 1000, 0, 1).cpu(),
     ]
 }
+
+/// A series of five points: group, m, n, and the seeds' CULA and TUS seconds at
+/// p = 20..100.
+type CulaSeries = (&'static str, usize, usize, [f64; 5], [f64; 5]);
 
 /// The points `point(i)`, i = 0, 1, …, each with the seeds' CULA and TUS seconds
 /// `cula[i]` and `tus[i]`.
