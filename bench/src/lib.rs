@@ -2,7 +2,7 @@
 //! the in-process cuSOLVER baseline with CUDA events, warm-up and the median of ≥ 5
 //! runs on random (never zero) device-resident data (the method: docs/performance.md).
 //! Each group is a sibling file with `HELP` and `run(&[String])`; add a group by
-//! adding a file and a line to [`GROUPS`]. The criterion benches (`benches/`) time the
+//! adding a file and a line to `GROUPS`. The criterion benches (`benches/`) time the
 //! case lists of [`kernels`] and [`cpu`].
 
 mod chains;
