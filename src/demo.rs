@@ -8,10 +8,10 @@ use std::time::Instant;
 use cuqr::{Mat, QPolicy, QrUpdate, Scalar};
 
 use crate::backend::{self, Backend, Choice};
-use crate::cli::{self, CliResult, Precision};
 use crate::ops::Update;
-use crate::rng::Rng;
 use cuqr::GpuScalar;
+use cuqr_cli::cli::{self, CliResult, Precision};
+use cuqr_cli::rng::Rng;
 
 const OPTIONS: &[&str] = &["backend", "precision", "seed", "size", "threads"];
 
@@ -57,7 +57,7 @@ const SIGMA: f64 = 0.1;
 
 /// Runs `cuqr demo` with the arguments after the command name.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let Some(opts) = cli::parse_or_help("demo", args, OPTIONS, cli::DEMO_HELP)? else {
+    let Some(opts) = cli::parse_or_help("demo", args, OPTIONS, crate::help::DEMO_HELP)? else {
         return Ok(());
     };
     let choice = Choice::parse(opts.get("backend").unwrap_or("auto"))?;

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use cuqr::distributed::{DistQr, NcclId, RankComm};
 use cuqr::{FactorParams, Gpu, QPolicy};
 
-use crate::cli::{parse_or_help, CliResult};
-use crate::rng::random_signed_matrix;
+use cuqr_cli::cli::{parse_or_help, CliResult};
+use cuqr_cli::rng::random_signed_matrix;
+use cuqr_cli::stats::upper_median;
 
 /// `cuqr dist --help`.
 pub const HELP: &str = "\
@@ -42,7 +43,7 @@ const OPTS: &[&str] = &[
     "gpus", "parts", "rows", "cols", "step", "steps", "rank", "world", "id-file", "device",
 ];
 
-fn num(o: &crate::cli::Opts, name: &str, default: usize) -> CliResult<usize> {
+fn num(o: &cuqr_cli::cli::Opts, name: &str, default: usize) -> CliResult<usize> {
     match o.get(name) {
         None => Ok(default),
         Some(v) => v
@@ -57,7 +58,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
         print!("{HELP}");
         return Err("dist: factorize or window?".into());
     };
-    if crate::cli::is_help(&what) {
+    if cuqr_cli::cli::is_help(&what) {
         print!("{HELP}");
         return Ok(());
     }
@@ -144,11 +145,15 @@ pub fn run(args: &[String]) -> CliResult<()> {
             st.synchronize()?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        times.sort_by(f64::total_cmp);
+        let median_ms = if times.is_empty() {
+            0.0
+        } else {
+            upper_median(times)
+        };
         let sol = st.solve()?;
         println!(
             "window: {steps} steps of {p} rows, median {:.3} ms a step; rows a rank {:?}; residual norm {:.6e}",
-            times.get(times.len() / 2).copied().unwrap_or(0.0),
+            median_ms,
             st.rows_per_rank(),
             sol.residual_norms[0]
         );

@@ -8,10 +8,10 @@ use std::time::Instant;
 use cuqr::{Mat, QPolicy, Scalar};
 
 use crate::backend::{self, Choice};
-use crate::cli::{self, CliError, CliResult, Precision};
 use crate::json::Json;
-use crate::npy::{self, Array, NpyElem};
 use crate::ops::Update;
+use cuqr_cli::cli::{self, CliError, CliResult, Precision};
+use cuqr_cli::npy::{self, Array, NpyElem};
 
 const OPTIONS: &[&str] = &[
     "a",
@@ -79,7 +79,7 @@ impl Op {
 
 /// Runs `cuqr update` with the arguments after the command name.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let Some(opts) = cli::parse_or_help("update", args, OPTIONS, cli::UPDATE_HELP)? else {
+    let Some(opts) = cli::parse_or_help("update", args, OPTIONS, crate::help::UPDATE_HELP)? else {
         return Ok(());
     };
     let op = Op::parse(opts.require("update", "op")?)?;
@@ -184,6 +184,28 @@ fn vector<T: Scalar>(arr: &Array, what: &str) -> CliResult<Vec<T>> {
     }
 }
 
+/// The `--q-policy` value of `policy`.
+fn q_policy_name(policy: QPolicy) -> &'static str {
+    match policy {
+        QPolicy::Full => "full",
+        QPolicy::Thin => "thin",
+        _ => "none",
+    }
+}
+
+/// The library's error in the CLI's words: an update that needs Q (or data the CLI
+/// cannot keep, which the library names by its parameters) says which `--q-policy`
+/// gives it.
+fn needs_q_in_cli_words(e: cuqr::Error, op: &str, q_policy: &str) -> CliError {
+    match e {
+        cuqr::Error::NeedsQ { .. } | cuqr::Error::NeedsData { .. } => CliError(format!(
+            "update: --op {op} needs Q, which --q-policy {q_policy} does not keep \
+             (use --q-policy thin or full)"
+        )),
+        e => e.into(),
+    }
+}
+
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
@@ -216,7 +238,9 @@ impl Job {
         let mut qr = backend::factorize(&backend, a.as_ref(), b.as_ref(), self.policy)?;
         let t_fact = ms(t);
         let t = Instant::now();
-        update.apply(qr.as_mut())?;
+        update
+            .apply(qr.as_mut())
+            .map_err(|e| needs_q_in_cli_words(e, update.name(), q_policy_name(self.policy)))?;
         let t_update = ms(t);
         let t = Instant::now();
         let sol = qr.solve()?;
@@ -258,14 +282,7 @@ impl Job {
             ("precision".into(), Json::Str(T::NAME.into())),
             (
                 "q_policy".into(),
-                Json::Str(
-                    match self.policy {
-                        QPolicy::Full => "full",
-                        QPolicy::Thin => "thin",
-                        _ => "none",
-                    }
-                    .into(),
-                ),
+                Json::Str(q_policy_name(self.policy).into()),
             ),
             ("residual_norm".into(), Json::Num(residual_norm)),
             (

@@ -8,9 +8,10 @@ use std::time::Instant;
 use cuqr::{FactorParams, Mat, QPolicy, UpdateParams};
 
 use crate::backend::{self, Choice};
-use crate::cli::{self, CliError, CliResult, Precision};
 use crate::json::Json;
-use crate::npy::{self, NpyElem};
+use cuqr_cli::cli::{self, CliError, CliResult, Precision};
+use cuqr_cli::npy::{self, NpyElem};
+use cuqr_cli::stats::upper_median;
 
 const OPTIONS: &[&str] = &[
     "a",
@@ -27,7 +28,7 @@ const OPTIONS: &[&str] = &[
 
 /// Runs `cuqr window` with the arguments after the command name.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let Some(opts) = cli::parse_or_help("window", args, OPTIONS, cli::WINDOW_HELP)? else {
+    let Some(opts) = cli::parse_or_help("window", args, OPTIONS, crate::help::WINDOW_HELP)? else {
         return Ok(());
     };
     let policy = match opts.get("q-policy") {
@@ -79,14 +80,6 @@ struct Job {
     forget: f64,
     choice: Choice,
     out: PathBuf,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 impl Job {
@@ -170,7 +163,7 @@ impl Job {
             npy::write_file(&self.out.join("Q.npy"), &qm, false)?;
         }
         let drift = qr.drift();
-        let (med_step, med_solve) = (median(t_step), median(t_solve));
+        let (med_step, med_solve) = (upper_median(t_step), upper_median(t_solve));
         let residual: Vec<f64> = last.map(|s| s.residual_norms).unwrap_or_default();
         let summary = Json::Obj(vec![
             ("steps".into(), Json::Int(steps as u64)),

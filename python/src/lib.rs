@@ -4,7 +4,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod bench;
 mod convert;
 mod dlpack;
 mod error;
@@ -22,6 +21,5 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state::array_device, m)?)?;
     m.add_function(wrap_pyfunction!(state::set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(state::threads, m)?)?;
-    m.add_function(wrap_pyfunction!(bench::time_rust_updates, m)?)?;
     Ok(())
 }
