@@ -9,11 +9,14 @@
 
 pub(crate) mod blocked;
 pub(crate) mod dense;
+pub(crate) mod factors;
 pub(crate) mod fold;
 #[doc(hidden)]
 pub mod givens;
 #[doc(hidden)]
 pub mod householder;
+pub(crate) mod insert_cols;
+pub(crate) mod reduced;
 pub mod reference;
 pub(crate) mod rfactor;
 pub(crate) mod rotations;

@@ -25,7 +25,7 @@ use crate::cpu::dense::{block_left, block_right};
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> {
     let plan = plan(st.dims, k0, p)?;
     if st.dims.policy != QPolicy::Full {
-        return crate::ops::reduced::delete_cols(st, k0, p);
+        return crate::cpu::reduced::delete_cols(st.factors_mut(), k0, p);
     }
     let nn = plan.n_new;
     let nb = resolve_block_size(OP, st.params.block_size, nn - k0)?;

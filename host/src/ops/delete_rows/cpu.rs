@@ -14,7 +14,7 @@ use super::*;
 pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> {
     let plan = plan(st.dims, k0, p)?;
     if st.dims.policy != QPolicy::Full {
-        return crate::ops::reduced::delete_rows(st, k0, p, None);
+        return crate::cpu::reduced::delete_rows(st.factors_mut(), k0, p, None);
     }
     let Plan { m, n, .. } = plan;
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {

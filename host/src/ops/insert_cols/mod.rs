@@ -9,12 +9,10 @@
 
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
-use crate::base::mat::{Mat, MatRef};
+use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::givens::{givens, rot, rot_rows};
-use crate::cpu::householder::{apply_left, house};
-use crate::cpu::wy::{larft, resolve_block_size};
+use crate::cpu::wy::resolve_block_size;
 use crate::state::cpu::CpuQr;
 
 mod cpu;
@@ -229,6 +227,7 @@ pub(crate) mod testkit {
 mod tests {
     use super::testkit::*;
     use super::*;
+    use crate::base::mat::Mat;
     use crate::backend::QrUpdate;
 
     /// Ã = [A(:, 0:k0) | U | A(:, k0:n)].
