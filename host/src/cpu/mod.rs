@@ -8,6 +8,8 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod blocked;
+pub(crate) mod delete_cols;
+pub(crate) mod delete_rows;
 pub(crate) mod dense;
 pub(crate) mod factors;
 pub(crate) mod fold;

@@ -227,8 +227,8 @@ pub(crate) mod testkit {
 mod tests {
     use super::testkit::*;
     use super::*;
-    use crate::base::mat::Mat;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
 
     /// Ã = [A(:, 0:k0) | U | A(:, k0:n)].
     fn inserted<T: Scalar>(a: &Mat<T>, u: &Mat<T>, k0: usize) -> Mat<T> {
