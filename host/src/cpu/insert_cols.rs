@@ -78,7 +78,7 @@ pub(crate) fn insert_cols_full<T: Scalar>(
 
     // Step 2: blocked Householder QR of R'(n:m, k0:k0+p).
     if m > n {
-        householder_below(&mut r, &mut q, &mut d, &plan);
+        householder_below(&mut r, &mut q, &mut d, plan);
     }
 
     // Step 3: Givens on the strip (skipped when appending,

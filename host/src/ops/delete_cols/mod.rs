@@ -25,8 +25,8 @@ pub(crate) use plan::*;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::mat::Mat;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
     use crate::base::params::{FactorParams, QPolicy, UpdateParams};
     use crate::ops::factorize::tests::{check_against_refactor, rand_mat};
     use crate::ops::test_support::{full_state, same_factors};

@@ -25,8 +25,8 @@ pub(crate) use plan::*;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::mat::Mat;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
     use crate::ops::insert_cols::testkit::*;
 
     /// Rows of `a` outside k0..k0+p.
