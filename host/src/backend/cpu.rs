@@ -124,7 +124,13 @@ impl<T: Scalar> QrUpdate<T> for CpuQr<T> {
     fn solve(&self) -> Result<Solution<T>> {
         let mut sol = crate::ops::solve::solve_cpu(&self.r, &self.d, self.dims.n)?;
         if self.dims.policy != QPolicy::Full {
-            sol.residual_norms = crate::ops::reduced::residual_norms(self);
+            sol.residual_norms = crate::cpu::reduced::residual_norms(
+                self.dims.policy,
+                self.q.as_ref(),
+                &self.d,
+                self.data.as_ref(),
+                &self.rho,
+            );
         }
         Ok(sol)
     }
@@ -136,7 +142,7 @@ impl<T: Scalar> QrUpdate<T> for CpuQr<T> {
     ) -> Result<()> {
         let p = crate::ops::delete_rows::plan_given(self.dims, k0, rows, rhs)?;
         if self.dims.policy == QPolicy::None && self.data.is_none() {
-            crate::ops::reduced::delete_rows(self, k0, p, Some((rows, rhs)))?;
+            crate::cpu::reduced::delete_rows(self.factors_mut(), k0, p, Some((rows, rhs)))?;
         } else {
             crate::ops::delete_rows::run_cpu(self, k0, p)?;
         }

@@ -58,3 +58,17 @@ pub(crate) fn thin_error(op: &'static str, k0: usize, e: ThinFailure, tol: f64) 
         },
     }
 }
+
+/// The error of an update that needs Q or the kept data on a state that holds neither
+/// (an R-only state without kept data, on either backend), naming what would do.
+pub(crate) fn needs_q_or_data(op: &'static str) -> Error {
+    Error::NeedsData {
+        op,
+        what: match op {
+            "delete_rows" => {
+                "Q, the kept data (FactorParams::keep_data) or the deleted rows (delete_rows_with)"
+            }
+            _ => "Q or the kept data A and b (FactorParams::keep_data)",
+        },
+    }
+}

@@ -8,12 +8,17 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod blocked;
+pub(crate) mod delete_cols;
+pub(crate) mod delete_rows;
 pub(crate) mod dense;
+pub(crate) mod factors;
 pub(crate) mod fold;
 #[doc(hidden)]
 pub mod givens;
 #[doc(hidden)]
 pub mod householder;
+pub(crate) mod insert_cols;
+pub(crate) mod reduced;
 pub mod reference;
 pub(crate) mod rfactor;
 pub(crate) mod rotations;

@@ -211,7 +211,7 @@ impl<T: DistScalar> DistQr<T> {
                     .sqrt()
             })
             .collect();
-        let tol = crate::ops::reduced::dependence_tol::<T>();
+        let tol = crate::base::refusal::dependence_tol::<T>();
         let _ = plan;
         let proj = self.project(u)?;
         let mut rd = Vec::new();
@@ -304,7 +304,8 @@ impl<T: DistScalar> DistQr<T> {
         for (part, pr) in self.parts.iter().zip(&proj) {
             let g = &*part.core.gpu;
             let gamma = pr.ztz.to_host(g)?[(0, 0)].to_f64().max(0.0).sqrt();
-            let has_dir = gamma > crate::ops::reduced::dependence_tol::<T>() * unorm && gamma > 0.0;
+            let has_dir =
+                gamma > crate::base::refusal::dependence_tol::<T>() * unorm && gamma > 0.0;
             let (gamma_t, scale) = if has_dir {
                 (T::from_f64(gamma), T::from_f64(1.0 / gamma))
             } else {

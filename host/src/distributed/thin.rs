@@ -479,7 +479,7 @@ impl<T: DistScalar> DistQr<T> {
         let gamma = self.net.sum_host::<T>(&self.parts[0].core.gpu, &sq)?[0]
             .max(0.0)
             .sqrt();
-        let has_dir = gamma > crate::ops::reduced::dependence_tol::<T>() * unorm && gamma > 0.0;
+        let has_dir = gamma > crate::base::refusal::dependence_tol::<T>() * unorm && gamma > 0.0;
         let (gamma_t, scale) = if has_dir {
             (T::from_f64(gamma), T::from_f64(1.0 / gamma))
         } else {
@@ -568,7 +568,7 @@ impl<T: DistScalar> DistQr<T> {
         base: &[f64],
         col0: usize,
     ) -> Result<SmallAndRows<T>> {
-        let tol = crate::ops::reduced::dependence_tol::<T>();
+        let tol = crate::base::refusal::dependence_tol::<T>();
         let mut qs = zs;
         let mut total: Vec<Option<DevMat<T>>> = self.parts.iter().map(|_| None).collect();
         for pass in 0..2 {

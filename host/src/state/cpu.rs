@@ -6,6 +6,8 @@ use crate::base::error::Result;
 use crate::base::mat::Mat;
 use crate::base::params::UpdateParams;
 use crate::base::scalar::Scalar;
+use crate::cpu::factors::FactorsMut;
+pub(crate) use crate::cpu::factors::KeptData;
 
 /// A QR factorisation held on the host and updated serially.
 ///
@@ -64,13 +66,18 @@ impl<T: Scalar> CpuQr<T> {
     pub(crate) fn check_rank(&self) -> Result<()> {
         check_rank_of(&self.r, self.dims.n, self.rank_tol)
     }
-}
 
-/// The data a thin or R-only state keeps.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct KeptData<T> {
-    /// A (m×n), when kept.
-    pub(crate) a: Option<Mat<T>>,
-    /// b (m×q).
-    pub(crate) b: Mat<T>,
+    /// The state's factors lent to an update body in `cpu/`.
+    pub(crate) fn factors_mut(&mut self) -> FactorsMut<'_, T> {
+        FactorsMut {
+            dims: &mut self.dims,
+            r: &mut self.r,
+            d: &mut self.d,
+            q: &mut self.q,
+            rho: &mut self.rho,
+            data: &mut self.data,
+            params: self.params,
+            rank_tol: self.rank_tol,
+        }
+    }
 }

@@ -7,8 +7,8 @@ use crate::base::dims::Dims;
 use crate::base::error::Result;
 use crate::base::params::QPolicy;
 use crate::gpu::algo::householder::{
-    accumulate_q_backward, blocked_qr_impl, merges_trailing, PanelImpl, QrClock, PHASE_Q,
-    PHASE_RANK,
+    accumulate_q_backward, blocked_qr_with, merges_trailing, BlockedQrParams, QrClock, QrOutputs,
+    PHASE_Q, PHASE_RANK,
 };
 use crate::gpu::algo::rank::check_rank_dev;
 use crate::gpu::runtime::matrix::DevMat;
@@ -79,20 +79,17 @@ pub(crate) fn factorize<T: GpuScalar>(
     };
     let a = if keep_data { Some(r.dup(gpu)?) } else { None };
     let mut blocks = Vec::new();
-    blocked_qr_impl(
-        gpu,
-        &mut r,
-        0..m,
-        0..n,
-        None,
-        Some(&mut d),
-        None,
-        params.block_size,
-        keep_q.then_some(&mut blocks),
-        PanelImpl::Auto,
-        merges_trailing::<T>(n),
-        clock.as_deref_mut(),
-    )?;
+    let qr_params = BlockedQrParams {
+        merge_trailing: merges_trailing::<T>(n),
+        ..BlockedQrParams::new(0..m, 0..n, params.block_size)
+    };
+    let out = QrOutputs {
+        d: Some(&mut d),
+        q: None,
+        keep: keep_q.then_some(&mut blocks),
+        clock: clock.as_deref_mut(),
+    };
+    blocked_qr_with(gpu, &mut r, out, &qr_params)?;
     PhaseClock::time(clock.as_deref_mut(), gpu, PHASE_RANK, || {
         check_rank_dev(gpu, &r, n, params.rank_tol)
     })?;

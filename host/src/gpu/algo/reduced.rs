@@ -5,7 +5,7 @@
 
 use crate::base::error::Result;
 use crate::base::mat::Mat;
-use crate::gpu::algo::householder::{blocked_qr_impl, merges_trailing, PanelImpl};
+use crate::gpu::algo::householder::{blocked_qr_with, merges_trailing, BlockedQrParams, QrOutputs};
 use crate::gpu::algo::thin::{product, tall_tn};
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
@@ -158,20 +158,11 @@ pub(crate) fn r_factor<T: GpuScalar>(gpu: &Gpu, mut z: DevMat<T>) -> Result<(Dev
         ));
     }
     let nb = crate::base::params::default_block_size(p);
-    blocked_qr_impl(
-        gpu,
-        &mut z,
-        0..m,
-        0..p,
-        None,
-        None,
-        None,
-        nb,
-        None,
-        PanelImpl::Auto,
-        merges_trailing::<T>(p),
-        None,
-    )?;
+    let params = BlockedQrParams {
+        merge_trailing: merges_trailing::<T>(p),
+        ..BlockedQrParams::new(0..m, 0..p, nb)
+    };
+    blocked_qr_with(gpu, &mut z, QrOutputs::default(), &params)?;
     Ok((
         gpu.two_phase_copy_new(&z.block(0, 0, p, p), 0..0, true)?,
         norms,

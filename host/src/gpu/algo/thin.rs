@@ -6,7 +6,7 @@
 use crate::base::error::Result;
 use crate::base::mat::Mat;
 use crate::gpu::algo::householder::{
-    accumulate_q_backward, blocked_qr_impl, merges_trailing, PanelImpl,
+    accumulate_q_backward, blocked_qr_with, merges_trailing, BlockedQrParams, QrOutputs,
 };
 use crate::gpu::ffi::blas::Op;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut};
@@ -105,20 +105,15 @@ pub(crate) fn thin_qr<T: GpuScalar>(gpu: &Gpu, mut z: DevMat<T>) -> Result<(DevM
     assert!(m >= p);
     let nb = crate::base::params::default_block_size(p);
     let mut blocks = Vec::new();
-    blocked_qr_impl(
-        gpu,
-        &mut z,
-        0..m,
-        0..p,
-        None,
-        None,
-        None,
-        nb,
-        Some(&mut blocks),
-        PanelImpl::Auto,
-        merges_trailing::<T>(p),
-        None,
-    )?;
+    let params = BlockedQrParams {
+        merge_trailing: merges_trailing::<T>(p),
+        ..BlockedQrParams::new(0..m, 0..p, nb)
+    };
+    let out = QrOutputs {
+        keep: Some(&mut blocks),
+        ..QrOutputs::default()
+    };
+    blocked_qr_with(gpu, &mut z, out, &params)?;
     let g = gpu.two_phase_copy_new(&z.block(0, 0, p, p), 0..0, true)?;
     drop(z);
     let mut qz = DevMat::<T>::for_overwrite(gpu, m, p)?;

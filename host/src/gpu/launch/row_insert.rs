@@ -47,6 +47,7 @@ pub(crate) struct RowInsertShape {
     pub smem_bytes: usize,
 }
 
+#[cfg(feature = "internals")]
 impl RowInsertShape {
     /// This shape with `cpb` columns a block (same ring) for n columns, q
     /// right-hand sides and p rows of `elem` bytes: a tuning experiment's shape. It is not

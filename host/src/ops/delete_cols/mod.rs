@@ -7,13 +7,11 @@
 //! docs/algorithms.md#column-deletion-wording and docs/algorithms.md#column-deletion-block-height.
 #![forbid(unsafe_code)]
 
-use crate::base::dims::{check_rank_of, Dims};
+use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
-use crate::base::mat::Mat;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::householder::{apply_left_split, house};
-use crate::cpu::wy::{larft, resolve_block_size};
+use crate::cpu::wy::resolve_block_size;
 use crate::state::cpu::CpuQr;
 
 mod cpu;
@@ -28,6 +26,7 @@ pub(crate) use plan::*;
 mod tests {
     use super::*;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
     use crate::base::params::{FactorParams, QPolicy, UpdateParams};
     use crate::ops::factorize::tests::{check_against_refactor, rand_mat};
     use crate::ops::test_support::{full_state, same_factors};

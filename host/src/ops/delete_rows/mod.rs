@@ -9,10 +9,9 @@
 
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
-use crate::base::mat::{Mat, MatRef};
+use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::givens::{givens, rot, rot_pair};
 use crate::state::cpu::CpuQr;
 
 mod cpu;
@@ -27,6 +26,7 @@ pub(crate) use plan::*;
 mod tests {
     use super::*;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
     use crate::ops::insert_cols::testkit::*;
 
     /// Rows of `a` outside k0..k0+p.
@@ -45,7 +45,8 @@ mod tests {
         // Before the first p rows and columns are dropped: Δ = I, Q(rows ∉ block, 0:p) = 0,
         // and the strictly lower part of (GᵀR)(p:m, :) is rounding residue only.
         let pl = plan(st.dims, k0, p).unwrap();
-        let rot = rotate_out(st.q.as_ref().unwrap(), &st.r, &st.d, &pl);
+        let rot =
+            crate::cpu::delete_rows::rotate_out(st.q.as_ref().unwrap(), &st.r, &st.d, pl.k0, pl.p);
         let tol = tol::<T>(m);
         let (mut e_delta, mut low) = (0.0f64, 0.0f64);
         for i in 0..m {

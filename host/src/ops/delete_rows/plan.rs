@@ -52,51 +52,6 @@ pub(crate) fn plan(dims: Dims, k0: usize, p: usize) -> Result<Plan> {
     })
 }
 
-/// Q, R and d after the rotations of docs/algorithms.md#row-deletion, before the first p
-/// rows/columns are dropped:
-/// Z·G = [Δ, 0] with Δ ≈ I, and GᵀR = [S; R̃] with R̃ upper trapezoidal up to rounding.
-pub(crate) struct Rotated<T> {
-    pub q: Mat<T>,
-    pub r: Mat<T>,
-    pub d: Mat<T>,
-}
-
-/// Applies the rotations of docs/algorithms.md#row-deletion to copies of Q, R and d. For each row i
-/// of Z (i = 0..p) and j = m−1 down to i+1, the rotation on plane (j−1, j) zeroes Z(i, j)
-/// against Z(i, j−1) of the current Q. While row i is processed R has i sub-diagonals, so
-/// rows ≥ n+i are zero: planes with j−1 ≥ n+i skip R, and the others touch only
-/// columns ≥ j−1−i (docs/algorithms.md#live-column-range).
-pub(crate) fn rotate_out<T: Scalar>(q: &Mat<T>, r: &Mat<T>, d: &Mat<T>, plan: &Plan) -> Rotated<T> {
-    let Plan { m, n, p, k0 } = *plan;
-    let (mut q, mut r, mut d) = (q.clone(), r.clone(), d.clone());
-    let nrhs = d.ncols();
-    for i in 0..p {
-        let zi = k0 + i;
-        for j in (i + 1..m).rev() {
-            let (c, s, rho) = givens(q[(zi, j - 1)], q[(zi, j)]);
-            let (x, y) = q.two_cols_mut(j - 1, j);
-            rot(c, s, x, y);
-            x[zi] = rho;
-            y[zi] = T::ZERO;
-            if j - 1 < n + i {
-                for col in (j - 1).saturating_sub(i)..n {
-                    let (mut a, mut b) = (r[(j - 1, col)], r[(j, col)]);
-                    rot_pair(c, s, &mut a, &mut b);
-                    r[(j - 1, col)] = a;
-                    r[(j, col)] = b;
-                }
-            }
-            for k in 0..nrhs {
-                let (mut a, mut b) = (d[(j - 1, k)], d[(j, k)]);
-                rot_pair(c, s, &mut a, &mut b);
-                d[(j - 1, k)] = a;
-                d[(j, k)] = b;
-            }
-        }
-    }
-    Rotated { q, r, d }
-}
-
 /// Validates `delete_rows_with`: rows k0..k0+p (p = the rows given) as [`plan`] does, the
 /// rows p×n and their right-hand sides p×q, all finite. Returns p.
 ///

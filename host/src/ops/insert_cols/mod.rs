@@ -9,12 +9,10 @@
 
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
-use crate::base::mat::{Mat, MatRef};
+use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::givens::{givens, rot, rot_rows};
-use crate::cpu::householder::{apply_left, house};
-use crate::cpu::wy::{larft, resolve_block_size};
+use crate::cpu::wy::resolve_block_size;
 use crate::state::cpu::CpuQr;
 
 mod cpu;
@@ -230,6 +228,7 @@ mod tests {
     use super::testkit::*;
     use super::*;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
 
     /// Ã = [A(:, 0:k0) | U | A(:, k0:n)].
     fn inserted<T: Scalar>(a: &Mat<T>, u: &Mat<T>, k0: usize) -> Mat<T> {

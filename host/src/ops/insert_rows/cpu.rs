@@ -30,7 +30,7 @@ pub fn run_cpu<T: Scalar>(
 ) -> Result<()> {
     let plan = plan(st.dims, k0, u, e)?;
     if st.dims.policy != QPolicy::Full {
-        return crate::ops::reduced::insert_rows(st, k0, u, e);
+        return crate::cpu::reduced::insert_rows(st.factors_mut(), k0, u, e);
     }
     let Dims { m, n, q, .. } = st.dims;
     let p = plan.p;

@@ -24,7 +24,7 @@ pub fn run_cpu<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
         householder_first,
     } = plan(st.dims, u, v)?;
     if st.dims.policy != QPolicy::Full {
-        return crate::ops::reduced::rank_one(st, u, v);
+        return crate::cpu::reduced::rank_one(st.factors_mut(), u, v);
     }
     let q_old = st.q.as_ref().ok_or(Error::NeedsQ {
         op: OP,

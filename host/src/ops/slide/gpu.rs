@@ -120,7 +120,7 @@ fn run_gpu_thin_householder<T: GpuScalar>(
     let Plan { drop, forget, .. } = plan;
     let g = &*st.gpu.clone();
     let small = if drop > 0 {
-        let tol = crate::ops::reduced::completion_tol::<T>();
+        let tol = crate::base::refusal::completion_tol::<T>();
         match thin_small_side(g, st.factors(), (0, drop), tol)? {
             ThinSmallSide::Ready(x) => Some(x),
             ThinSmallSide::Refused { row, norm } => return Err(thin_refusal::<T>(0, row, norm)),

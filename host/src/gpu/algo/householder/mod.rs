@@ -259,34 +259,6 @@ impl<T> Default for QrOutputs<'_, T> {
     }
 }
 
-/// [`blocked_qr_band`] with every choice given: the form used by the factorisation,
-/// the thin and reduced QRs (see [`blocked_qr_with`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn blocked_qr_impl<T: GpuScalar>(
-    gpu: &Gpu,
-    a: &mut DevMat<T>,
-    rows: Range<usize>,
-    cols: Range<usize>,
-    band: Option<usize>,
-    d: Option<&mut DevMat<T>>,
-    q: Option<&mut DevMat<T>>,
-    nb: usize,
-    keep: Option<&mut Vec<Block<T>>>,
-    panel: PanelImpl,
-    merge_trailing: bool,
-    clock: Option<&mut QrClock>,
-) -> Result<()> {
-    let params = BlockedQrParams {
-        rows,
-        cols,
-        band,
-        nb,
-        panel,
-        merge_trailing,
-    };
-    blocked_qr_with(gpu, a, QrOutputs { d, q, keep, clock }, &params)
-}
-
 /// The blocked QR of A[`rows`, `cols`] with the panel implementation chosen explicitly
 /// ([`BlockedQrParams`]), updating the [`QrOutputs`] given.
 ///

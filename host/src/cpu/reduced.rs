@@ -8,27 +8,24 @@ use crate::base::dims::check_rank_of;
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::QPolicy;
-pub(crate) use crate::base::refusal::{completion_tol, dependence_tol, thin_error};
+pub(crate) use crate::base::refusal::{
+    completion_tol, dependence_tol, needs_q_or_data, thin_error,
+};
 use crate::base::scalar::Scalar;
+use crate::cpu::factors::{FactorsMut, KeptData};
 use crate::cpu::householder::nrm2;
 use crate::cpu::rfactor::{self, DowndateFailure};
 use crate::cpu::thin;
 use crate::cpu::{reference, thin_blocked, wy};
-use crate::state::cpu::{CpuQr, KeptData};
 
 /// The kept data or [`Error::NeedsData`].
-fn kept<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s KeptData<T>> {
-    st.data
-        .as_ref()
-        .ok_or_else(|| crate::ops::needs_q_or_data(op))
+fn kept<'s, T: Scalar>(st: &'s FactorsMut<'_, T>, op: &'static str) -> Result<&'s KeptData<T>> {
+    st.data.as_ref().ok_or_else(|| needs_q_or_data(op))
 }
 
 /// The kept A, or [`Error::NeedsData`].
-fn kept_a<'s, T: Scalar>(st: &'s CpuQr<T>, op: &'static str) -> Result<&'s Mat<T>> {
-    kept(st, op)?
-        .a
-        .as_ref()
-        .ok_or_else(|| crate::ops::needs_q_or_data(op))
+fn kept_a<'s, T: Scalar>(st: &'s FactorsMut<'_, T>, op: &'static str) -> Result<&'s Mat<T>> {
+    kept(st, op)?.a.as_ref().ok_or_else(|| needs_q_or_data(op))
 }
 
 /// The new Q₁ of a thin update: a new matrix (the reference), or transformations for
@@ -113,7 +110,11 @@ fn r_of<T: Scalar>(z: &Mat<T>) -> Mat<T> {
 }
 
 /// Column insertion for the thin and R-only kinds.
-pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+pub(crate) fn insert_cols<T: Scalar>(
+    st: FactorsMut<'_, T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+) -> Result<()> {
     const OP: &str = "insert_cols";
     let (n, p) = (st.dims.n, u.ncols());
     let u = u.to_owned();
@@ -121,7 +122,7 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
     let mut d = st.d.clone();
     match st.dims.policy {
         QPolicy::Thin => {
-            let data = kept(st, OP)?;
+            let data = kept(&st, OP)?;
             let old = st.q.as_ref().expect("a thin state holds Q₁");
             let tol = dependence_tol::<T>();
             let q1 = if reference::active() {
@@ -133,14 +134,14 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
             .map_err(|e| thin_error(OP, k0, e, tol))?;
             check_rank_of(&r, n + p, st.rank_tol)?;
             let a = data.a.as_ref().map(|a| insert_columns(a, k0, &u));
-            st.q = Some(q1);
+            *st.q = Some(q1);
             if let (Some(a), Some(data)) = (a, st.data.as_mut()) {
                 data.a = Some(a);
             }
         }
         QPolicy::None => {
-            let a = kept_a(st, OP)?;
-            let b = &kept(st, OP)?.b;
+            let a = kept_a(&st, OP)?;
+            let b = &kept(&st, OP)?.b;
             let (c, z) = csne_project(a, &r, &u);
             for j in 0..p {
                 let rel = nrm2(z.col(j)).to_f64() / nrm2(u.col(j)).to_f64().max(f64::MIN_POSITIVE);
@@ -159,13 +160,13 @@ pub(crate) fn insert_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, u: MatRef<'_,
             check_rank_of(&r, n + p, st.rank_tol)?;
             let a2 = insert_columns(a, k0, &u);
             let rho = col_norms(&residual_of(&a2, b, &r, &d));
-            st.rho = rho;
+            *st.rho = rho;
             st.data.as_mut().expect("checked above").a = Some(a2);
         }
         QPolicy::Full => unreachable!("the full kind has its own path"),
     }
-    st.r = r;
-    st.d = d;
+    *st.r = r;
+    *st.d = d;
     st.dims.n = n + p;
     Ok(())
 }
@@ -185,7 +186,7 @@ fn insert_columns<T: Scalar>(a: &Mat<T>, k0: usize, u: &Mat<T>) -> Mat<T> {
 }
 
 /// Column deletion for the thin and R-only kinds.
-pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> Result<()> {
+pub(crate) fn delete_cols<T: Scalar>(st: FactorsMut<'_, T>, k0: usize, p: usize) -> Result<()> {
     let n = st.dims.n;
     let mut r = st.r.clone();
     let mut d = st.d.clone();
@@ -213,12 +214,12 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
             data.a = Some(rebuild(a.nrows(), n - p, |i, j| a[(i, keep[j])]));
         }
     }
-    st.r = r;
-    st.d = d;
-    st.rho = rho;
+    *st.r = r;
+    *st.d = d;
+    *st.rho = rho;
     match pending {
         Some(pending) => pending.apply(st.q.as_mut().expect("a thin state holds Q₁")),
-        None => st.q = q1,
+        None => *st.q = q1,
     }
     st.dims.n = n - p;
     Ok(())
@@ -226,7 +227,7 @@ pub(crate) fn delete_cols<T: Scalar>(st: &mut CpuQr<T>, k0: usize, p: usize) -> 
 
 /// Row insertion for the thin and R-only kinds.
 pub(crate) fn insert_rows<T: Scalar>(
-    st: &mut CpuQr<T>,
+    st: FactorsMut<'_, T>,
     k0: usize,
     u: MatRef<'_, T>,
     e: MatRef<'_, T>,
@@ -277,10 +278,10 @@ pub(crate) fn insert_rows<T: Scalar>(
             data.a = Some(insert_rows_of(a, k0, &u));
         }
     }
-    st.r = r;
-    st.d = d;
-    st.rho = rho;
-    st.q = q1;
+    *st.r = r;
+    *st.d = d;
+    *st.rho = rho;
+    *st.q = q1;
     st.dims.m = m + p;
     Ok(())
 }
@@ -309,7 +310,7 @@ fn delete_rows_of<T: Scalar>(a: &Mat<T>, k0: usize, p: usize) -> Mat<T> {
 /// Row deletion for the thin and R-only kinds; `given` holds the deleted rows of A and b
 /// for an R-only state without kept data.
 pub(crate) fn delete_rows<T: Scalar>(
-    st: &mut CpuQr<T>,
+    st: FactorsMut<'_, T>,
     k0: usize,
     p: usize,
     given: Option<(MatRef<'_, T>, MatRef<'_, T>)>,
@@ -343,7 +344,7 @@ pub(crate) fn delete_rows<T: Scalar>(
                     rebuild(p, q, |i, k| b[(k0 + i, k)]),
                 ),
                 (_, Some((ur, er))) => (ur.to_owned(), er.to_owned()),
-                _ => return Err(crate::ops::needs_q_or_data(OP)),
+                _ => return Err(needs_q_or_data(OP)),
             };
             for i in 0..p {
                 let row: Vec<T> = (0..n).map(|j| rows[(i, j)]).collect();
@@ -384,16 +385,16 @@ pub(crate) fn delete_rows<T: Scalar>(
             data.a = a2;
         }
     }
-    st.r = r;
-    st.d = d;
-    st.rho = rho;
-    st.q = q1;
+    *st.r = r;
+    *st.d = d;
+    *st.rho = rho;
+    *st.q = q1;
     st.dims.m = m - p;
     Ok(())
 }
 
 /// Rank-one update for the thin and R-only kinds.
-pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
+pub(crate) fn rank_one<T: Scalar>(st: FactorsMut<'_, T>, u: &[T], v: &[T]) -> Result<()> {
     const OP: &str = "rank_one";
     let n = st.dims.n;
     let mut r = st.r.clone();
@@ -401,7 +402,7 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
     match st.dims.policy {
         QPolicy::Thin => {
             let old = st.q.as_ref().expect("a thin state holds Q₁");
-            let b = &kept(st, OP)?.b;
+            let b = &kept(&st, OP)?.b;
             let q1 = if reference::active() {
                 let mut q1 = old.clone();
                 thin::rank_one(&mut q1, &mut r, &mut d, b, u, v);
@@ -411,7 +412,7 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
             };
             check_rank_of(&r, n, st.rank_tol)?;
             match q1 {
-                NewQ::Replaced(q1) => st.q = Some(q1),
+                NewQ::Replaced(q1) => *st.q = Some(q1),
                 // the blocked path updates Q₁ in place, now that nothing can fail
                 NewQ::InPlace(pending) => {
                     pending.apply(st.q.as_mut().expect("a thin state holds Q₁"))
@@ -419,8 +420,8 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
             }
         }
         QPolicy::None => {
-            let a = kept_a(st, OP)?;
-            let b = &kept(st, OP)?.b;
+            let a = kept_a(&st, OP)?;
+            let b = &kept(&st, OP)?.b;
             let (c, z) = csne_project(a, &r, &Mat::from_col(u));
             let gamma = nrm2(z.col(0));
             let has_dir =
@@ -445,7 +446,7 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
             rfactor::rank_one(&mut r, &mut d, w, &f, v, |_, _, _| {});
             check_rank_of(&r, n, st.rank_tol)?;
             let a2 = rebuild(a.nrows(), n, |i, j| u[i].mul_add(v[j], a[(i, j)]));
-            st.rho = col_norms(&residual_of(&a2, b, &r, &d));
+            *st.rho = col_norms(&residual_of(&a2, b, &r, &d));
             st.data.as_mut().expect("checked above").a = Some(a2);
         }
         QPolicy::Full => unreachable!("the full kind has its own path"),
@@ -455,19 +456,25 @@ pub(crate) fn rank_one<T: Scalar>(st: &mut CpuQr<T>, u: &[T], v: &[T]) -> Result
             *a = rebuild(a.nrows(), n, |i, j| u[i].mul_add(v[j], a[(i, j)]));
         }
     }
-    st.r = r;
-    st.d = d;
+    *st.r = r;
+    *st.d = d;
     Ok(())
 }
 
 /// Residual norms of the thin and R-only kinds.
-pub(crate) fn residual_norms<T: Scalar>(st: &CpuQr<T>) -> Vec<f64> {
-    match st.dims.policy {
+pub(crate) fn residual_norms<T: Scalar>(
+    policy: QPolicy,
+    q: Option<&Mat<T>>,
+    d: &Mat<T>,
+    data: Option<&KeptData<T>>,
+    rho: &[T],
+) -> Vec<f64> {
+    match policy {
         QPolicy::Thin => thin::residual_norms(
-            st.q.as_ref().expect("a thin state holds Q₁"),
-            &st.d,
-            &st.data.as_ref().expect("a thin state keeps b").b,
+            q.expect("a thin state holds Q₁"),
+            d,
+            &data.expect("a thin state keeps b").b,
         ),
-        _ => st.rho.iter().map(|x| x.to_f64()).collect(),
+        _ => rho.iter().map(|x| x.to_f64()).collect(),
     }
 }

@@ -1,0 +1,138 @@
+//! Row deletion on the CPU for the full kind (docs/algorithms.md#row-deletion): the
+//! rotations that turn the deleted rows of Q into [I, 0], serially (the reference) or
+//! generated once and applied in row blocks. The operation (`ops/delete_rows/`) validates
+//! and dispatches.
+#![forbid(unsafe_code)]
+
+use crate::base::dims::Dims;
+use crate::base::error::Result;
+use crate::base::mat::Mat;
+use crate::base::scalar::Scalar;
+use crate::cpu::dense::{view, view_mut};
+use crate::cpu::factors::FactorsMut;
+use crate::cpu::givens::{givens, rot, rot_pair};
+
+/// Deletes rows k0..k0+p of a full-kind state's A, producing Q̃ ((m−p)×(m−p)), R̃ and d̃
+/// (docs/algorithms.md#row-deletion).
+/// Works on new buffers and swaps them in only after the rank check.
+///
+/// # Errors
+/// [`crate::Error::RankDeficient`] when the remaining rows are
+/// numerically rank deficient. On error the state is unchanged.
+pub(crate) fn delete_rows_full<T: Scalar>(
+    mut st: FactorsMut<'_, T>,
+    k0: usize,
+    p: usize,
+) -> Result<()> {
+    let (m, n) = (st.dims.m, st.dims.n);
+    let q_old = st.q.as_ref().expect("a full state holds Q");
+    if !crate::cpu::reference::active() {
+        let (dims, r, d, q) = delete_rows_blocked(&st, q_old, k0, p);
+        return st.replace_full(dims, r, d, q);
+    }
+    let rot = rotate_out(q_old, st.r, st.d, k0, p);
+    let mp = m - p;
+    // Q̃ = Q(rows ∉ block, p:m): rows of the deleted block are [Δ, 0] = [I, 0] and the
+    // other rows of Q(:, 0:p) are zero (orthogonality), so both are dropped.
+    let q = Mat::from_fn(mp, mp, |i, j| {
+        let row = if i < k0 { i } else { i + p };
+        rot.q[(row, j + p)]
+    });
+    // R̃ = (GᵀR)(p:m, :); its strictly lower part is rounding residue: cleared to exact 0.
+    let r = Mat::from_fn(
+        mp,
+        n,
+        |i, j| if i > j { T::ZERO } else { rot.r[(i + p, j)] },
+    );
+    let d = Mat::from_fn(mp, st.dims.q, |i, j| rot.d[(i + p, j)]);
+    let dims = Dims { m: mp, ..*st.dims };
+    st.replace_full(dims, r, d, q)
+}
+
+/// Q, R and d after the rotations of docs/algorithms.md#row-deletion, before the first p
+/// rows/columns are dropped:
+/// Z·G = [Δ, 0] with Δ ≈ I, and GᵀR = [S; R̃] with R̃ upper trapezoidal up to rounding.
+pub(crate) struct Rotated<T> {
+    pub q: Mat<T>,
+    pub r: Mat<T>,
+    pub d: Mat<T>,
+}
+
+/// Applies the rotations of docs/algorithms.md#row-deletion to copies of Q (m×m), R and d
+/// for the deleted rows k0..k0+p. For each row i
+/// of Z (i = 0..p) and j = m−1 down to i+1, the rotation on plane (j−1, j) zeroes Z(i, j)
+/// against Z(i, j−1) of the current Q. While row i is processed R has i sub-diagonals, so
+/// rows ≥ n+i are zero: planes with j−1 ≥ n+i skip R, and the others touch only
+/// columns ≥ j−1−i (docs/algorithms.md#live-column-range).
+pub(crate) fn rotate_out<T: Scalar>(
+    q: &Mat<T>,
+    r: &Mat<T>,
+    d: &Mat<T>,
+    k0: usize,
+    p: usize,
+) -> Rotated<T> {
+    let (m, n) = (q.nrows(), r.ncols());
+    let (mut q, mut r, mut d) = (q.clone(), r.clone(), d.clone());
+    let nrhs = d.ncols();
+    for i in 0..p {
+        let zi = k0 + i;
+        for j in (i + 1..m).rev() {
+            let (c, s, rho) = givens(q[(zi, j - 1)], q[(zi, j)]);
+            let (x, y) = q.two_cols_mut(j - 1, j);
+            rot(c, s, x, y);
+            x[zi] = rho;
+            y[zi] = T::ZERO;
+            if j - 1 < n + i {
+                for col in (j - 1).saturating_sub(i)..n {
+                    let (mut a, mut b) = (r[(j - 1, col)], r[(j, col)]);
+                    rot_pair(c, s, &mut a, &mut b);
+                    r[(j - 1, col)] = a;
+                    r[(j, col)] = b;
+                }
+            }
+            for k in 0..nrhs {
+                let (mut a, mut b) = (d[(j - 1, k)], d[(j, k)]);
+                rot_pair(c, s, &mut a, &mut b);
+                d[(j - 1, k)] = a;
+                d[(j, k)] = b;
+            }
+        }
+    }
+    Rotated { q, r, d }
+}
+
+/// The full-Q row deletion on blocked building blocks: the rotations generated on Q's
+/// deleted rows alone, then applied once to Q's kept rows and once to [Rᵀ; dᵀ], in row
+/// blocks (docs/algorithms.md#blocked-column-transformations). The same rotations as
+/// [`rotate_out`], so the same result up to rounding.
+fn delete_rows_blocked<T: Scalar>(
+    st: &FactorsMut<'_, T>,
+    q_old: &Mat<T>,
+    k0: usize,
+    p: usize,
+) -> (Dims, Mat<T>, Mat<T>, Mat<T>) {
+    let (m, n) = (st.dims.m, st.dims.n);
+    let q = st.dims.q;
+    let mut zr = Mat::from_fn(p, m, |i, j| q_old[(k0 + i, j)]);
+    let steps = crate::cpu::thin_blocked::downdate_rotations(&mut zr);
+    let mut rd = Mat::from_fn(n + q, m, |i, j| {
+        if i < n {
+            st.r[(j, i)]
+        } else {
+            st.d[(j, i - n)]
+        }
+    });
+    steps.apply(view_mut(&mut rd));
+    let mp = m - p;
+    // Q̃ = (Q's kept rows)·G without its first p columns, row range by row range.
+    let mut q_new = Mat::<T>::zeros(mp, mp);
+    let (top, bottom) = view_mut(&mut q_new).split_at_row_mut(k0);
+    steps.apply_into(view(q_old).subrows(0, k0), top, p);
+    steps.apply_into(view(q_old).subrows(k0 + p, m - k0 - p), bottom, p);
+    (
+        Dims { m: mp, ..*st.dims },
+        Mat::from_fn(mp, n, |i, j| if i > j { T::ZERO } else { rd[(j, i + p)] }),
+        Mat::from_fn(mp, q, |i, k| rd[(n + k, i + p)]),
+        q_new,
+    )
+}

@@ -1,0 +1,184 @@
+//! Column insertion on the CPU for the full kind (docs/algorithms.md#column-insertion):
+//! QᵀU into the widened R, the blocked Householder QR below row n, the Givens strip and
+//! Q's recorded rotations. The operation (`ops/insert_cols/`) validates and dispatches.
+#![forbid(unsafe_code)]
+
+use crate::base::dims::Dims;
+use crate::base::error::Result;
+use crate::base::mat::{Mat, MatRef};
+use crate::base::scalar::Scalar;
+use crate::cpu::dense::{block_left, block_right};
+use crate::cpu::dense::{product, view, view_mut};
+use crate::cpu::factors::FactorsMut;
+use crate::cpu::givens::{givens, rot, rot_rows};
+use crate::cpu::householder::{apply_left, house};
+use crate::cpu::reference;
+use crate::cpu::rotations::ColumnTransforms;
+use crate::cpu::wy::larft;
+
+/// The shape of a validated column insertion (the operation's plan).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InsertColsParams {
+    /// Rows m (unchanged).
+    pub m: usize,
+    /// Columns before the update.
+    pub n: usize,
+    /// Number of inserted columns.
+    pub p: usize,
+    /// First inserted column in the result (0-based, ≤ n).
+    pub k0: usize,
+    /// Householder block size n_b for step 2.
+    pub nb: usize,
+}
+
+/// Inserts the m×p block `u` as columns k0..k0+p of a full-kind state's A, updating R, d
+/// and Q serially (docs/algorithms.md#column-insertion). Works on new buffers and swaps
+/// them in only after the rank check.
+///
+/// # Errors
+/// [`crate::Error::RankDeficient`] when the new matrix is numerically rank deficient.
+pub(crate) fn insert_cols_full<T: Scalar>(
+    mut st: FactorsMut<'_, T>,
+    u: MatRef<'_, T>,
+    plan: &InsertColsParams,
+) -> Result<()> {
+    let InsertColsParams { m, n, p, k0, .. } = *plan;
+    let mut q = st.q.clone().expect("a full state holds Q");
+    let mut d = st.d.clone();
+
+    // Step 0 + 1: R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)].
+    let mut r = Mat::<T>::zeros(m, n + p);
+    for j in 0..k0 {
+        r.col_mut(j).copy_from_slice(st.r.col(j));
+    }
+    for j in k0..n {
+        r.col_mut(j + p).copy_from_slice(st.r.col(j));
+    }
+    // The blocked path: QᵀU and the block reflectors on faer, Q's rotations recorded
+    // and applied at the end in row blocks (docs/algorithms.md#blocked-column-transformations).
+    let fast = !reference::active();
+    let mut steps = ColumnTransforms::new();
+    if fast {
+        let qtu = product(view(&q).transpose(), u.as_faer());
+        for j in 0..p {
+            r.col_mut(k0 + j).copy_from_slice(qtu.col(j));
+        }
+    }
+    for j in (0..p).filter(|_| !fast) {
+        let uj = u.col(j);
+        for i in 0..m {
+            let qi = q.col(i);
+            let mut acc = T::ZERO;
+            for (a, b) in qi.iter().zip(uj) {
+                acc = a.mul_add(*b, acc);
+            }
+            r[(i, k0 + j)] = acc;
+        }
+    }
+
+    // Step 2: blocked Householder QR of R'(n:m, k0:k0+p).
+    if m > n {
+        householder_below(&mut r, &mut q, &mut d, plan);
+    }
+
+    // Step 3: Givens on the strip (skipped when appending,
+    // docs/algorithms.md#column-insertion-schedule).
+    if k0 < n {
+        for j in 0..p {
+            let c = k0 + j;
+            let bottom = (n + j).min(m - 1);
+            for row in (c + 1..=bottom).rev() {
+                let (cs, sn, rho) = givens(r[(row - 1, c)], r[(row, c)]);
+                r[(row - 1, c)] = rho;
+                r[(row, c)] = T::ZERO;
+                rot_rows(&mut r, row - 1, row, cs, sn, c + 1..n + p);
+                if fast {
+                    steps.rotate(row - 1, row, cs, sn);
+                } else {
+                    let (x, y) = q.two_cols_mut(row - 1, row);
+                    rot(cs, sn, x, y);
+                }
+                rot_rows(&mut d, row - 1, row, cs, sn, 0..st.dims.q);
+            }
+        }
+    }
+    // Entries below the diagonal are exact zeros by construction (set explicitly or
+    // produced by rotating two zeros); clearing makes ‖L‖ = 0 independent of that argument.
+    steps.apply(view_mut(&mut q));
+    clear_lower(&mut r);
+    let dims = Dims {
+        n: n + p,
+        ..*st.dims
+    };
+    st.replace_full(dims, r, d, q)
+}
+
+/// Sets the strictly lower part of `r` to exact zeros.
+pub(crate) fn clear_lower<T: Scalar>(r: &mut Mat<T>) {
+    let m = r.nrows();
+    for j in 0..r.ncols() {
+        let col = r.col_mut(j);
+        if j + 1 < m {
+            col[j + 1..].fill(T::ZERO);
+        }
+    }
+}
+
+/// Step 2 (docs/algorithms.md#blocked-householder-qr on the block B = R'(n:m, k0:k0+p)): panels of
+/// `nb` reflectors, each
+/// panel turned into the compact WY form I − V T Vᵀ (LAPACK sign,
+/// docs/algorithms.md#block-reflector-sign) and applied
+/// to the trailing columns of B, to d(n:m) from the left and to Q(:, n:m) from the right
+/// (`cpu::wy::larft`/`larfb_*`).
+pub(crate) fn householder_below<T: Scalar>(
+    r: &mut Mat<T>,
+    q: &mut Mat<T>,
+    d: &mut Mat<T>,
+    plan: &InsertColsParams,
+) {
+    let InsertColsParams { m, n, p, k0, nb } = *plan;
+    let ell = m - n;
+    let c = p.min(ell);
+    let mut j0 = 0;
+    while j0 < c {
+        let jb = nb.min(c - j0);
+        let top = n + j0; // first row the panel's reflectors touch
+        let mut taus = Vec::with_capacity(jb);
+        // Panel: level-2 Householder on columns k0+j0 .. k0+j0+jb.
+        for j in j0..j0 + jb {
+            let (col, row) = (k0 + j, n + j);
+            let cj = r.col_mut(col);
+            let (head, tail) = cj[row..m].split_first_mut().expect("row < m");
+            let (beta, tau) = house(*head, tail);
+            *head = beta;
+            taus.push(tau);
+            for col2 in col + 1..k0 + j0 + jb {
+                let (vc, cc) = r.two_cols_mut(col, col2);
+                apply_left(&vc[row + 1..m], tau, &mut cc[row..m]);
+            }
+        }
+        // V: (m − top) × jb with unit diagonal and zeros above it.
+        let rows = m - top;
+        let v = Mat::from_fn(rows, jb, |i, jj| {
+            if i < jj {
+                T::ZERO
+            } else if i == jj {
+                T::ONE
+            } else {
+                r[(top + i, k0 + j0 + jj)]
+            }
+        });
+        let t = larft(&v, &taus);
+        // Trailing columns of B and d: C := (I − V Tᵀ Vᵀ) C.
+        block_left(&v, &t, true, r, top, k0 + j0 + jb..k0 + p);
+        let nrhs = d.ncols();
+        block_left(&v, &t, true, d, top, 0..nrhs);
+        // Q(:, top:m) := Q(:, top:m) (I − V T Vᵀ).
+        block_right(&v, &t, q, top);
+        // The reflectors are stored; below the diagonal the block is now exactly zero.
+        for jj in 0..jb {
+            r.col_mut(k0 + j0 + jj)[top + jj + 1..m].fill(T::ZERO);
+        }
+        j0 += jb;
+    }
+}
