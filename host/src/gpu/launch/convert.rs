@@ -3,10 +3,10 @@
 //! mixed-precision factorisation, and the f32 factor widened back for refinement.
 //! Launches go on [`Gpu::stream`] and count themselves.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::base::error::Result;
-use crate::gpu::launch::launch_err;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, Gpu, GpuScalar};
 
@@ -53,21 +53,15 @@ impl Gpu {
         let (lds, ldd) = (src.ld(), dst.ld());
         let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_to_f32;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&scale)
-            .arg(dst.buf_mut())
-            .arg(&ldd)
-            .arg(&ystride);
         // SAFETY: matches convert_to_f32_{f32,f64}(src: *const T, lds, rows, cols,
         // scale: T, dst: *mut f32, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
         // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
         // view of another buffer type, so it cannot alias src; grid (⌈rows/128⌉,
         // min(cols, 65535)), block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("convert_to_f32"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "convert_to_f32"; src.buf(), &lds, &rows, &cols,
+                &scale, dst.buf_mut(), &ldd, &ystride)
+        }?;
         Ok(())
     }
 
@@ -94,21 +88,15 @@ impl Gpu {
         let (lds, ldd) = (src.ld(), dst.ld());
         let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_from_f32;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&scale)
-            .arg(dst.buf_mut())
-            .arg(&ldd)
-            .arg(&ystride);
         // SAFETY: matches convert_from_f32_{f32,f64}(src: *const f32, lds, rows, cols,
         // scale: T, dst: *mut T, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
         // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
         // view and cannot alias src; grid (⌈rows/128⌉, min(cols, 65535)), block 128,
         // ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("convert_from_f32"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "convert_from_f32"; src.buf(), &lds, &rows, &cols,
+                &scale, dst.buf_mut(), &ldd, &ystride)
+        }?;
         Ok(())
     }
 
@@ -138,21 +126,15 @@ impl Gpu {
         }
         let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_to_half;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&ld)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&mut dst)
-            .arg(&ld)
-            .arg(&format)
-            .arg(&ystride);
         // SAFETY: matches convert_to_half_{f32,f64}(src: *const T, lds, rows, cols,
         // dst: *mut u16, ldd, format: u32, ystride): reads src[i + j·ld] inside the view,
         // writes dst[i + j·ld] for i < rows ≤ ld, j < cols, inside the ld·cols elements
         // just allocated (a distinct buffer); grid (⌈rows/128⌉, min(cols, 65535)),
         // block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("convert_to_half"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "convert_to_half"; src.buf(), &ld, &rows, &cols,
+                &mut dst, &ld, &format, &ystride)
+        }?;
         Ok(dst)
     }
 }

@@ -4,9 +4,8 @@
 // `internals` feature.
 #![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
-use cudarc::driver::PushKernelArg;
-
 use crate::base::error::Result;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::launch::*;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -35,26 +34,20 @@ impl Gpu {
         assert!(cols.div_ceil(TILE as usize) <= MAX_GRID_YZ);
         let (lds, ldd) = (src.ld(), dst.ld());
         let f = &T::kernel_set(&self.kernels).transpose_padded;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(dst.buf_mut())
-            .arg(&ldd);
+        let config = launch_config(
+            (grid_blocks(rows, TILE), grid_blocks(cols, TILE)),
+            (TILE, TILE_ROWS),
+            (TILE * (TILE + 1)) as usize * core::mem::size_of::<T>(),
+        );
         // SAFETY: matches transpose_padded_{f32,f64}(src: *const T, lds, rows, cols,
         // dst: *mut T, ldd): reads src[i + j·lds], i < rows, j < cols, inside the
         // src view; writes dst[j + i·ldd], j < cols = dst.nrows(), i < rows =
         // dst.ncols(), inside the dst view (asserted); dst is a &mut view and cannot
         // alias src; grid (⌈rows/32⌉, ⌈cols/32⌉), block (32, 8), smem 32·33·size_of T.
         unsafe {
-            b.launch(launch_config(
-                (grid_blocks(rows, TILE), grid_blocks(cols, TILE)),
-                (TILE, TILE_ROWS),
-                (TILE * (TILE + 1)) as usize * core::mem::size_of::<T>(),
-            ))
-        }
-        .map_err(launch_err("transpose_padded"))?;
+            launch_kernel!(self, f, config, "transpose_padded"; src.buf(), &lds, &rows, &cols,
+                dst.buf_mut(), &ldd)
+        }?;
         Ok(())
     }
 }
