@@ -10,26 +10,9 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::{int, shape_check as check, Op, Side};
+use crate::gpu::ffi::by_dtype;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
-use crate::gpu::runtime::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
-
-/// Calls the f32 or the f64 cuSOLVER routine as `T::DTYPE` says, with `$E` standing
-/// for the element type in the argument list (pointer casts). Expands to an unsafe
-/// call: use it inside an `unsafe` block whose `// SAFETY:` comment covers both routines.
-macro_rules! by_dtype {
-    ($T:ty, $f32:path, $f64:path, |$E:ident| ($($arg:expr),* $(,)?)) => {
-        match <$T>::DTYPE {
-            Dtype::F32 => {
-                type $E = f32;
-                $f32($($arg),*)
-            }
-            Dtype::F64 => {
-                type $E = f64;
-                $f64($($arg),*)
-            }
-        }
-    };
-}
+use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
     s.result().map_err(|e| Error::cusolver(op, e))
