@@ -596,9 +596,9 @@ impl Gpu {
         let (px, _gx) = x.device_ptr(&self.stream);
         let (py, _gy) = y.device_ptr_mut(&self.stream);
         self.count_launch();
-        // SAFETY: cublas{S,D}axpy_v2: x, y hold n elements of T with stride 1 (checked), y is a &mut
-        // view so it does not alias x, α is a host value of T. by_dtype! picks the routine of T
-        // (sealed GpuScalar).
+        // SAFETY: cublas{S,D}axpy_v2: x, y hold n elements of T with stride 1 (checked), y is a
+        // &mut view so it does not alias x, α is a host value of T. by_dtype! picks the routine of
+        // T (sealed GpuScalar).
         let st = unsafe {
             by_dtype!(T, sys::cublasSaxpy_v2, sys::cublasDaxpy_v2, |E| (
                 h,
@@ -627,8 +627,8 @@ impl Gpu {
         let h = *self.blas.handle();
         let (px, _gx) = x.device_ptr_mut(&self.stream);
         self.count_launch();
-        // SAFETY: cublas{S,D}scal_v2: x holds n elements of T with stride 1, α a host value of T. by_dtype!
-        // picks the routine of T (sealed GpuScalar).
+        // SAFETY: cublas{S,D}scal_v2: x holds n elements of T with stride 1, α a host value of T.
+        // by_dtype! picks the routine of T (sealed GpuScalar).
         let st = unsafe {
             by_dtype!(T, sys::cublasSscal_v2, sys::cublasDscal_v2, |E| (
                 h,
@@ -661,8 +661,8 @@ impl Gpu {
         let (px, _gx) = x.device_ptr(&self.stream);
         let (py, _gy) = y.device_ptr_mut(&self.stream);
         self.count_launch();
-        // SAFETY: cublas{S,D}copy_v2: x, y hold n elements of T with stride 1 (checked), y is a &mut
-        // view so it does not alias x. by_dtype! picks the routine of T (sealed GpuScalar).
+        // SAFETY: cublas{S,D}copy_v2: x, y hold n elements of T with stride 1 (checked), y is a
+        // &mut view so it does not alias x. by_dtype! picks the routine of T (sealed GpuScalar).
         let st = unsafe {
             by_dtype!(T, sys::cublasScopy_v2, sys::cublasDcopy_v2, |E| (
                 h,
