@@ -27,6 +27,7 @@ use core::sync::atomic::Ordering;
 
 use crate::base::error::{Error, Result};
 use crate::base::precision::GemmPrecision;
+use crate::gpu::ffi::by_dtype;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Dtype, Gpu, GpuScalar};
 
@@ -301,49 +302,28 @@ impl Gpu {
                     )
                 }
             }
-            // SAFETY: cublasSgemm_v2 contract: A spans lda·(cols−1)+rows f32 of op(A)'s
-            // storage, likewise B and C (guaranteed by the DevMatView extents), the
-            // dims were checked above, C is a &mut view so it aliases neither A nor B,
-            // and the handle is bound to self.stream on which the pointers' guards
-            // order the accesses. T is f32 here (sealed GpuScalar, DTYPE = F32).
-            Dtype::F32 => unsafe {
-                let (al, be) = (alpha.to_f64() as f32, beta.to_f64() as f32);
-                sys::cublasSgemm_v2(
+            // SAFETY: cublas{S,D}gemm_v2 contract: A spans lda·(cols−1)+rows elements of op(A)'s
+            // storage, likewise B and C (guaranteed by the DevMatView extents), the dims
+            // were checked above, C is a &mut view so it aliases neither A nor B, and the
+            // handle is bound to self.stream on which the pointers' guards order the
+            // accesses. by_dtype! picks the routine of T (sealed GpuScalar).
+            _ => unsafe {
+                by_dtype!(T, sys::cublasSgemm_v2, sys::cublasDgemm_v2, |E| (
                     h,
                     ta.cublas(),
                     tb.cublas(),
                     mi,
                     ni,
                     ki,
-                    &al,
-                    pa as *const f32,
+                    &(alpha.to_f64() as E),
+                    pa as *const E,
                     lda,
-                    pb as *const f32,
+                    pb as *const E,
                     ldb,
-                    &be,
-                    pc as *mut f32,
-                    ldc,
-                )
-            },
-            // SAFETY: as for f32 with cublasDgemm_v2 and T = f64 (DTYPE = F64).
-            Dtype::F64 => unsafe {
-                let (al, be) = (alpha.to_f64(), beta.to_f64());
-                sys::cublasDgemm_v2(
-                    h,
-                    ta.cublas(),
-                    tb.cublas(),
-                    mi,
-                    ni,
-                    ki,
-                    &al,
-                    pa as *const f64,
-                    lda,
-                    pb as *const f64,
-                    ldb,
-                    &be,
-                    pc as *mut f64,
-                    ldc,
-                )
+                    &(beta.to_f64() as E),
+                    pc as *mut E,
+                    ldc
+                ))
             },
         };
         status(OP, st)
@@ -389,45 +369,25 @@ impl Gpu {
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (pb, _gb) = b.buf_mut().device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            // SAFETY: cublasStrsm_v2 contract: A is k×k with ld lda, B m×n with ld ldb,
-            // both within their views (checked shapes); B is a &mut view so it does not
-            // alias A; the handle is bound to self.stream. T is f32 (DTYPE = F32).
-            Dtype::F32 => unsafe {
-                let al = alpha.to_f64() as f32;
-                sys::cublasStrsm_v2(
-                    h,
-                    side.cublas(),
-                    ul,
-                    trans.cublas(),
-                    dg,
-                    mi,
-                    ni,
-                    &al,
-                    pa as *const f32,
-                    lda,
-                    pb as *mut f32,
-                    ldb,
-                )
-            },
-            // SAFETY: as for f32 with cublasDtrsm_v2 and T = f64 (DTYPE = F64).
-            Dtype::F64 => unsafe {
-                let al = alpha.to_f64();
-                sys::cublasDtrsm_v2(
-                    h,
-                    side.cublas(),
-                    ul,
-                    trans.cublas(),
-                    dg,
-                    mi,
-                    ni,
-                    &al,
-                    pa as *const f64,
-                    lda,
-                    pb as *mut f64,
-                    ldb,
-                )
-            },
+        // SAFETY: cublas{S,D}trsm_v2 contract: A is k×k with ld lda, B m×n with ld ldb,
+        // both within their views (checked shapes); B is a &mut view so it does not alias
+        // A; the handle is bound to self.stream. by_dtype! picks the routine of T (sealed
+        // GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasStrsm_v2, sys::cublasDtrsm_v2, |E| (
+                h,
+                side.cublas(),
+                ul,
+                trans.cublas(),
+                dg,
+                mi,
+                ni,
+                &(alpha.to_f64() as E),
+                pa as *const E,
+                lda,
+                pb as *mut E,
+                ldb
+            ))
         };
         status(OP, st)
     }
@@ -462,45 +422,25 @@ impl Gpu {
         let (px, _gx) = x.device_ptr(&self.stream);
         let (py, _gy) = y.device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            // SAFETY: cublasSgemv_v2 contract: A is m×n with ld lda inside its view,
-            // x and y have the lengths checked above with stride 1; y is a &mut view
-            // so it aliases neither A nor x; handle bound to self.stream. T is f32.
-            Dtype::F32 => unsafe {
-                let (al, be) = (alpha.to_f64() as f32, beta.to_f64() as f32);
-                sys::cublasSgemv_v2(
-                    h,
-                    trans.cublas(),
-                    mi,
-                    ni,
-                    &al,
-                    pa as *const f32,
-                    lda,
-                    px as *const f32,
-                    1,
-                    &be,
-                    py as *mut f32,
-                    1,
-                )
-            },
-            // SAFETY: as for f32 with cublasDgemv_v2 and T = f64 (DTYPE = F64).
-            Dtype::F64 => unsafe {
-                let (al, be) = (alpha.to_f64(), beta.to_f64());
-                sys::cublasDgemv_v2(
-                    h,
-                    trans.cublas(),
-                    mi,
-                    ni,
-                    &al,
-                    pa as *const f64,
-                    lda,
-                    px as *const f64,
-                    1,
-                    &be,
-                    py as *mut f64,
-                    1,
-                )
-            },
+        // SAFETY: cublas{S,D}gemv_v2 contract: A is m×n with ld lda inside its view, x and
+        // y have the lengths checked above with stride 1; y is a &mut view so it aliases
+        // neither A nor x; handle bound to self.stream. by_dtype! picks the routine of T
+        // (sealed GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasSgemv_v2, sys::cublasDgemv_v2, |E| (
+                h,
+                trans.cublas(),
+                mi,
+                ni,
+                &(alpha.to_f64() as E),
+                pa as *const E,
+                lda,
+                px as *const E,
+                1,
+                &(beta.to_f64() as E),
+                py as *mut E,
+                1
+            ))
         };
         status(OP, st)
     }
@@ -542,37 +482,22 @@ impl Gpu {
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (px, _gx) = x.device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            // SAFETY: cublasStrsv_v2 contract: A is n×n with ld lda inside its view, x has
-            // n elements with stride 1 (checked); x is a &mut view so it does not alias A;
-            // the handle is bound to self.stream. T is f32 (DTYPE = F32).
-            Dtype::F32 => unsafe {
-                sys::cublasStrsv_v2(
-                    h,
-                    ul,
-                    trans.cublas(),
-                    dg,
-                    ni,
-                    pa as *const f32,
-                    lda,
-                    px as *mut f32,
-                    1,
-                )
-            },
-            // SAFETY: as for f32 with cublasDtrsv_v2 and T = f64 (DTYPE = F64).
-            Dtype::F64 => unsafe {
-                sys::cublasDtrsv_v2(
-                    h,
-                    ul,
-                    trans.cublas(),
-                    dg,
-                    ni,
-                    pa as *const f64,
-                    lda,
-                    px as *mut f64,
-                    1,
-                )
-            },
+        // SAFETY: cublas{S,D}trsv_v2 contract: A is n×n with ld lda inside its view, x has
+        // n elements with stride 1 (checked); x is a &mut view so it does not alias A; the
+        // handle is bound to self.stream. by_dtype! picks the routine of T (sealed
+        // GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasStrsv_v2, sys::cublasDtrsv_v2, |E| (
+                h,
+                ul,
+                trans.cublas(),
+                dg,
+                ni,
+                pa as *const E,
+                lda,
+                px as *mut E,
+                1
+            ))
         };
         status(OP, st)
     }
@@ -671,18 +596,19 @@ impl Gpu {
         let (px, _gx) = x.device_ptr(&self.stream);
         let (py, _gy) = y.device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            Dtype::F32 => {
-                let al = alpha.to_f64() as f32;
-                // SAFETY: cublasSaxpy_v2: x, y hold n f32 with stride 1 (checked), y is a
-                // &mut view so it does not alias x, α is a host f32. T is f32.
-                unsafe { sys::cublasSaxpy_v2(h, n, &al, px as *const f32, 1, py as *mut f32, 1) }
-            }
-            Dtype::F64 => {
-                let al = alpha.to_f64();
-                // SAFETY: as for f32 with cublasDaxpy_v2 and T = f64.
-                unsafe { sys::cublasDaxpy_v2(h, n, &al, px as *const f64, 1, py as *mut f64, 1) }
-            }
+        // SAFETY: cublas{S,D}axpy_v2: x, y hold n elements of T with stride 1 (checked), y is a
+        // &mut view so it does not alias x, α is a host value of T. by_dtype! picks the routine of
+        // T (sealed GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasSaxpy_v2, sys::cublasDaxpy_v2, |E| (
+                h,
+                n,
+                &(alpha.to_f64() as E),
+                px as *const E,
+                1,
+                py as *mut E,
+                1
+            ))
         };
         status(OP, st)
     }
@@ -701,17 +627,16 @@ impl Gpu {
         let h = *self.blas.handle();
         let (px, _gx) = x.device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            Dtype::F32 => {
-                let al = alpha.to_f64() as f32;
-                // SAFETY: cublasSscal_v2: x holds n f32 with stride 1, α a host f32. T = f32.
-                unsafe { sys::cublasSscal_v2(h, n, &al, px as *mut f32, 1) }
-            }
-            Dtype::F64 => {
-                let al = alpha.to_f64();
-                // SAFETY: as for f32 with cublasDscal_v2 and T = f64.
-                unsafe { sys::cublasDscal_v2(h, n, &al, px as *mut f64, 1) }
-            }
+        // SAFETY: cublas{S,D}scal_v2: x holds n elements of T with stride 1, α a host value of T.
+        // by_dtype! picks the routine of T (sealed GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasSscal_v2, sys::cublasDscal_v2, |E| (
+                h,
+                n,
+                &(alpha.to_f64() as E),
+                px as *mut E,
+                1
+            ))
         };
         status(OP, st)
     }
@@ -736,16 +661,17 @@ impl Gpu {
         let (px, _gx) = x.device_ptr(&self.stream);
         let (py, _gy) = y.device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            // SAFETY: cublasScopy_v2: x, y hold n f32 with stride 1 (checked), y is a &mut
-            // view so it does not alias x. T is f32.
-            Dtype::F32 => unsafe {
-                sys::cublasScopy_v2(h, n, px as *const f32, 1, py as *mut f32, 1)
-            },
-            // SAFETY: as for f32 with cublasDcopy_v2 and T = f64.
-            Dtype::F64 => unsafe {
-                sys::cublasDcopy_v2(h, n, px as *const f64, 1, py as *mut f64, 1)
-            },
+        // SAFETY: cublas{S,D}copy_v2: x, y hold n elements of T with stride 1 (checked), y is a
+        // &mut view so it does not alias x. by_dtype! picks the routine of T (sealed GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasScopy_v2, sys::cublasDcopy_v2, |E| (
+                h,
+                n,
+                px as *const E,
+                1,
+                py as *mut E,
+                1
+            ))
         };
         status(OP, st)
     }
@@ -778,48 +704,24 @@ impl Gpu {
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            Dtype::F32 => {
-                let (one, zero) = (1.0f32, 0.0f32);
-                // SAFETY: cublasSsyrk_v2 contract: A is k×n (ld lda) inside its view, C
-                // n×n (ld ldc) inside its &mut view (checked), so they do not overlap; α, β
-                // are live host values (host pointer mode); the handle is bound to
-                // self.stream. T is f32.
-                unsafe {
-                    sys::cublasSsyrk_v2(
-                        h,
-                        up,
-                        tr,
-                        ni,
-                        ki,
-                        &one,
-                        pa as *const f32,
-                        lda,
-                        &zero,
-                        pc as *mut f32,
-                        ldc,
-                    )
-                }
-            }
-            Dtype::F64 => {
-                let (one, zero) = (1.0f64, 0.0f64);
-                // SAFETY: as for f32 with cublasDsyrk_v2 and T = f64.
-                unsafe {
-                    sys::cublasDsyrk_v2(
-                        h,
-                        up,
-                        tr,
-                        ni,
-                        ki,
-                        &one,
-                        pa as *const f64,
-                        lda,
-                        &zero,
-                        pc as *mut f64,
-                        ldc,
-                    )
-                }
-            }
+        // SAFETY: cublas{S,D}syrk_v2 contract: A is k×n (ld lda) inside its view, C n×n (ld
+        // ldc) inside its &mut view (checked), so they do not overlap; α, β are live host
+        // values (host pointer mode); the handle is bound to self.stream. by_dtype! picks
+        // the routine of T (sealed GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasSsyrk_v2, sys::cublasDsyrk_v2, |E| (
+                h,
+                up,
+                tr,
+                ni,
+                ki,
+                &(1.0 as E),
+                pa as *const E,
+                lda,
+                &(0.0 as E),
+                pc as *mut E,
+                ldc
+            ))
         };
         status(OP, st)
     }
@@ -845,17 +747,18 @@ impl Gpu {
         let (pa, _ga) = a.buf().device_ptr(&self.stream);
         let (pd, _gd) = d.device_ptr_mut(&self.stream);
         self.count_launch();
-        let st = match T::DTYPE {
-            // SAFETY: cublasScopy_v2: the n diagonal entries of the n×n A lie at stride
-            // ld + 1 inside its view; d holds ≥ n elements (checked) and is a &mut view, so
-            // it does not alias A. T is f32.
-            Dtype::F32 => unsafe {
-                sys::cublasScopy_v2(h, ni, pa as *const f32, step, pd as *mut f32, 1)
-            },
-            // SAFETY: as for f32 with cublasDcopy_v2 and T = f64.
-            Dtype::F64 => unsafe {
-                sys::cublasDcopy_v2(h, ni, pa as *const f64, step, pd as *mut f64, 1)
-            },
+        // SAFETY: cublas{S,D}copy_v2: the n diagonal entries of the n×n A lie at stride
+        // ld + 1 inside its view; d holds ≥ n elements (checked) and is a &mut view, so it
+        // does not alias A. by_dtype! picks the routine of T (sealed GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasScopy_v2, sys::cublasDcopy_v2, |E| (
+                h,
+                ni,
+                pa as *const E,
+                step,
+                pd as *mut E,
+                1
+            ))
         };
         status(OP, st)
     }

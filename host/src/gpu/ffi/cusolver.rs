@@ -10,26 +10,9 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::{int, shape_check as check, Op, Side};
+use crate::gpu::ffi::by_dtype;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
-use crate::gpu::runtime::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
-
-/// Calls the f32 or the f64 cuSOLVER routine as `T::DTYPE` says, with `$E` standing
-/// for the element type in the argument list (pointer casts). Expands to an unsafe
-/// call: use it inside an `unsafe` block whose `// SAFETY:` comment covers both routines.
-macro_rules! by_dtype {
-    ($T:ty, $f32:path, $f64:path, |$E:ident| ($($arg:expr),* $(,)?)) => {
-        match <$T>::DTYPE {
-            Dtype::F32 => {
-                type $E = f32;
-                $f32($($arg),*)
-            }
-            Dtype::F64 => {
-                type $E = f64;
-                $f64($($arg),*)
-            }
-        }
-    };
-}
+use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
     s.result().map_err(|e| Error::cusolver(op, e))
@@ -52,6 +35,31 @@ fn side_cusolver(side: Side) -> sys::cublasSideMode_t {
 /// A negative `devInfo` -i of `op`: parameter i was wrong.
 fn bad_param(op: &str, i: i32) -> Error {
     Error::Cusolver(format!("{op}: devInfo = {i} (parameter {} is wrong)", -i).into())
+}
+
+/// The two calls of a cuSOLVER routine with a workspace ([`Gpu::with_workspace`]).
+enum SolverStep<'a> {
+    /// The `_bufferSize` query: write the workspace size in elements here.
+    Query(&'a mut i32),
+    /// The routine itself, on the allocated scratch.
+    Run(Scratch),
+}
+
+/// Device pointers of the scratch [`Gpu::with_workspace`] allocated: `lwork` elements of
+/// workspace (at least one allocated) and one `devInfo` i32, held for the call.
+#[derive(Clone, Copy)]
+struct Scratch {
+    work: u64,
+    lwork: i32,
+    info: u64,
+}
+
+/// `Ok` when `devInfo` of `op` is 0, else the wrong parameter it names.
+fn info_ok(op: &str, info: i32) -> Result<()> {
+    match info {
+        0 => Ok(()),
+        i => Err(bad_param(op, i)),
+    }
 }
 
 impl Gpu {
@@ -104,10 +112,33 @@ impl Gpu {
         info: &CudaSlice<i32>,
     ) -> Result<()> {
         status(op, st)?;
-        match self.info_value(op, info)? {
-            0 => Ok(()),
-            i => Err(bad_param(op, i)),
-        }
+        info_ok(op, self.info_value(op, info)?)
+    }
+
+    /// Runs `op` the cuSOLVER way: `call(SolverStep::Query(&mut lwork))` queries the
+    /// workspace (elements of T) and returns its status; then the workspace and a zeroed
+    /// `devInfo` are allocated and `call(SolverStep::Run(scratch))` runs the routine on
+    /// them (counted as one launch). Returns `devInfo` after checking both statuses.
+    fn with_workspace<T: GpuScalar>(
+        &self,
+        op: &'static str,
+        mut call: impl FnMut(SolverStep<'_>) -> sys::cusolverStatus_t,
+    ) -> Result<i32> {
+        let mut lwork = 0i32;
+        let st = call(SolverStep::Query(&mut lwork));
+        let (mut work, mut info) = self.solver_scratch::<T>(op, st, lwork)?;
+        let st = {
+            let (pw, _gw) = work.device_ptr_mut(&self.stream);
+            let (pi, _gi) = info.device_ptr_mut(&self.stream);
+            self.count_launch();
+            call(SolverStep::Run(Scratch {
+                work: pw,
+                lwork,
+                info: pi,
+            }))
+        };
+        status(op, st)?;
+        self.info_value(op, &info)
     }
 
     /// Householder QR in place (cuSOLVER `xgeqrf`): R in the upper triangle of
@@ -133,47 +164,44 @@ impl Gpu {
         }
         let (mi, ni, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "lda", a.ld())?);
         let h = self.solver.cu();
-        let mut lwork = 0i32;
-        let st = {
-            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            // SAFETY: cusolverDn{S,D}geqrf_bufferSize only reads the dimensions (A may be
-            // inspected but not written); A is m×n with ld lda inside its view; lwork is
-            // a live host i32; by_dtype! picks the routine of T (sealed GpuScalar).
-            unsafe {
-                by_dtype!(
-                    T,
-                    sys::cusolverDnSgeqrf_bufferSize,
-                    sys::cusolverDnDgeqrf_bufferSize,
-                    |E| (h, mi, ni, pa as *mut E, lda, &mut lwork)
-                )
+        let info = self.with_workspace::<T>(OP, |step| match step {
+            SolverStep::Query(lwork) => {
+                let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                // SAFETY: cusolverDn{S,D}geqrf_bufferSize only reads the dimensions (A may be
+                // inspected but not written); A is m×n with ld lda inside its view; lwork is
+                // a live host i32; by_dtype! picks the routine of T (sealed GpuScalar).
+                unsafe {
+                    by_dtype!(
+                        T,
+                        sys::cusolverDnSgeqrf_bufferSize,
+                        sys::cusolverDnDgeqrf_bufferSize,
+                        |E| (h, mi, ni, pa as *mut E, lda, lwork)
+                    )
+                }
             }
-        };
-        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
-        let st = {
-            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            let (pt, _gt) = tau.device_ptr_mut(&self.stream);
-            let (pw, _gw) = work.device_ptr_mut(&self.stream);
-            let (pi, _gi) = info.device_ptr_mut(&self.stream);
-            self.count_launch();
-            // SAFETY: cusolverDn{S,D}geqrf contract: A m×n (ld lda) inside its view, TAU
-            // ≥ min(m,n) (checked), Workspace ≥ lwork elements as queried, devInfo one
-            // i32; all distinct allocations/&mut views; handle on self.stream; by_dtype!
-            // picks the routine of T.
-            unsafe {
-                by_dtype!(T, sys::cusolverDnSgeqrf, sys::cusolverDnDgeqrf, |E| (
-                    h,
-                    mi,
-                    ni,
-                    pa as *mut E,
-                    lda,
-                    pt as *mut E,
-                    pw as *mut E,
-                    lwork,
-                    pi as *mut i32
-                ))
+            SolverStep::Run(s) => {
+                let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                let (pt, _gt) = tau.device_ptr_mut(&self.stream);
+                // SAFETY: cusolverDn{S,D}geqrf contract: A m×n (ld lda) inside its view, TAU
+                // ≥ min(m,n) (checked), Workspace ≥ lwork elements as queried, devInfo one
+                // i32; all distinct allocations/&mut views; handle on self.stream; by_dtype!
+                // picks the routine of T.
+                unsafe {
+                    by_dtype!(T, sys::cusolverDnSgeqrf, sys::cusolverDnDgeqrf, |E| (
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut E,
+                        lda,
+                        pt as *mut E,
+                        s.work as *mut E,
+                        s.lwork,
+                        s.info as *mut i32
+                    ))
+                }
             }
-        };
-        self.solver_done(OP, st, &info)
+        })?;
+        info_ok(OP, info)
     }
 
     /// C := op(Q)·C (`Side::Left`) or C·op(Q) (`Side::Right`), Q = H₀⋯H_{k−1}
@@ -212,20 +240,46 @@ impl Gpu {
         let (lda, ldc) = (int(OP, "lda", a.ld())?, int(OP, "ldc", c.ld())?);
         let (sd, tr) = (side_cusolver(side), op_cusolver(trans));
         let h = self.solver.cu();
-        let mut lwork = 0i32;
-        let st = {
-            let (pa, _ga) = a.buf().device_ptr(&self.stream);
-            let (pt, _gt) = tau.device_ptr(&self.stream);
-            let (pc, _gc) = c.buf().device_ptr(&self.stream);
-            // SAFETY: cusolverDn{S,D}ormqr_bufferSize reads only dimensions and pointers
-            // of A (order×k, ld lda), tau (≥ k) and C (m×n, ld ldc), all inside their
-            // views (checked); lwork is a live host i32; by_dtype! picks the routine of T.
-            unsafe {
-                by_dtype!(
-                    T,
-                    sys::cusolverDnSormqr_bufferSize,
-                    sys::cusolverDnDormqr_bufferSize,
-                    |E| (
+        let info = self.with_workspace::<T>(OP, |step| match step {
+            SolverStep::Query(lwork) => {
+                let (pa, _ga) = a.buf().device_ptr(&self.stream);
+                let (pt, _gt) = tau.device_ptr(&self.stream);
+                let (pc, _gc) = c.buf().device_ptr(&self.stream);
+                // SAFETY: cusolverDn{S,D}ormqr_bufferSize reads only dimensions and pointers
+                // of A (order×k, ld lda), tau (≥ k) and C (m×n, ld ldc), all inside their
+                // views (checked); lwork is a live host i32; by_dtype! picks the routine of T.
+                unsafe {
+                    by_dtype!(
+                        T,
+                        sys::cusolverDnSormqr_bufferSize,
+                        sys::cusolverDnDormqr_bufferSize,
+                        |E| (
+                            h,
+                            sd,
+                            tr,
+                            mi,
+                            ni,
+                            ki,
+                            pa as *const E,
+                            lda,
+                            pt as *const E,
+                            pc as *const E,
+                            ldc,
+                            lwork,
+                        )
+                    )
+                }
+            }
+            SolverStep::Run(s) => {
+                let (pa, _ga) = a.buf().device_ptr(&self.stream);
+                let (pt, _gt) = tau.device_ptr(&self.stream);
+                let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
+                // SAFETY: cusolverDn{S,D}ormqr contract: A order×k (ld lda), tau ≥ k, C m×n
+                // (ld ldc) inside their views (checked); C is a &mut view so it aliases
+                // neither A nor tau; work ≥ lwork as queried; devInfo one i32; handle
+                // bound to self.stream; by_dtype! picks the routine of T.
+                unsafe {
+                    by_dtype!(T, sys::cusolverDnSormqr, sys::cusolverDnDormqr, |E| (
                         h,
                         sd,
                         tr,
@@ -235,45 +289,16 @@ impl Gpu {
                         pa as *const E,
                         lda,
                         pt as *const E,
-                        pc as *const E,
+                        pc as *mut E,
                         ldc,
-                        &mut lwork,
-                    )
-                )
+                        s.work as *mut E,
+                        s.lwork,
+                        s.info as *mut i32,
+                    ))
+                }
             }
-        };
-        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
-        let st = {
-            let (pa, _ga) = a.buf().device_ptr(&self.stream);
-            let (pt, _gt) = tau.device_ptr(&self.stream);
-            let (pc, _gc) = c.buf_mut().device_ptr_mut(&self.stream);
-            let (pw, _gw) = work.device_ptr_mut(&self.stream);
-            let (pi, _gi) = info.device_ptr_mut(&self.stream);
-            self.count_launch();
-            // SAFETY: cusolverDn{S,D}ormqr contract: A order×k (ld lda), tau ≥ k, C m×n
-            // (ld ldc) inside their views (checked); C is a &mut view so it aliases
-            // neither A nor tau; work ≥ lwork as queried; devInfo one i32; handle
-            // bound to self.stream; by_dtype! picks the routine of T.
-            unsafe {
-                by_dtype!(T, sys::cusolverDnSormqr, sys::cusolverDnDormqr, |E| (
-                    h,
-                    sd,
-                    tr,
-                    mi,
-                    ni,
-                    ki,
-                    pa as *const E,
-                    lda,
-                    pt as *const E,
-                    pc as *mut E,
-                    ldc,
-                    pw as *mut E,
-                    lwork,
-                    pi as *mut i32,
-                ))
-            }
-        };
-        self.solver_done(OP, st, &info)
+        })?;
+        info_ok(OP, info)
     }
 
     /// Overwrites the m×n `a` (m ≥ n ≥ k) holding k reflectors from
@@ -304,57 +329,45 @@ impl Gpu {
             int(OP, "lda", a.ld())?,
         );
         let h = self.solver.cu();
-        let mut lwork = 0i32;
-        let st = {
-            let (pa, _ga) = a.buf().device_ptr(&self.stream);
-            let (pt, _gt) = tau.device_ptr(&self.stream);
-            // SAFETY: cusolverDn{S,D}orgqr_bufferSize reads dimensions and the A (m×n,
-            // ld lda) and tau (≥ k) pointers, inside their views (checked); lwork is a
-            // live host i32; by_dtype! picks the routine of T.
-            unsafe {
-                by_dtype!(
-                    T,
-                    sys::cusolverDnSorgqr_bufferSize,
-                    sys::cusolverDnDorgqr_bufferSize,
-                    |E| (
+        let info = self.with_workspace::<T>(OP, |step| match step {
+            SolverStep::Query(lwork) => {
+                let (pa, _ga) = a.buf().device_ptr(&self.stream);
+                let (pt, _gt) = tau.device_ptr(&self.stream);
+                // SAFETY: cusolverDn{S,D}orgqr_bufferSize reads dimensions and the A (m×n,
+                // ld lda) and tau (≥ k) pointers, inside their views (checked); lwork is a
+                // live host i32; by_dtype! picks the routine of T.
+                unsafe {
+                    by_dtype!(
+                        T,
+                        sys::cusolverDnSorgqr_bufferSize,
+                        sys::cusolverDnDorgqr_bufferSize,
+                        |E| (h, mi, ni, ki, pa as *const E, lda, pt as *const E, lwork)
+                    )
+                }
+            }
+            SolverStep::Run(s) => {
+                let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                let (pt, _gt) = tau.device_ptr(&self.stream);
+                // SAFETY: cusolverDn{S,D}orgqr contract: A m×n (ld lda) inside its &mut view
+                // (so it does not alias tau), tau ≥ k, work ≥ lwork as queried, devInfo
+                // one i32; handle bound to self.stream; by_dtype! picks the routine of T.
+                unsafe {
+                    by_dtype!(T, sys::cusolverDnSorgqr, sys::cusolverDnDorgqr, |E| (
                         h,
                         mi,
                         ni,
                         ki,
-                        pa as *const E,
+                        pa as *mut E,
                         lda,
                         pt as *const E,
-                        &mut lwork
-                    )
-                )
+                        s.work as *mut E,
+                        s.lwork,
+                        s.info as *mut i32
+                    ))
+                }
             }
-        };
-        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
-        let st = {
-            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            let (pt, _gt) = tau.device_ptr(&self.stream);
-            let (pw, _gw) = work.device_ptr_mut(&self.stream);
-            let (pi, _gi) = info.device_ptr_mut(&self.stream);
-            self.count_launch();
-            // SAFETY: cusolverDn{S,D}orgqr contract: A m×n (ld lda) inside its &mut view
-            // (so it does not alias tau), tau ≥ k, work ≥ lwork as queried, devInfo
-            // one i32; handle bound to self.stream; by_dtype! picks the routine of T.
-            unsafe {
-                by_dtype!(T, sys::cusolverDnSorgqr, sys::cusolverDnDorgqr, |E| (
-                    h,
-                    mi,
-                    ni,
-                    ki,
-                    pa as *mut E,
-                    lda,
-                    pt as *const E,
-                    pw as *mut E,
-                    lwork,
-                    pi as *mut i32
-                ))
-            }
-        };
-        self.solver_done(OP, st, &info)
+        })?;
+        info_ok(OP, info)
     }
 
     /// Cholesky factorisation in place (cuSOLVER `xpotrf`) of the symmetric n×n `a` whose
@@ -375,45 +388,41 @@ impl Gpu {
         let (ni, lda) = (int(OP, "n", n)?, int(OP, "lda", a.ld())?);
         let uplo = sys::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
         let h = self.solver.cu();
-        let mut lwork = 0i32;
-        let st = {
-            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            // SAFETY: cusolverDn{S,D}potrf_bufferSize reads only the dimensions and the
-            // pointer of A (n×n, ld lda, inside its view); lwork is a live host i32; by_dtype!
-            // picks the routine of T (sealed GpuScalar).
-            unsafe {
-                by_dtype!(
-                    T,
-                    sys::cusolverDnSpotrf_bufferSize,
-                    sys::cusolverDnDpotrf_bufferSize,
-                    |E| (h, uplo, ni, pa as *mut E, lda, &mut lwork)
-                )
+        let info = self.with_workspace::<T>(OP, |step| match step {
+            SolverStep::Query(lwork) => {
+                let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                // SAFETY: cusolverDn{S,D}potrf_bufferSize reads only the dimensions and the
+                // pointer of A (n×n, ld lda, inside its view); lwork is a live host i32; by_dtype!
+                // picks the routine of T (sealed GpuScalar).
+                unsafe {
+                    by_dtype!(
+                        T,
+                        sys::cusolverDnSpotrf_bufferSize,
+                        sys::cusolverDnDpotrf_bufferSize,
+                        |E| (h, uplo, ni, pa as *mut E, lda, lwork)
+                    )
+                }
             }
-        };
-        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
-        let st = {
-            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            let (pw, _gw) = work.device_ptr_mut(&self.stream);
-            let (pi, _gi) = info.device_ptr_mut(&self.stream);
-            self.count_launch();
-            // SAFETY: cusolverDn{S,D}potrf contract: A n×n (ld lda) inside its &mut view,
-            // workspace ≥ lwork elements as queried, devInfo one i32; distinct allocations;
-            // handle bound to self.stream; by_dtype! picks the routine of T.
-            unsafe {
-                by_dtype!(T, sys::cusolverDnSpotrf, sys::cusolverDnDpotrf, |E| (
-                    h,
-                    uplo,
-                    ni,
-                    pa as *mut E,
-                    lda,
-                    pw as *mut E,
-                    lwork,
-                    pi as *mut i32
-                ))
+            SolverStep::Run(s) => {
+                let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                // SAFETY: cusolverDn{S,D}potrf contract: A n×n (ld lda) inside its &mut view,
+                // workspace ≥ lwork elements as queried, devInfo one i32; distinct allocations;
+                // handle bound to self.stream; by_dtype! picks the routine of T.
+                unsafe {
+                    by_dtype!(T, sys::cusolverDnSpotrf, sys::cusolverDnDpotrf, |E| (
+                        h,
+                        uplo,
+                        ni,
+                        pa as *mut E,
+                        lda,
+                        s.work as *mut E,
+                        s.lwork,
+                        s.info as *mut i32
+                    ))
+                }
             }
-        };
-        status(OP, st)?;
-        match self.info_value(OP, &info)? {
+        })?;
+        match info {
             i if i >= 0 => Ok(i as usize),
             i => Err(bad_param(OP, i)),
         }
@@ -446,47 +455,43 @@ impl Gpu {
         }
         let (mi, ni, lda) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "lda", a.ld())?);
         let h = self.solver.cu();
-        let mut lwork = 0i32;
-        let st = {
-            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            // SAFETY: cusolverDn{S,D}getrf_bufferSize reads only the dimensions; A is m×n
-            // with ld lda inside its view; lwork is a live host i32; by_dtype! picks the
-            // routine of T.
-            unsafe {
-                by_dtype!(
-                    T,
-                    sys::cusolverDnSgetrf_bufferSize,
-                    sys::cusolverDnDgetrf_bufferSize,
-                    |E| (h, mi, ni, pa as *mut E, lda, &mut lwork)
-                )
+        let info = self.with_workspace::<T>(OP, |step| match step {
+            SolverStep::Query(lwork) => {
+                let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                // SAFETY: cusolverDn{S,D}getrf_bufferSize reads only the dimensions; A is m×n
+                // with ld lda inside its view; lwork is a live host i32; by_dtype! picks the
+                // routine of T.
+                unsafe {
+                    by_dtype!(
+                        T,
+                        sys::cusolverDnSgetrf_bufferSize,
+                        sys::cusolverDnDgetrf_bufferSize,
+                        |E| (h, mi, ni, pa as *mut E, lda, lwork)
+                    )
+                }
             }
-        };
-        let (mut work, mut info) = self.solver_scratch::<T>(OP, st, lwork)?;
-        let st = {
-            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
-            let (pp, _gp) = ipiv.device_ptr_mut(&self.stream);
-            let (pw, _gw) = work.device_ptr_mut(&self.stream);
-            let (pi, _gi) = info.device_ptr_mut(&self.stream);
-            self.count_launch();
-            // SAFETY: cusolverDn{S,D}getrf contract: A m×n (ld lda) inside its &mut view,
-            // devIpiv ≥ min(m, n) i32 (checked), Workspace ≥ lwork elements as queried,
-            // devInfo one i32; distinct allocations; handle on self.stream; by_dtype!
-            // picks the routine of T.
-            unsafe {
-                by_dtype!(T, sys::cusolverDnSgetrf, sys::cusolverDnDgetrf, |E| (
-                    h,
-                    mi,
-                    ni,
-                    pa as *mut E,
-                    lda,
-                    pw as *mut E,
-                    pp as *mut i32,
-                    pi as *mut i32
-                ))
+            SolverStep::Run(s) => {
+                let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                let (pp, _gp) = ipiv.device_ptr_mut(&self.stream);
+                // SAFETY: cusolverDn{S,D}getrf contract: A m×n (ld lda) inside its &mut view,
+                // devIpiv ≥ min(m, n) i32 (checked), Workspace ≥ lwork elements as queried,
+                // devInfo one i32; distinct allocations; handle on self.stream; by_dtype!
+                // picks the routine of T.
+                unsafe {
+                    by_dtype!(T, sys::cusolverDnSgetrf, sys::cusolverDnDgetrf, |E| (
+                        h,
+                        mi,
+                        ni,
+                        pa as *mut E,
+                        lda,
+                        s.work as *mut E,
+                        pp as *mut i32,
+                        s.info as *mut i32
+                    ))
+                }
             }
-        };
-        status(OP, st)?;
-        match self.info_value(OP, &info)? {
+        })?;
+        match info {
             0 => Ok(()),
             i if i > 0 => Err(Error::Singular {
                 op: OP,

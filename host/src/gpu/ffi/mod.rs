@@ -10,3 +10,23 @@ pub mod foreign;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;
 pub mod nccl;
+
+/// Calls the f32 or the f64 cuBLAS or cuSOLVER routine as `T::DTYPE` says, with `$E`
+/// standing for the element type in the argument list (pointer casts, host scalars as
+/// `&(x as $E)`). Expands to an unsafe call: use it inside an `unsafe` block whose
+/// `// SAFETY:` comment covers both routines.
+macro_rules! by_dtype {
+    ($T:ty, $f32:path, $f64:path, |$E:ident| ($($arg:expr),* $(,)?)) => {
+        match <$T as $crate::gpu::runtime::GpuScalar>::DTYPE {
+            $crate::gpu::runtime::Dtype::F32 => {
+                type $E = f32;
+                $f32($($arg),*)
+            }
+            $crate::gpu::runtime::Dtype::F64 => {
+                type $E = f64;
+                $f64($($arg),*)
+            }
+        }
+    };
+}
+pub(crate) use by_dtype;

@@ -3,10 +3,10 @@
 //! mixed-precision factorisation, and the f32 factor widened back for refinement.
 //! Launches go on [`Gpu::stream`] and count themselves.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 
 use crate::base::error::Result;
-use crate::gpu::launch::launch_err;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, Gpu, GpuScalar};
 
@@ -45,30 +45,8 @@ impl Gpu {
         scale: T,
         dst: &mut DevMatViewMut<'_, f32>,
     ) -> Result<()> {
-        let (rows, cols) = (src.nrows(), src.ncols());
-        assert!(dst.nrows() == rows && dst.ncols() == cols);
-        if rows == 0 || cols == 0 {
-            return Ok(());
-        }
-        let (lds, ldd) = (src.ld(), dst.ld());
-        let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_to_f32;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&scale)
-            .arg(dst.buf_mut())
-            .arg(&ldd)
-            .arg(&ystride);
-        // SAFETY: matches convert_to_f32_{f32,f64}(src: *const T, lds, rows, cols,
-        // scale: T, dst: *mut f32, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
-        // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
-        // view of another buffer type, so it cannot alias src; grid (⌈rows/128⌉,
-        // min(cols, 65535)), block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("convert_to_f32"))?;
-        Ok(())
+        self.convert_launch(f, "convert_to_f32", src, scale, dst)
     }
 
     /// `convert_from_f32`: dst := scale·src (src widened exactly from f32), same shape,
@@ -86,6 +64,26 @@ impl Gpu {
         scale: T,
         dst: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
+        let f = &T::kernel_set(&self.kernels).convert_from_f32;
+        self.convert_launch(f, "convert_from_f32", src, scale, dst)
+    }
+
+    /// Launches the scaled conversion kernel `f` (named `name`) on [`Gpu::stream`]:
+    /// dst := scale·src elementwise from the S block `src` to the D block `dst` of the same
+    /// shape, any leading dimensions. `f` must be `convert_to_f32_{f32,f64}` of T (S = T,
+    /// D = f32) or `convert_from_f32_{f32,f64}` of T (S = f32, D = T), as the two callers
+    /// above pass it.
+    ///
+    /// # Panics
+    /// If the shapes differ (a cuqr bug).
+    fn convert_launch<S, D, T: GpuScalar>(
+        &self,
+        f: &CudaFunction,
+        name: &str,
+        src: &DevMatView<'_, S>,
+        scale: T,
+        dst: &mut DevMatViewMut<'_, D>,
+    ) -> Result<()> {
         let (rows, cols) = (src.nrows(), src.ncols());
         assert!(dst.nrows() == rows && dst.ncols() == cols);
         if rows == 0 || cols == 0 {
@@ -93,22 +91,15 @@ impl Gpu {
         }
         let (lds, ldd) = (src.ld(), dst.ld());
         let (c, ystride) = cfg(rows, cols);
-        let f = &T::kernel_set(&self.kernels).convert_from_f32;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&scale)
-            .arg(dst.buf_mut())
-            .arg(&ldd)
-            .arg(&ystride);
-        // SAFETY: matches convert_from_f32_{f32,f64}(src: *const f32, lds, rows, cols,
-        // scale: T, dst: *mut T, ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd] for
-        // i < rows, j < cols, inside the two views (equal shapes asserted); dst is a &mut
-        // view and cannot alias src; grid (⌈rows/128⌉, min(cols, 65535)), block 128,
-        // ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("convert_from_f32"))?;
+        // SAFETY: f is one of the two kernels named above, whose (S, D) matches the views'
+        // element types; both take (src: *const S, lds, rows, cols, scale: T, dst: *mut D,
+        // ldd, ystride): read src[i + j·lds], write dst[i + j·ldd] for i < rows, j < cols,
+        // inside the two views (equal shapes asserted); dst is a &mut view and cannot alias
+        // src; grid (⌈rows/128⌉, min(cols, 65535)), block 128, ystride = grid y.
+        unsafe {
+            launch_kernel!(self, f, c, name; src.buf(), &lds, &rows, &cols, &scale,
+                dst.buf_mut(), &ldd, &ystride)
+        }?;
         Ok(())
     }
 
@@ -138,21 +129,15 @@ impl Gpu {
         }
         let (c, ystride) = cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).convert_to_half;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&ld)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&mut dst)
-            .arg(&ld)
-            .arg(&format)
-            .arg(&ystride);
         // SAFETY: matches convert_to_half_{f32,f64}(src: *const T, lds, rows, cols,
         // dst: *mut u16, ldd, format: u32, ystride): reads src[i + j·ld] inside the view,
         // writes dst[i + j·ld] for i < rows ≤ ld, j < cols, inside the ld·cols elements
         // just allocated (a distinct buffer); grid (⌈rows/128⌉, min(cols, 65535)),
         // block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("convert_to_half"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "convert_to_half"; src.buf(), &ld, &rows, &cols,
+                &mut dst, &ld, &format, &ystride)
+        }?;
         Ok(dst)
     }
 }

@@ -13,11 +13,11 @@
 use core::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::PushKernelArg;
 use cudarc::driver::{sys, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
-use crate::gpu::launch::{grid_blocks, last_row, launch_config, launch_err};
+use crate::gpu::launch::launch_kernel;
+use crate::gpu::launch::{grid_blocks, last_row, launch_config};
 use crate::gpu::launch::{APPLY_GIVENS_BLOCK, MAKE_GIVENS_BLOCK, TILE, TILE_ROWS};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -64,14 +64,11 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count);
         let pitch = a.ld();
         let f = &T::kernel_set(&self.kernels).givens_make_wavefront;
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(a.buf())
-            .arg(&pitch)
-            .arg(&row0)
-            .arg(&col0)
-            .arg(&count)
-            .arg(&mut *c)
-            .arg(&mut *s);
+        let config = launch_config(
+            (grid_blocks(count, MAKE_GIVENS_BLOCK), 1),
+            (MAKE_GIVENS_BLOCK, 1),
+            0,
+        );
         // SAFETY: matches givens_make_wavefront_{f32,f64}(a: *const T, pitch, row0, col0,
         // count, c: *mut T, s: *mut T) of docs/kernels.md: thread i < count reads
         // a[r·pitch + col] for r ≤ row0+2(count−1) < a.ncols() and col = col0+i <
@@ -80,13 +77,9 @@ impl Gpu {
         // launch shape grid ⌈count/32⌉, block 32 as the contract says; the stream
         // belongs to this context, where the kernel was loaded (asserted).
         unsafe {
-            b.launch(launch_config(
-                (grid_blocks(count, MAKE_GIVENS_BLOCK), 1),
-                (MAKE_GIVENS_BLOCK, 1),
-                0,
-            ))
-        }
-        .map_err(launch_err("givens_make_wavefront"))?;
+            launch_kernel!(self, on stream, f, config, "givens_make_wavefront"; a.buf(),
+                &pitch, &row0, &col0, &count, &mut *c, &mut *s)
+        }?;
         Ok(())
     }
 
@@ -121,16 +114,14 @@ impl Gpu {
         assert!(c.len() >= count && s.len() >= count && count <= MAX_GRID_Y);
         let (pitch, col_begin, col_end) = (a.ld(), cols.start, cols.end);
         let f = &T::kernel_set(&self.kernels).givens_apply_wavefront;
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(a.buf_mut())
-            .arg(&pitch)
-            .arg(&row0)
-            .arg(&count)
-            .arg(&col_begin)
-            .arg(&col_step)
-            .arg(&col_end)
-            .arg(c)
-            .arg(s);
+        let config = launch_config(
+            (
+                grid_blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
+                count as u32,
+            ),
+            (APPLY_GIVENS_BLOCK, 1),
+            0,
+        );
         // SAFETY: matches givens_apply_wavefront_{f32,f64}(a: *mut T, pitch, row0, count,
         // col_begin, col_step, col_end, c: *const T, s: *const T) of docs/kernels.md:
         // block (x, i) touches a[r·pitch + x] for r ≤ row0+2(count−1) < a.ncols() and
@@ -139,16 +130,9 @@ impl Gpu {
         // alias the &mut view `a`; grid (⌈(col_end−col_begin)/128⌉, count ≤ 65535),
         // block 128; the stream belongs to this context (asserted).
         unsafe {
-            b.launch(launch_config(
-                (
-                    grid_blocks(col_end - col_begin, APPLY_GIVENS_BLOCK),
-                    count as u32,
-                ),
-                (APPLY_GIVENS_BLOCK, 1),
-                0,
-            ))
-        }
-        .map_err(launch_err("givens_apply_wavefront"))?;
+            launch_kernel!(self, on stream, f, config, "givens_apply_wavefront"; a.buf_mut(),
+                &pitch, &row0, &count, &col_begin, &col_step, &col_end, c, s)
+        }?;
         Ok(())
     }
 
@@ -177,13 +161,11 @@ impl Gpu {
         assert!(cols.div_ceil(TILE as usize) <= MAX_GRID_Y);
         let (lds, ldd) = (src.ld(), dst.ld());
         let f = &T::kernel_set(&self.kernels).transpose_padded;
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(dst.buf_mut())
-            .arg(&ldd);
+        let config = launch_config(
+            (grid_blocks(rows, TILE), grid_blocks(cols, TILE)),
+            (TILE, TILE_ROWS),
+            (TILE * (TILE + 1)) as usize * core::mem::size_of::<T>(),
+        );
         // SAFETY: matches transpose_padded_{f32,f64}(src: *const T, lds, rows, cols,
         // dst: *mut T, ldd) of docs/kernels.md: reads src[i + j·lds], i < rows, j < cols,
         // inside the src view; writes dst[j + i·ldd], j < cols = dst.nrows(), i < rows =
@@ -191,13 +173,9 @@ impl Gpu {
         // src; grid (⌈rows/32⌉, ⌈cols/32⌉), block (32, 8), smem 32·33·size_of T; the
         // stream belongs to this context (asserted).
         unsafe {
-            b.launch(launch_config(
-                (grid_blocks(rows, TILE), grid_blocks(cols, TILE)),
-                (TILE, TILE_ROWS),
-                (TILE * (TILE + 1)) as usize * core::mem::size_of::<T>(),
-            ))
-        }
-        .map_err(launch_err("transpose_padded"))?;
+            launch_kernel!(self, on stream, f, config, "transpose_padded"; src.buf(), &lds,
+                &rows, &cols, dst.buf_mut(), &ldd)
+        }?;
         Ok(())
     }
 

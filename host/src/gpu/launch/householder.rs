@@ -3,9 +3,10 @@
 // `internals` feature.
 #![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
-use cudarc::driver::{CudaViewMut, PushKernelArg};
+use cudarc::driver::CudaViewMut;
 
 use crate::base::error::Result;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::launch::*;
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -29,20 +30,15 @@ impl Gpu {
         assert!(!alpha.is_empty() && !tau.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).householder_house;
-        let mut b = self.kernel_args(f);
-        b.arg(&mut *alpha).arg(&mut *x).arg(&n).arg(&mut *tau);
+        let config = launch_config((1, 1), (REDUCE_BLOCK, 1), REDUCE_BLOCK as usize * 8);
         // SAFETY: matches householder_house_{f32,f64}(alpha: *mut T, x: *mut T,
         // n: usize, tau: *mut T): alpha and tau hold ≥ 1 element (asserted),
         // x holds exactly n; three distinct &mut views cannot overlap; launch
         // shape grid 1, block 256, dyn smem 256·8 as the contract says.
         unsafe {
-            b.launch(launch_config(
-                (1, 1),
-                (REDUCE_BLOCK, 1),
-                REDUCE_BLOCK as usize * 8,
-            ))
-        }
-        .map_err(launch_err("householder_house"))?;
+            launch_kernel!(self, f, config, "householder_house"; &mut *alpha, &mut *x, &n,
+                &mut *tau)
+        }?;
         Ok(())
     }
 }

@@ -42,6 +42,26 @@ pub(crate) fn launch_config(grid: (u32, u32), block: (u32, u32), smem: usize) ->
     }
 }
 
+/// Launches kernel `$f` on [`Gpu::stream`] (on `$stream` when written `on $stream`),
+/// counting the launch: pushes the arguments `$arg` in order, launches with the
+/// [`LaunchConfig`] `$cfg` and maps a failure to [`launch_err`]`($name)`; evaluates to a
+/// `Result`. Expands to an unsafe launch (`LaunchArgs::launch`): invoke it inside an
+/// `unsafe` block whose `// SAFETY:` comment says why the arguments match the kernel's
+/// signature and its accesses stay inside the buffers.
+macro_rules! launch_kernel {
+    ($gpu:expr, on $stream:expr, $f:expr, $cfg:expr, $name:expr; $($arg:expr),+ $(,)?) => {{
+        let mut b = $gpu.kernel_args_on($stream, $f);
+        $(::cudarc::driver::PushKernelArg::arg(&mut b, $arg);)+
+        b.launch($cfg).map_err($crate::gpu::launch::launch_err($name))
+    }};
+    ($gpu:expr, $f:expr, $cfg:expr, $name:expr; $($arg:expr),+ $(,)?) => {{
+        let mut b = $gpu.kernel_args($f);
+        $(::cudarc::driver::PushKernelArg::arg(&mut b, $arg);)+
+        b.launch($cfg).map_err($crate::gpu::launch::launch_err($name))
+    }};
+}
+pub(crate) use launch_kernel;
+
 /// Maps a failed launch of kernel `name` to [`Error::Driver`] ("launching `name`: …").
 pub(crate) fn launch_err(name: &str) -> impl FnOnce(DriverError) -> Error + '_ {
     move |e| Error::driver(format!("launching {name}"), e)

@@ -13,10 +13,10 @@
 
 use core::ops::Range;
 
-use cudarc::driver::{CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::base::error::{Error, Result};
-use crate::gpu::launch::launch_err;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -104,22 +104,16 @@ impl Gpu {
         ncols: usize,
     ) -> Result<()> {
         let f = &T::kernel_set(&self.kernels).panel_apply;
-        let mut b = self.kernel_args(f);
-        b.arg(&v)
-            .arg(&tau)
-            .arg(&head)
-            .arg(&ldh)
-            .arg(&tail)
-            .arg(&ldt)
-            .arg(&len)
-            .arg(&ncols);
         // SAFETY: matches panel_apply_{f32,f64}(v: *const T, tau: *const T, head: *mut T,
         // ldh, tail: *mut T, ldt, len, ncols) (device pointers are 64-bit); the callers
         // assert that v[0..len), *tau, and for c < ncols head[c·ldh] and
         // tail[c·ldt..+len) lie inside their allocations, that the written columns are
         // disjoint from v's column, and hold the buffers' write guards across this call;
         // grid ncols, block 256, dyn smem 256·8 as the contract says.
-        unsafe { b.launch(col_cfg(ncols)) }.map_err(launch_err("panel_apply"))?;
+        unsafe {
+            launch_kernel!(self, f, col_cfg(ncols), "panel_apply"; &v, &tau, &head, &ldh,
+                &tail, &ldt, &len, &ncols)
+        }?;
         Ok(())
     }
 
@@ -218,19 +212,14 @@ impl Gpu {
         let (lda, ldv) = (a.ld(), v.ld());
         let (c, ystride) = elem_cfg(rows, k);
         let f = &T::kernel_set(&self.kernels).panel_extract_v;
-        let mut b = self.kernel_args(f);
-        b.arg(a.buf_mut())
-            .arg(&lda)
-            .arg(&rows)
-            .arg(&k)
-            .arg(v.buf_mut())
-            .arg(&ldv)
-            .arg(&ystride);
         // SAFETY: matches panel_extract_v_{f32,f64}(a: *mut T, lda, rows, k, v: *mut T,
         // ldv, ystride): touches a[i + j·lda] and v[i + j·ldv] for i < rows, j < k,
         // inside the two views (equal shapes asserted); two &mut views cannot overlap;
         // grid (⌈rows/128⌉, g ≤ min(k, 65535)), block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("panel_extract_v"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "panel_extract_v"; a.buf_mut(), &lda, &rows, &k,
+                v.buf_mut(), &ldv, &ystride)
+        }?;
         Ok(())
     }
 
@@ -250,16 +239,13 @@ impl Gpu {
         let lda = a.ld();
         let (c, ystride) = elem_cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).panel_zero_lower;
-        let mut b = self.kernel_args(f);
-        b.arg(a.buf_mut())
-            .arg(&lda)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&ystride);
         // SAFETY: matches panel_zero_lower_{f32,f64}(a: *mut T, lda, rows, cols, ystride):
         // writes a[i + j·lda], i < rows, j < cols, inside the &mut view;
         // grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("panel_zero_lower"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "panel_zero_lower"; a.buf_mut(), &lda, &rows, &cols,
+                &ystride)
+        }?;
         Ok(())
     }
 
@@ -279,16 +265,13 @@ impl Gpu {
         let lda = a.ld();
         let (c, ystride) = elem_cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).panel_set_identity;
-        let mut b = self.kernel_args(f);
-        b.arg(a.buf_mut())
-            .arg(&lda)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&ystride);
         // SAFETY: matches panel_set_identity_{f32,f64}(a: *mut T, lda, rows, cols,
         // ystride): writes a[i + j·lda], i < rows, j < cols, inside the &mut view;
         // grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("panel_set_identity"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "panel_set_identity"; a.buf_mut(), &lda, &rows, &cols,
+                &ystride)
+        }?;
         Ok(())
     }
 
@@ -313,19 +296,14 @@ impl Gpu {
         let (lds, ldd) = (src.ld(), dst.ld());
         let (c, ystride) = elem_cfg(rows, cols);
         let f = &T::kernel_set(&self.kernels).panel_copy;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(dst.buf_mut())
-            .arg(&ldd)
-            .arg(&ystride);
         // SAFETY: matches panel_copy_{f32,f64}(src: *const T, lds, rows, cols, dst: *mut T,
         // ldd, ystride): reads src[i + j·lds], writes dst[i + j·ldd], i < rows, j < cols,
         // inside the two views (equal shapes asserted); dst is a &mut view and cannot alias
         // src; grid (⌈rows/128⌉, g ≤ min(cols, 65535)), block 128, ystride = grid y.
-        unsafe { b.launch(c) }.map_err(launch_err("panel_copy"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "panel_copy"; src.buf(), &lds, &rows, &cols,
+                dst.buf_mut(), &ldd, &ystride)
+        }?;
         Ok(())
     }
 
@@ -350,20 +328,14 @@ impl Gpu {
         let (ldq, ldd) = (q.ld(), dst.ld());
         let (c, ystride) = elem_cfg(m + p, m + p);
         let f = &T::kernel_set(&self.kernels).panel_embed_q;
-        let mut b = self.kernel_args(f);
-        b.arg(q.buf())
-            .arg(&ldq)
-            .arg(&m)
-            .arg(&p)
-            .arg(&k0)
-            .arg(dst.buf_mut())
-            .arg(&ldd)
-            .arg(&ystride);
         // SAFETY: matches panel_embed_q_{f32,f64}(q: *const T, ldq, m, p, k0, dst: *mut T,
         // ldd, ystride): reads q[s + j·ldq] only for s, j < m (inside the m×m view), writes
         // dst[i + j·ldd] for i, j < m+p (inside the (m+p)² view, asserted); dst is a &mut
         // view and cannot alias q; k0 ≤ m; grid (⌈(m+p)/128⌉, g ≤ min(m+p, 65535)), block 128.
-        unsafe { b.launch(c) }.map_err(launch_err("panel_embed_q"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "panel_embed_q"; q.buf(), &ldq, &m, &p, &k0,
+                dst.buf_mut(), &ldd, &ystride)
+        }?;
         Ok(())
     }
 
@@ -388,17 +360,14 @@ impl Gpu {
         }
         let lda = a.ld();
         let f = &T::kernel_set(&self.kernels).panel_col_norms;
-        let mut b = self.kernel_args(f);
-        b.arg(a.buf())
-            .arg(&lda)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&mut *out);
         // SAFETY: matches panel_col_norms_{f32,f64}(a: *const T, lda, rows, cols,
         // out: *mut T): reads a[i + c·lda], i ≤ min(c, rows−1), c < cols, inside the view;
         // writes out[c], out[cols + c] < 2·cols ≤ out.len() (asserted); out is a &mut view
         // and cannot alias a; grid cols, block 256, dyn smem 256·8.
-        unsafe { b.launch(col_cfg(cols)) }.map_err(launch_err("panel_col_norms"))?;
+        unsafe {
+            launch_kernel!(self, f, col_cfg(cols), "panel_col_norms"; a.buf(), &lda, &rows,
+                &cols, &mut *out)
+        }?;
         Ok(())
     }
 
@@ -433,14 +402,15 @@ impl Gpu {
             .map_err(crate::gpu::runtime::alloc_err("non-finite scan", cols * 4))?;
         let lda = a.ld();
         let f = &T::kernel_set(&self.kernels).panel_first_non_finite;
-        let mut b = self.kernel_args(f);
-        b.arg(a.buf()).arg(&lda).arg(&rows).arg(&cols).arg(&mut out);
         // SAFETY: matches panel_first_non_finite_{f32,f64}(a: *const T, lda, rows, cols:
         // usize, out: *mut u32): reads a[i + j·lda], i < rows, j < cols, inside the view;
         // writes out[j], j < cols = out's length, an allocation of its own; rows < 2³² − 1
         // (checked); grid cols, block PANEL_BLOCK (a multiple of 32), dynamic shared
         // memory PANEL_BLOCK·8 ≥ 32 f64.
-        unsafe { b.launch(col_cfg(cols)) }.map_err(launch_err("panel_first_non_finite"))?;
+        unsafe {
+            launch_kernel!(self, f, col_cfg(cols), "panel_first_non_finite"; a.buf(), &lda,
+                &rows, &cols, &mut out)
+        }?;
         let host = self
             .stream
             .clone_dtoh(&out)

@@ -4,9 +4,10 @@
 // `internals` feature.
 #![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
-use cudarc::driver::{CudaView, CudaViewMut, PushKernelArg};
+use cudarc::driver::{CudaView, CudaViewMut};
 
 use crate::base::error::Result;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::launch::*;
 use crate::gpu::runtime::matrix::DevMatViewMut;
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -29,19 +30,11 @@ impl Gpu {
         assert!(x.len() == y.len() && !out.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).reduce_dot;
-        let mut b = self.kernel_args(f);
-        b.arg(x).arg(y).arg(&n).arg(&mut *out);
+        let config = launch_config((1, 1), (REDUCE_BLOCK, 1), REDUCE_BLOCK as usize * 8);
         // SAFETY: matches reduce_dot_{f32,f64}(x: *const T, y: *const T, n: usize,
         // out: *mut T): x and y hold n elements (asserted equal), out ≥ 1; out is a
         // &mut view so it aliases neither input; grid 1, block 256, smem 256·8.
-        unsafe {
-            b.launch(launch_config(
-                (1, 1),
-                (REDUCE_BLOCK, 1),
-                REDUCE_BLOCK as usize * 8,
-            ))
-        }
-        .map_err(launch_err("reduce_dot"))?;
+        unsafe { launch_kernel!(self, f, config, "reduce_dot"; x, y, &n, &mut *out) }?;
         Ok(())
     }
 
@@ -61,19 +54,11 @@ impl Gpu {
         assert!(!out.is_empty());
         let n = x.len();
         let f = &T::kernel_set(&self.kernels).reduce_nrm2;
-        let mut b = self.kernel_args(f);
-        b.arg(x).arg(&n).arg(&mut *out);
+        let config = launch_config((1, 1), (REDUCE_BLOCK, 1), REDUCE_BLOCK as usize * 8);
         // SAFETY: matches reduce_nrm2_{f32,f64}(x: *const T, n: usize, out: *mut T):
         // x holds n elements, out ≥ 1 and does not alias x (&mut view);
         // grid 1, block 256, smem 256·8.
-        unsafe {
-            b.launch(launch_config(
-                (1, 1),
-                (REDUCE_BLOCK, 1),
-                REDUCE_BLOCK as usize * 8,
-            ))
-        }
-        .map_err(launch_err("reduce_nrm2"))?;
+        unsafe { launch_kernel!(self, f, config, "reduce_nrm2"; x, &n, &mut *out) }?;
         Ok(())
     }
 
@@ -101,20 +86,19 @@ impl Gpu {
         assert!(c.div_ceil(TILE as usize) <= MAX_GRID_YZ);
         let ldc = cm.ld();
         let f = &T::kernel_set(&self.kernels).reduce_double_sum;
-        let mut lb = self.kernel_args(f);
-        lb.arg(a).arg(b).arg(&r).arg(&c).arg(cm.buf_mut()).arg(&ldc);
+        let config = launch_config(
+            (grid_blocks(r, TILE), grid_blocks(c, TILE)),
+            (TILE, TILE_ROWS),
+            0,
+        );
         // SAFETY: matches reduce_double_sum_{f32,f64}(a: *const T, b: *const T, r, c,
         // cm: *mut T, ldc): reads a, b at i + j·r < r·c ≤ their lengths (asserted);
         // writes cm[i + j·ldc], i < r, j < c, inside the view; cm is a &mut view so
         // it aliases neither input; grid (⌈r/32⌉, ⌈c/32⌉), block (32, 8).
         unsafe {
-            lb.launch(launch_config(
-                (grid_blocks(r, TILE), grid_blocks(c, TILE)),
-                (TILE, TILE_ROWS),
-                0,
-            ))
-        }
-        .map_err(launch_err("reduce_double_sum"))?;
+            launch_kernel!(self, f, config, "reduce_double_sum"; a, b, &r, &c, cm.buf_mut(),
+                &ldc)
+        }?;
         Ok(())
     }
 }

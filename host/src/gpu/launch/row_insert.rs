@@ -53,6 +53,8 @@ impl RowInsertShape {
     /// right-hand sides and p rows of `elem` bytes: a tuning experiment's shape. It is not
     /// checked against the device: a launch whose blocks cannot all be resident, or
     /// that asks for more shared memory than the device has, fails with a driver error.
+    // Only the `internals` tuning experiments call it.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub(crate) fn with_cpb(self, n: usize, q: usize, p: usize, elem: usize, cpb: usize) -> Self {
         assert!(cpb >= 1);
         Self {

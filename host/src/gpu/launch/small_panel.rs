@@ -6,11 +6,11 @@
 //! the last panels of a factorisation.
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::launch::fused_panel::RawMat;
-use crate::gpu::launch::launch_err;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::runtime::matrix::{DevMat, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{driver_err, Gpu, GpuScalar};
 
@@ -181,17 +181,6 @@ impl Gpu {
         let (pt, _gt) = t.buf_mut().device_ptr_mut(stream);
         let mut tau_v = tau.view_mut();
         let (ptau, _gtau) = tau_v.device_ptr_mut(stream);
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(&pa)
-            .arg(&lda)
-            .arg(&rows)
-            .arg(&jb)
-            .arg(&band)
-            .arg(&pv)
-            .arg(&ldv)
-            .arg(&ptau)
-            .arg(&pt)
-            .arg(&ldt);
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (threads, 1, 1),
@@ -207,7 +196,10 @@ impl Gpu {
         // elements) against the opt-in limit the attribute was raised to; one block of a
         // multiple of 32 threads, at least 256 (checked above), at most 1024 and within the
         // kernel's register limit.
-        unsafe { b.launch(cfg) }.map_err(launch_err("small_panel_qr"))?;
+        unsafe {
+            launch_kernel!(self, on stream, f, cfg, "small_panel_qr"; &pa, &lda, &rows, &jb,
+                &band, &pv, &ldv, &ptau, &pt, &ldt)
+        }?;
         Ok(())
     }
 }

@@ -1,13 +1,11 @@
 //! Launcher of `transpose_padded` (gpu-kernels `transpose.rs`;
-//! docs/algorithms.md#padded-transpose-and-composite-layout).
+//! docs/algorithms.md#padded-transpose-and-composite-layout) on [`Gpu::stream`]: the
+//! launch itself is `Gpu::transpose_padded_on`'s.
 // Some of these serve only cuqr's benchmarks and kernel tests, which reach them through the
 // `internals` feature.
 #![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
-use cudarc::driver::PushKernelArg;
-
 use crate::base::error::Result;
-use crate::gpu::launch::*;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -27,34 +25,6 @@ impl Gpu {
         src: &DevMatView<'_, T>,
         dst: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
-        let (rows, cols) = (src.nrows(), src.ncols());
-        assert!(dst.nrows() == cols && dst.ncols() == rows);
-        if rows == 0 || cols == 0 {
-            return Ok(());
-        }
-        assert!(cols.div_ceil(TILE as usize) <= MAX_GRID_YZ);
-        let (lds, ldd) = (src.ld(), dst.ld());
-        let f = &T::kernel_set(&self.kernels).transpose_padded;
-        let mut b = self.kernel_args(f);
-        b.arg(src.buf())
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(dst.buf_mut())
-            .arg(&ldd);
-        // SAFETY: matches transpose_padded_{f32,f64}(src: *const T, lds, rows, cols,
-        // dst: *mut T, ldd): reads src[i + j·lds], i < rows, j < cols, inside the
-        // src view; writes dst[j + i·ldd], j < cols = dst.nrows(), i < rows =
-        // dst.ncols(), inside the dst view (asserted); dst is a &mut view and cannot
-        // alias src; grid (⌈rows/32⌉, ⌈cols/32⌉), block (32, 8), smem 32·33·size_of T.
-        unsafe {
-            b.launch(launch_config(
-                (grid_blocks(rows, TILE), grid_blocks(cols, TILE)),
-                (TILE, TILE_ROWS),
-                (TILE * (TILE + 1)) as usize * core::mem::size_of::<T>(),
-            ))
-        }
-        .map_err(launch_err("transpose_padded"))?;
-        Ok(())
+        self.transpose_padded_on(&self.stream, src, dst)
     }
 }

@@ -6,10 +6,10 @@
 //! 1.2 TB/s on an H100 (docs/performance.md).
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, LaunchConfig};
 
 use crate::base::error::Result;
-use crate::gpu::launch::launch_err;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{driver_err, Gpu, GpuScalar};
 
@@ -87,53 +87,39 @@ impl Gpu {
         let (ldv, ldc, ldw) = (v.ld(), c.ld(), w.ld());
         assert!(tiles <= 65_535);
         let mut part_w = part.view_mut();
-        let mut b = self.kernel_args(&ks.ts_gemm_partial);
-        b.arg(v.buf())
-            .arg(&ldv)
-            .arg(c.buf())
-            .arg(&ldc)
-            .arg(&rows)
-            .arg(&k)
-            .arg(&nc)
-            .arg(&mut part_w);
+        let config = LaunchConfig {
+            grid_dim: (
+                u32::try_from(chunks).expect("chunks fit u32"),
+                u32::try_from(tiles).expect("tiles fit u32"),
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: u32::try_from(smem).expect("fits u32"),
+        };
         // SAFETY: matches ts_gemm_partial_{f32,f64}(v: *const T, ldv, c: *const T, ldc,
         // rows, k, nc, part: *mut T): grid (⌈rows/4096⌉, ⌈nc/64⌉) with tiles ≤ 65535
         // (asserted above), block 256, SMEM elements (limit raised above); V (rows×k,
         // 1 ≤ k ≤ 32) and C (rows×nc) inside their views and 16-byte aligned
         // (ts_gemm_fits, asserted); part has chunks·32·nc elements and is a fresh buffer.
         unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (
-                    u32::try_from(chunks).expect("chunks fit u32"),
-                    u32::try_from(tiles).expect("tiles fit u32"),
-                    1,
-                ),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: u32::try_from(smem).expect("fits u32"),
-            })
-        }
-        .map_err(launch_err("ts_gemm_partial"))?;
+            launch_kernel!(self, &ks.ts_gemm_partial, config, "ts_gemm_partial"; v.buf(),
+                &ldv, c.buf(), &ldc, &rows, &k, &nc, &mut part_w)
+        }?;
         let part_r = part.view();
-        let mut b = self.kernel_args(&ks.ts_gemm_reduce);
-        b.arg(&part_r)
-            .arg(&chunks)
-            .arg(&k)
-            .arg(&nc)
-            .arg(w.buf_mut())
-            .arg(&ldw);
         let grid = (TS_GEMM_MAX_K * nc).div_ceil(THREADS as usize);
+        let config = LaunchConfig {
+            grid_dim: (u32::try_from(grid).expect("grid fits u32"), 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: matches ts_gemm_reduce_{f32,f64}(part: *const T, chunks, k, nc,
         // w: *mut T, ldw): grid ⌈32·nc/256⌉, block 256; part holds chunks·32·nc
         // elements written above (same stream); W is k×nc (asserted) with ld ≥ k, a
         // &mut view that aliases neither part nor the operands.
         unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (u32::try_from(grid).expect("grid fits u32"), 1, 1),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(launch_err("ts_gemm_reduce"))?;
+            launch_kernel!(self, &ks.ts_gemm_reduce, config, "ts_gemm_reduce"; &part_r,
+                &chunks, &k, &nc, w.buf_mut(), &ldw)
+        }?;
         Ok(())
     }
 }

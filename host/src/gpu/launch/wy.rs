@@ -3,9 +3,10 @@
 // `internals` feature.
 #![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
-use cudarc::driver::{CudaView, PushKernelArg};
+use cudarc::driver::CudaView;
 
 use crate::base::error::Result;
+use crate::gpu::launch::launch_kernel;
 use crate::gpu::launch::*;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -31,19 +32,11 @@ impl Gpu {
         }
         let ldt = t.ld();
         let f = &T::kernel_set(&self.kernels).wy_set_tau;
-        let mut b = self.kernel_args(f);
-        b.arg(tau).arg(t.buf_mut()).arg(&k).arg(&ldt);
+        let config = launch_config((grid_blocks(k, SET_TAU_BLOCK), 1), (SET_TAU_BLOCK, 1), 0);
         // SAFETY: matches wy_set_tau_{f32,f64}(tau: *const T, t: *mut T, k, ldt):
         // reads tau[i], writes t[i + i·ldt] for i < k, both in bounds (asserted);
         // t is a &mut view and cannot alias tau; grid ⌈k/128⌉, block 128.
-        unsafe {
-            b.launch(launch_config(
-                (grid_blocks(k, SET_TAU_BLOCK), 1),
-                (SET_TAU_BLOCK, 1),
-                0,
-            ))
-        }
-        .map_err(launch_err("wy_set_tau"))?;
+        unsafe { launch_kernel!(self, f, config, "wy_set_tau"; tau, t.buf_mut(), &k, &ldt) }?;
         Ok(())
     }
 
@@ -70,27 +63,16 @@ impl Gpu {
         }
         let (ldv, ldt) = (v.ld(), t.ld());
         let f = &T::kernel_set(&self.kernels).wy_build_t;
-        let mut b = self.kernel_args(f);
-        b.arg(v.buf())
-            .arg(&ldv)
-            .arg(&rows)
-            .arg(&k)
-            .arg(tau)
-            .arg(t.buf_mut())
-            .arg(&ldt);
+        let config = launch_config((1, 1), (REDUCE_BLOCK, 1), (REDUCE_BLOCK as usize + k) * 8);
         // SAFETY: matches wy_build_t_{f32,f64}(v: *const T, ldv, rows, k, tau: *const T,
         // t: *mut T, ldt): reads v[i + j·ldv], i < rows, j < k, inside the v view;
         // tau[j], j < k (asserted); writes t[i + j·ldt], i, j < k, inside the k×k t
         // view (asserted); t is a &mut view and aliases neither input; k ≤ 256;
         // grid 1, block 256, smem (256 + k)·8.
         unsafe {
-            b.launch(launch_config(
-                (1, 1),
-                (REDUCE_BLOCK, 1),
-                (REDUCE_BLOCK as usize + k) * 8,
-            ))
-        }
-        .map_err(launch_err("wy_build_t"))?;
+            launch_kernel!(self, f, config, "wy_build_t"; v.buf(), &ldv, &rows, &k, tau,
+                t.buf_mut(), &ldt)
+        }?;
         Ok(())
     }
 }

@@ -132,6 +132,17 @@ macro_rules! view_dims {
 }
 
 impl<T: GpuScalar> DevMat<T> {
+    /// A matrix over `buf` with these dimensions, not checked: every caller allocates
+    /// `buf` with at least ld·ncols elements.
+    fn from_parts(buf: CudaSlice<T>, nrows: usize, ncols: usize, ld: usize) -> Self {
+        Self {
+            buf,
+            nrows,
+            ncols,
+            ld,
+        }
+    }
+
     /// An `nrows × ncols` matrix of zeros (padding included).
     ///
     /// # Errors
@@ -142,12 +153,7 @@ impl<T: GpuScalar> DevMat<T> {
             .stream
             .alloc_zeros::<T>(len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
-        Ok(Self {
-            buf,
-            nrows,
-            ncols,
-            ld,
-        })
+        Ok(Self::from_parts(buf, nrows, ncols, ld))
     }
 
     /// An `nrows × ncols` matrix whose contents are left unset (no fill pass over
@@ -165,12 +171,7 @@ impl<T: GpuScalar> DevMat<T> {
         // SAFETY: the contents are unset; the caller writes before reading (contract).
         let buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
-        Ok(Self {
-            buf,
-            nrows,
-            ncols,
-            ld,
-        })
+        Ok(Self::from_parts(buf, nrows, ncols, ld))
     }
 
     /// An `nrows × ncols` matrix for work on [`Gpu::stream`] that writes every element
@@ -234,12 +235,7 @@ impl<T: GpuScalar> DevMat<T> {
         // before any later work on the stream can read them.
         let buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
-        let mut m = Self {
-            buf,
-            nrows,
-            ncols,
-            ld,
-        };
+        let mut m = Self::from_parts(buf, nrows, ncols, ld);
         stage_upload(gpu, &mut m.buf, len, |host| {
             m_pack(a, nrows, ncols, ld, host);
         })?;
@@ -261,12 +257,7 @@ impl<T: GpuScalar> DevMat<T> {
         gpu.stream
             .memcpy_dtod(&self.buf, &mut buf)
             .map_err(driver_err("DevMat copy"))?;
-        Ok(Self {
-            buf,
-            nrows: self.nrows,
-            ncols: self.ncols,
-            ld: self.ld,
-        })
+        Ok(Self::from_parts(buf, self.nrows, self.ncols, self.ld))
     }
 
     /// A device copy on [`Gpu::stream`] (same shape and layout).
@@ -489,12 +480,7 @@ impl<T: GpuScalar> DevMat<T> {
     /// If the block does not fit.
     pub fn block(&self, row0: usize, col0: usize, rows: usize, cols: usize) -> DevMatView<'_, T> {
         let r = self.block_range(row0, col0, rows, cols);
-        DevMatView {
-            buf: self.buf.slice(r),
-            nrows: rows,
-            ncols: cols,
-            ld: self.ld,
-        }
+        DevMatView::from_parts(self.buf.slice(r), rows, cols, self.ld)
     }
 
     /// The sub-block as a mutable view.
@@ -510,12 +496,7 @@ impl<T: GpuScalar> DevMat<T> {
     ) -> DevMatViewMut<'_, T> {
         let r = self.block_range(row0, col0, rows, cols);
         let ld = self.ld;
-        DevMatViewMut {
-            buf: self.buf.slice_mut(r),
-            nrows: rows,
-            ncols: cols,
-            ld,
-        }
+        DevMatViewMut::from_parts(self.buf.slice_mut(r), rows, cols, ld)
     }
 
     /// Keeps the first `ncols` columns in place: no allocation, no copy, no device
@@ -575,18 +556,23 @@ fn check_view(op: &'static str, len: usize, rows: usize, cols: usize, ld: usize)
 }
 
 impl<'a, T> DevMatView<'a, T> {
+    /// A view of `buf` with these dimensions, not checked: every caller passes a buffer
+    /// that spans ld·(ncols−1)+nrows elements (or a checked one, in `new`).
+    fn from_parts(buf: CudaView<'a, T>, nrows: usize, ncols: usize, ld: usize) -> Self {
+        Self {
+            buf,
+            nrows,
+            ncols,
+            ld,
+        }
+    }
     /// A column-major rows × cols view of `buf` with leading dimension `ld`.
     ///
     /// # Errors
     /// [`Error::Shape`] if `ld < rows` or `buf` is shorter than the block spans.
     pub fn new(buf: CudaView<'a, T>, rows: usize, cols: usize, ld: usize) -> Result<Self> {
         check_view("DevMatView::new", buf.len(), rows, cols, ld)?;
-        Ok(Self {
-            buf,
-            nrows: rows,
-            ncols: cols,
-            ld,
-        })
+        Ok(Self::from_parts(buf, rows, cols, ld))
     }
     view_dims!("Leading dimension.");
     /// The buffer, starting at element (0, 0), spanning ld·(ncols−1)+nrows elements.
@@ -606,12 +592,7 @@ impl<'a, T> DevMatView<'a, T> {
         );
         let off = (row0 + col0 * self.ld).min(self.buf.len());
         let end = off + span(rows, cols, self.ld);
-        DevMatView {
-            buf: self.buf.slice(off..end),
-            nrows: rows,
-            ncols: cols,
-            ld: self.ld,
-        }
+        DevMatView::from_parts(self.buf.slice(off..end), rows, cols, self.ld)
     }
     /// Downloads the block into a host matrix.
     ///
@@ -629,28 +610,28 @@ impl<'a, T> DevMatView<'a, T> {
     }
     /// The same block, borrowed for a shorter time.
     pub fn reborrow(&self) -> DevMatView<'_, T> {
-        DevMatView {
-            buf: self.buf.slice(..),
-            nrows: self.nrows,
-            ncols: self.ncols,
-            ld: self.ld,
-        }
+        DevMatView::from_parts(self.buf.slice(..), self.nrows, self.ncols, self.ld)
     }
 }
 
 impl<'a, T> DevMatViewMut<'a, T> {
+    /// A view of `buf` with these dimensions, not checked: every caller passes a buffer
+    /// that spans ld·(ncols−1)+nrows elements (or a checked one, in `new`).
+    fn from_parts(buf: CudaViewMut<'a, T>, nrows: usize, ncols: usize, ld: usize) -> Self {
+        Self {
+            buf,
+            nrows,
+            ncols,
+            ld,
+        }
+    }
     /// A mutable column-major rows × cols view of `buf` with leading dimension `ld`.
     ///
     /// # Errors
     /// [`Error::Shape`] if `ld < rows` or `buf` is shorter than the block spans.
     pub fn new(buf: CudaViewMut<'a, T>, rows: usize, cols: usize, ld: usize) -> Result<Self> {
         check_view("DevMatViewMut::new", buf.len(), rows, cols, ld)?;
-        Ok(Self {
-            buf,
-            nrows: rows,
-            ncols: cols,
-            ld,
-        })
+        Ok(Self::from_parts(buf, rows, cols, ld))
     }
     view_dims!("Leading dimension.");
     /// The buffer, starting at element (0, 0).
@@ -663,12 +644,7 @@ impl<'a, T> DevMatViewMut<'a, T> {
     }
     /// A read-only reborrow.
     pub fn as_view(&self) -> DevMatView<'_, T> {
-        DevMatView {
-            buf: self.buf.as_view(),
-            nrows: self.nrows,
-            ncols: self.ncols,
-            ld: self.ld,
-        }
+        DevMatView::from_parts(self.buf.as_view(), self.nrows, self.ncols, self.ld)
     }
 }
 
@@ -823,12 +799,7 @@ impl<T: GpuScalar> DevVec<T> {
     }
     /// The vector as a column-major len × 1 matrix view.
     pub fn as_col(&self) -> DevMatView<'_, T> {
-        DevMatView {
-            buf: self.view(),
-            nrows: self.len,
-            ncols: 1,
-            ld: self.len.max(1),
-        }
+        DevMatView::from_parts(self.view(), self.len, 1, self.len.max(1))
     }
 }
 

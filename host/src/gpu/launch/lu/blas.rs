@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::gpu::ffi::by_dtype;
 
 /// cuBLAS `xGEMM` on raw device pointers of T: C := alpha·A·B + beta·C, no transposes,
 /// `mnk` = (m, n, k), A m×k, B k×n, C m×n, each (pointer, ld).
@@ -23,46 +24,24 @@ pub(super) unsafe fn raw_gemm<T: GpuScalar>(
 ) -> cublas::cublasStatus_t {
     let nn = cublas::cublasOperation_t::CUBLAS_OP_N;
     let (m, n, k) = mnk;
-    match T::DTYPE {
-        // SAFETY: the caller's contract; T is f32 (sealed GpuScalar, DTYPE = F32).
-        Dtype::F32 => unsafe {
-            let (al, be) = (alpha as f32, beta as f32);
-            cublas::cublasSgemm_v2(
-                h,
-                nn,
-                nn,
-                m,
-                n,
-                k,
-                &al,
-                a.0 as *const f32,
-                a.1,
-                b.0 as *const f32,
-                b.1,
-                &be,
-                c.0 as *mut f32,
-                c.1,
-            )
-        },
-        // SAFETY: as for f32 with T = f64.
-        Dtype::F64 => unsafe {
-            cublas::cublasDgemm_v2(
-                h,
-                nn,
-                nn,
-                m,
-                n,
-                k,
-                &alpha,
-                a.0 as *const f64,
-                a.1,
-                b.0 as *const f64,
-                b.1,
-                &beta,
-                c.0 as *mut f64,
-                c.1,
-            )
-        },
+    // SAFETY: the caller's contract; by_dtype! picks the routine of T (sealed GpuScalar).
+    unsafe {
+        by_dtype!(T, cublas::cublasSgemm_v2, cublas::cublasDgemm_v2, |E| (
+            h,
+            nn,
+            nn,
+            m,
+            n,
+            k,
+            &(alpha as E),
+            a.0 as *const E,
+            a.1,
+            b.0 as *const E,
+            b.1,
+            &(beta as E),
+            c.0 as *mut E,
+            c.1
+        ))
     }
 }
 
@@ -88,43 +67,22 @@ pub(super) unsafe fn raw_trsm_lower_unit<T: GpuScalar>(
         cublas::cublasOperation_t::CUBLAS_OP_N,
         cublas::cublasDiagType_t::CUBLAS_DIAG_UNIT,
     );
-    match T::DTYPE {
-        // SAFETY: the caller's contract; T is f32 (DTYPE = F32).
-        Dtype::F32 => unsafe {
-            let one = 1.0f32;
-            cublas::cublasStrsm_v2(
-                h,
-                side,
-                uplo,
-                tr,
-                dg,
-                m,
-                n,
-                &one,
-                l as *const f32,
-                ldl,
-                b as *mut f32,
-                ldb,
-            )
-        },
-        // SAFETY: as for f32 with T = f64.
-        Dtype::F64 => unsafe {
-            let one = 1.0f64;
-            cublas::cublasDtrsm_v2(
-                h,
-                side,
-                uplo,
-                tr,
-                dg,
-                m,
-                n,
-                &one,
-                l as *const f64,
-                ldl,
-                b as *mut f64,
-                ldb,
-            )
-        },
+    // SAFETY: the caller's contract; by_dtype! picks the routine of T (sealed GpuScalar).
+    unsafe {
+        by_dtype!(T, cublas::cublasStrsm_v2, cublas::cublasDtrsm_v2, |E| (
+            h,
+            side,
+            uplo,
+            tr,
+            dg,
+            m,
+            n,
+            &(1.0 as E),
+            l as *const E,
+            ldl,
+            b as *mut E,
+            ldb
+        ))
     }
 }
 
@@ -145,45 +103,24 @@ pub(super) unsafe fn raw_geam_copy<T: GpuScalar>(
     ldc: i32,
 ) -> cublas::cublasStatus_t {
     let nn = cublas::cublasOperation_t::CUBLAS_OP_N;
-    match T::DTYPE {
-        // SAFETY: the caller's contract; beta = 0, so B (= C) is not read; T is f32.
-        Dtype::F32 => unsafe {
-            let (one, zero) = (1.0f32, 0.0f32);
-            cublas::cublasSgeam(
-                h,
-                nn,
-                nn,
-                m,
-                n,
-                &one,
-                a as *const f32,
-                lda,
-                &zero,
-                c as *const f32,
-                ldc,
-                c as *mut f32,
-                ldc,
-            )
-        },
-        // SAFETY: as for f32 with T = f64.
-        Dtype::F64 => unsafe {
-            let (one, zero) = (1.0f64, 0.0f64);
-            cublas::cublasDgeam(
-                h,
-                nn,
-                nn,
-                m,
-                n,
-                &one,
-                a as *const f64,
-                lda,
-                &zero,
-                c as *const f64,
-                ldc,
-                c as *mut f64,
-                ldc,
-            )
-        },
+    // SAFETY: the caller's contract; beta = 0, so B (= C) is not read; by_dtype! picks the routine
+    // of T (sealed GpuScalar).
+    unsafe {
+        by_dtype!(T, cublas::cublasSgeam, cublas::cublasDgeam, |E| (
+            h,
+            nn,
+            nn,
+            m,
+            n,
+            &(1.0 as E),
+            a as *const E,
+            lda,
+            &(0.0 as E),
+            c as *const E,
+            ldc,
+            c as *mut E,
+            ldc
+        ))
     }
 }
 

@@ -1,8 +1,9 @@
 //! Launchers of the LU row interchanges `lu_laswp` and `lu_laswp_tile`
 //! (gpu-kernels/src/lu/laswp.rs).
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::gpu::launch::launch_kernel;
 
 impl Gpu {
     /// `lu_laswp`: interchanges ipiv[steps] on columns `cols` minus `skip`, on the main
@@ -44,16 +45,6 @@ impl Gpu {
         }
         let f = &T::kernel_set(&self.kernels).lu_laswp;
         let ipiv = p.ipiv;
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(&p.a)
-            .arg(&p.lda)
-            .arg(&cols.start)
-            .arg(&cols.end)
-            .arg(&skip.start)
-            .arg(&skip.end)
-            .arg(&ipiv)
-            .arg(&steps.start)
-            .arg(&steps.end);
         let cfg = LaunchConfig {
             grid_dim: (grid_blocks(cols.len(), LU_LASWP_BLOCK), 1, 1),
             block_dim: (LU_LASWP_BLOCK, 1, 1),
@@ -66,7 +57,10 @@ impl Gpu {
         // is < m and every column < n (asserted), inside `a` (LuPtrs' invariant); one
         // thread per column, no launch touching these columns runs concurrently (the
         // caller's ordering).
-        unsafe { b.launch(cfg) }.map_err(launch_err("lu_laswp"))?;
+        unsafe {
+            launch_kernel!(self, on stream, f, cfg, "lu_laswp"; &p.a, &p.lda, &cols.start,
+                &cols.end, &skip.start, &skip.end, &ipiv, &steps.start, &steps.end)
+        }?;
         Ok(())
     }
 
@@ -86,16 +80,6 @@ impl Gpu {
         );
         let f = &T::kernel_set(&self.kernels).lu_laswp_tile;
         let ipiv = p.ipiv;
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(&p.a)
-            .arg(&p.lda)
-            .arg(&cols.start)
-            .arg(&cols.end)
-            .arg(&skip.start)
-            .arg(&skip.end)
-            .arg(&ipiv)
-            .arg(&steps.start)
-            .arg(&steps.end);
         let smem = 6 * kw * 4 + 2 * kw * LU_LASWP_TILE_COLS * core::mem::size_of::<T>();
         let cfg = LaunchConfig {
             grid_dim: (grid_blocks(cols.len(), LU_LASWP_TILE_COLS as u32), 1, 1),
@@ -110,7 +94,10 @@ impl Gpu {
         // 256, 6·kw·4 + 2·kw·16·size_of::<T>() (≤ 36 KiB) bytes of dynamic shared memory
         // as the entry requires; no launch touching these columns runs concurrently (the
         // caller's ordering).
-        unsafe { b.launch(cfg) }.map_err(launch_err("lu_laswp_tile"))?;
+        unsafe {
+            launch_kernel!(self, on stream, f, cfg, "lu_laswp_tile"; &p.a, &p.lda,
+                &cols.start, &cols.end, &skip.start, &skip.end, &ipiv, &steps.start, &steps.end)
+        }?;
         Ok(())
     }
 
@@ -138,16 +125,6 @@ impl Gpu {
         let (pb, _gb) = b.buf_mut().device_ptr_mut(&self.stream);
         let f = &T::kernel_set(&self.kernels).lu_laswp;
         let (zero, none) = (0usize, 0usize);
-        let mut lb = self.kernel_args(f);
-        lb.arg(&pb)
-            .arg(&ld)
-            .arg(&zero)
-            .arg(&q)
-            .arg(&none)
-            .arg(&none)
-            .arg(&pi)
-            .arg(&zero)
-            .arg(&k);
         let cfg = LaunchConfig {
             grid_dim: (grid_blocks(q, LU_LASWP_BLOCK), 1, 1),
             block_dim: (LU_LASWP_BLOCK, 1, 1),
@@ -157,7 +134,10 @@ impl Gpu {
         // k1 = 0, k2 = k); ipiv holds ≥ k entries (asserted), each < rows (documented
         // caller duty: pivots of an LU of order rows), so rows < rows of columns < q are
         // touched, inside the view; guards held across the launch on self.stream.
-        unsafe { lb.launch(cfg) }.map_err(launch_err("lu_laswp"))?;
+        unsafe {
+            launch_kernel!(self, f, cfg, "lu_laswp"; &pb, &ld, &zero, &q, &none, &none, &pi,
+                &zero, &k)
+        }?;
         Ok(())
     }
 }

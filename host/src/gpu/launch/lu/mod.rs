@@ -33,7 +33,7 @@ use crate::gpu::ffi::blas::int;
 use crate::gpu::launch::{grid_blocks, launch_err};
 use crate::gpu::runtime::matrix::{DevMat, DevMatViewMut};
 use crate::gpu::runtime::timing::PhaseClock;
-use crate::gpu::runtime::{alloc_err, driver_err, Dtype, Gpu, GpuScalar};
+use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 mod blas;
 mod coop;

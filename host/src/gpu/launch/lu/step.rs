@@ -1,8 +1,9 @@
 //! Launchers of the column-step LU kernels `lu_pivot`, `lu_update` and `lu_panel_fused`
 //! (gpu-kernels/src/lu/step.rs).
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::gpu::launch::launch_kernel;
 
 impl Gpu {
     /// `lu_pivot` for column step j of the base panel c0..cend.
@@ -18,15 +19,6 @@ impl Gpu {
         let f = &T::kernel_set(&self.kernels).lu_pivot;
         let ipiv = p.ipiv;
         let diag = p.diag;
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(&p.a)
-            .arg(&p.lda)
-            .arg(&p.m)
-            .arg(&j)
-            .arg(&c0)
-            .arg(&cend)
-            .arg(&ipiv)
-            .arg(&diag);
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (LU_PIVOT_BLOCK, 1, 1),
@@ -38,7 +30,10 @@ impl Gpu {
         // c0 ≤ j < cend ≤ n, j < m; grid 1, block 1024 (a multiple of 32), 388 bytes of
         // dynamic shared memory as the entry's # Safety requires; ordered on `stream`
         // with the rest of the panel (the caller's lane).
-        unsafe { b.launch(cfg) }.map_err(launch_err("lu_pivot"))?;
+        unsafe {
+            launch_kernel!(self, on stream, f, cfg, "lu_pivot"; &p.a, &p.lda, &p.m, &j, &c0,
+                &cend, &ipiv, &diag)
+        }?;
         Ok(())
     }
 
@@ -53,14 +48,6 @@ impl Gpu {
         assert!((1..=LU_FUSED_MAX_W).contains(&w) && c0 + w <= p.n && c0 < p.m);
         let f = &T::kernel_set(&self.kernels).lu_panel_fused;
         let (ipiv, diag) = (p.ipiv, p.diag);
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(&p.a)
-            .arg(&p.lda)
-            .arg(&p.m)
-            .arg(&c0)
-            .arg(&w)
-            .arg(&ipiv)
-            .arg(&diag);
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (LU_PIVOT_BLOCK, 1, 1),
@@ -73,7 +60,10 @@ impl Gpu {
         // lies within the first min(m, n) columns) are in bounds; grid 1, block 1024,
         // 900 bytes of dynamic shared memory as the entry requires; on `stream`, the
         // caller's lane, in order with the rest of the panel.
-        unsafe { b.launch(cfg) }.map_err(launch_err("lu_panel_fused"))?;
+        unsafe {
+            launch_kernel!(self, on stream, f, cfg, "lu_panel_fused"; &p.a, &p.lda, &p.m, &c0,
+                &w, &ipiv, &diag)
+        }?;
         Ok(())
     }
 
@@ -91,8 +81,6 @@ impl Gpu {
             return Ok(());
         }
         let f = &T::kernel_set(&self.kernels).lu_update;
-        let mut b = self.kernel_args_on(stream, f);
-        b.arg(&p.a).arg(&p.lda).arg(&p.m).arg(&j).arg(&cend);
         let cfg = LaunchConfig {
             grid_dim: (grid_blocks(rows, LU_UPDATE_BLOCK), 1, 1),
             block_dim: (LU_UPDATE_BLOCK, 1, 1),
@@ -103,7 +91,10 @@ impl Gpu {
         // j..m of columns j..cend are in bounds; grid ⌈(m−j−1)/256⌉ × 256 covers the rows
         // j+1..m and the kernel returns for the rest; ordered on `stream` (the caller's
         // lane) after the pivot step it follows.
-        unsafe { b.launch(cfg) }.map_err(launch_err("lu_update"))?;
+        unsafe {
+            launch_kernel!(self, on stream, f, cfg, "lu_update"; &p.a, &p.lda, &p.m, &j,
+                &cend)
+        }?;
         Ok(())
     }
 }

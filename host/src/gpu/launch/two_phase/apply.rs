@@ -2,8 +2,9 @@
 //! launcher also picks `two_phase_apply_pipe` (`apply_pipe.rs`) and `two_phase_apply_sweep`
 //! (`sweep.rs`); docs/algorithms.md#two-phase-design).
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::gpu::launch::launch_kernel;
 
 impl Gpu {
     /// `two_phase_apply` (phase 2, docs/algorithms.md#two-phase-design): applies rotations
@@ -278,16 +279,13 @@ impl Gpu {
         assert!(cols.div_ceil(COPY_BLOCK.1 as usize) <= 65_535);
         let (skip0, skip_p, zl) = (drop.start, drop.len(), zero_lower as usize);
         let f = &T::kernel_set(&self.kernels).two_phase_copy;
-        let mut b = self.kernel_args(f);
-        b.arg(src)
-            .arg(&lds)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&mut *dst)
-            .arg(&ldd)
-            .arg(&skip0)
-            .arg(&skip_p)
-            .arg(&zl);
+        let config = cfg(
+            (
+                grid_blocks(rows, COPY_BLOCK.0),
+                grid_blocks(cols, COPY_BLOCK.1),
+            ),
+            COPY_BLOCK,
+        );
         // SAFETY: matches two_phase_copy_{f32,f64}(src: *const T, lds, rows, cols,
         // dst: *mut T, ldd, skip0, skip_p, zero_lower): every source index read is at
         // most rows−1+skip_p + (cols−1)·lds < src.len() and every destination index
@@ -295,15 +293,9 @@ impl Gpu {
         // view and src a shared one, so they do not overlap; grid (⌈rows/32⌉, ⌈cols/8⌉),
         // block (32, 8).
         unsafe {
-            b.launch(cfg(
-                (
-                    grid_blocks(rows, COPY_BLOCK.0),
-                    grid_blocks(cols, COPY_BLOCK.1),
-                ),
-                COPY_BLOCK,
-            ))
-        }
-        .map_err(launch_err("two_phase_copy"))?;
+            launch_kernel!(self, f, config, "two_phase_copy"; src, &lds, &rows, &cols,
+                &mut *dst, &ldd, &skip0, &skip_p, &zl)
+        }?;
         Ok(())
     }
 }

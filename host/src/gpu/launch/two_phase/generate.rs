@@ -3,8 +3,9 @@
 //! in [`super::pipe`]) and the chains (`chains.rs`, launched by [`super::chains`])
 //! (docs/algorithms.md#two-phase-design).
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::gpu::launch::launch_kernel;
 
 impl Gpu {
     /// The device's opt-in dynamic shared memory per block (bytes): the pipelined
@@ -291,18 +292,16 @@ impl Gpu {
             return Ok(());
         }
         let f = &T::kernel_set(&self.kernels).two_phase_gen_rank_one_a;
-        let mut b = self.kernel_args(f);
-        b.arg(&mut *w)
-            .arg(&top)
-            .arg(&mut list.rot)
-            .arg(&mut list.plane);
         let mut c = cfg((1, 1), (GEN_A_BLOCK, 1));
         c.shared_mem_bytes = 64 * size_of::<T>() as u32;
         // SAFETY: matches two_phase_gen_rank_one_a_{f32,f64}(w: *mut T, top, rot: *mut T,
         // plane: *mut u32): w holds top+1, rot/plane ≥ top rotations (reserve); distinct
         // &mut buffers; grid 1, a block of GEN_A_BLOCK (a multiple of 32, ≤ 1024)
         // threads and 64 elements of dynamic shared memory, as the kernel requires.
-        unsafe { b.launch(c) }.map_err(launch_err("two_phase_gen_rank_one_a"))?;
+        unsafe {
+            launch_kernel!(self, f, c, "two_phase_gen_rank_one_a"; &mut *w, &top,
+                &mut list.rot, &mut list.plane)
+        }?;
         list.len = top;
         list.span = top + 1;
         Ok(())
@@ -408,16 +407,6 @@ impl Gpu {
             c.shared_mem_bytes = 4 * size_of::<T>() as u32;
             (f, c)
         };
-        let mut b = self.kernel_args(f);
-        b.arg(r.buf_mut())
-            .arg(&ldr)
-            .arg(&m)
-            .arg(&n)
-            .arg(w)
-            .arg(v)
-            .arg(&mut list.rot)
-            .arg(&mut list.plane)
-            .arg(&k_off);
         // SAFETY: matches two_phase_gen_rank_one_b_{f32,f64} and
         // two_phase_gen_rank_one_b_pipe_{f32,f64}(r: *mut T, ldr, m, n, w: *const T,
         // v: *const T, rot: *mut T, plane: *mut u32, k_off): r is an m×n view, w ≥ 1 and
@@ -428,7 +417,10 @@ impl Gpu {
         // ≥ n/2 threads within the kernel's own limit (queried), the twelve-column one
         // with GEN_R1_BLOCK threads, and 4 elements of dynamic shared memory, as their
         // contracts require.
-        unsafe { b.launch(launch) }.map_err(launch_err("two_phase_gen_rank_one_b"))?;
+        unsafe {
+            launch_kernel!(self, f, launch, "two_phase_gen_rank_one_b"; r.buf_mut(), &ldr, &m,
+                &n, w, v, &mut list.rot, &mut list.plane, &k_off)
+        }?;
         list.len += nb;
         if nb > 0 {
             list.span = list.span.max(nb + 1);

@@ -1,8 +1,9 @@
 //! The windowed apply: every window of a chain list gathered and applied to its identity
 //! block, then GEMMs (gpu-kernels `two_phase/window.rs`; docs/algorithms.md#windowed-application).
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::gpu::launch::launch_kernel;
 
 /// Window width of [`Gpu::two_phase_apply_windowed`] for `chains` chains: 2p
 /// minimises the GEMMs' flops (8·m²·p against the rotations' 6·m²·p), and at least 512
@@ -113,15 +114,16 @@ impl Gpu {
         let warps = p.div_ceil(8).clamp(1, APPLY_PIPE_WARPS as usize) as u32;
         let mut c = cfg((plan.px, plan.wy), (32 * warps, 1));
         c.shared_mem_bytes = (2 * 32 + PIPE_RING_ELEMS) * warps * size_of::<T>() as u32;
-        let mut b = self.kernel_args(&ks.two_phase_window_pipe);
-        b.arg(&*rot).arg(&hw).arg(&p).arg(&mut *z);
         // SAFETY: matches two_phase_window_pipe_{f32,f64}(rot: *const T, hw, p: usize, z:
         // *mut T): rot holds windows whole strip lists of p chains of hw (the gather
         // above, in stream order), its base 256-byte aligned (cudarc allocation); z holds
         // windows blocks of w² elements; grid (⌈w/32⌉, windows), block 32·warps with
         // 1 ≤ warps ≤ APPLY_PIPE_WARPS = 8 and apply_pipe's dynamic shared memory
         // ((2·32 + PIPE_RING_ELEMS)·warps·size_of::<T>() ≤ 36 KiB, under the default).
-        unsafe { b.launch(c) }.map_err(launch_err("two_phase_window_pipe"))?;
+        unsafe {
+            launch_kernel!(self, &ks.two_phase_window_pipe, c, "two_phase_window_pipe"; &*rot,
+                &hw, &p, &mut *z)
+        }?;
         Ok(())
     }
 
