@@ -267,13 +267,7 @@ fn conveniences<T: Scalar>() {
     let a = random_mat::<T>(&mut g, m, n);
     let b = random_mat::<T>(&mut g, m, q);
     let mut model = Model::new(&a, &b);
-    let mut st = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let mut st = common::StateKind::Full.cpu(&a, &b);
 
     let col = random_vec::<T>(&mut g, m);
     st.insert_col(5, &col).unwrap();
@@ -428,13 +422,7 @@ fn structured<T: Scalar>() {
     let mut g = rng(0x57c);
     let a = random_mat::<T>(&mut g, m, n);
     let b = random_mat::<T>(&mut g, m, q);
-    let base = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let base = common::StateKind::Full.cpu(&a, &b);
     let qm = base.q().unwrap().unwrap();
     let mut failures = Vec::new();
     // Insert Q(:, n) at the end (its Qᵀu = e_n: no reflection needed), then

@@ -472,13 +472,7 @@ fn rank_deficient<T: Scalar>() {
         }
     });
     let b = random_mat::<T>(&mut g, M, 1);
-    let mut st = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let mut st = common::StateKind::Full.cpu(&a, &b);
     expect_err(
         &mut st,
         "delete_rows leaves column 5 zero",

@@ -130,13 +130,7 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: StateKind, seed: u64) {
     let dims = (300, 97, 2);
     for kind in ALL_UPDATES {
         for p in [1usize, 7] {
-            let limit = match kind {
-                UpdateKind::InsertCols => dims.1,
-                UpdateKind::DeleteCols => dims.1 - p,
-                UpdateKind::InsertRows => dims.0,
-                UpdateKind::DeleteRows => dims.0 - p,
-                UpdateKind::RankOne => 0,
-            };
+            let limit = kind.last_k0((dims.0, dims.1), p);
             for k0 in [0, limit / 2 + 1, limit] {
                 let mut g = rng(seed ^ (k0 as u64) << 8 ^ p as u64);
                 let a = random_mat::<T>(&mut g, dims.0, dims.1);

@@ -230,13 +230,7 @@ fn extract_deleted<T: Scalar>(
 fn state<T: Scalar>(g: &mut StdRng, m: usize, n: usize) -> (Mat<T>, CpuQr<T>) {
     let a = signed_mat::<T>(g, m, n);
     let b = signed_mat::<T>(g, m, NRHS);
-    let st = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let st = common::StateKind::Full.cpu(&a, &b);
     (a, st)
 }
 

@@ -20,10 +20,10 @@
 mod common;
 
 use common::{
-    checked_factors, normalise_row_signs, random_mat, random_vec, rng, singular_values, to_faer,
-    Factors, Model, StateKind,
+    checked_factors, checked_q, normalise_row_signs, random_mat, random_vec, rng, singular_values,
+    to_faer, typed_tests, Factors, Model, StateKind,
 };
-use cuqr::{CpuQr, Error, Mat, QPolicy, QrUpdate, Scalar};
+use cuqr::{CpuQr, Error, Mat, QrUpdate, Scalar};
 use faer::linalg::solvers::SolveLstsq;
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -88,38 +88,25 @@ fn check<T: Scalar>(st: &CpuQr<T>, model: &Model) -> Result<Ratios, String> {
     }
 
     // Q
-    let qm = st.q().map_err(|e| format!("q(): {e}"))?;
-    match (st.q_policy(), qm) {
-        (QPolicy::None, None) => {}
-        (QPolicy::None, Some(_)) => return Err("q() is Some for an R-only state".into()),
-        (_, None) => return Err("q() is None for a state with Q".into()),
-        (_, Some(qm)) => {
-            let cols = if full { m } else { n };
-            if (qm.nrows(), qm.ncols()) != (m, cols) {
-                return Err(format!(
-                    "Q is {}x{}, expected {m}x{cols}",
-                    qm.nrows(),
-                    qm.ncols()
-                ));
-            }
-            let qf = to_faer(&qm);
-            let orth = norm2(&(qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols)));
-            out.orth = orth / eps;
-            if fails(orth, eps) {
-                return Err(format!("‖QᵀQ − I‖ = {orth:e} > 10·m·u = {eps:e}"));
-            }
-            let rf = faer::Mat::from_fn(cols, n, |i, j| r[(i, j)].to_f64());
-            let back = norm2(&(&model.a - &qf * &rf)) / a_norm;
-            out.back = back / eps;
-            if fails(back, eps) {
-                return Err(format!("‖A − QR‖/‖A‖ = {back:e} > 10·m·u = {eps:e}"));
-            }
-            if !full {
-                let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64());
-                let e_d = norm2(&(qf.transpose() * &model.b - &df)) / norm2(&model.b);
-                if fails(e_d, eps) {
-                    return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
-                }
+    if let Some(qm) = checked_q(st, m, n)? {
+        let cols = qm.ncols();
+        let qf = to_faer(&qm);
+        let orth = norm2(&(qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols)));
+        out.orth = orth / eps;
+        if fails(orth, eps) {
+            return Err(format!("‖QᵀQ − I‖ = {orth:e} > 10·m·u = {eps:e}"));
+        }
+        let rf = faer::Mat::from_fn(cols, n, |i, j| r[(i, j)].to_f64());
+        let back = norm2(&(&model.a - &qf * &rf)) / a_norm;
+        out.back = back / eps;
+        if fails(back, eps) {
+            return Err(format!("‖A − QR‖/‖A‖ = {back:e} > 10·m·u = {eps:e}"));
+        }
+        if !full {
+            let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64());
+            let e_d = norm2(&(qf.transpose() * &model.b - &df)) / norm2(&model.b);
+            if fails(e_d, eps) {
+                return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
             }
         }
     }
@@ -313,15 +300,14 @@ fn assert_none(failures: Vec<String>) {
     );
 }
 
-#[test]
-fn every_op_matches_faer_f64() {
-    assert_none(every_op::<f64>(1_000_001));
+/// [`every_op`] with no failure.
+fn every_op_passes<T: Scalar>(seed0: u64) {
+    assert_none(every_op::<T>(seed0));
 }
-
-#[test]
-fn every_op_matches_faer_f32() {
-    assert_none(every_op::<f32>(2_000_001));
-}
+typed_tests!(every_op_passes {
+    every_op_matches_faer_f64: f64[1_000_001],
+    every_op_matches_faer_f32: f32[2_000_001]
+});
 
 // ---------------------------------------------------------------------------------------
 // 2. property sequences
@@ -415,15 +401,10 @@ fn sequences<T: Scalar>(seed0: u64) {
     assert_none(failures);
 }
 
-#[test]
-fn sequences_match_faer_f64() {
-    sequences::<f64>(3_000_001);
-}
-
-#[test]
-fn sequences_match_faer_f32() {
-    sequences::<f32>(4_000_001);
-}
+typed_tests!(sequences {
+    sequences_match_faer_f64: f64[3_000_001],
+    sequences_match_faer_f32: f32[4_000_001]
+});
 
 // ---------------------------------------------------------------------------------------
 // 3. error paths leave the state unchanged
@@ -604,15 +585,10 @@ fn error_paths<T: Scalar>(seed: u64) {
     assert_none(failures);
 }
 
-#[test]
-fn error_paths_leave_state_f64() {
-    error_paths::<f64>(5_000_001);
-}
-
-#[test]
-fn error_paths_leave_state_f32() {
-    error_paths::<f32>(6_000_001);
-}
+typed_tests!(error_paths {
+    error_paths_leave_state_f64: f64[5_000_001],
+    error_paths_leave_state_f32: f32[6_000_001]
+});
 
 // ---------------------------------------------------------------------------------------
 // 4. accuracy vs conditioning (f64, R-only with kept data)
@@ -829,12 +805,7 @@ fn shapes<T: Scalar>(seed: u64) {
     }
 }
 
-#[test]
-fn memory_follows_kind_f64() {
-    shapes::<f64>(8_000_001);
-}
-
-#[test]
-fn memory_follows_kind_f32() {
-    shapes::<f32>(8_000_002);
-}
+typed_tests!(shapes {
+    memory_follows_kind_f64: f64[8_000_001],
+    memory_follows_kind_f32: f32[8_000_002]
+});

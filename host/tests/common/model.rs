@@ -285,6 +285,32 @@ pub fn checked_factors<T: Scalar>(
     Ok(Factors { r, d, full, rows })
 }
 
+/// The state's Q when its policy holds one (none under `QPolicy::None`), checked to be
+/// m×m under the full policy and m×n under the thin one.
+pub fn checked_q<T: Scalar>(
+    state: &dyn QrUpdate<T>,
+    m: usize,
+    n: usize,
+) -> Result<Option<Mat<T>>, String> {
+    let qm = state.q().map_err(|e| format!("q(): {e}"))?;
+    match (state.q_policy(), qm) {
+        (QPolicy::None, None) => Ok(None),
+        (QPolicy::None, Some(_)) => Err("q() is Some under QPolicy::None".into()),
+        (_, None) => Err("q() is None under a Q-ful policy".into()),
+        (policy, Some(qm)) => {
+            let cols = if policy == QPolicy::Full { m } else { n };
+            if (qm.nrows(), qm.ncols()) != (m, cols) {
+                return Err(format!(
+                    "Q is {}x{}, expected {m}x{cols}",
+                    qm.nrows(),
+                    qm.ncols()
+                ));
+            }
+            Ok(Some(qm))
+        }
+    }
+}
+
 /// Checks `state` against `model` (see the module doc for every bound):
 /// dimensions, ‖L‖ = 0 exactly, e_Q, e_A and the augmented e_A when Q is held,
 /// R against faer up to row signs, x and residual norms against faer.
@@ -320,74 +346,53 @@ pub fn check_state_scaled<T: Scalar>(
     });
 
     // Q: orthogonality and backward errors, when held.
-    let qm = state.q().map_err(|e| format!("q(): {e}"))?;
-    match (state.q_policy(), &qm) {
-        (QPolicy::None, None) => {}
-        (QPolicy::None, Some(_)) => return Err("q() is Some under QPolicy::None".into()),
-        (_, None) => return Err("q() is None under a Q-ful policy".into()),
-        (_, Some(qm)) => {
-            let cols = if full { m } else { n };
-            if (qm.nrows(), qm.ncols()) != (m, cols) {
-                return Err(format!(
-                    "Q is {}x{}, expected {m}x{cols}",
-                    qm.nrows(),
-                    qm.ncols()
-                ));
+    if let Some(qm) = checked_q(state, m, n)? {
+        let cols = qm.ncols();
+        let qf = to_faer(&qm);
+        let rf = faer::Mat::from_fn(cols, n, |i, j| rf[(i, j)]);
+        let qtq = qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols);
+        let e_q = norm2_upto(&qtq, eps);
+        out.e_q = Some(e_q / eps);
+        if exceeds(e_q, eps) {
+            return Err(format!("e_Q = {e_q:e} > 10·m·u = {eps:e}"));
+        }
+        let qr_a = &qf * &rf - &model.a;
+        let e_a = norm2_upto(&qr_a, eps * refc.a_norm) / refc.a_norm;
+        out.e_a = Some(e_a / eps);
+        if exceeds(e_a, eps) {
+            return Err(format!("e_A = {e_a:e} > 10·m·u = {eps:e}"));
+        }
+        let ab = faer::Mat::from_fn(m, n + q, |i, j| {
+            if j < n {
+                model.a[(i, j)]
+            } else {
+                model.b[(i, j - n)]
             }
-            let qf = to_faer(qm);
-            let rf = faer::Mat::from_fn(cols, n, |i, j| rf[(i, j)]);
-            let qtq = qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols);
-            let e_q = norm2_upto(&qtq, eps);
-            out.e_q = Some(e_q / eps);
-            if exceeds(e_q, eps) {
-                return Err(format!("e_Q = {e_q:e} > 10·m·u = {eps:e}"));
+        });
+        if !full {
+            // Q₁ spans A only: d = Q₁ᵀb instead of Q[R d] = [A b]
+            let qtb = qf.transpose() * &model.b;
+            let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64() / scale);
+            let b_norm = singular_values(&model.b)[0].max(f64::MIN_POSITIVE);
+            let e_d = (&qtb - &df).norm_l2() / b_norm;
+            if exceeds(e_d, eps) {
+                return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
             }
-            let qr_a = &qf * &rf - &model.a;
-            let e_a = norm2_upto(&qr_a, eps * refc.a_norm) / refc.a_norm;
-            out.e_a = Some(e_a / eps);
-            if exceeds(e_a, eps) {
-                return Err(format!("e_A = {e_a:e} > 10·m·u = {eps:e}"));
+            return check_r_and_solution(state, model, scale, &rf_full(&rf, m), &refc, eps, out);
+        }
+        let rd = faer::Mat::from_fn(m, n + q, |i, j| {
+            if j < n {
+                rf[(i, j)]
+            } else {
+                d[(i, j - n)].to_f64() / scale
             }
-            let ab = faer::Mat::from_fn(m, n + q, |i, j| {
-                if j < n {
-                    model.a[(i, j)]
-                } else {
-                    model.b[(i, j - n)]
-                }
-            });
-            if !full {
-                // Q₁ spans A only: d = Q₁ᵀb instead of Q[R d] = [A b]
-                let qtb = qf.transpose() * &model.b;
-                let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64() / scale);
-                let b_norm = singular_values(&model.b)[0].max(f64::MIN_POSITIVE);
-                let e_d = (&qtb - &df).norm_l2() / b_norm;
-                if exceeds(e_d, eps) {
-                    return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
-                }
-                return check_r_and_solution(
-                    state,
-                    model,
-                    scale,
-                    &rf_full(&rf, m),
-                    &refc,
-                    eps,
-                    out,
-                );
-            }
-            let rd = faer::Mat::from_fn(m, n + q, |i, j| {
-                if j < n {
-                    rf[(i, j)]
-                } else {
-                    d[(i, j - n)].to_f64() / scale
-                }
-            });
-            let ab_norm = singular_values(&ab)[0];
-            let e_ab = norm2_upto(&(&qf * &rd - &ab), eps * ab_norm) / ab_norm;
-            if exceeds(e_ab, eps) {
-                return Err(format!(
-                    "augmented e_A = ‖Q[R d] − [A b]‖/‖[A b]‖ = {e_ab:e} > 10·m·u = {eps:e}"
-                ));
-            }
+        });
+        let ab_norm = singular_values(&ab)[0];
+        let e_ab = norm2_upto(&(&qf * &rd - &ab), eps * ab_norm) / ab_norm;
+        if exceeds(e_ab, eps) {
+            return Err(format!(
+                "augmented e_A = ‖Q[R d] − [A b]‖/‖[A b]‖ = {e_ab:e} > 10·m·u = {eps:e}"
+            ));
         }
     }
 

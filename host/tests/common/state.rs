@@ -83,6 +83,20 @@ pub enum UpdateKind {
     RankOne,
 }
 
+impl UpdateKind {
+    /// The last position the update takes on an m×n state with block size p (0 for the
+    /// rank-one change, which has none).
+    pub fn last_k0(self, (m, n): (usize, usize), p: usize) -> usize {
+        match self {
+            UpdateKind::InsertCols => n,
+            UpdateKind::DeleteCols => n - p,
+            UpdateKind::InsertRows => m,
+            UpdateKind::DeleteRows => m - p,
+            UpdateKind::RankOne => 0,
+        }
+    }
+}
+
 /// Every basic update.
 pub const ALL_UPDATES: [UpdateKind; 5] = [
     UpdateKind::InsertCols,
