@@ -1,6 +1,6 @@
 //! Serial CPU references of every GPU kernel in docs/kernels.md, with the same
 //! arguments and memory layouts (raw slices + leading dimensions/pitches), so
-//! `tests/gpu_kernels.rs` can compare element by element: house
+//! `host/tests/gpu_kernels.rs` can compare element by element: house
 //! (docs/algorithms.md#householder-vectors), larft T (docs/algorithms.md#blocked-reflectors,
 //! docs/algorithms.md#block-reflector-sign), wavefront (docs/algorithms.md#givens-rotations,
 //! docs/algorithms.md#safe-rotation-generation), transpose and doubleSum

@@ -32,7 +32,7 @@
 //! best iterate, and returns it only if its normwise backward error
 //! ([`ls_backward_error`]) meets the tolerance, otherwise
 //! [`Error::NotConverged`](crate::Error::NotConverged): never a silent wrong answer.
-//! Measured (tests/mixed_cpu.rs, m ≤ 211): κ ≤ 1e6 in f32 and f64 with all three GEMM
+//! Measured (host/tests/mixed_cpu.rs, m ≤ 211): κ ≤ 1e6 in f32 and f64 with all three GEMM
 //! precisions reaches the backward error of faer's f64 solution (rounded to the working
 //! precision) within 10× in 1 (f32) or 2–3 (f64) steps; at κ = 1e12 with bf16 the
 //! default tolerance 10·m·u is still met in 4–8 steps (a normwise backward error is

@@ -44,7 +44,7 @@
 //!   [`MixedSolutionGpu::inner_steps`] counts all CG steps. The route `Qr` skips the
 //!   Gram stages, the route `GramF64` the f32 one.
 //!
-//! **Measured** (H100, `cuqr bench mixed`, docs/performance.md; tests/gpu_mixed.rs;
+//! **Measured** (H100, `cuqr bench mixed`, docs/performance.md; host/tests/gpu_mixed.rs;
 //! medians, speed-up over cuSOLVER's f64 `geqrf` + `ormqr` + `trsm` in the same run).
 //! κ = 1e2: the default route refines from the f32 Gram-Cholesky factor, 2.8× at
 //! 8192×1024, 4.6× at 16384×4096, 3.5× at 65536×2048. κ = 1e6: the f32 Gram factor is

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{rand_mat, rand_vec, rng};
+use common::{rng, signed_mat, signed_vec};
 use cuqr::internals::cpu::givens::{givens, rot_pair};
 use cuqr::internals::gpu::givens_wavefront::{
     delete_rows_rotate_composite, delete_rows_rotate_separate, insert_cols_strip_wavefront,
@@ -228,15 +228,9 @@ fn extract_deleted<T: Scalar>(
 
 /// A factorised random m×n problem with Q (CPU backend).
 fn state<T: Scalar>(g: &mut StdRng, m: usize, n: usize) -> (Mat<T>, CpuQr<T>) {
-    let a = rand_mat::<T>(g, m, n);
-    let b = rand_mat::<T>(g, m, NRHS);
-    let st = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let a = signed_mat::<T>(g, m, n);
+    let b = signed_mat::<T>(g, m, NRHS);
+    let st = common::StateKind::Full.cpu(&a, &b);
     (a, st)
 }
 
@@ -295,8 +289,8 @@ fn replay_rank_one_matches_cpu_backend() {
     let mut g = rng(7002);
     for (m, n) in [(61usize, 23usize), (24, 23)] {
         let (_, st) = state::<f64>(&mut g, m, n);
-        let u: Vec<f64> = rand_vec(&mut g, m);
-        let v: Vec<f64> = rand_vec(&mut g, n);
+        let u: Vec<f64> = signed_vec(&mut g, m);
+        let v: Vec<f64> = signed_vec(&mut g, n);
         let (mut q, mut r, mut d) = (
             st.q_ref().unwrap().clone(),
             st.r_ref().clone(),
@@ -384,7 +378,7 @@ fn orth_err<T: Scalar>(q: &Mat<T>) -> f64 {
 /// columns upper
 /// triangular (old column k0+l nonzero in rows ≤ k0+l), new column j dense in rows ≤ n+j.
 fn strip_input<T: Scalar>(g: &mut StdRng, m: usize, n_old: usize, p: usize, k0: usize) -> Mat<T> {
-    let vals = rand_mat::<T>(g, m, n_old + p);
+    let vals = signed_mat::<T>(g, m, n_old + p);
     Mat::from_fn(m, n_old + p, |i, j| {
         let last = if j < k0 {
             j
@@ -406,7 +400,7 @@ fn insert_cols_case<T: GpuScalar>(gpu: &Gpu, g: &mut StdRng, p: usize, k0: usize
     let r0 = strip_input::<T>(g, m, n_old, p, k0);
     let (_, st) = state::<T>(g, m, n_old);
     let q0 = st.q_ref().unwrap().clone();
-    let d0 = rand_mat::<T>(g, m, NRHS);
+    let d0 = signed_mat::<T>(g, m, NRHS);
     let (mut rd, mut qd, mut dd) = (
         upload_poisoned(gpu, &r0),
         upload_poisoned(gpu, &q0),
@@ -567,8 +561,8 @@ fn delete_rows_rotate_separate_f32() {
 
 fn rank_one_case<T: GpuScalar>(gpu: &Gpu, g: &mut StdRng, m: usize, n: usize) {
     let (a, st) = state::<T>(g, m, n);
-    let u: Vec<T> = rand_vec(g, m);
-    let v: Vec<T> = rand_vec(g, n);
+    let u: Vec<T> = signed_vec(g, m);
+    let v: Vec<T> = signed_vec(g, n);
     let (q0, r0, d0) = (
         st.q_ref().unwrap().clone(),
         st.r_ref().clone(),
@@ -688,8 +682,8 @@ fn through_gpuqr<T: GpuScalar>(removal: RowRemoval) {
     let gpu = Arc::new(gpu);
     let mut g = rng(7400 + removal as u64 + T::UNIT_ROUNDOFF.log2().abs() as u64);
     let (m, n) = (517usize, 173usize);
-    let a0 = rand_mat::<T>(&mut g, m, n);
-    let b = rand_mat::<T>(&mut g, m, NRHS);
+    let a0 = signed_mat::<T>(&mut g, m, n);
+    let b = signed_mat::<T>(&mut g, m, NRHS);
     let fp = FactorParams::default();
     let mut gs = GpuQr::<T>::factorize(&gpu, a0.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
     let mut cs = CpuQr::<T>::factorize(a0.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
@@ -703,7 +697,7 @@ fn through_gpuqr<T: GpuScalar>(removal: RowRemoval) {
     let mut a = to64(&a0);
 
     // insert 17 columns at 50
-    let u = rand_mat::<T>(&mut g, m, 17);
+    let u = signed_mat::<T>(&mut g, m, 17);
     gs.insert_cols(50, u.as_ref()).unwrap();
     cs.insert_cols(50, u.as_ref()).unwrap();
     let nn = a.ncols() + 17;
@@ -715,8 +709,8 @@ fn through_gpuqr<T: GpuScalar>(removal: RowRemoval) {
     compare_states("insert_cols k0=50 p=17", &gs, &cs, &a);
 
     // rank-one
-    let uu: Vec<T> = rand_vec(&mut g, m);
-    let vv: Vec<T> = rand_vec(&mut g, nn);
+    let uu: Vec<T> = signed_vec(&mut g, m);
+    let vv: Vec<T> = signed_vec(&mut g, nn);
     gs.rank_one(&uu, &vv).unwrap();
     cs.rank_one(&uu, &vv).unwrap();
     a = Mat::from_fn(m, nn, |i, j| a[(i, j)] + uu[i].to_f64() * vv[j].to_f64());
@@ -733,7 +727,7 @@ fn through_gpuqr<T: GpuScalar>(removal: RowRemoval) {
 
     // insert one column in the middle
     let rows = a.nrows();
-    let u1 = rand_mat::<T>(&mut g, rows, 1);
+    let u1 = signed_mat::<T>(&mut g, rows, 1);
     gs.insert_cols(99, u1.as_ref()).unwrap();
     cs.insert_cols(99, u1.as_ref()).unwrap();
     a = Mat::from_fn(rows, nn + 1, |i, j| match j {

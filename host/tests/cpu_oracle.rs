@@ -2,17 +2,17 @@
 //! `factorize` and each update kind, the updated state is compared with faer's
 //! QR and least-squares solution of the updated matrix built from scratch in
 //! f64, and the properties QR = Ã, QᵀQ = I and ‖L‖ = 0 are checked. Tolerances
-//! are derived in `tests/support/mod.rs` (module doc) from ε = 10·m·u.
+//! are derived in `host/tests/common/model.rs` (module doc) from ε = 10·m·u.
 //!
 //! Sizes 1, 31, 33, 127, 257 (where they fit m ≥ n), k0 at the start, the middle
 //! and the end, p = 1 and p > 1, one and two right-hand sides, f64 and f32 (f32
 //! inputs are widened exactly, so faer in f64 solves the same problem).
 
-mod support;
+mod common;
 
+use common::{check_state, random_mat, random_vec, rng, Model};
 use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate, Scalar};
 use rand::rngs::StdRng;
-use support::{check_state, random_mat, random_vec, rng, Model};
 
 /// The operation a case exercises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,7 +245,7 @@ fn run_kind<T: Scalar>(kind: Kind) {
     );
 }
 
-support::typed_tests!(run_kind {
+common::typed_tests!(run_kind {
     factorize_f64: f64[Kind::Factorize],
     factorize_f32: f32[Kind::Factorize],
     insert_cols_f64: f64[Kind::InsertCols],
@@ -267,13 +267,7 @@ fn conveniences<T: Scalar>() {
     let a = random_mat::<T>(&mut g, m, n);
     let b = random_mat::<T>(&mut g, m, q);
     let mut model = Model::new(&a, &b);
-    let mut st = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let mut st = common::StateKind::Full.cpu(&a, &b);
 
     let col = random_vec::<T>(&mut g, m);
     st.insert_col(5, &col).unwrap();
@@ -299,7 +293,7 @@ fn conveniences<T: Scalar>() {
     check_state::<T>(&st, &model).unwrap();
 }
 
-support::typed_tests!(conveniences {
+common::typed_tests!(conveniences {
     conveniences_f64: f64,
     conveniences_f32: f32
 });
@@ -307,7 +301,7 @@ support::typed_tests!(conveniences {
 /// `cuqr::diagnostics` (docs/algorithms.md#accuracy-measures) on an updated state: ‖L‖ = 0, e_Q
 /// and e_A reported under Full and absent under None, within the 2-norm target
 /// carried to the Frobenius norm (‖X‖_F ≤ √m·‖X‖₂ for m×m X, and √n for the
-/// m×n QR − A), and e_x within 2·ε·(2κ/cosθ + tanθ·κ²) computed by the support
+/// m×n QR − A), and e_x within 2·ε·(2κ/cosθ + tanθ·κ²) computed by the shared test
 /// module's reference.
 fn diagnostics_agree<T: Scalar>() {
     let (m, n, q) = (70, 21, 1);
@@ -330,7 +324,7 @@ fn diagnostics_agree<T: Scalar>() {
         let at = Mat::<T>::from_fn(mm, nn, |i, j| T::from_f64(model.a[(i, j)]));
         let bt = Mat::<T>::from_fn(mm, q, |i, j| T::from_f64(model.b[(i, j)]));
         let dg = cuqr::diagnostics(&st, at.as_ref(), bt.as_ref()).unwrap();
-        let eps = support::eps::<T>(mm);
+        let eps = common::eps::<T>(mm);
         assert_eq!(dg.l_norm, 0.0, "{policy:?}");
         match policy {
             QPolicy::None => assert!(dg.e_q.is_none() && dg.e_a.is_none(), "{dg:?}"),
@@ -341,7 +335,7 @@ fn diagnostics_agree<T: Scalar>() {
                 assert!(e_a <= (nn as f64).sqrt() * eps, "e_A = {e_a:e} {dg:?}");
             }
         }
-        let refc = support::Reference::of(&model);
+        let refc = common::Reference::of(&model);
         let sin_t = refc.res[0] / refc.b_norm[0];
         let cos_t = (1.0 - sin_t * sin_t).sqrt();
         let k = refc.kappa;
@@ -351,7 +345,7 @@ fn diagnostics_agree<T: Scalar>() {
     }
 }
 
-support::typed_tests!(diagnostics_agree {
+common::typed_tests!(diagnostics_agree {
     diagnostics_agree_f64: f64,
     diagnostics_agree_f32: f32
 });
@@ -403,7 +397,7 @@ fn extreme_scaling<T: Scalar>() {
                 )
                 .map_err(|e| format!("factorize: {e}"))?;
                 apply_kind(&mut st, &mut model, kind, &mut g, (m, n, q), (k0, p), s)?;
-                support::check_state_scaled::<T>(&st, &model, s).map(|_| ())
+                common::check_state_scaled::<T>(&st, &model, s).map(|_| ())
             };
             if let Err(msg) = run() {
                 failures.push(format!("{kind:?} {} scale=2^{}: {msg}", T::NAME, s.log2()));
@@ -413,7 +407,7 @@ fn extreme_scaling<T: Scalar>() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-support::typed_tests!(extreme_scaling {
+common::typed_tests!(extreme_scaling {
     extreme_scaling_f64: f64,
     extreme_scaling_f32: f32
 });
@@ -428,13 +422,7 @@ fn structured<T: Scalar>() {
     let mut g = rng(0x57c);
     let a = random_mat::<T>(&mut g, m, n);
     let b = random_mat::<T>(&mut g, m, q);
-    let base = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let base = common::StateKind::Full.cpu(&a, &b);
     let qm = base.q().unwrap().unwrap();
     let mut failures = Vec::new();
     // Insert Q(:, n) at the end (its Qᵀu = e_n: no reflection needed), then
@@ -478,7 +466,7 @@ fn structured<T: Scalar>() {
     assert!(failures.is_empty(), "{} {}", T::NAME, failures.join("\n"));
 }
 
-support::typed_tests!(structured {
+common::typed_tests!(structured {
     structured_f64: f64,
     structured_f32: f32
 });
@@ -536,7 +524,7 @@ fn block_sizes<T: Scalar>() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-support::typed_tests!(block_sizes {
+common::typed_tests!(block_sizes {
     block_sizes_f64: f64,
     block_sizes_f32: f32
 });

@@ -6,11 +6,11 @@
 //! expected dimensions and a finite, upper-trapezoidal R. Accuracy of accepted
 //! updates is the business of `cpu_oracle` and `properties`.
 
-mod support;
+mod common;
 
+use common::{random_mat, rng, snapshot};
 use cuqr::{CpuQr, FactorParams, Mat, MatRef, QPolicy, QrUpdate, UpdateParams};
 use proptest::prelude::*;
-use support::{random_mat, rng, snapshot};
 
 /// A position or count: mostly small, sometimes at the overflow edge.
 fn index() -> impl Strategy<Value = usize> {

@@ -1,26 +1,21 @@
 //! States built from factors computed elsewhere (docs/algorithms.md#states-from-factors) on
 //! both backends: each kind from the Q and R of a factorisation, then a sequence of updates,
-//! against the f64 faer model of the changed matrix (tolerances of `tests/support`); the
+//! against the f64 faer model of the changed matrix (tolerances of `host/tests/common/model.rs`); the
 //! validation errors; and the device copy of foreign memory in column- and row-major
 //! layouts. Without a GPU the GPU tests print "skipped"; `CUQR_REQUIRE_GPU=1` makes that a
 //! failure.
 
 mod common;
-mod support;
 
 use std::sync::Arc;
 
+use common::{
+    eps, exceeds, normalise_row_signs, random_mat, random_vec, rng, singular_values, to_faer, Model,
+};
 use cuqr::{
     CpuQr, DevMat, Error, FactorParams, FactorsParams, Gpu, GpuQr, GpuScalar, Mat, QPolicy,
     QrUpdate,
 };
-use support::{
-    eps, exceeds, normalise_row_signs, random_mat, random_vec, rng, singular_values, to_faer, Model,
-};
-
-fn gpu() -> Option<Arc<Gpu>> {
-    common::gpu().map(Arc::new)
-}
 
 const KINDS: [QPolicy; 3] = [QPolicy::Full, QPolicy::Thin, QPolicy::None];
 
@@ -39,7 +34,7 @@ fn factors<T: GpuScalar>(a: &Mat<T>, policy: QPolicy) -> (Option<Mat<T>>, Mat<T>
 }
 
 /// The state against the model: R against faer's R of the model's A up to row signs (the
-/// R tolerance of `tests/support`, 2√(2n)·κ·ε·‖A‖), and with Q, e_Q = ‖QᵀQ − I‖_F ≤ √c·ε and
+/// R tolerance of `host/tests/common/model.rs`, 2√(2n)·κ·ε·‖A‖), and with Q, e_Q = ‖QᵀQ − I‖_F ≤ √c·ε and
 /// e_A = ‖QR − A‖_F/‖A‖_F ≤ ε (ε = 10·m·u). The right-hand side is b = 0, so x is not checked.
 fn check_state<T: GpuScalar>(st: &dyn QrUpdate<T>, model: &Model) -> Result<(), String> {
     let a = &model.a;
@@ -197,7 +192,9 @@ fn gpu_kind<T: GpuScalar>(gpu: &Arc<Gpu>, policy: QPolicy, seed: u64) {
 
 #[test]
 fn gpu_states_from_factors_update_like_factorised_ones() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     for (i, policy) in KINDS.into_iter().enumerate() {
         gpu_kind::<f64>(&gpu, policy, 30 + i as u64);
         gpu_kind::<f32>(&gpu, policy, 40 + i as u64);
@@ -206,7 +203,9 @@ fn gpu_states_from_factors_update_like_factorised_ones() {
 
 #[test]
 fn gpu_from_factors_scans_on_the_device() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     let a = random_mat::<f64>(&mut rng(5), 40, 7);
     let (q, r) = factors(&a, QPolicy::Thin);
     let mut bad = q.unwrap();
@@ -235,7 +234,9 @@ fn gpu_from_factors_scans_on_the_device() {
 
 #[test]
 fn gpu_copies_foreign_column_and_row_major_memory() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     let (rows, cols) = (37, 13);
     let x = random_mat::<f64>(&mut rng(6), rows, cols);
     // column-major with a padded leading dimension: the DevMat's own layout

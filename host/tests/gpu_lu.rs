@@ -36,10 +36,6 @@ fn params(nb: Option<usize>, base: Option<usize>) -> LuParams {
     p
 }
 
-fn gpu() -> Option<Arc<Gpu>> {
-    common::gpu().map(Arc::new)
-}
-
 /// Factor on the GPU and the CPU, check both against the tolerances and each other.
 fn check<T: cuqr::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, seed: u64) {
     let (m, n) = (a.nrows(), a.ncols());
@@ -68,7 +64,7 @@ fn check<T: cuqr::GpuScalar>(g: &Arc<Gpu>, a: &Mat<T>, p: LuParams, seed: u64) {
     assert_eq!(glu.ipiv().len(), k);
     if m == n {
         let mut rng = common::rng(seed);
-        let b: Mat<T> = common::rand_mat(&mut rng, n, 3);
+        let b: Mat<T> = common::signed_mat(&mut rng, n, 3);
         let x = glu.solve(b.as_ref()).unwrap();
         let be = backward_err(a, &x, &b);
         assert!(
@@ -101,7 +97,7 @@ fn random<T: cuqr::GpuScalar>(g: &Arc<Gpu>) {
     ];
     for (idx, &(m, n, nb, base)) in cases.iter().enumerate() {
         let mut rng = common::rng(500 + idx as u64);
-        let a: Mat<T> = common::rand_mat(&mut rng, m, n);
+        let a: Mat<T> = common::signed_mat(&mut rng, m, n);
         for (v, p) in variants(nb, base).into_iter().enumerate() {
             check(g, &a, p, 600 + 100 * v as u64 + idx as u64);
         }
@@ -138,27 +134,33 @@ fn variants(nb: Option<usize>, base: Option<usize>) -> Vec<LuParams> {
 
 #[test]
 fn gpu_random_f64() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     random::<f64>(&g);
 }
 
 #[test]
 fn gpu_random_f32() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     random::<f32>(&g);
 }
 
 #[test]
 fn gpu_tiny_leading_entry_and_reversed_rows() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     let n = 157;
     let mut rng = common::rng(41);
-    let mut a: Mat<f64> = common::rand_mat(&mut rng, n, n);
+    let mut a: Mat<f64> = common::signed_mat(&mut rng, n, n);
     a[(0, 0)] = 1e-20;
     let glu = GpuLu::factorize(&g, a.as_ref(), params(Some(64), Some(16))).unwrap();
     assert_ne!(glu.ipiv()[0], 0);
     check(&g, &a, params(Some(64), Some(16)), 42);
-    let d: Mat<f64> = common::rand_mat(&mut rng, n, n);
+    let d: Mat<f64> = common::signed_mat(&mut rng, n, n);
     let r = Mat::from_fn(n, n, |i, j| {
         let r = n - 1 - i;
         if r == j {
@@ -182,7 +184,9 @@ fn gpu_tiny_leading_entry_and_reversed_rows() {
 
 #[test]
 fn gpu_coop_panel_shapes() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     // (m, n, nb, coop_rows): several blocks, slab boundaries not multiples of 32, slabs
     // beyond the 48 KiB default shared memory (opt-in), panels as wide as 256 (two
     // interchange gathers a panel), rectangular shapes, and one 700-row block whose
@@ -209,9 +213,9 @@ fn gpu_coop_panel_shapes() {
             p.coop_smem = Some(smem);
             p.cluster_panel = Some(cluster);
             let mut rng = common::rng(900 + idx as u64);
-            let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+            let a: Mat<f64> = common::signed_mat(&mut rng, m, n);
             check(&g, &a, p, 950 + idx as u64);
-            let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
+            let a: Mat<f32> = common::signed_mat(&mut rng, m, n);
             check(&g, &a, p, 970 + idx as u64);
         }
         // without look-ahead (the default runs the next panel on the second stream
@@ -220,7 +224,7 @@ fn gpu_coop_panel_shapes() {
         p.coop_rows = Some(rows);
         p.lookahead = Some(false);
         let mut rng = common::rng(990 + idx as u64);
-        let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+        let a: Mat<f64> = common::signed_mat(&mut rng, m, n);
         check(&g, &a, p, 995 + idx as u64);
         // U₁₂ by TRSM instead of the inverse of L₁₁, with and without look-ahead
         for lookahead in [true, false] {
@@ -242,7 +246,9 @@ fn gpu_coop_panel_shapes() {
 /// CPU.
 #[test]
 fn gpu_cluster_panel_matches_coop_bitwise() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     // (m, n, nb, coop_rows)
     let cases: &[(usize, usize, usize, usize)] = &[
         (333, 333, 64, 64),
@@ -278,10 +284,10 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
         p.cluster_panel = Some(true);
         p.cluster_leaf_min = Some(usize::MAX);
         let mut rng = common::rng(1200 + idx as u64);
-        let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+        let a: Mat<f64> = common::signed_mat(&mut rng, m, n);
         same(&g, &a, p, &format!("f64 {m}x{n} nb {nb}"));
         check(&g, &a, p, 1250 + idx as u64);
-        let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
+        let a: Mat<f32> = common::signed_mat(&mut rng, m, n);
         same(&g, &a, p, &format!("f32 {m}x{n} nb {nb}"));
         check(&g, &a, p, 1270 + idx as u64);
     }
@@ -296,7 +302,9 @@ fn gpu_cluster_panel_matches_coop_bitwise() {
 /// tolerances. Without clusters the leaves stay whole and the checks still hold.
 #[test]
 fn gpu_tall_panels_split_for_the_cluster() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     // (m, n, nb, leaf_min)
     let cases: &[(usize, usize, usize, Option<usize>)] = &[
         (2000, 256, 256, None),
@@ -312,10 +320,10 @@ fn gpu_tall_panels_split_for_the_cluster() {
             p.cluster_leaf_min = leaf_min;
             p.lookahead = Some(lookahead);
             let mut rng = common::rng(1400 + idx as u64);
-            let a: Mat<f64> = common::rand_mat(&mut rng, m, n);
+            let a: Mat<f64> = common::signed_mat(&mut rng, m, n);
             check(&g, &a, p, 1450 + idx as u64);
             if m <= 4000 {
-                let a: Mat<f32> = common::rand_mat(&mut rng, m, n);
+                let a: Mat<f32> = common::signed_mat(&mut rng, m, n);
                 check(&g, &a, p, 1470 + idx as u64);
             }
         }
@@ -324,7 +332,9 @@ fn gpu_tall_panels_split_for_the_cluster() {
 
 #[test]
 fn gpu_coop_nan_column_and_singular() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     let n = 301;
     let mut rng = common::rng(71);
     for (rows, smem) in [(128, true), (16, true), (16, false)] {
@@ -359,7 +369,7 @@ fn gpu_coop_nan_column_and_singular() {
     }
     let mut p = LuParams::default();
     p.coop_rows = Some(0);
-    let a: Mat<f64> = common::rand_mat(&mut rng, 8, 8);
+    let a: Mat<f64> = common::signed_mat(&mut rng, 8, 8);
     assert!(matches!(
         GpuLu::factorize(&g, a.as_ref(), p),
         Err(Error::InvalidParam {
@@ -371,7 +381,9 @@ fn gpu_coop_nan_column_and_singular() {
 
 #[test]
 fn gpu_singular_names_the_column() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     let mut rng = common::rng(51);
     let n = 301;
     let a: Mat<f64> = Mat::from_fn(n, n, |_, j| {
@@ -385,7 +397,7 @@ fn gpu_singular_names_the_column() {
         Err(Error::Singular { column, .. }) => assert_eq!(column, 222),
         other => panic!("expected Singular at 222, got {other:?}"),
     }
-    let mut b: Mat<f32> = common::rand_mat(&mut rng, 40, 40);
+    let mut b: Mat<f32> = common::signed_mat(&mut rng, 40, 40);
     for i in 0..40 {
         b[(i, 30)] = b[(i, 3)];
     }
@@ -402,11 +414,13 @@ fn gpu_singular_names_the_column() {
 
 #[test]
 fn gpu_device_resident_factor_and_solve() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     let n = 777;
     let mut rng = common::rng(61);
-    let a: Mat<f64> = common::rand_mat(&mut rng, n, n);
-    let b: Mat<f64> = common::rand_mat(&mut rng, n, 5);
+    let a: Mat<f64> = common::signed_mat(&mut rng, n, n);
+    let b: Mat<f64> = common::signed_mat(&mut rng, n, 5);
     let da = DevMat::from_host(&g, a.as_ref()).unwrap();
     let lu = GpuLu::factorize_dev(&g, da, LuParams::default()).unwrap();
     let mut db = DevMat::from_host(&g, b.as_ref()).unwrap();

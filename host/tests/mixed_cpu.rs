@@ -9,54 +9,15 @@
 //! answer that meets the tolerance, never in a wrong answer; an unreachable tolerance
 //! must give `NotConverged`. Sizes ≤ 300, none a multiple of 32.
 
+mod common;
+
+use common::{faer_lstsq, two_rhs, with_cond};
 use cuqr::mixed::{ls_backward_error, lstsq_mixed_cpu, mixed_qr_cpu, GemmPrecision, MixedParams};
-use cuqr::{Error, Mat, Scalar};
-use faer::linalg::solvers::SolveLstsq;
+use cuqr::{Error, Scalar};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 const PRECS: [GemmPrecision; 3] = [GemmPrecision::Bf16, GemmPrecision::F16, GemmPrecision::Tf32];
-
-/// A random k×k orthogonal matrix (Q of faer's QR of a uniform(−1, 1) matrix).
-fn orthogonal(rng: &mut StdRng, k: usize) -> faer::Mat<f64> {
-    let g = faer::Mat::<f64>::from_fn(k, k, |_, _| rng.random_range(-1.0..1.0));
-    g.qr().compute_Q()
-}
-
-/// m×n A = U·diag(σ)·Vᵀ, σ_i = κ^(−i/(n−1)), computed in f64 and rounded to T.
-fn with_cond<T: Scalar>(rng: &mut StdRng, m: usize, n: usize, kappa: f64) -> Mat<T> {
-    let (u, v) = (orthogonal(rng, m), orthogonal(rng, n));
-    let sigma: Vec<f64> = (0..n)
-        .map(|i| kappa.powf(-(i as f64) / (n - 1) as f64))
-        .collect();
-    let us = faer::Mat::<f64>::from_fn(m, n, |i, j| u[(i, j)] * sigma[j]);
-    let a = &us * v.transpose();
-    Mat::from_fn(m, n, |i, j| T::from_f64(a[(i, j)]))
-}
-
-/// Two right-hand sides: a random b (large LS residual) and a consistent b = A·x_true.
-fn rhs<T: Scalar>(rng: &mut StdRng, a: &Mat<T>) -> Mat<T> {
-    let (m, n) = (a.nrows(), a.ncols());
-    let xt: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
-    Mat::from_fn(m, 2, |i, j| {
-        if j == 0 {
-            T::from_f64(rng.random_range(-1.0..1.0))
-        } else {
-            T::from_f64((0..n).map(|k| a[(i, k)].to_f64() * xt[k]).sum())
-        }
-    })
-}
-
-/// faer's f64 LS solution, rounded to the working precision T: the best answer T can
-/// hold. (faer's own f32 solver returned NaN on the κ = 1e6 f32 problems here, so it is
-/// not used as the f32 reference.)
-fn faer_lstsq<T: Scalar>(a: &Mat<T>, b: &Mat<T>) -> Mat<T> {
-    let (m, n, q) = (a.nrows(), a.ncols(), b.ncols());
-    let fa = faer::Mat::<f64>::from_fn(m, n, |i, j| a[(i, j)].to_f64());
-    let fb = faer::Mat::<f64>::from_fn(m, q, |i, j| b[(i, j)].to_f64());
-    let x = fa.qr().solve_lstsq(&fb);
-    Mat::from_fn(n, q, |i, j| T::from_f64(x[(i, j)]))
-}
 
 fn norm(x: &[f64]) -> f64 {
     x.iter().map(|v| v * v).sum::<f64>().sqrt()
@@ -67,7 +28,7 @@ fn check_lstsq<T: Scalar>(seed: u64, m: usize, n: usize) {
     let u = T::UNIT_ROUNDOFF;
     for kappa in [1e2, 1e4, 1e6] {
         let a = with_cond::<T>(&mut rng, m, n, kappa);
-        let b = rhs(&mut rng, &a);
+        let b = two_rhs(&mut rng, &a);
         let xf = faer_lstsq(&a, &b);
         for p in PRECS {
             let params = MixedParams {
@@ -142,7 +103,7 @@ fn kappa_1e12_with_bf16_never_returns_a_wrong_answer() {
         let mut rng = StdRng::seed_from_u64(seed);
         let (m, n) = (173, 61);
         let a = with_cond::<f64>(&mut rng, m, n, 1e12);
-        let b = rhs(&mut rng, &a);
+        let b = two_rhs(&mut rng, &a);
         let params = MixedParams {
             precision: GemmPrecision::Bf16,
             ..MixedParams::default()
@@ -175,7 +136,7 @@ fn unreachable_tolerance_is_not_converged() {
     let mut rng = StdRng::seed_from_u64(28);
     let (m, n) = (173, 61);
     let a = with_cond::<f64>(&mut rng, m, n, 1e12);
-    let b = rhs(&mut rng, &a);
+    let b = two_rhs(&mut rng, &a);
     let tol = 10.0 * f64::EPSILON / 2.0;
     let params = MixedParams {
         precision: GemmPrecision::Bf16,

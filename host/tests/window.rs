@@ -1,94 +1,28 @@
 //! The composed updates of the CPU backend, every state kind, f32 and f64: the sliding window
 //! (with and without forgetting), rank-k, column replacement and shift, and drift control,
-//! against faer's refactorisation of the same data (the dense model in f64, `support`), with
-//! the bounds of `support`'s module doc. Error paths leave the state bit for bit unchanged.
+//! against faer's refactorisation of the same data (the dense model in f64, `common`), with
+//! the bounds of `common::model`'s module doc. Error paths leave the state bit for bit unchanged.
 
-mod support;
+mod common;
 
-use cuqr::{
-    diagnostics, CpuQr, DriftParams, Error, FactorParams, Mat, QPolicy, QrUpdate, Scalar,
-    UpdateParams,
+use common::{
+    assert_long_window_accuracy, assert_slide_refuses_drops, check_state, drift_refreshes_run,
+    random_mat, rank_k_step, replace_cols_step, rng, shift_col_step, slide_sweep, snapshot,
+    typed_tests, DriftCase, Model, SlideSweep, StateKind, ALL_KINDS,
 };
-use support::{check_state, random_mat, rng, snapshot, typed_tests, Model};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Full,
-    Thin,
-    NoneKeep,
-    NoneBare,
-}
-
-const KINDS: [Kind; 4] = [Kind::Full, Kind::Thin, Kind::NoneKeep, Kind::NoneBare];
-
-impl Kind {
-    fn build<T: Scalar>(self, a: &Mat<T>, b: &Mat<T>) -> CpuQr<T> {
-        let policy = match self {
-            Kind::Full => QPolicy::Full,
-            Kind::Thin => QPolicy::Thin,
-            _ => QPolicy::None,
-        };
-        let params = FactorParams {
-            keep_data: self == Kind::NoneKeep,
-            ..FactorParams::default()
-        };
-        CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params).unwrap()
-    }
-    /// Holds Q or the data, so every composed update applies.
-    fn capable(self) -> bool {
-        self != Kind::NoneBare
-    }
-}
-
-/// The model scaled by `s` (a forgetting step).
-fn scale_model(model: &mut Model, s: f64) {
-    model.a = &model.a * faer::Scale(s);
-    model.b = &model.b * faer::Scale(s);
-}
+use cuqr::{diagnostics, Error, Mat, QrUpdate, Scalar, UpdateParams};
 
 fn slide_sequences<T: Scalar>() {
-    for kind in KINDS {
-        for forget in [1.0, 0.81] {
-            for (p, drop) in [(1, 1), (5, 5), (3, 0), (0, 2), (4, 7)] {
-                let mut g = rng(11 + p as u64 * 7 + drop as u64);
-                let (m, n, q) = (57, 13, 2);
-                let a = random_mat::<T>(&mut g, m, n);
-                let b = random_mat::<T>(&mut g, m, q);
-                let mut st = kind.build(&a, &b);
-                st.set_params(UpdateParams {
-                    forget,
-                    ..UpdateParams::default()
-                });
-                let mut model = Model::new(&a, &b);
-                for step in 0..12 {
-                    let rows = random_mat::<T>(&mut g, p, n);
-                    let rhs = random_mat::<T>(&mut g, p, q);
-                    let out = st.slide(rows.as_ref(), rhs.as_ref(), drop);
-                    if kind == Kind::NoneBare && drop > 0 {
-                        assert!(
-                            matches!(out, Err(Error::NeedsData { op: "slide", .. })),
-                            "{out:?}"
-                        );
-                        break;
-                    }
-                    out.unwrap_or_else(|e| {
-                        panic!("{kind:?} λ={forget} p={p} drop={drop} step {step}: {e}")
-                    });
-                    model.delete_rows(0, drop);
-                    scale_model(&mut model, forget.sqrt());
-                    let mm = model.m();
-                    model.insert_rows(mm, &rows, &rhs);
-                    if model.m() < n + 20 {
-                        // keep the window tall: the next steps add rows only
-                        break;
-                    }
-                    check_state(&st, &model).unwrap_or_else(|e| {
-                        panic!("{kind:?} λ={forget} p={p} drop={drop} step {step}: {e}")
-                    });
-                }
-            }
-        }
-    }
+    slide_sweep::<T, _>(
+        &SlideSweep {
+            dims: (57, 13, 2),
+            blocks: &[(1, 1), (5, 5), (3, 0), (0, 2), (4, 7)],
+            steps: 12,
+            min_rows: 13 + 20,
+            seed: |p, drop| 11 + p as u64 * 7 + drop as u64,
+        },
+        |kind, a, b| kind.cpu(a, b),
+    );
 }
 typed_tests!(slide_sequences {
     slide_sequences_f64: f64,
@@ -98,12 +32,12 @@ typed_tests!(slide_sequences {
 /// A window step whose oldest rows cannot leave before the new ones enter (fewer than n rows
 /// in between) takes the insert-first path.
 fn slide_through_a_short_middle<T: Scalar>() {
-    for kind in [Kind::Full, Kind::Thin, Kind::NoneKeep] {
+    for kind in [StateKind::Full, StateKind::Thin, StateKind::NoneKeep] {
         let mut g = rng(5);
         let (m, n, q) = (15, 12, 1);
         let a = random_mat::<T>(&mut g, m, n);
         let b = random_mat::<T>(&mut g, m, q);
-        let mut st = kind.build(&a, &b);
+        let mut st = kind.cpu(&a, &b);
         let mut model = Model::new(&a, &b);
         let rows = random_mat::<T>(&mut g, 6, n);
         let rhs = random_mat::<T>(&mut g, 6, q);
@@ -119,32 +53,19 @@ typed_tests!(slide_through_a_short_middle {
 });
 
 fn slide_errors_leave_the_state<T: Scalar>() {
-    for kind in KINDS {
+    for kind in ALL_KINDS {
         let mut g = rng(3);
         let (m, n, q) = (30, 9, 2);
         let a = random_mat::<T>(&mut g, m, n);
         let b = random_mat::<T>(&mut g, m, q);
-        let mut st = kind.build(&a, &b);
+        let mut st = kind.cpu(&a, &b);
         let before = snapshot(&st);
         let rows = random_mat::<T>(&mut g, 2, n);
         let rhs = random_mat::<T>(&mut g, 2, q);
         let bad_rows = random_mat::<T>(&mut g, 2, n + 1);
         let mut nan = rows.clone();
         nan[(1, 3)] = T::from_f64(f64::NAN);
-        let e = st.slide(rows.as_ref(), rhs.as_ref(), 24).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Underdetermined {
-                    op: "slide",
-                    m: 8,
-                    n: 9
-                }
-            ),
-            "{e}"
-        );
-        let e = st.slide(rows.as_ref(), rhs.as_ref(), 31).unwrap_err();
-        assert!(matches!(e, Error::InvalidParam { what: "drop", .. }), "{e}");
+        let e = assert_slide_refuses_drops(&mut st, rows.as_ref(), rhs.as_ref());
         assert!(
             e.to_string()
                 .contains("31 rows to drop, but the window holds 30"),
@@ -181,7 +102,7 @@ fn slide_errors_leave_the_state<T: Scalar>() {
             );
         }
         st.set_params(UpdateParams::default());
-        if kind == Kind::NoneBare {
+        if kind == StateKind::NoneBare {
             let e = st.slide(rows.as_ref(), rhs.as_ref(), 2).unwrap_err();
             assert!(matches!(e, Error::NeedsData { op: "slide", .. }), "{e}");
         }
@@ -196,7 +117,7 @@ typed_tests!(slide_errors_leave_the_state {
 /// Dropping the only rows that carry column 0 makes the window rank deficient: refused, and
 /// the state is unchanged.
 fn slide_refused_downdate<T: Scalar>() {
-    for kind in [Kind::Full, Kind::Thin, Kind::NoneKeep] {
+    for kind in [StateKind::Full, StateKind::Thin, StateKind::NoneKeep] {
         let mut g = rng(9);
         let (m, n, q) = (40, 6, 1);
         let mut a = random_mat::<T>(&mut g, m, n);
@@ -204,7 +125,7 @@ fn slide_refused_downdate<T: Scalar>() {
             a[(i, 0)] = T::ZERO;
         }
         let b = random_mat::<T>(&mut g, m, q);
-        let mut st = kind.build(&a, &b);
+        let mut st = kind.cpu(&a, &b);
         let before = snapshot(&st);
         let mut rows = random_mat::<T>(&mut g, 2, n);
         rows[(0, 0)] = T::ZERO;
@@ -227,37 +148,25 @@ typed_tests!(slide_refused_downdate {
 });
 
 fn rank_k_against_faer<T: Scalar>() {
-    for kind in KINDS {
+    for kind in ALL_KINDS {
         // k = 2 updates one at a time; k = n refactorises for every kind
         for k in [1usize, 2, 11] {
             let mut g = rng(21 + k as u64);
             let (m, n, q) = (37, 11, 2);
             let a = random_mat::<T>(&mut g, m, n);
             let b = random_mat::<T>(&mut g, m, q);
-            let mut st = kind.build(&a, &b);
+            let mut st = kind.cpu(&a, &b);
             let u = random_mat::<T>(&mut g, m, k);
             let v = random_mat::<T>(&mut g, n, k);
-            let out = st.rank_k(u.as_ref(), v.as_ref());
-            if !kind.capable() {
-                assert!(
-                    matches!(out, Err(Error::NeedsData { op: "rank_k", .. })),
-                    "{out:?}"
-                );
-                continue;
-            }
-            out.unwrap_or_else(|e| panic!("{kind:?} k={k}: {e}"));
-            let mut model = Model::new(&a, &b);
-            for c in 0..k {
-                model.rank_one(u.col(c), v.col(c));
-            }
-            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} k={k}: {e}"));
+            let what = format!("{kind:?} k={k}");
+            rank_k_step(&mut st, kind, (&a, &b), (&u, &v), Some("rank_k"), &what);
         }
         // A + UVᵀ with a zero column is refused, state unchanged
         let mut g = rng(2);
         let (m, n) = (25, 5);
         let a = random_mat::<T>(&mut g, m, n);
         let b = random_mat::<T>(&mut g, m, 1);
-        let mut st = kind.build(&a, &b);
+        let mut st = kind.cpu(&a, &b);
         let before = snapshot(&st);
         let u = Mat::<T>::from_fn(m, 1, |i, _| -a[(i, 2)]);
         let v = Mat::<T>::from_fn(n, 1, |j, _| T::from_f64(f64::from(u8::from(j == 2))));
@@ -280,42 +189,24 @@ typed_tests!(rank_k_against_faer {
 });
 
 fn replace_and_shift_against_faer<T: Scalar>() {
-    for kind in KINDS {
+    for kind in ALL_KINDS {
         let mut g = rng(31);
         let (m, n, q) = (41, 10, 2);
         let a = random_mat::<T>(&mut g, m, n);
         let b = random_mat::<T>(&mut g, m, q);
         for (k0, p) in [(0, 1), (4, 3), (7, 3), (9, 1)] {
-            let mut st = kind.build(&a, &b);
+            let mut st = kind.cpu(&a, &b);
             let u = random_mat::<T>(&mut g, m, p);
-            let out = st.replace_cols(k0, u.as_ref());
-            if !kind.capable() {
-                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
-                continue;
-            }
-            out.unwrap_or_else(|e| panic!("{kind:?} k0={k0} p={p}: {e}"));
-            let mut model = Model::new(&a, &b);
-            model.delete_cols(k0, p);
-            model.insert_cols(k0, &u);
-            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} k0={k0}: {e}"));
+            let what = format!("{kind:?} k0={k0} p={p}");
+            replace_cols_step(&mut st, kind, (&a, &b), k0, &u, &what);
         }
         for (from, to) in [(0, 9), (9, 0), (3, 6), (6, 3), (4, 4)] {
-            let mut st = kind.build(&a, &b);
-            let out = st.shift_col(from, to);
-            if !kind.capable() && from != to {
-                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
-                continue;
-            }
-            out.unwrap_or_else(|e| panic!("{kind:?} {from}->{to}: {e}"));
-            let mut order: Vec<usize> = (0..n).collect();
-            let c = order.remove(from);
-            order.insert(to, c);
-            let moved = Mat::<T>::from_fn(m, n, |i, j| a[(i, order[j])]);
-            check_state(&st, &Model::new(&moved, &b))
-                .unwrap_or_else(|e| panic!("{kind:?} {from}->{to}: {e}"));
+            let mut st = kind.cpu(&a, &b);
+            let what = format!("{kind:?} {from}->{to}");
+            shift_col_step(&mut st, kind, (&a, &b), (from, to), &what);
         }
         // errors: out of range, a dependent replacement; the state is unchanged
-        let mut st = kind.build(&a, &b);
+        let mut st = kind.cpu(&a, &b);
         let before = snapshot(&st);
         let e = st.shift_col(10, 0).unwrap_err();
         assert!(matches!(e, Error::OutOfRange { .. }), "{e}");
@@ -339,42 +230,19 @@ typed_tests!(replace_and_shift_against_faer {
 /// Drift control: with a threshold below any estimate every check refreshes, and the
 /// refreshed state still represents the data; an R-only state without data reports nothing.
 fn drift_refreshes<T: Scalar>() {
-    for kind in KINDS {
+    for kind in ALL_KINDS {
         let mut g = rng(41);
         let (m, n, q) = (50, 8, 1);
         let a = random_mat::<T>(&mut g, m, n);
         let b = random_mat::<T>(&mut g, m, q);
-        let mut st = kind.build(&a, &b);
-        st.set_params(UpdateParams {
-            drift: DriftParams {
-                check_every: 3,
-                tol: Some(0.0),
-                refresh: true,
-            },
-            ..UpdateParams::default()
-        });
+        let mut st = kind.cpu(&a, &b);
         let mut model = Model::new(&a, &b);
-        for step in 0..7 {
-            let rows = random_mat::<T>(&mut g, 2, n);
-            let rhs = random_mat::<T>(&mut g, 2, q);
-            st.insert_rows(st.nrows(), rows.as_ref(), rhs.as_ref())
-                .unwrap();
-            let mm = model.m();
-            model.insert_rows(mm, &rows, &rhs);
-            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} step {step}: {e}"));
-        }
-        let d = st.drift();
-        assert_eq!((d.checks, d.since_check), (2, 1), "{kind:?}");
-        if kind == Kind::NoneBare {
-            assert_eq!((d.estimate, d.refreshes), (None, 0));
-        } else {
-            let e = d.estimate.unwrap();
-            assert!(
-                e.is_finite() && e < 100.0 * m as f64 * T::UNIT_ROUNDOFF,
-                "{kind:?} {e:e}"
-            );
-            assert_eq!(d.refreshes, 2, "{kind:?}");
-        }
+        let case = DriftCase {
+            check_every: 3,
+            steps: 7,
+            rows: 2,
+        };
+        let d = drift_refreshes_run(&mut st, kind, &mut model, &mut g, &case);
         let dg = diagnostics(
             &st,
             support_mat::<T>(&model.a).as_ref(),
@@ -404,12 +272,12 @@ fn support_mat<T: Scalar>(a: &faer::Mat<f64>) -> Mat<T> {
 /// x agrees with a fresh factorisation of the final window within the least-squares bound.
 #[test]
 fn long_window_stays_accurate() {
-    for kind in [Kind::Thin, Kind::NoneKeep, Kind::Full] {
+    for kind in [StateKind::Thin, StateKind::NoneKeep, StateKind::Full] {
         let mut g = rng(77);
         let (m, n, q) = (150, 9, 1);
         let a = random_mat::<f64>(&mut g, m, n);
         let b = random_mat::<f64>(&mut g, m, q);
-        let mut st = kind.build(&a, &b);
+        let mut st = kind.cpu(&a, &b);
         let mut model = Model::new(&a, &b);
         for _ in 0..600 {
             let rows = random_mat::<f64>(&mut g, 1, n);
@@ -420,20 +288,9 @@ fn long_window_stays_accurate() {
         }
         let (am, bm) = (support_mat::<f64>(&model.a), support_mat::<f64>(&model.b));
         let dg = diagnostics(&st, am.as_ref(), bm.as_ref()).unwrap();
-        let bar = 100.0 * m as f64 * f64::UNIT_ROUNDOFF;
-        if let (Some(eq), Some(ea)) = (dg.e_q, dg.e_a) {
-            assert!(
-                eq <= bar && ea <= bar,
-                "{kind:?}: e_Q {eq:e}, e_A {ea:e} > {bar:e}"
-            );
-        }
-        assert!(dg.e_gram <= bar, "{kind:?}: e_gram {:e}", dg.e_gram);
         // random 150×9 windows are well conditioned (κ < 10): the bound 100·n·u·κ² is ample
-        assert!(
-            dg.e_x <= 100.0 * n as f64 * f64::UNIT_ROUNDOFF * 100.0,
-            "{kind:?}: e_x {:e}",
-            dg.e_x
-        );
+        let e_x_bar = 100.0 * n as f64 * f64::UNIT_ROUNDOFF * 100.0;
+        assert_long_window_accuracy(&dg, kind, m, e_x_bar);
         assert!(st.drift().checks >= 600 / 32, "{kind:?}");
     }
 }

@@ -1,7 +1,7 @@
 //! Property tests of the CPU backend (docs/algorithms.md#accuracy-measures): long random
 //! sequences of mixed updates checked after every step against a dense model
 //! of Ã and b̃, and round trips that must restore R. Every check and tolerance
-//! is the support module's (`tests/support/mod.rs`): e_Q ≤ 10·m·u,
+//! is the shared test module's (`host/tests/common/model.rs`): e_Q ≤ 10·m·u,
 //! e_A ≤ 10·m·u, ‖L‖ = 0 exactly, R and the solution against a fresh faer
 //! factorisation of the model within κ-based first-order bounds.
 //!
@@ -9,13 +9,13 @@
 //! uniform(−1, 1) matrix is well clear of the rank tolerance 10·max(m,n)·u·‖R‖_F
 //! (a near-square f32 matrix would be rejected, legitimately, now and then).
 
-mod support;
+mod common;
 
+use common::{check_r_matches, check_state, random_mat, random_vec, rng, Model};
 use cuqr::{CpuQr, FactorParams, QPolicy, QrUpdate, Scalar};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rand::rngs::StdRng;
-use support::{check_r_matches, check_state, random_mat, random_vec, rng, Model};
 
 const M_MAX: usize = 120;
 const N_MAX: usize = 40;

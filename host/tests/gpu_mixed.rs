@@ -14,13 +14,13 @@
 
 mod common;
 
+use common::{faer_lstsq, two_rhs, with_cond};
 use cuqr::internals::gpu::{DevMat, Op};
 use cuqr::mixed::{
     ls_backward_error, lstsq_mixed_gpu, lstsq_mixed_gpu_host, lstsq_mixed_gpu_phases, mixed_qr_gpu,
     GemmPrecision, MixedFactor, MixedParams, MixedRoute,
 };
-use cuqr::{Error, Gpu, Mat};
-use faer::linalg::solvers::SolveLstsq;
+use cuqr::{Error, Mat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -31,46 +31,6 @@ const PRECS: [GemmPrecision; 4] = [
     GemmPrecision::F32,
 ];
 
-fn orthogonal(rng: &mut StdRng, k: usize) -> faer::Mat<f64> {
-    let g = faer::Mat::<f64>::from_fn(k, k, |_, _| rng.random_range(-1.0..1.0));
-    g.qr().compute_Q()
-}
-
-/// m×n A = U·diag(σ)·Vᵀ, σ_i = κ^(−i/(n−1)) (‖A‖₂ = 1, κ₂(A) = κ).
-fn with_cond(rng: &mut StdRng, m: usize, n: usize, kappa: f64) -> Mat<f64> {
-    let (u, v) = (orthogonal(rng, m), orthogonal(rng, n));
-    let sigma: Vec<f64> = (0..n)
-        .map(|i| kappa.powf(-(i as f64) / (n - 1) as f64))
-        .collect();
-    let us = faer::Mat::<f64>::from_fn(m, n, |i, j| u[(i, j)] * sigma[j]);
-    let a = &us * v.transpose();
-    Mat::from_fn(m, n, |i, j| a[(i, j)])
-}
-
-/// Two right-hand sides: random (large residual) and consistent (b = A·x_true).
-fn rhs(rng: &mut StdRng, a: &Mat<f64>) -> Mat<f64> {
-    let (m, n) = (a.nrows(), a.ncols());
-    let xt: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
-    Mat::from_fn(m, 2, |i, j| {
-        if j == 0 {
-            rng.random_range(-1.0..1.0)
-        } else {
-            (0..n).map(|k| a[(i, k)] * xt[k]).sum()
-        }
-    })
-}
-
-fn faer_lstsq(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
-    let fa = faer::Mat::<f64>::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)]);
-    let fb = faer::Mat::<f64>::from_fn(b.nrows(), b.ncols(), |i, j| b[(i, j)]);
-    let x = fa.qr().solve_lstsq(&fb);
-    Mat::from_fn(a.ncols(), b.ncols(), |i, j| x[(i, j)])
-}
-
-fn gpu() -> Option<Gpu> {
-    common::gpu()
-}
-
 /// Under a guard the f32 GEMM rounds its inputs: column 0 of A is 1 + 2⁻⁹ (exact in
 /// f16 and tf32, not in bf16), column 1 is 1 + 2⁻¹² (exact in f32 only); times k ones
 /// (every partial sum exact in f32, so the order of accumulation does not matter) this
@@ -79,7 +39,7 @@ fn gpu() -> Option<Gpu> {
 /// f64 GEMMs.
 #[test]
 fn gemm_precision_guard_rounds_f32_gemm_inputs_and_restores() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let (k, n) = (37usize, 5);
     let (x9, x12) = (1.0 + 2f64.powi(-9), 1.0 + 2f64.powi(-12));
     let ah = Mat::<f64>::from_fn(k, 2, |_, j| if j == 0 { x9 } else { x12 });
@@ -155,7 +115,7 @@ fn gemm_precision_guard_rounds_f32_gemm_inputs_and_restores() {
 /// the f32 value or one with 10 stored bits within tf32's rounding.
 #[test]
 fn half_operands_round_like_the_cpu_emulation() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(40);
     let mut vals: Vec<f32> = vec![
         1.0 + 2f32.powi(-11),
@@ -229,10 +189,10 @@ fn half_operands_round_like_the_cpu_emulation() {
 /// tensor cores really did the trailing updates. The precision is plain f32 afterwards.
 #[test]
 fn mixed_qr_backward_error_is_of_gemm_precision() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(41);
     let (m, n) = (389, 157);
-    let a = with_cond(&mut rng, m, n, 10.0);
+    let a = with_cond::<f64>(&mut rng, m, n, 10.0);
     let da = DevMat::from_host(&g, a.as_ref()).unwrap();
     let fa = faer::Mat::<f64>::from_fn(m, n, |i, j| a[(i, j)]);
     let ata = fa.transpose() * &fa;
@@ -264,12 +224,12 @@ fn mixed_qr_backward_error_is_of_gemm_precision() {
 }
 
 fn check_lstsq(seed: u64, m: usize, n: usize, nb: Option<usize>) {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(seed);
     let u = f64::EPSILON / 2.0;
     for kappa in [1e2, 1e4, 1e6] {
-        let a = with_cond(&mut rng, m, n, kappa);
-        let b = rhs(&mut rng, &a);
+        let a = with_cond::<f64>(&mut rng, m, n, kappa);
+        let b = two_rhs(&mut rng, &a);
         let xf = faer_lstsq(&a, &b);
         let (da, db) = (
             DevMat::from_host(&g, a.as_ref()).unwrap(),
@@ -323,11 +283,11 @@ fn lstsq_matches_faer_backward_error_small_blocks() {
 /// The host convenience gives the device API's answer.
 #[test]
 fn host_convenience_matches_device_api() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(44);
     let (m, n) = (263, 71);
-    let a = with_cond(&mut rng, m, n, 1e3);
-    let b = rhs(&mut rng, &a);
+    let a = with_cond::<f64>(&mut rng, m, n, 1e3);
+    let b = two_rhs(&mut rng, &a);
     let params = MixedParams::default();
     let h = lstsq_mixed_gpu_host(&g, a.as_ref(), b.as_ref(), &params).unwrap();
     let (da, db) = (
@@ -344,11 +304,11 @@ fn host_convenience_matches_device_api() {
 /// by the exact power-of-two scaling of the f32 copy: still converges to f64 accuracy.
 #[test]
 fn extreme_scales_converge() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(45);
     let (m, n) = (197, 67);
-    let a0 = with_cond(&mut rng, m, n, 1e4);
-    let b = rhs(&mut rng, &a0);
+    let a0 = with_cond::<f64>(&mut rng, m, n, 1e4);
+    let b = two_rhs(&mut rng, &a0);
     for s in [1e30, 1e-30, 1e200, 1e-200] {
         let a = Mat::from_fn(m, n, |i, j| a0[(i, j)] * s);
         for p in [GemmPrecision::F16, GemmPrecision::Bf16] {
@@ -374,11 +334,11 @@ fn extreme_scales_converge() {
 /// backward error reached, not an answer.
 #[test]
 fn unreachable_tolerance_is_not_converged() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(46);
     let (m, n) = (173, 61);
-    let a = with_cond(&mut rng, m, n, 1e4);
-    let b = rhs(&mut rng, &a);
+    let a = with_cond::<f64>(&mut rng, m, n, 1e4);
+    let b = two_rhs(&mut rng, &a);
     let params = MixedParams {
         precision: GemmPrecision::Bf16,
         route: MixedRoute::Qr,
@@ -409,13 +369,13 @@ fn unreachable_tolerance_is_not_converged() {
 /// kernel).
 #[test]
 fn ill_conditioned_never_returns_a_wrong_answer() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(47);
     let (m, n) = (211, 97);
     let tol = 10.0 * m as f64 * f64::EPSILON / 2.0;
     for kappa in [1e10, 1e14] {
-        let a = with_cond(&mut rng, m, n, kappa);
-        let b = rhs(&mut rng, &a);
+        let a = with_cond::<f64>(&mut rng, m, n, kappa);
+        let b = two_rhs(&mut rng, &a);
         let params = MixedParams {
             precision: GemmPrecision::Bf16,
             route: MixedRoute::Qr,
@@ -476,7 +436,7 @@ fn ill_conditioned_never_returns_a_wrong_answer() {
 
 #[test]
 fn bad_inputs_are_errors_and_change_nothing() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let p = MixedParams::default();
     let a = Mat::<f64>::from_fn(9, 4, |i, j| {
         ((i * 3 + j * 5) % 7) as f64 + (i == j) as u8 as f64
@@ -589,7 +549,7 @@ fn bad_inputs_are_errors_and_change_nothing() {
 /// the one of the plain call; cuBLAS is back in host pointer mode afterwards.
 #[test]
 fn preconditioner_stages_switch_when_slow() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(48);
     let (m, n) = (421, 173);
     let u = f64::EPSILON / 2.0;
@@ -637,8 +597,8 @@ fn preconditioner_stages_switch_when_slow() {
             MixedFactor::GramCholeskyF64,
         ),
     ] {
-        let a = with_cond(&mut rng, m, n, kappa);
-        let b = rhs(&mut rng, &a);
+        let a = with_cond::<f64>(&mut rng, m, n, kappa);
+        let b = two_rhs(&mut rng, &a);
         let (da, db) = (
             DevMat::from_host(&g, a.as_ref()).unwrap(),
             DevMat::from_host(&g, b.as_ref()).unwrap(),
@@ -685,12 +645,12 @@ fn preconditioner_stages_switch_when_slow() {
 /// 14 CG steps in 2 refinement steps, η 2.9e-18.)
 #[test]
 fn gram_stages_fall_through_to_the_qr() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(50);
     let (m, n) = (397, 131);
     let u = f64::EPSILON / 2.0;
-    let a = with_cond(&mut rng, m, n, 1e10);
-    let b = rhs(&mut rng, &a);
+    let a = with_cond::<f64>(&mut rng, m, n, 1e10);
+    let b = two_rhs(&mut rng, &a);
     let (da, db) = (
         DevMat::from_host(&g, a.as_ref()).unwrap(),
         DevMat::from_host(&g, b.as_ref()).unwrap(),
@@ -722,9 +682,9 @@ fn gram_stages_fall_through_to_the_qr() {
 /// spoiling δ).
 #[test]
 fn degenerate_rhs_and_narrow_a() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = StdRng::seed_from_u64(49);
-    let a = with_cond(&mut rng, 97, 13, 1e3);
+    let a = with_cond::<f64>(&mut rng, 97, 13, 1e3);
     let zero = Mat::<f64>::zeros(97, 1);
     for route in [MixedRoute::Auto, MixedRoute::GramF64, MixedRoute::Qr] {
         let params = MixedParams {

@@ -1,7 +1,6 @@
-//! Shared helpers for the CPU-backend integration tests (`cpu_oracle`,
-//! `properties`, `errors`): random inputs, a dense f64 model of the updated
-//! problem (Ã, b̃), and the accuracy checks of docs/algorithms.md#accuracy-measures computed
-//! independently of the crate under test (all norms in f64 through faer).
+//! The dense f64 model of the updated problem (Ã, b̃) and the accuracy checks of
+//! docs/algorithms.md#accuracy-measures, computed independently of the crate under test
+//! (all norms in f64 through faer); every backend's tests check against it.
 //!
 //! # Tolerances (stated once, used everywhere)
 //!
@@ -25,37 +24,8 @@
 //!
 //! Random matrices have uniform(−1, 1) entries (never exactly zero) and the
 //! tests keep m ≥ n + 2 except where stated, so κ₂ stays modest.
-#![allow(dead_code)]
-
 use cuqr::{Mat, MatRef, QPolicy, QrUpdate, Scalar};
 use faer::linalg::solvers::SolveLstsq;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-/// A seeded generator (tests print their seeds on failure).
-pub fn rng(seed: u64) -> StdRng {
-    StdRng::seed_from_u64(seed)
-}
-
-/// One uniform(−1, 1) value, never exactly zero, rounded to `T`.
-pub fn rand_scalar<T: Scalar>(rng: &mut StdRng) -> T {
-    loop {
-        let x = T::from_f64(rng.random_range(-1.0..1.0));
-        if x != T::ZERO {
-            return x;
-        }
-    }
-}
-
-/// An m×n matrix of uniform(−1, 1) entries (never zero).
-pub fn random_mat<T: Scalar>(rng: &mut StdRng, m: usize, n: usize) -> Mat<T> {
-    Mat::from_fn(m, n, |_, _| rand_scalar(rng))
-}
-
-/// A vector of uniform(−1, 1) entries (never zero).
-pub fn random_vec<T: Scalar>(rng: &mut StdRng, n: usize) -> Vec<T> {
-    (0..n).map(|_| rand_scalar(rng)).collect()
-}
 
 /// Exact widening of a cuqr matrix to a faer f64 matrix.
 pub fn to_faer<T: Scalar>(a: &Mat<T>) -> faer::Mat<f64> {
@@ -261,26 +231,24 @@ pub struct Measured {
     pub x_err: f64,
 }
 
-/// Checks `state` against `model` (see the module doc for every bound):
-/// dimensions, ‖L‖ = 0 exactly, e_Q, e_A and the augmented e_A when Q is held,
-/// R against faer up to row signs, x and residual norms against faer.
-pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<Measured, String> {
-    check_state_scaled(state, model, 1.0)
+/// A state's R and d, their shapes checked.
+pub struct Factors<T: Scalar> {
+    /// R: m×n under the full Q policy, n×n otherwise.
+    pub r: Mat<T>,
+    /// d: R's rows × q.
+    pub d: Mat<T>,
+    /// Whether the state holds the full m×m Q.
+    pub full: bool,
+    /// R's rows (m with the full Q, n otherwise).
+    pub rows: usize,
 }
 
-/// [`check_state`] for a state built from `scale`·(the model's inputs), with
-/// `scale` a power of two so that scaling is exact: R̃, d̃ and the residual
-/// norms are divided by `scale` (exactly, in f64) before the checks; Q̃ and x
-/// do not change under scaling.
-pub fn check_state_scaled<T: Scalar>(
+/// The state's dimensions against the model's, R's and d's shapes (m×n with the full Q,
+/// n×n for the thin and R-only kinds) and R exactly zero strictly below the diagonal.
+pub fn checked_factors<T: Scalar>(
     state: &dyn QrUpdate<T>,
     model: &Model,
-    scale: f64,
-) -> Result<Measured, String> {
-    assert!(
-        scale > 0.0 && scale.log2().fract() == 0.0,
-        "scale must be a power of two"
-    );
+) -> Result<Factors<T>, String> {
     let (m, n, q) = (model.m(), model.n(), model.q());
     if (state.nrows(), state.ncols(), state.nrhs()) != (m, n, q) {
         return Err(format!(
@@ -289,12 +257,6 @@ pub fn check_state_scaled<T: Scalar>(
             (m, n, q)
         ));
     }
-    let eps = eps::<T>(m);
-    let refc = Reference::of(model);
-    let mut out = Measured::default();
-
-    // R: shape (m×n with the full Q, n×n for the thin and R-only kinds) and exactly zero
-    // strictly below the diagonal.
     let full = state.q_policy() == QPolicy::Full;
     let rows = if full { m } else { n };
     let r = state.r().map_err(|e| format!("r(): {e}"))?;
@@ -320,6 +282,60 @@ pub fn check_state_scaled<T: Scalar>(
             d.ncols()
         ));
     }
+    Ok(Factors { r, d, full, rows })
+}
+
+/// The state's Q when its policy holds one (none under `QPolicy::None`), checked to be
+/// m×m under the full policy and m×n under the thin one.
+pub fn checked_q<T: Scalar>(
+    state: &dyn QrUpdate<T>,
+    m: usize,
+    n: usize,
+) -> Result<Option<Mat<T>>, String> {
+    let qm = state.q().map_err(|e| format!("q(): {e}"))?;
+    match (state.q_policy(), qm) {
+        (QPolicy::None, None) => Ok(None),
+        (QPolicy::None, Some(_)) => Err("q() is Some under QPolicy::None".into()),
+        (_, None) => Err("q() is None under a Q-ful policy".into()),
+        (policy, Some(qm)) => {
+            let cols = if policy == QPolicy::Full { m } else { n };
+            if (qm.nrows(), qm.ncols()) != (m, cols) {
+                return Err(format!(
+                    "Q is {}x{}, expected {m}x{cols}",
+                    qm.nrows(),
+                    qm.ncols()
+                ));
+            }
+            Ok(Some(qm))
+        }
+    }
+}
+
+/// Checks `state` against `model` (see the module doc for every bound):
+/// dimensions, ‖L‖ = 0 exactly, e_Q, e_A and the augmented e_A when Q is held,
+/// R against faer up to row signs, x and residual norms against faer.
+pub fn check_state<T: Scalar>(state: &dyn QrUpdate<T>, model: &Model) -> Result<Measured, String> {
+    check_state_scaled(state, model, 1.0)
+}
+
+/// [`check_state`] for a state built from `scale`·(the model's inputs), with
+/// `scale` a power of two so that scaling is exact: R̃, d̃ and the residual
+/// norms are divided by `scale` (exactly, in f64) before the checks; Q̃ and x
+/// do not change under scaling.
+pub fn check_state_scaled<T: Scalar>(
+    state: &dyn QrUpdate<T>,
+    model: &Model,
+    scale: f64,
+) -> Result<Measured, String> {
+    assert!(
+        scale > 0.0 && scale.log2().fract() == 0.0,
+        "scale must be a power of two"
+    );
+    let (m, n, q) = (model.m(), model.n(), model.q());
+    let Factors { r, d, full, rows } = checked_factors(state, model)?;
+    let eps = eps::<T>(m);
+    let refc = Reference::of(model);
+    let mut out = Measured::default();
     // R at full height (zero rows below a thin or R-only state's n×n R)
     let rf = faer::Mat::from_fn(m, n, |i, j| {
         if i < rows {
@@ -330,74 +346,53 @@ pub fn check_state_scaled<T: Scalar>(
     });
 
     // Q: orthogonality and backward errors, when held.
-    let qm = state.q().map_err(|e| format!("q(): {e}"))?;
-    match (state.q_policy(), &qm) {
-        (QPolicy::None, None) => {}
-        (QPolicy::None, Some(_)) => return Err("q() is Some under QPolicy::None".into()),
-        (_, None) => return Err("q() is None under a Q-ful policy".into()),
-        (_, Some(qm)) => {
-            let cols = if full { m } else { n };
-            if (qm.nrows(), qm.ncols()) != (m, cols) {
-                return Err(format!(
-                    "Q is {}x{}, expected {m}x{cols}",
-                    qm.nrows(),
-                    qm.ncols()
-                ));
+    if let Some(qm) = checked_q(state, m, n)? {
+        let cols = qm.ncols();
+        let qf = to_faer(&qm);
+        let rf = faer::Mat::from_fn(cols, n, |i, j| rf[(i, j)]);
+        let qtq = qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols);
+        let e_q = norm2_upto(&qtq, eps);
+        out.e_q = Some(e_q / eps);
+        if exceeds(e_q, eps) {
+            return Err(format!("e_Q = {e_q:e} > 10·m·u = {eps:e}"));
+        }
+        let qr_a = &qf * &rf - &model.a;
+        let e_a = norm2_upto(&qr_a, eps * refc.a_norm) / refc.a_norm;
+        out.e_a = Some(e_a / eps);
+        if exceeds(e_a, eps) {
+            return Err(format!("e_A = {e_a:e} > 10·m·u = {eps:e}"));
+        }
+        let ab = faer::Mat::from_fn(m, n + q, |i, j| {
+            if j < n {
+                model.a[(i, j)]
+            } else {
+                model.b[(i, j - n)]
             }
-            let qf = to_faer(qm);
-            let rf = faer::Mat::from_fn(cols, n, |i, j| rf[(i, j)]);
-            let qtq = qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols);
-            let e_q = norm2_upto(&qtq, eps);
-            out.e_q = Some(e_q / eps);
-            if exceeds(e_q, eps) {
-                return Err(format!("e_Q = {e_q:e} > 10·m·u = {eps:e}"));
+        });
+        if !full {
+            // Q₁ spans A only: d = Q₁ᵀb instead of Q[R d] = [A b]
+            let qtb = qf.transpose() * &model.b;
+            let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64() / scale);
+            let b_norm = singular_values(&model.b)[0].max(f64::MIN_POSITIVE);
+            let e_d = (&qtb - &df).norm_l2() / b_norm;
+            if exceeds(e_d, eps) {
+                return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
             }
-            let qr_a = &qf * &rf - &model.a;
-            let e_a = norm2_upto(&qr_a, eps * refc.a_norm) / refc.a_norm;
-            out.e_a = Some(e_a / eps);
-            if exceeds(e_a, eps) {
-                return Err(format!("e_A = {e_a:e} > 10·m·u = {eps:e}"));
+            return check_r_and_solution(state, model, scale, &rf_full(&rf, m), &refc, eps, out);
+        }
+        let rd = faer::Mat::from_fn(m, n + q, |i, j| {
+            if j < n {
+                rf[(i, j)]
+            } else {
+                d[(i, j - n)].to_f64() / scale
             }
-            let ab = faer::Mat::from_fn(m, n + q, |i, j| {
-                if j < n {
-                    model.a[(i, j)]
-                } else {
-                    model.b[(i, j - n)]
-                }
-            });
-            if !full {
-                // Q₁ spans A only: d = Q₁ᵀb instead of Q[R d] = [A b]
-                let qtb = qf.transpose() * &model.b;
-                let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64() / scale);
-                let b_norm = singular_values(&model.b)[0].max(f64::MIN_POSITIVE);
-                let e_d = (&qtb - &df).norm_l2() / b_norm;
-                if exceeds(e_d, eps) {
-                    return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
-                }
-                return check_r_and_solution(
-                    state,
-                    model,
-                    scale,
-                    &rf_full(&rf, m),
-                    &refc,
-                    eps,
-                    out,
-                );
-            }
-            let rd = faer::Mat::from_fn(m, n + q, |i, j| {
-                if j < n {
-                    rf[(i, j)]
-                } else {
-                    d[(i, j - n)].to_f64() / scale
-                }
-            });
-            let ab_norm = singular_values(&ab)[0];
-            let e_ab = norm2_upto(&(&qf * &rd - &ab), eps * ab_norm) / ab_norm;
-            if exceeds(e_ab, eps) {
-                return Err(format!(
-                    "augmented e_A = ‖Q[R d] − [A b]‖/‖[A b]‖ = {e_ab:e} > 10·m·u = {eps:e}"
-                ));
-            }
+        });
+        let ab_norm = singular_values(&ab)[0];
+        let e_ab = norm2_upto(&(&qf * &rd - &ab), eps * ab_norm) / ab_norm;
+        if exceeds(e_ab, eps) {
+            return Err(format!(
+                "augmented e_A = ‖Q[R d] − [A b]‖/‖[A b]‖ = {e_ab:e} > 10·m·u = {eps:e}"
+            ));
         }
     }
 
@@ -523,19 +518,3 @@ pub fn snapshot<T: Scalar>(state: &dyn QrUpdate<T>) -> Snapshot {
         q: state.q().unwrap().as_ref().map(bits),
     }
 }
-
-/// Stamps one `#[test]` per (name, scalar type), each running `body::<T>(args…)`.
-/// Usage: `typed_tests!(body { body_f64: f64, body_f32: f32 [arg] });`
-#[allow(unused_macros)]
-macro_rules! typed_tests {
-    ($body:ident { $($name:ident: $t:ty $([$($arg:expr),*])?),+ $(,)? }) => {
-        $(
-            #[test]
-            fn $name() {
-                $body::<$t>($($($arg),*)?);
-            }
-        )+
-    };
-}
-#[allow(unused_imports)]
-pub(crate) use typed_tests;

@@ -17,44 +17,16 @@
 //! Inputs are uniform(−1, 1) and never zero (except the deliberately structured ones of
 //! the error-path tests); sizes are not multiples of 32.
 
-mod support;
+mod common;
 
-use cuqr::{CpuQr, Error, FactorParams, Mat, QPolicy, QrUpdate, Scalar};
+use common::{
+    checked_factors, checked_q, normalise_row_signs, random_mat, random_vec, rng, singular_values,
+    to_faer, typed_tests, Factors, Model, StateKind,
+};
+use cuqr::{CpuQr, Error, Mat, QrUpdate, Scalar};
 use faer::linalg::solvers::SolveLstsq;
 use rand::rngs::StdRng;
 use rand::Rng;
-use support::{normalise_row_signs, random_mat, random_vec, rng, singular_values, to_faer, Model};
-
-/// The state kinds under test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Full,
-    Thin,
-    /// R-only with kept A and b.
-    NoneKeep,
-    /// R-only without kept data.
-    NoneBare,
-}
-
-impl Kind {
-    fn policy(self) -> QPolicy {
-        match self {
-            Kind::Full => QPolicy::Full,
-            Kind::Thin => QPolicy::Thin,
-            Kind::NoneKeep | Kind::NoneBare => QPolicy::None,
-        }
-    }
-    fn params(self) -> FactorParams {
-        FactorParams {
-            keep_data: self == Kind::NoneKeep,
-            ..FactorParams::default()
-        }
-    }
-    fn build<T: Scalar>(self, a: &Mat<T>, b: &Mat<T>) -> CpuQr<T> {
-        CpuQr::factorize(a.as_ref(), b.as_ref(), self.policy(), self.params())
-            .unwrap_or_else(|e| panic!("factorize {self:?}: {e}"))
-    }
-}
 
 /// Largest singular value (2-norm) of a faer matrix.
 fn norm2(a: &faer::Mat<f64>) -> f64 {
@@ -85,41 +57,7 @@ fn check<T: Scalar>(st: &CpuQr<T>, model: &Model) -> Result<Ratios, String> {
     let u = T::UNIT_ROUNDOFF;
     let eps = 10.0 * m as f64 * u;
     let mut out = Ratios::default();
-    if (st.nrows(), st.ncols(), st.nrhs()) != (m, n, q) {
-        return Err(format!(
-            "dims {:?}, expected {:?}",
-            (st.nrows(), st.ncols(), st.nrhs()),
-            (m, n, q)
-        ));
-    }
-    let full = st.q_policy() == QPolicy::Full;
-    let rows = if full { m } else { n };
-    let r = st.r().map_err(|e| format!("r(): {e}"))?;
-    if (r.nrows(), r.ncols()) != (rows, n) {
-        return Err(format!(
-            "R is {}x{}, expected {rows}x{n}",
-            r.nrows(),
-            r.ncols()
-        ));
-    }
-    for j in 0..n {
-        for i in j + 1..rows {
-            if r[(i, j)] != T::ZERO {
-                return Err(format!(
-                    "R[{i},{j}] = {:e} below the diagonal",
-                    r[(i, j)].to_f64()
-                ));
-            }
-        }
-    }
-    let d = st.d().map_err(|e| format!("d(): {e}"))?;
-    if (d.nrows(), d.ncols()) != (rows, q) {
-        return Err(format!(
-            "d is {}x{}, expected {rows}x{q}",
-            d.nrows(),
-            d.ncols()
-        ));
-    }
+    let Factors { r, d, full, .. } = checked_factors(st, model)?;
 
     // faer's reference
     let s = singular_values(&model.a);
@@ -150,38 +88,25 @@ fn check<T: Scalar>(st: &CpuQr<T>, model: &Model) -> Result<Ratios, String> {
     }
 
     // Q
-    let qm = st.q().map_err(|e| format!("q(): {e}"))?;
-    match (st.q_policy(), qm) {
-        (QPolicy::None, None) => {}
-        (QPolicy::None, Some(_)) => return Err("q() is Some for an R-only state".into()),
-        (_, None) => return Err("q() is None for a state with Q".into()),
-        (_, Some(qm)) => {
-            let cols = if full { m } else { n };
-            if (qm.nrows(), qm.ncols()) != (m, cols) {
-                return Err(format!(
-                    "Q is {}x{}, expected {m}x{cols}",
-                    qm.nrows(),
-                    qm.ncols()
-                ));
-            }
-            let qf = to_faer(&qm);
-            let orth = norm2(&(qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols)));
-            out.orth = orth / eps;
-            if fails(orth, eps) {
-                return Err(format!("‖QᵀQ − I‖ = {orth:e} > 10·m·u = {eps:e}"));
-            }
-            let rf = faer::Mat::from_fn(cols, n, |i, j| r[(i, j)].to_f64());
-            let back = norm2(&(&model.a - &qf * &rf)) / a_norm;
-            out.back = back / eps;
-            if fails(back, eps) {
-                return Err(format!("‖A − QR‖/‖A‖ = {back:e} > 10·m·u = {eps:e}"));
-            }
-            if !full {
-                let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64());
-                let e_d = norm2(&(qf.transpose() * &model.b - &df)) / norm2(&model.b);
-                if fails(e_d, eps) {
-                    return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
-                }
+    if let Some(qm) = checked_q(st, m, n)? {
+        let cols = qm.ncols();
+        let qf = to_faer(&qm);
+        let orth = norm2(&(qf.transpose() * &qf - faer::Mat::<f64>::identity(cols, cols)));
+        out.orth = orth / eps;
+        if fails(orth, eps) {
+            return Err(format!("‖QᵀQ − I‖ = {orth:e} > 10·m·u = {eps:e}"));
+        }
+        let rf = faer::Mat::from_fn(cols, n, |i, j| r[(i, j)].to_f64());
+        let back = norm2(&(&model.a - &qf * &rf)) / a_norm;
+        out.back = back / eps;
+        if fails(back, eps) {
+            return Err(format!("‖A − QR‖/‖A‖ = {back:e} > 10·m·u = {eps:e}"));
+        }
+        if !full {
+            let df = faer::Mat::from_fn(n, q, |i, k| d[(i, k)].to_f64());
+            let e_d = norm2(&(qf.transpose() * &model.b - &df)) / norm2(&model.b);
+            if fails(e_d, eps) {
+                return Err(format!("‖d − Q₁ᵀb‖/‖b‖ = {e_d:e} > 10·m·u = {eps:e}"));
             }
         }
     }
@@ -243,10 +168,10 @@ enum Op {
     RankOne,
 }
 
-fn ops_for(kind: Kind, m: usize, n: usize) -> Vec<Op> {
+fn ops_for(kind: StateKind, m: usize, n: usize) -> Vec<Op> {
     let mut v = Vec::new();
     for p in [1, 3] {
-        if kind != Kind::NoneBare {
+        if kind != StateKind::NoneBare {
             for k0 in [0, n / 2, n] {
                 v.push(Op::InsertCols { k0, p });
             }
@@ -260,13 +185,13 @@ fn ops_for(kind: Kind, m: usize, n: usize) -> Vec<Op> {
             v.push(Op::InsertRows { k0, p });
         }
         for k0 in [0, (m - p) / 2, m - p] {
-            if kind != Kind::NoneBare {
+            if kind != StateKind::NoneBare {
                 v.push(Op::DeleteRows { k0, p });
             }
             v.push(Op::DeleteRowsWith { k0, p });
         }
     }
-    if kind != Kind::NoneBare {
+    if kind != StateKind::NoneBare {
         v.push(Op::RankOne);
     }
     v
@@ -322,7 +247,7 @@ fn every_op<T: Scalar>(seed0: u64) -> Vec<String> {
     let mut cases = 0;
     let mut worst = Ratios::default();
     for (si, &(m, n, q)) in [(97usize, 13usize, 2usize), (61, 7, 1)].iter().enumerate() {
-        for (ki, kind) in [Kind::Thin, Kind::NoneKeep, Kind::NoneBare]
+        for (ki, kind) in [StateKind::Thin, StateKind::NoneKeep, StateKind::NoneBare]
             .into_iter()
             .enumerate()
         {
@@ -332,7 +257,7 @@ fn every_op<T: Scalar>(seed0: u64) -> Vec<String> {
                 let a = random_mat::<T>(&mut g, m, n);
                 let b = random_mat::<T>(&mut g, m, q);
                 let mut model = Model::new(&a, &b);
-                let mut st = kind.build(&a, &b);
+                let mut st = kind.cpu(&a, &b);
                 cases += 1;
                 let tag = format!("{} {kind:?} {m}x{n} q={q} {op:?} seed={seed}", tname::<T>());
                 if let Err(e) = apply(&mut st, &mut model, op, &mut g) {
@@ -375,15 +300,14 @@ fn assert_none(failures: Vec<String>) {
     );
 }
 
-#[test]
-fn every_op_matches_faer_f64() {
-    assert_none(every_op::<f64>(1_000_001));
+/// [`every_op`] with no failure.
+fn every_op_passes<T: Scalar>(seed0: u64) {
+    assert_none(every_op::<T>(seed0));
 }
-
-#[test]
-fn every_op_matches_faer_f32() {
-    assert_none(every_op::<f32>(2_000_001));
-}
+typed_tests!(every_op_passes {
+    every_op_matches_faer_f64: f64[1_000_001],
+    every_op_matches_faer_f32: f32[2_000_001]
+});
 
 // ---------------------------------------------------------------------------------------
 // 2. property sequences
@@ -391,13 +315,13 @@ fn every_op_matches_faer_f32() {
 
 /// 60 mixed random updates keeping m ≥ n + 3, n ≥ 2 (and m ≤ 140, n ≤ 24), then the
 /// checks against a fresh faer factorisation of the tracked A, b.
-fn sequence<T: Scalar>(kind: Kind, seed: u64) -> Result<Ratios, String> {
+fn sequence<T: Scalar>(kind: StateKind, seed: u64) -> Result<Ratios, String> {
     let mut g = rng(seed);
     let (m0, n0, q) = (61, 7, 2);
     let a = random_mat::<T>(&mut g, m0, n0);
     let b = random_mat::<T>(&mut g, m0, q);
     let mut model = Model::new(&a, &b);
-    let mut st = kind.build(&a, &b);
+    let mut st = kind.cpu(&a, &b);
     let mut log = Vec::new();
     let steps = 60;
     for step in 0..steps {
@@ -448,7 +372,7 @@ fn sequence<T: Scalar>(kind: Kind, seed: u64) -> Result<Ratios, String> {
 
 fn sequences<T: Scalar>(seed0: u64) {
     let mut failures = Vec::new();
-    for (ki, kind) in [Kind::Thin, Kind::NoneKeep, Kind::Full]
+    for (ki, kind) in [StateKind::Thin, StateKind::NoneKeep, StateKind::Full]
         .into_iter()
         .enumerate()
     {
@@ -477,25 +401,20 @@ fn sequences<T: Scalar>(seed0: u64) {
     assert_none(failures);
 }
 
-#[test]
-fn sequences_match_faer_f64() {
-    sequences::<f64>(3_000_001);
-}
-
-#[test]
-fn sequences_match_faer_f32() {
-    sequences::<f32>(4_000_001);
-}
+typed_tests!(sequences {
+    sequences_match_faer_f64: f64[3_000_001],
+    sequences_match_faer_f32: f32[4_000_001]
+});
 
 // ---------------------------------------------------------------------------------------
 // 3. error paths leave the state unchanged
 // ---------------------------------------------------------------------------------------
 
 /// Everything observable, bit for bit, including the solution.
-fn observe<T: Scalar>(st: &CpuQr<T>) -> (support::Snapshot, Vec<u64>, Vec<u64>) {
+fn observe<T: Scalar>(st: &CpuQr<T>) -> (common::Snapshot, Vec<u64>, Vec<u64>) {
     let sol = st.solve().expect("solve");
     (
-        support::snapshot(st),
+        common::snapshot(st),
         sol.x
             .as_slice()
             .iter()
@@ -550,7 +469,7 @@ fn error_paths<T: Scalar>(seed: u64) {
     let b = random_mat::<T>(&mut g, m, q);
 
     // NeedsData without kept data
-    let mut bare = Kind::NoneBare.build(&a, &b);
+    let mut bare = StateKind::NoneBare.cpu(&a, &b);
     let u = random_mat::<T>(&mut g, m, 2);
     let needs = |e: &Error| matches!(e, Error::NeedsData { .. });
     push(expect_err(&mut bare, "bare insert_cols", needs, |s| {
@@ -574,10 +493,10 @@ fn error_paths<T: Scalar>(seed: u64) {
         }
     });
     let down = |e: &Error| matches!(e, Error::DowndateFailed { .. });
-    for kind in [Kind::Thin, Kind::NoneKeep, Kind::NoneBare] {
-        let mut st = kind.build(&az, &b);
+    for kind in [StateKind::Thin, StateKind::NoneKeep, StateKind::NoneBare] {
+        let mut st = kind.cpu(&az, &b);
         let what = format!("{kind:?} delete the only row carrying column {j}");
-        if kind == Kind::NoneBare {
+        if kind == StateKind::NoneBare {
             let rows = Mat::<T>::from_fn(1, n, |_, c| az[(i0, c)]);
             let rhs = Mat::<T>::from_fn(1, q, |_, k| b[(i0, k)]);
             push(expect_err(&mut st, &what, down, |s| {
@@ -598,8 +517,8 @@ fn error_paths<T: Scalar>(seed: u64) {
         T::from_f64((0..n).map(|c| coef[c] * a[(i, c)].to_f64()).sum())
     });
     let rank = |e: &Error| matches!(e, Error::RankDeficient { .. });
-    for kind in [Kind::Thin, Kind::NoneKeep] {
-        let mut st = kind.build(&a, &b);
+    for kind in [StateKind::Thin, StateKind::NoneKeep] {
+        let mut st = kind.cpu(&a, &b);
         for k0 in [0, 3, n] {
             push(expect_err(
                 &mut st,
@@ -612,8 +531,13 @@ fn error_paths<T: Scalar>(seed: u64) {
 
     // delete_rows_with shape errors, every kind
     let shape = |e: &Error| matches!(e, Error::Shape { .. });
-    for kind in [Kind::Full, Kind::Thin, Kind::NoneKeep, Kind::NoneBare] {
-        let mut st = kind.build(&a, &b);
+    for kind in [
+        StateKind::Full,
+        StateKind::Thin,
+        StateKind::NoneKeep,
+        StateKind::NoneBare,
+    ] {
+        let mut st = kind.cpu(&a, &b);
         let p = 2;
         let good_rows = Mat::<T>::from_fn(p, n, |i, c| a[(10 + i, c)]);
         let good_rhs = Mat::<T>::from_fn(p, q, |i, k| b[(10 + i, k)]);
@@ -661,15 +585,10 @@ fn error_paths<T: Scalar>(seed: u64) {
     assert_none(failures);
 }
 
-#[test]
-fn error_paths_leave_state_f64() {
-    error_paths::<f64>(5_000_001);
-}
-
-#[test]
-fn error_paths_leave_state_f32() {
-    error_paths::<f32>(6_000_001);
-}
+typed_tests!(error_paths {
+    error_paths_leave_state_f64: f64[5_000_001],
+    error_paths_leave_state_f32: f32[6_000_001]
+});
 
 // ---------------------------------------------------------------------------------------
 // 4. accuracy vs conditioning (f64, R-only with kept data)
@@ -727,13 +646,13 @@ fn compare_kinds(
     seed: u64,
 ) -> Vec<Vec<f64>> {
     let (m, n) = (bmat.nrows(), bmat.ncols());
-    [Kind::Full, Kind::Thin]
+    [StateKind::Full, StateKind::Thin]
         .into_iter()
         .map(|kind| {
             let st = if op == "insert_col" {
                 let a = Mat::from_fn(m, n - 1, |i, j| bmat[(i, if j < k0 { j } else { j + 1 })]);
                 let col = Mat::from_fn(m, 1, |i, _| bmat[(i, k0)]);
-                let mut st = kind.build(&a, b);
+                let mut st = kind.cpu(&a, b);
                 st.insert_cols(k0, col.as_ref()).expect("insert_cols");
                 st
             } else {
@@ -746,7 +665,7 @@ fn compare_kinds(
                 let u = random_vec::<f64>(&mut g, m);
                 let v = random_vec::<f64>(&mut g, n);
                 let a = Mat::from_fn(m, n, |i, j| bmat[(i, j)] - u[i] * v[j]);
-                let mut st = kind.build(&a, b);
+                let mut st = kind.cpu(&a, b);
                 st.rank_one(&u, &v).expect("rank_one");
                 st
             };
@@ -784,7 +703,7 @@ fn accuracy_vs_conditioning_none_keep_data_f64() {
                 let a = Mat::from_fn(m, n - 1, |i, j| bmat[(i, if j < k0 { j } else { j + 1 })]);
                 let col = Mat::from_fn(m, 1, |i, _| bmat[(i, k0)]);
                 let mut model = Model::new(&a, &b);
-                let mut st = Kind::NoneKeep.build(&a, &b);
+                let mut st = StateKind::NoneKeep.cpu(&a, &b);
                 match st.insert_cols(k0, col.as_ref()) {
                     Ok(()) => model.insert_cols(k0, &col),
                     Err(e) => {
@@ -799,7 +718,7 @@ fn accuracy_vs_conditioning_none_keep_data_f64() {
                 let v = random_vec::<f64>(&mut g, n);
                 let a = Mat::from_fn(m, n, |i, j| bmat[(i, j)] - u[i] * v[j]);
                 let mut model = Model::new(&a, &b);
-                let mut st = Kind::NoneKeep.build(&a, &b);
+                let mut st = StateKind::NoneKeep.cpu(&a, &b);
                 match st.rank_one(&u, &v) {
                     Ok(()) => model.rank_one(&u, &v),
                     Err(e) => {
@@ -843,17 +762,22 @@ fn shapes<T: Scalar>(seed: u64) {
     let (m, n, q) = (61, 7, 3);
     let a = random_mat::<T>(&mut g, m, n);
     let b = random_mat::<T>(&mut g, m, q);
-    for kind in [Kind::Full, Kind::Thin, Kind::NoneKeep, Kind::NoneBare] {
-        let mut st = kind.build(&a, &b);
+    for kind in [
+        StateKind::Full,
+        StateKind::Thin,
+        StateKind::NoneKeep,
+        StateKind::NoneBare,
+    ] {
+        let mut st = kind.cpu(&a, &b);
         for stage in 0..3 {
             let (m, n) = (st.nrows(), st.ncols());
             let qm = st.q().unwrap().map(|q| (q.nrows(), q.ncols()));
             let r = st.r().unwrap();
             let d = st.d().unwrap();
             let (want_q, rows) = match kind {
-                Kind::Full => (Some((m, m)), m),
-                Kind::Thin => (Some((m, n)), n),
-                Kind::NoneKeep | Kind::NoneBare => (None, n),
+                StateKind::Full => (Some((m, m)), m),
+                StateKind::Thin => (Some((m, n)), n),
+                StateKind::NoneKeep | StateKind::NoneBare => (None, n),
             };
             assert_eq!(qm, want_q, "{} {kind:?} stage {stage}: q()", tname::<T>());
             assert_eq!(
@@ -881,12 +805,7 @@ fn shapes<T: Scalar>(seed: u64) {
     }
 }
 
-#[test]
-fn memory_follows_kind_f64() {
-    shapes::<f64>(8_000_001);
-}
-
-#[test]
-fn memory_follows_kind_f32() {
-    shapes::<f32>(8_000_002);
-}
+typed_tests!(shapes {
+    memory_follows_kind_f64: f64[8_000_001],
+    memory_follows_kind_f32: f32[8_000_002]
+});

@@ -2,95 +2,31 @@
 //! (composed for the kinds with Q, the level-3 block path for the R-only kind with kept
 //! data, docs/algorithms.md#r-only-window-step), with and without forgetting; rank-k, column
 //! replacement and shift; drift control; against the f64 faer model of the same data with
-//! the bounds of `tests/support/mod.rs` (ε = 10·m·u per update). Error paths leave the state
+//! the bounds of `host/tests/common/model.rs` (ε = 10·m·u per update). Error paths leave the state
 //! unchanged bit for bit. Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1`
 //! makes that a failure.
 
 mod common;
-mod support;
 
-use std::sync::Arc;
-
-use cuqr::{
-    diagnostics, DriftParams, Error, FactorParams, Gpu, GpuQr, GpuScalar, Mat, QPolicy, QrUpdate,
-    Scalar, UpdateParams,
+use common::{
+    assert_long_window_accuracy, assert_slide_refuses_drops, check_state, drift_refreshes_run,
+    random_mat, rank_k_step, replace_cols_step, rng, scale_model, shared_gpu, shift_col_step,
+    slide_sweep, snapshot, DriftCase, Model, SlideSweep, StateKind, ALL_KINDS,
 };
-use support::{check_state, random_mat, rng, snapshot, Model};
-
-fn gpu() -> Option<Arc<Gpu>> {
-    common::gpu().map(Arc::new)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Full,
-    Thin,
-    NoneKeep,
-    NoneBare,
-}
-
-const KINDS: [Kind; 4] = [Kind::Full, Kind::Thin, Kind::NoneKeep, Kind::NoneBare];
-
-impl Kind {
-    fn build<T: GpuScalar>(self, g: &Arc<Gpu>, a: &Mat<T>, b: &Mat<T>) -> GpuQr<T> {
-        let policy = match self {
-            Kind::Full => QPolicy::Full,
-            Kind::Thin => QPolicy::Thin,
-            _ => QPolicy::None,
-        };
-        let params = FactorParams {
-            keep_data: self == Kind::NoneKeep,
-            ..FactorParams::default()
-        };
-        GpuQr::factorize(g, a.as_ref(), b.as_ref(), policy, params).unwrap()
-    }
-    fn capable(self) -> bool {
-        self != Kind::NoneBare
-    }
-}
-
-fn scale_model(model: &mut Model, s: f64) {
-    model.a = &model.a * faer::Scale(s);
-    model.b = &model.b * faer::Scale(s);
-}
+use cuqr::{diagnostics, Error, GpuScalar, Mat, QrUpdate, Scalar, UpdateParams};
 
 fn slide_sequences<T: GpuScalar>() {
-    let Some(g) = gpu() else { return };
-    for kind in KINDS {
-        for forget in [1.0, 0.81] {
-            for (p, drop) in [(1, 1), (16, 16), (3, 0), (0, 2), (40, 45)] {
-                let mut r = rng(100 + p as u64 * 3 + drop as u64);
-                let (m, n, q) = (301, 23, 2);
-                let a = random_mat::<T>(&mut r, m, n);
-                let b = random_mat::<T>(&mut r, m, q);
-                let mut st = kind.build(&g, &a, &b);
-                st.set_params(UpdateParams {
-                    forget,
-                    ..UpdateParams::default()
-                });
-                let mut model = Model::new(&a, &b);
-                for step in 0..6 {
-                    let rows = random_mat::<T>(&mut r, p, n);
-                    let rhs = random_mat::<T>(&mut r, p, q);
-                    let out = st.slide(rows.as_ref(), rhs.as_ref(), drop);
-                    if kind == Kind::NoneBare && drop > 0 {
-                        assert!(
-                            matches!(out, Err(Error::NeedsData { op: "slide", .. })),
-                            "{out:?}"
-                        );
-                        break;
-                    }
-                    let what = format!("{kind:?} λ={forget} p={p} drop={drop} step {step}");
-                    out.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    model.delete_rows(0, drop);
-                    scale_model(&mut model, forget.sqrt());
-                    let mm = model.m();
-                    model.insert_rows(mm, &rows, &rhs);
-                    check_state(&st, &model).unwrap_or_else(|e| panic!("{what}: {e}"));
-                }
-            }
-        }
-    }
+    let Some(g) = shared_gpu() else { return };
+    slide_sweep::<T, _>(
+        &SlideSweep {
+            dims: (301, 23, 2),
+            blocks: &[(1, 1), (16, 16), (3, 0), (0, 2), (40, 45)],
+            steps: 6,
+            min_rows: 0,
+            seed: |p, drop| 100 + p as u64 * 3 + drop as u64,
+        },
+        |kind, a, b| kind.gpu(&g, a, b),
+    );
 }
 
 #[test]
@@ -103,8 +39,8 @@ fn gpu_slide_sequences_f32() {
 }
 
 fn slide_errors<T: GpuScalar>() {
-    let Some(g) = gpu() else { return };
-    for kind in KINDS {
+    let Some(g) = shared_gpu() else { return };
+    for kind in ALL_KINDS {
         let mut r = rng(7);
         let (m, n, q) = (70, 9, 1);
         let mut a = random_mat::<T>(&mut r, m, n);
@@ -112,30 +48,17 @@ fn slide_errors<T: GpuScalar>() {
             a[(i, 0)] = T::ZERO;
         }
         let b = random_mat::<T>(&mut r, m, q);
-        let mut st = kind.build(&g, &a, &b);
+        let mut st = kind.gpu(&g, &a, &b);
         let before = snapshot(&st);
         let mut rows = random_mat::<T>(&mut r, 2, n);
         rows[(0, 0)] = T::ZERO;
         rows[(1, 0)] = T::ZERO;
         let rhs = random_mat::<T>(&mut r, 2, q);
-        let e = st.slide(rows.as_ref(), rhs.as_ref(), 64).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Underdetermined {
-                    op: "slide",
-                    m: 8,
-                    n: 9
-                }
-            ),
-            "{e}"
-        );
-        let e = st.slide(rows.as_ref(), rhs.as_ref(), 71).unwrap_err();
-        assert!(matches!(e, Error::InvalidParam { what: "drop", .. }), "{e}");
+        assert_slide_refuses_drops(&mut st, rows.as_ref(), rhs.as_ref());
         // dropping the only rows that carry column 0
         let e = st.slide(rows.as_ref(), rhs.as_ref(), 2).unwrap_err();
         match kind {
-            Kind::NoneBare => assert!(matches!(e, Error::NeedsData { .. }), "{e}"),
+            StateKind::NoneBare => assert!(matches!(e, Error::NeedsData { .. }), "{e}"),
             _ => assert!(
                 matches!(
                     e,
@@ -168,59 +91,33 @@ fn gpu_slide_errors_f32() {
 }
 
 fn verbs<T: GpuScalar>() {
-    let Some(g) = gpu() else { return };
-    for kind in KINDS {
+    let Some(g) = shared_gpu() else { return };
+    for kind in ALL_KINDS {
         let mut r = rng(13);
         let (m, n, q) = (203, 17, 2);
         let a = random_mat::<T>(&mut r, m, n);
         let b = random_mat::<T>(&mut r, m, q);
         for k in [1usize, 3, 17] {
-            let mut st = kind.build(&g, &a, &b);
+            let mut st = kind.gpu(&g, &a, &b);
             let u = random_mat::<T>(&mut r, m, k);
             let v = random_mat::<T>(&mut r, n, k);
-            let out = st.rank_k(u.as_ref(), v.as_ref());
-            if !kind.capable() {
-                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
-                continue;
-            }
-            out.unwrap_or_else(|e| panic!("{kind:?} rank_k {k}: {e}"));
-            let mut model = Model::new(&a, &b);
-            for c in 0..k {
-                model.rank_one(u.col(c), v.col(c));
-            }
-            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} rank_k {k}: {e}"));
+            let what = format!("{kind:?} rank_k {k}");
+            rank_k_step(&mut st, kind, (&a, &b), (&u, &v), None, &what);
         }
         for (k0, p) in [(0, 1), (5, 4), (13, 4)] {
-            let mut st = kind.build(&g, &a, &b);
+            let mut st = kind.gpu(&g, &a, &b);
             let u = random_mat::<T>(&mut r, m, p);
-            let out = st.replace_cols(k0, u.as_ref());
-            if !kind.capable() {
-                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
-                continue;
-            }
-            out.unwrap_or_else(|e| panic!("{kind:?} replace {k0}: {e}"));
-            let mut model = Model::new(&a, &b);
-            model.delete_cols(k0, p);
-            model.insert_cols(k0, &u);
-            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} replace {k0}: {e}"));
+            let what = format!("{kind:?} replace {k0}");
+            replace_cols_step(&mut st, kind, (&a, &b), k0, &u, &what);
         }
+        // every move is a real one (from ≠ to): the kinds without Q or data refuse each
         for (from, to) in [(0, 16), (16, 0), (4, 9)] {
-            let mut st = kind.build(&g, &a, &b);
-            let out = st.shift_col(from, to);
-            if !kind.capable() {
-                assert!(matches!(out, Err(Error::NeedsData { .. })), "{out:?}");
-                continue;
-            }
-            out.unwrap_or_else(|e| panic!("{kind:?} shift {from}->{to}: {e}"));
-            let mut order: Vec<usize> = (0..n).collect();
-            let c = order.remove(from);
-            order.insert(to, c);
-            let moved = Mat::<T>::from_fn(m, n, |i, j| a[(i, order[j])]);
-            check_state(&st, &Model::new(&moved, &b))
-                .unwrap_or_else(|e| panic!("{kind:?} shift {from}->{to}: {e}"));
+            let mut st = kind.gpu(&g, &a, &b);
+            let what = format!("{kind:?} shift {from}->{to}");
+            shift_col_step(&mut st, kind, (&a, &b), (from, to), &what);
         }
         // a dependent replacement is refused; the state is unchanged
-        let mut st = kind.build(&g, &a, &b);
+        let mut st = kind.gpu(&g, &a, &b);
         let before = snapshot(&st);
         if kind.capable() {
             let dup = Mat::<T>::from_fn(m, 1, |i, _| a[(i, 1)]);
@@ -243,46 +140,20 @@ fn gpu_verbs_f32() {
 /// Drift control with a zero threshold refreshes at every check, and the refreshed state
 /// still represents the data.
 fn drift<T: GpuScalar>() {
-    let Some(g) = gpu() else { return };
-    for kind in KINDS {
+    let Some(g) = shared_gpu() else { return };
+    for kind in ALL_KINDS {
         let mut r = rng(17);
         let (m, n, q) = (150, 12, 1);
         let a = random_mat::<T>(&mut r, m, n);
         let b = random_mat::<T>(&mut r, m, q);
-        let mut st = kind.build(&g, &a, &b);
-        st.set_params(UpdateParams {
-            drift: DriftParams {
-                check_every: 2,
-                tol: Some(0.0),
-                refresh: true,
-            },
-            ..UpdateParams::default()
-        });
+        let mut st = kind.gpu(&g, &a, &b);
         let mut model = Model::new(&a, &b);
-        let mut history = Vec::new();
-        for step in 0..5 {
-            let rows = random_mat::<T>(&mut r, 3, n);
-            let rhs = random_mat::<T>(&mut r, 3, q);
-            st.insert_rows(st.nrows(), rows.as_ref(), rhs.as_ref())
-                .unwrap();
-            history.push(st.drift());
-            let mm = model.m();
-            model.insert_rows(mm, &rows, &rhs);
-            check_state(&st, &model).unwrap_or_else(|e| panic!("{kind:?} step {step}: {e}"));
-        }
-        let d = st.drift();
-        let history = format!("{kind:?}: {history:?}");
-        assert_eq!((d.checks, d.since_check), (2, 1), "{history}");
-        if kind == Kind::NoneBare {
-            assert_eq!((d.estimate, d.refreshes), (None, 0));
-        } else {
-            let e = d.estimate.unwrap();
-            assert!(
-                e.is_finite() && e < 100.0 * m as f64 * T::UNIT_ROUNDOFF,
-                "{history}"
-            );
-            assert_eq!(d.refreshes, 2, "{history}");
-        }
+        let case = DriftCase {
+            check_every: 2,
+            steps: 5,
+            rows: 3,
+        };
+        drift_refreshes_run(&mut st, kind, &mut model, &mut r, &case);
     }
 }
 
@@ -299,13 +170,13 @@ fn gpu_drift_f32() {
 /// RᵀR = AᵀA within 100·m·u·‖A‖², x within the least-squares bound.
 #[test]
 fn gpu_long_window() {
-    let Some(g) = gpu() else { return };
-    for kind in [Kind::Thin, Kind::NoneKeep] {
+    let Some(g) = shared_gpu() else { return };
+    for kind in [StateKind::Thin, StateKind::NoneKeep] {
         let mut r = rng(23);
         let (m, n, q, p) = (5000, 30, 1, 4);
         let a = random_mat::<f64>(&mut r, m, n);
         let b = random_mat::<f64>(&mut r, m, q);
-        let mut st = kind.build(&g, &a, &b);
+        let mut st = kind.gpu(&g, &a, &b);
         let mut am = a.clone();
         let mut bm = b.clone();
         for _ in 0..1000 {
@@ -328,19 +199,7 @@ fn gpu_long_window() {
             });
         }
         let dg = diagnostics(&st, am.as_ref(), bm.as_ref()).unwrap();
-        let bar = 100.0 * m as f64 * f64::UNIT_ROUNDOFF;
-        if let (Some(eq), Some(ea)) = (dg.e_q, dg.e_a) {
-            assert!(
-                eq <= bar && ea <= bar,
-                "{kind:?}: e_Q {eq:e}, e_A {ea:e} > {bar:e}"
-            );
-        }
-        assert!(dg.e_gram <= bar, "{kind:?}: e_gram {:e}", dg.e_gram);
-        assert!(
-            dg.e_x <= 1e4 * n as f64 * f64::UNIT_ROUNDOFF,
-            "{kind:?}: e_x {:e}",
-            dg.e_x
-        );
+        assert_long_window_accuracy(&dg, kind, m, 1e4 * n as f64 * f64::UNIT_ROUNDOFF);
         for (mine, fresh) in dg.residual {
             assert!(
                 (mine - fresh).abs() <= 1e-8 * fresh,
@@ -354,14 +213,14 @@ fn gpu_long_window() {
 /// the composed path with the explicit completion, the R-only step its Householder fallback
 /// when the new rows carry the direction instead. Both against the model.
 fn slide_high_leverage<T: GpuScalar>() {
-    let Some(g) = gpu() else { return };
-    for kind in [Kind::Thin, Kind::NoneKeep, Kind::Full] {
+    let Some(g) = shared_gpu() else { return };
+    for kind in [StateKind::Thin, StateKind::NoneKeep, StateKind::Full] {
         let mut r = rng(29);
         let (m, n, q) = (120, 7, 1);
         let mut a = random_mat::<T>(&mut r, m, n);
         a[(0, 0)] = T::from_f64(300.0);
         let b = random_mat::<T>(&mut r, m, q);
-        let mut st = kind.build(&g, &a, &b);
+        let mut st = kind.gpu(&g, &a, &b);
         let mut model = Model::new(&a, &b);
         let mut rows = random_mat::<T>(&mut r, 2, n);
         rows[(1, 0)] = T::from_f64(250.0);
@@ -388,13 +247,13 @@ fn gpu_slide_high_leverage_f32() {
 /// sample): both at the level of rounding, neither exactly zero for these random data.
 #[test]
 fn gpu_drift_estimate_matches_cpu() {
-    let Some(g) = gpu() else { return };
-    for kind in [Kind::Thin, Kind::NoneKeep, Kind::Full] {
+    let Some(g) = shared_gpu() else { return };
+    for kind in [StateKind::Thin, StateKind::NoneKeep, StateKind::Full] {
         let mut r = rng(31);
         let (m, n, q) = (150, 12, 1);
         let a = random_mat::<f64>(&mut r, m, n);
         let b = random_mat::<f64>(&mut r, m, q);
-        let mut st = kind.build(&g, &a, &b);
+        let mut st = kind.gpu(&g, &a, &b);
         let mut cpu = st.to_cpu().unwrap();
         let e_gpu = st.check_drift().unwrap().estimate.unwrap();
         let e_cpu = cpu.check_drift().unwrap().estimate.unwrap();
@@ -410,12 +269,12 @@ fn gpu_drift_estimate_matches_cpu() {
 /// times), then a column insertion, a row deletion and a rank-one change, a copy to the host
 /// and a clone, each against the model.
 fn ring_then_other_updates<T: GpuScalar>() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = shared_gpu() else { return };
     let mut r = rng(37);
     let (m, n, q) = (200, 9, 2);
     let a = random_mat::<T>(&mut r, m, n);
     let b = random_mat::<T>(&mut r, m, q);
-    let mut st = Kind::NoneKeep.build(&g, &a, &b);
+    let mut st = StateKind::NoneKeep.gpu(&g, &a, &b);
     st.set_params(UpdateParams {
         forget: 0.95,
         ..UpdateParams::default()
@@ -472,13 +331,13 @@ fn gpu_ring_then_other_updates_f32() {
 /// `slide_device` (rows already on the device) gives what `slide` gives, for every kind (the
 /// full kind through the host path), and refuses a non-finite row with the state unchanged.
 fn slide_device_matches<T: GpuScalar>() {
-    let Some(g) = gpu() else { return };
-    for kind in [Kind::Thin, Kind::NoneKeep, Kind::Full] {
+    let Some(g) = shared_gpu() else { return };
+    for kind in [StateKind::Thin, StateKind::NoneKeep, StateKind::Full] {
         let mut r = rng(41);
         let (m, n, q) = (260, 11, 2);
         let a = random_mat::<T>(&mut r, m, n);
         let b = random_mat::<T>(&mut r, m, q);
-        let mut st = kind.build(&g, &a, &b);
+        let mut st = kind.gpu(&g, &a, &b);
         let mut model = Model::new(&a, &b);
         for step in 0..4 {
             let rows = random_mat::<T>(&mut r, 5, n);

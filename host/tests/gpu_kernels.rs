@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{max_abs, max_abs_diff, nonzero, rand_mat, rand_vec, u};
+use common::{max_abs, max_abs_diff, nonzero, signed_mat, signed_vec, u};
 use cuqr::internals::cpu::reference;
 use cuqr::internals::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::{Gpu, Scalar};
@@ -57,7 +57,7 @@ fn house_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, n: usize, zero_tail: bo
     } else {
         (0..n).map(|_| T::from_f64(nonzero(rng) * scale)).collect()
     };
-    let sentinels: Vec<T> = rand_vec(rng, 2);
+    let sentinels: Vec<T> = signed_vec(rng, 2);
     let mut host = vec![alpha0];
     host.extend_from_slice(&x0);
     host.extend_from_slice(&sentinels);
@@ -153,7 +153,7 @@ fn reductions<T: GpuScalar>(gpu: &Gpu) {
         let x: Vec<T> = (0..n)
             .map(|_| T::from_f64(nonzero(&mut rng) * scale))
             .collect();
-        let y: Vec<T> = rand_vec(&mut rng, n);
+        let y: Vec<T> = signed_vec(&mut rng, n);
         let (dx, dy) = (
             DevVec::from_slice(gpu, &x).unwrap(),
             DevVec::from_slice(gpu, &y).unwrap(),
@@ -391,7 +391,7 @@ fn transpose_all<T: GpuScalar>(gpu: &Gpu) {
         (4097, 65),
     ] {
         // Source is an offset block (2, 1) of a larger matrix, to exercise views.
-        let big = rand_mat::<T>(&mut rng, rows + 3, cols + 2);
+        let big = signed_mat::<T>(&mut rng, rows + 3, cols + 2);
         let src = DevMat::from_host(gpu, big.as_ref()).unwrap();
         let mut dst = DevMat::<T>::zeros(gpu, cols, rows).unwrap();
         dst.fill(gpu, nan()).unwrap();
@@ -432,8 +432,8 @@ fn double_sum_all<T: GpuScalar>(gpu: &Gpu) {
         let (mut cm, raw) =
             dev_mat_nan_padded::<T>(gpu, rr, cc, |_, _| T::from_f64(nonzero(&mut rng)));
         let ld = cm.ld();
-        let a: Vec<T> = rand_vec(&mut rng, r * c);
-        let b: Vec<T> = rand_vec(&mut rng, r * c);
+        let a: Vec<T> = signed_vec(&mut rng, r * c);
+        let b: Vec<T> = signed_vec(&mut rng, r * c);
         let (da, db) = (
             DevVec::from_slice(gpu, &a).unwrap(),
             DevVec::from_slice(gpu, &b).unwrap(),
@@ -474,7 +474,7 @@ common::gpu_tests!(common::gpu => double_sum_all { reduce_double_sum_f32: f32, r
 fn set_tau_all<T: GpuScalar>(gpu: &Gpu) {
     let mut rng = common::rng(16);
     for k in [1usize, 31, 33, 1000] {
-        let tau: Vec<T> = rand_vec(&mut rng, k + 1);
+        let tau: Vec<T> = signed_vec(&mut rng, k + 1);
         let dtau = DevVec::from_slice(gpu, &tau).unwrap();
         let mut t = DevMat::<T>::zeros(gpu, k, k).unwrap();
         t.fill(gpu, nan()).unwrap();
@@ -504,7 +504,7 @@ fn build_t_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, rows: usize, k: usize
     for j in 0..k {
         vh[j + j * rows] = T::ONE;
         let mut alpha = T::from_f64(nonzero(rng));
-        let mut tail: Vec<T> = rand_vec(rng, rows - j - 1);
+        let mut tail: Vec<T> = signed_vec(rng, rows - j - 1);
         reference::house(&mut alpha, &mut tail, &mut tau[j]);
         vh[j + 1 + j * rows..(j + 1) * rows].copy_from_slice(&tail);
     }
@@ -576,17 +576,17 @@ fn devmat_round_trips() {
     let Some(gpu) = common::gpu() else { return };
     let mut rng = common::rng(18);
     for (m, n) in [(1usize, 1usize), (33, 31), (1000, 333)] {
-        let a = rand_mat::<f64>(&mut rng, m, n);
+        let a = signed_mat::<f64>(&mut rng, m, n);
         let mut d = DevMat::from_host(&gpu, a.as_ref()).unwrap();
         assert_eq!(d.to_host(&gpu).unwrap(), a);
         let mut staging = gpu.alloc_pinned::<f64>(d.ld() * n).unwrap();
-        let b = rand_mat::<f64>(&mut rng, m, n);
+        let b = signed_mat::<f64>(&mut rng, m, n);
         d.upload_pinned(&gpu, b.as_ref(), &mut staging).unwrap();
         assert_eq!(d.download_pinned(&gpu, &mut staging).unwrap(), b);
         // A staging buffer longer than the matrix (a reused, larger one): only the
         // matrix's elements move.
         let mut long = gpu.alloc_pinned::<f64>(d.ld() * n + 777).unwrap();
-        let c = rand_mat::<f64>(&mut rng, m, n);
+        let c = signed_mat::<f64>(&mut rng, m, n);
         d.upload_pinned(&gpu, c.as_ref(), &mut long).unwrap();
         assert_eq!(d.to_host(&gpu).unwrap(), c);
         assert_eq!(d.download_pinned(&gpu, &mut long).unwrap(), c);
@@ -624,15 +624,15 @@ fn chain_run<T: GpuScalar>(
 /// docs/algorithms.md#accuracy-measures).
 fn tuned_chain_case<T: GpuScalar>(gpu: &Gpu, rng: &mut StdRng, n: usize, p: usize) {
     use cuqr::internals::chains::ChainTuning;
-    let mut r0 = rand_mat::<T>(rng, n, n);
+    let mut r0 = signed_mat::<T>(rng, n, n);
     for j in 0..n {
         for i in j + 1..n {
             r0[(i, j)] = T::ZERO;
         }
     }
-    let d0 = rand_mat::<T>(rng, n, 1);
-    let u0 = rand_mat::<T>(rng, p, n);
-    let e0 = rand_mat::<T>(rng, p, 1);
+    let d0 = signed_mat::<T>(rng, n, 1);
+    let u0 = signed_mat::<T>(rng, p, n);
+    let e0 = signed_mat::<T>(rng, p, 1);
     let inputs = [&r0, &d0, &u0, &e0];
     let planned = chain_run(gpu, &inputs, ChainTuning::default());
     for tune in [ChainTuning { cpb: Some(5) }, ChainTuning { cpb: Some(3) }] {

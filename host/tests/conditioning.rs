@@ -7,11 +7,11 @@
 //! solution of the updated matrix. Both kinds meet the bound at every κ here; the printed
 //! ratios document how far inside it each lands.
 
-mod support;
+mod common;
 
+use common::{random_mat, rng};
 use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate};
 use faer::linalg::solvers::SolveLstsq;
-use support::{random_mat, rng};
 
 const M: usize = 157;
 const N: usize = 23;
@@ -19,10 +19,10 @@ const N: usize = 23;
 /// U·diag(σ)·Vᵀ with orthonormal U (M×N), V (N×N) from QRs of random matrices.
 fn conditioned(kappa: f64, seed: u64) -> (Mat<f64>, faer::Mat<f64>) {
     let mut g = rng(seed);
-    let qu = support::to_faer(&random_mat::<f64>(&mut g, M, N))
+    let qu = common::to_faer(&random_mat::<f64>(&mut g, M, N))
         .qr()
         .compute_thin_Q();
-    let qv = support::to_faer(&random_mat::<f64>(&mut g, N, N))
+    let qv = common::to_faer(&random_mat::<f64>(&mut g, N, N))
         .qr()
         .compute_Q();
     let sigma: Vec<f64> = (0..N)
@@ -36,8 +36,8 @@ fn conditioned(kappa: f64, seed: u64) -> (Mat<f64>, faer::Mat<f64>) {
 
 /// ‖x − x_faer‖/‖x_faer‖ for the least-squares problem of (a, b).
 fn x_error(x: &Mat<f64>, a: &Mat<f64>, b: &Mat<f64>) -> f64 {
-    let fa = support::to_faer(a);
-    let fb = support::to_faer(b);
+    let fa = common::to_faer(a);
+    let fb = common::to_faer(b);
     let xf = fa.qr().solve_lstsq(&fb);
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for i in 0..a.ncols() {
@@ -55,7 +55,7 @@ fn errors(policy: QPolicy, kappa: f64, seed: u64) -> (f64, f64) {
     let xt = random_mat::<f64>(&mut g, N, 1);
     let ax = a.matmul(&xt);
     // r = (I − UUᵀ)z scaled to 1e-6·‖Ax‖
-    let z = support::to_faer(&random_mat::<f64>(&mut g, M, 1));
+    let z = common::to_faer(&random_mat::<f64>(&mut g, M, 1));
     let rz = &z - &qu * (qu.transpose() * &z);
     let scale = 1e-6 * ax.norm_fro() / rz.norm_l2();
     let b = Mat::from_fn(M, 1, |i, _| ax[(i, 0)] + scale * rz[(i, 0)]);

@@ -9,10 +9,10 @@
 //! agree within the same relative bound (times ‖b‖ for d). Q's extra columns of the full
 //! kind (n..m) are not unique and are compared through QQᵀ's first n columns only.
 
-mod support;
+mod common;
 
+use common::{eps, random_mat, random_vec, rng, singular_values, to_faer};
 use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate, Scalar};
-use support::{eps, random_mat, random_vec, rng, singular_values, to_faer};
 
 /// One update, applied to a clone of the state.
 #[derive(Clone, Debug)]

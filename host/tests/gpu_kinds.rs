@@ -7,145 +7,31 @@
 //! given and refuses the operations that need the data); a random sequence of 60 mixed
 //! updates per kind; the error paths (a dependent new column, a deleted row that alone
 //! carries a direction, rank deficiency, validation) with the state unchanged bit for bit;
-//! the host round trip; and the memory each kind holds (nothing m×m). Tolerances are those of `tests/support/mod.rs`
+//! the host round trip; and the memory each kind holds (nothing m×m). Tolerances are those of `host/tests/common/model.rs`
 //! (ε = 10·m·u, docs/algorithms.md#accuracy-measures).
 //! Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1` makes that a failure.
 
 mod common;
-mod support;
 
 use std::sync::Arc;
 
-use cuqr::{
-    CpuQr, DevMat, Error, FactorParams, Gpu, GpuQr, GpuScalar, Mat, QPolicy, QrUpdate, Scalar,
+use common::{
+    bits, check_r_matches, check_state, random_mat, random_vec, rng, shared_gpu, snapshot, Model,
+    StateKind, Upd, UpdateKind, ALL_UPDATES,
 };
-use rand::rngs::StdRng;
-use rand::Rng;
-use support::{bits, check_r_matches, check_state, random_mat, random_vec, rng, snapshot, Model};
-
-fn gpu() -> Option<Arc<Gpu>> {
-    common::gpu().map(Arc::new)
-}
+use cuqr::{CpuQr, DevMat, Error, Gpu, GpuQr, GpuScalar, Mat, QPolicy, QrUpdate};
 
 /// The state kinds under test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Thin,
-    /// R-only with A and b kept.
-    NoneKeep,
-    /// R-only without data.
-    NoneBare,
-}
-
-const STATES: [State; 3] = [State::Thin, State::NoneKeep, State::NoneBare];
-
-impl State {
-    fn policy(self) -> QPolicy {
-        match self {
-            State::Thin => QPolicy::Thin,
-            State::NoneKeep | State::NoneBare => QPolicy::None,
-        }
-    }
-    fn params(self) -> FactorParams {
-        FactorParams {
-            keep_data: self == State::NoneKeep,
-            ..FactorParams::default()
-        }
-    }
-    /// Whether `kind` runs on this state (an R-only state without data cannot insert
-    /// columns or make a rank-one change).
-    fn runs(self, kind: Kind) -> bool {
-        self != State::NoneBare || !matches!(kind, Kind::InsertCols | Kind::RankOne)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    InsertCols,
-    DeleteCols,
-    InsertRows,
-    DeleteRows,
-    RankOne,
-}
-
-const KINDS: [Kind; 5] = [
-    Kind::InsertCols,
-    Kind::DeleteCols,
-    Kind::InsertRows,
-    Kind::DeleteRows,
-    Kind::RankOne,
-];
-
-/// One update with its inputs, applied identically to both backends and the model.
-#[derive(Clone, Debug)]
-enum Upd<T: Scalar> {
-    InsertCols(usize, Mat<T>),
-    DeleteCols(usize, usize),
-    InsertRows(usize, Mat<T>, Mat<T>),
-    DeleteRows(usize, usize),
-    RankOne(Vec<T>, Vec<T>),
-}
-
-impl<T: Scalar> Upd<T> {
-    fn make(
-        kind: Kind,
-        g: &mut StdRng,
-        (m, n, q): (usize, usize, usize),
-        k0: usize,
-        p: usize,
-    ) -> Self {
-        match kind {
-            Kind::InsertCols => Upd::InsertCols(k0, random_mat(g, m, p)),
-            Kind::DeleteCols => Upd::DeleteCols(k0, p),
-            Kind::InsertRows => Upd::InsertRows(k0, random_mat(g, p, n), random_mat(g, p, q)),
-            Kind::DeleteRows => Upd::DeleteRows(k0, p),
-            Kind::RankOne => Upd::RankOne(random_vec(g, m), random_vec(g, n)),
-        }
-    }
-    /// Applies the update; row deletion passes the deleted rows of the model's A and b
-    /// (`delete_rows_with`), which only an R-only state without data reads.
-    fn apply(&self, st: &mut dyn QrUpdate<T>, model: &Model) -> cuqr::Result<()> {
-        match self {
-            Upd::InsertCols(k0, u) => st.insert_cols(*k0, u.as_ref()),
-            Upd::DeleteCols(k0, p) => st.delete_cols(*k0, *p),
-            Upd::InsertRows(k0, u, e) => st.insert_rows(*k0, u.as_ref(), e.as_ref()),
-            Upd::DeleteRows(k0, p) => {
-                // rows past the end are the caller's mistake: pass what there is
-                let take = (*p).min(model.m().saturating_sub(*k0));
-                let rows =
-                    Mat::<T>::from_fn(take, model.n(), |i, j| T::from_f64(model.a[(k0 + i, j)]));
-                let rhs =
-                    Mat::<T>::from_fn(take, model.q(), |i, k| T::from_f64(model.b[(k0 + i, k)]));
-                if take == *p {
-                    st.delete_rows_with(*k0, rows.as_ref(), rhs.as_ref())
-                } else {
-                    st.delete_rows(*k0, *p)
-                }
-            }
-            Upd::RankOne(u, v) => st.rank_one(u, v),
-        }
-    }
-    fn apply_model(&self, model: &mut Model) {
-        match self {
-            Upd::InsertCols(k0, u) => model.insert_cols(*k0, u),
-            Upd::DeleteCols(k0, p) => model.delete_cols(*k0, *p),
-            Upd::InsertRows(k0, u, e) => model.insert_rows(*k0, u, e),
-            Upd::DeleteRows(k0, p) => model.delete_rows(*k0, *p),
-            Upd::RankOne(u, v) => model.rank_one(u, v),
-        }
-    }
-}
+const STATES: [StateKind; 3] = [StateKind::Thin, StateKind::NoneKeep, StateKind::NoneBare];
 
 /// States of `state`'s kind on both backends from the same A (m×n) and b (m×q).
 fn pair<T: GpuScalar>(
     gpu: &Arc<Gpu>,
-    state: State,
+    state: StateKind,
     a: &Mat<T>,
     b: &Mat<T>,
 ) -> (GpuQr<T>, CpuQr<T>) {
-    let gs = GpuQr::factorize(gpu, a.as_ref(), b.as_ref(), state.policy(), state.params()).unwrap();
-    let cs = CpuQr::factorize(a.as_ref(), b.as_ref(), state.policy(), state.params()).unwrap();
-    (gs, cs)
+    (state.gpu(gpu, a, b), state.cpu(a, b))
 }
 
 fn shape<T: GpuScalar>(x: Option<&DevMat<T>>) -> Option<(usize, usize)> {
@@ -179,7 +65,7 @@ fn check_shapes<T: GpuScalar>(gs: &GpuQr<T>, what: &str) {
     assert_eq!(view_shape(gs.a_dev()), kept.then_some((m, n)), "{what}: A");
 }
 
-/// GPU state vs model (every accuracy check of tests/support) and vs the CPU state (R up to
+/// GPU state vs model (every accuracy check of host/tests/common/model.rs) and vs the CPU state (R up to
 /// row signs), R exactly zero below its diagonal, the kind's shapes.
 fn compare<T: GpuScalar>(gs: &GpuQr<T>, cs: &CpuQr<T>, model: &Model, what: &str) {
     check_state::<T>(gs, model).unwrap_or_else(|e| panic!("{what}: GPU vs model: {e}"));
@@ -192,6 +78,28 @@ fn compare<T: GpuScalar>(gs: &GpuQr<T>, cs: &CpuQr<T>, model: &Model, what: &str
         }
     }
     check_shapes(gs, what);
+}
+
+/// `steps` on both backends and the model (those the kind runs), each compared.
+fn run_steps<T: GpuScalar>(
+    state: StateKind,
+    (gs, cs): (&mut GpuQr<T>, &mut CpuQr<T>),
+    model: &mut Model,
+    steps: Vec<Upd<T>>,
+    label: &str,
+) {
+    for upd in steps {
+        let kind = upd.kind();
+        if !state.runs(kind) {
+            continue;
+        }
+        let what = format!("{state:?} {label} {kind:?}");
+        upd.apply_with_rows(gs, model)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        upd.apply_with_rows(cs, model).unwrap();
+        upd.apply_model(model);
+        compare(gs, cs, model, &what);
+    }
 }
 
 /// The same error on both backends: equal, or (where the message carries a computed
@@ -218,17 +126,11 @@ fn kinds_updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
 }
 
-fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State, seed: u64) {
+fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: StateKind, seed: u64) {
     let dims = (300, 97, 2);
-    for kind in KINDS {
+    for kind in ALL_UPDATES {
         for p in [1usize, 7] {
-            let limit = match kind {
-                Kind::InsertCols => dims.1,
-                Kind::DeleteCols => dims.1 - p,
-                Kind::InsertRows => dims.0,
-                Kind::DeleteRows => dims.0 - p,
-                Kind::RankOne => 0,
-            };
+            let limit = kind.last_k0((dims.0, dims.1), p);
             for k0 in [0, limit / 2 + 1, limit] {
                 let mut g = rng(seed ^ (k0 as u64) << 8 ^ p as u64);
                 let a = random_mat::<T>(&mut g, dims.0, dims.1);
@@ -239,8 +141,8 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State, seed: u64) {
                 let what = format!("{state:?} {kind:?} k0={k0} p={p}");
                 if !state.runs(kind) {
                     let before = snapshot::<T>(&gs);
-                    let eg = upd.apply(&mut gs, &model).err();
-                    let ec = upd.apply(&mut cs, &model).err();
+                    let eg = upd.apply_with_rows(&mut gs, &model).err();
+                    let ec = upd.apply_with_rows(&mut cs, &model).err();
                     assert!(
                         matches!(eg, Some(Error::NeedsData { .. })),
                         "{what}: {eg:?}"
@@ -249,9 +151,9 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State, seed: u64) {
                     assert!(before == snapshot::<T>(&gs), "{what}: state changed");
                     continue;
                 }
-                upd.apply(&mut gs, &model)
+                upd.apply_with_rows(&mut gs, &model)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
-                upd.apply(&mut cs, &model).unwrap();
+                upd.apply_with_rows(&mut cs, &model).unwrap();
                 upd.apply_model(&mut model);
                 compare(&gs, &cs, &model, &what);
             }
@@ -259,7 +161,7 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State, seed: u64) {
     }
 }
 
-common::gpu_tests!(gpu => kinds_updates_case { kinds_updates_match_cpu_f64: f64 [61], kinds_updates_match_cpu_f32: f32 [62] });
+common::gpu_tests!(shared_gpu => kinds_updates_case { kinds_updates_match_cpu_f64: f64 [61], kinds_updates_match_cpu_f32: f32 [62] });
 
 /// 60 random updates of every operation the kind runs, on both backends, each step
 /// checked.
@@ -269,7 +171,7 @@ fn kinds_sequence<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
 }
 
-fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, state: State, seed: u64) {
+fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, state: StateKind, seed: u64) {
     let mut g = rng(seed);
     let a = random_mat::<T>(&mut g, 150, 29);
     let b = random_mat::<T>(&mut g, 150, 2);
@@ -277,45 +179,37 @@ fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, state: State, seed: u64) {
     let (mut gs, mut cs) = pair(gpu, state, &a, &b);
     for step in 0..60 {
         let (m, n, q) = (model.m(), model.n(), model.q());
-        let kinds: Vec<Kind> = KINDS
+        let kinds: Vec<UpdateKind> = ALL_UPDATES
             .iter()
             .copied()
             .filter(|k| {
                 state.runs(*k)
                     && match k {
-                        Kind::DeleteCols => n > 12,
-                        Kind::DeleteRows | Kind::InsertCols => m > n + 12,
-                        Kind::InsertRows => m < 260,
-                        Kind::RankOne => true,
+                        UpdateKind::DeleteCols => n > 12,
+                        UpdateKind::DeleteRows | UpdateKind::InsertCols => m > n + 12,
+                        UpdateKind::InsertRows => m < 260,
+                        UpdateKind::RankOne => true,
                     }
             })
             .collect();
-        let kind = kinds[g.random_range(0..kinds.len())];
-        let p = g.random_range(1..5);
-        let k0 = match kind {
-            Kind::InsertCols => g.random_range(0..=n),
-            Kind::DeleteCols => g.random_range(0..=n - p),
-            Kind::InsertRows => g.random_range(0..=m),
-            Kind::DeleteRows => g.random_range(0..=m - p),
-            Kind::RankOne => 0,
-        };
-        let upd = Upd::<T>::make(kind, &mut g, (m, n, q), k0, p);
+        let (upd, k0, p) = Upd::<T>::random(&kinds, &mut g, (m, n, q));
+        let kind = upd.kind();
         let what = format!("{state:?} step {step} {kind:?} k0={k0} p={p}");
-        upd.apply(&mut gs, &model)
+        upd.apply_with_rows(&mut gs, &model)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        upd.apply(&mut cs, &model).unwrap();
+        upd.apply_with_rows(&mut cs, &model).unwrap();
         upd.apply_model(&mut model);
         compare(&gs, &cs, &model, &what);
     }
 }
 
-common::gpu_tests!(gpu => kinds_sequence { kinds_sequence_f64: f64 [71], kinds_sequence_f32: f32 [72] });
+common::gpu_tests!(shared_gpu => kinds_sequence { kinds_sequence_f64: f64 [71], kinds_sequence_f32: f32 [72] });
 
 /// R, d, Q₁, the kept data and the residual norms, bit for bit.
 #[allow(clippy::type_complexity)]
 fn observe<T: GpuScalar>(
     gs: &GpuQr<T>,
-) -> (support::Snapshot, Vec<(usize, usize, Vec<u64>)>, Vec<u64>) {
+) -> (common::Snapshot, Vec<(usize, usize, Vec<u64>)>, Vec<u64>) {
     let kept = [gs.b_dev(), gs.a_dev()]
         .into_iter()
         .flatten()
@@ -339,7 +233,7 @@ fn kinds_errors_case<T: GpuScalar>(gpu: &Arc<Gpu>) {
     }
 }
 
-fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State) {
+fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: StateKind) {
     let mut g = rng(81);
     let (m, n) = (60, 11);
     let a = random_mat::<T>(&mut g, m, n);
@@ -372,8 +266,8 @@ fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State) {
     for upd in &bad {
         let what = format!("{state:?} {upd:?}");
         let before = observe(&gs);
-        let eg = upd.apply(&mut gs, &model).err();
-        let ec = upd.apply(&mut cs, &model).err();
+        let eg = upd.apply_with_rows(&mut gs, &model).err();
+        let ec = upd.apply_with_rows(&mut cs, &model).err();
         assert!(before == observe(&gs), "{what}: GPU state changed on error");
         same_error(&eg, &ec, &what);
     }
@@ -388,8 +282,8 @@ fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State) {
     let (mut gs, mut cs) = pair(gpu, state, &a2, &b);
     let before = observe(&gs);
     let lone = Upd::<T>::DeleteRows(7, 1);
-    let eg = lone.apply(&mut gs, &model).err();
-    let ec = lone.apply(&mut cs, &model).err();
+    let eg = lone.apply_with_rows(&mut gs, &model).err();
+    let ec = lone.apply_with_rows(&mut cs, &model).err();
     assert!(
         before == observe(&gs),
         "{state:?} lone row: GPU state changed on error"
@@ -401,8 +295,8 @@ fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State) {
     same_error(&eg, &ec, &format!("{state:?} lone row"));
     // and the state still works afterwards
     let upd = Upd::DeleteRows(20, 3);
-    upd.apply(&mut gs, &model).unwrap();
-    upd.apply(&mut cs, &model).unwrap();
+    upd.apply_with_rows(&mut gs, &model).unwrap();
+    upd.apply_with_rows(&mut cs, &model).unwrap();
     upd.apply_model(&mut model);
     compare(
         &gs,
@@ -412,7 +306,7 @@ fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>, state: State) {
     );
 }
 
-common::gpu_tests!(gpu => kinds_errors_case { kinds_errors_match_cpu_f64: f64, kinds_errors_match_cpu_f32: f32 });
+common::gpu_tests!(shared_gpu => kinds_errors_case { kinds_errors_match_cpu_f64: f64, kinds_errors_match_cpu_f32: f32 });
 
 /// Each kind to the host and back: the same factors and kept data, and both update alike.
 fn kinds_round_trip<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
@@ -428,13 +322,13 @@ fn kinds_round_trip<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
         assert!(observe(&back) == observe(&gs), "{state:?}");
         let mut host = host;
         let mut model = Model::new(&a, &b);
-        let upd = if state.runs(Kind::InsertCols) {
+        let upd = if state.runs(UpdateKind::InsertCols) {
             Upd::InsertCols(5, random_mat::<T>(&mut g, 120, 3))
         } else {
             Upd::DeleteRows(5, 3)
         };
-        upd.apply(&mut back, &model).unwrap();
-        upd.apply(&mut host, &model).unwrap();
+        upd.apply_with_rows(&mut back, &model).unwrap();
+        upd.apply_with_rows(&mut host, &model).unwrap();
         upd.apply_model(&mut model);
         compare(
             &back,
@@ -445,7 +339,7 @@ fn kinds_round_trip<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
 }
 
-common::gpu_tests!(gpu => kinds_round_trip { kinds_round_trip_f64: f64 [91], kinds_round_trip_f32: f32 [92] });
+common::gpu_tests!(shared_gpu => kinds_round_trip { kinds_round_trip_f64: f64 [91], kinds_round_trip_f32: f32 [92] });
 
 /// Inputs that take the thin kind's explicit paths (a deleted row of leverage near 1, new
 /// columns and a rank-one u mostly inside range(A)), and the same inputs on every kind:
@@ -477,26 +371,11 @@ fn kinds_near_range<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
             Upd::RankOne(u, random_vec(&mut g, n + 2)),
             Upd::DeleteRows(9, 1),
         ];
-        for upd in steps {
-            let kind = match &upd {
-                Upd::InsertCols(..) => Kind::InsertCols,
-                Upd::RankOne(..) => Kind::RankOne,
-                _ => Kind::DeleteRows,
-            };
-            if !state.runs(kind) {
-                continue;
-            }
-            let what = format!("{state:?} near range {kind:?}");
-            upd.apply(&mut gs, &model)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            upd.apply(&mut cs, &model).unwrap();
-            upd.apply_model(&mut model);
-            compare(&gs, &cs, &model, &what);
-        }
+        run_steps(state, (&mut gs, &mut cs), &mut model, steps, "near range");
     }
 }
 
-common::gpu_tests!(gpu => kinds_near_range { kinds_near_range_f64: f64 [101], kinds_near_range_f32: f32 [102] });
+common::gpu_tests!(shared_gpu => kinds_near_range { kinds_near_range_f64: f64 [101], kinds_near_range_f32: f32 [102] });
 
 /// A tall state (132,309 rows): rank-one, single-column insertion and row deletion on every
 /// kind, against the CPU backend.
@@ -513,23 +392,8 @@ fn kinds_tall_products<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
             Upd::InsertCols(7, random_mat(&mut g, m, 1)),
             Upd::DeleteRows(m / 2, 1),
         ];
-        for upd in steps {
-            let kind = match &upd {
-                Upd::InsertCols(..) => Kind::InsertCols,
-                Upd::RankOne(..) => Kind::RankOne,
-                _ => Kind::DeleteRows,
-            };
-            if !state.runs(kind) {
-                continue;
-            }
-            let what = format!("{state:?} tall {kind:?}");
-            upd.apply(&mut gs, &model)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            upd.apply(&mut cs, &model).unwrap();
-            upd.apply_model(&mut model);
-            compare(&gs, &cs, &model, &what);
-        }
+        run_steps(state, (&mut gs, &mut cs), &mut model, steps, "tall");
     }
 }
 
-common::gpu_tests!(gpu => kinds_tall_products { kinds_tall_products_f64: f64 [111], kinds_tall_products_f32: f32 [112] });
+common::gpu_tests!(shared_gpu => kinds_tall_products { kinds_tall_products_f64: f64 [111], kinds_tall_products_f32: f32 [112] });

@@ -3,10 +3,10 @@
 //! made on a valid state; the test matches the `cuqr::Error` variant and then
 //! checks that R, d, Q and the dimensions are bit-for-bit what they were.
 
-mod support;
+mod common;
 
+use common::{check_state, random_mat, random_vec, rng, snapshot, Model};
 use cuqr::{CpuQr, Error, FactorParams, Mat, MatRef, QPolicy, QrUpdate, Scalar, UpdateParams};
-use support::{check_state, random_mat, random_vec, rng, snapshot, Model};
 
 const M: usize = 37;
 const N: usize = 11;
@@ -45,7 +45,7 @@ fn expect_err<T: Scalar>(
 
 /// After the failed calls the state still works: a valid row insertion and
 /// column deletion (allowed under every policy) give the factorisation of the
-/// updated (a, b), checked by the support module against faer.
+/// updated (a, b), checked by the shared test module against faer.
 fn still_usable<T: Scalar>(st: &mut CpuQr<T>, a: &Mat<T>, b: &Mat<T>, seed: u64) {
     let mut g = rng(seed);
     let mut model = Model::new(a, b);
@@ -169,7 +169,7 @@ fn shape_errors<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 100);
 }
 
-support::typed_tests!(shape_errors {
+common::typed_tests!(shape_errors {
     shape_errors_f64: f64,
     shape_errors_f32: f32
 });
@@ -259,7 +259,7 @@ fn range_errors<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 101);
 }
 
-support::typed_tests!(range_errors {
+common::typed_tests!(range_errors {
     range_errors_f64: f64,
     range_errors_f32: f32
 });
@@ -332,7 +332,7 @@ fn non_finite<T: Scalar>() {
     still_usable(&mut st, &a, &b, 102);
 }
 
-support::typed_tests!(non_finite {
+common::typed_tests!(non_finite {
     non_finite_f64: f64,
     non_finite_f32: f32
 });
@@ -389,7 +389,7 @@ fn needs_q<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 103);
 }
 
-support::typed_tests!(needs_q {
+common::typed_tests!(needs_q {
     needs_q_f64: f64,
     needs_q_f32: f32
 });
@@ -468,17 +468,11 @@ fn rank_deficient<T: Scalar>() {
                 T::ZERO
             }
         } else {
-            support::rand_scalar::<T>(&mut g)
+            common::rand_scalar::<T>(&mut g)
         }
     });
     let b = random_mat::<T>(&mut g, M, 1);
-    let mut st = CpuQr::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let mut st = common::StateKind::Full.cpu(&a, &b);
     expect_err(
         &mut st,
         "delete_rows leaves column 5 zero",
@@ -488,7 +482,7 @@ fn rank_deficient<T: Scalar>() {
     still_usable(&mut st, &a, &b, 106);
 }
 
-support::typed_tests!(rank_deficient {
+common::typed_tests!(rank_deficient {
     rank_deficient_f64: f64,
     rank_deficient_f32: f32
 });
@@ -546,7 +540,7 @@ fn invalid_params<T: Scalar>() {
     still_usable(&mut st, &a0, &b0, 104);
 }
 
-support::typed_tests!(invalid_params {
+common::typed_tests!(invalid_params {
     invalid_params_f64: f64,
     invalid_params_f32: f32
 });

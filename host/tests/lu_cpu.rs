@@ -58,7 +58,7 @@ fn check_square<T: Scalar>(a: &Mat<T>, p: LuParams, q: usize, seed: u64, same_pe
         }
     }
     let mut rng = common::rng(seed);
-    let b: Mat<T> = common::rand_mat(&mut rng, n, q);
+    let b: Mat<T> = common::signed_mat(&mut rng, n, q);
     let x = lu.solve(b.as_ref()).unwrap();
     let be = backward_err(a, &x, &b);
     assert!(
@@ -98,7 +98,7 @@ fn check_square<T: Scalar>(a: &Mat<T>, p: LuParams, q: usize, seed: u64, same_pe
 fn random_square<T: Scalar>() {
     for (idx, &n) in [1usize, 31, 33, 127, 257].iter().enumerate() {
         let mut rng = common::rng(100 + idx as u64);
-        let a: Mat<T> = common::rand_mat(&mut rng, n, n);
+        let a: Mat<T> = common::signed_mat(&mut rng, n, n);
         check_square(
             &a,
             LuParams::default(),
@@ -123,7 +123,7 @@ fn random_square_f32() {
 #[test]
 fn blocked_and_unblocked_pick_the_same_pivots() {
     let mut rng = common::rng(7);
-    let a: Mat<f64> = common::rand_mat(&mut rng, 129, 129);
+    let a: Mat<f64> = common::signed_mat(&mut rng, 129, 129);
     let blk = CpuLu::factorize(a.as_ref(), params(32, 8)).unwrap();
     let unb = CpuLu::factorize(a.as_ref(), params(1, 1)).unwrap();
     assert_eq!(blk.ipiv(), unb.ipiv());
@@ -133,7 +133,7 @@ fn blocked_and_unblocked_pick_the_same_pivots() {
 fn tiny_leading_entry_needs_pivoting() {
     for &n in &[33usize, 100] {
         let mut rng = common::rng(11 + n as u64);
-        let mut a: Mat<f64> = common::rand_mat(&mut rng, n, n);
+        let mut a: Mat<f64> = common::signed_mat(&mut rng, n, n);
         a[(0, 0)] = 1e-20;
         let lu = CpuLu::factorize(a.as_ref(), params(16, 4)).unwrap();
         assert_ne!(lu.ipiv()[0], 0, "the tiny entry must not be the pivot");
@@ -146,7 +146,7 @@ fn every_step_pivots() {
     // rows of a diagonally dominant matrix in reverse order: each step must swap
     let n = 45;
     let mut rng = common::rng(21);
-    let d: Mat<f64> = common::rand_mat(&mut rng, n, n);
+    let d: Mat<f64> = common::signed_mat(&mut rng, n, n);
     let a = Mat::from_fn(n, n, |i, j| {
         let r = n - 1 - i;
         if r == j {
@@ -166,7 +166,7 @@ fn rectangular<T: Scalar>() {
         .enumerate()
     {
         let mut rng = common::rng(400 + idx as u64);
-        let a: Mat<T> = common::rand_mat(&mut rng, m, n);
+        let a: Mat<T> = common::signed_mat(&mut rng, m, n);
         for p in [LuParams::default(), params(16, 4)] {
             let lu = CpuLu::factorize(a.as_ref(), p).unwrap();
             let k = m.min(n);
@@ -187,7 +187,7 @@ fn rectangular<T: Scalar>() {
                 );
             }
             // solve needs a square matrix
-            let b: Mat<T> = common::rand_mat(&mut rng, m, 1);
+            let b: Mat<T> = common::signed_mat(&mut rng, m, 1);
             assert!(matches!(lu.solve(b.as_ref()), Err(Error::Shape { .. })));
         }
     }
@@ -234,7 +234,7 @@ fn singular_zero_column() {
 fn singular_duplicate_column() {
     let mut rng = common::rng(32);
     let n = 50;
-    let mut a: Mat<f64> = common::rand_mat(&mut rng, n, n);
+    let mut a: Mat<f64> = common::signed_mat(&mut rng, n, n);
     for i in 0..n {
         a[(i, 37)] = a[(i, 5)];
     }
@@ -252,7 +252,7 @@ fn singular_duplicate_column() {
 #[test]
 fn non_finite_names_the_entry() {
     let mut rng = common::rng(33);
-    let mut a: Mat<f32> = common::rand_mat(&mut rng, 20, 20);
+    let mut a: Mat<f32> = common::signed_mat(&mut rng, 20, 20);
     a[(4, 13)] = f32::NAN;
     match CpuLu::factorize(a.as_ref(), LuParams::default()) {
         Err(Error::NonFinite { row, col, .. }) => assert_eq!((row, col), (4, 13)),
@@ -268,11 +268,11 @@ fn non_finite_names_the_entry() {
 #[test]
 fn solve_rejects_bad_b() {
     let mut rng = common::rng(34);
-    let a: Mat<f64> = common::rand_mat(&mut rng, 10, 10);
+    let a: Mat<f64> = common::signed_mat(&mut rng, 10, 10);
     let lu = CpuLu::factorize(a.as_ref(), LuParams::default()).unwrap();
-    let b: Mat<f64> = common::rand_mat(&mut rng, 9, 2);
+    let b: Mat<f64> = common::signed_mat(&mut rng, 9, 2);
     assert!(matches!(lu.solve(b.as_ref()), Err(Error::Shape { .. })));
-    let mut b: Mat<f64> = common::rand_mat(&mut rng, 10, 2);
+    let mut b: Mat<f64> = common::signed_mat(&mut rng, 10, 2);
     b[(3, 1)] = f64::NAN;
     assert!(matches!(lu.solve(b.as_ref()), Err(Error::NonFinite { .. })));
 }

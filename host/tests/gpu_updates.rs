@@ -5,56 +5,42 @@
 //! update the GPU wires: extend [`GPU_WIRED`]), f32 and f64, ragged sizes, k0 at 0 / middle / end,
 //! p = 1 and p > 1, random update sequences through `&mut dyn QrUpdate<T>`, the same
 //! validation errors with the state unchanged, device out-of-memory, and launch counts.
-//! Tolerances are those of `tests/support/mod.rs` (ε = 10·m·u,
+//! Tolerances are those of `host/tests/common/model.rs` (ε = 10·m·u,
 //! docs/algorithms.md#accuracy-measures).
 //! Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1` makes that a failure.
 
 mod common;
-mod support;
 
 use std::sync::Arc;
 
+use common::{
+    check_r_matches, check_state, random_mat, random_vec, rng, snapshot, Model, StateKind, Upd,
+    UpdateKind,
+};
 use cuqr::GpuQr;
 use cuqr::GpuScalar;
 use cuqr::{
     ColumnStrip, CpuQr, Error, FactorParams, Givens, Gpu, Mat, QPolicy, QrUpdate, RowRemoval,
-    Scalar, UpdateParams,
+    UpdateParams,
 };
 use rand::rngs::StdRng;
-use rand::Rng;
-use support::{check_r_matches, check_state, random_mat, random_vec, rng, snapshot, Model};
-
-fn gpu() -> Option<Arc<Gpu>> {
-    common::gpu().map(Arc::new)
-}
-
-/// Kinds of update (the unwired ones are only constructed once [`GPU_WIRED`] lists them).
-#[allow(dead_code)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    InsertCols,
-    DeleteCols,
-    InsertRows,
-    DeleteRows,
-    RankOne,
-}
 
 /// The updates the GPU backend runs: all five.
-const GPU_WIRED: &[Kind] = &[
-    Kind::InsertCols,
-    Kind::DeleteCols,
-    Kind::InsertRows,
-    Kind::DeleteRows,
-    Kind::RankOne,
+const GPU_WIRED: &[UpdateKind] = &[
+    UpdateKind::InsertCols,
+    UpdateKind::DeleteCols,
+    UpdateKind::InsertRows,
+    UpdateKind::DeleteRows,
+    UpdateKind::RankOne,
 ];
 
 /// The strategies that change how `kind` runs on the GPU (docs/algorithms.md#givens-rotations,
 /// docs/algorithms.md#row-deletion): the
 /// Givens-based updates run under the two-phase default and every seed design.
-fn strategies(kind: Kind) -> Vec<UpdateParams> {
+fn strategies(kind: UpdateKind) -> Vec<UpdateParams> {
     let mut out = vec![UpdateParams::default()];
     match kind {
-        Kind::InsertCols => {
+        UpdateKind::InsertCols => {
             out.push(UpdateParams {
                 givens: Givens::Wavefront,
                 ..UpdateParams::default()
@@ -65,11 +51,11 @@ fn strategies(kind: Kind) -> Vec<UpdateParams> {
                 ..UpdateParams::default()
             });
         }
-        Kind::RankOne => out.push(UpdateParams {
+        UpdateKind::RankOne => out.push(UpdateParams {
             givens: Givens::Wavefront,
             ..UpdateParams::default()
         }),
-        Kind::DeleteRows => {
+        UpdateKind::DeleteRows => {
             for row_removal in [RowRemoval::Composite, RowRemoval::SeparateStreams] {
                 out.push(UpdateParams {
                     givens: Givens::Wavefront,
@@ -83,61 +69,17 @@ fn strategies(kind: Kind) -> Vec<UpdateParams> {
                 ..UpdateParams::default()
             });
         }
-        Kind::DeleteCols | Kind::InsertRows => {}
+        UpdateKind::DeleteCols | UpdateKind::InsertRows => {}
     }
     out
 }
 
-/// One update with its random inputs, applied identically to both backends and the model.
-#[derive(Clone, Debug)]
-enum Upd<T: Scalar> {
-    InsertCols(usize, Mat<T>),
-    DeleteCols(usize, usize),
-    InsertRows(usize, Mat<T>, Mat<T>),
-    DeleteRows(usize, usize),
-    RankOne(Vec<T>, Vec<T>),
-}
-
-impl<T: Scalar> Upd<T> {
-    /// A random update of `kind` with position `k0` and block size `p` for an m×n×q state.
-    fn make(
-        kind: Kind,
-        g: &mut StdRng,
-        (m, n, q): (usize, usize, usize),
-        k0: usize,
-        p: usize,
-    ) -> Self {
-        match kind {
-            Kind::InsertCols => Upd::InsertCols(k0, random_mat(g, m, p)),
-            Kind::DeleteCols => Upd::DeleteCols(k0, p),
-            Kind::InsertRows => Upd::InsertRows(k0, random_mat(g, p, n), random_mat(g, p, q)),
-            Kind::DeleteRows => Upd::DeleteRows(k0, p),
-            Kind::RankOne => Upd::RankOne(random_vec(g, m), random_vec(g, n)),
-        }
-    }
-    fn apply(&self, st: &mut dyn QrUpdate<T>) -> cuqr::Result<()> {
-        match self {
-            Upd::InsertCols(k0, u) => st.insert_cols(*k0, u.as_ref()),
-            Upd::DeleteCols(k0, p) => st.delete_cols(*k0, *p),
-            Upd::InsertRows(k0, u, e) => st.insert_rows(*k0, u.as_ref(), e.as_ref()),
-            Upd::DeleteRows(k0, p) => st.delete_rows(*k0, *p),
-            Upd::RankOne(u, v) => st.rank_one(u, v),
-        }
-    }
-    fn apply_model(&self, model: &mut Model) {
-        match self {
-            Upd::InsertCols(k0, u) => model.insert_cols(*k0, u),
-            Upd::DeleteCols(k0, p) => model.delete_cols(*k0, *p),
-            Upd::InsertRows(k0, u, e) => model.insert_rows(*k0, u, e),
-            Upd::DeleteRows(k0, p) => model.delete_rows(*k0, *p),
-            Upd::RankOne(u, v) => model.rank_one(u, v),
-        }
-    }
-}
-
 /// Needs Q?
-fn needs_q(k: Kind) -> bool {
-    matches!(k, Kind::InsertCols | Kind::DeleteRows | Kind::RankOne)
+fn needs_q(k: UpdateKind) -> bool {
+    matches!(
+        k,
+        UpdateKind::InsertCols | UpdateKind::DeleteRows | UpdateKind::RankOne
+    )
 }
 
 /// Both backends factorised from the same random A (m×n) and b (m×q).
@@ -218,14 +160,18 @@ fn profiled_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, (m, n, q): (usize, usi
 
 #[test]
 fn profiled_factorisation_matches_cpu() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     profiled_case::<f64>(&gpu, 150, (1000, 333, 2));
     profiled_case::<f32>(&gpu, 151, (2049, 130, 1));
 }
 
 #[test]
 fn factorize_and_solve_match_cpu() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     for (i, dims) in [(1000, 333, 2), (257, 100, 1), (95, 95, 3), (61, 1, 1)]
         .into_iter()
         .enumerate()
@@ -237,40 +183,60 @@ fn factorize_and_solve_match_cpu() {
 
 #[test]
 fn factorize_and_update_large() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     let mut g = rng(7);
     let (mut gs, mut cs, mut model) = pair::<f64>(&gpu, &mut g, (4097, 1025, 1), QPolicy::Full);
     compare(&gs, &cs, &model, "factorize 4097x1025");
     // Each update on both backends and the model under `params`, then compared; a
     // column insertion's k0 is clamped to the state's n (usize::MAX appends).
-    let mut step =
-        |g: &mut StdRng, kind: Kind, k0: usize, p: usize, params: UpdateParams, what: &str| {
-            gs.set_params(params);
-            cs.set_params(params);
-            let d = gs.dims();
-            let k0 = if kind == Kind::InsertCols {
-                k0.min(d.n)
-            } else {
-                k0
-            };
-            let upd = Upd::<f64>::make(kind, g, (d.m, d.n, 1), k0, p);
-            upd.apply(&mut gs).unwrap();
-            upd.apply(&mut cs).unwrap();
-            upd.apply_model(&mut model);
-            let what = format!("{what} on {}x{} k0={k0} p={p}", d.m, d.n);
-            compare(&gs, &cs, &model, &what);
+    let mut step = |g: &mut StdRng,
+                    kind: UpdateKind,
+                    k0: usize,
+                    p: usize,
+                    params: UpdateParams,
+                    what: &str| {
+        gs.set_params(params);
+        cs.set_params(params);
+        let d = gs.dims();
+        let k0 = if kind == UpdateKind::InsertCols {
+            k0.min(d.n)
+        } else {
+            k0
         };
+        let upd = Upd::<f64>::make(kind, g, (d.m, d.n, 1), k0, p);
+        upd.apply(&mut gs).unwrap();
+        upd.apply(&mut cs).unwrap();
+        upd.apply_model(&mut model);
+        let what = format!("{what} on {}x{} k0={k0} p={p}", d.m, d.n);
+        compare(&gs, &cs, &model, &what);
+    };
     let def = UpdateParams::default();
-    step(&mut g, Kind::InsertRows, 2000, 33, def, "insert_rows");
-    step(&mut g, Kind::DeleteCols, 400, 17, def, "delete_cols");
+    step(&mut g, UpdateKind::InsertRows, 2000, 33, def, "insert_rows");
+    step(&mut g, UpdateKind::DeleteCols, 400, 17, def, "delete_cols");
     // Column insertion with Q of ≥ 4096 rows: Q's side takes the panels' reflectors
     // merged (70 columns: 9 panels of ≤ 8 in one merge; 300 columns: 8 panels of 30,
     // then 2).
-    step(&mut g, Kind::InsertCols, 300, 70, def, "insert_cols");
-    step(&mut g, Kind::InsertCols, 1000, 300, def, "insert_cols");
+    step(&mut g, UpdateKind::InsertCols, 300, 70, def, "insert_cols");
+    step(
+        &mut g,
+        UpdateKind::InsertCols,
+        1000,
+        300,
+        def,
+        "insert_cols",
+    );
     // Row insertion whose stacked (jb + p)×jb panels pass one block's rows (p = 1100):
     // the cooperative panel, beside p = 33 above (the one-block panel).
-    step(&mut g, Kind::InsertRows, 500, 1100, def, "insert_rows");
+    step(
+        &mut g,
+        UpdateKind::InsertRows,
+        500,
+        1100,
+        def,
+        "insert_rows",
+    );
     // The strip as one blocked Householder QR of the (n + p − k0)² block with Q of
     // ≥ 4096 rows (Q's side merged), beside the Givens strips above.
     let strip = UpdateParams {
@@ -279,7 +245,7 @@ fn factorize_and_update_large() {
     };
     step(
         &mut g,
-        Kind::InsertCols,
+        UpdateKind::InsertCols,
         200,
         150,
         strip,
@@ -293,7 +259,7 @@ fn factorize_and_update_large() {
     };
     step(
         &mut g,
-        Kind::InsertCols,
+        UpdateKind::InsertCols,
         usize::MAX,
         150,
         wide,
@@ -310,13 +276,7 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
                 continue;
             }
             for p in [1usize, 7] {
-                let limit = match kind {
-                    Kind::InsertCols => dims.1,
-                    Kind::DeleteCols => dims.1 - p,
-                    Kind::InsertRows => dims.0,
-                    Kind::DeleteRows => dims.0 - p,
-                    Kind::RankOne => 0,
-                };
+                let limit = kind.last_k0((dims.0, dims.1), p);
                 for k0 in [0, limit / 2 + 1, limit] {
                     for params in strategies(kind) {
                         let mut g = rng(seed ^ (k0 as u64) << 8 ^ p as u64);
@@ -326,7 +286,8 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
                         let before = gpu.launch_count();
                         upd.apply(&mut gs).unwrap();
                         let launches = gpu.launch_count() - before;
-                        if kind == Kind::DeleteCols && k0 == limit && policy == QPolicy::Full {
+                        if kind == UpdateKind::DeleteCols && k0 == limit && policy == QPolicy::Full
+                        {
                             // deleting the last columns keeps R's first ones in place:
                             // no launch, copy or allocation at all (an R-only state
                             // moves the dropped rows of d into its residual norms)
@@ -352,7 +313,7 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
 }
 
-common::gpu_tests!(gpu => updates_case { updates_match_cpu_f64: f64 [11], updates_match_cpu_f32: f32 [12] });
+common::gpu_tests!(common::shared_gpu => updates_case { updates_match_cpu_f64: f64 [11], updates_match_cpu_f32: f32 [12] });
 
 /// A random sequence of ≥ 50 wired updates through `&mut dyn QrUpdate<T>` on both
 /// backends; every step is checked (e_Q, e_A ≤ ε, R, x, residual, ‖L‖ = 0).
@@ -364,31 +325,11 @@ fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     let a = random_mat::<T>(&mut g, 90, 31);
     let b = random_mat::<T>(&mut g, 90, 2);
     let mut model = Model::new(&a, &b);
-    let gs = GpuQr::<T>::factorize(
-        gpu,
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
-    let cs = CpuQr::<T>::factorize(
-        a.as_ref(),
-        b.as_ref(),
-        QPolicy::Full,
-        FactorParams::default(),
-    )
-    .unwrap();
+    let gs = StateKind::Full.gpu(gpu, &a, &b);
+    let cs = StateKind::Full.cpu(&a, &b);
     let mut seed_states: Vec<Box<dyn QrUpdate<T>>> = Vec::new();
     for row_removal in [RowRemoval::Composite, RowRemoval::SeparateStreams] {
-        let mut st = GpuQr::<T>::factorize(
-            gpu,
-            a.as_ref(),
-            b.as_ref(),
-            QPolicy::Full,
-            FactorParams::default(),
-        )
-        .unwrap();
+        let mut st = StateKind::Full.gpu(gpu, &a, &b);
         st.set_params(UpdateParams {
             givens: Givens::Wavefront,
             row_removal,
@@ -400,26 +341,18 @@ fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     states.extend(seed_states);
     for step in 0..50 {
         let (m, n, q) = (model.m(), model.n(), model.q());
-        let kinds: Vec<Kind> = GPU_WIRED
+        let kinds: Vec<UpdateKind> = GPU_WIRED
             .iter()
             .copied()
             .filter(|k| match k {
-                Kind::DeleteCols => n > 12,
-                Kind::DeleteRows => m > n + 12,
-                Kind::InsertCols => m > n + 12,
+                UpdateKind::DeleteCols => n > 12,
+                UpdateKind::DeleteRows => m > n + 12,
+                UpdateKind::InsertCols => m > n + 12,
                 _ => true,
             })
             .collect();
-        let kind = kinds[g.random_range(0..kinds.len())];
-        let p = g.random_range(1..5);
-        let k0 = match kind {
-            Kind::InsertCols => g.random_range(0..=n),
-            Kind::DeleteCols => g.random_range(0..=n - p),
-            Kind::InsertRows => g.random_range(0..=m),
-            Kind::DeleteRows => g.random_range(0..=m - p),
-            Kind::RankOne => 0,
-        };
-        let upd = Upd::<T>::make(kind, &mut g, (m, n, q), k0, p);
+        let (upd, _, _) = Upd::<T>::random(&kinds, &mut g, (m, n, q));
+        let kind = upd.kind();
         for st in states.iter_mut() {
             upd.apply(st.as_mut())
                 .unwrap_or_else(|e| panic!("step {step} {kind:?}: {e}"));
@@ -432,7 +365,7 @@ fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     }
 }
 
-common::gpu_tests!(gpu => sequence { random_sequence_f64: f64 [31], random_sequence_f32: f32 [32] });
+common::gpu_tests!(common::shared_gpu => sequence { random_sequence_f64: f64 [31], random_sequence_f32: f32 [32] });
 
 /// The same validation errors as the CPU backend, with the GPU state unchanged bit
 /// for bit (snapshots of R, d, Q before and after).
@@ -530,7 +463,9 @@ fn errors_case<T: GpuScalar>(gpu: &Arc<Gpu>) {
 
 #[test]
 fn errors_match_cpu_state_unchanged() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     errors_case::<f64>(&gpu);
     errors_case::<f32>(&gpu);
 }
@@ -539,7 +474,9 @@ fn errors_match_cpu_state_unchanged() {
 /// device stays usable.
 #[test]
 fn out_of_memory_then_usable() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     let mut g = rng(51);
     let a = random_mat::<f64>(&mut g, 200_000, 2);
     let b = random_mat::<f64>(&mut g, 200_000, 1);
@@ -562,7 +499,9 @@ fn out_of_memory_then_usable() {
 /// sanity: counts are a report (issue "GPU QR updating"), timings come from benches.
 #[test]
 fn launch_counts_8000x3000() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     let mut g = rng(61);
     let (m, n, p) = (8000, 3000, 200);
     let a = random_mat::<f64>(&mut g, m, n);
@@ -700,9 +639,9 @@ fn upload_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
         assert!(pinned.to_cpu_pinned(&mut short).is_err());
         // an update on the uploaded state follows the CPU state and the model
         let kind = if policy == QPolicy::Full {
-            Kind::DeleteRows
+            UpdateKind::DeleteRows
         } else {
-            Kind::InsertRows
+            UpdateKind::InsertRows
         };
         let mut gs = pinned;
         let mut model = Model::new(&a, &b);
@@ -721,7 +660,9 @@ fn upload_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
 
 #[test]
 fn from_cpu_round_trip_and_update() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     upload_case::<f64>(&gpu, 901);
     upload_case::<f32>(&gpu, 902);
 }
@@ -810,7 +751,9 @@ fn device_input_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
 
 #[test]
 fn insert_cols_device_matches_cpu() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     device_input_case::<f64>(&gpu, 901);
     device_input_case::<f32>(&gpu, 902);
 }

@@ -8,21 +8,16 @@
 //! Without a GPU every test prints "skipped"; `CUQR_REQUIRE_GPU=1` makes that a failure.
 
 mod common;
-mod support;
 
 use std::sync::Arc;
 
+use common::{random_mat, rng};
 use cuqr::distributed::{DistGroup, DistQr};
 use cuqr::{Error, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate, UpdateParams};
-use support::{random_mat, rng};
-
-fn gpu() -> Option<Arc<Gpu>> {
-    common::gpu().map(Arc::new)
-}
 
 /// Every device that opens, when there are at least two.
 fn devices() -> Option<Vec<Arc<Gpu>>> {
-    let _ = gpu()?;
+    let _ = common::shared_gpu()?;
     let gs: Vec<Arc<Gpu>> = (0..8)
         .map_while(|i| Gpu::new(i).ok().map(Arc::new))
         .collect();
@@ -314,14 +309,18 @@ fn thin(parts: &[Arc<Gpu>], seed: u64) {
 
 #[test]
 fn one_partition_matches_the_single_gpu_state() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     sequence(std::slice::from_ref(&g), 11);
     thin(&[g], 12);
 }
 
 #[test]
 fn three_partitions_on_one_gpu_match_the_single_gpu_state() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     sequence(&[g.clone(), g.clone(), g.clone()], 21);
     thin(&[g.clone(), g.clone(), g], 22);
 }
@@ -335,7 +334,9 @@ fn every_gpu_matches_the_single_gpu_state() {
 
 #[test]
 fn bad_arguments_are_refused() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     let mut r = rng(41);
     let a = random_mat::<f64>(&mut r, 100, 40);
     let b = random_mat::<f64>(&mut r, 100, 1);
@@ -407,7 +408,9 @@ fn shared_group(parts: &[Arc<Gpu>], seed: u64) {
 
 #[test]
 fn one_group_serves_several_states() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
     shared_group(&[g.clone(), g.clone()], 71);
     if let Some(all) = devices() {
         shared_group(&all, 72);

@@ -5,7 +5,6 @@
 //! with `CUQR_REQUIRE_GPU=1` a missing device fails.
 
 mod common;
-mod support;
 
 use cuqr::internals::cpu::givens::{givens, rot, rot_pair};
 use cuqr::internals::gpu::two_phase_launch::{
@@ -53,7 +52,7 @@ fn apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64) {
     let (span, nq, nr, nd, count) = (61, 37, 29, 2, 700);
     let mut g = common::rng(seed);
     let list = rand_list::<T>(&mut g, count, span);
-    let q0 = common::rand_mat::<T>(&mut g, nq, span);
+    let q0 = common::signed_mat::<T>(&mut g, nq, span);
     let r0 = Mat::from_fn(span, nr, |i, j| {
         if i <= j {
             T::from_f64(common::nonzero(&mut g))
@@ -61,7 +60,7 @@ fn apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64) {
             T::ZERO
         }
     });
-    let d0 = common::rand_mat::<T>(&mut g, span, nd);
+    let d0 = common::signed_mat::<T>(&mut g, span, nd);
     let (mut qd, mut rd, mut dd) = (
         DevMat::from_host(gpu, q0.as_ref()).unwrap(),
         DevMat::from_host(gpu, r0.as_ref()).unwrap(),
@@ -208,7 +207,7 @@ fn gen_block_kernel_path<T: GpuScalar>(
 ) {
     let mut g = common::rng(seed);
     let k0 = 2;
-    let full = common::rand_mat::<T>(&mut g, p + 4, m);
+    let full = common::signed_mat::<T>(&mut g, p + 4, m);
     let qd = DevMat::from_host(gpu, full.as_ref()).unwrap();
     let mut z = DevVec::<T>::from_slice(gpu, &vec![T::from_f64(f64::NAN); p * m]).unwrap();
     let mut rl = RotList::<T>::with_capacity(gpu, p * m - p * (p + 1) / 2).unwrap();
@@ -342,12 +341,12 @@ fn sched_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, strip: bool, s0: usize
     let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
     if strip {
         let (h, p) = (s0, s1);
-        let x0 = common::rand_mat::<T>(&mut g, h + p, p);
+        let x0 = common::signed_mat::<T>(&mut g, h + p, p);
         let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
         gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl)
             .unwrap();
     } else {
-        let z0 = common::rand_mat::<T>(&mut g, s0, s1);
+        let z0 = common::signed_mat::<T>(&mut g, s0, s1);
         let zd = DevMat::from_host(gpu, z0.as_ref()).unwrap();
         let mut z = DevVec::<T>::zeros(gpu, s0 * s1).unwrap();
         gpu.two_phase_gen_block(&zd.view(), &mut z, &mut rl)
@@ -355,7 +354,7 @@ fn sched_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, strip: bool, s0: usize
     }
     let list = rl.to_host(gpu).unwrap();
     let nr = span - 1;
-    let q0 = common::rand_mat::<T>(&mut g, 45, span);
+    let q0 = common::signed_mat::<T>(&mut g, 45, span);
     let r0 = Mat::from_fn(span, nr, |i, j| {
         if i <= j {
             T::from_f64(common::nonzero(&mut g))
@@ -363,7 +362,7 @@ fn sched_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, strip: bool, s0: usize
             T::ZERO
         }
     });
-    let d0 = common::rand_mat::<T>(&mut g, span, 2);
+    let d0 = common::signed_mat::<T>(&mut g, span, 2);
     let run = |rl: &RotList<T>| {
         let mut qd = DevMat::from_host(gpu, q0.as_ref()).unwrap();
         let mut rd = DevMat::from_host(gpu, r0.as_ref()).unwrap();
@@ -433,12 +432,12 @@ fn sched_list<T: GpuScalar>(
     };
     let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
     if strip {
-        let x0 = common::rand_mat::<T>(g, s0 + s1, s1);
+        let x0 = common::signed_mat::<T>(g, s0 + s1, s1);
         let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
         gpu.two_phase_gen_strip(&mut xd.view_mut(), s0, &mut rl)
             .unwrap();
     } else {
-        let z0 = common::rand_mat::<T>(g, s0, s1);
+        let z0 = common::signed_mat::<T>(g, s0, s1);
         let zd = DevMat::from_host(gpu, z0.as_ref()).unwrap();
         let mut z = DevVec::<T>::zeros(gpu, s0 * s1).unwrap();
         gpu.two_phase_gen_block(&zd.view(), &mut z, &mut rl)
@@ -502,7 +501,7 @@ fn paths_apply_kernel<T: GpuScalar>(
     let mut g = common::rng(seed);
     let (mut rl, list, span) = sched_list::<T>(gpu, &mut g, strip, s0, s1);
     let nr = span - 1;
-    let q0 = common::rand_mat::<T>(&mut g, nq, span);
+    let q0 = common::signed_mat::<T>(&mut g, nq, span);
     let r0 = Mat::from_fn(span, nr, |i, j| {
         if i <= j {
             T::from_f64(common::nonzero(&mut g))
@@ -510,7 +509,7 @@ fn paths_apply_kernel<T: GpuScalar>(
             T::ZERO
         }
     });
-    let d0 = common::rand_mat::<T>(&mut g, span, 3);
+    let d0 = common::signed_mat::<T>(&mut g, span, 3);
     let (mut q, mut r, mut d) = (q0.clone(), r0.clone(), d0.clone());
     replay(&list, &mut q, &mut r, &mut d);
     let (qp, rp, dp) = (poisoned(&q0), poisoned(&r0), poisoned(&d0));
@@ -729,7 +728,7 @@ fn smem_edge<T: GpuScalar>(gpu: &Gpu, p: usize) -> usize {
 /// matrix; the final compact Z in `z` compared too).
 fn gen_block_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, p: usize, m: usize) {
     let mut g = common::rng(seed);
-    let full0 = common::rand_mat::<T>(&mut g, p + 4, m);
+    let full0 = common::signed_mat::<T>(&mut g, p + 4, m);
     let full = poisoned(&full0);
     let count = p * m - p * (p + 1) / 2;
     let qd = DevMat::from_host(gpu, full.as_ref()).unwrap();
@@ -809,7 +808,7 @@ fn gen_rank_one_b_paths<T: GpuScalar>(gpu: &Gpu, seed: u64, m: usize, n: usize) 
         }
     });
     let w = vec![T::from_f64(common::nonzero(&mut g))];
-    let v = common::rand_vec::<T>(&mut g, n);
+    let v = common::signed_vec::<T>(&mut g, n);
     let (wd, vd) = (
         DevVec::from_slice(gpu, &w).unwrap(),
         DevVec::from_slice(gpu, &v).unwrap(),
@@ -968,7 +967,7 @@ fn sweep_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, top: usize, n: usize, 
     let mut g = common::rng(seed);
     let m = top + 1;
     let nb = n.min(m - 1);
-    let w0 = common::rand_vec::<T>(&mut g, m);
+    let w0 = common::signed_vec::<T>(&mut g, m);
     let mut wd = DevVec::from_slice(gpu, &w0).unwrap();
     let mut rl = RotList::<T>::with_capacity(gpu, top + nb).unwrap();
     gpu.two_phase_gen_rank_one_a(&mut wd.view_mut(), &mut rl)
@@ -1011,15 +1010,15 @@ fn sweep_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, top: usize, n: usize, 
         &r_cpu,
     );
     let mut rd = DevMat::from_host(gpu, r_cpu.as_ref()).unwrap();
-    let v = common::rand_vec::<T>(&mut g, n);
+    let v = common::signed_vec::<T>(&mut g, n);
     let vd = DevVec::from_slice(gpu, &v).unwrap();
     gpu.two_phase_gen_rank_one_b(&mut rd.view_mut(), &wd.view(), &vd.view(), &mut rl)
         .unwrap();
     let list = rl.to_host(gpu).unwrap();
     assert_eq!(list.len(), top + nb);
     // the whole list on Q (columns) and d (rows)
-    let q0 = common::rand_mat::<T>(&mut g, nq, m);
-    let d0 = common::rand_mat::<T>(&mut g, m, 2);
+    let q0 = common::signed_mat::<T>(&mut g, nq, m);
+    let d0 = common::signed_mat::<T>(&mut g, m, 2);
     let (mut q, mut d) = (q0.clone(), d0.clone());
     let mut r_dummy = Mat::<T>::zeros(m, 1);
     replay(&list, &mut q, &mut r_dummy, &mut d);
@@ -1217,7 +1216,7 @@ fn chains_grid_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
         }
     };
     for &(h, p) in &[(45, 40), (30, 900), (3, 9)] {
-        let x0 = common::rand_mat::<T>(&mut g, h + p, p);
+        let x0 = common::signed_mat::<T>(&mut g, h + p, p);
         let run = |cap: Option<usize>| -> Out<T> {
             gpu.two_phase_chains_block_cap(cap);
             let mut xd = DevMat::from_host(gpu, x0.as_ref()).unwrap();
@@ -1240,7 +1239,7 @@ fn chains_grid_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
         }
     }
     for &(p, m) in &[(40, 300), (700, 900)] {
-        let qz = DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, p, m).as_ref()).unwrap();
+        let qz = DevMat::from_host(gpu, common::signed_mat::<T>(&mut g, p, m).as_ref()).unwrap();
         let count = p * m - p * (p + 1) / 2;
         let run = |cap: Option<usize>| -> Out<T> {
             gpu.two_phase_chains_block_cap(cap);
@@ -1279,14 +1278,14 @@ fn windowed_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
     let mut lists = Vec::new();
     for &(h, p) in &[(200, 40), (37, 11), (90, 130)] {
         let mut xd =
-            DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, h + p, p).as_ref()).unwrap();
+            DevMat::from_host(gpu, common::signed_mat::<T>(&mut g, h + p, p).as_ref()).unwrap();
         let mut rl = RotList::<T>::with_capacity(gpu, p * h).unwrap();
         gpu.two_phase_gen_strip(&mut xd.view_mut(), h, &mut rl)
             .unwrap();
         lists.push((rl, h + p, p));
     }
     for &(p, m) in &[(20, 500), (70, 333), (3, 40)] {
-        let qz = DevMat::from_host(gpu, common::rand_mat::<T>(&mut g, p, m).as_ref()).unwrap();
+        let qz = DevMat::from_host(gpu, common::signed_mat::<T>(&mut g, p, m).as_ref()).unwrap();
         let count = p * m - p * (p + 1) / 2;
         let mut z = DevVec::<T>::zeros(gpu, p * m).unwrap();
         let mut rl = RotList::<T>::with_capacity(gpu, count).unwrap();
@@ -1297,7 +1296,7 @@ fn windowed_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
     let nan = T::from_f64(f64::NAN);
     for (rl, span, p) in &lists {
         let (span, p) = (*span, *p);
-        let x0 = common::rand_mat::<T>(&mut g, rows, span);
+        let x0 = common::signed_mat::<T>(&mut g, rows, span);
         let xp = Mat::from_fn(rows + 3, span + 2, |i, j| {
             if i < rows && j < span {
                 x0[(i, j)]
@@ -1305,7 +1304,7 @@ fn windowed_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
                 nan
             }
         });
-        let r0 = common::rand_mat::<T>(&mut g, span, 37);
+        let r0 = common::signed_mat::<T>(&mut g, span, 37);
         let rp = Mat::from_fn(span + 2, 39, |i, j| {
             if i < span && j < 37 {
                 if i <= j {

@@ -3,12 +3,11 @@
 //! docs/algorithms.md#rank-one-update): insert_cols, delete_rows and rank_one under
 //! `Givens::TwoPhase` / `RowRemoval::TwoPhase` against the CPU backend and a faer model (R up
 //! to row signs, x, residuals, QᵀQ = I and QR = Ã within 10·m·u, ‖L‖ = 0 exactly; see
-//! tests/support/mod.rs for every tolerance). The kernels alone: tests/gpu_two_phase_kernels.rs.
+//! host/tests/common/model.rs for every tolerance). The kernels alone: tests/gpu_two_phase_kernels.rs.
 //! Without a device every test prints "skipped"; with `CUQR_REQUIRE_GPU=1` a missing device
 //! fails.
 
 mod common;
-mod support;
 
 use std::sync::Arc;
 
@@ -29,27 +28,27 @@ fn states<T: GpuScalar>(
     seed: u64,
     m: usize,
     n: usize,
-) -> (CpuQr<T>, cuqr::GpuQr<T>, support::Model) {
+) -> (CpuQr<T>, cuqr::GpuQr<T>, common::Model) {
     let mut g = common::rng(seed);
-    let a = common::rand_mat::<T>(&mut g, m, n);
-    let b = common::rand_mat::<T>(&mut g, m, 2);
+    let a = common::signed_mat::<T>(&mut g, m, n);
+    let b = common::signed_mat::<T>(&mut g, m, 2);
     let fp = FactorParams::default();
     let cpu = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
     let mut gq = cuqr::GpuQr::factorize(gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
     gq.set_params(two_phase_params());
-    (cpu, gq, support::Model::new(&a, &b))
+    (cpu, gq, common::Model::new(&a, &b))
 }
 
 /// The GPU state against the faer model (all docs/algorithms.md#accuracy-measures checks) and its R
 /// against the CPU backend's R up to row signs.
-fn compare<T: GpuScalar>(what: &str, cpu: &CpuQr<T>, gq: &cuqr::GpuQr<T>, model: &support::Model) {
-    support::check_state(gq, model).unwrap_or_else(|e| panic!("{what}: GPU state: {e}"));
-    support::check_r_matches(&gq.r().unwrap(), &cpu.r().unwrap(), &model.a)
+fn compare<T: GpuScalar>(what: &str, cpu: &CpuQr<T>, gq: &cuqr::GpuQr<T>, model: &common::Model) {
+    common::check_state(gq, model).unwrap_or_else(|e| panic!("{what}: GPU state: {e}"));
+    common::check_r_matches(&gq.r().unwrap(), &cpu.r().unwrap(), &model.a)
         .unwrap_or_else(|e| panic!("{what}: GPU R vs CPU R: {e}"));
     // The CPU backend against the same model: both within the docs/algorithms.md#accuracy-measures
     // bounds of the same
     // reference, so x and the residuals of the two backends agree to twice those bounds.
-    support::check_state(cpu, model).unwrap_or_else(|e| panic!("{what}: CPU state: {e}"));
+    common::check_state(cpu, model).unwrap_or_else(|e| panic!("{what}: CPU state: {e}"));
 }
 
 fn insert_cols_case<T: GpuScalar>(
@@ -61,7 +60,7 @@ fn insert_cols_case<T: GpuScalar>(
     k0: usize,
 ) {
     let (mut cpu, mut gq, mut model) = states::<T>(gpu, seed, m, n);
-    let u = common::rand_mat::<T>(&mut common::rng(seed + 1000), m, p);
+    let u = common::signed_mat::<T>(&mut common::rng(seed + 1000), m, p);
     cpu.insert_cols(k0, u.as_ref()).unwrap();
     gq.insert_cols(k0, u.as_ref()).unwrap();
     model.insert_cols(k0, &u);
@@ -97,8 +96,8 @@ fn rank_one_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, m: usize, n: usize) {
     let (mut cpu, mut gq, mut model) = states::<T>(gpu, seed, m, n);
     let mut g = common::rng(seed + 2000);
     let (u, v) = (
-        common::rand_vec::<T>(&mut g, m),
-        common::rand_vec::<T>(&mut g, n),
+        common::signed_vec::<T>(&mut g, m),
+        common::signed_vec::<T>(&mut g, n),
     );
     cpu.rank_one(&u, &v).unwrap();
     gq.rank_one(&u, &v).unwrap();
@@ -165,22 +164,20 @@ fn big_updates<T: GpuScalar>(gpu: &Arc<Gpu>) {
     delete_rows_case::<T>(gpu, 309, 1000, 333, 300, 0);
 }
 
-fn arc_gpu() -> Option<Arc<Gpu>> {
-    common::gpu().map(Arc::new)
-}
+common::gpu_tests!(common::shared_gpu => small_updates { small_updates_f64: f64, small_updates_f32: f32 });
 
-common::gpu_tests!(arc_gpu => small_updates { small_updates_f64: f64, small_updates_f32: f32 });
-
-common::gpu_tests!(arc_gpu => big_updates { big_updates_f64: f64, big_updates_f32: f32 });
+common::gpu_tests!(common::shared_gpu => big_updates { big_updates_f64: f64, big_updates_f32: f32 });
 
 /// A failed update (rank deficient: U repeats a column of A) leaves the GPU state as it was.
 #[test]
 fn small_rank_deficient_insert_leaves_state() {
-    let Some(gpu) = arc_gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     let (m, n) = (37, 11);
     let mut g = common::rng(5);
-    let a = common::rand_mat::<f64>(&mut g, m, n);
-    let b = common::rand_mat::<f64>(&mut g, m, 1);
+    let a = common::signed_mat::<f64>(&mut g, m, n);
+    let b = common::signed_mat::<f64>(&mut g, m, 1);
     let fp = FactorParams::default();
     let mut gq = cuqr::GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Full, fp).unwrap();
     gq.set_params(two_phase_params());
@@ -196,15 +193,17 @@ fn small_rank_deficient_insert_leaves_state() {
 /// kind at m = 8000, n = 3000, p = 200 (k0 = 0 for insert_cols). Prints only.
 #[test]
 fn launch_counts_print() {
-    let Some(gpu) = arc_gpu() else { return };
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
     let (m, n, p) = (8000, 3000, 200);
     let mut g = common::rng(77);
-    let a = common::rand_mat::<f64>(&mut g, m, n);
-    let b = common::rand_mat::<f64>(&mut g, m, 1);
-    let u = common::rand_mat::<f64>(&mut g, m, p);
+    let a = common::signed_mat::<f64>(&mut g, m, n);
+    let b = common::signed_mat::<f64>(&mut g, m, 1);
+    let u = common::signed_mat::<f64>(&mut g, m, p);
     let (uv, vv) = (
-        common::rand_vec::<f64>(&mut g, m),
-        common::rand_vec::<f64>(&mut g, n),
+        common::signed_vec::<f64>(&mut g, m),
+        common::signed_vec::<f64>(&mut g, n),
     );
     let fp = FactorParams::default();
     let fresh = || {
