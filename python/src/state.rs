@@ -453,35 +453,43 @@ impl State {
     ) -> PyResult<()> {
         let gpu = self.gpu();
         with_state!(self, s, T => {
-            if let Some(l) = forget {
-                let p = UpdateParams { forget: l, ..s.params() };
-                s.set_params(p);
-            }
-            let rows = Arg::<T>::read(rows, gpu.as_ref(), "rows")?;
-            let rows = match rows {
-                Arg::Host(h) if h.ncols() == 1 && s.ncols() != 1 => Arg::Host(h.transpose()),
-                other => other,
-            };
-            let (p, _) = arg_shape(&rows);
-            let device = matches!(rows, Arg::Device(_));
-            let rhs = match rhs {
-                Some(e) => Arg::<T>::read(e, gpu.as_ref(), "rhs")?,
-                None => zeros_like_arg::<T>(gpu.as_ref(), device, p, s.nrhs())?,
-            };
-            py.detach(|| match (rows, rhs) {
-                (Arg::Device(r), Arg::Device(e)) => s
-                    .as_gpu_mut()
-                    .expect("device data on a GPU state")
-                    .slide_device(&r.view(), &e.view(), drop),
-                (r, e) => {
-                    let host = |a: Arg<T>| match a {
-                        Arg::Host(h) => Ok(h),
-                        Arg::Device(d) => d.to_host(gpu.as_ref().expect("device data on a GPU state")),
-                    };
-                    let (r, e) = (host(r)?, host(e)?);
-                    s.slide(r.as_ref(), e.as_ref(), drop)
+            // A refused step leaves the state as it was, its forgetting factor included.
+            let before = s.params();
+            let out = (|| -> PyResult<()> {
+                if let Some(l) = forget {
+                    let p = UpdateParams { forget: l, ..s.params() };
+                    s.set_params(p);
                 }
-            }).map_err(to_py)
+                let rows = Arg::<T>::read(rows, gpu.as_ref(), "rows")?;
+                let rows = match rows {
+                    Arg::Host(h) if h.ncols() == 1 && s.ncols() != 1 => Arg::Host(h.transpose()),
+                    other => other,
+                };
+                let (p, _) = arg_shape(&rows);
+                let device = matches!(rows, Arg::Device(_));
+                let rhs = match rhs {
+                    Some(e) => Arg::<T>::read(e, gpu.as_ref(), "rhs")?,
+                    None => zeros_like_arg::<T>(gpu.as_ref(), device, p, s.nrhs())?,
+                };
+                py.detach(|| match (rows, rhs) {
+                    (Arg::Device(r), Arg::Device(e)) => s
+                        .as_gpu_mut()
+                        .expect("device data on a GPU state")
+                        .slide_device(&r.view(), &e.view(), drop),
+                    (r, e) => {
+                        let host = |a: Arg<T>| match a {
+                            Arg::Host(h) => Ok(h),
+                            Arg::Device(d) => d.to_host(gpu.as_ref().expect("device data on a GPU state")),
+                        };
+                        let (r, e) = (host(r)?, host(e)?);
+                        s.slide(r.as_ref(), e.as_ref(), drop)
+                    }
+                }).map_err(to_py)
+            })();
+            if out.is_err() {
+                s.set_params(before);
+            }
+            out
         })
     }
 

@@ -6,7 +6,7 @@
 
 use super::{plan, Plan, OP};
 use crate::base::error::{Error, Result};
-use crate::base::mat::MatRef;
+use crate::base::mat::{Mat, MatRef};
 use crate::base::params::QPolicy;
 use crate::gpu::algo::delete_rows::{thin_small_side, ThinSmallSide};
 use crate::gpu::algo::rank::check_rank;
@@ -26,6 +26,12 @@ pub(crate) fn run_gpu<T: GpuScalar>(
     drop: usize,
 ) -> Result<()> {
     let dims = st.dims;
+    if rows.nrows() == 0 && rhs.nrows() == 0 && (rows.ncols(), rhs.ncols()) != (dims.n, dims.q) {
+        // Nothing enters: the empty blocks may have any width (`plan_shape`); the algorithms
+        // take blocks of the state's widths.
+        let (none, no_rhs) = (Mat::<T>::zeros(0, dims.n), Mat::<T>::zeros(0, dims.q));
+        return run_gpu(st, none.as_ref(), no_rhs.as_ref(), drop);
+    }
     if level3(st) {
         let plan = plan(dims, rows, rhs, drop, st.params)?;
         if plan.drop_first(dims.n) {
@@ -88,7 +94,7 @@ pub(crate) fn run_gpu_device<T: GpuScalar>(
             });
         }
     }
-    if level3(st) && plan.drop_first(dims.n) {
+    if level3(st) && plan.drop_first(dims.n) && plan.p > 0 {
         if dims.policy == QPolicy::Thin {
             if run_gpu_thin(st, plan, rows, rhs)? || run_gpu_thin_householder(st, plan, rows, rhs)?
             {
