@@ -1,6 +1,6 @@
 //! `cuqr bench ...`: runs the `cuqr-bench` program (the `bench/` crate, where every
 //! benchmark lives) with the same arguments and exits with its status. The program is
-//! looked for next to the running `cuqr`, then on `PATH`.
+//! looked for next to the running `cuqr`, then in the absolute folders of `PATH`.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
@@ -29,7 +29,8 @@ pub fn run(args: &[String]) -> CliResult<()> {
     std::process::exit(exit_code(status))
 }
 
-/// `cuqr-bench` in the running executable's folder, else the first on `PATH`.
+/// `cuqr-bench` in the running executable's folder, else the first in an absolute folder
+/// of `PATH`.
 fn find() -> Option<PathBuf> {
     let name = format!("{PROGRAM}{}", std::env::consts::EXE_SUFFIX);
     let beside = std::env::current_exe()
@@ -37,7 +38,10 @@ fn find() -> Option<PathBuf> {
         .and_then(|exe| exe.parent().map(|dir| dir.join(&name)));
     let on_path: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| {
+            // only absolute folders: an empty or relative entry would run a program of
+            // the working directory's
             std::env::split_paths(&p)
+                .filter(|dir| dir.is_absolute())
                 .map(|dir| dir.join(&name))
                 .collect()
         })
