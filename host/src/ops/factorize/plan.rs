@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::check_finite;
 
 pub(super) const OP: &str = "factorize";
 
@@ -35,22 +36,7 @@ pub(crate) fn plan<T: Scalar>(
         policy,
         params,
     )?;
-    if let Some((row, col)) = a.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "A",
-            row,
-            col,
-        });
-    }
-    if let Some((row, col)) = b.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "b",
-            row,
-            col,
-        });
-    }
+    check_finite(OP, [("A", a), ("b", b)])?;
     Ok(plan)
 }
 
