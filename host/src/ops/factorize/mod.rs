@@ -21,9 +21,12 @@ mod cpu;
 mod gpu;
 mod plan;
 
-pub use cpu::*;
-pub use gpu::*;
-pub(crate) use plan::*;
+pub use cpu::run_cpu;
+#[cfg(test)]
+pub(crate) use cpu::run_cpu_with;
+pub use gpu::run_gpu;
+pub(crate) use gpu::run_gpu_dev;
+pub(crate) use plan::{default_rank_tol, plan, plan_shapes, Plan};
 
 #[cfg(test)]
 pub(crate) mod tests {
