@@ -98,12 +98,12 @@ mod tests {
     }
 
     #[test]
-    fn matches_refactorisation_f64() {
+    fn delete_rows_matches_refactorisation_f64() {
         sweep::<f64>();
     }
 
     #[test]
-    fn matches_refactorisation_f32() {
+    fn delete_rows_matches_refactorisation_f32() {
         sweep::<f32>();
     }
 

@@ -282,12 +282,12 @@ mod tests {
     }
 
     #[test]
-    fn matches_refactorisation_f64() {
+    fn insert_cols_matches_refactorisation_f64() {
         sweep::<f64>();
     }
 
     #[test]
-    fn matches_refactorisation_f32() {
+    fn insert_cols_matches_refactorisation_f32() {
         sweep::<f32>();
     }
 

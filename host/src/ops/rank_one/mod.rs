@@ -68,12 +68,12 @@ mod tests {
     }
 
     #[test]
-    fn matches_refactorisation_f64() {
+    fn rank_one_matches_refactorisation_f64() {
         sweep::<f64>();
     }
 
     #[test]
-    fn matches_refactorisation_f32() {
+    fn rank_one_matches_refactorisation_f32() {
         sweep::<f32>();
     }
 
