@@ -6,7 +6,8 @@
 #![forbid(unsafe_code)]
 
 use crate::backend::QrUpdate;
-use crate::base::error::{Error, Result};
+use crate::base::dims::check_shapes;
+use crate::base::error::Result;
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy};
 use crate::base::scalar::Scalar;
@@ -45,21 +46,15 @@ pub fn diagnostics<T: Scalar>(
     b: MatRef<'_, T>,
 ) -> Result<Diagnostics> {
     let (m, n, q) = (state.nrows(), state.ncols(), state.nrhs());
-    for (what, got, expected) in [
-        ("rows of A", a.nrows(), m),
-        ("columns of A", a.ncols(), n),
-        ("rows of b", b.nrows(), m),
-        ("columns of b", b.ncols(), q),
-    ] {
-        if got != expected {
-            return Err(Error::Shape {
-                op: OP,
-                what,
-                got,
-                expected,
-            });
-        }
-    }
+    check_shapes(
+        OP,
+        [
+            ("rows of A", a.nrows(), m),
+            ("columns of A", a.ncols(), n),
+            ("rows of b", b.nrows(), m),
+            ("columns of b", b.ncols(), q),
+        ],
+    )?;
     let r = state.r()?;
     let r64 = to_f64(r.as_ref());
     let a64 = to_f64(a);
@@ -138,6 +133,7 @@ pub fn diagnostics<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::error::Error;
     use crate::ops::factorize::tests::rand_mat;
     use rand::rngs::StdRng;
     use rand::SeedableRng;

@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use super::error::{Error, Result};
-use super::mat::Mat;
+use super::mat::{Mat, MatRef};
 use super::params::QPolicy;
 use super::scalar::Scalar;
 
@@ -31,6 +31,38 @@ pub(crate) fn check_rank_of<T: Scalar>(r: &Mat<T>, n: usize, rank_tol: f64) -> R
                 r_jj: rjj,
                 tol,
             });
+        }
+    }
+    Ok(())
+}
+
+/// The first `(what, got, expected)` whose sizes disagree → [`Error::Shape`] of `op`: the
+/// argument shape checks every `plan` shares.
+pub(crate) fn check_shapes<const N: usize>(
+    op: &'static str,
+    checks: [(&'static str, usize, usize); N],
+) -> Result<()> {
+    for (what, got, expected) in checks {
+        if got != expected {
+            return Err(Error::Shape {
+                op,
+                what,
+                got,
+                expected,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The first NaN or ±∞ among the named matrices, in order → [`Error::NonFinite`] of `op`.
+pub(crate) fn check_finite<T: Scalar, const N: usize>(
+    op: &'static str,
+    mats: [(&'static str, MatRef<'_, T>); N],
+) -> Result<()> {
+    for (what, x) in mats {
+        if let Some((row, col)) = x.first_non_finite() {
+            return Err(Error::NonFinite { op, what, row, col });
         }
     }
     Ok(())

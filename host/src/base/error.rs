@@ -227,6 +227,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// [`Error::Shape`]: `op` was given `got` where `expected` belongs (`what`).
+    pub(crate) fn shape(op: &'static str, what: &'static str, got: usize, expected: usize) -> Self {
+        Self::Shape {
+            op,
+            what,
+            got,
+            expected,
+        }
+    }
+
     /// [`Error::Driver`]: the driver's error `e` while doing `context`.
     pub fn driver(context: impl Into<String>, e: DriverError) -> Self {
         Self::Driver(CallError::new(context, e))

@@ -262,6 +262,10 @@ impl<'a, T: Scalar> MatRef<'a, T> {
     pub fn ncols(&self) -> usize {
         self.view.ncols()
     }
+    /// (rows, columns): what the `plan` functions check.
+    pub(crate) fn shape(&self) -> (usize, usize) {
+        (self.nrows(), self.ncols())
+    }
     /// Leading dimension.
     pub fn ld(&self) -> usize {
         self.ld

@@ -18,9 +18,11 @@ mod cpu;
 mod gpu;
 mod plan;
 
-pub use cpu::*;
-pub use gpu::*;
-pub(crate) use plan::*;
+pub use cpu::run_cpu;
+pub(crate) use gpu::thin_refusal;
+pub use gpu::{run_gpu, run_gpu_given};
+use plan::OP;
+pub(crate) use plan::{plan, plan_given, Plan};
 
 #[cfg(test)]
 mod tests {
@@ -28,6 +30,7 @@ mod tests {
     use crate::backend::QrUpdate;
     use crate::base::mat::Mat;
     use crate::ops::insert_cols::testkit::*;
+    use crate::ops::test_support::{assert_refused, full_dims, qless_state};
 
     /// Rows of `a` outside k0..k0+p.
     fn removed<T: Scalar>(a: &Mat<T>, k0: usize, p: usize) -> Mat<T> {
@@ -95,23 +98,18 @@ mod tests {
     }
 
     #[test]
-    fn matches_refactorisation_f64() {
+    fn delete_rows_matches_refactorisation_f64() {
         sweep::<f64>();
     }
 
     #[test]
-    fn matches_refactorisation_f32() {
+    fn delete_rows_matches_refactorisation_f32() {
         sweep::<f32>();
     }
 
     #[test]
     fn plan_rejects_bad_arguments() {
-        let dims = Dims {
-            m: 10,
-            n: 4,
-            q: 1,
-            policy: QPolicy::Full,
-        };
+        let dims = full_dims(10, 4, 1);
         assert!(plan(dims, 4, 6).is_ok());
         assert!(matches!(plan(dims, 0, 0), Err(Error::EmptyBlock { .. })));
         assert!(matches!(
@@ -141,13 +139,13 @@ mod tests {
 
     #[test]
     fn qless_state_is_refused_and_unchanged() {
-        let mut g = rng(41);
-        let a = rand_mat::<f32>(&mut g, 33, 7);
-        let b = rand_mat::<f32>(&mut g, 33, 1);
-        let mut st = factor(&a, &b, QPolicy::None).unwrap();
+        let mut st = qless_state::<f32>(&mut rng(41), 33, 7);
         let snap = st.clone();
-        assert!(matches!(st.delete_rows(3, 2), Err(Error::NeedsData { .. })));
-        assert!(same_state(&st, &snap));
+        assert_refused!(
+            st.delete_rows(3, 2),
+            Error::NeedsData { .. },
+            same_state(&st, &snap)
+        );
     }
 
     fn rank_deficient_case<T: Scalar>(seed: u64, k0: usize) {

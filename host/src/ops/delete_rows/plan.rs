@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::{check_finite, check_shapes};
 
 pub(super) const OP: &str = "delete_rows";
 
@@ -64,30 +65,15 @@ pub(crate) fn plan_given<T: Scalar>(
     rhs: MatRef<'_, T>,
 ) -> Result<usize> {
     let p = rows.nrows();
-    for (what, got, expected) in [
-        ("columns of rows", rows.ncols(), dims.n),
-        ("rows of rhs", rhs.nrows(), p),
-        ("columns of rhs", rhs.ncols(), dims.q),
-    ] {
-        if got != expected {
-            return Err(Error::Shape {
-                op: OP,
-                what,
-                got,
-                expected,
-            });
-        }
-    }
+    check_shapes(
+        OP,
+        [
+            ("columns of rows", rows.ncols(), dims.n),
+            ("rows of rhs", rhs.nrows(), p),
+            ("columns of rhs", rhs.ncols(), dims.q),
+        ],
+    )?;
     plan(dims, k0, p)?;
-    for (what, m) in [("rows", rows), ("rhs", rhs)] {
-        if let Some((row, col)) = m.first_non_finite() {
-            return Err(Error::NonFinite {
-                op: OP,
-                what,
-                row,
-                col,
-            });
-        }
-    }
+    check_finite(OP, [("rows", rows), ("rhs", rhs)])?;
     Ok(p)
 }

@@ -21,9 +21,12 @@ mod cpu;
 mod gpu;
 mod plan;
 
-pub use cpu::*;
-pub use gpu::*;
-pub(crate) use plan::*;
+pub use cpu::run_cpu;
+#[cfg(test)]
+pub(crate) use cpu::run_cpu_with;
+pub use gpu::run_gpu;
+pub(crate) use gpu::run_gpu_dev;
+pub(crate) use plan::{default_rank_tol, plan, plan_shapes, resolve_rank_tol, Plan};
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -322,23 +325,17 @@ pub(crate) mod tests {
                 ..
             })
         ));
-        for bad_p in [
-            FactorParams {
-                block_size: Some(0),
-                rank_tol: None,
-                keep_data: false,
+        let (nb, tol) = (
+            |block_size| FactorParams {
+                block_size,
+                ..FactorParams::default()
             },
-            FactorParams {
-                block_size: None,
-                rank_tol: Some(-1.0),
-                keep_data: false,
+            |rank_tol| FactorParams {
+                rank_tol,
+                ..FactorParams::default()
             },
-            FactorParams {
-                block_size: None,
-                rank_tol: Some(f64::NAN),
-                keep_data: false,
-            },
-        ] {
+        );
+        for bad_p in [nb(Some(0)), tol(Some(-1.0)), tol(Some(f64::NAN))] {
             assert!(matches!(
                 run_cpu(a.as_ref(), b.as_ref(), full, bad_p),
                 Err(Error::InvalidParam { .. })

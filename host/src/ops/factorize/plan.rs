@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::check_finite;
 
 pub(super) const OP: &str = "factorize";
 
@@ -29,28 +30,8 @@ pub(crate) fn plan<T: Scalar>(
     policy: QPolicy,
     params: FactorParams,
 ) -> Result<Plan> {
-    let plan = plan_shapes::<T>(
-        (a.nrows(), a.ncols()),
-        (b.nrows(), b.ncols()),
-        policy,
-        params,
-    )?;
-    if let Some((row, col)) = a.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "A",
-            row,
-            col,
-        });
-    }
-    if let Some((row, col)) = b.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "b",
-            row,
-            col,
-        });
-    }
+    let plan = plan_shapes::<T>(a.shape(), b.shape(), policy, params)?;
+    check_finite(OP, [("A", a), ("b", b)])?;
     Ok(plan)
 }
 
@@ -65,12 +46,7 @@ pub(crate) fn plan_shapes<T: Scalar>(
     policy: QPolicy,
     params: FactorParams,
 ) -> Result<Plan> {
-    let shape = |what, got, expected| Error::Shape {
-        op: OP,
-        what,
-        got,
-        expected,
-    };
+    let shape = |what, got, expected| Error::shape(OP, what, got, expected);
     if m == 0 {
         return Err(shape("rows of A", 0, 1));
     }
@@ -87,22 +63,34 @@ pub(crate) fn plan_shapes<T: Scalar>(
         return Err(Error::Underdetermined { op: OP, m, n });
     }
     let block_size = resolve_block_size(OP, params.block_size, n)?;
-    let rank_tol = match params.rank_tol {
-        None => default_rank_tol(m, n, T::UNIT_ROUNDOFF),
-        Some(t) if t.is_finite() && t >= 0.0 => t,
-        Some(t) => {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "rank_tol",
-                why: format!("{t} is not a finite non-negative number"),
-            })
-        }
-    };
+    let rank_tol = resolve_rank_tol::<T>(OP, params.rank_tol, m, n)?;
     Ok(Plan {
         dims: Dims { m, n, q, policy },
         block_size,
         rank_tol,
     })
+}
+
+/// The relative rank tolerance of an m×n factorisation: `given`, or the default
+/// [`default_rank_tol`] where none is given.
+///
+/// # Errors
+/// [`Error::InvalidParam`] (`given` negative or non-finite), naming `op`.
+pub(crate) fn resolve_rank_tol<T: Scalar>(
+    op: &'static str,
+    given: Option<f64>,
+    m: usize,
+    n: usize,
+) -> Result<f64> {
+    match given {
+        None => Ok(default_rank_tol(m, n, T::UNIT_ROUNDOFF)),
+        Some(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        Some(t) => Err(Error::InvalidParam {
+            op,
+            what: "rank_tol",
+            why: format!("{t} is not a finite non-negative number"),
+        }),
+    }
 }
 
 /// The default relative rank tolerance: max(m, n)·u/√min(m, n). With ‖A‖_F/√min(m, n)

@@ -13,7 +13,7 @@ use crate::base::params::{FactorsParams, QPolicy, UpdateParams};
 use crate::base::scalar::Scalar;
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{Gpu, GpuScalar};
-use crate::ops::factorize::default_rank_tol;
+use crate::ops::factorize::resolve_rank_tol;
 use crate::state::cpu::{CpuQr, KeptData};
 use crate::state::gpu::GpuQr;
 
@@ -41,12 +41,7 @@ pub(crate) fn plan<T: Scalar>(
     r: (usize, usize),
     params: FactorsParams,
 ) -> Result<Plan> {
-    let shape = |what, got, expected| Error::Shape {
-        op: OP,
-        what,
-        got,
-        expected,
-    };
+    let shape = |what, got, expected| Error::shape(OP, what, got, expected);
     let n = r.1;
     if n == 0 {
         return Err(shape("columns of R", 0, 1));
@@ -78,17 +73,7 @@ pub(crate) fn plan<T: Scalar>(
             }
         }
     }
-    let rank_tol = match params.rank_tol {
-        None => default_rank_tol(m, n, T::UNIT_ROUNDOFF),
-        Some(t) if t.is_finite() && t >= 0.0 => t,
-        Some(t) => {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "rank_tol",
-                why: format!("{t} is not a finite non-negative number"),
-            })
-        }
-    };
+    let rank_tol = resolve_rank_tol::<T>(OP, params.rank_tol, m, n)?;
     Ok(Plan {
         dims: Dims { m, n, q: 1, policy },
         rank_tol,
@@ -115,13 +100,7 @@ pub fn run_cpu<T: Scalar>(
     r: MatRef<'_, T>,
     params: FactorsParams,
 ) -> Result<CpuQr<T>> {
-    let plan = plan::<T>(
-        policy,
-        m,
-        q.as_ref().map(|q| (q.nrows(), q.ncols())),
-        (r.nrows(), r.ncols()),
-        params,
-    )?;
+    let plan = plan::<T>(policy, m, q.as_ref().map(|q| q.shape()), r.shape(), params)?;
     if params.check_finite {
         if let Some(at) = q.as_ref().and_then(|q| q.first_non_finite()) {
             return Err(non_finite("Q", at));

@@ -20,9 +20,10 @@ mod gpu;
 pub(crate) use crate::gpu::algo::insert_cols::widened_r;
 mod plan;
 
-pub use cpu::*;
-pub use gpu::*;
-pub(crate) use plan::*;
+pub use cpu::run_cpu;
+pub use gpu::{run_gpu, run_gpu_device};
+use plan::OP;
+pub(crate) use plan::{plan, plan_shape, Plan};
 
 /// Shared helpers for the update tests (docs/algorithms.md#accuracy-measures measures, computed in
 /// f64).
@@ -229,6 +230,7 @@ mod tests {
     use super::*;
     use crate::backend::QrUpdate;
     use crate::base::mat::Mat;
+    use crate::ops::test_support::{assert_refused, full_dims, qless_state};
 
     /// Ã = [A(:, 0:k0) | U | A(:, k0:n)].
     fn inserted<T: Scalar>(a: &Mat<T>, u: &Mat<T>, k0: usize) -> Mat<T> {
@@ -280,23 +282,18 @@ mod tests {
     }
 
     #[test]
-    fn matches_refactorisation_f64() {
+    fn insert_cols_matches_refactorisation_f64() {
         sweep::<f64>();
     }
 
     #[test]
-    fn matches_refactorisation_f32() {
+    fn insert_cols_matches_refactorisation_f32() {
         sweep::<f32>();
     }
 
     #[test]
     fn plan_rejects_bad_arguments() {
-        let dims = Dims {
-            m: 10,
-            n: 4,
-            q: 1,
-            policy: QPolicy::Full,
-        };
+        let dims = full_dims(10, 4, 1);
         let u = rand_mat::<f64>(&mut rng(1), 10, 3);
         assert!(plan(dims, 4, u.as_ref(), None).is_ok());
         let e = Mat::<f64>::zeros(10, 0);
@@ -343,16 +340,14 @@ mod tests {
     #[test]
     fn qless_state_is_refused_and_unchanged() {
         let mut g = rng(21);
-        let a = rand_mat::<f64>(&mut g, 33, 7);
-        let b = rand_mat::<f64>(&mut g, 33, 1);
+        let mut st = qless_state::<f64>(&mut g, 33, 7);
         let u = rand_mat::<f64>(&mut g, 33, 2);
-        let mut st = factor(&a, &b, QPolicy::None).unwrap();
         let snap = st.clone();
-        assert!(matches!(
+        assert_refused!(
             st.insert_cols(3, u.as_ref()),
-            Err(Error::NeedsData { .. })
-        ));
-        assert!(same_state(&st, &snap));
+            Error::NeedsData { .. },
+            same_state(&st, &snap)
+        );
     }
 
     #[test]
@@ -374,11 +369,11 @@ mod tests {
             let mut st32 = factor(&a32, &b32, QPolicy::Full).unwrap();
             let snap32 = st32.clone();
             let dup32: Vec<f32> = a32.col(2).to_vec();
-            assert!(matches!(
+            assert_refused!(
                 st32.insert_col(k0, &dup32),
-                Err(Error::RankDeficient { .. })
-            ));
-            assert!(same_state(&st32, &snap32));
+                Error::RankDeficient { .. },
+                same_state(&st32, &snap32)
+            );
         }
     }
 }

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::check_finite;
 
 pub(super) const OP: &str = "insert_cols";
 
@@ -36,14 +37,7 @@ pub(crate) fn plan<T: Scalar>(
     block_size: Option<usize>,
 ) -> Result<Plan> {
     let plan = plan_shape(dims, k0, (u.nrows(), u.ncols()), block_size)?;
-    if let Some((row, col)) = u.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "u",
-            row,
-            col,
-        });
-    }
+    check_finite(OP, [("u", u)])?;
     Ok(plan)
 }
 

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::{check_finite, check_shapes};
 
 pub(super) const OP: &str = "insert_rows";
 
@@ -35,20 +36,14 @@ pub(crate) fn plan<T: Scalar>(
     if p == 0 {
         return Err(Error::EmptyBlock { op: OP });
     }
-    for (what, got, expected) in [
-        ("columns of u", u.ncols(), dims.n),
-        ("rows of e", e.nrows(), p),
-        ("columns of e", e.ncols(), dims.q),
-    ] {
-        if got != expected {
-            return Err(Error::Shape {
-                op: OP,
-                what,
-                got,
-                expected,
-            });
-        }
-    }
+    check_shapes(
+        OP,
+        [
+            ("columns of u", u.ncols(), dims.n),
+            ("rows of e", e.nrows(), p),
+            ("columns of e", e.ncols(), dims.q),
+        ],
+    )?;
     if k0 > dims.m {
         return Err(Error::OutOfRange {
             op: OP,
@@ -57,16 +52,7 @@ pub(crate) fn plan<T: Scalar>(
             n: dims.m,
         });
     }
-    for (what, x) in [("u", u), ("e", e)] {
-        if let Some((row, col)) = x.first_non_finite() {
-            return Err(Error::NonFinite {
-                op: OP,
-                what,
-                row,
-                col,
-            });
-        }
-    }
+    check_finite(OP, [("u", u), ("e", e)])?;
     Ok(Plan {
         k0,
         p,

@@ -1,7 +1,7 @@
 //! Rank-k update A + UVᵀ (docs/algorithms.md#rank-k-update).
 #![forbid(unsafe_code)]
 
-use crate::base::dims::Dims;
+use crate::base::dims::{check_finite, check_shapes, Dims};
 use crate::base::error::{Error, Result};
 use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
@@ -19,30 +19,15 @@ pub(crate) fn plan<T: Scalar>(dims: Dims, u: MatRef<'_, T>, v: MatRef<'_, T>) ->
     if k == 0 {
         return Err(Error::EmptyBlock { op: OP });
     }
-    for (what, got, expected) in [
-        ("rows of u", u.nrows(), dims.m),
-        ("rows of v", v.nrows(), dims.n),
-        ("columns of v", v.ncols(), k),
-    ] {
-        if got != expected {
-            return Err(Error::Shape {
-                op: OP,
-                what,
-                got,
-                expected,
-            });
-        }
-    }
-    for (what, x) in [("u", u), ("v", v)] {
-        if let Some((row, col)) = x.first_non_finite() {
-            return Err(Error::NonFinite {
-                op: OP,
-                what,
-                row,
-                col,
-            });
-        }
-    }
+    check_shapes(
+        OP,
+        [
+            ("rows of u", u.nrows(), dims.m),
+            ("rows of v", v.nrows(), dims.n),
+            ("columns of v", v.ncols(), k),
+        ],
+    )?;
+    check_finite(OP, [("u", u), ("v", v)])?;
     Ok(k)
 }
 

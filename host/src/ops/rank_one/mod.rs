@@ -18,15 +18,17 @@ mod cpu;
 mod gpu;
 mod plan;
 
-pub use cpu::*;
-pub use gpu::*;
-pub(crate) use plan::*;
+pub use cpu::run_cpu;
+pub use gpu::run_gpu;
+use plan::OP;
+pub(crate) use plan::{plan, Plan};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::QrUpdate;
     use crate::ops::insert_cols::testkit::*;
+    use crate::ops::test_support::{assert_refused, full_dims, qless_state};
 
     /// A + u vᵀ.
     fn updated<T: Scalar>(a: &Mat<T>, u: &[T], v: &[T]) -> Mat<T> {
@@ -66,12 +68,12 @@ mod tests {
     }
 
     #[test]
-    fn matches_refactorisation_f64() {
+    fn rank_one_matches_refactorisation_f64() {
         sweep::<f64>();
     }
 
     #[test]
-    fn matches_refactorisation_f32() {
+    fn rank_one_matches_refactorisation_f32() {
         sweep::<f32>();
     }
 
@@ -94,12 +96,7 @@ mod tests {
 
     #[test]
     fn plan_rejects_bad_arguments() {
-        let dims = Dims {
-            m: 10,
-            n: 4,
-            q: 1,
-            policy: QPolicy::Full,
-        };
+        let dims = full_dims(10, 4, 1);
         let u = rand_vec::<f64>(&mut rng(5), 10);
         let v = rand_vec::<f64>(&mut rng(6), 4);
         assert_eq!(
@@ -159,13 +156,14 @@ mod tests {
     #[test]
     fn qless_state_is_refused_and_unchanged() {
         let mut g = rng(91);
-        let a = rand_mat::<f64>(&mut g, 33, 7);
-        let b = rand_mat::<f64>(&mut g, 33, 1);
+        let mut st = qless_state::<f64>(&mut g, 33, 7);
         let (u, v) = (rand_vec::<f64>(&mut g, 33), rand_vec::<f64>(&mut g, 7));
-        let mut st = factor(&a, &b, QPolicy::None).unwrap();
         let snap = st.clone();
-        assert!(matches!(st.rank_one(&u, &v), Err(Error::NeedsData { .. })));
-        assert!(same_state(&st, &snap));
+        assert_refused!(
+            st.rank_one(&u, &v),
+            Error::NeedsData { .. },
+            same_state(&st, &snap)
+        );
     }
 
     fn zero_column_case<T: Scalar>(seed: u64, m: usize, n: usize, j: usize) {

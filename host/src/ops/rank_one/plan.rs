@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::base::dims::check_finite;
 
 pub(super) const OP: &str = "rank_one";
 
@@ -39,16 +40,7 @@ pub(crate) fn plan<T: Scalar>(dims: Dims, u: &[T], v: &[T]) -> Result<Plan> {
             expected: dims.n,
         });
     }
-    for (what, x) in [("u", u), ("v", v)] {
-        if let Some((row, col)) = MatRef::from_col(x).first_non_finite() {
-            return Err(Error::NonFinite {
-                op: OP,
-                what,
-                row,
-                col,
-            });
-        }
-    }
+    check_finite(OP, [("u", MatRef::from_col(u)), ("v", MatRef::from_col(v))])?;
     Ok(Plan {
         m: dims.m,
         n: dims.n,

@@ -1,7 +1,7 @@
 //! Column replacement: columns k0..k0+p of A overwritten by U (docs/algorithms.md#column-replacement).
 #![forbid(unsafe_code)]
 
-use crate::base::dims::Dims;
+use crate::base::dims::{check_finite, Dims};
 use crate::base::error::{Error, Result};
 use crate::base::mat::MatRef;
 use crate::base::scalar::Scalar;
@@ -34,14 +34,7 @@ pub(crate) fn plan<T: Scalar>(dims: Dims, k0: usize, u: MatRef<'_, T>) -> Result
             n: dims.n,
         });
     }
-    if let Some((row, col)) = u.first_non_finite() {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "u",
-            row,
-            col,
-        });
-    }
+    check_finite(OP, [("u", u)])?;
     Ok(p)
 }
 

@@ -7,7 +7,7 @@ mod gpu;
 pub(crate) use crate::gpu::algo::window::stacked_qr;
 pub(crate) use gpu::{gram_from_products, reduced_rows_step, run_gpu, run_gpu_device};
 
-use crate::base::dims::Dims;
+use crate::base::dims::{check_finite, Dims};
 use crate::base::error::{Error, Result};
 use crate::base::mat::MatRef;
 use crate::base::params::UpdateParams;
@@ -63,16 +63,7 @@ pub(crate) fn plan<T: Scalar>(
         drop,
         params,
     )?;
-    for (what, x) in [("rows", rows), ("rhs", rhs)] {
-        if let Some((row, col)) = x.first_non_finite() {
-            return Err(Error::NonFinite {
-                op: OP,
-                what,
-                row,
-                col,
-            });
-        }
-    }
+    check_finite(OP, [("rows", rows), ("rhs", rhs)])?;
     Ok(plan)
 }
 

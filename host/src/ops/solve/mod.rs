@@ -14,9 +14,10 @@ mod cpu;
 mod gpu;
 mod plan;
 
-pub use cpu::*;
-pub use gpu::*;
-pub(crate) use plan::*;
+pub use cpu::solve_cpu;
+pub use gpu::solve_gpu;
+pub(crate) use plan::nrm2_f64;
+use plan::OP;
 
 #[cfg(test)]
 mod tests {
