@@ -14,8 +14,8 @@ impl<T: Scalar> CpuQr<T> {
     /// with blocked Householder QR (docs/algorithms.md#blocked-householder-qr).
     ///
     /// # Errors
-    /// [`Error::Shape`], [`Error::Underdetermined`] (m < n), [`Error::NonFinite`],
-    /// [`Error::InvalidParam`], [`Error::RankDeficient`].
+    /// [`Error::Shape`](crate::Error::Shape), [`Error::Underdetermined`](crate::Error::Underdetermined) (m < n), [`Error::NonFinite`](crate::Error::NonFinite),
+    /// [`Error::InvalidParam`](crate::Error::InvalidParam), [`Error::RankDeficient`](crate::Error::RankDeficient).
     pub fn factorize(
         a: MatRef<'_, T>,
         b: MatRef<'_, T>,
@@ -35,8 +35,8 @@ impl<T: Scalar> CpuQr<T> {
     /// ask for right-hand sides of new rows take zeros.
     ///
     /// # Errors
-    /// [`Error::Shape`], [`Error::Underdetermined`], [`Error::NeedsQ`],
-    /// [`Error::InvalidParam`], [`Error::NonFinite`] (with `params.check_finite`).
+    /// [`Error::Shape`](crate::Error::Shape), [`Error::Underdetermined`](crate::Error::Underdetermined), [`Error::NeedsQ`](crate::Error::NeedsQ),
+    /// [`Error::InvalidParam`](crate::Error::InvalidParam), [`Error::NonFinite`](crate::Error::NonFinite) (with `params.check_finite`).
     ///
     /// # Examples
     /// ```

@@ -27,9 +27,9 @@ fn to_f64<T: Scalar>(a: MatRef<'_, T>) -> Mat<f64> {
 /// pairs (state residual, fresh residual). All norms in f64.
 ///
 /// # Errors
-/// [`Error::Shape`] if `a` is not m×n or `b` not m×q for the state's m, n, q; errors of
+/// [`Error::Shape`](crate::Error::Shape) if `a` is not m×n or `b` not m×q for the state's m, n, q; errors of
 /// the state's `r`/`q`/`d`/`solve`; errors of the fresh factorisation
-/// ([`Error::NonFinite`], [`Error::RankDeficient`]).
+/// ([`Error::NonFinite`](crate::Error::NonFinite), [`Error::RankDeficient`](crate::Error::RankDeficient)).
 ///
 /// # Examples
 /// ```

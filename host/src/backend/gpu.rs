@@ -22,10 +22,10 @@ impl<T: GpuScalar> GpuQr<T> {
     /// (docs/algorithms.md#blocked-householder-qr).
     ///
     /// # Errors
-    /// The validation errors of the CPU backend ([`Error::Shape`],
-    /// [`Error::Underdetermined`], [`Error::NonFinite`], [`Error::InvalidParam`]),
-    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], and device errors
-    /// ([`Error::Driver`], [`Error::Cublas`]).
+    /// The validation errors of the CPU backend ([`Error::Shape`](crate::Error::Shape),
+    /// [`Error::Underdetermined`](crate::Error::Underdetermined), [`Error::NonFinite`](crate::Error::NonFinite), [`Error::InvalidParam`](crate::Error::InvalidParam)),
+    /// [`Error::RankDeficient`](crate::Error::RankDeficient), [`Error::OutOfMemory`](crate::Error::OutOfMemory), and device errors
+    /// ([`Error::Driver`](crate::Error::Driver), [`Error::Cublas`](crate::Error::Cublas)).
     pub fn factorize(
         gpu: &Arc<Gpu>,
         a: MatRef<'_, T>,
@@ -40,13 +40,13 @@ impl<T: GpuScalar> GpuQr<T> {
     /// memory, taken over as the state's R and d (benchmarks: no host transfer or
     /// host scan of A; docs/algorithms.md#blocked-householder-qr). Shapes and `params` are
     /// validated as in [`factorize`](Self::factorize); the values are not scanned: a NaN/∞ in A
-    /// surfaces as [`Error::RankDeficient`] at a non-finite diagonal of R, and one
+    /// surfaces as [`Error::RankDeficient`](crate::Error::RankDeficient) at a non-finite diagonal of R, and one
     /// in b only in d.
     ///
     /// # Errors
-    /// [`Error::Shape`], [`Error::Underdetermined`], [`Error::InvalidParam`],
-    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`],
-    /// [`Error::Cublas`].
+    /// [`Error::Shape`](crate::Error::Shape), [`Error::Underdetermined`](crate::Error::Underdetermined), [`Error::InvalidParam`](crate::Error::InvalidParam),
+    /// [`Error::RankDeficient`](crate::Error::RankDeficient), [`Error::OutOfMemory`](crate::Error::OutOfMemory), [`Error::Driver`](crate::Error::Driver),
+    /// [`Error::Cublas`](crate::Error::Cublas).
     pub fn factorize_dev(
         gpu: &Arc<Gpu>,
         a: DevMat<T>,
@@ -181,10 +181,10 @@ impl<T: GpuScalar> GpuQr<T> {
     /// device (one launch and a download of p flags).
     ///
     /// # Errors
-    /// As [`QrUpdate::insert_cols`]: [`Error::EmptyBlock`], [`Error::Shape`],
-    /// [`Error::OutOfRange`], [`Error::Underdetermined`], [`Error::NeedsQ`],
-    /// [`Error::InvalidParam`], [`Error::NonFinite`] (with U's first non-finite entry),
-    /// [`Error::RankDeficient`], [`Error::OutOfMemory`], device errors. On error the state
+    /// As [`QrUpdate::insert_cols`]: [`Error::EmptyBlock`](crate::Error::EmptyBlock), [`Error::Shape`](crate::Error::Shape),
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange), [`Error::Underdetermined`](crate::Error::Underdetermined), [`Error::NeedsQ`](crate::Error::NeedsQ),
+    /// [`Error::InvalidParam`](crate::Error::InvalidParam), [`Error::NonFinite`](crate::Error::NonFinite) (with U's first non-finite entry),
+    /// [`Error::RankDeficient`](crate::Error::RankDeficient), [`Error::OutOfMemory`](crate::Error::OutOfMemory), device errors. On error the state
     /// is unchanged (a device fault also poisons it).
     ///
     /// # Examples
@@ -217,8 +217,8 @@ impl<T: GpuScalar> GpuQr<T> {
     /// scanned there.
     ///
     /// # Errors
-    /// As [`CpuQr::from_factors`](crate::CpuQr::from_factors), and [`Error::OutOfMemory`],
-    /// [`Error::Driver`].
+    /// As [`CpuQr::from_factors`](crate::CpuQr::from_factors), and [`Error::OutOfMemory`](crate::Error::OutOfMemory),
+    /// [`Error::Driver`](crate::Error::Driver).
     ///
     /// # Examples
     /// ```no_run

@@ -34,7 +34,7 @@ impl Gpu {
     /// lds. Pass a power of two as `scale` to keep the scaling exact.
     ///
     /// # Errors
-    /// [`Error::Driver`] if the launch fails.
+    /// [`Error::Driver`](crate::Error::Driver) if the launch fails.
     ///
     /// # Panics
     /// If the shapes differ (a cuqr bug).
@@ -53,7 +53,7 @@ impl Gpu {
     /// any lds.
     ///
     /// # Errors
-    /// [`Error::Driver`] if the launch fails.
+    /// [`Error::Driver`](crate::Error::Driver) if the launch fails.
     ///
     /// # Panics
     /// If the shapes differ (a cuqr bug).
@@ -108,7 +108,7 @@ impl Gpu {
     /// leading dimension (padding zero): explicit tensor-core GEMM operands.
     ///
     /// # Errors
-    /// [`Error::OutOfMemory`] or [`Error::Driver`].
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) or [`Error::Driver`](crate::Error::Driver).
     ///
     /// # Panics
     /// If `format` is not 0 or 1 (a cuqr bug).

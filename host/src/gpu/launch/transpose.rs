@@ -15,7 +15,7 @@ impl Gpu {
     /// src.nrows(), j < src.ncols(); dst must be src.ncols() × src.nrows().
     ///
     /// # Errors
-    /// [`Error::Driver`] if the launch fails.
+    /// [`Error::Driver`](crate::Error::Driver) if the launch fails.
     ///
     /// # Panics
     /// If the shapes do not match or ⌈src.ncols()/32⌉ > 65535 (a cuqr bug).

@@ -101,7 +101,7 @@ impl Gpu {
     /// Opens device `ordinal`: probes the driver, cuBLAS and cuSOLVER libraries,
     /// retains the primary context, creates three non-blocking streams, binds
     /// cuBLAS and cuSOLVER to the first, and loads the embedded PTX, resolving
-    /// every kernel of [`super::KERNELS`] in both precisions.
+    /// every kernel of the kernel table (`KERNELS`) in both precisions.
     ///
     /// # Errors
     /// [`Error::NoDevice`] if a library cannot be loaded, there is no device

@@ -44,7 +44,7 @@ pub(crate) struct Block<T> {
 }
 
 /// Time per phase of one profiled device factorisation
-/// ([`GpuQr::factorize_dev_phases`](super::GpuQr::factorize_dev_phases)), in
+/// (`GpuQr::factorize_dev_phases`), in
 /// milliseconds from CUDA events around each phase of each panel: the split of Kerr et
 /// al.'s Table 2 for cuqr's blocked QR (docs/algorithms.md#blocked-householder-qr).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
