@@ -1,4 +1,4 @@
-//! `cuqr demo`: a regression session on synthetic data. Each update (column and
+//! `cuqr demo`: a regression run on synthetic data. Each update (column and
 //! row insertion and deletion, the rank-one update) is timed against refactorising
 //! the updated matrix from scratch on the same backend, and checked with e_x and
 //! e_A (docs/algorithms.md#accuracy-measures).

@@ -14,7 +14,7 @@ Commands:
   window   least squares over a sliding window of the rows of A, x after
            every step
   dist     least squares with A's rows over several GPUs (NCCL): factorize, window
-  demo     a regression session on synthetic data: updates versus
+  demo     a regression run on synthetic data: updates versus
            refactorising from scratch, with timings and accuracy
   bench    GPU benchmarks against cuSOLVER: runs the cuqr-bench program
            (cuqr bench --help)
@@ -117,7 +117,7 @@ Outputs in DIR:
 
 /// `cuqr demo --help`.
 pub const DEMO_HELP: &str = "\
-cuqr demo: a least-squares regression session on synthetic data.
+cuqr demo: a least-squares regression run on synthetic data.
 
 Usage: cuqr demo [--backend auto|cpu|gpu] [--precision f64|f32] [--seed N]
                  [--size small|default] [--threads N]

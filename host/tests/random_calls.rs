@@ -17,7 +17,7 @@
 //!   backward-stable steps of O((m + n)·u) each, docs/algorithms.md#accuracy-measures) and
 //!   the backward errors ΔA = τ·‖A‖, Δb = τ·‖b‖: ‖QᵀQ − I‖_F ≤ τ, ‖A − QR‖_F ≤ ΔA,
 //!   ‖d − Qᵀb‖_F ≤ Δb; an R-only state ‖RᵀR − AᵀA‖_F ≤ 2·ΔA·‖A‖ and ‖Rᵀd − Aᵀb‖_F ≤
-//!   2·max(ΔA·‖b‖, Δb·‖A‖); to first order (Golub–Van Loan §5.3) the solution to
+//!   2·max(ΔA·‖b‖, Δb·‖A‖); to first order (docs/algorithms.md#accuracy-measures) the solution to
 //!   2·((ΔA·‖x‖ + Δb)/σ_n + ΔA·‖r‖/σ_n²) and the residual norms to 2·(ΔA·‖x‖ + Δb), or where an R-only state downdates ρ² to
 //!   2·(ΔA·‖x‖ + Δb)·‖b‖/(ρ + ρ_ref) (the factor 2 for the f64 reference's own error).
 //!

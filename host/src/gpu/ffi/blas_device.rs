@@ -60,7 +60,7 @@ impl<'a> DeviceModeBlas<'a> {
     /// [`Error::Cublas`](crate::Error::Cublas) if the mode cannot be set.
     pub(crate) fn new(gpu: &'a Gpu, scalars: &'a mut CudaSlice<f64>) -> Result<Self> {
         let st = gpu.stream();
-        // Raw device addresses: every buffer is borrowed for the session's life and every
+        // Raw device addresses: every buffer is borrowed for the guard's life and every
         // use is on gpu.stream(), so stream order is the only ordering needed (the
         // guards only matter across streams).
         let scalar_ptr = scalars.device_ptr_mut(st).0;

@@ -9,8 +9,8 @@
 //!   to ~1e2–1e3, useless (or SPOTRF fails: G not positive definite in f32) beyond.
 //! * **f64, of A itself** ([`MixedFactor::GramCholeskyF64`]): the same with u_f64, so
 //!   good up to κ(A) ≈ 1e6–1e7 (κ² · u_f64 ≲ 1e-3). This is *not* a low-precision
-//!   factor — it is the classical preconditioner of the semi-normal equations (Björck,
-//!   *Numerical Methods for Least Squares Problems*, §2.5.4), used because on GPUs with
+//!   factor — it is the classical preconditioner of the semi-normal equations (docs/algorithms.md),
+//!   used because on GPUs with
 //!   FP64 tensor cores (H100: DGEMM at the rate of plain f32 FMA) DSYRK + DPOTRF cost a
 //!   small fraction of any QR, and the f32 factors need κ(A)²·u_f32 ≪ 1 (Gram) or pay
 //!   the QR's panel chain. The refinement and its stopping rules are the same for

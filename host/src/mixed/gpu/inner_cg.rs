@@ -161,7 +161,7 @@ impl InnerCg {
     }
 }
 
-/// The buffers of one inner solve in its device-mode cuBLAS session.
+/// The buffers of one inner solve while device pointer mode is on.
 struct CgVectors {
     a: MatId,
     tri: MatId,
@@ -175,7 +175,7 @@ struct CgVectors {
     delta: VecId,
 }
 
-/// The steps of the inner CG over its session: the start and one iteration.
+/// The steps of the inner CG while device pointer mode is on: the start and one iteration.
 struct CgSteps<'s, 'a> {
     blas: &'s DeviceModeBlas<'a>,
     v: CgVectors,
