@@ -38,6 +38,12 @@ pub mod distributed;
 pub(crate) mod gpu;
 #[cfg(feature = "internals")]
 pub mod internals;
+/// Fault injection for tests (feature `fault-injection`): the Nth device allocation,
+/// cuBLAS/cuSOLVER call or kernel launch fails (docs/reliability.md).
+#[cfg(feature = "fault-injection")]
+pub mod fault {
+    pub use crate::gpu::ffi::fault::{arm, count, disarm, FaultCounts, FaultPoint};
+}
 pub mod lu;
 pub mod mixed;
 pub(crate) mod ops;

@@ -385,3 +385,69 @@ fn gpu_slide_device_f64() {
 fn gpu_slide_device_f32() {
     slide_device_matches::<f32>();
 }
+
+/// A long run of one-row window steps on 252×5 (the rolling-regression shape), f64, with
+/// drift control on (the default: a check every 32 updates, a refresh past the threshold):
+/// device memory in use is the same to the byte at every checkpoint after the first, and
+/// at each checkpoint the state agrees with the window's data within the long-window
+/// bounds. `CUQR_SOAK_STEPS` sets the steps per kind (default 4,000; the soak on the GPU
+/// machine runs 10⁶), `CUQR_SOAK_KIND` (`thin` or `none`) keeps one kind.
+#[test]
+fn gpu_soak_window() {
+    let Some(g) = shared_gpu() else { return };
+    let steps: usize = std::env::var("CUQR_SOAK_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4_000);
+    let only = std::env::var("CUQR_SOAK_KIND").ok();
+    if g.memory_in_use().unwrap().is_none() {
+        eprintln!("skipped: no stream-ordered allocator to measure memory with");
+        return;
+    }
+    let (m, n) = (252, 5);
+    let checkpoints = 10;
+    for (kind, name) in [(StateKind::Thin, "thin"), (StateKind::NoneKeep, "none")] {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let mut r = rng(0x50A4);
+        let a = random_mat::<f64>(&mut r, m, n);
+        let b = random_mat::<f64>(&mut r, m, 1);
+        let mut st = kind.gpu(&g, &a, &b);
+        let mut rows: std::collections::VecDeque<(Vec<f64>, f64)> = (0..m)
+            .map(|i| ((0..n).map(|j| a[(i, j)]).collect(), b[(i, 0)]))
+            .collect();
+        let mut level = None;
+        let started = std::time::Instant::now();
+        for step in 1..=steps {
+            let row = random_mat::<f64>(&mut r, 1, n);
+            let rhs = random_mat::<f64>(&mut r, 1, 1);
+            st.slide(row.as_ref(), rhs.as_ref(), 1).unwrap();
+            rows.pop_front();
+            rows.push_back(((0..n).map(|j| row[(0, j)]).collect(), rhs[(0, 0)]));
+            if step % (steps / checkpoints).max(1) != 0 {
+                continue;
+            }
+            let am = Mat::from_fn(m, n, |i, j| rows[i].0[j]);
+            let bm = Mat::from_fn(m, 1, |i, _| rows[i].1);
+            let dg = diagnostics(&st, am.as_ref(), bm.as_ref()).unwrap();
+            let report = st.drift();
+            // diagnostics' own buffers are gone once it returns
+            let used = g.memory_in_use().unwrap().expect("measured above");
+            println!(
+                "soak {name}: step {step}: {used} bytes in use, e_gram {:.2e}, e_x {:.2e}, \
+                 drift checks {} refreshes {}, {:.1} µs a step",
+                dg.e_gram,
+                dg.e_x,
+                report.checks,
+                report.refreshes,
+                started.elapsed().as_secs_f64() * 1e6 / step as f64
+            );
+            assert_long_window_accuracy(&dg, kind, m, 1e4 * n as f64 * f64::UNIT_ROUNDOFF);
+            match level {
+                None => level = Some(used),
+                Some(l) => assert_eq!(used, l, "{name}: device memory moved at step {step}"),
+            }
+        }
+    }
+}

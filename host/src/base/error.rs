@@ -221,8 +221,12 @@ pub enum Error {
     /// A cuSOLVER call failed or reported a bad `devInfo`.
     #[error("cuSOLVER: {0}")]
     Cusolver(#[source] CallError<CusolverError>),
-    /// An earlier asynchronous device fault left this GPU state unusable.
-    #[error("the GPU state is poisoned by an earlier device fault; refactorise")]
+    /// An earlier device fault left this GPU state's device memory untrustworthy (a
+    /// fault of the context, or one part-way through an in-place write).
+    #[error(
+        "the GPU state is poisoned: a device fault hit it part-way through an update; \
+         factorise the data again, or continue from a clone taken before (try_clone)"
+    )]
     Poisoned,
 }
 

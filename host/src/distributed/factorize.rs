@@ -19,6 +19,7 @@ use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy};
 use crate::gpu::algo::thin;
 use crate::gpu::ffi::blas::{Op, Side};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{DevVec, Gpu};
 use crate::state::gpu::GpuQr;
@@ -419,7 +420,7 @@ fn gather_factors<T: DistScalar>(
     let mut recvs = Vec::new();
     if world > 1 {
         for st in locals {
-            recvs.push(st.gpu.stream().alloc_zeros::<T>(len * world).map_err(
+            recvs.push(st.gpu.stream().alloc_zeroed::<T>(len * world).map_err(
                 crate::gpu::runtime::alloc_err("the gathered R-factors", len * world),
             )?);
         }

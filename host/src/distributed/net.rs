@@ -10,6 +10,7 @@ use cudarc::driver::CudaSlice;
 use cudarc::nccl::{group_end, group_start, Comm, ReduceOp};
 
 use crate::base::error::{Error, Result};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// A scalar the distributed state can hold: a [`GpuScalar`] that NCCL can reduce (`f32`,
@@ -214,7 +215,7 @@ impl Net {
             let host: Vec<T> = s.iter().map(|&x| T::from_f64(x)).collect();
             let mut dev = gpu
                 .stream()
-                .clone_htod(&host)
+                .htod_copy(&host)
                 .map_err(crate::gpu::runtime::driver_err("uploading a sum"))?;
             self.all_reduce(&[gpu], &mut [&mut dev])?;
             let back = gpu
@@ -236,7 +237,7 @@ impl Net {
         let flag = [T::from_f64(if ok { 1.0 } else { 0.0 })];
         let mut dev = gpu
             .stream()
-            .clone_htod(&flag)
+            .htod_copy(&flag)
             .map_err(crate::gpu::runtime::driver_err("uploading a flag"))?;
         c.broadcast_in_place(&mut dev, owner as i32)
             .map_err(nccl_err("broadcast"))?;

@@ -22,6 +22,7 @@ use super::{DEFAULT_CLUSTER_LEAF_MIN, DEFAULT_LOOKAHEAD, DEFAULT_PANEL_BASE};
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::lu::{LuPanelOpts, LuPhaseTimes};
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
@@ -182,9 +183,9 @@ impl<T: GpuScalar> GpuLu<T> {
         let k = lu.nrows().min(lu.ncols());
         let s = gpu.stream();
         let mut ipiv_dev = s
-            .alloc_zeros::<u32>(k.max(1))
+            .alloc_zeroed::<u32>(k.max(1))
             .map_err(alloc_err("LU pivots", 4 * k.max(1)))?;
-        let mut diag_dev = s.alloc_zeros::<T>(k.max(1)).map_err(alloc_err(
+        let mut diag_dev = s.alloc_zeroed::<T>(k.max(1)).map_err(alloc_err(
             "LU diagonal",
             core::mem::size_of::<T>() * k.max(1),
         ))?;

@@ -424,26 +424,59 @@ impl<T: GpuScalar> GpuQr<T> {
         }
     }
 
-    /// Runs an operation; a driver error (an asynchronous fault may have hit
-    /// the state's buffers) poisons the state.
+    /// Runs a stage that writes only new buffers; a fault that [`corrupts_context`]
+    /// poisons the state.
     pub(crate) fn guarded<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
         self.check_live()?;
         poison_on_fault(&self.poisoned, f())
     }
 }
 
-/// True for the errors after which the device buffers may hold garbage: a failed
-/// driver call (an asynchronous kernel fault surfaces at the next driver call) or a
-/// failed cuBLAS call. Validation errors, rank deficiency and out-of-memory are
-/// reported before anything is written and leave the state usable.
-pub(crate) fn is_device_fault(e: &Error) -> bool {
-    matches!(e, Error::Driver(_) | Error::Cublas(_))
+/// True for the device faults after which the context, and with it the state's device
+/// memory, cannot be trusted: a driver error other than the recoverable kinds (out of
+/// memory, a launch refused for its resources or arguments, an unsupported call), which
+/// covers every asynchronous kernel fault (they surface as sticky errors at the next
+/// driver call), and a driver-level failure without a CUDA code (NCCL). A failed cuBLAS or
+/// cuSOLVER call does not count: the update algorithms write new buffers and leave the
+/// state's own until they succeed, and a sticky fault behind the call shows at the next
+/// driver call anyway.
+pub(crate) fn corrupts_context(e: &Error) -> bool {
+    use cudarc::driver::sys::CUresult as C;
+    match e {
+        Error::Driver(call) => !matches!(
+            call.library_error().map(|d| d.0),
+            Some(
+                C::CUDA_ERROR_OUT_OF_MEMORY
+                    | C::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+                    | C::CUDA_ERROR_INVALID_VALUE
+                    | C::CUDA_ERROR_NOT_SUPPORTED
+                    | C::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+            )
+        ),
+        _ => false,
+    }
 }
 
-/// Passes `out` through, setting `flag` when it is a device fault.
+/// Passes `out` through, setting `flag` when it is a fault that [`corrupts_context`]:
+/// for stages that write only new buffers (the update algorithms, reads, the drift check).
 pub(crate) fn poison_on_fault<R>(flag: &AtomicBool, out: Result<R>) -> Result<R> {
     if let Err(e) = &out {
-        if is_device_fault(e) {
+        if corrupts_context(e) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+    out
+}
+
+/// Passes `out` through, setting `flag` on any device error: for the few stages that write
+/// the state's own buffers in place (the kept data of an R-only state), where a failure
+/// part-way leaves them half-written (docs/reliability.md lists them).
+pub(crate) fn poison_on_partial_write<R>(flag: &AtomicBool, out: Result<R>) -> Result<R> {
+    if let Err(e) = &out {
+        if matches!(
+            e,
+            Error::Driver(_) | Error::Cublas(_) | Error::Cusolver(_) | Error::OutOfMemory { .. }
+        ) {
             flag.store(true, Ordering::Relaxed);
         }
     }
@@ -475,9 +508,35 @@ mod tests {
             Err(Error::Driver(_))
         ));
         assert!(flag.load(Ordering::Relaxed), "a driver error must poison");
+        // Recoverable kinds leave the context usable and the state's buffers unwritten.
+        for code in [
+            cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+            cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+        ] {
+            let flag = AtomicBool::new(false);
+            let e = Error::driver("launching a kernel", cudarc::driver::DriverError(code));
+            assert!(poison_on_fault(&flag, Err::<(), _>(e)).is_err());
+            assert!(!flag.load(Ordering::Relaxed), "{code:?} must not poison");
+        }
+        let sticky = Error::driver(
+            "synchronize",
+            cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+        );
+        let flag = AtomicBool::new(false);
+        assert!(poison_on_fault(&flag, Err::<(), _>(sticky)).is_err());
+        assert!(flag.load(Ordering::Relaxed), "a sticky fault must poison");
         let flag = AtomicBool::new(false);
         let fault: Result<()> = Err(Error::Cublas("execution failed".into()));
         assert!(poison_on_fault(&flag, fault).is_err());
-        assert!(flag.load(Ordering::Relaxed), "a cuBLAS error must poison");
+        assert!(
+            !flag.load(Ordering::Relaxed),
+            "a failed cuBLAS call writes no state buffer"
+        );
+        let fault: Result<()> = Err(Error::Cublas("execution failed".into()));
+        assert!(poison_on_partial_write(&flag, fault).is_err());
+        assert!(
+            flag.load(Ordering::Relaxed),
+            "a half-written state must poison"
+        );
     }
 }

@@ -132,7 +132,9 @@ pub(crate) fn shape(
 }
 
 pub(crate) fn status(op: &'static str, s: sys::cublasStatus_t) -> Result<()> {
-    s.result().map_err(|e| Error::cublas(op, e))
+    crate::gpu::ffi::fault::cublas(s)
+        .result()
+        .map_err(|e| Error::cublas(op, e))
 }
 
 /// `Gpu::gemm_mode` code of a [`GemmPrecision`] (0 = plain f32 SGEMM).

@@ -11,11 +11,14 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::{int, shape_check as check, Op, Side};
 use crate::gpu::ffi::by_dtype;
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
-fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
-    s.result().map_err(|e| Error::cusolver(op, e))
+pub(crate) fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
+    crate::gpu::ffi::fault::cusolver(s)
+        .result()
+        .map_err(|e| Error::cusolver(op, e))
 }
 
 fn op_cusolver(op: Op) -> sys::cublasOperation_t {
@@ -65,7 +68,7 @@ fn info_ok(op: &str, info: i32) -> Result<()> {
 impl Gpu {
     fn workspace<T: GpuScalar>(&self, lwork: i32) -> Result<CudaSlice<T>> {
         let len = (lwork.max(1)) as usize;
-        self.stream.alloc_zeros::<T>(len).map_err(alloc_err(
+        self.stream.alloc_zeroed::<T>(len).map_err(alloc_err(
             "cuSOLVER workspace",
             len * core::mem::size_of::<T>(),
         ))
@@ -73,7 +76,7 @@ impl Gpu {
 
     fn dev_info(&self) -> Result<CudaSlice<i32>> {
         self.stream
-            .alloc_zeros::<i32>(1)
+            .alloc_zeroed::<i32>(1)
             .map_err(alloc_err("cuSOLVER devInfo", 4))
     }
 

@@ -133,6 +133,74 @@ pub(crate) fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
     Ok(())
 }
 
+/// Bytes of the device's default memory pool now handed out to allocations (the pool's
+/// `USED_MEM_CURRENT`); `None` without the stream-ordered allocator. Frees are
+/// stream-ordered: synchronise first for a settled figure.
+///
+/// # Errors
+/// [`Error::Driver`].
+pub(crate) fn pool_bytes_in_use(ctx: &CudaContext) -> Result<Option<u64>> {
+    use cudarc::driver::sys::{self, CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT};
+    if !ctx.has_async_alloc() {
+        return Ok(None);
+    }
+    ctx.bind_to_thread()
+        .map_err(|e| Error::driver("binding the context", e))?;
+    let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
+    let mut used = 0u64;
+    // SAFETY: the context's device handle; each call writes only through the pointer it
+    // is given (a CUmemoryPool, then the u64 the attribute documents), live locals.
+    let (r0, r1) = unsafe {
+        let r0 = sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device());
+        let r1 = if r0 == sys::CUresult::CUDA_SUCCESS {
+            sys::cuMemPoolGetAttribute(
+                pool,
+                CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+                (&mut used as *mut u64).cast(),
+            )
+        } else {
+            r0
+        };
+        (r0, r1)
+    };
+    r0.result()
+        .and(r1.result())
+        .map_err(|e| Error::driver("reading the memory pool's use", e))?;
+    Ok(Some(used))
+}
+
+/// Stream-ordered allocations that pass the fault hook ([`fault`](super::fault)): with
+/// [`alloc_uninit`] and [`alloc_pinned_zeroed`], every allocation of the library.
+pub(crate) trait StreamAlloc {
+    /// `len` zero-filled elements of `T` (cudarc's `alloc_zeros`).
+    fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> core::result::Result<CudaSlice<T>, DriverError>;
+    /// A device copy of `src` (cudarc's `clone_htod`).
+    fn htod_copy<T: DeviceRepr>(
+        &self,
+        src: &[T],
+    ) -> core::result::Result<CudaSlice<T>, DriverError>;
+}
+
+impl StreamAlloc for Arc<CudaStream> {
+    fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> core::result::Result<CudaSlice<T>, DriverError> {
+        super::fault::alloc()?;
+        self.alloc_zeros::<T>(len)
+    }
+    fn htod_copy<T: DeviceRepr>(
+        &self,
+        src: &[T],
+    ) -> core::result::Result<CudaSlice<T>, DriverError> {
+        super::fault::alloc()?;
+        self.clone_htod(src)
+    }
+}
+
 /// `len` elements of `T` on `stream`'s device, not initialised (stream-ordered).
 ///
 /// # Errors
@@ -141,6 +209,7 @@ pub(crate) fn alloc_uninit<T: Pod>(
     stream: &Arc<CudaStream>,
     len: usize,
 ) -> core::result::Result<CudaSlice<T>, DriverError> {
+    super::fault::alloc()?;
     // SAFETY: cudarc's `alloc` is unsafe because the memory is unset; for a `Pod` type
     // every bit pattern is a value, so reading before writing yields unspecified values
     // but no undefined behaviour.
@@ -155,6 +224,7 @@ pub(crate) fn alloc_pinned_zeroed<T: Pod>(
     ctx: &Arc<CudaContext>,
     len: usize,
 ) -> core::result::Result<PinnedHostSlice<T>, core::result::Result<DriverError, DriverError>> {
+    super::fault::alloc().map_err(Ok)?;
     // SAFETY: cuMemHostAlloc with flags 0 returns uninitialised page-locked memory
     // (cudarc `alloc_pinned_with_flags`: "the memory is unset"); it is zero-filled below
     // before anything reads it.

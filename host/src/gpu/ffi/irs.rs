@@ -11,6 +11,8 @@ use cudarc::driver::DevicePtrMut;
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::int;
+use crate::gpu::ffi::cusolver::status;
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu};
 
@@ -77,10 +79,6 @@ fn routines(kind: IrsKind) -> (GelsSizeFn, GelsFn) {
         IrsKind::Bf16 => (sys::cusolverDnDBgels_bufferSize, sys::cusolverDnDBgels),
         IrsKind::Tf32 => (sys::cusolverDnDXgels_bufferSize, sys::cusolverDnDXgels),
     }
-}
-
-fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
-    s.result().map_err(|e| Error::cusolver(op, e))
 }
 
 impl Gpu {
@@ -164,11 +162,11 @@ impl Gpu {
         }
         let mut work = self
             .stream
-            .alloc_zeros::<u8>(bytes.max(1))
+            .alloc_zeroed::<u8>(bytes.max(1))
             .map_err(alloc_err("IRS workspace", bytes))?;
         let mut info = self
             .stream
-            .alloc_zeros::<i32>(1)
+            .alloc_zeroed::<i32>(1)
             .map_err(alloc_err("IRS devInfo", 4))?;
         let mut iter = 0i32;
         {

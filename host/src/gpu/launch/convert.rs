@@ -6,6 +6,7 @@
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 
 use crate::base::error::Result;
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::launch_kernel;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, Gpu, GpuScalar};
@@ -122,7 +123,7 @@ impl Gpu {
         let len = (ld * cols).max(1);
         let mut dst = self
             .stream
-            .alloc_zeros::<u16>(len)
+            .alloc_zeroed::<u16>(len)
             .map_err(alloc_err("half-precision GEMM operand", 2 * len))?;
         if rows == 0 || cols == 0 {
             return Ok(dst);

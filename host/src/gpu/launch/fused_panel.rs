@@ -13,6 +13,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use crate::base::error::{Error, Result};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::{DevMat, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
@@ -110,15 +111,15 @@ impl FusedCache {
         let smem_optin = gpu.smem_optin()?;
         let partials = gpu
             .stream
-            .alloc_zeros::<f64>(PARTIALS)
+            .alloc_zeroed::<f64>(PARTIALS)
             .map_err(alloc_err("the panel partials", PARTIALS * 8))?;
         let head = gpu
             .stream
-            .alloc_zeros::<f64>(2 * FUSED_MAX_JB)
+            .alloc_zeroed::<f64>(2 * FUSED_MAX_JB)
             .map_err(alloc_err("the panel head rows", 2 * FUSED_MAX_JB * 8))?;
         let counter = gpu
             .stream
-            .alloc_zeros::<u32>(1)
+            .alloc_zeroed::<u32>(1)
             .map_err(alloc_err("the panel barrier counter", 4))?;
         for _ in 0..3 {
             gpu.count_launch();
@@ -441,6 +442,7 @@ impl Gpu {
             block_dim: (FUSED_PANEL_BLOCK, 1, 1),
             shared_mem_bytes: u32::try_from(shape.smem_bytes).expect("smem fits u32"),
         };
+        crate::gpu::ffi::fault::launch().map_err(launch_err("fused_panel_qr"))?;
         // SAFETY: matches fused_panel_qr_{f32,f64}(a: *mut T, lda, rows, jb, band, v: *mut T,
         // ldv, tau: *mut T, t: *mut T, ldt, partials: *mut T, head: *mut T, counter: *mut
         // u32, bar_base: u32, rpb, in_shared: u32) (device pointers are 64-bit). The

@@ -52,12 +52,16 @@ macro_rules! launch_kernel {
     ($gpu:expr, on $stream:expr, $f:expr, $cfg:expr, $name:expr; $($arg:expr),+ $(,)?) => {{
         let mut b = $gpu.kernel_args_on($stream, $f);
         $(::cudarc::driver::PushKernelArg::arg(&mut b, $arg);)+
-        b.launch($cfg).map_err($crate::gpu::launch::launch_err($name))
+        $crate::gpu::ffi::fault::launch()
+            .and_then(|()| b.launch($cfg))
+            .map_err($crate::gpu::launch::launch_err($name))
     }};
     ($gpu:expr, $f:expr, $cfg:expr, $name:expr; $($arg:expr),+ $(,)?) => {{
         let mut b = $gpu.kernel_args($f);
         $(::cudarc::driver::PushKernelArg::arg(&mut b, $arg);)+
-        b.launch($cfg).map_err($crate::gpu::launch::launch_err($name))
+        $crate::gpu::ffi::fault::launch()
+            .and_then(|()| b.launch($cfg))
+            .map_err($crate::gpu::launch::launch_err($name))
     }};
 }
 pub(crate) use launch_kernel;

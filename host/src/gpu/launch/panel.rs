@@ -16,6 +16,7 @@ use core::ops::Range;
 use cudarc::driver::{CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::base::error::{Error, Result};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::launch_kernel;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -398,7 +399,7 @@ impl Gpu {
         }
         let mut out = self
             .stream
-            .alloc_zeros::<u32>(cols)
+            .alloc_zeroed::<u32>(cols)
             .map_err(crate::gpu::runtime::alloc_err("non-finite scan", cols * 4))?;
         let lda = a.ld();
         let f = &T::kernel_set(&self.kernels).panel_first_non_finite;

@@ -11,6 +11,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use crate::base::error::{Error, Result};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::launch_err;
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
@@ -325,11 +326,11 @@ impl Gpu {
             let len = n.next_power_of_two().max(1024);
             let flags = self
                 .stream
-                .alloc_zeros::<u32>(len)
+                .alloc_zeroed::<u32>(len)
                 .map_err(alloc_err("the reflector-chain flags", 4 * len))?;
-            // SAFETY: uninitialised τ scratch; the kernels write τ_j before publishing
-            // reflector j and read it only after (see RowInsertScratch).
-            let tau = unsafe { self.stream.alloc::<f64>(len) }
+            // Uninitialised τ scratch: the kernels write τ_j before publishing reflector j
+            // and read it only after (see RowInsertScratch).
+            let tau = crate::gpu::ffi::driver::alloc_uninit::<f64>(&self.stream, len)
                 .map_err(alloc_err("the reflector-chain tau", 8 * len))?;
             self.count_launch();
             guard.scratch = Some(RowInsertScratch {
@@ -409,6 +410,7 @@ impl Gpu {
                 .arg(&base)
                 .arg(&cpb)
                 .arg(&ring);
+            crate::gpu::ffi::fault::launch().map_err(launch_err("row_insert_qr"))?;
             // SAFETY: matches row_insert_qr_{f32,f64}(r: *mut T, ldr, d: *mut T, ldd, u:
             // *mut T, ldu, e: *mut T, lde, n, q, p, tau: *mut T, counter: *mut u32, base:
             // u32, cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d
@@ -479,6 +481,7 @@ impl Gpu {
                 .arg(&base)
                 .arg(&cpb)
                 .arg(&ring);
+            crate::gpu::ffi::fault::launch().map_err(launch_err("row_insert_band_qr"))?;
             // SAFETY: matches row_insert_band_qr_{f32,f64}(b: *mut T, ldb, d: *mut T, ldd,
             // v: *mut T, ldv, n, q, p, tau: *mut T, counter: *mut u32, base: u32, cpb,
             // ring) (device pointers are 64-bit). The asserts keep B ((n+p)×n from

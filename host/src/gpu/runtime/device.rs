@@ -345,6 +345,17 @@ impl Gpu {
         self.ctx.synchronize().map_err(driver_err("synchronize"))
     }
 
+    /// Bytes of device memory now handed out by the stream-ordered pool, after waiting
+    /// for all queued work (so frees have happened); `None` without that allocator. A
+    /// leak test compares it before and after a call.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn memory_in_use(&self) -> Result<Option<u64>> {
+        self.synchronize()?;
+        crate::gpu::ffi::driver::pool_bytes_in_use(&self.ctx)
+    }
+
     /// Allocates `len` elements of page-locked host memory (not write-combined,
     /// so the host can read it fast), zero-filled: staging for
     /// [`super::DevMat::upload_pinned`] / [`super::DevMat::download_pinned`].

@@ -11,6 +11,7 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, PinnedHostSlice};
 
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 /// Leading dimensions are padded to a multiple of this many bytes
@@ -151,7 +152,7 @@ impl<T: GpuScalar> DevMat<T> {
         let (ld, len) = mat_alloc_len::<T>(nrows, ncols)?;
         let buf = gpu
             .stream
-            .alloc_zeros::<T>(len)
+            .alloc_zeroed::<T>(len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
         Ok(Self::from_parts(buf, nrows, ncols, ld))
     }
@@ -665,7 +666,7 @@ impl<T: GpuScalar> DevVec<T> {
         let n = vec_alloc_len::<T>(len)?;
         let buf = gpu
             .stream
-            .alloc_zeros::<T>(n)
+            .alloc_zeroed::<T>(n)
             .map_err(alloc_err("DevVec", n * core::mem::size_of::<T>()))?;
         Ok(Self { buf, len })
     }

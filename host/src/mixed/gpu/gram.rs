@@ -25,6 +25,7 @@
 use cudarc::driver::CudaSlice;
 
 use crate::base::error::Result;
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
@@ -41,7 +42,7 @@ const KAPPA2_U_MAX: f64 = 1e-2;
 fn diag_ratio<T: GpuScalar>(gpu: &Gpu, g: &DevMat<T>) -> Result<Option<f64>> {
     let n = g.ncols();
     let st = gpu.stream().clone();
-    let mut d: CudaSlice<T> = st.alloc_zeros::<T>(n.max(1)).map_err(alloc_err(
+    let mut d: CudaSlice<T> = st.alloc_zeroed::<T>(n.max(1)).map_err(alloc_err(
         "diagonal of R̃",
         n.max(1) * std::mem::size_of::<T>(),
     ))?;

@@ -21,6 +21,7 @@ use cudarc::driver::{CudaSlice, CudaView};
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::Op;
 use crate::gpu::ffi::blas_device::{DeviceModeBlas, MatId, VecId};
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu};
 
@@ -70,7 +71,7 @@ impl InnerCg {
     pub fn new(gpu: &Gpu, m: usize, n: usize, r: DevMat<f64>) -> Result<Self> {
         let st = gpu.stream();
         let vec = |len: usize, what: &'static str| {
-            st.alloc_zeros::<f64>(len.max(1))
+            st.alloc_zeroed::<f64>(len.max(1))
                 .map_err(alloc_err(what, len.max(1) * 8))
         };
         let mut s = vec(NSCAL, "CG scalars")?;

@@ -68,7 +68,7 @@ fn run_gpu_reduced<T: crate::gpu::runtime::GpuScalar>(
     let a = st.a.as_mut().expect("checked above");
     let b = st.b.as_ref().expect("checked above");
     let rho = algo::r_only_finish(&gpu, (a, b), &out);
-    let rho = crate::state::gpu::poison_on_fault(&st.poisoned, rho)?;
+    let rho = crate::state::gpu::poison_on_partial_write(&st.poisoned, rho)?;
     st.r = out.r;
     st.d = out.d;
     st.rho = rho;

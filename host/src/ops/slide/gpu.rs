@@ -183,7 +183,8 @@ fn run_gpu_reduced<T: GpuScalar>(
     )?;
     g.stage_mark("window: R and d");
     check_rank(g, &r2, n, st.rank_tol)?;
-    slide_kept(st, (an, en), drop, forget)?;
+    let kept = slide_kept(st, (an, en), drop, forget);
+    crate::state::gpu::poison_on_partial_write(&st.poisoned, kept)?;
     g.stage_mark("window: kept data");
     st.r = r2;
     st.d = d2;
@@ -237,8 +238,8 @@ fn kept_room(m: usize, p: usize) -> usize {
 /// amortised over the steps that room lasts). Call only once the step cannot fail otherwise.
 ///
 /// # Errors
-/// [`Error::OutOfMemory`], device errors (a fault there poisons the state: the caller's
-/// guard).
+/// [`Error::OutOfMemory`], device errors (the caller poisons the state on them: the kept
+/// rows may be half-written).
 fn slide_kept<T: GpuScalar>(
     st: &mut GpuQr<T>,
     (an, en): (&DevMatView<'_, T>, &DevMatView<'_, T>),

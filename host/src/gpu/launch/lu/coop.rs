@@ -1,8 +1,9 @@
 //! Launcher of the cooperative LU panel `lu_panel_coop` (gpu-kernels/src/lu/coop.rs) and
 //! the allocation of its per-factorisation scratch.
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::gpu::ffi::driver::StreamAlloc;
 
 impl Gpu {
     /// Allocates the cooperative panel's scratch for panels up to `max_w` columns
@@ -27,19 +28,19 @@ impl Gpu {
         let elem = core::mem::size_of::<T>();
         let s = &self.stream;
         let pval = s
-            .alloc_zeros::<T>(2 * sms)
+            .alloc_zeroed::<T>(2 * sms)
             .map_err(alloc_err("LU panel partials", 2 * sms * elem))?;
         let pidx = s
-            .alloc_zeros::<u32>(2 * sms)
+            .alloc_zeroed::<u32>(2 * sms)
             .map_err(alloc_err("LU panel partial indices", 8 * sms))?;
         let prow = s
-            .alloc_zeros::<T>(2 * (sms + 1) * max_w)
+            .alloc_zeroed::<T>(2 * (sms + 1) * max_w)
             .map_err(alloc_err(
                 "LU panel partial rows",
                 2 * (sms + 1) * max_w * elem,
             ))?;
         let counter = s
-            .alloc_zeros::<u32>(1)
+            .alloc_zeroed::<u32>(1)
             .map_err(alloc_err("LU panel barrier counter", 4))?;
         self.count_launch();
         let max_cluster = if cluster {
@@ -122,6 +123,7 @@ impl Gpu {
             block_dim: (LU_COOP_BLOCK, 1, 1),
             shared_mem_bytes: u32::try_from(bytes).expect("shared memory fits u32"),
         };
+        crate::gpu::ffi::fault::launch().map_err(launch_err("lu_panel_coop"))?;
         // SAFETY: matches lu_panel_coop_{f32,f64}(a: *mut T, lda, m, c0, w, ipiv: *mut u32,
         // diag: *mut T, slab, in_smem: u32, pval: *mut T, pidx: *mut u32, prow: *mut T,
         // counter: *mut u32, cbase: u32) (device pointers are 64-bit). LuPtrs' invariant

@@ -30,6 +30,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKerne
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::int;
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::{grid_blocks, launch_err};
 use crate::gpu::runtime::matrix::{DevMat, DevMatViewMut};
 use crate::gpu::runtime::timing::PhaseClock;
@@ -469,15 +470,15 @@ impl Gpu {
         }
         let eye = self
             .stream
-            .clone_htod(&eye_host)
+            .htod_copy(&eye_host)
             .map_err(alloc_err("LU identity", elem * nb * nb))?;
         let linv = self
             .stream
-            .alloc_zeros::<T>(2 * nb * nb)
+            .alloc_zeroed::<T>(2 * nb * nb)
             .map_err(alloc_err("LU L11 inverses", elem * 2 * nb * nb))?;
         let scratch = self
             .stream
-            .alloc_zeros::<T>(nb * n)
+            .alloc_zeroed::<T>(nb * n)
             .map_err(alloc_err("LU U12 scratch", elem * nb * n))?;
         Ok(U12Bufs { eye, linv, scratch })
     }

@@ -1,8 +1,9 @@
 //! Launchers of the chained generate `two_phase_gen_chains` (gpu-kernels `two_phase/chains.rs`;
 //! docs/algorithms.md#two-phase-design): its block cap, fit check, launch shape and launch.
 
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::gpu::ffi::driver::StreamAlloc;
 
 impl Gpu {
     /// Caps the blocks of every later `two_phase_gen_chains` launch on this device at
@@ -137,7 +138,7 @@ impl Gpu {
             let n = p.next_power_of_two().max(1024);
             let flags = self
                 .stream
-                .alloc_zeros::<u32>(n)
+                .alloc_zeroed::<u32>(n)
                 .map_err(alloc_err("the chain flags", 4 * n))?;
             self.count_launch();
             cache.flags = Some(flags);
@@ -181,6 +182,7 @@ impl Gpu {
             .arg(&mut list.plane)
             .arg(flags)
             .arg(&set);
+        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_gen_chains"))?;
         // SAFETY: matches two_phase_gen_chains_{f32,f64}(src: *const T, src_vs, src_es,
         // dst: *mut T, dst_vs, dst_es, p, hi0, inc, chunk, rot: *mut T, plane: *mut u32,
         // flags: *mut u32, set: u32) (device pointers are 64-bit). The vectors are the

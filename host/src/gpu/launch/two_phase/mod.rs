@@ -19,6 +19,7 @@ use cudarc::driver::{
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::Op;
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::{grid_blocks, launch_config, launch_err};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut, DevVec};
 use crate::gpu::runtime::{alloc_err, Gpu, GpuScalar};
@@ -140,14 +141,14 @@ impl<T: GpuScalar> RotList<T> {
     pub fn with_capacity(gpu: &Gpu, cap: usize) -> Result<Self> {
         let rot = gpu
             .stream
-            .alloc_zeros::<T>(2 * cap.max(1))
+            .alloc_zeroed::<T>(2 * cap.max(1))
             .map_err(alloc_err(
                 "RotList rotations",
                 2 * cap.max(1) * size_of::<T>(),
             ))?;
         let plane = gpu
             .stream
-            .alloc_zeros::<u32>(cap.max(1))
+            .alloc_zeroed::<u32>(cap.max(1))
             .map_err(alloc_err("RotList planes", cap.max(1) * 4))?;
         Ok(Self {
             rot,

@@ -3,6 +3,7 @@
 
 use super::*;
 #[allow(unused_imports)]
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::launch_kernel;
 
 /// Window width of [`Gpu::two_phase_apply_windowed`] for `chains` chains: 2p
@@ -51,12 +52,12 @@ impl Gpu {
         let z_len = plan.windows * w * w;
         let mut z = self
             .stream
-            .alloc_zeros::<T>(z_len)
+            .alloc_zeroed::<T>(z_len)
             .map_err(alloc_err("window products", z_len * size_of::<T>()))?;
         let rot_len = 2 * plan.windows * plan.p * plan.hw;
         let mut rot = self
             .stream
-            .alloc_zeros::<T>(rot_len)
+            .alloc_zeroed::<T>(rot_len)
             .map_err(alloc_err("window rotations", rot_len * size_of::<T>()))?;
         let mut tc = DevMat::<T>::zeros(self, plan.max_rows, w)?;
         let mut tr = DevMat::<T>::zeros(self, w, plan.max_cols)?;
@@ -104,6 +105,7 @@ impl Gpu {
             .arg(&hi0)
             .arg(&inc)
             .arg(&l0);
+        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_window_gather"))?;
         // SAFETY: matches two_phase_window_gather_{f32,f64}(src_rot: *const T, dst_rot:
         // *mut T, z: *mut T, p, hw, hi0, inc: usize, l0: isize), all typed above: the list
         // holds every chain's rotations (its sched says strip or block of p chains with
