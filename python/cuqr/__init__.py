@@ -477,6 +477,10 @@ class QR:
     (handed over through DLPack, no host copy). Every update validates first; on an error
     (``ValueError``, ``numpy.linalg.LinAlgError``) the factorisation is unchanged.
 
+    One object may be used from several threads: its calls (updates, ``solve`` and the
+    properties alike) are serialised, each running whole before the next starts, in the
+    order they are made. A thread waiting for its turn does not hold the interpreter lock.
+
     Example
     -------
     >>> import numpy as np, cuqr
@@ -560,23 +564,21 @@ class QR:
         return p
 
     @staticmethod
-    def _k(k, limit, name="k"):
-        k = int(k)
-        if k < 0:
-            k += limit
-        if k < 0:
-            raise ValueError(f"'{name}' is out of bounds")
-        return k
+    def _i(k):
+        """An index for the state, which counts negative ones back from the end of its shape
+        within the same call (another thread's call cannot come in between). A huge negative
+        index stays out of bounds rather than overflowing."""
+        return max(int(k), -(2**62))
 
     # -- updates --------------------------------------------------------------------------
 
     def insert_cols(self, k, U):
         """Insert the columns ``U`` ((m,) or (m, p)) before column ``k``."""
-        self._st.insert_cols(self._k(k, self.shape[1] + 1), self._in(U, "U"))
+        self._st.insert_cols(self._i(k), self._in(U, "U"))
 
     def delete_cols(self, k, p=1):
         """Delete columns ``k .. k+p-1``."""
-        self._st.delete_cols(self._k(k, self.shape[1]), self._p(p))
+        self._st.delete_cols(self._i(k), self._p(p))
 
     def insert_rows(self, k, U, e=None):
         """Insert the rows ``U`` ((n,) or (p, n)) with right-hand sides ``e`` ((k,) per row
@@ -588,12 +590,12 @@ class QR:
             e = self._in(e, "e")
             if len(_shape(e)) == 1:
                 e = e.reshape(_shape(U)[0], -1)
-        self._st.insert_rows(self._k(k, self.shape[0] + 1), U, e)
+        self._st.insert_rows(self._i(k), U, e)
 
     def delete_rows(self, k, p=1, rows=None, rhs=None):
         """Delete rows ``k .. k+p-1``. A state without Q or kept data needs their contents:
         ``rows`` ((n,) or (p, n)) and ``rhs``."""
-        k = self._k(k, self.shape[0])
+        k = self._i(k)
         if rows is None:
             self._st.delete_rows(k, self._p(p))
         else:
@@ -620,12 +622,11 @@ class QR:
         U = self._in(U, "U")
         if len(_shape(U)) == 1:
             U = U.reshape(-1, 1)
-        self._st.replace_cols(self._k(k, self.shape[1]), U)
+        self._st.replace_cols(self._i(k), U)
 
     def shift_col(self, source, target):
         """Move column ``source`` to position ``target``."""
-        n = self.shape[1]
-        self._st.shift_col(self._k(source, n, "source"), self._k(target, n, "target"))
+        self._st.shift_col(self._i(source), self._i(target))
 
     def slide(self, rows, rhs=None, drop=None, forget=None):
         """One step of a sliding window: ``rows`` ((n,) or (p, n)) with right-hand sides

@@ -1,8 +1,16 @@
 //! `_State`: one factorisation (CPU or GPU, float32 or float64) behind the Python `QR` class
 //! and the SciPy-style functions. Arguments are read (and copied) while the interpreter lock
 //! is held; the update itself runs with the lock released.
+//!
+//! Calls on one state are serialised: each has the state to itself from start to end (reads
+//! included). Calls take turns in the order they arrive; one that must wait does so with the
+//! interpreter lock released, so the call whose turn it is can take the interpreter lock
+//! whenever it needs it. A call made from inside one of the same state's calls (by Python
+//! code that reading an argument runs) is refused instead of waiting for itself.
 
-use std::sync::Arc;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::thread::{self, ThreadId};
 
 use cuqr::{
     DevMat, FactorParams, FactorsParams, Gpu, GpuQr, Mat, QPolicy, Qr, QrUpdate, UpdateParams,
@@ -19,10 +27,11 @@ enum Inner {
     F64(Qr<f64>),
 }
 
-/// Runs `$body` with `$s` the state (`&mut Qr<$T>`) of either precision.
+/// Runs `$body` with `$s` the state (`&mut Qr<$T>`) of either precision; `$held` is the
+/// locked state ([`Held`]).
 macro_rules! with_state {
-    ($self:expr, $s:ident, $T:ident => $body:expr) => {
-        match $self.inner_mut()? {
+    ($held:expr, $s:ident, $T:ident => $body:expr) => {
+        match inner_mut(&mut $held)? {
             Inner::F32($s) => {
                 #[allow(dead_code)]
                 type $T = f32;
@@ -38,11 +47,92 @@ macro_rules! with_state {
 }
 
 /// A factorisation A = QR with right-hand sides, on the CPU or a GPU (see the Python
-/// `cuqr.QR` class, which wraps it).
-#[pyclass(module = "cuqr._cuqr", name = "_State")]
+/// `cuqr.QR` class, which wraps it). Calls on one state from several threads are serialised.
+#[pyclass(module = "cuqr._cuqr", name = "_State", frozen)]
 pub struct State {
-    inner: Option<Inner>,
+    /// The factorisation; `None` once handed over (`take_factors`). Only the call whose
+    /// turn it is locks it, so the lock is never contended; a panic inside a call poisons it.
+    inner: Mutex<Option<Inner>>,
+    turns: Mutex<Turns>,
+    /// Signalled at the end of every turn.
+    turn_over: Condvar,
     has_rhs: bool,
+}
+
+/// The turns of the calls on a state: each call draws a ticket and runs when it is served.
+#[derive(Default)]
+struct Turns {
+    next: u64,
+    serving: u64,
+    /// The thread whose turn it is, while a call runs (to refuse a re-entrant call).
+    holder: Option<ThreadId>,
+}
+
+/// A state held by one call (its turn, and its factorisation locked).
+struct Held<'a> {
+    /// Some until dropped.
+    guard: Option<MutexGuard<'a, Option<Inner>>>,
+    state: &'a State,
+}
+
+impl Deref for Held<'_> {
+    type Target = Option<Inner>;
+    fn deref(&self) -> &Option<Inner> {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Option<Inner> {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // unlock the factorisation before the next turn begins
+        self.guard = None;
+        self.state.end_turn();
+    }
+}
+
+fn handed_over() -> PyErr {
+    PyRuntimeError::new_err("this factorisation was handed over")
+}
+
+fn inner_mut(held: &mut Option<Inner>) -> PyResult<&mut Inner> {
+    held.as_mut().ok_or_else(handed_over)
+}
+
+fn inner_ref(held: &Option<Inner>) -> PyResult<&Inner> {
+    held.as_ref().ok_or_else(handed_over)
+}
+
+/// The GPU of a state on a device.
+fn gpu_of(held: &Option<Inner>) -> Option<Arc<Gpu>> {
+    match held.as_ref()? {
+        Inner::F32(s) => s.as_gpu().map(|g| g.gpu().clone()),
+        Inner::F64(s) => s.as_gpu().map(|g| g.gpu().clone()),
+    }
+}
+
+/// A Python index (negative: counted back from `limit`) as a position; the state checks
+/// the upper bound.
+fn index(k: isize, limit: usize, name: &str) -> PyResult<usize> {
+    let pos = if k < 0 {
+        limit.checked_sub(k.unsigned_abs())
+    } else {
+        Some(k.unsigned_abs())
+    };
+    pos.ok_or_else(|| PyValueError::new_err(format!("'{name}' is out of bounds")))
+}
+
+/// (m, n) of a state.
+fn dims(s: &Inner) -> (usize, usize) {
+    match s {
+        Inner::F32(s) => (s.nrows(), s.ncols()),
+        Inner::F64(s) => (s.nrows(), s.ncols()),
+    }
 }
 
 fn policy_of(s: &str) -> PyResult<QPolicy> {
@@ -142,22 +232,64 @@ fn out_host_or_device<'py, T: Wrap>(
 }
 
 impl State {
-    fn inner_mut(&mut self) -> PyResult<&mut Inner> {
-        self.inner
-            .as_mut()
-            .ok_or_else(|| PyRuntimeError::new_err("this factorisation was handed over"))
+    fn turns(&self) -> MutexGuard<'_, Turns> {
+        // no code that can panic runs while it is locked
+        self.turns.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn inner_ref(&self) -> PyResult<&Inner> {
-        self.inner
-            .as_ref()
-            .ok_or_else(|| PyRuntimeError::new_err("this factorisation was handed over"))
+    fn end_turn(&self) {
+        let mut t = self.turns();
+        t.holder = None;
+        t.serving = t.serving.wrapping_add(1);
+        drop(t);
+        self.turn_over.notify_all();
     }
 
-    fn gpu(&self) -> Option<Arc<Gpu>> {
-        match self.inner.as_ref()? {
-            Inner::F32(s) => s.as_gpu().map(|g| g.gpu().clone()),
-            Inner::F64(s) => s.as_gpu().map(|g| g.gpu().clone()),
+    /// The state held for one call. Calls are served in the order they ask; one that must
+    /// wait does so with the interpreter lock released. A call from inside one of this
+    /// thread's own calls on the state, and a state poisoned by a panic, are Python errors.
+    fn lock(&self, py: Python<'_>) -> PyResult<Held<'_>> {
+        let me = thread::current().id();
+        let mut t = self.turns();
+        if t.holder == Some(me) {
+            return Err(PyRuntimeError::new_err(
+                "this factorisation is already in use by this thread: a call on it was made \
+                 from inside another of its calls",
+            ));
+        }
+        let ticket = t.next;
+        t.next = t.next.wrapping_add(1);
+        if t.serving == ticket {
+            t.holder = Some(me);
+            drop(t);
+        } else {
+            drop(t);
+            py.detach(|| {
+                let mut t = self.turns();
+                while t.serving != ticket {
+                    t = self
+                        .turn_over
+                        .wait(t)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                t.holder = Some(me);
+            });
+        }
+        match self.inner.try_lock() {
+            Ok(guard) => Ok(Held {
+                guard: Some(guard),
+                state: self,
+            }),
+            Err(e) => {
+                self.end_turn();
+                Err(PyRuntimeError::new_err(match e {
+                    TryLockError::Poisoned(_) => {
+                        "this factorisation is unusable: an earlier call on it failed inside \
+                         cuqr (a panic, which is a bug); build a new one"
+                    }
+                    TryLockError::WouldBlock => "this factorisation is locked out of turn",
+                }))
+            }
         }
     }
 
@@ -166,7 +298,9 @@ impl State {
         Qr<T>: IntoInner,
     {
         Self {
-            inner: Some(qr.into_inner_enum()),
+            inner: Mutex::new(Some(qr.into_inner_enum())),
+            turns: Mutex::new(Turns::default()),
+            turn_over: Condvar::new(),
             has_rhs,
         }
     }
@@ -337,10 +471,13 @@ impl State {
         by_dtype!(dtype, T => Self::wrap(from_factors_t::<T>(py, policy, m, q, r, device, params)?, false))
     }
 
-    /// Inserts the columns U (m×p, or a vector) before column k.
-    fn insert_cols(&mut self, py: Python<'_>, k: usize, u: &Bound<'_, PyAny>) -> PyResult<()> {
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+    /// Inserts the columns U (m×p, or a vector) before column k (negative: counted back
+    /// from n + 1).
+    fn insert_cols(&self, py: Python<'_>, k: isize, u: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        let k = index(k, dims(inner_ref(&st)?).1 + 1, "k")?;
+        with_state!(st, s, T => {
             let u = Arg::<T>::read(u, gpu.as_ref(), "u")?;
             py.detach(|| match u {
                 Arg::Device(d) => s.as_gpu_mut().expect("device data on a GPU state").insert_cols_device(k, &d.view()),
@@ -349,58 +486,63 @@ impl State {
         })
     }
 
-    /// Deletes columns k..k+p.
-    fn delete_cols(&mut self, py: Python<'_>, k: usize, p: usize) -> PyResult<()> {
-        with_state!(self, s, T => py.detach(|| s.delete_cols(k, p)).map_err(to_py))
+    /// Deletes columns k..k+p (k negative: counted back from n).
+    fn delete_cols(&self, py: Python<'_>, k: isize, p: usize) -> PyResult<()> {
+        let mut st = self.lock(py)?;
+        let k = index(k, dims(inner_ref(&st)?).1, "k")?;
+        with_state!(st, s, T => py.detach(|| s.delete_cols(k, p)).map_err(to_py))
     }
 
     /// Inserts the rows U (p×n, or a vector) with right-hand sides E (p×k; zeros when
-    /// none) before row k.
+    /// none) before row k (negative: counted back from m + 1).
     #[pyo3(signature = (k, u, e=None))]
     fn insert_rows(
-        &mut self,
+        &self,
         py: Python<'_>,
-        k: usize,
+        k: isize,
         u: &Bound<'_, PyAny>,
         e: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        let k = index(k, dims(inner_ref(&st)?).0 + 1, "k")?;
+        with_state!(st, s, T => {
             let (u, e) = rows_with_rhs::<T>(s, gpu.as_ref(), (u, "u"), (e, "e"))?;
             py.detach(|| s.insert_rows(k, u.as_ref(), e.as_ref())).map_err(to_py)
         })
     }
 
-    /// Deletes rows k..k+p (needs Q or the kept data).
-    fn delete_rows(&mut self, py: Python<'_>, k: usize, p: usize) -> PyResult<()> {
-        with_state!(self, s, T => py.detach(|| s.delete_rows(k, p)).map_err(to_py))
+    /// Deletes rows k..k+p (needs Q or the kept data; k negative: counted back from m).
+    fn delete_rows(&self, py: Python<'_>, k: isize, p: usize) -> PyResult<()> {
+        let mut st = self.lock(py)?;
+        let k = index(k, dims(inner_ref(&st)?).0, "k")?;
+        with_state!(st, s, T => py.detach(|| s.delete_rows(k, p)).map_err(to_py))
     }
 
-    /// Deletes rows k..k+p given their contents (an R-only state without kept data).
+    /// Deletes rows k..k+p given their contents (an R-only state without kept data; k
+    /// negative: counted back from m).
     #[pyo3(signature = (k, rows, rhs=None))]
     fn delete_rows_with(
-        &mut self,
+        &self,
         py: Python<'_>,
-        k: usize,
+        k: isize,
         rows: &Bound<'_, PyAny>,
         rhs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        let k = index(k, dims(inner_ref(&st)?).0, "k")?;
+        with_state!(st, s, T => {
             let (rows, rhs) = rows_with_rhs::<T>(s, gpu.as_ref(), (rows, "rows"), (rhs, "rhs"))?;
             py.detach(|| s.delete_rows_with(k, rows.as_ref(), rhs.as_ref())).map_err(to_py)
         })
     }
 
     /// A ← A + u vᵀ.
-    fn rank_one(
-        &mut self,
-        py: Python<'_>,
-        u: &Bound<'_, PyAny>,
-        v: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+    fn rank_one(&self, py: Python<'_>, u: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        with_state!(st, s, T => {
             let u = Arg::<T>::read(u, gpu.as_ref(), "u")?.into_host(gpu.as_ref())?;
             let v = Arg::<T>::read(v, gpu.as_ref(), "v")?.into_host(gpu.as_ref())?;
             if u.ncols() != 1 || v.ncols() != 1 {
@@ -411,32 +553,33 @@ impl State {
     }
 
     /// A ← A + U Vᵀ (U m×k, V n×k).
-    fn rank_k(
-        &mut self,
-        py: Python<'_>,
-        u: &Bound<'_, PyAny>,
-        v: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+    fn rank_k(&self, py: Python<'_>, u: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        with_state!(st, s, T => {
             let u = Arg::<T>::read(u, gpu.as_ref(), "U")?.into_host(gpu.as_ref())?;
             let v = Arg::<T>::read(v, gpu.as_ref(), "V")?.into_host(gpu.as_ref())?;
             py.detach(|| s.rank_k(u.as_ref(), v.as_ref())).map_err(to_py)
         })
     }
 
-    /// Replaces columns k..k+p by U (m×p).
-    fn replace_cols(&mut self, py: Python<'_>, k: usize, u: &Bound<'_, PyAny>) -> PyResult<()> {
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+    /// Replaces columns k..k+p by U (m×p; k negative: counted back from n).
+    fn replace_cols(&self, py: Python<'_>, k: isize, u: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        let k = index(k, dims(inner_ref(&st)?).1, "k")?;
+        with_state!(st, s, T => {
             let u = Arg::<T>::read(u, gpu.as_ref(), "U")?.into_host(gpu.as_ref())?;
             py.detach(|| s.replace_cols(k, u.as_ref())).map_err(to_py)
         })
     }
 
-    /// Moves column `source` to position `target`.
-    fn shift_col(&mut self, py: Python<'_>, source: usize, target: usize) -> PyResult<()> {
-        with_state!(self, s, T => py.detach(|| s.shift_col(source, target)).map_err(to_py))
+    /// Moves column `source` to position `target` (negative: counted back from n).
+    fn shift_col(&self, py: Python<'_>, source: isize, target: isize) -> PyResult<()> {
+        let mut st = self.lock(py)?;
+        let n = dims(inner_ref(&st)?).1;
+        let (source, target) = (index(source, n, "source")?, index(target, n, "target")?);
+        with_state!(st, s, T => py.detach(|| s.shift_col(source, target)).map_err(to_py))
     }
 
     /// One window step: the rows (p×n) with right-hand sides rhs (p×k; zeros when none)
@@ -444,15 +587,16 @@ impl State {
     /// factor from now on.
     #[pyo3(signature = (rows, rhs=None, drop=0, forget=None))]
     fn slide(
-        &mut self,
+        &self,
         py: Python<'_>,
         rows: &Bound<'_, PyAny>,
         rhs: Option<&Bound<'_, PyAny>>,
         drop: usize,
         forget: Option<f64>,
     ) -> PyResult<()> {
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        with_state!(st, s, T => {
             // A refused step leaves the state as it was, its forgetting factor included.
             let before = s.params();
             let out = (|| -> PyResult<()> {
@@ -495,18 +639,15 @@ impl State {
 
     /// The least-squares solution x (n×k) and the residual norms ‖b − A x‖ per column.
     #[pyo3(signature = (device=false))]
-    fn solve<'py>(
-        &mut self,
-        py: Python<'py>,
-        device: bool,
-    ) -> PyResult<(Bound<'py, PyAny>, Vec<f64>)> {
+    fn solve<'py>(&self, py: Python<'py>, device: bool) -> PyResult<(Bound<'py, PyAny>, Vec<f64>)> {
         if !self.has_rhs {
             return Err(PyValueError::new_err(
                 "this factorisation has no right-hand side: pass b when building it",
             ));
         }
-        let gpu = self.gpu();
-        with_state!(self, s, T => {
+        let mut st = self.lock(py)?;
+        let gpu = gpu_of(&st);
+        with_state!(st, s, T => {
             let sol = py.detach(|| s.solve()).map_err(to_py)?;
             let x = match (device, gpu) {
                 (true, Some(g)) => {
@@ -526,7 +667,8 @@ impl State {
     /// R (m×n for the full kind, n×n otherwise).
     #[pyo3(signature = (device=false))]
     fn r<'py>(&self, py: Python<'py>, device: bool) -> PyResult<Bound<'py, PyAny>> {
-        let out = match self.inner_ref()? {
+        let st = self.lock(py)?;
+        let out = match inner_ref(&st)? {
             Inner::F32(s) => out_host_or_device(py, s, device, |q| q.r(), |g| Some(g.r_dev()))?,
             Inner::F64(s) => out_host_or_device(py, s, device, |q| q.r(), |g| Some(g.r_dev()))?,
         };
@@ -539,14 +681,15 @@ impl State {
         fn host<T: Real>(q: &Qr<T>) -> cuqr::Result<Mat<T>> {
             q.q().map(|x| x.unwrap_or_else(|| Mat::zeros(0, 0)))
         }
-        let has_q = match self.inner_ref()? {
+        let st = self.lock(py)?;
+        let has_q = match inner_ref(&st)? {
             Inner::F32(s) => s.q_policy() != QPolicy::None,
             Inner::F64(s) => s.q_policy() != QPolicy::None,
         };
         if !has_q {
             return Ok(None);
         }
-        match self.inner_ref()? {
+        match inner_ref(&st)? {
             Inner::F32(s) => out_host_or_device(py, s, device, host, |g| g.q_dev()),
             Inner::F64(s) => out_host_or_device(py, s, device, host, |g| g.q_dev()),
         }
@@ -555,7 +698,8 @@ impl State {
     /// d = Qᵀb (m×k for the full kind, n×k otherwise).
     #[pyo3(signature = (device=false))]
     fn d<'py>(&self, py: Python<'py>, device: bool) -> PyResult<Bound<'py, PyAny>> {
-        let out = match self.inner_ref()? {
+        let st = self.lock(py)?;
+        let out = match inner_ref(&st)? {
             Inner::F32(s) => out_host_or_device(py, s, device, |q| q.d(), |g| Some(g.d_dev()))?,
             Inner::F64(s) => out_host_or_device(py, s, device, |q| q.d(), |g| Some(g.d_dev()))?,
         };
@@ -566,7 +710,7 @@ impl State {
     /// unusable afterwards.
     #[pyo3(signature = (device=false))]
     fn take_factors<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         device: bool,
     ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyAny>)> {
@@ -602,19 +746,20 @@ impl State {
                 }
             }
         }
-        match self.inner.take() {
+        // the state leaves the mutex: later calls find it handed over
+        let taken = self.lock(py)?.take();
+        match taken {
             Some(Inner::F32(s)) => out(py, s, device),
             Some(Inner::F64(s)) => out(py, s, device),
-            None => Err(PyRuntimeError::new_err(
-                "this factorisation was handed over",
-            )),
+            None => Err(handed_over()),
         }
     }
 
     /// Waits for the work cuqr queued on the device (nothing on the CPU).
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        self.inner_ref()?;
-        match self.gpu() {
+        let st = self.lock(py)?;
+        inner_ref(&st)?;
+        match gpu_of(&st) {
             Some(g) => py.detach(|| g.synchronize_stream()).map_err(to_py),
             None => Ok(()),
         }
@@ -622,8 +767,9 @@ impl State {
 
     /// (m, n, k): rows, columns, right-hand sides.
     #[getter]
-    fn shape(&self) -> PyResult<(usize, usize, usize)> {
-        Ok(match self.inner_ref()? {
+    fn shape(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
+        let st = self.lock(py)?;
+        Ok(match inner_ref(&st)? {
             Inner::F32(s) => (s.nrows(), s.ncols(), s.nrhs()),
             Inner::F64(s) => (s.nrows(), s.ncols(), s.nrhs()),
         })
@@ -631,8 +777,9 @@ impl State {
 
     /// "full", "thin" or "none".
     #[getter]
-    fn policy(&self) -> PyResult<&'static str> {
-        Ok(match self.inner_ref()? {
+    fn policy(&self, py: Python<'_>) -> PyResult<&'static str> {
+        let st = self.lock(py)?;
+        Ok(match inner_ref(&st)? {
             Inner::F32(s) => policy_name(s.q_policy()),
             Inner::F64(s) => policy_name(s.q_policy()),
         })
@@ -640,9 +787,10 @@ impl State {
 
     /// "cpu" or "cuda:N".
     #[getter]
-    fn device(&self) -> PyResult<String> {
-        self.inner_ref()?;
-        Ok(match self.gpu() {
+    fn device(&self, py: Python<'_>) -> PyResult<String> {
+        let st = self.lock(py)?;
+        inner_ref(&st)?;
+        Ok(match gpu_of(&st) {
             Some(g) => format!("cuda:{}", g.device_ordinal()),
             None => "cpu".into(),
         })
@@ -650,8 +798,9 @@ impl State {
 
     /// "float32" or "float64".
     #[getter]
-    fn dtype(&self) -> PyResult<&'static str> {
-        Ok(match self.inner_ref()? {
+    fn dtype(&self, py: Python<'_>) -> PyResult<&'static str> {
+        let st = self.lock(py)?;
+        Ok(match inner_ref(&st)? {
             Inner::F32(_) => "float32",
             Inner::F64(_) => "float64",
         })
@@ -665,8 +814,9 @@ impl State {
 
     /// The forgetting factor λ of `slide`.
     #[getter]
-    fn forget(&self) -> PyResult<f64> {
-        Ok(match self.inner_ref()? {
+    fn forget(&self, py: Python<'_>) -> PyResult<f64> {
+        let st = self.lock(py)?;
+        Ok(match inner_ref(&st)? {
             Inner::F32(s) => s.params().forget,
             Inner::F64(s) => s.params().forget,
         })
@@ -674,12 +824,13 @@ impl State {
 
     /// Accuracy against the matrix the state stands for (A m×n and b m×k on the host).
     fn diagnostics<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         a: &Bound<'py, PyAny>,
         b: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let dg = with_state!(self, s, T => {
+        let mut st = self.lock(py)?;
+        let dg = with_state!(st, s, T => {
             let a = host_mat::<T>(a, "A")?;
             let b = host_mat::<T>(b, "b")?;
             let s: &Qr<T> = s;
@@ -697,14 +848,16 @@ impl State {
     }
 
     /// The drift record (docs: drift control): the last estimate and the counts.
-    fn drift<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let r = with_state!(self, s, T => s.drift());
+    fn drift<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let mut st = self.lock(py)?;
+        let r = with_state!(st, s, T => s.drift());
         drift_dict(py, &r)
     }
 
     /// Measures the drift now (and refreshes past the threshold).
-    fn check_drift<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let r = with_state!(self, s, T => py.detach(|| s.check_drift()).map_err(to_py)?);
+    fn check_drift<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let mut st = self.lock(py)?;
+        let r = with_state!(st, s, T => py.detach(|| s.check_drift()).map_err(to_py)?);
         drift_dict(py, &r)
     }
 }
