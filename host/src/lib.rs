@@ -42,7 +42,7 @@ pub mod internals;
 /// cuBLAS/cuSOLVER call or kernel launch fails (docs/reliability.md).
 #[cfg(feature = "fault-injection")]
 pub mod fault {
-    pub use crate::gpu::ffi::fault::{arm, count, disarm, FaultCounts, FaultPoint};
+    pub use crate::gpu::ffi::driver::fault::{arm, count, disarm, FaultCounts, FaultPoint};
 }
 pub mod lu;
 pub mod mixed;

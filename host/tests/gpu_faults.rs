@@ -225,7 +225,14 @@ impl Sweep<'_> {
     fn call(&mut self, name: &'static str, call: Call, kind: Kind) -> bool {
         let base = self.fresh(kind);
         let before = snapshot(&base, self.gpu);
-        // The run without a fault: the reference, and it fills the device's caches.
+        // A first run fills the device's caches (workspaces kept between calls), so that
+        // the counted run and the injected ones take the same path.
+        let mut warm = base.try_clone().unwrap();
+        if call(&mut warm, self.x).is_err() {
+            return false;
+        }
+        drop(warm);
+        // The run without a fault: the reference.
         let mut clean = base.try_clone().unwrap();
         fault::count();
         let out = call(&mut clean, self.x);

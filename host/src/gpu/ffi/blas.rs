@@ -132,7 +132,7 @@ pub(crate) fn shape(
 }
 
 pub(crate) fn status(op: &'static str, s: sys::cublasStatus_t) -> Result<()> {
-    crate::gpu::ffi::fault::cublas(s)
+    crate::gpu::ffi::driver::fault::cublas(s)
         .result()
         .map_err(|e| Error::cublas(op, e))
 }

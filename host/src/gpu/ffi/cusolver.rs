@@ -16,7 +16,7 @@ use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 pub(crate) fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
-    crate::gpu::ffi::fault::cusolver(s)
+    crate::gpu::ffi::driver::fault::cusolver(s)
         .result()
         .map_err(|e| Error::cusolver(op, e))
 }

@@ -13,6 +13,8 @@ use cudarc::driver::{
 
 use crate::base::error::{Error, Result};
 
+pub mod fault;
+
 /// Element types for which every bit pattern is a valid value: device or page-locked
 /// memory of them may be read before it is written (the values are unspecified, never
 /// undefined behaviour) and may be reinterpreted from `f64` words.
@@ -169,7 +171,7 @@ pub(crate) fn pool_bytes_in_use(ctx: &CudaContext) -> Result<Option<u64>> {
     Ok(Some(used))
 }
 
-/// Stream-ordered allocations that pass the fault hook ([`fault`](super::fault)): with
+/// Stream-ordered allocations that pass the fault hook ([`fault`]): with
 /// [`alloc_uninit`] and [`alloc_pinned_zeroed`], every allocation of the library.
 pub(crate) trait StreamAlloc {
     /// `len` zero-filled elements of `T` (cudarc's `alloc_zeros`).
@@ -189,14 +191,14 @@ impl StreamAlloc for Arc<CudaStream> {
         &self,
         len: usize,
     ) -> core::result::Result<CudaSlice<T>, DriverError> {
-        super::fault::alloc()?;
+        fault::alloc()?;
         self.alloc_zeros::<T>(len)
     }
     fn htod_copy<T: DeviceRepr>(
         &self,
         src: &[T],
     ) -> core::result::Result<CudaSlice<T>, DriverError> {
-        super::fault::alloc()?;
+        fault::alloc()?;
         self.clone_htod(src)
     }
 }
@@ -209,7 +211,7 @@ pub(crate) fn alloc_uninit<T: Pod>(
     stream: &Arc<CudaStream>,
     len: usize,
 ) -> core::result::Result<CudaSlice<T>, DriverError> {
-    super::fault::alloc()?;
+    fault::alloc()?;
     // SAFETY: cudarc's `alloc` is unsafe because the memory is unset; for a `Pod` type
     // every bit pattern is a value, so reading before writing yields unspecified values
     // but no undefined behaviour.
@@ -224,7 +226,7 @@ pub(crate) fn alloc_pinned_zeroed<T: Pod>(
     ctx: &Arc<CudaContext>,
     len: usize,
 ) -> core::result::Result<PinnedHostSlice<T>, core::result::Result<DriverError, DriverError>> {
-    super::fault::alloc().map_err(Ok)?;
+    fault::alloc().map_err(Ok)?;
     // SAFETY: cuMemHostAlloc with flags 0 returns uninitialised page-locked memory
     // (cudarc `alloc_pinned_with_flags`: "the memory is unset"); it is zero-filled below
     // before anything reads it.

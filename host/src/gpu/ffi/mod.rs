@@ -6,7 +6,6 @@ pub mod blas;
 pub mod blas_device;
 pub mod cusolver;
 pub mod driver;
-pub mod fault;
 pub mod foreign;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;

@@ -442,7 +442,7 @@ impl Gpu {
             block_dim: (FUSED_PANEL_BLOCK, 1, 1),
             shared_mem_bytes: u32::try_from(shape.smem_bytes).expect("smem fits u32"),
         };
-        crate::gpu::ffi::fault::launch().map_err(launch_err("fused_panel_qr"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("fused_panel_qr"))?;
         // SAFETY: matches fused_panel_qr_{f32,f64}(a: *mut T, lda, rows, jb, band, v: *mut T,
         // ldv, tau: *mut T, t: *mut T, ldt, partials: *mut T, head: *mut T, counter: *mut
         // u32, bar_base: u32, rpb, in_shared: u32) (device pointers are 64-bit). The

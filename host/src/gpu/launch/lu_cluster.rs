@@ -174,7 +174,7 @@ impl Gpu {
         let mut attr = cluster_attr(blocks);
         let cfg = cluster_config(blocks, smem, stream.cu_stream(), &mut attr);
         self.count_launch();
-        crate::gpu::ffi::fault::launch().map_err(launch_err("lu_cluster_panel"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("lu_cluster_panel"))?;
         // SAFETY: matches lu_cluster_panel_{f32,f64}(a: *mut T, lda, m, c0, w, ipiv: *mut
         // u32, diag: *mut T, slab) (device pointers are 64-bit; each args entry points at
         // a live local of the entry's type). LuPtrs' invariant gives `a` m×n (ld lda ≥

@@ -52,14 +52,14 @@ macro_rules! launch_kernel {
     ($gpu:expr, on $stream:expr, $f:expr, $cfg:expr, $name:expr; $($arg:expr),+ $(,)?) => {{
         let mut b = $gpu.kernel_args_on($stream, $f);
         $(::cudarc::driver::PushKernelArg::arg(&mut b, $arg);)+
-        $crate::gpu::ffi::fault::launch()
+        $crate::gpu::ffi::driver::fault::launch()
             .and_then(|()| b.launch($cfg))
             .map_err($crate::gpu::launch::launch_err($name))
     }};
     ($gpu:expr, $f:expr, $cfg:expr, $name:expr; $($arg:expr),+ $(,)?) => {{
         let mut b = $gpu.kernel_args($f);
         $(::cudarc::driver::PushKernelArg::arg(&mut b, $arg);)+
-        $crate::gpu::ffi::fault::launch()
+        $crate::gpu::ffi::driver::fault::launch()
             .and_then(|()| b.launch($cfg))
             .map_err($crate::gpu::launch::launch_err($name))
     }};

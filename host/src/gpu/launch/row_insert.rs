@@ -410,7 +410,7 @@ impl Gpu {
                 .arg(&base)
                 .arg(&cpb)
                 .arg(&ring);
-            crate::gpu::ffi::fault::launch().map_err(launch_err("row_insert_qr"))?;
+            crate::gpu::ffi::driver::fault::launch().map_err(launch_err("row_insert_qr"))?;
             // SAFETY: matches row_insert_qr_{f32,f64}(r: *mut T, ldr, d: *mut T, ldd, u:
             // *mut T, ldu, e: *mut T, lde, n, q, p, tau: *mut T, counter: *mut u32, base:
             // u32, cpb, ring) (device pointers are 64-bit). The asserts keep R (n×n) and d
@@ -481,7 +481,7 @@ impl Gpu {
                 .arg(&base)
                 .arg(&cpb)
                 .arg(&ring);
-            crate::gpu::ffi::fault::launch().map_err(launch_err("row_insert_band_qr"))?;
+            crate::gpu::ffi::driver::fault::launch().map_err(launch_err("row_insert_band_qr"))?;
             // SAFETY: matches row_insert_band_qr_{f32,f64}(b: *mut T, ldb, d: *mut T, ldd,
             // v: *mut T, ldv, n, q, p, tau: *mut T, counter: *mut u32, base: u32, cpb,
             // ring) (device pointers are 64-bit). The asserts keep B ((n+p)×n from

@@ -410,7 +410,7 @@ impl Gpu {
             block_dim: (RECON_THREADS, 1, 1),
             shared_mem_bytes: u32::try_from(RECON_SMEM * ad.elem as usize).expect("fits u32"),
         };
-        crate::gpu::ffi::fault::launch().map_err(launch_err("tsqr_reconstruct"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("tsqr_reconstruct"))?;
         // SAFETY: matches tsqr_reconstruct_{f32,f64}(y: *mut T, ldy, rows, n,
         // r_top: *const T, ldr, t: *mut T, ldt, tau: *mut T, m: *mut T, rh: *mut T):
         // grid 1, block 1024, RECON_SMEM elements of shared memory (< 48 KiB); y = V's
@@ -485,7 +485,7 @@ impl Gpu {
             .arg(&aux)
             .arg(&r.0)
             .arg(&r.1);
-        crate::gpu::ffi::fault::launch().map_err(launch_err("tsqr_leaf_qr"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("tsqr_leaf_qr"))?;
         // SAFETY: matches tsqr_leaf_qr_{f32,f64}(a: *mut T, lda, rows, n, kpw,
         // aux: *mut T, r_out: *mut T, ldr): grid ⌈rows/leaf⌉ (`leaves`, from
         // `level_leaves` with the same kpw), block 256, leaf_smem::<T>() elements
@@ -526,7 +526,7 @@ impl Gpu {
             .arg(&sr.0)
             .arg(&sr.1)
             .arg(&sr.2);
-        crate::gpu::ffi::fault::launch().map_err(launch_err("tsqr_leaf_apply"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("tsqr_leaf_apply"))?;
         // SAFETY: matches tsqr_leaf_apply_{f32,f64}(v: *mut T, ldv, rows, n, kpw,
         // aux: *const T, c_in: *const T, ldc, out: *mut T, ldo, skip_top: u32,
         // top_only: u32, rh: *const T): at most ⌈rows/leaf⌉ blocks (one with

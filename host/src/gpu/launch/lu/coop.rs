@@ -123,7 +123,7 @@ impl Gpu {
             block_dim: (LU_COOP_BLOCK, 1, 1),
             shared_mem_bytes: u32::try_from(bytes).expect("shared memory fits u32"),
         };
-        crate::gpu::ffi::fault::launch().map_err(launch_err("lu_panel_coop"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("lu_panel_coop"))?;
         // SAFETY: matches lu_panel_coop_{f32,f64}(a: *mut T, lda, m, c0, w, ipiv: *mut u32,
         // diag: *mut T, slab, in_smem: u32, pval: *mut T, pidx: *mut u32, prow: *mut T,
         // counter: *mut u32, cbase: u32) (device pointers are 64-bit). LuPtrs' invariant

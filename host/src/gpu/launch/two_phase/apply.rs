@@ -157,7 +157,7 @@ impl Gpu {
             };
             b.arg(&slot.0).arg(&slot.1).arg(&slot.2).arg(&slot.3);
         }
-        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_apply"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("two_phase_apply"))?;
         // SAFETY: matches two_phase_apply_{f32,f64}(rot: *const T, plane: *const u32,
         // count, then per target x: *mut T, rs, cs, n, b) for ApplyPath::List, or, for a
         // list with a schedule (checked above), two_phase_apply_sched_{f32,f64} /

@@ -182,7 +182,7 @@ impl Gpu {
             .arg(&mut list.plane)
             .arg(flags)
             .arg(&set);
-        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_gen_chains"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("two_phase_gen_chains"))?;
         // SAFETY: matches two_phase_gen_chains_{f32,f64}(src: *const T, src_vs, src_es,
         // dst: *mut T, dst_vs, dst_es, p, hi0, inc, chunk, rot: *mut T, plane: *mut u32,
         // flags: *mut u32, set: u32) (device pointers are 64-bit). The vectors are the

@@ -138,7 +138,7 @@ impl Gpu {
         if path != GenPath::Step {
             b.arg(&in_smem);
         }
-        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_gen_strip"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("two_phase_gen_strip"))?;
         // SAFETY: matches two_phase_gen_strip_{f32,f64}(x: *mut T, ld, h, p, rot: *mut T,
         // plane: *mut u32) for GenPath::Step, or two_phase_gen_strip_pipe_{f32,f64}(the
         // same, in_smem) for Pipe: x spans (h+p)×p with ld ≥ h+p (asserted shape, view
@@ -252,7 +252,7 @@ impl Gpu {
         if path != GenPath::Step {
             b.arg(&in_smem);
         }
-        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_gen_block"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("two_phase_gen_block"))?;
         // SAFETY: matches two_phase_gen_block_{f32,f64}(qz: *const T, ldq, p, m,
         // z: *mut T, rot: *mut T, plane: *mut u32) for GenPath::Step, or
         // two_phase_gen_block_pipe_{f32,f64}(the same, in_smem) for Pipe: qz is a p×m

@@ -46,7 +46,7 @@ impl Gpu {
             };
             b.arg(&slot.0).arg(&slot.1).arg(&slot.2);
         }
-        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_house_apply"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("two_phase_house_apply"))?;
         // SAFETY: matches two_phase_house_apply_{f32,f64}(vt: *const T, len, tau: *const T,
         // x0, rs0, cs0, n0, x1, rs1, cs1, n1): vt holds len−1 and tau ≥ 1; each target's
         // vectors have exactly len elements inside the view (asserted), distinct vectors

@@ -105,7 +105,7 @@ impl Gpu {
             .arg(&hi0)
             .arg(&inc)
             .arg(&l0);
-        crate::gpu::ffi::fault::launch().map_err(launch_err("two_phase_window_gather"))?;
+        crate::gpu::ffi::driver::fault::launch().map_err(launch_err("two_phase_window_gather"))?;
         // SAFETY: matches two_phase_window_gather_{f32,f64}(src_rot: *const T, dst_rot:
         // *mut T, z: *mut T, p, hw, hi0, inc: usize, l0: isize), all typed above: the list
         // holds every chain's rotations (its sched says strip or block of p chains with
