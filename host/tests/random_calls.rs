@@ -45,9 +45,9 @@ use faer::linalg::solvers::SolveLstsq;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// Calls per backend without `CUQR_RANDOM_CALLS` (about 15 to 25 s for the CPU test on two shared
+/// Calls per backend without `CUQR_RANDOM_CALLS` (about 15 to 40 s for the CPU test on two shared
 /// cores in the `test` profile).
-const DEFAULT_CALLS: usize = 600_000;
+const DEFAULT_CALLS: usize = 1_000_000;
 /// Seed without `CUQR_RANDOM_SEED`.
 const DEFAULT_SEED: u64 = 0x5EED_CA11;
 /// Calls per epoch: each epoch starts from a fresh random problem.
