@@ -6,13 +6,12 @@
 //! (τ ≥ 0) and docs/algorithms.md#row-insertion-listing (U update).
 #![forbid(unsafe_code)]
 
-use crate::base::dims::{check_rank_of, Dims};
+use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
-use crate::base::mat::{Mat, MatRef};
+use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::householder::house;
-use crate::cpu::wy::{larft_from_gram, resolve_block_size};
+use crate::cpu::wy::resolve_block_size;
 use crate::state::cpu::CpuQr;
 
 mod cpu;
@@ -28,6 +27,7 @@ use plan::OP;
 mod tests {
     use super::*;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
     use crate::base::params::{FactorParams, QPolicy, UpdateParams};
     use crate::ops::factorize::tests::{check_against_refactor, rand_mat};
     use crate::ops::test_support::{assert_refused, full_state, same_factors};
