@@ -115,17 +115,7 @@ mod tests {
         let b = rand_mat::<T>(&mut rng, m, 2);
         let u = rand_mat::<T>(&mut rng, p, n);
         let e = rand_mat::<T>(&mut rng, p, 2);
-        let insert = |x: &Mat<T>, y: &Mat<T>| {
-            Mat::from_fn(m + p, x.ncols(), |i, j| {
-                if i < k0 {
-                    x[(i, j)]
-                } else if i < k0 + p {
-                    y[(i - k0, j)]
-                } else {
-                    x[(i - p, j)]
-                }
-            })
-        };
+        let insert = |x: &Mat<T>, y: &Mat<T>| crate::base::splice::rows_inserted(x, k0, y);
         let (a_new, b_new) = (insert(&a, &u), insert(&b, &e));
         for policy in [QPolicy::Full, QPolicy::None] {
             let mut st =
