@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub use crate::base::dims::Dims;
+pub use crate::base::splice;
 
 pub mod chains;
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use common::{random_mat, rng};
 use cuqr::distributed::{DistGroup, DistQr};
+use cuqr::internals::splice::{rows_deleted, rows_inserted};
 use cuqr::{Error, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate, UpdateParams};
 
 /// Every device that opens, when there are at least two.
@@ -166,27 +167,6 @@ fn same_thin(what: &str, d: &DistQr<f64>, s: &GpuQr<f64>, a: &Mat<f64>) {
     assert!(e < 1e-11, "{what}: Q₁R differs from A by {e:e}");
 }
 
-/// The rows of `a` without rows k0..k0+p.
-fn cut(a: &Mat<f64>, k0: usize, p: usize) -> Mat<f64> {
-    Mat::from_fn(a.nrows() - p, a.ncols(), |i, j| {
-        a[(if i < k0 { i } else { i + p }, j)]
-    })
-}
-
-/// `a` with `u`'s rows at k0.
-fn with_rows(a: &Mat<f64>, k0: usize, u: &Mat<f64>) -> Mat<f64> {
-    let p = u.nrows();
-    Mat::from_fn(a.nrows() + p, a.ncols(), |i, j| {
-        if i < k0 {
-            a[(i, j)]
-        } else if i < k0 + p {
-            u[(i - k0, j)]
-        } else {
-            a[(i - p, j)]
-        }
-    })
-}
-
 fn thin(parts: &[Arc<Gpu>], seed: u64) {
     let g0 = parts[0].clone();
     let mut r = rng(seed);
@@ -204,7 +184,7 @@ fn thin(parts: &[Arc<Gpu>], seed: u64) {
         let rhs = random_mat::<f64>(&mut r, p, q);
         d.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
         s.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
-        a = with_rows(&cut(&a, 0, p), a.nrows() - p, &rows);
+        a = rows_inserted(&rows_deleted(&a, 0, p), a.nrows() - p, &rows);
         same_thin(&format!("thin slide {step}"), &d, &s, &a);
     }
     // new rows that weigh much more than the window (the Householder form)
@@ -212,7 +192,7 @@ fn thin(parts: &[Arc<Gpu>], seed: u64) {
     let big_rhs = random_mat::<f64>(&mut r, 7, q);
     d.slide(big.as_ref(), big_rhs.as_ref(), 7).unwrap();
     s.slide(big.as_ref(), big_rhs.as_ref(), 7).unwrap();
-    a = with_rows(&cut(&a, 0, 7), a.nrows() - 7, &big);
+    a = rows_inserted(&rows_deleted(&a, 0, 7), a.nrows() - 7, &big);
     same_thin("thin slide, heavy rows", &d, &s, &a);
     let params = UpdateParams {
         forget: 0.9,
@@ -225,9 +205,9 @@ fn thin(parts: &[Arc<Gpu>], seed: u64) {
         let rhs = random_mat::<f64>(&mut r, 41, q);
         d.slide(rows.as_ref(), rhs.as_ref(), 19).unwrap();
         s.slide(rows.as_ref(), rhs.as_ref(), 19).unwrap();
-        let kept = cut(&a, 0, 19);
+        let kept = rows_deleted(&a, 0, 19);
         let scaled = Mat::from_fn(kept.nrows(), n, |i, j| 0.9f64.sqrt() * kept[(i, j)]);
-        a = with_rows(&scaled, scaled.nrows(), &rows);
+        a = rows_inserted(&scaled, scaled.nrows(), &rows);
         same_thin(&format!("thin slide with forgetting {step}"), &d, &s, &a);
     }
     let params = UpdateParams {
@@ -240,12 +220,12 @@ fn thin(parts: &[Arc<Gpu>], seed: u64) {
     let e = random_mat::<f64>(&mut r, 13, q);
     d.insert_rows(500, u.as_ref(), e.as_ref()).unwrap();
     s.insert_rows(500, u.as_ref(), e.as_ref()).unwrap();
-    a = with_rows(&a, 500, &u);
+    a = rows_inserted(&a, 500, &u);
     same_thin("thin insert_rows", &d, &s, &a);
     let mid = d.nrows() / 2 - 20;
     d.delete_rows(mid, 57).unwrap();
     s.delete_rows(mid, 57).unwrap();
-    a = cut(&a, mid, 57);
+    a = rows_deleted(&a, mid, 57);
     same_thin("thin delete_rows across ranks", &d, &s, &a);
     let uc = random_mat::<f64>(&mut r, d.nrows(), 3);
     d.insert_cols(5, uc.as_ref()).unwrap();

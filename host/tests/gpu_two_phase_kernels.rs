@@ -8,7 +8,7 @@ mod common;
 
 use cuqr::internals::cpu::givens::{givens, rot, rot_pair};
 use cuqr::internals::gpu::two_phase_launch::{
-    ApplyPath, ApplyTarget, GenPath, RotList, RotSide, GEN_R1_MAX_N,
+    ApplyPath, ApplyTarget, GenPath, RotList, GEN_R1_MAX_N,
 };
 use cuqr::internals::gpu::{DevMat, DevVec};
 use cuqr::GpuScalar;
@@ -559,15 +559,7 @@ fn paths_apply_kernel<T: GpuScalar>(
     check_padded("list order d", &gd, &d);
     let mut qd = DevMat::from_host(gpu, q0.as_ref()).unwrap();
     for path in [ApplyPath::Step, ApplyPath::Pipe { warps: 4 }] {
-        let err = gpu.two_phase_apply_path(
-            &rl,
-            &mut [ApplyTarget {
-                view: &mut qd.view_mut(),
-                side: RotSide::Cols,
-                banded: false,
-            }],
-            path,
-        );
+        let err = gpu.two_phase_apply_path(&rl, &mut [ApplyTarget::cols(&mut qd.view_mut())], path);
         assert!(
             matches!(err, Err(cuqr::Error::InvalidParam { .. })),
             "{err:?}"
@@ -990,11 +982,7 @@ fn sweep_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, top: usize, n: usize, 
         let mut rd = DevMat::from_host(gpu, rp.as_ref()).unwrap();
         gpu.two_phase_apply_path(
             rl,
-            &mut [ApplyTarget {
-                view: &mut rd.block_mut(2, 3, m, n),
-                side: RotSide::Rows,
-                banded: true,
-            }],
+            &mut [ApplyTarget::rows(&mut rd.block_mut(2, 3, m, n), true)],
             path,
         )?;
         Ok(rd.to_host(gpu).unwrap())
@@ -1031,24 +1019,9 @@ fn sweep_apply_kernel<T: GpuScalar>(gpu: &Gpu, seed: u64, top: usize, n: usize, 
             let mut qv = qd.block_mut(2, 3, nq, m);
             let mut dv = dd.block_mut(2, 3, m, 2);
             let mut rv = rd.block_mut(2, 3, m, n);
-            let mut targets = vec![
-                ApplyTarget {
-                    view: &mut qv,
-                    side: RotSide::Cols,
-                    banded: false,
-                },
-                ApplyTarget {
-                    view: &mut dv,
-                    side: RotSide::Rows,
-                    banded: false,
-                },
-            ];
+            let mut targets = Vec::from(ApplyTarget::q_d(&mut qv, &mut dv));
             if banded_r {
-                targets.push(ApplyTarget {
-                    view: &mut rv,
-                    side: RotSide::Rows,
-                    banded: true,
-                });
+                targets.push(ApplyTarget::rows(&mut rv, true));
             }
             match path {
                 Some(p) => gpu.two_phase_apply_path(rl, &mut targets, p),
@@ -1321,18 +1294,7 @@ fn windowed_case<T: GpuScalar>(gpu: &Gpu, seed: u64) {
             let mut rd = DevMat::from_host(gpu, rp.as_ref()).unwrap();
             let mut xv = xd.block_mut(0, 0, rows, span);
             let mut rv = rd.block_mut(0, 0, span, 37);
-            let mut targets = [
-                ApplyTarget {
-                    view: &mut xv,
-                    side: RotSide::Cols,
-                    banded: false,
-                },
-                ApplyTarget {
-                    view: &mut rv,
-                    side: RotSide::Rows,
-                    banded: true,
-                },
-            ];
+            let mut targets = [ApplyTarget::cols(&mut xv), ApplyTarget::rows(&mut rv, true)];
             match w {
                 None => gpu.two_phase_apply(rl, &mut targets)?,
                 Some(w) => gpu.two_phase_apply_windowed(rl, &mut targets, w)?,

@@ -11,7 +11,7 @@
 mod common;
 
 use common::{rng, signed_mat, signed_vec};
-use cuqr::internals::cpu::givens::{givens, rot_pair};
+use cuqr::internals::cpu::givens::{givens, rot_pair, rot_rows};
 use cuqr::internals::gpu::givens_wavefront::{
     delete_rows_rotate_composite, delete_rows_rotate_separate, insert_cols_strip_wavefront,
     rank_one_rotate_wavefront,
@@ -104,23 +104,6 @@ fn download_checked<T: GpuScalar>(gpu: &Gpu, what: &str, d: &DevMat<T>) -> Mat<T
 }
 
 // ------------------------------------------------------------ CPU replays
-
-/// Rotates rows (i, k) of `a` over `cols`.
-fn rot_rows<T: Scalar>(
-    a: &mut Mat<T>,
-    i: usize,
-    k: usize,
-    c: T,
-    s: T,
-    cols: core::ops::Range<usize>,
-) {
-    for j in cols {
-        let (mut x, mut y) = (a[(i, j)], a[(k, j)]);
-        rot_pair(c, s, &mut x, &mut y);
-        a[(i, j)] = x;
-        a[(k, j)] = y;
-    }
-}
 
 /// Rotates columns (i, k) of `a` (Q := Q·Gᵀ).
 fn rot_cols<T: Scalar>(a: &mut Mat<T>, i: usize, k: usize, c: T, s: T) {

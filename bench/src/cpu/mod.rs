@@ -80,18 +80,24 @@ impl Row {
             self.reference_ms.map(|r| r / self.cuqr_ms),
         )
     }
+    /// The cells that name the case: m, n, precision, kind, op, p, threads.
+    fn key(&self) -> [String; 7] {
+        [
+            self.m.to_string(),
+            self.n.to_string(),
+            self.precision.to_string(),
+            self.kind.to_string(),
+            self.op.to_string(),
+            self.p.to_string(),
+            self.threads.to_string(),
+        ]
+    }
     fn csv(&self) -> String {
         let f = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
         let (xr, xs) = self.ratios();
         format!(
-            "{},{},{},{},{},{},{},{:.4},{},{},{},{}",
-            self.m,
-            self.n,
-            self.precision,
-            self.kind,
-            self.op,
-            self.p,
-            self.threads,
+            "{},{:.4},{},{},{},{}",
+            self.key().join(","),
             self.cuqr_ms,
             f(self.refactor_ms),
             f(self.reference_ms),
@@ -102,15 +108,10 @@ impl Row {
     fn table(&self) -> String {
         let f = |x: Option<f64>, d: usize| x.map_or("—".to_string(), |v| format!("{v:.d$}"));
         let (xr, xs) = self.ratios();
+        let [m, n, rest @ ..] = self.key();
         format!(
-            "| {}×{} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} | {} |",
-            self.m,
-            self.n,
-            self.precision,
-            self.kind,
-            self.op,
-            self.p,
-            self.threads,
+            "| {m}×{n} | {} | {:.3} | {} | {} | {} | {} |",
+            rest.join(" | "),
             self.cuqr_ms,
             f(self.refactor_ms, 3),
             f(self.reference_ms, 3),

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use cuqr::internals::gpu::givens_two_phase as tp;
 use cuqr::internals::gpu::givens_wavefront as wf;
-use cuqr::internals::gpu::two_phase_launch::{ApplyTarget, GenPath, RotList, RotSide};
+use cuqr::internals::gpu::two_phase_launch::{ApplyTarget, GenPath, RotList};
 use cuqr::internals::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::Gpu;
 use cuqr_cli::rng::random_signed_matrix_serial;
@@ -341,21 +341,7 @@ fn two_phase_apply<T: GpuScalar, M: Meter>(
     };
     measure_plain(meter, case, || {
         let (mut qv, mut dv) = (q.view_mut(), d.view_mut());
-        gpu.two_phase_apply(
-            list,
-            &mut [
-                ApplyTarget {
-                    view: &mut qv,
-                    side: RotSide::Cols,
-                    banded: false,
-                },
-                ApplyTarget {
-                    view: &mut dv,
-                    side: RotSide::Rows,
-                    banded: false,
-                },
-            ],
-        )
+        gpu.two_phase_apply(list, &mut ApplyTarget::q_d(&mut qv, &mut dv))
     })
 }
 

@@ -86,17 +86,25 @@ fn ms_cell(c: &Cell) -> String {
         .map_or("n/a".to_string(), |ms| format!("{ms:.3}"))
 }
 
+/// The cells that name a row's case: m, n, kind, op, k0, p.
+fn key(r: &Row) -> [String; 6] {
+    [
+        r.m.to_string(),
+        r.n.to_string(),
+        r.kind.name().to_string(),
+        r.case.op.name().to_string(),
+        r.case.k0.to_string(),
+        r.case.p.to_string(),
+    ]
+}
+
 /// A row of the table.
 pub(super) fn table_row(r: &Row, elem: usize, copy_gbs: Option<f64>) -> String {
     let f = r.figures(elem, copy_gbs);
+    let [m, n, rest @ ..] = key(r);
     format!(
-        "| {}×{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-        r.m,
-        r.n,
-        r.kind.name(),
-        r.case.op.name(),
-        r.case.k0,
-        r.case.p,
+        "| {m}×{n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        rest.join(" | "),
         ms_cell(&r.cuqr_ms),
         ms_cell(&r.cusolver_ms),
         fmt_opt(f.speedup, 2),
@@ -130,13 +138,8 @@ pub(super) fn csv_row(prec: &str, r: &Row, elem: usize, copy_gbs: Option<f64>) -
         Kind::NoQ => "geqrf+ormqr+trsm",
     };
     format!(
-        "{prec},{},{},{},{},{},{},{},{},{baseline},{},{},{},{},{},{},{},{}",
-        r.m,
-        r.n,
-        r.kind.name(),
-        r.case.op.name(),
-        r.case.k0,
-        r.case.p,
+        "{prec},{},{},{},{baseline},{},{},{},{},{},{},{},{}",
+        key(r).join(","),
         o(r.cuqr_ms.as_ref().ok().copied()),
         o(r.cusolver_ms.as_ref().ok().copied()),
         o(f.speedup),

@@ -23,8 +23,14 @@ pub struct Dims {
 /// |R_jj| ≤ rank_tol·‖R‖_F for the first such j → [`Error::RankDeficient`].
 pub(crate) fn check_rank_of<T: Scalar>(r: &Mat<T>, n: usize, rank_tol: f64) -> Result<()> {
     let tol = rank_tol * r.norm_fro();
-    for j in 0..n {
-        let rjj = r[(j, j)].to_f64().abs();
+    check_diagonal((0..n).map(|j| r[(j, j)].to_f64()), tol)
+}
+
+/// The rank test on R's diagonal entries `diag` (R_00, R_11, …) against `tol`
+/// (rank_tol·‖R‖_F): the first |R_jj| ≤ tol, or not finite → [`Error::RankDeficient`].
+pub(crate) fn check_diagonal(diag: impl IntoIterator<Item = f64>, tol: f64) -> Result<()> {
+    for (j, x) in diag.into_iter().enumerate() {
+        let rjj = x.abs();
         if rjj <= tol || !rjj.is_finite() {
             return Err(Error::RankDeficient {
                 column: j,

@@ -11,4 +11,5 @@ pub mod precision;
 pub(crate) mod refusal;
 pub mod scalar;
 pub mod solution;
+pub mod splice;
 pub mod wavefront;

@@ -104,7 +104,7 @@ pub struct FactorParams {
     pub block_size: Option<usize>,
     /// Relative rank tolerance: column j is rejected when
     /// |R_jj| ≤ rank_tol·‖A‖_F. `None` uses max(m, n)·u/√min(m, n)
-    /// ([`crate::ops::factorize::default_rank_tol`]).
+    /// (`default_rank_tol`).
     pub rank_tol: Option<f64>,
     /// Keep A (and b) in the state so that an R-only state ([`QPolicy::None`]) can delete
     /// rows, insert columns and take rank-one changes (by the corrected semi-normal

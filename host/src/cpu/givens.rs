@@ -30,7 +30,7 @@ pub fn rot_pair<T: Scalar>(c: T, s: T, x: &mut T, y: &mut T) {
 }
 
 /// Rotates rows (i, k) of `a` over the columns `cols` (x ← c·x + s·y, y ← −s·x + c·y).
-pub(crate) fn rot_rows<T: Scalar>(
+pub fn rot_rows<T: Scalar>(
     a: &mut Mat<T>,
     i: usize,
     k: usize,

@@ -8,9 +8,11 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod blocked;
+pub(crate) mod compose;
 pub(crate) mod delete_cols;
 pub(crate) mod delete_rows;
 pub(crate) mod dense;
+pub(crate) mod factorize;
 pub(crate) mod factors;
 pub(crate) mod fold;
 #[doc(hidden)]
@@ -18,11 +20,14 @@ pub mod givens;
 #[doc(hidden)]
 pub mod householder;
 pub(crate) mod insert_cols;
+pub(crate) mod insert_rows;
+pub(crate) mod rank_one;
 pub(crate) mod reduced;
 pub mod reference;
 pub(crate) mod rfactor;
 pub(crate) mod rotations;
 mod settings;
+pub(crate) mod solve;
 pub(crate) mod thin;
 pub(crate) mod thin_blocked;
 #[doc(hidden)]

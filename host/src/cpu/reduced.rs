@@ -12,6 +12,7 @@ pub(crate) use crate::base::refusal::{
     completion_tol, dependence_tol, needs_q_or_data, thin_error,
 };
 use crate::base::scalar::Scalar;
+use crate::base::splice::{cols_deleted, cols_inserted, rows_deleted, rows_inserted};
 use crate::cpu::factors::{FactorsMut, KeptData};
 use crate::cpu::householder::nrm2;
 use crate::cpu::rfactor::{self, DowndateFailure};
@@ -133,7 +134,7 @@ pub(crate) fn insert_cols<T: Scalar>(
             }
             .map_err(|e| thin_error(OP, k0, e, tol))?;
             check_rank_of(&r, n + p, st.rank_tol)?;
-            let a = data.a.as_ref().map(|a| insert_columns(a, k0, &u));
+            let a = data.a.as_ref().map(|a| cols_inserted(a, k0, &u));
             *st.q = Some(q1);
             if let (Some(a), Some(data)) = (a, st.data.as_mut()) {
                 data.a = Some(a);
@@ -158,7 +159,7 @@ pub(crate) fn insert_cols<T: Scalar>(
             let f = rfactor::solve_upper_transpose(&g, &mul_t(&z, &res));
             rfactor::insert_cols(&mut r, &mut d, k0, &c, &g, &f, |_, _, _| {});
             check_rank_of(&r, n + p, st.rank_tol)?;
-            let a2 = insert_columns(a, k0, &u);
+            let a2 = cols_inserted(a, k0, &u);
             let rho = col_norms(&residual_of(&a2, b, &r, &d));
             *st.rho = rho;
             st.data.as_mut().expect("checked above").a = Some(a2);
@@ -169,20 +170,6 @@ pub(crate) fn insert_cols<T: Scalar>(
     *st.d = d;
     st.dims.n = n + p;
     Ok(())
-}
-
-/// A with the columns of `u` inserted at k0.
-fn insert_columns<T: Scalar>(a: &Mat<T>, k0: usize, u: &Mat<T>) -> Mat<T> {
-    let p = u.ncols();
-    rebuild(a.nrows(), a.ncols() + p, |i, j| {
-        if j < k0 {
-            a[(i, j)]
-        } else if j < k0 + p {
-            u[(i, j - k0)]
-        } else {
-            a[(i, j - p)]
-        }
-    })
 }
 
 /// Column deletion for the thin and R-only kinds.
@@ -210,8 +197,7 @@ pub(crate) fn delete_cols<T: Scalar>(st: FactorsMut<'_, T>, k0: usize, p: usize)
     check_rank_of(&r, n - p, st.rank_tol)?;
     if let Some(data) = st.data.as_mut() {
         if let Some(a) = data.a.as_ref() {
-            let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
-            data.a = Some(rebuild(a.nrows(), n - p, |i, j| a[(i, keep[j])]));
+            data.a = Some(cols_deleted(a, k0, p));
         }
     }
     *st.r = r;
@@ -225,6 +211,52 @@ pub(crate) fn delete_cols<T: Scalar>(st: FactorsMut<'_, T>, k0: usize, p: usize)
     Ok(())
 }
 
+/// The kept A of a state, where it keeps one.
+fn kept_a_of<'s, T: Scalar>(st: &'s FactorsMut<'_, T>) -> Option<&'s Mat<T>> {
+    st.data.as_ref().and_then(|k| k.a.as_ref())
+}
+
+/// R, d, the residual norms and the kept b of a row update (see [`RowWork::copies`]).
+type RowCopies<T> = (Mat<T>, Mat<T>, Vec<T>, Option<Mat<T>>);
+
+/// A thin or R-only state's factors after a row update: R, d, the residual norms, the new
+/// Q₁ (thin kind) and the kept b.
+struct RowWork<T> {
+    r: Mat<T>,
+    d: Mat<T>,
+    rho: Vec<T>,
+    q1: Option<Mat<T>>,
+    b: Option<Mat<T>>,
+}
+
+impl<T: Scalar> RowWork<T> {
+    /// The copies a row update works on: R, d, the residual norms and the kept b.
+    fn copies(st: &FactorsMut<'_, T>) -> RowCopies<T> {
+        (
+            st.r.clone(),
+            st.d.clone(),
+            st.rho.clone(),
+            st.data.as_ref().map(|k| k.b.clone()),
+        )
+    }
+
+    /// Installs the factors (once they have passed the rank test), the kept b and, where
+    /// given, the kept A; the state has `m` rows afterwards.
+    fn install(self, st: FactorsMut<'_, T>, a: Option<Mat<T>>, m: usize) {
+        if let Some(data) = st.data.as_mut() {
+            data.b = self.b.expect("cloned from the kept data");
+            if a.is_some() {
+                data.a = a;
+            }
+        }
+        *st.r = self.r;
+        *st.d = self.d;
+        *st.rho = self.rho;
+        *st.q = self.q1;
+        st.dims.m = m;
+    }
+}
+
 /// Row insertion for the thin and R-only kinds.
 pub(crate) fn insert_rows<T: Scalar>(
     st: FactorsMut<'_, T>,
@@ -234,11 +266,8 @@ pub(crate) fn insert_rows<T: Scalar>(
 ) -> Result<()> {
     let (m, n, p) = (st.dims.m, st.dims.n, u.nrows());
     let (u, e) = (u.to_owned(), e.to_owned());
-    let mut r = st.r.clone();
-    let mut d = st.d.clone();
-    let mut rho = st.rho.clone();
+    let (mut r, mut d, mut rho, mut b) = RowWork::copies(&st);
     let mut q1 = None;
-    let mut b = st.data.as_ref().map(|k| k.b.clone());
     match st.dims.policy {
         QPolicy::Thin => {
             let old = st.q.as_ref().expect("a thin state holds Q₁");
@@ -266,45 +295,15 @@ pub(crate) fn insert_rows<T: Scalar>(
                 }
             }
             if let Some(b) = b.as_mut() {
-                *b = insert_rows_of(b, k0, &e);
+                *b = rows_inserted(b, k0, &e);
             }
         }
         QPolicy::Full => unreachable!("the full kind has its own path"),
     }
     check_rank_of(&r, n, st.rank_tol)?;
-    if let Some(data) = st.data.as_mut() {
-        data.b = b.expect("cloned from the kept data");
-        if let Some(a) = data.a.as_ref() {
-            data.a = Some(insert_rows_of(a, k0, &u));
-        }
-    }
-    *st.r = r;
-    *st.d = d;
-    *st.rho = rho;
-    *st.q = q1;
-    st.dims.m = m + p;
+    let a2 = kept_a_of(&st).map(|a| rows_inserted(a, k0, &u));
+    RowWork { r, d, rho, q1, b }.install(st, a2, m + p);
     Ok(())
-}
-
-/// `a` with the rows of `u` inserted at k0.
-fn insert_rows_of<T: Scalar>(a: &Mat<T>, k0: usize, u: &Mat<T>) -> Mat<T> {
-    let p = u.nrows();
-    rebuild(a.nrows() + p, a.ncols(), |i, j| {
-        if i < k0 {
-            a[(i, j)]
-        } else if i < k0 + p {
-            u[(i - k0, j)]
-        } else {
-            a[(i - p, j)]
-        }
-    })
-}
-
-/// `a` without rows k0..k0+p.
-fn delete_rows_of<T: Scalar>(a: &Mat<T>, k0: usize, p: usize) -> Mat<T> {
-    rebuild(a.nrows() - p, a.ncols(), |i, j| {
-        a[(if i < k0 { i } else { i + p }, j)]
-    })
 }
 
 /// Row deletion for the thin and R-only kinds; `given` holds the deleted rows of A and b
@@ -317,11 +316,8 @@ pub(crate) fn delete_rows<T: Scalar>(
 ) -> Result<()> {
     const OP: &str = "delete_rows";
     let (m, n, q) = (st.dims.m, st.dims.n, st.dims.q);
-    let mut r = st.r.clone();
-    let mut d = st.d.clone();
-    let mut rho = st.rho.clone();
+    let (mut r, mut d, mut rho, mut b) = RowWork::copies(&st);
     let mut q1 = None;
-    let mut b = st.data.as_ref().map(|k| k.b.clone());
     match st.dims.policy {
         QPolicy::Thin => {
             let tol = completion_tol::<T>();
@@ -365,31 +361,18 @@ pub(crate) fn delete_rows<T: Scalar>(
                 })?;
             }
             if let Some(bb) = b.as_mut() {
-                *bb = delete_rows_of(bb, k0, p);
+                *bb = rows_deleted(bb, k0, p);
             }
         }
         QPolicy::Full => unreachable!("the full kind has its own path"),
     }
     check_rank_of(&r, n, st.rank_tol)?;
-    let mut a2 = None;
-    if let Some(KeptData { a: Some(a), .. }) = st.data.as_ref() {
-        a2 = Some(delete_rows_of(a, k0, p));
-    }
+    let a2 = kept_a_of(&st).map(|a| rows_deleted(a, k0, p));
     if let (Some(a2), Some(b2), QPolicy::None) = (a2.as_ref(), b.as_ref(), st.dims.policy) {
         // the kept data give the residual norms exactly, without the downdate's cancellation
         rho = col_norms(&residual_of(a2, b2, &r, &d));
     }
-    if let Some(data) = st.data.as_mut() {
-        data.b = b.expect("cloned from the kept data");
-        if a2.is_some() {
-            data.a = a2;
-        }
-    }
-    *st.r = r;
-    *st.d = d;
-    *st.rho = rho;
-    *st.q = q1;
-    st.dims.m = m - p;
+    RowWork { r, d, rho, q1, b }.install(st, a2, m - p);
     Ok(())
 }
 

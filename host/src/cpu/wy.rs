@@ -13,13 +13,11 @@ use crate::base::error::{Error, Result};
 use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
 
-/// Resolves an optional block size: `None` gives [`default_block_size`] of `cols`,
+/// Resolves an optional block size: `None` gives `default_block_size` of `cols`,
 /// `Some(0)` is refused (docs/algorithms.md#blocked-householder-qr, docs/algorithms.md#block-size).
 ///
 /// # Errors
 /// [`Error::InvalidParam`] for `Some(0)`.
-///
-/// [`default_block_size`]: crate::base::params::default_block_size
 pub fn resolve_block_size(
     op: &'static str,
     block_size: Option<usize>,

@@ -202,15 +202,7 @@ impl<T: DistScalar> DistQr<T> {
             return self.thin_insert_cols(OP, k0, u);
         }
         let (n, p) = (self.dims.n, u.ncols());
-        let base: Vec<f64> = (0..p)
-            .map(|j| {
-                u.col(j)
-                    .iter()
-                    .map(|x| x.to_f64().powi(2))
-                    .sum::<f64>()
-                    .sqrt()
-            })
-            .collect();
+        let base = super::column_norms(u);
         let tol = crate::base::refusal::dependence_tol::<T>();
         let _ = plan;
         let proj = self.project(u)?;

@@ -619,6 +619,22 @@ impl<T: DistScalar> DistQr<T> {
     }
 }
 
+/// The 2-norms of `u`'s columns, in f64: the scale a new column's rank test measures it
+/// against.
+pub(crate) fn column_norms<T: crate::base::scalar::Scalar>(
+    u: crate::base::mat::MatRef<'_, T>,
+) -> Vec<f64> {
+    (0..u.ncols())
+        .map(|j| {
+            u.col(j)
+                .iter()
+                .map(|x| x.to_f64().powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .collect()
+}
+
 /// Joins neighbouring segments of one rank and drops empty ones.
 fn merge(segs: VecDeque<(usize, usize)>) -> VecDeque<(usize, usize)> {
     let mut out: VecDeque<(usize, usize)> = VecDeque::new();

@@ -409,15 +409,7 @@ impl<T: DistScalar> DistQr<T> {
         u: MatRef<'_, T>,
     ) -> Result<()> {
         let (n, p) = (self.dims.n, u.ncols());
-        let base: Vec<f64> = (0..p)
-            .map(|j| {
-                u.col(j)
-                    .iter()
-                    .map(|x| x.to_f64().powi(2))
-                    .sum::<f64>()
-                    .sqrt()
-            })
-            .collect();
+        let base = super::column_norms(u);
         let host = self.local_rows_of(u);
         let mut us = Vec::new();
         for (part, h) in self.parts.iter().zip(&host) {

@@ -358,15 +358,7 @@ impl<T: GpuScalar> GpuLu<T> {
             &a,
             &mut b.view_mut(),
         )?;
-        g.trsm(
-            Side::Left,
-            Uplo::Upper,
-            Op::N,
-            Diag::NonUnit,
-            T::ONE,
-            &a,
-            &mut b.view_mut(),
-        )?;
+        crate::gpu::algo::reduced::upper_solve(g, Side::Left, Op::N, &a, &mut b.view_mut())?;
         Ok(())
     }
 }

@@ -1,8 +1,7 @@
 //! [`CpuQr`]: the host-resident factorisation state (R, d = Qᵀb, optional Q).
 #![forbid(unsafe_code)]
 
-use crate::base::dims::{check_rank_of, Dims};
-use crate::base::error::Result;
+use crate::base::dims::Dims;
 use crate::base::mat::Mat;
 use crate::base::params::UpdateParams;
 use crate::base::scalar::Scalar;
@@ -59,12 +58,6 @@ impl<T: Scalar> CpuQr<T> {
     /// Borrow Q (m×m) if held.
     pub fn q_ref(&self) -> Option<&Mat<T>> {
         self.q.as_ref()
-    }
-
-    /// Checks the diagonal of R against the rank tolerance; the first offending
-    /// column is reported (docs/algorithms.md#rank-test).
-    pub(crate) fn check_rank(&self) -> Result<()> {
-        check_rank_of(&self.r, self.dims.n, self.rank_tol)
     }
 
     /// The state's factors lent to an update body in `cpu/`.

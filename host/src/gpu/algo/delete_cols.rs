@@ -6,7 +6,7 @@
 //! buffers; the operation (`ops/delete_cols/`) swaps them in.
 
 use crate::base::error::Result;
-use crate::gpu::algo::factors::Factors;
+use crate::gpu::algo::factors::{Factors, NewFactors};
 use crate::gpu::algo::householder::blocked_qr_band;
 use crate::gpu::algo::rank::check_rank_dev;
 use crate::gpu::algo::{reduced, thin};
@@ -25,17 +25,6 @@ pub(crate) struct ColDeleteParams {
     pub(crate) nb: usize,
     /// Whether a state without Q may take the one-launch band (`row_insert_band_qr`).
     pub(crate) one_launch: bool,
-}
-
-/// The factors after the band's reflectors: R (rows as stored × (n − p)), d, and Q (m×m),
-/// or for a thin state the reflectors' product H on an n×n identity.
-pub(crate) struct ColsDeleted<T> {
-    /// R′.
-    pub(crate) r: DevMat<T>,
-    /// d′.
-    pub(crate) d: DevMat<T>,
-    /// Q′ or H.
-    pub(crate) q: Option<DevMat<T>>,
 }
 
 /// The R-only kind's factors after the deletion.
@@ -73,7 +62,8 @@ pub(crate) fn thin_truncated<T: GpuScalar>(
 /// device (p ≤ 256, every block of columns resident) takes one cooperative launch instead
 /// where `params.one_launch` allows it (`row_insert_band_qr`: the reflectors one at a time,
 /// as the unblocked algorithm; the block size does not apply). A thin state accumulates the
-/// reflectors on an n×n identity instead of Q₁. The rank check ends it.
+/// reflectors on an n×n identity instead of Q₁ (H). The rank check ends it. R′ keeps the
+/// stored rows (× (n − p) columns).
 ///
 /// # Errors
 /// [`crate::Error::RankDeficient`], [`crate::Error::OutOfMemory`], device errors.
@@ -81,7 +71,7 @@ pub(crate) fn band<T: GpuScalar>(
     gpu: &Gpu,
     f: Factors<'_, T>,
     params: ColDeleteParams,
-) -> Result<ColsDeleted<T>> {
+) -> Result<NewFactors<T>> {
     let ColDeleteParams { k0, p, nb, .. } = params;
     let n = f.dims.n;
     let nn = n - p;
@@ -146,7 +136,7 @@ pub(crate) fn band<T: GpuScalar>(
     }
     check_rank_dev(gpu, &r, nn, f.rank_tol)?;
     gpu.stage_mark("rank check");
-    Ok(ColsDeleted { r, d, q })
+    Ok(NewFactors { r, d, q })
 }
 
 /// The thin kind's end (docs/algorithms.md#thin-q-updates-on-the-gpu): R and d keep their
@@ -157,9 +147,9 @@ pub(crate) fn band<T: GpuScalar>(
 pub(crate) fn thin_finish<T: GpuScalar>(
     gpu: &Gpu,
     f: Factors<'_, T>,
-    out: ColsDeleted<T>,
+    out: NewFactors<T>,
     (k0, p): (usize, usize),
-) -> Result<ColsDeleted<T>> {
+) -> Result<NewFactors<T>> {
     let (n, nq) = (f.dims.n, f.dims.q);
     let nn = n - p;
     // R and d keep their first nn rows, Q₁ its first nn columns
@@ -183,7 +173,7 @@ pub(crate) fn thin_finish<T: GpuScalar>(
         &mut qn.block_mut(0, k0, m, nn - k0),
     )?;
     gpu.stage_mark("Q1' = Q1·H");
-    Ok(ColsDeleted { r, d, q: Some(qn) })
+    Ok(NewFactors { r, d, q: Some(qn) })
 }
 
 /// The R-only kind's end (docs/algorithms.md#updates-without-q): `r` (n×(n−p)) and `d`
@@ -200,17 +190,8 @@ pub(crate) fn reduced_finish<T: GpuScalar>(
     (r, d): (DevMat<T>, DevMat<T>),
     (k0, p): (usize, usize),
 ) -> Result<ColsDeletedReduced<T>> {
-    let (n, q) = (f.dims.n, f.dims.q);
-    let nn = n - p;
-    let extra = thin::column_norms(g, &d.block(nn, 0, p, q))?;
-    let rho: Vec<T> = f
-        .rho
-        .iter()
-        .zip(extra)
-        .map(|(r0, x)| T::from_f64(r0.to_f64().hypot(x)))
-        .collect();
-    let r = g.two_phase_copy_new(&r.block(0, 0, nn, nn), 0..0, true)?;
-    let d = g.two_phase_copy_new(&d.block(0, 0, nn, q), 0..0, false)?;
+    let nn = f.dims.n - p;
+    let (r, d, rho) = reduced::trimmed(g, f.rho, (r, d), (nn, p))?;
     let a = kept_a
         .map(|a| reduced::with_cols_deleted(g, a, k0, p))
         .transpose()?;

@@ -12,11 +12,11 @@ use crate::base::refusal::ThinFailure;
 use crate::gpu::algo::factors::Factors;
 use crate::gpu::algo::rank::check_rank;
 use crate::gpu::algo::reduced::{
-    cholesky_lower, downdate_small, residual_norms, solve_lower, DowndateRefusal,
+    cholesky_lower, downdate_small, residual_norms, solve_lower, upper_solve, DowndateRefusal,
 };
 use crate::gpu::algo::{givens_two_phase as tp, givens_wavefront as wf, thin};
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
-use crate::gpu::runtime::matrix::DevMat;
+use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// The factors after a row deletion: R′, d′, Q′ (or Q₁′), and for a thin state b′.
@@ -280,6 +280,37 @@ pub(crate) enum DeletedRows<'a, T> {
     Given(MatRef<'a, T>, MatRef<'a, T>),
 }
 
+/// The small side's products for the deleted rows W (p×n): WWᵀ (p×p) in a new buffer,
+/// and `ewd` ← e − W·d in place.
+fn gram_and_projected_rhs<T: GpuScalar>(
+    g: &Gpu,
+    w: &DevMat<T>,
+    d: &DevMatView<'_, T>,
+    ewd: &mut DevMat<T>,
+) -> Result<DevMat<T>> {
+    let p = w.nrows();
+    let mut gram = DevMat::<T>::zeros(g, p, p)?;
+    g.gemm(
+        Op::N,
+        Op::T,
+        T::ONE,
+        &w.view(),
+        &w.view(),
+        T::ZERO,
+        &mut gram.view_mut(),
+    )?;
+    g.gemm(
+        Op::N,
+        Op::N,
+        -T::ONE,
+        &w.view(),
+        d,
+        T::ONE,
+        &mut ewd.view_mut(),
+    )?;
+    Ok(gram)
+}
+
 /// The R-only kind, as a block downdate of [R d] (docs/algorithms.md#updates-without-q):
 /// with the deleted rows A_r (p×n) and their right-hand sides e, W = A_r·R⁻¹ (TRSM); on the
 /// host from p×p and p×q data, L with LLᵀ = I − WWᵀ (a refusal comes back as `Ok(Err(..))`)
@@ -305,34 +336,8 @@ pub(crate) fn r_only<T: GpuScalar>(
         DeletedRows::Given(rows, rhs) => (DevMat::from_host(g, rows)?, DevMat::from_host(g, rhs)?),
     };
     // W = A_r·R⁻¹, WWᵀ, e − W d
-    g.trsm(
-        Side::Right,
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        &f.r.view(),
-        &mut w.view_mut(),
-    )?;
-    let mut gram = DevMat::<T>::zeros(g, p, p)?;
-    g.gemm(
-        Op::N,
-        Op::T,
-        T::ONE,
-        &w.view(),
-        &w.view(),
-        T::ZERO,
-        &mut gram.view_mut(),
-    )?;
-    g.gemm(
-        Op::N,
-        Op::N,
-        -T::ONE,
-        &w.view(),
-        &f.d.view(),
-        T::ONE,
-        &mut ewd.view_mut(),
-    )?;
+    upper_solve(g, Side::Right, Op::N, &f.r.view(), &mut w.view_mut())?;
+    let gram = gram_and_projected_rhs(g, &w, &f.d.view(), &mut ewd)?;
     let widen = |x: Mat<T>| Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)].to_f64());
     let rho: Vec<f64> = f.rho.iter().map(|x| x.to_f64()).collect();
     let d_norms = thin::column_norms(g, &f.d.view())?;
@@ -441,26 +446,8 @@ pub(crate) fn thin_small_side<T: GpuScalar>(
     let q1 = f.q1();
     let b = f.kept_b();
     let w = g.two_phase_copy_new(&q1.block(k0, 0, p, n), 0..0, false)?;
-    let mut gram = DevMat::<T>::zeros(g, p, p)?;
-    g.gemm(
-        Op::N,
-        Op::T,
-        T::ONE,
-        &w.view(),
-        &w.view(),
-        T::ZERO,
-        &mut gram.view_mut(),
-    )?;
     let mut ewd = g.two_phase_copy_new(&b.block(k0, 0, p, nq), 0..0, false)?;
-    g.gemm(
-        Op::N,
-        Op::N,
-        -T::ONE,
-        &w.view(),
-        &f.d.view(),
-        T::ONE,
-        &mut ewd.view_mut(),
-    )?;
+    let gram = gram_and_projected_rhs(g, &w, &f.d.view(), &mut ewd)?;
     let gram = thin::to_host_f64(g, &gram.view())?;
     let complement = Mat::from_fn(p, p, |i, j| f64::from(u8::from(i == j)) - gram[(i, j)]);
     let (l, pivots) = match cholesky_lower(&complement, |_| tol) {

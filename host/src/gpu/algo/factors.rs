@@ -36,3 +36,16 @@ impl<'a, T> Factors<'a, T> {
         self.b.expect("a thin state keeps b")
     }
 }
+
+/// A state's factors after an update, in new buffers for the dispatch to swap in: R′, d′
+/// and Q′: by default an `Option`, `None` where the kind holds no Q (for a thin state
+/// some updates return the small orthogonal factor H here, which the dispatch applies to
+/// Q₁); `Q = DevMat<T>` where an update always returns Q′.
+pub(crate) struct NewFactors<T, Q = Option<DevMat<T>>> {
+    /// R′.
+    pub(crate) r: DevMat<T>,
+    /// d′.
+    pub(crate) d: DevMat<T>,
+    /// Q′ or H.
+    pub(crate) q: Q,
+}

@@ -16,7 +16,7 @@
 #[cfg(doc)]
 use crate::base::error::Error;
 use crate::base::error::Result;
-use crate::gpu::launch::two_phase::{apply_window_width, ApplyTarget, RotList, RotSide};
+use crate::gpu::launch::two_phase::{apply_window_width, ApplyTarget, RotList};
 use crate::gpu::runtime::matrix::{DevMat, DevVec};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -171,18 +171,7 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
         gpu.two_phase_house_apply(
             &w.slice(n + 1..m),
             &tau.view(),
-            &mut [
-                ApplyTarget {
-                    view: &mut qv,
-                    side: RotSide::Cols,
-                    banded: false,
-                },
-                ApplyTarget {
-                    view: &mut dv,
-                    side: RotSide::Rows,
-                    banded: false,
-                },
-            ],
+            &mut ApplyTarget::q_d(&mut qv, &mut dv),
         )?;
         gpu.stage_mark("stage A householder");
         n
@@ -194,35 +183,14 @@ pub fn rank_one_rotate_two_phase<T: GpuScalar>(
     gpu.stage_mark("stage A generate");
     {
         let mut rv = r.view_mut();
-        gpu.two_phase_apply(
-            &list,
-            &mut [ApplyTarget {
-                view: &mut rv,
-                side: RotSide::Rows,
-                banded: true,
-            }],
-        )?;
+        gpu.two_phase_apply(&list, &mut [ApplyTarget::rows(&mut rv, true)])?;
     }
     gpu.stage_mark("stage A apply to R");
     gpu.two_phase_gen_rank_one_b(&mut r.view_mut(), &w.slice(0..1), &v.view(), &mut list)?;
     gpu.stage_mark("stage B generate");
     let mut qv = q.view_mut();
     let mut dv = d.view_mut();
-    gpu.two_phase_apply(
-        &list,
-        &mut [
-            ApplyTarget {
-                view: &mut qv,
-                side: RotSide::Cols,
-                banded: false,
-            },
-            ApplyTarget {
-                view: &mut dv,
-                side: RotSide::Rows,
-                banded: false,
-            },
-        ],
-    )?;
+    gpu.two_phase_apply(&list, &mut ApplyTarget::q_d(&mut qv, &mut dv))?;
     gpu.stage_mark("apply A+B to Q, d");
     Ok(())
 }

@@ -9,11 +9,11 @@ use crate::base::error::{Error, Result};
 use crate::base::mat::MatRef;
 use crate::base::params::{ColumnStrip, Givens};
 use crate::base::refusal::{dependence_tol, ThinFailure};
-use crate::gpu::algo::factors::Factors;
+use crate::gpu::algo::factors::{Factors, NewFactors};
 use crate::gpu::algo::rank::check_rank;
 use crate::gpu::algo::reduced::{self, cholesky_lower, solve_lower};
 use crate::gpu::algo::{givens_two_phase as tp, givens_wavefront as wf, householder, thin};
-use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+use crate::gpu::ffi::blas::{Op, Side};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -32,15 +32,8 @@ pub(crate) struct ColInsertParams {
     pub(crate) givens: Givens,
 }
 
-/// The factors after the insertion: R′ ((n+p) columns), d′, and Q′ where the kind holds Q.
-pub(crate) struct ColsInserted<T> {
-    /// R′.
-    pub(crate) r: DevMat<T>,
-    /// d′.
-    pub(crate) d: DevMat<T>,
-    /// Q′ (m×m, or Q₁′ m×(n+p)).
-    pub(crate) q: DevMat<T>,
-}
+/// The factors after the insertion: R′ ((n+p) columns), d′, and Q′ (m×m, or Q₁′ m×(n+p)).
+pub(crate) type ColsInserted<T> = NewFactors<T, DevMat<T>>;
 
 /// The R-only kind's factors after the insertion, with the kept A widened and the
 /// residual norms.
@@ -175,7 +168,7 @@ pub(crate) fn full<T: GpuScalar>(
         strip(gpu, &mut r, &mut q, &mut d, params, (m, n))?;
     }
     check_rank(gpu, &r, n + p, f.rank_tol)?;
-    Ok(ColsInserted { r, d, q })
+    Ok(NewFactors { r, d, q })
 }
 
 /// The full kind's strip at rows and columns k0..n+p: one blocked Householder QR or the
@@ -260,7 +253,7 @@ pub(crate) fn thin_projected<T: GpuScalar>(
     gpu.stage_mark("R', d', [Q1 Qz]");
     tp::insert_cols_strip_two_phase(gpu, &mut r, &mut q, &mut d, k0, p, n)?;
     check_rank(gpu, &r, np, f.rank_tol)?;
-    Ok(Ok(ColsInserted { r, d, q }))
+    Ok(Ok(NewFactors { r, d, q }))
 }
 
 /// The thin kind (docs/algorithms.md#thin-q-updates-on-the-gpu): C = Q₁ᵀU and UᵀU (one pass
@@ -332,7 +325,7 @@ pub(crate) fn thin_gram<T: GpuScalar>(
     tp::insert_cols_strip_two_phase(g, &mut r, &mut sm, &mut d, k0, p, n)?;
     check_rank(g, &r, np, f.rank_tol)?;
     let q = thin_q(g, q1, &ud, (&sm, &gz, &c), (m, n, k0, p))?;
-    Ok(Some(ColsInserted { r, d, q }))
+    Ok(Some(NewFactors { r, d, q }))
 }
 
 /// The thin kind's new Q₁ from the strip's product S: Y = G⁻¹S(n:, k0:),
@@ -348,15 +341,7 @@ fn thin_q<T: GpuScalar>(
     // Y = G⁻¹S(n:, k0:), X = S(0:n, k0:) − C·Y
     let w = np - k0;
     let mut y = g.two_phase_copy_new(&sm.block(n, k0, p, w), 0..0, false)?;
-    g.trsm(
-        Side::Left,
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        &gz.view(),
-        &mut y.view_mut(),
-    )?;
+    reduced::upper_solve(g, Side::Left, Op::N, &gz.view(), &mut y.view_mut())?;
     let mut x = g.two_phase_copy_new(&sm.block(0, k0, n, w), 0..0, false)?;
     g.gemm(
         Op::N,
@@ -435,15 +420,7 @@ pub(crate) fn r_only<T: GpuScalar>(
             }));
         }
     }
-    g.trsm(
-        Side::Left,
-        Uplo::Upper,
-        Op::T,
-        Diag::NonUnit,
-        T::ONE,
-        &gz.view(),
-        &mut fz.view_mut(),
-    )?;
+    reduced::upper_solve(g, Side::Left, Op::T, &gz.view(), &mut fz.view_mut())?;
     let np = n + p;
     let mut r = widened_r(g, f.r, &c, &gz, k0)?;
     let mut d = thin::stacked(g, &f.d.view(), Some(&fz.view()), p)?;
@@ -474,15 +451,7 @@ pub(crate) fn widened_r<T: GpuScalar>(
     let (n, p) = (r.ncols(), c.ncols());
     let np = n + p;
     let mut out = DevMat::<T>::zeros(gpu, np, np)?;
-    if k0 > 0 {
-        gpu.panel_copy(&r.block(0, 0, n, k0), &mut out.block_mut(0, 0, n, k0))?;
-    }
-    if k0 < n {
-        gpu.panel_copy(
-            &r.block(0, k0, n, n - k0),
-            &mut out.block_mut(0, k0 + p, n, n - k0),
-        )?;
-    }
+    reduced::copy_cols_around(gpu, r, n, &mut out, (k0, p))?;
     gpu.panel_copy(&c.view(), &mut out.block_mut(0, k0, n, p))?;
     gpu.panel_copy(&g.view(), &mut out.block_mut(n, k0, p, p))?;
     Ok(out)

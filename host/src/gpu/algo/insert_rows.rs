@@ -9,9 +9,9 @@
 use crate::base::error::Result;
 use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
-use crate::gpu::algo::factors::Factors;
+use crate::gpu::algo::factors::{Factors, NewFactors};
 use crate::gpu::algo::rank::check_rank_dev;
-use crate::gpu::algo::{reduced, thin};
+use crate::gpu::algo::reduced;
 use crate::gpu::ffi::blas::Op;
 use crate::gpu::launch::fused_panel::{FusedPanelWork, FUSED_MAX_JB};
 use crate::gpu::runtime::matrix::{DevMat, DevVec};
@@ -32,17 +32,6 @@ pub(crate) struct RowInsertParams {
     pub(crate) k0: usize,
     /// Block size of the compact-WY panels (at most `BUILD_T_MAX_K` and n).
     pub(crate) nb: usize,
-}
-
-/// The factors after the new rows entered (R and d n + p rows high for the thin and
-/// R-only kinds before they are trimmed; Q̃, or the thin kind's H, where held).
-pub(crate) struct RowsInserted<T> {
-    /// R̃.
-    pub(crate) r: DevMat<T>,
-    /// d̃.
-    pub(crate) d: DevMat<T>,
-    /// Q̃ ((m+p)×(m+p)), or for a thin state H ((n+p)×(n+p)).
-    pub(crate) q: Option<DevMat<T>>,
 }
 
 /// The one-launch path of a state without Q (docs/algorithms.md#row-insertion): the
@@ -118,7 +107,7 @@ pub(crate) fn blocked<T: GpuScalar>(
     small_panel: bool,
     u: MatRef<'_, T>,
     e: MatRef<'_, T>,
-) -> Result<RowsInserted<T>> {
+) -> Result<NewFactors<T>> {
     let (n, q, p) = (f.dims.n, f.dims.q, u.nrows());
     let mut b = Blocked::new(g, f, nb, small_panel, u, e)?;
     b.copy_in(g, f, k0)?;
@@ -134,7 +123,7 @@ pub(crate) fn blocked<T: GpuScalar>(
     let rows = f.r.nrows();
     g.panel_copy(&b.ew.view(), &mut b.d.block_mut(rows, 0, p, q))?;
     check_rank_dev(g, &b.r, n, f.rank_tol)?;
-    Ok(RowsInserted {
+    Ok(NewFactors {
         r: b.r,
         d: b.d,
         q: b.qn,
@@ -408,7 +397,7 @@ impl<T: GpuScalar> Blocked<T> {
 pub(crate) fn thin_finish<T: GpuScalar>(
     g: &Gpu,
     f: Factors<'_, T>,
-    out: RowsInserted<T>,
+    out: NewFactors<T>,
     k0: usize,
     e: MatRef<'_, T>,
 ) -> Result<ThinInserted<T>> {
@@ -478,16 +467,8 @@ pub(crate) fn reduced_finish<T: GpuScalar>(
     k0: usize,
     (u, e): (MatRef<'_, T>, MatRef<'_, T>),
 ) -> Result<ReducedInserted<T>> {
-    let (n, q, p) = (f.dims.n, f.dims.q, u.nrows());
-    let extra = thin::column_norms(g, &d.block(n, 0, p, q))?;
-    let rho: Vec<T> = f
-        .rho
-        .iter()
-        .zip(extra)
-        .map(|(r0, x)| T::from_f64(r0.to_f64().hypot(x)))
-        .collect();
-    let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
-    let d = g.two_phase_copy_new(&d.block(0, 0, n, q), 0..0, false)?;
+    let (n, p) = (f.dims.n, u.nrows());
+    let (r, d, rho) = reduced::trimmed(g, f.rho, (r, d), (n, p))?;
     let kept = match kept {
         Some((a, b)) => Some((
             reduced::with_rows_inserted(g, a, k0, &DevMat::from_host_async(g, u)?.view())?,

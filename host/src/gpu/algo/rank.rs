@@ -3,20 +3,20 @@
 
 use cudarc::driver::{CudaSlice, PinnedHostSlice};
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// The rank check of the CPU backend (`check_rank_of`) on a device R, as the updates run
 /// it: the first j < n with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is
-/// [`Error::RankDeficient`] (docs/algorithms.md#rank-test). Synchronises, then marks the
+/// [`crate::Error::RankDeficient`] (docs/algorithms.md#rank-test). Synchronises, then marks the
 /// stage "rank check". ‖R‖_F comes from the multi-block column norms of [`check_rank_dev`]
 /// (R is m×n, so its n columns are all of R): the former single-block `reduce_nrm2` over the
 /// whole allocation ran at ≈ 3 ns per element — 70–350 ms of each update at the seeds'
 /// sizes (docs/performance.md).
 ///
 /// # Errors
-/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].
+/// [`crate::Error::RankDeficient`], [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
 pub(crate) fn check_rank<T: GpuScalar>(
     gpu: &Gpu,
     r: &DevMat<T>,
@@ -30,7 +30,7 @@ pub(crate) fn check_rank<T: GpuScalar>(
 }
 
 /// Rank check of an upper-trapezoidal R on the device (docs/algorithms.md#rank-test): the first
-/// column with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`Error::RankDeficient`],
+/// column with |R_jj| ≤ rank_tol·‖R‖_F (or non-finite) is [`crate::Error::RankDeficient`],
 /// as `cpu::check_rank_of`. One launch (`panel_col_norms`: the n column norms and the
 /// diagonal) and one download into page-locked memory, then one stream wait; the device and
 /// host buffers are the [`RankScratch`] kept on [`Gpu`], so a check allocates nothing
@@ -38,7 +38,7 @@ pub(crate) fn check_rank<T: GpuScalar>(
 /// memset, no pageable staging in an update's timed path).
 ///
 /// # Errors
-/// [`Error::RankDeficient`], [`Error::OutOfMemory`], [`Error::Driver`].
+/// [`crate::Error::RankDeficient`], [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
 pub(crate) fn check_rank_dev<T: GpuScalar>(
     gpu: &Gpu,
     r: &DevMat<T>,
@@ -70,17 +70,7 @@ pub(crate) fn check_rank_dev<T: GpuScalar>(
                 .sqrt()
     };
     let tol = rank_tol * fro;
-    for (j, x) in h[n..2 * n].iter().enumerate() {
-        let rjj = x.to_f64().abs();
-        if rjj <= tol || !rjj.is_finite() {
-            return Err(Error::RankDeficient {
-                column: j,
-                r_jj: rjj,
-                tol,
-            });
-        }
-    }
-    Ok(())
+    crate::base::dims::check_diagonal(h[n..2 * n].iter().map(|x| x.to_f64()), tol)
 }
 
 /// The buffers of [`check_rank_dev`], kept on [`Gpu`] (`Gpu::rank_scratch`): the
@@ -95,7 +85,7 @@ impl RankScratch {
     /// Allocates `len` f64s on the device and as many page-locked on the host.
     ///
     /// # Errors
-    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
     fn new(gpu: &Gpu, len: usize) -> Result<Self> {
         // Unset device memory; `norms_and_diag` reads back only the 2n entries its
         // launch has just written.
@@ -115,7 +105,7 @@ impl RankScratch {
     /// entries, as `panel_col_norms` writes them, read back to the host (waits).
     ///
     /// # Errors
-    /// [`Error::Driver`] (including an earlier asynchronous fault).
+    /// [`crate::Error::Driver`] (including an earlier asynchronous fault).
     fn norms_and_diag<T: GpuScalar>(&mut self, gpu: &Gpu, r: &DevMat<T>, n: usize) -> Result<&[T]> {
         let bytes = 2 * n * core::mem::size_of::<T>();
         assert!(bytes <= self.len() * 8, "rank scratch too small");

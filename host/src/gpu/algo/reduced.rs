@@ -8,8 +8,23 @@ use crate::base::mat::Mat;
 use crate::gpu::algo::householder::{blocked_qr_with, merges_trailing, BlockedQrParams, QrOutputs};
 use crate::gpu::algo::thin::{product, tall_tn};
 use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
-use crate::gpu::runtime::matrix::{DevMat, DevMatView};
+use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// x ← op(R)⁻¹·x (`Side::Left`) or x·R⁻¹ (`Side::Right`, `Op::N`) in place, for the
+/// upper triangular R with a nonzero diagonal (cuBLAS TRSM).
+///
+/// # Errors
+/// [`crate::Error::InvalidParam`], [`crate::Error::Cublas`].
+pub(crate) fn upper_solve<T: GpuScalar>(
+    gpu: &Gpu,
+    side: Side,
+    op: Op,
+    r: &DevMatView<'_, T>,
+    x: &mut DevMatViewMut<'_, T>,
+) -> Result<()> {
+    gpu.trsm(side, Uplo::Upper, op, Diag::NonUnit, T::ONE, r, x)
+}
 
 /// x = R⁻¹d for the n×n upper triangular R and n×q d (cuBLAS TRSM on a copy of d).
 ///
@@ -22,15 +37,7 @@ pub(crate) fn solve_r<T: GpuScalar>(
 ) -> Result<DevMat<T>> {
     let mut x = DevMat::<T>::for_overwrite(gpu, d.nrows(), d.ncols())?;
     gpu.panel_copy(d, &mut x.view_mut())?;
-    gpu.trsm(
-        Side::Left,
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        r,
-        &mut x.view_mut(),
-    )?;
+    upper_solve(gpu, Side::Left, Op::N, r, &mut x.view_mut())?;
     Ok(x)
 }
 
@@ -42,15 +49,7 @@ fn solve_rt<T: GpuScalar>(
 ) -> Result<DevMat<T>> {
     let mut y = DevMat::<T>::for_overwrite(gpu, c.nrows(), c.ncols())?;
     gpu.panel_copy(c, &mut y.view_mut())?;
-    gpu.trsm(
-        Side::Left,
-        Uplo::Upper,
-        Op::T,
-        Diag::NonUnit,
-        T::ONE,
-        r,
-        &mut y.view_mut(),
-    )?;
+    upper_solve(gpu, Side::Left, Op::T, r, &mut y.view_mut())?;
     Ok(y)
 }
 
@@ -283,6 +282,29 @@ pub(crate) fn downdate_small(
     Ok((l, t, new_rho))
 }
 
+/// An R-only update's R and d (k + p rows high) cut to their first k rows (R k×k), with
+/// the residual norms grown by what d's rows k..k+p hold: ρ′² = ρ² + ‖d(k.., j)‖².
+///
+/// # Errors
+/// [`crate::Error::OutOfMemory`], device errors.
+pub(crate) fn trimmed<T: GpuScalar>(
+    g: &Gpu,
+    rho: &[T],
+    (r, d): (DevMat<T>, DevMat<T>),
+    (k, p): (usize, usize),
+) -> Result<(DevMat<T>, DevMat<T>, Vec<T>)> {
+    let q = d.ncols();
+    let extra = crate::gpu::algo::thin::column_norms(g, &d.block(k, 0, p, q))?;
+    let rho: Vec<T> = rho
+        .iter()
+        .zip(extra)
+        .map(|(r0, x)| T::from_f64(r0.to_f64().hypot(x)))
+        .collect();
+    let r = g.two_phase_copy_new(&r.block(0, 0, k, k), 0..0, true)?;
+    let d = g.two_phase_copy_new(&d.block(0, 0, k, q), 0..0, false)?;
+    Ok((r, d, rho))
+}
+
 /// `a` with the rows of `u` inserted at k0 (a new buffer, three copies).
 ///
 /// # Errors
@@ -314,6 +336,31 @@ pub(crate) fn with_rows_inserted<T: GpuScalar>(
     Ok(out)
 }
 
+/// Copies the first `rows` rows of `a`'s columns into `out` around a gap of p columns at
+/// k0: columns 0..k0 stay, columns k0.. move right by p. The gap is the caller's to fill.
+///
+/// # Errors
+/// [`crate::Error::Driver`].
+pub(crate) fn copy_cols_around<T: GpuScalar>(
+    gpu: &Gpu,
+    a: &DevMat<T>,
+    rows: usize,
+    out: &mut DevMat<T>,
+    (k0, p): (usize, usize),
+) -> Result<()> {
+    let n = a.ncols();
+    if k0 > 0 {
+        gpu.panel_copy(&a.block(0, 0, rows, k0), &mut out.block_mut(0, 0, rows, k0))?;
+    }
+    if k0 < n {
+        gpu.panel_copy(
+            &a.block(0, k0, rows, n - k0),
+            &mut out.block_mut(0, k0 + p, rows, n - k0),
+        )?;
+    }
+    Ok(())
+}
+
 /// `a` with the columns of `u` inserted at k0 (a new buffer, three copies).
 ///
 /// # Errors
@@ -330,15 +377,7 @@ pub(crate) fn with_cols_inserted<T: GpuScalar>(
     if m == 0 {
         return Ok(out);
     }
-    if k0 > 0 {
-        gpu.panel_copy(&a.block(0, 0, m, k0), &mut out.block_mut(0, 0, m, k0))?;
-    }
-    if k0 < n {
-        gpu.panel_copy(
-            &a.block(0, k0, m, n - k0),
-            &mut out.block_mut(0, k0 + p, m, n - k0),
-        )?;
-    }
+    copy_cols_around(gpu, a, m, &mut out, (k0, p))?;
     if p > 0 {
         gpu.panel_copy(u, &mut out.block_mut(0, k0, m, p))?;
     }

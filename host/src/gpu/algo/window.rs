@@ -8,8 +8,9 @@ use crate::base::error::{Error, Result};
 use crate::gpu::algo::delete_rows::ThinDeleted;
 use crate::gpu::algo::factors::Factors;
 use crate::gpu::algo::rank::{check_rank, check_rank_dev};
+use crate::gpu::algo::reduced::upper_solve;
 use crate::gpu::algo::thin;
-use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+use crate::gpu::ffi::blas::{Op, Side};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView};
 use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 
@@ -209,15 +210,7 @@ fn thin_q_times_ginv<T: GpuScalar>(
 ) -> Result<DevMat<T>> {
     let n = q1.ncols();
     let mut ginv = thin::identity::<T>(g, n)?;
-    g.trsm(
-        Side::Right,
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        &fac.g.view(),
-        &mut ginv.view_mut(),
-    )?;
+    upper_solve(g, Side::Right, Op::N, &fac.g.view(), &mut ginv.view_mut())?;
     let mut qn = DevMat::<T>::for_overwrite(g, kept + p, n)?;
     if kept > 0 {
         g.gemm(
@@ -493,15 +486,7 @@ impl<T: GpuScalar> Gram<'_, T> {
         let mut w = DevMat::<T>::zeros(g, x.nrows(), n)?;
         if x.nrows() > 0 {
             g.panel_copy(x, &mut w.view_mut())?;
-            g.trsm(
-                Side::Right,
-                Uplo::Upper,
-                Op::N,
-                Diag::NonUnit,
-                T::ONE,
-                &self.f.r.view(),
-                &mut w.view_mut(),
-            )?;
+            upper_solve(g, Side::Right, Op::N, &self.f.r.view(), &mut w.view_mut())?;
         }
         Ok(w)
     }
@@ -689,15 +674,7 @@ impl<T: GpuScalar> Gram<'_, T> {
                 &mut h.view_mut(),
             )?;
         }
-        g.trsm(
-            Side::Left,
-            Uplo::Upper,
-            Op::T,
-            Diag::NonUnit,
-            T::ONE,
-            &gm.view(),
-            &mut h.view_mut(),
-        )?;
+        upper_solve(g, Side::Left, Op::T, &gm.view(), &mut h.view_mut())?;
         let mut r1 = DevMat::<T>::zeros(g, n, n)?;
         g.gemm(
             Op::N,

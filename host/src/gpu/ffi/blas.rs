@@ -194,7 +194,7 @@ impl Drop for GemmPrecisionGuard<'_> {
 
 impl Gpu {
     /// The precision f32 GEMMs on this device currently use ([`GemmPrecision::F32`],
-    /// plain SGEMM, unless a [`GemmPrecisionGuard`] is alive).
+    /// plain SGEMM, unless a `GemmPrecisionGuard` is alive).
     pub fn gemm_precision(&self) -> GemmPrecision {
         mode_of(self.gemm_mode.load(Ordering::Relaxed))
     }
@@ -210,7 +210,7 @@ impl Gpu {
 
 impl Gpu {
     /// C := α·op(A)·op(B) + β·C (cuBLAS `xGEMM`). f32 data uses `cublasGemmEx` with a
-    /// tensor-core compute type while a [`GemmPrecisionGuard`] is alive.
+    /// tensor-core compute type while a `GemmPrecisionGuard` is alive.
     ///
     /// # Errors
     /// [`Error::Shape`] if op(A) is not m×k, op(B) not k×n for C m×n;

@@ -85,7 +85,7 @@ fn shape_err(op: &'static str, what: &'static str, got: usize, expected: usize) 
 }
 
 /// A column-major `nrows × ncols` matrix in device memory with leading
-/// dimension `ld` = [`padded_ld`]`(nrows)`. The padding rows are part of the
+/// dimension `ld` = `padded_ld(nrows)`. The padding rows are part of the
 /// allocation (zero after [`DevMat::zeros`]) and no cuqr kernel writes them.
 #[derive(Debug)]
 pub struct DevMat<T> {

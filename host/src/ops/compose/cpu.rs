@@ -1,4 +1,5 @@
-//! [`Composite`] for the CPU state.
+//! [`Composite`] for the CPU state: the hooks pick the state's parts; the arithmetic is
+//! in `cpu/compose.rs`.
 #![forbid(unsafe_code)]
 
 use super::{probe, sampled_columns, Composite};
@@ -8,6 +9,7 @@ use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy, UpdateParams};
 use crate::base::scalar::Scalar;
 use crate::base::solution::DriftReport;
+use crate::cpu::compose;
 use crate::state::cpu::CpuQr;
 
 /// Columns a drift check samples from Q.
@@ -17,18 +19,13 @@ impl<T: Scalar> CpuQr<T> {
     /// A (m×n) and b (m×q) on the host: Q·R and Q·d (full), Q₁·R and the kept b (thin), or
     /// the kept data (R-only). `op` names the composed update for the error.
     fn data_of(&self, op: &'static str) -> Result<(Mat<T>, Mat<T>)> {
-        let Dims { m, n, .. } = self.dims;
         match (&self.q, &self.data) {
-            (Some(q), data) => {
-                let q1 = Mat::from_fn(m, n, |i, j| q[(i, j)]);
-                let r1 = Mat::from_fn(n, n, |i, j| self.r[(i, j)]);
-                let a = q1.matmul(&r1);
-                let b = match data {
-                    Some(k) => k.b.clone(),
-                    None => q.matmul(&self.d),
-                };
-                Ok((a, b))
-            }
+            (Some(q), data) => Ok(compose::data_from_q(
+                q,
+                &self.r,
+                &self.d,
+                data.as_ref().map(|k| &k.b),
+            )),
             (None, Some(crate::state::cpu::KeptData { a: Some(a), b })) => {
                 Ok((a.clone(), b.clone()))
             }
@@ -67,25 +64,15 @@ impl<T: Scalar> Composite<T> for CpuQr<T> {
         Ok(())
     }
     fn column_of_a(&self, j: usize) -> Result<Vec<T>> {
-        let m = self.dims.m;
         match (&self.q, &self.data) {
-            (Some(q), _) => Ok((0..m)
-                .map(|i| {
-                    (0..=j.min(m - 1)).fold(T::ZERO, |s, k| q[(i, k)].mul_add(self.r[(k, j)], s))
-                })
-                .collect()),
+            (Some(q), _) => Ok(compose::column_from_q(q, &self.r, j)),
             (None, Some(crate::state::cpu::KeptData { a: Some(a), .. })) => Ok(a.col(j).to_vec()),
             _ => Err(crate::ops::needs_q_or_data("shift_col")),
         }
     }
     fn refactor_plus(&mut self, u: MatRef<'_, T>, v: MatRef<'_, T>) -> Result<()> {
         let (mut a, b) = self.data_of("rank_k")?;
-        let (m, n, k) = (a.nrows(), a.ncols(), u.ncols());
-        for j in 0..n {
-            for i in 0..m {
-                a[(i, j)] = (0..k).fold(a[(i, j)], |s, c| u.get(i, c).mul_add(v.get(j, c), s));
-            }
-        }
+        compose::add_product(&mut a, u, v);
         let params = FactorParams {
             block_size: self.params.block_size,
             rank_tol: Some(self.rank_tol),
@@ -98,66 +85,20 @@ impl<T: Scalar> Composite<T> for CpuQr<T> {
         *self = next;
         Ok(())
     }
-    fn insert_rows_raw(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
-        crate::ops::insert_rows::run_cpu(self, k0, u, e)
-    }
-    fn delete_rows_raw(&mut self, k0: usize, p: usize) -> Result<()> {
-        crate::ops::delete_rows::run_cpu(self, k0, p)
-    }
-    fn insert_cols_raw(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
-        crate::ops::insert_cols::run_cpu(self, k0, u)
-    }
-    fn delete_cols_raw(&mut self, k0: usize, p: usize) -> Result<()> {
-        crate::ops::delete_cols::run_cpu(self, k0, p)
-    }
-    fn rank_one_raw(&mut self, u: &[T], v: &[T]) -> Result<()> {
-        crate::ops::rank_one::run_cpu(self, u, v)
-    }
+    forward_primitive_updates!(run_cpu);
     fn drift_mut(&mut self) -> &mut DriftReport {
         &mut self.drift
     }
     fn measure_drift(&self, sample: usize) -> Result<Option<f64>> {
-        let Dims { m, n, .. } = self.dims;
         if let Some(q) = &self.q {
-            // a sample of QᵀQ − I: the rows S of it, s×k with k = Q's columns
-            let k = q.ncols();
-            let cols = sampled_columns(k, DRIFT_SAMPLE, sample);
-            let mut sum = 0.0f64;
-            for &c in &cols {
-                let qc = q.col(c);
-                for j in 0..k {
-                    let dot: f64 = (0..m).map(|i| qc[i].to_f64() * q[(i, j)].to_f64()).sum();
-                    let e = dot - f64::from(u8::from(j == c));
-                    sum += e * e;
-                }
-            }
-            return Ok(Some((sum * k as f64 / cols.len() as f64).sqrt()));
+            let cols = sampled_columns(q.ncols(), DRIFT_SAMPLE, sample);
+            return Ok(Some(compose::q_drift(q, &cols)));
         }
         let Some(a) = self.data.as_ref().and_then(|k| k.a.as_ref()) else {
             return Ok(None);
         };
-        // ‖Aᵀ(Az) − Rᵀ(Rz)‖/(‖R‖_F²‖z‖): a sample of ‖AᵀA − RᵀR‖/‖A‖², in f64
-        let z = probe(n, sample);
-        let az: Vec<f64> = (0..m)
-            .map(|i| (0..n).map(|j| a[(i, j)].to_f64() * z[j]).sum())
-            .collect();
-        let rz: Vec<f64> = (0..n)
-            .map(|i| (i..n).map(|j| self.r[(i, j)].to_f64() * z[j]).sum())
-            .collect();
-        let diff2: f64 = (0..n)
-            .map(|j| {
-                let ata: f64 = (0..m).map(|i| a[(i, j)].to_f64() * az[i]).sum();
-                let rtr: f64 = (0..=j).map(|i| self.r[(i, j)].to_f64() * rz[i]).sum();
-                (ata - rtr).powi(2)
-            })
-            .sum();
-        let zn = z.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let r2 = self.r.norm_fro().powi(2);
-        Ok(Some(if r2 > 0.0 {
-            diff2.sqrt() / (r2 * zn)
-        } else {
-            0.0
-        }))
+        let z = probe(self.dims.n, sample);
+        Ok(Some(compose::gram_drift(a, &self.r, &z)))
     }
 
     fn refresh(&mut self) -> Result<bool> {
@@ -180,23 +121,10 @@ impl<T: Scalar> Composite<T> for CpuQr<T> {
             ..FactorParams::default()
         };
         let fresh = crate::ops::factorize::run_cpu(q.as_ref(), rhs.as_ref(), policy, params)?;
-        let k = q.ncols();
-        let r2 = match policy {
-            QPolicy::Full => fresh.r.clone(),
-            _ => Mat::from_fn(k, k, |i, j| fresh.r[(i, j)]),
-        };
-        let mut r = r2.matmul(&self.r);
-        // R₂R is upper triangular in exact arithmetic; keep its zeros exact
-        for j in 0..n {
-            for i in j + 1..r.nrows() {
-                r[(i, j)] = T::ZERO;
-            }
-        }
-        self.d = match policy {
-            QPolicy::Full => r2.matmul(&self.d),
-            _ => fresh.d.clone(),
-        };
+        let (r, d) =
+            compose::reorthogonalized(policy, &self.r, &self.d, &fresh.r, &fresh.d, q.ncols());
         self.r = r;
+        self.d = d;
         self.q = fresh.q;
         Ok(true)
     }

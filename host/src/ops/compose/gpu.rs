@@ -84,21 +84,7 @@ impl<T: GpuScalar> Composite<T> for GpuQr<T> {
         *self = next;
         Ok(())
     }
-    fn insert_rows_raw(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
-        crate::ops::insert_rows::run_gpu(self, k0, u, e)
-    }
-    fn delete_rows_raw(&mut self, k0: usize, p: usize) -> Result<()> {
-        crate::ops::delete_rows::run_gpu(self, k0, p)
-    }
-    fn insert_cols_raw(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
-        crate::ops::insert_cols::run_gpu(self, k0, u)
-    }
-    fn delete_cols_raw(&mut self, k0: usize, p: usize) -> Result<()> {
-        crate::ops::delete_cols::run_gpu(self, k0, p)
-    }
-    fn rank_one_raw(&mut self, u: &[T], v: &[T]) -> Result<()> {
-        crate::ops::rank_one::run_gpu(self, u, v)
-    }
+    forward_primitive_updates!(run_gpu);
     fn drift_mut(&mut self) -> &mut DriftReport {
         &mut self.drift
     }

@@ -4,6 +4,28 @@
 //! measure and refresh (docs/algorithms.md#composed-updates).
 #![forbid(unsafe_code)]
 
+/// The primitive-update hooks of [`Composite`] for one backend: each forwards to the
+/// operation's entry point `$run` (`run_cpu` or `run_gpu`).
+macro_rules! forward_primitive_updates {
+    ($run:ident) => {
+        fn insert_rows_raw(&mut self, k0: usize, u: MatRef<'_, T>, e: MatRef<'_, T>) -> Result<()> {
+            crate::ops::insert_rows::$run(self, k0, u, e)
+        }
+        fn delete_rows_raw(&mut self, k0: usize, p: usize) -> Result<()> {
+            crate::ops::delete_rows::$run(self, k0, p)
+        }
+        fn insert_cols_raw(&mut self, k0: usize, u: MatRef<'_, T>) -> Result<()> {
+            crate::ops::insert_cols::$run(self, k0, u)
+        }
+        fn delete_cols_raw(&mut self, k0: usize, p: usize) -> Result<()> {
+            crate::ops::delete_cols::$run(self, k0, p)
+        }
+        fn rank_one_raw(&mut self, u: &[T], v: &[T]) -> Result<()> {
+            crate::ops::rank_one::$run(self, u, v)
+        }
+    };
+}
+
 mod cpu;
 mod gpu;
 

@@ -9,12 +9,12 @@
 //! zeros below the diagonal, half-open ranges) and docs/algorithms.md#block-reflector-sign.
 #![forbid(unsafe_code)]
 
-use crate::base::dims::{check_rank_of, Dims};
+use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
 use crate::base::mat::{Mat, MatRef};
 use crate::base::params::{FactorParams, QPolicy, UpdateParams};
 use crate::base::scalar::Scalar;
-use crate::cpu::wy::{factor_panel, larfb_left, larft, resolve_block_size, zero_below_diagonal};
+use crate::cpu::wy::resolve_block_size;
 use crate::state::cpu::{CpuQr, KeptData};
 
 mod cpu;

@@ -4,7 +4,8 @@
 
 #[allow(unused_imports)]
 use super::*;
-use crate::gpu::algo::insert_cols::{self as algo, ColInsertParams, ColsInserted, UData};
+use crate::gpu::algo::factors::NewFactors;
+use crate::gpu::algo::insert_cols::{self as algo, ColInsertParams, UData};
 
 /// Inserts the m×p block `u` as columns k0..k0+p on the device
 /// (docs/algorithms.md#column-insertion; docs/design.md): the full kind by
@@ -91,7 +92,7 @@ pub(super) fn run_gpu_planned<T: crate::gpu::runtime::GpuScalar>(
             st.guarded(|| algo::full(&st.gpu, st.factors(), params, u))?
         }
     };
-    let ColsInserted { r, d, q } = out;
+    let NewFactors { r, d, q } = out;
     st.r = r;
     st.q = Some(q);
     st.d = d;

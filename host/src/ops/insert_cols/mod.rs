@@ -232,20 +232,6 @@ mod tests {
     use crate::base::mat::Mat;
     use crate::ops::test_support::{assert_refused, full_dims, qless_state};
 
-    /// Ã = [A(:, 0:k0) | U | A(:, k0:n)].
-    fn inserted<T: Scalar>(a: &Mat<T>, u: &Mat<T>, k0: usize) -> Mat<T> {
-        let p = u.ncols();
-        Mat::from_fn(a.nrows(), a.ncols() + p, |i, j| {
-            if j < k0 {
-                a[(i, j)]
-            } else if j < k0 + p {
-                u[(i, j - k0)]
-            } else {
-                a[(i, j - p)]
-            }
-        })
-    }
-
     fn case<T: Scalar>(seed: u64, m: usize, n: usize, p: usize, k0: usize, nb: Option<usize>) {
         let mut g = rng(seed);
         let a = rand_mat::<T>(&mut g, m, n);
@@ -256,7 +242,7 @@ mod tests {
         prm.block_size = nb;
         st.set_params(prm);
         st.insert_cols(k0, u.as_ref()).unwrap();
-        let at = inserted(&a, &u, k0);
+        let at = crate::base::splice::cols_inserted(&a, k0, &u);
         check_properties(&st, &at, &b, m);
         check_against_refactor(&st, &at, &b, m);
     }

@@ -6,13 +6,12 @@
 //! (τ ≥ 0) and docs/algorithms.md#row-insertion-listing (U update).
 #![forbid(unsafe_code)]
 
-use crate::base::dims::{check_rank_of, Dims};
+use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
-use crate::base::mat::{Mat, MatRef};
+use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::householder::house;
-use crate::cpu::wy::{larft_from_gram, resolve_block_size};
+use crate::cpu::wy::resolve_block_size;
 use crate::state::cpu::CpuQr;
 
 mod cpu;
@@ -28,6 +27,7 @@ use plan::OP;
 mod tests {
     use super::*;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
     use crate::base::params::{FactorParams, QPolicy, UpdateParams};
     use crate::ops::factorize::tests::{check_against_refactor, rand_mat};
     use crate::ops::test_support::{assert_refused, full_state, same_factors};
@@ -115,17 +115,7 @@ mod tests {
         let b = rand_mat::<T>(&mut rng, m, 2);
         let u = rand_mat::<T>(&mut rng, p, n);
         let e = rand_mat::<T>(&mut rng, p, 2);
-        let insert = |x: &Mat<T>, y: &Mat<T>| {
-            Mat::from_fn(m + p, x.ncols(), |i, j| {
-                if i < k0 {
-                    x[(i, j)]
-                } else if i < k0 + p {
-                    y[(i - k0, j)]
-                } else {
-                    x[(i - p, j)]
-                }
-            })
-        };
+        let insert = |x: &Mat<T>, y: &Mat<T>| crate::base::splice::rows_inserted(x, k0, y);
         let (a_new, b_new) = (insert(&a, &u), insert(&b, &e));
         for policy in [QPolicy::Full, QPolicy::None] {
             let mut st =

@@ -7,11 +7,9 @@
 
 use crate::base::dims::Dims;
 use crate::base::error::{Error, Result};
-use crate::base::mat::{Mat, MatRef};
+use crate::base::mat::MatRef;
 use crate::base::params::QPolicy;
 use crate::base::scalar::Scalar;
-use crate::cpu::givens::{givens, rot, rot_rows};
-use crate::cpu::householder::{apply_left, house};
 use crate::state::cpu::CpuQr;
 
 mod cpu;
@@ -27,6 +25,7 @@ pub(crate) use plan::{plan, Plan};
 mod tests {
     use super::*;
     use crate::backend::QrUpdate;
+    use crate::base::mat::Mat;
     use crate::ops::insert_cols::testkit::*;
     use crate::ops::test_support::{assert_refused, full_dims, qless_state};
 

@@ -1,4 +1,4 @@
-//! The CPU path.
+//! The CPU path: validation, then the back substitution of `cpu/solve.rs`.
 #![forbid(unsafe_code)]
 
 #[allow(unused_imports)]
@@ -41,25 +41,7 @@ pub fn solve_cpu<T: Scalar>(r: &Mat<T>, d: &Mat<T>, n: usize) -> Result<Solution
             tol: 0.0,
         });
     }
-    let q = d.ncols();
-    let mut x = Mat::zeros(n, q);
-    let mut residual_norms = Vec::with_capacity(q);
-    for c in 0..q {
-        let dc = d.col(c);
-        let xc = x.col_mut(c);
-        xc.copy_from_slice(&dc[..n]);
-        // Column-oriented back substitution: x_j = x_j / R_jj, then x(0:j) −= x_j R(0:j, j).
-        for j in (0..n).rev() {
-            let xj = xc[j] / r[(j, j)];
-            xc[j] = xj;
-            let rj = r.col(j);
-            for i in 0..j {
-                xc[i] = (-xj).mul_add(rj[i], xc[i]);
-            }
-        }
-        residual_norms.push(nrm2_f64(&dc[n..]));
-    }
-    Ok(Solution { x, residual_norms })
+    Ok(crate::cpu::solve::back_substitute(r, d, n))
 }
 
 #[cfg(test)]

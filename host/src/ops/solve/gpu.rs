@@ -13,21 +13,11 @@ use super::*;
 pub fn solve_gpu<T: crate::gpu::runtime::GpuScalar>(
     st: &crate::state::gpu::GpuQr<T>,
 ) -> Result<Solution<T>> {
-    use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
-    use crate::gpu::runtime::matrix::{DevMat, DevVec};
+    use crate::gpu::runtime::matrix::DevVec;
     let gpu = &st.gpu;
     let Dims { m, n, q, .. } = st.dims;
-    let mut x = DevMat::<T>::zeros(gpu, n, q)?;
-    gpu.panel_copy(&st.d.block(0, 0, n, q), &mut x.view_mut())?;
-    gpu.trsm(
-        Side::Left,
-        Uplo::Upper,
-        Op::N,
-        Diag::NonUnit,
-        T::ONE,
-        &st.r.block(0, 0, n, n),
-        &mut x.view_mut(),
-    )?;
+    let x =
+        crate::gpu::algo::reduced::solve_r(gpu, &st.r.block(0, 0, n, n), &st.d.block(0, 0, n, q))?;
     if st.dims.policy == crate::base::params::QPolicy::Thin {
         let q1 = st.q.as_ref().expect("a thin state holds Q₁");
         let residual_norms = crate::gpu::algo::thin::residual_norms(gpu, q1, &st.d, st.kept_b())?;

@@ -16,12 +16,12 @@ mod plan;
 
 pub use cpu::solve_cpu;
 pub use gpu::solve_gpu;
-pub(crate) use plan::nrm2_f64;
 use plan::OP;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::solve::nrm2_f64;
     use crate::ops::factorize::tests::rand_mat;
     use rand::rngs::StdRng;
     use rand::SeedableRng;

@@ -353,23 +353,31 @@ impl<'v, 'a, T> ApplyTarget<'v, 'a, T> {
         r: &'v mut DevMatViewMut<'a, T>,
         d: &'v mut DevMatViewMut<'a, T>,
     ) -> [Self; 3] {
-        [
-            ApplyTarget {
-                view: q,
-                side: RotSide::Cols,
-                banded: false,
-            },
-            ApplyTarget {
-                view: r,
-                side: RotSide::Rows,
-                banded: true,
-            },
-            ApplyTarget {
-                view: d,
-                side: RotSide::Rows,
-                banded: false,
-            },
-        ]
+        [Self::cols(q), Self::rows(r, true), Self::rows(d, false)]
+    }
+
+    /// Q by columns and d by rows: the targets of the rotations (and reflector) that act
+    /// on Q's columns and d's rows alone.
+    pub fn q_d(q: &'v mut DevMatViewMut<'a, T>, d: &'v mut DevMatViewMut<'a, T>) -> [Self; 2] {
+        [Self::cols(q), Self::rows(d, false)]
+    }
+
+    /// Column rotations on `view`.
+    pub fn cols(view: &'v mut DevMatViewMut<'a, T>) -> Self {
+        ApplyTarget {
+            view,
+            side: RotSide::Cols,
+            banded: false,
+        }
+    }
+
+    /// Row rotations on `view` (`banded`: see [`ApplyTarget::banded`]).
+    pub fn rows(view: &'v mut DevMatViewMut<'a, T>, banded: bool) -> Self {
+        ApplyTarget {
+            view,
+            side: RotSide::Rows,
+            banded,
+        }
     }
 }
 
