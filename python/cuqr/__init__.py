@@ -325,11 +325,21 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
             )
         k = _index(k, -N, N)
         k = k + N if k < 0 else k
-        _require_tall(M, N, M, N + _shape(u)[1])
+        p = _shape(u)[1]
+        _require_tall(M, N, M, N + p)
         if economic:
             _span_check(Q, u, rcond, dtype)
-        st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
-        st.insert_cols(k, u)
+        if N == 0 and p > 0:
+            # nothing to update: the factorisation of the new columns alone
+            policy = "thin" if economic else "full"
+            st = _cuqr._State.factorize(u, None, policy, False, arrays.device, dtype)
+        else:
+            st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
+            if p > 0:
+                st.insert_cols(k, u)
+            elif economic:
+                # SciPy fails here too (its economic path cannot take an empty block)
+                raise ValueError("'u' has no columns to insert")
     Q1, R1 = _finish(arrays, st)
     if overwrite_qru and which == "col" and not economic:
         Q1 = _into(Q0, Q1)
