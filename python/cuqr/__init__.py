@@ -458,18 +458,18 @@ def _view(x, i, j, m=None, n=None):
 def _delete_all(arrays, Q, R, which, economic, dtype):
     """SciPy's results of deleting every row or every column."""
     (qm, qn), (rm, rn) = _shape(Q), _shape(R)
-    if arrays.on_gpu:
-        xp = _array_module(Q)
-    else:
-        xp = _np
+    xp = _array_module(Q) if arrays.on_gpu else _np
     if which == "row":
         Q1, R1 = xp.zeros((0, 0), dtype=dtype), xp.zeros((0, rn), dtype=dtype)
     elif economic:
         Q1, R1 = xp.zeros((qm, 0), dtype=dtype), xp.zeros((0, 0), dtype=dtype)
     else:
         # Q stays a valid orthogonal factor of the (M, 0) matrix
-        Q1, R1 = Q.copy() if hasattr(Q, "copy") else Q.clone(), xp.zeros((rm, 0), dtype=dtype)
-    return Q1, R1
+        torch = type(Q).__module__.split(".")[0] == "torch"
+        Q1, R1 = Q.clone() if torch else Q.copy(), xp.zeros((rm, 0), dtype=dtype)
+    if arrays.on_gpu:
+        return Q1, R1
+    return arrays.out(Q1), arrays.out(R1)
 
 
 def _array_module(x):
