@@ -125,9 +125,61 @@ def _same_family(arrays: _Arrays, *xs_names):
 
 
 def _dtype_name(x) -> str:
+    """'float64' etc. (the byte order left out: NumPy's '>f8' is 'float64' too)."""
     dt = x.dtype
-    name = str(dt).replace("torch.", "")
-    return name
+    if isinstance(dt, _np.dtype):
+        return dt.name
+    return str(dt).replace("torch.", "")
+
+
+def _readable(x) -> bool:
+    """Whether the extension can read NumPy array ``x`` in place: native byte order,
+    aligned, and every stride (of an axis longer than one) a whole number of items."""
+    dt = x.dtype
+    return (
+        dt.isnative
+        and x.flags.aligned
+        and all(n <= 1 or s % dt.itemsize == 0 for n, s in zip(x.shape, x.strides))
+    )
+
+
+def _host_ready(x):
+    """A host array of a float dtype as the extension reads it: ``x`` itself when it can be
+    read in place (any strides, negative and zero ones included), else a Fortran-ordered
+    copy in native byte order (values unchanged). Other dtypes are left for the dtype
+    checks to refuse."""
+    if not isinstance(x, _np.ndarray) or x.dtype.kind != "f" or _readable(x):
+        return x
+    # (asfortranarray would hand back an unaligned Fortran-ordered array as it is)
+    return _np.array(x, dtype=x.dtype.newbyteorder("="), order="F", copy=True)
+
+
+def _writable_into(dst, src) -> bool:
+    """Whether result ``src`` may be written into the caller's array ``dst`` (SciPy's
+    ``overwrite_*``): a writeable NumPy array of the same shape and dtype, native and
+    aligned, whose elements do not overlap one another."""
+    if not isinstance(dst, _np.ndarray) or not isinstance(src, _np.ndarray):
+        return False
+    if dst.shape != src.shape or dst.dtype != src.dtype or not dst.flags.writeable:
+        return False
+    if not _readable(dst):
+        return False
+    # no two index pairs at one address: the axes, by stride, each step past the last
+    axes = sorted((abs(s), n) for n, s in zip(dst.shape, dst.strides) if n > 1)
+    reach = dst.dtype.itemsize
+    for step, n in axes:
+        if step < reach:
+            return False
+        reach = step * n
+    return True
+
+
+def _into(dst, src):
+    """``src`` written into ``dst`` and ``dst`` returned when allowed, else ``src``."""
+    if _writable_into(dst, src):
+        dst[...] = src
+        return dst
+    return src
 
 
 def _shape(x):
@@ -145,7 +197,7 @@ def _prepare(arrays: _Arrays, named, check_finite: bool):
     out = []
     for x, name in named:
         if not arrays.on_gpu:
-            x = arrays.host(x, name)
+            x = _host_ready(arrays.host(x, name))
             if check_finite and x.dtype.kind in "fc":
                 _check_finite(x, name)
         out.append(x)
@@ -171,12 +223,17 @@ def _check_qr(Q, R):
         raise ValueError("Q and R must have the same dtype")
     if dq not in _DTYPES:
         raise ValueError(f"cuqr supports float32 and float64 arrays, found {dq}")
-    M, N = qm, rn
-    if M < N:
+    return qm, rn, economic, dq
+
+
+def _require_tall(M: int, N: int, M1: int, N1: int):
+    """cuqr's one restriction beyond SciPy's: M >= N before and after. Checked after every
+    other argument check, so that it is the only reason left for refusing the call."""
+    if M < N or M1 < N1:
         raise ValueError(
-            f"cuqr updates tall or square factorisations (M >= N); found M={M}, N={N}"
+            "cuqr updates tall or square factorisations (M >= N); Q @ R is "
+            f"{M}x{N} and would be {M1}x{N1} after the update"
         )
-    return M, N, economic, dq
 
 
 def _index(k, lo: int, hi: int) -> int:
@@ -220,9 +277,10 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     augmented with ``u/||u||`` (default: the dtype's machine epsilon); below it a
     ``LinAlgError`` says that ``u`` lies in the span of Q, as SciPy does.
 
-    ``overwrite_qru`` is accepted for compatibility; cuqr never writes its inputs. NumPy
-    inputs run on the CPU; CuPy arrays and PyTorch CUDA tensors on their GPU, with results
-    of the same kind.
+    With ``overwrite_qru=True`` a full Q that keeps its shape (column insertion) receives
+    the new Q, and that array is returned, when it is a writeable NumPy array of the dtype
+    (as SciPy does where it can); ``u`` is never written. NumPy inputs run on the CPU; CuPy
+    arrays and PyTorch CUDA tensors on their GPU, with results of the same kind.
 
     Raises ``ValueError`` for bad shapes, dtypes, indices and non-finite input and
     ``numpy.linalg.LinAlgError`` for a column in the span of Q.
@@ -236,11 +294,11 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     >>> np.allclose(Q1 @ R1, np.insert(A, 2, 1.0, axis=0))
     True
     """
-    del overwrite_qru
     if which not in ("row", "col"):
         raise ValueError("'which' must be either 'row' or 'col'")
     arrays = _Arrays.of(Q)
     _same_family(arrays, (R, "R"), (u, "u"))
+    Q0 = Q
     Q, R, u = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u")], check_finite)
     M, N, economic, dtype = _check_qr(Q, R)
     if _dtype_name(u) != dtype:
@@ -255,6 +313,7 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
             )
         k = _index(k, -M, M)
         k = k + M if k < 0 else k
+        _require_tall(M, N, M + _shape(u)[0], N)
         st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
         st.insert_rows(k, u)
     else:
@@ -266,11 +325,25 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
             )
         k = _index(k, -N, N)
         k = k + N if k < 0 else k
+        p = _shape(u)[1]
+        _require_tall(M, N, M, N + p)
         if economic:
             _span_check(Q, u, rcond, dtype)
-        st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
-        st.insert_cols(k, u)
-    return _finish(arrays, st)
+        if N == 0 and p > 0:
+            # nothing to update: the factorisation of the new columns alone
+            policy = "thin" if economic else "full"
+            st = _cuqr._State.factorize(u, None, policy, False, arrays.device, dtype)
+        else:
+            st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
+            if p > 0:
+                st.insert_cols(k, u)
+            elif economic:
+                # SciPy fails here too (its economic path cannot take an empty block)
+                raise ValueError("'u' has no columns to insert")
+    Q1, R1 = _finish(arrays, st)
+    if overwrite_qru and which == "col" and not economic:
+        Q1 = _into(Q0, Q1)
+    return Q1, R1
 
 
 def _norm(x):
@@ -317,7 +390,13 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
     columns) ``k .. k+p-1``. Full and economic decompositions, float32 and float64,
     ``M >= N`` before and after.
 
-    ``overwrite_qr`` is accepted for compatibility; cuqr never writes its inputs.
+    Deleting every row leaves Q (0, 0) and R (0, N); deleting every column leaves Q (M, M)
+    and R (M, 0), or Q (M, 0) and R (0, 0) for an economic decomposition, as in SciPy.
+
+    With ``overwrite_qr=True`` the results are written into the blocks of ``Q`` and ``R``
+    that SciPy overwrites (``Q[p:, p:]`` and ``R[p:, :]`` for a full row deletion,
+    ``Q`` and ``R[:, :-p]`` for a column deletion), which are returned, when the inputs are
+    writeable NumPy arrays of the dtype; otherwise new arrays are returned.
 
     Example
     -------
@@ -328,11 +407,11 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
     >>> np.allclose(Q1 @ R1, np.delete(A, [1, 2], axis=0))
     True
     """
-    del overwrite_qr
     if which not in ("row", "col"):
         raise ValueError("'which' must be either 'row' or 'col'")
     arrays = _Arrays.of(Q)
     _same_family(arrays, (R, "R"))
+    Q0, R0 = Q, R
     Q, R = _prepare(arrays, [(Q, "Q"), (R, "R")], check_finite)
     M, N, economic, dtype = _check_qr(Q, R)
     try:
@@ -344,12 +423,72 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
     k = k + lim if k < 0 else k
     if p < 1 or k + p > lim:
         raise ValueError("'p' is out of range")
+    if p == lim:
+        return _delete_all(arrays, Q, R, which, economic, dtype)
+    if which == "row":
+        _require_tall(M, N, M - p, N)
+    else:
+        _require_tall(M, N, M, N - p)
     st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
     if which == "row":
         st.delete_rows(k, p)
     else:
         st.delete_cols(k, p)
-    return _finish(arrays, st)
+    Q1, R1 = _finish(arrays, st)
+    if overwrite_qr and isinstance(Q1, _np.ndarray):
+        # the trailing blocks (rows) or leading ones (columns) of the inputs, as in SciPy
+        (qm, qn), (rm, rn) = _shape(Q0), _shape(R0)
+        (q1m, q1n), (r1m, r1n) = Q1.shape, R1.shape
+        if which == "row":
+            qv, rv = _view(Q0, qm - q1m, qn - q1n), _view(R0, rm - r1m, 0)
+        else:
+            qv, rv = _view(Q0, 0, 0, q1m, q1n), _view(R0, 0, 0, r1m, r1n)
+        Q1, R1 = _into(qv, Q1), _into(rv, R1)
+    return Q1, R1
+
+
+def _view(x, i, j, m=None, n=None):
+    """``x[i:i+m, j:j+n]`` of a NumPy array (to the end when ``m``/``n`` are None); None
+    for anything else."""
+    if not isinstance(x, _np.ndarray):
+        return None
+    return x[i : None if m is None else i + m, j : None if n is None else j + n]
+
+
+def _delete_all(arrays, Q, R, which, economic, dtype):
+    """SciPy's results of deleting every row or every column."""
+    (qm, qn), (rm, rn) = _shape(Q), _shape(R)
+    xp = _array_module(Q) if arrays.on_gpu else _np
+    if which == "row":
+        Q1, R1 = xp.zeros((0, 0), dtype=dtype), xp.zeros((0, rn), dtype=dtype)
+    elif economic:
+        Q1, R1 = xp.zeros((qm, 0), dtype=dtype), xp.zeros((0, 0), dtype=dtype)
+    else:
+        # Q stays a valid orthogonal factor of the (M, 0) matrix
+        torch = type(Q).__module__.split(".")[0] == "torch"
+        Q1, R1 = Q.clone() if torch else Q.copy(), xp.zeros((rm, 0), dtype=dtype)
+    if arrays.on_gpu:
+        return Q1, R1
+    return arrays.out(Q1), arrays.out(R1)
+
+
+def _array_module(x):
+    """The array library of a device array (CuPy or PyTorch), for making empty results."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch":
+        import torch
+
+        class _Torch:
+            @staticmethod
+            def zeros(shape, dtype):
+                return torch.zeros(shape, dtype=getattr(torch, dtype), device=x.device)
+
+        return _Torch
+    if mod == "cupy":
+        import cupy
+
+        return cupy
+    raise ValueError("deleting every row or column of a DLPack array needs CuPy or PyTorch")
 
 
 def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
@@ -358,6 +497,10 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1 = A + u @ v.T`` (``u`` of shape
     (M,) or (M, k), ``v`` of shape (N,) or (N, k)). Full and economic decompositions,
     float32 and float64.
+
+    With ``overwrite_qruv=True`` the new Q and R are written into ``Q`` and ``R``, which
+    are returned, when they are writeable NumPy arrays of the dtype; ``u`` and ``v`` are
+    never written.
 
     Example
     -------
@@ -368,9 +511,9 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     >>> np.allclose(Q1 @ R1, A + np.outer(u, v))
     True
     """
-    del overwrite_qruv
     arrays = _Arrays.of(Q)
     _same_family(arrays, (R, "R"), (u, "u"), (v, "v"))
+    Q0, R0 = Q, R
     Q, R, u, v = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u"), (v, "v")], check_finite)
     M, N, economic, dtype = _check_qr(Q, R)
     if _dtype_name(u) != dtype or _dtype_name(v) != dtype:
@@ -384,12 +527,16 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
         raise ValueError("v.shape[0] must equal R.shape[1]")
     if len(us) == 2 and us[1] != vs[1]:
         raise ValueError("Second dimension of u and v must be the same")
+    _require_tall(M, N, M, N)
     st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
     if len(us) == 1 or us[1] == 1:
         st.rank_one(u.reshape(M, 1), v.reshape(N, 1))
-    else:
+    elif us[1] > 0:
         st.rank_k(u, v)
-    return _finish(arrays, st)
+    Q1, R1 = _finish(arrays, st)
+    if overwrite_qruv:
+        Q1, R1 = _into(Q0, Q1), _into(R0, R1)
+    return Q1, R1
 
 
 def cholupdate(R, x, sign="+", check_finite=True):
@@ -504,9 +651,9 @@ class QR:
                 f"A is on CUDA device {arrays.device}; pass device='auto' or 'cuda:{arrays.device}'"
             )
         if not arrays.on_gpu:
-            A = arrays.host(A, "A")
+            A = _host_ready(arrays.host(A, "A"))
             if b is not None:
-                b = arrays.host(b, "b")
+                b = _host_ready(arrays.host(b, "b"))
         dtype = _dtype_name(A)
         if dtype not in _DTYPES:
             raise ValueError(f"cuqr supports float32 and float64 arrays, found {dtype}")
@@ -551,7 +698,7 @@ class QR:
         a = _Arrays.of(x)
         if a.on_gpu:
             return x
-        return a.host(x, name)
+        return _host_ready(a.host(x, name))
 
     def _out(self, x):
         return self._arrays.out(x) if x is not None else None
@@ -700,10 +847,12 @@ class QR:
         the norm of R's lower part, e_x (against a fresh factorisation), e_gram and the drift
         record."""
         A = _Arrays.of(A).host(A, "A") if not _Arrays.of(A).on_gpu else _to_numpy(A)
+        A = _host_ready(A)
         if b is None:
             b = _np.zeros((A.shape[0], self._st.shape[2]), dtype=A.dtype)
         else:
             b = _Arrays.of(b).host(b, "b") if not _Arrays.of(b).on_gpu else _to_numpy(b)
+            b = _host_ready(b)
             if b.ndim == 1:
                 b = b.reshape(-1, 1)
         return self._st.diagnostics(A, b)

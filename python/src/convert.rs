@@ -66,9 +66,38 @@ pub fn cuda_device_of(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
     })
 }
 
+/// Refuses a NumPy array whose elements cannot be read in place as `T`s: an unaligned one,
+/// or one with a stride that is not a whole number of elements (a field of a structured
+/// array), which a strided read in elements would misread. Axes of extent 0 or 1 never
+/// move the address, so their strides do not matter.
+fn check_layout<T: Real>(
+    shape: &[usize],
+    strides: &[isize],
+    aligned: bool,
+    what: &str,
+) -> PyResult<()> {
+    let size = std::mem::size_of::<T>() as isize;
+    let whole = shape
+        .iter()
+        .zip(strides)
+        .all(|(&n, &s)| n <= 1 || s % size == 0);
+    if aligned && whole {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(format!(
+        "{what}: the array's memory layout cannot be read as {} elements (unaligned, or \
+         strides that are not a multiple of the item size); pass a copy, e.g. \
+         numpy.asfortranarray({what})",
+        <T as Real>::DTYPE_NAME
+    )))
+}
+
 /// A NumPy array (1-D: one column; 2-D) of `T` copied into a column-major [`Mat`].
+/// Any strides are read (negative and zero ones too); an array whose layout cannot be read
+/// as `T`s in place is refused ([`check_layout`]).
 pub fn host_mat<T: Real>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Mat<T>> {
     if let Ok(a) = obj.cast::<PyArray2<T>>() {
+        check_layout::<T>(a.shape(), a.strides(), a.is_aligned(), what)?;
         let a = a.readonly();
         let (m, n) = (a.shape()[0], a.shape()[1]);
         if a.is_fortran_contiguous() {
@@ -93,11 +122,12 @@ pub fn host_mat<T: Real>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Mat<T>>
         return Ok(out);
     }
     if let Ok(a) = obj.cast::<PyArray1<T>>() {
+        check_layout::<T>(a.shape(), a.strides(), a.is_aligned(), what)?;
         let a = a.readonly();
         return Ok(Mat::from_col(&a.as_array().to_vec()));
     }
     Err(PyValueError::new_err(format!(
-        "{what}: expected a 1-D or 2-D NumPy array of {}",
+        "{what}: expected a 1-D or 2-D NumPy array of {} in native byte order",
         <T as Real>::DTYPE_NAME
     )))
 }

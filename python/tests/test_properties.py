@@ -10,9 +10,9 @@ from several threads at once is either serialised or refused with a clear error,
 agreeing with a refactorisation.
 
 Left out on purpose (known differences from SciPy, each a clean exception in cuqr):
-complex dtypes (cuqr is real only), wide factorisations M < N (cuqr updates tall or square
-ones), and structured-array fields whose strides are not a multiple of the item size (a
-known wrong-answer bug being fixed elsewhere; not generated here).
+complex dtypes (cuqr is real only) and wide factorisations M < N (cuqr updates tall or
+square ones). Memory layouts beyond the ones here (structured-array fields, byte-swapped,
+unaligned, broadcast) are the subject of test_layouts.py.
 
 ``CUQR_HYPOTHESIS_EXAMPLES`` scales the number of examples (default sized for CI).
 """

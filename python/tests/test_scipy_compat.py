@@ -235,3 +235,31 @@ def test_torch_cpu_tensors_come_back_as_tensors(rng):
     Q1, R1 = cuqr.qr_insert(torch.from_numpy(Q), torch.from_numpy(R), torch.from_numpy(u), 3)
     assert isinstance(Q1, torch.Tensor) and isinstance(R1, torch.Tensor)
     check_factors(Q1.numpy(), R1.numpy(), np.insert(A, 3, u, axis=0), np.float64)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_overwrite_writes_the_callers_arrays(rng, order):
+    A, Q, R = factors(rng, 9, 5, np.float64, "full", order=order)
+    u, v = rng.standard_normal(9), rng.standard_normal(5)
+    Q1, R1 = cuqr.qr_update(Q, R, u, v, overwrite_qruv=True)
+    assert Q1 is Q and R1 is R
+    check_factors(Q, R, A + np.outer(u, v), np.float64)
+    # row deletion: the trailing blocks, as in SciPy
+    A2 = Q @ R
+    Q2, R2 = cuqr.qr_delete(Q, R, 2, 3, overwrite_qr=True)
+    assert np.shares_memory(Q2, Q) and np.shares_memory(R2, R)
+    np.testing.assert_array_equal(Q2, Q[3:, 3:])
+    np.testing.assert_array_equal(R2, R[3:, :])
+    check_factors(Q2, R2, np.delete(A2, [2, 3, 4], axis=0), np.float64)
+
+
+def test_overwrite_leaves_what_it_cannot_write(rng):
+    A, Q, R = factors(rng, 9, 5, np.float64, "full")
+    u, v = rng.standard_normal(9), rng.standard_normal(5)
+    Qr = Q.copy()
+    Qr.flags.writeable = False
+    Q1, R1 = cuqr.qr_update(Qr, R.tolist(), u, v, overwrite_qruv=True)
+    assert Q1 is not Qr and isinstance(R1, np.ndarray)
+    np.testing.assert_array_equal(Qr, Q)
+    Q2, R2 = cuqr.qr_update(Q.astype(">f8"), R, u, v, overwrite_qruv=True)
+    check_factors(Q2, R2, A + np.outer(u, v), np.float64)
