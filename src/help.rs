@@ -13,6 +13,8 @@ Commands:
            and a JSON summary
   window   least squares over a sliding window of the rows of A, x after
            every step
+  rolling  rolling least squares of one or many series (statsmodels'
+           RollingOLS), coefficients of every window
   dist     least squares with A's rows over several GPUs (NCCL): factorize, window
   demo     a regression run on synthetic data: updates versus
            refactorising from scratch, with timings and accuracy
@@ -137,4 +139,45 @@ Options:
   --precision f64|f32    working precision (default f64)
   --backend auto|cpu|gpu default auto
   --threads N            threads of the CPU backend (default: all cores)
+";
+
+/// `cuqr rolling --help`.
+pub const ROLLING_HELP: &str = "\
+cuqr rolling: rolling least squares of one or many series.
+
+Usage: cuqr rolling --y Y.npy --x X.npy --window W [--min-nobs N] [--expanding]
+                    [--forget L] [--missing drop|skip|raise]
+                    [--precision f64|f32] [--backend cpu|auto|gpu] --out DIR
+
+For every time step t and every series, the least-squares coefficients of the
+W observations ending at t (statsmodels' RollingOLS), by QR updating: the new
+observation enters the window's R by Givens rotations, the oldest leaves by a
+downdate (a refused downdate refactorises the window from its data).
+
+Options:
+  --y Y.npy              T observations (1-D) or T x S (S series side by side)
+  --x X.npy              the T x k design shared by every series (add a column of
+                         ones for an intercept)
+  --window W             observations per window, W >= 1
+  --min-nobs N           finite observations a window needs, k <= N <= W
+                         (default k)
+  --expanding            also estimate the shorter windows at the start, once
+                         they hold N observations
+  --forget L             forgetting factor in (0, 1] inside each window: an
+                         observation a steps old weighs L^a (default 1)
+  --missing drop|skip|raise
+                         rows with NaN or inf: left out of the windows (drop,
+                         default), NaN for windows holding one (skip), or an
+                         error (raise)
+  --precision f64|f32    working precision (default f64)
+  --backend cpu|auto|gpu only the CPU implements rolling least squares; auto and
+                         gpu run on the CPU and print a note (default cpu)
+  --out DIR              output folder, created if missing
+
+Outputs in DIR:
+  params.npy     T x k (1-D y) or T x S x k, C order: NaN where a window has
+                 no estimate (before the first window, too few observations,
+                 rank deficient)
+  rss.npy        T or T x S: the residual sum of squares of each window
+  summary.json   sizes, windows estimated, refactorisations, time
 ";

@@ -1,6 +1,6 @@
 //! The `cuqr` command-line tool: `cuqr update` applies one QR update to a problem
 //! read from `.npy` files and reports its accuracy, `cuqr window` streams rows through a
-//! sliding window, `cuqr demo` runs a regression
+//! sliding window, `cuqr rolling` runs rolling least squares of many series, `cuqr demo` runs a regression
 //! on synthetic data that compares updating with refactorising, `cuqr bench` runs the
 //! `cuqr-bench` program (benchmarks against cuSOLVER). Errors are one line on stderr,
 //! `cuqr: error: ...`, with exit status 2.
@@ -13,6 +13,7 @@ mod dist_cmd;
 mod help;
 mod json;
 mod ops;
+mod rolling_cmd;
 mod update_cmd;
 mod window_cmd;
 
@@ -34,6 +35,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
                 Some("update") => print!("{}", help::UPDATE_HELP),
                 Some("demo") => print!("{}", help::DEMO_HELP),
                 Some("window") => print!("{}", help::WINDOW_HELP),
+                Some("rolling") => print!("{}", help::ROLLING_HELP),
                 Some("dist") => print!("{}", dist_cmd::HELP),
                 Some("bench") => return bench_cmd::run(&["--help".to_string()]),
                 Some(other) => {
@@ -48,6 +50,7 @@ fn dispatch(args: &[String]) -> CliResult<()> {
         }
         "update" => update_cmd::run(rest),
         "window" => window_cmd::run(rest),
+        "rolling" => rolling_cmd::run(rest),
         "dist" => dist_cmd::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench_cmd::run(rest),

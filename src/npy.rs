@@ -5,8 +5,8 @@
 //! with a one-line error. Arrays come back as column-major f64 data (f32
 //! widens exactly), so the caller converts once to its working precision.
 //! The writer emits version 1.0 (2.0 when the header needs it), little-endian,
-//! Fortran order, with the header padded so the data starts on a 64-byte
-//! boundary as NumPy does.
+//! Fortran order (or C order for arrays of any rank, `encode_c`), with the header
+//! padded so the data starts on a 64-byte boundary as NumPy does.
 
 use std::fmt;
 use std::io::Read;
@@ -354,12 +354,37 @@ fn parse_shape(raw: &str) -> Result<Vec<usize>, NpyError> {
 pub fn encode<T: NpyElem>(a: &Mat<T>, one_d: bool) -> Vec<u8> {
     assert!(!one_d || a.ncols() == 1, "a 1-D array has one column");
     let shape = if one_d {
-        format!("({},)", a.nrows())
+        vec![a.nrows()]
     } else {
-        format!("({}, {})", a.nrows(), a.ncols())
+        vec![a.nrows(), a.ncols()]
     };
+    encode_with(a.as_slice(), &shape, true)
+}
+
+/// Encodes `data` as a C-ordered (row-major) `.npy` array of any `shape`.
+pub fn encode_c<T: NpyElem>(data: &[T], shape: &[usize]) -> Vec<u8> {
+    assert_eq!(
+        data.len(),
+        shape.iter().product::<usize>(),
+        "data fills the shape"
+    );
+    encode_with(data, shape, false)
+}
+
+fn encode_with<T: NpyElem>(data: &[T], shape: &[usize], fortran: bool) -> Vec<u8> {
+    let shape = match shape {
+        [n] => format!("({n},)"),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let order = if fortran { "True" } else { "False" };
     let mut dict = format!(
-        "{{'descr': '{}', 'fortran_order': True, 'shape': {shape}, }}",
+        "{{'descr': '{}', 'fortran_order': {order}, 'shape': {shape}, }}",
         T::DESCR
     );
     // magic (6) + version (2) + length (2 or 4) + dict + '\n', padded to 64.
@@ -372,7 +397,7 @@ pub fn encode<T: NpyElem>(a: &Mat<T>, one_d: bool) -> Vec<u8> {
         dict.push(' ');
     }
     dict.push('\n');
-    let mut out = Vec::with_capacity(total + std::mem::size_of_val(a.as_slice()));
+    let mut out = Vec::with_capacity(total + std::mem::size_of_val(data));
     out.extend_from_slice(MAGIC);
     if prefix == 10 {
         out.extend_from_slice(&[1, 0]);
@@ -382,10 +407,16 @@ pub fn encode<T: NpyElem>(a: &Mat<T>, one_d: bool) -> Vec<u8> {
         out.extend_from_slice(&(dict.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(dict.as_bytes());
-    for &x in a.as_slice() {
+    for &x in data {
         x.put(&mut out);
     }
     out
+}
+
+/// Writes `data` to `path` as a C-ordered `.npy` array of `shape` (see [`encode_c`]).
+pub fn write_file_c<T: NpyElem>(path: &Path, data: &[T], shape: &[usize]) -> Result<(), NpyError> {
+    std::fs::write(path, encode_c(data, shape))
+        .map_err(|e| NpyError(format!("cannot write {}: {e}", path.display())))
 }
 
 /// Writes `a` to `path` as a `.npy` file (see [`encode`]).

@@ -915,3 +915,80 @@ fn threads_option() {
         "--threads must be a non-negative integer",
     );
 }
+
+#[test]
+fn rolling_writes_each_windows_coefficients() {
+    let dir = temp_dir("rolling");
+    let t_len = 40;
+    // y = 1 + 2·t on [1, t], exactly; row 5 of y is NaN (left out under --missing drop).
+    let x = M::from_fn(t_len, 2, |i, j| if j == 0 { 1.0 } else { i as f64 });
+    let mut y = M::from_fn(t_len, 1, |i, _| 1.0 + 2.0 * i as f64);
+    y.d[5] = f64::NAN;
+    let (xp, yp) = (dir.join("X.npy"), dir.join("y.npy"));
+    write_npy(&xp, &x, Layout::F64C, false);
+    write_npy(&yp, &y, Layout::F64C, true);
+    let out = dir.join("out");
+    let o = run_ok(&[
+        "rolling",
+        "--y",
+        p(&yp),
+        "--x",
+        p(&xp),
+        "--window",
+        "10",
+        "--expanding",
+        "--min-nobs",
+        "3",
+        "--out",
+        p(&out),
+    ]);
+    assert!(stdout(&o).contains("window 10"), "{}", stdout(&o));
+    let (shape, params) = read_npy(&out.join("params.npy"));
+    assert_eq!(shape, vec![t_len, 2]);
+    for t in 0..t_len {
+        if t < 2 {
+            assert!(params.at(t, 0).is_nan());
+        } else {
+            assert!((params.at(t, 0) - 1.0).abs() < 1e-10, "t={t}");
+            assert!((params.at(t, 1) - 2.0).abs() < 1e-10, "t={t}");
+        }
+    }
+    let (shape, rss) = read_npy(&out.join("rss.npy"));
+    assert_eq!(shape, vec![t_len]);
+    assert!(rss.d[20].abs() < 1e-16);
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert_eq!(json_field(&summary, "estimated_windows"), "38");
+    // Two series: params is T × S × k.
+    let y2 = M::from_fn(t_len, 2, |i, s| (s + 1) as f64 * i as f64);
+    write_npy(&yp, &y2, Layout::F32F, false);
+    run_ok(&[
+        "rolling",
+        "--y",
+        p(&yp),
+        "--x",
+        p(&xp),
+        "--window",
+        "7",
+        "--backend",
+        "auto",
+        "--out",
+        p(&out),
+    ]);
+    let head = std::fs::read(out.join("params.npy")).unwrap();
+    let head = String::from_utf8_lossy(&head[..128]);
+    assert!(head.contains("'shape': (40, 2, 2)"), "{head}");
+    assert_cli_error(
+        &cuqr(&[
+            "rolling",
+            "--y",
+            p(&yp),
+            "--x",
+            p(&xp),
+            "--window",
+            "0",
+            "--out",
+            p(&out),
+        ]),
+        "window",
+    );
+}

@@ -26,7 +26,7 @@
 //! # Layers
 //! Each module imports only from the layers below it (a test checks this):
 //! `base` → `cpu` and `gpu` (`ffi::driver` → `runtime` → `ffi` → `launch` → `algo`) →
-//! `state` → `ops` → `backend` → `distributed`, `lu`, `mixed`, `internals`.
+//! `state` → `ops` → `backend` → `distributed`, `lu`, `mixed`, `rolling`, `internals`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
@@ -47,6 +47,7 @@ pub mod fault {
 pub mod lu;
 pub mod mixed;
 pub(crate) mod ops;
+pub mod rolling;
 pub(crate) mod state;
 
 pub use backend::device::{Backend, Device, Qr, QrState};

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("backend", 8),
     ("lu", 9),
     ("mixed", 9),
+    ("rolling", 9),
     ("distributed", 9),
     ("internals", 10),
     ("", 11), // lib.rs: the crate root re-exports

@@ -1,8 +1,9 @@
 """cuqr: QR factorisation and QR updating on NVIDIA GPUs and the CPU.
 
 Drop-in replacements for SciPy's ``qr_insert``, ``qr_delete`` and ``qr_update`` (same
-signatures, shapes, dtypes and exceptions), a Cholesky up- and downdate ``cholupdate``, and a
-stateful :class:`QR` for repeated updates without round trips. NumPy arrays run on the CPU
+signatures, shapes, dtypes and exceptions), a Cholesky up- and downdate ``cholupdate``, a
+stateful :class:`QR` for repeated updates without round trips, and rolling and recursive
+least squares for many series (``rolling_lstsq``, ``recursive_lstsq``). NumPy arrays run on the CPU
 backend; CuPy arrays and PyTorch CUDA tensors run on their GPU and come back as arrays of
 the same kind, exchanged through DLPack without a host copy.
 
@@ -30,6 +31,8 @@ __all__ = [
     "qr_delete",
     "qr_insert",
     "qr_update",
+    "recursive_lstsq",
+    "rolling_lstsq",
     "set_threads",
     "threads",
 ]
@@ -878,3 +881,153 @@ def _to_numpy(x):
     if mod == "cupy":
         return x.get()
     return _np.asarray(x)
+
+
+# ---------------------------------------------------------------------------------------
+# Rolling and recursive least squares (CPU)
+# ---------------------------------------------------------------------------------------
+
+
+def _rolling_inputs(y, X, name: str):
+    """y as a C-contiguous (T, S) array and X as (T, k) or (T, S, k), one float dtype;
+    whether y was 1-D. Device arrays are refused: there is no GPU implementation yet."""
+    for a, what in ((y, "y"), (X, "X")):
+        if _Arrays.of(a).on_gpu or hasattr(a, "__cuda_array_interface__"):
+            raise ValueError(
+                f"{name}: '{what}' is a GPU array, but {name} runs on the CPU only for now; "
+                "copy it to the host first (cupy.asnumpy(a), tensor.cpu().numpy())"
+            )
+    y = _Arrays.of(y).host(y, "y")
+    X = _Arrays.of(X).host(X, "X")
+    dtype = _np.result_type(y.dtype, X.dtype, _np.float32)
+    if dtype not in (_np.float32, _np.float64):
+        dtype = _np.float64
+    if y.ndim not in (1, 2):
+        raise ValueError(f"{name}: y must be 1-D (T,) or 2-D (T, S), got {y.ndim}-D")
+    one = y.ndim == 1
+    y2 = y.reshape(y.shape[0], 1) if one else y
+    T, S = y2.shape
+    if X.ndim == 2:
+        if X.shape[0] != T:
+            raise ValueError(f"{name}: X has {X.shape[0]} rows, y has {T}")
+    elif X.ndim == 3:
+        if X.shape[:2] != (T, S):
+            raise ValueError(
+                f"{name}: a 3-D X must have shape (T, S, k) = ({T}, {S}, k), got {X.shape}"
+            )
+    else:
+        raise ValueError(f"{name}: X must be 2-D (T, k) or 3-D (T, S, k), got {X.ndim}-D")
+    if X.shape[-1] == 0:
+        raise ValueError(f"{name}: X has no columns")
+    y2 = _np.ascontiguousarray(y2, dtype=dtype)
+    X = _np.ascontiguousarray(X, dtype=dtype)
+    return y2, X, one
+
+
+def _rolling_outputs(out, one: bool, return_rss: bool, device: str):
+    params, rss, _flags, fallback, _counts = out
+    if fallback is not None and device != "cpu":
+        import warnings
+
+        warnings.warn(fallback, RuntimeWarning, stacklevel=3)
+    if one:
+        params, rss = params[:, 0, :], rss[:, 0]
+    return (params, rss) if return_rss else params
+
+
+def rolling_lstsq(
+    y,
+    X,
+    window: int,
+    *,
+    min_nobs=None,
+    expanding: bool = False,
+    forget=None,
+    missing: str = "drop",
+    return_rss: bool = False,
+    device: str = "cpu",
+):
+    """Rolling least squares of many series: statsmodels' ``RollingOLS(y, X, window)``,
+    by QR updating.
+
+    Parameters
+    ----------
+    y : array, shape (T,) or (T, S)
+        One series, or S series side by side.
+    X : array, shape (T, k) or (T, S, k)
+        Regressors shared by every series, or one design per series. Add a column of
+        ones for an intercept (as with ``RollingOLS``).
+    window : int
+        Observations per window; the estimate at t uses rows t-window+1 .. t.
+    min_nobs : int, optional
+        Finite observations a window needs (k <= min_nobs <= window; default k).
+    expanding : bool
+        Estimate the shorter windows at the start too, once they hold ``min_nobs``
+        observations.
+    forget : float, optional
+        Exponential forgetting in (0, 1] inside each window: an observation a steps old
+        weighs ``forget**a`` (default 1).
+    missing : {'drop', 'skip', 'raise'}
+        Rows with NaN or inf in y or X: left out of each window ('drop', the default, as
+        ``RollingOLS``), NaN estimates for every window holding one ('skip'), or
+        ``ValueError`` ('raise').
+    return_rss : bool
+        Also return the residual sum of squares of each window (``RollingOLS``'s ``ssr``).
+    device : {'cpu', 'auto', 'cuda'}
+        Only the CPU implements rolling least squares for now; 'auto' and 'cuda' run on
+        the CPU and warn (``RuntimeWarning``) with the reason. GPU arrays (CuPy, CUDA
+        tensors) are refused with ``ValueError``: copy them to the host first.
+
+    Returns
+    -------
+    params : ndarray, shape (T, k) or (T, S, k)
+        NaN where a window has no estimate: before the first full window (or before
+        ``min_nobs`` rows under ``expanding``), too few finite rows, a missing row under
+        'skip', or a rank-deficient window (where ``RollingOLS`` would return the result
+        of inverting a singular XᵀX).
+    rss : ndarray, shape (T,) or (T, S)
+        Only with ``return_rss=True``.
+
+    The computation releases the interpreter lock and runs the series in parallel
+    (``cuqr.set_threads``). float32 inputs compute in float32, others in float64.
+
+    Example
+    -------
+    >>> import numpy as np, cuqr
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([np.ones(500), rng.standard_normal((500, 2))])
+    >>> y = X @ [1.0, 2.0, -1.0] + 0.1 * rng.standard_normal(500)
+    >>> params = cuqr.rolling_lstsq(y, X, window=60)
+    >>> params.shape, bool(np.isnan(params[58]).all()), np.round(params[-1], 1).tolist()
+    ((500, 3), True, [1.0, 2.0, -1.0])
+    """
+    y2, X, one = _rolling_inputs(y, X, "rolling_lstsq")
+    out = _cuqr.rolling(
+        y2, X, int(window), None if min_nobs is None else int(min_nobs), bool(expanding),
+        None if forget is None else float(forget), missing, None, None, device,
+    )
+    return _rolling_outputs(out, one, return_rss, device)
+
+
+def recursive_lstsq(
+    y, X, forget: float = 1.0, *, missing: str = "drop", return_rss: bool = False,
+    device: str = "cpu",
+):
+    """Recursive least squares with exponential forgetting, by QR updating.
+
+    ``params[t]`` minimises ``sum_{s<=t} forget**(t-s) * (y[s] - X[s] @ beta)**2``; NaN
+    until the observations so far determine beta (at least k of them, full rank).
+    Shapes, ``missing``, ``return_rss`` and ``device`` as for :func:`rolling_lstsq`;
+    ``forget`` in (0, 1] (1: ordinary least squares of everything so far).
+
+    Example
+    -------
+    >>> import numpy as np, cuqr
+    >>> X = np.column_stack([np.ones(100), np.arange(100.0)])
+    >>> params = cuqr.recursive_lstsq(3.0 + 0.5 * np.arange(100.0), X, forget=0.99)
+    >>> bool(np.isnan(params[0]).all()), np.round(params[-1], 6).tolist()
+    (True, [3.0, 0.5])
+    """
+    y2, X, one = _rolling_inputs(y, X, "recursive_lstsq")
+    out = _cuqr.recursive(y2, X, float(forget), missing, None, device)
+    return _rolling_outputs(out, one, return_rss, device)

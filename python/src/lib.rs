@@ -7,6 +7,7 @@
 mod convert;
 mod dlpack;
 mod error;
+mod rolling;
 mod state;
 
 use pyo3::prelude::*;
@@ -21,5 +22,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state::array_device, m)?)?;
     m.add_function(wrap_pyfunction!(state::set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(state::threads, m)?)?;
+    m.add_function(wrap_pyfunction!(rolling::rolling, m)?)?;
+    m.add_function(wrap_pyfunction!(rolling::recursive, m)?)?;
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod mat;
 pub mod params;
 pub mod precision;
 pub(crate) mod refusal;
+pub mod rolling;
 pub mod scalar;
 pub mod solution;
 pub mod splice;

@@ -25,6 +25,8 @@ pub(crate) mod rank_one;
 pub(crate) mod reduced;
 pub mod reference;
 pub(crate) mod rfactor;
+pub(crate) mod rolling;
+pub(crate) mod rolling_series;
 pub(crate) mod rotations;
 mod settings;
 pub(crate) mod solve;

@@ -84,6 +84,15 @@ pub enum DowndateFailure {
     },
 }
 
+/// The downdate's refusal test: `alpha2` = 1 − ‖z‖² (z = R⁻ᵀa, a the leaving row) is NaN
+/// or at most √u, so that the rows left do not determine R to working precision
+/// (docs/algorithms.md#updates-without-q). Shared by [`remove_row`] and the rolling
+/// least-squares kernel (`cpu/rolling.rs`).
+#[inline]
+pub fn downdate_refused(alpha2: f64, unit_roundoff: f64) -> bool {
+    alpha2.is_nan() || alpha2 <= unit_roundoff.sqrt()
+}
+
 /// Removes one row `a` (n) with right-hand-side entries `beta` (q) from R, d and `rho`:
 /// afterwards R'ᵀR' = RᵀR − aaᵀ and R'ᵀd' = Rᵀd − aβᵀ. On failure nothing is changed.
 ///
@@ -113,7 +122,7 @@ pub fn remove_row<T: Scalar>(
     // 1 − ‖z‖² is computed with an absolute error of order κ(R)·u, so a row the others do
     // not determine (exactly 0) can come out at u or a little above: refuse up to √u
     // (docs/algorithms.md#updates-without-q).
-    if alpha2.is_nan() || alpha2 <= T::UNIT_ROUNDOFF.sqrt() {
+    if downdate_refused(alpha2, T::UNIT_ROUNDOFF) {
         return Err(DowndateFailure::NotPositiveDefinite { alpha2 });
     }
     // Rotations i = n−1 down to 0 taking (α, zᵢ) to (hypot, 0); the running α ends at 1.
