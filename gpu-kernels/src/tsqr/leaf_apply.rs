@@ -149,10 +149,11 @@ pub(super) unsafe fn apply_back<T: Pair>(
 /// written. With `rh` (ld COLS) given, the leaf's rows of `v` are overwritten with R =
 /// `rh` (rows < n, upper triangle, exact zeros below) and zeros.
 ///
-/// One function of about 160 lines on purpose: with the in-leaf tree or the chain moved
-/// into helper functions (inlined, same statements), ptxas allocated the f64 kernel
-/// differently and spilled (8 bytes at 255 registers; it runs one block an SM on all
-/// 255), so the phases are marked by comments instead.
+/// The in-leaf tree and the chain stay in this function: moved into helper functions
+/// (inlined, same statements), ptxas allocated the f64 kernel differently and spilled
+/// (8 bytes at 255 registers; it runs one block an SM on all 255), so the phases are
+/// marked by comments instead. Only the clearing of a block ([`clear_block`]) is its
+/// own function (the PTX is byte-identical).
 ///
 /// # Safety
 /// Grid ≤ ⌈rows/L⌉ blocks, block [`THREADS`], dynamic shared memory
@@ -242,31 +243,9 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         unsafe { device::sync_threads() };
     }
     let clear = |r0: usize, nv: usize| {
-        if rh.is_null() {
-            return;
-        }
-        let (ri, c0) = (lane % SR, lane / SR);
-        q4!(|q| {
-            let row = q * SR + ri;
-            let gi = r0 + row;
-            if row < nv {
-                t8!(|t| {
-                    let col = c0 + 4 * t;
-                    if col < n {
-                        // SAFETY: inside v (row < nv, col < n) and rh (gi < n); this
-                        // warp's block, whose reflectors were all read already.
-                        unsafe {
-                            let x = if gi < n && gi <= col {
-                                device::ld(rh, gi + col * COLS)
-                            } else {
-                                T::ZERO
-                            };
-                            device::st(v, gi + col * ldv, x);
-                        }
-                    }
-                });
-            }
-        });
+        // SAFETY: this function's contract for v and rh; called once a block's
+        // reflectors were all read.
+        unsafe { clear_block(rh, v, ldv, n, lane, r0, nv) }
     };
     let top_done = top && order(end - start - 1) == 0 && end - start > 1;
     // Block blk of the leaf: its first row, its rows, and lane k's τ_k.
@@ -323,4 +302,50 @@ pub unsafe fn leaf_apply<T: Float + Pair>(
         }
         clear(r0, nv);
     }
+}
+
+/// Rows r0 .. r0 + nv of `v` (the leaf block whose reflectors [`leaf_apply`] has just
+/// applied) overwritten with the matching rows of `rh` (rows < n, upper triangle, exact
+/// zeros below) or zeros; nothing when `rh` is null. Lane `lane` of the block's warp
+/// writes its share.
+///
+/// # Safety
+/// As [`leaf_apply`]'s: `v` read-writable rows×n (ld `ldv`) with r0 + nv ≤ rows, `rh`
+/// null or readable n×n (ld COLS); the block's reflectors were all read already.
+#[inline(always)]
+unsafe fn clear_block<T: Float>(
+    rh: *const T,
+    v: *mut T,
+    ldv: usize,
+    n: usize,
+    lane: usize,
+    r0: usize,
+    nv: usize,
+) {
+    if rh.is_null() {
+        return;
+    }
+    let (ri, c0) = (lane % SR, lane / SR);
+    q4!(|q| {
+        let row = q * SR + ri;
+        let gi = r0 + row;
+        if row < nv {
+            t8!(|t| {
+                let col = c0 + 4 * t;
+                if col < n {
+                    // SAFETY: inside v (row < nv, col < n) and rh (gi < n); this
+                    // warp's block, whose reflectors were all read already.
+                    unsafe {
+                        let x = if gi < n && gi <= col {
+                            device::ld(rh, gi + col * COLS)
+                        } else {
+                            T::ZERO
+                        };
+                        // (ldv·col in this order keeps the PTX of the closure this was)
+                        device::st(v, gi + ldv * col, x);
+                    }
+                }
+            });
+        }
+    });
 }
