@@ -62,9 +62,12 @@ fn from_bits<T: Copy>(b: u64) -> T {
 /// Block a multiple of 32 (≤ 1024); dynamic shared memory
 /// cluster_header_bytes(w, size_of::<T>()) + slab·w·size_of::<T>() bytes.
 ///
-/// About 180 lines: the candidate publication stays a closure inside it, because as a
+/// About 160 lines: the candidate publication stays a closure inside it, because as a
 /// separate (inlined) function ptxas gave the f64 kernel 96 registers instead of 80,
-/// and the host sizes the block by 80 registers a thread.
+/// and the host sizes the block by 80 registers a thread; so did moving only its push
+/// loop, or the start (mbarriers, slab load, cluster barrier), into functions (the PTX
+/// changed). The shared-memory regions ([`cluster_smem`]) and the row swap
+/// ([`swap_in_block`]) are functions with byte-identical PTX.
 ///
 /// # Safety
 /// Launched with a cluster dimension equal to the grid (one cluster of gridDim ≤ 16
@@ -91,15 +94,7 @@ pub unsafe fn panel_cluster<T: Float>(
     let b = device::block_x();
     let nb = device::grid_blocks();
     let elem = core::mem::size_of::<T>();
-    let base = device::shared::<u8>();
-    let mbar_c = base as *mut u64;
-    let mbar_r = base.wrapping_add(16) as *mut u64;
-    let cand = base.wrapping_add(32) as *mut u64;
-    let sval = base.wrapping_add(544) as *mut T;
-    let sidx = base.wrapping_add(800) as *mut u32;
-    let urow_in = base.wrapping_add(1024) as *mut T;
-    let rowj_in = urow_in.wrapping_add(2 * w);
-    let sl = base.wrapping_add(cluster_header_bytes(w, elem)) as *mut T;
+    let (mbar_c, mbar_r, cand, sval, sidx, urow_in, rowj_in, sl) = cluster_smem::<T>(w);
     let ld = slab;
     let r0 = c0 + b * slab;
     let r1 = (r0 + slab).min(m);
@@ -201,20 +196,11 @@ pub unsafe fn panel_cluster<T: Float>(
         let piv = unsafe { device::ld(urow as *const T, jj) };
         if b == 0 && tid == 0 {
             // SAFETY: ipiv[j], diag[j] writable (contract); one writer.
-            unsafe {
-                device::st(ipiv, j, p as u32);
-                device::st(diag, j, piv);
-            }
+            unsafe { (device::st(ipiv, j, p as u32), device::st(diag, j, piv)) };
         }
         if p != j {
-            // SAFETY: block-uniform barrier (p, j uniform): every thread's pushes have
-            // read rows j and p before the swap overwrites them.
-            unsafe { device::sync_threads() };
-            // SAFETY: rows j and p of this block's slab; the landed rows in shared
-            // memory.
-            unsafe { slab_swap(sl, ld, r0, r1, j, p, w, urow, rowj) };
-            // SAFETY: block-uniform barrier: the swap is visible.
-            unsafe { device::sync_threads() };
+            // SAFETY: block-uniform (p, j uniform); the rows landed (see `swap_in_block`).
+            unsafe { swap_in_block(sl, ld, (r0, r1), (j, p), w, (urow, rowj)) };
         }
         let next = jj + 1 < w && j + 1 < m;
         if piv != T::ZERO && g == 0 {
@@ -410,4 +396,59 @@ unsafe fn init_mbarriers(mbar_c: *mut u64, mbar_r: *mut u64) {
         device::mbarrier_init(mbar_r.wrapping_add(1), 1);
         device::fence_mbarrier_init();
     }
+}
+
+/// The regions of [`panel_cluster`]'s dynamic shared memory for panel width `w`: the
+/// candidate and row mbarriers (two each), the candidate records, the warp partials
+/// (values, indices), the landed pivot rows and rows j (two buffers each), then the slab.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn cluster_smem<T: Float>(
+    w: usize,
+) -> (
+    *mut u64,
+    *mut u64,
+    *mut u64,
+    *mut T,
+    *mut u32,
+    *mut T,
+    *mut T,
+    *mut T,
+) {
+    let base = device::shared::<u8>();
+    let urow_in = base.wrapping_add(1024) as *mut T;
+    (
+        base as *mut u64,
+        base.wrapping_add(16) as *mut u64,
+        base.wrapping_add(32) as *mut u64,
+        base.wrapping_add(544) as *mut T,
+        base.wrapping_add(800) as *mut u32,
+        urow_in,
+        urow_in.wrapping_add(2 * w),
+        base.wrapping_add(cluster_header_bytes(w, core::mem::size_of::<T>())) as *mut T,
+    )
+}
+
+/// Rows j and p swapped in this block's slab rows r0 .. r1 from the landed rows `urow`
+/// (row p) and `rowj` (row j), between two block barriers.
+///
+/// # Safety
+/// Block-uniform; [`panel_cluster`] at step j with p ≠ j, after the rows landed.
+#[inline(always)]
+unsafe fn swap_in_block<T: Float>(
+    sl: *mut T,
+    ld: usize,
+    (r0, r1): (usize, usize),
+    (j, p): (usize, usize),
+    w: usize,
+    (urow, rowj): (*mut T, *mut T),
+) {
+    // SAFETY: block-uniform barrier (p, j uniform): every thread's pushes have
+    // read rows j and p before the swap overwrites them.
+    unsafe { device::sync_threads() };
+    // SAFETY: rows j and p of this block's slab; the landed rows in shared
+    // memory.
+    unsafe { slab_swap(sl, ld, r0, r1, j, p, w, urow, rowj) };
+    // SAFETY: block-uniform barrier: the swap is visible.
+    unsafe { device::sync_threads() };
 }
