@@ -14,40 +14,15 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::{StateKind, ALL_KINDS};
 use cuqr::fault::{self, FaultPoint};
-use cuqr::{Error, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate, UpdateParams};
+use cuqr::{Error, Gpu, GpuQr, Mat, QrUpdate, UpdateParams};
 use rand::rngs::StdRng;
 
 const POINTS: [FaultPoint; 3] = [FaultPoint::Alloc, FaultPoint::Library, FaultPoint::Launch];
 const M: usize = 37;
 const N: usize = 9;
 const Q: usize = 2;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Full,
-    Thin,
-    NoneKeep,
-    NoneBare,
-}
-
-const KINDS: [Kind; 4] = [Kind::Full, Kind::Thin, Kind::NoneKeep, Kind::NoneBare];
-
-impl Kind {
-    fn policy(self) -> QPolicy {
-        match self {
-            Kind::Full => QPolicy::Full,
-            Kind::Thin => QPolicy::Thin,
-            Kind::NoneKeep | Kind::NoneBare => QPolicy::None,
-        }
-    }
-    fn params(self) -> FactorParams {
-        FactorParams {
-            keep_data: self == Kind::NoneKeep,
-            ..FactorParams::default()
-        }
-    }
-}
 
 /// The operands of every operation, drawn once.
 struct Inputs {
@@ -200,12 +175,12 @@ struct Sweep<'g> {
     gpu: &'g Arc<Gpu>,
     x: &'g Inputs,
     full: bool,
-    table: BTreeMap<(&'static str, Kind, String), Tally>,
+    table: BTreeMap<(&'static str, StateKind, String), Tally>,
     defects: Vec<String>,
 }
 
 impl Sweep<'_> {
-    fn fresh(&self, kind: Kind) -> GpuQr<f64> {
+    fn fresh(&self, kind: StateKind) -> GpuQr<f64> {
         GpuQr::factorize(
             self.gpu,
             self.x.a.as_ref(),
@@ -222,7 +197,7 @@ impl Sweep<'_> {
     }
 
     /// Sweeps one call on one kind; false when the kind refuses the call without a fault.
-    fn call(&mut self, name: &'static str, call: Call, kind: Kind) -> bool {
+    fn call(&mut self, name: &'static str, call: Call, kind: StateKind) -> bool {
         let base = self.fresh(kind);
         let before = snapshot(&base, self.gpu);
         // A first run fills the device's caches (workspaces kept between calls), so that
@@ -254,7 +229,7 @@ impl Sweep<'_> {
         &mut self,
         name: &'static str,
         call: Call,
-        kind: Kind,
+        kind: StateKind,
         (point, nth): (FaultPoint, u64),
         (base, before, want): (&GpuQr<f64>, &Snapshot, &Snapshot),
     ) {
@@ -316,7 +291,7 @@ impl Sweep<'_> {
     }
 
     /// Factorisation itself: every fault gives a typed error and leaks nothing.
-    fn factorize(&mut self, kind: Kind) {
+    fn factorize(&mut self, kind: StateKind) {
         drop(self.fresh(kind)); // caches
         fault::count();
         drop(self.fresh(kind));
@@ -372,7 +347,7 @@ fn every_fault_point_of_every_operation_is_survived() {
         defects: Vec::new(),
     };
     let mut refused = Vec::new();
-    for kind in KINDS {
+    for kind in ALL_KINDS {
         sweep.factorize(kind);
         for (name, call) in CALLS {
             if !sweep.call(name, call, kind) {

@@ -15,7 +15,7 @@ use rand::Rng;
 use super::{check_state, random_mat, random_vec, rng, Model};
 
 /// A state kind: the Q policy and whether an R-only state keeps A and b.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum StateKind {
     /// The m×m Q and R at full height.
     Full,
