@@ -17,6 +17,7 @@ mod op;
 mod opts;
 mod python_overhead;
 mod qr;
+mod rolling;
 mod stats;
 mod tall;
 mod updates;
@@ -122,6 +123,14 @@ const GROUPS: &[Group] = &[
         run: kernels::run,
         needs_gpu: true,
         in_quick_tour: true,
+    },
+    Group {
+        name: "rolling",
+        summary: "rolling least squares over many series: the GPU walk, from host data, and the CPU",
+        help: rolling::HELP,
+        run: rolling::run,
+        needs_gpu: true,
+        in_quick_tour: false,
     },
     Group {
         name: "python",

@@ -30,6 +30,7 @@ pub mod lu;
 pub mod lu_cluster;
 pub mod panel;
 pub mod reduce;
+pub mod rolling;
 pub mod row_insert;
 pub mod small_panel;
 pub mod transpose;
@@ -548,6 +549,105 @@ entries! {
     tsqr_reconstruct_f32, tsqr_reconstruct_f64
         (y: *mut T, ldy: usize, rows: usize, n: usize, r_top: *const T, ldr: usize, t: *mut T,
          ldt: usize, tau: *mut T, m: *mut T, rh: *mut T) => tsqr::reconstruct;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 1 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k1_f32, rolling_walk_k1_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 1>;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 2 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k2_f32, rolling_walk_k2_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 2>;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 3 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k3_f32, rolling_walk_k3_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 3>;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 4 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k4_f32, rolling_walk_k4_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 4>;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 5 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k5_f32, rolling_walk_k5_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 5>;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 6 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k6_f32, rolling_walk_k6_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 6>;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 7 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k7_f32, rolling_walk_k7_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 7>;
+
+    /// Rolling least squares, one thread per series and time segment, with k = 8 columns in registers
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_k8_f32, rolling_walk_k8_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 8>;
+
+    /// Rolling least squares, one thread per series and time segment, with 9 ≤ k ≤ 16 columns (arrays of 16, in local memory)
+    /// (docs/algorithms.md#rolling-least-squares; rolling.rs).
+    ///
+    /// # Safety
+    /// As `rolling::walk` documents (grid, block 128, buffers).
+    rolling_walk_general_f32, rolling_walk_general_f64
+        (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
+         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
+         counts: *mut u32) => rolling::walk_entry::<T, 16>;
 }
 
 // The sm_90 module (`host/ptx/cuqr_kernels_sm90.ptx`): kernels that need Hopper

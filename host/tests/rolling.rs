@@ -417,7 +417,7 @@ fn single_precision_runs() {
 }
 
 #[test]
-fn devices_other_than_the_cpu_fall_back_and_say_so() {
+fn devices_are_chosen_and_reasons_given() {
     let (y, x) = problem(12, 30, 1, 2, false, 0.1);
     let data = RollingData::shared(&y, &x, 30, 1, 2);
     let cpu = RollingParams {
@@ -425,16 +425,21 @@ fn devices_other_than_the_cpu_fall_back_and_say_so() {
         ..Default::default()
     };
     assert!(rolling_lstsq(&data, 10, &cpu).unwrap().fallback.is_none());
-    for device in [Device::Auto, Device::Gpu(0)] {
-        let p = RollingParams {
-            device,
-            ..Default::default()
-        };
-        let why = rolling_lstsq(&data, 10, &p)
-            .unwrap()
-            .fallback
-            .expect("a reason");
-        assert!(why.contains("no GPU implementation"), "{why}");
+    // Auto keeps a small problem on the CPU and says why.
+    let why = rolling_lstsq(&data, 10, &RollingParams::default())
+        .unwrap()
+        .fallback
+        .expect("a reason");
+    assert!(why.contains("auto") && why.contains("CPU"), "{why}");
+    // A GPU asked for runs there, or the call fails when none opens.
+    let p = RollingParams {
+        device: Device::Gpu(0),
+        ..Default::default()
+    };
+    match rolling_lstsq(&data, 10, &p) {
+        Ok(res) => assert!(res.fallback.is_none()),
+        Err(Error::NoDevice(_)) => {}
+        Err(e) => panic!("expected a result or NoDevice, got {e:?}"),
     }
 }
 
@@ -510,4 +515,232 @@ fn window_of_one_and_short_series() {
     )
     .unwrap();
     assert!(res.params.iter().all(|v| v.is_nan()));
+}
+
+// ---- The GPU walk (gpu-kernels/src/rolling.rs): the same checks on GPU 0, and the CPU's
+// flags and NaN pattern exactly. Each test prints "skipped" without a GPU
+// (`CUQR_REQUIRE_GPU=1` fails instead).
+
+/// `p` on GPU 0, or `None` (after printing why) when no GPU opens.
+fn on_gpu(p: &RollingParams) -> Option<RollingParams> {
+    match cuqr::Gpu::new(0) {
+        Ok(_) => Some(RollingParams {
+            device: Device::Gpu(0),
+            ..p.clone()
+        }),
+        Err(e) if std::env::var("CUQR_REQUIRE_GPU").as_deref() == Ok("1") => {
+            panic!("CUQR_REQUIRE_GPU=1 but no GPU: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// The GPU's result agrees with the CPU's where a window has estimates or not, and its
+/// rank flags are the CPU's.
+fn same_pattern(gpu: &RollingResult<f64>, cpu: &RollingResult<f64>) {
+    assert_eq!(gpu.shape(), cpu.shape());
+    assert_eq!(gpu.rank_deficient, cpu.rank_deficient);
+    for (i, (a, b)) in gpu.params.iter().zip(&cpu.params).enumerate() {
+        assert_eq!(a.is_nan(), b.is_nan(), "entry {i}: GPU {a}, CPU {b}");
+    }
+    assert!(gpu.fallback.is_none());
+}
+
+/// Runs `data` on the CPU and on GPU 0 with `p`, checks the GPU against the direct solves
+/// and the CPU's pattern.
+fn gpu_case(
+    data: &RollingData<'_, f64>,
+    yx: (&[f64], &[f64]),
+    w: usize,
+    p: &RollingParams,
+    expect_estimate: impl Fn(usize, usize) -> bool,
+) -> Option<RollingResult<f64>> {
+    let gp = on_gpu(p)?;
+    let cpu = rolling_lstsq(
+        data,
+        w,
+        &RollingParams {
+            device: Device::Cpu,
+            ..p.clone()
+        },
+    )
+    .unwrap();
+    let gpu = rolling_lstsq(data, w, &gp).unwrap();
+    same_pattern(&gpu, &cpu);
+    check_all(&gpu, data, yx, w, p.forget.unwrap_or(1.0), expect_estimate);
+    Some(gpu)
+}
+
+#[test]
+fn gpu_walk_matches_direct_solves_for_every_k() {
+    // k = 1..=8 run the register instances, 9..=16 the general one; many segments a
+    // series (nobs ≫ window) and series not a multiple of the block.
+    for (case, k) in (1..=16).enumerate() {
+        let (nt, ns, w) = (211 + 13 * case, 5 + case % 3, 2 * k + 11);
+        let per_series = case % 2 == 1;
+        let (y, x) = problem(100 + case as u64, nt, ns, k, per_series, 0.2);
+        let data = if per_series {
+            RollingData::per_series(&y, &x, nt, ns, k)
+        } else {
+            RollingData::shared(&y, &x, nt, ns, k)
+        };
+        if gpu_case(&data, (&y, &x), w, &Default::default(), |t, _| t + 1 >= w).is_none() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn gpu_walk_long_series_many_segments() {
+    let (nt, ns, k, w) = (1531, 67, 5, 41);
+    let (y, x) = problem(120, nt, ns, k, true, 0.1);
+    let data = RollingData::per_series(&y, &x, nt, ns, k);
+    gpu_case(&data, (&y, &x), w, &Default::default(), |t, _| t + 1 >= w);
+}
+
+#[test]
+fn gpu_walk_expanding_forgetting_and_missing() {
+    let (nt, ns, k, w) = (157, 3, 4, 40);
+    let (mut y, mut x) = problem(121, nt, ns, k, false, 0.2);
+    let p = RollingParams {
+        min_nobs: Some(9),
+        expanding: true,
+        ..Default::default()
+    };
+    let data = RollingData::shared(&y, &x, nt, ns, k);
+    if gpu_case(&data, (&y, &x), w, &p, |t, _| t + 1 >= 9).is_none() {
+        return;
+    }
+    let p = RollingParams {
+        forget: Some(0.97),
+        ..Default::default()
+    };
+    gpu_case(&data, (&y, &x), w, &p, |t, _| t + 1 >= w);
+    y[20 * ns + 1] = f64::NAN;
+    x[50 * k] = f64::INFINITY;
+    x[130 * k + 2] = f64::NAN;
+    let data = RollingData::shared(&y, &x, nt, ns, k);
+    gpu_case(&data, (&y, &x), w, &Default::default(), |t, _| t + 1 >= w);
+    let p = RollingParams {
+        missing: Missing::Skip,
+        ..Default::default()
+    };
+    let holds = |t: usize, bad: usize| bad <= t && t < bad + w;
+    gpu_case(&data, (&y, &x), w, &p, |t, s| {
+        t + 1 >= w && !holds(t, 50) && !holds(t, 130) && !(s == 1 && holds(t, 20))
+    });
+    let p = RollingParams {
+        missing: Missing::Raise,
+        device: Device::Gpu(0),
+        ..Default::default()
+    };
+    match rolling_lstsq(&data, w, &p) {
+        Err(Error::NonFinite { what, row, col, .. }) => assert_eq!((what, row, col), ("y", 20, 1)),
+        other => panic!("expected NonFinite, got {other:?}"),
+    }
+}
+
+#[test]
+fn gpu_walk_rank_deficient_and_refused_downdates() {
+    let (nt, k, w) = (120, 3, 15);
+    let (y, mut x) = problem(5, nt, 1, k, false, 0.1);
+    for t in 30..60 {
+        x[t * k + 2] = 0.0;
+    }
+    let data = RollingData::shared(&y, &x, nt, 1, k);
+    let inside = |t: usize| t + 1 >= 30 + w && t < 60;
+    let Some(res) = gpu_case(&data, (&y, &x), w, &Default::default(), |t, _| {
+        t + 1 >= w && !inside(t)
+    }) else {
+        return;
+    };
+    for t in 0..nt {
+        assert_eq!(res.rank_deficient[t], inside(t), "t={t}");
+    }
+    let (nt, k, w) = (100, 3, 25);
+    let (_, mut x) = problem(7, nt, 1, k, false, 0.0);
+    for t in 0..nt {
+        x[t * k + 1] *= 0.1;
+    }
+    x[40 * k + 1] = 1e5;
+    let mut g = StdRng::seed_from_u64(8);
+    let y: Vec<f64> = (0..nt)
+        .map(|t| {
+            x[t * k] - 2.0 * x[t * k + 1] + 0.5 * x[t * k + 2] + 0.01 * (g.random::<f64>() - 0.5)
+        })
+        .collect();
+    let data = RollingData::shared(&y, &x, nt, 1, k);
+    let res = gpu_case(&data, (&y, &x), w, &Default::default(), |t, _| t + 1 >= w).unwrap();
+    assert!(
+        res.refactorisations.after_failed_downdate >= 1,
+        "{:?}",
+        res.refactorisations
+    );
+}
+
+#[test]
+fn gpu_recursive_and_single_precision() {
+    let (nt, ns, k, lambda) = (331, 3, 4, 0.95);
+    let (y, x) = problem(122, nt, ns, k, true, 0.3);
+    let data = RollingData::per_series(&y, &x, nt, ns, k);
+    let Some(gp) = on_gpu(&RollingParams::default()) else {
+        return;
+    };
+    let rp = RecursiveParams {
+        device: gp.device,
+        ..Default::default()
+    };
+    let res = recursive_lstsq(&data, lambda, &rp).unwrap();
+    check_all(&res, &data, (&y, &x), nt, lambda, |t, _| t + 1 >= k);
+    let (yf, xf): (Vec<f32>, Vec<f32>) = (
+        y.iter().map(|&v| v as f32).collect(),
+        x.iter().map(|&v| v as f32).collect(),
+    );
+    let w = 30;
+    let r64 = rolling_lstsq(&data, w, &gp).unwrap();
+    let r32 = rolling_lstsq(&RollingData::per_series(&yf, &xf, nt, ns, k), w, &gp).unwrap();
+    for (a, b) in r32.params.iter().zip(&r64.params) {
+        assert!(
+            (*a as f64 - b).abs() < 1e-3 || (a.is_nan() && b.is_nan()),
+            "{a} vs {b}"
+        );
+    }
+}
+
+#[test]
+fn gpu_device_resident_data() {
+    use cuqr::rolling::{rolling_lstsq_device, DeviceRollingData};
+    use cuqr::DevVec;
+    let Some(_) = on_gpu(&RollingParams::default()) else {
+        return;
+    };
+    let gpu = cuqr::Gpu::new(0).unwrap();
+    let (nt, ns, k, w) = (300, 19, 6, 45);
+    let (y, x) = problem(123, nt, ns, k, false, 0.1);
+    let (yd, xd) = (
+        DevVec::from_slice(&gpu, &y).unwrap(),
+        DevVec::from_slice(&gpu, &x).unwrap(),
+    );
+    let ddata = DeviceRollingData::shared(&yd, &xd, nt, ns, k);
+    let res = rolling_lstsq_device(&gpu, &ddata, w, &RollingParams::default())
+        .unwrap()
+        .to_host(&gpu)
+        .unwrap();
+    let data = RollingData::shared(&y, &x, nt, ns, k);
+    check_all(&res, &data, (&y, &x), w, 1.0, |t, _| t + 1 >= w);
+    // Wrong lengths and too many regressors are refused before any launch.
+    let short = DeviceRollingData::shared(&yd, &xd, nt + 1, ns, k);
+    assert!(matches!(
+        rolling_lstsq_device(&gpu, &short, w, &RollingParams::default()),
+        Err(Error::Shape { .. })
+    ));
+    let wide = DevVec::from_slice(&gpu, &vec![1.0f64; nt * 17]).unwrap();
+    let many = DeviceRollingData::shared(&yd, &wide, nt, ns, 17);
+    assert!(matches!(
+        rolling_lstsq_device(&gpu, &many, w, &RollingParams::default()),
+        Err(Error::InvalidParam { what: "k", .. })
+    ));
 }

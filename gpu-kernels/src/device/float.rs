@@ -80,6 +80,12 @@ pub trait Float: Copy + PartialEq + PartialOrd {
     const ROT_LO: Self;
     /// See [`Float::ROT_LO`].
     const ROT_HI: Self;
+    /// The unit roundoff u (f32: 2⁻²⁴, f64: 2⁻⁵³).
+    const UNIT_ROUNDOFF: f64;
+    /// The value as f64 (exact).
+    fn to_f64(self) -> f64;
+    /// `v` rounded to this type.
+    fn from_f64(v: f64) -> Self;
 
     /// √(a² + b²) without undue overflow or underflow: with h = max(|a|, |b|),
     /// l = min(|a|, |b|), r = l/h, returns h·√(1 + r²) (fused). h = 0 gives 0, an
@@ -182,6 +188,15 @@ macro_rules! impl_float {
             const RSQRT_NEWTON: usize = impl_float!(@newton $t);
             const ROT_LO: Self = impl_float!(@rotlo $t);
             const ROT_HI: Self = impl_float!(@rothi $t);
+            const UNIT_ROUNDOFF: f64 = ($t::EPSILON as f64) * 0.5;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
         }
     };
     (@newton f32) => { 1 };

@@ -73,6 +73,16 @@ impl<'a, T: Scalar> RollingData<'a, T> {
         self.per_series
     }
 
+    /// The sizes without the data.
+    pub(crate) fn layout(&self) -> Layout {
+        Layout {
+            nobs: self.nobs,
+            series: self.series,
+            k: self.k,
+            per_series: self.per_series,
+        }
+    }
+
     /// The regressor row of series `s` at time `t`.
     #[inline]
     pub(crate) fn x_row(&self, t: usize, s: usize) -> &'a [T] {
@@ -96,6 +106,15 @@ impl<'a, T: Scalar> RollingData<'a, T> {
     pub(crate) fn is_finite(&self, t: usize, s: usize) -> bool {
         self.y_at(t, s).is_finite() && self.x_row(t, s).iter().all(|v| v.is_finite())
     }
+}
+
+/// The sizes of rolling data: (nobs, series, k) and whether X is per series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub nobs: usize,
+    pub series: usize,
+    pub k: usize,
+    pub per_series: bool,
 }
 
 /// What rolling least squares does with observations that hold NaN or ±∞ (in y or in

@@ -13,8 +13,11 @@
 //! `window`-th downdate ([`RollingParams::refresh`]) to bound drift. No step solves
 //! normal equations, and no step allocates. Series run in parallel.
 //!
-//! Only the CPU runs these functions for now; a [`Device`] other than
-//! [`Device::Cpu`] falls back to the CPU and says so in [`RollingResult::fallback`].
+//! On a GPU one thread walks one series over one segment of time steps (a segment that
+//! starts later first factorises the window before it), so a run is one launch over
+//! series × segments; [`rolling_lstsq_device`] takes data already on the device.
+//! [`Device::Auto`] picks the GPU from [`AUTO_GPU_MIN_WORK`] on and says why in
+//! [`RollingResult::fallback`] when it does not.
 //!
 //! # Examples
 //! ```
@@ -33,15 +36,24 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod device;
 mod plan;
+mod route;
+
+pub use device::{
+    recursive_lstsq_device, rolling_lstsq_device, DeviceRollingData, DeviceRollingResult,
+};
+pub use route::AUTO_GPU_MIN_WORK;
 
 pub use crate::base::rolling::{Missing, RollingData};
 pub use crate::cpu::rolling_series::Refactorisations;
 
 use crate::backend::device::Device;
 use crate::base::error::Result;
+use crate::base::rolling::WindowPlan;
 use crate::base::scalar::Scalar;
 use crate::cpu::rolling_series;
+use crate::gpu::runtime::GpuScalar;
 
 /// Options of [`rolling_lstsq`] (the window length is an argument). The defaults are
 /// statsmodels' `RollingOLS` defaults.
@@ -75,8 +87,10 @@ pub struct RollingParams {
     /// diagonal entry of its R has |R_jj| ≤ rank_tol·‖R‖_F. `None`: the factorisation's
     /// default, max(m, k)·u/√min(m, k) for the window's m observations.
     pub rank_tol: Option<f64>,
-    /// Where to run: only the CPU implements rolling least squares for now; the default
-    /// `Auto` and `Gpu(_)` run on the CPU and report it in [`RollingResult::fallback`].
+    /// Where to run: `Auto` (the default) takes GPU 0 when nobs·series·k² reaches
+    /// [`AUTO_GPU_MIN_WORK`] and one opens; `Gpu(i)` runs on GPU i (k ≤ 16 there: more
+    /// regressors run on the CPU); [`RollingResult::fallback`] says why a run did not take
+    /// the GPU. Each call opens the GPU; [`rolling_lstsq_device`] reuses an open one.
     pub device: Device,
 }
 
@@ -141,15 +155,17 @@ impl<T: Scalar> RollingResult<T> {
 /// [`crate::Error::Shape`] when y or X do not hold nobs × series (× k) values or k = 0;
 /// [`crate::Error::InvalidParam`] for window = 0, min_nobs outside k..=window, a forgetting
 /// factor outside (0, 1], refresh = 0 or a negative rank tolerance;
-/// [`crate::Error::NonFinite`] under [`Missing::Raise`] when the data hold NaN or ±∞.
-/// Numerical trouble is never an error: a refused downdate refactorises the window.
-pub fn rolling_lstsq<T: Scalar>(
+/// [`crate::Error::NonFinite`] under [`Missing::Raise`] when the data hold NaN or ±∞;
+/// [`crate::Error::NoDevice`] (and the GPU's other errors) for a [`Device::Gpu`] that does
+/// not open or fails. Numerical trouble is never an error: a refused downdate
+/// refactorises the window.
+pub fn rolling_lstsq<T: GpuScalar>(
     data: &RollingData<'_, T>,
     window: usize,
     params: &RollingParams,
 ) -> Result<RollingResult<T>> {
     let plan = plan::rolling(data, window, params)?;
-    Ok(run(data, &plan, params.device))
+    run(data, &plan, params.device)
 }
 
 /// Recursive least squares with exponential forgetting: for each time step t and series
@@ -172,23 +188,47 @@ pub fn rolling_lstsq<T: Scalar>(
 /// # Errors
 /// As [`rolling_lstsq`]: shapes, `forget` outside (0, 1], non-finite data under
 /// [`Missing::Raise`].
-pub fn recursive_lstsq<T: Scalar>(
+pub fn recursive_lstsq<T: GpuScalar>(
     data: &RollingData<'_, T>,
     forget: f64,
     params: &RecursiveParams,
 ) -> Result<RollingResult<T>> {
     let plan = plan::recursive(data, forget, params)?;
-    Ok(run(data, &plan, params.device))
+    run(data, &plan, params.device)
 }
 
-/// Runs the plan on the CPU, the only backend for now, and turns the series-major
-/// output into nobs × series order.
-fn run<T: Scalar>(
+/// Runs the plan where [`route::route`] says.
+fn run<T: GpuScalar>(
     data: &RollingData<'_, T>,
-    plan: &crate::base::rolling::WindowPlan,
+    plan: &WindowPlan,
     device: Device,
+) -> Result<RollingResult<T>> {
+    let layout = data.layout();
+    match route::route(device, &layout)? {
+        route::Route::Cpu(fallback) => Ok(run_cpu(data, plan, fallback)),
+        route::Route::Gpu(gpu) => {
+            let (params, rss, rank_deficient, refactorisations) =
+                crate::gpu::algo::rolling::walk_host(&gpu, data.y, data.x, layout, plan)?;
+            Ok(RollingResult {
+                nobs: layout.nobs,
+                series: layout.series,
+                k: layout.k,
+                params,
+                rss,
+                rank_deficient,
+                refactorisations,
+                fallback: None,
+            })
+        }
+    }
+}
+
+/// Runs the plan on the CPU and turns the series-major output into nobs × series order.
+fn run_cpu<T: Scalar>(
+    data: &RollingData<'_, T>,
+    plan: &WindowPlan,
+    fallback: Option<String>,
 ) -> RollingResult<T> {
-    let fallback = cpu_fallback(device);
     let out = rolling_series::run(data, plan);
     let (nt, ns, k) = (data.nobs, data.series, data.k);
     let (params, rss, rank_deficient) = if ns == 1 {
@@ -217,15 +257,5 @@ fn run<T: Scalar>(
         rank_deficient,
         refactorisations: out.counts,
         fallback,
-    }
-}
-
-/// Why a device other than the CPU was not used (there is no GPU implementation yet).
-fn cpu_fallback(device: Device) -> Option<String> {
-    const WHY: &str = "rolling and recursive least squares have no GPU implementation yet";
-    match device {
-        Device::Cpu => None,
-        Device::Auto => Some(format!("{WHY}; ran on the CPU")),
-        Device::Gpu(i) => Some(format!("GPU {i} was asked for, but {WHY}; ran on the CPU")),
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{RecursiveParams, RollingParams};
 use crate::base::error::{Error, Result};
-use crate::base::rolling::{Missing, RollingData, WindowPlan};
+use crate::base::rolling::{Layout, Missing, RollingData, WindowPlan};
 use crate::base::scalar::Scalar;
 use crate::ops::factorize::default_rank_tol;
 
@@ -16,37 +16,23 @@ fn invalid(op: &'static str, what: &'static str, why: String) -> Error {
 }
 
 /// The data's lengths against (nobs, series, k), k ≥ 1, and under [`Missing::Raise`]
-/// finite entries.
+/// finite entries (host data; device data are checked by the walk).
 fn check_data<T: Scalar>(
     op: &'static str,
     data: &RollingData<'_, T>,
     missing: Missing,
 ) -> Result<()> {
-    let (nt, ns, k) = (data.nobs, data.series, data.k);
-    if k == 0 {
-        return Err(Error::shape(op, "k (regressors)", 0, 1));
-    }
-    if ns == 0 {
-        return Err(Error::shape(op, "series", 0, 1));
-    }
-    if data.y.len() != nt * ns {
-        return Err(Error::shape(
-            op,
-            "y length (nobs × series)",
-            data.y.len(),
-            nt * ns,
-        ));
-    }
-    let x_len = if data.per_series { nt * ns * k } else { nt * k };
-    let what = if data.per_series {
-        "X length (nobs × series × k)"
-    } else {
-        "X length (nobs × k)"
-    };
-    if data.x.len() != x_len {
-        return Err(Error::shape(op, what, data.x.len(), x_len));
-    }
+    check_lengths(op, &data.layout(), data.y.len(), data.x.len())?;
     if missing == Missing::Raise {
+        check_finite(op, data)?;
+    }
+    Ok(())
+}
+
+/// [`crate::Error::NonFinite`] naming the first NaN or ±∞ (in y, then in X).
+pub(super) fn check_finite<T: Scalar>(op: &'static str, data: &RollingData<'_, T>) -> Result<()> {
+    let (nt, ns) = (data.nobs, data.series);
+    {
         if let Some(i) = data.y.iter().position(|v| !v.is_finite()) {
             let (row, col) = (i / ns, i % ns);
             return Err(Error::NonFinite {
@@ -56,6 +42,7 @@ fn check_data<T: Scalar>(
                 col,
             });
         }
+        let x_len = data.x.len();
         if let Some(i) = data.x.iter().position(|v| !v.is_finite()) {
             let (row, col) = (i / (x_len / nt.max(1)), i % (x_len / nt.max(1)));
             return Err(Error::NonFinite {
@@ -65,6 +52,39 @@ fn check_data<T: Scalar>(
                 col,
             });
         }
+    }
+    Ok(())
+}
+
+/// y and X hold nobs × series and nobs × (series ×) k values, k ≥ 1, series ≥ 1.
+pub(super) fn check_lengths(
+    op: &'static str,
+    layout: &Layout,
+    y_len: usize,
+    x_len_got: usize,
+) -> Result<()> {
+    let (nt, ns, k) = (layout.nobs, layout.series, layout.k);
+    if k == 0 {
+        return Err(Error::shape(op, "k (regressors)", 0, 1));
+    }
+    if ns == 0 {
+        return Err(Error::shape(op, "series", 0, 1));
+    }
+    if y_len != nt * ns {
+        return Err(Error::shape(op, "y length (nobs × series)", y_len, nt * ns));
+    }
+    let x_len = if layout.per_series {
+        nt * ns * k
+    } else {
+        nt * k
+    };
+    let what = if layout.per_series {
+        "X length (nobs × series × k)"
+    } else {
+        "X length (nobs × k)"
+    };
+    if x_len_got != x_len {
+        return Err(Error::shape(op, what, x_len_got, x_len));
     }
     Ok(())
 }
@@ -98,9 +118,13 @@ pub(super) fn rolling<T: Scalar>(
     window: usize,
     p: &RollingParams,
 ) -> Result<WindowPlan> {
+    check_data(ROLLING, data, p.missing)?;
+    rolling_plan(data.k, window, p)
+}
+
+/// The plan of a rolling run with k regressors (the data checked by the caller).
+pub(super) fn rolling_plan(k: usize, window: usize, p: &RollingParams) -> Result<WindowPlan> {
     let op = ROLLING;
-    check_data(op, data, p.missing)?;
-    let k = data.k;
     if window == 0 {
         return Err(invalid(op, "window", "must be at least 1".into()));
     }
@@ -137,14 +161,24 @@ pub(super) fn recursive<T: Scalar>(
     forget: f64,
     p: &RecursiveParams,
 ) -> Result<WindowPlan> {
+    check_data(RECURSIVE, data, p.missing)?;
+    recursive_plan(data.nobs, data.k, forget, p)
+}
+
+/// The plan of a recursive run over nobs observations of k regressors.
+pub(super) fn recursive_plan(
+    nobs: usize,
+    k: usize,
+    forget: f64,
+    p: &RecursiveParams,
+) -> Result<WindowPlan> {
     let op = RECURSIVE;
-    check_data(op, data, p.missing)?;
     check_forget(op, forget)?;
     check_rank_tol(op, p.rank_tol)?;
-    let window = data.nobs.max(1);
+    let window = nobs.max(1);
     Ok(WindowPlan {
         window,
-        min_nobs: data.k,
+        min_nobs: k,
         expanding: true,
         forget,
         skip_missing: p.missing == Missing::Skip,

@@ -14,5 +14,6 @@ pub(crate) mod insert_rows;
 pub(crate) mod rank;
 pub(crate) mod rank_one;
 pub(crate) mod reduced;
+pub(crate) mod rolling;
 pub(crate) mod thin;
 pub(crate) mod window;

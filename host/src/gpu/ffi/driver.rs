@@ -29,6 +29,8 @@ unsafe impl Pod for f32 {}
 // SAFETY: as above.
 unsafe impl Pod for f64 {}
 // SAFETY: as above.
+unsafe impl Pod for u8 {}
+// SAFETY: as above.
 unsafe impl Pod for u16 {}
 // SAFETY: as above.
 unsafe impl Pod for u32 {}

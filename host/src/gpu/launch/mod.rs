@@ -9,6 +9,7 @@ pub mod lu;
 pub mod lu_cluster;
 pub mod panel;
 pub mod reduce;
+pub mod rolling;
 pub mod row_insert;
 pub mod small_panel;
 pub mod transpose;

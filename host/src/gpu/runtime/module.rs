@@ -132,6 +132,24 @@ kernel_table! {
     tsqr_leaf_apply,
     /// `tsqr_reconstruct_<T>(y, ldy, rows, n, r_top, ldr, t, ldt, tau, m, rh)` (V, T, R).
     tsqr_reconstruct,
+    /// `rolling_walk_k1_<T>` (rolling least squares, k = 1; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k1,
+    /// `rolling_walk_k2_<T>` (rolling least squares, k = 2; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k2,
+    /// `rolling_walk_k3_<T>` (rolling least squares, k = 3; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k3,
+    /// `rolling_walk_k4_<T>` (rolling least squares, k = 4; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k4,
+    /// `rolling_walk_k5_<T>` (rolling least squares, k = 5; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k5,
+    /// `rolling_walk_k6_<T>` (rolling least squares, k = 6; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k6,
+    /// `rolling_walk_k7_<T>` (rolling least squares, k = 7; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k7,
+    /// `rolling_walk_k8_<T>` (rolling least squares, k = 8; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_k8,
+    /// `rolling_walk_general_<T>` (rolling least squares, 9 ≤ k ≤ 16; docs/algorithms.md#rolling-least-squares).
+    rolling_walk_general,
     /// `ts_gemm_partial_<T>(v, ldv, c, ldc, rows, k, nc, part)` (W = VᵀC by row chunks).
     ts_gemm_partial,
     /// `ts_gemm_reduce_<T>(part, chunks, k, nc, w, ldw)` (the chunks' sum).
