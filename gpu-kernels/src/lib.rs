@@ -557,7 +557,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k1_f32, rolling_walk_k1_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 1>;
 
@@ -568,7 +568,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k2_f32, rolling_walk_k2_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 2>;
 
@@ -579,7 +579,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k3_f32, rolling_walk_k3_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 3>;
 
@@ -590,7 +590,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k4_f32, rolling_walk_k4_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 4>;
 
@@ -601,7 +601,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k5_f32, rolling_walk_k5_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 5>;
 
@@ -612,7 +612,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k6_f32, rolling_walk_k6_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 6>;
 
@@ -623,7 +623,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k7_f32, rolling_walk_k7_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 7>;
 
@@ -634,7 +634,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_k8_f32, rolling_walk_k8_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 8>;
 
@@ -645,7 +645,7 @@ entries! {
     /// As `rolling::walk` documents (grid, block 128, buffers).
     rolling_walk_general_f32, rolling_walk_general_f64
         (y: *const T, x: *const T, nobs: usize, series: usize, k: usize, seg_len: usize,
-         window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
+         ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 16>;
 }

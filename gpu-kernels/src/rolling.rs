@@ -51,6 +51,13 @@ pub struct Plan {
     pub skip_missing: bool,
     pub refresh: usize,
     pub seg_len: usize,
+    /// Pitches (elements between time steps): y(t, s) at t·ld_y + s; x(t, s, j) at
+    /// t·ld_x + s·k + j (t·ld_x + j when shared); params(t, s, j) at t·ld_p + s·k + j;
+    /// rss(t, s) and flags(t, s) at t·ld_r + s.
+    pub ld_y: usize,
+    pub ld_x: usize,
+    pub ld_p: usize,
+    pub ld_r: usize,
     /// λ.
     pub forget: f64,
     /// λ^(window/2): the weight of the row leaving the window.
@@ -59,7 +66,8 @@ pub struct Plan {
     pub rank_tol: f64,
 }
 
-/// The observations (y: nobs × series; x: nobs × k or nobs × series × k, row-major).
+/// The observations (y: nobs × series; x: nobs × k or nobs × series × k, each time step
+/// a row at the plan's pitch).
 struct Data<T> {
     y: *const T,
     x: *const T,
@@ -74,16 +82,16 @@ impl<T: Float> Data<T> {
     #[inline(always)]
     unsafe fn x(&self, t: usize, s: usize, j: usize) -> T {
         let p = &self.plan;
-        let row = if p.per_series { t * p.series + s } else { t };
+        let at = t * p.ld_x + if p.per_series { s * p.k } else { 0 };
         // SAFETY: in bounds by the caller's indices and the kernel's contract.
-        unsafe { device::ld(self.x, row * p.k + j) }
+        unsafe { device::ld(self.x, at + j) }
     }
 
     /// y of series `s` at time `t`. Same safety as [`Data::x`].
     #[inline(always)]
     unsafe fn y(&self, t: usize, s: usize) -> T {
         // SAFETY: in bounds by the caller's indices and the kernel's contract.
-        unsafe { device::ld(self.y, t * self.plan.series + s) }
+        unsafe { device::ld(self.y, t * self.plan.ld_y + s) }
     }
 
     /// Whether y and the regressor row of series `s` at time `t` are finite.
@@ -447,17 +455,17 @@ unsafe fn walk_segment<T: Float, const K: usize>(
                 flag = 1;
             }
         }
-        let at = t * p.series + s;
+        let at = t * p.ld_p + s * k;
         unroll!(j in ..K => {
             if j < k {
-                // SAFETY: at·k + j < nobs·series·k.
-                unsafe { device::st(out.params, at * k + j, beta[j]) };
+                // SAFETY: (t, s, j) is inside params by the kernel's contract.
+                unsafe { device::st(out.params, at + j, beta[j]) };
             }
         });
-        // SAFETY: at < nobs·series.
+        // SAFETY: (t, s) is inside rss and flags by the kernel's contract.
         unsafe {
-            device::st(out.rss, at, rss);
-            device::st(out.flags, at, flag);
+            device::st(out.rss, t * p.ld_r + s, rss);
+            device::st(out.flags, t * p.ld_r + s, flag);
         }
     }
     (scheduled, failed, nonfinite)
@@ -468,8 +476,10 @@ unsafe fn walk_segment<T: Float, const K: usize>(
 /// min((seg + 1)·seg_len, nobs). Grid ⌈series·segments/128⌉, block 128.
 ///
 /// # Safety
-/// `y` readable for nobs·series, `x` for nobs·k (shared) or nobs·series·k (per series);
-/// `params` writable for nobs·series·k, `rss` and `flags` for nobs·series, `counts` for
+/// With the pitches of [`Plan`] (ld_y ≥ series, ld_x ≥ k or series·k, ld_p ≥ series·k,
+/// ld_r ≥ series): `y` readable for (nobs − 1)·ld_y + series elements, `x` for
+/// (nobs − 1)·ld_x + k (shared) or + series·k (per series); `params` writable for
+/// (nobs − 1)·ld_p + series·k, `rss` and `flags` for (nobs − 1)·ld_r + series, `counts` for
 /// 3·series·⌈nobs/seg_len⌉; outputs do not overlap inputs or each other; k ≤ K, k ≥ 1,
 /// window ≥ 1, seg_len ≥ 1, refresh ≥ 1.
 #[inline(always)]
@@ -523,6 +533,10 @@ pub unsafe fn walk_entry<T: Float, const K: usize>(
     series: usize,
     k: usize,
     seg_len: usize,
+    ld_y: usize,
+    ld_x: usize,
+    ld_p: usize,
+    ld_r: usize,
     window: usize,
     min_nobs: usize,
     refresh: usize,
@@ -546,6 +560,10 @@ pub unsafe fn walk_entry<T: Float, const K: usize>(
         skip_missing: bits & 4 != 0,
         refresh,
         seg_len,
+        ld_y,
+        ld_x,
+        ld_p,
+        ld_r,
         forget,
         leave_weight,
         rank_tol,

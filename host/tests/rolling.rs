@@ -725,14 +725,50 @@ fn gpu_device_resident_data() {
         DevVec::from_slice(&gpu, &x).unwrap(),
     );
     let ddata = DeviceRollingData::shared(&yd, &xd, nt, ns, k);
-    let res = rolling_lstsq_device(&gpu, &ddata, w, &RollingParams::default())
+    let dres = rolling_lstsq_device(&gpu, &ddata, w, &RollingParams::default()).unwrap();
+    let res = dres.to_host(&gpu).unwrap();
+    let data = RollingData::shared(&y, &x, nt, ns, k);
+    check_all(&res, &data, (&y, &x), w, 1.0, |t, _| t + 1 >= w);
+    // The (series·k) × nobs matrix of the device result is the row-major array.
+    let pm = dres.params().to_host(&gpu).unwrap();
+    assert_eq!((pm.nrows(), pm.ncols()), (ns * k, nt));
+    assert!(pm
+        .as_slice()
+        .iter()
+        .zip(&res.params)
+        .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())));
+    // The same data as matrices whose column t is time step t (padded pitches).
+    let ym = cuqr::DevMat::from_host(
+        &gpu,
+        cuqr::Mat::from_col_major(ns, nt, y.clone())
+            .unwrap()
+            .as_ref(),
+    )
+    .unwrap();
+    let xm = cuqr::DevMat::from_host(
+        &gpu,
+        cuqr::Mat::from_col_major(k, nt, x.clone())
+            .unwrap()
+            .as_ref(),
+    )
+    .unwrap();
+    let cols = DeviceRollingData::from_columns(&ym, &xm, k, false);
+    let res2 = rolling_lstsq_device(&gpu, &cols, w, &RollingParams::default())
         .unwrap()
         .to_host(&gpu)
         .unwrap();
-    let data = RollingData::shared(&y, &x, nt, ns, k);
-    check_all(&res, &data, (&y, &x), w, 1.0, |t, _| t + 1 >= w);
+    assert!(res2
+        .params
+        .iter()
+        .zip(&res.params)
+        .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())));
     // Wrong lengths and too many regressors are refused before any launch.
     let short = DeviceRollingData::shared(&yd, &xd, nt + 1, ns, k);
+    let wrong_k = DeviceRollingData::from_columns(&ym, &xm, k + 1, false);
+    assert!(matches!(
+        rolling_lstsq_device(&gpu, &wrong_k, w, &RollingParams::default()),
+        Err(Error::Shape { .. })
+    ));
     assert!(matches!(
         rolling_lstsq_device(&gpu, &short, w, &RollingParams::default()),
         Err(Error::Shape { .. })

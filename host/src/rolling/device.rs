@@ -2,15 +2,61 @@
 //! (docs/algorithms.md#rolling-least-squares).
 #![forbid(unsafe_code)]
 
-use super::plan::{check_lengths, recursive_plan, rolling_plan};
+use super::plan::{recursive_plan, rolling_plan};
 use super::{RecursiveParams, Refactorisations, RollingParams, RollingResult};
 use crate::base::error::{Error, Result};
 use crate::base::rolling::{Layout, Missing, WindowPlan};
-use crate::gpu::algo::rolling::{unsupported, walk};
-use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
+use crate::gpu::algo::rolling::{unsupported, walk, DeviceWalk, Pitched};
+use crate::gpu::runtime::{DevMat, DevVec, Gpu, GpuScalar};
 
-/// Observations in device memory, laid out as [`super::RollingData`]: y nobs × series, X
-/// nobs × k (shared) or nobs × series × k, row-major.
+/// Where one input lives: a contiguous vector, or a matrix whose column t is time step t.
+#[derive(Clone, Copy, Debug)]
+enum Source<'a, T> {
+    Vec(&'a DevVec<T>),
+    Mat(&'a DevMat<T>),
+}
+
+impl<T: GpuScalar> Source<'_, T> {
+    /// The input as the walk reads it: `row` elements a time step at the source's pitch.
+    fn pitched(&self, row: usize) -> Pitched<'_, T> {
+        match self {
+            Source::Vec(v) => Pitched {
+                buf: v.view(),
+                ld: row,
+            },
+            Source::Mat(m) => Pitched {
+                buf: m.buf().slice(..),
+                ld: m.ld(),
+            },
+        }
+    }
+
+    /// Checks that the source holds `nobs` time steps of `row` elements.
+    /// The source's elements in row-major (time step by time step) order.
+    fn to_host(&self, gpu: &Gpu) -> Result<Vec<T>> {
+        match self {
+            Source::Vec(v) => v.to_vec(gpu),
+            Source::Mat(m) => Ok(m.to_host(gpu)?.as_slice().to_vec()),
+        }
+    }
+
+    fn check(&self, op: &'static str, what: &'static str, nobs: usize, row: usize) -> Result<()> {
+        match self {
+            Source::Vec(v) if v.len() != nobs * row => {
+                Err(Error::shape(op, what, v.len(), nobs * row))
+            }
+            Source::Mat(m) if m.nrows() != row => Err(Error::shape(op, what, m.nrows(), row)),
+            Source::Mat(m) if m.ncols() != nobs => Err(Error::shape(op, what, m.ncols(), nobs)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Observations in device memory: y holds `series` values a time step and X `k` (one
+/// design shared by every series) or `series·k` (a design per series). From vectors, in
+/// [`super::RollingData`]'s row-major order, or from matrices whose column t holds time
+/// step t (series × nobs and k × nobs or (series·k) × nobs; a row-major array of the
+/// caller's seen as column-major, as DLPack hands it over).
 ///
 /// # Examples
 /// ```no_run
@@ -23,19 +69,19 @@ use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 /// let (yd, xd) = (DevVec::from_slice(&gpu, &y)?, DevVec::from_slice(&gpu, &x)?);
 /// let data = DeviceRollingData::shared(&yd, &xd, nobs, series, k);
 /// let res = rolling_lstsq_device(&gpu, &data, 60, &RollingParams::default())?;
-/// let params = res.params().to_vec(&gpu)?; // nobs × series × k
-/// # assert_eq!(params.len(), nobs * series * k);
+/// let params = res.params().to_host(&gpu)?; // (series·k) × nobs: column t is step t
+/// # assert_eq!((params.nrows(), params.ncols()), (series * k, nobs));
 /// # Ok::<(), cuqr::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceRollingData<'a, T> {
-    y: &'a DevVec<T>,
-    x: &'a DevVec<T>,
+    y: Source<'a, T>,
+    x: Source<'a, T>,
     layout: Layout,
 }
 
 impl<'a, T: GpuScalar> DeviceRollingData<'a, T> {
-    /// y (nobs × series) against one design X (nobs × k).
+    /// y (nobs × series, row-major) against one design X (nobs × k).
     pub fn shared(
         y: &'a DevVec<T>,
         x: &'a DevVec<T>,
@@ -43,16 +89,10 @@ impl<'a, T: GpuScalar> DeviceRollingData<'a, T> {
         series: usize,
         k: usize,
     ) -> Self {
-        let layout = Layout {
-            nobs,
-            series,
-            k,
-            per_series: false,
-        };
-        Self { y, x, layout }
+        Self::new(Source::Vec(y), Source::Vec(x), nobs, series, k, false)
     }
 
-    /// y (nobs × series) against a design per series, X of nobs × series × k.
+    /// y (nobs × series) against a design per series, X of nobs × series × k (row-major).
     pub fn per_series(
         y: &'a DevVec<T>,
         x: &'a DevVec<T>,
@@ -60,13 +100,54 @@ impl<'a, T: GpuScalar> DeviceRollingData<'a, T> {
         series: usize,
         k: usize,
     ) -> Self {
+        Self::new(Source::Vec(y), Source::Vec(x), nobs, series, k, true)
+    }
+
+    /// y as a series × nobs matrix and X as a k × nobs (shared) or (series·k) × nobs
+    /// (`per_series`) one: column t holds time step t. Sizes are read from y and X; X's
+    /// rows must be a multiple of `k`.
+    pub fn from_columns(y: &'a DevMat<T>, x: &'a DevMat<T>, k: usize, per_series: bool) -> Self {
+        Self::new(
+            Source::Mat(y),
+            Source::Mat(x),
+            y.ncols(),
+            y.nrows(),
+            k,
+            per_series,
+        )
+    }
+
+    fn new(
+        y: Source<'a, T>,
+        x: Source<'a, T>,
+        nobs: usize,
+        series: usize,
+        k: usize,
+        per_series: bool,
+    ) -> Self {
         let layout = Layout {
             nobs,
             series,
             k,
-            per_series: true,
+            per_series,
         };
         Self { y, x, layout }
+    }
+
+    /// Shapes: k ≥ 1, series ≥ 1, y and X hold nobs steps of series and k (or series·k).
+    fn check(&self, op: &'static str) -> Result<()> {
+        let l = &self.layout;
+        if l.k == 0 {
+            return Err(Error::shape(op, "k (regressors)", 0, 1));
+        }
+        if l.series == 0 {
+            return Err(Error::shape(op, "series", 0, 1));
+        }
+        let x_row = if l.per_series { l.series * l.k } else { l.k };
+        self.y
+            .check(op, "y (series a time step)", l.nobs, l.series)?;
+        self.x
+            .check(op, "X (k or series·k a time step)", l.nobs, x_row)
     }
 }
 
@@ -74,11 +155,7 @@ impl<'a, T: GpuScalar> DeviceRollingData<'a, T> {
 #[derive(Debug)]
 pub struct DeviceRollingResult<T> {
     layout: Layout,
-    params: DevVec<T>,
-    rss: DevVec<T>,
-    flags: cudarc::driver::CudaSlice<u8>,
-    /// How often windows were factorised again from their data.
-    pub refactorisations: Refactorisations,
+    walk: DeviceWalk<T>,
 }
 
 impl<T: GpuScalar> DeviceRollingResult<T> {
@@ -87,15 +164,21 @@ impl<T: GpuScalar> DeviceRollingResult<T> {
         (self.layout.nobs, self.layout.series, self.layout.k)
     }
 
-    /// Coefficients, nobs × series × k row-major, NaN where a window has no estimate (as
-    /// [`RollingResult::params`]).
-    pub fn params(&self) -> &DevVec<T> {
-        &self.params
+    /// Coefficients as a (series·k) × nobs matrix: column t holds time step t's, series
+    /// after series (the row-major nobs × series × k array of [`RollingResult::params`]
+    /// seen column by column); NaN where a window has no estimate.
+    pub fn params(&self) -> &DevMat<T> {
+        &self.walk.params
     }
 
-    /// Residual sums of squares, nobs × series (as [`RollingResult::rss`]).
-    pub fn rss(&self) -> &DevVec<T> {
-        &self.rss
+    /// Residual sums of squares as a series × nobs matrix (as [`RollingResult::rss`]).
+    pub fn rss(&self) -> &DevMat<T> {
+        &self.walk.rss
+    }
+
+    /// How often windows were factorised again from their data.
+    pub fn refactorisations(&self) -> Refactorisations {
+        self.walk.counts
     }
 
     /// Copies everything to the host.
@@ -103,20 +186,15 @@ impl<T: GpuScalar> DeviceRollingResult<T> {
     /// # Errors
     /// [`Error::Driver`].
     pub fn to_host(&self, gpu: &Gpu) -> Result<RollingResult<T>> {
-        let cells = self.layout.nobs * self.layout.series;
-        gpu.count_launch();
-        let flags = gpu
-            .stream
-            .clone_dtoh(&self.flags)
-            .map_err(|e| Error::driver("rolling flags download".to_string(), e))?;
+        let (params, rss, rank_deficient) = self.walk.download(gpu, self.layout)?;
         Ok(RollingResult {
             nobs: self.layout.nobs,
             series: self.layout.series,
             k: self.layout.k,
-            params: self.params.to_vec(gpu)?,
-            rss: self.rss.to_vec(gpu)?,
-            rank_deficient: flags[..cells].iter().map(|&f| f != 0).collect(),
-            refactorisations: self.refactorisations,
+            params,
+            rss,
+            rank_deficient,
+            refactorisations: self.walk.counts,
             fallback: None,
         })
     }
@@ -135,7 +213,7 @@ pub fn rolling_lstsq_device<T: GpuScalar>(
     params: &RollingParams,
 ) -> Result<DeviceRollingResult<T>> {
     let op = "rolling_lstsq_device";
-    check_lengths(op, &data.layout, data.y.len(), data.x.len())?;
+    data.check(op)?;
     let plan = rolling_plan(data.layout.k, window, params)?;
     run(gpu, op, data, &plan, params.missing)
 }
@@ -151,7 +229,7 @@ pub fn recursive_lstsq_device<T: GpuScalar>(
     params: &RecursiveParams,
 ) -> Result<DeviceRollingResult<T>> {
     let op = "recursive_lstsq_device";
-    check_lengths(op, &data.layout, data.y.len(), data.x.len())?;
+    data.check(op)?;
     let plan = recursive_plan(data.layout.nobs, data.layout.k, forget, params)?;
     run(gpu, op, data, &plan, params.missing)
 }
@@ -166,18 +244,19 @@ fn run<T: GpuScalar>(
     if let Some(why) = unsupported(data.layout.k) {
         return Err(Error::InvalidParam { op, what: "k", why });
     }
-    let out = walk(gpu, &data.y.view(), &data.x.view(), data.layout, plan)?;
-    if missing == Missing::Raise && out.nonfinite > 0 {
+    let l = data.layout;
+    let x_row = if l.per_series { l.series * l.k } else { l.k };
+    let walk = walk(
+        gpu,
+        data.y.pitched(l.series),
+        data.x.pitched(x_row),
+        l,
+        plan,
+    )?;
+    if missing == Missing::Raise && walk.nonfinite > 0 {
         return Err(locate_nonfinite(gpu, op, data));
     }
-    let cells = data.layout.nobs * data.layout.series;
-    Ok(DeviceRollingResult {
-        layout: data.layout,
-        params: DevVec::from_buffer(out.params, cells * data.layout.k),
-        rss: DevVec::from_buffer(out.rss, cells),
-        flags: out.flags,
-        refactorisations: out.counts,
-    })
+    Ok(DeviceRollingResult { layout: l, walk })
 }
 
 /// The error naming the first non-finite entry (y first, then X), read back from the
@@ -187,7 +266,7 @@ fn locate_nonfinite<T: GpuScalar>(
     op: &'static str,
     data: &DeviceRollingData<'_, T>,
 ) -> Error {
-    let (y, x) = match (data.y.to_vec(gpu), data.x.to_vec(gpu)) {
+    let (y, x) = match (data.y.to_host(gpu), data.x.to_host(gpu)) {
         (Ok(y), Ok(x)) => (y, x),
         (Err(e), _) | (_, Err(e)) => return e,
     };

@@ -9,20 +9,29 @@ use crate::base::rolling::{Layout, WindowPlan};
 use crate::cpu::rolling_series::Refactorisations;
 use crate::gpu::ffi::driver::{alloc_uninit, StreamAlloc};
 use crate::gpu::launch::rolling::{WalkOut, WalkShape, WALK_MAX_K};
-use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
+use crate::gpu::runtime::{alloc_err, driver_err, DevMat, Gpu, GpuScalar};
 
 /// Threads the walk aims for: enough warps to hide each thread's dependent chain of
 /// rotations (about 16 warps on each of 132 SMs).
 const TARGET_THREADS: usize = 132 * 16 * 32;
 
-/// The walk's results on the device: params (nobs·series·k), rss and flags
-/// (nobs·series), with the refactorisation counts and the non-finite observations met.
+/// The walk's results on the device: params as a (series·k) × nobs matrix (column t:
+/// time step t's coefficients, series by series) and rss a series × nobs one, NaN where a
+/// window has no estimate; flags (1: rank-deficient window) at rss's pitch; the
+/// refactorisation counts and the non-finite observations met.
+#[derive(Debug)]
 pub(crate) struct DeviceWalk<T> {
-    pub params: CudaSlice<T>,
-    pub rss: CudaSlice<T>,
+    pub params: DevMat<T>,
+    pub rss: DevMat<T>,
     pub flags: CudaSlice<u8>,
     pub counts: Refactorisations,
     pub nonfinite: u64,
+}
+
+/// An input of the walk: a buffer with each time step's row at pitch `ld`.
+pub(crate) struct Pitched<'a, T> {
+    pub buf: CudaView<'a, T>,
+    pub ld: usize,
 }
 
 /// Why the GPU cannot run these sizes, if it cannot (k above the kernels' limit).
@@ -41,15 +50,15 @@ pub(crate) fn segment_length(nobs: usize, series: usize, window: usize) -> usize
     by_threads.max(window.min(nobs)).max(1)
 }
 
-/// Runs the walk over y (nobs·series) and x on the device.
+/// Runs the walk over y and x on the device (their pitches checked by the launcher).
 ///
 /// # Errors
 /// [`Error::OutOfMemory`], [`Error::Driver`].
 pub(crate) fn walk<T: GpuScalar>(
     gpu: &Gpu,
-    y: &CudaView<'_, T>,
-    x: &CudaView<'_, T>,
-    sizes: Layout,
+    y: Pitched<'_, T>,
+    x: Pitched<'_, T>,
+    layout: Layout,
     plan: &WindowPlan,
 ) -> Result<DeviceWalk<T>> {
     let Layout {
@@ -57,7 +66,9 @@ pub(crate) fn walk<T: GpuScalar>(
         series,
         k,
         per_series,
-    } = sizes;
+    } = layout;
+    let mut params = DevMat::<T>::for_overwrite(gpu, series * k, nobs)?;
+    let mut rss = DevMat::<T>::for_overwrite(gpu, series, nobs)?;
     let seg_len = segment_length(nobs, series, plan.window);
     let shape = WalkShape {
         nobs,
@@ -65,6 +76,10 @@ pub(crate) fn walk<T: GpuScalar>(
         k,
         per_series,
         seg_len,
+        ld_y: y.ld,
+        ld_x: x.ld,
+        ld_p: params.ld(),
+        ld_r: rss.ld(),
         window: plan.window,
         min_nobs: plan.min_nobs,
         refresh: plan.refresh,
@@ -74,29 +89,25 @@ pub(crate) fn walk<T: GpuScalar>(
         leave_weight: plan.forget.powf(plan.window as f64 / 2.0),
         rank_tol: plan.rank_tol.unwrap_or(-1.0),
     };
-    let cells = (nobs * series).max(1);
-    let threads = (series * shape.segments()).max(1);
+    let threads = series * shape.segments();
     let stream = &gpu.stream;
-    // Left unset: the walk writes every element of params, rss and flags (each (t, s)
-    // by the thread of its segment) and 3 counts per thread before anything reads them.
-    let (mut params, mut rss, mut flags, mut counts) = {
-        (
-            alloc_uninit::<T>(stream, cells * k)
-                .map_err(alloc_err("rolling params", cells * k * size_of::<T>()))?,
-            alloc_uninit::<T>(stream, cells)
-                .map_err(alloc_err("rolling rss", cells * size_of::<T>()))?,
-            alloc_uninit::<u8>(stream, cells).map_err(alloc_err("rolling flags", cells))?,
-            alloc_uninit::<u32>(stream, 3 * threads)
-                .map_err(alloc_err("rolling counts", 12 * threads))?,
-        )
-    };
+    let flag_len = (rss.ld() * nobs).max(1);
+    let mut flags = stream
+        .alloc_zeroed::<u8>(flag_len)
+        .map_err(alloc_err("rolling flags", flag_len))?;
+    // Left unset: the walk writes 3 counts per thread before anything reads them.
+    let mut counts = alloc_uninit::<u32>(stream, 3 * threads.max(1))
+        .map_err(alloc_err("rolling counts", 12 * threads.max(1)))?;
+    let (ld_p, ld_r) = (params.ld(), rss.ld());
+    let p_len = ld_p * nobs;
+    let r_len = ld_r * nobs;
     gpu.rolling_walk(
-        y,
-        x,
+        &y.buf,
+        &x.buf,
         &shape,
         WalkOut {
-            params: params.slice_mut(..),
-            rss: rss.slice_mut(..),
+            params: params.buf_mut().slice_mut(..p_len),
+            rss: rss.buf_mut().slice_mut(..r_len),
             flags: &mut flags,
             counts: &mut counts,
         },
@@ -108,7 +119,7 @@ pub(crate) fn walk<T: GpuScalar>(
     stream.synchronize().map_err(driver_err("rolling walk"))?;
     let mut out = Refactorisations::default();
     let mut nonfinite = 0u64;
-    for c in host.chunks_exact(3).take(series * shape.segments()) {
+    for c in host.chunks_exact(3).take(threads) {
         out.scheduled += c[0] as usize;
         out.after_failed_downdate += c[1] as usize;
         nonfinite += u64::from(c[2]);
@@ -122,7 +133,8 @@ pub(crate) fn walk<T: GpuScalar>(
     })
 }
 
-/// Uploads y and x, runs the walk and downloads params, rss and the rank flags.
+/// Uploads y and x (contiguous, as [`crate::rolling::RollingData`] holds them), runs the
+/// walk and downloads params (nobs × series × k), rss and the rank flags (nobs × series).
 ///
 /// # Errors
 /// As [`walk`].
@@ -130,7 +142,7 @@ pub(crate) fn walk_host<T: GpuScalar>(
     gpu: &Gpu,
     y: &[T],
     x: &[T],
-    sizes: Layout,
+    layout: Layout,
     plan: &WindowPlan,
 ) -> Result<(Vec<T>, Vec<T>, Vec<bool>, Refactorisations)> {
     let stream = &gpu.stream;
@@ -148,16 +160,53 @@ pub(crate) fn walk_host<T: GpuScalar>(
     let xd = stream
         .htod_copy(&xh)
         .map_err(alloc_err("rolling X", xh.len() * size_of::<T>()))?;
-    let res = walk(gpu, &yd.slice(..), &xd.slice(..), sizes, plan)?;
-    let cells = sizes.nobs * sizes.series;
-    gpu.count_launch();
-    let down = |e| Error::driver("rolling results download".to_string(), e);
-    let mut params = stream.clone_dtoh(&res.params).map_err(down)?;
-    let mut rss = stream.clone_dtoh(&res.rss).map_err(down)?;
-    let flags = stream.clone_dtoh(&res.flags).map_err(down)?;
-    stream.synchronize().map_err(down)?;
-    params.truncate(cells * sizes.k);
-    rss.truncate(cells);
-    let flags = flags[..cells].iter().map(|&f| f != 0).collect();
+    let x_row = if layout.per_series {
+        layout.series * layout.k
+    } else {
+        layout.k
+    };
+    let res = walk(
+        gpu,
+        Pitched {
+            buf: yd.slice(..),
+            ld: layout.series,
+        },
+        Pitched {
+            buf: xd.slice(..),
+            ld: x_row,
+        },
+        layout,
+        plan,
+    )?;
+    let (params, rss, flags) = res.download(gpu, layout)?;
     Ok((params, rss, flags, res.counts))
+}
+
+impl<T: GpuScalar> DeviceWalk<T> {
+    /// params (nobs × series × k, row-major), rss and flags (nobs × series) on the host.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub(crate) fn download(
+        &self,
+        gpu: &Gpu,
+        layout: Layout,
+    ) -> Result<(Vec<T>, Vec<T>, Vec<bool>)> {
+        let params = self.params.to_host(gpu)?.as_slice().to_vec();
+        let rss = self.rss.to_host(gpu)?.as_slice().to_vec();
+        gpu.count_launch();
+        let raw = gpu
+            .stream
+            .clone_dtoh(&self.flags)
+            .map_err(|e| Error::driver("rolling flags download".to_string(), e))?;
+        gpu.stream
+            .synchronize()
+            .map_err(|e| Error::driver("rolling flags download".to_string(), e))?;
+        let ld = self.rss.ld();
+        let mut flags = Vec::with_capacity(layout.nobs * layout.series);
+        for t in 0..layout.nobs {
+            flags.extend(raw[t * ld..t * ld + layout.series].iter().map(|&f| f != 0));
+        }
+        Ok((params, rss, flags))
+    }
 }

@@ -22,6 +22,11 @@ pub(crate) struct WalkShape {
     pub k: usize,
     pub per_series: bool,
     pub seg_len: usize,
+    /// Pitches between time steps (elements) of y, x, params and rss/flags.
+    pub ld_y: usize,
+    pub ld_x: usize,
+    pub ld_p: usize,
+    pub ld_r: usize,
     pub window: usize,
     pub min_nobs: usize,
     pub refresh: usize,
@@ -41,8 +46,9 @@ impl WalkShape {
     }
 }
 
-/// The walk's outputs: params (nobs·series·k), rss and flags (nobs·series), counts
-/// (3 per thread: scheduled and forced refactorisations, non-finite observations).
+/// The walk's outputs, pitched as [`WalkShape`] says: params (series·k a step), rss and
+/// flags (series a step), counts (3 per thread: scheduled and forced refactorisations,
+/// non-finite observations).
 pub(crate) struct WalkOut<'a, T> {
     pub params: CudaViewMut<'a, T>,
     pub rss: CudaViewMut<'a, T>,
@@ -52,7 +58,8 @@ pub(crate) struct WalkOut<'a, T> {
 
 impl Gpu {
     /// Launches `rolling_walk_k<k>` (k ≤ 8) or `rolling_walk_general` (k ≤ 16) on
-    /// [`Gpu::stream`] over y (nobs·series) and x (nobs·k or nobs·series·k).
+    /// [`Gpu::stream`] over y (series a time step) and x (k or series·k a step), each
+    /// time step at its pitch.
     ///
     /// # Errors
     /// [`crate::Error::Driver`] if the launch fails.
@@ -70,16 +77,24 @@ impl Gpu {
         let s = shape;
         assert!(s.k >= 1 && s.k <= WALK_MAX_K);
         assert!(s.window >= 1 && s.seg_len >= 1 && s.refresh >= 1);
-        let cells = s.nobs * s.series;
-        let x_len = if s.per_series {
-            cells * s.k
-        } else {
-            s.nobs * s.k
+        let x_row = if s.per_series { s.series * s.k } else { s.k };
+        assert!(s.ld_y >= s.series && s.ld_x >= x_row);
+        assert!(s.ld_p >= s.series * s.k && s.ld_r >= s.series);
+        // Elements a pitched buffer of `row` elements a time step spans.
+        let span = |ld: usize, row: usize| {
+            if s.nobs == 0 {
+                0
+            } else {
+                (s.nobs - 1) * ld + row
+            }
         };
         let threads = s.series * s.segments();
-        assert!(y.len() >= cells && x.len() >= x_len);
-        assert!(out.params.len() >= cells * s.k && out.rss.len() >= cells);
-        assert!(out.flags.len() >= cells && out.counts.len() >= 3 * threads);
+        assert!(y.len() >= span(s.ld_y, s.series) && x.len() >= span(s.ld_x, x_row));
+        assert!(out.params.len() >= span(s.ld_p, s.series * s.k));
+        assert!(
+            out.rss.len() >= span(s.ld_r, s.series) && out.flags.len() >= span(s.ld_r, s.series)
+        );
+        assert!(out.counts.len() >= 3 * threads);
         if threads == 0 {
             return Ok(());
         }
@@ -100,17 +115,18 @@ impl Gpu {
             u32::from(s.per_series) | u32::from(s.expanding) << 1 | u32::from(s.skip_missing) << 2;
         let config = launch_config((grid_blocks(threads, WALK_BLOCK), 1), (WALK_BLOCK, 1), 0);
         let (mut params, mut rss) = (out.params, out.rss);
-        // SAFETY: matches rolling_walk_*_{f32,f64}(y, x, nobs, series, k, seg_len, window,
-        // min_nobs, refresh, bits, forget, leave_weight, rank_tol, params, rss, flags,
-        // counts) of gpu-kernels/src/rolling.rs: y holds nobs·series elements and x
-        // nobs·k (shared) or nobs·series·k (per series), params nobs·series·k, rss and
-        // flags nobs·series, counts 3·series·segments (all asserted); the outputs are
+        // SAFETY: matches rolling_walk_*_{f32,f64}(y, x, nobs, series, k, seg_len, ld_y,
+        // ld_x, ld_p, ld_r, window, min_nobs, refresh, bits, forget, leave_weight,
+        // rank_tol, params, rss, flags, counts) of gpu-kernels/src/rolling.rs: every
+        // pitch covers its row (series, k or series·k, series·k, series) and every buffer
+        // spans (nobs − 1) pitches plus one row, counts 3·series·segments (all
+        // asserted); the outputs are
         // distinct mutable buffers that alias neither input; 1 ≤ k ≤ 16 selects an
         // instance whose K covers k (exactly, for k ≤ 8); window, seg_len and refresh are
         // at least 1 (asserted); grid ⌈threads/128⌉ × block 128 as the contract says.
         unsafe {
             launch_kernel!(self, f, config, "rolling_walk"; y, x, &s.nobs, &s.series, &s.k,
-                &s.seg_len, &s.window, &s.min_nobs, &s.refresh, &bits, &s.forget,
+                &s.seg_len, &s.ld_y, &s.ld_x, &s.ld_p, &s.ld_r, &s.window, &s.min_nobs, &s.refresh, &bits, &s.forget,
                 &s.leave_weight, &s.rank_tol, &mut params, &mut rss, &mut *out.flags,
                 &mut *out.counts)
         }?;

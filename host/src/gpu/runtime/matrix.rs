@@ -657,15 +657,6 @@ pub struct DevVec<T> {
     len: usize,
 }
 
-impl<T> DevVec<T> {
-    /// A vector of the first `len` elements of `buf` (len ≤ buf.len(), at least one
-    /// element allocated as the other constructors do).
-    pub(crate) fn from_buffer(buf: CudaSlice<T>, len: usize) -> Self {
-        debug_assert!(len <= buf.len());
-        Self { buf, len }
-    }
-}
-
 impl<T: GpuScalar> DevVec<T> {
     /// `len` zeros.
     ///
