@@ -884,19 +884,13 @@ def _to_numpy(x):
 
 
 # ---------------------------------------------------------------------------------------
-# Rolling and recursive least squares (CPU)
+# Rolling and recursive least squares (CPU and GPU)
 # ---------------------------------------------------------------------------------------
 
 
 def _rolling_inputs(y, X, name: str):
     """y as a C-contiguous (T, S) array and X as (T, k) or (T, S, k), one float dtype;
-    whether y was 1-D. Device arrays are refused: there is no GPU implementation yet."""
-    for a, what in ((y, "y"), (X, "X")):
-        if _Arrays.of(a).on_gpu or hasattr(a, "__cuda_array_interface__"):
-            raise ValueError(
-                f"{name}: '{what}' is a GPU array, but {name} runs on the CPU only for now; "
-                "copy it to the host first (cupy.asnumpy(a), tensor.cpu().numpy())"
-            )
+    whether y was 1-D. Host arrays only (GPU arrays go to :func:`_rolling_on_device`)."""
     y = _Arrays.of(y).host(y, "y")
     X = _Arrays.of(X).host(X, "X")
     dtype = _np.result_type(y.dtype, X.dtype, _np.float32)
@@ -926,10 +920,64 @@ def _rolling_inputs(y, X, name: str):
 
 def _rolling_outputs(out, one: bool, return_rss: bool, device: str):
     params, rss, _flags, fallback, _counts = out
-    if fallback is not None and device != "cpu":
+    if fallback is not None and device.startswith("cuda"):
         import warnings
 
         warnings.warn(fallback, RuntimeWarning, stacklevel=3)
+    if one:
+        params, rss = params[:, 0, :], rss[:, 0]
+    return (params, rss) if return_rss else params
+
+
+def _on_gpu(*xs) -> bool:
+    return any(_Arrays.of(a).on_gpu or hasattr(a, "__cuda_array_interface__") for a in xs)
+
+
+def _rolling_on_device(y, X, name: str, device: str, return_rss: bool, **kw):
+    """The GPU walk on CUDA arrays (CuPy or PyTorch), results as the caller's kind."""
+    arrays = _Arrays.of(y)
+    if _Arrays.of(X).device != arrays.device or arrays.device is None:
+        raise ValueError(f"{name}: y and X must both be CUDA arrays on one device")
+    if device == "cpu":
+        raise ValueError(
+            f"{name}: device='cpu' but the data are CUDA arrays; copy them to the host "
+            "first, or leave device='auto'"
+        )
+    if arrays.family == "cupy":
+        import cupy as xp
+
+        f32 = y.dtype == xp.float32 and X.dtype == xp.float32
+        dtype = xp.float32 if f32 else xp.float64
+        conv = lambda a: xp.ascontiguousarray(a, dtype=dtype)  # noqa: E731
+    elif arrays.family == "torch-cuda":
+        import torch
+
+        f32 = y.dtype == torch.float32 and X.dtype == torch.float32
+        dtype = torch.float32 if f32 else torch.float64
+        conv = lambda a: a.detach().to(dtype).contiguous()  # noqa: E731
+    else:
+        raise ValueError(f"{name}: GPU arrays must come from CuPy or PyTorch")
+    if y.ndim not in (1, 2):
+        raise ValueError(f"{name}: y must be 1-D (T,) or 2-D (T, S), got {y.ndim}-D")
+    one = y.ndim == 1
+    y2 = conv(y.reshape(y.shape[0], 1) if one else y)
+    T, S = y2.shape
+    if X.ndim == 2 and X.shape[0] != T:
+        raise ValueError(f"{name}: X has {X.shape[0]} rows, y has {T}")
+    if X.ndim == 3 and tuple(X.shape[:2]) != (T, S):
+        raise ValueError(
+            f"{name}: a 3-D X must have shape (T, S, k) = ({T}, {S}, k), got {tuple(X.shape)}"
+        )
+    if X.ndim not in (2, 3):
+        raise ValueError(f"{name}: X must be 2-D (T, k) or 3-D (T, S, k), got {X.ndim}-D")
+    k = X.shape[-1]
+    if k == 0:
+        raise ValueError(f"{name}: X has no columns")
+    per_series = X.ndim == 3
+    X2 = conv(X).reshape(T, S * k) if per_series else conv(X)
+    params, rss, _counts = _cuqr.rolling_device(y2, X2, k, per_series, arrays.device, **kw)
+    params = arrays.out(params).T.reshape(T, S, k)
+    rss = arrays.out(rss).T
     if one:
         params, rss = params[:, 0, :], rss[:, 0]
     return (params, rss) if return_rss else params
@@ -945,7 +993,7 @@ def rolling_lstsq(
     forget=None,
     missing: str = "drop",
     return_rss: bool = False,
-    device: str = "cpu",
+    device: str = "auto",
 ):
     """Rolling least squares of many series: statsmodels' ``RollingOLS(y, X, window)``,
     by QR updating.
@@ -973,10 +1021,11 @@ def rolling_lstsq(
         ``ValueError`` ('raise').
     return_rss : bool
         Also return the residual sum of squares of each window (``RollingOLS``'s ``ssr``).
-    device : {'cpu', 'auto', 'cuda'}
-        Only the CPU implements rolling least squares for now; 'auto' and 'cuda' run on
-        the CPU and warn (``RuntimeWarning``) with the reason. GPU arrays (CuPy, CUDA
-        tensors) are refused with ``ValueError``: copy them to the host first.
+    device : {'auto', 'cpu', 'cuda', 'cuda:N'}
+        CUDA arrays (CuPy, PyTorch) run on their GPU and return CUDA arrays of the same
+        library ('cpu' refuses them). Host arrays: 'auto' (the default) takes GPU 0 when
+        T·S·k² reaches ``2.5e7`` and a GPU opens, else the CPU; 'cuda' runs on the GPU
+        (k <= 16 there; more regressors run on the CPU with a ``RuntimeWarning``).
 
     Returns
     -------
@@ -989,7 +1038,8 @@ def rolling_lstsq(
         Only with ``return_rss=True``.
 
     The computation releases the interpreter lock and runs the series in parallel
-    (``cuqr.set_threads``). float32 inputs compute in float32, others in float64.
+    (``cuqr.set_threads``; on a GPU one thread per series and time segment). float32
+    inputs compute in float32, others in float64.
 
     Example
     -------
@@ -1001,6 +1051,13 @@ def rolling_lstsq(
     >>> params.shape, bool(np.isnan(params[58]).all()), np.round(params[-1], 1).tolist()
     ((500, 3), True, [1.0, 2.0, -1.0])
     """
+    if _on_gpu(y, X):
+        return _rolling_on_device(
+            y, X, "rolling_lstsq", device, return_rss, window=int(window),
+            min_nobs=None if min_nobs is None else int(min_nobs), expanding=bool(expanding),
+            forget=None if forget is None else float(forget), missing=missing, rank_tol=None,
+            recursive=False,
+        )
     y2, X, one = _rolling_inputs(y, X, "rolling_lstsq")
     out = _cuqr.rolling(
         y2, X, int(window), None if min_nobs is None else int(min_nobs), bool(expanding),
@@ -1011,7 +1068,7 @@ def rolling_lstsq(
 
 def recursive_lstsq(
     y, X, forget: float = 1.0, *, missing: str = "drop", return_rss: bool = False,
-    device: str = "cpu",
+    device: str = "auto",
 ):
     """Recursive least squares with exponential forgetting, by QR updating.
 
@@ -1028,6 +1085,12 @@ def recursive_lstsq(
     >>> bool(np.isnan(params[0]).all()), np.round(params[-1], 6).tolist()
     (True, [3.0, 0.5])
     """
+    if _on_gpu(y, X):
+        return _rolling_on_device(
+            y, X, "recursive_lstsq", device, return_rss, window=max(int(y.shape[0]), 1),
+            min_nobs=None, expanding=True, forget=float(forget), missing=missing,
+            rank_tol=None, recursive=True,
+        )
     y2, X, one = _rolling_inputs(y, X, "recursive_lstsq")
     out = _cuqr.recursive(y2, X, float(forget), missing, None, device)
     return _rolling_outputs(out, one, return_rss, device)

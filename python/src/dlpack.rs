@@ -205,10 +205,28 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, stream: usize) -> PyResult<Imported<
 }
 
 impl Imported<'_> {
+    /// The array transposed: a `rows × cols` array becomes the `cols × rows` device matrix
+    /// whose column i is the array's row i (a row-major array then takes one 2D copy, no
+    /// transpose). Waits for the copy as [`Imported::to_dev_mat`].
+    pub fn to_dev_mat_transposed<T: GpuScalar>(&self, gpu: &Arc<Gpu>) -> PyResult<DevMat<T>> {
+        let d = &self.desc;
+        let flipped = Described {
+            shape: (d.shape.1, d.shape.0),
+            strides: (d.strides.1, d.strides.0),
+            ..d.clone()
+        };
+        Imported::copy_described::<T>(&flipped, gpu)
+    }
+
     /// Copies the array (device to device, on [`Gpu::stream`]) into a new [`DevMat`] and
     /// waits for that stream, so that the producer's memory may be released afterwards.
     pub fn to_dev_mat<T: GpuScalar>(&self, gpu: &Arc<Gpu>) -> PyResult<DevMat<T>> {
-        let d = &self.desc;
+        Imported::copy_described::<T>(&self.desc, gpu)
+    }
+
+    /// The copy of [`Imported::to_dev_mat`] for a description of this import's memory
+    /// (the capsule, held by the caller's `Imported`, keeps it alive).
+    fn copy_described<T: GpuScalar>(d: &Described, gpu: &Arc<Gpu>) -> PyResult<DevMat<T>> {
         if d.device.0 != DEVICE_CUDA && d.device.0 != DEVICE_CUDA_MANAGED {
             return Err(PyValueError::new_err("the array is not in CUDA memory"));
         }
@@ -220,11 +238,12 @@ impl Imported<'_> {
             )));
         }
         let (rows, cols) = d.shape;
-        // SAFETY: the capsule (held by `self`, not consumed) keeps the producer's memory
-        // alive; the producer described this device, the element type (checked) and the
-        // layout; it ordered its writes before `gpu.stream` when asked for the capsule
-        // with that stream; the copy is waited for below, before `self` (and with it the
-        // memory) can go.
+        // SAFETY: the capsule (held by the `Imported` this description came from, not
+        // consumed) keeps the producer's memory alive; the producer described this device,
+        // the element type (checked) and the layout (a transposed description swaps shape
+        // and strides alike, addressing the same elements); it ordered its writes before
+        // `gpu.stream` when asked for the capsule with that stream; the copy is waited for
+        // below, before the `Imported` (and with it the memory) can go.
         let m = unsafe {
             DevMat::<T>::copy_from_foreign(gpu, d.address, rows, cols, d.strides.0, d.strides.1)
         }

@@ -24,5 +24,6 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state::threads, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::rolling, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::recursive, m)?)?;
+    m.add_function(wrap_pyfunction!(rolling::rolling_device, m)?)?;
     Ok(())
 }

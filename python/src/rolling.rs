@@ -3,18 +3,21 @@
 //! of one dtype (the Python layer arranges that). The inputs are copied while the
 //! interpreter lock is held; the computation runs with it released.
 
+use std::sync::Arc;
+
 use cuqr::rolling::{
-    recursive_lstsq, rolling_lstsq, Missing, RecursiveParams, RollingData, RollingParams,
-    RollingResult,
+    recursive_lstsq, recursive_lstsq_device, rolling_lstsq, rolling_lstsq_device,
+    DeviceRollingData, Missing, RecursiveParams, RollingData, RollingParams, RollingResult,
 };
-use cuqr::Device;
+use cuqr::{DevMat, Device, Gpu, GpuScalar};
 use numpy::ndarray::{Array2, Array3};
 use numpy::{PyArray2, PyArray3, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::convert::Real;
+use crate::convert::{gpu_py, DeviceArray, Real, Wrap};
+use crate::dlpack;
 use crate::error::to_py;
 
 /// y, X and their sizes, copied out of the NumPy arrays.
@@ -197,4 +200,111 @@ pub fn recursive<'py>(
         device: device_of(device)?,
     };
     by_dtype!(py, y, x, recursive_lstsq, forget, params)
+}
+
+/// A device input's element type: 64 or 32 bits.
+fn device_bits(obj: &Bound<'_, PyAny>, gpu: &Arc<Gpu>) -> PyResult<u8> {
+    let imported = dlpack::import(obj, gpu.stream_handle())?;
+    Ok(imported.desc.bits)
+}
+
+/// y (T × S) and X (T × k or T × S·k), row-major CUDA arrays, as matrices whose column t
+/// is time step t.
+fn device_inputs<T: GpuScalar>(
+    y: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    gpu: &Arc<Gpu>,
+) -> PyResult<(DevMat<T>, DevMat<T>)> {
+    let yi = dlpack::import(y, gpu.stream_handle())?;
+    let ym = yi.to_dev_mat_transposed::<T>(gpu)?;
+    drop(yi);
+    let xi = dlpack::import(x, gpu.stream_handle())?;
+    let xm = xi.to_dev_mat_transposed::<T>(gpu)?;
+    Ok((ym, xm))
+}
+
+/// What a device run does: a rolling window or recursive least squares.
+enum DeviceRun {
+    Rolling(usize, RollingParams),
+    Recursive(f64, RecursiveParams),
+}
+
+fn device_run<'py, T: GpuScalar + Wrap>(
+    py: Python<'py>,
+    gpu: Arc<Gpu>,
+    (y, x): (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+    (k, per_series): (usize, bool),
+    run: &DeviceRun,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let (ym, xm) = device_inputs::<T>(y, x, &gpu)?;
+    let res = py
+        .detach(|| {
+            let data = DeviceRollingData::from_columns(&ym, &xm, k, per_series);
+            match run {
+                DeviceRun::Rolling(w, p) => rolling_lstsq_device(&gpu, &data, *w, p),
+                DeviceRun::Recursive(f, p) => recursive_lstsq_device(&gpu, &data, *f, p),
+            }
+        })
+        .map_err(to_py)?;
+    let counts = res.refactorisations();
+    let (params, rss) = res.into_matrices();
+    let params = DeviceArray::new(gpu.clone(), params);
+    let rss = DeviceArray::new(gpu, rss);
+    let counts = (counts.scheduled, counts.after_failed_downdate);
+    (params, rss, counts).into_pyobject(py)
+}
+
+/// Rolling (`forget_recursive` None) or recursive least squares on CUDA arrays: y (T, S)
+/// and X (T, k) or (T, S·k), row-major, one float dtype, on CUDA device `ordinal`.
+/// Returns (params as an (S·k) × T device array, rss as S × T, (scheduled,
+/// after_failed_downdate) refactorisations); column t of each is time step t.
+#[pyfunction]
+#[pyo3(signature = (y, x, k, per_series, ordinal, window, min_nobs, expanding, forget, missing, rank_tol, recursive))]
+#[allow(clippy::too_many_arguments)]
+pub fn rolling_device<'py>(
+    py: Python<'py>,
+    y: &Bound<'py, PyAny>,
+    x: &Bound<'py, PyAny>,
+    k: usize,
+    per_series: bool,
+    ordinal: usize,
+    window: usize,
+    min_nobs: Option<usize>,
+    expanding: bool,
+    forget: Option<f64>,
+    missing: &str,
+    rank_tol: Option<f64>,
+    recursive: bool,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let gpu = gpu_py(ordinal)?;
+    let run = if recursive {
+        DeviceRun::Recursive(
+            forget.unwrap_or(1.0),
+            RecursiveParams {
+                missing: missing_of(missing)?,
+                rank_tol,
+                device: Device::Gpu(ordinal),
+            },
+        )
+    } else {
+        DeviceRun::Rolling(
+            window,
+            RollingParams {
+                min_nobs,
+                expanding,
+                forget,
+                missing: missing_of(missing)?,
+                refresh: None,
+                rank_tol,
+                device: Device::Gpu(ordinal),
+            },
+        )
+    };
+    match device_bits(y, &gpu)? {
+        64 => device_run::<f64>(py, gpu, (y, x), (k, per_series), &run),
+        32 => device_run::<f32>(py, gpu, (y, x), (k, per_series), &run),
+        b => Err(PyValueError::new_err(format!(
+            "y must hold float32 or float64 values, found {b}-bit ones"
+        ))),
+    }
 }

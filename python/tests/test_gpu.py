@@ -200,3 +200,39 @@ def test_no_host_copy_of_device_matrices(lib):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     print(out.stdout)
+
+
+@pytest.mark.parametrize("lib", [l[0] for l in libs()])
+@pytest.mark.parametrize("per_series", [False, True])
+def test_rolling_on_device_arrays(lib, per_series, rng):
+    """CUDA arrays in, CUDA arrays of the same library out, agreeing with the CPU walk
+    (and so with RollingOLS) to 1e-10; recursive least squares and float32 likewise."""
+    to_dev, to_host, kind = next((f, g, k) for n, f, g, k in libs() if n == lib)
+    T, S, k, w = 700, 37, 4, 60
+    shape = (T, S, k - 1) if per_series else (T, k - 1)
+    X = np.concatenate([np.ones(shape[:-1] + (1,)), rng.standard_normal(shape)], axis=-1)
+    beta = rng.standard_normal((S, k))
+    fit = np.einsum("tsk,sk->ts", X, beta) if per_series else X @ beta.T
+    y = fit + 0.1 * rng.standard_normal((T, S))
+    p_dev, rss_dev = cuqr.rolling_lstsq(to_dev(y), to_dev(X), w, return_rss=True)
+    assert isinstance(p_dev, kind) and tuple(p_dev.shape) == (T, S, k)
+    p_cpu, rss_cpu = cuqr.rolling_lstsq(y, X, w, return_rss=True, device="cpu")
+    p_dev, rss_dev = to_host(p_dev), to_host(rss_dev)
+    assert np.array_equal(np.isnan(p_dev), np.isnan(p_cpu))
+    ok = ~np.isnan(p_cpu)
+    assert rel(p_dev[ok], p_cpu[ok]) < 1e-10
+    assert rel(rss_dev[w - 1 :], rss_cpu[w - 1 :]) < 1e-9
+    # One series (1-D y), recursive least squares with forgetting, float32.
+    one = to_host(cuqr.rolling_lstsq(to_dev(y[:, 0]), to_dev(X if not per_series else X[:, 0]), w))
+    assert rel(one[w - 1 :], p_cpu[w - 1 :, 0]) < 1e-10
+    r_dev = to_host(cuqr.recursive_lstsq(to_dev(y), to_dev(X), 0.99))
+    r_cpu = cuqr.recursive_lstsq(y, X, 0.99, device="cpu")
+    ok = ~np.isnan(r_cpu)
+    assert rel(r_dev[ok], r_cpu[ok]) < 1e-9
+    p32 = to_host(cuqr.rolling_lstsq(to_dev(y.astype(np.float32)), to_dev(X.astype(np.float32)), w))
+    fin = ~np.isnan(p_cpu)
+    assert p32.dtype == np.float32 and rel(p32[fin], p_cpu[fin]) < 1e-3
+    with pytest.raises(ValueError, match="device='cpu'"):
+        cuqr.rolling_lstsq(to_dev(y), to_dev(X), w, device="cpu")
+    with pytest.raises(ValueError):
+        cuqr.rolling_lstsq(to_dev(y), X, w)

@@ -115,8 +115,12 @@ def test_dtypes_devices_and_errors(rng):
     p32 = cuqr.rolling_lstsq(y.astype(np.float32), X.astype(np.float32), w)
     assert p32.dtype == np.float32
     assert rel(p32[w - 1 :], cuqr.rolling_lstsq(y, X, w)[w - 1 :]) < 1e-4
-    with pytest.warns(RuntimeWarning, match="no GPU implementation"):
-        cuqr.rolling_lstsq(y, X, w, device="cuda")
+    if cuqr.cuda_available():
+        assert rel(cuqr.rolling_lstsq(y, X, w, device="cuda")[w - 1 :],
+                   cuqr.rolling_lstsq(y, X, w, device="cpu")[w - 1 :]) < 1e-10
+    else:
+        with pytest.raises(RuntimeError, match="CUDA|GPU|driver"):
+            cuqr.rolling_lstsq(y, X, w, device="cuda")
     for bad in [dict(window=0), dict(window=w, min_nobs=1), dict(window=w, forget=1.5),
                 dict(window=w, missing="zero"), dict(window=w, device="tpu")]:
         with pytest.raises(ValueError):

@@ -181,6 +181,12 @@ impl<T: GpuScalar> DeviceRollingResult<T> {
         self.walk.counts
     }
 
+    /// The coefficient and residual matrices ([`DeviceRollingResult::params`],
+    /// [`DeviceRollingResult::rss`]), taken out.
+    pub fn into_matrices(self) -> (DevMat<T>, DevMat<T>) {
+        (self.walk.params, self.walk.rss)
+    }
+
     /// Copies everything to the host.
     ///
     /// # Errors
