@@ -13,7 +13,7 @@
 //!   [`BatchReport`] naming each refusing problem, left bit for bit unchanged;
 //! * factorisation and an update that changes m or n (rows or columns in or out) is
 //!   all-or-nothing across the batch, so that the problems keep one shape: if any problem
-//!   refuses, none changes and the call returns [`Error::BatchRefused`](crate::Error::BatchRefused)
+//!   refuses, none changes and the call returns [`Error::BatchRefused`]
 //!   with each refusing problem's error.
 //!
 //! Problems run serially on small batches and in parallel on rayon's pool

@@ -62,7 +62,7 @@ impl<T: Scalar> BatchQr<T> {
     /// sides `e` (B×p×q) (docs/algorithms.md#row-insertion). All-or-nothing.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `insert_rows`, and [`Error::Shape`] for a batch size other than B;
+    /// As [`QrUpdate::insert_rows`], and [`Error::Shape`] for a batch size other than B;
     /// [`Error::BatchRefused`] where problems refused ([`Error::NonFinite`]).
     pub fn insert_rows(
         &mut self,
@@ -90,7 +90,7 @@ impl<T: Scalar> BatchQr<T> {
     /// Deletes rows k0..k0+p of every A (docs/algorithms.md#row-deletion). All-or-nothing.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `delete_rows` ([`Error::NeedsData`] on an R-only batch without kept
+    /// As [`QrUpdate::delete_rows`] ([`Error::NeedsData`] on an R-only batch without kept
     /// data: use [`Self::delete_rows_with`]); [`Error::BatchRefused`] where problems
     /// refused ([`Error::DowndateFailed`]).
     pub fn delete_rows(&mut self, k0: usize, p: usize) -> Result<BatchReport> {
@@ -106,7 +106,7 @@ impl<T: Scalar> BatchQr<T> {
     /// (docs/algorithms.md#updates-without-q). All-or-nothing.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `delete_rows_with`, and [`Error::Shape`] for a batch size other than
+    /// As [`QrUpdate::delete_rows_with`], and [`Error::Shape`] for a batch size other than
     /// B; [`Error::BatchRefused`] where problems refused ([`Error::NonFinite`],
     /// [`Error::DowndateFailed`]).
     pub fn delete_rows_with(
@@ -136,7 +136,7 @@ impl<T: Scalar> BatchQr<T> {
     /// (docs/algorithms.md#column-insertion). All-or-nothing.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `insert_cols`, and [`Error::Shape`] for a batch size other than B;
+    /// As [`QrUpdate::insert_cols`], and [`Error::Shape`] for a batch size other than B;
     /// [`Error::BatchRefused`] where problems refused ([`Error::NonFinite`],
     /// [`Error::RankDeficient`]).
     pub fn insert_cols(&mut self, k0: usize, u: BatchRef<'_, T>) -> Result<BatchReport> {
@@ -160,7 +160,7 @@ impl<T: Scalar> BatchQr<T> {
     /// All-or-nothing (no problem refuses a valid column deletion).
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `delete_cols`.
+    /// As [`QrUpdate::delete_cols`].
     pub fn delete_cols(&mut self, k0: usize, p: usize) -> Result<BatchReport> {
         const OP: &str = "delete_cols";
         crate::ops::delete_cols::plan(self.first().dims(), k0, p)?;
@@ -172,7 +172,7 @@ impl<T: Scalar> BatchQr<T> {
     /// (docs/algorithms.md#rank-one-update). Per problem.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `rank_one` but [`Error::NonFinite`], and [`Error::Shape`] for a
+    /// As [`QrUpdate::rank_one`] but [`Error::NonFinite`], and [`Error::Shape`] for a
     /// batch size other than B or more than one column; a problem refuses by itself
     /// ([`Error::NonFinite`], [`Error::RankDeficient`]) in the report.
     pub fn rank_one(&mut self, u: BatchRef<'_, T>, v: BatchRef<'_, T>) -> Result<BatchReport> {
@@ -193,7 +193,7 @@ impl<T: Scalar> BatchQr<T> {
     /// (docs/algorithms.md#rank-k-update). Per problem.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `rank_k` but [`Error::NonFinite`] and [`Error::RankDeficient`],
+    /// As [`QrUpdate::rank_k`] but [`Error::NonFinite`] and [`Error::RankDeficient`],
     /// which a problem reports by itself; [`Error::Shape`] for a batch size other than B.
     pub fn rank_k(&mut self, u: BatchRef<'_, T>, v: BatchRef<'_, T>) -> Result<BatchReport> {
         const OP: &str = "rank_k";
@@ -217,7 +217,7 @@ impl<T: Scalar> BatchQr<T> {
     /// (docs/algorithms.md#column-replacement). Per problem.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `replace_cols` but [`Error::NonFinite`] and
+    /// As [`QrUpdate::replace_cols`] but [`Error::NonFinite`] and
     /// [`Error::RankDeficient`], which a problem reports by itself; [`Error::Shape`] for a
     /// batch size other than B.
     pub fn replace_cols(&mut self, k0: usize, u: BatchRef<'_, T>) -> Result<BatchReport> {
@@ -236,7 +236,7 @@ impl<T: Scalar> BatchQr<T> {
     /// (docs/algorithms.md#column-shift). Per problem.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `shift_col`; a problem refuses by itself
+    /// As [`QrUpdate::shift_col`]; a problem refuses by itself
     /// ([`Error::RankDeficient`]) in the report.
     pub fn shift_col(&mut self, from: usize, to: usize) -> Result<BatchReport> {
         const OP: &str = "shift_col";
@@ -262,7 +262,7 @@ impl<T: Scalar> BatchQr<T> {
     /// p = `drop` (m stays), else all-or-nothing.
     ///
     /// # Errors
-    /// As [`CpuQr`]'s `slide`, and [`Error::Shape`] for a batch size other than B; a
+    /// As [`QrUpdate::slide`], and [`Error::Shape`] for a batch size other than B; a
     /// problem's refusal ([`Error::NonFinite`], [`Error::DowndateFailed`]) is in the report
     /// when m stays, else an [`Error::BatchRefused`].
     pub fn slide(
