@@ -26,13 +26,14 @@
 //! # Layers
 //! Each module imports only from the layers below it (a test checks this):
 //! `base` → `cpu` and `gpu` (`ffi::driver` → `runtime` → `ffi` → `launch` → `algo`) →
-//! `state` → `ops` → `backend` → `distributed`, `lu`, `mixed`, `rolling`, `internals`.
+//! `state` → `ops` → `backend` → `batch`, `distributed`, `lu`, `mixed`, `rolling`, `internals`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
 pub(crate) mod backend;
 pub(crate) mod base;
+pub mod batch;
 pub mod cpu;
 pub mod distributed;
 pub(crate) mod gpu;

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("state", 6),
     ("ops", 7),
     ("backend", 8),
+    ("batch", 9),
     ("lu", 9),
     ("mixed", 9),
     ("rolling", 9),

@@ -178,6 +178,15 @@ pub enum Error {
         /// The absolute tolerance tol·max|a_ij|.
         tol: f64,
     },
+    /// Problems of a batch ([`crate::batch`]) refused a call that must change all of them or
+    /// none (a factorisation, or an update that changes the shape): no problem changed.
+    #[error("{op}: {} of the batch refused, so none changed", refusals(problems))]
+    BatchRefused {
+        /// Operation.
+        op: &'static str,
+        /// Each refusing problem (0-based) with its own error, in problem order.
+        problems: Vec<(usize, Error)>,
+    },
     /// An invalid parameter value (block size 0, negative tolerance, ...).
     #[error("{op}: invalid parameter {what}: {why}")]
     InvalidParam {
@@ -254,6 +263,15 @@ impl Error {
     /// [`Error::Cusolver`]: cuSOLVER's error `e` while doing `context`.
     pub fn cusolver(context: impl Into<String>, e: CusolverError) -> Self {
         Self::Cusolver(CallError::new(context, e))
+    }
+}
+
+/// "problem i: error" for the first refusal, and how many more.
+fn refusals(problems: &[(usize, Error)]) -> String {
+    match problems {
+        [] => "no problem".to_string(),
+        [(i, e)] => format!("problem {i} ({e})"),
+        [(i, e), rest @ ..] => format!("problem {i} ({e}) and {} more", rest.len()),
     }
 }
 

@@ -35,5 +35,5 @@ pub(crate) mod thin_blocked;
 #[doc(hidden)]
 pub mod wy;
 
-pub(crate) use settings::par_for;
+pub(crate) use settings::{par_for, PARALLEL_MIN_FLOPS};
 pub use settings::{set_threads, threads};

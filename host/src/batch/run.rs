@@ -1,0 +1,85 @@
+//! How a batched call runs its problems: serially below the crate's parallel threshold
+//! (`cpu::settings`), else in up to `cpu::threads()` groups on rayon's pool; per problem
+//! (shape-preserving updates) or all-or-nothing on copies (shape-changing ones).
+#![forbid(unsafe_code)]
+
+use rayon::prelude::*;
+
+use crate::base::error::{Error, Result};
+use crate::base::scalar::Scalar;
+use crate::cpu::{threads, PARALLEL_MIN_FLOPS};
+use crate::state::cpu::CpuQr;
+
+use super::report::{refusals, BatchReport};
+
+/// `f(i, item)` for every item, in item order; `work` (flops of the whole call) decides
+/// whether the items are split into groups run on rayon's pool.
+pub(crate) fn map<S: Send, R: Send>(
+    items: &mut [S],
+    work: f64,
+    f: impl Fn(usize, &mut S) -> R + Sync,
+) -> Vec<R> {
+    let b = items.len();
+    let groups = if work < PARALLEL_MIN_FLOPS {
+        1
+    } else {
+        threads().min(b).max(1)
+    };
+    if groups == 1 {
+        return items.iter_mut().enumerate().map(|(i, s)| f(i, s)).collect();
+    }
+    let per = b.div_ceil(groups);
+    let f = &f;
+    items
+        .par_chunks_mut(per)
+        .enumerate()
+        .flat_map_iter(|(g, chunk)| {
+            chunk
+                .iter_mut()
+                .enumerate()
+                .map(move |(j, s)| f(g * per + j, s))
+        })
+        .collect()
+}
+
+/// A shape-preserving update: each problem updated on its own, a refusing one left as it
+/// was (the single-problem state's guarantee).
+pub(crate) fn each<T: Scalar>(
+    states: &mut [CpuQr<T>],
+    work: f64,
+    f: impl Fn(usize, &mut CpuQr<T>) -> Result<()> + Sync,
+) -> BatchReport {
+    BatchReport {
+        outcomes: map(states, work, f),
+    }
+}
+
+/// A shape-changing update: every problem updated, or none (on copies, swapped in when all
+/// succeeded).
+///
+/// # Errors
+/// [`Error::BatchRefused`] naming each refusing problem; then no problem changed.
+pub(crate) fn all_or_nothing<T: Scalar>(
+    op: &'static str,
+    states: &mut Vec<CpuQr<T>>,
+    work: f64,
+    f: impl Fn(usize, &mut CpuQr<T>) -> Result<()> + Sync,
+) -> Result<BatchReport> {
+    let refused = |problems| Error::BatchRefused { op, problems };
+    if let [one] = states.as_mut_slice() {
+        // one state refuses as a whole by itself
+        return match f(0, one) {
+            Ok(()) => Ok(BatchReport {
+                outcomes: vec![Ok(())],
+            }),
+            Err(e) => Err(refused(vec![(0, e)])),
+        };
+    }
+    let mut next = states.clone();
+    let outcomes = map(&mut next, work, f);
+    let outcomes = refusals(outcomes).map_err(refused)?;
+    *states = next;
+    Ok(BatchReport {
+        outcomes: outcomes.into_iter().map(Ok).collect(),
+    })
+}
