@@ -382,9 +382,11 @@ def _loop(f, batch, args, kwargs):
 
 
 def _xp(x):
-    """The library of device array ``x`` (for broadcasting and stacking a batch): CuPy or
-    PyTorch."""
+    """The library of array ``x`` (for broadcasting and stacking a batch): CuPy or PyTorch
+    for device arrays, NumPy otherwise."""
     mod = type(x).__module__.split(".")[0]
+    if isinstance(x, _np.ndarray):
+        return _np
     if mod == "torch":
         import torch
 
@@ -421,6 +423,17 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
 
     Raises ``ValueError`` for bad shapes, dtypes, indices and non-finite input and
     ``numpy.linalg.LinAlgError`` for a column in the span of Q.
+
+    Batches: leading batch dimensions as in SciPy (≥ 1.16). ``Q`` and ``R`` have two core
+    dimensions, ``u`` two when it has two or more dimensions (a batch of blocks) and one
+    otherwise (one vector for every problem), ``k`` none (an array of indices, one per
+    problem); the batch shapes broadcast, and the results carry the broadcast batch shape.
+    A batch of size zero raises ``ValueError``, as in SciPy. NumPy batches run in one call,
+    the problems in parallel on the CPU backend's threads (``set_threads``); batches of
+    device arrays run problem by problem on their GPU. When any problem fails (a column in
+    the span of Q, an index out of bounds) the whole call raises, its message naming the
+    first failing batch index; nothing is returned, and no input is written
+    (``overwrite_qru`` does not apply to batches, as in SciPy).
 
     Example
     -------
@@ -544,6 +557,13 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
     ``Q`` and ``R[:, :-p]`` for a column deletion), which are returned, when the inputs are
     writeable NumPy arrays of the dtype; otherwise new arrays are returned.
 
+    Batches: leading batch dimensions as in SciPy (≥ 1.16): ``Q`` and ``R`` with two core
+    dimensions, ``k`` a scalar or an array of indices (one per problem), ``p`` one count
+    for every problem; the batch shapes broadcast, and a batch of size zero raises
+    ``ValueError``. One call for NumPy batches, problems in parallel; a failing problem
+    fails the whole call, naming its batch index, and no input is written
+    (``overwrite_qr`` does not apply to batches). See :func:`qr_insert`.
+
     Example
     -------
     >>> import numpy as np, scipy.linalg as sl, cuqr
@@ -651,6 +671,15 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     are returned, when they are writeable NumPy arrays of the dtype; ``u`` and ``v`` are
     never written.
 
+    Batches: leading batch dimensions as in SciPy (≥ 1.16): ``Q`` (..., M, M) or
+    (..., M, N) and ``R``; ``u`` and ``v`` read as 2-D blocks (..., M, k) and (..., N, k)
+    when they have two or more dimensions, and as one vector pair shared by every problem
+    when 1-D (a batch of rank-one updates is therefore ``u[..., None]``, ``v[..., None]``).
+    The batch shapes broadcast; the results carry the broadcast shape; a batch of size zero
+    raises ``ValueError``. NumPy batches run in one call with the problems in parallel; a
+    failing problem fails the whole call, naming its batch index, and no input is written
+    (``overwrite_qruv`` does not apply to batches). See :func:`qr_insert`.
+
     Example
     -------
     >>> import numpy as np, scipy.linalg as sl, cuqr
@@ -705,6 +734,12 @@ def cholupdate(R, x, sign="+", check_finite=True):
     ``A - x @ x.T`` (``sign='-'``), for ``x`` of shape (n,) or (n, k). A downdate that would
     leave the matrix not positive definite raises ``numpy.linalg.LinAlgError`` and changes
     nothing. Runs as an R-only row insertion or deletion (docs/algorithms.md).
+
+    Batches (SciPy has no cholupdate; its rules for the other functions): ``R`` of shape
+    (..., n, n) and ``x`` read as (..., n, k) blocks when it has two or more dimensions,
+    else one (n,) vector for every problem; the batch shapes broadcast and a zero-size
+    batch raises ``ValueError``. A downdate that fails for any problem raises
+    ``LinAlgError`` naming the first failing batch index, and returns nothing.
 
     Example
     -------

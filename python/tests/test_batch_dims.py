@@ -324,3 +324,25 @@ def test_a_large_batch_runs_in_one_call(rng):
     u, v = rng.standard_normal((500, 20, 1)), rng.standard_normal((500, 5, 1))
     Q1, R1 = cuqr.qr_update(Q, R, u, v)
     assert rel(Q1 @ R1, A + u @ np.swapaxes(v, -1, -2)) <= tol(np.float64, 20, 5)
+
+
+def test_the_problem_by_problem_loop_of_device_batches(rng):
+    # the loop that runs batches of device arrays, run here on NumPy arrays: the same
+    # results as the one-call batch, and a failing problem named the same way
+    _, Q, R = factors(rng, (2, 3), M, N, "economic", np.float64)
+    u, v = rng.standard_normal((3, M, 2)), rng.standard_normal((2, 1, N, 2))
+    args = [(Q, 2), (R, 2), (u, "1|2"), (v, "1|2")]
+    Q1, R1 = cuqr._loop(cuqr.qr_update, (2, 3), args, {})
+    Q2, R2 = cuqr.qr_update(Q, R, u, v)
+    np.testing.assert_allclose(Q1, Q2, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(R1, R2, rtol=0, atol=1e-13)
+    k = np.array([[0, 5, -3], [2, 3, 4]])
+    Q1, R1 = cuqr._loop(cuqr.qr_delete, (2, 3), [(Q, 2), (R, 2), (k, 0)], dict(p=2))
+    Q2, R2 = cuqr.qr_delete(Q, R, k, 2)
+    assert Q1.shape == Q2.shape == (2, 3, M - 2, N)
+    np.testing.assert_allclose(Q1 @ R1, Q2 @ R2, rtol=0, atol=1e-12)
+    Rc, _ = chol(rng, (2,), N, np.float64)
+    x = rng.standard_normal((2, N, 1))
+    x[1] *= 100
+    with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(1,\)"):
+        cuqr._loop(cuqr.cholupdate, (2,), [(Rc, 2), (x, "1|2")], dict(sign="-"))
