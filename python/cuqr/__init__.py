@@ -263,6 +263,142 @@ def _finish(arrays: _Arrays, st):
 
 
 # ---------------------------------------------------------------------------------------
+# Batch dimensions (SciPy's rules)
+# ---------------------------------------------------------------------------------------
+#
+# Every array argument has a core of a fixed number of dimensions (Q and R: 2, an index k:
+# 0, u and v: 2 when the array has two or more dimensions, else 1); dimensions before the
+# core are batch dimensions. Batch shapes broadcast against each other (NumPy's rules); a
+# batch of size zero is refused, as SciPy refuses it. Each problem of the batch is checked
+# and updated as an unbatched call would be; the results carry the broadcast batch shape.
+
+
+def _shape_of(x):
+    """The shape of an array, tensor, sequence or scalar."""
+    if hasattr(x, "shape"):
+        return tuple(int(s) for s in x.shape)
+    return _np.shape(x)
+
+
+def _core_ndim(shape, nd) -> int:
+    """An argument's number of core dimensions: ``nd``, or for ``"1|2"`` two when the
+    argument has at least two dimensions and one otherwise."""
+    if nd == "1|2":
+        return 2 if len(shape) >= 2 else 1
+    return nd
+
+
+def _batch_shape(fname: str, *args):
+    """The broadcast batch shape of ``args`` (pairs of an argument and its number of core
+    dimensions), or None when no argument has a batch dimension (an unbatched call).
+    ``ValueError`` for batch shapes that do not broadcast and for a batch of size zero."""
+    shapes = []
+    for x, nd in args:
+        shape = _shape_of(x)
+        nd = _core_ndim(shape, nd)
+        shapes.append(shape[: max(len(shape) - nd, 0)])
+    if not any(shapes):
+        return None
+    batch = _np.broadcast_shapes(*shapes)
+    if _np.prod(batch) == 0:
+        raise ValueError(f"`{fname}` does not support zero-size batches.")
+    return batch
+
+
+def _flat(x, batch, nd):
+    """``x`` broadcast to the batch (no copy) with the batch flattened into axis 0."""
+    nd = _core_ndim(_shape_of(x), nd)
+    core = _shape_of(x)[len(_shape_of(x)) - nd :] if nd else ()
+    size = int(_np.prod(batch))
+    return _np.broadcast_to(x, tuple(batch) + core).reshape((size,) + core)
+
+
+def _unflat(arrays: _Arrays, batch, x):
+    """A result with the batch flattened into axis 0 back in the batch shape, as the
+    caller's kind of array."""
+    if x is None:
+        return None
+    return arrays.out(x.reshape(tuple(batch) + x.shape[1:]))
+
+
+def _at(index, batch) -> str:
+    """The batch index of problem ``index`` (C order), as Python writes a tuple."""
+    return str(tuple(int(i) for i in _np.unravel_index(index, batch)))
+
+
+def _reraise_at(e: Exception, index: str):
+    """``e`` again, of its own type, with the batch index appended to its message."""
+    err = type(e)(f"{e} (at batch index {index})")
+    raise err from None
+
+
+def _batch_k(k, batch, lo: int, hi: int):
+    """A batched index argument: one integer in [lo, hi] per problem (negative ones
+    counted from the end), as int64 with the batch flattened."""
+    ka = _np.asarray(_to_numpy(k) if _Arrays.of(k).on_gpu else k)
+    if ka.dtype.kind not in "iufb":
+        raise ValueError("'k' must be an integer")
+    ka = _flat(ka, batch, 0)
+    if ka.dtype.kind == "f":
+        if not _np.isfinite(ka).all():
+            raise ValueError("'k' must be an integer")
+        ka = _np.trunc(ka)
+    bad = ~((ka >= lo) & (ka <= hi))
+    if bad.any():
+        raise ValueError(f"'k' is out of bounds (at batch index {_at(int(_np.argmax(bad)), batch)})")
+    ka = ka.astype(_np.int64)
+    # negative indices count back from the end, which is -lo
+    return _np.ascontiguousarray(_np.where(ka < 0, ka - lo, ka))
+
+
+def _loop(f, batch, args, kwargs):
+    """A batch of device arrays, one unbatched call of ``f`` per problem (the GPU runs
+    each), the results stacked in the caller's library. ``args`` pairs each positional
+    array argument with its number of core dimensions; inputs are never written."""
+    flat = []
+    for x, nd in args:
+        if _Arrays.of(x).on_gpu:
+            xp = _xp(x)
+            nd = _core_ndim(_shape_of(x), nd)
+            core = _shape_of(x)[len(_shape_of(x)) - nd :] if nd else ()
+            size = int(_np.prod(batch))
+            flat.append(xp.broadcast_to(x, tuple(batch) + core).reshape((size,) + core))
+        else:
+            flat.append(_flat(_np.asarray(x), batch, nd))
+    outs = []
+    for i in range(int(_np.prod(batch))):
+        try:
+            outs.append(f(*(x[i] for x in flat), **kwargs))
+        except (ValueError, _np.linalg.LinAlgError) as e:
+            _reraise_at(e, _at(i, batch))
+    xp = _xp(args[0][0])
+    single = not isinstance(outs[0], tuple)
+    cols = [[o] for o in outs] if single else list(zip(*outs))
+    res = []
+    for col in cols:
+        st = xp.stack(list(col))
+        res.append(st.reshape(tuple(batch) + tuple(st.shape[1:])))
+    return res[0] if single else tuple(res)
+
+
+def _xp(x):
+    """The library of array ``x`` (for broadcasting and stacking a batch): CuPy or PyTorch
+    for device arrays, NumPy otherwise."""
+    mod = type(x).__module__.split(".")[0]
+    if isinstance(x, _np.ndarray):
+        return _np
+    if mod == "torch":
+        import torch
+
+        return torch
+    if mod == "cupy":
+        import cupy
+
+        return cupy
+    raise ValueError("batches of DLPack device arrays need CuPy arrays or PyTorch tensors")
+
+
+# ---------------------------------------------------------------------------------------
 # SciPy-compatible functions
 # ---------------------------------------------------------------------------------------
 
@@ -288,6 +424,17 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     Raises ``ValueError`` for bad shapes, dtypes, indices and non-finite input and
     ``numpy.linalg.LinAlgError`` for a column in the span of Q.
 
+    Batches: leading batch dimensions as in SciPy (≥ 1.16). ``Q`` and ``R`` have two core
+    dimensions, ``u`` two when it has two or more dimensions (a batch of blocks) and one
+    otherwise (one vector for every problem), ``k`` none (an array of indices, one per
+    problem); the batch shapes broadcast, and the results carry the broadcast batch shape.
+    A batch of size zero raises ``ValueError``, as in SciPy. NumPy batches run in one call,
+    the problems in parallel on the CPU backend's threads (``set_threads``); batches of
+    device arrays run problem by problem on their GPU. When any problem fails (a column in
+    the span of Q, an index out of bounds) the whole call raises, its message naming the
+    first failing batch index; nothing is returned, and no input is written
+    (``overwrite_qru`` does not apply to batches, as in SciPy).
+
     Example
     -------
     >>> import numpy as np, scipy.linalg as sl, cuqr
@@ -297,6 +444,9 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     >>> np.allclose(Q1 @ R1, np.insert(A, 2, 1.0, axis=0))
     True
     """
+    batch = _batch_shape("qr_insert", (Q, 2), (R, 2), (u, "1|2"), (k, 0))
+    if batch is not None:
+        return _qr_insert_batch(batch, Q, R, u, k, which, rcond, check_finite)
     if which not in ("row", "col"):
         raise ValueError("'which' must be either 'row' or 'col'")
     arrays = _Arrays.of(Q)
@@ -307,28 +457,18 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     if _dtype_name(u) != dtype:
         raise ValueError("'u' must have the same type as 'Q' and 'R'")
     us = _shape(u)
+    p = _insert_count(us, which, M, N)
     if which == "row":
-        if len(us) == 1 and us[0] == N:
-            u = u.reshape(1, N)
-        elif not (len(us) == 2 and us[1] == N):
-            raise ValueError(
-                f"'u' should be either (N,) or (p,N) when inserting rows. Found {us}."
-            )
+        u = u.reshape(p, N)
         k = _index(k, -M, M)
         k = k + M if k < 0 else k
         _require_tall(M, N, M + _shape(u)[0], N)
         st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
         st.insert_rows(k, u)
     else:
-        if len(us) == 1 and us[0] == M:
-            u = u.reshape(M, 1)
-        elif not (len(us) == 2 and us[0] == M):
-            raise ValueError(
-                f"'u' should be either (M,) or (M,p) when inserting columns. Found {us}."
-            )
+        u = u.reshape(M, p)
         k = _index(k, -N, N)
         k = k + N if k < 0 else k
-        p = _shape(u)[1]
         _require_tall(M, N, M, N + p)
         if economic:
             _span_check(Q, u, rcond, dtype)
@@ -347,6 +487,22 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     if overwrite_qru and which == "col" and not economic:
         Q1 = _into(Q0, Q1)
     return Q1, R1
+
+
+def _insert_count(us, which: str, M: int, N: int) -> int:
+    """The number of rows or columns ``u`` of (core) shape ``us`` inserts, by SciPy's
+    rules for its shape."""
+    if which == "row":
+        if len(us) == 1 and us[0] == N:
+            return 1
+        if len(us) == 2 and us[1] == N:
+            return us[0]
+        raise ValueError(f"'u' should be either (N,) or (p,N) when inserting rows. Found {us}.")
+    if len(us) == 1 and us[0] == M:
+        return 1
+    if len(us) == 2 and us[0] == M:
+        return us[1]
+    raise ValueError(f"'u' should be either (M,) or (M,p) when inserting columns. Found {us}.")
 
 
 def _norm(x):
@@ -401,6 +557,13 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
     ``Q`` and ``R[:, :-p]`` for a column deletion), which are returned, when the inputs are
     writeable NumPy arrays of the dtype; otherwise new arrays are returned.
 
+    Batches: leading batch dimensions as in SciPy (≥ 1.16): ``Q`` and ``R`` with two core
+    dimensions, ``k`` a scalar or an array of indices (one per problem), ``p`` one count
+    for every problem; the batch shapes broadcast, and a batch of size zero raises
+    ``ValueError``. One call for NumPy batches, problems in parallel; a failing problem
+    fails the whole call, naming its batch index, and no input is written
+    (``overwrite_qr`` does not apply to batches). See :func:`qr_insert`.
+
     Example
     -------
     >>> import numpy as np, scipy.linalg as sl, cuqr
@@ -410,6 +573,9 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
     >>> np.allclose(Q1 @ R1, np.delete(A, [1, 2], axis=0))
     True
     """
+    batch = _batch_shape("qr_delete", (Q, 2), (R, 2), (k, 0))
+    if batch is not None:
+        return _qr_delete_batch(batch, Q, R, k, p, which, check_finite)
     if which not in ("row", "col"):
         raise ValueError("'which' must be either 'row' or 'col'")
     arrays = _Arrays.of(Q)
@@ -505,6 +671,15 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     are returned, when they are writeable NumPy arrays of the dtype; ``u`` and ``v`` are
     never written.
 
+    Batches: leading batch dimensions as in SciPy (≥ 1.16): ``Q`` (..., M, M) or
+    (..., M, N) and ``R``; ``u`` and ``v`` read as 2-D blocks (..., M, k) and (..., N, k)
+    when they have two or more dimensions, and as one vector pair shared by every problem
+    when 1-D (a batch of rank-one updates is therefore ``u[..., None]``, ``v[..., None]``).
+    The batch shapes broadcast; the results carry the broadcast shape; a batch of size zero
+    raises ``ValueError``. NumPy batches run in one call with the problems in parallel; a
+    failing problem fails the whole call, naming its batch index, and no input is written
+    (``overwrite_qruv`` does not apply to batches). See :func:`qr_insert`.
+
     Example
     -------
     >>> import numpy as np, scipy.linalg as sl, cuqr
@@ -514,23 +689,16 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     >>> np.allclose(Q1 @ R1, A + np.outer(u, v))
     True
     """
+    batch = _batch_shape("qr_update", (Q, 2), (R, 2), (u, "1|2"), (v, "1|2"))
+    if batch is not None:
+        return _qr_update_batch(batch, Q, R, u, v, check_finite)
     arrays = _Arrays.of(Q)
     _same_family(arrays, (R, "R"), (u, "u"), (v, "v"))
     Q0, R0 = Q, R
     Q, R, u, v = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u"), (v, "v")], check_finite)
     M, N, economic, dtype = _check_qr(Q, R)
-    if _dtype_name(u) != dtype or _dtype_name(v) != dtype:
-        raise ValueError("'u' and 'v' must have the same type as 'Q' and 'R'")
     us, vs = _shape(u), _shape(v)
-    if len(us) != len(vs) or len(us) not in (1, 2):
-        raise ValueError("u and v must both be 1-D or both be 2-D")
-    if us[0] != M:
-        raise ValueError("u.shape[0] must equal Q.shape[0]")
-    if vs[0] != N:
-        raise ValueError("v.shape[0] must equal R.shape[1]")
-    if len(us) == 2 and us[1] != vs[1]:
-        raise ValueError("Second dimension of u and v must be the same")
-    _require_tall(M, N, M, N)
+    _check_uv(u, v, us, vs, M, N, dtype)
     st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
     if len(us) == 1 or us[1] == 1:
         st.rank_one(u.reshape(M, 1), v.reshape(N, 1))
@@ -540,6 +708,21 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     if overwrite_qruv:
         Q1, R1 = _into(Q0, Q1), _into(R0, R1)
     return Q1, R1
+
+
+def _check_uv(u, v, us, vs, M: int, N: int, dtype: str):
+    """SciPy's checks of qr_update's ``u`` and ``v`` (of core shapes ``us`` and ``vs``)."""
+    if _dtype_name(u) != dtype or _dtype_name(v) != dtype:
+        raise ValueError("'u' and 'v' must have the same type as 'Q' and 'R'")
+    if len(us) != len(vs) or len(us) not in (1, 2):
+        raise ValueError("u and v must both be 1-D or both be 2-D")
+    if us[0] != M:
+        raise ValueError("u.shape[0] must equal Q.shape[0]")
+    if vs[0] != N:
+        raise ValueError("v.shape[0] must equal R.shape[1]")
+    if len(us) == 2 and us[1] != vs[1]:
+        raise ValueError("Second dimension of u and v must be the same")
+    _require_tall(M, N, M, N)
 
 
 def cholupdate(R, x, sign="+", check_finite=True):
@@ -552,6 +735,12 @@ def cholupdate(R, x, sign="+", check_finite=True):
     leave the matrix not positive definite raises ``numpy.linalg.LinAlgError`` and changes
     nothing. Runs as an R-only row insertion or deletion (docs/algorithms.md).
 
+    Batches (SciPy has no cholupdate; its rules for the other functions): ``R`` of shape
+    (..., n, n) and ``x`` read as (..., n, k) blocks when it has two or more dimensions,
+    else one (n,) vector for every problem; the batch shapes broadcast and a zero-size
+    batch raises ``ValueError``. A downdate that fails for any problem raises
+    ``LinAlgError`` naming the first failing batch index, and returns nothing.
+
     Example
     -------
     >>> import numpy as np, cuqr
@@ -562,27 +751,16 @@ def cholupdate(R, x, sign="+", check_finite=True):
     >>> np.allclose(R1.T @ R1, B.T @ B + np.outer(x, x))
     True
     """
+    batch = _batch_shape("cholupdate", (R, 2), (x, "1|2"))
+    if batch is not None:
+        return _cholupdate_batch(batch, R, x, sign, check_finite)
     if sign not in ("+", "-"):
         raise ValueError("sign must be '+' or '-'")
     arrays = _Arrays.of(R)
     _same_family(arrays, (x, "x"))
     R, x = _prepare(arrays, [(R, "R"), (x, "x")], check_finite)
-    rs, xs = _shape(R), _shape(x)
-    if len(rs) != 2 or rs[0] != rs[1]:
-        raise ValueError(f"R must be square (n, n); found {rs}")
-    dtype = _dtype_name(R)
-    if dtype not in _DTYPES:
-        raise ValueError(f"cuqr supports float32 and float64 arrays, found {dtype}")
-    if _dtype_name(x) != dtype:
-        raise ValueError("'x' must have the same type as 'R'")
-    n = rs[0]
-    if len(xs) == 1 and xs[0] == n:
-        rows = x.reshape(1, n)
-    elif len(xs) == 2 and xs[0] == n:
-        rows = x.T
-    else:
-        raise ValueError(f"x should be (n,) or (n,k) with n = {n}; found {xs}")
-    k = _shape(rows)[0]
+    n, k, dtype = _check_chol(R, x, _shape(R), _shape(x))
+    rows = x.reshape(1, n) if len(_shape(x)) == 1 else x.T
     st = _cuqr._State.from_factors(
         "none", n + k, None, R, arrays.device, dtype, check_finite=check_finite, rank_tol=0.0
     )
@@ -595,6 +773,186 @@ def cholupdate(R, x, sign="+", check_finite=True):
     neg = R1.diagonal() < 0
     R1[neg] *= -1
     return R1
+
+
+def _policy(economic: bool) -> str:
+    return "thin" if economic else "full"
+
+
+def _qr_insert_batch(batch, Q, R, u, k, which, rcond, check_finite):
+    """qr_insert over a batch (see :func:`qr_insert`)."""
+    if which not in ("row", "col"):
+        raise ValueError("'which' must be either 'row' or 'col'")
+    arrays = _Arrays.of(Q)
+    _same_family(arrays, (R, "R"), (u, "u"))
+    if arrays.on_gpu:
+        kw = dict(which=which, rcond=rcond, check_finite=check_finite)
+        return _loop(qr_insert, batch, [(Q, 2), (R, 2), (u, "1|2"), (k, 0)], kw)
+    Q, R, u = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u")], check_finite)
+    Qb, Rb, ub = _flat(Q, batch, 2), _flat(R, batch, 2), _flat(u, batch, "1|2")
+    M, N, economic, dtype = _check_qr(Qb[0], Rb[0])
+    if _dtype_name(u) != dtype:
+        raise ValueError("'u' must have the same type as 'Q' and 'R'")
+    p = _insert_count(_shape(ub[0]), which, M, N)
+    size = Qb.shape[0]
+    if which == "row":
+        ub = ub.reshape(size, p, N)
+        kb = _batch_k(k, batch, -M, M)
+        _require_tall(M, N, M + p, N)
+        op = "insert_rows"
+    else:
+        ub = ub.reshape(size, M, p)
+        kb = _batch_k(k, batch, -N, N)
+        _require_tall(M, N, M, N + p)
+        if economic:
+            _span_check_batch(Qb, ub, rcond, dtype, batch)
+            if p == 0:
+                # SciPy fails here too (its economic path cannot take an empty block)
+                raise ValueError("'u' has no columns to insert")
+        op = "insert_cols"
+    Q1, R1 = _cuqr.batch(op, _policy(economic), M, Qb, Rb, ub, None, kb, 0, list(batch))
+    return _unflat(arrays, batch, Q1), _unflat(arrays, batch, R1)
+
+
+def _span_check_batch(Q, U, rcond, dtype, batch):
+    """:func:`_span_check` for every problem of a batch at once (Q (B, M, N), U (B, M, p)):
+    the first problem (in C order) with a column in the span raises."""
+    if rcond is None:
+        rcond = float(_np.finfo(dtype).eps)
+    size, _, p = U.shape
+    basis = [Q]
+    failed = _np.full(size, -1)
+    rcs = _np.zeros((size, p))
+
+    def norms(x):
+        return _np.sqrt((x * x).sum(axis=(1, 2)))
+
+    with _np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(p):
+            u = U[:, :, j : j + 1]
+            un = norms(u)
+            w = u / un[:, None, None]
+            c2 = _np.zeros(size, dtype=U.dtype)
+            for _ in range(2):
+                for B in basis:
+                    c = B.transpose(0, 2, 1) @ w
+                    w = w - B @ c
+                    c2 = c2 + (c * c).sum(axis=(1, 2))
+            w_norm = _np.where(un == 0, 0, norms(w))
+            c_norm = _np.where(un == 0, 0, _np.minimum(_np.sqrt(c2), 1))
+            rc = w_norm / (1 + c_norm)
+            rcs[:, j] = rc
+            bad = ~(rc >= rcond) & (failed < 0)
+            failed[bad] = j
+            basis.append(w / w_norm[:, None, None])
+    if (failed >= 0).any():
+        i = int(_np.argmax(failed >= 0))
+        raise _np.linalg.LinAlgError(
+            "One of the columns of u lies in the span of Q. Found reciprocal condition "
+            f"number of {rcs[i, failed[i]]} for Q augmented with u/||u|| "
+            f"(at batch index {_at(i, batch)})."
+        )
+
+
+def _qr_delete_batch(batch, Q, R, k, p, which, check_finite):
+    """qr_delete over a batch (see :func:`qr_delete`)."""
+    if which not in ("row", "col"):
+        raise ValueError("'which' must be either 'row' or 'col'")
+    arrays = _Arrays.of(Q)
+    _same_family(arrays, (R, "R"))
+    if arrays.on_gpu:
+        kw = dict(p=p, which=which, check_finite=check_finite)
+        return _loop(qr_delete, batch, [(Q, 2), (R, 2), (k, 0)], kw)
+    Q, R = _prepare(arrays, [(Q, "Q"), (R, "R")], check_finite)
+    Qb, Rb = _flat(Q, batch, 2), _flat(R, batch, 2)
+    M, N, economic, dtype = _check_qr(Qb[0], Rb[0])
+    try:
+        p = int(p)
+    except (TypeError, ValueError):
+        raise ValueError("'p' must be an integer") from None
+    lim = M if which == "row" else N
+    kb = _batch_k(k, batch, -lim, lim - 1)
+    over = kb + p > lim
+    if p < 1 or over.any():
+        where = "" if p < 1 else f" (at batch index {_at(int(_np.argmax(over)), batch)})"
+        raise ValueError(f"'p' is out of range{where}")
+    if p == lim:
+        # SciPy's results of deleting every row or every column, for each problem
+        (qm, qn), (rm, rn) = _shape(Qb[0]), _shape(Rb[0])
+        if which == "row":
+            Q1, R1 = (0, 0), (0, rn)
+        elif economic:
+            Q1, R1 = (qm, 0), (0, 0)
+        else:
+            Q1, R1 = None, (rm, 0)
+        zeros = lambda core: _np.zeros(tuple(batch) + core, dtype=dtype)  # noqa: E731
+        Q1 = Qb.reshape(tuple(batch) + (qm, qn)).copy() if Q1 is None else zeros(Q1)
+        return arrays.out(Q1), arrays.out(zeros(R1))
+    if which == "row":
+        _require_tall(M, N, M - p, N)
+    else:
+        _require_tall(M, N, M, N - p)
+    op = "delete_rows" if which == "row" else "delete_cols"
+    Q1, R1 = _cuqr.batch(op, _policy(economic), M, Qb, Rb, None, None, kb, p, list(batch))
+    return _unflat(arrays, batch, Q1), _unflat(arrays, batch, R1)
+
+
+def _qr_update_batch(batch, Q, R, u, v, check_finite):
+    """qr_update over a batch (see :func:`qr_update`)."""
+    arrays = _Arrays.of(Q)
+    _same_family(arrays, (R, "R"), (u, "u"), (v, "v"))
+    if arrays.on_gpu:
+        args = [(Q, 2), (R, 2), (u, "1|2"), (v, "1|2")]
+        return _loop(qr_update, batch, args, dict(check_finite=check_finite))
+    Q, R, u, v = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u"), (v, "v")], check_finite)
+    Qb, Rb = _flat(Q, batch, 2), _flat(R, batch, 2)
+    ub, vb = _flat(u, batch, "1|2"), _flat(v, batch, "1|2")
+    M, N, economic, dtype = _check_qr(Qb[0], Rb[0])
+    us, vs = _shape(ub[0]), _shape(vb[0])
+    _check_uv(ub[0], vb[0], us, vs, M, N, dtype)
+    if len(us) == 1:
+        ub, vb = ub.reshape(ub.shape[0], M, 1), vb.reshape(vb.shape[0], N, 1)
+    Q1, R1 = _cuqr.batch("rank", _policy(economic), M, Qb, Rb, ub, vb, None, 0, list(batch))
+    return _unflat(arrays, batch, Q1), _unflat(arrays, batch, R1)
+
+
+def _cholupdate_batch(batch, R, x, sign, check_finite):
+    """cholupdate over a batch (see :func:`cholupdate`)."""
+    if sign not in ("+", "-"):
+        raise ValueError("sign must be '+' or '-'")
+    arrays = _Arrays.of(R)
+    _same_family(arrays, (x, "x"))
+    if arrays.on_gpu:
+        kw = dict(sign=sign, check_finite=check_finite)
+        return _loop(cholupdate, batch, [(R, 2), (x, "1|2")], kw)
+    R, x = _prepare(arrays, [(R, "R"), (x, "x")], check_finite)
+    Rb, xb = _flat(R, batch, 2), _flat(x, batch, "1|2")
+    n, k, _ = _check_chol(Rb[0], xb[0], _shape(Rb[0]), _shape(xb[0]))
+    rows = xb.reshape(xb.shape[0], 1, n) if xb.ndim == 2 else xb.transpose(0, 2, 1)
+    op = "insert_rows" if sign == "+" else "delete_rows_with"
+    _, R1 = _cuqr.batch(op, "none", n + k, None, Rb, rows, None, None, 0, list(batch))
+    # a non-negative diagonal, as for one problem
+    neg = _np.diagonal(R1, axis1=1, axis2=2) < 0
+    R1 *= _np.where(neg, -1, 1).astype(R1.dtype)[:, :, None]
+    return _unflat(arrays, batch, R1)
+
+
+def _check_chol(R, x, rs, xs):
+    """cholupdate's checks of ``R`` and ``x`` (of core shapes ``rs`` and ``xs``): returns
+    (n, k, dtype)."""
+    if len(rs) != 2 or rs[0] != rs[1]:
+        raise ValueError(f"R must be square (n, n); found {rs}")
+    dtype = _dtype_name(R)
+    if dtype not in _DTYPES:
+        raise ValueError(f"cuqr supports float32 and float64 arrays, found {dtype}")
+    if _dtype_name(x) != dtype:
+        raise ValueError("'x' must have the same type as 'R'")
+    n = rs[0]
+    if len(xs) == 1 and xs[0] == n:
+        return n, 1, dtype
+    if len(xs) == 2 and xs[0] == n:
+        return n, xs[1], dtype
+    raise ValueError(f"x should be (n,) or (n,k) with n = {n}; found {xs}")
 
 
 # ---------------------------------------------------------------------------------------

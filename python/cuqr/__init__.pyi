@@ -16,7 +16,7 @@ def qr_insert(
     Q: ArrayLike,
     R: ArrayLike,
     u: ArrayLike,
-    k: int,
+    k: Union[int, ArrayLike],
     which: Which = "row",
     rcond: Optional[float] = None,
     overwrite_qru: bool = False,
@@ -25,7 +25,7 @@ def qr_insert(
 def qr_delete(
     Q: ArrayLike,
     R: ArrayLike,
-    k: int,
+    k: Union[int, ArrayLike],
     p: int = 1,
     which: Which = "row",
     overwrite_qr: bool = False,

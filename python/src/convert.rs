@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use cuqr::{DevMat, Gpu, GpuScalar, Mat};
-use numpy::ndarray::{Array2, ShapeBuilder};
+use numpy::ndarray::{Array2, ArrayView2, ShapeBuilder};
 use numpy::{Element, PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -70,7 +70,7 @@ pub fn cuda_device_of(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
 /// or one with a stride that is not a whole number of elements (a field of a structured
 /// array), which a strided read in elements would misread. Axes of extent 0 or 1 never
 /// move the address, so their strides do not matter.
-fn check_layout<T: Real>(
+pub fn check_layout<T: Real>(
     shape: &[usize],
     strides: &[isize],
     aligned: bool,
@@ -105,21 +105,7 @@ pub fn host_mat<T: Real>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Mat<T>>
                 return Mat::from_col_major(m, n, s.to_vec()).map_err(to_py);
             }
         }
-        let v = a.as_array();
-        let mut out = Mat::<T>::zeros(m, n);
-        // tiles keep both the strided reads and the column writes in cache
-        const TILE: usize = 32;
-        for j0 in (0..n).step_by(TILE) {
-            for i0 in (0..m).step_by(TILE) {
-                for j in j0..(j0 + TILE).min(n) {
-                    let col = out.col_mut(j);
-                    for (i, x) in col.iter_mut().enumerate().take((i0 + TILE).min(m)).skip(i0) {
-                        *x = v[[i, j]];
-                    }
-                }
-            }
-        }
-        return Ok(out);
+        return Ok(mat_of(a.as_array()));
     }
     if let Ok(a) = obj.cast::<PyArray1<T>>() {
         check_layout::<T>(a.shape(), a.strides(), a.is_aligned(), what)?;
@@ -130,6 +116,31 @@ pub fn host_mat<T: Real>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Mat<T>>
         "{what}: expected a 1-D or 2-D NumPy array of {} in native byte order",
         <T as Real>::DTYPE_NAME
     )))
+}
+
+/// A copy of a 2-D view (any strides) as a column-major [`Mat`].
+pub fn mat_of<T: Real>(v: ArrayView2<'_, T>) -> Mat<T> {
+    let (m, n) = v.dim();
+    // each column contiguous, one after the other: one copy
+    if let Some(s) = v.t().as_slice() {
+        if let Ok(out) = Mat::from_col_major(m, n, s.to_vec()) {
+            return out;
+        }
+    }
+    let mut out = Mat::<T>::zeros(m, n);
+    // tiles keep both the strided reads and the column writes in cache
+    const TILE: usize = 32;
+    for j0 in (0..n).step_by(TILE) {
+        for i0 in (0..m).step_by(TILE) {
+            for j in j0..(j0 + TILE).min(n) {
+                let col = out.col_mut(j);
+                for (i, x) in col.iter_mut().enumerate().take((i0 + TILE).min(m)).skip(i0) {
+                    *x = v[[i, j]];
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A column-major [`Mat`] handed to NumPy without a copy (a Fortran-ordered array).

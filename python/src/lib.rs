@@ -4,6 +4,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod batch;
 mod convert;
 mod dlpack;
 mod error;
@@ -22,6 +23,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state::array_device, m)?)?;
     m.add_function(wrap_pyfunction!(state::set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(state::threads, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::batch, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::rolling, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::recursive, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::rolling_device, m)?)?;

@@ -135,7 +135,7 @@ fn dims(s: &Inner) -> (usize, usize) {
     }
 }
 
-fn policy_of(s: &str) -> PyResult<QPolicy> {
+pub(crate) fn policy_of(s: &str) -> PyResult<QPolicy> {
     match s {
         "full" => Ok(QPolicy::Full),
         "thin" | "economic" => Ok(QPolicy::Thin),

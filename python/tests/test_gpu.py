@@ -92,6 +92,53 @@ def test_cholupdate_on_device(rng, lib):
     assert np.all(np.diag(R1) > 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mode", ["full", "economic"])
+def test_batches_of_device_arrays(rng, lib, dtype, mode):
+    # leading batch dimensions: results of the caller's kind, with the batch shape
+    _, to_dev, to_host, _ = lib
+    batch, m, n = (2, 3), 45, 13
+    A = rng.standard_normal(batch + (m, n)).astype(dtype)
+    Q, R = (x.astype(dtype) for x in sl.qr(A, mode=mode))
+    Qd, Rd = to_dev(Q), to_dev(R)
+    u = rng.standard_normal(batch + (m, 2)).astype(dtype)
+    v = rng.standard_normal(batch + (n, 2)).astype(dtype)
+    Q1, R1 = cuqr.qr_update(Qd, Rd, to_dev(u), to_dev(v))
+    assert is_cuda(Q1, lib) and is_cuda(R1, lib) and tuple(Q1.shape[:2]) == batch
+    Q1, R1 = to_host(Q1), to_host(R1)
+    for i in np.ndindex(batch):
+        check_factors(Q1[i], R1[i], A[i] + u[i] @ v[i].T, dtype)
+    k = rng.integers(0, m + 1, size=batch)
+    row = rng.standard_normal(n).astype(dtype)
+    Q1, R1 = cuqr.qr_insert(Qd, Rd, to_dev(row), k, which="row")
+    Q1, R1 = to_host(Q1), to_host(R1)
+    for i in np.ndindex(batch):
+        check_factors(Q1[i], R1[i], np.insert(A[i], k[i], row, axis=0), dtype)
+    Q1, R1 = cuqr.qr_delete(Qd, Rd, 3, 2, which="col")
+    Q1, R1 = to_host(Q1), to_host(R1)
+    for i in np.ndindex(batch):
+        check_factors(Q1[i], R1[i], np.delete(A[i], [3, 4], axis=1), dtype)
+    B = rng.standard_normal(batch + (30, 8))
+    Rc = np.swapaxes(np.linalg.cholesky(np.swapaxes(B, -1, -2) @ B), -1, -2)
+    x = rng.standard_normal(batch + (8, 1))
+    R1 = cuqr.cholupdate(to_dev(Rc), to_dev(x))
+    assert is_cuda(R1, lib)
+    R1 = to_host(R1)
+    for i in np.ndindex(batch):
+        G = B[i].T @ B[i] + x[i] @ x[i].T
+        assert rel(R1[i].T @ R1[i], G) <= tol(np.float64, 30, 8)
+
+
+def test_failing_problem_of_a_device_batch(rng, lib):
+    _, to_dev, _, _ = lib
+    A = rng.standard_normal((3, 40, 6))
+    Q, R = sl.qr(A, mode="economic")
+    u = rng.standard_normal((3, 40, 1))
+    u[2] = Q[2] @ rng.standard_normal((6, 1))
+    with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(2,\)"):
+        cuqr.qr_insert(to_dev(Q), to_dev(R), to_dev(u), 1, which="col", rcond=1e-10)
+
+
 @pytest.mark.parametrize("q", ["thin", "full", None])
 def test_qr_class_on_device(rng, lib, q):
     _, to_dev, to_host, _ = lib

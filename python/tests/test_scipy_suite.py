@@ -13,6 +13,11 @@ Skipped, each with its reason:
   after every other check of the arguments, so a test expecting a ``ValueError`` for a bad
   argument still gets it);
 * ``test_form_qTu``: a test of a SciPy internal (``_decomp_update._form_qTu``).
+
+SciPy's tests of batch dimensions for these functions live in another file,
+``scipy/linalg/tests/test_batch.py`` (``TestBatch.test_qr_update``, ``test_qr_insert`` and
+``test_qr_delete``); they run here too, with ``linalg.qr_*`` in that module cuqr's. Their
+complex cases are skipped, and so are the wide ones (as above).
 """
 
 from __future__ import annotations
@@ -92,3 +97,52 @@ def test_functions_swapped():
     assert _scipy_suite.qr_delete.__wrapped__ is cuqr.qr_delete
     assert _scipy_suite.qr_update.__wrapped__ is cuqr.qr_update
     assert np.__name__ == _scipy_suite.np.__name__
+
+
+# ---------------------------------------------------------------------------------------
+# SciPy's batch tests of the same functions (test_batch.py)
+
+_BATCH_PATH = _PATH.parent / "test_batch.py"
+_BATCH_TESTS = ("test_qr_update", "test_qr_insert", "test_qr_delete")
+
+
+def _skip_complex(f):
+    @functools.wraps(f)
+    def call(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except ValueError as e:
+            if "cuqr supports float32 and float64" in str(e):
+                pytest.skip(COMPLEX)
+            raise
+
+    return call
+
+
+def _batch_suite():
+    """SciPy's TestBatch with only its tests of qr_update, qr_insert and qr_delete, run
+    against cuqr (None when the installed SciPy has no such tests)."""
+    if not _BATCH_PATH.is_file():
+        return None
+    source = _BATCH_PATH.read_text()
+    if "from scipy import linalg" not in source:
+        return None
+    mod = types.ModuleType("scipy_test_batch")
+    mod.__file__ = str(_BATCH_PATH)
+    exec(compile(source, str(_BATCH_PATH), "exec"), mod.__dict__)
+    base = getattr(mod, "TestBatch", None)
+    if base is None or not all(hasattr(base, t) for t in _BATCH_TESTS):
+        return None
+    # the module's `linalg`: SciPy's, with the three functions cuqr's
+    linalg = types.SimpleNamespace(**{n: getattr(mod.linalg, n) for n in dir(mod.linalg)})
+    for name in ("qr_update", "qr_insert", "qr_delete"):
+        setattr(linalg, name, _skip_complex(_skip_wide(getattr(cuqr, name))))
+    mod.linalg = linalg
+    body = {t: getattr(base, t) for t in _BATCH_TESTS}
+    body["__module__"] = __name__
+    return type("TestBatch", (), body)
+
+
+_TestBatch = _batch_suite()
+if _TestBatch is not None:
+    TestBatch = _TestBatch
