@@ -373,7 +373,7 @@ def _loop(f, batch, args, kwargs):
             _reraise_at(e, _at(i, batch))
     xp = _xp(args[0][0])
     single = not isinstance(outs[0], tuple)
-    cols = [[o] for o in outs] if single else list(zip(*outs))
+    cols = [outs] if single else list(zip(*outs))
     res = []
     for col in cols:
         st = xp.stack(list(col))

@@ -346,3 +346,8 @@ def test_the_problem_by_problem_loop_of_device_batches(rng):
     x[1] *= 1e4
     with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(1,\)"):
         cuqr._loop(cuqr.cholupdate, (2,), [(Rc, 2), (x, "1|2")], dict(sign="-"))
+    # a function of one result (cholupdate) stacks every problem's
+    x[1] /= 1e4
+    R1 = cuqr._loop(cuqr.cholupdate, (2,), [(Rc, 2), (x, "1|2")], {})
+    assert R1.shape == (2, N, N)
+    np.testing.assert_allclose(R1, cuqr.cholupdate(Rc, x), rtol=0, atol=1e-13)

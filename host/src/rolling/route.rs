@@ -2,6 +2,8 @@
 //! the CPU, or a GPU by the cost model of [`AUTO_GPU_MIN_WORK`].
 #![forbid(unsafe_code)]
 
+use std::sync::{Arc, Mutex};
+
 use crate::backend::device::Device;
 use crate::base::error::Result;
 use crate::base::rolling::Layout;
@@ -9,11 +11,11 @@ use crate::gpu::algo::rolling::unsupported;
 use crate::gpu::runtime::Gpu;
 
 /// Work, nobs · series · k², from which [`Device::Auto`] runs on a GPU. Below it the
-/// CPU wins: opening the GPU and moving the data cost more than the walk. The walk does
-/// about 10·k² flops a step on either device; the CPU runs about 1 µs a step for k = 5 on
-/// one core, the GPU about 5·10⁵ series-steps per millisecond once its data are there,
-/// so they break even near 10⁶ steps of k = 5 once the transfer is counted
-/// (docs/performance.md#rolling-least-squares).
+/// CPU wins: a GPU walk of few series is one long dependent chain a thread (about 5 µs a
+/// step for k = 5, where one CPU core takes about 1 µs), and the data must travel; from
+/// a few thousand series on, the GPU walks all of them at once (0.27 ns a series-step at
+/// k = 5 on an H200 against about 1 µs a step on one core), which pays for the transfer
+/// from about 10⁶ series-steps of k = 5 (docs/performance.md#rolling-least-squares).
 pub const AUTO_GPU_MIN_WORK: f64 = 2.5e7;
 
 /// The device a run takes.
@@ -21,7 +23,22 @@ pub(super) enum Route {
     /// The CPU, with the reason when another device was asked for.
     Cpu(Option<String>),
     /// A GPU, opened.
-    Gpu(Gpu),
+    Gpu(Arc<Gpu>),
+}
+
+/// GPUs opened by earlier runs, kept for the process: opening one loads the kernel module,
+/// which costs far more than a walk.
+static OPENED: Mutex<Vec<(usize, Arc<Gpu>)>> = Mutex::new(Vec::new());
+
+/// GPU `ordinal`, opened once per process.
+fn open(ordinal: usize) -> Result<Arc<Gpu>> {
+    let mut all = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, g)) = all.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(g.clone());
+    }
+    let g = Arc::new(Gpu::new(ordinal)?);
+    all.push((ordinal, g.clone()));
+    Ok(g)
 }
 
 /// Chooses the device for `layout` under `device`.
@@ -36,7 +53,7 @@ pub(super) fn route(device: Device, layout: &Layout) -> Result<Route> {
             Some(why) => Ok(Route::Cpu(Some(format!(
                 "GPU {i} was asked for, but {why}; ran on the CPU"
             )))),
-            None => Ok(Route::Gpu(Gpu::new(i)?)),
+            None => Ok(Route::Gpu(open(i)?)),
         },
         Device::Auto => {
             if work < AUTO_GPU_MIN_WORK {
@@ -47,7 +64,7 @@ pub(super) fn route(device: Device, layout: &Layout) -> Result<Route> {
             if let Some(why) = unsupported(layout.k) {
                 return Ok(Route::Cpu(Some(format!("auto: {why}; ran on the CPU"))));
             }
-            Ok(match Gpu::new(0) {
+            Ok(match open(0) {
                 Ok(g) => Route::Gpu(g),
                 Err(e) => Route::Cpu(Some(format!("auto: no GPU ({e}); ran on the CPU"))),
             })
