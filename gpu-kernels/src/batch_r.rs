@@ -242,7 +242,8 @@ pub unsafe fn step<T: Float, const K: usize>(
             big as f64 * T::UNIT_ROUNDOFF / sqrt_f64(small.max(1) as f64)
         };
         let nan = T::from_f64(f64::NAN);
-        let mut sol = [nan; K];
+        // Zeros past n: the back substitution multiplies them by R's zero entries.
+        let mut sol = [T::ZERO; K];
         let mut res = nan;
         if st.solve(tol, &mut sol) {
             res = st.rho.mul(st.rho);

@@ -98,6 +98,13 @@ fn gather<T: GpuScalar>(
             1,
         ));
     }
+    if let (Some(r), Some(e)) = (rows.row_major_slice(), rhs.row_major_slice()) {
+        return Ok(Gathered {
+            rows: r.to_vec(),
+            rhs: e.to_vec(),
+            p,
+        });
+    }
     let mut out = Gathered {
         rows: Vec::with_capacity(batch * p * n),
         rhs: Vec::with_capacity(batch * p),

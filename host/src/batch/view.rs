@@ -183,6 +183,23 @@ impl<'a, T: Scalar> BatchRef<'a, T> {
         self.ncols
     }
 
+    /// The B × r × c values in row-major (C) order, borrowed when the view is laid out
+    /// that way already.
+    pub(crate) fn row_major_slice(&self) -> Option<&'a [T]> {
+        let (b, r, c) = (self.batch, self.nrows, self.ncols);
+        match self.layout {
+            Layout::Strided { data, strides }
+                if (b <= 1 || strides[0] == r * c)
+                    && (r <= 1 || strides[1] == c)
+                    && (c <= 1 || strides[2] == 1) =>
+            {
+                data.get(..b * r * c)
+            }
+            _ => None,
+        }
+    }
+
+
     /// Element (i, j) of matrix k, `None` out of range.
     pub fn get(&self, k: usize, i: usize, j: usize) -> Option<T> {
         if k >= self.batch || i >= self.nrows || j >= self.ncols {
