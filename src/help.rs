@@ -170,8 +170,10 @@ Options:
                          default), NaN for windows holding one (skip), or an
                          error (raise)
   --precision f64|f32    working precision (default f64)
-  --backend cpu|auto|gpu only the CPU implements rolling least squares; auto and
-                         gpu run on the CPU and print a note (default cpu)
+  --backend cpu|auto|gpu where to run (default cpu): gpu runs on GPU 0 (one
+                         thread per series and time segment; k <= 16, more runs
+                         on the CPU with a note), auto takes GPU 0 when
+                         T x S x k^2 >= 2.5e7 and one opens, else the CPU
   --out DIR              output folder, created if missing
 
 Outputs in DIR:

@@ -135,6 +135,11 @@ impl Job {
         };
         npy::write_file_c(&self.out.join("params.npy"), &res.params, &p_shape)?;
         npy::write_file_c(&self.out.join("rss.npy"), &res.rss, &r_shape)?;
+        // A device other than the CPU that was not taken says why in the fallback.
+        let ran_on = match (self.params.device, &res.fallback) {
+            (Device::Cpu, _) | (_, Some(_)) => "cpu",
+            _ => "gpu",
+        };
         let estimated = res.rss.iter().filter(|v| v.is_finite()).count();
         let deficient = res.rank_deficient.iter().filter(|&&b| b).count();
         let summary = Json::Obj(vec![
@@ -153,7 +158,7 @@ impl Job {
                 Json::Int(res.refactorisations.after_failed_downdate as u64),
             ),
             ("precision".into(), Json::Str(T::NAME.into())),
-            ("device".into(), Json::Str("cpu".into())),
+            ("device".into(), Json::Str(ran_on.into())),
             ("ms".into(), Json::Num(ms)),
         ]);
         std::fs::write(self.out.join("summary.json"), summary.render())
@@ -162,8 +167,9 @@ impl Job {
             println!("note: {note}");
         }
         println!(
-            "{ns} series x {nt} observations, k = {k}, window {}: {estimated} windows estimated ({deficient} rank-deficient) on the CPU ({}) in {ms:.2} ms",
+            "{ns} series x {nt} observations, k = {k}, window {}: {estimated} windows estimated ({deficient} rank-deficient) on the {} ({}) in {ms:.2} ms",
             self.window,
+            ran_on.to_uppercase(),
             T::NAME
         );
         println!("wrote {}", self.out.display());

@@ -199,7 +199,6 @@ impl<'a, T: Scalar> BatchRef<'a, T> {
         }
     }
 
-
     /// Element (i, j) of matrix k, `None` out of range.
     pub fn get(&self, k: usize, i: usize, j: usize) -> Option<T> {
         if k >= self.batch || i >= self.nrows || j >= self.ncols {
