@@ -7,7 +7,7 @@
 //! back unchanged and reports why in `status`.
 
 use crate::device::{self, Float};
-use crate::small_r::{sqrt_f64, Window};
+use crate::small_r::{Window, sqrt_f64};
 
 /// `status` codes.
 pub const OK: u32 = 0;
@@ -238,7 +238,11 @@ pub unsafe fn step<T: Float, const K: usize>(
         let tol = if rank_tol >= 0.0 {
             rank_tol
         } else {
-            let (big, small) = if m_rows >= n { (m_rows, n) } else { (n, m_rows) };
+            let (big, small) = if m_rows >= n {
+                (m_rows, n)
+            } else {
+                (n, m_rows)
+            };
             big as f64 * T::UNIT_ROUNDOFF / sqrt_f64(small.max(1) as f64)
         };
         let nan = T::from_f64(f64::NAN);

@@ -10,7 +10,7 @@
 //! before it, so segments are independent and the grid covers series × segments.
 
 use crate::device::{self, Float};
-use crate::small_r::{sqrt_f64, Window};
+use crate::small_r::{Window, sqrt_f64};
 
 /// The instances with k = K exactly (registers); larger K takes k at run time.
 pub const EXACT_MAX: usize = 8;

@@ -226,4 +226,3 @@ pub(crate) fn sqrt_f64(v: f64) -> f64 {
 pub(crate) fn max_f64(a: f64, b: f64) -> f64 {
     <f64 as Float>::max(a, b)
 }
-

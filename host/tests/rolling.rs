@@ -630,7 +630,8 @@ fn gpu_walk_expanding_forgetting_and_missing() {
     };
     let holds = |t: usize, bad: usize| bad <= t && t < bad + w;
     gpu_case(&data, (&y, &x), w, &p, |t, s| {
-        t + 1 >= w && !holds(t, 50) && !holds(t, 130) && !(s == 1 && holds(t, 20))
+        let missing = holds(t, 50) || holds(t, 130) || (s == 1 && holds(t, 20));
+        t + 1 >= w && !missing
     });
     let p = RollingParams {
         missing: Missing::Raise,

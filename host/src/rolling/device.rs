@@ -33,7 +33,7 @@ impl<T: GpuScalar> Source<'_, T> {
 
     /// Checks that the source holds `nobs` time steps of `row` elements.
     /// The source's elements in row-major (time step by time step) order.
-    fn to_host(&self, gpu: &Gpu) -> Result<Vec<T>> {
+    fn download(&self, gpu: &Gpu) -> Result<Vec<T>> {
         match self {
             Source::Vec(v) => v.to_vec(gpu),
             Source::Mat(m) => Ok(m.to_host(gpu)?.as_slice().to_vec()),
@@ -272,7 +272,7 @@ fn locate_nonfinite<T: GpuScalar>(
     op: &'static str,
     data: &DeviceRollingData<'_, T>,
 ) -> Error {
-    let (y, x) = match (data.y.to_host(gpu), data.x.to_host(gpu)) {
+    let (y, x) = match (data.y.download(gpu), data.x.download(gpu)) {
         (Ok(y), Ok(x)) => (y, x),
         (Err(e), _) | (_, Err(e)) => return e,
     };

@@ -132,6 +132,9 @@ pub(crate) fn walk<T: GpuScalar>(
     })
 }
 
+/// The walk's results on the host: params, rss, rank flags and refactorisation counts.
+pub(crate) type HostWalk<T> = (Vec<T>, Vec<T>, Vec<bool>, Refactorisations);
+
 /// Uploads y and x (contiguous, as [`crate::rolling::RollingData`] holds them), runs the
 /// walk and downloads params (nobs × series × k), rss and the rank flags (nobs × series).
 ///
@@ -143,7 +146,7 @@ pub(crate) fn walk_host<T: GpuScalar>(
     x: &[T],
     layout: Layout,
     plan: &WindowPlan,
-) -> Result<(Vec<T>, Vec<T>, Vec<bool>, Refactorisations)> {
+) -> Result<HostWalk<T>> {
     let stream = &gpu.stream;
     let pad = |v: &[T]| -> Vec<T> {
         if v.is_empty() {

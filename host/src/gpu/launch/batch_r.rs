@@ -80,7 +80,7 @@ impl Gpu {
     ) -> Result<()> {
         let s = shape;
         let (b, n) = (s.batch, s.n);
-        assert!(n >= 1 && n <= STEP_MAX_N);
+        assert!((1..=STEP_MAX_N).contains(&n));
         assert!(input.r.len() >= b * n * n && input.d.len() >= b * n && input.rho.len() >= b);
         assert!(output.r.len() >= b * n * n && output.d.len() >= b * n && output.rho.len() >= b);
         assert!(rows.rows_in.len() >= (b * s.p_in * n).max(1));
