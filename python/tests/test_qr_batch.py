@@ -340,3 +340,26 @@ def test_torch_cpu_tensors(rng):
     qb = cuqr.QR(torch.from_numpy(A), torch.from_numpy(b))
     assert isinstance(qb.R, torch.Tensor)
     np.testing.assert_allclose(qb.solve().numpy(), cuqr.QR(A, b).solve())
+
+
+def test_threads_take_turns(rng):
+    # rank-one updates from several threads: their sum does not depend on the order
+    import threading
+
+    B, m, n = 6, 40, 5
+    A, b = rng.standard_normal((B, m, n)), rng.standard_normal((B, m))
+    qb = cuqr.QR(A, b, q="thin")
+    us = rng.standard_normal((4, 5, B, m))
+    vs = rng.standard_normal((4, 5, B, n))
+
+    def work(t):
+        for j in range(5):
+            qb.rank_one(us[t, j], vs[t, j])
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    A2 = A + np.einsum("tjbm,tjbn->bmn", us, vs)
+    against_numpy(qb, A2, b)
