@@ -18,6 +18,7 @@ mod op;
 mod opts;
 mod python_overhead;
 mod qr;
+mod rbank;
 mod rolling;
 mod stats;
 mod tall;
@@ -124,6 +125,14 @@ const GROUPS: &[Group] = &[
         run: kernels::run,
         needs_gpu: true,
         in_quick_tour: true,
+    },
+    Group {
+        name: "rbank",
+        summary: "batched R-only states on the GPU vs the CPU's batched state",
+        help: rbank::HELP,
+        run: rbank::run,
+        needs_gpu: true,
+        in_quick_tour: false,
     },
     Group {
         name: "rolling",

@@ -19,6 +19,9 @@
 #![allow(internal_features)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[macro_use]
+mod small_r;
+pub mod batch_r;
 pub mod convert;
 pub mod device;
 mod elementwise;
@@ -648,6 +651,114 @@ entries! {
          ld_y: usize, ld_x: usize, ld_p: usize, ld_r: usize, window: usize, min_nobs: usize, refresh: usize, bits: u32, forget: f64,
          leave_weight: f64, rank_tol: f64, params: *mut T, rss: *mut T, flags: *mut u8,
          counts: *mut u32) => rolling::walk_entry::<T, 16>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 1
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k1_f32, batch_r_step_k1_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 1>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 2
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k2_f32, batch_r_step_k2_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 2>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 3
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k3_f32, batch_r_step_k3_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 3>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 4
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k4_f32, batch_r_step_k4_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 4>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 5
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k5_f32, batch_r_step_k5_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 5>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 6
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k6_f32, batch_r_step_k6_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 6>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 7
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k7_f32, batch_r_step_k7_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 7>;
+
+    /// One step of B batched R-only states, one problem a thread, n = 8
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_k8_f32, batch_r_step_k8_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 8>;
+
+    /// One step of B batched R-only states, one problem a thread, 9 ≤ n ≤ 16
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::step` documents (grid, block 128, buffers).
+    batch_r_step_general_f32, batch_r_step_general_f64
+        (r_in: *const T, d_in: *const T, rho_in: *const T, r_out: *mut T, d_out: *mut T,
+         rho_out: *mut T, rows_in: *const T, rhs_in: *const T, rows_out: *const T,
+         rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
+         scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
+        => batch_r::step::<T, 16>;
 }
 
 // The sm_90 module (`host/ptx/cuqr_kernels_sm90.ptx`): kernels that need Hopper

@@ -51,7 +51,7 @@ pub(crate) mod ops;
 pub mod rolling;
 pub(crate) mod state;
 
-pub use backend::device::{Backend, Device, Qr, QrState};
+pub use backend::device::{Backend, Device, Qr, QrState, AUTO_GPU_MIN_MN};
 pub use backend::diagnostics::diagnostics;
 pub use backend::QrUpdate;
 pub use base::error::{CallError, Error, Result};

@@ -13,6 +13,14 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 use crate::state::cpu::CpuQr;
 use crate::state::gpu::GpuQr;
 
+/// Size m·n from which [`Qr::factorize`] with [`Device::Auto`] takes a GPU. A GPU update
+/// has a fixed cost of about 0.5 ms (its launches, library calls and synchronisations,
+/// docs/performance.md), a CPU update of a thin or R-only state costs a few m·n flops
+/// (about 2 ns each on one core for these sizes): the CPU wins below about 2.5·10⁵, e.g.
+/// 2,000 × 125. Data already on a GPU ([`GpuQr::factorize_dev`], CuPy and torch arrays
+/// in Python) stay there whatever the size.
+pub const AUTO_GPU_MIN_MN: usize = 250_000;
+
 /// Where a factorisation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Device {
@@ -21,6 +29,8 @@ pub enum Device {
     /// The CUDA device with this ordinal; an error when it cannot be opened.
     Gpu(usize),
     /// GPU 0 when it opens, else the CPU (the reason is kept: [`Backend::fallback`]).
+    /// [`Qr::factorize`] first applies the cost model of [`AUTO_GPU_MIN_MN`]: a small
+    /// problem stays on the CPU.
     #[default]
     Auto,
 }
@@ -114,7 +124,7 @@ pub enum QrState<T: GpuScalar> {
 /// use cuqr::{Device, FactorParams, Mat, QPolicy, Qr, QrUpdate};
 /// let a = Mat::<f64>::from_fn(7, 3, |i, j| 1.0 / (1.0 + i as f64 + 2.0 * j as f64) + (i == j) as u8 as f64);
 /// let b = Mat::<f64>::from_fn(7, 1, |i, _| i as f64 - 2.5);
-/// // the GPU when one opens, else the CPU
+/// // small: the CPU (Device::Auto takes a GPU from m·n = 250,000 on, when one opens)
 /// let mut qr = Qr::factorize(Device::Auto, a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
 /// qr.delete_row(2)?;
 /// let sol = qr.solve()?;
@@ -129,7 +139,8 @@ pub struct Qr<T: GpuScalar> {
 
 impl<T: GpuScalar> Qr<T> {
     /// Opens `device` and factorises A (m×n, m ≥ n) with right-hand sides b (m×q)
-    /// (docs/algorithms.md#blocked-householder-qr).
+    /// (docs/algorithms.md#blocked-householder-qr). [`Device::Auto`] keeps a problem with
+    /// m·n below [`AUTO_GPU_MIN_MN`] on the CPU and says why in [`Qr::fallback`].
     ///
     /// # Errors
     /// Opening a [`Device::Gpu`] fails as [`Device::open`] says; then as
@@ -141,7 +152,18 @@ impl<T: GpuScalar> Qr<T> {
         policy: QPolicy,
         params: FactorParams,
     ) -> Result<Self> {
-        Self::factorize_on(&device.open()?, a, b, policy, params)
+        let mn = a.nrows().saturating_mul(a.ncols());
+        let backend = if device == Device::Auto && mn < AUTO_GPU_MIN_MN {
+            Backend::Cpu {
+                fallback: Some(format!(
+                    "auto: m·n = {mn} is below {AUTO_GPU_MIN_MN}, where a CPU update is faster \
+                     than a GPU one; ran on the CPU"
+                )),
+            }
+        } else {
+            device.open()?
+        };
+        Self::factorize_on(&backend, a, b, policy, params)
     }
 
     /// Factorises on an opened backend (one GPU context shared by several states).
@@ -338,10 +360,10 @@ mod tests {
         assert_eq!(cpu.backend_kind(), "cpu");
         assert!(cpu.fallback().is_none());
         let auto = Qr::factorize(Device::Auto, a.as_ref(), b.as_ref(), QPolicy::Full, p).unwrap();
-        match auto.backend_kind() {
-            "cpu" => assert!(auto.fallback().is_some(), "Auto on the CPU says why"),
-            _ => assert!(auto.fallback().is_none()),
-        }
+        // 9 × 4 is far below the cost model's threshold: the CPU, and the reason.
+        assert_eq!(auto.backend_kind(), "cpu");
+        let why = auto.fallback().expect("Auto on the CPU says why");
+        assert!(why.contains("auto") && why.contains("36"), "{why}");
         let (x0, x1) = (cpu.solve().unwrap().x, auto.solve().unwrap().x);
         for j in 0..2 {
             for i in 0..4 {

@@ -152,3 +152,22 @@ pub(crate) struct WindowPlan {
     /// The default relative rank tolerance for (rows, columns, unit roundoff).
     pub default_rank_tol: fn(usize, usize, f64) -> f64,
 }
+
+/// How often the window was factorised again from its data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refactorisations {
+    /// After `refresh` downdates, to bound the drift of the updated factor.
+    pub scheduled: usize,
+    /// After a downdate that the refusal test turned down.
+    pub after_failed_downdate: usize,
+}
+
+impl core::ops::Add for Refactorisations {
+    type Output = Self;
+    fn add(self, o: Self) -> Self {
+        Self {
+            scheduled: self.scheduled + o.scheduled,
+            after_failed_downdate: self.after_failed_downdate + o.after_failed_downdate,
+        }
+    }
+}

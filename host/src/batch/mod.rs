@@ -20,11 +20,13 @@
 //! ([`crate::cpu::set_threads`]) on large ones.
 #![forbid(unsafe_code)]
 
+mod gpu;
 mod report;
 mod run;
 mod updates;
 mod view;
 
+pub use gpu::GpuRBatch;
 pub use report::{BatchReport, BatchSolution};
 pub use view::BatchRef;
 

@@ -8,29 +8,11 @@
 
 use rayon::prelude::*;
 
+pub use crate::base::rolling::Refactorisations;
 use crate::base::rolling::{RollingData, WindowPlan};
 use crate::base::scalar::Scalar;
 use crate::cpu::rolling::LsWindow;
 use crate::cpu::settings::{threads, PARALLEL_MIN_FLOPS};
-
-/// How often the window was factorised again from its data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Refactorisations {
-    /// After `refresh` downdates, to bound the drift of the updated factor.
-    pub scheduled: usize,
-    /// After a downdate that the refusal test turned down.
-    pub after_failed_downdate: usize,
-}
-
-impl core::ops::Add for Refactorisations {
-    type Output = Self;
-    fn add(self, o: Self) -> Self {
-        Self {
-            scheduled: self.scheduled + o.scheduled,
-            after_failed_downdate: self.after_failed_downdate + o.after_failed_downdate,
-        }
-    }
-}
 
 /// The estimates of every series, series-major: params (series × nobs × k), the residual
 /// sums of squares and the rank-deficiency flags (series × nobs each).

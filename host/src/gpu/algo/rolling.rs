@@ -5,8 +5,7 @@
 use cudarc::driver::{CudaSlice, CudaView};
 
 use crate::base::error::{Error, Result};
-use crate::base::rolling::{Layout, WindowPlan};
-use crate::cpu::rolling_series::Refactorisations;
+use crate::base::rolling::{Layout, Refactorisations, WindowPlan};
 use crate::gpu::ffi::driver::{alloc_uninit, StreamAlloc};
 use crate::gpu::launch::rolling::{WalkOut, WalkShape, WALK_MAX_K};
 use crate::gpu::runtime::{alloc_err, driver_err, DevMat, Gpu, GpuScalar};

@@ -150,6 +150,24 @@ kernel_table! {
     rolling_walk_k8,
     /// `rolling_walk_general_<T>` (rolling least squares, 9 ≤ k ≤ 16; docs/algorithms.md#rolling-least-squares).
     rolling_walk_general,
+    /// `batch_r_step_k1_<T>` (batched R-only states, n = 1; docs/algorithms.md#batched-states).
+    batch_r_step_k1,
+    /// `batch_r_step_k2_<T>` (batched R-only states, n = 2; docs/algorithms.md#batched-states).
+    batch_r_step_k2,
+    /// `batch_r_step_k3_<T>` (batched R-only states, n = 3; docs/algorithms.md#batched-states).
+    batch_r_step_k3,
+    /// `batch_r_step_k4_<T>` (batched R-only states, n = 4; docs/algorithms.md#batched-states).
+    batch_r_step_k4,
+    /// `batch_r_step_k5_<T>` (batched R-only states, n = 5; docs/algorithms.md#batched-states).
+    batch_r_step_k5,
+    /// `batch_r_step_k6_<T>` (batched R-only states, n = 6; docs/algorithms.md#batched-states).
+    batch_r_step_k6,
+    /// `batch_r_step_k7_<T>` (batched R-only states, n = 7; docs/algorithms.md#batched-states).
+    batch_r_step_k7,
+    /// `batch_r_step_k8_<T>` (batched R-only states, n = 8; docs/algorithms.md#batched-states).
+    batch_r_step_k8,
+    /// `batch_r_step_general_<T>` (batched R-only states, 9 ≤ n ≤ 16; docs/algorithms.md#batched-states).
+    batch_r_step_general,
     /// `ts_gemm_partial_<T>(v, ldv, c, ldc, rows, k, nc, part)` (W = VᵀC by row chunks).
     ts_gemm_partial,
     /// `ts_gemm_reduce_<T>(part, chunks, k, nc, w, ldw)` (the chunks' sum).

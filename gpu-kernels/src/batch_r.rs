@@ -1,0 +1,266 @@
+//! Batched R-only least-squares states on the device (docs/algorithms.md#batched-states):
+//! B problems of n ≤ 16 columns and one right-hand side, each an n×n upper-triangular R
+//! (row-major), d = Q₁ᵀb and the residual norm ρ, one problem a thread in registers
+//! ([`Window`]). One launch applies one step to every problem: optionally start from an
+//! empty state, scale by s (forgetting), fold rows in, downdate rows out, and optionally
+//! solve. A problem whose step is refused (non-finite data, a refused downdate) is written
+//! back unchanged and reports why in `status`.
+
+use crate::device::{self, Float};
+use crate::small_r::{sqrt_f64, Window};
+
+/// `status` codes.
+pub const OK: u32 = 0;
+/// A downdate that the refusal test turned down.
+pub const DOWNDATE_REFUSED: u32 = 1;
+/// A NaN or ±∞ in the problem's rows or right-hand sides.
+pub const NON_FINITE: u32 = 2;
+/// The step was made, but R failed the solve's rank test (x is NaN).
+pub const RANK_DEFICIENT: u32 = 3;
+
+/// Bits of the step.
+const CLEAR: u32 = 1;
+const SOLVE: u32 = 2;
+
+/// The pointers of one step (see [`step`]).
+struct Buffers<T> {
+    r_in: *const T,
+    d_in: *const T,
+    rho_in: *const T,
+    r_out: *mut T,
+    d_out: *mut T,
+    rho_out: *mut T,
+    rows_in: *const T,
+    rhs_in: *const T,
+    rows_out: *const T,
+    rhs_out: *const T,
+}
+
+/// Row `r` of problem `i` of a B × p × n block (and its right-hand side), zeros past n.
+///
+/// # Safety
+/// `rows` holds (i·p + r + 1)·n elements and `rhs` i·p + r + 1.
+#[inline(always)]
+unsafe fn row<T: Float, const K: usize>(
+    rows: *const T,
+    rhs: *const T,
+    (i, p, r, n): (usize, usize, usize, usize),
+) -> ([T; K], T) {
+    let mut x = [T::ZERO; K];
+    unroll!(j in ..K => {
+        if j < n {
+            // SAFETY: (i·p + r)·n + j is inside `rows` (caller).
+            x[j] = unsafe { device::ld(rows, (i * p + r) * n + j) };
+        }
+    });
+    // SAFETY: inside `rhs` (caller).
+    (x, unsafe { device::ld(rhs, i * p + r) })
+}
+
+/// Whether every row of problem `i` in a B × p × n block and its right-hand sides is
+/// finite. Same safety as [`row`] for every r < p.
+#[inline(always)]
+unsafe fn block_finite<T: Float, const K: usize>(
+    rows: *const T,
+    rhs: *const T,
+    (i, p, n): (usize, usize, usize),
+) -> bool {
+    let mut ok = true;
+    for r in 0..p {
+        // SAFETY: r < p.
+        let (x, y) = unsafe { row::<T, K>(rows, rhs, (i, p, r, n)) };
+        ok &= y.is_finite();
+        unroll!(j in ..K => {
+            ok &= x[j].is_finite();
+        });
+    }
+    ok
+}
+
+/// Loads problem `i`'s state.
+///
+/// # Safety
+/// `r_in`, `d_in`, `rho_in` hold B·n·n, B·n and B elements, i < B, n ≤ K.
+#[inline(always)]
+unsafe fn load<T: Float, const K: usize>(b: &Buffers<T>, i: usize, n: usize) -> Window<T, K> {
+    let mut st = Window::<T, K>::new(n);
+    unroll!(a in ..K => {
+        unroll!(c in ..K => {
+            if a < n && c < n && c >= a {
+                // SAFETY: inside r_in (contract).
+                st.r[a][c] = unsafe { device::ld(b.r_in, (i * n + a) * n + c) };
+            }
+        });
+        if a < n {
+            // SAFETY: inside d_in (contract).
+            st.d[a] = unsafe { device::ld(b.d_in, i * n + a) };
+        }
+    });
+    // SAFETY: inside rho_in (contract).
+    st.rho = unsafe { device::ld(b.rho_in, i) };
+    st
+}
+
+/// Stores problem `i`'s state (the strict lower triangle of R as zeros).
+///
+/// # Safety
+/// As [`load`], for the outputs.
+#[inline(always)]
+unsafe fn store<T: Float, const K: usize>(b: &Buffers<T>, i: usize, n: usize, st: &Window<T, K>) {
+    unroll!(a in ..K => {
+        unroll!(c in ..K => {
+            if a < n && c < n {
+                let v = if c >= a { st.r[a][c] } else { T::ZERO };
+                // SAFETY: inside r_out (contract).
+                unsafe { device::st(b.r_out, (i * n + a) * n + c, v) };
+            }
+        });
+        if a < n {
+            // SAFETY: inside d_out (contract).
+            unsafe { device::st(b.d_out, i * n + a, st.d[a]) };
+        }
+    });
+    // SAFETY: inside rho_out (contract).
+    unsafe { device::st(b.rho_out, i, st.rho) };
+}
+
+/// The step of problem `i` (see [`step`]); returns the state to store and the status.
+///
+/// # Safety
+/// As [`step`], for problem i.
+#[inline(always)]
+unsafe fn one<T: Float, const K: usize>(
+    b: &Buffers<T>,
+    i: usize,
+    (n, p_in, p_out): (usize, usize, usize),
+    bits: u32,
+    scale: T,
+) -> (Window<T, K>, u32) {
+    // SAFETY: the contract covers problem i's state and blocks.
+    let old = if bits & CLEAR != 0 {
+        Window::<T, K>::new(n)
+    } else {
+        unsafe { load::<T, K>(b, i, n) }
+    };
+    // SAFETY: as above.
+    let finite = unsafe {
+        block_finite::<T, K>(b.rows_in, b.rhs_in, (i, p_in, n))
+            && block_finite::<T, K>(b.rows_out, b.rhs_out, (i, p_out, n))
+    };
+    if !finite {
+        return (old, NON_FINITE);
+    }
+    let mut st = Window::<T, K>::new(n);
+    st.r = old.r;
+    st.d = old.d;
+    st.rho = old.rho;
+    if scale != T::ONE {
+        st.scale(scale);
+    }
+    for r in 0..p_in {
+        // SAFETY: r < p_in.
+        let (x, y) = unsafe { row::<T, K>(b.rows_in, b.rhs_in, (i, p_in, r, n)) };
+        st.add_row(&x, y, T::ONE);
+    }
+    for r in 0..p_out {
+        // SAFETY: r < p_out.
+        let (x, y) = unsafe { row::<T, K>(b.rows_out, b.rhs_out, (i, p_out, r, n)) };
+        if !st.remove_row(&x, y, T::ONE) {
+            return (old, DOWNDATE_REFUSED);
+        }
+    }
+    (st, OK)
+}
+
+/// `batch_r_step_k<K>` (and `batch_r_step_general` with K = 16, n ≤ 16 at run time):
+/// thread i < B takes problem i's state from (`r_in`, `d_in`, `rho_in`) — or an empty one
+/// when `bits` & 1 — scales it by `scale`, folds in its p_in rows (`rows_in`, B × p_in × n
+/// row-major, right-hand sides `rhs_in`, B × p_in), downdates its p_out rows (`rows_out`,
+/// `rhs_out`), and stores the result in (`r_out`, `d_out`, `rho_out`), or the state it
+/// started from when a row is not finite or a downdate is refused (`status[i]` says
+/// which). With `bits` & 2 it then solves Rx = d into `x` (B × n) when every |R_jj| >
+/// tol·‖R‖_F, tol = `rank_tol` or, when negative, max(m, n)·u/√min(m, n) for `m_rows`
+/// rows; otherwise x is NaN and the status [`RANK_DEFICIENT`]; `rss[i]` = ρ² (NaN where x
+/// is). Grid ⌈B/128⌉, block 128.
+///
+/// # Safety
+/// 1 ≤ n ≤ K; `r_in`/`r_out` hold B·n·n elements, `d_in`/`d_out` B·n, `rho_in`/`rho_out` B
+/// (outputs distinct from inputs), `rows_in` B·p_in·n and `rhs_in` B·p_in, `rows_out`
+/// B·p_out·n and `rhs_out` B·p_out (readable; any pointer when its count is 0), `status` B
+/// writable, and with the solve bit `x` B·n and `rss` B writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn step<T: Float, const K: usize>(
+    r_in: *const T,
+    d_in: *const T,
+    rho_in: *const T,
+    r_out: *mut T,
+    d_out: *mut T,
+    rho_out: *mut T,
+    rows_in: *const T,
+    rhs_in: *const T,
+    rows_out: *const T,
+    rhs_out: *const T,
+    batch: usize,
+    n: usize,
+    p_in: usize,
+    p_out: usize,
+    bits: u32,
+    scale: f64,
+    rank_tol: f64,
+    m_rows: usize,
+    x: *mut T,
+    rss: *mut T,
+    status: *mut u32,
+) {
+    let i = device::global_x();
+    if i >= batch || n > K || (K <= crate::rolling::EXACT_MAX && n != K) {
+        return;
+    }
+    let n = if K <= crate::rolling::EXACT_MAX { K } else { n };
+    let b = Buffers {
+        r_in,
+        d_in,
+        rho_in,
+        r_out,
+        d_out,
+        rho_out,
+        rows_in,
+        rhs_in,
+        rows_out,
+        rhs_out,
+    };
+    // SAFETY: i < batch; the contract covers every access of problem i.
+    let (st, mut code) = unsafe { one::<T, K>(&b, i, (n, p_in, p_out), bits, T::from_f64(scale)) };
+    // SAFETY: as above.
+    unsafe { store::<T, K>(&b, i, n, &st) };
+    if bits & SOLVE != 0 {
+        let tol = if rank_tol >= 0.0 {
+            rank_tol
+        } else {
+            let (big, small) = if m_rows >= n { (m_rows, n) } else { (n, m_rows) };
+            big as f64 * T::UNIT_ROUNDOFF / sqrt_f64(small.max(1) as f64)
+        };
+        let nan = T::from_f64(f64::NAN);
+        let mut sol = [nan; K];
+        let mut res = nan;
+        if st.solve(tol, &mut sol) {
+            res = st.rho.mul(st.rho);
+        } else {
+            sol = [nan; K];
+            if code == OK {
+                code = RANK_DEFICIENT;
+            }
+        }
+        unroll!(j in ..K => {
+            if j < n {
+                // SAFETY: inside x (contract, solve bit).
+                unsafe { device::st(x, i * n + j, sol[j]) };
+            }
+        });
+        // SAFETY: inside rss (contract, solve bit).
+        unsafe { device::st(rss, i, res) };
+    }
+    // SAFETY: i < batch.
+    unsafe { device::st(status, i, code) };
+}

@@ -1,0 +1,424 @@
+//! Batched R-only states on one GPU, one problem a thread (docs/algorithms.md#batched-states).
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use super::{BatchRef, BatchReport, BatchSolution};
+use crate::base::error::{Error, Result};
+use crate::gpu::algo::batch_r::{
+    HostRows, RStates, STATUS_DOWNDATE_REFUSED, STATUS_NON_FINITE, STATUS_RANK_DEFICIENT,
+    STEP_MAX_N,
+};
+use crate::gpu::launch::batch_r::StepShape;
+use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// B least-squares problems of n ≤ 16 columns and one right-hand side, each kept as its
+/// n×n triangular factor R, d = Q₁ᵀb and the residual norm (the R-only kind without kept
+/// data of [`crate::QPolicy::None`]) on one GPU: banks of recursive-least-squares or
+/// square-root information filters, one model per group. Each call is one launch over the
+/// batch, one thread a problem with its state in registers.
+///
+/// Rows enter by Givens rotations and leave by the downdate with the refusal test of
+/// docs/algorithms.md#updates-without-q, given by the caller (an R-only state has no rows of
+/// its own). The refusal rules are [`super::BatchQr`]'s: arguments the problems share
+/// (sizes, λ) refuse the call; [`GpuRBatch::insert_rows`] and
+/// [`GpuRBatch::delete_rows_with`] change m and are all-or-nothing
+/// ([`Error::BatchRefused`] names the problems whose data are not finite or whose downdate
+/// was refused); [`GpuRBatch::slide`] with as many rows in as out proceeds per problem and
+/// reports, leaving a refusing problem bit for bit as it was.
+///
+/// # Examples
+/// ```no_run
+/// use std::sync::Arc;
+/// use cuqr::batch::{BatchRef, GpuRBatch};
+/// use cuqr::Gpu;
+/// let gpu = Arc::new(Gpu::new(0)?);
+/// let (b, m, n) = (1000, 40, 4);
+/// let a: Vec<f64> = (0..b * m * n).map(|x| ((x * 7919) % 31) as f64 - 15.0).collect();
+/// let y: Vec<f64> = (0..b * m).map(|x| (x % 5) as f64).collect();
+/// let mut bank = GpuRBatch::factorize(&gpu, BatchRef::row_major(&a, b, m, n)?,
+///                                     BatchRef::row_major(&y, b, m, 1)?)?;
+/// // one new observation per problem, the oldest one leaves, forgetting factor 0.99
+/// let (new, old) = (vec![1.0; b * n], a.clone());
+/// let (e_new, e_old) = (vec![0.5; b], y.clone());
+/// let report = bank.slide(BatchRef::row_major(&new, b, 1, n)?, BatchRef::row_major(&e_new, b, 1, 1)?,
+///                         BatchRef::new(&old, b, 1, n, [m * n, n, 1])?,
+///                         BatchRef::new(&e_old, b, 1, 1, [m, 1, 1])?, 0.99)?;
+/// assert!(report.all_ok());
+/// let sol = bank.solve()?;
+/// # assert_eq!(sol.x.len(), b * n);
+/// # Ok::<(), cuqr::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct GpuRBatch<T: GpuScalar> {
+    gpu: Arc<Gpu>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    states: RStates<T>,
+}
+
+/// A batch of rows (B × p × n) and right-hand sides (B × p × 1) checked against the state
+/// and gathered in row-major order.
+struct Gathered<T> {
+    rows: Vec<T>,
+    rhs: Vec<T>,
+    p: usize,
+}
+
+fn gather<T: GpuScalar>(
+    op: &'static str,
+    (rows, rhs): (BatchRef<'_, T>, BatchRef<'_, T>),
+    batch: usize,
+    n: usize,
+) -> Result<Gathered<T>> {
+    if rows.batch() != batch {
+        return Err(Error::shape(op, "rows (batch)", rows.batch(), batch));
+    }
+    if rhs.batch() != batch {
+        return Err(Error::shape(
+            op,
+            "right-hand sides (batch)",
+            rhs.batch(),
+            batch,
+        ));
+    }
+    if rows.ncols() != n {
+        return Err(Error::shape(op, "rows (columns)", rows.ncols(), n));
+    }
+    let p = rows.nrows();
+    if rhs.nrows() != p {
+        return Err(Error::shape(op, "right-hand sides (rows)", rhs.nrows(), p));
+    }
+    if rhs.ncols() != 1 {
+        return Err(Error::shape(
+            op,
+            "right-hand sides (columns)",
+            rhs.ncols(),
+            1,
+        ));
+    }
+    let mut out = Gathered {
+        rows: Vec::with_capacity(batch * p * n),
+        rhs: Vec::with_capacity(batch * p),
+        p,
+    };
+    for k in 0..batch {
+        for i in 0..p {
+            for j in 0..n {
+                out.rows.push(rows.get(k, i, j).unwrap_or(T::ZERO));
+            }
+            out.rhs.push(rhs.get(k, i, 0).unwrap_or(T::ZERO));
+        }
+    }
+    Ok(out)
+}
+
+/// Problem i's refusal as the error a single state gives.
+fn refusal(op: &'static str, code: u32) -> Option<Error> {
+    match code {
+        STATUS_NON_FINITE => Some(Error::NonFinite {
+            op,
+            what: "rows or right-hand sides",
+            row: 0,
+            col: 0,
+        }),
+        STATUS_DOWNDATE_REFUSED => Some(Error::DowndateFailed {
+            op,
+            row: 0,
+            why: "the rows left do not determine R to working precision (the downdate's \
+                  refusal test)"
+                .into(),
+        }),
+        _ => None,
+    }
+}
+
+impl<T: GpuScalar> GpuRBatch<T> {
+    /// Factorises B problems: A (B × m × n) and b (B × m × 1), m ≥ n, 1 ≤ n ≤ 16.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for mismatched sizes or n outside 1..=16;
+    /// [`Error::Underdetermined`] for m < n; [`Error::BatchRefused`] when a problem's data
+    /// are not finite (nothing is made); [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn factorize(gpu: &Arc<Gpu>, a: BatchRef<'_, T>, b: BatchRef<'_, T>) -> Result<Self> {
+        const OP: &str = "GpuRBatch::factorize";
+        let (batch, m, n) = (a.batch(), a.nrows(), a.ncols());
+        if n == 0 || n > STEP_MAX_N {
+            return Err(Error::shape(
+                OP,
+                "columns n (1..=16)",
+                n,
+                n.clamp(1, STEP_MAX_N),
+            ));
+        }
+        if m < n {
+            return Err(Error::Underdetermined { op: OP, m, n });
+        }
+        let g = gather(OP, (a, b), batch, n)?;
+        let empty = RStates::zeros(gpu, batch, n)?;
+        let mut st = Self {
+            gpu: gpu.clone(),
+            batch,
+            m: 0,
+            n,
+            states: empty,
+        };
+        st.apply_all_or_nothing(OP, (&g, None), 1.0, true)?;
+        st.m = m;
+        Ok(st)
+    }
+
+    /// Problems B.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Rows m each R stands for.
+    pub fn nrows(&self) -> usize {
+        self.m
+    }
+
+    /// Columns n.
+    pub fn ncols(&self) -> usize {
+        self.n
+    }
+
+    /// Appends p rows to every problem: `rows` (B × p × n) with right-hand sides `rhs`
+    /// (B × p × 1). All-or-nothing.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::EmptyBlock`] (p = 0), [`Error::BatchRefused`] (a problem's
+    /// rows not finite), [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn insert_rows(&mut self, rows: BatchRef<'_, T>, rhs: BatchRef<'_, T>) -> Result<()> {
+        const OP: &str = "GpuRBatch::insert_rows";
+        let g = gather(OP, (rows, rhs), self.batch, self.n)?;
+        if g.p == 0 {
+            return Err(Error::EmptyBlock { op: OP });
+        }
+        self.apply_all_or_nothing(OP, (&g, None), 1.0, false)?;
+        self.m += g.p;
+        Ok(())
+    }
+
+    /// Removes p rows from every problem, given them (`rows`, B × p × n, with `rhs`, as
+    /// they entered). All-or-nothing.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::EmptyBlock`], [`Error::Underdetermined`] (fewer than n rows
+    /// would be left), [`Error::BatchRefused`] (a refused downdate or non-finite rows),
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn delete_rows_with(&mut self, rows: BatchRef<'_, T>, rhs: BatchRef<'_, T>) -> Result<()> {
+        const OP: &str = "GpuRBatch::delete_rows_with";
+        let g = gather(OP, (rows, rhs), self.batch, self.n)?;
+        if g.p == 0 {
+            return Err(Error::EmptyBlock { op: OP });
+        }
+        if self.m < g.p || self.m - g.p < self.n {
+            return Err(Error::Underdetermined {
+                op: OP,
+                m: self.m.saturating_sub(g.p),
+                n: self.n,
+            });
+        }
+        let none = Gathered {
+            rows: Vec::new(),
+            rhs: Vec::new(),
+            p: 0,
+        };
+        self.apply_all_or_nothing(OP, (&none, Some(&g)), 1.0, false)?;
+        self.m -= g.p;
+        Ok(())
+    }
+
+    /// One window step of every problem: R, d and ρ scaled by √`forget` (λ ∈ (0, 1]),
+    /// `rows` in, `old_rows` out (as given: the caller weighs them as they now stand). With
+    /// as many rows in as out each problem proceeds or refuses alone (the report);
+    /// otherwise the step changes m and is all-or-nothing.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::EmptyBlock`] (no rows either way),
+    /// [`Error::InvalidParam`] (λ), [`Error::Underdetermined`], [`Error::BatchRefused`],
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn slide(
+        &mut self,
+        rows: BatchRef<'_, T>,
+        rhs: BatchRef<'_, T>,
+        old_rows: BatchRef<'_, T>,
+        old_rhs: BatchRef<'_, T>,
+        forget: f64,
+    ) -> Result<BatchReport> {
+        const OP: &str = "GpuRBatch::slide";
+        if !(forget > 0.0 && forget <= 1.0) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "forget",
+                why: format!("the forgetting factor must lie in (0, 1], got {forget}"),
+            });
+        }
+        let gin = gather(OP, (rows, rhs), self.batch, self.n)?;
+        let gout = gather(OP, (old_rows, old_rhs), self.batch, self.n)?;
+        if gin.p == 0 && gout.p == 0 {
+            return Err(Error::EmptyBlock { op: OP });
+        }
+        let m_after = self.m + gin.p;
+        if m_after < gout.p || m_after - gout.p < self.n {
+            return Err(Error::Underdetermined {
+                op: OP,
+                m: m_after.saturating_sub(gout.p),
+                n: self.n,
+            });
+        }
+        let scale = forget.sqrt();
+        if gin.p != gout.p {
+            self.apply_all_or_nothing(OP, (&gin, Some(&gout)), scale, false)?;
+            self.m = m_after - gout.p;
+            return Ok(BatchReport {
+                outcomes: (0..self.batch).map(|_| Ok(())).collect(),
+            });
+        }
+        let out = self.run(&gin, &gout, scale, false, false)?;
+        self.states = out.states;
+        Ok(BatchReport {
+            outcomes: out
+                .status
+                .iter()
+                .map(|&c| refusal(OP, c).map_or(Ok(()), Err))
+                .collect(),
+        })
+    }
+
+    /// The least-squares solution of every problem: x (B × n × 1) where R passes the rank
+    /// test (|R_jj| > tol·‖R‖_F, tol = max(m, n)·u/√min(m, n)), else NaN with
+    /// [`Error::RankDeficient`] in its status (and a NaN residual norm); the residual
+    /// norms ρ.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn solve(&self) -> Result<BatchSolution<T>> {
+        let none = Gathered {
+            rows: Vec::new(),
+            rhs: Vec::new(),
+            p: 0,
+        };
+        let out = self.run(&none, &none, 1.0, false, true)?;
+        let (x, rss) = out.solution.unwrap_or_default();
+        let deficient = out.status.contains(&STATUS_RANK_DEFICIENT);
+        let r = if deficient {
+            Some(self.to_host()?.0)
+        } else {
+            None
+        };
+        let status = out
+            .status
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| match (c, &r) {
+                (STATUS_RANK_DEFICIENT, Some(r)) => Err(self.rank_error(&r[i * self.n * self.n..])),
+                _ => Ok(()),
+            })
+            .collect();
+        Ok(BatchSolution {
+            x,
+            residual_norms: rss.iter().map(|v| v.to_f64().max(0.0).sqrt()).collect(),
+            status,
+            n: self.n,
+            q: 1,
+        })
+    }
+
+    /// The rank test's error for one problem's R (n × n row-major): the first column whose
+    /// diagonal entry is at or below tol·‖R‖_F (or not finite).
+    fn rank_error(&self, r: &[T]) -> Error {
+        let n = self.n;
+        let norm = r[..n * n]
+            .iter()
+            .map(|v| v.to_f64() * v.to_f64())
+            .sum::<f64>()
+            .sqrt();
+        let (big, small) = (self.m.max(n), self.m.min(n).max(1));
+        let tol = big as f64 * T::UNIT_ROUNDOFF / (small as f64).sqrt() * norm;
+        let column = (0..n)
+            .find(|&j| {
+                let v = r[j * n + j].to_f64().abs();
+                !v.is_finite() || v <= tol
+            })
+            .unwrap_or(0);
+        Error::RankDeficient {
+            column,
+            r_jj: r[column * n + column].to_f64().abs(),
+            tol,
+        }
+    }
+
+    /// R (B × n × n row-major, zero below the diagonal), d (B × n) and ρ (B) on the host.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn to_host(&self) -> Result<(Vec<T>, Vec<T>, Vec<T>)> {
+        let (mut r, mut d, mut rho) = self.states.to_host(&self.gpu)?;
+        r.truncate(self.batch * self.n * self.n);
+        d.truncate(self.batch * self.n);
+        rho.truncate(self.batch);
+        Ok((r, d, rho))
+    }
+
+    /// One launch: the step into new buffers, with the statuses.
+    fn run(
+        &self,
+        gin: &Gathered<T>,
+        gout: &Gathered<T>,
+        scale: f64,
+        clear: bool,
+        solve: bool,
+    ) -> Result<crate::gpu::algo::batch_r::StepOut<T>> {
+        let shape = StepShape {
+            batch: self.batch,
+            n: self.n,
+            p_in: gin.p,
+            p_out: gout.p,
+            clear,
+            solve,
+            scale,
+            rank_tol: -1.0,
+            m_rows: self.m,
+        };
+        self.states.step(
+            &self.gpu,
+            &shape,
+            HostRows {
+                rows_in: &gin.rows,
+                rhs_in: &gin.rhs,
+                rows_out: &gout.rows,
+                rhs_out: &gout.rhs,
+            },
+        )
+    }
+
+    /// A step that changes m: taken only when every problem accepts it.
+    fn apply_all_or_nothing(
+        &mut self,
+        op: &'static str,
+        (gin, gout): (&Gathered<T>, Option<&Gathered<T>>),
+        scale: f64,
+        clear: bool,
+    ) -> Result<()> {
+        let none = Gathered {
+            rows: Vec::new(),
+            rhs: Vec::new(),
+            p: 0,
+        };
+        let out = self.run(gin, gout.unwrap_or(&none), scale, clear, false)?;
+        let problems: Vec<(usize, Error)> = out
+            .status
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &c)| refusal(op, c).map(|e| (i, e)))
+            .collect();
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op, problems });
+        }
+        self.states = out.states;
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! One step of batched R-only states (`batch_r_step_*`, gpu-kernels/src/batch_r.rs;
+//! docs/algorithms.md#batched-states): one problem a thread.
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+
+use crate::base::error::Result;
+use crate::gpu::launch::{grid_blocks, launch_config, launch_kernel};
+use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// Threads per block of the step.
+const STEP_BLOCK: u32 = 128;
+/// Largest n the kernels take.
+pub(crate) const STEP_MAX_N: usize = 16;
+
+/// The sizes and options of one step (the kernel's scalar arguments).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StepShape {
+    pub batch: usize,
+    pub n: usize,
+    pub p_in: usize,
+    pub p_out: usize,
+    /// Start from an empty state instead of the input state.
+    pub clear: bool,
+    /// Solve after the step.
+    pub solve: bool,
+    pub scale: f64,
+    /// Negative: the default rank tolerance for `m_rows` rows.
+    pub rank_tol: f64,
+    pub m_rows: usize,
+}
+
+/// The states a step reads: R (batch·n·n), d (batch·n), ρ (batch).
+pub(crate) struct StepState<'a, T> {
+    pub r: CudaView<'a, T>,
+    pub d: CudaView<'a, T>,
+    pub rho: CudaView<'a, T>,
+}
+
+/// The states a step writes, as [`StepState`].
+pub(crate) struct StepStateMut<'a, T> {
+    pub r: CudaViewMut<'a, T>,
+    pub d: CudaViewMut<'a, T>,
+    pub rho: CudaViewMut<'a, T>,
+}
+
+/// The rows in and out: rows (batch·p·n) and right-hand sides (batch·p), each at least one
+/// element.
+pub(crate) struct StepRows<'a, T> {
+    pub rows_in: CudaView<'a, T>,
+    pub rhs_in: CudaView<'a, T>,
+    pub rows_out: CudaView<'a, T>,
+    pub rhs_out: CudaView<'a, T>,
+}
+
+/// What the step writes besides the states: x (batch·n) and rss (batch) when solving, and
+/// each problem's status.
+pub(crate) struct StepResults<'a, T> {
+    pub x: CudaViewMut<'a, T>,
+    pub rss: CudaViewMut<'a, T>,
+    pub status: &'a mut CudaSlice<u32>,
+}
+
+impl Gpu {
+    /// Launches `batch_r_step_k<n>` (n ≤ 8) or `batch_r_step_general` (n ≤ 16) on
+    /// [`Gpu::stream`].
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If a buffer is shorter than the shape needs or n is 0 or above [`STEP_MAX_N`]
+    /// (cuqr bugs: the caller validates).
+    pub(crate) fn batch_r_step<T: GpuScalar>(
+        &self,
+        shape: &StepShape,
+        input: StepState<'_, T>,
+        output: StepStateMut<'_, T>,
+        rows: StepRows<'_, T>,
+        results: StepResults<'_, T>,
+    ) -> Result<()> {
+        let s = shape;
+        let (b, n) = (s.batch, s.n);
+        assert!(n >= 1 && n <= STEP_MAX_N);
+        assert!(input.r.len() >= b * n * n && input.d.len() >= b * n && input.rho.len() >= b);
+        assert!(output.r.len() >= b * n * n && output.d.len() >= b * n && output.rho.len() >= b);
+        assert!(rows.rows_in.len() >= (b * s.p_in * n).max(1));
+        assert!(rows.rhs_in.len() >= (b * s.p_in).max(1));
+        assert!(rows.rows_out.len() >= (b * s.p_out * n).max(1));
+        assert!(rows.rhs_out.len() >= (b * s.p_out).max(1));
+        assert!(results.status.len() >= b);
+        assert!(!s.solve || (results.x.len() >= b * n && results.rss.len() >= b));
+        if b == 0 {
+            return Ok(());
+        }
+        let set = T::kernel_set(&self.kernels);
+        let f = match n {
+            1 => &set.batch_r_step_k1,
+            2 => &set.batch_r_step_k2,
+            3 => &set.batch_r_step_k3,
+            4 => &set.batch_r_step_k4,
+            5 => &set.batch_r_step_k5,
+            6 => &set.batch_r_step_k6,
+            7 => &set.batch_r_step_k7,
+            8 => &set.batch_r_step_k8,
+            _ => &set.batch_r_step_general,
+        };
+        let bits = u32::from(s.clear) | u32::from(s.solve) << 1;
+        let config = launch_config((grid_blocks(b, STEP_BLOCK), 1), (STEP_BLOCK, 1), 0);
+        let (StepState { r, d, rho }, mut o) = (input, output);
+        let mut res = results;
+        // SAFETY: matches batch_r_step_*_{f32,f64}(r_in, d_in, rho_in, r_out, d_out,
+        // rho_out, rows_in, rhs_in, rows_out, rhs_out, batch, n, p_in, p_out, bits, scale,
+        // rank_tol, m_rows, x, rss, status) of gpu-kernels/src/batch_r.rs: the state
+        // buffers hold batch·n·n, batch·n and batch elements, the row blocks batch·p·n and
+        // batch·p (at least one element), status batch, and x and rss batch·n and batch
+        // when solving (all asserted); the outputs are distinct mutable views aliasing
+        // no input; 1 ≤ n ≤ 16 selects an instance whose K covers n (exactly, for n ≤ 8);
+        // grid ⌈batch/128⌉ × block 128 as the contract says.
+        unsafe {
+            launch_kernel!(self, f, config, "batch_r_step"; &r, &d, &rho, &mut o.r, &mut o.d,
+                &mut o.rho, &rows.rows_in, &rows.rhs_in, &rows.rows_out, &rows.rhs_out, &b,
+                &n, &s.p_in, &s.p_out, &bits, &s.scale, &s.rank_tol, &s.m_rows, &mut res.x,
+                &mut res.rss, &mut *res.status)
+        }?;
+        Ok(())
+    }
+}
