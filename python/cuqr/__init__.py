@@ -1442,8 +1442,8 @@ class _BatchQR(QR):
             self._done("delete_rows", self._st.delete_rows_with(k, rows, rhs))
 
     def rank_one(self, u, v):
-        """``A ← A + u vᵀ`` per problem (u (B, m), v (B, n))."""
-        u, v = self._in(u, "u", (2,), "col"), self._in(v, "v", (2,), "col")
+        """``A ← A + u vᵀ`` per problem (u (B, m), v (B, n); or (B, m, 1), (B, n, 1))."""
+        u, v = self._in(u, "u", (2, 3), "col"), self._in(v, "v", (2, 3), "col")
         self._done("rank_one", self._st.rank_one(u, v))
 
     def rank_k(self, U, V):

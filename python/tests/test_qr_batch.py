@@ -251,6 +251,8 @@ def test_refused_window_step_keeps_the_forgetting_factor(rng):
     [
         lambda qb, rng: qb.rank_one(rng.standard_normal((2, 30)), rng.standard_normal((3, 4))),
         lambda qb, rng: qb.rank_one(rng.standard_normal((3, 29)), rng.standard_normal((3, 4))),
+        lambda qb, rng: qb.rank_one(rng.standard_normal((3, 30, 2)), rng.standard_normal((3, 4, 2))),
+        lambda qb, rng: qb.rank_one(rng.standard_normal(30), rng.standard_normal(4)),
         lambda qb, rng: qb.rank_k(rng.standard_normal((3, 30)), rng.standard_normal((3, 4))),
         lambda qb, rng: qb.insert_rows(31, rng.standard_normal((3, 4))),
         lambda qb, rng: qb.insert_rows(0, rng.standard_normal((3, 5))),
