@@ -5,6 +5,7 @@
 //! adding a file and a line to `GROUPS`. The criterion benches (`benches/`) time the
 //! case lists of [`kernels`] and [`cpu`].
 
+mod batch;
 mod chains;
 mod common;
 pub mod cpu;
@@ -139,6 +140,14 @@ const GROUPS: &[Group] = &[
         help: rolling::HELP,
         run: rolling::run,
         needs_gpu: true,
+        in_quick_tour: false,
+    },
+    Group {
+        name: "batch",
+        summary: "B small problems in one batched CPU state vs a loop of single states and faer",
+        help: batch::HELP,
+        run: batch::run,
+        needs_gpu: false,
         in_quick_tour: false,
     },
     Group {

@@ -502,3 +502,43 @@ fn bench_python_times_a_pair_on_the_cpu() {
     assert_cli_error(&bench(&["python", "--op", "x"]), "--op must be");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `cuqr bench batch` on a small batch: four rows (factorize and three updates) per kind,
+/// each with finite times; bad shapes and kinds are refused before the run.
+#[test]
+fn bench_batch_small_on_the_cpu() {
+    let s = stdout(&run_ok(&[
+        "batch",
+        "--batch",
+        "7",
+        "--m",
+        "13",
+        "--n",
+        "3",
+        "--q",
+        "none,thin,full",
+    ]));
+    assert!(s.starts_with("date: "), "{s}");
+    assert!(s.contains("command: cuqr bench batch --batch 7"), "{s}");
+    let rows: Vec<Vec<String>> = s
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains("| 7 | 13×3 |"))
+        .map(md_cells)
+        .collect();
+    assert_eq!(rows.len(), 3 * 4, "{s}");
+    for r in &rows {
+        for cell in &r[5..8] {
+            let ms: f64 = cell.parse().unwrap_or_else(|_| panic!("{r:?}"));
+            assert!(ms >= 0.0 && ms.is_finite(), "{r:?}");
+        }
+    }
+    assert_cli_error(
+        &bench(&["batch", "--m", "9", "--n", "8"]),
+        "need m >= n + 2",
+    );
+    assert_cli_error(&bench(&["batch", "--q", "both"]), "unknown kind 'both'");
+    assert_cli_error(
+        &bench(&["batch", "--batch", "0"]),
+        "--batch must be a positive",
+    );
+}

@@ -789,3 +789,49 @@ fn views_of_lists_and_broadcasts() {
     assert_eq!(snapshot(x.problem(0).unwrap()), snapshot(&single));
     assert!(x.problem(b).is_none());
 }
+
+/// A row insertion that one problem refuses, on a batch large enough to run on rayon's
+/// pool (each problem copied and updated by its own thread): no problem changes; without
+/// the refusal every problem gains the rows, as its single state does.
+#[test]
+fn parallel_all_or_nothing() {
+    use cuqr::{FactorParams, QPolicy};
+    let mut g = rng(17);
+    let (b, m, n) = (40, 150, 19);
+    let a = Packed::<f64>::random(&mut g, b, m, n);
+    let rhs = Packed::<f64>::random(&mut g, b, m, 1);
+    let params = FactorParams::default();
+    let mut bq = BatchQr::factorize(a.view(), rhs.view(), QPolicy::Full, params).unwrap();
+    let before = bq.clone();
+    let mut rows = Packed::<f64>::random(&mut g, b, 2, n).mats;
+    rows[b - 3][(1, 4)] = f64::NAN;
+    let rows = Packed::new(rows, true);
+    let e = Packed::<f64>::random(&mut g, b, 2, 1);
+    match bq.insert_rows(m / 2, rows.view(), e.view()) {
+        Err(Error::BatchRefused { problems, .. }) => {
+            assert_eq!(
+                problems.iter().map(|p| p.0).collect::<Vec<_>>(),
+                vec![b - 3]
+            );
+        }
+        other => panic!("expected BatchRefused, got {other:?}"),
+    }
+    for (x, y) in bq.problems().iter().zip(before.problems()) {
+        assert_eq!(x.nrows(), m);
+        assert_eq!(x.r_ref().as_slice(), y.r_ref().as_slice());
+        assert_eq!(x.q_ref().unwrap().as_slice(), y.q_ref().unwrap().as_slice());
+        assert_eq!(x.d_ref().as_slice(), y.d_ref().as_slice());
+    }
+    let mut fixed = rows.mats.clone();
+    fixed[b - 3][(1, 4)] = 0.5;
+    let rows = Packed::new(fixed, false);
+    let report = bq.insert_rows(m / 2, rows.view(), e.view()).unwrap();
+    assert!(report.all_ok());
+    let mut singles = before.into_problems();
+    for (i, s) in singles.iter_mut().enumerate() {
+        s.insert_rows(m / 2, rows.at(i), e.at(i)).unwrap();
+        let x = &bq.problems()[i];
+        assert_eq!(x.r_ref().as_slice(), s.r_ref().as_slice(), "problem {i}");
+        assert_eq!(x.q_ref().unwrap().as_slice(), s.q_ref().unwrap().as_slice());
+    }
+}

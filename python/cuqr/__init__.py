@@ -25,6 +25,7 @@ from . import _cuqr
 from ._cuqr import __version__
 
 __all__ = [
+    "BatchError",
     "QR",
     "cholupdate",
     "cuda_available",
@@ -985,6 +986,26 @@ class QR:
     (handed over through DLPack, no host copy). Every update validates first; on an error
     (``ValueError``, ``numpy.linalg.LinAlgError``) the factorisation is unchanged.
 
+    Batches
+    -------
+    A 3-D ``A`` of shape (B, m, n) (with ``b`` of shape (B, m) or (B, m, k)) builds B
+    independent problems of one shape, factorised and updated together on the CPU
+    (NumPy or PyTorch CPU inputs; CUDA arrays raise ``ValueError``). Every update takes the
+    single-problem method's data with a leading batch axis of length B, positions shared:
+    ``qr.insert_rows(k, U)`` with U of shape (B, n) or (B, p, n), ``qr.rank_one(u, v)``
+    with u (B, m) and v (B, n). ``R``, ``Q``, ``d`` and ``solve()`` stack the problems
+    ((B, n, n), ..., (B, n)), and ``batch`` is B (None for a single problem).
+
+    An error that the batch shares (a shape, a position) raises ``ValueError`` and changes
+    nothing. A problem may also refuse by itself (non-finite data, a dependent column, a
+    failed downdate); then :class:`BatchError` (a ``LinAlgError``) is raised with
+    ``.refused``, a list of (index, message), and ``.applied``. An update that keeps m and n
+    (``rank_one``, ``rank_k``, ``replace_cols``, ``shift_col``, a ``slide`` with as many rows
+    in as out) leaves each refusing problem exactly as it was and updates the others before
+    raising (``.applied`` is True); the factorisation and an update that changes m or n
+    apply to all problems or none (``.applied`` is False), so that the problems keep one
+    shape.
+
     One object may be used from several threads: its calls (updates, ``solve`` and the
     properties alike) are serialised, each running whole before the next starts, in the
     order they are made. A thread waiting for its turn does not hold the interpreter lock.
@@ -999,7 +1020,26 @@ class QR:
     >>> qr.delete_rows(0, 10)
     >>> qr.shape
     (490, 9)
+    >>> # a batch of four problems of 50×3
+    >>> As = rng.standard_normal((4, 50, 3)); bs = rng.standard_normal((4, 50))
+    >>> qb = cuqr.QR(As, bs, q="thin")
+    >>> qb.insert_rows(50, rng.standard_normal((4, 3)), rng.standard_normal((4, 1)))
+    >>> qb.batch, qb.shape, qb.solve().shape
+    (4, (51, 3), (4, 3))
+    >>> u, v = rng.standard_normal((4, 51)), rng.standard_normal((4, 3))
+    >>> u[2, 0] = np.nan
+    >>> try:
+    ...     qb.rank_one(u, v)
+    ... except cuqr.BatchError as e:
+    ...     print([i for i, _ in e.refused], e.applied)
+    [2] True
     """
+
+    def __new__(cls, A, *args, **kwargs):
+        # a 3-D A is a batch of problems: the batched class (a subclass) takes it
+        if cls is QR and len(_shape(A) if hasattr(A, "shape") else _np.shape(A)) == 3:
+            return super().__new__(_BatchQR)
+        return super().__new__(cls)
 
     def __init__(self, A, b=None, q="thin", keep_data=False, device="auto"):
         arrays = _Arrays.of(A)
@@ -1202,6 +1242,11 @@ class QR:
         p = self._st.policy
         return None if p == "none" else p
 
+    @property
+    def batch(self):
+        """The number B of problems of a batched state; None for a single problem."""
+        return None
+
     def diagnostics(self, A, b=None):
         """Accuracy against the matrix the state stands for: ``A`` (m, n) and ``b`` (host
         arrays; ``b`` defaults to zeros). Returns e_q = ||QᵀQ − I||, e_a = ||QR − A||/||A||,
@@ -1230,6 +1275,268 @@ class QR:
     def __repr__(self):
         m, n = self.shape
         return f"cuqr.QR(shape=({m}, {n}), q={self.q!r}, device={self.device!r}, dtype={self.dtype!r})"
+
+
+class BatchError(_np.linalg.LinAlgError):
+    """Some problems of a batched :class:`QR` refused an update (or its factorisation).
+
+    A subclass of ``numpy.linalg.LinAlgError`` (and so of ``ValueError``).
+
+    Attributes
+    ----------
+    refused : list of (int, str)
+        Each refusing problem's index and the reason it gave, in problem order. A refusing
+        problem is left exactly as it was.
+    applied : bool
+        True when the other problems were updated (an update that keeps the shape: ``rank_one``,
+        ``rank_k``, ``replace_cols``, ``shift_col``, a ``slide`` with as many rows in as out);
+        False when no problem changed (the factorisation, and an update that changes m or n,
+        which the problems make all together or not at all so that they keep one shape).
+    """
+
+    def __init__(self, message: str, refused=(), applied: bool = False):
+        super().__init__(message)
+        self.refused = list(refused)
+        self.applied = bool(applied)
+
+
+def _batch_error(op: str, batch: int, refused, applied: bool) -> BatchError:
+    shown = "; ".join(f"problem {i}: {msg}" for i, msg in refused[:3])
+    more = f"; and {len(refused) - 3} more" if len(refused) > 3 else ""
+    outcome = "the others were updated" if applied else "no problem was changed"
+    return BatchError(
+        f"{op}: {len(refused)} of {batch} problems refused ({outcome}): {shown}{more}",
+        refused,
+        applied,
+    )
+
+
+class _BatchQR(QR):
+    """B least-squares problems of one shape, factorised and updated together on the CPU:
+    what ``cuqr.QR(A, b)`` builds for a 3-D ``A`` of shape (B, m, n) (see :class:`QR`).
+
+    Every argument of an update carries the per-problem data of the single-problem method
+    with a leading batch axis of length B (``insert_rows(k, U)``: U of shape (B, n) or
+    (B, p, n)); positions (``k``, ``p``, ``drop``) are shared. Results stack the problems:
+    ``R`` (B, n, n), ``Q``, ``d``, ``solve()`` (B, n) or (B, n, k).
+
+    An error that the whole batch shares (a shape, a position, a dtype) raises
+    ``ValueError`` and changes nothing. A problem can also refuse by itself (non-finite
+    data, a dependent column, a failed downdate): then :class:`BatchError` is raised,
+    naming the refusing problems in ``.refused``. An update that keeps m and n is applied
+    to every other problem first (``.applied`` is True); one that changes m or n (rows or
+    columns in or out) and the factorisation are applied to all problems or none
+    (``.applied`` is False).
+    """
+
+    def __init__(self, A, b=None, q="thin", keep_data=False, device="auto"):
+        policy = {"thin": "thin", "economic": "thin", "full": "full", None: "none", "r": "none"}
+        if q not in policy:
+            raise ValueError(f"q must be 'thin', 'full' or None, not {q!r}")
+        if device not in ("auto", "cpu"):
+            raise ValueError(
+                f"batched states run on the CPU: pass device='auto' or 'cpu', not {device!r}"
+            )
+        self._arrays = self._family(A, "A")
+        A = self._host(A, "A")
+        dtype = _dtype_name(A)
+        if dtype not in _DTYPES:
+            raise ValueError(f"cuqr supports float32 and float64 arrays, found {dtype}")
+        self._dtype = dtype
+        B = A.shape[0]
+        if B < 1:
+            raise ValueError("A must hold at least one problem (a batch size of 0)")
+        self._vector_rhs = b is not None and _np.ndim(b) == 2
+        if b is not None:
+            b = self._host(b, "b")
+            if b.ndim not in (2, 3) or b.shape[0] != B:
+                raise ValueError(
+                    f"'b' must have shape (B, m) or (B, m, k) with B = {B}, found {b.shape}"
+                )
+            if b.ndim == 2:
+                b = b.reshape(B, -1, 1)
+        self._gpu_out = False
+        st, refused = _cuqr._BatchState.factorize(A, b, policy[q], bool(keep_data), dtype)
+        if st is None:
+            raise _batch_error("factorize", B, refused, False)
+        self._st = st
+
+    # -- helpers --------------------------------------------------------------------------
+
+    @staticmethod
+    def _family(x, name):
+        a = _Arrays.of(x)
+        if a.on_gpu:
+            raise ValueError(
+                f"'{name}' is a CUDA array, but batched states run on the CPU: pass a "
+                "NumPy array (e.g. cupy.asnumpy(x) or x.cpu().numpy())"
+            )
+        return a
+
+    def _host(self, x, name):
+        """A host argument as a NumPy array the extension reads (3-D ones in place)."""
+        a = self._family(x, name)
+        x = _host_ready(a.host(x, name))
+        dtype = getattr(self, "_dtype", None)
+        if dtype is not None and _dtype_name(x) != dtype:
+            if x.dtype.kind in "iub" or (x.dtype.kind == "f" and x.size == 0):
+                x = x.astype(dtype)
+            else:
+                raise ValueError(f"'{name}' must have the dtype of the factorisation, {dtype}")
+        return x
+
+    def _in(self, x, name, ndims, vector=None):
+        """A per-problem argument with its leading batch axis: one of ``ndims``; a 2-D one
+        reshaped by ``vector`` ('col': (B, r) as (B, r, 1); 'row': as (B, 1, r))."""
+        x = self._host(x, name)
+        B = self.batch
+        if x.ndim not in ndims or x.shape[0] != B:
+            want = " or ".join(f"{d}-D" for d in ndims)
+            raise ValueError(
+                f"'{name}' must be a {want} array with a leading batch axis of {B}, "
+                f"found shape {x.shape}"
+            )
+        if x.ndim == 2:
+            x = x.reshape(B, -1, 1) if vector == "col" else x.reshape(B, 1, -1)
+        return x
+
+    def _rhs(self, e, name, p):
+        if e is None:
+            return None
+        e = self._in(e, name, (2, 3), "row")
+        return e.reshape(self.batch, p, -1) if e.shape[1] != p else e
+
+    def _done(self, op, out):
+        applied, refused = out
+        if refused:
+            raise _batch_error(op, self.batch, refused, applied)
+
+    # -- updates --------------------------------------------------------------------------
+
+    def insert_cols(self, k, U):
+        """Insert each problem's columns ``U`` ((B, m) or (B, m, p)) before column ``k``."""
+        U = self._in(U, "U", (2, 3), "col")
+        self._done("insert_cols", self._st.insert_cols(self._i(k), U))
+
+    def delete_cols(self, k, p=1):
+        """Delete columns ``k .. k+p-1`` of every problem."""
+        self._done("delete_cols", self._st.delete_cols(self._i(k), self._p(p)))
+
+    def insert_rows(self, k, U, e=None):
+        """Insert each problem's rows ``U`` ((B, n) or (B, p, n)) with right-hand sides
+        ``e`` ((B, k) per row, (B, p) for one right-hand side, or (B, p, k); zeros when
+        omitted) before row ``k``."""
+        U = self._in(U, "U", (2, 3), "row")
+        e = self._rhs(e, "e", U.shape[1])
+        self._done("insert_rows", self._st.insert_rows(self._i(k), U, e))
+
+    def delete_rows(self, k, p=1, rows=None, rhs=None):
+        """Delete rows ``k .. k+p-1`` of every problem. A batch without Q or kept data
+        needs their contents: ``rows`` ((B, n) or (B, p, n)) and ``rhs``."""
+        k = self._i(k)
+        if rows is None:
+            self._done("delete_rows", self._st.delete_rows(k, self._p(p)))
+        else:
+            rows = self._in(rows, "rows", (2, 3), "row")
+            rhs = self._rhs(rhs, "rhs", rows.shape[1])
+            self._done("delete_rows", self._st.delete_rows_with(k, rows, rhs))
+
+    def rank_one(self, u, v):
+        """``A ← A + u vᵀ`` per problem (u (B, m), v (B, n); or (B, m, 1), (B, n, 1))."""
+        u, v = self._in(u, "u", (2, 3), "col"), self._in(v, "v", (2, 3), "col")
+        self._done("rank_one", self._st.rank_one(u, v))
+
+    def rank_k(self, U, V):
+        """``A ← A + U Vᵀ`` per problem (U (B, m, k), V (B, n, k))."""
+        U, V = self._in(U, "U", (3,)), self._in(V, "V", (3,))
+        self._done("rank_k", self._st.rank_k(U, V))
+
+    def replace_cols(self, k, U):
+        """Replace columns ``k .. k+p-1`` of each problem by its ``U`` ((B, m) or
+        (B, m, p))."""
+        U = self._in(U, "U", (2, 3), "col")
+        self._done("replace_cols", self._st.replace_cols(self._i(k), U))
+
+    def shift_col(self, source, target):
+        """Move column ``source`` of every problem to position ``target``."""
+        self._done("shift_col", self._st.shift_col(self._i(source), self._i(target)))
+
+    def slide(self, rows, rhs=None, drop=None, forget=None):
+        """One window step per problem: ``rows`` ((B, n) or (B, p, n)) with right-hand
+        sides ``rhs`` enter at the bottom and the ``drop`` oldest rows (default: as many as
+        enter) leave. ``forget`` sets every problem's forgetting factor λ from this step
+        on (left as it was when no problem was updated)."""
+        rows = self._in(rows, "rows", (2, 3), "row")
+        rhs = self._rhs(rhs, "rhs", rows.shape[1])
+        drop = rows.shape[1] if drop is None else int(drop)
+        if drop < 0:
+            raise ValueError("'drop' must be non-negative")
+        self._done("slide", self._st.slide(rows, rhs, drop, forget))
+
+    # -- results --------------------------------------------------------------------------
+
+    def solve(self, residuals=False):
+        """Each problem's least-squares solution: x (B, n), or (B, n, k) for 3-D b; with
+        ``residuals=True`` also the residual norms ``||b - A x||`` (B, k). Raises
+        :class:`BatchError` if a problem's solve failed."""
+        x, res, failed = self._st.solve()
+        if failed:
+            raise _batch_error("solve", self.batch, failed, False)
+        if self._vector_rhs:
+            x = x.reshape(x.shape[0], -1)
+        x = self._out(x)
+        return (x, self._out(res)) if residuals else x
+
+    @property
+    def R(self):
+        """R of every problem: (B, m, n) for ``q='full'``, (B, n, n) otherwise."""
+        return self._out(self._st.r())
+
+    @property
+    def Q(self):
+        """Q (B, m, m), Q₁ (B, m, n), or None for an R-only batch."""
+        return self._out(self._st.q())
+
+    @property
+    def d(self):
+        """d = Qᵀb of every problem: (B, m, k) for ``q='full'``, (B, n, k) otherwise."""
+        return self._out(self._st.d())
+
+    @property
+    def shape(self):
+        """(m, n): rows and columns of every problem's matrix."""
+        _, m, n, _ = self._st.shape
+        return (m, n)
+
+    @property
+    def batch(self):
+        """The number B of problems."""
+        return self._st.shape[0]
+
+    @property
+    def device(self) -> str:
+        """'cpu' (batched states run on the CPU)."""
+        return "cpu"
+
+    def diagnostics(self, A, b=None):
+        """Not available for a batch: run it on a single problem's ``cuqr.QR``."""
+        raise NotImplementedError("diagnostics is not available for a batched QR")
+
+    def drift(self):
+        """Each problem's drift record (a list of B dicts)."""
+        return self._st.drift()
+
+    def check_drift(self):
+        """Measure every problem's drift now (refreshing those past the threshold): a list
+        of B drift records, or the error message of a problem whose refresh failed."""
+        return self._st.check_drift()
+
+    def __repr__(self):
+        m, n = self.shape
+        return (
+            f"cuqr.QR(batch={self.batch}, shape=({m}, {n}), q={self.q!r}, "
+            f"device='cpu', dtype={self.dtype!r})"
+        )
 
 
 def _to_numpy(x):

@@ -1,6 +1,6 @@
 """Type stubs of the cuqr package (see the docstrings in cuqr/__init__.py)."""
 
-from typing import Any, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, List, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -84,9 +84,17 @@ class QR:
     def dtype(self) -> str: ...
     @property
     def q(self) -> Optional[Literal["thin", "full"]]: ...
+    @property
+    def batch(self) -> Optional[int]: ...
     def diagnostics(self, A: ArrayLike, b: Optional[ArrayLike] = None) -> dict: ...
     def drift(self) -> dict: ...
     def check_drift(self) -> dict: ...
+
+class BatchError(np.linalg.LinAlgError):
+    refused: List[Tuple[int, str]]
+    applied: bool
+    def __init__(self, message: str, refused: Sequence[Tuple[int, str]] = ..., applied: bool = ...) -> None: ...
+
 def rolling_lstsq(
     y: Any, X: Any, window: int, *, min_nobs: Optional[int] = ..., expanding: bool = ...,
     forget: Optional[float] = ..., missing: str = ..., return_rss: bool = ...,

@@ -286,7 +286,7 @@ fn run_all<T: Real>(
 
 /// A (batch, rows, cols) NumPy array of `T`, borrowed for reading in place (any strides,
 /// zero ones of broadcast inputs included).
-fn borrow_batch<'py, T: Real>(
+pub(crate) fn borrow_batch<'py, T: Real>(
     obj: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<PyReadonlyArray3<'py, T>> {
@@ -302,7 +302,7 @@ fn borrow_batch<'py, T: Real>(
 
 /// Stacked matrices as a (batch, rows, cols) NumPy array without a copy: each problem's
 /// matrix column-major, as unbatched results are.
-fn stack<T: Real>(
+pub(crate) fn stack<T: Real>(
     py: Python<'_>,
     (rows, cols): (usize, usize),
     data: Vec<T>,

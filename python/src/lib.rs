@@ -5,6 +5,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod batch;
+mod batch_state;
 mod convert;
 mod dlpack;
 mod error;
@@ -17,6 +18,7 @@ use pyo3::prelude::*;
 fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<state::State>()?;
+    m.add_class::<batch_state::BatchState>()?;
     m.add_class::<convert::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(state::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(state::cuda_unavailable_reason, m)?)?;

@@ -55,7 +55,9 @@ pub(crate) fn each<T: Scalar>(
 }
 
 /// A shape-changing update: every problem updated, or none (on copies, swapped in when all
-/// succeeded).
+/// succeeded). Each problem is copied by the thread that updates it, right before its
+/// update (a serial copy of the whole batch first cost more than the updates: 10,000
+/// full-Q 64×8 problems, 0.25 s of a 0.4 s row insertion on two cores).
 ///
 /// # Errors
 /// [`Error::BatchRefused`] naming each refusing problem; then no problem changed.
@@ -75,11 +77,18 @@ pub(crate) fn all_or_nothing<T: Scalar>(
             Err(e) => Err(refused(vec![(0, e)])),
         };
     }
-    let mut next = states.clone();
-    let outcomes = map(&mut next, work, f);
-    let outcomes = refusals(outcomes).map_err(refused)?;
-    *states = next;
+    let updated = map(states, work, |i, s| {
+        let mut next = s.clone();
+        f(i, &mut next).map(|()| next)
+    });
+    let next = refusals(updated).map_err(refused)?;
+    let b = next.len();
+    let old = std::mem::replace(states, next);
+    // the old states are freed on the pool too when the update ran there
+    if work >= PARALLEL_MIN_FLOPS && threads() > 1 {
+        old.into_par_iter().for_each(drop);
+    }
     Ok(BatchReport {
-        outcomes: outcomes.into_iter().map(Ok).collect(),
+        outcomes: (0..b).map(|_| Ok(())).collect(),
     })
 }
