@@ -14,14 +14,11 @@
 //! or none. An error that the whole batch shares (a shape, a position) raises instead and
 //! changes nothing. The Python layer turns refusals into `cuqr.BatchError`.
 
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
-use std::thread::{self, ThreadId};
-
 use cuqr::batch::{BatchQr, BatchRef, BatchReport};
 use cuqr::{FactorParams, Mat, QPolicy, QrUpdate, UpdateParams};
 use numpy::ndarray::{Array2, Array3};
 use numpy::{PyArray2, PyArray3};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -29,6 +26,7 @@ use crate::batch::{borrow_batch, stack};
 use crate::convert::Real;
 use crate::error::to_py;
 use crate::state::policy_of;
+use crate::turns::Serialised;
 
 enum Inner {
     F32(BatchQr<f32>),
@@ -60,112 +58,9 @@ type Refused = Vec<(usize, String)>;
 /// A, which wraps it). Calls on one batch from several threads are serialised.
 #[pyclass(module = "cuqr._cuqr", name = "_BatchState", frozen)]
 pub struct BatchState {
-    /// Only the call whose turn it is locks it, so the lock is never contended; a panic
-    /// inside a call poisons it.
-    inner: Mutex<Inner>,
-    turns: Mutex<Turns>,
-    /// Signalled at the end of every turn.
-    turn_over: Condvar,
+    /// The calls' value, served in turn.
+    inner: Serialised<Inner>,
     has_rhs: bool,
-}
-
-/// The turns of the calls on a batch: each call draws a ticket and runs when it is served.
-#[derive(Default)]
-struct Turns {
-    next: u64,
-    serving: u64,
-    /// The thread whose turn it is, while a call runs (to refuse a re-entrant call).
-    holder: Option<ThreadId>,
-}
-
-/// A batch held by one call (its turn, and its problems locked).
-struct Held<'a> {
-    /// Some until dropped.
-    guard: Option<MutexGuard<'a, Inner>>,
-    state: &'a BatchState,
-}
-
-impl std::ops::Deref for Held<'_> {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        self.guard.as_ref().expect("held until dropped")
-    }
-}
-
-impl std::ops::DerefMut for Held<'_> {
-    fn deref_mut(&mut self) -> &mut Inner {
-        self.guard.as_mut().expect("held until dropped")
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        // unlock the problems before the next turn begins
-        self.guard = None;
-        self.state.end_turn();
-    }
-}
-
-impl BatchState {
-    fn turns(&self) -> MutexGuard<'_, Turns> {
-        // no code that can panic runs while it is locked
-        self.turns.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn end_turn(&self) {
-        let mut t = self.turns();
-        t.holder = None;
-        t.serving = t.serving.wrapping_add(1);
-        drop(t);
-        self.turn_over.notify_all();
-    }
-
-    /// The batch held for one call, served in the order the calls ask; one that must wait
-    /// does so with the interpreter lock released.
-    fn lock(&self, py: Python<'_>) -> PyResult<Held<'_>> {
-        let me = thread::current().id();
-        let mut t = self.turns();
-        if t.holder == Some(me) {
-            return Err(PyRuntimeError::new_err(
-                "this batched factorisation is already in use by this thread: a call on it \
-                 was made from inside another of its calls",
-            ));
-        }
-        let ticket = t.next;
-        t.next = t.next.wrapping_add(1);
-        if t.serving == ticket {
-            t.holder = Some(me);
-            drop(t);
-        } else {
-            drop(t);
-            py.detach(|| {
-                let mut t = self.turns();
-                while t.serving != ticket {
-                    t = self
-                        .turn_over
-                        .wait(t)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-                t.holder = Some(me);
-            });
-        }
-        match self.inner.try_lock() {
-            Ok(guard) => Ok(Held {
-                guard: Some(guard),
-                state: self,
-            }),
-            Err(e) => {
-                self.end_turn();
-                Err(PyRuntimeError::new_err(match e {
-                    TryLockError::Poisoned(_) => {
-                        "this batched factorisation is unusable: an earlier call on it failed \
-                         inside cuqr (a panic, which is a bug); build a new one"
-                    }
-                    TryLockError::WouldBlock => "this batched factorisation is locked out of turn",
-                }))
-            }
-        }
-    }
 }
 
 /// One argument's per-problem data: the caller's C-ordered array read in place, or a copy
@@ -327,9 +222,7 @@ macro_rules! by_dtype {
 impl BatchState {
     fn wrap(inner: Inner, has_rhs: bool) -> Self {
         Self {
-            inner: Mutex::new(inner),
-            turns: Mutex::new(Turns::default()),
-            turn_over: Condvar::new(),
+            inner: Serialised::new(inner, "batched factorisation"),
             has_rhs,
         }
     }
@@ -378,7 +271,7 @@ impl BatchState {
         k: isize,
         u: &Bound<'_, PyAny>,
     ) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let k = index(k, dims(&st).2 + 1, "k")?;
         with_batch!(st, s, T => with_arg::<T, _>(u, "U", |u| {
             outcome(py.detach(|| s.insert_cols(k, u.view()?)))
@@ -387,7 +280,7 @@ impl BatchState {
 
     /// Deletes columns k..k+p of every A (k negative: counted back from n).
     fn delete_cols(&self, py: Python<'_>, k: isize, p: usize) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let k = index(k, dims(&st).2, "k")?;
         with_batch!(st, s, T => outcome(py.detach(|| s.delete_cols(k, p))))
     }
@@ -402,7 +295,7 @@ impl BatchState {
         u: &Bound<'_, PyAny>,
         e: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let (nb, m, _, q) = dims(&st);
         let k = index(k, m + 1, "k")?;
         with_batch!(st, s, T => with_arg::<T, _>(u, "U", |u| {
@@ -416,7 +309,7 @@ impl BatchState {
 
     /// Deletes rows k..k+p of every A (k negative: counted back from m).
     fn delete_rows(&self, py: Python<'_>, k: isize, p: usize) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let k = index(k, dims(&st).1, "k")?;
         with_batch!(st, s, T => outcome(py.detach(|| s.delete_rows(k, p))))
     }
@@ -431,7 +324,7 @@ impl BatchState {
         rows: &Bound<'_, PyAny>,
         rhs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let (nb, m, _, q) = dims(&st);
         let k = index(k, m, "k")?;
         with_batch!(st, s, T => with_arg::<T, _>(rows, "rows", |rows| {
@@ -452,7 +345,7 @@ impl BatchState {
         u: &Bound<'_, PyAny>,
         v: &Bound<'_, PyAny>,
     ) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         with_batch!(st, s, T => with_arg::<T, _>(u, "u", |u| with_arg::<T, _>(v, "v", |v| {
             outcome(py.detach(|| s.rank_one(u.view()?, v.view()?)))
         })))
@@ -465,7 +358,7 @@ impl BatchState {
         u: &Bound<'_, PyAny>,
         v: &Bound<'_, PyAny>,
     ) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         with_batch!(st, s, T => with_arg::<T, _>(u, "U", |u| with_arg::<T, _>(v, "V", |v| {
             outcome(py.detach(|| s.rank_k(u.view()?, v.view()?)))
         })))
@@ -479,7 +372,7 @@ impl BatchState {
         k: isize,
         u: &Bound<'_, PyAny>,
     ) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let k = index(k, dims(&st).2, "k")?;
         with_batch!(st, s, T => with_arg::<T, _>(u, "U", |u| {
             outcome(py.detach(|| s.replace_cols(k, u.view()?)))
@@ -489,7 +382,7 @@ impl BatchState {
     /// Moves column `source` of every A to position `target` (negative: counted back from
     /// n).
     fn shift_col(&self, py: Python<'_>, source: isize, target: isize) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let n = dims(&st).2;
         let (source, target) = (index(source, n, "source")?, index(target, n, "target")?);
         with_batch!(st, s, T => outcome(py.detach(|| s.shift_col(source, target))))
@@ -508,7 +401,7 @@ impl BatchState {
         drop: usize,
         forget: Option<f64>,
     ) -> PyResult<(bool, Refused)> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let (nb, _, _, q) = dims(&st);
         with_batch!(st, s, T => {
             let before = s.params();
@@ -543,7 +436,7 @@ impl BatchState {
                 "this factorisation has no right-hand side: pass b when building it",
             ));
         }
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         with_batch!(st, s, T => {
             let s: &BatchQr<T> = s;
             let sol = py.detach(|| s.solve()).map_err(to_py)?;
@@ -568,7 +461,7 @@ impl BatchState {
 
     /// R of every problem, (B, m, n) for the full kind, (B, n, n) otherwise.
     fn r<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         with_batch!(st, s, T => {
             stacked(py, s.batch(), s.problems().iter().map(|p| p.r_ref().clone()))
         })
@@ -576,7 +469,7 @@ impl BatchState {
 
     /// Q (B, m, m), Q₁ (B, m, n), or None.
     fn q<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         with_batch!(st, s, T => {
             if s.q_policy() == QPolicy::None {
                 return Ok(None);
@@ -589,7 +482,7 @@ impl BatchState {
 
     /// d = Qᵀb of every problem: (B, m, k) for the full kind, (B, n, k) otherwise.
     fn d<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         with_batch!(st, s, T => {
             stacked(py, s.batch(), s.problems().iter().map(|p| p.d_ref().clone()))
         })
@@ -598,14 +491,14 @@ impl BatchState {
     /// (B, m, n, k): problems, rows, columns, right-hand sides.
     #[getter]
     fn shape(&self, py: Python<'_>) -> PyResult<(usize, usize, usize, usize)> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         Ok(dims(&st))
     }
 
     /// "full", "thin" or "none".
     #[getter]
     fn policy(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         Ok(match &*st {
             Inner::F32(s) => policy_name(s.q_policy()),
             Inner::F64(s) => policy_name(s.q_policy()),
@@ -615,7 +508,7 @@ impl BatchState {
     /// "float32" or "float64".
     #[getter]
     fn dtype(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         Ok(match &*st {
             Inner::F32(_) => "float32",
             Inner::F64(_) => "float64",
@@ -631,13 +524,13 @@ impl BatchState {
     /// The forgetting factor λ of `slide` (shared by the problems).
     #[getter]
     fn forget(&self, py: Python<'_>) -> PyResult<f64> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         Ok(with_batch!(st, s, T => s.params().forget))
     }
 
     /// Each problem's drift record (docs: drift control).
     fn drift<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let all = with_batch!(st, s, T => s.drift());
         all.iter().map(|r| drift_dict(py, r)).collect()
     }
@@ -645,7 +538,7 @@ impl BatchState {
     /// Measures every problem's drift now (refreshing those past the threshold): each
     /// problem's record, or its error message where its refresh failed.
     fn check_drift<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let all = with_batch!(st, s, T => py.detach(|| s.check_drift()));
         all.into_iter()
             .map(|r| match r {

@@ -11,6 +11,7 @@ mod dlpack;
 mod error;
 mod rolling;
 mod state;
+mod turns;
 
 use pyo3::prelude::*;
 

@@ -8,9 +8,7 @@
 //! whenever it needs it. A call made from inside one of the same state's calls (by Python
 //! code that reading an argument runs) is refused instead of waiting for itself.
 
-use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
-use std::thread::{self, ThreadId};
+use std::sync::Arc;
 
 use cuqr::{
     DevMat, FactorParams, FactorsParams, Gpu, GpuQr, Mat, QPolicy, Qr, QrUpdate, UpdateParams,
@@ -21,6 +19,7 @@ use pyo3::types::PyDict;
 
 use crate::convert::{cuda_device_of, gpu_py, host_mat, to_numpy, Arg, DeviceArray, Real, Wrap};
 use crate::error::to_py;
+use crate::turns::Serialised;
 
 enum Inner {
     F32(Qr<f32>),
@@ -50,50 +49,10 @@ macro_rules! with_state {
 /// `cuqr.QR` class, which wraps it). Calls on one state from several threads are serialised.
 #[pyclass(module = "cuqr._cuqr", name = "_State", frozen)]
 pub struct State {
-    /// The factorisation; `None` once handed over (`take_factors`). Only the call whose
-    /// turn it is locks it, so the lock is never contended; a panic inside a call poisons it.
-    inner: Mutex<Option<Inner>>,
-    turns: Mutex<Turns>,
-    /// Signalled at the end of every turn.
-    turn_over: Condvar,
+    /// The factorisation, its calls served in turn; `None` once handed over
+    /// (`take_factors`).
+    inner: Serialised<Option<Inner>>,
     has_rhs: bool,
-}
-
-/// The turns of the calls on a state: each call draws a ticket and runs when it is served.
-#[derive(Default)]
-struct Turns {
-    next: u64,
-    serving: u64,
-    /// The thread whose turn it is, while a call runs (to refuse a re-entrant call).
-    holder: Option<ThreadId>,
-}
-
-/// A state held by one call (its turn, and its factorisation locked).
-struct Held<'a> {
-    /// Some until dropped.
-    guard: Option<MutexGuard<'a, Option<Inner>>>,
-    state: &'a State,
-}
-
-impl Deref for Held<'_> {
-    type Target = Option<Inner>;
-    fn deref(&self) -> &Option<Inner> {
-        self.guard.as_ref().expect("held until dropped")
-    }
-}
-
-impl DerefMut for Held<'_> {
-    fn deref_mut(&mut self) -> &mut Option<Inner> {
-        self.guard.as_mut().expect("held until dropped")
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        // unlock the factorisation before the next turn begins
-        self.guard = None;
-        self.state.end_turn();
-    }
 }
 
 fn handed_over() -> PyErr {
@@ -232,75 +191,12 @@ fn out_host_or_device<'py, T: Wrap>(
 }
 
 impl State {
-    fn turns(&self) -> MutexGuard<'_, Turns> {
-        // no code that can panic runs while it is locked
-        self.turns.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn end_turn(&self) {
-        let mut t = self.turns();
-        t.holder = None;
-        t.serving = t.serving.wrapping_add(1);
-        drop(t);
-        self.turn_over.notify_all();
-    }
-
-    /// The state held for one call. Calls are served in the order they ask; one that must
-    /// wait does so with the interpreter lock released. A call from inside one of this
-    /// thread's own calls on the state, and a state poisoned by a panic, are Python errors.
-    fn lock(&self, py: Python<'_>) -> PyResult<Held<'_>> {
-        let me = thread::current().id();
-        let mut t = self.turns();
-        if t.holder == Some(me) {
-            return Err(PyRuntimeError::new_err(
-                "this factorisation is already in use by this thread: a call on it was made \
-                 from inside another of its calls",
-            ));
-        }
-        let ticket = t.next;
-        t.next = t.next.wrapping_add(1);
-        if t.serving == ticket {
-            t.holder = Some(me);
-            drop(t);
-        } else {
-            drop(t);
-            py.detach(|| {
-                let mut t = self.turns();
-                while t.serving != ticket {
-                    t = self
-                        .turn_over
-                        .wait(t)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-                t.holder = Some(me);
-            });
-        }
-        match self.inner.try_lock() {
-            Ok(guard) => Ok(Held {
-                guard: Some(guard),
-                state: self,
-            }),
-            Err(e) => {
-                self.end_turn();
-                Err(PyRuntimeError::new_err(match e {
-                    TryLockError::Poisoned(_) => {
-                        "this factorisation is unusable: an earlier call on it failed inside \
-                         cuqr (a panic, which is a bug); build a new one"
-                    }
-                    TryLockError::WouldBlock => "this factorisation is locked out of turn",
-                }))
-            }
-        }
-    }
-
     fn wrap<T: Real>(qr: Qr<T>, has_rhs: bool) -> Self
     where
         Qr<T>: IntoInner,
     {
         Self {
-            inner: Mutex::new(Some(qr.into_inner_enum())),
-            turns: Mutex::new(Turns::default()),
-            turn_over: Condvar::new(),
+            inner: Serialised::new(Some(qr.into_inner_enum()), "factorisation"),
             has_rhs,
         }
     }
@@ -474,7 +370,7 @@ impl State {
     /// Inserts the columns U (m×p, or a vector) before column k (negative: counted back
     /// from n + 1).
     fn insert_cols(&self, py: Python<'_>, k: isize, u: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         let k = index(k, dims(inner_ref(&st)?).1 + 1, "k")?;
         with_state!(st, s, T => {
@@ -488,7 +384,7 @@ impl State {
 
     /// Deletes columns k..k+p (k negative: counted back from n).
     fn delete_cols(&self, py: Python<'_>, k: isize, p: usize) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let k = index(k, dims(inner_ref(&st)?).1, "k")?;
         with_state!(st, s, T => py.detach(|| s.delete_cols(k, p)).map_err(to_py))
     }
@@ -503,7 +399,7 @@ impl State {
         u: &Bound<'_, PyAny>,
         e: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         let k = index(k, dims(inner_ref(&st)?).0 + 1, "k")?;
         with_state!(st, s, T => {
@@ -514,7 +410,7 @@ impl State {
 
     /// Deletes rows k..k+p (needs Q or the kept data; k negative: counted back from m).
     fn delete_rows(&self, py: Python<'_>, k: isize, p: usize) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let k = index(k, dims(inner_ref(&st)?).0, "k")?;
         with_state!(st, s, T => py.detach(|| s.delete_rows(k, p)).map_err(to_py))
     }
@@ -529,7 +425,7 @@ impl State {
         rows: &Bound<'_, PyAny>,
         rhs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         let k = index(k, dims(inner_ref(&st)?).0, "k")?;
         with_state!(st, s, T => {
@@ -540,7 +436,7 @@ impl State {
 
     /// A ← A + u vᵀ.
     fn rank_one(&self, py: Python<'_>, u: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         with_state!(st, s, T => {
             let u = Arg::<T>::read(u, gpu.as_ref(), "u")?.into_host(gpu.as_ref())?;
@@ -554,7 +450,7 @@ impl State {
 
     /// A ← A + U Vᵀ (U m×k, V n×k).
     fn rank_k(&self, py: Python<'_>, u: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         with_state!(st, s, T => {
             let u = Arg::<T>::read(u, gpu.as_ref(), "U")?.into_host(gpu.as_ref())?;
@@ -565,7 +461,7 @@ impl State {
 
     /// Replaces columns k..k+p by U (m×p; k negative: counted back from n).
     fn replace_cols(&self, py: Python<'_>, k: isize, u: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         let k = index(k, dims(inner_ref(&st)?).1, "k")?;
         with_state!(st, s, T => {
@@ -576,7 +472,7 @@ impl State {
 
     /// Moves column `source` to position `target` (negative: counted back from n).
     fn shift_col(&self, py: Python<'_>, source: isize, target: isize) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let n = dims(inner_ref(&st)?).1;
         let (source, target) = (index(source, n, "source")?, index(target, n, "target")?);
         with_state!(st, s, T => py.detach(|| s.shift_col(source, target)).map_err(to_py))
@@ -594,7 +490,7 @@ impl State {
         drop: usize,
         forget: Option<f64>,
     ) -> PyResult<()> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         with_state!(st, s, T => {
             // A refused step leaves the state as it was, its forgetting factor included.
@@ -645,7 +541,7 @@ impl State {
                 "this factorisation has no right-hand side: pass b when building it",
             ));
         }
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         with_state!(st, s, T => {
             let sol = py.detach(|| s.solve()).map_err(to_py)?;
@@ -667,7 +563,7 @@ impl State {
     /// R (m×n for the full kind, n×n otherwise).
     #[pyo3(signature = (device=false))]
     fn r<'py>(&self, py: Python<'py>, device: bool) -> PyResult<Bound<'py, PyAny>> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         let out = match inner_ref(&st)? {
             Inner::F32(s) => out_host_or_device(py, s, device, |q| q.r(), |g| Some(g.r_dev()))?,
             Inner::F64(s) => out_host_or_device(py, s, device, |q| q.r(), |g| Some(g.r_dev()))?,
@@ -681,7 +577,7 @@ impl State {
         fn host<T: Real>(q: &Qr<T>) -> cuqr::Result<Mat<T>> {
             q.q().map(|x| x.unwrap_or_else(|| Mat::zeros(0, 0)))
         }
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         let has_q = match inner_ref(&st)? {
             Inner::F32(s) => s.q_policy() != QPolicy::None,
             Inner::F64(s) => s.q_policy() != QPolicy::None,
@@ -698,7 +594,7 @@ impl State {
     /// d = Qᵀb (m×k for the full kind, n×k otherwise).
     #[pyo3(signature = (device=false))]
     fn d<'py>(&self, py: Python<'py>, device: bool) -> PyResult<Bound<'py, PyAny>> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         let out = match inner_ref(&st)? {
             Inner::F32(s) => out_host_or_device(py, s, device, |q| q.d(), |g| Some(g.d_dev()))?,
             Inner::F64(s) => out_host_or_device(py, s, device, |q| q.d(), |g| Some(g.d_dev()))?,
@@ -747,7 +643,7 @@ impl State {
             }
         }
         // the state leaves the mutex: later calls find it handed over
-        let taken = self.lock(py)?.take();
+        let taken = self.inner.lock(py)?.take();
         match taken {
             Some(Inner::F32(s)) => out(py, s, device),
             Some(Inner::F64(s)) => out(py, s, device),
@@ -757,7 +653,7 @@ impl State {
 
     /// Waits for the work cuqr queued on the device (nothing on the CPU).
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         inner_ref(&st)?;
         match gpu_of(&st) {
             Some(g) => py.detach(|| g.synchronize_stream()).map_err(to_py),
@@ -768,7 +664,7 @@ impl State {
     /// (m, n, k): rows, columns, right-hand sides.
     #[getter]
     fn shape(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         Ok(match inner_ref(&st)? {
             Inner::F32(s) => (s.nrows(), s.ncols(), s.nrhs()),
             Inner::F64(s) => (s.nrows(), s.ncols(), s.nrhs()),
@@ -778,7 +674,7 @@ impl State {
     /// "full", "thin" or "none".
     #[getter]
     fn policy(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         Ok(match inner_ref(&st)? {
             Inner::F32(s) => policy_name(s.q_policy()),
             Inner::F64(s) => policy_name(s.q_policy()),
@@ -788,7 +684,7 @@ impl State {
     /// "cpu" or "cuda:N".
     #[getter]
     fn device(&self, py: Python<'_>) -> PyResult<String> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         inner_ref(&st)?;
         Ok(match gpu_of(&st) {
             Some(g) => format!("cuda:{}", g.device_ordinal()),
@@ -799,7 +695,7 @@ impl State {
     /// "float32" or "float64".
     #[getter]
     fn dtype(&self, py: Python<'_>) -> PyResult<&'static str> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         Ok(match inner_ref(&st)? {
             Inner::F32(_) => "float32",
             Inner::F64(_) => "float64",
@@ -815,7 +711,7 @@ impl State {
     /// The forgetting factor λ of `slide`.
     #[getter]
     fn forget(&self, py: Python<'_>) -> PyResult<f64> {
-        let st = self.lock(py)?;
+        let st = self.inner.lock(py)?;
         Ok(match inner_ref(&st)? {
             Inner::F32(s) => s.params().forget,
             Inner::F64(s) => s.params().forget,
@@ -829,7 +725,7 @@ impl State {
         a: &Bound<'py, PyAny>,
         b: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let dg = with_state!(st, s, T => {
             let a = host_mat::<T>(a, "A")?;
             let b = host_mat::<T>(b, "b")?;
@@ -849,14 +745,14 @@ impl State {
 
     /// The drift record (docs: drift control): the last estimate and the counts.
     fn drift<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let r = with_state!(st, s, T => s.drift());
         drift_dict(py, &r)
     }
 
     /// Measures the drift now (and refreshes past the threshold).
     fn check_drift<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let mut st = self.lock(py)?;
+        let mut st = self.inner.lock(py)?;
         let r = with_state!(st, s, T => py.detach(|| s.check_drift()).map_err(to_py)?);
         drift_dict(py, &r)
     }
