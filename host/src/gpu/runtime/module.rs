@@ -364,6 +364,8 @@ mod tests {
             "small_panel",
             "tsqr",
             "ts_gemm",
+            "rolling",
+            "batch_r",
         ];
         for name in KERNELS {
             let file = MODULES
