@@ -48,16 +48,7 @@ loop/batch and faer/batch are the ratios; µs a problem is batch ms / B.
 
 /// The state kinds by name.
 fn kind_of(name: &str) -> CliResult<(&'static str, QPolicy, FactorParams)> {
-    let keep = FactorParams {
-        keep_data: true,
-        ..FactorParams::default()
-    };
-    match name {
-        "full" => Ok(("full", QPolicy::Full, FactorParams::default())),
-        "thin" => Ok(("thin", QPolicy::Thin, FactorParams::default())),
-        "none" => Ok(("none", QPolicy::None, keep)),
-        s => Err(format!("{CMD}: --q: unknown kind '{s}' (full, thin, none)").into()),
-    }
+    crate::opts::kind_of(CMD, "--q", name)
 }
 
 /// Runs `cuqr bench batch`.

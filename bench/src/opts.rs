@@ -148,6 +148,26 @@ pub fn check_svg_dir(cmd: &str, dir: &str) -> CliResult<()> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{cmd}: --svg {dir}: {e}").into())
 }
 
+/// A state kind by name (`full`, `thin`, `none`; `none` keeps the data, as row deletion
+/// needs), with its label; `cmd` and `opt` name the option in the error.
+pub fn kind_of(
+    cmd: &str,
+    opt: &str,
+    name: &str,
+) -> CliResult<(&'static str, cuqr::QPolicy, cuqr::FactorParams)> {
+    use cuqr::{FactorParams, QPolicy};
+    let keep = FactorParams {
+        keep_data: true,
+        ..FactorParams::default()
+    };
+    match name {
+        "full" => Ok(("full", QPolicy::Full, FactorParams::default())),
+        "thin" => Ok(("thin", QPolicy::Thin, FactorParams::default())),
+        "none" => Ok(("none", QPolicy::None, keep)),
+        s => Err(format!("{cmd}: {opt}: unknown kind '{s}' (full, thin, none)").into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

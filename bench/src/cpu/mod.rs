@@ -123,16 +123,7 @@ impl Row {
 
 /// The state kinds by name.
 fn kind_of(name: &str) -> CliResult<(&'static str, QPolicy, FactorParams)> {
-    let keep = FactorParams {
-        keep_data: true,
-        ..FactorParams::default()
-    };
-    match name {
-        "full" => Ok(("full", QPolicy::Full, FactorParams::default())),
-        "thin" => Ok(("thin", QPolicy::Thin, FactorParams::default())),
-        "none" => Ok(("none", QPolicy::None, keep)),
-        s => Err(format!("{CMD}: --kinds: unknown kind '{s}' (full, thin, none)").into()),
-    }
+    crate::opts::kind_of(CMD, "--kinds", name)
 }
 
 /// `cuqr bench cpu ...`.
