@@ -20,6 +20,7 @@ mod python_overhead;
 mod qr;
 mod rbank;
 mod rolling;
+mod small;
 mod stats;
 mod tall;
 mod updates;
@@ -131,6 +132,14 @@ const GROUPS: &[Group] = &[
         summary: "batched R-only states on the GPU vs the CPU's batched state",
         help: rbank::HELP,
         run: rbank::run,
+        needs_gpu: true,
+        in_quick_tour: false,
+    },
+    Group {
+        name: "small",
+        summary: "one small problem's window step on the GPU, one launch a step, vs the general states",
+        help: small::HELP,
+        run: small::run,
         needs_gpu: true,
         in_quick_tour: false,
     },

@@ -36,6 +36,7 @@ pub mod reduce;
 pub mod rolling;
 pub mod row_insert;
 pub mod small_panel;
+pub mod small_window;
 pub mod transpose;
 pub mod ts_gemm;
 pub mod tsqr;
@@ -759,6 +760,25 @@ entries! {
          rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
          scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
         => batch_r::step::<T, 16>;
+
+    /// One step of a small R-only state by one warp: a row in, in a window the oldest kept
+    /// row out, then the solution (docs/algorithms.md#small-states; small_window.rs).
+    ///
+    /// # Safety
+    /// As `small_window::step` documents (grid 1, block 32, shared memory, buffers).
+    small_window_step_f32, small_window_step_f64
+        (state: *mut T, ring: *mut T, meta: *mut u32, row: small_window::RowArg<T>,
+         src_x: *const T, inc_x: usize, src_y: *const T, x_out: *mut T, rss_out: *mut T,
+         n: usize, m: usize, flags: u32, scale: T, rank_tol: T) => small_window::step;
+
+    /// Factorises a small state's kept rows afresh by one warp
+    /// (docs/algorithms.md#small-states; small_window.rs).
+    ///
+    /// # Safety
+    /// As `small_window::refold` documents (grid 1, block 32, shared memory, buffers).
+    small_window_refold_f32, small_window_refold_f64
+        (state: *mut T, ring: *const T, meta: *const u32, n: usize, m: usize)
+        => small_window::refold;
 }
 
 // The sm_90 module (`host/ptx/cuqr_kernels_sm90.ptx`): kernels that need Hopper

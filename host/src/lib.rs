@@ -26,7 +26,8 @@
 //! # Layers
 //! Each module imports only from the layers below it (a test checks this):
 //! `base` → `cpu` and `gpu` (`ffi::driver` → `runtime` → `ffi` → `launch` → `algo`) →
-//! `state` → `ops` → `backend` → `batch`, `distributed`, `lu`, `mixed`, `rolling`, `internals`.
+//! `state` → `ops` → `backend` → `batch`, `distributed`, `lu`, `mixed`, `rolling`, `small`,
+//! `internals`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
@@ -49,6 +50,7 @@ pub mod lu;
 pub mod mixed;
 pub(crate) mod ops;
 pub mod rolling;
+pub mod small;
 pub(crate) mod state;
 
 pub use backend::device::{Backend, Device, Qr, QrState, AUTO_GPU_MIN_MN};

@@ -28,6 +28,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("lu", 9),
     ("mixed", 9),
     ("rolling", 9),
+    ("small", 9),
     ("distributed", 9),
     ("internals", 10),
     ("", 11), // lib.rs: the crate root re-exports

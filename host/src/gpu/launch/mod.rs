@@ -13,6 +13,7 @@ pub mod reduce;
 pub mod rolling;
 pub mod row_insert;
 pub mod small_panel;
+pub mod small_window;
 pub mod transpose;
 pub mod ts_gemm;
 pub mod tsqr;

@@ -168,6 +168,12 @@ kernel_table! {
     batch_r_step_k8,
     /// `batch_r_step_general_<T>` (batched R-only states, 9 ≤ n ≤ 16; docs/algorithms.md#batched-states).
     batch_r_step_general,
+    /// `small_window_step_<T>` (one step of a small R-only state by one warp;
+    /// docs/algorithms.md#small-states).
+    small_window_step,
+    /// `small_window_refold_<T>` (a small state's kept rows factorised afresh;
+    /// docs/algorithms.md#small-states).
+    small_window_refold,
     /// `ts_gemm_partial_<T>(v, ldv, c, ldc, rows, k, nc, part)` (W = VᵀC by row chunks).
     ts_gemm_partial,
     /// `ts_gemm_reduce_<T>(part, chunks, k, nc, w, ldw)` (the chunks' sum).
@@ -366,6 +372,7 @@ mod tests {
             "ts_gemm",
             "rolling",
             "batch_r",
+            "small_window",
         ];
         for name in KERNELS {
             let file = MODULES
