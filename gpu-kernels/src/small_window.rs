@@ -557,6 +557,36 @@ impl<T: Float, const S: usize> Warp<T, S> {
         0
     }
 
+    /// ‖R‖_F², in every lane: a flat pass over R's rows with eight sums a lane in flight
+    /// (no chain as long as a column).
+    ///
+    /// # Safety
+    /// Convergent warp; a read-only phase on the matrix.
+    #[inline(always)]
+    unsafe fn frobenius2(&self) -> f64 {
+        let n = self.n;
+        let len = n * PITCH;
+        let mut acc = [0.0f64; 8];
+        let mut base = 0;
+        // SAFETY: indices below n·PITCH inside the matrix; convergent warp for the sum.
+        unsafe {
+            while base < len {
+                unroll!(k in ..8 => {
+                    let idx = base + self.lane + 32 * k;
+                    let (i, j) = (idx / PITCH, idx % PITCH);
+                    if idx < len && i <= j && j < n {
+                        let v = self.at(i, j).to_f64();
+                        acc[k] += v * v;
+                    }
+                });
+                base += 256;
+            }
+            let part =
+                ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            warp_sum(part)
+        }
+    }
+
     /// Writes x (n) and ρ² to `x_out` and `rss_out` (either may be null): x = R⁻¹d when
     /// every |R_jj| > tol·‖R‖_F, else NaN; returns whether x is a solution.
     #[inline(always)]
@@ -565,22 +595,18 @@ impl<T: Float, const S: usize> Warp<T, S> {
         // SAFETY: convergent warp; read-only phase on the matrix; x_out holds n entries
         // and rss_out one (contract).
         unsafe {
-            let mut nrm = 0.0;
+            let nrm = self.frobenius2();
             let mut dd = [T::ZERO; S];
             let mut diag = [T::ZERO; S];
             unroll!(s in ..S => {
                 let c = self.col(s);
                 if c < n {
-                    for i in 0..=c {
-                        let v = self.at(i, c).to_f64();
-                        nrm += v * v;
-                    }
                     diag[s] = self.at(c, c);
                     dd[s] = self.at(c, n);
                 }
             });
             let inv = self.inverse_diagonal();
-            let limit = tol.to_f64() * crate::small_r::sqrt_f64(warp_sum(nrm));
+            let limit = tol.to_f64() * crate::small_r::sqrt_f64(nrm);
             let mut bad = !(limit - limit == 0.0);
             unroll!(s in ..S => {
                 if self.col(s) < n {
@@ -655,6 +681,8 @@ unsafe fn load<T: Float, const S: usize>(w: &Warp<T, S>, state: *const T, scale:
         }
         device::cp_async_commit();
         device::cp_async_wait_all();
+        // Each lane waited for its own copies only: the barrier makes all of them visible.
+        device::sync_warp();
         if scale != T::ONE {
             let mut i = w.lane;
             while i < len {

@@ -27,6 +27,7 @@ from ._cuqr import __version__
 __all__ = [
     "BatchError",
     "QR",
+    "SmallState",
     "cholupdate",
     "cuda_available",
     "qr_delete",
@@ -1546,6 +1547,89 @@ def _to_numpy(x):
     if mod == "cupy":
         return x.get()
     return _np.asarray(x)
+
+
+# ---------------------------------------------------------------------------------------
+# Small states on the GPU: one launch a row
+# ---------------------------------------------------------------------------------------
+
+
+class SmallState:
+    """A least-squares problem of n <= 64 columns on one GPU, updated one row at a time in
+    one kernel launch each, without waiting for the device.
+
+    ``SmallState(A, b)`` keeps a window of the m rows of A (m x n, m >= n) and b: each
+    :meth:`slide` adds a row and removes the oldest. ``SmallState(A, b, forget=lam)`` is a
+    recursive state: each :meth:`push` weighs the rows so far by ``lam`` (0 < lam <= 1) and
+    adds one. A and b are float32 or float64 (NumPy, CuPy or torch; copied once).
+
+    A step's row is a 1-D NumPy array ``x`` with a float ``y`` (passed with the launch), or,
+    for :meth:`slide`, a 1-D CUDA array ``x`` (CuPy, torch) with a one-entry CUDA array
+    ``y`` such as ``y[t:t+1]`` (read on the device). With ``record=T`` step t's solution
+    goes to the device as well; :meth:`recorded` returns them all.
+
+    A step the device refuses (removing a row that leaves the rest unable to determine the
+    solution, a non-finite row read on the device) leaves the state as it was and records
+    NaN; :meth:`sync` waits and reports. Arguments checked on the host (sizes, a
+    non-finite host row) raise at once.
+
+    Example::
+
+        st = cuqr.SmallState(X[:252], y[:252], record=len(X) - 252)
+        for t in range(252, len(X)):
+            st.slide(X[t], y[t])
+        report = st.sync()          # {'steps': ..., 'refused': 0, ...}
+        params, rss = st.recorded()  # (T - 252, n) and (T - 252,)
+    """
+
+    def __init__(self, A, b, *, forget=None, device: int = 0, record: int = 0,
+                 refresh_every=None, rank_tol=None):
+        A = _np.ascontiguousarray(_to_numpy(A))
+        if A.dtype not in (_np.float32, _np.float64):
+            A = A.astype(_np.float64)
+        b = _np.ascontiguousarray(_to_numpy(b), dtype=A.dtype).reshape(-1)
+        if A.ndim != 2:
+            raise ValueError(f"A must be 2-D, got {A.ndim} dimensions")
+        self._s = _cuqr.SmallState(A, b, forget, int(device), int(record), refresh_every,
+                                   rank_tol)
+        # The hot calls go straight to the extension (no Python frame a step).
+        self.slide = self._s.slide
+        self.push = self._s.push
+
+    def sync(self) -> dict:
+        """Waits for the queued steps; returns steps, refused, first_refused, last_reason
+        and solves_refused since the state was made."""
+        return self._s.sync()
+
+    def solve(self):
+        """Waits; the least-squares solution (x, rss) of the state as it is (NaN x where
+        the rank test fails)."""
+        return self._s.solve()
+
+    def recorded(self):
+        """Waits; the recorded solutions: x of shape (steps, n) and rss of shape (steps,)."""
+        return self._s.recorded()
+
+    def clear_recording(self) -> None:
+        """Empties the recording; the next step is recorded as step 0."""
+        self._s.clear_recording()
+
+    def refresh(self) -> None:
+        """Queues the window's refactorisation from its kept rows (done every
+        ``refresh_every`` steps anyway; 16·m by default)."""
+        self._s.refresh()
+
+    @property
+    def shape(self):
+        return self._s.shape
+
+    @property
+    def dtype(self) -> str:
+        return self._s.dtype
+
+    def __repr__(self) -> str:
+        m, n = self.shape
+        return f"cuqr.SmallState(shape=({m}, {n}), dtype={self.dtype!r})"
 
 
 # ---------------------------------------------------------------------------------------

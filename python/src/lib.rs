@@ -10,6 +10,7 @@ mod convert;
 mod dlpack;
 mod error;
 mod rolling;
+mod small;
 mod state;
 mod turns;
 
@@ -21,6 +22,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<state::State>()?;
     m.add_class::<batch_state::BatchState>()?;
     m.add_class::<convert::DeviceArray>()?;
+    m.add_class::<small::SmallState>()?;
     m.add_function(wrap_pyfunction!(state::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(state::cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(state::array_device, m)?)?;
