@@ -257,7 +257,7 @@ impl SmallState {
         let is_f32 = a
             .getattr("dtype")
             .and_then(|d| d.str())
-            .map(|s| s.to_string() == "float32")
+            .map(|s| s == "float32")
             .unwrap_or(false);
         let inner = if is_f32 {
             Inner::F32(make::<f32>(&gpu, a, b, forget, record, &params)?)
