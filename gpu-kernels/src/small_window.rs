@@ -193,8 +193,11 @@ struct Warp<T, const S: usize> {
     n: usize,
     /// [R d; 0 ρ] at pitch [`PITCH`].
     a: *mut T,
-    /// c and s of the current sweep (at `cs` and `cs + PITCH`).
-    cs: *mut T,
+    /// `a` as a 32-bit shared-window address (32-bit index arithmetic).
+    a32: u32,
+    /// The (c, s) of the current sweep (c at `cs32`, s [`PITCH`] elements on), a
+    /// shared-window address.
+    cs32: u32,
 }
 
 impl<T: Float, const S: usize> Warp<T, S> {
@@ -214,16 +217,48 @@ impl<T: Float, const S: usize> Warp<T, S> {
         }
     }
 
+    /// The byte offset of entry (i, j), in 32 bits.
+    #[inline(always)]
+    fn offset(i: usize, j: usize) -> u32 {
+        ((i as u32) * (PITCH as u32) + j as u32) * (core::mem::size_of::<T>() as u32)
+    }
+
     #[inline(always)]
     unsafe fn at(&self, i: usize, j: usize) -> T {
         // SAFETY: i, j ≤ n ≤ MAX_N inside the PITCH² matrix (callers' indices).
-        unsafe { device::ld(self.a, i * PITCH + j) }
+        unsafe { device::ld_shared(self.a32 + Self::offset(i, j)) }
     }
 
     #[inline(always)]
     unsafe fn set(&self, i: usize, j: usize, v: T) {
         // SAFETY: as `at`.
-        unsafe { device::st(self.a, i * PITCH + j, v) }
+        unsafe { device::st_shared(self.a32 + Self::offset(i, j), v) }
+    }
+
+    /// (c_i, s_i) of the current sweep.
+    #[inline(always)]
+    unsafe fn rotation(&self, i: usize) -> (T, T) {
+        let sz = core::mem::size_of::<T>() as u32;
+        let o = (i as u32) * sz;
+        // SAFETY: i < n ≤ MAX_N inside the sweep's two arrays.
+        unsafe {
+            (
+                device::ld_shared(self.cs32 + o),
+                device::ld_shared(self.cs32 + (PITCH as u32) * sz + o),
+            )
+        }
+    }
+
+    /// Sets (c_i, s_i) of the current sweep.
+    #[inline(always)]
+    unsafe fn set_rotation(&self, i: usize, c: T, s: T) {
+        let sz = core::mem::size_of::<T>() as u32;
+        let o = (i as u32) * sz;
+        // SAFETY: as `rotation`.
+        unsafe {
+            device::st_shared(self.cs32 + o, c);
+            device::st_shared(self.cs32 + (PITCH as u32) * sz + o, s);
+        }
     }
 
     /// ρ, the residual norm.
@@ -329,7 +364,7 @@ impl<T: Float, const S: usize> Warp<T, S> {
         let n = self.n;
         for i in 0..n {
             // SAFETY: the sweep's arrays hold n entries each.
-            let (c, s) = unsafe { (device::ld(self.cs, i), device::ld(self.cs, PITCH + i)) };
+            let (c, s) = unsafe { self.rotation(i) };
             unroll!(k in ..S => {
                 let col = self.col(k);
                 if col <= n && i <= col {
@@ -382,8 +417,7 @@ impl<T: Float, const S: usize> Warp<T, S> {
             unroll!(s in ..S => {
                 let c = self.col(s);
                 if c < n {
-                    device::st(self.cs, c, cv[s]);
-                    device::st(self.cs, PITCH + c, sv[s]);
+                    self.set_rotation(c, cv[s], sv[s]);
                 }
             });
             device::sync_warp();
@@ -485,8 +519,7 @@ impl<T: Float, const S: usize> Warp<T, S> {
                     sv[s] = z[s].div(T::from_f64(a_here));
                     dv[s] = self.at(c, n);
                     dn += dv[s].to_f64() * dv[s].to_f64();
-                    device::st(self.cs, c, cv[s]);
-                    device::st(self.cs, PITCH + c, sv[s]);
+                    self.set_rotation(c, cv[s], sv[s]);
                 }
             });
             let dn = warp_sum(dn);
@@ -541,7 +574,7 @@ impl<T: Float, const S: usize> Warp<T, S> {
             let mut i = n;
             while i > 0 {
                 i -= 1;
-                let (c, s) = (device::ld(self.cs, i), device::ld(self.cs, PITCH + i));
+                let (c, s) = self.rotation(i);
                 unroll!(k in ..S => {
                     let col = self.col(k);
                     if col < n && i <= col {
@@ -557,32 +590,29 @@ impl<T: Float, const S: usize> Warp<T, S> {
         0
     }
 
-    /// ‖R‖_F², in every lane: a flat pass over R's rows with eight sums a lane in flight
-    /// (no chain as long as a column).
+    /// ‖R‖_F², in every lane: each lane sums its own columns, the slots side by side.
     ///
     /// # Safety
     /// Convergent warp; a read-only phase on the matrix.
     #[inline(always)]
     unsafe fn frobenius2(&self) -> f64 {
         let n = self.n;
-        let len = n * PITCH;
-        let mut acc = [0.0f64; 8];
-        let mut base = 0;
-        // SAFETY: indices below n·PITCH inside the matrix; convergent warp for the sum.
+        let mut acc = [0.0f64; S];
+        // SAFETY: own columns' rows i ≤ c < n; convergent warp for the sum.
         unsafe {
-            while base < len {
-                unroll!(k in ..8 => {
-                    let idx = base + self.lane + 32 * k;
-                    let (i, j) = (idx / PITCH, idx % PITCH);
-                    if idx < len && i <= j && j < n {
-                        let v = self.at(i, j).to_f64();
-                        acc[k] += v * v;
+            for i in 0..n {
+                unroll!(s in ..S => {
+                    let c = self.col(s);
+                    if c < n && c >= i {
+                        let v = self.at(i, c).to_f64();
+                        acc[s] += v * v;
                     }
                 });
-                base += 256;
             }
-            let part =
-                ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            let mut part = 0.0;
+            unroll!(s in ..S => {
+                part += acc[s];
+            });
             warp_sum(part)
         }
     }
@@ -686,7 +716,8 @@ unsafe fn load<T: Float, const S: usize>(w: &Warp<T, S>, state: *const T, scale:
         if scale != T::ONE {
             let mut i = w.lane;
             while i < len {
-                device::st(w.a, i, device::ld(w.a, i).mul(scale));
+                let o = w.a32 + (i as u32) * (core::mem::size_of::<T>() as u32);
+                device::st_shared(o, device::ld_shared::<T>(o).mul(scale));
                 i += 32;
             }
         }
@@ -711,7 +742,7 @@ unsafe fn store<T: Float, const S: usize>(w: &Warp<T, S>, state: *mut T) {
             unroll!(k in ..8 => {
                 let i = base + w.lane + 32 * k;
                 if i < len {
-                    v[k] = device::ld(w.a, i);
+                    v[k] = device::ld_shared(w.a32 + (i as u32) * (core::mem::size_of::<T>() as u32));
                 }
             });
             unroll!(k in ..8 => {
@@ -798,11 +829,13 @@ unsafe fn step_slots<T: Float, const S: usize>(
     let a = device::shared::<T>();
     // SAFETY: the contract above; the shared block holds SHARED_ELEMS elements.
     unsafe {
+        let cs = a.add(PITCH * PITCH);
         let w = Warp::<T, S> {
             lane,
             n,
             a,
-            cs: a.add(PITCH * PITCH),
+            a32: device::shared_window(a),
+            cs32: device::shared_window(cs),
         };
         if flags & SOLVE_ONLY != 0 {
             load(&w, state, T::ONE);
@@ -933,11 +966,13 @@ unsafe fn refold_slots<T: Float, const S: usize>(
     let a = device::shared::<T>();
     // SAFETY: the contract above.
     unsafe {
+        let cs = a.add(PITCH * PITCH);
         let w = Warp::<T, S> {
             lane,
             n,
             a,
-            cs: a.add(PITCH * PITCH),
+            a32: device::shared_window(a),
+            cs32: device::shared_window(cs),
         };
         for i in 0..=n {
             let mut j = lane;
