@@ -379,10 +379,55 @@ impl<T: Float, const S: usize> Warp<T, S> {
         }
     }
 
-    /// Adds the row (x, y) in `w`'s slots with rotations found all at once; false, with
-    /// nothing changed, where p or t is not finite or a diagonal entry not positive.
+    /// [`Warp::rotate_in`] that also solves R̄ᵀz = v for the row v about to leave, row i of
+    /// the new R̄ used right after rotation i made it (from registers): `z` holds v in the
+    /// R columns' slots and `inv` 1/R̄_cc; returns z. One chain fewer than solving after.
     #[inline(always)]
-    unsafe fn add_fast(&self, w: &[T; S]) -> bool {
+    unsafe fn rotate_in_solving(&self, w: &mut [T; S], z: &mut [T; S], inv: &[T; S]) -> [T; S] {
+        let n = self.n;
+        let mut sol = [T::ZERO; S];
+        for i in 0..n {
+            // SAFETY: the sweep's arrays hold n entries each; own columns, row i < n;
+            // convergent shuffle.
+            unsafe {
+                let (c, s) = self.rotation(i);
+                let mut fresh = [T::ZERO; S];
+                unroll!(k in ..S => {
+                    let col = self.col(k);
+                    if col <= n && i <= col {
+                        let rv = self.at(i, col);
+                        let nv = c.mul_add(rv, s.mul(w[k]));
+                        self.set(i, col, nv);
+                        w[k] = c.mul_add(w[k], s.mul(rv).neg());
+                        fresh[k] = nv;
+                    }
+                });
+                let si = i >> 5;
+                let mut mine = T::ZERO;
+                unroll!(k in ..S => {
+                    if k == si {
+                        mine = z[k].mul(inv[k]);
+                    }
+                });
+                let zi = mine.shfl_idx((i & 31) as u32);
+                unroll!(k in ..S => {
+                    let col = self.col(k);
+                    if col == i {
+                        sol[k] = zi;
+                    } else if col > i && col < n {
+                        z[k] = fresh[k].neg().mul_add(zi, z[k]);
+                    }
+                });
+            }
+        }
+        sol
+    }
+
+    /// Adds the row (x, y) in `w`'s slots with rotations found all at once; false, with
+    /// nothing changed, where p or t is not finite or a diagonal entry not positive. With
+    /// `old`, the row about to leave, also returns z = R̄⁻ᵀv (solved during the sweep).
+    #[inline(always)]
+    unsafe fn add_fast(&self, w: &[T; S], old: Option<&[T; S]>) -> (bool, Option<[T; S]>) {
         let (n, lane) = (self.n, self.lane);
         // SAFETY: convergent warp throughout; own columns and the sweep arrays.
         unsafe {
@@ -412,8 +457,10 @@ impl<T: Float, const S: usize> Warp<T, S> {
                 }
             });
             if device::ballot(bad) != 0 {
-                return false;
+                return (false, None);
             }
+            // 1/R̄_cc = c_c/R_cc (R̄_cc = R_cc/c_c), from the old diagonal.
+            let inv_old = self.inverse_diagonal();
             unroll!(s in ..S => {
                 let c = self.col(s);
                 if c < n {
@@ -422,11 +469,24 @@ impl<T: Float, const S: usize> Warp<T, S> {
             });
             device::sync_warp();
             let mut v = *w;
-            self.rotate_in(&mut v);
+            let z = match old {
+                Some(o) => {
+                    let mut inv = [T::ZERO; S];
+                    unroll!(s in ..S => {
+                        inv[s] = cv[s].mul(inv_old[s]);
+                    });
+                    let mut zz = *o;
+                    Some(self.rotate_in_solving(&mut v, &mut zz, &inv))
+                }
+                None => {
+                    self.rotate_in(&mut v);
+                    None
+                }
+            };
             self.finish_add(&v);
             device::sync_warp();
+            (true, z)
         }
-        true
     }
 
     /// ρ ← hypot(ρ, e) by the owner of column n, e the rotated right-hand side.
@@ -473,26 +533,33 @@ impl<T: Float, const S: usize> Warp<T, S> {
     }
 
     /// Adds a row: the all-at-once rotations, or one after another where those break down.
+    /// With `old`, returns z = R̄⁻ᵀv for the row about to leave when the sweep solved it.
     #[inline(always)]
-    unsafe fn add(&self, w: &[T; S]) {
+    unsafe fn add(&self, w: &[T; S], old: Option<&[T; S]>) -> Option<[T; S]> {
         // SAFETY: forwarded contract.
         unsafe {
-            if !self.add_fast(w) {
+            let (done, z) = self.add_fast(w, old);
+            if !done {
                 self.add_givens(w);
             }
+            z
         }
     }
 
-    /// Removes the row (v, y) in `w`'s slots by the LINPACK-style downdate; returns 0, or
-    /// [`REASON_DOWNDATE`] with the matrix unchanged when a refusal test turns it down.
+    /// Removes the row (v, y) in `w`'s slots by the LINPACK-style downdate (z = R⁻ᵀv given,
+    /// or solved here); returns 0, or [`REASON_DOWNDATE`] with the matrix unchanged when a
+    /// refusal test turns it down.
     #[inline(always)]
-    unsafe fn remove(&self, w: &[T; S]) -> u32 {
+    unsafe fn remove(&self, w: &[T; S], z_known: Option<[T; S]>) -> u32 {
         let (n, lane) = (self.n, self.lane);
         // SAFETY: convergent warp; cross-lane reads of d and ρ follow a sync_warp and
         // precede the next one, writes touch own columns or own d entries.
         unsafe {
             device::sync_warp();
-            let z = self.forward(w);
+            let z = match z_known {
+                Some(z) => z,
+                None => self.forward(w),
+            };
             let mut zf = [0.0f64; S];
             let mut part = 0.0;
             unroll!(s in ..S => {
@@ -863,7 +930,6 @@ unsafe fn step_slots<T: Float, const S: usize>(
         let head = device::ld(meta, META_HEAD) as usize;
         if reason == 0 {
             load(&w, state, scale);
-            w.add(&new_row);
             if flags & DROP != 0 {
                 let mut old = [T::ZERO; S];
                 unroll!(s in ..S => {
@@ -872,7 +938,10 @@ unsafe fn step_slots<T: Float, const S: usize>(
                         old[s] = device::ld(ring, head * (n + 1) + c);
                     }
                 });
-                reason = w.remove(&old);
+                let z = w.add(&new_row, Some(&old));
+                reason = w.remove(&old, z);
+            } else {
+                w.add(&new_row, None);
             }
         }
         if reason == 0 {
@@ -992,7 +1061,7 @@ unsafe fn refold_slots<T: Float, const S: usize>(
                     row[s] = device::ld(ring, slot * (n + 1) + c);
                 }
             });
-            w.add(&row);
+            w.add(&row, None);
         }
         store(&w, state);
     }
