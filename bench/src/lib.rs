@@ -17,6 +17,7 @@ mod mixed;
 mod op;
 mod opts;
 mod python_overhead;
+mod qbank;
 mod qr;
 mod rbank;
 mod rolling;
@@ -126,6 +127,14 @@ const GROUPS: &[Group] = &[
         run: kernels::run,
         needs_gpu: true,
         in_quick_tour: true,
+    },
+    Group {
+        name: "qbank",
+        summary: "batched thin-Q states on the GPU vs refactorising with cuBLAS geqrfBatched",
+        help: qbank::HELP,
+        run: qbank::run,
+        needs_gpu: true,
+        in_quick_tour: false,
     },
     Group {
         name: "rbank",

@@ -21,6 +21,7 @@
 
 #[macro_use]
 mod small_r;
+pub mod batch_q;
 pub mod batch_r;
 pub mod convert;
 pub mod device;
@@ -760,6 +761,53 @@ entries! {
          rhs_out: *const T, batch: usize, n: usize, p_in: usize, p_out: usize, bits: u32,
          scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
         => batch_r::step::<T, 16>;
+
+    /// Factorises B thin-Q problems, a team of lanes a problem (docs/algorithms.md#batched-states;
+    /// batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::factor` documents (grid, block 32, shared memory, buffers).
+    batch_q_factor_f32, batch_q_factor_f64
+        (a: *const T, b: *const T, q: *mut T, r: *mut T, b_out: *mut T, status: *mut u32,
+         batch: usize, m: usize, n: usize, team: usize) => batch_q::factor;
+
+    /// Thin rank-one update of B problems in place, a team of lanes a problem
+    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::rank_one` documents.
+    batch_q_rank_one_f32, batch_q_rank_one_f64
+        (q: *mut T, r: *mut T, u: *const T, v: *const T, status: *mut u32, batch: usize,
+         m: usize, n: usize, team: usize) => batch_q::rank_one;
+
+    /// Thin row insertion in B problems, a team of lanes a problem
+    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::insert_rows` documents.
+    batch_q_insert_rows_f32, batch_q_insert_rows_f64
+        (q_in: *const T, r_in: *const T, b_in: *const T, rows: *const T, rhs: *const T,
+         q_out: *mut T, r_out: *mut T, b_out: *mut T, status: *mut u32, batch: usize,
+         m: usize, n: usize, k0: usize, p: usize, scale: T, team: usize) => batch_q::insert_rows;
+
+    /// Thin row deletion in B problems, a team of lanes a problem
+    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::delete_rows` documents.
+    batch_q_delete_rows_f32, batch_q_delete_rows_f64
+        (q_in: *const T, r_in: *const T, b_in: *const T, q_out: *mut T, r_out: *mut T,
+         b_out: *mut T, q_fb: *const T, r_fb: *const T, b_fb: *const T, status: *mut u32,
+         batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize) => batch_q::delete_rows;
+
+    /// Least-squares solve of B thin-Q problems, a team of lanes a problem
+    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::solve` documents.
+    batch_q_solve_f32, batch_q_solve_f64
+        (q: *const T, r: *const T, b: *const T, x: *mut T, rss: *mut T, status: *mut u32,
+         batch: usize, m: usize, n: usize, rank_tol: f64, team: usize) => batch_q::solve;
 
     /// One step of a small R-only state by one warp: a row in, in a window the oldest kept
     /// row out, then the solution (docs/algorithms.md#small-states; small_window.rs).

@@ -19,7 +19,7 @@ pub mod cpu {
 pub mod gpu {
     pub use crate::gpu::algo::householder::QrPhaseTimes;
     pub use crate::gpu::algo::{givens_two_phase, givens_wavefront};
-    pub use crate::gpu::ffi::blas::{Diag, Op, Side, Uplo};
+    pub use crate::gpu::ffi::blas::{Diag, GeqrfBatched, Op, Side, Uplo};
     pub use crate::gpu::ffi::{cusolver, irs};
     pub use crate::gpu::launch::two_phase as two_phase_launch;
     pub use crate::gpu::runtime::{

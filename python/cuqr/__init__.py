@@ -26,6 +26,7 @@ from ._cuqr import __version__
 
 __all__ = [
     "BatchError",
+    "GpuBatchQR",
     "QR",
     "SmallState",
     "cholupdate",
@@ -1843,3 +1844,145 @@ def recursive_lstsq(
     y2, X, one = _rolling_inputs(y, X, "recursive_lstsq")
     out = _cuqr.recursive(y2, X, float(forget), missing, None, device)
     return _rolling_outputs(out, one, return_rss, device)
+
+
+# ---------------------------------------------------------------------------------------
+# Batches on the GPU: one launch a call over B thin-Q problems
+# ---------------------------------------------------------------------------------------
+
+
+def _flat1d(x, dtype: str, name: str):
+    """``x`` flattened to 1-D in C order, as the extension reads it: a NumPy array of
+    ``dtype``, or a CUDA array (CuPy, torch) of that dtype, contiguous (copied on the device
+    only when it is not)."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch":
+        if str(x.dtype).replace("torch.", "") != dtype:
+            raise TypeError(f"{name} is {x.dtype}, the batch {dtype}")
+        if x.device.type == "cuda":
+            return x.contiguous().reshape(-1)
+        x = x.detach().numpy()
+    elif mod == "cupy":
+        if str(x.dtype) != dtype:
+            raise TypeError(f"{name} is {x.dtype}, the batch {dtype}")
+        return x.ravel()
+    a = _np.asarray(x)
+    if a.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must hold real numbers, got {a.dtype}")
+    return _np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+
+
+class GpuBatchQR:
+    """B least-squares problems of one shape (m x n, n <= 32, one right-hand side each) on
+    one GPU, each kept as a thin QR factorisation (Q: m x n, R: n x n, and b), updated by
+    one kernel launch a call over the whole batch, one warp a problem.
+
+    ``A`` is (B, m, n) and ``b`` (B, m): NumPy arrays (copied to the GPU) or CuPy arrays and
+    CUDA torch tensors (read on the device). Update arguments carry a leading batch axis
+    and may live on the host or the device alike. float32 or float64.
+
+    A problem can refuse by itself: non-finite data, or a row deletion that would leave its
+    remaining rows unable to determine R. :meth:`rank_one` and :meth:`slide` then update the
+    other problems and raise :class:`BatchError` with ``.applied`` True; :meth:`insert_rows`,
+    :meth:`delete_rows` and the factorisation change m and are all-or-nothing (``.applied``
+    False). A refusing problem is left exactly as it was. Arguments that the batch shares
+    (shapes, positions, dtypes) raise ``ValueError`` or ``TypeError`` and change nothing.
+
+    Example::
+
+        bank = cuqr.GpuBatchQR(A, b)               # A: (10000, 64, 8), b: (10000, 64)
+        bank.rank_one(u, v)                        # u: (10000, 64), v: (10000, 8)
+        bank.insert_rows(64, rows, rhs)            # rows: (10000, 1, 8), rhs: (10000, 1)
+        x, resid = bank.solve()                    # (10000, 8), (10000,)
+    """
+
+    def __init__(self, A, b, *, device: int = 0):
+        shape = tuple(A.shape)
+        if len(shape) != 3:
+            raise ValueError(f"A must be 3-D (B, m, n), got shape {shape}")
+        B, m, n = shape
+        dtype = str(A.dtype).replace("torch.", "")
+        if dtype not in _DTYPES:
+            dtype = "float64"
+        bshape = tuple(b.shape)
+        if bshape not in ((B, m), (B, m, 1)):
+            raise ValueError(f"b must be (B, m) = {(B, m)}, got shape {bshape}")
+        self._s = _cuqr.GpuBatchQR(
+            _flat1d(A, dtype, "A"), _flat1d(b, dtype, "b"), B, m, n,
+            64 if dtype == "float64" else 32, int(device),
+        )
+        self._dtype = dtype
+
+    @property
+    def shape(self):
+        """(B, m, n)."""
+        return self._s.shape()
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    def _check(self, op: str, res):
+        applied, refused = res
+        if refused:
+            raise _batch_error(op, self.shape[0], refused, applied)
+
+    def _rows(self, rows, rhs, op: str):
+        B, _, n = self.shape
+        rs = tuple(rows.shape)
+        if len(rs) == 2:
+            rs = (rs[0], 1, rs[1])
+        if len(rs) != 3 or rs[0] != B or rs[2] != n:
+            raise ValueError(f"{op}: rows must be (B, p, n) or (B, n) with B={B}, n={n}")
+        p = rs[1]
+        if tuple(rhs.shape) not in ((B, p), (B, p, 1)) and not (p == 1 and tuple(rhs.shape) == (B,)):
+            raise ValueError(f"{op}: rhs must be (B, p) = {(B, p)}, got {tuple(rhs.shape)}")
+        return p, _flat1d(rows, self._dtype, "rows"), _flat1d(rhs, self._dtype, "rhs")
+
+    def rank_one(self, u, v) -> None:
+        """A + u vᵀ for every problem: u (B, m), v (B, n)."""
+        B, m, n = self.shape
+        if tuple(u.shape) not in ((B, m), (B, m, 1)) or tuple(v.shape) not in ((B, n), (B, n, 1)):
+            raise ValueError(f"rank_one: u must be (B, m) = {(B, m)} and v (B, n) = {(B, n)}")
+        self._check("rank_one", self._s.rank_one(_flat1d(u, self._dtype, "u"),
+                                                 _flat1d(v, self._dtype, "v")))
+
+    def insert_rows(self, k: int, rows, rhs) -> None:
+        """Inserts p rows at position k (0 <= k <= m) in every problem: rows (B, p, n) or
+        (B, n), rhs (B, p) or (B,). All-or-nothing."""
+        p, r, e = self._rows(rows, rhs, "insert_rows")
+        m = self.shape[1]
+        k = _index(k, 0, m + 1)
+        self._check("insert_rows", self._s.insert_rows(k, p, r, e))
+
+    def delete_rows(self, k: int, p: int = 1) -> None:
+        """Deletes rows k..k+p of every problem. All-or-nothing."""
+        m = self.shape[1]
+        k = _index(k, 0, m)
+        self._check("delete_rows", self._s.delete_rows(k, int(p)))
+
+    def slide(self, rows, rhs, *, forget: float = 1.0) -> None:
+        """A window step of every problem: the rows so far weighted by ``forget``, p new rows
+        (B, p, n) appended, the p oldest deleted."""
+        p, r, e = self._rows(rows, rhs, "slide")
+        self._check("slide", self._s.slide(p, r, e, float(forget)))
+
+    def solve(self):
+        """``(x, resid)``: NumPy arrays (B, n) and (B,), the least-squares solutions and
+        residual norms; :class:`BatchError` names the problems whose R failed the rank test
+        (their x is NaN)."""
+        B, _, n = self.shape
+        x, r, failed = self._s.solve()
+        if failed:
+            raise _batch_error("solve", B, failed, True)
+        return x.reshape(B, n), r
+
+    def factors(self):
+        """``(Q, R, b)`` as NumPy arrays (B, m, n), (B, n, n) and (B, m)."""
+        B, m, n = self.shape
+        q, r, b = self._s.factors()
+        return q.reshape(B, n, m).transpose(0, 2, 1), r.reshape(B, n, n), b.reshape(B, m)
+
+    def __repr__(self):
+        B, m, n = self.shape
+        return f"cuqr.GpuBatchQR(batch={B}, shape=({m}, {n}), dtype={self._dtype!r})"

@@ -5,6 +5,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod batch;
+mod batch_gpu;
 mod batch_state;
 mod convert;
 mod dlpack;
@@ -23,6 +24,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch_state::BatchState>()?;
     m.add_class::<convert::DeviceArray>()?;
     m.add_class::<small::SmallState>()?;
+    m.add_class::<batch_gpu::GpuBatchQR>()?;
     m.add_function(wrap_pyfunction!(state::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(state::cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(state::array_device, m)?)?;

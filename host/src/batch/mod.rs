@@ -21,12 +21,14 @@
 #![forbid(unsafe_code)]
 
 mod gpu;
+mod gpu_q;
 mod report;
 mod run;
 mod updates;
 mod view;
 
 pub use gpu::GpuRBatch;
+pub use gpu_q::GpuQBatch;
 pub use report::{BatchReport, BatchSolution};
 pub use view::BatchRef;
 

@@ -1,6 +1,7 @@
 //! GPU algorithms built on the launchers and cuBLAS: blocked Householder QR (with the fused,
 //! small and TSQR panels), the two-phase and wavefront Givens schedules, the thin-Q and R-only blocks.
 
+pub(crate) mod batch_q;
 pub(crate) mod batch_r;
 pub(crate) mod compose;
 pub(crate) mod delete_cols;

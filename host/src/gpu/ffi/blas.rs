@@ -28,6 +28,7 @@ use core::sync::atomic::Ordering;
 use crate::base::error::{Error, Result};
 use crate::base::precision::GemmPrecision;
 use crate::gpu::ffi::by_dtype;
+use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Dtype, Gpu, GpuScalar};
 
@@ -763,6 +764,125 @@ impl Gpu {
             ))
         };
         status(OP, st)
+    }
+}
+
+/// cuBLAS's batched Householder QR (`cublas{S,D}geqrfBatched`) over B column-major m×n
+/// matrices stored one after another in one buffer (lda = m), with its device arrays of
+/// matrix and τ pointers made once: the baseline that `cuqr bench qbank` refactorises with.
+#[cfg_attr(feature = "internals", visibility::make(pub))]
+pub(crate) struct GeqrfBatched<'a, T> {
+    a: &'a mut cudarc::driver::CudaSlice<T>,
+    tau: cudarc::driver::CudaSlice<T>,
+    a_ptrs: cudarc::driver::CudaSlice<u64>,
+    tau_ptrs: cudarc::driver::CudaSlice<u64>,
+    dims: (usize, usize, usize),
+}
+
+impl<'a, T: GpuScalar> GeqrfBatched<'a, T> {
+    /// Prepares the pointer arrays for `a` (B·m·n elements, B matrices m×n column-major).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if `a` is shorter than B·m·n; [`Error::InvalidParam`] for sizes past
+    /// i32; [`Error::OutOfMemory`], [`Error::Driver`].
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn new(
+        gpu: &Gpu,
+        a: &'a mut cudarc::driver::CudaSlice<T>,
+        (batch, m, n): (usize, usize, usize),
+    ) -> Result<Self> {
+        const OP: &str = "geqrf_batched";
+        shape_check(
+            OP,
+            "length of A",
+            a.len() >= batch * m * n,
+            a.len(),
+            batch * m * n,
+        )?;
+        int(OP, "batch", batch)?;
+        int(OP, "m", m)?;
+        int(OP, "n", n)?;
+        let tau = gpu
+            .stream
+            .alloc_zeroed::<T>((batch * m.min(n)).max(1))
+            .map_err(|e| Error::driver("geqrf_batched tau".to_string(), e))?;
+        let size = std::mem::size_of::<T>() as u64;
+        let a0 = a.device_ptr(&gpu.stream).0;
+        let t0 = tau.device_ptr(&gpu.stream).0;
+        let ap: Vec<u64> = (0..batch as u64)
+            .map(|k| a0 + k * (m * n) as u64 * size)
+            .collect();
+        let tp: Vec<u64> = (0..batch as u64)
+            .map(|k| t0 + k * m.min(n) as u64 * size)
+            .collect();
+        let up = |v: &[u64]| {
+            gpu.stream
+                .htod_copy(if v.is_empty() { &[0u64][..] } else { v })
+                .map_err(|e| Error::driver("geqrf_batched pointers".to_string(), e))
+        };
+        Ok(Self {
+            a_ptrs: up(&ap)?,
+            tau_ptrs: up(&tp)?,
+            a,
+            tau,
+            dims: (batch, m, n),
+        })
+    }
+
+    /// The matrices (to refill between runs).
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn a_mut(&mut self) -> &mut cudarc::driver::CudaSlice<T> {
+        self.a
+    }
+
+    /// Factorises every matrix in place (R in the upper triangles, the reflectors below
+    /// and in τ), queued on [`Gpu::stream`].
+    ///
+    /// # Errors
+    /// [`Error::Cublas`] (a parameter error is reported through cuBLAS's info).
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn run(&mut self, gpu: &Gpu) -> Result<()> {
+        const OP: &str = "geqrf_batched";
+        let (batch, m, n) = self.dims;
+        if batch == 0 {
+            return Ok(());
+        }
+        let (bi, mi, ni) = (batch as i32, m as i32, n as i32);
+        let h = *gpu.blas.handle();
+        // The guards order the arrays' last writes (the pointer uploads, the caller's
+        // refill of A) before the call on the stream.
+        let (pa, _ga) = self.a_ptrs.device_ptr_mut(&gpu.stream);
+        let (pt, _gt) = self.tau_ptrs.device_ptr_mut(&gpu.stream);
+        let (_, _gm) = self.a.device_ptr_mut(&gpu.stream);
+        let (_, _gtau) = self.tau.device_ptr_mut(&gpu.stream);
+        let mut info = 0i32;
+        gpu.count_launch();
+        // SAFETY: cublas{S,D}geqrfBatched contract: Aarray and TauArray are device arrays
+        // of `batch` device pointers, made in `new` from `a` (B·m·n elements, checked) at
+        // strides of m·n and from `tau` (B·min(m, n)) at strides of min(m, n), both
+        // borrowed for the struct's life; lda = m; info is a live host int; the handle is
+        // bound to gpu.stream. by_dtype! picks the routine of T (sealed GpuScalar).
+        let st = unsafe {
+            by_dtype!(T, sys::cublasSgeqrfBatched, sys::cublasDgeqrfBatched, |E| (
+                h,
+                mi,
+                ni,
+                pa as *const *mut E,
+                mi,
+                pt as *const *mut E,
+                &mut info,
+                bi
+            ))
+        };
+        status(OP, st)?;
+        if info != 0 {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "argument",
+                why: format!("cuBLAS reported parameter {} invalid", -info),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Typed kernel launchers: one file per kernel source file of the `cuqr-kernels` crate, each
 //! launcher checking its bounds and holding one `unsafe` launch with its `// SAFETY:` reason.
 
+pub mod batch_q;
 pub mod batch_r;
 pub mod convert;
 pub mod fused_panel;

@@ -269,6 +269,26 @@ impl<T: GpuScalar> DevMat<T> {
         self.dup(gpu)
     }
 
+    /// The single column of an `nrows × 1` matrix as a [`DevVec`] of `nrows` elements, in
+    /// the same allocation (no copy).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when the matrix has more than one column.
+    pub fn into_column_vec(self) -> Result<DevVec<T>> {
+        if self.ncols != 1 {
+            return Err(Error::Shape {
+                op: "DevMat::into_column_vec",
+                what: "columns",
+                got: self.ncols,
+                expected: 1,
+            });
+        }
+        Ok(DevVec {
+            buf: self.buf,
+            len: self.nrows,
+        })
+    }
+
     view_dims!("Leading dimension in elements (a multiple of 128 bytes).");
     /// The whole allocation (ld·ncols elements, at least 1).
     pub fn buf(&self) -> &CudaSlice<T> {

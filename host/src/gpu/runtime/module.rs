@@ -150,6 +150,16 @@ kernel_table! {
     rolling_walk_k8,
     /// `rolling_walk_general_<T>` (rolling least squares, 9 ≤ k ≤ 16; docs/algorithms.md#rolling-least-squares).
     rolling_walk_general,
+    /// `batch_q_factor_<T>` (batched thin-Q states; docs/algorithms.md#batched-states).
+    batch_q_factor,
+    /// `batch_q_rank_one_<T>` (batched thin-Q rank-one update).
+    batch_q_rank_one,
+    /// `batch_q_insert_rows_<T>` (batched thin-Q row insertion).
+    batch_q_insert_rows,
+    /// `batch_q_delete_rows_<T>` (batched thin-Q row deletion).
+    batch_q_delete_rows,
+    /// `batch_q_solve_<T>` (batched thin-Q least-squares solve).
+    batch_q_solve,
     /// `batch_r_step_k1_<T>` (batched R-only states, n = 1; docs/algorithms.md#batched-states).
     batch_r_step_k1,
     /// `batch_r_step_k2_<T>` (batched R-only states, n = 2; docs/algorithms.md#batched-states).
@@ -371,6 +381,7 @@ mod tests {
             "tsqr",
             "ts_gemm",
             "rolling",
+            "batch_q",
             "batch_r",
             "small_window",
         ];

@@ -1,0 +1,690 @@
+//! Batched thin-Q states on one GPU, one problem a warp (docs/algorithms.md#batched-states).
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaView;
+
+use super::{BatchRef, BatchReport, BatchSolution};
+use crate::base::error::{Error, Result};
+use crate::gpu::algo::batch_q::{
+    smem, QStates, Statuses, BATCH_Q_MAX_N, BATCH_Q_SMEM_LIMIT, STATUS_DOWNDATE_REFUSED,
+    STATUS_NON_FINITE, STATUS_RANK_DEFICIENT,
+};
+use crate::gpu::launch::batch_q::{default_team, QShape};
+use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
+
+/// B least-squares problems of one shape m×n (n ≤ 32, one right-hand side) on one GPU, each
+/// kept as the thin kind of [`crate::QPolicy::Thin`] keeps it: Q₁ (m×n, orthonormal columns),
+/// R (n×n, upper triangular) and b; d = Q₁ᵀb is formed when solving. Each call is one launch
+/// over the batch with one warp a problem (docs/algorithms.md#batched-states), whatever B.
+///
+/// The refusal rules are [`super::BatchQr`]'s: arguments the problems share (positions,
+/// sizes, λ) refuse the call before anything runs; [`GpuQBatch::insert_rows`] and
+/// [`GpuQBatch::delete_rows`] change m and are all-or-nothing ([`Error::BatchRefused`] names
+/// the problems whose rows were not finite or whose deletion the completion's test refused,
+/// docs/algorithms.md#thin-row-deletion); [`GpuQBatch::rank_one`] and a
+/// [`GpuQBatch::slide`] proceed per problem and report, leaving a refusing problem bit for
+/// bit as it was. Each call writes new buffers and keeps the old ones until it succeeds.
+///
+/// Sizes: 1 ≤ n ≤ 32, m ≥ n, and a problem's working copy within 48 KiB of shared memory
+/// (about (2m + 1)·n elements to factorise, (m + p)(n + p) to insert p rows): m·n up to
+/// about 3,000 in f64 and 6,000 in f32. Larger problems belong to [`super::BatchQr`] or to a
+/// single [`crate::Qr`] each.
+///
+/// # Examples
+/// ```no_run
+/// use std::sync::Arc;
+/// use cuqr::batch::{BatchRef, GpuQBatch};
+/// use cuqr::Gpu;
+/// let gpu = Arc::new(Gpu::new(0)?);
+/// let (b, m, n) = (10_000, 64, 8);
+/// let a: Vec<f64> = (0..b * m * n).map(|x| ((x * 7919) % 31) as f64 - 15.0).collect();
+/// let y: Vec<f64> = (0..b * m).map(|x| (x % 5) as f64).collect();
+/// let mut bank = GpuQBatch::factorize(&gpu, BatchRef::row_major(&a, b, m, n)?,
+///                                     BatchRef::row_major(&y, b, m, 1)?)?;
+/// // A + u vᵀ for every problem, then one new row each at the end
+/// let (u, v) = (vec![0.5; b * m], vec![1.0; b * n]);
+/// let report = bank.rank_one(BatchRef::row_major(&u, b, m, 1)?, BatchRef::row_major(&v, b, n, 1)?)?;
+/// assert!(report.all_ok());
+/// let (row, e) = (vec![1.0; b * n], vec![2.0; b]);
+/// bank.insert_rows(m, BatchRef::row_major(&row, b, 1, n)?, BatchRef::row_major(&e, b, 1, 1)?)?;
+/// let sol = bank.solve()?;
+/// # assert_eq!(sol.x.len(), b * n);
+/// # Ok::<(), cuqr::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct GpuQBatch<T: GpuScalar> {
+    gpu: Arc<Gpu>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    /// Lanes a problem (docs/algorithms.md#batched-states).
+    team: usize,
+    states: QStates<T>,
+    /// Each call's per-problem status words (device and page-locked host), reused; behind a
+    /// mutex so that the solve can take `&self`.
+    status: std::sync::Mutex<Statuses>,
+}
+
+/// `r` (batch × rows × cols) in row-major order, checked against the expected sizes.
+fn row_major<T: GpuScalar>(
+    op: &'static str,
+    what: &'static str,
+    r: &BatchRef<'_, T>,
+    (batch, rows, cols): (usize, usize, usize),
+) -> Result<Vec<T>> {
+    if r.batch() != batch {
+        return Err(Error::shape(op, what, r.batch(), batch));
+    }
+    if r.nrows() != rows {
+        return Err(Error::shape(op, what, r.nrows(), rows));
+    }
+    if r.ncols() != cols {
+        return Err(Error::shape(op, what, r.ncols(), cols));
+    }
+    if let Some(s) = r.row_major_slice() {
+        return Ok(s.to_vec());
+    }
+    let mut out = Vec::with_capacity(batch * rows * cols);
+    for k in 0..batch {
+        for i in 0..rows {
+            for j in 0..cols {
+                out.push(r.get(k, i, j).unwrap_or(T::ZERO));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The error a problem's status code stands for (`None` for success).
+fn refusal(op: &'static str, code: u32) -> Option<Error> {
+    match code {
+        STATUS_NON_FINITE => Some(Error::NonFinite {
+            op,
+            what: "the problem's data or its updated factors",
+            row: 0,
+            col: 0,
+        }),
+        STATUS_DOWNDATE_REFUSED => Some(Error::DowndateFailed {
+            op,
+            row: 0,
+            why: "the rows left do not determine R to working precision (the completion's \
+                  norm is below √u)"
+                .into(),
+        }),
+        _ => None,
+    }
+}
+
+/// The problems that refused, with their errors.
+fn refusals(op: &'static str, status: &[u32]) -> Vec<(usize, Error)> {
+    status
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &c)| refusal(op, c).map(|e| (i, e)))
+        .collect()
+}
+
+fn upload<T: GpuScalar>(gpu: &Gpu, v: &[T]) -> Result<DevVec<T>> {
+    if v.is_empty() {
+        DevVec::zeros(gpu, 1)
+    } else {
+        DevVec::from_slice(gpu, v)
+    }
+}
+
+/// `s` with as many lanes a problem as a block's shared memory needs for working copies of
+/// `elems` elements of `size` bytes (32/team of them).
+fn fitted(mut s: QShape, elems: usize, size: usize) -> QShape {
+    while s.team < 32 && (32 / s.team) * elems * size > BATCH_Q_SMEM_LIMIT {
+        s.team *= 2;
+    }
+    s
+}
+
+/// The shared-memory check: a problem's working copy of `elems` elements fits a launch.
+fn fits<T>(op: &'static str, elems: usize) -> Result<()> {
+    let bytes = elems * size_of::<T>();
+    if bytes > BATCH_Q_SMEM_LIMIT {
+        return Err(Error::InvalidParam {
+            op,
+            what: "problem size",
+            why: format!(
+                "a problem's working copy takes {bytes} bytes of shared memory, above the \
+                 {BATCH_Q_SMEM_LIMIT} a GPU batch holds: use BatchQr or one Qr a problem"
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl<T: GpuScalar> GpuQBatch<T> {
+    /// Factorises B problems: A (B × m × n) and b (B × m × 1) from host memory, 1 ≤ n ≤ 32,
+    /// m ≥ n.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for mismatched sizes or n outside 1..=32; [`Error::Underdetermined`]
+    /// for m < n; [`Error::InvalidParam`] for a problem too large for shared memory;
+    /// [`Error::BatchRefused`] when a problem's data are not finite (nothing is made);
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn factorize(gpu: &Arc<Gpu>, a: BatchRef<'_, T>, b: BatchRef<'_, T>) -> Result<Self> {
+        const OP: &str = "GpuQBatch::factorize";
+        let (batch, m, n) = (a.batch(), a.nrows(), a.ncols());
+        Self::check_shape(OP, m, n)?;
+        let av = row_major(OP, "A", &a, (batch, m, n))?;
+        let bv = row_major(OP, "b (batch, rows, one column)", &b, (batch, m, 1))?;
+        let (ad, bd) = (upload(gpu, &av)?, upload(gpu, &bv)?);
+        Self::factorize_device(gpu, (&ad, &bd), (batch, m, n))
+    }
+
+    /// [`GpuQBatch::factorize`] from device memory: `a` holds B·m·n values (problem after
+    /// problem, each m×n row-major, a C-order (B, m, n) array) and `b` B·m.
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::factorize`]; [`Error::Shape`] when a buffer is shorter than the
+    /// shape needs.
+    pub fn factorize_device(
+        gpu: &Arc<Gpu>,
+        (a, b): (&DevVec<T>, &DevVec<T>),
+        (batch, m, n): (usize, usize, usize),
+    ) -> Result<Self> {
+        const OP: &str = "GpuQBatch::factorize_device";
+        Self::check_shape(OP, m, n)?;
+        check_len(OP, "A", a, batch * m * n)?;
+        check_len(OP, "b", b, batch * m)?;
+        let team = default_team(m, n, Self::largest(m, n), size_of::<T>());
+        let shape = fitted(
+            QShape { batch, m, n, team },
+            smem::factor(m, n),
+            size_of::<T>(),
+        );
+        let mut st = Statuses::new(gpu, batch)?;
+        let (states, status) = QStates::factor(gpu, shape, (a.view(), b.view()), &mut st)?;
+        let problems = refusals(OP, &status);
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        Ok(Self {
+            gpu: gpu.clone(),
+            batch,
+            m,
+            n,
+            team,
+            states,
+            status: std::sync::Mutex::new(st),
+        })
+    }
+
+    fn check_shape(op: &'static str, m: usize, n: usize) -> Result<()> {
+        if n == 0 || n > BATCH_Q_MAX_N {
+            return Err(Error::shape(
+                op,
+                "columns n (1..=32)",
+                n,
+                n.clamp(1, BATCH_Q_MAX_N),
+            ));
+        }
+        if m < n {
+            return Err(Error::Underdetermined { op, m, n });
+        }
+        fits::<T>(op, smem::factor(m, n))?;
+        fits::<T>(op, smem::rank_one(m, n))?;
+        fits::<T>(op, smem::delete_rows(m, n))
+    }
+
+    /// The largest working copy of a problem (elements) among the calls at m×n.
+    fn largest(m: usize, n: usize) -> usize {
+        smem::factor(m, n)
+            .max(smem::rank_one(m, n))
+            .max(smem::delete_rows(m, n))
+    }
+
+    /// The launch shape for m rows and a working copy of `elems` elements a problem.
+    fn shape_at(&self, m: usize, elems: usize) -> QShape {
+        let s = QShape {
+            batch: self.batch,
+            m,
+            n: self.n,
+            team: self.team,
+        };
+        fitted(s, elems, size_of::<T>())
+    }
+
+    /// Lanes that work on one problem: a power of two with n ≤ lanes ≤ 32, chosen from m
+    /// and n (about eight rows a lane) unless set.
+    pub fn lanes_per_problem(&self) -> usize {
+        self.team
+    }
+
+    /// Sets the lanes a problem (a tuning knob: fewer lanes put more problems in a warp and
+    /// share the rotation chains among them; more lanes share the rows). A call that needs
+    /// more shared memory than 32/lanes problems a warp allow uses more lanes for itself.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] unless lanes is a power of two with n ≤ lanes ≤ 32.
+    pub fn set_lanes_per_problem(&mut self, lanes: usize) -> Result<()> {
+        if !lanes.is_power_of_two() || lanes < self.n || lanes > 32 {
+            return Err(Error::InvalidParam {
+                op: "GpuQBatch::set_lanes_per_problem",
+                what: "lanes",
+                why: format!(
+                    "must be a power of two from n = {} to 32, got {lanes}",
+                    self.n
+                ),
+            });
+        }
+        self.team = lanes;
+        Ok(())
+    }
+
+    /// Problems B.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Rows m of every problem.
+    pub fn nrows(&self) -> usize {
+        self.m
+    }
+
+    /// Columns n.
+    pub fn ncols(&self) -> usize {
+        self.n
+    }
+
+    /// Replaces every A by A + u vᵀ with u (B × m × 1) and v (B × n × 1) from host memory
+    /// (docs/algorithms.md#thin-rank-one-update). Per problem: one whose u or v is not
+    /// finite refuses alone ([`Error::NonFinite`] in the report) and is left as it was.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn rank_one(&mut self, u: BatchRef<'_, T>, v: BatchRef<'_, T>) -> Result<BatchReport> {
+        const OP: &str = "GpuQBatch::rank_one";
+        let uv = row_major(OP, "u (batch, m, 1)", &u, (self.batch, self.m, 1))?;
+        let vv = row_major(OP, "v (batch, n, 1)", &v, (self.batch, self.n, 1))?;
+        let (ud, vd) = (upload(&self.gpu, &uv)?, upload(&self.gpu, &vv)?);
+        self.rank_one_device(&ud, &vd)
+    }
+
+    /// [`GpuQBatch::rank_one`] with u (B·m) and v (B·n) in device memory.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when a buffer is shorter than B·m or B·n; [`Error::OutOfMemory`],
+    /// [`Error::Driver`].
+    pub fn rank_one_device(&mut self, u: &DevVec<T>, v: &DevVec<T>) -> Result<BatchReport> {
+        const OP: &str = "GpuQBatch::rank_one";
+        check_len(OP, "u", u, self.batch * self.m)?;
+        check_len(OP, "v", v, self.batch * self.n)?;
+        let shape = self.shape_at(self.m, smem::rank_one(self.m, self.n));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let status = self
+            .states
+            .rank_one(&self.gpu, shape, (u.view(), v.view()), st)?;
+        Ok(report(OP, &status))
+    }
+
+    /// Inserts p rows at k0 (0 ≤ k0 ≤ m) in every problem: `rows` (B × p × n) with
+    /// right-hand sides `rhs` (B × p × 1) from host memory. All-or-nothing.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 > m),
+    /// [`Error::InvalidParam`] (too large for shared memory), [`Error::BatchRefused`] (a
+    /// problem's rows not finite), [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn insert_rows(
+        &mut self,
+        k0: usize,
+        rows: BatchRef<'_, T>,
+        rhs: BatchRef<'_, T>,
+    ) -> Result<()> {
+        const OP: &str = "GpuQBatch::insert_rows";
+        let p = rows.nrows();
+        let rv = row_major(OP, "rows (batch, p, n)", &rows, (self.batch, p, self.n))?;
+        let ev = row_major(
+            OP,
+            "right-hand sides (batch, p, 1)",
+            &rhs,
+            (self.batch, p, 1),
+        )?;
+        let (rd, ed) = (upload(&self.gpu, &rv)?, upload(&self.gpu, &ev)?);
+        self.insert_rows_device(k0, p, (&rd, &ed))
+    }
+
+    /// [`GpuQBatch::insert_rows`] with the rows (B·p·n, each problem's p×n row-major) and
+    /// right-hand sides (B·p) in device memory.
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::insert_rows`].
+    pub fn insert_rows_device(
+        &mut self,
+        k0: usize,
+        p: usize,
+        (rows, rhs): (&DevVec<T>, &DevVec<T>),
+    ) -> Result<()> {
+        const OP: &str = "GpuQBatch::insert_rows";
+        self.check_insert(OP, k0, p, (rows, rhs))?;
+        let shape = self.shape_at(self.m, smem::insert_rows(self.m, self.n, p));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (states, status) = self.states.insert_rows(
+            &self.gpu,
+            shape,
+            (rows.view(), rhs.view()),
+            (k0, p, T::ONE),
+            st,
+        )?;
+        let problems = refusals(OP, &status);
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        self.states = states;
+        self.m += p;
+        Ok(())
+    }
+
+    fn check_insert(
+        &self,
+        op: &'static str,
+        k0: usize,
+        p: usize,
+        (rows, rhs): (&DevVec<T>, &DevVec<T>),
+    ) -> Result<()> {
+        if p == 0 {
+            return Err(Error::EmptyBlock { op });
+        }
+        if k0 > self.m {
+            return Err(Error::OutOfRange {
+                op,
+                k0,
+                p,
+                n: self.m,
+            });
+        }
+        check_len(op, "rows", rows, self.batch * p * self.n)?;
+        check_len(op, "right-hand sides", rhs, self.batch * p)?;
+        fits::<T>(op, smem::insert_rows(self.m, self.n, p))?;
+        fits::<T>(op, smem::delete_rows(self.m + p, self.n))?;
+        fits::<T>(op, smem::rank_one(self.m + p, self.n))
+    }
+
+    /// Deletes rows k0..k0+p of every problem (docs/algorithms.md#thin-row-deletion). All-or-nothing.
+    ///
+    /// # Errors
+    /// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > m),
+    /// [`Error::Underdetermined`] (fewer than n rows left), [`Error::BatchRefused`] (a
+    /// problem whose remaining rows do not determine R: [`Error::DowndateFailed`]),
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn delete_rows(&mut self, k0: usize, p: usize) -> Result<()> {
+        const OP: &str = "GpuQBatch::delete_rows";
+        self.check_delete(OP, k0, p, self.m)?;
+        let shape = self.shape_at(self.m, smem::delete_rows(self.m, self.n));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (states, status) = self
+            .states
+            .delete_rows(&self.gpu, shape, (k0, p), None, st)?;
+        let problems = refusals(OP, &status);
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        self.states = states;
+        self.m -= p;
+        Ok(())
+    }
+
+    fn check_delete(&self, op: &'static str, k0: usize, p: usize, m: usize) -> Result<()> {
+        if p == 0 {
+            return Err(Error::EmptyBlock { op });
+        }
+        if k0 + p > m {
+            return Err(Error::OutOfRange { op, k0, p, n: m });
+        }
+        if m - p < self.n {
+            return Err(Error::Underdetermined {
+                op,
+                m: m - p,
+                n: self.n,
+            });
+        }
+        Ok(())
+    }
+
+    /// One window step of every problem: A and b weighted by λ = `forget` ∈ (0, 1] (R and
+    /// b scaled by √λ), the p new rows (B × p × n, right-hand sides B × p × 1, host memory)
+    /// appended, the p oldest rows deleted. Per problem: one whose rows are not finite or
+    /// whose deletion is refused is left bit for bit as it was (its error in the report).
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::EmptyBlock`], [`Error::InvalidParam`] (λ, size),
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn slide(
+        &mut self,
+        rows: BatchRef<'_, T>,
+        rhs: BatchRef<'_, T>,
+        forget: f64,
+    ) -> Result<BatchReport> {
+        const OP: &str = "GpuQBatch::slide";
+        let p = rows.nrows();
+        let rv = row_major(OP, "rows (batch, p, n)", &rows, (self.batch, p, self.n))?;
+        let ev = row_major(
+            OP,
+            "right-hand sides (batch, p, 1)",
+            &rhs,
+            (self.batch, p, 1),
+        )?;
+        let (rd, ed) = (upload(&self.gpu, &rv)?, upload(&self.gpu, &ev)?);
+        self.slide_device(p, (&rd, &ed), forget)
+    }
+
+    /// [`GpuQBatch::slide`] with the rows (B·p·n) and right-hand sides (B·p) in device
+    /// memory. Two launches: the insertion, then the deletion (which writes a refusing
+    /// problem's old state).
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::slide`].
+    pub fn slide_device(
+        &mut self,
+        p: usize,
+        (rows, rhs): (&DevVec<T>, &DevVec<T>),
+        forget: f64,
+    ) -> Result<BatchReport> {
+        const OP: &str = "GpuQBatch::slide";
+        if !(forget > 0.0 && forget <= 1.0) {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "forget",
+                why: format!("the forgetting factor must lie in (0, 1], got {forget}"),
+            });
+        }
+        self.check_insert(OP, self.m, p, (rows, rhs))?;
+        self.check_delete(OP, 0, p, self.m + p)?;
+        let scale = T::from_f64(forget.sqrt());
+        let shape = self.shape_at(self.m, smem::insert_rows(self.m, self.n, p));
+        let grown_shape = self.shape_at(self.m + p, smem::delete_rows(self.m + p, self.n));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (grown, st_in) = self.states.insert_rows(
+            &self.gpu,
+            shape,
+            (rows.view(), rhs.view()),
+            (self.m, p, scale),
+            st,
+        )?;
+        // A problem whose deletion is refused gets its old state from the deletion kernel
+        // (the fallback).
+        let (states, st_out) =
+            grown.delete_rows(&self.gpu, grown_shape, (0, p), Some(&self.states), st)?;
+        if st_in.iter().any(|&c| c != 0) {
+            // A problem whose new rows were refused has no grown state (its buffers stay
+            // zero, which the deletion accepts): its old state is copied back.
+            return self.finish_slide_with_refusals(OP, states, &st_in, &st_out);
+        }
+        self.states = states;
+        Ok(report(OP, &st_out))
+    }
+
+    /// Completes a window step in which some problems' new rows were refused: those
+    /// problems get their old state back (copied on the device), the others keep the
+    /// step's result.
+    fn finish_slide_with_refusals(
+        &mut self,
+        op: &'static str,
+        states: QStates<T>,
+        st_in: &[u32],
+        st_out: &[u32],
+    ) -> Result<BatchReport> {
+        let mut states = states;
+        let (m, n) = (self.m, self.n);
+        for (k, &c) in st_in.iter().enumerate() {
+            if c != 0 {
+                copy_problem(&self.gpu, &self.states, &mut states, (k, m, n))?;
+            }
+        }
+        self.states = states;
+        let merged: Vec<u32> = st_in
+            .iter()
+            .zip(st_out)
+            .map(|(&a, &b)| if a != 0 { a } else { b })
+            .collect();
+        Ok(report(op, &merged))
+    }
+
+    /// The least-squares solution of every problem: x (B × n × 1) where R passes the rank
+    /// test (|R_jj| > tol·‖R‖_F, tol = max(m, n)·u/√min(m, n)), else NaN with
+    /// [`Error::RankDeficient`] in its status (and a NaN residual norm); the residual norms
+    /// ‖b − Ax‖ = ‖b − Q₁Q₁ᵀb‖.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn solve(&self) -> Result<BatchSolution<T>> {
+        let (x, rss, status) = {
+            let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            self.states.solve(
+                &self.gpu,
+                self.shape_at(self.m, smem::solve(self.n)),
+                -1.0,
+                &mut st,
+            )?
+        };
+        let deficient = status.contains(&STATUS_RANK_DEFICIENT);
+        let r = if deficient {
+            Some(self.to_host()?.1)
+        } else {
+            None
+        };
+        let n = self.n;
+        let outcome: Vec<Result<()>> = status
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| match (c, &r) {
+                (STATUS_RANK_DEFICIENT, Some(r)) => {
+                    Err(self.rank_error(&r[i * n * n..(i + 1) * n * n]))
+                }
+                _ => Ok(()),
+            })
+            .collect();
+        let residual_norms = rss
+            .iter()
+            .zip(&outcome)
+            .map(|(v, o)| {
+                if o.is_ok() {
+                    v.to_f64().max(0.0).sqrt()
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect();
+        Ok(BatchSolution {
+            x,
+            residual_norms,
+            status: outcome,
+            n,
+            q: 1,
+        })
+    }
+
+    /// The rank test's error for one problem's R (n × n row-major).
+    fn rank_error(&self, r: &[T]) -> Error {
+        let n = self.n;
+        let norm = r
+            .iter()
+            .map(|v| v.to_f64() * v.to_f64())
+            .sum::<f64>()
+            .sqrt();
+        let (big, small) = (self.m.max(n), self.m.min(n).max(1));
+        let tol = big as f64 * T::UNIT_ROUNDOFF / (small as f64).sqrt() * norm;
+        let column = (0..n)
+            .find(|&j| {
+                let v = r[j * n + j].to_f64().abs();
+                !v.is_finite() || v <= tol
+            })
+            .unwrap_or(0);
+        Error::RankDeficient {
+            column,
+            r_jj: r[column * n + column].to_f64().abs(),
+            tol,
+        }
+    }
+
+    /// Q₁ (B × m × n, each problem column-major: entry (k, i, c) at k·m·n + c·m + i), R
+    /// (B × n × n row-major, zero below the diagonal) and b (B × m) on the host.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub fn to_host(&self) -> Result<(Vec<T>, Vec<T>, Vec<T>)> {
+        let (mut q, mut r, mut b) = self.states.to_host(&self.gpu)?;
+        q.truncate(self.batch * self.m * self.n);
+        r.truncate(self.batch * self.n * self.n);
+        b.truncate(self.batch * self.m);
+        Ok((q, r, b))
+    }
+}
+
+/// The per-problem report of a call that proceeds per problem.
+fn report(op: &'static str, status: &[u32]) -> BatchReport {
+    BatchReport {
+        outcomes: status
+            .iter()
+            .map(|&c| refusal(op, c).map_or(Ok(()), Err))
+            .collect(),
+    }
+}
+
+fn check_len<T: GpuScalar>(
+    op: &'static str,
+    what: &'static str,
+    v: &DevVec<T>,
+    need: usize,
+) -> Result<()> {
+    if v.len() < need {
+        return Err(Error::shape(op, what, v.len(), need));
+    }
+    Ok(())
+}
+
+/// Copies problem k (shape m×n) from one state to another on the device.
+fn copy_problem<T: GpuScalar>(
+    gpu: &Gpu,
+    from: &QStates<T>,
+    to: &mut QStates<T>,
+    (k, m, n): (usize, usize, usize),
+) -> Result<()> {
+    let copy =
+        |src: CudaView<'_, T>, dst: &mut cudarc::driver::CudaSlice<T>, at: usize, len: usize| {
+            let mut d = dst.slice_mut(at..at + len);
+            gpu.stream
+                .memcpy_dtod(&src, &mut d)
+                .map_err(crate::gpu::runtime::driver_err("batched state copy"))
+        };
+    copy(
+        from.q.slice(k * m * n..(k + 1) * m * n),
+        &mut to.q,
+        k * m * n,
+        m * n,
+    )?;
+    copy(
+        from.r.slice(k * n * n..(k + 1) * n * n),
+        &mut to.r,
+        k * n * n,
+        n * n,
+    )?;
+    copy(from.b.slice(k * m..(k + 1) * m), &mut to.b, k * m, m)?;
+    Ok(())
+}

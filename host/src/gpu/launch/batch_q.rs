@@ -1,0 +1,322 @@
+//! Batched thin-Q states, one warp a problem (`batch_q_*`, gpu-kernels/src/batch_q.rs;
+//! docs/algorithms.md#batched-states).
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+
+use crate::base::error::Result;
+use crate::gpu::launch::{launch_config, launch_kernel};
+use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// Largest n the kernels take (one lane a column of R).
+pub(crate) const BATCH_Q_MAX_N: usize = 32;
+/// Dynamic shared memory a launch may use without opting in (bytes).
+pub(crate) const BATCH_Q_SMEM_LIMIT: usize = 48 * 1024;
+
+/// Shared-memory elements of each kernel (the kernel crate's `batch_q::smem`).
+pub(crate) mod smem {
+    pub(crate) const fn factor(m: usize, n: usize) -> usize {
+        2 * m * n + n
+    }
+    pub(crate) const fn rank_one(m: usize, n: usize) -> usize {
+        m * (n + 1) + (n + 1) * n + 6 * n
+    }
+    pub(crate) const fn insert_rows(m: usize, n: usize, p: usize) -> usize {
+        (m + p) * (n + p) + (n + p) * n + 2 * p * n
+    }
+    pub(crate) const fn delete_rows(m: usize, n: usize) -> usize {
+        m * (n + 1) + (n + 1) * n + 3 * n
+    }
+    pub(crate) const fn solve(n: usize) -> usize {
+        n * n + n
+    }
+}
+
+/// A state's device buffers: Q₁ (batch·m·n, each problem column-major), R (batch·n·n,
+/// row-major) and b (batch·m).
+pub(crate) struct QView<'a, T> {
+    pub q: CudaView<'a, T>,
+    pub r: CudaView<'a, T>,
+    pub b: CudaView<'a, T>,
+}
+
+/// Mutable [`QView`].
+pub(crate) struct QViewMut<'a, T> {
+    pub q: CudaViewMut<'a, T>,
+    pub r: CudaViewMut<'a, T>,
+    pub b: CudaViewMut<'a, T>,
+}
+
+/// Batch size, problem shape and lanes a problem (a power of two, n ≤ team ≤ 32: a block
+/// of one warp holds 32/team problems).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QShape {
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub team: usize,
+}
+
+/// The default lanes a problem for m×n: one row a lane up to a whole warp (the smallest
+/// power of two ≥ max(m, n), at most 32), and no more problems a warp than the shared memory
+/// of `elems` elements a problem (of `size` bytes each) allows. Measured on an H200 at
+/// 64×8, fewer lanes a problem (8 or 16, several problems a warp) were slower than 32: the
+/// blocks' larger shared memory leaves fewer warps resident (docs/performance.md).
+pub(crate) fn default_team(m: usize, n: usize, elems: usize, size: usize) -> usize {
+    let mut team = m.max(n).clamp(1, 32).next_power_of_two();
+    while team < 32 && (32 / team) * elems * size > BATCH_Q_SMEM_LIMIT {
+        team *= 2;
+    }
+    team
+}
+
+impl QShape {
+    fn check(&self, s: &QView<'_, impl Copy>) {
+        let (b, m, n) = (self.batch, self.m, self.n);
+        assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n);
+        assert!(s.q.len() >= b * m * n && s.r.len() >= b * n * n && s.b.len() >= b * m);
+    }
+    fn check_mut(&self, s: &QViewMut<'_, impl Copy>) {
+        let (b, m, n) = (self.batch, self.m, self.n);
+        assert!(s.q.len() >= b * m * n && s.r.len() >= b * n * n && s.b.len() >= b * m);
+    }
+    fn grid(&self) -> (u32, u32) {
+        assert!(self.team.is_power_of_two() && self.n <= self.team && self.team <= 32);
+        let blocks = self.batch.div_ceil(32 / self.team);
+        (
+            u32::try_from(blocks).expect("batch fits a grid dimension"),
+            1,
+        )
+    }
+
+    /// Dynamic shared memory of a block: 32/team problems of `elems` elements.
+    fn smem_bytes<T>(&self, elems: usize) -> usize {
+        let bytes = (32 / self.team) * elems * std::mem::size_of::<T>();
+        assert!(bytes <= BATCH_Q_SMEM_LIMIT, "batch_q shared memory");
+        bytes
+    }
+}
+
+impl Gpu {
+    /// Launches `batch_q_factor_<T>`: A (batch·m·n row-major) and b (batch·m) into `out`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// On buffers shorter than the shape needs, n outside 1..=32, m < n, or shared memory
+    /// past [`BATCH_Q_SMEM_LIMIT`] (cuqr bugs: the caller validates).
+    pub(crate) fn batch_q_factor<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        (a, b): (CudaView<'_, T>, CudaView<'_, T>),
+        out: QViewMut<'_, T>,
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n);
+        assert!(a.len() >= batch * m * n && b.len() >= batch * m && status.len() >= batch);
+        shape.check_mut(&out);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_factor;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::factor(m, n)),
+        );
+        let mut o = out;
+        // SAFETY: matches batch_q_factor_<T>(a, b, q, r, b_out, status, batch, m, n, team) of
+        // gpu-kernels/src/batch_q.rs: a and b hold batch·m·n and batch·m, the outputs
+        // batch·m·n, batch·n·n and batch·m, status batch (asserted); the outputs are
+        // distinct mutable views aliasing no input; 1 ≤ n ≤ 32, m ≥ n; grid
+        // ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
+        // (32/team)·smem::factor(m, n) elements as the contract says.
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_factor"; &a, &b, &mut o.q, &mut o.r,
+                &mut o.b, &mut *status, &batch, &m, &n, &team)
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_rank_one_<T>`: Q₁ and R of `state` updated in place with u
+    /// (batch·m) and v (batch·n); a refusing problem is left as it was.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`].
+    pub(crate) fn batch_q_rank_one<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        (mut q, mut r): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
+        (u, v): (CudaView<'_, T>, CudaView<'_, T>),
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n);
+        assert!(q.len() >= batch * m * n && r.len() >= batch * n * n);
+        assert!(u.len() >= batch * m && v.len() >= batch * n && status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_rank_one;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::rank_one(m, n)),
+        );
+        // SAFETY: matches batch_q_rank_one_<T>(q, r, u, v, status, batch, m, n, team): q and r
+        // hold batch·m·n and batch·n·n (read-write, in place: each block reads its problem
+        // before writing it), u and v batch·m and batch·n, status batch (asserted); u, v and
+        // status are other buffers than q and r (distinct borrows); 1 ≤ n ≤ 32, m ≥ n;
+        // grid ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
+        // (32/team)·smem::rank_one(m, n).
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_rank_one"; &mut q, &mut r, &u, &v,
+                &mut *status, &batch, &m, &n, &team)
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_insert_rows_<T>`: p rows (batch·p·n row-major) with right-hand
+    /// sides (batch·p) at k0, R and b scaled by `scale` first, into `out` (m + p rows).
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`], and for k0 > m or p = 0.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn batch_q_insert_rows<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        input: QView<'_, T>,
+        (rows, rhs): (CudaView<'_, T>, CudaView<'_, T>),
+        (k0, p, scale): (usize, usize, T),
+        out: QViewMut<'_, T>,
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        shape.check(&input);
+        QShape { m: m + p, ..shape }.check_mut(&out);
+        assert!(k0 <= m && p >= 1);
+        assert!(rows.len() >= batch * p * n && rhs.len() >= batch * p && status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_insert_rows;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::insert_rows(m, n, p)),
+        );
+        let mut o = out;
+        // SAFETY: matches batch_q_insert_rows_<T>(q_in, r_in, b_in, rows, rhs, q_out, r_out,
+        // b_out, status, batch, m, n, k0, p, scale, team): the input state holds batch·m·n,
+        // batch·n·n, batch·m, the rows batch·p·n and batch·p, the outputs batch·(m+p)·n,
+        // batch·n·n, batch·(m+p), status batch (asserted); outputs distinct from the inputs;
+        // k0 ≤ m, p ≥ 1, 1 ≤ n ≤ 32; grid ⌈batch/(32/team)⌉, block 32 (team checked in
+        // grid()), shared memory
+        // (32/team)·smem::insert_rows(m, n, p).
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_insert_rows"; &input.q, &input.r,
+                &input.b, &rows, &rhs, &mut o.q, &mut o.r, &mut o.b, &mut *status, &batch,
+                &m, &n, &k0, &p, &scale, &team)
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_delete_rows_<T>`: rows k0..k0+p out of `input` into `out` (m − p
+    /// rows); a refusing problem writes `fallback` (shape (m − p)×n) when given.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`], and for k0 + p > m, p = 0 or m − p < n.
+    pub(crate) fn batch_q_delete_rows<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        input: QView<'_, T>,
+        (k0, p): (usize, usize),
+        out: QViewMut<'_, T>,
+        fallback: Option<QView<'_, T>>,
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        shape.check(&input);
+        assert!(p >= 1 && k0 + p <= m && m - p >= n);
+        let smaller = QShape { m: m - p, ..shape };
+        smaller.check_mut(&out);
+        if let Some(fb) = &fallback {
+            smaller.check(fb);
+        }
+        assert!(status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_delete_rows;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::delete_rows(m, n)),
+        );
+        let mut o = out;
+        let null = 0u64;
+        // SAFETY: matches batch_q_delete_rows_<T>(q_in, r_in, b_in, q_out, r_out, b_out,
+        // q_fb, r_fb, b_fb, status, batch, m, n, k0, p, team): the input holds batch·m·n,
+        // batch·n·n, batch·m, the outputs and the fallback (when given) batch·(m−p)·n,
+        // batch·n·n, batch·(m−p) (asserted); without a fallback its three pointers are null
+        // (a u64 0, the pointer's size), as the contract allows; outputs distinct from
+        // every input; k0 + p ≤ m, m − p ≥ n ≥ 1, n ≤ 32; grid ⌈batch/(32/team)⌉, block 32
+        // (team checked in grid()), shared memory (32/team)·smem::delete_rows(m, n).
+        unsafe {
+            match &fallback {
+                Some(fb) => launch_kernel!(self, f, cfg, "batch_q_delete_rows"; &input.q,
+                    &input.r, &input.b, &mut o.q, &mut o.r, &mut o.b, &fb.q, &fb.r, &fb.b,
+                    &mut *status, &batch, &m, &n, &k0, &p, &team),
+                None => launch_kernel!(self, f, cfg, "batch_q_delete_rows"; &input.q,
+                    &input.r, &input.b, &mut o.q, &mut o.r, &mut o.b, &null, &null, &null,
+                    &mut *status, &batch, &m, &n, &k0, &p, &team),
+            }
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_solve_<T>`: x (batch·n), ‖b − Q₁d‖² (batch) and the statuses.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`].
+    pub(crate) fn batch_q_solve<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        input: QView<'_, T>,
+        (mut x, mut rss): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
+        rank_tol: f64,
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        shape.check(&input);
+        assert!(x.len() >= batch * n && rss.len() >= batch && status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_solve;
+        let cfg = launch_config(shape.grid(), (32, 1), shape.smem_bytes::<T>(smem::solve(n)));
+        // SAFETY: matches batch_q_solve_<T>(q, r, b, x, rss, status, batch, m, n,
+        // rank_tol, team): the state holds batch·m·n, batch·n·n, batch·m, x batch·n, rss and
+        // status batch (asserted); outputs distinct from the state; 1 ≤ n ≤ 32, m ≥ n;
+        // grid ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
+        // (32/team)·smem::solve(n).
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_solve"; &input.q, &input.r, &input.b,
+                &mut x, &mut rss, &mut *status, &batch, &m, &n, &rank_tol, &team)
+        }?;
+        Ok(())
+    }
+}

@@ -1,0 +1,544 @@
+//! Batched thin-Q states on the GPU (`cuqr::batch::GpuQBatch`) against each problem's own
+//! data: after every call each problem's Q₁R reproduces its A, Q₁ has orthonormal columns,
+//! and x and the residual norm agree with faer's least squares of the same A and b.
+//! Factorisation, rank-one updates, rows in and out at interior positions, window steps with
+//! forgetting, the rank test, argument errors, and refusals that leave the refused problems
+//! (or, for the all-or-nothing updates, every problem) bit for bit unchanged. Random data,
+//! sizes not multiples of 32, n up to the largest (32), f32 and f64. Without a GPU every
+//! test prints "skipped" (`CUQR_REQUIRE_GPU=1` fails).
+//!
+//! Tolerances: Householder factorisation and Givens updates are backward stable, ‖Q₁R −
+//! A‖ ≤ c·m·n·u·‖A‖ per call and ‖Q₁ᵀQ₁ − I‖ ≤ c·m·n·u (c small); the checks allow
+//! 20·(m + n)·u per call made so far on both, and for x (random A, κ below about 10)
+//! 1e3·(m + n)·u relative to faer's solve.
+
+mod common;
+
+use std::sync::Arc;
+
+use cuqr::batch::{BatchRef, GpuQBatch};
+use cuqr::{DevVec, Error, Gpu, GpuScalar, Scalar};
+use faer::linalg::solvers::SolveLstsq;
+use rand::rngs::StdRng;
+use rand::Rng;
+
+/// Each problem's A (m×n, row-major) and b, in f64.
+struct Model {
+    n: usize,
+    a: Vec<Vec<f64>>,
+    b: Vec<Vec<f64>>,
+}
+
+impl Model {
+    fn m(&self) -> usize {
+        self.b[0].len()
+    }
+
+    fn lstsq(&self, k: usize) -> (Vec<f64>, f64) {
+        let (m, n) = (self.m(), self.n);
+        let a = faer::Mat::from_fn(m, n, |r, c| self.a[k][r * n + c]);
+        let b = faer::Mat::from_fn(m, 1, |r, _| self.b[k][r]);
+        let x = a.qr().solve_lstsq(&b);
+        let xs: Vec<f64> = (0..n).map(|c| x[(c, 0)]).collect();
+        let res: f64 = (0..m)
+            .map(|r| {
+                let ax: f64 = (0..n).map(|c| self.a[k][r * n + c] * xs[c]).sum();
+                (self.b[k][r] - ax).powi(2)
+            })
+            .sum();
+        (xs, res.sqrt())
+    }
+}
+
+fn rel(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum();
+    let den: f64 = b.iter().map(|q| q * q).sum();
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// Checks every problem of `bank` against the model after `calls` calls.
+fn check<T: GpuScalar>(bank: &GpuQBatch<T>, model: &Model, calls: usize, what: &str) {
+    let (q, r, b) = bank.to_host().unwrap();
+    let (m, n) = (bank.nrows(), bank.ncols());
+    assert_eq!(m, model.m(), "{what}: rows");
+    let u = common::u::<T>();
+    let tol = 20.0 * (m + n) as f64 * u * calls as f64;
+    let xtol = 1e3 * (m + n) as f64 * u;
+    let sol = bank.solve().unwrap();
+    for k in 0..bank.batch() {
+        let qk = |i: usize, c: usize| q[k * m * n + c * m + i].to_f64();
+        let rk = |i: usize, c: usize| r[k * n * n + i * n + c].to_f64();
+        let anorm: f64 = model.a[k].iter().map(|v| v * v).sum::<f64>().sqrt();
+        let mut err = 0.0f64;
+        for i in 0..m {
+            for c in 0..n {
+                let qr: f64 = (0..=c).map(|t| qk(i, t) * rk(t, c)).sum();
+                err += (qr - model.a[k][i * n + c]).powi(2);
+            }
+        }
+        let err = err.sqrt() / anorm;
+        assert!(
+            err <= tol,
+            "{what}: problem {k}: ‖QR − A‖/‖A‖ = {err:e} > {tol:e}"
+        );
+        let mut orth = 0.0f64;
+        for c in 0..n {
+            for d in 0..n {
+                let g: f64 = (0..m).map(|i| qk(i, c) * qk(i, d)).sum();
+                orth += (g - if c == d { 1.0 } else { 0.0 }).powi(2);
+            }
+        }
+        let orth = orth.sqrt();
+        assert!(
+            orth <= tol,
+            "{what}: problem {k}: ‖QᵀQ − I‖ = {orth:e} > {tol:e}"
+        );
+        for i in 0..n {
+            for c in 0..i {
+                assert_eq!(rk(i, c), 0.0, "{what}: problem {k}: R below the diagonal");
+            }
+        }
+        for i in 0..m {
+            let d = (b[k * m + i].to_f64() - model.b[k][i]).abs();
+            assert!(
+                d <= tol * (1.0 + model.b[k][i].abs()),
+                "{what}: problem {k}: b[{i}]"
+            );
+        }
+        assert!(
+            sol.status[k].is_ok(),
+            "{what}: problem {k}: {:?}",
+            sol.status[k]
+        );
+        let x: Vec<f64> = sol.x[k * n..(k + 1) * n]
+            .iter()
+            .map(|v| v.to_f64())
+            .collect();
+        let (want, res) = model.lstsq(k);
+        let d = rel(&x, &want);
+        assert!(
+            d <= xtol,
+            "{what}: problem {k}: x relative error {d:e} > {xtol:e}"
+        );
+        let bnorm: f64 = model.b[k].iter().map(|v| v * v).sum::<f64>().sqrt();
+        let dr = (sol.residual_norms[k] - res).abs() / bnorm;
+        assert!(
+            dr <= xtol,
+            "{what}: problem {k}: residual norm off by {dr:e}"
+        );
+    }
+}
+
+fn random(rng: &mut StdRng, len: usize) -> Vec<f64> {
+    (0..len).map(|_| rng.random::<f64>() * 2.0 - 1.0).collect()
+}
+
+/// Values rounded to T, so that the model holds exactly what the GPU gets.
+fn rounded<T: Scalar>(v: Vec<f64>) -> (Vec<T>, Vec<f64>) {
+    let t: Vec<T> = v.iter().map(|&x| T::from_f64(x)).collect();
+    let back = t.iter().map(|x| x.to_f64()).collect();
+    (t, back)
+}
+
+fn factorize<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    rng: &mut StdRng,
+    (b, m, n): (usize, usize, usize),
+) -> (GpuQBatch<T>, Model) {
+    let (at, a) = rounded::<T>(random(rng, b * m * n));
+    let (yt, y) = rounded::<T>(random(rng, b * m));
+    let bank = GpuQBatch::factorize(
+        gpu,
+        BatchRef::row_major(&at, b, m, n).unwrap(),
+        BatchRef::row_major(&yt, b, m, 1).unwrap(),
+    )
+    .unwrap();
+    let model = Model {
+        n,
+        a: (0..b)
+            .map(|k| a[k * m * n..(k + 1) * m * n].to_vec())
+            .collect(),
+        b: (0..b).map(|k| y[k * m..(k + 1) * m].to_vec()).collect(),
+    };
+    (bank, model)
+}
+
+/// Inserts p rows at k0 in the model.
+fn model_insert(model: &mut Model, k0: usize, p: usize, rows: &[f64], rhs: &[f64]) {
+    let n = model.n;
+    for k in 0..model.a.len() {
+        let at = k * p * n;
+        model.a[k].splice(k0 * n..k0 * n, rows[at..at + p * n].iter().copied());
+        model.b[k].splice(k0..k0, rhs[k * p..(k + 1) * p].iter().copied());
+    }
+}
+
+fn model_delete(model: &mut Model, k0: usize, p: usize) {
+    let n = model.n;
+    for k in 0..model.a.len() {
+        model.a[k].drain(k0 * n..(k0 + p) * n);
+        model.b[k].drain(k0..k0 + p);
+    }
+}
+
+fn run_sequence<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    seed: u64,
+    (b, m, n): (usize, usize, usize),
+    lanes: Option<usize>,
+) {
+    let mut rng = common::rng(seed);
+    let (mut bank, mut model) = factorize::<T>(gpu, &mut rng, (b, m, n));
+    if let Some(l) = lanes {
+        bank.set_lanes_per_problem(l).unwrap();
+    }
+    let mut calls = 1;
+    check(&bank, &model, calls, "factorize");
+    // A + u vᵀ.
+    let (ut, u) = rounded::<T>(random(&mut rng, b * m));
+    let (vt, v) = rounded::<T>(random(&mut rng, b * n));
+    let rep = bank
+        .rank_one(
+            BatchRef::row_major(&ut, b, m, 1).unwrap(),
+            BatchRef::row_major(&vt, b, n, 1).unwrap(),
+        )
+        .unwrap();
+    assert!(rep.all_ok());
+    for k in 0..b {
+        for i in 0..m {
+            for c in 0..n {
+                model.a[k][i * n + c] += u[k * m + i] * v[k * n + c];
+            }
+        }
+    }
+    calls += 1;
+    check(&bank, &model, calls, "rank_one");
+    // Two rows in at an interior position, then three out elsewhere.
+    let k0 = m / 3;
+    let (rt, rows) = rounded::<T>(random(&mut rng, b * 2 * n));
+    let (et, rhs) = rounded::<T>(random(&mut rng, b * 2));
+    bank.insert_rows(
+        k0,
+        BatchRef::row_major(&rt, b, 2, n).unwrap(),
+        BatchRef::row_major(&et, b, 2, 1).unwrap(),
+    )
+    .unwrap();
+    model_insert(&mut model, k0, 2, &rows, &rhs);
+    calls += 1;
+    check(&bank, &model, calls, "insert_rows");
+    let k1 = m / 2;
+    bank.delete_rows(k1, 3).unwrap();
+    model_delete(&mut model, k1, 3);
+    calls += 1;
+    check(&bank, &model, calls, "delete_rows");
+    // Window steps with forgetting: the rows and b weighted by √λ, p = 1 and 2.
+    let lambda = 0.95;
+    for (step, p) in [1usize, 2, 1].into_iter().enumerate() {
+        let (rt, rows) = rounded::<T>(random(&mut rng, b * p * n));
+        let (et, rhs) = rounded::<T>(random(&mut rng, b * p));
+        let rep = bank
+            .slide(
+                BatchRef::row_major(&rt, b, p, n).unwrap(),
+                BatchRef::row_major(&et, b, p, 1).unwrap(),
+                lambda,
+            )
+            .unwrap();
+        assert!(
+            rep.all_ok(),
+            "step {step}: {:?}",
+            rep.refused().collect::<Vec<_>>()
+        );
+        let w = lambda.sqrt();
+        for k in 0..b {
+            model.a[k].iter_mut().for_each(|x| *x *= w);
+            model.b[k].iter_mut().for_each(|x| *x *= w);
+        }
+        let end = model.m();
+        model_insert(&mut model, end, p, &rows, &rhs);
+        model_delete(&mut model, 0, p);
+        calls += 2;
+        check(&bank, &model, calls, "slide");
+    }
+}
+
+#[test]
+fn updates_follow_the_data() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    // Default lanes a problem: 32 (m ≥ 32), 16 (13×1); set: 8 and 16 (four and two
+    // problems a warp, 37 = 9·4 + 1 leaves surplus teams), 1.
+    run_sequence::<f64>(&gpu, 0x9B01, (37, 45, 7), None);
+    run_sequence::<f64>(&gpu, 0x9B07, (37, 45, 7), Some(16));
+    run_sequence::<f64>(&gpu, 0x9B08, (37, 45, 7), Some(8));
+    run_sequence::<f64>(&gpu, 0x9B02, (19, 70, 20), None);
+    run_sequence::<f64>(&gpu, 0x9B03, (5, 41, 32), None);
+    run_sequence::<f64>(&gpu, 0x9B04, (9, 13, 1), None);
+    run_sequence::<f64>(&gpu, 0x9B09, (9, 13, 1), Some(1));
+    run_sequence::<f32>(&gpu, 0x9B05, (23, 45, 7), None);
+    run_sequence::<f32>(&gpu, 0x9B06, (7, 100, 30), None);
+}
+
+#[test]
+fn device_inputs_match_host_inputs() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let (b, m, n) = (29, 50, 6);
+    let mut rng = common::rng(0x9B10);
+    let a = random(&mut rng, b * m * n);
+    let y = random(&mut rng, b * m);
+    let host = GpuQBatch::<f64>::factorize(
+        &gpu,
+        BatchRef::row_major(&a, b, m, n).unwrap(),
+        BatchRef::row_major(&y, b, m, 1).unwrap(),
+    )
+    .unwrap();
+    let (ad, yd) = (
+        DevVec::from_slice(&gpu, &a).unwrap(),
+        DevVec::from_slice(&gpu, &y).unwrap(),
+    );
+    let mut dev = GpuQBatch::<f64>::factorize_device(&gpu, (&ad, &yd), (b, m, n)).unwrap();
+    assert_eq!(host.to_host().unwrap(), dev.to_host().unwrap());
+    let mut host = host;
+    let (u, v) = (random(&mut rng, b * m), random(&mut rng, b * n));
+    host.rank_one(
+        BatchRef::row_major(&u, b, m, 1).unwrap(),
+        BatchRef::row_major(&v, b, n, 1).unwrap(),
+    )
+    .unwrap();
+    let (ud, vd) = (
+        DevVec::from_slice(&gpu, &u).unwrap(),
+        DevVec::from_slice(&gpu, &v).unwrap(),
+    );
+    dev.rank_one_device(&ud, &vd).unwrap();
+    let (rows, rhs) = (random(&mut rng, b * n), random(&mut rng, b));
+    host.insert_rows(
+        7,
+        BatchRef::row_major(&rows, b, 1, n).unwrap(),
+        BatchRef::row_major(&rhs, b, 1, 1).unwrap(),
+    )
+    .unwrap();
+    let (rd, ed) = (
+        DevVec::from_slice(&gpu, &rows).unwrap(),
+        DevVec::from_slice(&gpu, &rhs).unwrap(),
+    );
+    dev.insert_rows_device(7, 1, (&rd, &ed)).unwrap();
+    host.slide(
+        BatchRef::row_major(&rows, b, 1, n).unwrap(),
+        BatchRef::row_major(&rhs, b, 1, 1).unwrap(),
+        0.9,
+    )
+    .unwrap();
+    dev.slide_device(1, (&rd, &ed), 0.9).unwrap();
+    assert_eq!(host.to_host().unwrap(), dev.to_host().unwrap());
+}
+
+#[test]
+fn refusals_leave_problems_unchanged() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let (b, m, n) = (11, 40, 5);
+    let mut rng = common::rng(0x9B20);
+    let mut a = random(&mut rng, b * m * n);
+    // Problem 2: its last column lives only in row 9; problem 4: only in row 0.
+    for i in 0..m {
+        if i != 9 {
+            a[(2 * m + i) * n + n - 1] = 0.0;
+        }
+        if i != 0 {
+            a[(4 * m + i) * n + n - 1] = 0.0;
+        }
+    }
+    let y = random(&mut rng, b * m);
+    let mut bank = GpuQBatch::<f64>::factorize(
+        &gpu,
+        BatchRef::row_major(&a, b, m, n).unwrap(),
+        BatchRef::row_major(&y, b, m, 1).unwrap(),
+    )
+    .unwrap();
+    let before = bank.to_host().unwrap();
+    // rank_one with a NaN in problem 3's u: problem 3 refuses alone.
+    let mut u = random(&mut rng, b * m);
+    let mut v = random(&mut rng, b * n);
+    u[3 * m + 5] = f64::NAN;
+    // v's last entries zero: the last columns keep their single rows.
+    for k in 0..b {
+        v[k * n + n - 1] = 0.0;
+    }
+    let rep = bank
+        .rank_one(
+            BatchRef::row_major(&u, b, m, 1).unwrap(),
+            BatchRef::row_major(&v, b, n, 1).unwrap(),
+        )
+        .unwrap();
+    let refused: Vec<usize> = rep.refused().map(|(i, _)| i).collect();
+    assert_eq!(refused, vec![3]);
+    assert!(matches!(rep.outcomes[3], Err(Error::NonFinite { .. })));
+    let after = bank.to_host().unwrap();
+    let (q0, r0, b0) = &before;
+    let (q1, r1, b1) = &after;
+    assert_eq!(q0[3 * m * n..4 * m * n], q1[3 * m * n..4 * m * n]);
+    assert_eq!(r0[3 * n * n..4 * n * n], r1[3 * n * n..4 * n * n]);
+    assert_eq!(b0, b1);
+    assert_ne!(q0[..m * n], q1[..m * n], "problem 0 was updated");
+    // Deleting row 9: problem 2 would lose its last column, so nothing changes.
+    let state = bank.to_host().unwrap();
+    match bank.delete_rows(9, 1) {
+        Err(Error::BatchRefused { problems, .. }) => {
+            assert_eq!(problems.len(), 1);
+            assert_eq!(problems[0].0, 2);
+            assert!(matches!(problems[0].1, Error::DowndateFailed { .. }));
+        }
+        other => panic!("expected BatchRefused, got {other:?}"),
+    }
+    assert_eq!(bank.nrows(), m);
+    assert_eq!(bank.to_host().unwrap(), state);
+    // Rows with a NaN in problem 6: all-or-nothing insertion refuses, nothing changes.
+    let mut rows = random(&mut rng, b * n);
+    rows[6 * n + 1] = f64::INFINITY;
+    rows[4 * n + n - 1] = 0.0;
+    let rhs = random(&mut rng, b);
+    match bank.insert_rows(
+        m,
+        BatchRef::row_major(&rows, b, 1, n).unwrap(),
+        BatchRef::row_major(&rhs, b, 1, 1).unwrap(),
+    ) {
+        Err(Error::BatchRefused { problems, .. }) => {
+            assert_eq!(problems.iter().map(|p| p.0).collect::<Vec<_>>(), vec![6]);
+        }
+        other => panic!("expected BatchRefused, got {other:?}"),
+    }
+    assert_eq!(bank.to_host().unwrap(), state);
+    // A window step: problem 4 cannot lose row 0 and problem 6's new row is not finite;
+    // both stay as they were, the others slide.
+    let rep = bank
+        .slide(
+            BatchRef::row_major(&rows, b, 1, n).unwrap(),
+            BatchRef::row_major(&rhs, b, 1, 1).unwrap(),
+            1.0,
+        )
+        .unwrap();
+    let refused: Vec<usize> = rep.refused().map(|(i, _)| i).collect();
+    assert_eq!(refused, vec![4, 6]);
+    assert!(matches!(rep.outcomes[4], Err(Error::DowndateFailed { .. })));
+    assert!(matches!(rep.outcomes[6], Err(Error::NonFinite { .. })));
+    let now = bank.to_host().unwrap();
+    for k in [4usize, 6] {
+        assert_eq!(
+            state.0[k * m * n..(k + 1) * m * n],
+            now.0[k * m * n..(k + 1) * m * n]
+        );
+        assert_eq!(
+            state.1[k * n * n..(k + 1) * n * n],
+            now.1[k * n * n..(k + 1) * n * n]
+        );
+        assert_eq!(state.2[k * m..(k + 1) * m], now.2[k * m..(k + 1) * m]);
+    }
+    assert_ne!(state.2[..m], now.2[..m], "problem 0 slid");
+}
+
+#[test]
+fn rank_test_and_argument_errors() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let (b, m, n) = (4, 33, 3);
+    let mut rng = common::rng(0x9B30);
+    let mut a = random(&mut rng, b * m * n);
+    // Problem 1: column 2 = column 0 (exactly dependent).
+    for i in 0..m {
+        a[(m + i) * n + 2] = a[(m + i) * n];
+    }
+    let y = random(&mut rng, b * m);
+    let bank = GpuQBatch::<f64>::factorize(
+        &gpu,
+        BatchRef::row_major(&a, b, m, n).unwrap(),
+        BatchRef::row_major(&y, b, m, 1).unwrap(),
+    )
+    .unwrap();
+    let sol = bank.solve().unwrap();
+    assert!(matches!(sol.status[1], Err(Error::RankDeficient { .. })));
+    assert!(sol.x[n..2 * n].iter().all(|v| v.is_nan()));
+    assert!(sol.residual_norms[1].is_nan());
+    for k in [0usize, 2, 3] {
+        assert!(sol.status[k].is_ok());
+        assert!(sol.x[k * n..(k + 1) * n].iter().all(|v| v.is_finite()));
+    }
+    let mut bank = bank;
+    let state = bank.to_host().unwrap();
+    let one = vec![1.0; b * 40];
+    let row = |p: usize, c: usize| BatchRef::row_major(&one[..b * p * c], b, p, c).unwrap();
+    assert!(matches!(
+        bank.delete_rows(0, 0),
+        Err(Error::EmptyBlock { .. })
+    ));
+    assert!(matches!(
+        bank.delete_rows(32, 2),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        bank.delete_rows(0, 31),
+        Err(Error::Underdetermined { .. })
+    ));
+    assert!(matches!(
+        bank.insert_rows(34, row(1, n), row(1, 1)),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        bank.insert_rows(0, row(1, n + 1), row(1, 1)),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        bank.slide(row(1, n), row(1, 1), 1.5),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert!(matches!(
+        bank.slide(row(1, n), row(1, 1), f64::NAN),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert!(matches!(
+        bank.rank_one(row(m - 1, 1), row(n, 1)),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        bank.set_lanes_per_problem(2),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert!(matches!(
+        bank.set_lanes_per_problem(12),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert!(matches!(
+        bank.set_lanes_per_problem(64),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert_eq!(bank.to_host().unwrap(), state);
+    let big = vec![1.0; 2 * 4000 * 8];
+    assert!(matches!(
+        GpuQBatch::<f64>::factorize(
+            &gpu,
+            BatchRef::row_major(&big, 2, 4000, 8).unwrap(),
+            BatchRef::row_major(&big[..8000], 2, 4000, 1).unwrap()
+        ),
+        Err(Error::InvalidParam { .. })
+    ));
+    let wide = vec![1.0; 33 * 40];
+    assert!(matches!(
+        GpuQBatch::<f64>::factorize(
+            &gpu,
+            BatchRef::row_major(&wide, 1, 40, 33).unwrap(),
+            BatchRef::row_major(&wide[..40], 1, 40, 1).unwrap()
+        ),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        GpuQBatch::<f64>::factorize(
+            &gpu,
+            BatchRef::row_major(&wide[..12], 1, 3, 4).unwrap(),
+            BatchRef::row_major(&wide[..3], 1, 3, 1).unwrap()
+        ),
+        Err(Error::Underdetermined { .. })
+    ));
+}

@@ -1,0 +1,123 @@
+"""cuqr.GpuBatchQR on the GPU: after every update each problem's least-squares solution
+against NumPy's of the same data, Q R against A, host (NumPy) and device (CuPy, torch)
+arguments alike, and refusals that leave problems as they were. Skipped without a GPU
+(CUQR_REQUIRE_GPU=1 makes a missing GPU a failure)."""
+
+import numpy as np
+import pytest
+
+import cuqr
+from conftest import require_gpu
+
+if not cuqr.cuda_available():
+    if require_gpu():
+        raise RuntimeError("CUQR_REQUIRE_GPU=1 but no usable CUDA device")
+    pytest.skip("no usable CUDA device", allow_module_level=True)
+
+
+def check(bank, A, b, calls, dtype):
+    """Q R = A and x, resid = lstsq within c (m + n) u per call (backward stable updates of
+    well-conditioned random problems)."""
+    u = np.finfo(dtype).eps / 2
+    B, m, n = A.shape
+    tol = 20 * (m + n) * u * calls
+    Q, R, bb = bank.factors()
+    x, resid = bank.solve()
+    for k in range(B):
+        assert np.linalg.norm(Q[k] @ R[k] - A[k]) <= tol * np.linalg.norm(A[k])
+        assert np.linalg.norm(Q[k].T @ Q[k] - np.eye(n)) <= tol
+        want, *_ = np.linalg.lstsq(A[k].astype(np.float64), b[k].astype(np.float64), rcond=None)
+        assert np.linalg.norm(x[k] - want) <= 1e3 * (m + n) * u * np.linalg.norm(want)
+        r = np.linalg.norm(b[k] - A[k] @ want)
+        assert abs(resid[k] - r) <= 1e3 * (m + n) * u * np.linalg.norm(b[k])
+    np.testing.assert_allclose(bb, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("B,m,n,dtype", [(33, 45, 7, np.float64), (9, 70, 20, np.float64),
+                                         (17, 50, 6, np.float32)])
+def test_updates_match_lstsq(B, m, n, dtype):
+    rng = np.random.default_rng(B * m * n)
+    A = rng.uniform(-1, 1, (B, m, n)).astype(dtype)
+    b = rng.uniform(-1, 1, (B, m)).astype(dtype)
+    bank = cuqr.GpuBatchQR(A, b)
+    assert bank.shape == (B, m, n) and bank.dtype == np.dtype(dtype).name
+    check(bank, A, b, 1, dtype)
+    u = rng.uniform(-1, 1, (B, m)).astype(dtype)
+    v = rng.uniform(-1, 1, (B, n)).astype(dtype)
+    bank.rank_one(u, v)
+    A = (A.astype(np.float64) + u[:, :, None] * v[:, None, :]).astype(dtype)
+    check(bank, A, b, 2, dtype)
+    rows = rng.uniform(-1, 1, (B, 2, n)).astype(dtype)
+    rhs = rng.uniform(-1, 1, (B, 2)).astype(dtype)
+    bank.insert_rows(5, rows, rhs)
+    A = np.concatenate([A[:, :5], rows, A[:, 5:]], axis=1)
+    b = np.concatenate([b[:, :5], rhs, b[:, 5:]], axis=1)
+    check(bank, A, b, 3, dtype)
+    bank.delete_rows(10, 3)
+    A = np.concatenate([A[:, :10], A[:, 13:]], axis=1)
+    b = np.concatenate([b[:, :10], b[:, 13:]], axis=1)
+    check(bank, A, b, 4, dtype)
+    lam = 0.9
+    rows = rng.uniform(-1, 1, (B, n)).astype(dtype)
+    rhs = rng.uniform(-1, 1, B).astype(dtype)
+    bank.slide(rows, rhs, forget=lam)
+    w = np.sqrt(lam)
+    A = np.concatenate([(A * w)[:, 1:], rows[:, None, :]], axis=1).astype(dtype)
+    b = np.concatenate([(b * w)[:, 1:], rhs[:, None]], axis=1).astype(dtype)
+    check(bank, A, b, 6, dtype)
+
+
+def test_refusals():
+    rng = np.random.default_rng(7)
+    B, m, n = 6, 40, 4
+    A = rng.uniform(-1, 1, (B, m, n))
+    A[2, :, n - 1] = 0.0
+    A[2, 9, n - 1] = 1.0  # problem 2's last column lives in row 9 only
+    b = rng.uniform(-1, 1, (B, m))
+    bank = cuqr.GpuBatchQR(A, b)
+    Q0, R0, b0 = bank.factors()
+    with pytest.raises(cuqr.BatchError) as e:
+        bank.delete_rows(9)
+    assert [i for i, _ in e.value.refused] == [2] and not e.value.applied
+    Q1, R1, b1 = bank.factors()
+    assert np.array_equal(Q0, Q1) and np.array_equal(R0, R1) and np.array_equal(b0, b1)
+    u = rng.uniform(-1, 1, (B, m))
+    u[4, 3] = np.nan
+    with pytest.raises(cuqr.BatchError) as e:
+        bank.rank_one(u, rng.uniform(-1, 1, (B, n)))
+    assert [i for i, _ in e.value.refused] == [4] and e.value.applied
+    Q2, R2, _ = bank.factors()
+    assert np.array_equal(Q2[4], Q0[4]) and np.array_equal(R2[4], R0[4])
+    assert not np.array_equal(Q2[0], Q0[0])
+    with pytest.raises(ValueError):
+        bank.insert_rows(m + 1, rng.uniform(-1, 1, (B, n)), rng.uniform(-1, 1, B))
+    with pytest.raises(ValueError):
+        bank.rank_one(u[:, :-1], rng.uniform(-1, 1, (B, n)))
+    with pytest.raises(ValueError):
+        cuqr.GpuBatchQR(A[:, :, :3].copy(), b[:, :2].copy())
+
+
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_device_arrays_match_host_arrays(lib):
+    mod = pytest.importorskip(lib)
+    if lib == "torch" and not mod.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    dev = (lambda a: mod.asarray(a)) if lib == "cupy" else (lambda a: mod.tensor(a, device="cuda"))
+    rng = np.random.default_rng(11)
+    B, m, n = 21, 37, 5
+    A = rng.uniform(-1, 1, (B, m, n))
+    b = rng.uniform(-1, 1, (B, m))
+    u, v = rng.uniform(-1, 1, (B, m)), rng.uniform(-1, 1, (B, n))
+    rows, rhs = rng.uniform(-1, 1, (B, 1, n)), rng.uniform(-1, 1, (B, 1))
+    host, device = cuqr.GpuBatchQR(A, b), cuqr.GpuBatchQR(dev(A), dev(b))
+    for bank, conv in ((host, lambda a: a), (device, dev)):
+        bank.rank_one(conv(u), conv(v))
+        bank.insert_rows(3, conv(rows), conv(rhs))
+        bank.slide(conv(rows), conv(rhs), forget=0.95)
+    for x, y in zip(host.factors(), device.factors()):
+        assert np.array_equal(x, y)
+    # A transposed view is read correctly (made contiguous first).
+    At = dev(np.ascontiguousarray(A.transpose(0, 2, 1))).transpose(1, 2) if lib == "torch" \
+        else dev(np.ascontiguousarray(A.transpose(0, 2, 1))).transpose(0, 2, 1)
+    for x, y in zip(cuqr.GpuBatchQR(A, b).factors(), cuqr.GpuBatchQR(At, dev(b)).factors()):
+        assert np.array_equal(x, y)
