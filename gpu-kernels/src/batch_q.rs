@@ -71,11 +71,12 @@ struct Team {
 }
 
 impl Team {
-    /// The calling thread's team for teams of `size` lanes, and its problem's index.
+    /// The calling thread's team for teams of `size` lanes (a power of two), and its
+    /// problem's index.
     #[inline(always)]
     fn of(size: usize) -> (Self, usize) {
         let l = device::thread_x();
-        let t = l / size;
+        let t = l >> size.trailing_zeros();
         let first = (t * size) as u32;
         let mask = if size >= WARP {
             u32::MAX
@@ -83,12 +84,15 @@ impl Team {
             ((1u32 << size) - 1) << first
         };
         let team = Team {
-            lane: l % size,
+            lane: l & (size - 1),
             size,
             first,
             mask,
         };
-        (team, device::block_x() * (WARP / size) + t)
+        (
+            team,
+            device::block_x() * (WARP >> size.trailing_zeros()) + t,
+        )
     }
 
     /// Whether `ok` holds in every lane of the team.
@@ -165,13 +169,13 @@ impl Team {
     /// The team's owner of row `i` (rows go round the team's lanes).
     #[inline(always)]
     fn owns(self, i: usize) -> bool {
-        i % self.size == self.lane
+        i & (self.size - 1) == self.lane
     }
 
     /// The first row at or after `from` that the calling lane owns.
     #[inline(always)]
     fn first_row(self, from: usize) -> usize {
-        from + (self.lane + self.size - from % self.size) % self.size
+        from + ((self.lane + self.size - (from & (self.size - 1))) & (self.size - 1))
     }
 }
 
@@ -294,33 +298,9 @@ unsafe fn scale_rows<T: Float>(team: Team, vec: *mut T, rows: usize, f: T) {
     }
 }
 
-/// Rotates columns a and b of the calling lane's rows: (x_a, x_b) ← (c·x_a + s·x_b, −s·x_a +
-/// c·x_b), the rotation convention of `two_phase::givens` applied from the right as Q·Gᵀ.
-///
-/// # Safety
-/// Columns a and b of `mat` (ld) hold `rows` elements.
-#[inline(always)]
-unsafe fn rotate_rows<T: Float>(
-    team: Team,
-    (mat, ld, rows): (*mut T, usize, usize),
-    (a, b): (usize, usize),
-    (c, s): (T, T),
-) {
-    let mut i = team.lane;
-    while i < rows {
-        // SAFETY: inside `mat` (contract); each lane touches its own rows.
-        unsafe {
-            let x = device::ld(mat, a * ld + i);
-            let y = device::ld(mat, b * ld + i);
-            device::st(mat, a * ld + i, c.mul_add(x, s.mul(y)));
-            device::st(mat, b * ld + i, c.mul_add(y, s.neg().mul(x)));
-        }
-        i += team.size;
-    }
-}
-
 /// Rotates rows a and b of the row-major `r` (pitch n) in the calling lane's column (lane <
-/// n): the same rotation from the left.
+/// n): (r_a, r_b) ← (c·r_a + s·r_b, −s·r_a + c·r_b), the convention of `two_phase::givens`
+/// (whose transposed rotation the rows of Q₁ take from the right).
 ///
 /// # Safety
 /// Rows a and b of `r` exist.
@@ -526,7 +506,7 @@ unsafe fn load_state<T: Float>(
 #[inline(always)]
 unsafe fn setup<T: Float>(size: usize, batch: usize, per: usize) -> (Team, usize, bool, *mut T) {
     let (team, k) = Team::of(size);
-    let t = device::thread_x() / size;
+    let t = device::thread_x() >> size.trailing_zeros();
     // SAFETY: team t's region lies inside the shared memory (contract).
     let base = unsafe { device::shared::<T>().add(t * per) };
     (team, k.min(batch - 1), k < batch, base)
@@ -597,7 +577,7 @@ pub unsafe fn factor<T: Float>(
             T::ZERO
         };
         // SAFETY: convergent warp.
-        let alpha = unsafe { team.bcast(mine, j % team.size) };
+        let alpha = unsafe { team.bcast(mine, j & (team.size - 1)) };
         // A zero tail makes the reflector the identity (τ = 0, β = α): computed alike, so
         // that every team runs the same shuffles.
         let zero = amax == T::ZERO;
@@ -880,22 +860,31 @@ pub unsafe fn rank_one<T: Float>(
     }
     // SAFETY: every lane; the rotations are visible after it.
     unsafe { device::sync_warp() };
-    for j in (0..n).rev() {
-        // SAFETY: written before the barrier; columns j, j+1 ≤ n of qs.
+    // Both stages on each own row in two passes, the moving entry in a register: stage A
+    // (j = n−1 … 0) leaves column j+1 final after rotation j; stage B (j = 0 … n−1) leaves
+    // column j final after rotation j, and column n is dropped.
+    let mut i = team.lane;
+    while i < m {
+        // SAFETY: own row i of columns ≤ n; the rotations (4n) were written before the barrier.
         unsafe {
-            let cs = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
-            rotate_rows(team, (qs, m, m), (j, j + 1), cs);
+            let mut carry = device::ld(qs, n * m + i);
+            for j in (0..n).rev() {
+                let (c, s) = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
+                let x = device::ld(qs, j * m + i);
+                device::st(qs, (j + 1) * m + i, c.mul_add(carry, s.neg().mul(x)));
+                carry = c.mul_add(x, s.mul(carry));
+            }
+            for j in 0..n {
+                let (c, s) = (
+                    device::ld(rot, 2 * n + 2 * j),
+                    device::ld(rot, 2 * n + 2 * j + 1),
+                );
+                let y = device::ld(qs, (j + 1) * m + i);
+                device::st(qs, j * m + i, c.mul_add(carry, s.mul(y)));
+                carry = c.mul_add(y, s.neg().mul(carry));
+            }
         }
-    }
-    for j in 0..n {
-        // SAFETY: as above.
-        unsafe {
-            let cs = (
-                device::ld(rot, 2 * n + 2 * j),
-                device::ld(rot, 2 * n + 2 * j + 1),
-            );
-            rotate_rows(team, (qs, m, m), (j, j + 1), cs);
-        }
+        i += team.size;
     }
     // SAFETY: own rows and column of the working copy; every lane votes.
     let fine = unsafe {
@@ -1030,17 +1019,27 @@ pub unsafe fn insert_rows<T: Float>(
     }
     // SAFETY: every lane; the rotations are visible after it.
     unsafe { device::sync_warp() };
-    for t in 0..p {
-        for j in 0..n {
-            // SAFETY: written before the barrier; columns j and n + t of qs.
+    // Each own row in one pass a new row, the unit column's entry in a register (its
+    // column is dropped afterwards).
+    let mut i = team.lane;
+    while i < mp {
+        for t in 0..p {
+            // SAFETY: own row i of columns < n + p; the rotations (2pn) were written before
+            // the barrier.
             unsafe {
-                let cs = (
-                    device::ld(rot, 2 * (t * n + j)),
-                    device::ld(rot, 2 * (t * n + j) + 1),
-                );
-                rotate_rows(team, (qs, mp, mp), (j, n + t), cs);
+                let mut carry = device::ld(qs, (n + t) * mp + i);
+                for j in 0..n {
+                    let (c, s) = (
+                        device::ld(rot, 2 * (t * n + j)),
+                        device::ld(rot, 2 * (t * n + j) + 1),
+                    );
+                    let x = device::ld(qs, j * mp + i);
+                    device::st(qs, j * mp + i, c.mul_add(x, s.mul(carry)));
+                    carry = c.mul_add(carry, s.neg().mul(x));
+                }
             }
         }
+        i += team.size;
     }
     // SAFETY: own rows and column; every lane votes.
     let fine = ok
@@ -1180,30 +1179,37 @@ pub unsafe fn delete_rows<T: Float>(
         // SAFETY: every lane; the rotations are visible after it, and nobody writes row i0
         // before it.
         unsafe { device::sync_warp() };
-        for j in (0..n).rev() {
-            // SAFETY: written before the barrier; own rows and column.
-            unsafe {
-                let cs = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
-                rotate_rows(team, (qs, m, m), (j, j + 1), cs);
-                rotate_col(team, rs, n, (j, j + 1), cs);
-            }
-        }
-        // Drop column 0 of [Q₁ v] (row i0 becomes a zero row) and row 0 of R.
+        // The rotations on each own row in one pass, the moving entry in a register:
+        // column j+1 is final after rotation j and moves to column j (column 0 of [Q₁ v] is
+        // dropped); row i0 becomes a zero row.
         let mut i = team.lane;
         while i < m {
-            // SAFETY: own row i.
+            // SAFETY: own row i of columns ≤ n; the rotations (2n) were written before the
+            // barrier.
             unsafe {
-                for c in 0..n {
-                    let x = if i == i0 {
+                let mut carry = device::ld(qs, n * m + i);
+                for j in (0..n).rev() {
+                    let (c, s) = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
+                    let x = device::ld(qs, j * m + i);
+                    let out = if i == i0 {
                         T::ZERO
                     } else {
-                        device::ld(qs, (c + 1) * m + i)
+                        c.mul_add(carry, s.neg().mul(x))
                     };
-                    device::st(qs, c * m + i, x);
+                    device::st(qs, j * m + i, out);
+                    carry = c.mul_add(x, s.mul(carry));
                 }
             }
             i += team.size;
         }
+        for j in (0..n).rev() {
+            // SAFETY: written before the barrier; own column.
+            unsafe {
+                let cs = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
+                rotate_col(team, rs, n, (j, j + 1), cs);
+            }
+        }
+        // Row 0 of R is dropped.
         if team.lane < n {
             let l = team.lane;
             // SAFETY: own column.
