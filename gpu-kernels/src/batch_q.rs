@@ -50,6 +50,10 @@ pub mod smem {
     pub const fn delete_rows(m: usize, n: usize) -> usize {
         m * (n + 1) + (n + 1) * n + n + 2 * n
     }
+    /// [`super::delete_cols`]: Q₁ (m×n), R (n×n) and 2n rotation entries.
+    pub const fn delete_cols(m: usize, n: usize) -> usize {
+        m * n + n * n + 2 * n
+    }
     /// [`super::solve`]: R (n×n) and d (n).
     pub const fn solve(n: usize) -> usize {
         n * n + n
@@ -741,18 +745,20 @@ unsafe fn apply_reflector<T: Float>(
     }
 }
 
-/// Replaces every problem's A by A + u vᵀ in place: the thin rank-one update of
-/// docs/algorithms.md#thin-rank-one-update (w = Q₁ᵀu and q̂ by Gram–Schmidt twice, stage A
-/// reducing [w; γ] to a multiple of e₀, row 0 gaining it times vᵀ, stage B clearing the
-/// subdiagonal). b does not change. Each team reads its problem into shared memory before
-/// it writes anything back; a problem whose u or v is not finite, or whose result would not
-/// be, writes nothing and gets [`NON_FINITE`].
+/// Replaces every problem's A by A + U Vᵀ in place, as `kk` thin rank-one updates one after
+/// another (docs/algorithms.md#thin-rank-one-update: w = Q₁ᵀu and q̂ by Gram–Schmidt twice,
+/// stage A reducing [w; γ] to a multiple of e₀, row 0 gaining it times vᵀ, stage B clearing
+/// the subdiagonal), the state staying in shared memory between them. U is B × m × kk and V
+/// B × n × kk (row-major a problem: u_t(i) at i·kk + t). b does not change. Each team reads
+/// its problem into shared memory before it writes anything back; a problem with a
+/// non-finite entry in U or V, or whose result would not be finite, writes nothing and gets
+/// [`NON_FINITE`].
 ///
 /// # Safety
 /// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n ≤ team ≤ 32, dynamic
 /// shared memory (32/team)·[`smem::rank_one`]`(m, n)` elements; `q` B·m·n and `r` B·n·n
-/// read-writable, `u` B·m, `v` B·n readable, `status` B writable; B ≥ 1, 1 ≤ n ≤ 32,
-/// m ≥ n; u, v and status overlap nothing.
+/// read-writable, `u` B·m·kk, `v` B·n·kk readable, `status` B writable; B ≥ 1, kk ≥ 1,
+/// 1 ≤ n ≤ 32, m ≥ n; u, v and status overlap nothing.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn rank_one<T: Float>(
@@ -764,6 +770,7 @@ pub unsafe fn rank_one<T: Float>(
     batch: usize,
     m: usize,
     n: usize,
+    kk: usize,
     team: usize,
 ) {
     // SAFETY: shared memory sized per team (contract).
@@ -778,118 +785,122 @@ pub unsafe fn rank_one<T: Float>(
     unsafe { load_state(team, (q as *const T, r as *const T), (qs, m, rs), (k, m, n)) };
     let z = qs.wrapping_add(n * m);
     let mut ok = true;
-    let mut i = team.lane;
-    while i < m {
-        // SAFETY: own rows of u and of column n.
-        unsafe {
-            let x = device::ld(u, k * m + i);
-            ok &= x.is_finite();
-            device::st(z, i, x);
-        }
-        i += team.size;
-    }
-    let mut vc = T::ZERO;
-    if team.lane < n {
-        // SAFETY: v holds B·n; row n of rs exists.
-        unsafe {
-            vc = device::ld(v, k * n + team.lane);
-            device::st(rs, n * n + team.lane, T::ZERO);
-        }
-        ok &= vc.is_finite();
-    }
-    // SAFETY: every lane votes; the sums are convergent.
-    let (ok, unorm2) = unsafe { (team.all(ok), norm2(team, z, m)) };
-    // Gram–Schmidt twice: w = Q₁ᵀu, z = u − Q₁w.
-    let qv = (qs as *const T, m, m, n);
-    // SAFETY: convergent warp; own rows; buffers sized by the contract.
-    unsafe {
-        project(team, qv, z, wv);
-        subtract(team, qv, wv, z);
-        project(team, qv, z, w2);
-        subtract(team, qv, w2, z);
-    }
-    // SAFETY: convergent.
-    let mut gamma = unsafe { norm2(team, z, m) }.sqrt();
-    let small = T::from_f64(64.0 * T::UNIT_ROUNDOFF).mul(unorm2.sqrt());
-    let zscale = if gamma <= small {
-        gamma = T::ZERO;
-        T::ZERO
-    } else {
-        T::ONE.div(gamma)
-    };
-    // SAFETY: own rows.
-    unsafe { scale_rows(team, z, m, zscale) };
-    // Stage A: [w; γ] → t·e₀ (every lane runs the same chain from the shared w).
-    let mut t = gamma;
-    for j in (0..n).rev() {
-        // SAFETY: w and w₂ were written before project's barrier.
-        let wj = unsafe { device::ld(wv, j).add(device::ld(w2, j)) };
-        let (c, s, rr) = givens(wj, t);
-        t = rr;
-        // SAFETY: rows j, j+1 ≤ n of rs; lane's own column.
-        unsafe { rotate_col(team, rs, n, (j, j + 1), (c, s)) };
-        if team.lane == 0 {
-            // SAFETY: 4n rotation entries.
+    for t in 0..kk {
+        // SAFETY: every lane; the previous term's reads of z and of the rotations are done.
+        unsafe { device::sync_warp() };
+        let mut i = team.lane;
+        while i < m {
+            // SAFETY: own rows of u and of column n.
             unsafe {
-                device::st(rot, 2 * j, c);
-                device::st(rot, 2 * j + 1, s);
+                let x = device::ld(u, (k * m + i) * kk + t);
+                ok &= x.is_finite();
+                device::st(z, i, x);
             }
+            i += team.size;
         }
-    }
-    if team.lane < n {
-        // SAFETY: own column of row 0.
-        unsafe { device::st(rs, team.lane, t.mul_add(vc, device::ld(rs, team.lane))) };
-    }
-    // Stage B: clear the subdiagonal.
-    for j in 0..n {
-        // SAFETY: convergent; rows j, j+1 exist.
-        let (c, s) = unsafe { zeroing_rotation(team, rs, n, j, j + 1) };
-        // SAFETY: own column.
-        unsafe { rotate_col(team, rs, n, (j, j + 1), (c, s)) };
-        if team.lane == j {
-            // SAFETY: own column j.
-            unsafe { device::st(rs, (j + 1) * n + j, T::ZERO) };
-        }
-        if team.lane == 0 {
-            // SAFETY: 4n entries.
+        let mut vc = T::ZERO;
+        if team.lane < n {
+            // SAFETY: v holds B·n·kk; row n of rs exists.
             unsafe {
-                device::st(rot, 2 * n + 2 * j, c);
-                device::st(rot, 2 * n + 2 * j + 1, s);
+                vc = device::ld(v, (k * n + team.lane) * kk + t);
+                device::st(rs, n * n + team.lane, T::ZERO);
             }
+            ok &= vc.is_finite();
         }
-    }
-    // SAFETY: every lane; the rotations are visible after it.
-    unsafe { device::sync_warp() };
-    // Both stages on each own row in two passes, the moving entry in a register: stage A
-    // (j = n−1 … 0) leaves column j+1 final after rotation j; stage B (j = 0 … n−1) leaves
-    // column j final after rotation j, and column n is dropped.
-    let mut i = team.lane;
-    while i < m {
-        // SAFETY: own row i of columns ≤ n; the rotations (4n) were written before the barrier.
+        // SAFETY: the sum is convergent.
+        let unorm2 = unsafe { norm2(team, z, m) };
+        // Gram–Schmidt twice: w = Q₁ᵀu, z = u − Q₁w.
+        let qv = (qs as *const T, m, m, n);
+        // SAFETY: convergent warp; own rows; buffers sized by the contract.
         unsafe {
-            let mut carry = device::ld(qs, n * m + i);
-            for j in (0..n).rev() {
-                let (c, s) = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
-                let x = device::ld(qs, j * m + i);
-                device::st(qs, (j + 1) * m + i, c.mul_add(carry, s.neg().mul(x)));
-                carry = c.mul_add(x, s.mul(carry));
-            }
-            for j in 0..n {
-                let (c, s) = (
-                    device::ld(rot, 2 * n + 2 * j),
-                    device::ld(rot, 2 * n + 2 * j + 1),
-                );
-                let y = device::ld(qs, (j + 1) * m + i);
-                device::st(qs, j * m + i, c.mul_add(carry, s.mul(y)));
-                carry = c.mul_add(y, s.neg().mul(carry));
+            project(team, qv, z, wv);
+            subtract(team, qv, wv, z);
+            project(team, qv, z, w2);
+            subtract(team, qv, w2, z);
+        }
+        // SAFETY: convergent.
+        let mut gamma = unsafe { norm2(team, z, m) }.sqrt();
+        let small = T::from_f64(64.0 * T::UNIT_ROUNDOFF).mul(unorm2.sqrt());
+        let zscale = if gamma <= small {
+            gamma = T::ZERO;
+            T::ZERO
+        } else {
+            T::ONE.div(gamma)
+        };
+        // SAFETY: own rows.
+        unsafe { scale_rows(team, z, m, zscale) };
+        // Stage A: [w; γ] → t·e₀ (every lane runs the same chain from the shared w).
+        let mut t = gamma;
+        for j in (0..n).rev() {
+            // SAFETY: w and w₂ were written before project's barrier.
+            let wj = unsafe { device::ld(wv, j).add(device::ld(w2, j)) };
+            let (c, s, rr) = givens(wj, t);
+            t = rr;
+            // SAFETY: rows j, j+1 ≤ n of rs; lane's own column.
+            unsafe { rotate_col(team, rs, n, (j, j + 1), (c, s)) };
+            if team.lane == 0 {
+                // SAFETY: 4n rotation entries.
+                unsafe {
+                    device::st(rot, 2 * j, c);
+                    device::st(rot, 2 * j + 1, s);
+                }
             }
         }
-        i += team.size;
+        if team.lane < n {
+            // SAFETY: own column of row 0.
+            unsafe { device::st(rs, team.lane, t.mul_add(vc, device::ld(rs, team.lane))) };
+        }
+        // Stage B: clear the subdiagonal.
+        for j in 0..n {
+            // SAFETY: convergent; rows j, j+1 exist.
+            let (c, s) = unsafe { zeroing_rotation(team, rs, n, j, j + 1) };
+            // SAFETY: own column.
+            unsafe { rotate_col(team, rs, n, (j, j + 1), (c, s)) };
+            if team.lane == j {
+                // SAFETY: own column j.
+                unsafe { device::st(rs, (j + 1) * n + j, T::ZERO) };
+            }
+            if team.lane == 0 {
+                // SAFETY: 4n entries.
+                unsafe {
+                    device::st(rot, 2 * n + 2 * j, c);
+                    device::st(rot, 2 * n + 2 * j + 1, s);
+                }
+            }
+        }
+        // SAFETY: every lane; the rotations are visible after it.
+        unsafe { device::sync_warp() };
+        // Both stages on each own row in two passes, the moving entry in a register: stage A
+        // (j = n−1 … 0) leaves column j+1 final after rotation j; stage B (j = 0 … n−1) leaves
+        // column j final after rotation j, and column n is dropped.
+        let mut i = team.lane;
+        while i < m {
+            // SAFETY: own row i of columns ≤ n; the rotations (4n) were written before the barrier.
+            unsafe {
+                let mut carry = device::ld(qs, n * m + i);
+                for j in (0..n).rev() {
+                    let (c, s) = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
+                    let x = device::ld(qs, j * m + i);
+                    device::st(qs, (j + 1) * m + i, c.mul_add(carry, s.neg().mul(x)));
+                    carry = c.mul_add(x, s.mul(carry));
+                }
+                for j in 0..n {
+                    let (c, s) = (
+                        device::ld(rot, 2 * n + 2 * j),
+                        device::ld(rot, 2 * n + 2 * j + 1),
+                    );
+                    let y = device::ld(qs, (j + 1) * m + i);
+                    device::st(qs, j * m + i, c.mul_add(carry, s.mul(y)));
+                    carry = c.mul_add(y, s.neg().mul(carry));
+                }
+            }
+            i += team.size;
+        }
     }
     // SAFETY: own rows and column of the working copy; every lane votes.
-    let fine = unsafe {
+    let (ok, fine) = unsafe {
         let mine = finite_rows(team, (qs, m), (m, n)) && finite_col(team, rs, n);
-        team.all(mine)
+        (team.all(ok), team.all(mine))
     };
     if valid && ok && fine {
         // SAFETY: problem k's state; own rows and column.
@@ -1259,6 +1270,156 @@ pub unsafe fn delete_rows<T: Float>(
         // SAFETY: k < B.
         unsafe { device::st(status, k, code) };
     }
+}
+
+/// Deletes columns k0..k0+p of every problem (docs/algorithms.md#thin-column-deletion, one
+/// column at a time with Givens rotations): R loses column k0, which leaves it upper
+/// Hessenberg from k0 on; rotations (j, j+1), j = k0 … n′−2, clear the subdiagonal from R's
+/// rows and Q₁'s columns; the last row of R and the last column of Q₁ are dropped. b does not
+/// change (the host keeps its buffer). Nothing can be refused but a non-finite result
+/// ([`NON_FINITE`], outputs unwritten: the call is all-or-nothing).
+///
+/// # Safety
+/// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n ≤ team ≤ 32, dynamic
+/// shared memory (32/team)·[`smem::delete_cols`]`(m, n)` elements; `q_in` B·m·n, `r_in`
+/// B·n·n readable; `q_out` B·m·(n−p), `r_out` B·(n−p)², `status` B writable; B ≥ 1,
+/// k0 + p ≤ n, p < n ≤ 32, m ≥ n; outputs overlap nothing.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn delete_cols<T: Float>(
+    q_in: *const T,
+    r_in: *const T,
+    q_out: *mut T,
+    r_out: *mut T,
+    status: *mut u32,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k0: usize,
+    p: usize,
+    team: usize,
+) {
+    // SAFETY: shared memory sized per team (contract).
+    let (team, k, valid, qs) = unsafe { setup::<T>(team, batch, smem::delete_cols(m, n)) };
+    // SAFETY: inside the team's region.
+    let (rs, rot) = unsafe {
+        let rs = qs.add(m * n);
+        (rs, rs.add(n * n))
+    };
+    // SAFETY: problem k at m×n (contract).
+    unsafe { load_state(team, (q_in, r_in), (qs, m, rs), (k, m, n)) };
+    let l = team.lane;
+    for t in 0..p {
+        // R is n × nc before this deletion (pitch n throughout).
+        let nc = n - t;
+        // SAFETY: every lane; R's columns (their owners' writes) are visible after it.
+        unsafe { device::sync_warp() };
+        // Column c takes column c + 1 (c ≥ k0): each row moved by the lane of its index
+        // (rows < n ≤ team size), between two barriers.
+        if l < n {
+            let mut c = k0;
+            while c + 1 < nc {
+                // SAFETY: row l, columns c, c + 1 < nc ≤ n of rs.
+                unsafe { device::st(rs, l * n + c, device::ld(rs, l * n + c + 1)) };
+                c += 1;
+            }
+        }
+        // SAFETY: every lane; the moved columns are visible to their owners after it.
+        unsafe { device::sync_warp() };
+        // Rotations (j, j+1) for j = k0 … nc−2 clear R(j+1, j) (columns < nc − 1).
+        let mut j = k0;
+        while j + 1 < nc {
+            // SAFETY: convergent; rows j, j+1 < n; column j < nc − 1 ≤ team size.
+            let (c, s) = unsafe { zeroing_rotation(team, rs, n, j, j + 1) };
+            if l < nc - 1 {
+                // SAFETY: own column.
+                unsafe { rotate_col(team, rs, n, (j, j + 1), (c, s)) };
+            }
+            if l == j {
+                // SAFETY: own column j.
+                unsafe { device::st(rs, (j + 1) * n + j, T::ZERO) };
+            }
+            if l == 0 {
+                // SAFETY: 2n rotation entries.
+                unsafe {
+                    device::st(rot, 2 * j, c);
+                    device::st(rot, 2 * j + 1, s);
+                }
+            }
+            j += 1;
+        }
+        // SAFETY: every lane; the rotations are visible after it.
+        unsafe { device::sync_warp() };
+        let mut i = l;
+        while i < m {
+            // SAFETY: own row i of the first nc columns of qs; rotations written above.
+            unsafe {
+                let mut j = k0;
+                if j + 1 < nc {
+                    let mut carry = device::ld(qs, j * m + i);
+                    while j + 1 < nc {
+                        let (c, s) = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
+                        let y = device::ld(qs, (j + 1) * m + i);
+                        device::st(qs, j * m + i, c.mul_add(carry, s.mul(y)));
+                        carry = c.mul_add(y, s.neg().mul(carry));
+                        j += 1;
+                    }
+                    // Column nc − 1 is dropped.
+                }
+            }
+            i += team.size;
+        }
+    }
+    let no = n - p;
+    // SAFETY: own rows and column of the working copy (the first no columns, rows of R
+    // below no are dropped); every lane votes.
+    let fine = unsafe {
+        let mine =
+            finite_rows(team, (qs, m), (m, no)) && (l >= no || finite_col_pitch(team, rs, (n, no)));
+        team.all(mine)
+    };
+    if valid && fine {
+        // SAFETY: problem k's outputs at m×no and no×no.
+        unsafe {
+            store_q(team, (qs, m), q_out, (k, m, no));
+            if l < no {
+                for row in 0..no {
+                    let v = if row <= l {
+                        device::ld(rs, row * n + l)
+                    } else {
+                        T::ZERO
+                    };
+                    device::st(r_out, k * no * no + row * no + l, v);
+                }
+            }
+        }
+    }
+    if valid && l == 0 {
+        // SAFETY: k < B.
+        unsafe { device::st(status, k, if fine { OK } else { NON_FINITE }) };
+    }
+}
+
+/// Whether the calling lane's column (lane < cols) of rows 0..=lane of `rs` (pitch) is
+/// finite.
+///
+/// # Safety
+/// `rs` holds pitch·pitch elements, cols ≤ pitch.
+#[inline(always)]
+unsafe fn finite_col_pitch<T: Float>(
+    team: Team,
+    rs: *const T,
+    (pitch, cols): (usize, usize),
+) -> bool {
+    let l = team.lane;
+    let mut ok = true;
+    if l < cols {
+        for row in 0..=l {
+            // SAFETY: contract.
+            ok &= unsafe { device::ld(rs, row * pitch + l) }.is_finite();
+        }
+    }
+    ok
 }
 
 /// Solves every problem: d = Q₁ᵀb, the residual ‖b − Q₁d‖² into `rss`, and x = R⁻¹d with

@@ -771,14 +771,24 @@ entries! {
         (a: *const T, b: *const T, q: *mut T, r: *mut T, b_out: *mut T, status: *mut u32,
          batch: usize, m: usize, n: usize, team: usize) => batch_q::factor;
 
-    /// Thin rank-one update of B problems in place, a team of lanes a problem
-    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    /// Thin rank-k update (k rank-one updates) of B problems in place, a team of lanes a
+    /// problem (docs/algorithms.md#batched-states; batch_q.rs).
     ///
     /// # Safety
     /// As `batch_q::rank_one` documents.
     batch_q_rank_one_f32, batch_q_rank_one_f64
         (q: *mut T, r: *mut T, u: *const T, v: *const T, status: *mut u32, batch: usize,
-         m: usize, n: usize, team: usize) => batch_q::rank_one;
+         m: usize, n: usize, kk: usize, team: usize) => batch_q::rank_one;
+
+    /// Thin column deletion in B problems, a team of lanes a problem
+    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::delete_cols` documents.
+    batch_q_delete_cols_f32, batch_q_delete_cols_f64
+        (q_in: *const T, r_in: *const T, q_out: *mut T, r_out: *mut T, status: *mut u32,
+         batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize)
+        => batch_q::delete_cols;
 
     /// Thin row insertion in B problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).

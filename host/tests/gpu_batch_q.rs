@@ -213,6 +213,29 @@ fn run_sequence<T: GpuScalar>(
     }
     calls += 1;
     check(&bank, &model, calls, "rank_one");
+    // A + U Vᵀ with three terms.
+    let kk = 3;
+    let (ut, u) = rounded::<T>(random(&mut rng, b * m * kk));
+    let (vt, v) = rounded::<T>(random(&mut rng, b * n * kk));
+    let rep = bank
+        .rank_k(
+            BatchRef::row_major(&ut, b, m, kk).unwrap(),
+            BatchRef::row_major(&vt, b, n, kk).unwrap(),
+        )
+        .unwrap();
+    assert!(rep.all_ok());
+    for k in 0..b {
+        for i in 0..m {
+            for c in 0..n {
+                let add: f64 = (0..kk)
+                    .map(|t| u[(k * m + i) * kk + t] * v[(k * n + c) * kk + t])
+                    .sum();
+                model.a[k][i * n + c] += add;
+            }
+        }
+    }
+    calls += kk;
+    check(&bank, &model, calls, "rank_k");
     // Two rows in at an interior position, then three out elsewhere.
     let k0 = m / 3;
     let (rt, rows) = rounded::<T>(random(&mut rng, b * 2 * n));
@@ -258,6 +281,42 @@ fn run_sequence<T: GpuScalar>(
         model_delete(&mut model, 0, p);
         calls += 2;
         check(&bank, &model, calls, "slide");
+    }
+    // Columns out: one interior block, then the last column (when there are enough).
+    if n > 1 {
+        let (k0, p) = if n > 3 { (1, 2) } else { (0, 1) };
+        bank.delete_cols(k0, p).unwrap();
+        let no = n - p;
+        for a in &mut model.a {
+            let kept: Vec<f64> = a
+                .chunks(n)
+                .flat_map(|row| {
+                    row.iter()
+                        .enumerate()
+                        .filter(|(c, _)| *c < k0 || *c >= k0 + p)
+                        .map(|(_, v)| *v)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            *a = kept;
+        }
+        model.n = no;
+        assert_eq!(bank.ncols(), no);
+        calls += p;
+        check(&bank, &model, calls, "delete_cols");
+        if no > 1 {
+            bank.delete_cols(no - 1, 1).unwrap();
+            for a in &mut model.a {
+                let kept: Vec<f64> = a
+                    .chunks(no)
+                    .flat_map(|row| row[..no - 1].to_vec())
+                    .collect();
+                *a = kept;
+            }
+            model.n = no - 1;
+            calls += 1;
+            check(&bank, &model, calls, "delete_cols (last)");
+        }
     }
 }
 
@@ -383,6 +442,32 @@ fn refusals_leave_problems_unchanged() {
     assert_eq!(r0[3 * n * n..4 * n * n], r1[3 * n * n..4 * n * n]);
     assert_eq!(b0, b1);
     assert_ne!(q0[..m * n], q1[..m * n], "problem 0 was updated");
+    // rank_k with a NaN in problem 5's V: problem 5 refuses alone (the last columns of V
+    // zero, so that problems 2 and 4 keep their single-row columns).
+    let before_k = bank.to_host().unwrap();
+    let uu = random(&mut rng, b * m * 2);
+    let mut vv = random(&mut rng, b * n * 2);
+    for k in 0..b {
+        vv[(k * n + n - 1) * 2] = 0.0;
+        vv[(k * n + n - 1) * 2 + 1] = 0.0;
+    }
+    vv[(5 * n + 1) * 2 + 1] = f64::NAN;
+    let rep = bank
+        .rank_k(
+            BatchRef::row_major(&uu, b, m, 2).unwrap(),
+            BatchRef::row_major(&vv, b, n, 2).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(rep.refused().map(|(i, _)| i).collect::<Vec<_>>(), vec![5]);
+    let after_k = bank.to_host().unwrap();
+    assert_eq!(
+        before_k.0[5 * m * n..6 * m * n],
+        after_k.0[5 * m * n..6 * m * n]
+    );
+    assert_eq!(
+        before_k.1[5 * n * n..6 * n * n],
+        after_k.1[5 * n * n..6 * n * n]
+    );
     // Deleting row 9: problem 2 would lose its last column, so nothing changes.
     let state = bank.to_host().unwrap();
     match bank.delete_rows(9, 1) {
@@ -468,7 +553,7 @@ fn rank_test_and_argument_errors() {
     }
     let mut bank = bank;
     let state = bank.to_host().unwrap();
-    let one = vec![1.0; b * 40];
+    let one = vec![1.0; b * 100];
     let row = |p: usize, c: usize| BatchRef::row_major(&one[..b * p * c], b, p, c).unwrap();
     assert!(matches!(
         bank.delete_rows(0, 0),
@@ -500,6 +585,22 @@ fn rank_test_and_argument_errors() {
     ));
     assert!(matches!(
         bank.rank_one(row(m - 1, 1), row(n, 1)),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        bank.delete_cols(0, 0),
+        Err(Error::EmptyBlock { .. })
+    ));
+    assert!(matches!(
+        bank.delete_cols(2, 2),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        bank.delete_cols(0, 3),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert!(matches!(
+        bank.rank_k(row(m, 2), row(n, 3)),
         Err(Error::Shape { .. })
     ));
     assert!(matches!(

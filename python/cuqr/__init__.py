@@ -1947,6 +1947,23 @@ class GpuBatchQR:
         self._check("rank_one", self._s.rank_one(_flat1d(u, self._dtype, "u"),
                                                  _flat1d(v, self._dtype, "v")))
 
+    def rank_k(self, U, V) -> None:
+        """A + U Vᵀ for every problem: U (B, m, k), V (B, n, k); k rank-one updates in one
+        launch."""
+        B, m, n = self.shape
+        us, vs = tuple(U.shape), tuple(V.shape)
+        if len(us) != 3 or us[:2] != (B, m) or vs != (B, n, us[2]):
+            raise ValueError(f"rank_k: U must be (B, m, k) with (B, m) = {(B, m)} and V (B, n, k)")
+        self._check("rank_k", self._s.rank_k(_flat1d(U, self._dtype, "U"),
+                                             _flat1d(V, self._dtype, "V"), us[2]))
+
+    def delete_cols(self, k: int, p: int = 1) -> None:
+        """Deletes columns k..k+p of every problem (at least one column stays).
+        All-or-nothing."""
+        n = self.shape[2]
+        k = _index(k, 0, n)
+        self._check("delete_cols", self._s.delete_cols(k, int(p)))
+
     def insert_rows(self, k: int, rows, rhs) -> None:
         """Inserts p rows at position k (0 <= k <= m) in every problem: rows (B, p, n) or
         (B, n), rhs (B, p) or (B,). All-or-nothing."""

@@ -179,6 +179,27 @@ impl GpuBatchQR {
         })
     }
 
+    /// A + U Vᵀ for every problem: U (B·m·k), V (B·n·k), row-major a problem.
+    fn rank_k(
+        &self,
+        u: &Bound<'_, PyAny>,
+        v: &Bound<'_, PyAny>,
+        k: usize,
+    ) -> PyResult<(bool, Refused)> {
+        let (gpu, ord) = (&self.gpu, self.ordinal);
+        with_batch!(self, st, T => {
+            let (bs, m, n) = (st.batch(), st.nrows(), st.ncols());
+            let uv = dev_vec::<T>(u, gpu, ord, ("U", bs * m * k))?;
+            let vv = dev_vec::<T>(v, gpu, ord, ("V", bs * n * k))?;
+            outcome(st.rank_k_device(&uv, &vv, k))
+        })
+    }
+
+    /// Columns k0..k0+p out. `(applied, refused)`.
+    fn delete_cols(&self, k0: usize, p: usize) -> PyResult<(bool, Refused)> {
+        with_batch!(self, st, _T => all_or_nothing(st.delete_cols(k0, p)))
+    }
+
     /// p rows (B·p·n) with right-hand sides (B·p) in at k0. `(applied, refused)`.
     fn insert_rows(
         &self,

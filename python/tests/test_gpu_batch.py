@@ -65,6 +65,15 @@ def test_updates_match_lstsq(B, m, n, dtype):
     A = np.concatenate([(A * w)[:, 1:], rows[:, None, :]], axis=1).astype(dtype)
     b = np.concatenate([(b * w)[:, 1:], rhs[:, None]], axis=1).astype(dtype)
     check(bank, A, b, 6, dtype)
+    U = rng.uniform(-1, 1, (B, A.shape[1], 2)).astype(dtype)
+    V = rng.uniform(-1, 1, (B, n, 2)).astype(dtype)
+    bank.rank_k(U, V)
+    A = (A.astype(np.float64) + U.astype(np.float64) @ V.astype(np.float64).transpose(0, 2, 1)).astype(dtype)
+    check(bank, A, b, 8, dtype)
+    bank.delete_cols(1, 2)
+    A = np.concatenate([A[:, :, :1], A[:, :, 3:]], axis=2)
+    assert bank.shape == (B, A.shape[1], n - 2)
+    check(bank, A, b, 10, dtype)
 
 
 def test_refusals():

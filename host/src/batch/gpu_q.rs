@@ -20,11 +20,12 @@ use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 /// over the batch with one warp a problem (docs/algorithms.md#batched-states), whatever B.
 ///
 /// The refusal rules are [`super::BatchQr`]'s: arguments the problems share (positions,
-/// sizes, λ) refuse the call before anything runs; [`GpuQBatch::insert_rows`] and
-/// [`GpuQBatch::delete_rows`] change m and are all-or-nothing ([`Error::BatchRefused`] names
+/// sizes, λ) refuse the call before anything runs; [`GpuQBatch::insert_rows`],
+/// [`GpuQBatch::delete_rows`] and [`GpuQBatch::delete_cols`] change the shape and are
+/// all-or-nothing ([`Error::BatchRefused`] names
 /// the problems whose rows were not finite or whose deletion the completion's test refused,
-/// docs/algorithms.md#thin-row-deletion); [`GpuQBatch::rank_one`] and a
-/// [`GpuQBatch::slide`] proceed per problem and report, leaving a refusing problem bit for
+/// docs/algorithms.md#thin-row-deletion); [`GpuQBatch::rank_one`], [`GpuQBatch::rank_k`]
+/// and [`GpuQBatch::slide`] proceed per problem and report, leaving a refusing problem bit for
 /// bit as it was. Each call writes new buffers and keeps the old ones until it succeeds.
 ///
 /// Sizes: 1 ≤ n ≤ 32, m ≥ n, and a problem's working copy within 48 KiB of shared memory
@@ -313,15 +314,92 @@ impl<T: GpuScalar> GpuQBatch<T> {
     /// [`Error::Shape`] when a buffer is shorter than B·m or B·n; [`Error::OutOfMemory`],
     /// [`Error::Driver`].
     pub fn rank_one_device(&mut self, u: &DevVec<T>, v: &DevVec<T>) -> Result<BatchReport> {
-        const OP: &str = "GpuQBatch::rank_one";
-        check_len(OP, "u", u, self.batch * self.m)?;
-        check_len(OP, "v", v, self.batch * self.n)?;
+        self.rank_k_op("GpuQBatch::rank_one", (u, v), 1)
+    }
+
+    /// Replaces every A by A + U Vᵀ with U (B × m × k) and V (B × n × k) from host memory, as
+    /// k rank-one updates in one launch (docs/algorithms.md#batched-states). Per problem: one
+    /// with a non-finite entry in its U or V refuses alone ([`Error::NonFinite`] in the
+    /// report) and is left as it was.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::EmptyBlock`] (k = 0), [`Error::OutOfMemory`],
+    /// [`Error::Driver`].
+    pub fn rank_k(&mut self, u: BatchRef<'_, T>, v: BatchRef<'_, T>) -> Result<BatchReport> {
+        const OP: &str = "GpuQBatch::rank_k";
+        let k = u.ncols();
+        let uv = row_major(OP, "U (batch, m, k)", &u, (self.batch, self.m, k))?;
+        let vv = row_major(OP, "V (batch, n, k)", &v, (self.batch, self.n, k))?;
+        let (ud, vd) = (upload(&self.gpu, &uv)?, upload(&self.gpu, &vv)?);
+        self.rank_k_device(&ud, &vd, k)
+    }
+
+    /// [`GpuQBatch::rank_k`] with U (B·m·k) and V (B·n·k) in device memory, each problem's
+    /// block row-major (a C-order (B, m, k) array).
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::rank_k`].
+    pub fn rank_k_device(&mut self, u: &DevVec<T>, v: &DevVec<T>, k: usize) -> Result<BatchReport> {
+        self.rank_k_op("GpuQBatch::rank_k", (u, v), k)
+    }
+
+    fn rank_k_op(
+        &mut self,
+        op: &'static str,
+        (u, v): (&DevVec<T>, &DevVec<T>),
+        k: usize,
+    ) -> Result<BatchReport> {
+        if k == 0 {
+            return Err(Error::EmptyBlock { op });
+        }
+        check_len(op, "u", u, self.batch * self.m * k)?;
+        check_len(op, "v", v, self.batch * self.n * k)?;
         let shape = self.shape_at(self.m, smem::rank_one(self.m, self.n));
         let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
         let status = self
             .states
-            .rank_one(&self.gpu, shape, (u.view(), v.view()), st)?;
-        Ok(report(OP, &status))
+            .rank_one(&self.gpu, shape, (u.view(), v.view(), k), st)?;
+        Ok(report(op, &status))
+    }
+
+    /// Deletes columns k0..k0+p of every problem (docs/algorithms.md#batched-states); at
+    /// least one column stays. b does not change. All-or-nothing.
+    ///
+    /// # Errors
+    /// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > n),
+    /// [`Error::InvalidParam`] (every column deleted), [`Error::BatchRefused`] (a result that
+    /// is not finite), [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
+        const OP: &str = "GpuQBatch::delete_cols";
+        if p == 0 {
+            return Err(Error::EmptyBlock { op: OP });
+        }
+        if k0 + p > self.n {
+            return Err(Error::OutOfRange {
+                op: OP,
+                k0,
+                p,
+                n: self.n,
+            });
+        }
+        if p == self.n {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "p",
+                why: "a batch keeps at least one column".into(),
+            });
+        }
+        let shape = self.shape_at(self.m, smem::delete_cols(self.m, self.n));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (q, r, status) = self.states.delete_cols(&self.gpu, shape, (k0, p), st)?;
+        let problems = refusals(OP, &status);
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        self.states.q = q;
+        self.states.r = r;
+        self.n -= p;
+        Ok(())
     }
 
     /// Inserts p rows at k0 (0 ≤ k0 ≤ m) in every problem: `rows` (B × p × n) with

@@ -150,8 +150,8 @@ impl<T: GpuScalar> QStates<T> {
         Ok((out, st))
     }
 
-    /// A + u vᵀ for every problem (u batch·m, v batch·n), in place; a refusing problem is
-    /// left as it was. The statuses.
+    /// A + U Vᵀ for every problem (U batch·m·kk, V batch·n·kk, row-major a problem), in
+    /// place; a refusing problem is left as it was. The statuses.
     ///
     /// # Errors
     /// [`crate::Error::Driver`].
@@ -159,16 +159,42 @@ impl<T: GpuScalar> QStates<T> {
         &mut self,
         gpu: &Gpu,
         s: QShape,
-        (u, v): (CudaView<'_, T>, CudaView<'_, T>),
+        (u, v, kk): (CudaView<'_, T>, CudaView<'_, T>, usize),
         status: &mut Statuses,
     ) -> Result<Vec<u32>> {
         gpu.batch_q_rank_one(
             s,
             (self.q.slice_mut(..), self.r.slice_mut(..)),
-            (u, v),
+            (u, v, kk),
             &mut status.dev,
         )?;
         status.read(gpu)
+    }
+
+    /// Columns k0..k0+p out of every problem: the new Q₁ and R (b does not change) and the
+    /// statuses.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+    pub(crate) fn delete_cols(
+        &self,
+        gpu: &Gpu,
+        s: QShape,
+        (k0, p): (usize, usize),
+        status: &mut Statuses,
+    ) -> Result<(CudaSlice<T>, CudaSlice<T>, Vec<u32>)> {
+        let no = s.n - p;
+        let mut q = alloc(gpu, s.batch * s.m * no, "batched Q")?;
+        let mut r = alloc(gpu, s.batch * no * no, "batched R")?;
+        gpu.batch_q_delete_cols(
+            s,
+            self.view(),
+            (k0, p),
+            (q.slice_mut(..), r.slice_mut(..)),
+            &mut status.dev,
+        )?;
+        let st = status.read(gpu)?;
+        Ok((q, r, st))
     }
 
     /// p rows in at k0 (rows batch·p·n row-major, rhs batch·p), R and b scaled by `scale`

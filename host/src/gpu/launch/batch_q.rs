@@ -26,6 +26,9 @@ pub(crate) mod smem {
     pub(crate) const fn delete_rows(m: usize, n: usize) -> usize {
         m * (n + 1) + (n + 1) * n + 3 * n
     }
+    pub(crate) const fn delete_cols(m: usize, n: usize) -> usize {
+        m * n + n * n + 2 * n
+    }
     pub(crate) const fn solve(n: usize) -> usize {
         n * n + n
     }
@@ -139,8 +142,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// Launches `batch_q_rank_one_<T>`: Q₁ and R of `state` updated in place with u
-    /// (batch·m) and v (batch·n); a refusing problem is left as it was.
+    /// Launches `batch_q_rank_one_<T>`: Q₁ and R of `state` updated in place by `kk`
+    /// rank-one terms, U (batch·m·kk) and V (batch·n·kk); a refusing problem is left as it
+    /// was.
     ///
     /// # Errors
     /// [`crate::Error::Driver`].
@@ -151,13 +155,13 @@ impl Gpu {
         &self,
         shape: QShape,
         (mut q, mut r): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
-        (u, v): (CudaView<'_, T>, CudaView<'_, T>),
+        (u, v, kk): (CudaView<'_, T>, CudaView<'_, T>, usize),
         status: &mut CudaSlice<u32>,
     ) -> Result<()> {
         let QShape { batch, m, n, team } = shape;
-        assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n);
+        assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n && kk >= 1);
         assert!(q.len() >= batch * m * n && r.len() >= batch * n * n);
-        assert!(u.len() >= batch * m && v.len() >= batch * n && status.len() >= batch);
+        assert!(u.len() >= batch * m * kk && v.len() >= batch * n * kk && status.len() >= batch);
         if batch == 0 {
             return Ok(());
         }
@@ -167,15 +171,16 @@ impl Gpu {
             (32, 1),
             shape.smem_bytes::<T>(smem::rank_one(m, n)),
         );
-        // SAFETY: matches batch_q_rank_one_<T>(q, r, u, v, status, batch, m, n, team): q and r
-        // hold batch·m·n and batch·n·n (read-write, in place: each block reads its problem
-        // before writing it), u and v batch·m and batch·n, status batch (asserted); u, v and
+        // SAFETY: matches batch_q_rank_one_<T>(q, r, u, v, status, batch, m, n, kk, team): q
+        // and r hold batch·m·n and batch·n·n (read-write, in place: each team reads its
+        // problem before writing it), u and v batch·m·kk and batch·n·kk, status batch
+        // (asserted); u, v and
         // status are other buffers than q and r (distinct borrows); 1 ≤ n ≤ 32, m ≥ n;
         // grid ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
         // (32/team)·smem::rank_one(m, n).
         unsafe {
             launch_kernel!(self, f, cfg, "batch_q_rank_one"; &mut q, &mut r, &u, &v,
-                &mut *status, &batch, &m, &n, &team)
+                &mut *status, &batch, &m, &n, &kk, &team)
         }?;
         Ok(())
     }
@@ -281,6 +286,50 @@ impl Gpu {
                     &input.r, &input.b, &mut o.q, &mut o.r, &mut o.b, &null, &null, &null,
                     &mut *status, &batch, &m, &n, &k0, &p, &team),
             }
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_delete_cols_<T>`: columns k0..k0+p out of Q₁ and R of `input` into
+    /// `q_out` (batch·m·(n−p)) and `r_out` (batch·(n−p)²); b does not change.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`], and for k0 + p > n, p = 0 or p ≥ n.
+    pub(crate) fn batch_q_delete_cols<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        input: QView<'_, T>,
+        (k0, p): (usize, usize),
+        (mut q_out, mut r_out): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        shape.check(&input);
+        assert!(p >= 1 && p < n && k0 + p <= n);
+        let no = n - p;
+        assert!(q_out.len() >= batch * m * no && r_out.len() >= batch * no * no);
+        assert!(status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_delete_cols;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::delete_cols(m, n)),
+        );
+        // SAFETY: matches batch_q_delete_cols_<T>(q_in, r_in, q_out, r_out, status, batch, m,
+        // n, k0, p, team): the input holds batch·m·n and batch·n·n, the outputs
+        // batch·m·(n−p) and batch·(n−p)², status batch (asserted); the outputs are distinct
+        // mutable views aliasing no input; k0 + p ≤ n, 1 ≤ p < n ≤ 32, m ≥ n; grid
+        // ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
+        // (32/team)·smem::delete_cols(m, n).
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_delete_cols"; &input.q, &input.r,
+                &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &k0, &p, &team)
         }?;
         Ok(())
     }

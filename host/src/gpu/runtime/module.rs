@@ -152,8 +152,10 @@ kernel_table! {
     rolling_walk_general,
     /// `batch_q_factor_<T>` (batched thin-Q states; docs/algorithms.md#batched-states).
     batch_q_factor,
-    /// `batch_q_rank_one_<T>` (batched thin-Q rank-one update).
+    /// `batch_q_rank_one_<T>` (batched thin-Q rank-k update, k rank-one terms).
     batch_q_rank_one,
+    /// `batch_q_delete_cols_<T>` (batched thin-Q column deletion).
+    batch_q_delete_cols,
     /// `batch_q_insert_rows_<T>` (batched thin-Q row insertion).
     batch_q_insert_rows,
     /// `batch_q_delete_rows_<T>` (batched thin-Q row deletion).
