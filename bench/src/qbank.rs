@@ -1,5 +1,5 @@
-//! `cuqr bench qbank`: batched thin-Q states on the GPU (`cuqr::batch::GpuQBatch`, one warp
-//! a problem) against refactorising every problem with cuBLAS `geqrfBatched` on the same
+//! `cuqr bench qbank`: batched thin-Q states on the GPU (`cuqr::batch::GpuQBatch`, a team of
+//! lanes a problem) against refactorising every problem with cuBLAS `geqrfBatched` on the same
 //! GPU, in one process (docs/performance.md#batched-states). Data already on the device;
 //! wall clock of whole calls (each call's status download and wait included), median of the
 //! repetitions after a warm-up.

@@ -1875,7 +1875,7 @@ def _flat1d(x, dtype: str, name: str):
 class GpuBatchQR:
     """B least-squares problems of one shape (m x n, n <= 32, one right-hand side each) on
     one GPU, each kept as a thin QR factorisation (Q: m x n, R: n x n, and b), updated by
-    one kernel launch a call over the whole batch, one warp a problem.
+    one kernel launch a call over the whole batch (by default one GPU lane a row).
 
     ``A`` is (B, m, n) and ``b`` (B, m): NumPy arrays (copied to the GPU) or CuPy arrays and
     CUDA torch tensors (read on the device). Update arguments carry a leading batch axis

@@ -1,4 +1,4 @@
-//! Batched thin-Q states on one GPU, one problem a warp (docs/algorithms.md#batched-states).
+//! Batched thin-Q states on one GPU, a team of lanes a problem (docs/algorithms.md#batched-states).
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -17,7 +17,8 @@ use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 /// B least-squares problems of one shape m×n (n ≤ 32, one right-hand side) on one GPU, each
 /// kept as the thin kind of [`crate::QPolicy::Thin`] keeps it: Q₁ (m×n, orthonormal columns),
 /// R (n×n, upper triangular) and b; d = Q₁ᵀb is formed when solving. Each call is one launch
-/// over the batch with one warp a problem (docs/algorithms.md#batched-states), whatever B.
+/// over the batch with a team of lanes a problem (by default one lane a row; see
+/// [`GpuQBatch::set_lanes_per_problem`] and docs/algorithms.md#batched-states), whatever B.
 ///
 /// The refusal rules are [`super::BatchQr`]'s: arguments the problems share (positions,
 /// sizes, λ) refuse the call before anything runs; [`GpuQBatch::insert_rows`],

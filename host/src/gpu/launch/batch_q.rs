@@ -1,4 +1,4 @@
-//! Batched thin-Q states, one warp a problem (`batch_q_*`, gpu-kernels/src/batch_q.rs;
+//! Batched thin-Q states, a team of lanes a problem (`batch_q_*`, gpu-kernels/src/batch_q.rs;
 //! docs/algorithms.md#batched-states).
 
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
