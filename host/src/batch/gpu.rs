@@ -321,7 +321,9 @@ impl<T: GpuScalar> GpuRBatch<T> {
             .iter()
             .enumerate()
             .map(|(i, &c)| match (c, &r) {
-                (STATUS_RANK_DEFICIENT, Some(r)) => Err(self.rank_error(&r[i * self.n * self.n..])),
+                (STATUS_RANK_DEFICIENT, Some(r)) => {
+                    Err(rank_error(&r[i * self.n * self.n..], self.m, self.n))
+                }
                 _ => Ok(()),
             })
             .collect();
@@ -332,30 +334,6 @@ impl<T: GpuScalar> GpuRBatch<T> {
             n: self.n,
             q: 1,
         })
-    }
-
-    /// The rank test's error for one problem's R (n × n row-major): the first column whose
-    /// diagonal entry is at or below tol·‖R‖_F (or not finite).
-    fn rank_error(&self, r: &[T]) -> Error {
-        let n = self.n;
-        let norm = r[..n * n]
-            .iter()
-            .map(|v| v.to_f64() * v.to_f64())
-            .sum::<f64>()
-            .sqrt();
-        let (big, small) = (self.m.max(n), self.m.min(n).max(1));
-        let tol = big as f64 * T::UNIT_ROUNDOFF / (small as f64).sqrt() * norm;
-        let column = (0..n)
-            .find(|&j| {
-                let v = r[j * n + j].to_f64().abs();
-                !v.is_finite() || v <= tol
-            })
-            .unwrap_or(0);
-        Error::RankDeficient {
-            column,
-            r_jj: r[column * n + column].to_f64().abs(),
-            tol,
-        }
     }
 
     /// R (B × n × n row-major, zero below the diagonal), d (B × n) and ρ (B) on the host.
@@ -427,5 +405,29 @@ impl<T: GpuScalar> GpuRBatch<T> {
         }
         self.states = out.states;
         Ok(())
+    }
+}
+
+/// The rank test's error for one problem's R (n × n row-major) standing for m rows, as the
+/// GPU batches' solve applies it: the first column whose diagonal entry is at or below
+/// tol·‖R‖_F (or not finite), tol = max(m, n)·u/√min(m, n).
+pub(super) fn rank_error<T: GpuScalar>(r: &[T], m: usize, n: usize) -> Error {
+    let norm = r[..n * n]
+        .iter()
+        .map(|v| v.to_f64() * v.to_f64())
+        .sum::<f64>()
+        .sqrt();
+    let (big, small) = (m.max(n), m.min(n).max(1));
+    let tol = big as f64 * T::UNIT_ROUNDOFF / (small as f64).sqrt() * norm;
+    let column = (0..n)
+        .find(|&j| {
+            let v = r[j * n + j].to_f64().abs();
+            !v.is_finite() || v <= tol
+        })
+        .unwrap_or(0);
+    Error::RankDeficient {
+        column,
+        r_jj: r[column * n + column].to_f64().abs(),
+        tol,
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaView;
 
+use super::gpu::rank_error;
 use super::{BatchRef, BatchReport, BatchSolution};
 use crate::base::error::{Error, Result};
 use crate::gpu::algo::batch_q::{
@@ -418,14 +419,7 @@ impl<T: GpuScalar> GpuQBatch<T> {
     ) -> Result<()> {
         const OP: &str = "GpuQBatch::insert_rows";
         let p = rows.nrows();
-        let rv = row_major(OP, "rows (batch, p, n)", &rows, (self.batch, p, self.n))?;
-        let ev = row_major(
-            OP,
-            "right-hand sides (batch, p, 1)",
-            &rhs,
-            (self.batch, p, 1),
-        )?;
-        let (rd, ed) = (upload(&self.gpu, &rv)?, upload(&self.gpu, &ev)?);
+        let (rd, ed) = self.upload_rows(OP, (&rows, &rhs), p)?;
         self.insert_rows_device(k0, p, (&rd, &ed))
     }
 
@@ -458,6 +452,24 @@ impl<T: GpuScalar> GpuQBatch<T> {
         self.states = states;
         self.m += p;
         Ok(())
+    }
+
+    /// Rows (B × p × n) and their right-hand sides (B × p × 1) from host memory, checked
+    /// and uploaded.
+    fn upload_rows(
+        &self,
+        op: &'static str,
+        (rows, rhs): (&BatchRef<'_, T>, &BatchRef<'_, T>),
+        p: usize,
+    ) -> Result<(DevVec<T>, DevVec<T>)> {
+        let rv = row_major(op, "rows (batch, p, n)", rows, (self.batch, p, self.n))?;
+        let ev = row_major(
+            op,
+            "right-hand sides (batch, p, 1)",
+            rhs,
+            (self.batch, p, 1),
+        )?;
+        Ok((upload(&self.gpu, &rv)?, upload(&self.gpu, &ev)?))
     }
 
     fn check_insert(
@@ -542,14 +554,7 @@ impl<T: GpuScalar> GpuQBatch<T> {
     ) -> Result<BatchReport> {
         const OP: &str = "GpuQBatch::slide";
         let p = rows.nrows();
-        let rv = row_major(OP, "rows (batch, p, n)", &rows, (self.batch, p, self.n))?;
-        let ev = row_major(
-            OP,
-            "right-hand sides (batch, p, 1)",
-            &rhs,
-            (self.batch, p, 1),
-        )?;
-        let (rd, ed) = (upload(&self.gpu, &rv)?, upload(&self.gpu, &ev)?);
+        let (rd, ed) = self.upload_rows(OP, (&rows, &rhs), p)?;
         self.slide_device(p, (&rd, &ed), forget)
     }
 
@@ -654,7 +659,7 @@ impl<T: GpuScalar> GpuQBatch<T> {
             .enumerate()
             .map(|(i, &c)| match (c, &r) {
                 (STATUS_RANK_DEFICIENT, Some(r)) => {
-                    Err(self.rank_error(&r[i * n * n..(i + 1) * n * n]))
+                    Err(rank_error(&r[i * n * n..(i + 1) * n * n], self.m, n))
                 }
                 _ => Ok(()),
             })
@@ -677,29 +682,6 @@ impl<T: GpuScalar> GpuQBatch<T> {
             n,
             q: 1,
         })
-    }
-
-    /// The rank test's error for one problem's R (n × n row-major).
-    fn rank_error(&self, r: &[T]) -> Error {
-        let n = self.n;
-        let norm = r
-            .iter()
-            .map(|v| v.to_f64() * v.to_f64())
-            .sum::<f64>()
-            .sqrt();
-        let (big, small) = (self.m.max(n), self.m.min(n).max(1));
-        let tol = big as f64 * T::UNIT_ROUNDOFF / (small as f64).sqrt() * norm;
-        let column = (0..n)
-            .find(|&j| {
-                let v = r[j * n + j].to_f64().abs();
-                !v.is_finite() || v <= tol
-            })
-            .unwrap_or(0);
-        Error::RankDeficient {
-            column,
-            r_jj: r[column * n + column].to_f64().abs(),
-            tol,
-        }
     }
 
     /// Q₁ (B × m × n, each problem column-major: entry (k, i, c) at k·m·n + c·m + i), R
