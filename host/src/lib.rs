@@ -37,6 +37,7 @@ pub(crate) mod base;
 pub mod batch;
 pub mod cpu;
 pub mod distributed;
+pub mod explicit;
 pub(crate) mod gpu;
 #[cfg(feature = "internals")]
 pub mod internals;

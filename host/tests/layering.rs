@@ -30,6 +30,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("rolling", 9),
     ("small", 9),
     ("distributed", 9),
+    ("explicit", 9),
     ("internals", 10),
     ("", 11), // lib.rs: the crate root re-exports
 ];

@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 _DTYPES = ("float32", "float64")
+# the SciPy-style functions take complex factors too (explicit updates on the CPU)
+_COMPLEX = ("complex64", "complex128")
 
 
 def cuda_available(device: int = 0) -> bool:
@@ -154,7 +156,7 @@ def _host_ready(x):
     read in place (any strides, negative and zero ones included), else a Fortran-ordered
     copy in native byte order (values unchanged). Other dtypes are left for the dtype
     checks to refuse."""
-    if not isinstance(x, _np.ndarray) or x.dtype.kind != "f" or _readable(x):
+    if not isinstance(x, _np.ndarray) or x.dtype.kind not in "fc" or _readable(x):
         return x
     # (asfortranarray would hand back an unaligned Fortran-ordered array as it is)
     return _np.array(x, dtype=x.dtype.newbyteorder("="), order="F", copy=True)
@@ -186,6 +188,15 @@ def _into(dst, src):
         dst[...] = src
         return dst
     return src
+
+
+def _conj_into(x, condition: bool):
+    """SciPy's in-place side effect on a complex vector it may overwrite: ``x`` (a
+    writeable NumPy array) conjugated when ``condition`` holds. Its complex rank-one
+    update conjugates ``v``, and its complex column insertion with a C-ordered Q ``u``,
+    in place (its own tests check this)."""
+    if condition and isinstance(x, _np.ndarray) and x.dtype.kind == "c" and _writable_into(x, x):
+        _np.conjugate(x, out=x)
 
 
 def _shape(x):
@@ -227,19 +238,41 @@ def _check_qr(Q, R):
     dq, dr = _dtype_name(Q), _dtype_name(R)
     if dq != dr:
         raise ValueError("Q and R must have the same dtype")
-    if dq not in _DTYPES:
-        raise ValueError(f"cuqr supports float32 and float64 arrays, found {dq}")
+    if dq not in _DTYPES + _COMPLEX:
+        raise ValueError(
+            f"cuqr supports float32, float64, complex64 and complex128 arrays, found {dq}"
+        )
     return qm, rn, economic, dq
 
 
-def _require_tall(M: int, N: int, M1: int, N1: int):
-    """cuqr's one restriction beyond SciPy's: M >= N before and after. Checked after every
-    other argument check, so that it is the only reason left for refusing the call."""
-    if M < N or M1 < N1:
-        raise ValueError(
-            "cuqr updates tall or square factorisations (M >= N); Q @ R is "
-            f"{M}x{N} and would be {M1}x{N1} after the update"
-        )
+def _explicit_route(dtype: str, M: int, N: int, M1: int, N1: int) -> bool:
+    """Whether an update runs on explicit factors (:func:`_explicit`): complex factors, and
+    wide ones (M < N before or after), which cuqr's states do not hold."""
+    return dtype in _COMPLEX or M < N or M1 < N1
+
+
+def _explicit(arrays: _Arrays, op, Q, R, a=None, b=None, k=0, p=0, rcond=None):
+    """An update of the explicit factors (Q, R) on the CPU (cuqr.explicit in Rust): device
+    inputs are copied to the host and the results back to the caller's device."""
+    if arrays.on_gpu:
+        Q, R, a, b = (None if x is None else _host_ready(_to_numpy(x)) for x in (Q, R, a, b))
+    Q1, R1 = _cuqr.explicit_update(op, Q, R, a, b, int(k), int(p), rcond)
+    return _from_host(arrays, Q1), _from_host(arrays, R1)
+
+
+def _from_host(arrays: _Arrays, x):
+    """A NumPy result as the caller's kind of array, on the caller's device."""
+    if arrays.family == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(arrays.device):
+            return cupy.asarray(x)
+    if arrays.family.startswith("torch"):
+        import torch
+
+        t = torch.from_numpy(x)
+        return t.to(f"cuda:{arrays.device}") if arrays.on_gpu else t
+    return arrays.out(x) if not arrays.on_gpu else x
 
 
 def _index(k, lo: int, hi: int) -> int:
@@ -413,7 +446,9 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     inserted before row ``k`` (``which='row'``; ``u`` of shape (N,) or (p, N)) or the
     columns ``u`` inserted before column ``k`` (``which='col'``; ``u`` of shape (M,) or
     (M, p)). Full (Q (M, M), R (M, N)) and economic (Q (M, N), R (N, N)) decompositions,
-    float32 and float64, ``M >= N`` before and after.
+    tall, square or wide (an economic one turns full where it must, as SciPy's), float32,
+    float64, complex64 and complex128. Complex and wide factorisations are updated on the
+    CPU (device arrays are copied to the host and back).
 
     For economic column insertion ``rcond`` bounds the reciprocal condition number of Q
     augmented with ``u/||u||`` (default: the dtype's machine epsilon); below it a
@@ -421,7 +456,8 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
 
     With ``overwrite_qru=True`` a full Q that keeps its shape (column insertion) receives
     the new Q, and that array is returned, when it is a writeable NumPy array of the dtype
-    (as SciPy does where it can); ``u`` is never written. NumPy inputs run on the CPU; CuPy
+    (as SciPy does where it can); ``u`` is left as it was, except that a complex ``u`` of a
+    full insertion into a C-ordered ``Q`` comes back conjugated, as SciPy's does. NumPy inputs run on the CPU; CuPy
     arrays and PyTorch CUDA tensors on their GPU, with results of the same kind.
 
     Raises ``ValueError`` for bad shapes, dtypes, indices and non-finite input and
@@ -454,7 +490,7 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
         raise ValueError("'which' must be either 'row' or 'col'")
     arrays = _Arrays.of(Q)
     _same_family(arrays, (R, "R"), (u, "u"))
-    Q0 = Q
+    Q0, u0 = Q, u
     Q, R, u = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u")], check_finite)
     M, N, economic, dtype = _check_qr(Q, R)
     if _dtype_name(u) != dtype:
@@ -465,14 +501,24 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
         u = u.reshape(p, N)
         k = _index(k, -M, M)
         k = k + M if k < 0 else k
-        _require_tall(M, N, M + _shape(u)[0], N)
+        if _explicit_route(dtype, M, N, M + p, N):
+            return _explicit(arrays, "insert_rows", Q, R, u, k=k)
         st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
         st.insert_rows(k, u)
     else:
         u = u.reshape(M, p)
         k = _index(k, -N, N)
         k = k + N if k < 0 else k
-        _require_tall(M, N, M, N + p)
+        if economic and p == 0:
+            # SciPy fails here too (its economic path cannot take an empty block)
+            raise ValueError("'u' has no columns to insert")
+        if _explicit_route(dtype, M, N, M, N + p):
+            Q1, R1 = _explicit(arrays, "insert_cols", Q, R, u, k=k, rcond=_rcond(rcond, dtype))
+            if not (overwrite_qru and not economic):
+                return Q1, R1
+            c_order = isinstance(Q0, _np.ndarray) and not Q0.flags.f_contiguous
+            _conj_into(u0, c_order and len(us) == 1)
+            return _into(Q0, Q1), R1
         if economic:
             _span_check(Q, u, rcond, dtype)
         if N == 0 and p > 0:
@@ -483,13 +529,15 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
             st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
             if p > 0:
                 st.insert_cols(k, u)
-            elif economic:
-                # SciPy fails here too (its economic path cannot take an empty block)
-                raise ValueError("'u' has no columns to insert")
     Q1, R1 = _finish(arrays, st)
     if overwrite_qru and which == "col" and not economic:
         Q1 = _into(Q0, Q1)
     return Q1, R1
+
+
+def _rcond(rcond, dtype: str) -> float:
+    """SciPy's ``rcond`` of economic column insertion (default: the dtype's epsilon)."""
+    return float(_np.finfo(dtype).eps) if rcond is None else float(rcond)
 
 
 def _insert_count(us, which: str, M: int, N: int) -> int:
@@ -549,8 +597,8 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
     """QR downdate on row or column deletions, as ``scipy.linalg.qr_delete``.
 
     If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1`` equal to A without rows (or
-    columns) ``k .. k+p-1``. Full and economic decompositions, float32 and float64,
-    ``M >= N`` before and after.
+    columns) ``k .. k+p-1``. Full and economic decompositions, tall, square or wide,
+    float32, float64, complex64 and complex128 (complex and wide ones on the CPU).
 
     Deleting every row leaves Q (0, 0) and R (0, N); deleting every column leaves Q (M, M)
     and R (M, 0), or Q (M, 0) and R (0, 0) for an economic decomposition, as in SciPy.
@@ -597,16 +645,16 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
         raise ValueError("'p' is out of range")
     if p == lim:
         return _delete_all(arrays, Q, R, which, economic, dtype)
-    if which == "row":
-        _require_tall(M, N, M - p, N)
+    op = "delete_rows" if which == "row" else "delete_cols"
+    if _explicit_route(dtype, M, N, M - p if which == "row" else M, N):
+        Q1, R1 = _explicit(arrays, op, Q, R, k=k, p=p)
     else:
-        _require_tall(M, N, M, N - p)
-    st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
-    if which == "row":
-        st.delete_rows(k, p)
-    else:
-        st.delete_cols(k, p)
-    Q1, R1 = _finish(arrays, st)
+        st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
+        if which == "row":
+            st.delete_rows(k, p)
+        else:
+            st.delete_cols(k, p)
+        Q1, R1 = _finish(arrays, st)
     if overwrite_qr and isinstance(Q1, _np.ndarray):
         # the trailing blocks (rows) or leading ones (columns) of the inputs, as in SciPy
         (qm, qn), (rm, rn) = _shape(Q0), _shape(R0)
@@ -666,13 +714,14 @@ def _array_module(x):
 def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     """Rank-k QR update, as ``scipy.linalg.qr_update``.
 
-    If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1 = A + u @ v.T`` (``u`` of shape
-    (M,) or (M, k), ``v`` of shape (N,) or (N, k)). Full and economic decompositions,
-    float32 and float64.
+    If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1 = A + u @ v.conj().T`` (``u`` of
+    shape (M,) or (M, k), ``v`` of shape (N,) or (N, k); ``v.T`` for real data). Full and
+    economic decompositions, tall, square or wide, float32, float64, complex64 and
+    complex128 (complex and wide ones on the CPU). ``k`` may not exceed M or N.
 
     With ``overwrite_qruv=True`` the new Q and R are written into ``Q`` and ``R``, which
-    are returned, when they are writeable NumPy arrays of the dtype; ``u`` and ``v`` are
-    never written.
+    are returned, when they are writeable NumPy arrays of the dtype; ``u`` is never written,
+    and a complex ``v`` of a rank-one update comes back conjugated, as SciPy's does.
 
     Batches: leading batch dimensions as in SciPy (≥ 1.16): ``Q`` (..., M, M) or
     (..., M, N) and ``R``; ``u`` and ``v`` read as 2-D blocks (..., M, k) and (..., N, k)
@@ -697,11 +746,18 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
         return _qr_update_batch(batch, Q, R, u, v, check_finite)
     arrays = _Arrays.of(Q)
     _same_family(arrays, (R, "R"), (u, "u"), (v, "v"))
-    Q0, R0 = Q, R
+    Q0, R0, v0 = Q, R, v
     Q, R, u, v = _prepare(arrays, [(Q, "Q"), (R, "R"), (u, "u"), (v, "v")], check_finite)
     M, N, economic, dtype = _check_qr(Q, R)
     us, vs = _shape(u), _shape(v)
     _check_uv(u, v, us, vs, M, N, dtype)
+    if _explicit_route(dtype, M, N, M, N):
+        kk = 1 if len(us) == 1 else us[1]
+        Q1, R1 = _explicit(arrays, "update", Q, R, u.reshape(M, kk), v.reshape(N, kk))
+        if overwrite_qruv:
+            Q1, R1 = _into(Q0, Q1), _into(R0, R1)
+            _conj_into(v0, kk == 1)
+        return Q1, R1
     st = _from_factors(arrays, Q, R, M, economic, dtype, check_finite)
     if len(us) == 1 or us[1] == 1:
         st.rank_one(u.reshape(M, 1), v.reshape(N, 1))
@@ -725,7 +781,8 @@ def _check_uv(u, v, us, vs, M: int, N: int, dtype: str):
         raise ValueError("v.shape[0] must equal R.shape[1]")
     if len(us) == 2 and us[1] != vs[1]:
         raise ValueError("Second dimension of u and v must be the same")
-    _require_tall(M, N, M, N)
+    if len(us) == 2 and (us[1] > M or us[1] > N):
+        raise ValueError("Update rank larger than np.dot(Q, R).")
 
 
 def cholupdate(R, x, sign="+", check_finite=True):
@@ -798,15 +855,17 @@ def _qr_insert_batch(batch, Q, R, u, k, which, rcond, check_finite):
         raise ValueError("'u' must have the same type as 'Q' and 'R'")
     p = _insert_count(_shape(ub[0]), which, M, N)
     size = Qb.shape[0]
+    M1, N1 = (M + p, N) if which == "row" else (M, N + p)
+    if _explicit_route(dtype, M, N, M1, N1):
+        kw = dict(which=which, rcond=rcond, check_finite=False)
+        return _loop(qr_insert, batch, [(Q, 2), (R, 2), (u, "1|2"), (k, 0)], kw)
     if which == "row":
         ub = ub.reshape(size, p, N)
         kb = _batch_k(k, batch, -M, M)
-        _require_tall(M, N, M + p, N)
         op = "insert_rows"
     else:
         ub = ub.reshape(size, M, p)
         kb = _batch_k(k, batch, -N, N)
-        _require_tall(M, N, M, N + p)
         if economic:
             _span_check_batch(Qb, ub, rcond, dtype, batch)
             if p == 0:
@@ -891,10 +950,9 @@ def _qr_delete_batch(batch, Q, R, k, p, which, check_finite):
         zeros = lambda core: _np.zeros(tuple(batch) + core, dtype=dtype)  # noqa: E731
         Q1 = Qb.reshape(tuple(batch) + (qm, qn)).copy() if Q1 is None else zeros(Q1)
         return arrays.out(Q1), arrays.out(zeros(R1))
-    if which == "row":
-        _require_tall(M, N, M - p, N)
-    else:
-        _require_tall(M, N, M, N - p)
+    if _explicit_route(dtype, M, N, M - p if which == "row" else M, N):
+        kw = dict(p=p, which=which, check_finite=False)
+        return _loop(qr_delete, batch, [(Q, 2), (R, 2), (k, 0)], kw)
     op = "delete_rows" if which == "row" else "delete_cols"
     Q1, R1 = _cuqr.batch(op, _policy(economic), M, Qb, Rb, None, None, kb, p, list(batch))
     return _unflat(arrays, batch, Q1), _unflat(arrays, batch, R1)
@@ -913,6 +971,9 @@ def _qr_update_batch(batch, Q, R, u, v, check_finite):
     M, N, economic, dtype = _check_qr(Qb[0], Rb[0])
     us, vs = _shape(ub[0]), _shape(vb[0])
     _check_uv(ub[0], vb[0], us, vs, M, N, dtype)
+    if _explicit_route(dtype, M, N, M, N):
+        args = [(Q, 2), (R, 2), (u, "1|2"), (v, "1|2")]
+        return _loop(qr_update, batch, args, dict(check_finite=False))
     if len(us) == 1:
         ub, vb = ub.reshape(ub.shape[0], M, 1), vb.reshape(vb.shape[0], N, 1)
     Q1, R1 = _cuqr.batch("rank", _policy(economic), M, Qb, Rb, ub, vb, None, 0, list(batch))

@@ -76,7 +76,26 @@ pub fn check_layout<T: Real>(
     aligned: bool,
     what: &str,
 ) -> PyResult<()> {
-    let size = std::mem::size_of::<T>() as isize;
+    check_layout_as(
+        std::mem::size_of::<T>(),
+        <T as Real>::DTYPE_NAME,
+        shape,
+        strides,
+        aligned,
+        what,
+    )
+}
+
+/// [`check_layout`] for elements of `item` bytes named `dtype` (any element type).
+pub fn check_layout_as(
+    item: usize,
+    dtype: &str,
+    shape: &[usize],
+    strides: &[isize],
+    aligned: bool,
+    what: &str,
+) -> PyResult<()> {
+    let size = item as isize;
     let whole = shape
         .iter()
         .zip(strides)
@@ -85,10 +104,9 @@ pub fn check_layout<T: Real>(
         return Ok(());
     }
     Err(PyValueError::new_err(format!(
-        "{what}: the array's memory layout cannot be read as {} elements (unaligned, or \
+        "{what}: the array's memory layout cannot be read as {dtype} elements (unaligned, or \
          strides that are not a multiple of the item size); pass a copy, e.g. \
-         numpy.asfortranarray({what})",
-        <T as Real>::DTYPE_NAME
+         numpy.asfortranarray({what})"
     )))
 }
 

@@ -10,6 +10,7 @@ mod batch_state;
 mod convert;
 mod dlpack;
 mod error;
+mod explicit;
 mod rolling;
 mod small;
 mod state;
@@ -31,6 +32,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state::set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(state::threads, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch, m)?)?;
+    m.add_function(wrap_pyfunction!(explicit::explicit_update, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::rolling, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::recursive, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::rolling_device, m)?)?;

@@ -23,18 +23,18 @@ def tol(dtype, m, n=1):
 
 
 def rel(a, b):
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a = np.asarray(a, dtype=np.complex128)
+    b = np.asarray(b, dtype=np.complex128)
     return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
 
 
 def orth_err(Q):
-    Q = np.asarray(Q, dtype=np.float64)
-    return np.linalg.norm(Q.T @ Q - np.eye(Q.shape[1]))
+    Q = np.asarray(Q, dtype=np.complex128)
+    return np.linalg.norm(Q.conj().T @ Q - np.eye(Q.shape[1]))
 
 
 def check_factors(Q, R, A, dtype):
-    """Q R = A and QᵀQ = I within the bound, R upper triangular, dtype kept."""
+    """Q R = A and QᴴQ = I within the bound, R upper triangular, dtype kept."""
     m, n = A.shape
     assert Q.dtype == dtype and R.dtype == dtype
     assert rel(Q @ R, A) <= tol(dtype, m, n), rel(Q @ R, A)

@@ -8,8 +8,9 @@ the item size), non-native byte order, an unaligned buffer, a read-only array, a
 shapes. The call must give the same result as the same call on plain C-contiguous copies
 (native byte order), or raise the same clean exception (``ValueError``, ``TypeError``,
 ``numpy.linalg.LinAlgError``); an ``overwrite_*=False`` call must leave its inputs as they
-were. Dtypes other than float32 and float64 (integers, bool, float16) are refused with a
-``ValueError`` wherever SciPy refuses them.
+were. The SciPy-style functions take float32, float64, complex64 and complex128 and any
+shape (wide ones too); ``cuqr.QR`` float32 and float64. Other dtypes (integers, bool,
+float16) are refused with a ``ValueError`` wherever SciPy refuses them.
 
 ``CUQR_LAYOUT_EXAMPLES`` sets the number of examples per test (default sized for CI).
 """
@@ -37,6 +38,7 @@ SETTINGS = settings(
 )
 
 FLOATS = ["float32", "float64"]
+COMPLEX = ["complex64", "complex128"]
 OTHERS = ["int64", "int32", "uint8", "bool", "float16"]
 STEPS = ["F", "strided", "negative", "broadcast", "field", "field_F", "swapped", "unaligned"]
 
@@ -114,10 +116,10 @@ def plain(x):
 
 
 @st.composite
-def dtypes(draw, n):
-    """Dtypes for ``n`` arguments: mostly one float dtype; sometimes mixed floats, sometimes
-    one argument of a dtype that cuqr (like SciPy) refuses."""
-    base = draw(st.sampled_from(FLOATS))
+def dtypes(draw, n, bases=FLOATS):
+    """Dtypes for ``n`` arguments: mostly one dtype of ``bases``; sometimes mixed floats,
+    sometimes one argument of a dtype that cuqr (like SciPy) refuses."""
+    base = draw(st.sampled_from(bases))
     out = [base] * n
     kind = draw(st.integers(0, 9))
     if kind >= 8:
@@ -142,7 +144,7 @@ def same(a, b, dtype):
     assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
     if a.size == 0:
         return
-    fa, fb = a.astype(np.float64), b.astype(np.float64)
+    fa, fb = a.astype(np.complex128), b.astype(np.complex128)
     scale = max(float(np.max(np.abs(fb[np.isfinite(fb)]), initial=0.0)), 1.0)
     tol = 16 * float(np.finfo(dtype).eps) * scale * max(a.shape)
     assert np.array_equal(np.isfinite(fa), np.isfinite(fb))
@@ -170,21 +172,35 @@ def check(call, laid, overwrite=False):
 
 
 def scipy_refuses_dtype(dts):
-    """SciPy's rule: Q and R of one dtype, float32 or float64 (or complex), and the update
-    vectors of that same dtype."""
-    return any(d != dts[0] for d in dts) or dts[0] not in FLOATS
+    """SciPy's rule: Q and R of one dtype, float32, float64, complex64 or complex128, and the
+    update vectors of that same dtype."""
+    return any(d != dts[0] for d in dts) or dts[0] not in FLOATS + COMPLEX
+
+
+def rand(rng, shape, dtype):
+    """Random values of ``shape``, complex when ``dtype`` is, cast to ``dtype``."""
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    with np.errstate(all="ignore"):
+        return x.astype(dtype) if np.dtype(dtype).kind in "fc" else x.real.astype(dtype)
 
 
 def factors(rng, m, n, mode, dq, dr):
-    A = rng.standard_normal((m, n))
+    A = rand(rng, (m, n), "complex128" if "complex" in dq else "float64")
     Q, R = sl.qr(A, mode=mode)
+
+    def cast(x, d):
+        return x.astype(d) if "complex" in d else x.real.astype(d)
+
     with np.errstate(all="ignore"):
-        return Q.astype(dq), R.astype(dr)
+        return cast(Q, dq), cast(R, dr)
 
 
-shapes = st.tuples(st.integers(0, 7), st.integers(0, 7)).map(
-    lambda s: (max(s), min(s))
-)  # M >= N: cuqr's scope
+# the functions take any shape (tall, square, wide); cuqr.QR tall and square ones
+any_shapes = st.tuples(st.integers(0, 7), st.integers(0, 7))
+shapes = any_shapes.map(lambda s: (max(s), min(s)))
+SCIPY = FLOATS + COMPLEX
 
 
 # ---------------------------------------------------------------------------------------
@@ -194,11 +210,11 @@ shapes = st.tuples(st.integers(0, 7), st.integers(0, 7)).map(
 
 @SETTINGS
 @given(
-    shape=shapes,
+    shape=any_shapes,
     p=st.integers(0, 3),
     which=st.sampled_from(["row", "col"]),
     mode=st.sampled_from(["full", "economic"]),
-    dts=dtypes(3),
+    dts=dtypes(3, SCIPY),
     specs=st.tuples(layouts(), layouts(), layouts()),
     k=st.integers(0, 10),
     one=st.booleans(),
@@ -208,17 +224,13 @@ shapes = st.tuples(st.integers(0, 7), st.integers(0, 7)).map(
 def test_qr_insert(shape, p, which, mode, dts, specs, k, one, overwrite, seed):
     rng = np.random.default_rng(seed)
     m, n = shape
-    if which == "col" and n + max(p, 1) > m:
-        m = n + max(p, 1)
     Q, R = factors(rng, m, n, mode, dts[0], dts[1])
     if which == "row":
-        u = rng.standard_normal(n) if one else rng.standard_normal((p, n))
+        u = rand(rng, n if one else (p, n), dts[2])
         k = k % (m + 1)
     else:
-        u = rng.standard_normal(m) if one else rng.standard_normal((m, p))
+        u = rand(rng, m if one else (m, p), dts[2])
         k = k % (n + 1)
-    with np.errstate(all="ignore"):
-        u = u.astype(dts[2])
     laid = [lay(x, s) for x, s in zip((Q, R, u), specs)]
 
     def call(Q, R, u, overwrite_qru=False):
@@ -231,11 +243,11 @@ def test_qr_insert(shape, p, which, mode, dts, specs, k, one, overwrite, seed):
 
 @SETTINGS
 @given(
-    shape=shapes,
+    shape=any_shapes,
     p=st.integers(1, 4),
     which=st.sampled_from(["row", "col"]),
     mode=st.sampled_from(["full", "economic"]),
-    dts=dtypes(2),
+    dts=dtypes(2, SCIPY),
     specs=st.tuples(layouts(), layouts()),
     k=st.integers(0, 10),
     overwrite=st.booleans(),
@@ -262,10 +274,10 @@ def test_qr_delete(shape, p, which, mode, dts, specs, k, overwrite, seed):
 
 @SETTINGS
 @given(
-    shape=shapes,
+    shape=any_shapes,
     p=st.integers(0, 3),
     mode=st.sampled_from(["full", "economic"]),
-    dts=dtypes(4),
+    dts=dtypes(4, SCIPY),
     specs=st.tuples(layouts(), layouts(), layouts(), layouts()),
     one=st.booleans(),
     overwrite=st.booleans(),
@@ -276,11 +288,9 @@ def test_qr_update(shape, p, mode, dts, specs, one, overwrite, seed):
     m, n = shape
     Q, R = factors(rng, m, n, mode, dts[0], dts[1])
     if one:
-        u, v = rng.standard_normal(m), rng.standard_normal(n)
+        u, v = rand(rng, m, dts[2]), rand(rng, n, dts[3])
     else:
-        u, v = rng.standard_normal((m, p)), rng.standard_normal((n, p))
-    with np.errstate(all="ignore"):
-        u, v = u.astype(dts[2]), v.astype(dts[3])
+        u, v = rand(rng, (m, p), dts[2]), rand(rng, (n, p), dts[3])
     laid = [lay(x, s) for x, s in zip((Q, R, u, v), specs)]
 
     def call(Q, R, u, v, overwrite_qruv=False):

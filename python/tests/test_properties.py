@@ -9,10 +9,10 @@ definition checked against a refactorisation) or raises a clean exception (``Val
 from several threads at once is either serialised or refused with a clear error, and ends
 agreeing with a refactorisation.
 
-Left out on purpose (known differences from SciPy, each a clean exception in cuqr):
-complex dtypes (cuqr is real only) and wide factorisations M < N (cuqr updates tall or
-square ones). Memory layouts beyond the ones here (structured-array fields, byte-swapped,
-unaligned, broadcast) are the subject of test_layouts.py.
+Here the dtypes are real and the shapes tall or square (``cuqr.QR``'s scope); complex
+dtypes and wide factorisations of the SciPy-style functions are drawn in test_layouts.py,
+with memory layouts beyond the ones here (structured-array fields, byte-swapped, unaligned,
+broadcast).
 
 ``CUQR_HYPOTHESIS_EXAMPLES`` scales the number of examples (default sized for CI).
 """
@@ -39,7 +39,7 @@ SETTINGS = settings(
 )
 
 FLOATS = [np.float32, np.float64]
-# dtypes cuqr refuses with a ValueError (SciPy takes complex ones: a known difference)
+# dtypes of one input among real ones: a ValueError (mixed dtypes, or one cuqr refuses)
 OTHER_DTYPES = [np.float16, np.int64, np.complex128, np.bool_]
 LAYOUTS = ["C", "F", "strided", "reversed", "reversed_rows"]
 SPECIALS = [np.nan, np.inf, -np.inf, 1e300, -1e300, 1e-310, 0.0]

@@ -7,12 +7,20 @@ import scipy.linalg as sl
 import cuqr
 from conftest import check_factors, rel, tol
 
-DTYPES = [np.float32, np.float64]
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 MODES = ["full", "economic"]
 
 
+def rand(rng, shape, dtype):
+    """Random values, complex ones for a complex dtype."""
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
 def factors(rng, m, n, dtype, mode, order="F"):
-    A = rng.standard_normal((m, n)).astype(dtype)
+    A = rand(rng, (m, n), dtype)
     Q, R = sl.qr(A, mode=mode)
     if order == "C":
         Q, R = np.ascontiguousarray(Q), np.ascontiguousarray(R)
@@ -31,7 +39,7 @@ def same_r(R1, R2, dtype, m, n, kappa=1e3):
 def test_insert_rows(rng, dtype, mode, k, p):
     m, n = 37, 11
     A, Q, R = factors(rng, m, n, dtype, mode)
-    u = rng.standard_normal((p, n)).astype(dtype)
+    u = rand(rng, (p, n), dtype)
     if p == 1:
         u = u[0]
     Q1, R1 = cuqr.qr_insert(Q, R, u, k, which="row")
@@ -50,7 +58,7 @@ def test_insert_rows(rng, dtype, mode, k, p):
 def test_insert_cols(rng, dtype, mode, k, p):
     m, n = 41, 11
     A, Q, R = factors(rng, m, n, dtype, mode)
-    u = rng.standard_normal((m, p)).astype(dtype)
+    u = rand(rng, (m, p), dtype)
     if p == 1:
         u = u[:, 0]
     Q1, R1 = cuqr.qr_insert(Q, R, u, k, which="col")
@@ -98,16 +106,52 @@ def test_delete_cols(rng, dtype, mode, k, p):
 def test_update(rng, dtype, mode, k):
     m, n = 35, 10
     A, Q, R = factors(rng, m, n, dtype, mode)
-    u = rng.standard_normal((m, k)).astype(dtype)
-    v = rng.standard_normal((n, k)).astype(dtype)
+    u = rand(rng, (m, k), dtype)
+    v = rand(rng, (n, k), dtype)
     if k == 1:
         u, v = u[:, 0], v[:, 0]
     Q1, R1 = cuqr.qr_update(Q, R, u, v)
     Qs, Rs = sl.qr_update(Q, R, u, v)
     assert Q1.shape == Qs.shape and R1.shape == Rs.shape
-    A1 = A + u.reshape(m, k) @ v.reshape(n, k).T
+    A1 = A + u.reshape(m, k) @ v.reshape(n, k).conj().T
     check_factors(Q1, R1, A1, dtype)
     same_r(R1, Rs, dtype, m, n)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["insert_row", "insert_col", "delete_row", "delete_col", "update"])
+@pytest.mark.parametrize("shape", [(5, 9), (6, 6), (9, 5)])
+@pytest.mark.parametrize("mode", MODES)
+def test_wide_and_to_wide(rng, dtype, op, shape, mode):
+    """Updates of wide factorisations (M < N), and of tall ones that become wide (rows
+    deleted past the square, columns inserted past it), against SciPy's shapes and the
+    updated matrix."""
+    m, n = shape
+    A, Q, R = factors(rng, m, n, dtype, mode)
+    if op == "insert_row":
+        u = rand(rng, (2, n), dtype)
+        args, A1 = (u, 1, "row"), np.insert(A, 1, u, axis=0)
+        f, g = cuqr.qr_insert, sl.qr_insert
+    elif op == "insert_col":
+        u = rand(rng, (m, 5), dtype)
+        args, A1 = (u, 2, "col"), np.insert(A, [2] * 5, u, axis=1)
+        f, g = cuqr.qr_insert, sl.qr_insert
+    elif op == "delete_row":
+        p = m - 2
+        args, A1 = (1, p, "row"), np.delete(A, range(1, 1 + p), axis=0)
+        f, g = cuqr.qr_delete, sl.qr_delete
+    elif op == "delete_col":
+        args, A1 = (0, 2, "col"), np.delete(A, range(2), axis=1)
+        f, g = cuqr.qr_delete, sl.qr_delete
+    else:
+        u, v = rand(rng, (m, 2), dtype), rand(rng, (n, 2), dtype)
+        args, A1 = (u, v), A + u @ v.conj().T
+        f, g = cuqr.qr_update, sl.qr_update
+    Q1, R1 = f(Q, R, *args)
+    Qs, Rs = g(Q, R, *args)
+    assert Q1.shape == Qs.shape and R1.shape == Rs.shape
+    check_factors(Q1, R1, A1, dtype)
+    same_r(R1, Rs, dtype, *A1.shape)
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -172,17 +216,16 @@ BAD = [
     (lambda Q, R, u: cuqr.qr_insert(Q, R, u[:5], 1, which="row"), r"\(N,\)"),
     (lambda Q, R, u: cuqr.qr_insert(Q, R, u.astype(np.float32), 1), "same type"),
     (lambda Q, R, u: cuqr.qr_insert(Q, R.astype(np.float32), u, 1), "same dtype"),
-    (lambda Q, R, u: cuqr.qr_insert(Q + 0j, R + 0j, u + 0j, 1), "float32 and float64"),
+    (lambda Q, R, u: cuqr.qr_insert(Q.astype(np.float16), R.astype(np.float16), u, 1), "float32, float64"),
     (lambda Q, R, u: cuqr.qr_insert(Q[:, :5], R, u, 1), "compatible shapes"),
     (lambda Q, R, u: cuqr.qr_insert(Q[0], R, u, 1), "2-D"),
     (lambda Q, R, u: cuqr.qr_delete(Q, R, 30), "out of bounds"),
     (lambda Q, R, u: cuqr.qr_delete(Q, R, 28, 3), "'p' is out of range"),
     (lambda Q, R, u: cuqr.qr_delete(Q, R, 2, 0), "'p' is out of range"),
     (lambda Q, R, u: cuqr.qr_delete(Q, R, 5, 3, which="col"), "'p' is out of range"),
-    (lambda Q, R, u: cuqr.qr_delete(Q, R, 0, 25, which="row"), "M >= N|rows"),
     (lambda Q, R, u: cuqr.qr_update(Q, R, u, u), r"u.shape\[0\]"),
     (lambda Q, R, u: cuqr.qr_update(Q, R, np.ones((30, 2)), np.ones((7, 3))), "Second dimension"),
-    (lambda Q, R, u: cuqr.qr_insert(Q[:5, :5], R[:5, :], u, 1), "M >= N"),
+    (lambda Q, R, u: cuqr.qr_update(Q, R, np.ones((30, 8)), np.ones((7, 8))), "Update rank"),
 ]
 
 

@@ -5,19 +5,13 @@ replaces the functions it imports from ``scipy.linalg._decomp_update`` by cuqr's
 its test classes here for pytest to collect. SciPy's own QR (``linalg.qr``) still makes the
 factorisations the tests start from.
 
-Skipped, each with its reason:
-
-* the complex classes (``TestQR*_F``, ``TestQR*_D``): cuqr works in float32 and float64;
-* a call that cuqr refuses because the factorisation is wide (M < N) before or after the
-  update: cuqr keeps M >= N (the refusal is a ``ValueError`` naming M >= N; it comes only
-  after every other check of the arguments, so a test expecting a ``ValueError`` for a bad
-  argument still gets it);
-* ``test_form_qTu``: a test of a SciPy internal (``_decomp_update._form_qTu``).
+Every test runs, in all four dtypes (float32, float64, complex64, complex128), tall, square
+and wide; skipped only ``test_form_qTu``, a test of a SciPy internal
+(``_decomp_update._form_qTu``).
 
 SciPy's tests of batch dimensions for these functions live in another file,
 ``scipy/linalg/tests/test_batch.py`` (``TestBatch.test_qr_update``, ``test_qr_insert`` and
-``test_qr_delete``); they run here too, with ``linalg.qr_*`` in that module cuqr's. Their
-complex cases are skipped, and so are the wide ones (as above).
+``test_qr_delete``); they run here too, with ``linalg.qr_*`` in that module cuqr's.
 """
 
 from __future__ import annotations
@@ -45,30 +39,13 @@ if _IMPORT not in _SOURCE:
         allow_module_level=True,
     )
 
-WIDE = "wide factorisation (M < N): out of cuqr's scope"
-COMPLEX = "complex dtypes: out of cuqr's scope"
-
-
-def _skip_wide(f):
-    @functools.wraps(f)
-    def call(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except ValueError as e:
-            if "M >= N" in str(e):
-                pytest.skip(WIDE)
-            raise
-
-    return call
-
-
 _scipy_suite = types.ModuleType("scipy_test_decomp_update")
 _scipy_suite.__file__ = str(_PATH)
 exec(compile(_SOURCE, str(_PATH), "exec"), _scipy_suite.__dict__)
 # the functions the tests call, looked up in the module's globals at call time
-_scipy_suite.qr_insert = _skip_wide(cuqr.qr_insert)
-_scipy_suite.qr_delete = _skip_wide(cuqr.qr_delete)
-_scipy_suite.qr_update = _skip_wide(cuqr.qr_update)
+_scipy_suite.qr_insert = cuqr.qr_insert
+_scipy_suite.qr_delete = cuqr.qr_delete
+_scipy_suite.qr_update = cuqr.qr_update
 
 
 def _bind(name: str, skip: str | None = None):
@@ -80,10 +57,8 @@ def _bind(name: str, skip: str | None = None):
 
 
 for _op in ("delete", "insert", "update"):
-    for _dt in "fd":
+    for _dt in "fdFD":
         _bind(f"TestQR{_op}_{_dt}")
-    for _dt in "FD":
-        _bind(f"TestQR{_op}_{_dt}", COMPLEX)
 
 
 @pytest.mark.skip(reason="tests SciPy's internal _decomp_update._form_qTu")
@@ -93,9 +68,9 @@ def test_form_qTu():
 
 def test_functions_swapped():
     """The tests call cuqr, not SciPy."""
-    assert _scipy_suite.qr_insert.__wrapped__ is cuqr.qr_insert
-    assert _scipy_suite.qr_delete.__wrapped__ is cuqr.qr_delete
-    assert _scipy_suite.qr_update.__wrapped__ is cuqr.qr_update
+    assert _scipy_suite.qr_insert is cuqr.qr_insert
+    assert _scipy_suite.qr_delete is cuqr.qr_delete
+    assert _scipy_suite.qr_update is cuqr.qr_update
     assert np.__name__ == _scipy_suite.np.__name__
 
 
@@ -104,19 +79,6 @@ def test_functions_swapped():
 
 _BATCH_PATH = _PATH.parent / "test_batch.py"
 _BATCH_TESTS = ("test_qr_update", "test_qr_insert", "test_qr_delete")
-
-
-def _skip_complex(f):
-    @functools.wraps(f)
-    def call(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except ValueError as e:
-            if "cuqr supports float32 and float64" in str(e):
-                pytest.skip(COMPLEX)
-            raise
-
-    return call
 
 
 def _batch_suite():
@@ -136,7 +98,7 @@ def _batch_suite():
     # the module's `linalg`: SciPy's, with the three functions cuqr's
     linalg = types.SimpleNamespace(**{n: getattr(mod.linalg, n) for n in dir(mod.linalg)})
     for name in ("qr_update", "qr_insert", "qr_delete"):
-        setattr(linalg, name, _skip_complex(_skip_wide(getattr(cuqr, name))))
+        setattr(linalg, name, getattr(cuqr, name))
     mod.linalg = linalg
     body = {t: getattr(base, t) for t in _BATCH_TESTS}
     body["__module__"] = __name__

@@ -4,6 +4,7 @@
 
 pub mod dims;
 pub mod error;
+pub mod field;
 pub mod interop;
 pub mod mat;
 pub mod params;

@@ -12,6 +12,7 @@ pub(crate) mod compose;
 pub(crate) mod delete_cols;
 pub(crate) mod delete_rows;
 pub(crate) mod dense;
+pub(crate) mod explicit;
 pub(crate) mod factorize;
 pub(crate) mod factors;
 pub(crate) mod fold;

@@ -1,0 +1,58 @@
+//! The part of a vector orthogonal to the columns of Q, by classical Gram–Schmidt with one
+//! reorthogonalisation when the first pass cancelled (docs/algorithms.md#explicit-factors).
+
+use super::dense::{norm, Dense};
+use crate::base::field::Field;
+use crate::base::scalar::Scalar;
+
+/// u = Q·coeffs + rest with rest ⟂ range(Q) to working accuracy.
+pub(super) struct Projection<T: Field> {
+    /// Qᴴu (both passes summed).
+    pub coeffs: Vec<T>,
+    /// u − Q·coeffs.
+    pub rest: Vec<T>,
+    /// ‖rest‖.
+    pub norm: T::Real,
+    /// Whether u lies in range(Q) to working accuracy: the second pass cancelled as much
+    /// as the first (each keeping less than 1/√2 of the norm), or u = 0.
+    pub in_span: bool,
+}
+
+/// Projects `u` (length `q.rows()`) onto the orthogonal complement of range(`q`). A second
+/// pass runs when the first kept less than 1/√2 of ‖u‖.
+pub(super) fn project_out<T: Field>(q: &Dense<T>, u: &[T]) -> Projection<T> {
+    let keep = <T::Real as Scalar>::from_f64(core::f64::consts::FRAC_1_SQRT_2);
+    let n0 = norm(u);
+    let mut rest = u.to_vec();
+    let mut coeffs = q.adjoint_times(&rest);
+    q.sub_times(&coeffs, &mut rest);
+    let n1 = norm(&rest);
+    if n0 == <T::Real as Scalar>::ZERO {
+        return Projection {
+            coeffs,
+            rest,
+            norm: n1,
+            in_span: true,
+        };
+    }
+    if n1 > keep * n0 {
+        return Projection {
+            coeffs,
+            rest,
+            norm: n1,
+            in_span: false,
+        };
+    }
+    let again = q.adjoint_times(&rest);
+    q.sub_times(&again, &mut rest);
+    for (c, a) in coeffs.iter_mut().zip(again) {
+        *c += a;
+    }
+    let n2 = norm(&rest);
+    Projection {
+        coeffs,
+        rest,
+        norm: n2,
+        in_span: !Scalar::is_finite(n2) || n2 < keep * n1 || n2 == <T::Real as Scalar>::ZERO,
+    }
+}

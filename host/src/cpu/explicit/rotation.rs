@@ -1,0 +1,114 @@
+//! Unitary 2×2 rotations G = [[c, s], [−s̄, c]] (c real) that zero one entry, and their
+//! application: G to two rows of R, Gᴴ to the same two columns of Q
+//! (docs/algorithms.md#complex-rotations).
+
+use super::dense::Dense;
+use crate::base::field::Field;
+use crate::base::scalar::Scalar;
+
+/// A rotation acting on the pair (`top`, `bot`) of rows of R (columns of Q).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Rotation<T: Field> {
+    pub top: usize,
+    pub bot: usize,
+    c: T::Real,
+    s: T,
+}
+
+impl<T: Field> Rotation<T> {
+    /// The rotation with G·[f; g] = [ρ; 0], and ρ (|ρ| = ‖(f, g)‖; ρ = f when g = 0).
+    pub fn zeroing(top: usize, bot: usize, f: T, g: T) -> (Self, T) {
+        let zero = <T::Real as Scalar>::ZERO;
+        let one = <T::Real as Scalar>::ONE;
+        let (c, s, rho) = if g == T::zero() {
+            (one, T::zero(), f)
+        } else if f == T::zero() {
+            let ng = g.modulus();
+            (zero, g.conj().scale(one / ng), T::from_real(ng))
+        } else {
+            let (nf, ng) = (f.modulus(), g.modulus());
+            let d = nf.hypot(ng);
+            let phase = f.scale(one / nf);
+            (nf / d, phase * g.conj().scale(one / d), phase.scale(d))
+        };
+        (Self { top, bot, c, s }, rho)
+    }
+
+    /// [x; y] ← G·[x; y].
+    #[inline(always)]
+    fn apply(&self, x: &mut T, y: &mut T) {
+        let (a, b) = (*x, *y);
+        *x = a.scale(self.c) + self.s * b;
+        *y = b.scale(self.c) - self.s.conj() * a;
+    }
+
+    /// Rows `top` and `bot` of `r`, columns `from..`, multiplied by G.
+    pub fn rows(&self, r: &mut Dense<T>, from: usize) {
+        for j in from..r.cols() {
+            let (mut x, mut y) = (r.at(self.top, j), r.at(self.bot, j));
+            self.apply(&mut x, &mut y);
+            r.set(self.top, j, x);
+            r.set(self.bot, j, y);
+        }
+    }
+
+    /// Entries `top` and `bot` of a vector that transforms as Qᴴu, multiplied by G.
+    #[cfg(test)]
+    pub fn vector(&self, w: &mut [T]) {
+        let (mut x, mut y) = (w[self.top], w[self.bot]);
+        self.apply(&mut x, &mut y);
+        w[self.top] = x;
+        w[self.bot] = y;
+    }
+
+    /// Columns `top` and `bot` of `q` multiplied by Gᴴ from the right.
+    pub fn cols(&self, q: &mut Dense<T>) {
+        let (x, y) = q.two_cols_mut(self.top, self.bot);
+        let sc = self.s.conj();
+        for (a, b) in x.iter_mut().zip(y.iter_mut()) {
+            let (u, v) = (*a, *b);
+            *a = u.scale(self.c) + sc * v;
+            *b = v.scale(self.c) - self.s * u;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::field::c64;
+
+    #[test]
+    fn zeroes_the_second_entry_and_keeps_the_product() {
+        let cases = [
+            (c64::new(1.0, 2.0), c64::new(-3.0, 0.5)),
+            (c64::new(0.0, 0.0), c64::new(0.0, -2.0)),
+            (c64::new(4.0, -1.0), c64::new(0.0, 0.0)),
+        ];
+        for (f, g) in cases {
+            let (rot, rho) = Rotation::zeroing(0, 1, f, g);
+            let mut w = [f, g];
+            rot.vector(&mut w);
+            assert!((w[0] - rho).modulus() < 1e-15 && w[1].modulus() < 1e-15);
+            assert!((rho.modulus() - f.modulus().hypot(g.modulus())).abs() < 1e-14);
+            // Q·Gᴴ·G·R = Q·R for Q = I
+            let mut q = Dense::from_col_major(
+                2,
+                2,
+                vec![
+                    c64::new(1.0, 0.0),
+                    c64::new(0.0, 0.0),
+                    c64::new(0.0, 0.0),
+                    c64::new(1.0, 0.0),
+                ],
+            );
+            let mut r = Dense::from_col_major(2, 1, vec![f, g]);
+            rot.rows(&mut r, 0);
+            rot.cols(&mut q);
+            for i in 0..2 {
+                let back = q.at(i, 0) * r.at(0, 0) + q.at(i, 1) * r.at(1, 0);
+                assert!((back - [f, g][i]).modulus() < 1e-14);
+            }
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Updates of an explicit QR factorisation (Q, R), as SciPy's `qr_insert`, `qr_delete` and
+//! `qr_update` define them: real or complex elements (`f32`, `f64`, [`c32`], [`c64`]),
+//! tall, square or wide matrices (any m and n), full (Q m×m, R m×n) or economic (Q m×n,
+//! R n×n, m > n) factorisations, on the CPU.
+//!
+//! Each update is a sequence of unitary 2×2 rotations (docs/algorithms.md#explicit-factors);
+//! Q stays unitary to O(u) per update and Q·R equals the updated A to O(u)·‖A‖ per update.
+//! A complex rank-k update adds U·Vᴴ (SciPy's convention). An economic factorisation whose
+//! update cannot stay economic (a column inserted when Q is already square, a row deleted
+//! from a square one) continues in the full form, as SciPy's does.
+//!
+//! Every call validates first and changes nothing when it fails.
+//!
+//! # Examples
+//! ```
+//! use cuqr::explicit::{c64, ExplicitQr};
+//! // A = Q·R with Q = I (3×3) and R 3×4 upper trapezoidal: a wide factorisation
+//! let z = c64::new(0.0, 0.0);
+//! let mut q = vec![z; 9];
+//! for i in 0..3 {
+//!     q[i + 3 * i] = c64::new(1.0, 0.0);
+//! }
+//! let r: Vec<c64> = (0..12)
+//!     .map(|e| if e % 3 <= e / 3 { c64::new(1.0 + e as f64, -0.5) } else { z })
+//!     .collect();
+//! let mut qr = ExplicitQr::new(&q, (3, 3), &r, (3, 4)).unwrap();
+//! qr.delete_rows(1, 1).unwrap();
+//! assert_eq!((qr.q_shape(), qr.r_shape()), ((2, 2), (2, 4)));
+//! ```
+#![forbid(unsafe_code)]
+
+pub use crate::base::field::{c32, c64, Field};
+
+use crate::base::error::{Error, Result};
+use crate::base::scalar::Scalar;
+use crate::cpu::explicit::{self as algo, Dense, Factors};
+
+/// A QR factorisation A = Q·R held as explicit, column-major Q and R.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExplicitQr<T: Field> {
+    f: Factors<T>,
+}
+
+impl<T: Field> ExplicitQr<T> {
+    /// The factorisation with Q (`q_shape` = (m, t), column-major) and R (`r_shape` =
+    /// (t, n), column-major): full when t = m, economic when t = n < m. Q is taken as
+    /// unitary and R as upper trapezoidal (not checked).
+    ///
+    /// Errors: [`Error::Shape`] for lengths or shapes that do not fit,
+    /// [`Error::NonFinite`] for NaN or ±∞ in either factor.
+    pub fn new(q: &[T], q_shape: (usize, usize), r: &[T], r_shape: (usize, usize)) -> Result<Self> {
+        const OP: &str = "ExplicitQr::new";
+        let ((m, t), (tr, n)) = (q_shape, r_shape);
+        if q.len() != m * t {
+            return Err(Error::shape(OP, "Q's element count", q.len(), m * t));
+        }
+        if r.len() != tr * n {
+            return Err(Error::shape(OP, "R's element count", r.len(), tr * n));
+        }
+        if tr != t {
+            return Err(Error::shape(OP, "R's rows", tr, t));
+        }
+        if t != m && !(t == n && m > n) {
+            return Err(Error::shape(
+                OP,
+                "Q's columns (m for a full Q, n < m for an economic one)",
+                t,
+                m,
+            ));
+        }
+        finite(OP, "Q", q, m)?;
+        finite(OP, "R", r, t)?;
+        Ok(Self {
+            f: Factors {
+                q: Dense::from_col_major(m, t, q.to_vec()),
+                r: Dense::from_col_major(t, n, r.to_vec()),
+            },
+        })
+    }
+
+    /// Q's shape (m, t).
+    pub fn q_shape(&self) -> (usize, usize) {
+        (self.f.q.rows(), self.f.q.cols())
+    }
+    /// R's shape (t, n).
+    pub fn r_shape(&self) -> (usize, usize) {
+        (self.f.r.rows(), self.f.r.cols())
+    }
+    /// Q, column-major.
+    pub fn q(&self) -> &[T] {
+        self.f.q.as_slice()
+    }
+    /// R, column-major.
+    pub fn r(&self) -> &[T] {
+        self.f.r.as_slice()
+    }
+    /// Whether Q is economic (fewer columns than rows).
+    pub fn is_economic(&self) -> bool {
+        self.f.economic()
+    }
+    /// (Q, R), column-major.
+    pub fn into_parts(self) -> (Vec<T>, Vec<T>) {
+        (self.f.q.into_vec(), self.f.r.into_vec())
+    }
+
+    /// Inserts the `p` rows `rows` (a p×n column-major block) before row `k` (0 ≤ k ≤ m).
+    ///
+    /// Errors: [`Error::OutOfRange`], [`Error::Shape`], [`Error::NonFinite`].
+    pub fn insert_rows(&mut self, k: usize, rows: &[T], p: usize) -> Result<()> {
+        const OP: &str = "ExplicitQr::insert_rows";
+        let (m, n) = (self.f.m(), self.f.n());
+        position(OP, k, m)?;
+        block(OP, "rows", rows, p, n)?;
+        for i in 0..p {
+            let row: Vec<T> = (0..n).map(|j| rows[i + j * p]).collect();
+            algo::insert_row(&mut self.f, k + i, &row);
+        }
+        Ok(())
+    }
+
+    /// Deletes rows `k .. k+p` (every row may go: Q becomes 0×0 and R 0×n).
+    ///
+    /// Errors: [`Error::OutOfRange`]; [`Error::DowndateFailed`] when an economic Q's
+    /// columns are so far from orthonormal that no completion is found.
+    pub fn delete_rows(&mut self, k: usize, p: usize) -> Result<()> {
+        const OP: &str = "ExplicitQr::delete_rows";
+        let m = self.f.m();
+        if p == 0 || k + p > m {
+            return Err(Error::OutOfRange {
+                op: OP,
+                k0: k,
+                p,
+                n: m,
+            });
+        }
+        let mut f = self.f.clone();
+        for i in 0..p {
+            algo::delete_row(&mut f, k).map_err(|why| Error::DowndateFailed {
+                op: OP,
+                row: k + i,
+                why: why.to_string(),
+            })?;
+        }
+        self.f = f;
+        Ok(())
+    }
+
+    /// Inserts the `p` columns `cols` (an m×p column-major block) before column `k`
+    /// (0 ≤ k ≤ n). An economic factorisation refuses a column whose reciprocal condition
+    /// estimate against Q (SciPy's test) is below `rcond` (default: the type's machine
+    /// epsilon) with [`Error::RankDeficient`] (its `r_jj` is the estimate); once Q is
+    /// square, the rest are inserted in the full form.
+    ///
+    /// Errors: [`Error::OutOfRange`], [`Error::Shape`], [`Error::NonFinite`],
+    /// [`Error::RankDeficient`], [`Error::InvalidParam`] for a negative or NaN `rcond`.
+    pub fn insert_cols(
+        &mut self,
+        k: usize,
+        cols: &[T],
+        p: usize,
+        rcond: Option<f64>,
+    ) -> Result<()> {
+        const OP: &str = "ExplicitQr::insert_cols";
+        let (m, n) = (self.f.m(), self.f.n());
+        position(OP, k, n)?;
+        block(OP, "cols", cols, m, p)?;
+        let rcond = rcond.unwrap_or(2.0 * <T::Real as Scalar>::UNIT_ROUNDOFF);
+        if rcond.is_nan() || rcond < 0.0 {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "rcond",
+                why: format!("{rcond} is not a number ≥ 0"),
+            });
+        }
+        let mut f = self.f.clone();
+        for i in 0..p {
+            let col = &cols[i * m..(i + 1) * m];
+            algo::insert_col(&mut f, k + i, col, rcond).map_err(|rc| Error::RankDeficient {
+                column: k + i,
+                r_jj: rc,
+                tol: rcond,
+            })?;
+        }
+        self.f = f;
+        Ok(())
+    }
+
+    /// Deletes columns `k .. k+p` (every column may go: R becomes m×0, or 0×0 with Q m×0
+    /// for an economic factorisation).
+    ///
+    /// Errors: [`Error::OutOfRange`].
+    pub fn delete_cols(&mut self, k: usize, p: usize) -> Result<()> {
+        const OP: &str = "ExplicitQr::delete_cols";
+        let n = self.f.n();
+        if p == 0 || k + p > n {
+            return Err(Error::OutOfRange {
+                op: OP,
+                k0: k,
+                p,
+                n,
+            });
+        }
+        for _ in 0..p {
+            algo::delete_col(&mut self.f, k);
+        }
+        Ok(())
+    }
+
+    /// A ← A + U·Vᴴ with U m×p and V n×p (column-major): p rank-one updates.
+    ///
+    /// Errors: [`Error::Shape`], [`Error::NonFinite`].
+    pub fn rank_k(&mut self, u: &[T], v: &[T], p: usize) -> Result<()> {
+        const OP: &str = "ExplicitQr::rank_k";
+        let (m, n) = (self.f.m(), self.f.n());
+        block(OP, "U", u, m, p)?;
+        block(OP, "V", v, n, p)?;
+        for i in 0..p {
+            algo::rank_one(&mut self.f, &u[i * m..(i + 1) * m], &v[i * n..(i + 1) * n]);
+        }
+        Ok(())
+    }
+}
+
+/// `Err` unless k ≤ limit (an insertion position).
+fn position(op: &'static str, k: usize, limit: usize) -> Result<()> {
+    if k > limit {
+        return Err(Error::OutOfRange {
+            op,
+            k0: k,
+            p: 0,
+            n: limit,
+        });
+    }
+    Ok(())
+}
+
+/// `Err` unless `x` is a finite rows×cols block.
+fn block<T: Field>(
+    op: &'static str,
+    what: &'static str,
+    x: &[T],
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if x.len() != rows * cols {
+        return Err(Error::shape(op, what, x.len(), rows * cols));
+    }
+    finite(op, what, x, rows)
+}
+
+/// `Err` at the first non-finite entry of a column-major block with `rows` rows.
+fn finite<T: Field>(op: &'static str, what: &'static str, x: &[T], rows: usize) -> Result<()> {
+    match x.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::NonFinite {
+            op,
+            what,
+            row: i % rows.max(1),
+            col: i / rows.max(1),
+        }),
+    }
+}
