@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use cuqr::{Mat, QPolicy, Scalar};
+use cuqr::{FactorParams, Mat, QPolicy, Scalar};
 
 use crate::backend::{self, Choice};
 use crate::json::Json;
@@ -235,7 +235,14 @@ impl Job {
         let (m2, n2) = update.check(m, n, q)?;
 
         let t = Instant::now();
-        let mut qr = backend::factorize(&backend, a.as_ref(), b.as_ref(), self.policy)?;
+        // an R-only state keeps A and b, which the CLI has read anyway: row deletion, column
+        // insertion and rank-one need them (docs/algorithms.md#updates-without-q)
+        let params = FactorParams {
+            keep_data: self.policy == QPolicy::None,
+            ..FactorParams::default()
+        };
+        let mut qr =
+            backend::factorize_with(&backend, a.as_ref(), b.as_ref(), self.policy, params)?;
         let t_fact = ms(t);
         let t = Instant::now();
         update
