@@ -62,9 +62,8 @@ Operations (--op), positions 0-based:
 Options:
   --q-policy full|thin|none
                          thin: Q1, m x n, R n x n and b (default); full: the
-                         explicit m x m Q; none: R and d only, where the
-                         operations marked 'needs Q' and delete-rows need Q or
-                         the data
+                         explicit m x m Q; none: R, d and the A and b read
+                         (the operations marked 'needs Q' use them)
   --precision f64|f32    working precision (default f64); inputs are converted
   --backend auto|cpu|gpu auto: the GPU when usable, else the CPU (default auto)
   --threads N            threads of the CPU backend (default: all cores)
