@@ -790,6 +790,16 @@ entries! {
          batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize)
         => batch_q::delete_cols;
 
+    /// Thin column insertion in B problems, a team of lanes a problem
+    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::insert_cols` documents.
+    batch_q_insert_cols_f32, batch_q_insert_cols_f64
+        (q_in: *const T, r_in: *const T, u: *const T, q_out: *mut T, r_out: *mut T,
+         status: *mut u32, batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize)
+        => batch_q::insert_cols;
+
     /// Thin row insertion in B problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).
     ///

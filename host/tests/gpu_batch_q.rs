@@ -318,6 +318,113 @@ fn run_sequence<T: GpuScalar>(
             check(&bank, &model, calls, "delete_cols (last)");
         }
     }
+    // Columns in: two at an interior position (when they fit), then one replaced.
+    let (m, n) = (bank.nrows(), bank.ncols());
+    if n + 2 <= 32 && m >= n + 2 {
+        let k0 = n / 2;
+        let (ct, cols) = rounded::<T>(random(&mut rng, b * m * 2));
+        bank.insert_cols(k0, BatchRef::row_major(&ct, b, m, 2).unwrap())
+            .unwrap();
+        model_insert_cols(&mut model, k0, 2, &cols);
+        assert_eq!(bank.ncols(), n + 2);
+        calls += 2;
+        check(&bank, &model, calls, "insert_cols");
+        let (ct, cols) = rounded::<T>(random(&mut rng, b * m));
+        bank.replace_cols(0, BatchRef::row_major(&ct, b, m, 1).unwrap())
+            .unwrap();
+        model_delete_cols(&mut model, 0, 1);
+        model_insert_cols(&mut model, 0, 1, &cols);
+        calls += 2;
+        check(&bank, &model, calls, "replace_cols");
+    }
+}
+
+/// Inserts the p columns `cols` (B × m × p row-major) before column k0 in the model.
+fn model_insert_cols(model: &mut Model, k0: usize, p: usize, cols: &[f64]) {
+    let (m, n) = (model.m(), model.n);
+    for (k, a) in model.a.iter_mut().enumerate() {
+        let mut out = Vec::with_capacity(m * (n + p));
+        for i in 0..m {
+            out.extend_from_slice(&a[i * n..i * n + k0]);
+            out.extend_from_slice(&cols[(k * m + i) * p..(k * m + i + 1) * p]);
+            out.extend_from_slice(&a[i * n + k0..(i + 1) * n]);
+        }
+        *a = out;
+    }
+    model.n = n + p;
+}
+
+/// Deletes columns k0..k0+p from the model.
+fn model_delete_cols(model: &mut Model, k0: usize, p: usize) {
+    let n = model.n;
+    for a in &mut model.a {
+        *a = a
+            .chunks(n)
+            .flat_map(|row| [&row[..k0], &row[k0 + p..]].concat())
+            .collect();
+    }
+    model.n = n - p;
+}
+
+/// A column that lies in range(Q₁) of one problem refuses the whole insertion (and the
+/// replacement), naming that problem, and leaves every problem bit for bit as it was.
+#[test]
+fn dependent_columns_refuse_the_insertion() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let mut rng = common::rng(0x9C01);
+    let (b, m, n) = (11, 29, 6);
+    let (mut bank, model) = factorize::<f64>(&gpu, &mut rng, (b, m, n));
+    let before = bank.to_host().unwrap();
+    let mut cols = random(&mut rng, b * m * 2);
+    // problem 4's second new column: 2·(column 1) − (column 5) of its A
+    for i in 0..m {
+        cols[(4 * m + i) * 2 + 1] = 2.0 * model.a[4][i * n + 1] - model.a[4][i * n + 5];
+    }
+    let err = bank
+        .insert_cols(3, BatchRef::row_major(&cols, b, m, 2).unwrap())
+        .unwrap_err();
+    match &err {
+        Error::BatchRefused { problems, .. } => {
+            assert_eq!(problems.len(), 1, "{err}");
+            assert_eq!(problems[0].0, 4);
+            assert!(
+                matches!(problems[0].1, Error::RankDeficient { .. }),
+                "{err}"
+            );
+        }
+        e => panic!("expected BatchRefused, got {e}"),
+    }
+    assert_eq!(bank.to_host().unwrap(), before);
+    assert_eq!(bank.ncols(), n);
+    let one: Vec<f64> = (0..b * m).map(|e| cols[2 * e + 1]).collect();
+    assert!(matches!(
+        bank.replace_cols(2, BatchRef::row_major(&one, b, m, 1).unwrap()),
+        Err(Error::BatchRefused { .. })
+    ));
+    assert_eq!(bank.to_host().unwrap(), before);
+    assert_eq!(bank.ncols(), n);
+    // arguments
+    let c1 = random(&mut rng, b * m);
+    let c1 = BatchRef::row_major(&c1, b, m, 1).unwrap();
+    assert!(matches!(
+        bank.insert_cols(n + 1, c1),
+        Err(Error::OutOfRange { .. })
+    ));
+    let big = random(&mut rng, b * m * 27);
+    let big = BatchRef::row_major(&big, b, m, 27).unwrap();
+    assert!(matches!(bank.insert_cols(0, big), Err(Error::Shape { .. })));
+    let mut nan = random(&mut rng, b * m);
+    nan[7 * m + 3] = f64::NAN;
+    let err = bank
+        .insert_cols(0, BatchRef::row_major(&nan, b, m, 1).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchRefused { problems, .. } if problems[0].0 == 7),
+        "{err}"
+    );
+    assert_eq!(bank.to_host().unwrap(), before);
 }
 
 #[test]

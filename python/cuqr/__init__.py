@@ -2025,6 +2025,30 @@ class GpuBatchQR:
         k = _index(k, 0, n)
         self._check("delete_cols", self._s.delete_cols(k, int(p)))
 
+    def _cols(self, U, op: str):
+        B, m, _ = self.shape
+        us = tuple(U.shape)
+        if len(us) == 2:
+            us = (us[0], us[1], 1)
+        if len(us) != 3 or us[:2] != (B, m):
+            raise ValueError(f"{op}: columns must be (B, m, p) or (B, m) with (B, m) = {(B, m)}")
+        return us[2], _flat1d(U, self._dtype, "U")
+
+    def insert_cols(self, k: int, U) -> None:
+        """Inserts p columns before column k (0 <= k <= n) in every problem: U (B, m, p) or
+        (B, m). A problem whose new column lies in the span of its columns refuses the whole
+        call (:class:`BatchError`). All-or-nothing."""
+        p, u = self._cols(U, "insert_cols")
+        k = _index(k, 0, self.shape[2])
+        self._check("insert_cols", self._s.insert_cols(k, p, u))
+
+    def replace_cols(self, k: int, U) -> None:
+        """Replaces columns k..k+p of every problem by U (B, m, p) or (B, m) (at least one
+        old column stays). All-or-nothing."""
+        p, u = self._cols(U, "replace_cols")
+        k = _index(k, 0, self.shape[2])
+        self._check("replace_cols", self._s.replace_cols(k, p, u))
+
     def insert_rows(self, k: int, rows, rhs) -> None:
         """Inserts p rows at position k (0 <= k <= m) in every problem: rows (B, p, n) or
         (B, n), rhs (B, p) or (B,). All-or-nothing."""

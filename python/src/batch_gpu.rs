@@ -200,6 +200,36 @@ impl GpuBatchQR {
         with_batch!(self, st, _T => all_or_nothing(st.delete_cols(k0, p)))
     }
 
+    /// p columns (B·m·p) in before column k0. `(applied, refused)`.
+    fn insert_cols(
+        &self,
+        k0: usize,
+        p: usize,
+        cols: &Bound<'_, PyAny>,
+    ) -> PyResult<(bool, Refused)> {
+        let (gpu, ord) = (&self.gpu, self.ordinal);
+        with_batch!(self, st, T => {
+            let (bs, m) = (st.batch(), st.nrows());
+            let cv = dev_vec::<T>(cols, gpu, ord, ("columns", bs * m * p))?;
+            all_or_nothing(st.insert_cols_device(k0, p, &cv))
+        })
+    }
+
+    /// Columns k0..k0+p replaced by `cols` (B·m·p). `(applied, refused)`.
+    fn replace_cols(
+        &self,
+        k0: usize,
+        p: usize,
+        cols: &Bound<'_, PyAny>,
+    ) -> PyResult<(bool, Refused)> {
+        let (gpu, ord) = (&self.gpu, self.ordinal);
+        with_batch!(self, st, T => {
+            let (bs, m) = (st.batch(), st.nrows());
+            let cv = dev_vec::<T>(cols, gpu, ord, ("columns", bs * m * p))?;
+            all_or_nothing(st.replace_cols_device(k0, p, &cv))
+        })
+    }
+
     /// p rows (B·p·n) with right-hand sides (B·p) in at k0. `(applied, refused)`.
     fn insert_rows(
         &self,

@@ -74,6 +74,15 @@ def test_updates_match_lstsq(B, m, n, dtype):
     A = np.concatenate([A[:, :, :1], A[:, :, 3:]], axis=2)
     assert bank.shape == (B, A.shape[1], n - 2)
     check(bank, A, b, 10, dtype)
+    C = rng.uniform(-1, 1, (B, A.shape[1], 3)).astype(dtype)
+    bank.insert_cols(2, C)
+    A = np.concatenate([A[:, :, :2], C, A[:, :, 2:]], axis=2)
+    assert bank.shape == (B, A.shape[1], n + 1)
+    check(bank, A, b, 13, dtype)
+    c = rng.uniform(-1, 1, (B, A.shape[1])).astype(dtype)
+    bank.replace_cols(0, c)
+    A = np.concatenate([c[:, :, None], A[:, :, 1:]], axis=2)
+    check(bank, A, b, 15, dtype)
 
 
 def test_refusals():

@@ -1,8 +1,10 @@
-//! Columns out of batched thin-Q states (docs/algorithms.md#thin-column-deletion).
+//! Columns in and out of batched thin-Q states (docs/algorithms.md#thin-column-insertion,
+//! docs/algorithms.md#thin-column-deletion).
 
 use super::team::*;
-use super::{NON_FINITE, OK, smem};
+use super::{NON_FINITE, OK, RANK_DEFICIENT, smem};
 use crate::device::{self, Float};
+use crate::two_phase::givens;
 
 /// Deletes columns k0..k0+p of every problem (docs/algorithms.md#thin-column-deletion, one
 /// column at a time with Givens rotations): R loses column k0, which leaves it upper
@@ -130,4 +132,202 @@ pub unsafe fn delete_cols<T: Float>(
         // SAFETY: k < B.
         unsafe { device::st(status, k, if fine { OK } else { NON_FINITE }) };
     }
+}
+
+/// Inserts p columns before column k0 of every problem (docs/algorithms.md#thin-column-insertion,
+/// one column at a time): the column u's part outside range(Q₁) by Gram–Schmidt twice
+/// becomes Q₁'s new last column q̂ = z/γ, R gains the column [Q₁ᵀu; γ] at k0 + t and a row,
+/// and rotations (i − 1, i) from the bottom up to row k0 + t + 1 zero that column below the
+/// diagonal (in R's rows and Q₁'s columns). A problem whose u is not finite gets
+/// [`NON_FINITE`]; one whose u lies in range(Q₁) (γ ≤ 64u·‖u‖: R would be singular)
+/// [`RANK_DEFICIENT`]; either writes nothing (the call is all-or-nothing). b does not change
+/// (the host keeps its buffer). U is B × m × p (row-major a problem: u_t(i) at i·p + t).
+///
+/// # Safety
+/// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n + p ≤ team ≤ 32, dynamic
+/// shared memory (32/team)·[`smem::insert_cols`]`(m, n, p)` elements; `q_in` B·m·n, `r_in`
+/// B·n·n, `u` B·m·p readable; `q_out` B·m·(n+p), `r_out` B·(n+p)², `status` B writable;
+/// B ≥ 1, k0 ≤ n, p ≥ 1, n ≥ 1, n + p ≤ 32, m ≥ n + p; outputs overlap nothing.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn insert_cols<T: Float>(
+    q_in: *const T,
+    r_in: *const T,
+    u: *const T,
+    q_out: *mut T,
+    r_out: *mut T,
+    status: *mut u32,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k0: usize,
+    p: usize,
+    team: usize,
+) {
+    let np = n + p;
+    // SAFETY: shared memory sized per team (contract).
+    let (team, k, valid, qs) = unsafe { setup::<T>(team, batch, smem::insert_cols(m, n, p)) };
+    // SAFETY: inside the team's region.
+    let (rs, wv, w2, rot) = unsafe {
+        let rs = qs.add(m * np);
+        let wv = rs.add(np * np);
+        (rs, wv, wv.add(np), wv.add(2 * np))
+    };
+    let l = team.lane;
+    // SAFETY: problem k at m×n (contract); R's working copy at pitch np, zero outside the
+    // loaded n×n block, the lane its column.
+    unsafe {
+        load_q(team, q_in, (qs, m), (k, m, n));
+        if l < np {
+            for row in 0..np {
+                let v = if l < n && row < n {
+                    device::ld(r_in, k * n * n + row * n + l)
+                } else {
+                    T::ZERO
+                };
+                device::st(rs, row * np + l, v);
+            }
+        }
+    }
+    let (mut ok, mut independent) = (true, true);
+    for t in 0..p {
+        let (nc, kc) = (n + t, k0 + t);
+        // SAFETY: every lane; the previous column's reads are done.
+        unsafe { device::sync_warp() };
+        let z = qs.wrapping_add(nc * m);
+        let mut i = l;
+        while i < m {
+            // SAFETY: own rows of u and of column nc of qs.
+            unsafe {
+                let x = device::ld(u, (k * m + i) * p + t);
+                ok &= x.is_finite();
+                device::st(z, i, x);
+            }
+            i += team.size;
+        }
+        // SAFETY: convergent; own rows; buffers sized by the contract.
+        let gamma = unsafe {
+            let unorm2 = norm2(team, z, m);
+            let qv = (qs as *const T, m, m, nc);
+            project(team, qv, z, wv);
+            subtract(team, qv, wv, z);
+            project(team, qv, z, w2);
+            subtract(team, qv, w2, z);
+            let gamma = norm2(team, z, m).sqrt();
+            let tol = T::from_f64(64.0 * T::UNIT_ROUNDOFF).mul(unorm2.sqrt());
+            if gamma > tol {
+                scale_rows(team, z, m, T::ONE.div(gamma));
+                gamma
+            } else {
+                independent = false;
+                scale_rows(team, z, m, T::ZERO);
+                T::ZERO
+            }
+        };
+        // Columns kc.. of R move right by one, each row by the lane of its index (rows
+        // ≤ nc < team size); column kc becomes [w; γ].
+        // SAFETY: rows < nc + 1 ≤ np of rs; w and w₂ written before project's barrier.
+        unsafe {
+            if l < nc {
+                let mut c = nc;
+                while c > kc {
+                    device::st(rs, l * np + c, device::ld(rs, l * np + c - 1));
+                    c -= 1;
+                }
+                device::st(rs, l * np + kc, device::ld(wv, l).add(device::ld(w2, l)));
+            } else if l == nc {
+                device::st(rs, nc * np + kc, gamma);
+            }
+            device::sync_warp();
+        }
+        // Rotations (i − 1, i), i = nc … kc + 1, zero R(i, kc) against R(i − 1, kc).
+        let mut i = nc;
+        while i > kc {
+            // SAFETY: convergent; rows i − 1, i ≤ nc and column kc < np ≤ team size.
+            let (c, s) = unsafe { pair_rotation(team, rs, np, kc, (i - 1, i)) };
+            // SAFETY: own column (l < np).
+            unsafe { rotate_col(team, rs, np, (i - 1, i), (c, s)) };
+            if l == kc {
+                // SAFETY: own column kc.
+                unsafe { device::st(rs, i * np + kc, T::ZERO) };
+            }
+            if l == 0 {
+                // SAFETY: 2·np rotation entries.
+                unsafe {
+                    device::st(rot, 2 * i, c);
+                    device::st(rot, 2 * i + 1, s);
+                }
+            }
+            i -= 1;
+        }
+        // SAFETY: every lane; the rotations are visible after it.
+        unsafe { device::sync_warp() };
+        let mut i = l;
+        while i < m {
+            // SAFETY: own row i of columns ≤ nc of qs; the rotations written above.
+            unsafe {
+                let mut carry = device::ld(qs, nc * m + i);
+                let mut j = nc;
+                while j > kc {
+                    let (c, s) = (device::ld(rot, 2 * j), device::ld(rot, 2 * j + 1));
+                    let x = device::ld(qs, (j - 1) * m + i);
+                    device::st(qs, j * m + i, c.mul_add(carry, s.neg().mul(x)));
+                    carry = c.mul_add(x, s.mul(carry));
+                    j -= 1;
+                }
+                device::st(qs, kc * m + i, carry);
+            }
+            i += team.size;
+        }
+    }
+    // SAFETY: own rows and column of the working copy; every lane votes.
+    let (ok, independent, fine) = unsafe {
+        let mine = finite_rows(team, (qs, m), (m, np)) && finite_col_pitch(team, rs, (np, np));
+        (team.all(ok), team.all(independent), team.all(mine))
+    };
+    let code = if !ok || !fine {
+        NON_FINITE
+    } else if !independent {
+        RANK_DEFICIENT
+    } else {
+        OK
+    };
+    if valid && code == OK {
+        // SAFETY: problem k's outputs at m×np and np×np.
+        unsafe {
+            store_q(team, (qs, m), q_out, (k, m, np));
+            store_r(team, rs, r_out, k, np);
+        }
+    }
+    if valid && l == 0 {
+        // SAFETY: k < B.
+        unsafe { device::st(status, k, code) };
+    }
+}
+
+/// Rotation (c, s) zeroing R(b, col) against R(a, col) (row-major, pitch), column `col`
+/// being the team's lane col's: both values travel by shuffle, every lane gets (c, s).
+///
+/// # Safety
+/// The whole warp calls convergently; col < pitch ≤ team size; rows a and b exist.
+#[inline(always)]
+unsafe fn pair_rotation<T: Float>(
+    team: Team,
+    r: *const T,
+    pitch: usize,
+    col: usize,
+    (a, b): (usize, usize),
+) -> (T, T) {
+    let (mut f, mut g) = (T::ZERO, T::ZERO);
+    if team.lane == col {
+        // SAFETY: inside `r` (contract).
+        unsafe {
+            f = device::ld(r, a * pitch + col);
+            g = device::ld(r, b * pitch + col);
+        }
+    }
+    // SAFETY: convergent warp (caller); col < team size.
+    let (f, g) = unsafe { (team.bcast(f, col), team.bcast(g, col)) };
+    let (c, s, _) = givens(f, g);
+    (c, s)
 }

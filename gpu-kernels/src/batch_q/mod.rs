@@ -23,7 +23,7 @@ mod rows;
 mod solve;
 mod team;
 
-pub use cols::delete_cols;
+pub use cols::{delete_cols, insert_cols};
 pub use factor::factor;
 pub use rank::rank_one;
 pub use rows::{delete_rows, insert_rows};
@@ -35,7 +35,7 @@ pub const OK: u32 = 0;
 pub const DOWNDATE_REFUSED: u32 = 1;
 /// A NaN or ±∞ in the problem's data, or an update whose result would not be finite.
 pub const NON_FINITE: u32 = 2;
-/// The solve's rank test failed (x is NaN).
+/// The solve's rank test failed (x is NaN), or an inserted column lies in range(Q₁).
 pub const RANK_DEFICIENT: u32 = 3;
 /// Largest n (one lane a column of R).
 pub const MAX_N: usize = 32;
@@ -63,6 +63,11 @@ pub mod smem {
     /// [`super::delete_cols`]: Q₁ (m×n), R (n×n) and 2n rotation entries.
     pub const fn delete_cols(m: usize, n: usize) -> usize {
         m * n + n * n + 2 * n
+    }
+    /// [`super::insert_cols`]: [Q₁ U] (m×(n+p)), R ((n+p)×(n+p)), two (n+p)-vectors and
+    /// 2(n+p) rotation entries.
+    pub const fn insert_cols(m: usize, n: usize, p: usize) -> usize {
+        m * (n + p) + (n + p) * (n + p) + 4 * (n + p)
     }
     /// [`super::solve`]: R (n×n) and d (n).
     pub const fn solve(n: usize) -> usize {

@@ -438,6 +438,28 @@ pub(super) unsafe fn load_state<T: Float>(
     (qs, ld, rs): (*mut T, usize, *mut T),
     (k, m, n): (usize, usize, usize),
 ) {
+    // SAFETY: contract.
+    unsafe { load_q(team, q, (qs, ld), (k, m, n)) };
+    if team.lane < n {
+        let l = team.lane;
+        for row in 0..n {
+            // SAFETY: contract.
+            unsafe { device::st(rs, row * n + l, device::ld(r, k * n * n + row * n + l)) };
+        }
+    }
+}
+
+/// Loads problem k's Q₁ (m×n) into the first n columns of `qs` (ld ≥ m), the lane's rows.
+///
+/// # Safety
+/// Problem k exists at shape m×n in `q`; `qs` holds ld·n.
+#[inline(always)]
+pub(super) unsafe fn load_q<T: Float>(
+    team: Team,
+    q: *const T,
+    (qs, ld): (*mut T, usize),
+    (k, m, n): (usize, usize, usize),
+) {
     let mut i = team.lane;
     while i < m {
         for c in 0..n {
@@ -445,13 +467,6 @@ pub(super) unsafe fn load_state<T: Float>(
             unsafe { device::st(qs, c * ld + i, device::ld(q, k * m * n + c * m + i)) };
         }
         i += team.size;
-    }
-    if team.lane < n {
-        let l = team.lane;
-        for row in 0..n {
-            // SAFETY: contract.
-            unsafe { device::st(rs, row * n + l, device::ld(r, k * n * n + row * n + l)) };
-        }
     }
 }
 

@@ -23,10 +23,11 @@ use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 ///
 /// The refusal rules are [`super::BatchQr`]'s: arguments the problems share (positions,
 /// sizes, λ) refuse the call before anything runs; [`GpuQBatch::insert_rows`],
-/// [`GpuQBatch::delete_rows`] and [`GpuQBatch::delete_cols`] change the shape and are
-/// all-or-nothing ([`Error::BatchRefused`] names
-/// the problems whose rows were not finite or whose deletion the completion's test refused,
-/// docs/algorithms.md#thin-row-deletion); [`GpuQBatch::rank_one`], [`GpuQBatch::rank_k`]
+/// [`GpuQBatch::delete_rows`], [`GpuQBatch::insert_cols`], [`GpuQBatch::replace_cols`] and
+/// [`GpuQBatch::delete_cols`] change the shape or the columns and are all-or-nothing
+/// ([`Error::BatchRefused`] names the problems whose data were not finite, whose deletion
+/// the completion's test refused (docs/algorithms.md#thin-row-deletion) or whose new column
+/// lies in the span of their columns); [`GpuQBatch::rank_one`], [`GpuQBatch::rank_k`]
 /// and [`GpuQBatch::slide`] proceed per problem and report, leaving a refusing problem bit for
 /// bit as it was. Each call writes new buffers and keeps the old ones until it succeeds.
 ///
@@ -402,6 +403,153 @@ impl<T: GpuScalar> GpuQBatch<T> {
         self.states.r = r;
         self.n -= p;
         Ok(())
+    }
+
+    /// Inserts p columns before column k0 (0 ≤ k0 ≤ n) in every problem: `cols` (B × m × p)
+    /// from host memory (docs/algorithms.md#thin-column-insertion; one launch). b does not
+    /// change. All-or-nothing: a problem whose new column lies in range(Q₁) (its part
+    /// outside it at most 64u·‖u‖) refuses with [`Error::RankDeficient`] (its `column` the
+    /// block's first), one with a non-finite entry with [`Error::NonFinite`].
+    ///
+    /// # Errors
+    /// [`Error::Shape`] (sizes, or n + p above 32), [`Error::EmptyBlock`] (p = 0),
+    /// [`Error::OutOfRange`] (k0 > n), [`Error::Underdetermined`] (m < n + p),
+    /// [`Error::InvalidParam`] (too large for shared memory), [`Error::BatchRefused`],
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn insert_cols(&mut self, k0: usize, cols: BatchRef<'_, T>) -> Result<()> {
+        const OP: &str = "GpuQBatch::insert_cols";
+        let p = cols.ncols();
+        let cv = row_major(OP, "columns (batch, m, p)", &cols, (self.batch, self.m, p))?;
+        let cd = upload(&self.gpu, &cv)?;
+        self.insert_cols_device(k0, p, &cd)
+    }
+
+    /// [`GpuQBatch::insert_cols`] with the columns in device memory (B·m·p, each problem's
+    /// m×p block row-major: a C-order (B, m, p) array).
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::insert_cols`].
+    pub fn insert_cols_device(&mut self, k0: usize, p: usize, cols: &DevVec<T>) -> Result<()> {
+        const OP: &str = "GpuQBatch::insert_cols";
+        if p == 0 {
+            return Err(Error::EmptyBlock { op: OP });
+        }
+        if k0 > self.n {
+            return Err(Error::OutOfRange {
+                op: OP,
+                k0,
+                p,
+                n: self.n,
+            });
+        }
+        let np = self.n + p;
+        if np > BATCH_Q_MAX_N {
+            return Err(Error::shape(
+                OP,
+                "columns after the insertion (n + p ≤ 32)",
+                np,
+                BATCH_Q_MAX_N,
+            ));
+        }
+        Self::check_shape(OP, self.m, np)?;
+        fits::<T>(OP, smem::insert_cols(self.m, self.n, p))?;
+        check_len(OP, "columns", cols, self.batch * self.m * p)?;
+        let team = self.team.max(np.next_power_of_two());
+        let s = QShape {
+            batch: self.batch,
+            m: self.m,
+            n: self.n,
+            team,
+        };
+        let shape = fitted(s, smem::insert_cols(self.m, self.n, p), size_of::<T>());
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (q, r, status) = self
+            .states
+            .insert_cols(&self.gpu, shape, (cols.view(), k0, p), st)?;
+        let problems: Vec<(usize, Error)> = status
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &c)| match c {
+                STATUS_RANK_DEFICIENT => Some((
+                    i,
+                    Error::RankDeficient {
+                        column: k0,
+                        r_jj: 0.0,
+                        tol: 64.0 * T::UNIT_ROUNDOFF,
+                    },
+                )),
+                c => refusal(OP, c).map(|e| (i, e)),
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        self.states.q = q;
+        self.states.r = r;
+        self.n = np;
+        self.team = team;
+        Ok(())
+    }
+
+    /// Replaces columns k0..k0+p of every problem by `cols` (B × m × p) from host memory:
+    /// the columns deleted and the new ones inserted at k0 (two launches). b does not
+    /// change. All-or-nothing, as [`GpuQBatch::insert_cols`]; at least one column must stay
+    /// (to replace them all, factorise the new columns).
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::delete_cols`] and [`GpuQBatch::insert_cols`].
+    pub fn replace_cols(&mut self, k0: usize, cols: BatchRef<'_, T>) -> Result<()> {
+        const OP: &str = "GpuQBatch::replace_cols";
+        let p = cols.ncols();
+        let cv = row_major(OP, "columns (batch, m, p)", &cols, (self.batch, self.m, p))?;
+        let cd = upload(&self.gpu, &cv)?;
+        self.replace_cols_device(k0, p, &cd)
+    }
+
+    /// [`GpuQBatch::replace_cols`] with the columns in device memory (B·m·p, a C-order
+    /// (B, m, p) array).
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::replace_cols`].
+    pub fn replace_cols_device(&mut self, k0: usize, p: usize, cols: &DevVec<T>) -> Result<()> {
+        const OP: &str = "GpuQBatch::replace_cols";
+        if p == 0 {
+            return Err(Error::EmptyBlock { op: OP });
+        }
+        if k0 + p > self.n {
+            return Err(Error::OutOfRange {
+                op: OP,
+                k0,
+                p,
+                n: self.n,
+            });
+        }
+        if p == self.n {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "p",
+                why: "every column replaced: factorise the new columns instead".into(),
+            });
+        }
+        check_len(OP, "columns", cols, self.batch * self.m * p)?;
+        let shape = self.shape_at(self.m, smem::delete_cols(self.m, self.n));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (q, r, status) = self.states.delete_cols(&self.gpu, shape, (k0, p), st)?;
+        let problems = refusals(OP, &status);
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        // the old factors stay alive until the insertion succeeds
+        let old_q = std::mem::replace(&mut self.states.q, q);
+        let old_r = std::mem::replace(&mut self.states.r, r);
+        self.n -= p;
+        let done = self.insert_cols_device(k0, p, cols);
+        if done.is_err() {
+            self.states.q = old_q;
+            self.states.r = old_r;
+            self.n += p;
+        }
+        done
     }
 
     /// Inserts p rows at k0 (0 ≤ k0 ≤ m) in every problem: `rows` (B × p × n) with

@@ -197,6 +197,32 @@ impl<T: GpuScalar> QStates<T> {
         Ok((q, r, st))
     }
 
+    /// p columns in before column k0 (`cols` batch·m·p, row-major a problem); the new Q₁
+    /// and R (n + p columns) and statuses. `s.team` ≥ n + p.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+    pub(crate) fn insert_cols(
+        &self,
+        gpu: &Gpu,
+        s: QShape,
+        (cols, k0, p): (CudaView<'_, T>, usize, usize),
+        status: &mut Statuses,
+    ) -> Result<(CudaSlice<T>, CudaSlice<T>, Vec<u32>)> {
+        let np = s.n + p;
+        let mut q = alloc(gpu, s.batch * s.m * np, "batched Q")?;
+        let mut r = alloc(gpu, s.batch * np * np, "batched R")?;
+        gpu.batch_q_insert_cols(
+            s,
+            self.view(),
+            (cols, k0, p),
+            (q.slice_mut(..), r.slice_mut(..)),
+            &mut status.dev,
+        )?;
+        let st = status.read(gpu)?;
+        Ok((q, r, st))
+    }
+
     /// p rows in at k0 (rows batch·p·n row-major, rhs batch·p), R and b scaled by `scale`
     /// first; the new states (m + p rows) and statuses.
     ///

@@ -29,6 +29,9 @@ pub(crate) mod smem {
     pub(crate) const fn delete_cols(m: usize, n: usize) -> usize {
         m * n + n * n + 2 * n
     }
+    pub(crate) const fn insert_cols(m: usize, n: usize, p: usize) -> usize {
+        m * (n + p) + (n + p) * (n + p) + 4 * (n + p)
+    }
     pub(crate) const fn solve(n: usize) -> usize {
         n * n + n
     }
@@ -329,6 +332,52 @@ impl Gpu {
         // (32/team)·smem::delete_cols(m, n).
         unsafe {
             launch_kernel!(self, f, cfg, "batch_q_delete_cols"; &input.q, &input.r,
+                &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &k0, &p, &team)
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_insert_cols_<T>`: the p columns `cols` (batch·m·p, row-major a
+    /// problem) in before column k0 of Q₁ and R of `input`, into `q_out` (batch·m·(n+p))
+    /// and `r_out` (batch·(n+p)²); b does not change. `shape.team` ≥ n + p.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`], and for k0 > n, p = 0, n + p > team or m < n + p.
+    pub(crate) fn batch_q_insert_cols<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        input: QView<'_, T>,
+        (cols, k0, p): (CudaView<'_, T>, usize, usize),
+        (mut q_out, mut r_out): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        shape.check(&input);
+        let np = n + p;
+        assert!(p >= 1 && k0 <= n && np <= team && m >= np);
+        assert!(cols.len() >= batch * m * p);
+        assert!(q_out.len() >= batch * m * np && r_out.len() >= batch * np * np);
+        assert!(status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_insert_cols;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::insert_cols(m, n, p)),
+        );
+        // SAFETY: matches batch_q_insert_cols_<T>(q_in, r_in, u, q_out, r_out, status, batch,
+        // m, n, k0, p, team): the input holds batch·m·n and batch·n·n, the columns
+        // batch·m·p, the outputs batch·m·(n+p) and batch·(n+p)², status batch (asserted);
+        // the outputs are distinct mutable views aliasing no input; k0 ≤ n, p ≥ 1,
+        // n + p ≤ team ≤ 32, m ≥ n + p; grid ⌈batch/(32/team)⌉, block 32 (team checked in
+        // grid()), shared memory (32/team)·smem::insert_cols(m, n, p).
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_insert_cols"; &input.q, &input.r, &cols,
                 &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &k0, &p, &team)
         }?;
         Ok(())

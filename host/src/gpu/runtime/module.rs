@@ -156,6 +156,8 @@ kernel_table! {
     batch_q_rank_one,
     /// `batch_q_delete_cols_<T>` (batched thin-Q column deletion).
     batch_q_delete_cols,
+    /// `batch_q_insert_cols_<T>` (batched thin-Q column insertion).
+    batch_q_insert_cols,
     /// `batch_q_insert_rows_<T>` (batched thin-Q row insertion).
     batch_q_insert_rows,
     /// `batch_q_delete_rows_<T>` (batched thin-Q row deletion).
