@@ -790,6 +790,15 @@ entries! {
          batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize)
         => batch_q::delete_cols;
 
+    /// Drift check and refresh of B thin-Q problems in place, a team of lanes a problem
+    /// (docs/algorithms.md#drift-control; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::refresh` documents.
+    batch_q_refresh_f32, batch_q_refresh_f64
+        (q: *mut T, r: *mut T, drift: *mut T, status: *mut u32, batch: usize, m: usize,
+         n: usize, tol: T, team: usize) => batch_q::refresh;
+
     /// Thin column insertion in B problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).
     ///

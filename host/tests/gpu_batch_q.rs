@@ -750,3 +750,104 @@ fn rank_test_and_argument_errors() {
         Err(Error::Underdetermined { .. })
     ));
 }
+
+/// Drift control: the estimate is ‖Q₁ᵀQ₁ − I‖_F of the state as the host computes it from
+/// the downloaded Q₁; problems above the tolerance are refreshed and still factor their
+/// data, with Q₁ orthonormal to the factorisation's accuracy; those below are left bit for
+/// bit.
+#[test]
+fn drift_check_measures_and_refreshes() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let mut rng = common::rng(0x9D01);
+    let (b, m, n) = (13, 40, 9);
+    let (mut bank, mut model) = factorize::<f32>(&gpu, &mut rng, (b, m, n));
+    // f32 rank-one updates: each leaves O((m + n)u) behind
+    let steps = 40;
+    for _ in 0..steps {
+        let (ut, u) = rounded::<f32>(random(&mut rng, b * m));
+        let (vt, v) = rounded::<f32>(random(&mut rng, b * n));
+        let rep = bank
+            .rank_one(
+                BatchRef::row_major(&ut, b, m, 1).unwrap(),
+                BatchRef::row_major(&vt, b, n, 1).unwrap(),
+            )
+            .unwrap();
+        assert!(rep.all_ok());
+        for k in 0..b {
+            for i in 0..m {
+                for c in 0..n {
+                    model.a[k][i * n + c] += u[k * m + i] * v[k * n + c];
+                }
+            }
+        }
+    }
+    let calls = steps + 1;
+    let before = bank.to_host().unwrap();
+    let host: Vec<f64> = (0..b)
+        .map(|k| {
+            let q = |i: usize, c: usize| before.0[k * m * n + c * m + i] as f64;
+            let mut e2 = 0.0;
+            for c in 0..n {
+                for d in 0..n {
+                    let g: f64 = (0..m).map(|i| q(i, c) * q(i, d)).sum();
+                    e2 += (g - if c == d { 1.0 } else { 0.0 }).powi(2);
+                }
+            }
+            e2.sqrt()
+        })
+        .collect();
+    let u = common::u::<f32>();
+    // measured only: the device's estimate (f32 sums) within a few ulps of the Gram entries
+    let none = bank.check_drift(Some(f64::INFINITY)).unwrap();
+    assert!(none.refreshed.is_empty() && none.failed.is_empty());
+    for (k, (&got, &want)) in none.estimates.iter().zip(&host).enumerate() {
+        let d = (got - want).abs();
+        assert!(
+            d <= 4.0 * m as f64 * n as f64 * u,
+            "problem {k}: {got} vs {want}"
+        );
+    }
+    assert_eq!(bank.to_host().unwrap(), before);
+    // refresh the upper half
+    let mut sorted = none.estimates.clone();
+    sorted.sort_by(f64::total_cmp);
+    let tol = sorted[b / 2];
+    let half = bank.check_drift(Some(tol)).unwrap();
+    let want: Vec<usize> = (0..b).filter(|&k| none.estimates[k] > tol).collect();
+    assert_eq!(half.refreshed, want);
+    let after = bank.to_host().unwrap();
+    for k in 0..b {
+        let (q0, q1) = (
+            &before.0[k * m * n..(k + 1) * m * n],
+            &after.0[k * m * n..(k + 1) * m * n],
+        );
+        assert_eq!(
+            q0 == q1,
+            !want.contains(&k),
+            "problem {k}: refreshed iff above tol"
+        );
+    }
+    check(&bank, &model, calls + 1, "check_drift (half)");
+    let again = bank.check_drift(Some(f64::INFINITY)).unwrap();
+    for &k in &want {
+        assert!(
+            again.estimates[k] <= 10.0 * m as f64 * u,
+            "problem {k}: {}",
+            again.estimates[k]
+        );
+    }
+    // tol = 0 refreshes every problem
+    let all = bank.check_drift(Some(0.0)).unwrap();
+    assert_eq!(all.refreshed, (0..b).collect::<Vec<_>>());
+    check(&bank, &model, calls + 2, "check_drift (all)");
+    assert!(matches!(
+        bank.check_drift(Some(-1.0)),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert!(matches!(
+        bank.check_drift(Some(f64::NAN)),
+        Err(Error::InvalidParam { .. })
+    ));
+}

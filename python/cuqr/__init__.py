@@ -2079,6 +2079,15 @@ class GpuBatchQR:
             raise _batch_error("solve", B, failed, True)
         return x.reshape(B, n), r
 
+    def check_drift(self, tol=None):
+        """Drift control: measures every problem's ‖QᵀQ − I‖_F and refreshes, in place, the
+        problems above ``tol`` (default 10·max(m, n)·u; 0 refreshes all) by a QR of their
+        Q, which leaves their A as it was. Returns ``(estimates, refreshed, failed)``: a
+        NumPy array (B,) of the estimates before the refresh, and the lists of problems
+        refreshed and of those whose refresh was not finite (left as they were)."""
+        e, refreshed, failed = self._s.check_drift(None if tol is None else float(tol))
+        return e, list(refreshed), list(failed)
+
     def factors(self):
         """``(Q, R, b)`` as NumPy arrays (B, m, n), (B, n, n) and (B, m)."""
         B, m, n = self.shape

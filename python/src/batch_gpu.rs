@@ -288,6 +288,21 @@ impl GpuBatchQR {
         })
     }
 
+    /// Drift check: `(estimates (B), refreshed, failed)`, the problems above `tol`
+    /// (default 10·max(m, n)·u) refreshed in place.
+    #[pyo3(signature = (tol=None))]
+    fn check_drift<'py>(
+        &self,
+        py: Python<'py>,
+        tol: Option<f64>,
+    ) -> PyResult<(Bound<'py, PyAny>, Vec<usize>, Vec<usize>)> {
+        with_batch!(self, st, _T => {
+            let d = st.check_drift(tol).map_err(to_py)?;
+            let e = PyArray1::<f64>::from_vec(py, d.estimates).into_any();
+            Ok((e, d.refreshed, d.failed))
+        })
+    }
+
     /// `(Q (B·m·n, each problem column-major), R (B·n·n row-major), b (B·m))` as NumPy.
     fn factors<'py>(
         &self,

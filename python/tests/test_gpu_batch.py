@@ -83,6 +83,11 @@ def test_updates_match_lstsq(B, m, n, dtype):
     bank.replace_cols(0, c)
     A = np.concatenate([c[:, :, None], A[:, :, 1:]], axis=2)
     check(bank, A, b, 15, dtype)
+    e, refreshed, failed = bank.check_drift(0.0)
+    assert e.shape == (B,) and refreshed == list(range(B)) and failed == []
+    check(bank, A, b, 16, dtype)
+    e, refreshed, _ = bank.check_drift()
+    assert refreshed == [] and np.all(e <= 10 * max(A.shape[1:]) * np.finfo(dtype).eps / 2)
 
 
 def test_refusals():

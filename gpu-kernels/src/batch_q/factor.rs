@@ -52,6 +52,50 @@ pub unsafe fn factor<T: Float>(
     }
     // SAFETY: every lane reaches the vote.
     let ok = unsafe { team.all(ok) };
+    // SAFETY: convergent warp; w holds A (m×n) and tau n elements (contract).
+    unsafe {
+        householder_qr(team, w, tau, (m, n));
+        form_q(team, w, tau, qs, (m, n));
+    }
+    if valid && ok {
+        // SAFETY: problem k's outputs (contract); R's entry (row, lane) sits in column
+        // `lane` of w, row `row`, written by the owner of `row` before the barrier above.
+        unsafe {
+            store_q(team, (qs, m), q, (k, m, n));
+            if team.lane < n {
+                let l = team.lane;
+                for row in 0..n {
+                    let v = if row <= l {
+                        device::ld(w, l * m + row)
+                    } else {
+                        T::ZERO
+                    };
+                    device::st(r, k * n * n + row * n + l, v);
+                }
+            }
+        }
+    }
+    if valid && team.lane == 0 {
+        // SAFETY: k < B.
+        unsafe { device::st(status, k, if ok { OK } else { NON_FINITE }) };
+    }
+}
+
+/// Householder QR of the column-major m×n block `w` in place (docs/algorithms.md#batched-states):
+/// R on and above the diagonal, the reflectors' vectors below it (v_j = 1 implied), their
+/// τ in `tau`; a zero tail makes the reflector the identity (τ = 0). Every team of the warp
+/// runs the same instructions.
+///
+/// # Safety
+/// The whole warp calls convergently with the same m and n; `w` holds m·n and `tau` n
+/// elements of the team's working copy; each lane has written only its own rows of `w`.
+#[inline(always)]
+pub(super) unsafe fn householder_qr<T: Float>(
+    team: Team,
+    w: *mut T,
+    tau: *mut T,
+    (m, n): (usize, usize),
+) {
     for j in 0..n {
         // The reflector of column j from rows j..m: scaled norm of the tail.
         let mut amax = T::ZERO;
@@ -119,6 +163,21 @@ pub unsafe fn factor<T: Float>(
         // SAFETY: convergent warp; own rows only.
         unsafe { apply_reflector(team, w, (m, n), j, tau_j, (w, j + 1)) };
     }
+}
+
+/// Q₁ (m×n, column-major in `qs`) by backward accumulation of [`householder_qr`]'s reflectors
+/// (in `w` and `tau`) on [I; 0].
+///
+/// # Safety
+/// As [`householder_qr`], after it; `qs` holds m·n elements.
+#[inline(always)]
+pub(super) unsafe fn form_q<T: Float>(
+    team: Team,
+    w: *const T,
+    tau: *const T,
+    qs: *mut T,
+    (m, n): (usize, usize),
+) {
     // SAFETY: every lane; τ written by each team's lane 0 above.
     unsafe { device::sync_warp() };
     let mut i = team.lane;
@@ -135,28 +194,6 @@ pub unsafe fn factor<T: Float>(
         let tau_j = unsafe { device::ld(tau, j) };
         // SAFETY: convergent warp (j uniform; τ = 0 is the identity); own rows.
         unsafe { apply_reflector(team, w, (m, n), j, tau_j, (qs, j)) };
-    }
-    if valid && ok {
-        // SAFETY: problem k's outputs (contract); R's entry (row, lane) sits in column
-        // `lane` of w, row `row`, written by the owner of `row` before the barrier above.
-        unsafe {
-            store_q(team, (qs, m), q, (k, m, n));
-            if team.lane < n {
-                let l = team.lane;
-                for row in 0..n {
-                    let v = if row <= l {
-                        device::ld(w, l * m + row)
-                    } else {
-                        T::ZERO
-                    };
-                    device::st(r, k * n * n + row * n + l, v);
-                }
-            }
-        }
-    }
-    if valid && team.lane == 0 {
-        // SAFETY: k < B.
-        unsafe { device::st(status, k, if ok { OK } else { NON_FINITE }) };
     }
 }
 

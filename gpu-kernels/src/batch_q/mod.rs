@@ -17,6 +17,7 @@
 //! and B × p; update rows B × p × n row-major; u B × m and v B × n.
 
 mod cols;
+mod drift;
 mod factor;
 mod rank;
 mod rows;
@@ -24,6 +25,7 @@ mod solve;
 mod team;
 
 pub use cols::{delete_cols, insert_cols};
+pub use drift::refresh;
 pub use factor::factor;
 pub use rank::rank_one;
 pub use rows::{delete_rows, insert_rows};
@@ -37,6 +39,8 @@ pub const DOWNDATE_REFUSED: u32 = 1;
 pub const NON_FINITE: u32 = 2;
 /// The solve's rank test failed (x is NaN), or an inserted column lies in range(Q₁).
 pub const RANK_DEFICIENT: u32 = 3;
+/// The drift check refreshed the problem's factors.
+pub const REFRESHED: u32 = 4;
 /// Largest n (one lane a column of R).
 pub const MAX_N: usize = 32;
 
@@ -68,6 +72,11 @@ pub mod smem {
     /// 2(n+p) rotation entries.
     pub const fn insert_cols(m: usize, n: usize, p: usize) -> usize {
         m * (n + p) + (n + p) * (n + p) + 4 * (n + p)
+    }
+    /// [`super::refresh`]: Q₁ and its Householder QR (m×n each) and τ (n), as
+    /// [`factor`].
+    pub const fn refresh(m: usize, n: usize) -> usize {
+        factor(m, n)
     }
     /// [`super::solve`]: R (n×n) and d (n).
     pub const fn solve(n: usize) -> usize {

@@ -10,7 +10,7 @@ use super::{BatchRef, BatchReport, BatchSolution};
 use crate::base::error::{Error, Result};
 use crate::gpu::algo::batch_q::{
     smem, QStates, Statuses, BATCH_Q_MAX_N, BATCH_Q_SMEM_LIMIT, STATUS_DOWNDATE_REFUSED,
-    STATUS_NON_FINITE, STATUS_RANK_DEFICIENT,
+    STATUS_NON_FINITE, STATUS_RANK_DEFICIENT, STATUS_REFRESHED,
 };
 use crate::gpu::launch::batch_q::{default_team, QShape};
 use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
@@ -69,6 +69,18 @@ pub struct GpuQBatch<T: GpuScalar> {
     /// Each call's per-problem status words (device and page-locked host), reused; behind a
     /// mutex so that the solve can take `&self`.
     status: std::sync::Mutex<Statuses>,
+}
+
+/// What [`GpuQBatch::check_drift`] measured and did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DriftCheck {
+    /// Each problem's ‖Q₁ᵀQ₁ − I‖_F as the check found it (before any refresh).
+    pub estimates: Vec<f64>,
+    /// The problems refreshed (estimate above the tolerance), in order.
+    pub refreshed: Vec<usize>,
+    /// Problems above the tolerance whose refreshed factors would not have been finite:
+    /// left as they were.
+    pub failed: Vec<usize>,
 }
 
 /// `r` (batch × rows × cols) in row-major order, checked against the expected sizes.
@@ -403,6 +415,47 @@ impl<T: GpuScalar> GpuQBatch<T> {
         self.states.r = r;
         self.n -= p;
         Ok(())
+    }
+
+    /// Drift control (docs/algorithms.md#drift-control), one launch: measures every
+    /// problem's loss of orthogonality ‖Q₁ᵀQ₁ − I‖_F exactly (m·n² flops a problem) and
+    /// refreshes, in place, each problem above `tol` (default 10·max(m, n)·u, the CPU
+    /// states' default): one Householder QR Q₁ = Q′R₂, then Q₁ ← Q′ and R ← R₂R, the same
+    /// A with orthonormal columns again; b does not change. `tol = 0` refreshes every
+    /// problem. The batch does not check by itself: call this every few hundred updates
+    /// (an update adds O((m + n)u) to the estimate).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] for a negative or NaN `tol`; [`Error::OutOfMemory`],
+    /// [`Error::Driver`].
+    pub fn check_drift(&mut self, tol: Option<f64>) -> Result<DriftCheck> {
+        const OP: &str = "GpuQBatch::check_drift";
+        let tol = tol.unwrap_or(10.0 * self.m.max(self.n) as f64 * T::UNIT_ROUNDOFF);
+        if tol.is_nan() || tol < 0.0 {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "tol",
+                why: format!("{tol} is not a number ≥ 0"),
+            });
+        }
+        let shape = self.shape_at(self.m, smem::refresh(self.m, self.n));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (es, status) = self
+            .states
+            .refresh(&self.gpu, shape, T::from_f64(tol), st)?;
+        let pick = |code: u32| {
+            status
+                .iter()
+                .enumerate()
+                .filter(|&(_, &c)| c == code)
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
+        Ok(DriftCheck {
+            estimates: es.iter().map(|e| e.to_f64()).collect(),
+            refreshed: pick(STATUS_REFRESHED),
+            failed: pick(STATUS_NON_FINITE),
+        })
     }
 
     /// Inserts p columns before column k0 (0 ≤ k0 ≤ n) in every problem: `cols` (B × m × p)

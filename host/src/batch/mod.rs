@@ -28,7 +28,7 @@ mod updates;
 mod view;
 
 pub use gpu::GpuRBatch;
-pub use gpu_q::GpuQBatch;
+pub use gpu_q::{DriftCheck, GpuQBatch};
 pub use report::{BatchReport, BatchSolution};
 pub use view::BatchRef;
 

@@ -15,6 +15,8 @@ pub(crate) use crate::gpu::launch::batch_q::{smem, BATCH_Q_MAX_N, BATCH_Q_SMEM_L
 pub(crate) const STATUS_DOWNDATE_REFUSED: u32 = 1;
 pub(crate) const STATUS_NON_FINITE: u32 = 2;
 pub(crate) const STATUS_RANK_DEFICIENT: u32 = 3;
+/// `batch_q_refresh`: the problem was refreshed.
+pub(crate) const STATUS_REFRESHED: u32 = 4;
 
 /// Q₁ (batch·m·n, each problem column-major), R (batch·n·n, row-major) and b (batch·m) of
 /// B problems on the device.
@@ -305,6 +307,35 @@ impl<T: GpuScalar> QStates<T> {
         xs.truncate(s.batch * s.n);
         rs.truncate(s.batch);
         Ok((xs, rs, st))
+    }
+
+    /// Every problem's ‖Q₁ᵀQ₁ − I‖_F, the problems past `tol` refreshed in place; the
+    /// estimates and statuses.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+    pub(crate) fn refresh(
+        &mut self,
+        gpu: &Gpu,
+        s: QShape,
+        tol: T,
+        status: &mut Statuses,
+    ) -> Result<(Vec<T>, Vec<u32>)> {
+        let mut drift = alloc(gpu, s.batch, "batched drift estimates")?;
+        gpu.batch_q_refresh(
+            s,
+            (self.q.slice_mut(..), self.r.slice_mut(..)),
+            tol,
+            &mut drift,
+            &mut status.dev,
+        )?;
+        let mut es = gpu
+            .stream
+            .clone_dtoh(&drift)
+            .map_err(driver_err("batched drift download"))?;
+        let st = status.read(gpu)?;
+        es.truncate(s.batch);
+        Ok((es, st))
     }
 
     /// Q₁, R and b on the host.

@@ -32,6 +32,9 @@ pub(crate) mod smem {
     pub(crate) const fn insert_cols(m: usize, n: usize, p: usize) -> usize {
         m * (n + p) + (n + p) * (n + p) + 4 * (n + p)
     }
+    pub(crate) const fn refresh(m: usize, n: usize) -> usize {
+        factor(m, n)
+    }
     pub(crate) const fn solve(n: usize) -> usize {
         n * n + n
     }
@@ -333,6 +336,47 @@ impl Gpu {
         unsafe {
             launch_kernel!(self, f, cfg, "batch_q_delete_cols"; &input.q, &input.r,
                 &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &k0, &p, &team)
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_refresh_<T>`: every problem's ‖Q₁ᵀQ₁ − I‖_F into `drift`, and
+    /// the problems past `tol` refreshed in place (Q₁ = Q′R₂, Q₁ ← Q′, R ← R₂R).
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`].
+    pub(crate) fn batch_q_refresh<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        (mut q, mut r): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
+        tol: T,
+        drift: &mut CudaSlice<T>,
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n);
+        assert!(q.len() >= batch * m * n && r.len() >= batch * n * n);
+        assert!(drift.len() >= batch && status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_refresh;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::refresh(m, n)),
+        );
+        // SAFETY: matches batch_q_refresh_<T>(q, r, drift, status, batch, m, n, tol, team):
+        // q and r hold batch·m·n and batch·n·n (read and written in place, each problem by
+        // its own team), drift and status batch (asserted), distinct buffers; 1 ≤ n ≤ 32,
+        // m ≥ n; grid ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
+        // (32/team)·smem::refresh(m, n).
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_refresh"; &mut q, &mut r, &mut *drift,
+                &mut *status, &batch, &m, &n, &tol, &team)
         }?;
         Ok(())
     }
