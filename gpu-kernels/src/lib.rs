@@ -799,6 +799,16 @@ entries! {
         (q: *mut T, r: *mut T, drift: *mut T, status: *mut u32, batch: usize, m: usize,
          n: usize, tol: T, team: usize) => batch_q::refresh;
 
+    /// A column of B thin-Q problems moved to another position, a team of lanes a problem
+    /// (docs/algorithms.md#batched-states; batch_q.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::shift_col` documents.
+    batch_q_shift_col_f32, batch_q_shift_col_f64
+        (q_in: *const T, r_in: *const T, q_out: *mut T, r_out: *mut T, status: *mut u32,
+         batch: usize, m: usize, n: usize, from: usize, to: usize, team: usize)
+        => batch_q::shift_col;
+
     /// Thin column insertion in B problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).
     ///

@@ -337,6 +337,29 @@ fn run_sequence<T: GpuScalar>(
         calls += 2;
         check(&bank, &model, calls, "replace_cols");
     }
+    // A column moved right, then one moved left.
+    let n = bank.ncols();
+    if n >= 2 {
+        for (from, to) in [(0, n - 1), (n - 1, n / 2)] {
+            bank.shift_col(from, to).unwrap();
+            model_shift_col(&mut model, from, to);
+            calls += 2;
+            check(&bank, &model, calls, "shift_col");
+        }
+    }
+}
+
+/// Moves column `from` to position `to` in the model.
+fn model_shift_col(model: &mut Model, from: usize, to: usize) {
+    let n = model.n;
+    for a in &mut model.a {
+        for row in a.chunks_mut(n) {
+            let mut r: Vec<f64> = row.to_vec();
+            let x = r.remove(from);
+            r.insert(to, x);
+            row.copy_from_slice(&r);
+        }
+    }
 }
 
 /// Inserts the p columns `cols` (B × m × p row-major) before column k0 in the model.
@@ -424,6 +447,49 @@ fn dependent_columns_refuse_the_insertion() {
         matches!(&err, Error::BatchRefused { problems, .. } if problems[0].0 == 7),
         "{err}"
     );
+    assert_eq!(bank.to_host().unwrap(), before);
+    assert!(matches!(
+        bank.shift_col(n, 0),
+        Err(Error::OutOfRange { .. })
+    ));
+    bank.shift_col(2, 2).unwrap();
+    assert_eq!(bank.to_host().unwrap(), before);
+}
+
+/// A problem whose columns are dependent (R singular) refuses a column shift, which moves a
+/// column that lies in the span of the others; every problem is left bit for bit.
+#[test]
+fn shifting_a_dependent_column_refuses() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let mut rng = common::rng(0x9E01);
+    let (b, m, n) = (6, 21, 5);
+    let mut a = random(&mut rng, b * m * n);
+    // problem 2: column 3 = column 1
+    for i in 0..m {
+        a[(2 * m + i) * n + 3] = a[(2 * m + i) * n + 1];
+    }
+    let y = random(&mut rng, b * m);
+    let mut bank = GpuQBatch::<f64>::factorize(
+        &gpu,
+        BatchRef::row_major(&a, b, m, n).unwrap(),
+        BatchRef::row_major(&y, b, m, 1).unwrap(),
+    )
+    .unwrap();
+    let before = bank.to_host().unwrap();
+    let err = bank.shift_col(3, 0).unwrap_err();
+    match &err {
+        Error::BatchRefused { problems, .. } => {
+            assert_eq!(problems.len(), 1, "{err}");
+            assert_eq!(problems[0].0, 2);
+            assert!(
+                matches!(problems[0].1, Error::RankDeficient { .. }),
+                "{err}"
+            );
+        }
+        e => panic!("expected BatchRefused, got {e}"),
+    }
     assert_eq!(bank.to_host().unwrap(), before);
 }
 

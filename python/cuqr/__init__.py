@@ -2049,6 +2049,14 @@ class GpuBatchQR:
         k = _index(k, 0, self.shape[2])
         self._check("replace_cols", self._s.replace_cols(k, p, u))
 
+    def shift_col(self, source: int, target: int) -> None:
+        """Moves column ``source`` of every problem to position ``target``, the columns
+        between closing up. A problem whose columns are dependent refuses the call
+        (:class:`BatchError`). All-or-nothing."""
+        n = self.shape[2]
+        source, target = _index(source, 0, n - 1), _index(target, 0, n - 1)
+        self._check("shift_col", self._s.shift_col(source, target))
+
     def insert_rows(self, k: int, rows, rhs) -> None:
         """Inserts p rows at position k (0 <= k <= m) in every problem: rows (B, p, n) or
         (B, n), rhs (B, p) or (B,). All-or-nothing."""

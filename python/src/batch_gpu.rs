@@ -230,6 +230,11 @@ impl GpuBatchQR {
         })
     }
 
+    /// Column `from` moved to position `to`. `(applied, refused)`.
+    fn shift_col(&self, from: usize, to: usize) -> PyResult<(bool, Refused)> {
+        with_batch!(self, st, _T => all_or_nothing(st.shift_col(from, to)))
+    }
+
     /// p rows (B·p·n) with right-hand sides (B·p) in at k0. `(applied, refused)`.
     fn insert_rows(
         &self,

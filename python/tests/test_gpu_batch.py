@@ -83,9 +83,13 @@ def test_updates_match_lstsq(B, m, n, dtype):
     bank.replace_cols(0, c)
     A = np.concatenate([c[:, :, None], A[:, :, 1:]], axis=2)
     check(bank, A, b, 15, dtype)
+    n1 = A.shape[2]
+    bank.shift_col(0, n1 - 1)
+    A = np.concatenate([A[:, :, 1:], A[:, :, :1]], axis=2)
+    check(bank, A, b, 17, dtype)
     e, refreshed, failed = bank.check_drift(0.0)
     assert e.shape == (B,) and refreshed == list(range(B)) and failed == []
-    check(bank, A, b, 16, dtype)
+    check(bank, A, b, 18, dtype)
     e, refreshed, _ = bank.check_drift()
     assert refreshed == [] and np.all(e <= 10 * max(A.shape[1:]) * np.finfo(dtype).eps / 2)
 

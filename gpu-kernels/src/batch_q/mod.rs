@@ -24,7 +24,7 @@ mod rows;
 mod solve;
 mod team;
 
-pub use cols::{delete_cols, insert_cols};
+pub use cols::{delete_cols, insert_cols, shift_col};
 pub use drift::refresh;
 pub use factor::factor;
 pub use rank::rank_one;
@@ -72,6 +72,11 @@ pub mod smem {
     /// 2(n+p) rotation entries.
     pub const fn insert_cols(m: usize, n: usize, p: usize) -> usize {
         m * (n + p) + (n + p) * (n + p) + 4 * (n + p)
+    }
+    /// [`super::shift_col`]: [Q₁ a] (m×(n+1)), R (n×n), two n-vectors and 2n rotation
+    /// entries.
+    pub const fn shift_col(m: usize, n: usize) -> usize {
+        m * (n + 1) + n * n + 4 * n
     }
     /// [`super::refresh`]: Q₁ and its Householder QR (m×n each) and τ (n), as
     /// [`factor`].

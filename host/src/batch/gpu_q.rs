@@ -24,7 +24,8 @@ use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 /// The refusal rules are [`super::BatchQr`]'s: arguments the problems share (positions,
 /// sizes, λ) refuse the call before anything runs; [`GpuQBatch::insert_rows`],
 /// [`GpuQBatch::delete_rows`], [`GpuQBatch::insert_cols`], [`GpuQBatch::replace_cols`] and
-/// [`GpuQBatch::delete_cols`] change the shape or the columns and are all-or-nothing
+/// [`GpuQBatch::shift_col`], [`GpuQBatch::delete_cols`] change the shape or the columns and
+/// are all-or-nothing
 /// ([`Error::BatchRefused`] names the problems whose data were not finite, whose deletion
 /// the completion's test refused (docs/algorithms.md#thin-row-deletion) or whose new column
 /// lies in the span of their columns); [`GpuQBatch::rank_one`], [`GpuQBatch::rank_k`]
@@ -139,6 +140,26 @@ fn refusals(op: &'static str, status: &[u32]) -> Vec<(usize, Error)> {
         .iter()
         .enumerate()
         .filter_map(|(i, &c)| refusal(op, c).map(|e| (i, e)))
+        .collect()
+}
+
+/// The problems that refused a column update, with their errors: a column in the span of
+/// the others ([`Error::RankDeficient`], `column` the block's first) or non-finite data.
+fn column_refusals(op: &'static str, status: &[u32], column: usize) -> Vec<(usize, Error)> {
+    status
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &c)| match c {
+            STATUS_RANK_DEFICIENT => Some((
+                i,
+                Error::RankDeficient {
+                    column,
+                    r_jj: 0.0,
+                    tol: 0.0,
+                },
+            )),
+            c => refusal(op, c).map(|e| (i, e)),
+        })
         .collect()
 }
 
@@ -417,6 +438,43 @@ impl<T: GpuScalar> GpuQBatch<T> {
         Ok(())
     }
 
+    /// Moves column `from` of every problem to position `to`, the columns between closing up
+    /// (docs/algorithms.md#column-shift; one launch: the column formed from Q₁ and R,
+    /// deleted and inserted again). b does not change. All-or-nothing: a problem whose R is
+    /// singular (the column lies in the span of the others) refuses with
+    /// [`Error::RankDeficient`]. `from == to` changes nothing.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] (from or to ≥ n), [`Error::InvalidParam`] (too large for
+    /// shared memory), [`Error::BatchRefused`], [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn shift_col(&mut self, from: usize, to: usize) -> Result<()> {
+        const OP: &str = "GpuQBatch::shift_col";
+        for k0 in [from, to] {
+            if k0 >= self.n {
+                return Err(Error::OutOfRange {
+                    op: OP,
+                    k0,
+                    p: 1,
+                    n: self.n,
+                });
+            }
+        }
+        if from == to {
+            return Ok(());
+        }
+        fits::<T>(OP, smem::shift_col(self.m, self.n))?;
+        let shape = self.shape_at(self.m, smem::shift_col(self.m, self.n));
+        let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
+        let (q, r, status) = self.states.shift_col(&self.gpu, shape, (from, to), st)?;
+        let problems = column_refusals(OP, &status, from);
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        self.states.q = q;
+        self.states.r = r;
+        Ok(())
+    }
+
     /// Drift control (docs/algorithms.md#drift-control), one launch: measures every
     /// problem's loss of orthogonality ‖Q₁ᵀQ₁ − I‖_F exactly (m·n² flops a problem) and
     /// refreshes, in place, each problem above `tol` (default 10·max(m, n)·u, the CPU
@@ -519,21 +577,7 @@ impl<T: GpuScalar> GpuQBatch<T> {
         let (q, r, status) = self
             .states
             .insert_cols(&self.gpu, shape, (cols.view(), k0, p), st)?;
-        let problems: Vec<(usize, Error)> = status
-            .iter()
-            .enumerate()
-            .filter_map(|(i, &c)| match c {
-                STATUS_RANK_DEFICIENT => Some((
-                    i,
-                    Error::RankDeficient {
-                        column: k0,
-                        r_jj: 0.0,
-                        tol: 64.0 * T::UNIT_ROUNDOFF,
-                    },
-                )),
-                c => refusal(OP, c).map(|e| (i, e)),
-            })
-            .collect();
+        let problems = column_refusals(OP, &status, k0);
         if !problems.is_empty() {
             return Err(Error::BatchRefused { op: OP, problems });
         }

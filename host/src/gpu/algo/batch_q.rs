@@ -309,6 +309,30 @@ impl<T: GpuScalar> QStates<T> {
         Ok((xs, rs, st))
     }
 
+    /// Column `from` moved to `to` in every problem: the new Q₁ and R and the statuses.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+    pub(crate) fn shift_col(
+        &self,
+        gpu: &Gpu,
+        s: QShape,
+        (from, to): (usize, usize),
+        status: &mut Statuses,
+    ) -> Result<(CudaSlice<T>, CudaSlice<T>, Vec<u32>)> {
+        let mut q = alloc(gpu, s.batch * s.m * s.n, "batched Q")?;
+        let mut r = alloc(gpu, s.batch * s.n * s.n, "batched R")?;
+        gpu.batch_q_shift_col(
+            s,
+            self.view(),
+            (from, to),
+            (q.slice_mut(..), r.slice_mut(..)),
+            &mut status.dev,
+        )?;
+        let st = status.read(gpu)?;
+        Ok((q, r, st))
+    }
+
     /// Every problem's ‖Q₁ᵀQ₁ − I‖_F, the problems past `tol` refreshed in place; the
     /// estimates and statuses.
     ///

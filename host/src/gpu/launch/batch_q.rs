@@ -32,6 +32,9 @@ pub(crate) mod smem {
     pub(crate) const fn insert_cols(m: usize, n: usize, p: usize) -> usize {
         m * (n + p) + (n + p) * (n + p) + 4 * (n + p)
     }
+    pub(crate) const fn shift_col(m: usize, n: usize) -> usize {
+        m * (n + 1) + n * n + 4 * n
+    }
     pub(crate) const fn refresh(m: usize, n: usize) -> usize {
         factor(m, n)
     }
@@ -336,6 +339,48 @@ impl Gpu {
         unsafe {
             launch_kernel!(self, f, cfg, "batch_q_delete_cols"; &input.q, &input.r,
                 &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &k0, &p, &team)
+        }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_shift_col_<T>`: column `from` of Q₁ and R of `input` moved to
+    /// position `to`, into `q_out` (batch·m·n) and `r_out` (batch·n²); b does not change.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// As [`Gpu::batch_q_factor`], and for n < 2, from ≥ n or to ≥ n.
+    pub(crate) fn batch_q_shift_col<T: GpuScalar>(
+        &self,
+        shape: QShape,
+        input: QView<'_, T>,
+        (from, to): (usize, usize),
+        (mut q_out, mut r_out): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
+        status: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let QShape { batch, m, n, team } = shape;
+        shape.check(&input);
+        assert!(n >= 2 && from < n && to < n);
+        assert!(q_out.len() >= batch * m * n && r_out.len() >= batch * n * n);
+        assert!(status.len() >= batch);
+        if batch == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_q_shift_col;
+        let cfg = launch_config(
+            shape.grid(),
+            (32, 1),
+            shape.smem_bytes::<T>(smem::shift_col(m, n)),
+        );
+        // SAFETY: matches batch_q_shift_col_<T>(q_in, r_in, q_out, r_out, status, batch, m,
+        // n, from, to, team): the input holds batch·m·n and batch·n·n, the outputs the same,
+        // status batch (asserted); the outputs are distinct mutable views aliasing no input;
+        // 2 ≤ n ≤ 32, m ≥ n, from, to < n; grid ⌈batch/(32/team)⌉, block 32 (team checked
+        // in grid()), shared memory (32/team)·smem::shift_col(m, n).
+        unsafe {
+            launch_kernel!(self, f, cfg, "batch_q_shift_col"; &input.q, &input.r,
+                &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &from, &to, &team)
         }?;
         Ok(())
     }

@@ -156,6 +156,8 @@ kernel_table! {
     batch_q_rank_one,
     /// `batch_q_delete_cols_<T>` (batched thin-Q column deletion).
     batch_q_delete_cols,
+    /// `batch_q_shift_col_<T>` (batched thin-Q column shift).
+    batch_q_shift_col,
     /// `batch_q_refresh_<T>` (batched thin-Q drift check and refresh).
     batch_q_refresh,
     /// `batch_q_insert_cols_<T>` (batched thin-Q column insertion).
