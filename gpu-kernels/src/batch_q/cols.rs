@@ -140,30 +140,16 @@ pub unsafe fn shift_col<T: Float>(
     }
     // SAFETY: convergent; column n − 1 of qs holds a.
     let independent = unsafe { insert_one(team, (qs, m), (rs, n), (wv, w2, rot), n - 1, to) };
-    let l = team.lane;
-    // SAFETY: own rows and column of the working copy; every lane votes.
-    let (independent, fine) = unsafe {
-        let mine = finite_rows(team, (qs, m), (m, n)) && finite_col(team, rs, n);
-        (team.all(independent), team.all(mine))
+    // SAFETY: convergent; problem k's outputs at m×n and n×n (contract).
+    unsafe {
+        finish(
+            team,
+            (k, valid, status),
+            (qs, m, rs, n),
+            (q_out, r_out),
+            (true, independent),
+        )
     };
-    let code = if !fine {
-        NON_FINITE
-    } else if !independent {
-        RANK_DEFICIENT
-    } else {
-        OK
-    };
-    if valid && code == OK {
-        // SAFETY: problem k's outputs at m×n and n×n.
-        unsafe {
-            store_q(team, (qs, m), q_out, (k, m, n));
-            store_r(team, rs, r_out, k, n);
-        }
-    }
-    if valid && l == 0 {
-        // SAFETY: k < B.
-        unsafe { device::st(status, k, code) };
-    }
 }
 
 /// Deletes column k0 of the working copy (Q₁ `qs` with ld m, R `rs` row-major at `pitch`,
@@ -314,9 +300,37 @@ pub unsafe fn insert_cols<T: Float>(
         // SAFETY: convergent; column nc of qs holds u; the working copy at pitch np.
         independent &= unsafe { insert_one(team, (qs, m), (rs, np), (wv, w2, rot), nc, kc) };
     }
+    // SAFETY: convergent; problem k's outputs at m×np and np×np (contract).
+    unsafe {
+        finish(
+            team,
+            (k, valid, status),
+            (qs, m, rs, np),
+            (q_out, r_out),
+            (ok, independent),
+        )
+    };
+}
+
+/// The end of a column update: the team votes on its data (`ok`), on the new columns'
+/// independence and on the finiteness of the working copy (Q₁ `qs` with ld m and n columns,
+/// R `rs` n×n row-major); problem k's Q₁ and R are written only when all hold, and its
+/// status says which failed ([`NON_FINITE`] before [`RANK_DEFICIENT`]).
+///
+/// # Safety
+/// The whole warp calls convergently; `q_out` and `r_out` hold problem k at m×n and n×n,
+/// `status` entry k (when `valid`).
+#[inline(always)]
+unsafe fn finish<T: Float>(
+    team: Team,
+    (k, valid, status): (usize, bool, *mut u32),
+    (qs, m, rs, n): (*const T, usize, *const T, usize),
+    (q_out, r_out): (*mut T, *mut T),
+    (ok, independent): (bool, bool),
+) {
     // SAFETY: own rows and column of the working copy; every lane votes.
     let (ok, independent, fine) = unsafe {
-        let mine = finite_rows(team, (qs, m), (m, np)) && finite_col_pitch(team, rs, (np, np));
+        let mine = finite_rows(team, (qs, m), (m, n)) && finite_col(team, rs, n);
         (team.all(ok), team.all(independent), team.all(mine))
     };
     let code = if !ok || !fine {
@@ -327,13 +341,13 @@ pub unsafe fn insert_cols<T: Float>(
         OK
     };
     if valid && code == OK {
-        // SAFETY: problem k's outputs at m×np and np×np.
+        // SAFETY: problem k's outputs (contract).
         unsafe {
-            store_q(team, (qs, m), q_out, (k, m, np));
-            store_r(team, rs, r_out, k, np);
+            store_q(team, (qs, m), q_out, (k, m, n));
+            store_r(team, rs, r_out, k, n);
         }
     }
-    if valid && l == 0 {
+    if valid && team.lane == 0 {
         // SAFETY: k < B.
         unsafe { device::st(status, k, code) };
     }

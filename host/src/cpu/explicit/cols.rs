@@ -1,7 +1,7 @@
 //! Column insertion and deletion on explicit factors
 //! (docs/algorithms.md#explicit-factors).
 
-use super::orth::project_out;
+use super::orth::{extend, project_out};
 use super::rotation::Rotation;
 use super::Factors;
 use crate::base::field::Field;
@@ -33,14 +33,7 @@ pub(crate) fn insert_col<T: Field>(
         if rc.is_nan() || rc < rcond || p.norm == <T::Real as Scalar>::ZERO {
             return Err(rc);
         }
-        let inv = <T::Real as Scalar>::ONE / p.norm;
-        let t = f.q.cols();
-        let unit: Vec<T> = p.rest.iter().map(|&x| x.scale(inv)).collect();
-        f.q.insert_col(t, &unit);
-        f.r.insert_row(t, &vec![T::zero(); f.r.cols()]);
-        let mut w = p.coeffs;
-        w.push(T::from_real(p.norm));
-        w
+        extend(f, p, true)
     } else {
         f.q.adjoint_times(u)
     };

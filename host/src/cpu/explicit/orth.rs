@@ -2,6 +2,7 @@
 //! reorthogonalisation when the first pass cancelled (docs/algorithms.md#explicit-factors).
 
 use super::dense::{norm, Dense};
+use super::Factors;
 use crate::base::field::Field;
 use crate::base::scalar::Scalar;
 
@@ -55,4 +56,25 @@ pub(super) fn project_out<T: Field>(q: &Dense<T>, u: &[T]) -> Projection<T> {
         norm: n2,
         in_span: !Scalar::is_finite(n2) || n2 < keep * n1 || n2 == <T::Real as Scalar>::ZERO,
     }
+}
+
+/// Extends the factors by the direction of `p` (its `rest` normalised, or a zero column
+/// when `unit` is false or the rest is zero) as Q's new last column and a zero last row of
+/// R; returns the vector [Qᴴu; ‖rest‖] (‖rest‖ = 0 for a zero column) that u becomes in the
+/// extended factors.
+pub(super) fn extend<T: Field>(f: &mut Factors<T>, p: Projection<T>, unit: bool) -> Vec<T> {
+    let zero = <T::Real as Scalar>::ZERO;
+    let norm = if unit && p.norm > zero { p.norm } else { zero };
+    let col: Vec<T> = if norm > zero {
+        let inv = <T::Real as Scalar>::ONE / norm;
+        p.rest.iter().map(|&x| x.scale(inv)).collect()
+    } else {
+        vec![T::zero(); f.q.rows()]
+    };
+    let t = f.q.cols();
+    f.q.insert_col(t, &col);
+    f.r.insert_row(t, &vec![T::zero(); f.r.cols()]);
+    let mut w = p.coeffs;
+    w.push(T::from_real(norm));
+    w
 }

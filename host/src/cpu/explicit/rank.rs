@@ -1,10 +1,9 @@
 //! Rank-one updates A + u·vᴴ of explicit factors (docs/algorithms.md#explicit-factors).
 
-use super::orth::project_out;
+use super::orth::{extend, project_out};
 use super::rotation::Rotation;
 use super::Factors;
 use crate::base::field::Field;
-use crate::base::scalar::Scalar;
 
 /// A ← A + u·vᴴ (u of length m, v of length n).
 ///
@@ -17,19 +16,8 @@ pub(crate) fn rank_one<T: Field>(f: &mut Factors<T>, u: &[T], v: &[T]) {
     let economic = f.economic();
     let mut w = if economic {
         let p = project_out(&f.q, u);
-        let m = f.q.rows();
-        let (unit, norm) = if p.in_span {
-            (vec![T::zero(); m], <T::Real as Scalar>::ZERO)
-        } else {
-            let inv = <T::Real as Scalar>::ONE / p.norm;
-            (p.rest.iter().map(|&x| x.scale(inv)).collect(), p.norm)
-        };
-        let t = f.q.cols();
-        f.q.insert_col(t, &unit);
-        f.r.insert_row(t, &vec![T::zero(); f.r.cols()]);
-        let mut w = p.coeffs;
-        w.push(T::from_real(norm));
-        w
+        let unit = !p.in_span;
+        extend(f, p, unit)
     } else {
         f.q.adjoint_times(u)
     };
