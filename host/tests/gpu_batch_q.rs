@@ -282,6 +282,31 @@ fn run_sequence<T: GpuScalar>(
         calls += 2;
         check(&bank, &model, calls, "slide");
     }
+    column_sequence(&mut bank, &mut model, &mut rng, calls);
+}
+
+/// Moves column `from` to position `to` in the model.
+fn model_shift_col(model: &mut Model, from: usize, to: usize) {
+    let n = model.n;
+    for a in &mut model.a {
+        for row in a.chunks_mut(n) {
+            let mut r: Vec<f64> = row.to_vec();
+            let x = r.remove(from);
+            r.insert(to, x);
+            row.copy_from_slice(&r);
+        }
+    }
+}
+
+/// The column updates of [`run_sequence`]: deletions, insertions, a replacement and shifts,
+/// each checked; `calls` counts the calls made before.
+fn column_sequence<T: GpuScalar>(
+    bank: &mut GpuQBatch<T>,
+    model: &mut Model,
+    rng: &mut StdRng,
+    mut calls: usize,
+) {
+    let (b, n) = (bank.batch(), bank.ncols());
     // Columns out: one interior block, then the last column (when there are enough).
     if n > 1 {
         let (k0, p) = if n > 3 { (1, 2) } else { (0, 1) };
@@ -303,7 +328,7 @@ fn run_sequence<T: GpuScalar>(
         model.n = no;
         assert_eq!(bank.ncols(), no);
         calls += p;
-        check(&bank, &model, calls, "delete_cols");
+        check(bank, model, calls, "delete_cols");
         if no > 1 {
             bank.delete_cols(no - 1, 1).unwrap();
             for a in &mut model.a {
@@ -315,49 +340,36 @@ fn run_sequence<T: GpuScalar>(
             }
             model.n = no - 1;
             calls += 1;
-            check(&bank, &model, calls, "delete_cols (last)");
+            check(bank, model, calls, "delete_cols (last)");
         }
     }
     // Columns in: two at an interior position (when they fit), then one replaced.
     let (m, n) = (bank.nrows(), bank.ncols());
     if n + 2 <= 32 && m >= n + 2 {
         let k0 = n / 2;
-        let (ct, cols) = rounded::<T>(random(&mut rng, b * m * 2));
+        let (ct, cols) = rounded::<T>(random(rng, b * m * 2));
         bank.insert_cols(k0, BatchRef::row_major(&ct, b, m, 2).unwrap())
             .unwrap();
-        model_insert_cols(&mut model, k0, 2, &cols);
+        model_insert_cols(model, k0, 2, &cols);
         assert_eq!(bank.ncols(), n + 2);
         calls += 2;
-        check(&bank, &model, calls, "insert_cols");
-        let (ct, cols) = rounded::<T>(random(&mut rng, b * m));
+        check(bank, model, calls, "insert_cols");
+        let (ct, cols) = rounded::<T>(random(rng, b * m));
         bank.replace_cols(0, BatchRef::row_major(&ct, b, m, 1).unwrap())
             .unwrap();
-        model_delete_cols(&mut model, 0, 1);
-        model_insert_cols(&mut model, 0, 1, &cols);
+        model_delete_cols(model, 0, 1);
+        model_insert_cols(model, 0, 1, &cols);
         calls += 2;
-        check(&bank, &model, calls, "replace_cols");
+        check(bank, model, calls, "replace_cols");
     }
     // A column moved right, then one moved left.
     let n = bank.ncols();
     if n >= 2 {
         for (from, to) in [(0, n - 1), (n - 1, n / 2)] {
             bank.shift_col(from, to).unwrap();
-            model_shift_col(&mut model, from, to);
+            model_shift_col(model, from, to);
             calls += 2;
-            check(&bank, &model, calls, "shift_col");
-        }
-    }
-}
-
-/// Moves column `from` to position `to` in the model.
-fn model_shift_col(model: &mut Model, from: usize, to: usize) {
-    let n = model.n;
-    for a in &mut model.a {
-        for row in a.chunks_mut(n) {
-            let mut r: Vec<f64> = row.to_vec();
-            let x = r.remove(from);
-            r.insert(to, x);
-            row.copy_from_slice(&r);
+            check(bank, model, calls, "shift_col");
         }
     }
 }
