@@ -115,37 +115,15 @@ pub unsafe fn panel_cluster<T: Float>(
     let (g, r) = (tid / tr, tid % tr);
     // SAFETY: column 0 of the slab, read only.
     let (mut cv, mut ci) = unsafe { slab_candidate(sl, ld, r0, rows, tid, nt, 0, 0) };
-    // publishes the block's candidate (cv, ci) for column step `jj`: warp partials, a
-    // block barrier, then warp 0 reduces them and pushes the record to every block
     let publish = |jj: usize, cv: T, ci: u32| {
-        let buf = jj & 1;
-        let bar_c = mbar_c.wrapping_add(buf);
-        // SAFETY: block-uniform call, full warps (block a multiple of 32); warp 0 read
-        // the previous publication's slots before the block barriers of the step in
-        // between.
-        let (rv, ri) = unsafe { block_argmax_to_warp0(cv, ci, sval, sidx) };
-        if warp == 0 && lane == 0 {
-            // SAFETY: record slot b of buffer `buf` (16-byte aligned) and the
-            // candidate mbarrier of every block d < nb of the cluster; each block
-            // waits for these bytes. A block's slot b of buffer `buf` is next
-            // written two steps later, after it has read this step's records
-            // (it pushes step jj + 1's candidate only after them).
-            unsafe {
-                let rec =
-                    device::shared_addr(cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + b) * 2));
-                let bar = device::shared_addr(bar_c);
-                let mut d = 0;
-                while d < nb {
-                    device::st_async_v2_b64(
-                        device::cluster_map_addr(rec, d),
-                        bits_of(rv),
-                        u64::from(ri),
-                        device::cluster_map_addr(bar, d),
-                    );
-                    d += 1;
-                }
-                device::mbarrier_arrive_expect_tx(bar_c, (16 * nb) as u32);
-            }
+        // SAFETY: block-uniform call (every thread, same jj); the shared regions of
+        // `cluster_smem`, the cluster of nb blocks with this block b.
+        unsafe {
+            publish_candidate(
+                (jj, cv, ci),
+                (mbar_c, cand, sval, sidx),
+                (b, nb, warp, lane),
+            )
         }
     };
     let row_bytes = (w * elem) as u32;
@@ -238,6 +216,49 @@ pub unsafe fn panel_cluster<T: Float>(
     unsafe { device::cluster_sync() };
     // SAFETY: as for the load above.
     unsafe { slab_copy(a, lda, r0, c0, rows, w, sl, ld, false) };
+}
+
+/// Publishes block b's pivot candidate (cv, ci) for column step `jj`: warp partials, a
+/// block barrier, then warp 0 reduces them and pushes the record (value, index) into slot b
+/// of buffer jj & 1 of every block of the cluster, arriving on that buffer's candidate
+/// mbarrier with the bytes every block will wait for.
+///
+/// # Safety
+/// Every thread of the block calls with the same `jj` (full warps); the pointers are
+/// [`cluster_smem`]'s; warp 0 read the previous publication's slots before the block
+/// barriers of the step in between.
+#[inline(always)]
+unsafe fn publish_candidate<T: Float>(
+    (jj, cv, ci): (usize, T, u32),
+    (mbar_c, cand, sval, sidx): (*mut u64, *mut u64, *mut T, *mut u32),
+    (b, nb, warp, lane): (usize, usize, usize, usize),
+) {
+    let buf = jj & 1;
+    let bar_c = mbar_c.wrapping_add(buf);
+    // SAFETY: block-uniform call, full warps (block a multiple of 32) (contract).
+    let (rv, ri) = unsafe { block_argmax_to_warp0(cv, ci, sval, sidx) };
+    if warp == 0 && lane == 0 {
+        // SAFETY: record slot b of buffer `buf` (16-byte aligned) and the candidate
+        // mbarrier of every block d < nb of the cluster; each block waits for these
+        // bytes. A block's slot b of buffer `buf` is next written two steps later, after
+        // it has read this step's records (it pushes step jj + 1's candidate only after
+        // them).
+        unsafe {
+            let rec = device::shared_addr(cand.wrapping_add((buf * CLUSTER_MAX_BLOCKS + b) * 2));
+            let bar = device::shared_addr(bar_c);
+            let mut d = 0;
+            while d < nb {
+                device::st_async_v2_b64(
+                    device::cluster_map_addr(rec, d),
+                    bits_of(rv),
+                    u64::from(ri),
+                    device::cluster_map_addr(bar, d),
+                );
+                d += 1;
+            }
+            device::mbarrier_arrive_expect_tx(bar_c, (16 * nb) as u32);
+        }
+    }
 }
 
 /// The pivot of column step j from the landed candidate records of buffer `buf` (each
