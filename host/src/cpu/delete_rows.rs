@@ -8,13 +8,14 @@ use crate::base::dims::Dims;
 use crate::base::error::Result;
 use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
-use crate::cpu::dense::{view, view_mut};
+use crate::cpu::dense::view_mut;
 use crate::cpu::factors::FactorsMut;
 use crate::cpu::givens::{givens, rot, rot_pair};
 
 /// Deletes rows k0..k0+p of a full-kind state's A, producing Q̃ ((m−p)×(m−p)), R̃ and d̃
 /// (docs/algorithms.md#row-deletion).
-/// Works on new buffers and swaps them in only after the rank check.
+/// R̃ and d̃ are built and pass the rank test before Q changes (in its own buffer,
+/// docs/algorithms.md#factors-in-place).
 ///
 /// # Errors
 /// [`crate::Error::RankDeficient`] when the remaining rows are
@@ -27,8 +28,7 @@ pub(crate) fn delete_rows_full<T: Scalar>(
     let (m, n) = (st.dims.m, st.dims.n);
     let q_old = st.q.as_ref().expect("a full state holds Q");
     if !crate::cpu::reference::active() {
-        let (dims, r, d, q) = delete_rows_blocked(&st, q_old, k0, p);
-        return st.replace_full(dims, r, d, q);
+        return delete_rows_blocked(st, k0, p);
     }
     let rot = rotate_out(q_old, st.r, st.d, k0, p);
     let mp = m - p;
@@ -102,17 +102,13 @@ pub(crate) fn rotate_out<T: Scalar>(
 }
 
 /// The full-Q row deletion on blocked building blocks: the rotations generated on Q's
-/// deleted rows alone, then applied once to Q's kept rows and once to [Rᵀ; dᵀ], in row
-/// blocks (docs/algorithms.md#blocked-column-transformations). The same rotations as
-/// [`rotate_out`], so the same result up to rounding.
-fn delete_rows_blocked<T: Scalar>(
-    st: &FactorsMut<'_, T>,
-    q_old: &Mat<T>,
-    k0: usize,
-    p: usize,
-) -> (Dims, Mat<T>, Mat<T>, Mat<T>) {
-    let (m, n) = (st.dims.m, st.dims.n);
-    let q = st.dims.q;
+/// deleted rows alone, applied once to [Rᵀ; dᵀ] and, once R̃ has passed the rank test, to Q
+/// in its own buffer, whose deleted rows and first p columns are then removed in place
+/// (docs/algorithms.md#blocked-column-transformations, #factors-in-place). The same
+/// rotations as [`rotate_out`], so the same result up to rounding.
+fn delete_rows_blocked<T: Scalar>(mut st: FactorsMut<'_, T>, k0: usize, p: usize) -> Result<()> {
+    let (m, n, q) = (st.dims.m, st.dims.n, st.dims.q);
+    let q_old = st.q.as_ref().expect("a full state holds Q");
     let mut zr = Mat::from_fn(p, m, |i, j| q_old[(k0 + i, j)]);
     let steps = crate::cpu::thin_blocked::downdate_rotations(&mut zr);
     let mut rd = Mat::from_fn(n + q, m, |i, j| {
@@ -124,15 +120,12 @@ fn delete_rows_blocked<T: Scalar>(
     });
     steps.apply(view_mut(&mut rd));
     let mp = m - p;
-    // Q̃ = (Q's kept rows)·G without its first p columns, row range by row range.
-    let mut q_new = Mat::<T>::zeros(mp, mp);
-    let (top, bottom) = view_mut(&mut q_new).split_at_row_mut(k0);
-    steps.apply_into(view(q_old).subrows(0, k0), top, p);
-    steps.apply_into(view(q_old).subrows(k0 + p, m - k0 - p), bottom, p);
-    (
-        Dims { m: mp, ..*st.dims },
-        Mat::from_fn(mp, n, |i, j| if i > j { T::ZERO } else { rd[(j, i + p)] }),
-        Mat::from_fn(mp, q, |i, k| rd[(n + k, i + p)]),
-        q_new,
-    )
+    let r = Mat::from_fn(mp, n, |i, j| if i > j { T::ZERO } else { rd[(j, i + p)] });
+    let d = Mat::from_fn(mp, q, |i, k| rd[(n + k, i + p)]);
+    let dims = Dims { m: mp, ..*st.dims };
+    st.replace_full_with(dims, r, d, |qm| {
+        // Q̃ = (Q's kept rows)·G without its first p columns.
+        steps.apply(view_mut(qm));
+        qm.remove_rows_cols(k0..k0 + p, 0..p);
+    })
 }

@@ -60,4 +60,24 @@ impl<T: Scalar> FactorsMut<'_, T> {
         *self.data = None;
         Ok(())
     }
+
+    /// Installs R and d of a full-kind update once R has passed the rank test, and only
+    /// then changes Q in its own buffer by `update_q` (docs/algorithms.md#factors-in-place),
+    /// so that a refused update leaves Q as it was.
+    pub(crate) fn replace_full_with(
+        &mut self,
+        dims: Dims,
+        r: Mat<T>,
+        d: Mat<T>,
+        update_q: impl FnOnce(&mut Mat<T>),
+    ) -> Result<()> {
+        check_rank_of(&r, dims.n, self.rank_tol)?;
+        update_q(self.q.as_mut().expect("a full state holds Q"));
+        *self.dims = dims;
+        *self.r = r;
+        *self.d = d;
+        *self.rho = Vec::new();
+        *self.data = None;
+        Ok(())
+    }
 }

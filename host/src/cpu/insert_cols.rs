@@ -31,21 +31,23 @@ pub(crate) struct InsertColsParams {
     pub nb: usize,
 }
 
-/// Inserts the m×p block `u` as columns k0..k0+p of a full-kind state's A, updating R, d
-/// and Q serially (docs/algorithms.md#column-insertion). Works on new buffers and swaps
-/// them in only after the rank check.
+/// Inserts the m×p block `u` as columns k0..k0+p of a full-kind state's A
+/// (docs/algorithms.md#column-insertion). R and d are updated in new buffers and the
+/// transforms recorded; only once R has passed the rank test are they applied to Q, in its
+/// own buffer (docs/algorithms.md#factors-in-place). The reference applies them as it goes,
+/// to a copy of Q.
 ///
 /// # Errors
-/// [`crate::Error::RankDeficient`] when the new matrix is numerically rank deficient.
+/// [`crate::Error::RankDeficient`] when the new matrix is numerically rank deficient; the
+/// state is then unchanged.
 pub(crate) fn insert_cols_full<T: Scalar>(
     mut st: FactorsMut<'_, T>,
     u: MatRef<'_, T>,
     plan: &InsertColsParams,
 ) -> Result<()> {
     let InsertColsParams { m, n, p, k0, .. } = *plan;
-    let mut q = st.q.clone().expect("a full state holds Q");
+    let q_old = st.q.as_ref().expect("a full state holds Q");
     let mut d = st.d.clone();
-
     // Step 0 + 1: R' = [R(:, 0:k0) | QᵀU | R(:, k0:n)].
     let mut r = Mat::<T>::zeros(m, n + p);
     for j in 0..k0 {
@@ -54,63 +56,83 @@ pub(crate) fn insert_cols_full<T: Scalar>(
     for j in k0..n {
         r.col_mut(j + p).copy_from_slice(st.r.col(j));
     }
-    // The blocked path: QᵀU and the block reflectors on faer, Q's rotations recorded
-    // and applied at the end in row blocks (docs/algorithms.md#blocked-column-transformations).
-    let fast = !reference::active();
-    let mut steps = ColumnTransforms::new();
-    if fast {
-        let qtu = product(view(&q).transpose(), u.as_faer());
-        for j in 0..p {
-            r.col_mut(k0 + j).copy_from_slice(qtu.col(j));
+    let dims = Dims {
+        n: n + p,
+        ..*st.dims
+    };
+    if reference::active() {
+        let mut q = q_old.clone();
+        project_reference(&q, u, &mut r, k0);
+        for panel in householder_below(&mut r, &mut d, plan) {
+            panel.apply_right(&mut q);
         }
+        givens_strip(&mut r, &mut d, plan, |a, b, cs, sn| {
+            let (x, y) = q.two_cols_mut(a, b);
+            rot(cs, sn, x, y);
+        });
+        clear_lower(&mut r);
+        return st.replace_full(dims, r, d, q);
     }
-    for j in (0..p).filter(|_| !fast) {
+    // The blocked path: QᵀU and the block reflectors on faer, Q's rotations recorded and
+    // applied at the end in row blocks (docs/algorithms.md#blocked-column-transformations).
+    let qtu = product(view(q_old).transpose(), u.as_faer());
+    for j in 0..p {
+        r.col_mut(k0 + j).copy_from_slice(qtu.col(j));
+    }
+    let panels = householder_below(&mut r, &mut d, plan);
+    let mut steps = ColumnTransforms::new();
+    givens_strip(&mut r, &mut d, plan, |a, b, cs, sn| {
+        steps.rotate(a, b, cs, sn)
+    });
+    clear_lower(&mut r);
+    st.replace_full_with(dims, r, d, |q| {
+        for panel in &panels {
+            panel.apply_right(q);
+        }
+        steps.apply(view_mut(q));
+    })
+}
+
+/// Step 1 of the reference: R'(:, k0..k0+p) = QᵀU by dot products.
+fn project_reference<T: Scalar>(q: &Mat<T>, u: MatRef<'_, T>, r: &mut Mat<T>, k0: usize) {
+    for j in 0..u.ncols() {
         let uj = u.col(j);
-        for i in 0..m {
-            let qi = q.col(i);
+        for i in 0..q.ncols() {
             let mut acc = T::ZERO;
-            for (a, b) in qi.iter().zip(uj) {
+            for (a, b) in q.col(i).iter().zip(uj) {
                 acc = a.mul_add(*b, acc);
             }
             r[(i, k0 + j)] = acc;
         }
     }
+}
 
-    // Step 2: blocked Householder QR of R'(n:m, k0:k0+p).
-    if m > n {
-        householder_below(&mut r, &mut q, &mut d, plan);
+/// Step 3: Givens rotations on the strip R'(k0.., k0..k0+p) (skipped when appending,
+/// docs/algorithms.md#column-insertion-schedule), applied to R's rows and d's and handed to
+/// `rotate_q(a, b, c, s)` for Q's columns a and b.
+fn givens_strip<T: Scalar>(
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    plan: &InsertColsParams,
+    mut rotate_q: impl FnMut(usize, usize, T, T),
+) {
+    let InsertColsParams { m, n, p, k0, .. } = *plan;
+    if k0 >= n {
+        return;
     }
-
-    // Step 3: Givens on the strip (skipped when appending,
-    // docs/algorithms.md#column-insertion-schedule).
-    if k0 < n {
-        for j in 0..p {
-            let c = k0 + j;
-            let bottom = (n + j).min(m - 1);
-            for row in (c + 1..=bottom).rev() {
-                let (cs, sn, rho) = givens(r[(row - 1, c)], r[(row, c)]);
-                r[(row - 1, c)] = rho;
-                r[(row, c)] = T::ZERO;
-                rot_rows(&mut r, row - 1, row, cs, sn, c + 1..n + p);
-                if fast {
-                    steps.rotate(row - 1, row, cs, sn);
-                } else {
-                    let (x, y) = q.two_cols_mut(row - 1, row);
-                    rot(cs, sn, x, y);
-                }
-                rot_rows(&mut d, row - 1, row, cs, sn, 0..st.dims.q);
-            }
+    let nrhs = d.ncols();
+    for j in 0..p {
+        let c = k0 + j;
+        let bottom = (n + j).min(m - 1);
+        for row in (c + 1..=bottom).rev() {
+            let (cs, sn, rho) = givens(r[(row - 1, c)], r[(row, c)]);
+            r[(row - 1, c)] = rho;
+            r[(row, c)] = T::ZERO;
+            rot_rows(r, row - 1, row, cs, sn, c + 1..n + p);
+            rotate_q(row - 1, row, cs, sn);
+            rot_rows(d, row - 1, row, cs, sn, 0..nrhs);
         }
     }
-    // Entries below the diagonal are exact zeros by construction (set explicitly or
-    // produced by rotating two zeros); clearing makes ‖L‖ = 0 independent of that argument.
-    steps.apply(view_mut(&mut q));
-    clear_lower(&mut r);
-    let dims = Dims {
-        n: n + p,
-        ..*st.dims
-    };
-    st.replace_full(dims, r, d, q)
 }
 
 /// Sets the strictly lower part of `r` to exact zeros.
@@ -124,19 +146,20 @@ pub(crate) fn clear_lower<T: Scalar>(r: &mut Mat<T>) {
     }
 }
 
-/// Step 2 (docs/algorithms.md#blocked-householder-qr on the block B = R'(n:m, k0:k0+p)): panels of
-/// `nb` reflectors, each
-/// panel turned into the compact WY form I − V T Vᵀ (LAPACK sign,
-/// docs/algorithms.md#block-reflector-sign) and applied
-/// to the trailing columns of B, to d(n:m) from the left and to Q(:, n:m) from the right
-/// (`cpu::wy::larft`/`larfb_*`).
-pub(crate) fn householder_below<T: Scalar>(
+/// Step 2 (docs/algorithms.md#blocked-householder-qr on the block B = R'(n:m, k0:k0+p)):
+/// panels of `nb` reflectors, each turned into the compact WY form I − V T Vᵀ (LAPACK sign,
+/// docs/algorithms.md#block-reflector-sign) and applied to the trailing columns of B and to
+/// d(n:m) from the left (`cpu::wy::larft`/`larfb_*`); returned for Q(:, n:m), from the right.
+fn householder_below<T: Scalar>(
     r: &mut Mat<T>,
-    q: &mut Mat<T>,
     d: &mut Mat<T>,
     plan: &InsertColsParams,
-) {
+) -> Vec<Panel<T>> {
     let InsertColsParams { m, n, p, k0, nb } = *plan;
+    let mut panels = Vec::new();
+    if m <= n {
+        return panels;
+    }
     let ell = m - n;
     let c = p.min(ell);
     let mut j0 = 0;
@@ -173,12 +196,26 @@ pub(crate) fn householder_below<T: Scalar>(
         block_left(&v, &t, true, r, top, k0 + j0 + jb..k0 + p);
         let nrhs = d.ncols();
         block_left(&v, &t, true, d, top, 0..nrhs);
-        // Q(:, top:m) := Q(:, top:m) (I − V T Vᵀ).
-        block_right(&v, &t, q, top);
         // The reflectors are stored; below the diagonal the block is now exactly zero.
         for jj in 0..jb {
             r.col_mut(k0 + j0 + jj)[top + jj + 1..m].fill(T::ZERO);
         }
+        panels.push(Panel { v, t, top });
         j0 += jb;
+    }
+    panels
+}
+
+/// One block reflector I − V T Vᵀ of step 2, acting on Q's columns top.. from the right.
+struct Panel<T> {
+    v: Mat<T>,
+    t: Mat<T>,
+    top: usize,
+}
+
+impl<T: Scalar> Panel<T> {
+    /// Q(:, top:m) := Q(:, top:m) (I − V T Vᵀ).
+    fn apply_right(&self, q: &mut Mat<T>) {
+        block_right(&self.v, &self.t, q, self.top);
     }
 }

@@ -15,8 +15,8 @@ use crate::cpu::wy::larft_from_gram;
 
 /// Inserts the rows `u` (p×n) and right-hand-side rows `e` (p×q) of a full-kind state as
 /// rows k0..k0+p of Ã and b̃, with reflector blocks of `nb` (docs/algorithms.md#row-insertion):
-/// R̃ is (m+p)×n, d̃ = Q̃ᵀb̃ and Q̃ (m+p)×(m+p). Works on new buffers and swaps them in only
-/// after the rank check.
+/// R̃ is (m+p)×n, d̃ = Q̃ᵀb̃ and Q̃ (m+p)×(m+p). R and d are built in new buffers and
+/// checked first; Q then grows in its own buffer (docs/algorithms.md#factors-in-place).
 ///
 /// # Errors
 /// [`crate::Error::RankDeficient`] if the updated R fails the state's rank test; the
@@ -35,8 +35,12 @@ pub(crate) fn insert_rows_full<T: Scalar>(
     if !crate::cpu::reference::active() {
         let fold = fold_rows(&mut r, &mut d, &mut u.to_owned(), &mut ew, nb);
         let (r_new, d_new) = stacked(&r, &d, &ew, st.rank_tol)?;
-        let q_new = st.q.as_ref().map(|qm| blocked_q(qm, &fold, k0, p));
-        install(st, r_new, d_new, q_new);
+        if let Some(qm) = st.q.as_mut() {
+            grow_q_in_place(qm, &fold, k0, p);
+        }
+        st.dims.m = r_new.nrows();
+        *st.r = r_new;
+        *st.d = d_new;
         return Ok(());
     }
     let mq = fold_reference(
@@ -256,25 +260,15 @@ fn apply_block_q<T: Scalar>(vu: &Mat<T>, t: &Mat<T>, mm: &mut Mat<T>, j0: usize,
     }
 }
 
-/// Q̃ on blocked building blocks: the rows folded into R by block reflectors
-/// (docs/algorithms.md#blocked-row-folding) and each block applied to Q's first n columns
-/// and the new rows' unit columns by faer products. The new rows sit at k0..k0+p of Q̃ from
-/// the start (the reflectors mix columns only) and their unit columns stay last, as in the
-/// reference's Pᵀ M.
-fn blocked_q<T: Scalar>(qm: &Mat<T>, fold: &FoldBlocks<T>, k0: usize, p: usize) -> Mat<T> {
+/// Q̃ on blocked building blocks, in Q's own buffer (docs/algorithms.md#factors-in-place):
+/// p zero rows inserted at k0 and p unit columns e_{k0+i} appended (the reference's Pᵀ M
+/// before its reflectors), then the rows folded into R by block reflectors
+/// (docs/algorithms.md#blocked-row-folding) applied to Q's first n columns and the new
+/// unit columns by faer products. Called only once the update has passed its rank test.
+fn grow_q_in_place<T: Scalar>(qm: &mut Mat<T>, fold: &FoldBlocks<T>, k0: usize, p: usize) {
     let (m, n) = (qm.nrows(), fold.vu.ncols());
-    let mut out = Vec::with_capacity((m + p) * (m + p));
-    for j in 0..m {
-        let src = qm.col(j);
-        out.extend_from_slice(&src[..k0]);
-        out.extend(std::iter::repeat_n(T::ZERO, p));
-        out.extend_from_slice(&src[k0..]);
-    }
-    for j in 0..p {
-        out.extend((0..m + p).map(|i| if i == k0 + j { T::ONE } else { T::ZERO }));
-    }
-    let mut mm = Mat::from_col_major(m + p, m + p, out).expect("(m+p)² entries");
-    let (left, right) = view_mut(&mut mm).split_at_col_mut(m);
+    qm.insert_zero_rows(k0, p);
+    qm.append_cols_with(p, |i, j| if i == k0 + j { T::ONE } else { T::ZERO });
+    let (left, right) = view_mut(qm).split_at_col_mut(m);
     apply_to_columns(fold, left.subcols_mut(0, n), right);
-    mm
 }

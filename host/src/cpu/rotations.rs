@@ -150,44 +150,6 @@ impl<T: Scalar> ColumnTransforms<T> {
         });
     }
 
-    /// `dst` ← (`src`·G₁G₂⋯ without its first `skip` columns), `src` and `dst` with the
-    /// same rows: the transformed matrix is never stored whole.
-    pub fn apply_into(&self, src: MatRef<'_, T>, dst: MatMut<'_, T>, skip: usize) {
-        assert!(src.nrows() == dst.nrows() && src.ncols() == dst.ncols() + skip);
-        if dst.nrows() == 0 {
-            return;
-        }
-        let mut dst = dst;
-        let (lo, hi) = if self.steps.is_empty() {
-            (usize::MAX, 0)
-        } else {
-            self.span
-        };
-        // Columns outside the span are copied as they are.
-        for c in skip..src.ncols() {
-            if c < lo || c > hi {
-                dst.rb_mut().col_mut(c - skip).copy_from(src.col(c));
-            }
-        }
-        if self.steps.is_empty() {
-            return;
-        }
-        let first = lo.max(skip);
-        if first > hi {
-            return;
-        }
-        let src = src.subcols(lo, hi + 1 - lo);
-        let dst = dst.subcols_mut(first - skip, hi + 1 - first);
-        let nc = src.ncols();
-        let rows = dst.nrows();
-        self.run_blocks(dst, empty(rows), nc, |r0, blk, _, buf| {
-            let rb = blk.nrows();
-            copy_in(src.subrows(r0, rb), buf);
-            self.apply_block(buf, rb, lo);
-            copy_out(buf, rb, first - lo, blk);
-        });
-    }
-
     /// Applies the sequence to [a extra] (the same rows; `extra`'s columns follow `a`'s),
     /// in place, without the two ever being stored side by side.
     pub fn apply_with(&self, a: MatMut<'_, T>, extra: MatMut<'_, T>) {
@@ -459,18 +421,8 @@ mod tests {
             crate::cpu::settings::set_threads(t);
             let mut a = a0.clone();
             ops.apply(crate::cpu::dense::view_mut(&mut a));
-            let mut b = Mat::<f64>::zeros(m, n - 2);
-            ops.apply_into(
-                crate::cpu::dense::view(&a0),
-                crate::cpu::dense::view_mut(&mut b),
-                2,
-            );
             crate::cpu::settings::set_threads(0);
             assert!(a == reference, "threads {t}");
-            assert!(
-                b == Mat::from_fn(m, n - 2, |i, j| reference[(i, j + 2)]),
-                "into, threads {t}"
-            );
         }
     }
 }

@@ -7,7 +7,8 @@ use super::*;
 
 /// Deletes rows k0..k0+p of A, producing Q̃ ((m−p)×(m−p)), R̃ and d̃
 /// (docs/algorithms.md#row-deletion).
-/// Works on new buffers and swaps them in only after the rank check.
+/// R̃ and d̃ are built and pass the rank test before Q changes (in its own buffer,
+/// docs/algorithms.md#factors-in-place).
 ///
 /// # Errors
 /// Those of `plan` (above), and [`Error::RankDeficient`] when the remaining rows are

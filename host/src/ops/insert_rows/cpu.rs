@@ -12,7 +12,7 @@ use super::*;
 /// # Errors
 /// The errors of `plan`; [`Error::InvalidParam`] for a block size of 0 in the state's
 /// params; [`Error::RankDeficient`] if the updated R fails the state's rank test. On
-/// any error the state is unchanged (the result is built in new buffers first).
+/// any error the state is unchanged (R and d are built and checked before Q changes).
 ///
 /// # Examples
 /// ```
