@@ -22,7 +22,7 @@ faer and vs the serial reference updates, same data, same process
 
 Usage: cuqr bench cpu [--quick] [--large] [--shapes MxN,...] [--kinds full,thin,none]
                       [--precision f64|f32|both] [--threads LIST] [--reps R]
-                      [--ops OP,...] [--no-reference] [--csv FILE]
+                      [--ops OP,...] [--no-reference] [--no-room] [--csv FILE]
 
   --quick          one shape, 1000x100
   --large          also 8000x800
@@ -35,14 +35,16 @@ Usage: cuqr bench cpu [--quick] [--large] [--shapes MxN,...] [--kinds full,thin,
   --ops            factorize, insert_rows, delete_rows, insert_cols, delete_cols,
                    rank_one (default all)
   --no-reference   skip the serial reference updates (slow at large shapes)
+  --no-room        time the updates on copies without reserved room (Q's growth timed)
   --csv FILE       also write every row as CSV
 
 Per shape and kind (one right-hand side, random entries in ±[0.1, 1)):
 factorize; insert_rows and delete_rows at k0 = m/3, insert_cols and delete_cols at
 k0 = n/2, each with p = 1 and p = n/10; rank_one with random u and v.
 
-cuqr ms: the update alone on a fresh copy of the factorised state (the copy is
-untimed), median of --reps runs after one warm-up. refactor ms: CpuQr::factorize of
+cuqr ms: the update alone on a fresh copy of the factorised state with room reserved
+for it (CpuQr::reserve, as a state held across updates has after its first growth;
+the copy and the reservation are untimed; --no-room times the growth too), median of --reps runs after one warm-up. refactor ms: CpuQr::factorize of
 the updated A and b with the same kind (faer's blocked QR, Q^T b and, for full and
 thin, the explicit Q), same threads, median of --reps. reference ms: the same
 update inside cuqr::cpu::reference::run (serial), median of up to --reps runs
@@ -131,7 +133,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let o = BenchOpts::parse(
         CMD,
         args,
-        &["quick", "large", "no-reference"],
+        &["quick", "large", "no-reference", "no-room"],
         &[
             "shapes",
             "kinds",
@@ -252,6 +254,7 @@ fn bench_kind<T: Scalar>(
     let (a, b, cases) = make_cases::<T>(m, n, seed);
     let mut out = Vec::new();
     let base = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params)?;
+    let no_room = o.flag("no-room");
     for &t in threads.iter().filter(|_| wanted("factorize")) {
         cuqr::cpu::set_threads(t);
         let ms = median_ms(reps, || {
@@ -283,6 +286,9 @@ fn bench_kind<T: Scalar>(
             cuqr::cpu::set_threads(t);
             let cuqr_ms = median_ms(reps, || {
                 let mut st = base.clone();
+                if !no_room {
+                    reserve_for(&mut st, c);
+                }
                 wall_ms(move || apply(&mut st, c).map(|()| st))
             })?;
             let refactor_ms = median_ms(reps, || {
@@ -303,6 +309,15 @@ fn bench_kind<T: Scalar>(
         }
     }
     Ok(out)
+}
+
+/// Reserves the room the case's update grows Q into (untimed), as a held state has it.
+fn reserve_for<T: Scalar>(st: &mut CpuQr<T>, c: &Case<T>) {
+    match c.op {
+        Op::InsertRows => st.reserve(c.p, 0),
+        Op::InsertCols => st.reserve(0, c.p),
+        Op::DeleteRows | Op::DeleteCols | Op::RankOne => {}
+    }
 }
 
 /// Applies the case's update to `st`.

@@ -111,16 +111,28 @@ fn delete_rows_blocked<T: Scalar>(mut st: FactorsMut<'_, T>, k0: usize, p: usize
     let q_old = st.q.as_ref().expect("a full state holds Q");
     let mut zr = Mat::from_fn(p, m, |i, j| q_old[(k0 + i, j)]);
     let steps = crate::cpu::thin_blocked::downdate_rotations(&mut zr);
-    let mut rd = Mat::from_fn(n + q, m, |i, j| {
-        if i < n {
-            st.r[(j, i)]
-        } else {
-            st.d[(j, i - n)]
+    // [Rᵀ; dᵀ], R's upper triangle only: its rows n.. are zero in a full state (its strictly
+    // lower part is taken as zero), and the rotations keep rows n + p.. zero.
+    let mut rd = Mat::<T>::zeros(n + q, m);
+    for i in 0..n {
+        for (j, &x) in st.r.col(i).iter().enumerate().take(i + 1) {
+            rd[(i, j)] = x;
         }
-    });
+    }
+    for k in 0..q {
+        for (j, &x) in st.d.col(k).iter().enumerate() {
+            rd[(n + k, j)] = x;
+        }
+    }
     steps.apply(view_mut(&mut rd));
     let mp = m - p;
-    let r = Mat::from_fn(mp, n, |i, j| if i > j { T::ZERO } else { rd[(j, i + p)] });
+    // R̃ = (GᵀR)(p.., :) with its strictly lower part (rounding residue) exact zeros.
+    let mut r = Mat::<T>::zeros(mp, n);
+    for j in 0..n {
+        for (i, x) in r.col_mut(j).iter_mut().enumerate().take(j + 1) {
+            *x = rd[(j, i + p)];
+        }
+    }
     let d = Mat::from_fn(mp, q, |i, k| rd[(n + k, i + p)]);
     let dims = Dims { m: mp, ..*st.dims };
     st.replace_full_with(dims, r, d, |qm| {

@@ -231,34 +231,16 @@ impl<T: Scalar> ColumnTransforms<T> {
                 Step::Chain { lo, len, at, down } => {
                     let (lo, len) = (lo as usize - shift, len as usize);
                     let pairs = &self.pairs[at..at + len];
-                    if down {
-                        // (k, k+1) for k = lo+len−1 down to lo; column k's new value is
-                        // carried into the next rotation as its second column.
-                        acc.copy_from_slice(&buf[(lo + len) * rb..(lo + len + 1) * rb]);
-                        for (&(c, s), k) in pairs.iter().zip((lo..lo + len).rev()) {
-                            let (x, y) = two_cols(buf, rb, k, k + 1);
-                            for ((xv, yv), carry) in x.iter().zip(y.iter_mut()).zip(acc.iter_mut())
-                            {
-                                let (a, b) = (*xv, *carry);
-                                *yv = c.mul_add(b, -(s * a));
-                                *carry = c.mul_add(a, s * b);
-                            }
-                        }
-                        buf[lo * rb..(lo + 1) * rb].copy_from_slice(&acc);
-                    } else {
-                        // (k, k+1) for k = lo up to lo+len−1; column k+1's new value is
-                        // carried into the next rotation as its first column.
-                        acc.copy_from_slice(&buf[lo * rb..(lo + 1) * rb]);
-                        for (&(c, s), k) in pairs.iter().zip(lo..lo + len) {
-                            let (x, y) = two_cols(buf, rb, k, k + 1);
-                            for ((xv, yv), carry) in x.iter_mut().zip(y.iter()).zip(acc.iter_mut())
-                            {
-                                let (a, b) = (*carry, *yv);
-                                *xv = c.mul_add(a, s * b);
-                                *carry = c.mul_add(b, -(s * a));
-                            }
-                        }
-                        buf[(lo + len) * rb..(lo + len + 1) * rb].copy_from_slice(&acc);
+                    // LANES rows at a time with the carried column in registers, then
+                    // the rows left over one by one.
+                    let mut r = 0;
+                    while r + LANES <= rb {
+                        chain_rows::<T, LANES>(buf, rb, r, lo, pairs, down);
+                        r += LANES;
+                    }
+                    while r < rb {
+                        chain_rows::<T, 1>(buf, rb, r, lo, pairs, down);
+                        r += 1;
                     }
                 }
                 Step::Rotate { a, b, c, s } => {
@@ -334,6 +316,54 @@ fn copy_out<T: Scalar>(buf: &[T], rb: usize, skip: usize, mut dst: MatMut<'_, T>
 /// in L1), at least 8 rows (a SIMD vector or two per column) and at most 256.
 fn rows_per_block(ncols: usize) -> usize {
     (32768 / ncols.max(1)).clamp(8, 256) / 8 * 8
+}
+
+/// Rows a chain handles together (independent carries, enough to hide the FMA latency).
+const LANES: usize = 16;
+
+/// A chain of rotations on neighbouring columns lo..=lo+len (len = `pairs.len()`) of rows
+/// r..r+W of the column-major `buf` (rb rows), the carried column held in registers.
+/// `down`: planes (k, k+1) for k = lo+len−1 down to lo, column k's new value carried into
+/// the next rotation as its second column; otherwise k = lo up to lo+len−1, column k+1's
+/// new value carried as its first. The arithmetic of [`rot_pair`], entry by entry.
+#[inline(always)]
+fn chain_rows<T: Scalar, const W: usize>(
+    buf: &mut [T],
+    rb: usize,
+    r: usize,
+    lo: usize,
+    pairs: &[(T, T)],
+    down: bool,
+) {
+    let len = pairs.len();
+    let at = |k: usize| k * rb + r;
+    let mut carry = [T::ZERO; W];
+    let first = if down { lo + len } else { lo };
+    carry.copy_from_slice(&buf[at(first)..at(first) + W]);
+    for (i, &(c, s)) in pairs.iter().enumerate() {
+        // The column read and the column written.
+        let (read, write) = if down {
+            (lo + len - 1 - i, lo + len - i)
+        } else {
+            (lo + i + 1, lo + i)
+        };
+        let mut x = [T::ZERO; W];
+        x.copy_from_slice(&buf[at(read)..at(read) + W]);
+        let out = &mut buf[at(write)..at(write) + W];
+        for ((o, cv), &xv) in out.iter_mut().zip(carry.iter_mut()).zip(&x) {
+            if down {
+                let (a, b) = (xv, *cv);
+                *o = c.mul_add(b, -(s * a));
+                *cv = c.mul_add(a, s * b);
+            } else {
+                let (a, b) = (*cv, xv);
+                *o = c.mul_add(a, s * b);
+                *cv = c.mul_add(b, -(s * a));
+            }
+        }
+    }
+    let last = if down { lo } else { lo + len };
+    buf[at(last)..at(last) + W].copy_from_slice(&carry);
 }
 
 /// Columns a ≠ b of the column-major `buf` (rb rows), both mutable.

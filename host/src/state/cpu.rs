@@ -60,6 +60,39 @@ impl<T: Scalar> CpuQr<T> {
         self.q.as_ref()
     }
 
+    /// Makes room in Q's buffer for `rows` more rows and `cols` more columns of A, as a
+    /// `Vec` reserves: the full kind's row and column insertions then grow Q in place
+    /// without a reallocation (docs/algorithms.md#factors-in-place). The buffer grows by
+    /// itself where an insertion needs it (by an eighth more than asked); this is for a
+    /// caller who knows how far the problem will grow. Nothing else changes.
+    ///
+    /// # Panics
+    /// If the new capacity overflows, as `Vec::reserve` does.
+    ///
+    /// # Examples
+    /// ```
+    /// use cuqr::{CpuQr, FactorParams, Mat, QPolicy, QrUpdate};
+    /// let a = Mat::<f64>::from_fn(6, 3, |i, j| ((i * 3 + j * 5) % 7) as f64 + (i == j) as u8 as f64);
+    /// let b = Mat::<f64>::from_fn(6, 1, |i, _| i as f64);
+    /// let mut st = CpuQr::factorize(a.as_ref(), b.as_ref(), QPolicy::Full, FactorParams::default())?;
+    /// st.reserve(4, 0);
+    /// for k in 0..4 {
+    ///     st.insert_row(k, &[1.0, -1.0, k as f64], &[0.5])?;
+    /// }
+    /// assert_eq!(st.q_ref().unwrap().nrows(), 10);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn reserve(&mut self, rows: usize, cols: usize) {
+        let m = self.dims.m.saturating_add(rows);
+        if let Some(q) = self.q.as_mut() {
+            let qcols = match self.dims.policy {
+                crate::base::params::QPolicy::Full => m,
+                _ => self.dims.n.saturating_add(cols),
+            };
+            q.reserve_total(m.saturating_mul(qcols));
+        }
+    }
+
     /// The state's factors lent to an update body in `cpu/`.
     pub(crate) fn factors_mut(&mut self) -> FactorsMut<'_, T> {
         FactorsMut {

@@ -21,8 +21,7 @@ impl<T: Scalar> Mat<T> {
         }
         let mp = m + p;
         let total = super::element_count("insert_zero_rows", mp, n);
-        // Growing the buffer reallocates it (an allocator may remap a large one rather than
-        // copy it); the entries then move within it.
+        self.reserve_total(total);
         self.data.resize(total, T::ZERO);
         // Last column first: every column's new place starts at or after its old one, so
         // a column is moved before anything is written over it.
@@ -43,11 +42,22 @@ impl<T: Scalar> Mat<T> {
     pub(crate) fn append_cols_with(&mut self, p: usize, mut f: impl FnMut(usize, usize) -> T) {
         let m = self.nrows;
         let total = super::element_count("append_cols_with", m, self.ncols + p);
-        self.data.reserve(total - self.data.len());
+        self.reserve_total(total);
         for j in 0..p {
             self.data.extend((0..m).map(|i| f(i, j)));
         }
         self.ncols += p;
+    }
+
+    /// Makes room for `total` entries in the buffer: where it must grow, it grows to an
+    /// eighth more than asked (a reallocation, which an allocator may do by remapping a
+    /// large buffer rather than copying it), so that a run of small insertions reallocates
+    /// rarely while the memory stays within an eighth of the matrix.
+    pub(crate) fn reserve_total(&mut self, total: usize) {
+        if self.data.capacity() < total {
+            let want = total.saturating_add(total / 8);
+            self.data.reserve_exact(want - self.data.len());
+        }
     }
 
     /// Removes the rows `rows` and the columns `cols`: an m×n matrix becomes
