@@ -128,14 +128,22 @@ pub(crate) fn insert_cols<T: Scalar>(
             let tol = dependence_tol::<T>();
             let q1 = if reference::active() {
                 let mut q1 = old.clone();
-                thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol).map(|()| q1)
+                thin::insert_cols(&mut q1, &mut r, &mut d, &data.b, k0, &u, tol)
+                    .map(|()| NewQ::Replaced(q1))
             } else {
                 thin_blocked::insert_cols(old, &mut r, &mut d, &data.b, k0, &u, tol)
+                    .map(NewQ::InPlace)
             }
             .map_err(|e| thin_error(OP, k0, e, tol))?;
             check_rank_of(&r, n + p, st.rank_tol)?;
             let a = data.a.as_ref().map(|a| cols_inserted(a, k0, &u));
-            *st.q = Some(q1);
+            match q1 {
+                NewQ::Replaced(q1) => *st.q = Some(q1),
+                // the blocked path grows Q₁ in place, now that nothing can fail
+                NewQ::InPlace(pending) => {
+                    pending.apply(st.q.as_mut().expect("a thin state holds Q₁"))
+                }
+            }
             if let (Some(a), Some(data)) = (a, st.data.as_mut()) {
                 data.a = Some(a);
             }
@@ -221,12 +229,19 @@ type RowCopies<T> = (Mat<T>, Mat<T>, Vec<T>, Option<Mat<T>>);
 
 /// A thin or R-only state's factors after a row update: R, d, the residual norms, the new
 /// Q₁ (thin kind) and the kept b.
-struct RowWork<T> {
+struct RowWork<T: Scalar> {
     r: Mat<T>,
     d: Mat<T>,
     rho: Vec<T>,
-    q1: Option<Mat<T>>,
+    q1: Option<RowQ<T>>,
     b: Option<Mat<T>>,
+}
+
+/// The new Q₁ of a thin row update: a new matrix, or the reflectors of a row insertion
+/// for the state's Q₁, applied in its own buffer once the rank test has passed.
+enum RowQ<T: Scalar> {
+    Replaced(Mat<T>),
+    Grown(thin_blocked::PendingRows<T>),
 }
 
 impl<T: Scalar> RowWork<T> {
@@ -252,7 +267,13 @@ impl<T: Scalar> RowWork<T> {
         *st.r = self.r;
         *st.d = self.d;
         *st.rho = self.rho;
-        *st.q = self.q1;
+        match self.q1 {
+            Some(RowQ::Replaced(q1)) => *st.q = Some(q1),
+            Some(RowQ::Grown(pending)) => {
+                pending.apply(st.q.as_mut().expect("a thin state holds Q₁"))
+            }
+            None => *st.q = None,
+        }
         st.dims.m = m;
     }
 }
@@ -275,10 +296,10 @@ pub(crate) fn insert_rows<T: Scalar>(
             q1 = Some(if reference::active() {
                 let mut q1 = old.clone();
                 thin::insert_rows(&mut q1, &mut r, &mut d, b, k0, &u, &e);
-                q1
+                RowQ::Replaced(q1)
             } else {
                 let nb = wy::resolve_block_size("insert_rows", st.params.block_size, n)?;
-                thin_blocked::insert_rows(old, &mut r, &mut d, b, k0, &u, &e, nb)
+                RowQ::Grown(thin_blocked::insert_rows(&mut r, &mut d, b, k0, &u, &e, nb))
             });
         }
         QPolicy::None => {
@@ -330,6 +351,7 @@ pub(crate) fn delete_rows<T: Scalar>(
                 } else {
                     thin_blocked::delete_rows(old, &mut r, &mut d, b, k0, p, tol)
                 }
+                .map(RowQ::Replaced)
                 .map_err(|e| thin_error(OP, k0, e, tol))?,
             );
         }

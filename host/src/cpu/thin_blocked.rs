@@ -55,15 +55,9 @@ fn reorthogonalise<T: Scalar>(
     (c, z)
 }
 
-/// A column-major buffer of m×(cols) with `q1`'s columns first and room after them.
-fn widened<T: Scalar>(q1: &Mat<T>, extra: usize) -> Vec<T> {
-    let mut out = Vec::with_capacity(q1.nrows() * (q1.ncols() + extra));
-    out.extend_from_slice(q1.as_slice());
-    out
-}
-
 /// [`crate::cpu::thin::insert_cols`] blocked: the projections on faer, the rotations of
-/// [Q₁ Q_z] (columns k0.. only) recorded and applied in row blocks. Returns the new Q₁.
+/// [Q₁ Q_z] (columns k0.. only) recorded; Q_z appended to the state's Q₁ and the rotations
+/// applied in row blocks, in place, by [`PendingQ::apply`].
 ///
 /// # Errors
 /// [`ThinFailure::DependentColumn`]; r and d are unchanged then.
@@ -75,8 +69,8 @@ pub fn insert_cols<T: Scalar>(
     k0: usize,
     u: &Mat<T>,
     tol: f64,
-) -> Result<Mat<T>, ThinFailure> {
-    let (m, n, p) = (q1.nrows(), q1.ncols(), u.ncols());
+) -> Result<PendingQ<T>, ThinFailure> {
+    let (n, p) = (q1.ncols(), u.ncols());
     let (c, z) = project_out(q1, view(u));
     let base: Vec<f64> = (0..p).map(|j| nrm2(u.col(j)).to_f64()).collect();
     let (qz, g) = thin_qr(&z, &base, tol)?;
@@ -85,26 +79,39 @@ pub fn insert_cols<T: Scalar>(
     rfactor::insert_cols(r, d, k0, &c, &g, &f, |i, cs, sn| {
         steps.rotate(i - 1, i, cs, sn)
     });
-    let mut out = widened(q1, p);
-    out.extend_from_slice(qz.as_slice());
-    let mut out = Mat::from_col_major(m, n + p, out).expect("m×(n+p) entries");
-    steps.apply(view_mut(&mut out).subcols_mut(k0, n + p - k0));
-    Ok(out)
+    debug_assert_eq!(qz.nrows(), q1.nrows());
+    Ok(PendingQ {
+        steps,
+        first: k0,
+        extra: qz,
+        keep: n + p,
+        append: true,
+    })
 }
 
 /// What is left of a thin update for Q₁ once R has passed the rank test: recorded
 /// transformations of Q₁'s columns from `first` on (and of `extra` columns after Q₁'s),
-/// then Q₁ cut to its first `keep` columns. Applied in place: the update never copies Q₁.
+/// then Q₁ cut to its first `keep` columns. Applied in place: the update never copies Q₁
+/// (docs/algorithms.md#factors-in-place).
 pub struct PendingQ<T> {
     steps: ColumnTransforms<T>,
     first: usize,
     extra: Mat<T>,
     keep: usize,
+    /// `extra` becomes Q₁'s last columns (column insertion) instead of a scratch block.
+    append: bool,
 }
 
 impl<T: Scalar> PendingQ<T> {
     /// Applies the transformations to `q1` in place and drops its columns from `keep` on.
     pub fn apply(mut self, q1: &mut Mat<T>) {
+        if self.append {
+            q1.append_cols(&self.extra);
+            let n = q1.ncols();
+            self.steps
+                .apply(view_mut(q1).subcols_mut(self.first, n - self.first));
+            return;
+        }
         let n = q1.ncols();
         if self.extra.ncols() == 0 {
             self.steps
@@ -148,6 +155,7 @@ pub fn delete_cols<T: Scalar>(
         first: k0,
         extra: Mat::zeros(q1.nrows(), 0),
         keep: n - p,
+        append: false,
     }
 }
 
@@ -164,12 +172,10 @@ fn first_cols<T: Scalar>(a: Mat<T>, k: usize) -> Mat<T> {
 const FEW_ROWS: usize = 4;
 
 /// [`crate::cpu::thin::insert_rows`] blocked: the rows folded into R by block reflectors
-/// of `nb` columns, each block applied to [Q₁ E] (E the new rows' unit columns) by three
-/// products. The new rows are placed at k0..k0+p from the start: the reflectors mix
-/// columns only. Returns the new Q₁ and updates b.
+/// of `nb` columns; b updated. Q₁ takes them once R has passed the rank test, in place, by
+/// [`PendingRows::apply`].
 #[allow(clippy::too_many_arguments)]
 pub fn insert_rows<T: Scalar>(
-    q1: &Mat<T>,
     r: &mut Mat<T>,
     d: &mut Mat<T>,
     b: &mut Mat<T>,
@@ -177,41 +183,10 @@ pub fn insert_rows<T: Scalar>(
     u: &Mat<T>,
     e: &Mat<T>,
     nb: usize,
-) -> Mat<T> {
-    let (m, n, p, q) = (q1.nrows(), q1.ncols(), u.nrows(), d.ncols());
-    // A few rows: each reflector is a small transformation of columns (j, n..n+p) of
-    // [Q₁ E], all applied in one pass of row blocks; more rows: three products per block.
-    let one_pass = p <= FEW_ROWS;
-    let width = if one_pass { n + p } else { n };
-    let mut out = Vec::with_capacity((m + p) * width);
-    for j in 0..n {
-        let src = q1.col(j);
-        out.extend_from_slice(&src[..k0]);
-        out.extend(std::iter::repeat_n(T::ZERO, p));
-        out.extend_from_slice(&src[k0..]);
-    }
-    let unit = |i: usize, j: usize| if i == k0 + j { T::ONE } else { T::ZERO };
+) -> PendingRows<T> {
+    let (p, q) = (u.nrows(), d.ncols());
     let fold = fold_rows(r, d, &mut u.clone(), &mut e.clone(), nb);
-    let out = if one_pass {
-        for j in 0..p {
-            out.extend((0..m + p).map(|i| unit(i, j)));
-        }
-        let mut out = Mat::from_col_major(m + p, n + p, out).expect("(m+p)×(n+p) entries");
-        let mut steps = ColumnTransforms::new();
-        for (j0, t) in &fold.blocks {
-            for jj in 0..t.nrows() {
-                steps.reflect(j0 + jj, n, fold.vu.col(j0 + jj), t[(jj, jj)]);
-            }
-        }
-        steps.apply(view_mut(&mut out));
-        first_cols(out, n)
-    } else {
-        let mut out = Mat::from_col_major(m + p, n, out).expect("(m+p)×n entries");
-        let mut x = Mat::from_fn(m + p, p, unit);
-        apply_to_columns(&fold, view_mut(&mut out), view_mut(&mut x));
-        out
-    };
-    *b = Mat::from_fn(m + p, q, |i, k| {
+    *b = Mat::from_fn(b.nrows() + p, q, |i, k| {
         if i < k0 {
             b[(i, k)]
         } else if i < k0 + p {
@@ -220,7 +195,39 @@ pub fn insert_rows<T: Scalar>(
             b[(i - p, k)]
         }
     });
-    out
+    PendingRows { fold, k0, p }
+}
+
+/// The reflectors of a thin row insertion, for the state's Q₁ once R has passed the rank
+/// test (docs/algorithms.md#blocked-row-folding, #factors-in-place).
+pub struct PendingRows<T> {
+    fold: crate::cpu::fold::FoldBlocks<T>,
+    k0: usize,
+    p: usize,
+}
+
+impl<T: Scalar> PendingRows<T> {
+    /// Q₁ (m×n) becomes (m+p)×n in its own buffer: p zero rows opened at k0, then
+    /// [Q₁ E] times the reflectors, E the new rows' unit columns (held apart). A few rows:
+    /// each reflector is a small transformation of columns (j, n..n+p), all applied in one
+    /// pass of row blocks; more rows: three products per block.
+    pub fn apply(self, q1: &mut Mat<T>) {
+        let (k0, p, n) = (self.k0, self.p, q1.ncols());
+        q1.insert_zero_rows(k0, p);
+        let unit = |i: usize, j: usize| if i == k0 + j { T::ONE } else { T::ZERO };
+        let mut x = Mat::from_fn(q1.nrows(), p, unit);
+        if p <= FEW_ROWS {
+            let mut steps = ColumnTransforms::new();
+            for (j0, t) in &self.fold.blocks {
+                for jj in 0..t.nrows() {
+                    steps.reflect(j0 + jj, n, self.fold.vu.col(j0 + jj), t[(jj, jj)]);
+                }
+            }
+            steps.apply_with(view_mut(q1), view_mut(&mut x));
+        } else {
+            apply_to_columns(&self.fold, view_mut(q1), view_mut(&mut x));
+        }
+    }
 }
 
 /// [`crate::cpu::thin::delete_rows`] blocked: the completion V from the deleted rows of
@@ -324,6 +331,7 @@ pub fn rank_one<T: Scalar>(
         first: 0,
         extra: qhat,
         keep: n,
+        append: false,
     }
 }
 

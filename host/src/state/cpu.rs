@@ -61,8 +61,8 @@ impl<T: Scalar> CpuQr<T> {
     }
 
     /// Makes room in Q's buffer for `rows` more rows and `cols` more columns of A, as a
-    /// `Vec` reserves: the full kind's row and column insertions then grow Q in place
-    /// without a reallocation (docs/algorithms.md#factors-in-place). The buffer grows by
+    /// `Vec` reserves: row and column insertions of the full and thin kinds then grow Q in
+    /// place without a reallocation (docs/algorithms.md#factors-in-place). The buffer grows by
     /// itself where an insertion needs it (by an eighth more than asked); this is for a
     /// caller who knows how far the problem will grow. Nothing else changes.
     ///

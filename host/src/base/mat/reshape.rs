@@ -60,6 +60,18 @@ impl<T: Scalar> Mat<T> {
         }
     }
 
+    /// Appends the columns of `cols` (as many rows as `self`).
+    ///
+    /// # Panics
+    /// If the row counts differ or the new element count overflows `usize`.
+    pub(crate) fn append_cols(&mut self, cols: &Mat<T>) {
+        assert_eq!(cols.nrows, self.nrows, "append_cols: rows");
+        let total = super::element_count("append_cols", self.nrows, self.ncols + cols.ncols);
+        self.reserve_total(total);
+        self.data.extend_from_slice(&cols.data);
+        self.ncols += cols.ncols;
+    }
+
     /// Removes the rows `rows` and the columns `cols`: an m×n matrix becomes
     /// (m − |rows|)×(n − |cols|), the kept entries in their order. The buffer keeps its
     /// capacity.
