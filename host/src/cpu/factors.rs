@@ -51,14 +51,7 @@ impl<T: Scalar> FactorsMut<'_, T> {
         d: Mat<T>,
         q: Mat<T>,
     ) -> Result<()> {
-        check_rank_of(&r, dims.n, self.rank_tol)?;
-        *self.dims = dims;
-        *self.r = r;
-        *self.d = d;
-        *self.q = Some(q);
-        *self.rho = Vec::new();
-        *self.data = None;
-        Ok(())
+        self.replace_full_with(dims, r, d, |old| *old = q)
     }
 
     /// Installs R and d of a full-kind update once R has passed the rank test, and only
