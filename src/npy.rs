@@ -247,30 +247,10 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
             m.need
         ));
     }
-    let mut flat = Vec::with_capacity(m.count);
-    for chunk in body.chunks_exact(m.size) {
-        let x = match dtype {
-            Dtype::F64 => {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(chunk);
-                if big {
-                    f64::from_be_bytes(b)
-                } else {
-                    f64::from_le_bytes(b)
-                }
-            }
-            Dtype::F32 => {
-                let mut b = [0u8; 4];
-                b.copy_from_slice(chunk);
-                f64::from(if big {
-                    f32::from_be_bytes(b)
-                } else {
-                    f32::from_le_bytes(b)
-                })
-            }
-        };
-        flat.push(x);
-    }
+    let flat: Vec<f64> = body
+        .chunks_exact(m.size)
+        .map(|c| decode(c, dtype, big))
+        .collect();
     // C order holds row-major data: transpose it into column-major.
     let data = if m.fortran || m.one_d || ncols == 1 || nrows == 1 {
         flat
@@ -288,6 +268,142 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
         ncols,
         one_d: m.one_d,
         dtype,
+        data,
+    })
+}
+
+/// One element's bytes as f64.
+fn decode(chunk: &[u8], dtype: Dtype, big: bool) -> f64 {
+    match dtype {
+        Dtype::F64 => {
+            let b: [u8; 8] = chunk.try_into().expect("8 bytes");
+            if big {
+                f64::from_be_bytes(b)
+            } else {
+                f64::from_le_bytes(b)
+            }
+        }
+        Dtype::F32 => {
+            let b: [u8; 4] = chunk.try_into().expect("4 bytes");
+            f64::from(if big {
+                f32::from_be_bytes(b)
+            } else {
+                f32::from_le_bytes(b)
+            })
+        }
+    }
+}
+
+/// The header of an open `.npy` file: its meta data (owned) and where the data start.
+fn open_meta(path: &Path) -> Result<(std::fs::File, RowsMeta, u64), NpyError> {
+    let named = |e: NpyError| NpyError(format!("{}: {}", path.display(), e.0));
+    let cannot = |e: std::io::Error| NpyError(format!("cannot read {}: {e}", path.display()));
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    let mut head = Vec::new();
+    (&mut file)
+        .take(12)
+        .read_to_end(&mut head)
+        .map_err(cannot)?;
+    let (hlen, hstart) = preamble(&head).map_err(named)?;
+    if hlen > MAX_HEADER {
+        return Err(named(NpyError(format!(
+            "header of {hlen} bytes is longer than cuqr reads ({MAX_HEADER})"
+        ))));
+    }
+    let more = (hstart + hlen).saturating_sub(head.len()) as u64;
+    (&mut file)
+        .take(more)
+        .read_to_end(&mut head)
+        .map_err(cannot)?;
+    let header = head
+        .get(hstart..hstart + hlen)
+        .ok_or_else(|| named(NpyError("truncated .npy header".into())))?;
+    let header =
+        std::str::from_utf8(header).map_err(|_| named(NpyError("header is not text".into())))?;
+    let m = header_meta(header).map_err(named)?;
+    let start = (hstart + hlen) as u64;
+    let len = file.metadata().map_err(cannot)?.len();
+    if len != start + m.need as u64 {
+        return Err(named(NpyError(format!(
+            "data is {} bytes, shape {:?} of {} needs {}",
+            len.saturating_sub(start),
+            m.shape,
+            m.descr,
+            m.need
+        ))));
+    }
+    let meta = RowsMeta {
+        dtype: m.dtype,
+        big: m.big,
+        fortran: m.fortran || m.one_d,
+        nrows: m.nrows,
+        ncols: m.ncols,
+        one_d: m.one_d,
+        size: m.size,
+    };
+    Ok((file, meta, start))
+}
+
+/// What [`read_rows`] needs of a header.
+struct RowsMeta {
+    dtype: Dtype,
+    big: bool,
+    fortran: bool,
+    nrows: usize,
+    ncols: usize,
+    one_d: bool,
+    size: usize,
+}
+
+/// The number of rows and columns of a `.npy` file (a 1-D array of length k is k×1),
+/// from its header alone.
+pub fn shape_of(path: &Path) -> Result<(usize, usize), NpyError> {
+    let (_, m, _) = open_meta(path)?;
+    Ok((m.nrows, m.ncols))
+}
+
+/// Rows `r0..r0 + len` of a `.npy` file, reading only those bytes (one read in C order,
+/// one a column in Fortran order): what each rank of a distributed problem takes of one
+/// shared file.
+pub fn read_rows(path: &Path, r0: usize, len: usize) -> Result<Array, NpyError> {
+    use std::io::{Seek, SeekFrom};
+    let (mut file, m, start) = open_meta(path)?;
+    if r0.checked_add(len).is_none_or(|e| e > m.nrows) {
+        return err(format!(
+            "{}: rows {r0}..{} asked of {} rows",
+            path.display(),
+            r0.saturating_add(len),
+            m.nrows
+        ));
+    }
+    let cannot = |e: std::io::Error| NpyError(format!("cannot read {}: {e}", path.display()));
+    let mut read_at = |at: usize, bytes: usize| -> Result<Vec<u8>, NpyError> {
+        file.seek(SeekFrom::Start(start + at as u64))
+            .map_err(cannot)?;
+        let mut buf = vec![0u8; bytes];
+        file.read_exact(&mut buf).map_err(cannot)?;
+        Ok(buf)
+    };
+    let (n, size) = (m.ncols, m.size);
+    let mut data = vec![0.0; len * n];
+    if m.fortran {
+        for j in 0..n {
+            let buf = read_at((j * m.nrows + r0) * size, len * size)?;
+            for (i, c) in buf.chunks_exact(size).enumerate() {
+                data[i + j * len] = decode(c, m.dtype, m.big);
+            }
+        }
+    } else {
+        let buf = read_at(r0 * n * size, len * n * size)?;
+        for (k, c) in buf.chunks_exact(size).enumerate() {
+            data[k / n + (k % n) * len] = decode(c, m.dtype, m.big);
+        }
+    }
+    Ok(Array {
+        nrows: len,
+        ncols: n,
+        one_d: m.one_d,
+        dtype: m.dtype,
         data,
     })
 }
@@ -590,6 +706,54 @@ mod tests {
             let e = parse(&encode_c("<f8", shape, &[])).unwrap_err();
             assert!(e.0.contains("too large"), "{shape}: {e}");
         }
+    }
+
+    /// `read_rows` returns exactly the rows `parse` gives for the whole file, in C and
+    /// Fortran order, f32 and big-endian f64 and 1-D, and refuses rows past the end and a
+    /// file whose length disagrees with its header.
+    #[test]
+    fn read_rows_equals_the_whole_file_sliced() {
+        let dir = std::env::temp_dir().join(format!("cuqr-npy-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.npy");
+        let mut rng = Rng::new(21);
+        let a = random_mat::<f64>(&mut rng, 29, 4);
+        let row_major: Vec<f64> = (0..29)
+            .flat_map(|i| (0..4).map(move |j| (i, j)))
+            .map(|(i, j)| a[(i, j)])
+            .collect();
+        let files = [
+            encode(&a, false),
+            encode_c("<f8", "(29, 4)", &row_major),
+            encode_c(">f8", "(29, 4)", &row_major),
+            encode_c("<f4", "(29, 4)", &row_major),
+            encode(&random_mat::<f32>(&mut rng, 29, 1), true),
+        ];
+        for bytes in files {
+            std::fs::write(&path, &bytes).unwrap();
+            let whole = parse(&bytes).unwrap();
+            assert_eq!(shape_of(&path).unwrap(), (whole.nrows, whole.ncols));
+            for (r0, len) in [(0, 29), (0, 1), (5, 11), (28, 1), (29, 0)] {
+                let part = read_rows(&path, r0, len).unwrap();
+                assert_eq!((part.nrows, part.ncols), (len, whole.ncols));
+                assert_eq!(part.one_d, whole.one_d);
+                for j in 0..whole.ncols {
+                    for i in 0..len {
+                        assert_eq!(
+                            part.data[i + j * len].to_bits(),
+                            whole.data[r0 + i + j * whole.nrows].to_bits()
+                        );
+                    }
+                }
+            }
+            let e = read_rows(&path, 20, 10).unwrap_err();
+            assert!(e.0.contains("rows 20..30 asked of 29 rows"), "{e}");
+            let mut short = bytes.clone();
+            short.pop();
+            std::fs::write(&path, &short).unwrap();
+            assert!(read_rows(&path, 0, 1).unwrap_err().0.contains("needs"));
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     /// `read_file` reads in stages: a file that is not `.npy` is refused after its

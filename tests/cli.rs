@@ -1001,3 +1001,55 @@ fn rolling_writes_each_windows_coefficients() {
         "window",
     );
 }
+
+/// `cuqr dist`'s data and launcher options are checked before any GPU or NCCL is touched.
+#[test]
+fn dist_refuses_bad_data_and_launch_options() {
+    let (c, _) = setup("dist", 12, Layout::F64C, 1);
+    let a = c.path("A.npy");
+    let b_short = c.write(
+        "bs.npy",
+        &M::from_fn(M0 - 2, 1, |i, _| i as f64),
+        Layout::F64C,
+        true,
+    );
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["factorize", "--a", &a], "--a and --b come together"),
+        (
+            vec!["factorize", "--a", &a, "--b", "b{rank}.npy"],
+            "both have {rank}",
+        ),
+        (vec!["factorize", "--a", &a, "--b", &b_short], "rows"),
+        (
+            vec!["window", "--a", "a{rank}.npy", "--b", "b{rank}.npy"],
+            "give one --a file",
+        ),
+        (
+            vec!["window", "--a", &a, "--b", &a, "--window", "0"],
+            "--window 0",
+        ),
+        (
+            vec!["factorize", "--launcher", "mpi", "--rows", "100"],
+            "--launcher env",
+        ),
+        (
+            vec!["factorize", "--a", "nope.npy", "--b", "nope.npy"],
+            "nope.npy",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut all = vec!["dist"];
+        all.extend(args);
+        assert_cli_error(&cuqr(&all), needle);
+    }
+    // a launcher's variables without a rendezvous address
+    let o = Command::new(cuqr_exe())
+        .args(["dist", "factorize", "--launcher", "env", "--rows", "100"])
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env_remove("MASTER_ADDR")
+        .env_remove("CUQR_RENDEZVOUS")
+        .output()
+        .unwrap();
+    assert_cli_error(&o, "CUQR_RENDEZVOUS");
+}

@@ -169,8 +169,9 @@ impl<T: DistScalar> DistQr<T> {
     /// global rows are the ranks' blocks in rank order.
     ///
     /// # Errors
-    /// As [`DistQr::factorize`]; a rank that fails its validation leaves the others
-    /// waiting, so validate the same way on every rank.
+    /// As [`DistQr::factorize`]. Every rank returns an error when one does: a rank whose
+    /// rows fail the checks returns its own error and the others [`Error::InvalidParam`]
+    /// naming it, and blocks of different widths are refused on every rank alike.
     ///
     /// # Examples
     /// ```no_run
@@ -193,10 +194,10 @@ impl<T: DistScalar> DistQr<T> {
         policy: QPolicy,
         params: FactorParams,
     ) -> Result<Self> {
-        crate::ops::factorize::plan(a, b, policy, params)?;
         let g = comm.gpu.clone();
-        let blocks = (DevMat::from_host(&g, a)?, DevMat::from_host(&g, b)?);
-        Ok(Self::factorize_rank_dev_timed(comm, blocks, policy, params)?.0)
+        let block = crate::ops::factorize::plan(a, b, policy, params)
+            .and_then(|_| Ok((DevMat::from_host(&g, a)?, DevMat::from_host(&g, b)?)));
+        Ok(rank_build(comm, block, policy, params)?.0)
     }
 
     /// [`DistQr::factorize_rank`] of this rank's block already in device memory, with the
@@ -210,27 +211,65 @@ impl<T: DistScalar> DistQr<T> {
         policy: QPolicy,
         params: FactorParams,
     ) -> Result<(Self, DistTimes)> {
-        let (rank, world) = (comm.comm.rank(), comm.comm.world_size());
-        let g = comm.gpu.clone();
-        let net = Rc::new(Net::Rank(comm.comm));
-        let mut onehot = vec![0.0; world];
-        onehot[rank] = block.0.nrows() as f64;
-        let counts: Vec<usize> = net
-            .sum_host::<f64>(&g, &[onehot])?
-            .into_iter()
-            .map(|x| x.round() as usize)
-            .collect();
-        build(BuildPlan {
-            net,
-            ranks: vec![rank],
-            world,
-            gpus: vec![g],
-            blocks: vec![block],
-            counts,
-            policy,
-            params,
-        })
+        rank_build(comm, Ok(block), policy, params)
     }
+}
+
+/// One rank's factorisation: every rank's row count, widths and verdict on its own block are
+/// summed first, so that a rank whose block was refused (`block` an error) or whose widths
+/// differ stops every rank instead of leaving them waiting in a collective.
+fn rank_build<T: DistScalar>(
+    comm: RankComm,
+    block: Result<(DevMat<T>, DevMat<T>)>,
+    policy: QPolicy,
+    params: FactorParams,
+) -> Result<(DistQr<T>, DistTimes)> {
+    let (rank, world) = (comm.comm.rank(), comm.comm.world_size());
+    let g = comm.gpu.clone();
+    let net = Rc::new(Net::Rank(comm.comm));
+    // [rows | columns | right-hand sides | refused], one entry per rank each
+    let mut mine = vec![0.0; 4 * world];
+    match &block {
+        Ok((a, b)) => {
+            mine[rank] = a.nrows() as f64;
+            mine[world + rank] = a.ncols() as f64;
+            mine[2 * world + rank] = b.ncols() as f64;
+        }
+        Err(_) => mine[3 * world + rank] = 1.0,
+    }
+    let all: Vec<usize> = net
+        .sum_host::<f64>(&g, &[mine])?
+        .into_iter()
+        .map(|x| x.round() as usize)
+        .collect();
+    if let Some(bad) = (0..world).find(|&r| all[3 * world + r] > 0) {
+        block?;
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "rows",
+            why: format!("rank {bad} refused its rows (its own error says why)"),
+        });
+    }
+    let (ns, qs) = (&all[world..2 * world], &all[2 * world..3 * world]);
+    if ns.iter().any(|&x| x != ns[0]) || qs.iter().any(|&x| x != qs[0]) {
+        return Err(Error::InvalidParam {
+            op: OP,
+            what: "block shapes",
+            why: format!(
+                "the ranks' blocks have {ns:?} columns and {qs:?} right-hand sides (the same on every rank)"
+            ),
+        });
+    }
+    build(BuildPlan {
+        net,
+        ranks: vec![rank],
+        world,
+        gpus: vec![g],
+        blocks: vec![block?],
+        counts: all[..world].to_vec(),
+        policy,
+        params,
+    })
 }
 
 /// Nearly equal row counts for `parts` ranks, each at least n.

@@ -20,12 +20,15 @@
 //! Two ways to start: one process driving all GPUs of a host ([`DistQr::factorize`] with a
 //! list of devices: NCCL's `Comm::from_devices`), or one process per GPU
 //! ([`DistQr::factorize_rank`] with a [`RankComm`] made from a shared [`NcclId`]: NCCL's
-//! `Comm::from_rank`), so that several hosts need only a launcher. Listing one device G
-//! times runs G logical partitions on it without NCCL (the tests' form).
+//! `Comm::from_rank`), so that several hosts need only a launcher: under `torchrun`,
+//! `mpirun` or `srun`, [`RankComm::from_env`] reads the rank from the launcher's
+//! environment ([`Launch`]) and hands NCCL's id over TCP ([`Rendezvous`]). Listing one
+//! device G times runs G logical partitions on it without NCCL (the tests' form).
 #![forbid(unsafe_code)]
 
 mod cols;
 mod factorize;
+mod launch;
 mod net;
 mod rows;
 mod thin;
@@ -34,6 +37,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 
+pub use launch::{Launch, Rendezvous};
 pub use net::DistScalar;
 pub(crate) use net::Net;
 
@@ -155,6 +159,21 @@ impl RankComm {
             comm,
             gpu: gpu.clone(),
         })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// Ranks in the group.
+    pub fn world(&self) -> usize {
+        self.comm.world_size()
+    }
+
+    /// This rank's device.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
     }
 }
 
