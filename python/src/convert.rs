@@ -148,6 +148,23 @@ pub fn mat_of<T: Real>(v: ArrayView2<'_, T>) -> Mat<T> {
     let mut out = Mat::<T>::zeros(m, n);
     // tiles keep both the strided reads and the column writes in cache
     const TILE: usize = 32;
+    if let Some(s) = v.as_slice() {
+        // row-major and contiguous (a C-ordered array): a tiled transpose of the slice
+        let dst = out.as_mut_slice();
+        for i0 in (0..m).step_by(TILE) {
+            let i1 = (i0 + TILE).min(m);
+            for j0 in (0..n).step_by(TILE) {
+                let j1 = (j0 + TILE).min(n);
+                for j in j0..j1 {
+                    let col = &mut dst[j * m + i0..j * m + i1];
+                    for (x, i) in col.iter_mut().zip(i0..i1) {
+                        *x = s[i * n + j];
+                    }
+                }
+            }
+        }
+        return out;
+    }
     for j0 in (0..n).step_by(TILE) {
         for i0 in (0..m).step_by(TILE) {
             for j in j0..(j0 + TILE).min(n) {

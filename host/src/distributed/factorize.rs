@@ -224,9 +224,9 @@ fn rank_build<T: DistScalar>(
     policy: QPolicy,
     params: FactorParams,
 ) -> Result<(DistQr<T>, DistTimes)> {
-    let (rank, world) = (comm.comm.rank(), comm.comm.world_size());
+    let (rank, world) = (comm.rank(), comm.world());
     let g = comm.gpu.clone();
-    let net = Rc::new(Net::Rank(comm.comm));
+    let net = comm.net;
     // [rows | columns | right-hand sides | refused], one entry per rank each
     let mut mine = vec![0.0; 4 * world];
     match &block {

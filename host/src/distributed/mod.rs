@@ -124,16 +124,23 @@ impl NcclId {
 /// let comm = RankComm::new(&gpu, rank, world, id)?;
 /// # Ok::<(), cuqr::Error>(())
 /// ```
+///
+/// A `RankComm` is cheap to clone: the clones share the communicator, so that one
+/// process makes it once and factorises several states in it (every rank making the same
+/// calls in the same order).
+#[derive(Clone)]
 pub struct RankComm {
-    pub(crate) comm: cudarc::nccl::Comm,
+    pub(crate) net: Rc<Net>,
     pub(crate) gpu: Arc<Gpu>,
+    rank: usize,
+    world: usize,
 }
 
 impl core::fmt::Debug for RankComm {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RankComm")
-            .field("rank", &self.comm.rank())
-            .field("world", &self.comm.world_size())
+            .field("rank", &self.rank)
+            .field("world", &self.world)
             .finish_non_exhaustive()
     }
 }
@@ -156,19 +163,45 @@ impl RankComm {
         let comm = cudarc::nccl::Comm::from_rank(gpu.stream().clone(), rank, world, id.0)
             .map_err(net::nccl_err("joining the group"))?;
         Ok(Self {
-            comm,
+            net: Rc::new(Net::Rank(comm)),
             gpu: gpu.clone(),
+            rank,
+            world,
         })
     }
 
     /// This process's rank.
     pub fn rank(&self) -> usize {
-        self.comm.rank()
+        self.rank
     }
 
     /// Ranks in the group.
     pub fn world(&self) -> usize {
-        self.comm.world_size()
+        self.world
+    }
+
+    /// Every rank's verdict on its own part of a step that all ranks make (arguments read,
+    /// checks passed): the lowest rank that `refused`, the same on every rank, or `None`.
+    /// A rank that cannot go on calls this instead of returning early, so that the others
+    /// learn it instead of waiting for it in the step's first collective.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the all-reduce fails.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn demo(comm: &cuqr::distributed::RankComm, rows: Option<Vec<f64>>) -> cuqr::Result<()> {
+    /// if let Some(r) = comm.first_refusal(rows.is_none())? {
+    ///     eprintln!("rank {r} has no rows: every rank stops here");
+    ///     return Ok(());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn first_refusal(&self, refused: bool) -> Result<Option<usize>> {
+        let mut mine = vec![0.0; self.world];
+        mine[self.rank] = f64::from(u8::from(refused));
+        let all = self.net.sum_host::<f64>(&self.gpu, &[mine])?;
+        Ok(all.iter().position(|&x| x > 0.5))
     }
 
     /// This rank's device.
