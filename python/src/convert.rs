@@ -148,8 +148,12 @@ pub fn mat_of<T: Real>(v: ArrayView2<'_, T>) -> Mat<T> {
     let mut out = Mat::<T>::zeros(m, n);
     // tiles keep both the strided reads and the column writes in cache
     const TILE: usize = 32;
-    if let Some(s) = v.as_slice() {
-        // row-major and contiguous (a C-ordered array): a tiled transpose of the slice
+    if n > 0 && (n == 1 || v.strides()[1] == 1) {
+        // each row contiguous (a C-ordered array or a slice of its columns): a tiled
+        // transpose from the rows' slices
+        let rows: Vec<&[T]> = (0..m)
+            .map(|i| v.row(i).to_slice().expect("a row of unit stride"))
+            .collect();
         let dst = out.as_mut_slice();
         for i0 in (0..m).step_by(TILE) {
             let i1 = (i0 + TILE).min(m);
@@ -157,8 +161,8 @@ pub fn mat_of<T: Real>(v: ArrayView2<'_, T>) -> Mat<T> {
                 let j1 = (j0 + TILE).min(n);
                 for j in j0..j1 {
                     let col = &mut dst[j * m + i0..j * m + i1];
-                    for (x, i) in col.iter_mut().zip(i0..i1) {
-                        *x = s[i * n + j];
+                    for (x, r) in col.iter_mut().zip(&rows[i0..i1]) {
+                        *x = r[j];
                     }
                 }
             }
