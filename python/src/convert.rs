@@ -38,7 +38,11 @@ pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>, String> {
     if let Some((_, g)) = all.iter().find(|(o, _)| *o == ordinal) {
         return g.clone();
     }
-    let g = Gpu::new(ordinal).map(Arc::new).map_err(|e| e.to_string());
+    // opening a device (also to ask whether it opens) leaves the thread's current device,
+    // which CuPy and PyTorch follow, where it was
+    let g = Gpu::new_leaving_context(ordinal)
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
     all.push((ordinal, g.clone()));
     g
 }

@@ -165,6 +165,17 @@ def test_qr_class_on_device(rng, lib, q):
         assert rel(Q @ to_host(R), A) <= tol(np.float64, *A.shape)
 
 
+def test_asking_about_devices_leaves_the_current_device(lib):
+    """Opening a device to ask whether it opens (any ordinal, present or not) leaves the
+    thread's current CUDA device, which CuPy and PyTorch allocate on, where it was."""
+    _, to_dev, _, _ = lib
+    before = cuqr._cuqr.array_device(to_dev(np.ones(3)))
+    for n in range(4):
+        cuqr.cuda_available(n)
+        cuqr._cuqr.cuda_unavailable_reason(n)
+    assert cuqr._cuqr.array_device(to_dev(np.ones(3))) == before
+
+
 def test_host_inputs_on_a_gpu_state(rng):
     A, b = rng.standard_normal((200, 10)), rng.standard_normal(200)
     qr = cuqr.QR(A, b, q="thin", device="cuda")

@@ -137,6 +137,27 @@ pub(crate) fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
     Ok(())
 }
 
+/// Runs `f` and then makes the calling thread's current CUDA context the one it had before
+/// (none included): for opening a device on a thread that CuPy or PyTorch also use, whose
+/// current device follows that context. Without the driver library `f` just runs.
+pub(crate) fn keeping_current_context<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: a dlopen probe of the driver's library names only (see `probe_libraries`).
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return f();
+    }
+    let before = cudarc::driver::result::ctx::get_current();
+    let out = f();
+    if let Ok(ctx) = before {
+        // SAFETY: `ctx` was this thread's current context a moment ago (or none, a null
+        // handle, which unbinds); the contexts cuqr opens are primary contexts, retained
+        // while a `Gpu` lives, so a context current before `f` is still valid after it.
+        let _ = unsafe {
+            cudarc::driver::result::ctx::set_current(ctx.unwrap_or(core::ptr::null_mut()))
+        };
+    }
+    out
+}
+
 /// Bytes of the device's default memory pool now handed out to allocations (the pool's
 /// `USED_MEM_CURRENT`); `None` without the stream-ordered allocator. Frees are
 /// stream-ordered: synchronise first for a settled figure.

@@ -125,6 +125,23 @@ impl Gpu {
         }
     }
 
+    /// [`Gpu::new`], leaving the calling thread's current CUDA context as it was: for a
+    /// thread shared with CuPy or PyTorch, whose current device follows that context
+    /// (opening device 1 must not move their arrays there). The first operation on this
+    /// device binds its context again.
+    ///
+    /// # Errors
+    /// As [`Gpu::new`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// let gpu = cuqr::Gpu::new_leaving_context(1)?;
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn new_leaving_context(ordinal: usize) -> Result<Self> {
+        crate::gpu::ffi::driver::keeping_current_context(|| Self::new(ordinal))
+    }
+
     fn new_unchecked(ordinal: usize) -> Result<Self> {
         let count = CudaContext::device_count()
             .map_err(|e| Error::NoDevice(format!("cuInit / device count failed: {e}")))?;
