@@ -188,7 +188,11 @@ fn rank_comm(o: &Opts) -> CliResult<Option<RankComm>> {
         let me = Launch::from_env()?.ok_or(
             "dist --launcher env: no RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_* (mpirun), PMI_* or SLURM_* in the environment",
         )?;
-        let id = Rendezvous::from_env()?.share_id(me.rank, me.world)?;
+        let id = if me.world == 1 {
+            NcclId::new()?
+        } else {
+            Rendezvous::from_env()?.share_id(me.rank, me.world)?
+        };
         let gpu = Arc::new(Gpu::new(num(o, "device", me.local_rank)?)?);
         return Ok(Some(RankComm::new(&gpu, me.rank, me.world, id)?));
     }

@@ -89,6 +89,8 @@ def _place(rank, world):
 
 def _share_id(rank, world, how):
     """NCCL's unique id, made on rank 0 and the same on every rank."""
+    if world == 1:
+        return _cuqr.nccl_id()
     if how == "torch":
         t = _torch_dist()
         key = f"cuqr/nccl-id/{next(_ids)}"

@@ -209,6 +209,9 @@ impl Rendezvous {
         if rank >= world {
             return Err(self.fail(format!("rank {rank} of a world of {world}")));
         }
+        if world == 1 {
+            return make();
+        }
         if rank == 0 {
             let listener = self.listen()?;
             let payload = make()?;
@@ -406,7 +409,12 @@ impl RankComm {
             why: "no launcher's RANK and WORLD_SIZE (or OMPI_COMM_WORLD_*, PMI_*, SLURM_*) set"
                 .into(),
         })?;
-        let id = Rendezvous::from_env()?.share_id(me.rank, me.world)?;
+        // a group of one needs no rendezvous (nor its address)
+        let id = if me.world == 1 {
+            NcclId::new()?
+        } else {
+            Rendezvous::from_env()?.share_id(me.rank, me.world)?
+        };
         let gpu = Arc::new(Gpu::new(me.local_rank)?);
         RankComm::new(&gpu, me.rank, me.world, id)
     }
@@ -592,6 +600,12 @@ mod tests {
             w1.contains("rank 0 refused") && w1.contains("3 ranks"),
             "{w1}"
         );
+    }
+
+    #[test]
+    fn a_group_of_one_needs_no_address() {
+        let rv = Rendezvous::new("no-such-host.invalid:1", Duration::from_millis(100));
+        assert_eq!(rv.share_bytes(0, 1, || Ok([9u8; 128])).unwrap(), [9u8; 128]);
     }
 
     #[test]
