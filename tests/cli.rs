@@ -1053,3 +1053,78 @@ fn dist_refuses_bad_data_and_launch_options() {
         .unwrap();
     assert_cli_error(&o, "CUQR_RENDEZVOUS");
 }
+
+/// `cuqr dist` on `.npy` data, three logical partitions of GPU 0: `factorize` writes the
+/// least-squares solution of the whole file, `window` that of the rows the window ends
+/// on. Without a GPU it must fail with one clean line (and the test says it skipped);
+/// with `CUQR_REQUIRE_GPU=1` it must run.
+#[test]
+fn dist_solves_npy_data_on_logical_partitions() {
+    let mut rng = StdRng::seed_from_u64(77);
+    let (m, n) = (301, 7);
+    let a = M::random(&mut rng, m, n, false);
+    let b = M::random(&mut rng, m, 1, false);
+    let dir = temp_dir("dist-data");
+    let (fa, fb) = (dir.join("A.npy"), dir.join("b.npy"));
+    write_npy(&fa, &a, Layout::F64C, false);
+    write_npy(&fb, &b, Layout::F32F, true);
+    // b is read back as the f32 values it holds
+    let b32 = M::from_fn(m, 1, |i, _| b.at(i, 0) as f32 as f64);
+    let out = dir.join("fact");
+    let o = cuqr(&[
+        "dist",
+        "factorize",
+        "--gpus",
+        "1",
+        "--parts",
+        "3",
+        "--a",
+        p(&fa),
+        "--b",
+        p(&fb),
+        "--out",
+        p(&out),
+    ]);
+    if !o.status.success() {
+        if std::env::var("CUQR_REQUIRE_GPU").as_deref() == Ok("1") {
+            panic!("CUQR_REQUIRE_GPU=1 but cuqr dist failed: {}", stderr(&o));
+        }
+        assert_cli_error(&o, "CUDA");
+        eprintln!("skipped: no GPU for cuqr dist");
+        return;
+    }
+    let check = |dir: &Path, r0: usize, len: usize| {
+        let (shape, x) = read_npy(&dir.join("x.npy"));
+        assert_eq!(shape, vec![n, 1]);
+        let want = lstsq_rows(&a, &b32, r0, len);
+        for (i, w) in want.iter().enumerate() {
+            assert!((x.at(i, 0) - w).abs() <= 1e-10 * (1.0 + w.abs()), "x[{i}]");
+        }
+        let (rs, _) = read_npy(&dir.join("residual_norms.npy"));
+        assert_eq!(rs, vec![1]);
+    };
+    check(&out, 0, m);
+    let win = dir.join("win");
+    let o = cuqr(&[
+        "dist",
+        "window",
+        "--gpus",
+        "1",
+        "--parts",
+        "3",
+        "--a",
+        p(&fa),
+        "--b",
+        p(&fb),
+        "--window",
+        "150",
+        "--step",
+        "25",
+        "--out",
+        p(&win),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // 150 rows, then (301 - 150) / 25 = 6 steps: the window ends on rows 150..300
+    check(&win, 150, 150);
+    assert!(stdout(&o).contains("6 steps of 25 rows"), "{}", stdout(&o));
+}
