@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cuqr::distributed::{DistGroup, DistQr};
+use cuqr::distributed::{Combine, DistGroup, DistQr};
 use cuqr::internals::gpu::DevMat;
 use cuqr::{FactorParams, Gpu, Mat, QPolicy};
 
@@ -23,7 +23,7 @@ pub const HELP: &str = "\
 cuqr bench dist: the row-distributed state over the GPUs of this host (NCCL)
 
 Usage: cuqr bench dist [--gpus 1,2,4] [--m M] [--weak MG] [--n N] [--step P]
-                       [--steps S] [--reps R] [--quick]
+                       [--steps S] [--reps R] [--quick] [--combine C] [--parts LIST]
 
 Strong scaling: one M x N f64 factorisation (TSQR: local QR, all-gather of the
 R-factors, stacked QR) on each GPU count. Weak scaling: MG rows a GPU, the
@@ -40,6 +40,10 @@ Options:
   --steps S     window steps timed (default 20)
   --reps R      factorisation repetitions (default 3)
   --quick       M = 400000, MG = 200000, N = 128, 2 repetitions
+  --combine C   auto (default), tree or all-gather: how the factorisations combine
+                the ranks' R-factors (docs/scaling.md#the-tree-combine)
+  --parts LIST  also time the combine alone on these counts of logical partitions
+                of GPU 0 (the last table times it on the GPU counts too)
 
 Keep NCCL_NVLS_ENABLE=0 (NVLink multicast off) on shared machines.
 ";
@@ -70,7 +74,7 @@ fn blocks(
 /// of `gpus`.
 fn time_factorize(
     group: &DistGroup,
-    tiles: &[(DevMat<f64>, DevMat<f64>)],
+    tiles: &[&(DevMat<f64>, DevMat<f64>)],
     rows_per: &[usize],
     reps: usize,
 ) -> cuqr::Result<[f64; 4]> {
@@ -144,8 +148,18 @@ pub fn run(args: &[String]) -> CliResult<()> {
         CMD,
         args,
         &["quick"],
-        &["gpus", "m", "weak", "n", "step", "steps", "reps"],
+        &[
+            "gpus", "m", "weak", "n", "step", "steps", "reps", "combine", "parts",
+        ],
     )?;
+    let combine = match o.get("combine") {
+        None | Some("auto") => Combine::Auto,
+        Some("tree") => Combine::Tree,
+        Some("all-gather") => Combine::AllGather,
+        Some(c) => {
+            return Err(format!("{CMD}: --combine is auto, tree or all-gather, not '{c}'").into())
+        }
+    };
     let quick = o.flag("quick");
     let counts = o.usize_list("gpus")?.unwrap_or_else(|| vec![1, 2, 4]);
     let m = o
@@ -195,7 +209,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let mut groups = Vec::new();
     for &g in &counts {
         let t0 = Instant::now();
-        let group = DistGroup::new(&all[..g])?;
+        let group = DistGroup::new(&all[..g])?.with_combine(combine);
         println!("| {g} | {:.1} |", t0.elapsed().as_secs_f64() * 1e3);
         groups.push(group);
     }
@@ -205,7 +219,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     let mut base = None;
     for (group, &g) in groups.iter().zip(&counts) {
         let rows_per: Vec<usize> = (0..g).map(|i| m / g + usize::from(i < m % g)).collect();
-        let t = time_factorize(group, &tiles[..g], &rows_per, reps)?;
+        let t = time_factorize(group, &refs(&tiles[..g]), &rows_per, reps)?;
         let b = *base.get_or_insert(t[0]);
         println!(
             "| {g} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2}x |",
@@ -221,7 +235,7 @@ pub fn run(args: &[String]) -> CliResult<()> {
     println!("|---|---|---|---|---|---|---|");
     let mut base = None;
     for (group, &g) in groups.iter().zip(&counts) {
-        let t = time_factorize(group, &tiles[..g], &vec![weak; g], reps)?;
+        let t = time_factorize(group, &refs(&tiles[..g]), &vec![weak; g], reps)?;
         let b = *base.get_or_insert(t[0]);
         println!(
             "| {g} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2}x |",
@@ -241,6 +255,57 @@ pub fn run(args: &[String]) -> CliResult<()> {
         let t = time_window(group, &tiles[..g], weak, p, steps)?;
         let b = *base.get_or_insert(t);
         println!("| {g} | {} | {t:.3} | {:.2}x |", weak * g, t / b);
+    }
+    combine_table(&all, &counts, o.usize_list("parts")?, &tiles, (n, reps))
+}
+
+fn refs<T>(v: &[T]) -> Vec<&T> {
+    v.iter().collect()
+}
+
+/// The combine alone, all-gather against tree: on the GPU counts of the run (distinct
+/// devices) and, with `--parts`, on logical partitions of GPU 0 (their QRs one after the
+/// other on one device); 2n rows a rank, so that the local QRs are small.
+fn combine_table(
+    all: &[Arc<Gpu>],
+    counts: &[usize],
+    parts: Option<Vec<usize>>,
+    tiles: &[(DevMat<f64>, DevMat<f64>)],
+    (n, reps): (usize, usize),
+) -> CliResult<()> {
+    println!(
+        "\ncombine of G ranks of {} x {n} f64 each (R only), all-gather against tree, ms",
+        2 * n
+    );
+    println!("| ranks | on | all-gather: comm | combine | tree: comm | combine |");
+    println!("|---|---|---|---|---|---|");
+    // (ranks, devices, each rank's tile: its device's, where else)
+    type Case<'t> = (
+        usize,
+        Vec<Arc<Gpu>>,
+        Vec<&'t (DevMat<f64>, DevMat<f64>)>,
+        &'static str,
+    );
+    let mut cases: Vec<Case<'_>> = counts
+        .iter()
+        .filter(|&&g| g >= 2)
+        .map(|&g| (g, all[..g].to_vec(), refs(&tiles[..g]), "GPUs"))
+        .collect();
+    for g in parts.unwrap_or_default().into_iter().filter(|&g| g >= 2) {
+        let on = "partitions of GPU 0";
+        cases.push((g, vec![all[0].clone(); g], vec![&tiles[0]; g], on));
+    }
+    for (g, gpus, ts, on) in cases {
+        let mut row = Vec::new();
+        for c in [Combine::AllGather, Combine::Tree] {
+            let group = DistGroup::new(&gpus)?.with_combine(c);
+            let t = time_factorize(&group, &ts, &vec![2 * n; g], reps)?;
+            row.push((t[2], t[3]));
+        }
+        println!(
+            "| {g} | {on} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            row[0].0, row[0].1, row[1].0, row[1].1
+        );
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{random_mat, rng};
-use cuqr::distributed::{DistGroup, DistQr};
+use cuqr::distributed::{Combine, DistGroup, DistQr};
 use cuqr::internals::splice::{rows_deleted, rows_inserted};
 use cuqr::{Error, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate, UpdateParams};
 
@@ -394,5 +394,53 @@ fn one_group_serves_several_states() {
     shared_group(&[g.clone(), g.clone()], 71);
     if let Some(all) = devices() {
         shared_group(&all, 72);
+    }
+}
+
+/// The binary-tree combine against the all-gather and the single-GPU state: G ranks
+/// (logical partitions, or devices), two right-hand sides, then window steps and a row
+/// deletion on the tree's state. The tree's R and d differ from the all-gather's in
+/// rounding only (another order of the same orthogonal transformations).
+fn tree_against_gather(parts: &[Arc<Gpu>], seed: u64) {
+    let g0 = &parts[0];
+    let mut g = rng(seed);
+    let (n, q) = (31, 2);
+    let m = parts.len() * (n + 9) + 17;
+    let a = random_mat::<f64>(&mut g, m, n);
+    let b = random_mat::<f64>(&mut g, m, q);
+    let tree = DistGroup::new(parts).unwrap().with_combine(Combine::Tree);
+    let gather = DistGroup::new(parts)
+        .unwrap()
+        .with_combine(Combine::AllGather);
+    let mut dt =
+        DistQr::factorize_in(&tree, a.as_ref(), b.as_ref(), QPolicy::None, keep()).unwrap();
+    let dg = DistQr::factorize_in(&gather, a.as_ref(), b.as_ref(), QPolicy::None, keep()).unwrap();
+    let mut s = GpuQr::factorize(g0, a.as_ref(), b.as_ref(), QPolicy::None, keep()).unwrap();
+    let what = format!("tree of {} ranks", parts.len());
+    same(&what, &dt, &s);
+    same(&format!("all-gather of {} ranks", parts.len()), &dg, &s);
+    for step in 0..3 {
+        let p = 7 + step;
+        let rows = random_mat::<f64>(&mut g, p, n);
+        let rhs = random_mat::<f64>(&mut g, p, q);
+        dt.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
+        s.slide(rows.as_ref(), rhs.as_ref(), p).unwrap();
+        same(&format!("{what}, slide {step}"), &dt, &s);
+    }
+    dt.delete_rows(3, 5).unwrap();
+    s.delete_rows(3, 5).unwrap();
+    same(&format!("{what}, delete_rows"), &dt, &s);
+}
+
+#[test]
+fn the_tree_combine_matches_the_all_gather() {
+    let Some(g) = common::shared_gpu() else {
+        return;
+    };
+    for (k, world) in [2usize, 3, 5, 8, 13, 64].into_iter().enumerate() {
+        tree_against_gather(&vec![g.clone(); world], 81 + k as u64);
+    }
+    if let Some(all) = devices() {
+        tree_against_gather(&all, 91);
     }
 }

@@ -3,10 +3,11 @@
 //! TCP rendezvous in the environment, as `torchrun` sets them), each rank joins with
 //! `RankComm::from_env`, factorises its block of rows and runs the same updates; every rank's
 //! solution must be the same to the last bit and agree with the single-GPU state on the whole
-//! problem, a second state must be made over the same rendezvous, and a block that one rank
-//! refuses must stop every rank with an error (none may hang). Needs two GPUs or more (NCCL
-//! takes one rank a device); without them it prints "skipped"; `CUQR_REQUIRE_GPU=1` makes a
-//! missing GPU a failure.
+//! problem (R-only with the all-gather and with the tree combine, thin), each state over a
+//! new rendezvous on the same address, and a block that one rank refuses must stop every
+//! rank with an error (none may hang). Needs two GPUs or more (NCCL takes one rank a
+//! device); without them it prints "skipped"; `CUQR_REQUIRE_GPU=1` makes a missing GPU a
+//! failure.
 
 mod common;
 
@@ -15,13 +16,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{random_mat, rng};
-use cuqr::distributed::{DistQr, RankComm};
+use cuqr::distributed::{Combine, DistQr, RankComm};
 use cuqr::{FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate};
 
 const SEED: u64 = 4242;
 const M: usize = 1111;
 const N: usize = 37;
 const Q: usize = 2;
+
+/// The states every rank makes in turn: R-only (all-gather), thin, R-only with the tree.
+const KINDS: [(QPolicy, Combine); 3] = [
+    (QPolicy::None, Combine::AllGather),
+    (QPolicy::Thin, Combine::Auto),
+    (QPolicy::None, Combine::Tree),
+];
 
 /// One update of the sequence every rank and the single-GPU state run.
 enum Step {
@@ -114,15 +122,16 @@ fn rank_process() {
         ..FactorParams::default()
     };
     let mut lines = Vec::new();
-    for policy in [QPolicy::None, QPolicy::Thin] {
-        let comm = RankComm::from_env().unwrap();
+    for (policy, combine) in KINDS {
+        let comm = RankComm::from_env().unwrap().with_combine(combine);
         let (rank, world) = (comm.rank(), comm.world());
         let (ab, bb) = (block(&a, rank, world), block(&b, rank, world));
         let mut d = DistQr::factorize_rank(comm, ab.as_ref(), bb.as_ref(), policy, keep).unwrap();
-        lines.push(line(&format!("{policy:?} factorize"), &d.solve().unwrap()));
+        let tag = format!("{policy:?}-{combine:?}");
+        lines.push(line(&format!("{tag} factorize"), &d.solve().unwrap()));
         for (i, s) in steps.iter().enumerate() {
             apply_dist(&mut d, s).unwrap();
-            lines.push(line(&format!("{policy:?} step{i}"), &d.solve().unwrap()));
+            lines.push(line(&format!("{tag} step{i}"), &d.solve().unwrap()));
         }
     }
     // rank 1 hands over a block with a NaN: every rank must return an error
@@ -259,7 +268,7 @@ fn ranks_started_as_processes_agree_with_one_gpu() {
         ..FactorParams::default()
     };
     let mut lines = texts[0].lines();
-    for policy in [QPolicy::None, QPolicy::Thin] {
+    for (policy, _) in KINDS {
         let mut s = GpuQr::factorize(&g0, a.as_ref(), b.as_ref(), policy, keep).unwrap();
         for i in 0..=steps.len() {
             if i > 0 {

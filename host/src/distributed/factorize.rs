@@ -1,5 +1,6 @@
 //! Distributed factorisation by TSQR (docs/scaling.md#factorisation): a local blocked
-//! Householder QR on every rank, the R-factors (with their d) all-gathered, and the stacked
+//! Householder QR on every rank, then the R-factors (with their d) combined: by a binary
+//! tree of pair QRs (the R-only kind's default, tree.rs) or all-gathered and the stacked
 //! G·n×n factorised on every rank; the thin kind's Q₁ block of rank i is its local Q₁ times
 //! block i of the stacked factor's Q.
 #![forbid(unsafe_code)]
@@ -161,6 +162,7 @@ impl<T: DistScalar> DistQr<T> {
             counts,
             policy,
             params,
+            combine: group.combine,
         })
     }
 
@@ -226,6 +228,7 @@ fn rank_build<T: DistScalar>(
 ) -> Result<(DistQr<T>, DistTimes)> {
     let (rank, world) = (comm.rank(), comm.world());
     let g = comm.gpu.clone();
+    let combine = comm.combine;
     let net = comm.net;
     // [rows | columns | right-hand sides | refused], one entry per rank each
     let mut mine = vec![0.0; 4 * world];
@@ -269,6 +272,7 @@ fn rank_build<T: DistScalar>(
         counts: all[..world].to_vec(),
         policy,
         params,
+        combine,
     })
 }
 
@@ -320,6 +324,8 @@ struct BuildPlan<T: DistScalar> {
     counts: Vec<usize>,
     policy: QPolicy,
     params: FactorParams,
+    /// How the R-factors are combined.
+    combine: super::tree::Combine,
 }
 
 /// The sizes of the whole problem, once [`BuildPlan::check`] has passed.
@@ -438,6 +444,19 @@ fn local_residuals<T: DistScalar>(locals: &[GpuQr<T>]) -> Result<Vec<Vec<f64>>> 
     Ok(rho_local)
 }
 
+/// Every local [R d] as one n×(n+q) matrix (one layout for all).
+fn pack_factors<T: DistScalar>(locals: &[GpuQr<T>], n: usize, q: usize) -> Result<Vec<DevMat<T>>> {
+    let mut packs = Vec::new();
+    for st in locals {
+        let g = &*st.gpu;
+        let mut p = DevMat::<T>::zeros(g, n, n + q)?;
+        g.panel_copy(&st.r.view(), &mut p.block_mut(0, 0, n, n))?;
+        g.panel_copy(&st.d.view(), &mut p.block_mut(0, n, n, q))?;
+        packs.push(p);
+    }
+    Ok(packs)
+}
+
 /// Step 2: every local [R d] packed and all-gathered onto each held device.
 fn gather_factors<T: DistScalar>(
     net: &Net,
@@ -447,14 +466,7 @@ fn gather_factors<T: DistScalar>(
     BuildDims { n, q, .. }: BuildDims,
 ) -> Result<Gathered<T>> {
     let gr: Vec<&Gpu> = gpus.iter().map(|g| &**g).collect();
-    let mut packs = Vec::new();
-    for st in locals {
-        let g = &*st.gpu;
-        let mut p = DevMat::<T>::zeros(g, n, n + q)?;
-        g.panel_copy(&st.r.view(), &mut p.block_mut(0, 0, n, n))?;
-        g.panel_copy(&st.d.view(), &mut p.block_mut(0, n, n, q))?;
-        packs.push(p);
-    }
+    let packs = pack_factors(locals, n, q)?;
     let (ld, len) = (packs[0].ld(), packs[0].buf().len());
     let mut recvs = Vec::new();
     if world > 1 {
@@ -544,17 +556,24 @@ fn stacked_qr<T: DistScalar>(
     Ok((StackedFactors { r, d, q1 }, extra))
 }
 
+/// Where a held rank finds the combined factor: the gathered packs (every rank factorises
+/// the stack) or the tree's final pack.
+enum Combined<'a, T> {
+    Gathered(&'a Gathered<T>),
+    Tree(&'a [DevMat<T>]),
+}
+
 /// One held rank's part of the state from its local factorisation `st` (and, over
 /// several ranks, the stacked QR); also the stacked factor's extra residual norms on the
 /// first held rank.
 fn rank_part<T: DistScalar>(
     i: usize,
     st: GpuQr<T>,
-    plan: (&[usize], usize, &Gathered<T>),
+    plan: (&[usize], usize, &Combined<'_, T>),
     dims: BuildDims,
     rank_tol: f64,
 ) -> Result<(Part<T>, Option<Vec<f64>>)> {
-    let (ranks, world, gathered) = plan;
+    let (ranks, world, combined) = plan;
     let BuildDims { m, n, q } = dims;
     let GpuQr {
         gpu,
@@ -577,8 +596,21 @@ fn rank_part<T: DistScalar>(
         (f, None)
     } else {
         drop((r_loc, d_loc));
-        let at = (world, ranks[i]);
-        stacked_qr(g, &gathered.recvs[i], gathered, at, dims, q1_loc, i == 0)?
+        match combined {
+            Combined::Gathered(gathered) => {
+                let at = (world, ranks[i]);
+                stacked_qr(g, &gathered.recvs[i], gathered, at, dims, q1_loc, i == 0)?
+            }
+            Combined::Tree(packs) => {
+                let p = &packs[i];
+                let f = StackedFactors {
+                    r: g.two_phase_copy_new(&p.block(0, 0, n, n), 0..0, true)?,
+                    d: g.two_phase_copy_new(&p.block(0, n, n, q), 0..0, false)?,
+                    q1: None,
+                };
+                (f, None)
+            }
+        }
     };
     crate::gpu::algo::rank::check_rank(g, &r, n, rank_tol)?;
     let (kept, thin_part) = match (a_loc, b_loc, q1) {
@@ -636,6 +668,7 @@ fn build<T: DistScalar>(plan: BuildPlan<T>) -> Result<(DistQr<T>, DistTimes)> {
         counts,
         policy,
         params,
+        combine,
     } = plan;
     let BuildDims { m, n, q } = dims;
     let u = T::UNIT_ROUNDOFF;
@@ -650,6 +683,27 @@ fn build<T: DistScalar>(plan: BuildPlan<T>) -> Result<(DistQr<T>, DistTimes)> {
     // local residual norms (squared, summed over the ranks)
     let rho_local = local_residuals(&locals)?;
     let mut rho2 = net.sum_host::<T>(&gpus[0], &rho_local)?;
+    if combine.takes_tree(world, policy) {
+        // 2–3. the binary tree: pairs of packs factorised level by level, rank 0's R shared
+        let t1 = Instant::now();
+        let packs = pack_factors(&locals, n, q)?;
+        let out = super::tree::tree_combine(&net, &gpus, &ranks, world, packs, (n, q))?;
+        times.comm_ms = out.comm_ms;
+        let mut parts = Vec::new();
+        let combined = Combined::Tree(&out.packs);
+        for (i, st) in locals.into_iter().enumerate() {
+            parts.push(rank_part(i, st, (&ranks, world, &combined), dims, rank_tol)?.0);
+        }
+        let extra2 = if let Net::Rank(_) = *net {
+            net.sum_host::<T>(&gpus[0], &[out.extra2])?
+        } else {
+            out.extra2
+        };
+        rho2.iter_mut().zip(extra2).for_each(|(x, e)| *x += e);
+        let st = assemble(net, parts, (counts, world), dims, policy, &rho2)?;
+        times.combine_ms = t1.elapsed().as_secs_f64() * 1e3 - times.comm_ms;
+        return Ok((st, times));
+    }
     // 2. the R-factors and d, all-gathered
     let t1 = Instant::now();
     let gathered = gather_factors(&net, &gpus, &locals, world, dims)?;
@@ -658,8 +712,9 @@ fn build<T: DistScalar>(plan: BuildPlan<T>) -> Result<(DistQr<T>, DistTimes)> {
     let t2 = Instant::now();
     let mut parts = Vec::new();
     let mut extra = vec![0.0; q];
+    let combined = Combined::Gathered(&gathered);
     for (i, st) in locals.into_iter().enumerate() {
-        let (part, e) = rank_part(i, st, (&ranks, world, &gathered), dims, rank_tol)?;
+        let (part, e) = rank_part(i, st, (&ranks, world, &combined), dims, rank_tol)?;
         if let Some(e) = e {
             extra = e;
         }
@@ -675,6 +730,21 @@ fn build<T: DistScalar>(plan: BuildPlan<T>) -> Result<(DistQr<T>, DistTimes)> {
         };
         rho2.iter_mut().zip(e).for_each(|(x, e)| *x += e * e);
     }
+    let st = assemble(net, parts, (counts, world), dims, policy, &rho2)?;
+    times.combine_ms = t2.elapsed().as_secs_f64() * 1e3;
+    Ok((st, times))
+}
+
+/// The state from the held ranks' parts, with the residual norms (`rho2`, squared) and one
+/// R for all (rank 0's, bit for bit).
+fn assemble<T: DistScalar>(
+    net: Rc<Net>,
+    parts: Vec<Part<T>>,
+    (counts, world): (Vec<usize>, usize),
+    BuildDims { m, n, q }: BuildDims,
+    policy: QPolicy,
+    rho2: &[f64],
+) -> Result<DistQr<T>> {
     let params_u = parts[0].core.params;
     let mut segs = VecDeque::new();
     for (r, &c) in counts.iter().enumerate() {
@@ -697,10 +767,8 @@ fn build<T: DistScalar>(plan: BuildPlan<T>) -> Result<(DistQr<T>, DistTimes)> {
             .collect();
     }
     if world > 1 {
-        // one R for all: rank 0's, bit for bit
         st.share_core(0, OP, true)?;
     }
     st.synchronize()?;
-    times.combine_ms = t2.elapsed().as_secs_f64() * 1e3;
-    Ok((st, times))
+    Ok(st)
 }

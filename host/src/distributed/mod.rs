@@ -3,7 +3,8 @@
 //! and the residual norms replicated on every GPU.
 //!
 //! * Factorisation by TSQR: cuqr's blocked Householder QR of each block, then the G
-//!   R-factors (with their d) all-gathered and the stacked G·n×n factorised on every GPU;
+//!   R-factors (with their d) combined by a binary tree of 2n×n QRs ([`Combine`]) or
+//!   all-gathered and the stacked G·n×n factorised on every GPU (the thin kind);
 //!   the thin Q₁ block of each GPU is its local Q times its block of the stacked Q.
 //! * Row insertion, deletion and the window step run on the GPU that owns (or receives) the
 //!   rows, with the R-only window step's Gram form (docs/algorithms.md#r-only-window-step);
@@ -32,6 +33,7 @@ mod launch;
 mod net;
 mod rows;
 mod thin;
+mod tree;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -40,6 +42,7 @@ use std::sync::Arc;
 pub use launch::{Launch, Rendezvous};
 pub use net::DistScalar;
 pub(crate) use net::Net;
+pub use tree::Combine;
 
 use crate::backend::QrUpdate;
 use crate::base::dims::Dims;
@@ -134,6 +137,7 @@ pub struct RankComm {
     pub(crate) gpu: Arc<Gpu>,
     rank: usize,
     world: usize,
+    pub(crate) combine: Combine,
 }
 
 impl core::fmt::Debug for RankComm {
@@ -167,7 +171,15 @@ impl RankComm {
             gpu: gpu.clone(),
             rank,
             world,
+            combine: Combine::Auto,
         })
+    }
+
+    /// The same membership with the factorisations' combine chosen
+    /// ([`Combine::Auto`] by default); every rank must choose alike.
+    pub fn with_combine(mut self, combine: Combine) -> Self {
+        self.combine = combine;
+        self
     }
 
     /// This process's rank.
@@ -257,6 +269,7 @@ pub(crate) struct Part<T: DistScalar> {
 pub struct DistGroup {
     pub(crate) gpus: Vec<Arc<Gpu>>,
     pub(crate) net: Rc<Net>,
+    pub(crate) combine: Combine,
 }
 
 impl DistGroup {
@@ -277,7 +290,15 @@ impl DistGroup {
         Ok(Self {
             gpus: gpus.to_vec(),
             net: Rc::new(Net::for_devices(gpus)?),
+            combine: Combine::Auto,
         })
+    }
+
+    /// The same group with the factorisations' combine chosen ([`Combine::Auto`] by
+    /// default; docs/scaling.md#the-tree-combine).
+    pub fn with_combine(mut self, combine: Combine) -> Self {
+        self.combine = combine;
+        self
     }
 
     /// The devices, in rank order.

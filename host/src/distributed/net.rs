@@ -195,6 +195,64 @@ impl Net {
         }
     }
 
+    /// One level of a binary tree whose pairs are `stride` apart: every rank `r` with
+    /// `r % (2·stride) == 0` and a partner `r + stride < world` receives that partner's
+    /// `sends` into its `recvs` (equal lengths); the partners send. Ranks outside a pair
+    /// at this level take no part. `my_ranks[i]` is the rank of `sends[i]` and `recvs[i]`.
+    pub(crate) fn pair_exchange<T: DistScalar>(
+        &self,
+        gpus: &[&Gpu],
+        sends: &[&CudaSlice<T>],
+        recvs: &mut [&mut CudaSlice<T>],
+        (stride, world): (usize, usize),
+        my_ranks: &[usize],
+    ) -> Result<()> {
+        let receives = |r: usize| r.is_multiple_of(2 * stride) && r + stride < world;
+        let sends_to = |r: usize| (r % (2 * stride) == stride).then(|| r - stride);
+        match self {
+            Net::Local => {
+                for (i, &r) in my_ranks.iter().enumerate() {
+                    if receives(r) {
+                        let j = my_ranks
+                            .iter()
+                            .position(|&x| x == r + stride)
+                            .expect("every rank in this process");
+                        copy(gpus[0], sends[j], recvs[i])?;
+                    }
+                }
+                Ok(())
+            }
+            Net::Group(comms) => {
+                let mut slots: Vec<(usize, &CudaSlice<T>, &mut CudaSlice<T>)> = my_ranks
+                    .iter()
+                    .copied()
+                    .zip(sends.iter().copied())
+                    .zip(recvs.iter_mut().map(|r| &mut **r))
+                    .map(|((r, s), v)| (r, s, v))
+                    .collect();
+                grouped(comms, &mut slots, "tree exchange", |c, (r, s, v)| {
+                    if let Some(to) = sends_to(*r) {
+                        c.send(*s, to as i32)?;
+                    } else if receives(*r) {
+                        c.recv(*v, (*r + stride) as i32)?;
+                    }
+                    Ok(())
+                })
+            }
+            Net::Rank(c) => {
+                let r = my_ranks[0];
+                if let Some(to) = sends_to(r) {
+                    c.send(sends[0], to as i32)
+                        .map_err(nccl_err("tree exchange"))?;
+                } else if receives(r) {
+                    c.recv(recvs[0], (r + stride) as i32)
+                        .map_err(nccl_err("tree exchange"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Sums host vectors over all ranks: `local` holds one vector per local rank; every
     /// rank gets the sum. In-process ranks add on the host; a rank of a process group
     /// goes through the device (`gpu`).
