@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuqr::distributed::{DistQr, Launch, NcclId, RankComm, Rendezvous};
+use cuqr::distributed::{DistQr, Launch, NcclId, RankComm};
 use cuqr::{FactorParams, Gpu, Mat, QPolicy};
 
 use cuqr_cli::cli::{parse_or_help, CliResult, Opts};
@@ -188,13 +188,10 @@ fn rank_comm(o: &Opts) -> CliResult<Option<RankComm>> {
         let me = Launch::from_env()?.ok_or(
             "dist --launcher env: no RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_* (mpirun), PMI_* or SLURM_* in the environment",
         )?;
-        let id = if me.world == 1 {
-            NcclId::new()?
-        } else {
-            Rendezvous::from_env()?.share_id(me.rank, me.world)?
-        };
-        let gpu = Arc::new(Gpu::new(num(o, "device", me.local_rank)?)?);
-        return Ok(Some(RankComm::new(&gpu, me.rank, me.world, id)?));
+        return Ok(Some(RankComm::from_launch(
+            me,
+            num(o, "device", me.local_rank)?,
+        )?));
     }
     let Some(rank) = o.get("rank") else {
         return Ok(None);

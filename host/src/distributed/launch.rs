@@ -409,13 +409,22 @@ impl RankComm {
             why: "no launcher's RANK and WORLD_SIZE (or OMPI_COMM_WORLD_*, PMI_*, SLURM_*) set"
                 .into(),
         })?;
-        // a group of one needs no rendezvous (nor its address)
+        Self::from_launch(me, me.local_rank)
+    }
+
+    /// Joins as the rank `me` says on GPU `device` (usually `me.local_rank`), NCCL's id
+    /// handed out by [`Rendezvous::from_env`] (a group of one makes its own and needs no
+    /// address).
+    ///
+    /// # Errors
+    /// As [`RankComm::from_env`].
+    pub fn from_launch(me: Launch, device: usize) -> Result<Self> {
         let id = if me.world == 1 {
             NcclId::new()?
         } else {
             Rendezvous::from_env()?.share_id(me.rank, me.world)?
         };
-        let gpu = Arc::new(Gpu::new(me.local_rank)?);
+        let gpu = Arc::new(Gpu::new(device)?);
         RankComm::new(&gpu, me.rank, me.world, id)
     }
 }
