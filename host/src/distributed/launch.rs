@@ -353,11 +353,15 @@ impl Rendezvous {
                 let Ok(mut s) = TcpStream::connect_timeout(a, Duration::from_secs(2)) else {
                     continue;
                 };
-                let io = |e: std::io::Error| self.fail(format!("talking to rank 0: {e}"));
-                s.set_read_timeout(Some(self.timeout)).map_err(io)?;
-                s.write_all(&hello).map_err(io)?;
+                // a connection that rank 0's previous round left in its listener's queue is
+                // reset when that listener closes: ask again, as when no one listens
                 let mut reply = [0u8; 8 + 1 + 128];
-                s.read_exact(&mut reply).map_err(io)?;
+                if s.set_read_timeout(Some(self.timeout)).is_err()
+                    || s.write_all(&hello).is_err()
+                    || s.read_exact(&mut reply).is_err()
+                {
+                    continue;
+                }
                 if &reply[..8] != MAGIC {
                     return Err(self.fail(format!("{} is not a cuqr rendezvous", self.addr)));
                 }
