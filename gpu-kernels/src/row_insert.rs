@@ -22,8 +22,9 @@
 //!
 //! A block waits only for blocks before it, which are resident (cooperative launch),
 //! so the launch cannot deadlock. Arithmetic per element as the CPU `house` and
-//! `apply_left_split` (scaled norm, τ ≥ 0, τ = 0 for a zero tail); only the summation
-//! order of the dot products differs. Each column sees its reflectors in the order
+//! `apply_left_split` (τ ≥ 0, τ = 0 for a zero tail), but for the summation order of the
+//! dot products and the tail's norm, taken from the plain sum of squares where that is
+//! safely inside the range (the scaled sum otherwise). Each column sees its reflectors in the order
 //! 0, 1, … with fixed per-lane partial sums, so results are bit-for-bit reproducible.
 
 use crate::device::{self, Float, WARP};
@@ -36,16 +37,18 @@ pub const BLOCK: usize = 256;
 /// and in the staging of published reflectors: the loads of a chunk are in flight
 /// together (one load and its use per element cost one latency each in a row: in the
 /// staging, one L2 round trip per 32 elements, docs/performance.md#chain-latency).
+/// Tails of at most 32 rows take chunks of one (a lane holds one element; the empty
+/// slots' compares and addresses would sit on the critical warp).
 const CHUNK: usize = 8;
 
-/// The elements first, first + 32, … (CHUNK of them) of the shared vector `v` that are
+/// The elements first, first + 32, … (C of them) of the shared vector `v` that are
 /// below `p`, zeros for the others; every load is issued before any is used.
 ///
 /// # Safety
 /// `v` holds `p` elements of shared memory.
 #[inline(always)]
-unsafe fn load_chunk<T: Float>(v: *const T, first: usize, p: usize) -> [T; CHUNK] {
-    let mut out = [T::ZERO; CHUNK];
+unsafe fn load_chunk<T: Float, const C: usize>(v: *const T, first: usize, p: usize) -> [T; C] {
+    let mut out = [T::ZERO; C];
     for (k, o) in out.iter_mut().enumerate() {
         let i = first + k * WARP;
         if i < p {
@@ -64,7 +67,13 @@ unsafe fn load_chunk<T: Float>(v: *const T, first: usize, p: usize) -> [T; CHUNK
 /// The full warp calls convergently; `top` (1), `col` and `y` (p each) are shared
 /// memory this warp alone writes during the call.
 #[inline(always)]
-unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: usize) {
+unsafe fn apply_col<T: Float, const C: usize>(
+    top: *mut T,
+    col: *mut T,
+    y: *const T,
+    t: T,
+    p: usize,
+) {
     if t == T::ZERO {
         return;
     }
@@ -77,13 +86,13 @@ unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: us
     while b < p {
         // The chunk's loads first, then its products in the order i = lane, lane + 32, …
         // SAFETY: `y` and `col` hold p elements (contract).
-        let (yv, cv) = unsafe { (load_chunk(y, b + lane, p), load_chunk(col, b + lane, p)) };
-        for k in 0..CHUNK {
+        let (yv, cv) = unsafe { (load_chunk::<T, C>(y, b + lane, p), load_chunk::<T, C>(col, b + lane, p)) };
+        for k in 0..C {
             if b + lane + k * WARP < p {
                 acc = yv[k].mul_add(cv[k], acc);
             }
         }
-        b += CHUNK * WARP;
+        b += C * WARP;
     }
     // SAFETY: convergent warp (contract).
     let s = unsafe { warp_allsum(acc) };
@@ -97,75 +106,63 @@ unsafe fn apply_col<T: Float>(top: *mut T, col: *mut T, y: *const T, t: T, p: us
     let mut b = 0;
     while b < p {
         // SAFETY: as above; element i of `col` is read and written by this lane only.
-        let (yv, cv) = unsafe { (load_chunk(y, b + lane, p), load_chunk(col, b + lane, p)) };
-        for k in 0..CHUNK {
+        let (yv, cv) = unsafe { (load_chunk::<T, C>(y, b + lane, p), load_chunk::<T, C>(col, b + lane, p)) };
+        for k in 0..C {
             let i = b + lane + k * WARP;
             if i < p {
                 // SAFETY: i < p, this lane's element.
                 unsafe { device::st(col, i, tw.neg().mul_add(yv[k], cv[k])) };
             }
         }
-        b += CHUNK * WARP;
+        b += C * WARP;
     }
 }
 
 /// Generates the reflector of the column (`*top` = α, `col` = x, p entries) as the CPU
 /// `house` (docs/algorithms.md#householder-vectors): β into `*top`, the v tail into
-/// `col`; returns τ.
+/// `col`; returns τ. ‖x‖ comes from the plain sum of squares where that sum and α lie
+/// safely inside the range ([`Float::ROT_LO`] ≤ Σx² ≤ [`Float::ROT_HI`], |α| ≤ ROT_HI: no
+/// square overflows, the underflow of tiny ones is far below the rounding), one pass and
+/// one warp reduction; from the scaled sum ([`scaled_norm`]) otherwise.
 ///
 /// # Safety
 /// As [`apply_col`].
 #[inline(always)]
-unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
+unsafe fn generate<T: Float, const C: usize>(top: *mut T, col: *mut T, p: usize) -> T {
     let lane = device::thread_linear() % WARP;
     // SAFETY: in-bounds shared reads; read by every lane before the shuffles.
     let alpha = unsafe { device::ld(top as *const T, 0) };
-    let mut mx = T::ZERO;
+    let mut ss = T::ZERO;
     let mut b = 0;
     while b < p {
-        // SAFETY: elements below p only.
-        let cv = unsafe { load_chunk(col, b + lane, p) };
+        // SAFETY: elements below p only (the zeros past p add nothing).
+        let cv = unsafe { load_chunk::<T, C>(col, b + lane, p) };
         for x in cv.iter() {
-            mx = mx.max(x.abs()); // the zeros past p leave the max as it is
+            ss = x.mul_add(*x, ss);
         }
-        b += CHUNK * WARP;
+        b += C * WARP;
     }
     // SAFETY: convergent warp.
-    let scale = unsafe { warp_allmax(mx) };
-    if scale == T::ZERO {
-        // x = 0: H = I, β = α (the tail is already exact zeros).
-        return T::ZERO;
-    }
-    let sigma = if scale.is_finite() {
-        let inv = T::ONE.div(scale);
-        let mut ss = T::ZERO;
-        let mut b = 0;
-        while b < p {
-            // SAFETY: elements below p only.
-            let cv = unsafe { load_chunk(col, b + lane, p) };
-            for (k, &x) in cv.iter().enumerate() {
-                if b + lane + k * WARP < p {
-                    let t = x.mul(inv);
-                    ss = t.mul_add(t, ss);
-                }
-            }
-            b += CHUNK * WARP;
-        }
-        // SAFETY: convergent warp (uniform branch: `scale` is warp-uniform).
-        scale.mul(unsafe { warp_allsum(ss) }.sqrt())
+    let ss = unsafe { warp_allsum(ss) };
+    let mu = if ss >= T::ROT_LO && ss <= T::ROT_HI && alpha.abs() <= T::ROT_HI {
+        alpha.mul_add(alpha, ss).sqrt()
     } else {
-        scale
+        // SAFETY: as this function's (the branch is warp-uniform: `ss` is).
+        match unsafe { scaled_norm::<T, C>(col, p, lane) } {
+            Some(sigma) => alpha.hypot(sigma),
+            // x = 0: H = I, β = α (the tail is already exact zeros).
+            None => return T::ZERO,
+        }
     };
-    let mu = alpha.hypot(sigma);
     let beta = mu.copysign(alpha).neg();
     let inv = T::ONE.div(alpha.sub(beta));
-    // SAFETY: convergent warp (`scale` is warp-uniform): every lane's reads of `top`
-    // precede lane 0's write below.
+    // SAFETY: convergent warp (the branches above are warp-uniform): every lane's reads
+    // of `top` precede lane 0's write below.
     unsafe { device::sync_warp() };
     let mut b = 0;
     while b < p {
         // SAFETY: elements below p only; one lane per element.
-        let cv = unsafe { load_chunk(col, b + lane, p) };
+        let cv = unsafe { load_chunk::<T, C>(col, b + lane, p) };
         for (k, &x) in cv.iter().enumerate() {
             let i = b + lane + k * WARP;
             if i < p {
@@ -173,13 +170,56 @@ unsafe fn generate<T: Float>(top: *mut T, col: *mut T, p: usize) -> T {
                 unsafe { device::st(col, i, x.mul(inv)) };
             }
         }
-        b += CHUNK * WARP;
+        b += C * WARP;
     }
     if lane == 0 {
         // SAFETY: one writer.
         unsafe { device::st(top, 0, beta) };
     }
     beta.sub(alpha).div(beta)
+}
+
+/// ‖x‖ of the p-vector `col` by the scaled sum of squares (max |xᵢ| = s, then
+/// s·√Σ(xᵢ/s)², as the CPU `house`; s itself when s is not finite); `None` for x = 0.
+///
+/// # Safety
+/// The full warp calls convergently; `col` holds p elements of shared memory.
+#[inline(always)]
+unsafe fn scaled_norm<T: Float, const C: usize>(col: *const T, p: usize, lane: usize) -> Option<T> {
+    let mut mx = T::ZERO;
+    let mut b = 0;
+    while b < p {
+        // SAFETY: elements below p only.
+        let cv = unsafe { load_chunk::<T, C>(col, b + lane, p) };
+        for x in cv.iter() {
+            mx = mx.max(x.abs()); // the zeros past p leave the max as it is
+        }
+        b += C * WARP;
+    }
+    // SAFETY: convergent warp.
+    let scale = unsafe { warp_allmax(mx) };
+    if scale == T::ZERO {
+        return None;
+    }
+    if !scale.is_finite() {
+        return Some(scale);
+    }
+    let inv = T::ONE.div(scale);
+    let mut ss = T::ZERO;
+    let mut b = 0;
+    while b < p {
+        // SAFETY: elements below p only.
+        let cv = unsafe { load_chunk::<T, C>(col, b + lane, p) };
+        for (k, &x) in cv.iter().enumerate() {
+            if b + lane + k * WARP < p {
+                let t = x.mul(inv);
+                ss = t.mul_add(t, ss);
+            }
+        }
+        b += C * WARP;
+    }
+    // SAFETY: convergent warp (uniform branch: `scale` is warp-uniform).
+    Some(scale.mul(unsafe { warp_allsum(ss) }.sqrt()))
 }
 
 /// `row_insert_qr`: QR of [R d; U e] for the p new rows U (p×n) and their right-hand
@@ -219,9 +259,15 @@ pub unsafe fn qr<T: Float>(
 ) {
     // SAFETY: forwarded from the caller (same contract, row geometry).
     unsafe {
-        chain::<T, false>(
-            r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
-        )
+        if p <= WARP {
+            chain::<T, false, 1>(
+                r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
+            )
+        } else {
+            chain::<T, false, CHUNK>(
+                r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, flags, base, cpb, ring,
+            )
+        }
     }
 }
 
@@ -260,38 +306,31 @@ pub unsafe fn band_qr<T: Float>(
     cpb: usize,
     ring: usize,
 ) {
+    let null = core::ptr::null_mut();
     // SAFETY: forwarded from the caller (band geometry: no separate tail matrix).
     unsafe {
-        chain::<T, true>(
-            b,
-            ldb,
-            d,
-            ldd,
-            v,
-            ldv,
-            core::ptr::null_mut(),
-            0,
-            n,
-            q,
-            p,
-            tau,
-            flags,
-            base,
-            cpb,
-            ring,
-        )
+        if p <= WARP {
+            chain::<T, true, 1>(
+                b, ldb, d, ldd, v, ldv, null, 0, n, q, p, tau, flags, base, cpb, ring,
+            )
+        } else {
+            chain::<T, true, CHUNK>(
+                b, ldb, d, ldd, v, ldv, null, 0, n, q, p, tau, flags, base, cpb, ring,
+            )
+        }
     }
 }
 
 /// The reflector chain of [`qr`] (`BAND` false: top rows in R/d, tails in U/e) and
 /// [`band_qr`] (`BAND` true: reflector j's top is row j of the column, its tail the p
-/// rows under it). `u` receives the published v tails in both.
+/// rows under it). `u` receives the published v tails in both. `C`: elements a lane
+/// loads at once in the loops over a tail ([`CHUNK`], or 1 for p ≤ 32).
 ///
 /// # Safety
 /// As [`qr`] or [`band_qr`] for the geometry.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn chain<T: Float, const BAND: bool>(
+unsafe fn chain<T: Float, const BAND: bool, const C: usize>(
     r: *mut T,
     ldr: usize,
     d: *mut T,
@@ -375,7 +414,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
     // SAFETY (of each call): warp-convergent; column lc is this warp's and has had
     // reflectors 0..c0 + lc applied.
     let publish = |lc: usize| unsafe {
-        publish_reflector(&cols, lc, lane, u, ldu, tau, ts, sready, flags, set)
+        publish_reflector::<T, BAND, C>(&cols, lc, lane, u, ldu, tau, ts, sready, flags, set)
     };
     // Applies reflector jj (v tail `y`, τ `t`) to this warp's columns after jj, in
     // increasing order; when column jj + 1 is this warp's and in R, reflector jj + 1 is
@@ -387,7 +426,7 @@ unsafe fn chain<T: Float, const BAND: bool>(
             if k > jj {
                 // SAFETY: warp-convergent (lc is warp-uniform); row jj < nr of column lc
                 // and its tail are this warp's alone; `y` is read-only while in use.
-                unsafe { apply_col(top_at(jj, lc), tail_at(jj, lc), y, t, p) };
+                unsafe { apply_col::<T, C>(top_at(jj, lc), tail_at(jj, lc), y, t, p) };
                 if k == jj + 1 && k < n {
                     publish(lc);
                 }
@@ -694,7 +733,7 @@ impl<T: Float, const BAND: bool> Cols<T, BAND> {
 /// alone; `ts` holds the block's τ slots and `sready` its shared counter; k < n.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn publish_reflector<T: Float, const BAND: bool>(
+unsafe fn publish_reflector<T: Float, const BAND: bool, const C: usize>(
     cols: &Cols<T, BAND>,
     lc: usize,
     lane: usize,
@@ -710,7 +749,7 @@ unsafe fn publish_reflector<T: Float, const BAND: bool>(
     let k = c0 + lc;
     let col = cols.tail_at(k, lc);
     // SAFETY: warp-convergent; column lc (top row k and tail) is this warp's alone.
-    let t = unsafe { generate(cols.top_at(k, lc), col, p) };
+    let t = unsafe { generate::<T, C>(cols.top_at(k, lc), col, p) };
     let mut i = lane;
     while i < p {
         // SAFETY: i < p: the lane's own element of the tail (written by this lane in

@@ -60,8 +60,8 @@ pub use backend::QrUpdate;
 pub use base::error::{CallError, Error, Result};
 pub use base::mat::{Mat, MatRef};
 pub use base::params::{
-    ColumnStrip, DriftParams, FactorParams, FactorsParams, Givens, QPolicy, RowRemoval,
-    UpdateParams,
+    ColumnStrip, DriftParams, FactorParams, FactorsParams, Givens, QPolicy, RowInsertion,
+    RowRemoval, UpdateParams,
 };
 pub use base::precision::GemmPrecision;
 pub use base::scalar::Scalar;

@@ -50,7 +50,7 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
                           [--reps R] [--csv FILE] [--no-cpu] [--cpu-budget S]
                           [--cpu-threads N] [--device-only] [--wavefront]
                           [--profile] [--stages] [--svg DIR] [--resume FILE]
-                          [--md FILE]
+                          [--md FILE] [--row-insertion structured|dense]
 
   --quick        a small grid (m = 1200, n = 500) that runs in well under a
                  minute; without a GPU it runs the CPU columns only and says so
@@ -82,6 +82,8 @@ Usage: cuqr bench updates [--quick] [--precision f64|f32|both] [--groups G,G,...
   --md FILE      also write the report (this table and the side tables: seed tables,
                  --stages, --profile) to FILE as Markdown, rewritten after every row,
                  so that a run cut short keeps every table measured so far
+  --row-insertion  how the GPU states insert rows: structured (default; R's
+                 triangle kept) or dense (geqrf of [R; U])
   --svg DIR      also write one SVG plot per (group, precision), DIR/<group>_<prec>.svg:
                  speed-up over (a) and over the CPU update (c) against the parameter
                  that varies in the group (k0, p, m or n), the bar dashed; without a
@@ -129,6 +131,8 @@ struct Opts {
     resumed: Option<String>,
     /// `--resume`: the keys of the points the earlier run measured ([`csv_key`]).
     done_keys: Vec<String>,
+    /// `--row-insertion`.
+    row_insertion: cuqr::RowInsertion,
 }
 
 const CMD: &str = "bench updates";
@@ -156,6 +160,7 @@ fn parse(args: &[String]) -> CliResult<Opts> {
             "svg",
             "resume",
             "md",
+            "row-insertion",
         ],
     )?;
     let precs = o.precisions()?;
@@ -185,6 +190,15 @@ fn parse(args: &[String]) -> CliResult<Opts> {
     if let Some(path) = o.get("md") {
         super::check_out_path(CMD, "--md", path)?;
     }
+    let row_insertion = match o.get("row-insertion").unwrap_or("structured") {
+        "structured" => cuqr::RowInsertion::Structured,
+        "dense" => cuqr::RowInsertion::Dense,
+        other => {
+            return Err(
+                format!("{CMD}: --row-insertion takes structured or dense, not `{other}`").into(),
+            )
+        }
+    };
     Ok(Opts {
         o,
         precs,
@@ -193,6 +207,7 @@ fn parse(args: &[String]) -> CliResult<Opts> {
         cpu_threads,
         resumed,
         done_keys,
+        row_insertion,
     })
 }
 
@@ -331,6 +346,7 @@ fn run_on(args: &[String], grid: Option<Vec<Point>>) -> CliResult<()> {
         wavefront: quick || o.flag("wavefront"),
         profile: o.flag("profile"),
         stages: o.flag("stages"),
+        row_insertion: opts.row_insertion,
     };
     let side = SideRows::default();
     sweep_all(&ctx, &opts, &points, &mut report, &side)?;

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use cuqr::internals::gpu::{GpuQr, GpuScalar, PinnedHostSlice};
-use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy};
+use cuqr::{CpuQr, FactorParams, Gpu, Mat, QPolicy, QrUpdate};
 
 use super::case::{case_seed, make_case, random};
 use super::cpu::{fill_cpu, CpuJob, CpuPool, CpuTimed};
@@ -111,12 +111,14 @@ struct State<T: GpuScalar> {
 }
 
 impl<T: GpuScalar> State<T> {
-    /// Random A (m×n) and b, factorised on the GPU when there is one; the host copy
-    /// when `needs_host` (the GPU's factorisation copied back, else a CPU one).
+    /// Random A (m×n) and b, factorised on the GPU when there is one (its row insertions
+    /// by `row_insertion`); the host copy when `needs_host` (the GPU's factorisation copied
+    /// back, else a CPU one).
     fn new(
         gpu: Option<&Arc<Gpu>>,
         (m, n, policy): (usize, usize, QPolicy),
         needs_host: bool,
+        row_insertion: cuqr::RowInsertion,
     ) -> cuqr::Result<Self> {
         let seed = (m as u64) << 32 ^ n as u64;
         let a = Arc::new(random::<T>(m, n, seed));
@@ -124,7 +126,14 @@ impl<T: GpuScalar> State<T> {
         let (am, bm) = (a.as_ref().as_ref(), b.as_ref().as_ref());
         let params = FactorParams::default();
         let gpu_st = match gpu {
-            Some(g) => Some(GpuQr::factorize(g, am, bm, policy, params)?),
+            Some(g) => {
+                let mut st = GpuQr::factorize(g, am, bm, policy, params)?;
+                st.set_params(cuqr::UpdateParams {
+                    row_insertion,
+                    ..st.params()
+                });
+                Some(st)
+            }
             None => None,
         };
         let host = match (&gpu_st, needs_host) {
@@ -187,7 +196,7 @@ pub(super) fn sweep<T: GpuScalar>(
             .collect();
         let needs_cpu = pool.is_some() && pts.iter().any(|p| p.cpu);
         let tus_tut = staging.borrow().is_some() && pts.iter().any(has_transfers);
-        let st = State::<T>::new(ctx.gpu, key, needs_cpu || tus_tut)?;
+        let st = State::<T>::new(ctx.gpu, key, needs_cpu || tus_tut, ctx.row_insertion)?;
         for p in &pts {
             progress.point(p);
             let host = st.host.as_deref().filter(|_| tus_tut);

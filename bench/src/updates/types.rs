@@ -21,6 +21,8 @@ pub(super) struct Ctx<'a> {
     pub(super) wavefront: bool,
     pub(super) profile: bool,
     pub(super) stages: bool,
+    /// How the GPU states insert rows (`--row-insertion`).
+    pub(super) row_insertion: cuqr::RowInsertion,
 }
 
 /// One measured row.

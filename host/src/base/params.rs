@@ -97,6 +97,36 @@ pub enum ColumnStrip {
     Householder,
 }
 
+/// How row insertion on the GPU reduces the stack [R; U] of R's triangle and the p new
+/// rows (docs/algorithms.md#row-insertion): by reflectors that keep R's triangle (each
+/// touches one row of R and the p new rows), or by one dense Householder QR of the
+/// (n + p)×n stack, which ignores the triangle but runs as cuSOLVER's `geqrf`. The result
+/// is a QR factorisation of the same matrix either way. On an H200 the structured path was
+/// as fast or faster at every point of the seeds' row-insertion grids, p up to 1.5·n
+/// (docs/performance.md#row-insertion), so it is the default; the CPU backend always
+/// keeps the triangle.
+///
+/// # Example
+/// ```
+/// use cuqr::{RowInsertion, UpdateParams};
+///
+/// let dense = UpdateParams { row_insertion: RowInsertion::Dense, ..UpdateParams::default() };
+/// assert_eq!(UpdateParams::default().row_insertion, RowInsertion::Structured);
+/// assert_ne!(dense, UpdateParams::default());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RowInsertion {
+    /// Reflectors that keep R's triangle: one cooperative launch for a state without Q
+    /// where the columns fit (p ≤ 256), stacked (n_b + p)-row panels otherwise.
+    #[default]
+    Structured,
+    /// One dense Householder QR of [R; U] ((n + p)×n, `geqrf`), its reflectors applied to
+    /// [d; e] and to Q's affected columns (`ormqr`): (4/3)n³ more flops than the
+    /// structured path and, with Q, reflectors n + p long instead of p + 1.
+    Dense,
+}
+
 /// Options for [`factorize`](crate::CpuQr::factorize) (docs/algorithms.md#blocked-householder-qr).
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct FactorParams {
@@ -155,6 +185,9 @@ pub struct UpdateParams {
     pub block_size: Option<usize>,
     /// Column insertion's strip on the GPU: Givens, Householder or the cheaper one.
     pub column_strip: ColumnStrip,
+    /// Row insertion on the GPU: the triangle-keeping reflectors or the dense QR of
+    /// [R; U].
+    pub row_insertion: RowInsertion,
     /// Exponential forgetting factor λ ∈ (0, 1] of `slide`: R and d (and the kept data) are
     /// scaled by √λ before the new rows enter, so that a row k steps old weighs λᵏ
     /// (recursive least squares with forgetting, docs/algorithms.md#sliding-window). 1
@@ -171,6 +204,7 @@ impl Default for UpdateParams {
             row_removal: RowRemoval::default(),
             block_size: None,
             column_strip: ColumnStrip::default(),
+            row_insertion: RowInsertion::default(),
             forget: 1.0,
             drift: DriftParams::default(),
         }

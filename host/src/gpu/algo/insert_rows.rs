@@ -12,7 +12,7 @@ use crate::base::params::QPolicy;
 use crate::gpu::algo::factors::{Factors, NewFactors};
 use crate::gpu::algo::rank::check_rank_dev;
 use crate::gpu::algo::reduced;
-use crate::gpu::ffi::blas::Op;
+use crate::gpu::ffi::blas::{Op, Side};
 use crate::gpu::launch::fused_panel::{FusedPanelWork, FUSED_MAX_JB};
 use crate::gpu::runtime::matrix::{DevMat, DevVec};
 use crate::gpu::runtime::{Gpu, GpuScalar};
@@ -109,8 +109,7 @@ pub(crate) fn blocked<T: GpuScalar>(
     e: MatRef<'_, T>,
 ) -> Result<NewFactors<T>> {
     let (n, q, p) = (f.dims.n, f.dims.q, u.nrows());
-    let mut b = Blocked::new(g, f, nb, small_panel, u, e)?;
-    b.copy_in(g, f, k0)?;
+    let mut b = Blocked::new(g, f, (k0, nb), small_panel, u, e)?;
     let mut j0 = 0;
     while j0 < n {
         let jb = nb.min(n - j0);
@@ -130,31 +129,148 @@ pub(crate) fn blocked<T: GpuScalar>(
     })
 }
 
+/// R̃, d̃ and Q̃ before the reflectors (an R-only state has no Q̃).
+struct Embedded<T> {
+    r: DevMat<T>,
+    d: DevMat<T>,
+    q: Option<DevMat<T>>,
+}
+
+/// R and d in the top of R̃ and d̃ (rows + p high, zeros below; R's and d's stored rows are
+/// m, or n for a thin or R-only state); Q̃ = diag(Q, I_p) with the new rows at k0, or, for a
+/// thin state, the identity of order n + p on which the reflectors' product H accumulates
+/// (applied to Q₁ at the end by one GEMM instead of updating m + p rows).
+fn embedded<T: GpuScalar>(g: &Gpu, f: Factors<'_, T>, p: usize, k0: usize) -> Result<Embedded<T>> {
+    let (m, n, q) = (f.dims.m, f.dims.n, f.dims.q);
+    let rows = f.r.nrows();
+    let mut r = DevMat::<T>::zeros(g, rows + p, n)?;
+    let mut d = DevMat::<T>::zeros(g, rows + p, q)?;
+    g.panel_copy(&f.r.view(), &mut r.block_mut(0, 0, rows, n))?;
+    g.panel_copy(&f.d.view(), &mut d.block_mut(0, 0, rows, q))?;
+    let qn = match f.q {
+        Some(_) if f.dims.policy == QPolicy::Thin => {
+            let mut h = DevMat::<T>::zeros(g, n + p, n + p)?;
+            g.panel_set_identity(&mut h.view_mut())?;
+            Some(h)
+        }
+        Some(qo) => {
+            let mut qm = DevMat::<T>::zeros(g, m + p, m + p)?;
+            g.panel_embed_q(&qo.view(), k0, &mut qm.view_mut())?;
+            Some(qm)
+        }
+        None => None,
+    };
+    Ok(Embedded { r, d, q: qn })
+}
+
+/// The dense row addition ([`crate::RowInsertion::Dense`], docs/algorithms.md#row-insertion):
+/// one Householder QR (`geqrf`) of the (n + p)×n stack S = [R; U], which ignores the zeros
+/// under R's diagonal (its reflectors keep them, as the structured ones do, up to rounding),
+/// then its reflectors on [d; e] and on the columns of Q̃ (or H) that meet R's and U's rows
+/// (`ormqr`). R̃, d̃ and Q̃ (or H) as [`blocked`] leaves them, R̃ rank-checked.
+///
+/// # Errors
+/// [`crate::Error::RankDeficient`], [`crate::Error::OutOfMemory`], device errors.
+pub(crate) fn dense<T: GpuScalar>(
+    g: &Gpu,
+    f: Factors<'_, T>,
+    k0: usize,
+    u: MatRef<'_, T>,
+    e: MatRef<'_, T>,
+) -> Result<NewFactors<T>> {
+    let (m, n, q, p) = (f.dims.m, f.dims.n, f.dims.q, u.nrows());
+    let rows = f.r.nrows();
+    let Embedded {
+        mut r,
+        mut d,
+        q: mut qn,
+    } = embedded(g, f, p, k0)?;
+    let (uw, ew) = (
+        DevMat::from_host_async(g, u)?,
+        DevMat::from_host_async(g, e)?,
+    );
+    let mut s = DevMat::<T>::for_overwrite(g, n + p, n)?;
+    let mut ds = DevMat::<T>::for_overwrite(g, n + p, q)?;
+    g.panel_copy(&r.block(0, 0, n, n), &mut s.block_mut(0, 0, n, n))?;
+    g.panel_copy(&uw.view(), &mut s.block_mut(n, 0, p, n))?;
+    g.panel_copy(&d.block(0, 0, n, q), &mut ds.block_mut(0, 0, n, q))?;
+    g.panel_copy(&ew.view(), &mut ds.block_mut(n, 0, p, q))?;
+    g.stage_mark("upload, copies");
+    let mut tau = DevVec::<T>::zeros(g, n)?;
+    g.geqrf(&mut s.view_mut(), &mut tau.view_mut())?;
+    g.stage_mark("geqrf of [R; U]");
+    if q > 0 {
+        g.ormqr(
+            Side::Left,
+            Op::T,
+            &s.view(),
+            n,
+            &tau.view(),
+            &mut ds.view_mut(),
+        )?;
+        g.panel_copy(&ds.block(0, 0, n, q), &mut d.block_mut(0, 0, n, q))?;
+        g.panel_copy(&ds.block(n, 0, p, q), &mut d.block_mut(rows, 0, p, q))?;
+    }
+    // R̃: S's upper triangle, exact zeros under it (the reflectors' tails are there)
+    let top = g.two_phase_copy_new(&s.block(0, 0, n, n), 0..0, true)?;
+    g.panel_copy(&top.view(), &mut r.block_mut(0, 0, n, n))?;
+    if let Some(qm) = qn.as_mut() {
+        // Q̃'s columns 0..n and ucol..ucol + p (the new rows' unit columns) times the
+        // stack's Q; they are adjacent in a thin state's H.
+        let ucol = f.q.map_or(m, |qo| qo.ncols());
+        let qrows = qm.nrows();
+        if ucol == n {
+            g.ormqr(
+                Side::Right,
+                Op::N,
+                &s.view(),
+                n,
+                &tau.view(),
+                &mut qm.block_mut(0, 0, qrows, n + p),
+            )?;
+        } else {
+            let mut x = DevMat::<T>::for_overwrite(g, qrows, n + p)?;
+            g.panel_copy(&qm.block(0, 0, qrows, n), &mut x.block_mut(0, 0, qrows, n))?;
+            g.panel_copy(
+                &qm.block(0, ucol, qrows, p),
+                &mut x.block_mut(0, n, qrows, p),
+            )?;
+            g.ormqr(
+                Side::Right,
+                Op::N,
+                &s.view(),
+                n,
+                &tau.view(),
+                &mut x.view_mut(),
+            )?;
+            g.panel_copy(&x.block(0, 0, qrows, n), &mut qm.block_mut(0, 0, qrows, n))?;
+            g.panel_copy(
+                &x.block(0, n, qrows, p),
+                &mut qm.block_mut(0, ucol, qrows, p),
+            )?;
+        }
+        g.stage_mark("reflectors on Q");
+    }
+    check_rank_dev(g, &r, n, f.rank_tol)?;
+    g.stage_mark("rank check");
+    Ok(NewFactors { r, d, q: qn })
+}
+
 impl<T: GpuScalar> Blocked<T> {
-    /// Allocates the buffers. R's and d's stored rows are m, or n for a thin state; the
-    /// first of the new rows' unit columns in Q̃ is m, or n for a thin state's
-    /// [Q₁ 0; 0 I_p].
+    /// Allocates the buffers, with R, d and Q embedded ([`embedded`]). The first of the new
+    /// rows' unit columns in Q̃ is m, or n for a thin state's [Q₁ 0; 0 I_p].
     fn new(
         g: &Gpu,
         f: Factors<'_, T>,
-        nb: usize,
+        (k0, nb): (usize, usize),
         small_panel: bool,
         u: MatRef<'_, T>,
         e: MatRef<'_, T>,
     ) -> Result<Self> {
         let (m, n, q, p) = (f.dims.m, f.dims.n, f.dims.q, u.nrows());
         let thin = f.dims.policy == QPolicy::Thin;
-        let rows = f.r.nrows();
         let ucol = f.q.map_or(m, |qo| qo.ncols());
-        let r = DevMat::<T>::zeros(g, rows + p, n)?;
-        let d = DevMat::<T>::zeros(g, rows + p, q)?;
-        let qn = match f.q {
-            // a thin state accumulates the reflectors' product H (n+p)×(n+p) on the identity
-            // and applies it to Q₁ at the end (one GEMM), instead of updating the m+p rows
-            Some(_) if thin => Some(DevMat::<T>::zeros(g, n + p, n + p)?),
-            Some(_) => Some(DevMat::<T>::zeros(g, m + p, m + p)?),
-            None => None,
-        };
+        let Embedded { r, d, q: qn } = embedded(g, f, p, k0)?;
         let uw = DevMat::from_host_async(g, u)?;
         let ew = DevMat::from_host_async(g, e)?;
         let tau = DevVec::<T>::zeros(g, nb)?;
@@ -207,23 +323,6 @@ impl<T: GpuScalar> Blocked<T> {
             qrows,
             ucol,
         })
-    }
-
-    /// R and d into the top of R̃ and d̃; Q̃ = diag(Q, I_p) with the new rows at k0, or the
-    /// identity for a thin state's H.
-    fn copy_in(&mut self, g: &Gpu, f: Factors<'_, T>, k0: usize) -> Result<()> {
-        let (n, q) = (f.dims.n, f.dims.q);
-        let rows = f.r.nrows();
-        g.panel_copy(&f.r.view(), &mut self.r.block_mut(0, 0, rows, n))?;
-        g.panel_copy(&f.d.view(), &mut self.d.block_mut(0, 0, rows, q))?;
-        if let (Some(qo), Some(qm)) = (f.q, self.qn.as_mut()) {
-            if f.dims.policy == QPolicy::Thin {
-                g.panel_set_identity(&mut qm.view_mut())?;
-            } else {
-                g.panel_embed_q(&qo.view(), k0, &mut qm.view_mut())?;
-            }
-        }
-        Ok(())
     }
 
     /// Phases 1–2 for the block columns j0..j0+jb: the reflectors, V_U and T.

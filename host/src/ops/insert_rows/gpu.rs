@@ -25,9 +25,10 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
 }
 
 /// [`run_gpu`] with the one-launch path (`row_insert_qr`, states without Q) allowed or
-/// not; `false` always takes the blocked compact-WY path (tests compare the two). The
-/// algorithm is `gpu/algo/insert_rows.rs`; this validates, picks the path and swaps the
-/// new factors in after the rank check.
+/// not; `false` takes the blocked compact-WY path where the structured reflectors run
+/// (tests compare the two). [`UpdateParams::row_insertion`](crate::UpdateParams) chooses
+/// between those and the dense QR of [R; U]. The algorithm is `gpu/algo/insert_rows.rs`;
+/// this validates, picks the path and swaps the new factors in after the rank check.
 pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     st: &mut crate::state::gpu::GpuQr<T>,
     k0: usize,
@@ -35,6 +36,7 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
     e: MatRef<'_, T>,
     one_launch: bool,
 ) -> Result<()> {
+    use crate::base::params::RowInsertion;
     use crate::gpu::algo::insert_rows::{
         self as algo, RowInsertParams, SMALL_PANEL_ROW_INSERT_MAX_ROWS,
     };
@@ -49,13 +51,18 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         .min(n);
     let small_panel =
         nb + p <= SMALL_PANEL_ROW_INSERT_MAX_ROWS && g.small_panel_fits::<T>(nb + p, nb);
-    if one_launch && st.q.is_none() {
+    let dense = st.params.row_insertion == RowInsertion::Dense;
+    if one_launch && !dense && st.q.is_none() {
         if let Some(rd) = algo::one_launch(g, st.factors(), u, e)? {
             return finish_reduced(st, rd, k0, u, e);
         }
     }
-    let params = RowInsertParams { k0, nb };
-    let out = algo::blocked(g, st.factors(), params, small_panel, u, e)?;
+    let out = if dense {
+        algo::dense(g, st.factors(), k0, u, e)?
+    } else {
+        let params = RowInsertParams { k0, nb };
+        algo::blocked(g, st.factors(), params, small_panel, u, e)?
+    };
     match st.dims.policy {
         QPolicy::Thin => {
             let thin = algo::thin_finish(g, st.factors(), out, k0, e)?;

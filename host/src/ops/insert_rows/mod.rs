@@ -233,25 +233,26 @@ mod gpu_tests {
     use rand::SeedableRng;
     use std::sync::Arc;
 
+    /// Random data of magnitude `scale`: the one-launch and blocked GPU paths against the
+    /// CPU update.
     #[allow(clippy::too_many_arguments)]
     fn case<T: GpuScalar>(
         g: &Arc<crate::gpu::runtime::Gpu>,
         seed: u64,
-        m: usize,
-        n: usize,
-        q: usize,
-        p: usize,
-        k0: usize,
+        (m, n, q, p, k0): (usize, usize, usize, usize, usize),
+        scale: f64,
     ) {
         let what = format!(
-            "{} m={m} n={n} q={q} p={p} k0={k0}",
+            "{} m={m} n={n} q={q} p={p} k0={k0} scale={scale:e}",
             core::any::type_name::<T>()
         );
         let mut rng = StdRng::seed_from_u64(seed);
-        let a = rand_mat::<T>(&mut rng, m, n);
-        let b = rand_mat::<T>(&mut rng, m, q);
-        let u = rand_mat::<T>(&mut rng, p, n);
-        let e = rand_mat::<T>(&mut rng, p, q);
+        let s = T::from_f64(scale);
+        let mut data = |rows, cols| {
+            let x = rand_mat::<T>(&mut rng, rows, cols);
+            crate::base::mat::Mat::from_fn(rows, cols, |i, j| x[(i, j)] * s)
+        };
+        let (a, b, u, e) = (data(m, n), data(m, q), data(p, n), data(p, q));
         assert!(
             g.row_insert_plan::<T>(n, q, p).unwrap().is_some(),
             "{what}: the one-launch path must apply"
@@ -277,7 +278,7 @@ mod gpu_tests {
             for (k, (x, y)) in rho.iter().zip(&cs.rho).enumerate() {
                 let (x, y) = (x.to_f64(), y.to_f64());
                 assert!(
-                    (x - y).abs() <= tol * (1.0 + y),
+                    (x - y).abs() <= tol * (scale + y),
                     "{what} one_launch={one_launch}: residual {k}: {x} vs the CPU's {y}"
                 );
             }
@@ -307,8 +308,128 @@ mod gpu_tests {
         .iter()
         .enumerate()
         {
-            case::<T>(g, 40 + i as u64, m, n, q, p, k0);
+            case::<T>(g, 40 + i as u64, (m, n, q, p, k0), 1.0);
         }
+    }
+
+    /// Tails whose squares underflow or overflow (f64 1e∓200, f32 1e∓25): the reflectors
+    /// take the scaled norm there, and R, d and the residuals keep their relative accuracy.
+    fn tiny_and_huge<T: GpuScalar>(g: &Arc<crate::gpu::runtime::Gpu>) {
+        let big = if T::UNIT_ROUNDOFF < 1e-10 {
+            1e200
+        } else {
+            1e25
+        };
+        for (i, &shape) in [(60, 37, 2, 20, 0), (130, 97, 1, 40, 65)]
+            .iter()
+            .enumerate()
+        {
+            for scale in [1.0 / big, big] {
+                case::<T>(g, 70 + i as u64, shape, scale);
+            }
+        }
+    }
+
+    /// The dense QR of [R; U] (`RowInsertion::Dense`) against the CPU update, every kind:
+    /// its reflectors are the structured ones (the zeros under R's diagonal stay zeros), so
+    /// R, d, Q (or Q₁) and the residual norms agree with the CPU's to rounding; a refused
+    /// update leaves the state as it was.
+    fn dense_sweep<T: GpuScalar>(g: &Arc<crate::gpu::runtime::Gpu>) {
+        use crate::base::params::{RowInsertion, UpdateParams};
+        // (m, n, q, p, k0): p = 1, p < n, p > n (U wider than tall is not needed: p rows of
+        // n), the new rows first, inside and last; sizes not multiples of 32.
+        for (i, &(m, n, q, p, k0)) in [
+            (45, 45, 1, 1, 20),
+            (60, 37, 2, 20, 0),
+            (301, 97, 1, 150, 100),
+            (130, 63, 3, 300, 130),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut rng = StdRng::seed_from_u64(90 + i as u64);
+            let a = rand_mat::<T>(&mut rng, m, n);
+            let b = rand_mat::<T>(&mut rng, m, q);
+            let u = rand_mat::<T>(&mut rng, p, n);
+            let e = rand_mat::<T>(&mut rng, p, q);
+            let tol = 10.0 * (m + p) as f64 * T::UNIT_ROUNDOFF;
+            for policy in [QPolicy::None, QPolicy::Thin, QPolicy::Full] {
+                let what = format!(
+                    "{} {policy:?} m={m} n={n} q={q} p={p} k0={k0}",
+                    core::any::type_name::<T>()
+                );
+                let params = FactorParams::default();
+                let mut cs = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params).unwrap();
+                cs.insert_rows(k0, u.as_ref(), e.as_ref()).unwrap();
+                let mut gs = GpuQr::factorize(g, a.as_ref(), b.as_ref(), policy, params).unwrap();
+                gs.set_params(UpdateParams {
+                    row_insertion: RowInsertion::Dense,
+                    ..UpdateParams::default()
+                });
+                gs.insert_rows(k0, u.as_ref(), e.as_ref()).unwrap();
+                assert_eq!(gs.dims.m, m + p, "{what}");
+                let r = gs.r.to_host(g).unwrap();
+                assert!(lower_is_zero(&r), "{what}: R not upper triangular");
+                let mut pairs = vec![("R", r, &cs.r), ("d", gs.d.to_host(g).unwrap(), &cs.d)];
+                if let (Some(gq), Some(cq)) = (gs.q.as_ref(), cs.q.as_ref()) {
+                    pairs.push(("Q", gq.to_host(g).unwrap(), cq));
+                }
+                for (name, x, y) in pairs {
+                    let err = rel_diff(&x, y);
+                    assert!(
+                        err <= tol,
+                        "{what}: {name} differs from the CPU by {err:.2e} > {tol:.2e}"
+                    );
+                }
+                for (k, (x, y)) in gs.rho.iter().zip(&cs.rho).enumerate() {
+                    let (x, y) = (x.to_f64(), y.to_f64());
+                    assert!(
+                        (x - y).abs() <= tol * (1.0 + y),
+                        "{what}: residual {k}: {x} vs the CPU's {y}"
+                    );
+                }
+                // A huge row adds rank one but raises ‖R̃‖_F by 1e9: refused after the QR,
+                // the state as it was.
+                let before = (gs.r.to_host(g).unwrap(), gs.d.to_host(g).unwrap(), gs.dims);
+                gs.rank_tol = 1e-6;
+                let huge = crate::base::mat::Mat::from_fn(1, n, |_, j| {
+                    T::from_f64(1e9 * (1.0 + j as f64))
+                });
+                let e1 = rand_mat::<T>(&mut rng, 1, q);
+                assert!(
+                    matches!(
+                        gs.insert_rows(0, huge.as_ref(), e1.as_ref()),
+                        Err(Error::RankDeficient { .. })
+                    ),
+                    "{what}: the huge row must be refused"
+                );
+                let after = (gs.r.to_host(g).unwrap(), gs.d.to_host(g).unwrap(), gs.dims);
+                assert!(
+                    rel_diff(&after.0, &before.0) == 0.0 && rel_diff(&after.1, &before.1) == 0.0,
+                    "{what}: a refused insertion changed R or d"
+                );
+                assert_eq!(
+                    after.2, before.2,
+                    "{what}: a refused insertion changed the shape"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn dense_row_insertion_matches_cpu_f64() {
+        let Some(g) = crate::gpu::algo::householder::tests_gate() else {
+            return;
+        };
+        dense_sweep::<f64>(&Arc::new(g));
+    }
+
+    #[test]
+    fn dense_row_insertion_matches_cpu_f32() {
+        let Some(g) = crate::gpu::algo::householder::tests_gate() else {
+            return;
+        };
+        dense_sweep::<f32>(&Arc::new(g));
     }
 
     #[test]
@@ -325,5 +446,15 @@ mod gpu_tests {
             return;
         };
         sweep::<f32>(&Arc::new(g));
+    }
+
+    #[test]
+    fn one_launch_row_insertion_of_tiny_and_huge_rows() {
+        let Some(g) = crate::gpu::algo::householder::tests_gate() else {
+            return;
+        };
+        let g = Arc::new(g);
+        tiny_and_huge::<f64>(&g);
+        tiny_and_huge::<f32>(&g);
     }
 }
