@@ -116,6 +116,8 @@ fn updates(seed: u64, m: usize, n: usize, q: usize) -> Vec<Update> {
         ),
         Update::DeleteRows(m - 1, 1),
         Update::DeleteRows(m / 2, p),
+        // more rows than columns: Q₁′ is made of the completion's columns alone
+        Update::DeleteRows(0, n + 3),
         Update::InsertCols(0, random_mat(&mut g, m, 1)),
         Update::InsertCols(n / 2, random_mat(&mut g, m, p)),
         Update::InsertCols(n, random_mat(&mut g, m, p)),
@@ -169,10 +171,9 @@ fn blocked_updates_match_the_reference_f32() {
     run_all::<f32>(13, 131, 19, 2);
 }
 
-/// Q grows (and the full kind's shrinks) in its own buffer: with room reserved
-/// (`CpuQr::reserve`) a chain of row and column insertions (and, full kind, a row
-/// deletion) moves no buffer, and every factor equals, bit for bit, that of a state that
-/// had to reallocate.
+/// Q grows and shrinks in its own buffer: with room reserved (`CpuQr::reserve`) a chain
+/// of row and column insertions and row deletions moves no buffer, and every factor
+/// equals, bit for bit, that of a state that had to reallocate.
 #[test]
 fn q_updates_in_its_own_buffer() {
     let (m, n, p) = (67, 13, 3);
@@ -189,12 +190,14 @@ fn q_updates_in_its_own_buffer() {
         Update::DeleteRows(m / 3, p + 1),
         Update::InsertRows(m - 2, u4, e4),
     ];
-    // The thin kind's row deletion still writes a new Q₁; a block of 6 rows takes the
-    // three-product path of the row fold.
+    // A block of 6 rows takes the three-product path of the row fold; the row deletions
+    // shrink Q₁ in its buffer.
     let thin = [
         Update::InsertRows(5, u1, e1),
         Update::InsertCols(4, random_mat(&mut g, m + p, 2)),
+        Update::DeleteRows(m / 3, p + 1),
         Update::InsertRows(0, u6, e6),
+        Update::DeleteRows(0, 1),
     ];
     for (policy, steps, reserve) in [
         (QPolicy::Full, &full[..], (2 * p, 0)),

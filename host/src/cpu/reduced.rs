@@ -237,11 +237,13 @@ struct RowWork<T: Scalar> {
     b: Option<Mat<T>>,
 }
 
-/// The new Q₁ of a thin row update: a new matrix, or the reflectors of a row insertion
-/// for the state's Q₁, applied in its own buffer once the rank test has passed.
+/// The new Q₁ of a thin row update: a new matrix (the reference), or the reflectors of a
+/// row insertion or the rotations of a row deletion for the state's Q₁, applied in its
+/// own buffer once the rank test has passed.
 enum RowQ<T: Scalar> {
     Replaced(Mat<T>),
     Grown(thin_blocked::PendingRows<T>),
+    Shrunk(thin_blocked::PendingDeletion<T>),
 }
 
 impl<T: Scalar> RowWork<T> {
@@ -270,6 +272,9 @@ impl<T: Scalar> RowWork<T> {
         match self.q1 {
             Some(RowQ::Replaced(q1)) => *st.q = Some(q1),
             Some(RowQ::Grown(pending)) => {
+                pending.apply(st.q.as_mut().expect("a thin state holds Q₁"))
+            }
+            Some(RowQ::Shrunk(pending)) => {
                 pending.apply(st.q.as_mut().expect("a thin state holds Q₁"))
             }
             None => *st.q = None,
@@ -347,11 +352,11 @@ pub(crate) fn delete_rows<T: Scalar>(
             q1 = Some(
                 if reference::active() {
                     let mut q1 = old.clone();
-                    thin::delete_rows(&mut q1, &mut r, &mut d, b, k0, p, tol).map(|()| q1)
+                    thin::delete_rows(&mut q1, &mut r, &mut d, b, k0, p, tol)
+                        .map(|()| RowQ::Replaced(q1))
                 } else {
-                    thin_blocked::delete_rows(old, &mut r, &mut d, b, k0, p, tol)
+                    thin_blocked::delete_rows(old, &mut r, &mut d, b, k0, p, tol).map(RowQ::Shrunk)
                 }
-                .map(RowQ::Replaced)
                 .map_err(|e| thin_error(OP, k0, e, tol))?,
             );
         }

@@ -232,8 +232,8 @@ impl<T: Scalar> PendingRows<T> {
 
 /// [`crate::cpu::thin::delete_rows`] blocked: the completion V from the deleted rows of
 /// Q₁ by faer products and faer's Householder QR; the rotations generated on the p deleted
-/// rows of [Q₁ V] alone, then applied once to its kept rows and once to [R; 0]ᵀ and
-/// [d; Vᵀb]ᵀ, in row blocks. Returns the new Q₁ and updates b.
+/// rows of [Q₁ V] alone, then applied to [R; 0]ᵀ and [d; Vᵀb]ᵀ here and to Q₁ once R has
+/// passed the rank test, in its own buffer, by [`PendingDeletion::apply`]. Updates b.
 ///
 /// # Errors
 /// [`ThinFailure::IllDeterminedCompletion`]; r, d and b are unchanged then.
@@ -246,7 +246,7 @@ pub fn delete_rows<T: Scalar>(
     k0: usize,
     p: usize,
     tol: f64,
-) -> Result<Mat<T>, ThinFailure> {
+) -> Result<PendingDeletion<T>, ThinFailure> {
     let (m, n, q) = (q1.nrows(), q1.ncols(), d.ncols());
     // E − Q₁(Q₁ᵀE) with Q₁ᵀE = Q₁'s deleted rows, transposed.
     let c = Mat::from_fn(n, p, |i, j| q1[(k0 + j, i)]);
@@ -282,22 +282,47 @@ pub fn delete_rows<T: Scalar>(
         (false, false) => vtb[(j - n, i - n)],
     });
     steps.apply(view_mut(&mut rd));
-    // [Q₁ V] without the deleted rows, then the rotations; Q₁' is its last n columns.
     let mk = m - p;
-    let mut out = Vec::with_capacity(mk * np);
-    for j in 0..np {
-        let src = if j < n { q1.col(j) } else { v.col(j - n) };
-        out.extend_from_slice(&src[..k0]);
-        out.extend_from_slice(&src[k0 + p..]);
-    }
-    let mut qa = Mat::from_col_major(mk, np, out).expect("(m−p)×(n+p) entries");
-    steps.apply(view_mut(&mut qa));
-    let mut out = qa.into_vec();
-    out.drain(..mk * p);
     *r = Mat::from_fn(n, n, |i, j| if i <= j { rd[(j, i + p)] } else { T::ZERO });
     *d = Mat::from_fn(n, q, |i, k| rd[(n + k, i + p)]);
     *b = Mat::from_fn(mk, q, |i, k| b[(if i < k0 { i } else { i + p }, k)]);
-    Ok(Mat::from_col_major(mk, n, out).expect("(m−p)×n entries"))
+    Ok(PendingDeletion { steps, v, k0, p })
+}
+
+/// The rotations of a thin row deletion and the completion V, for the state's Q₁ once R
+/// has passed the rank test (docs/algorithms.md#factors-in-place).
+pub struct PendingDeletion<T> {
+    steps: ColumnTransforms<T>,
+    v: Mat<T>,
+    k0: usize,
+    p: usize,
+}
+
+impl<T: Scalar> PendingDeletion<T> {
+    /// Q₁ (m×n) becomes (m−p)×n in its own buffer: the rotations applied to [Q₁ V] (V held
+    /// apart; the deleted rows ride along, as rows do not mix), then Q₁′ = columns p..n+p of
+    /// the result without rows k0..k0+p, moved down the buffer column by column. Every
+    /// move goes to an index no later than its source and past every destination before it,
+    /// so no entry is overwritten before it is read; the buffer does not grow.
+    pub fn apply(mut self, q1: &mut Mat<T>) {
+        let (m, n, k0, p) = (q1.nrows(), q1.ncols(), self.k0, self.p);
+        self.steps.apply_with(view_mut(q1), view_mut(&mut self.v));
+        let mut data = std::mem::replace(q1, Mat::zeros(0, 0)).into_vec();
+        let mut w = 0;
+        for j in p..n {
+            let s = j * m;
+            data.copy_within(s..s + k0, w);
+            data.copy_within(s + k0 + p..s + m, w + k0);
+            w += m - p;
+        }
+        data.truncate(w);
+        for j in n.max(p) - n..p {
+            let col = self.v.col(j);
+            data.extend_from_slice(&col[..k0]);
+            data.extend_from_slice(&col[k0 + p..]);
+        }
+        *q1 = Mat::from_col_major(m - p, n, data).expect("(m−p)×n entries");
+    }
 }
 
 /// [`crate::cpu::thin::rank_one`] blocked: the projections on faer, the rotations of
