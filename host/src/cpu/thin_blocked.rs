@@ -316,7 +316,8 @@ impl<T: Scalar> PendingDeletion<T> {
             w += m - p;
         }
         data.truncate(w);
-        for j in n.max(p) - n..p {
+        // the completion's columns that land in Q₁′ (all p unless p > n)
+        for j in p.saturating_sub(n)..p {
             let col = self.v.col(j);
             data.extend_from_slice(&col[..k0]);
             data.extend_from_slice(&col[k0 + p..]);
