@@ -1,4 +1,4 @@
-//! `cuqr bench qbank`: batched thin-Q states on the GPU (`cuqr::batch::GpuQBatch`, a team of
+//! `cuqr bench qbank`: batched thin- and full-Q states on the GPU (`cuqr::batch::GpuQBatch`, a team of
 //! lanes a problem) against refactorising every problem with cuBLAS `geqrfBatched` on the same
 //! GPU, in one process (docs/performance.md#batched-states). Data already on the device;
 //! wall clock of whole calls (each call's status download and wait included), median of the
@@ -21,19 +21,20 @@ const CMD: &str = "bench qbank";
 
 /// `cuqr bench qbank --help`.
 pub const HELP: &str = "\
-cuqr bench qbank: batched thin-Q states on the GPU vs refactorising with cuBLAS geqrfBatched
+cuqr bench qbank: batched Q states on the GPU vs refactorising with cuBLAS geqrfBatched
 
 Usage: cuqr bench qbank [--batch B] [--m M] [--n N] [--lanes L] [--reps R]
-                        [--precision f64|f32|both]
+                        [--kind thin|full] [--precision f64|f32|both]
 
   --batch      problems B (default 10000)
   --m          rows of each problem (default 64)
   --n          columns, 1..32 (default 8)
   --lanes      lanes a problem, a power of two from n to 32 (default: chosen from m, n)
   --reps       timed repetitions (default 11, after a warm-up)
+  --kind       thin (Q1, m x n; default) or full (Q, m x m: the complement carried too)
   --precision  f64, f32 or both (default both)
 
-One right-hand side; data on the device. Rows: the factorisation with the thin Q formed;
+One right-hand side; data on the device. Rows: the factorisation with Q formed;
 cuBLAS geqrfBatched on the same shapes (R and the reflectors only, no Q): the
 refactorisation the updates are compared with; a rank-one update of every problem; one
 row inserted at the end; one row deleted (the inserted one); a window step (insertion
@@ -47,8 +48,13 @@ pub fn run(args: &[String]) -> CliResult<()> {
         CMD,
         args,
         &[],
-        &["batch", "m", "n", "lanes", "reps", "precision"],
+        &["batch", "m", "n", "lanes", "reps", "kind", "precision"],
     )?;
+    let full = match o.get("kind").unwrap_or("thin") {
+        "thin" => false,
+        "full" => true,
+        k => return Err(format!("{CMD}: --kind must be thin or full, not {k}").into()),
+    };
     let b = o.usize("batch")?.unwrap_or(10_000);
     let m = o.usize("m")?.unwrap_or(64);
     let n = o.usize("n")?.unwrap_or(8);
@@ -61,8 +67,8 @@ pub fn run(args: &[String]) -> CliResult<()> {
     print_run_header(&gpu, CMD, args)?;
     for p in o.precisions()? {
         match *p {
-            "f64" => measure::<f64>(&gpu, (b, m, n), lanes, reps)?,
-            _ => measure::<f32>(&gpu, (b, m, n), lanes, reps)?,
+            "f64" => measure::<f64>(&gpu, (b, m, n), (lanes, full), reps)?,
+            _ => measure::<f32>(&gpu, (b, m, n), (lanes, full), reps)?,
         }
     }
     Ok(())
@@ -80,9 +86,16 @@ fn data<T: cuqr::GpuScalar>(gpu: &Gpu, len: usize, seed: u64) -> CliResult<DevVe
 fn measure<T: cuqr::GpuScalar>(
     gpu: &Arc<Gpu>,
     (b, m, n): (usize, usize, usize),
-    lanes: Option<usize>,
+    (lanes, full): (Option<usize>, bool),
     reps: usize,
 ) -> CliResult<()> {
+    let factorize = |gpu: &Arc<Gpu>, ab: (&DevVec<T>, &DevVec<T>)| {
+        if full {
+            GpuQBatch::factorize_full_device(gpu, ab, (b, m, n))
+        } else {
+            GpuQBatch::factorize_device(gpu, ab, (b, m, n))
+        }
+    };
     let a = data::<T>(gpu, b * m * n, 31)?;
     let y = data::<T>(gpu, b * m, 32)?;
     let u = data::<T>(gpu, b * m, 33)?;
@@ -106,9 +119,9 @@ fn measure<T: cuqr::GpuScalar>(
         }
         Ok(upper_median(t))
     };
-    let fact = time(&mut || GpuQBatch::factorize_device(gpu, (&a, &y), (b, m, n)).map(|_| ()))?;
+    let fact = time(&mut || factorize(gpu, (&a, &y)).map(|_| ()))?;
     let make = || -> cuqr::Result<GpuQBatch<T>> {
-        let mut bank = GpuQBatch::factorize_device(gpu, (&a, &y), (b, m, n))?;
+        let mut bank = factorize(gpu, (&a, &y))?;
         if let Some(l) = lanes {
             bank.set_lanes_per_problem(l)?;
         }
@@ -163,8 +176,9 @@ fn measure<T: cuqr::GpuScalar>(
     };
     println!();
     println!(
-        "B = {b}, m = {m}, n = {n}, {dtype}, one right-hand side, data on the device, {} lanes a \
-         problem (the factorisation: the default)",
+        "B = {b}, m = {m}, n = {n}, {dtype}, {} Q, one right-hand side, data on the device, {} \
+         lanes a problem (the factorisation: the default)",
+        if full { "full" } else { "thin" },
         bank.lanes_per_problem()
     );
     println!();
@@ -175,7 +189,7 @@ fn measure<T: cuqr::GpuScalar>(
         geqrf * 1e3 / b as f64
     );
     for (what, t) in [
-        ("factorize (thin Q formed)", fact),
+        ("factorize (Q formed)", fact),
         ("rank_one", rank_one),
         ("insert_rows (1 row)", ins),
         ("delete_rows (1 row)", del),

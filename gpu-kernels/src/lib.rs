@@ -777,8 +777,8 @@ entries! {
     /// # Safety
     /// As `batch_q::rank_one` documents.
     batch_q_rank_one_f32, batch_q_rank_one_f64
-        (q: *mut T, r: *mut T, u: *const T, v: *const T, status: *mut u32, batch: usize,
-         m: usize, n: usize, kk: usize, team: usize) => batch_q::rank_one;
+        (q: *mut T, r: *mut T, u: *const T, v: *const T, status: *mut u32, export: *mut T,
+         batch: usize, m: usize, n: usize, kk: usize, team: usize) => batch_q::rank_one;
 
     /// Thin column deletion in B problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).
@@ -787,7 +787,7 @@ entries! {
     /// As `batch_q::delete_cols` documents.
     batch_q_delete_cols_f32, batch_q_delete_cols_f64
         (q_in: *const T, r_in: *const T, q_out: *mut T, r_out: *mut T, status: *mut u32,
-         batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize)
+         export: *mut T, batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize)
         => batch_q::delete_cols;
 
     /// Drift check and refresh of B thin-Q problems in place, a team of lanes a problem
@@ -796,8 +796,8 @@ entries! {
     /// # Safety
     /// As `batch_q::refresh` documents.
     batch_q_refresh_f32, batch_q_refresh_f64
-        (q: *mut T, r: *mut T, drift: *mut T, status: *mut u32, batch: usize, m: usize,
-         n: usize, tol: T, team: usize) => batch_q::refresh;
+        (q: *mut T, r: *mut T, drift: *mut T, status: *mut u32, extra2: *const T,
+         batch: usize, m: usize, n: usize, tol: T, team: usize) => batch_q::refresh;
 
     /// A column of B thin-Q problems moved to another position, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).
@@ -816,8 +816,8 @@ entries! {
     /// As `batch_q::insert_cols` documents.
     batch_q_insert_cols_f32, batch_q_insert_cols_f64
         (q_in: *const T, r_in: *const T, u: *const T, q_out: *mut T, r_out: *mut T,
-         status: *mut u32, batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize)
-        => batch_q::insert_cols;
+         status: *mut u32, export: *mut T, batch: usize, m: usize, n: usize, k0: usize,
+         p: usize, team: usize) => batch_q::insert_cols;
 
     /// Thin row insertion in B problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).
@@ -826,8 +826,9 @@ entries! {
     /// As `batch_q::insert_rows` documents.
     batch_q_insert_rows_f32, batch_q_insert_rows_f64
         (q_in: *const T, r_in: *const T, b_in: *const T, rows: *const T, rhs: *const T,
-         q_out: *mut T, r_out: *mut T, b_out: *mut T, status: *mut u32, batch: usize,
-         m: usize, n: usize, k0: usize, p: usize, scale: T, team: usize) => batch_q::insert_rows;
+         q_out: *mut T, r_out: *mut T, b_out: *mut T, status: *mut u32, export: *mut T,
+         batch: usize, m: usize, n: usize, k0: usize, p: usize, scale: T, team: usize)
+        => batch_q::insert_rows;
 
     /// Thin row deletion in B problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).
@@ -838,6 +839,61 @@ entries! {
         (q_in: *const T, r_in: *const T, b_in: *const T, q_out: *mut T, r_out: *mut T,
          b_out: *mut T, q_fb: *const T, r_fb: *const T, b_fb: *const T, status: *mut u32,
          batch: usize, m: usize, n: usize, k0: usize, p: usize, team: usize) => batch_q::delete_rows;
+
+    /// The complement Q₂ of B full-Q problems built from Q₁ (a factorisation or a refresh), one warp a problem
+    /// (docs/algorithms.md#batched-full-q-states; batch_q/complement.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::complement` documents.
+    batch_q_complement_build_f32, batch_q_complement_build_f64
+        (op: u32, q1: *const T, q2_in: *const T, q2_out: *mut T, extra: *const T,
+         fallback: *const T, status: *const u32, want: u32, e2: *mut T, batch: usize,
+         m: usize, n: usize, c: usize, k0: usize, p: usize)
+        => batch_q::complement::build_entry;
+
+    /// The complement Q₂ of B full-Q problems carried over a rank-k update, one warp a problem
+    /// (docs/algorithms.md#batched-full-q-states; batch_q/complement.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::complement` documents.
+    batch_q_complement_replace_f32, batch_q_complement_replace_f64
+        (op: u32, q1: *const T, q2_in: *const T, q2_out: *mut T, extra: *const T,
+         fallback: *const T, status: *const u32, want: u32, e2: *mut T, batch: usize,
+         m: usize, n: usize, c: usize, k0: usize, p: usize)
+        => batch_q::complement::replace_entry;
+
+    /// The complement Q₂ of B full-Q problems with rows or columns added, one warp a problem
+    /// (docs/algorithms.md#batched-full-q-states; batch_q/complement.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::complement` documents.
+    batch_q_complement_add_f32, batch_q_complement_add_f64
+        (op: u32, q1: *const T, q2_in: *const T, q2_out: *mut T, extra: *const T,
+         fallback: *const T, status: *const u32, want: u32, e2: *mut T, batch: usize,
+         m: usize, n: usize, c: usize, k0: usize, p: usize)
+        => batch_q::complement::add_entry;
+
+    /// The complement Q₂ of B full-Q problems with rows or directions dropped, one warp a problem
+    /// (docs/algorithms.md#batched-full-q-states; batch_q/complement.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::complement` documents.
+    batch_q_complement_drop_f32, batch_q_complement_drop_f64
+        (op: u32, q1: *const T, q2_in: *const T, q2_out: *mut T, extra: *const T,
+         fallback: *const T, status: *const u32, want: u32, e2: *mut T, batch: usize,
+         m: usize, n: usize, c: usize, k0: usize, p: usize)
+        => batch_q::complement::drop_entry;
+
+    /// The complement Q₂ of B full-Q problems measured for the drift check, one warp a problem
+    /// (docs/algorithms.md#batched-full-q-states; batch_q/complement.rs).
+    ///
+    /// # Safety
+    /// As `batch_q::complement` documents.
+    batch_q_complement_measure_f32, batch_q_complement_measure_f64
+        (op: u32, q1: *const T, q2_in: *const T, q2_out: *mut T, extra: *const T,
+         fallback: *const T, status: *const u32, want: u32, e2: *mut T, batch: usize,
+         m: usize, n: usize, c: usize, k0: usize, p: usize)
+        => batch_q::complement::measure_entry;
 
     /// Least-squares solve of B thin-Q problems, a team of lanes a problem
     /// (docs/algorithms.md#batched-states; batch_q.rs).

@@ -65,6 +65,7 @@ fn check<T: GpuScalar>(bank: &GpuQBatch<T>, model: &Model, calls: usize, what: &
     let tol = 20.0 * (m + n) as f64 * u * calls as f64;
     let xtol = 1e3 * (m + n) as f64 * u;
     let sol = bank.solve().unwrap();
+    let full = bank.is_full().then(|| bank.full_q().unwrap());
     for k in 0..bank.batch() {
         let qk = |i: usize, c: usize| q[k * m * n + c * m + i].to_f64();
         let rk = |i: usize, c: usize| r[k * n * n + i * n + c].to_f64();
@@ -93,6 +94,19 @@ fn check<T: GpuScalar>(bank: &GpuQBatch<T>, model: &Model, calls: usize, what: &
             orth <= tol,
             "{what}: problem {k}: ‖QᵀQ − I‖ = {orth:e} > {tol:e}"
         );
+        if let Some(qf) = &full {
+            // [Q₁ Q₂] orthogonal: with Q₁R = A, Q·[R; 0] = A.
+            let e = full_orthogonality(&qf[k * m * m..(k + 1) * m * m], m);
+            assert!(
+                e <= tol,
+                "{what}: problem {k}: full ‖QᵀQ − I‖ = {e:e} > {tol:e}"
+            );
+            for i in 0..m {
+                for c in 0..n {
+                    assert_eq!(qf[k * m * m + c * m + i], q[k * m * n + c * m + i]);
+                }
+            }
+        }
         for i in 0..n {
             for c in 0..i {
                 assert_eq!(rk(i, c), 0.0, "{what}: problem {k}: R below the diagonal");
@@ -129,6 +143,21 @@ fn check<T: GpuScalar>(bank: &GpuQBatch<T>, model: &Model, calls: usize, what: &
     }
 }
 
+/// ‖QᵀQ − I‖_F of one problem's m×m column-major Q, in f64.
+fn full_orthogonality<T: Scalar>(q: &[T], m: usize) -> f64 {
+    let mut e2 = 0.0f64;
+    for c in 0..m {
+        for d in 0..=c {
+            let g: f64 = (0..m)
+                .map(|i| q[c * m + i].to_f64() * q[d * m + i].to_f64())
+                .sum();
+            let x = g - if c == d { 1.0 } else { 0.0 };
+            e2 += if c == d { x * x } else { 2.0 * x * x };
+        }
+    }
+    e2.sqrt()
+}
+
 fn random(rng: &mut StdRng, len: usize) -> Vec<f64> {
     (0..len).map(|_| rng.random::<f64>() * 2.0 - 1.0).collect()
 }
@@ -143,16 +172,31 @@ fn rounded<T: Scalar>(v: Vec<f64>) -> (Vec<T>, Vec<f64>) {
 fn factorize<T: GpuScalar>(
     gpu: &Arc<Gpu>,
     rng: &mut StdRng,
+    shape: (usize, usize, usize),
+) -> (GpuQBatch<T>, Model) {
+    factorize_kind(gpu, rng, shape, false)
+}
+
+/// [`factorize`] of the thin (`full` false) or the full kind.
+fn factorize_kind<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    rng: &mut StdRng,
     (b, m, n): (usize, usize, usize),
+    full: bool,
 ) -> (GpuQBatch<T>, Model) {
     let (at, a) = rounded::<T>(random(rng, b * m * n));
     let (yt, y) = rounded::<T>(random(rng, b * m));
-    let bank = GpuQBatch::factorize(
-        gpu,
+    let (ar, br) = (
         BatchRef::row_major(&at, b, m, n).unwrap(),
         BatchRef::row_major(&yt, b, m, 1).unwrap(),
-    )
+    );
+    let bank = if full {
+        GpuQBatch::factorize_full(gpu, ar, br)
+    } else {
+        GpuQBatch::factorize(gpu, ar, br)
+    }
     .unwrap();
+    assert_eq!(bank.is_full(), full);
     let model = Model {
         n,
         a: (0..b)
@@ -187,8 +231,19 @@ fn run_sequence<T: GpuScalar>(
     (b, m, n): (usize, usize, usize),
     lanes: Option<usize>,
 ) {
+    run_sequence_kind::<T>(gpu, seed, (b, m, n), lanes, false);
+}
+
+/// [`run_sequence`] on the thin (`full` false) or the full kind.
+fn run_sequence_kind<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    seed: u64,
+    (b, m, n): (usize, usize, usize),
+    lanes: Option<usize>,
+    full: bool,
+) {
     let mut rng = common::rng(seed);
-    let (mut bank, mut model) = factorize::<T>(gpu, &mut rng, (b, m, n));
+    let (mut bank, mut model) = factorize_kind::<T>(gpu, &mut rng, (b, m, n), full);
     if let Some(l) = lanes {
         bank.set_lanes_per_problem(l).unwrap();
     }
@@ -928,4 +983,156 @@ fn drift_check_measures_and_refreshes() {
         bank.check_drift(Some(f64::NAN)),
         Err(Error::InvalidParam { .. })
     ));
+}
+
+/// The full kind (Q = [Q₁ Q₂], m×m) through every call of the thin sequence: after each,
+/// besides the thin checks, [Q₁ Q₂] is orthogonal and its first n columns are Q₁. Shapes
+/// with surplus teams and lanes set, a square result (m = n: an empty complement) and f32.
+#[test]
+fn full_q_updates_follow_the_data() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    run_sequence_kind::<f64>(&gpu, 0x9F01, (37, 45, 7), None, true);
+    run_sequence_kind::<f64>(&gpu, 0x9F02, (37, 45, 7), Some(8), true);
+    run_sequence_kind::<f64>(&gpu, 0x9F03, (11, 70, 20), None, true);
+    run_sequence_kind::<f64>(&gpu, 0x9F04, (5, 9, 8), None, true);
+    run_sequence_kind::<f64>(&gpu, 0x9F05, (9, 13, 1), Some(1), true);
+    run_sequence_kind::<f32>(&gpu, 0x9F06, (23, 45, 7), None, true);
+}
+
+/// A block of more rows than one complement launch drops (40 > 32) out of a full-Q batch,
+/// at an interior position, then a window step of 33 rows.
+#[test]
+fn full_q_large_row_blocks() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let mut rng = common::rng(0x9F10);
+    let (b, m, n) = (6, 83, 5);
+    let (mut bank, mut model) = factorize_kind::<f64>(&gpu, &mut rng, (b, m, n), true);
+    bank.delete_rows(10, 40).unwrap();
+    model_delete(&mut model, 10, 40);
+    check(&bank, &model, 2, "delete_rows (40)");
+    let p = 33;
+    let (rows, rhs) = (random(&mut rng, b * p * n), random(&mut rng, b * p));
+    let rep = bank
+        .slide(
+            BatchRef::row_major(&rows, b, p, n).unwrap(),
+            BatchRef::row_major(&rhs, b, p, 1).unwrap(),
+            1.0,
+        )
+        .unwrap();
+    assert!(rep.all_ok());
+    let end = model.m();
+    model_insert(&mut model, end, p, &rows, &rhs);
+    model_delete(&mut model, 0, p);
+    check(&bank, &model, 4, "slide (33)");
+}
+
+/// Refusals in a full-Q batch leave the refused problems' whole Q bit for bit: a rank-one
+/// update with a NaN, a window step whose rows are not finite, and an all-or-nothing row
+/// insertion (every problem unchanged); a thin batch has no full Q.
+#[test]
+fn full_q_refusals_leave_problems_unchanged() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let mut rng = common::rng(0x9F20);
+    let (b, m, n) = (9, 30, 6);
+    let (mut bank, _) = factorize_kind::<f64>(&gpu, &mut rng, (b, m, n), true);
+    let before = bank.full_q().unwrap();
+    let mut u = random(&mut rng, b * m);
+    let v = random(&mut rng, b * n);
+    u[3 * m + 7] = f64::NAN;
+    let rep = bank
+        .rank_one(
+            BatchRef::row_major(&u, b, m, 1).unwrap(),
+            BatchRef::row_major(&v, b, n, 1).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(rep.refused().map(|(i, _)| i).collect::<Vec<_>>(), vec![3]);
+    let after = bank.full_q().unwrap();
+    let mm = m * m;
+    assert_eq!(before[3 * mm..4 * mm], after[3 * mm..4 * mm]);
+    assert_ne!(before[..mm], after[..mm], "problem 0 was updated");
+    let mut rows = random(&mut rng, b * n);
+    rows[6 * n + 2] = f64::INFINITY;
+    let rhs = random(&mut rng, b);
+    let state = bank.full_q().unwrap();
+    assert!(matches!(
+        bank.insert_rows(
+            4,
+            BatchRef::row_major(&rows, b, 1, n).unwrap(),
+            BatchRef::row_major(&rhs, b, 1, 1).unwrap(),
+        ),
+        Err(Error::BatchRefused { .. })
+    ));
+    assert_eq!(bank.full_q().unwrap(), state);
+    let rep = bank
+        .slide(
+            BatchRef::row_major(&rows, b, 1, n).unwrap(),
+            BatchRef::row_major(&rhs, b, 1, 1).unwrap(),
+            0.9,
+        )
+        .unwrap();
+    assert_eq!(rep.refused().map(|(i, _)| i).collect::<Vec<_>>(), vec![6]);
+    let now = bank.full_q().unwrap();
+    assert_eq!(state[6 * mm..7 * mm], now[6 * mm..7 * mm]);
+    assert_ne!(state[..mm], now[..mm], "problem 0 slid");
+    let (thin, _) = factorize::<f64>(&gpu, &mut rng, (2, 5, 2));
+    assert!(matches!(thin.full_q(), Err(Error::InvalidParam { .. })));
+}
+
+/// The full kind's drift check measures ‖[Q₁ Q₂]ᵀ[Q₁ Q₂] − I‖_F (against the host's Gram
+/// matrix) and a refresh leaves the whole Q orthogonal to working precision.
+#[test]
+fn full_q_drift_check() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let mut rng = common::rng(0x9F30);
+    let (b, m, n) = (7, 33, 5);
+    let (mut bank, mut model) = factorize_kind::<f32>(&gpu, &mut rng, (b, m, n), true);
+    let steps = 30;
+    for _ in 0..steps {
+        let (ut, u) = rounded::<f32>(random(&mut rng, b * m));
+        let (vt, v) = rounded::<f32>(random(&mut rng, b * n));
+        let rep = bank
+            .rank_one(
+                BatchRef::row_major(&ut, b, m, 1).unwrap(),
+                BatchRef::row_major(&vt, b, n, 1).unwrap(),
+            )
+            .unwrap();
+        assert!(rep.all_ok());
+        for k in 0..b {
+            for i in 0..m {
+                for c in 0..n {
+                    model.a[k][i * n + c] += u[k * m + i] * v[k * n + c];
+                }
+            }
+        }
+    }
+    let q = bank.full_q().unwrap();
+    let host: Vec<f64> = (0..b)
+        .map(|k| full_orthogonality(&q[k * m * m..(k + 1) * m * m], m))
+        .collect();
+    let u = common::u::<f32>();
+    let none = bank.check_drift(Some(f64::INFINITY)).unwrap();
+    assert!(none.refreshed.is_empty());
+    for (k, (&got, &want)) in none.estimates.iter().zip(&host).enumerate() {
+        assert!(
+            (got - want).abs() <= 4.0 * (m * m) as f64 * u,
+            "problem {k}: {got} vs {want}"
+        );
+    }
+    assert_eq!(bank.full_q().unwrap(), q);
+    let all = bank.check_drift(Some(0.0)).unwrap();
+    assert_eq!(all.refreshed, (0..b).collect::<Vec<_>>());
+    check(&bank, &model, steps + 2, "check_drift (full)");
+    let q = bank.full_q().unwrap();
+    for k in 0..b {
+        let e = full_orthogonality(&q[k * m * m..(k + 1) * m * m], m);
+        assert!(e <= 10.0 * m as f64 * u, "problem {k}: {e:e}");
+    }
 }

@@ -1949,6 +1949,11 @@ class GpuBatchQR:
     False). A refusing problem is left exactly as it was. Arguments that the batch shares
     (shapes, positions, dtypes) raise ``ValueError`` or ``TypeError`` and change nothing.
 
+    ``q="full"`` keeps each problem's full Q (m x m: the thin Q and an orthonormal basis of
+    its complement, carried over every update; ``factors()`` then returns Q of shape
+    (B, m, m)) at the cost of m x (m - n) more elements a problem and about one more pass
+    over them an update.
+
     Example::
 
         bank = cuqr.GpuBatchQR(A, b)               # A: (10000, 64, 8), b: (10000, 64)
@@ -1957,7 +1962,9 @@ class GpuBatchQR:
         x, resid = bank.solve()                    # (10000, 8), (10000,)
     """
 
-    def __init__(self, A, b, *, device: int = 0):
+    def __init__(self, A, b, *, q: str = "thin", device: int = 0):
+        if q not in ("thin", "economic", "full"):
+            raise ValueError(f"q must be 'thin' or 'full', not {q!r}")
         shape = tuple(A.shape)
         if len(shape) != 3:
             raise ValueError(f"A must be 3-D (B, m, n), got shape {shape}")
@@ -1970,7 +1977,7 @@ class GpuBatchQR:
             raise ValueError(f"b must be (B, m) = {(B, m)}, got shape {bshape}")
         self._s = _cuqr.GpuBatchQR(
             _flat1d(A, dtype, "A"), _flat1d(b, dtype, "b"), B, m, n,
-            64 if dtype == "float64" else 32, int(device),
+            64 if dtype == "float64" else 32, int(device), q == "full",
         )
         self._dtype = dtype
 
@@ -2097,10 +2104,12 @@ class GpuBatchQR:
         return e, list(refreshed), list(failed)
 
     def factors(self):
-        """``(Q, R, b)`` as NumPy arrays (B, m, n), (B, n, n) and (B, m)."""
+        """``(Q, R, b)`` as NumPy arrays (B, m, n) (or (B, m, m) with ``q="full"``),
+        (B, n, n) and (B, m)."""
         B, m, n = self.shape
         q, r, b = self._s.factors()
-        return q.reshape(B, n, m).transpose(0, 2, 1), r.reshape(B, n, n), b.reshape(B, m)
+        k = m if self._s.is_full() else n
+        return q.reshape(B, k, m).transpose(0, 2, 1), r.reshape(B, n, n), b.reshape(B, m)
 
     def __repr__(self):
         B, m, n = self.shape

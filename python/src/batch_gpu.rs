@@ -128,11 +128,27 @@ macro_rules! with_batch {
     }};
 }
 
+/// The batch of either kind from device buffers.
+fn factorize<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    ab: (&DevVec<T>, &DevVec<T>),
+    shape: (usize, usize, usize),
+    full: bool,
+) -> PyResult<GpuQBatch<T>> {
+    if full {
+        GpuQBatch::factorize_full_device(gpu, ab, shape)
+    } else {
+        GpuQBatch::factorize_device(gpu, ab, shape)
+    }
+    .map_err(to_py)
+}
+
 #[pymethods]
 impl GpuBatchQR {
-    /// Factorises A (B·m·n values, each problem m×n row-major) with b (B·m).
+    /// Factorises A (B·m·n values, each problem m×n row-major) with b (B·m), keeping each
+    /// problem's full Q (m×m) when `full`.
     #[new]
-    #[pyo3(signature = (a, b, batch, m, n, bits, device))]
+    #[pyo3(signature = (a, b, batch, m, n, bits, device, full=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         a: &Bound<'_, PyAny>,
@@ -142,22 +158,19 @@ impl GpuBatchQR {
         n: usize,
         bits: usize,
         device: usize,
+        full: bool,
     ) -> PyResult<Self> {
         let gpu = gpu_py(device)?;
         let inner = match bits {
             64 => {
                 let av = dev_vec::<f64>(a, &gpu, device, ("A", batch * m * n))?;
                 let bv = dev_vec::<f64>(b, &gpu, device, ("b", batch * m))?;
-                Inner::F64(
-                    GpuQBatch::factorize_device(&gpu, (&av, &bv), (batch, m, n)).map_err(to_py)?,
-                )
+                Inner::F64(factorize(&gpu, (&av, &bv), (batch, m, n), full)?)
             }
             32 => {
                 let av = dev_vec::<f32>(a, &gpu, device, ("A", batch * m * n))?;
                 let bv = dev_vec::<f32>(b, &gpu, device, ("b", batch * m))?;
-                Inner::F32(
-                    GpuQBatch::factorize_device(&gpu, (&av, &bv), (batch, m, n)).map_err(to_py)?,
-                )
+                Inner::F32(factorize(&gpu, (&av, &bv), (batch, m, n), full)?)
             }
             _ => return Err(PyTypeError::new_err("A must be float32 or float64")),
         };
@@ -308,19 +321,28 @@ impl GpuBatchQR {
         })
     }
 
-    /// `(Q (B·m·n, each problem column-major), R (B·n·n row-major), b (B·m))` as NumPy.
+    /// `(Q (B·m·n, or B·m·m for the full kind, each problem column-major), R (B·n·n
+    /// row-major), b (B·m))` as NumPy.
     fn factors<'py>(
         &self,
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         with_batch!(self, st, T => {
-            let (q, r, b) = st.to_host().map_err(to_py)?;
+            let (mut q, r, b) = st.to_host().map_err(to_py)?;
+            if st.is_full() {
+                q = st.full_q().map_err(to_py)?;
+            }
             Ok((
                 PyArray1::<T>::from_vec(py, q).into_any(),
                 PyArray1::<T>::from_vec(py, r).into_any(),
                 PyArray1::<T>::from_vec(py, b).into_any(),
             ))
         })
+    }
+
+    /// Whether each problem keeps its full Q.
+    fn is_full(&self) -> PyResult<bool> {
+        with_batch!(self, st, _T => Ok(st.is_full()))
     }
 
     /// (B, m, n).

@@ -23,9 +23,11 @@ def check(bank, A, b, calls, dtype):
     tol = 20 * (m + n) * u * calls
     Q, R, bb = bank.factors()
     x, resid = bank.solve()
+    assert Q.shape[2] in (n, m)
     for k in range(B):
-        assert np.linalg.norm(Q[k] @ R[k] - A[k]) <= tol * np.linalg.norm(A[k])
-        assert np.linalg.norm(Q[k].T @ Q[k] - np.eye(n)) <= tol
+        # thin: Q is m x n; full: m x m, R's rows below n zero
+        assert np.linalg.norm(Q[k][:, :n] @ R[k] - A[k]) <= tol * np.linalg.norm(A[k])
+        assert np.linalg.norm(Q[k].T @ Q[k] - np.eye(Q.shape[2])) <= tol
         want, *_ = np.linalg.lstsq(A[k].astype(np.float64), b[k].astype(np.float64), rcond=None)
         assert np.linalg.norm(x[k] - want) <= 1e3 * (m + n) * u * np.linalg.norm(want)
         r = np.linalg.norm(b[k] - A[k] @ want)
@@ -33,14 +35,16 @@ def check(bank, A, b, calls, dtype):
     np.testing.assert_allclose(bb, b, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("q", ["thin", "full"])
 @pytest.mark.parametrize("B,m,n,dtype", [(33, 45, 7, np.float64), (9, 70, 20, np.float64),
                                          (17, 50, 6, np.float32)])
-def test_updates_match_lstsq(B, m, n, dtype):
+def test_updates_match_lstsq(B, m, n, dtype, q):
     rng = np.random.default_rng(B * m * n)
     A = rng.uniform(-1, 1, (B, m, n)).astype(dtype)
     b = rng.uniform(-1, 1, (B, m)).astype(dtype)
-    bank = cuqr.GpuBatchQR(A, b)
+    bank = cuqr.GpuBatchQR(A, b, q=q)
     assert bank.shape == (B, m, n) and bank.dtype == np.dtype(dtype).name
+    assert bank.factors()[0].shape == (B, m, m if q == "full" else n)
     check(bank, A, b, 1, dtype)
     u = rng.uniform(-1, 1, (B, m)).astype(dtype)
     v = rng.uniform(-1, 1, (B, n)).astype(dtype)
@@ -122,6 +126,8 @@ def test_refusals():
         bank.rank_one(u[:, :-1], rng.uniform(-1, 1, (B, n)))
     with pytest.raises(ValueError):
         cuqr.GpuBatchQR(A[:, :, :3].copy(), b[:, :2].copy())
+    with pytest.raises(ValueError, match="q must be"):
+        cuqr.GpuBatchQR(A, b, q="r")
 
 
 @pytest.mark.parametrize("lib", ["cupy", "torch"])

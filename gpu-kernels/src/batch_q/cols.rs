@@ -11,7 +11,9 @@ use crate::two_phase::givens;
 /// Hessenberg from k0 on; rotations (j, j+1), j = k0 … n′−2, clear the subdiagonal from R's
 /// rows and Q₁'s columns; the last row of R and the last column of Q₁ are dropped. b does not
 /// change (the host keeps its buffer). Nothing can be refused but a non-finite result
-/// ([`NON_FINITE`], outputs unwritten: the call is all-or-nothing).
+/// ([`NON_FINITE`], outputs unwritten: the call is all-or-nothing). A non-null `export`
+/// (B·m·p) receives the p columns left out, which a full-Q state adds to its complement
+/// (docs/algorithms.md#batched-full-q-states).
 ///
 /// # Safety
 /// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n ≤ team ≤ 32, dynamic
@@ -26,6 +28,7 @@ pub unsafe fn delete_cols<T: Float>(
     q_out: *mut T,
     r_out: *mut T,
     status: *mut u32,
+    export: *mut T,
     batch: usize,
     m: usize,
     n: usize,
@@ -48,6 +51,10 @@ pub unsafe fn delete_cols<T: Float>(
         unsafe { delete_one(team, (qs, m), (rs, n), rot, n - t, k0) };
     }
     let no = n - p;
+    if valid && !export.is_null() {
+        // SAFETY: own rows of the p columns left out; problem k's m×p export (contract).
+        unsafe { export_cols(team, (qs, m), (no, p), export.wrapping_add(k * m * p)) };
+    }
     // SAFETY: own rows and column of the working copy (the first no columns, rows of R
     // below no are dropped); every lane votes.
     let fine = unsafe {
@@ -139,7 +146,9 @@ pub unsafe fn shift_col<T: Float>(
         i += team.size;
     }
     // SAFETY: convergent; column n − 1 of qs holds a.
-    let independent = unsafe { insert_one(team, (qs, m), (rs, n), (wv, w2, rot), n - 1, to) };
+    let independent = unsafe {
+        insert_one(team, (qs, m), (rs, n), (wv, w2, rot), (n - 1, to), core::ptr::null_mut())
+    };
     // SAFETY: convergent; problem k's outputs at m×n and n×n (contract).
     unsafe {
         finish(
@@ -156,7 +165,7 @@ pub unsafe fn shift_col<T: Float>(
 /// nc columns): R's columns right of k0 move left by one (each row by the lane of its
 /// index), rotations (j, j+1), j = k0 … nc−2, clear the subdiagonal in R's rows and Q₁'s
 /// columns (`rot` 2·nc entries), and column nc − 1 of Q₁ and row nc − 1 of R are left out
-/// of the factorisation (their contents undefined).
+/// of the factorisation (the column holds the direction that left range(Q₁)).
 ///
 /// # Safety
 /// The whole warp calls convergently; nc ≤ pitch ≤ team size; `qs` holds m·nc, `rs`
@@ -220,6 +229,8 @@ unsafe fn delete_one<T: Float>(
                     carry = c.mul_add(y, s.neg().mul(carry));
                     j += 1;
                 }
+                // The column left out (the complement's new direction in a full-Q state).
+                device::st(qs, (nc - 1) * m + i, carry);
             }
         }
         i += team.size;
@@ -233,7 +244,9 @@ unsafe fn delete_one<T: Float>(
 /// diagonal (in R's rows and Q₁'s columns). A problem whose u is not finite gets
 /// [`NON_FINITE`]; one whose u lies in range(Q₁) (γ ≤ 64u·‖u‖: R would be singular)
 /// [`RANK_DEFICIENT`]; either writes nothing (the call is all-or-nothing). b does not change
-/// (the host keeps its buffer). U is B × m × p (row-major a problem: u_t(i) at i·p + t).
+/// (the host keeps its buffer). U is B × m × p (row-major a problem: u_t(i) at i·p + t). A
+/// non-null `export` (B·p·m) receives each new direction q̂ (a full-Q state removes them from
+/// its complement; docs/algorithms.md#batched-full-q-states).
 ///
 /// # Safety
 /// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n + p ≤ team ≤ 32, dynamic
@@ -249,6 +262,7 @@ pub unsafe fn insert_cols<T: Float>(
     q_out: *mut T,
     r_out: *mut T,
     status: *mut u32,
+    export: *mut T,
     batch: usize,
     m: usize,
     n: usize,
@@ -298,7 +312,13 @@ pub unsafe fn insert_cols<T: Float>(
             i += team.size;
         }
         // SAFETY: convergent; column nc of qs holds u; the working copy at pitch np.
-        independent &= unsafe { insert_one(team, (qs, m), (rs, np), (wv, w2, rot), nc, kc) };
+        let ex = if valid && !export.is_null() {
+            export.wrapping_add((k * p + t) * m)
+        } else {
+            core::ptr::null_mut()
+        };
+        independent &=
+            unsafe { insert_one(team, (qs, m), (rs, np), (wv, w2, rot), (nc, kc), ex) };
     }
     // SAFETY: convergent; problem k's outputs at m×np and np×np (contract).
     unsafe {
@@ -360,6 +380,7 @@ unsafe fn finish<T: Float>(
 /// [Q₁ᵀu; γ] takes column kc, and rotations (i − 1, i), i = nc … kc + 1, zero it below the
 /// diagonal in R's rows and Q₁'s columns (`wv`, `w2` and `rot` hold pitch, pitch and
 /// 2·pitch elements). False when u lies in range(Q₁) (γ ≤ 64u·‖u‖), the new column then zero.
+/// A non-null `export` (m elements) receives q̂.
 ///
 /// # Safety
 /// The whole warp calls convergently; nc < pitch ≤ team size; `qs` holds m·(nc + 1) and `rs`
@@ -370,8 +391,8 @@ unsafe fn insert_one<T: Float>(
     (qs, m): (*mut T, usize),
     (rs, pitch): (*mut T, usize),
     (wv, w2, rot): (*mut T, *mut T, *mut T),
-    nc: usize,
-    kc: usize,
+    (nc, kc): (usize, usize),
+    export: *mut T,
 ) -> bool {
     let l = team.lane;
     let z = qs.wrapping_add(nc * m);
@@ -395,6 +416,14 @@ unsafe fn insert_one<T: Float>(
             T::ZERO
         }
     };
+    if !export.is_null() {
+        let mut i = l;
+        while i < m {
+            // SAFETY: own row i of q̂ and of the export (m elements, contract).
+            unsafe { device::st(export, i, device::ld(z, i)) };
+            i += team.size;
+        }
+    }
     // Columns kc.. of R move right by one, each row by the lane of its index (rows
     // ≤ nc < team size); column kc becomes [w; γ].
     // SAFETY: rows ≤ nc < pitch of rs; w and w₂ written before project's barrier.

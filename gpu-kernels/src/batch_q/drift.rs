@@ -11,7 +11,8 @@ use crate::device::{self, Float};
 /// orthonormal columns again); b does not change. `status` says whether the problem was
 /// left ([`OK`]), refreshed ([`REFRESHED`]) or would have been but its refreshed factors
 /// were not finite ([`NON_FINITE`], nothing written). Each team reads its problem before it
-/// writes anything back.
+/// writes anything back. A non-null `extra2` (B) adds each problem's complement share
+/// 2‖Q₁ᵀQ₂‖² + ‖Q₂ᵀQ₂ − I‖² (a full-Q state's) to e² before the test.
 ///
 /// # Safety
 /// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n ≤ team ≤ 32, dynamic
@@ -25,6 +26,7 @@ pub unsafe fn refresh<T: Float>(
     r: *mut T,
     drift: *mut T,
     status: *mut u32,
+    extra2: *const T,
     batch: usize,
     m: usize,
     n: usize,
@@ -38,7 +40,12 @@ pub unsafe fn refresh<T: Float>(
     // SAFETY: problem k's Q₁ into w (ld m), the lane's rows.
     unsafe { load_q(team, q as *const T, (w, m), (k, m, n)) };
     // e² = Σ_c ‖Q₁ᵀq_c − e_c‖², a column at a time through τ's space.
-    let mut e2 = T::ZERO;
+    let mut e2 = if extra2.is_null() {
+        T::ZERO
+    } else {
+        // SAFETY: k < B (contract).
+        unsafe { device::ld(extra2, k) }
+    };
     for c in 0..n {
         // SAFETY: convergent; own rows of w; τ (n) written by lane 0 before the barrier
         // that ends `project`.

@@ -204,7 +204,7 @@ pub(super) unsafe fn form_q<T: Float>(
 /// The whole warp calls convergently with the same j and c0; each lane touches only its own
 /// rows of `target`; `w` and `target` hold m·n elements.
 #[inline(always)]
-unsafe fn apply_reflector<T: Float>(
+pub(super) unsafe fn apply_reflector<T: Float>(
     team: Team,
     w: *const T,
     (m, n): (usize, usize),

@@ -17,6 +17,7 @@
 //! and B × p; update rows B × p × n row-major; u B × m and v B × n.
 
 mod cols;
+pub mod complement;
 mod drift;
 mod factor;
 mod rank;

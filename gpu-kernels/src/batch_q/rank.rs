@@ -12,7 +12,9 @@ use crate::two_phase::givens;
 /// B × n × kk (row-major a problem: u_t(i) at i·kk + t). b does not change. Each team reads
 /// its problem into shared memory before it writes anything back; a problem with a
 /// non-finite entry in U or V, or whose result would not be finite, writes nothing and gets
-/// [`NON_FINITE`].
+/// [`NON_FINITE`]. A non-null `export` (B·kk·2·m) receives each term's q̂ before and after the
+/// rotations, whose exchange a full-Q state carries over to its complement
+/// (docs/algorithms.md#batched-full-q-states).
 ///
 /// # Safety
 /// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n ≤ team ≤ 32, dynamic
@@ -27,6 +29,7 @@ pub unsafe fn rank_one<T: Float>(
     u: *const T,
     v: *const T,
     status: *mut u32,
+    export: *mut T,
     batch: usize,
     m: usize,
     n: usize,
@@ -89,10 +92,23 @@ pub unsafe fn rank_one<T: Float>(
         };
         // SAFETY: own rows.
         unsafe { scale_rows(team, z, m, zscale) };
+        let ex = if valid && !export.is_null() {
+            export.wrapping_add((k * kk + t) * 2 * m)
+        } else {
+            core::ptr::null_mut()
+        };
+        if !ex.is_null() {
+            // SAFETY: own rows of q̂ and of the term's export (2m, contract).
+            unsafe { export_cols(team, (z as *const T, m), (0, 1), ex) };
+        }
         // SAFETY: convergent; the working copy's parts as laid out above.
         unsafe {
             rotate_r(team, (rs, n), (wv, w2, rot), (gamma, vc));
             rotate_q(team, (qs, m, n), rot);
+        }
+        if !ex.is_null() {
+            // SAFETY: own rows of the rotated q̂ (column n) and of the export.
+            unsafe { export_cols(team, (qs as *const T, m), (n, 1), ex.wrapping_add(m)) };
         }
     }
     // SAFETY: own rows and column of the working copy; every lane votes.
@@ -173,7 +189,8 @@ unsafe fn rotate_r<T: Float>(
 /// Both stages' rotations (`rot`, as [`rotate_r`] wrote them) on the lanes' rows of [Q₁ q̂]
 /// (`qs`, column-major, ld m, n + 1 columns), each row in two passes with the moving entry in
 /// a register: stage A (j = n−1 … 0) leaves column j+1 final after rotation j; stage B (j = 0
-/// … n−1) leaves column j final after rotation j, and column n is dropped.
+/// … n−1) leaves column j final after rotation j, and column n (q̂ rotated: it leaves Q₁) is
+/// stored back.
 ///
 /// # Safety
 /// `qs` holds m·(n+1) and `rot` 4n elements written before a barrier.
@@ -199,6 +216,7 @@ unsafe fn rotate_q<T: Float>(team: Team, (qs, m, n): (*mut T, usize, usize), rot
                 device::st(qs, j * m + i, c.mul_add(carry, s.mul(y)));
                 carry = c.mul_add(y, s.neg().mul(carry));
             }
+            device::st(qs, n * m + i, carry);
         }
         i += team.size;
     }

@@ -11,7 +11,9 @@ use crate::two_phase::givens;
 /// otherwise), then Q_ext = Q₁ with p zero rows at k0 and the p unit columns, and [R; U] is
 /// triangularised row by row (rotation (j, n + r) zeroes U(r, j)). A problem whose rows or
 /// right-hand sides are not finite gets [`NON_FINITE`] and zeros for Q₁ and R (the call is
-/// all-or-nothing, or, in a window step, the caller restores the problem).
+/// all-or-nothing, or, in a window step, the caller restores the problem). A non-null
+/// `export` (B·(m+p)·p) receives the p rotated unit columns, which a full-Q state adds to its
+/// complement (docs/algorithms.md#batched-full-q-states).
 ///
 /// # Safety
 /// Grid (⌈B/(32/team)⌉, 1), block 32, team a power of two with n ≤ team ≤ 32, dynamic
@@ -30,6 +32,7 @@ pub unsafe fn insert_rows<T: Float>(
     r_out: *mut T,
     b_out: *mut T,
     status: *mut u32,
+    export: *mut T,
     batch: usize,
     m: usize,
     n: usize,
@@ -102,6 +105,10 @@ pub unsafe fn insert_rows<T: Float>(
     let ok = unsafe { team.all(ok) };
     // SAFETY: convergent; the working copy as laid out above.
     unsafe { fold_rows(team, (qs, mp, n, p), (rs, rot)) };
+    if valid && !export.is_null() {
+        // SAFETY: own rows of the p rotated unit columns; problem k's (m+p)×p export.
+        unsafe { export_cols(team, (qs, mp), (n, p), export.wrapping_add(k * mp * p)) };
+    }
     // SAFETY: own rows and column; every lane votes.
     let fine = ok
         && unsafe {
@@ -235,7 +242,8 @@ pub unsafe fn delete_rows<T: Float>(
 /// Folds the p new rows of [R; U] (`rs`, pitch n, rows n..n+p) into R, row by row (rotation
 /// (j, n + t) zeroes U(t, j) against R(j, j); the 2pn rotations go to `rot`), then applies
 /// them to the lanes' rows of Q_ext (`qs`, ld mp, columns n..n+p the unit columns), each row
-/// in one pass a new row with the unit column's entry in a register (the column is dropped).
+/// in one pass a new row with the unit column's entry in a register (stored back at the end:
+/// the complement's new direction in a full-Q state).
 ///
 /// # Safety
 /// The whole warp calls convergently; `qs` holds mp·(n+p), `rs` (n+p)·n, `rot` 2pn elements of
@@ -285,6 +293,7 @@ unsafe fn fold_rows<T: Float>(
                     device::st(qs, j * mp + i, c.mul_add(x, s.mul(carry)));
                     carry = c.mul_add(carry, s.neg().mul(x));
                 }
+                device::st(qs, (n + t) * mp + i, carry);
             }
         }
         i += team.size;

@@ -511,6 +511,29 @@ pub(super) unsafe fn finite_col_pitch<T: Float>(
     ok
 }
 
+/// Writes columns first..first+count of `qs` (ld, the calling lane's rows < ld) to `out`
+/// (ld·count, column-major): the columns a full-Q state's complement takes
+/// (docs/algorithms.md#batched-full-q-states).
+///
+/// # Safety
+/// `qs` holds ld·(first + count) elements, `out` ld·count.
+#[inline(always)]
+pub(super) unsafe fn export_cols<T: Float>(
+    team: Team,
+    (qs, ld): (*const T, usize),
+    (first, count): (usize, usize),
+    out: *mut T,
+) {
+    let mut i = team.lane;
+    while i < ld {
+        for t in 0..count {
+            // SAFETY: contract.
+            unsafe { device::st(out, t * ld + i, device::ld(qs, (first + t) * ld + i)) };
+        }
+        i += team.size;
+    }
+}
+
 /// √v in f64 (for the rank tolerance).
 #[inline(always)]
 pub(super) fn sqrt_f64(v: f64) -> f64 {

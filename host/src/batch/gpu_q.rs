@@ -32,6 +32,11 @@ use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 /// and [`GpuQBatch::slide`] proceed per problem and report, leaving a refusing problem bit for
 /// bit as it was. Each call writes new buffers and keeps the old ones until it succeeds.
 ///
+/// [`GpuQBatch::factorize_full`] makes a batch of the full kind ([`crate::QPolicy::Full`]):
+/// each problem also keeps the complement Q₂ of range(Q₁), which every call carries over in
+/// one more launch (docs/algorithms.md#batched-full-q-states), and [`GpuQBatch::full_q`]
+/// reads Q = [Q₁ Q₂].
+///
 /// Sizes: 1 ≤ n ≤ 32, m ≥ n, and a problem's working copy within 48 KiB of shared memory
 /// (about (2m + 1)·n elements to factorise, (m + p)(n + p) to insert p rows): m·n up to
 /// about 3,000 in f64 and 6,000 in f32. Larger problems belong to [`super::BatchQr`] or to a
@@ -226,10 +231,85 @@ impl<T: GpuScalar> GpuQBatch<T> {
         (a, b): (&DevVec<T>, &DevVec<T>),
         (batch, m, n): (usize, usize, usize),
     ) -> Result<Self> {
-        const OP: &str = "GpuQBatch::factorize_device";
+        Self::factorize_kind(
+            "GpuQBatch::factorize_device",
+            gpu,
+            (a, b),
+            (batch, m, n),
+            false,
+        )
+    }
+
+    /// [`GpuQBatch::factorize`] keeping each problem's full Q (m×m): the thin state and the
+    /// orthogonal complement Q₂ (m×(m−n)) of range(Q₁), which every later call carries over
+    /// (docs/algorithms.md#batched-full-q-states) — the kind of [`crate::QPolicy::Full`].
+    /// [`GpuQBatch::full_q`] reads Q = [Q₁ Q₂]; R's rows below n are zero. The complement
+    /// costs m·(m−n) elements a problem and, in each update, about one more pass over them.
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::factorize`]; [`Error::InvalidParam`] also when the complement's
+    /// working copy does not fit a launch (m − n above about 6,000 elements of shared
+    /// memory).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::batch::{BatchRef, GpuQBatch};
+    /// use cuqr::Gpu;
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let (b, m, n) = (1_000, 20, 4);
+    /// let a: Vec<f64> = (0..b * m * n).map(|x| ((x * 7919) % 31) as f64 - 15.0).collect();
+    /// let y: Vec<f64> = (0..b * m).map(|x| (x % 5) as f64).collect();
+    /// let mut bank = GpuQBatch::factorize_full(&gpu, BatchRef::row_major(&a, b, m, n)?,
+    ///                                          BatchRef::row_major(&y, b, m, 1)?)?;
+    /// bank.delete_rows(0, 1)?;
+    /// let q = bank.full_q()?; // B × 19 × 19, each problem column-major
+    /// assert_eq!(q.len(), b * 19 * 19);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize_full(gpu: &Arc<Gpu>, a: BatchRef<'_, T>, b: BatchRef<'_, T>) -> Result<Self> {
+        const OP: &str = "GpuQBatch::factorize_full";
+        let (batch, m, n) = (a.batch(), a.nrows(), a.ncols());
         Self::check_shape(OP, m, n)?;
-        check_len(OP, "A", a, batch * m * n)?;
-        check_len(OP, "b", b, batch * m)?;
+        let av = row_major(OP, "A", &a, (batch, m, n))?;
+        let bv = row_major(OP, "b (batch, rows, one column)", &b, (batch, m, 1))?;
+        let (ad, bd) = (upload(gpu, &av)?, upload(gpu, &bv)?);
+        Self::factorize_kind(OP, gpu, (&ad, &bd), (batch, m, n), true)
+    }
+
+    /// [`GpuQBatch::factorize_full`] from device memory (layouts as
+    /// [`GpuQBatch::factorize_device`]).
+    ///
+    /// # Errors
+    /// As [`GpuQBatch::factorize_full`]; [`Error::Shape`] when a buffer is shorter than the
+    /// shape needs.
+    pub fn factorize_full_device(
+        gpu: &Arc<Gpu>,
+        (a, b): (&DevVec<T>, &DevVec<T>),
+        (batch, m, n): (usize, usize, usize),
+    ) -> Result<Self> {
+        Self::factorize_kind(
+            "GpuQBatch::factorize_full_device",
+            gpu,
+            (a, b),
+            (batch, m, n),
+            true,
+        )
+    }
+
+    fn factorize_kind(
+        op: &'static str,
+        gpu: &Arc<Gpu>,
+        (a, b): (&DevVec<T>, &DevVec<T>),
+        (batch, m, n): (usize, usize, usize),
+        full: bool,
+    ) -> Result<Self> {
+        Self::check_shape(op, m, n)?;
+        if full {
+            check_complement::<T>(op, (m, n), 1)?;
+        }
+        check_len(op, "A", a, batch * m * n)?;
+        check_len(op, "b", b, batch * m)?;
         let team = default_team(m, n, Self::largest(m, n), size_of::<T>());
         let shape = fitted(
             QShape { batch, m, n, team },
@@ -237,10 +317,10 @@ impl<T: GpuScalar> GpuQBatch<T> {
             size_of::<T>(),
         );
         let mut st = Statuses::new(gpu, batch)?;
-        let (states, status) = QStates::factor(gpu, shape, (a.view(), b.view()), &mut st)?;
-        let problems = refusals(OP, &status);
+        let (states, status) = QStates::factor(gpu, shape, (a.view(), b.view()), &mut st, full)?;
+        let problems = refusals(op, &status);
         if !problems.is_empty() {
-            return Err(Error::BatchRefused { op: OP, problems });
+            return Err(Error::BatchRefused { op, problems });
         }
         Ok(Self {
             gpu: gpu.clone(),
@@ -427,13 +507,12 @@ impl<T: GpuScalar> GpuQBatch<T> {
         }
         let shape = self.shape_at(self.m, smem::delete_cols(self.m, self.n));
         let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
-        let (q, r, status) = self.states.delete_cols(&self.gpu, shape, (k0, p), st)?;
+        let (new, status) = self.states.delete_cols(&self.gpu, shape, (k0, p), st)?;
         let problems = refusals(OP, &status);
         if !problems.is_empty() {
             return Err(Error::BatchRefused { op: OP, problems });
         }
-        self.states.q = q;
-        self.states.r = r;
+        self.states.install(new);
         self.n -= p;
         Ok(())
     }
@@ -465,13 +544,12 @@ impl<T: GpuScalar> GpuQBatch<T> {
         fits::<T>(OP, smem::shift_col(self.m, self.n))?;
         let shape = self.shape_at(self.m, smem::shift_col(self.m, self.n));
         let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
-        let (q, r, status) = self.states.shift_col(&self.gpu, shape, (from, to), st)?;
+        let (new, status) = self.states.shift_col(&self.gpu, shape, (from, to), st)?;
         let problems = column_refusals(OP, &status, from);
         if !problems.is_empty() {
             return Err(Error::BatchRefused { op: OP, problems });
         }
-        self.states.q = q;
-        self.states.r = r;
+        self.states.install(new);
         Ok(())
     }
 
@@ -564,6 +642,9 @@ impl<T: GpuScalar> GpuQBatch<T> {
         }
         Self::check_shape(OP, self.m, np)?;
         fits::<T>(OP, smem::insert_cols(self.m, self.n, p))?;
+        if self.is_full() {
+            check_complement::<T>(OP, (self.m, self.n), p)?;
+        }
         check_len(OP, "columns", cols, self.batch * self.m * p)?;
         let team = self.team.max(np.next_power_of_two());
         let s = QShape {
@@ -574,15 +655,14 @@ impl<T: GpuScalar> GpuQBatch<T> {
         };
         let shape = fitted(s, smem::insert_cols(self.m, self.n, p), size_of::<T>());
         let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
-        let (q, r, status) = self
+        let (new, status) = self
             .states
             .insert_cols(&self.gpu, shape, (cols.view(), k0, p), st)?;
         let problems = column_refusals(OP, &status, k0);
         if !problems.is_empty() {
             return Err(Error::BatchRefused { op: OP, problems });
         }
-        self.states.q = q;
-        self.states.r = r;
+        self.states.install(new);
         self.n = np;
         self.team = team;
         Ok(())
@@ -631,19 +711,17 @@ impl<T: GpuScalar> GpuQBatch<T> {
         check_len(OP, "columns", cols, self.batch * self.m * p)?;
         let shape = self.shape_at(self.m, smem::delete_cols(self.m, self.n));
         let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
-        let (q, r, status) = self.states.delete_cols(&self.gpu, shape, (k0, p), st)?;
+        let (new, status) = self.states.delete_cols(&self.gpu, shape, (k0, p), st)?;
         let problems = refusals(OP, &status);
         if !problems.is_empty() {
             return Err(Error::BatchRefused { op: OP, problems });
         }
         // the old factors stay alive until the insertion succeeds
-        let old_q = std::mem::replace(&mut self.states.q, q);
-        let old_r = std::mem::replace(&mut self.states.r, r);
+        let old = self.states.install(new);
         self.n -= p;
         let done = self.insert_cols_device(k0, p, cols);
         if done.is_err() {
-            self.states.q = old_q;
-            self.states.r = old_r;
+            self.states.install(old);
             self.n += p;
         }
         done
@@ -739,7 +817,11 @@ impl<T: GpuScalar> GpuQBatch<T> {
         check_len(op, "right-hand sides", rhs, self.batch * p)?;
         fits::<T>(op, smem::insert_rows(self.m, self.n, p))?;
         fits::<T>(op, smem::delete_rows(self.m + p, self.n))?;
-        fits::<T>(op, smem::rank_one(self.m + p, self.n))
+        fits::<T>(op, smem::rank_one(self.m + p, self.n))?;
+        if self.is_full() {
+            check_complement::<T>(op, (self.m + p, self.n), 1)?;
+        }
+        Ok(())
     }
 
     /// Deletes rows k0..k0+p of every problem (docs/algorithms.md#thin-row-deletion). All-or-nothing.
@@ -935,11 +1017,42 @@ impl<T: GpuScalar> GpuQBatch<T> {
     /// # Errors
     /// [`Error::Driver`].
     pub fn to_host(&self) -> Result<(Vec<T>, Vec<T>, Vec<T>)> {
-        let (mut q, mut r, mut b) = self.states.to_host(&self.gpu)?;
+        let (mut q, mut r, mut b, _) = self.states.to_host(&self.gpu)?;
         q.truncate(self.batch * self.m * self.n);
         r.truncate(self.batch * self.n * self.n);
         b.truncate(self.batch * self.m);
         Ok((q, r, b))
+    }
+
+    /// Whether the batch keeps each problem's full Q ([`GpuQBatch::factorize_full`]).
+    pub fn is_full(&self) -> bool {
+        self.states.q2.is_some()
+    }
+
+    /// Every problem's full Q = [Q₁ Q₂] (B × m × m, each problem column-major: entry
+    /// (k, i, c) at k·m·m + c·m + i) on the host, for a batch made by
+    /// [`GpuQBatch::factorize_full`]; with R (from [`GpuQBatch::to_host`]) and m − n zero rows
+    /// below it, A = QR.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] for a thin batch; [`Error::Driver`].
+    pub fn full_q(&self) -> Result<Vec<T>> {
+        let (q1, _, _, q2) = self.states.to_host(&self.gpu)?;
+        let Some(q2) = q2 else {
+            return Err(Error::InvalidParam {
+                op: "GpuQBatch::full_q",
+                what: "kind",
+                why: "the batch keeps Q₁ only: factorise it with factorize_full".into(),
+            });
+        };
+        let (m, n) = (self.m, self.n);
+        let c = m - n;
+        let mut q = Vec::with_capacity(self.batch * m * m);
+        for k in 0..self.batch {
+            q.extend_from_slice(&q1[k * m * n..(k + 1) * m * n]);
+            q.extend_from_slice(&q2[k * m * c..(k + 1) * m * c]);
+        }
+        Ok(q)
     }
 }
 
@@ -992,5 +1105,24 @@ fn copy_problem<T: GpuScalar>(
         n * n,
     )?;
     copy(from.b.slice(k * m..(k + 1) * m), &mut to.b, k * m, m)?;
+    if let (Some(src), Some(dst)) = (from.q2.as_ref(), to.q2.as_mut()) {
+        let c = m - n;
+        copy(src.slice(k * m * c..(k + 1) * m * c), dst, k * m * c, m * c)?;
+    }
+    Ok(())
+}
+
+/// The shared-memory check of a full-Q batch's complement launches at m×n (p directions
+/// dropped at once).
+fn check_complement<T>(op: &'static str, (m, n): (usize, usize), p: usize) -> Result<()> {
+    use crate::gpu::launch::batch_q::complement_op::{smem, BUILD, DROP_ROWS, MEASURE};
+    let c = m - n;
+    for e in [
+        smem(BUILD, m, n, c, 0),
+        smem(DROP_ROWS, m, n, c, p),
+        smem(MEASURE, m, n, c, 0),
+    ] {
+        fits::<T>(op, e)?;
+    }
     Ok(())
 }

@@ -6,6 +6,7 @@ use cudarc::driver::{CudaSlice, CudaView, PinnedHostSlice};
 
 use crate::base::error::Result;
 use crate::gpu::ffi::driver::{alloc_pinned_zeroed, alloc_uninit};
+use crate::gpu::launch::batch_q::complement_op::{self, MAX_DROP};
 use crate::gpu::launch::batch_q::{QShape, QView, QViewMut};
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
@@ -19,12 +20,21 @@ pub(crate) const STATUS_RANK_DEFICIENT: u32 = 3;
 pub(crate) const STATUS_REFRESHED: u32 = 4;
 
 /// Q₁ (batch·m·n, each problem column-major), R (batch·n·n, row-major) and b (batch·m) of
-/// B problems on the device.
+/// B problems on the device, and for the full kind the complement Q₂ (batch·m·(m−n), each
+/// problem column-major; docs/algorithms.md#batched-full-q-states).
 #[derive(Debug)]
 pub(crate) struct QStates<T> {
     pub q: CudaSlice<T>,
     pub r: CudaSlice<T>,
     pub b: CudaSlice<T>,
+    pub q2: Option<CudaSlice<T>>,
+}
+
+/// The new Q₁, R and (full kind) Q₂ of a column update; b does not change.
+pub(crate) struct NewColumns<T> {
+    pub q: CudaSlice<T>,
+    pub r: CudaSlice<T>,
+    pub q2: Option<CudaSlice<T>>,
 }
 
 /// An output buffer, not initialised: every kernel writes each element it leaves to be
@@ -108,15 +118,21 @@ impl Statuses {
 }
 
 impl<T: GpuScalar> QStates<T> {
-    /// Buffers for B problems of m×n (not initialised: the kernels write them).
+    /// Buffers for B problems of m×n, with a complement when `full` (not initialised: the
+    /// kernels write them).
     ///
     /// # Errors
     /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
-    pub(crate) fn zeros(gpu: &Gpu, s: QShape) -> Result<Self> {
+    pub(crate) fn zeros(gpu: &Gpu, s: QShape, full: bool) -> Result<Self> {
         Ok(Self {
             q: alloc(gpu, s.batch * s.m * s.n, "batched Q")?,
             r: alloc(gpu, s.batch * s.n * s.n, "batched R")?,
             b: alloc(gpu, s.batch * s.m, "batched b")?,
+            q2: if full {
+                Some(alloc(gpu, s.batch * s.m * (s.m - s.n), "batched Q₂")?)
+            } else {
+                None
+            },
         })
     }
 
@@ -136,7 +152,26 @@ impl<T: GpuScalar> QStates<T> {
         }
     }
 
-    /// Factorises A (batch·m·n row-major) with b (batch·m); the new states and statuses.
+    /// A scratch buffer for what a full-Q state's thin kernel exports (`None` for the thin
+    /// kind).
+    fn export(&self, gpu: &Gpu, len: usize) -> Result<Option<CudaSlice<T>>> {
+        match self.q2 {
+            Some(_) => Ok(Some(alloc(gpu, len, "batched Q₂ directions")?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Installs a column update's factors; the old ones back (to restore them).
+    pub(crate) fn install(&mut self, new: NewColumns<T>) -> NewColumns<T> {
+        NewColumns {
+            q: std::mem::replace(&mut self.q, new.q),
+            r: std::mem::replace(&mut self.r, new.r),
+            q2: std::mem::replace(&mut self.q2, new.q2),
+        }
+    }
+
+    /// Factorises A (batch·m·n row-major) with b (batch·m), with a complement when `full`;
+    /// the new states and statuses.
     ///
     /// # Errors
     /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
@@ -145,9 +180,18 @@ impl<T: GpuScalar> QStates<T> {
         s: QShape,
         (a, b): (CudaView<'_, T>, CudaView<'_, T>),
         status: &mut Statuses,
+        full: bool,
     ) -> Result<(Self, Vec<u32>)> {
-        let mut out = Self::zeros(gpu, s)?;
+        let mut out = Self::zeros(gpu, s, full)?;
         gpu.batch_q_factor(s, (a, b), out.view_mut(), &mut status.dev)?;
+        if let Some(q2) = out.q2.as_mut() {
+            gpu.batch_q_complement(
+                (complement_op::BUILD, s.batch, (s.m, s.n, s.m - s.n), (0, 0)),
+                (Some(out.q.slice(..)), None, q2.slice_mut(..)),
+                (None, None),
+                (Some(&status.dev), 0, None),
+            )?;
+        }
         let st = status.read(gpu)?;
         Ok((out, st))
     }
@@ -156,7 +200,7 @@ impl<T: GpuScalar> QStates<T> {
     /// place; a refusing problem is left as it was. The statuses.
     ///
     /// # Errors
-    /// [`crate::Error::Driver`].
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
     pub(crate) fn rank_one(
         &mut self,
         gpu: &Gpu,
@@ -164,16 +208,31 @@ impl<T: GpuScalar> QStates<T> {
         (u, v, kk): (CudaView<'_, T>, CudaView<'_, T>, usize),
         status: &mut Statuses,
     ) -> Result<Vec<u32>> {
+        let mut ex = self.export(gpu, s.batch * kk * 2 * s.m)?;
         gpu.batch_q_rank_one(
             s,
             (self.q.slice_mut(..), self.r.slice_mut(..)),
             (u, v, kk),
             &mut status.dev,
+            ex.as_mut().map(|e| e.slice_mut(..)),
         )?;
+        if let (Some(q2), Some(ex)) = (self.q2.as_mut(), ex.as_ref()) {
+            gpu.batch_q_complement(
+                (
+                    complement_op::REPLACE,
+                    s.batch,
+                    (s.m, s.n, s.m - s.n),
+                    (0, kk),
+                ),
+                (None, None, q2.slice_mut(..)),
+                (Some(ex.slice(..)), None),
+                (Some(&status.dev), 0, None),
+            )?;
+        }
         status.read(gpu)
     }
 
-    /// Columns k0..k0+p out of every problem: the new Q₁ and R (b does not change) and the
+    /// Columns k0..k0+p out of every problem: the new factors (b does not change) and the
     /// statuses.
     ///
     /// # Errors
@@ -184,23 +243,39 @@ impl<T: GpuScalar> QStates<T> {
         s: QShape,
         (k0, p): (usize, usize),
         status: &mut Statuses,
-    ) -> Result<(CudaSlice<T>, CudaSlice<T>, Vec<u32>)> {
+    ) -> Result<(NewColumns<T>, Vec<u32>)> {
         let no = s.n - p;
         let mut q = alloc(gpu, s.batch * s.m * no, "batched Q")?;
         let mut r = alloc(gpu, s.batch * no * no, "batched R")?;
+        let mut ex = self.export(gpu, s.batch * s.m * p)?;
         gpu.batch_q_delete_cols(
             s,
             self.view(),
             (k0, p),
             (q.slice_mut(..), r.slice_mut(..)),
             &mut status.dev,
+            ex.as_mut().map(|e| e.slice_mut(..)),
         )?;
+        let q2 = match (self.q2.as_ref(), ex.as_ref()) {
+            (Some(q2), Some(ex)) => {
+                let c = s.m - s.n;
+                let mut out = alloc(gpu, s.batch * s.m * (c + p), "batched Q₂")?;
+                gpu.batch_q_complement(
+                    (complement_op::ADD_COLS, s.batch, (s.m, s.n, c), (0, p)),
+                    (None, Some(q2.slice(..)), out.slice_mut(..)),
+                    (Some(ex.slice(..)), None),
+                    (Some(&status.dev), 0, None),
+                )?;
+                Some(out)
+            }
+            _ => None,
+        };
         let st = status.read(gpu)?;
-        Ok((q, r, st))
+        Ok((NewColumns { q, r, q2 }, st))
     }
 
-    /// p columns in before column k0 (`cols` batch·m·p, row-major a problem); the new Q₁
-    /// and R (n + p columns) and statuses. `s.team` ≥ n + p.
+    /// p columns in before column k0 (`cols` batch·m·p, row-major a problem); the new
+    /// factors (n + p columns) and statuses. `s.team` ≥ n + p.
     ///
     /// # Errors
     /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
@@ -210,19 +285,35 @@ impl<T: GpuScalar> QStates<T> {
         s: QShape,
         (cols, k0, p): (CudaView<'_, T>, usize, usize),
         status: &mut Statuses,
-    ) -> Result<(CudaSlice<T>, CudaSlice<T>, Vec<u32>)> {
+    ) -> Result<(NewColumns<T>, Vec<u32>)> {
         let np = s.n + p;
         let mut q = alloc(gpu, s.batch * s.m * np, "batched Q")?;
         let mut r = alloc(gpu, s.batch * np * np, "batched R")?;
+        let mut ex = self.export(gpu, s.batch * p * s.m)?;
         gpu.batch_q_insert_cols(
             s,
             self.view(),
             (cols, k0, p),
             (q.slice_mut(..), r.slice_mut(..)),
             &mut status.dev,
+            ex.as_mut().map(|e| e.slice_mut(..)),
         )?;
+        let q2 = match (self.q2.as_ref(), ex.as_ref()) {
+            (Some(q2), Some(ex)) => {
+                let c = s.m - s.n;
+                let mut out = alloc(gpu, s.batch * s.m * (c - p), "batched Q₂")?;
+                gpu.batch_q_complement(
+                    (complement_op::DROP_DIRS, s.batch, (s.m, s.n, c), (0, p)),
+                    (None, Some(q2.slice(..)), out.slice_mut(..)),
+                    (Some(ex.slice(..)), None),
+                    (Some(&status.dev), 0, None),
+                )?;
+                Some(out)
+            }
+            _ => None,
+        };
         let st = status.read(gpu)?;
-        Ok((q, r, st))
+        Ok((NewColumns { q, r, q2 }, st))
     }
 
     /// p rows in at k0 (rows batch·p·n row-major, rhs batch·p), R and b scaled by `scale`
@@ -238,7 +329,9 @@ impl<T: GpuScalar> QStates<T> {
         (k0, p, scale): (usize, usize, T),
         status: &mut Statuses,
     ) -> Result<(Self, Vec<u32>)> {
-        let mut out = Self::zeros(gpu, QShape { m: s.m + p, ..s })?;
+        let full = self.q2.is_some();
+        let mut out = Self::zeros(gpu, QShape { m: s.m + p, ..s }, full)?;
+        let mut ex = self.export(gpu, s.batch * (s.m + p) * p)?;
         gpu.batch_q_insert_rows(
             s,
             self.view(),
@@ -246,7 +339,22 @@ impl<T: GpuScalar> QStates<T> {
             (k0, p, scale),
             out.view_mut(),
             &mut status.dev,
+            ex.as_mut().map(|e| e.slice_mut(..)),
         )?;
+        if let (Some(q2), Some(ex), Some(q2_out)) = (self.q2.as_ref(), ex.as_ref(), out.q2.as_mut())
+        {
+            gpu.batch_q_complement(
+                (
+                    complement_op::ADD_ROWS,
+                    s.batch,
+                    (s.m, s.n, s.m - s.n),
+                    (k0, p),
+                ),
+                (None, Some(q2.slice(..)), q2_out.slice_mut(..)),
+                (Some(ex.slice(..)), None),
+                (Some(&status.dev), 0, None),
+            )?;
+        }
         let st = status.read(gpu)?;
         Ok((out, st))
     }
@@ -264,7 +372,7 @@ impl<T: GpuScalar> QStates<T> {
         fallback: Option<&Self>,
         status: &mut Statuses,
     ) -> Result<(Self, Vec<u32>)> {
-        let mut out = Self::zeros(gpu, QShape { m: s.m - p, ..s })?;
+        let mut out = Self::zeros(gpu, QShape { m: s.m - p, ..s }, false)?;
         gpu.batch_q_delete_rows(
             s,
             self.view(),
@@ -273,10 +381,20 @@ impl<T: GpuScalar> QStates<T> {
             fallback.map(Self::view),
             &mut status.dev,
         )?;
+        if let Some(q2) = self.q2.as_ref() {
+            let fb = fallback.and_then(|f| f.q2.as_ref());
+            out.q2 = Some(drop_rows(
+                gpu,
+                (s.batch, s.m, s.n),
+                q2,
+                (k0, p),
+                fb,
+                status,
+            )?);
+        }
         let st = status.read(gpu)?;
         Ok((out, st))
     }
-
     /// x (batch·n), ‖b − Q₁d‖² (batch) and the statuses on the host.
     ///
     /// # Errors
@@ -319,7 +437,7 @@ impl<T: GpuScalar> QStates<T> {
         s: QShape,
         (from, to): (usize, usize),
         status: &mut Statuses,
-    ) -> Result<(CudaSlice<T>, CudaSlice<T>, Vec<u32>)> {
+    ) -> Result<(NewColumns<T>, Vec<u32>)> {
         let mut q = alloc(gpu, s.batch * s.m * s.n, "batched Q")?;
         let mut r = alloc(gpu, s.batch * s.n * s.n, "batched R")?;
         gpu.batch_q_shift_col(
@@ -329,11 +447,21 @@ impl<T: GpuScalar> QStates<T> {
             (q.slice_mut(..), r.slice_mut(..)),
             &mut status.dev,
         )?;
+        // range(Q₁) is the same: the complement stays (a copy, the old state kept whole).
+        let q2 = match self.q2.as_ref() {
+            Some(q2) => Some(
+                gpu.stream
+                    .clone_dtod(q2)
+                    .map_err(driver_err("batched Q₂ copy"))?,
+            ),
+            None => None,
+        };
         let st = status.read(gpu)?;
-        Ok((q, r, st))
+        Ok((NewColumns { q, r, q2 }, st))
     }
 
-    /// Every problem's ‖Q₁ᵀQ₁ − I‖_F, the problems past `tol` refreshed in place; the
+    /// Every problem's ‖QᵀQ − I‖_F (Q₁, and [Q₁ Q₂] for the full kind), the problems past
+    /// `tol` refreshed in place (the full kind's Q₂ built again from the new Q₁); the
     /// estimates and statuses.
     ///
     /// # Errors
@@ -346,13 +474,42 @@ impl<T: GpuScalar> QStates<T> {
         status: &mut Statuses,
     ) -> Result<(Vec<T>, Vec<u32>)> {
         let mut drift = alloc(gpu, s.batch, "batched drift estimates")?;
+        let c = s.m - s.n;
+        let share = match self.q2.as_ref() {
+            Some(q2) => {
+                let mut e2 = alloc(gpu, s.batch, "batched Q₂ drift")?;
+                // The output view is not written by MEASURE; the state's Q₂ serves.
+                let mut unused = alloc::<T>(gpu, 1, "batched Q₂ drift")?;
+                gpu.batch_q_complement(
+                    (complement_op::MEASURE, s.batch, (s.m, s.n, c), (0, 0)),
+                    (
+                        Some(self.q.slice(..)),
+                        Some(q2.slice(..)),
+                        unused.slice_mut(..),
+                    ),
+                    (None, None),
+                    (None, 0, Some(&mut e2)),
+                )?;
+                Some(e2)
+            }
+            None => None,
+        };
         gpu.batch_q_refresh(
             s,
             (self.q.slice_mut(..), self.r.slice_mut(..)),
             tol,
             &mut drift,
             &mut status.dev,
+            share.as_ref().map(|e| e.slice(..)),
         )?;
+        if let Some(q2) = self.q2.as_mut() {
+            gpu.batch_q_complement(
+                (complement_op::BUILD, s.batch, (s.m, s.n, c), (0, 0)),
+                (Some(self.q.slice(..)), None, q2.slice_mut(..)),
+                (None, None),
+                (Some(&status.dev), STATUS_REFRESHED, None),
+            )?;
+        }
         let mut es = gpu
             .stream
             .clone_dtoh(&drift)
@@ -362,17 +519,66 @@ impl<T: GpuScalar> QStates<T> {
         Ok((es, st))
     }
 
-    /// Q₁, R and b on the host.
+    /// Q₁, R, b and (full kind) Q₂ on the host.
     ///
     /// # Errors
     /// [`crate::Error::Driver`].
-    pub(crate) fn to_host(&self, gpu: &Gpu) -> Result<(Vec<T>, Vec<T>, Vec<T>)> {
+    pub(crate) fn to_host(&self, gpu: &Gpu) -> Result<HostStates<T>> {
         let down = |e| crate::Error::driver("batched states download".to_string(), e);
         gpu.count_launch();
         let q = gpu.stream.clone_dtoh(&self.q).map_err(down)?;
         let r = gpu.stream.clone_dtoh(&self.r).map_err(down)?;
         let b = gpu.stream.clone_dtoh(&self.b).map_err(down)?;
+        let q2 = match self.q2.as_ref() {
+            Some(q2) => Some(gpu.stream.clone_dtoh(q2).map_err(down)?),
+            None => None,
+        };
         gpu.stream.synchronize().map_err(down)?;
-        Ok((q, r, b))
+        Ok((q, r, b, q2))
     }
+}
+
+/// Q₁, R, b and (full kind) Q₂ of every problem on the host.
+pub(crate) type HostStates<T> = (Vec<T>, Vec<T>, Vec<T>, Option<Vec<T>>);
+
+/// The complement of a row deletion: rows k0..k0+p out of every problem's Q₂ (m×(m−n)) with
+/// the directions they span, in launches of at most [`MAX_DROP`] rows (fewer where shared
+/// memory is short) (the rows below move
+/// up, so each takes rows k0.. again); a problem whose status is not OK takes `fallback`'s
+/// Q₂ at the last launch.
+fn drop_rows<T: GpuScalar>(
+    gpu: &Gpu,
+    (batch, m, n): (usize, usize, usize),
+    q2: &CudaSlice<T>,
+    (k0, p): (usize, usize),
+    fallback: Option<&CudaSlice<T>>,
+    status: &Statuses,
+) -> Result<CudaSlice<T>> {
+    let (mut mm, mut left) = (m, p);
+    let mut cur: Option<CudaSlice<T>> = None;
+    while left > 0 {
+        let c = mm - n;
+        // as many rows a launch as fit its shared memory (one always does: the batch
+        // checks that when it is made and when it grows)
+        let mut pc = left.min(MAX_DROP);
+        while pc > 1
+            && complement_op::smem(complement_op::DROP_ROWS, mm, n, c, pc) * size_of::<T>()
+                > BATCH_Q_SMEM_LIMIT
+        {
+            pc -= 1;
+        }
+        let mut out = alloc(gpu, batch * (mm - pc) * (c - pc), "batched Q₂")?;
+        let input = cur.as_ref().unwrap_or(q2);
+        let fb = if pc == left { fallback } else { None };
+        gpu.batch_q_complement(
+            (complement_op::DROP_ROWS, batch, (mm, n, c), (k0, pc)),
+            (None, Some(input.slice(..)), out.slice_mut(..)),
+            (None, fb.map(|f| f.slice(..))),
+            (Some(&status.dev), 0, None),
+        )?;
+        cur = Some(out);
+        mm -= pc;
+        left -= pc;
+    }
+    Ok(cur.unwrap_or_else(|| unreachable!("p ≥ 1")))
 }

@@ -43,6 +43,52 @@ pub(crate) mod smem {
     }
 }
 
+/// The operations of `batch_q_complement` (gpu-kernels/src/batch_q/complement.rs; the
+/// values and shared-memory sizes are the kernel crate's).
+pub(crate) mod complement_op {
+    pub(crate) const BUILD: u32 = 0;
+    pub(crate) const REPLACE: u32 = 1;
+    pub(crate) const ADD_ROWS: u32 = 2;
+    pub(crate) const DROP_ROWS: u32 = 3;
+    pub(crate) const ADD_COLS: u32 = 4;
+    pub(crate) const DROP_DIRS: u32 = 5;
+    pub(crate) const MEASURE: u32 = 6;
+    /// Largest p of `DROP_ROWS` and `DROP_DIRS` a launch.
+    pub(crate) const MAX_DROP: usize = 32;
+    /// Columns of Q₂ a `BUILD` forms at a time in shared memory.
+    pub(crate) const BUILD_BLOCK: usize = 8;
+
+    /// Shared-memory elements of a launch (at least one).
+    pub(crate) const fn smem(op: u32, m: usize, n: usize, c: usize, p: usize) -> usize {
+        let e = match op {
+            BUILD => m * n + n + m * BUILD_BLOCK,
+            REPLACE => c,
+            DROP_ROWS | DROP_DIRS => c * p + p * p + p + m * p,
+            MEASURE => c + n,
+            _ => 0,
+        };
+        if e == 0 {
+            1
+        } else {
+            e
+        }
+    }
+
+    /// Q₂'s rows and columns after `op` on an m×c complement.
+    pub(crate) const fn output(op: u32, (m, c): (usize, usize), p: usize) -> (usize, usize) {
+        match op {
+            ADD_ROWS => (m + p, c + p),
+            DROP_ROWS => (m - p, c - p),
+            ADD_COLS => (m, c + p),
+            DROP_DIRS => (m, c - p),
+            _ => (m, c),
+        }
+    }
+}
+
+/// A complement launch: the operation, the batch, (m, n, c) before it and (k0, p).
+pub(crate) type ComplementOp = (u32, usize, (usize, usize, usize), (usize, usize));
+
 /// A state's device buffers: Q₁ (batch·m·n, each problem column-major), R (batch·n·n,
 /// row-major) and b (batch·m).
 pub(crate) struct QView<'a, T> {
@@ -166,9 +212,13 @@ impl Gpu {
         (mut q, mut r): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
         (u, v, kk): (CudaView<'_, T>, CudaView<'_, T>, usize),
         status: &mut CudaSlice<u32>,
+        export: Option<CudaViewMut<'_, T>>,
     ) -> Result<()> {
         let QShape { batch, m, n, team } = shape;
         assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n && kk >= 1);
+        assert!(export
+            .as_ref()
+            .is_none_or(|e| e.len() >= batch * kk * 2 * m));
         assert!(q.len() >= batch * m * n && r.len() >= batch * n * n);
         assert!(u.len() >= batch * m * kk && v.len() >= batch * n * kk && status.len() >= batch);
         if batch == 0 {
@@ -180,16 +230,23 @@ impl Gpu {
             (32, 1),
             shape.smem_bytes::<T>(smem::rank_one(m, n)),
         );
-        // SAFETY: matches batch_q_rank_one_<T>(q, r, u, v, status, batch, m, n, kk, team): q
+        // SAFETY: matches batch_q_rank_one_<T>(q, r, u, v, status, export, batch, m, n, kk, team): q
         // and r hold batch·m·n and batch·n·n (read-write, in place: each team reads its
         // problem before writing it), u and v batch·m·kk and batch·n·kk, status batch
         // (asserted); u, v and
         // status are other buffers than q and r (distinct borrows); 1 ≤ n ≤ 32, m ≥ n;
         // grid ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
-        // (32/team)·smem::rank_one(m, n).
+        // (32/team)·smem::rank_one(m, n). `export` (a full-Q state's) holds batch·kk·2·m
+        // (asserted), another buffer; without it the pointer is null (a u64 0), as the
+        // contract allows.
         unsafe {
-            launch_kernel!(self, f, cfg, "batch_q_rank_one"; &mut q, &mut r, &u, &v,
-                &mut *status, &batch, &m, &n, &kk, &team)
+            let null = 0u64;
+            match export {
+                Some(mut e) => launch_kernel!(self, f, cfg, "batch_q_rank_one"; &mut q, &mut r,
+                    &u, &v, &mut *status, &mut e, &batch, &m, &n, &kk, &team),
+                None => launch_kernel!(self, f, cfg, "batch_q_rank_one"; &mut q, &mut r, &u,
+                    &v, &mut *status, &null, &batch, &m, &n, &kk, &team),
+            }
         }?;
         Ok(())
     }
@@ -211,11 +268,15 @@ impl Gpu {
         (k0, p, scale): (usize, usize, T),
         out: QViewMut<'_, T>,
         status: &mut CudaSlice<u32>,
+        export: Option<CudaViewMut<'_, T>>,
     ) -> Result<()> {
         let QShape { batch, m, n, team } = shape;
         shape.check(&input);
         QShape { m: m + p, ..shape }.check_mut(&out);
         assert!(k0 <= m && p >= 1);
+        assert!(export
+            .as_ref()
+            .is_none_or(|e| e.len() >= batch * (m + p) * p));
         assert!(rows.len() >= batch * p * n && rhs.len() >= batch * p && status.len() >= batch);
         if batch == 0 {
             return Ok(());
@@ -228,16 +289,23 @@ impl Gpu {
         );
         let mut o = out;
         // SAFETY: matches batch_q_insert_rows_<T>(q_in, r_in, b_in, rows, rhs, q_out, r_out,
-        // b_out, status, batch, m, n, k0, p, scale, team): the input state holds batch·m·n,
+        // b_out, status, export, batch, m, n, k0, p, scale, team): the input state holds batch·m·n,
         // batch·n·n, batch·m, the rows batch·p·n and batch·p, the outputs batch·(m+p)·n,
         // batch·n·n, batch·(m+p), status batch (asserted); outputs distinct from the inputs;
         // k0 ≤ m, p ≥ 1, 1 ≤ n ≤ 32; grid ⌈batch/(32/team)⌉, block 32 (team checked in
         // grid()), shared memory
-        // (32/team)·smem::insert_rows(m, n, p).
+        // (32/team)·smem::insert_rows(m, n, p). `export` (a full-Q state's) holds
+        // batch·(m+p)·p (asserted), another buffer; without it the pointer is null.
         unsafe {
-            launch_kernel!(self, f, cfg, "batch_q_insert_rows"; &input.q, &input.r,
-                &input.b, &rows, &rhs, &mut o.q, &mut o.r, &mut o.b, &mut *status, &batch,
-                &m, &n, &k0, &p, &scale, &team)
+            let null = 0u64;
+            match export {
+                Some(mut e) => launch_kernel!(self, f, cfg, "batch_q_insert_rows"; &input.q,
+                    &input.r, &input.b, &rows, &rhs, &mut o.q, &mut o.r, &mut o.b,
+                    &mut *status, &mut e, &batch, &m, &n, &k0, &p, &scale, &team),
+                None => launch_kernel!(self, f, cfg, "batch_q_insert_rows"; &input.q,
+                    &input.r, &input.b, &rows, &rhs, &mut o.q, &mut o.r, &mut o.b,
+                    &mut *status, &null, &batch, &m, &n, &k0, &p, &scale, &team),
+            }
         }?;
         Ok(())
     }
@@ -314,10 +382,12 @@ impl Gpu {
         (k0, p): (usize, usize),
         (mut q_out, mut r_out): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
         status: &mut CudaSlice<u32>,
+        export: Option<CudaViewMut<'_, T>>,
     ) -> Result<()> {
         let QShape { batch, m, n, team } = shape;
         shape.check(&input);
         assert!(p >= 1 && p < n && k0 + p <= n);
+        assert!(export.as_ref().is_none_or(|e| e.len() >= batch * m * p));
         let no = n - p;
         assert!(q_out.len() >= batch * m * no && r_out.len() >= batch * no * no);
         assert!(status.len() >= batch);
@@ -330,15 +400,23 @@ impl Gpu {
             (32, 1),
             shape.smem_bytes::<T>(smem::delete_cols(m, n)),
         );
-        // SAFETY: matches batch_q_delete_cols_<T>(q_in, r_in, q_out, r_out, status, batch, m,
+        // SAFETY: matches batch_q_delete_cols_<T>(q_in, r_in, q_out, r_out, status, export, batch, m,
         // n, k0, p, team): the input holds batch·m·n and batch·n·n, the outputs
         // batch·m·(n−p) and batch·(n−p)², status batch (asserted); the outputs are distinct
         // mutable views aliasing no input; k0 + p ≤ n, 1 ≤ p < n ≤ 32, m ≥ n; grid
         // ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
-        // (32/team)·smem::delete_cols(m, n).
+        // (32/team)·smem::delete_cols(m, n). `export` (a full-Q state's) holds batch·m·p
+        // (asserted), another buffer; without it the pointer is null.
         unsafe {
-            launch_kernel!(self, f, cfg, "batch_q_delete_cols"; &input.q, &input.r,
-                &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &k0, &p, &team)
+            let null = 0u64;
+            match export {
+                Some(mut e) => launch_kernel!(self, f, cfg, "batch_q_delete_cols"; &input.q,
+                    &input.r, &mut q_out, &mut r_out, &mut *status, &mut e, &batch, &m, &n,
+                    &k0, &p, &team),
+                None => launch_kernel!(self, f, cfg, "batch_q_delete_cols"; &input.q,
+                    &input.r, &mut q_out, &mut r_out, &mut *status, &null, &batch, &m, &n,
+                    &k0, &p, &team),
+            }
         }?;
         Ok(())
     }
@@ -400,9 +478,11 @@ impl Gpu {
         tol: T,
         drift: &mut CudaSlice<T>,
         status: &mut CudaSlice<u32>,
+        extra2: Option<CudaView<'_, T>>,
     ) -> Result<()> {
         let QShape { batch, m, n, team } = shape;
         assert!((1..=BATCH_Q_MAX_N).contains(&n) && m >= n);
+        assert!(extra2.as_ref().is_none_or(|e| e.len() >= batch));
         assert!(q.len() >= batch * m * n && r.len() >= batch * n * n);
         assert!(drift.len() >= batch && status.len() >= batch);
         if batch == 0 {
@@ -414,14 +494,20 @@ impl Gpu {
             (32, 1),
             shape.smem_bytes::<T>(smem::refresh(m, n)),
         );
-        // SAFETY: matches batch_q_refresh_<T>(q, r, drift, status, batch, m, n, tol, team):
+        // SAFETY: matches batch_q_refresh_<T>(q, r, drift, status, extra2, batch, m, n, tol, team):
         // q and r hold batch·m·n and batch·n·n (read and written in place, each problem by
         // its own team), drift and status batch (asserted), distinct buffers; 1 ≤ n ≤ 32,
         // m ≥ n; grid ⌈batch/(32/team)⌉, block 32 (team checked in grid()), shared memory
-        // (32/team)·smem::refresh(m, n).
+        // (32/team)·smem::refresh(m, n). `extra2` (a full-Q state's complement share)
+        // holds batch (asserted); without it the pointer is null.
         unsafe {
-            launch_kernel!(self, f, cfg, "batch_q_refresh"; &mut q, &mut r, &mut *drift,
-                &mut *status, &batch, &m, &n, &tol, &team)
+            let null = 0u64;
+            match extra2 {
+                Some(e) => launch_kernel!(self, f, cfg, "batch_q_refresh"; &mut q, &mut r,
+                    &mut *drift, &mut *status, &e, &batch, &m, &n, &tol, &team),
+                None => launch_kernel!(self, f, cfg, "batch_q_refresh"; &mut q, &mut r,
+                    &mut *drift, &mut *status, &null, &batch, &m, &n, &tol, &team),
+            }
         }?;
         Ok(())
     }
@@ -442,10 +528,12 @@ impl Gpu {
         (cols, k0, p): (CudaView<'_, T>, usize, usize),
         (mut q_out, mut r_out): (CudaViewMut<'_, T>, CudaViewMut<'_, T>),
         status: &mut CudaSlice<u32>,
+        export: Option<CudaViewMut<'_, T>>,
     ) -> Result<()> {
         let QShape { batch, m, n, team } = shape;
         shape.check(&input);
         let np = n + p;
+        assert!(export.as_ref().is_none_or(|e| e.len() >= batch * p * m));
         assert!(p >= 1 && k0 <= n && np <= team && m >= np);
         assert!(cols.len() >= batch * m * p);
         assert!(q_out.len() >= batch * m * np && r_out.len() >= batch * np * np);
@@ -459,15 +547,24 @@ impl Gpu {
             (32, 1),
             shape.smem_bytes::<T>(smem::insert_cols(m, n, p)),
         );
-        // SAFETY: matches batch_q_insert_cols_<T>(q_in, r_in, u, q_out, r_out, status, batch,
+        // SAFETY: matches batch_q_insert_cols_<T>(q_in, r_in, u, q_out, r_out, status, export, batch,
         // m, n, k0, p, team): the input holds batch·m·n and batch·n·n, the columns
         // batch·m·p, the outputs batch·m·(n+p) and batch·(n+p)², status batch (asserted);
         // the outputs are distinct mutable views aliasing no input; k0 ≤ n, p ≥ 1,
         // n + p ≤ team ≤ 32, m ≥ n + p; grid ⌈batch/(32/team)⌉, block 32 (team checked in
-        // grid()), shared memory (32/team)·smem::insert_cols(m, n, p).
+        // grid()), shared memory (32/team)·smem::insert_cols(m, n, p). `export` (a full-Q
+        // state's) holds batch·p·m (asserted), another buffer; without it the pointer is
+        // null.
         unsafe {
-            launch_kernel!(self, f, cfg, "batch_q_insert_cols"; &input.q, &input.r, &cols,
-                &mut q_out, &mut r_out, &mut *status, &batch, &m, &n, &k0, &p, &team)
+            let null = 0u64;
+            match export {
+                Some(mut e) => launch_kernel!(self, f, cfg, "batch_q_insert_cols"; &input.q,
+                    &input.r, &cols, &mut q_out, &mut r_out, &mut *status, &mut e, &batch,
+                    &m, &n, &k0, &p, &team),
+                None => launch_kernel!(self, f, cfg, "batch_q_insert_cols"; &input.q,
+                    &input.r, &cols, &mut q_out, &mut r_out, &mut *status, &null, &batch,
+                    &m, &n, &k0, &p, &team),
+            }
         }?;
         Ok(())
     }
@@ -504,6 +601,119 @@ impl Gpu {
             launch_kernel!(self, f, cfg, "batch_q_solve"; &input.q, &input.r, &input.b,
                 &mut x, &mut rss, &mut *status, &batch, &m, &n, &rank_tol, &team)
         }?;
+        Ok(())
+    }
+
+    /// Launches `batch_q_complement_<T>` (docs/algorithms.md#batched-full-q-states):
+    /// operation `op` (gpu-kernels/src/batch_q/complement.rs) on every problem's Q₂ (m×c
+    /// before the call) whose status is `want` (every problem without `status`), into
+    /// `q2_out`; the others write `fallback` when given.
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// On buffers shorter than the operation needs or sizes outside its contract (cuqr
+    /// bugs: the caller validates).
+    pub(crate) fn batch_q_complement<T: GpuScalar>(
+        &self,
+        (op, batch, (m, n, c), (k0, p)): ComplementOp,
+        (q1, q2_in, mut q2_out): (
+            Option<CudaView<'_, T>>,
+            Option<CudaView<'_, T>>,
+            CudaViewMut<'_, T>,
+        ),
+        (extra, fallback): (Option<CudaView<'_, T>>, Option<CudaView<'_, T>>),
+        (status, want, e2): (Option<&CudaSlice<u32>>, u32, Option<&mut CudaSlice<T>>),
+    ) -> Result<()> {
+        use complement_op::*;
+        let (mo, co) = complement_op::output(op, (m, c), p);
+        assert!(op == MEASURE || q2_out.len() >= batch * mo * co);
+        assert!(q1.as_ref().is_none_or(|v| v.len() >= batch * m * n));
+        assert!(q2_in.as_ref().is_none_or(|v| v.len() >= batch * m * c));
+        assert!(fallback.as_ref().is_none_or(|v| v.len() >= batch * mo * co));
+        assert!(status.is_none_or(|v| v.len() >= batch));
+        assert!(e2.as_ref().is_none_or(|v| v.len() >= batch));
+        let need_extra = match op {
+            REPLACE => batch * p * 2 * m,
+            ADD_ROWS => batch * (m + p) * p,
+            ADD_COLS | DROP_DIRS => batch * m * p,
+            _ => 0,
+        };
+        assert!(extra
+            .as_ref()
+            .map_or(need_extra == 0, |v| v.len() >= need_extra));
+        match op {
+            BUILD => assert!(q1.is_some() && n <= m),
+            MEASURE => assert!(q1.is_some() && q2_in.is_some() && n <= m),
+            REPLACE => {}
+            _ => assert!(q2_in.is_some()),
+        }
+        match op {
+            DROP_ROWS => assert!(p <= c && p <= MAX_DROP && k0 + p <= m),
+            DROP_DIRS => assert!(p <= c && p <= MAX_DROP),
+            ADD_ROWS => assert!(k0 <= m),
+            MEASURE => assert!(e2.is_some()),
+            _ => {}
+        }
+        if batch == 0 {
+            return Ok(());
+        }
+        let ks = T::kernel_set(&self.kernels);
+        let f = match op {
+            BUILD => &ks.batch_q_complement_build,
+            REPLACE => &ks.batch_q_complement_replace,
+            ADD_ROWS | ADD_COLS => &ks.batch_q_complement_add,
+            DROP_ROWS | DROP_DIRS => &ks.batch_q_complement_drop,
+            _ => &ks.batch_q_complement_measure,
+        };
+        let bytes = complement_op::smem(op, m, n, c, p) * size_of::<T>();
+        assert!(
+            bytes <= BATCH_Q_SMEM_LIMIT,
+            "batch_q complement shared memory"
+        );
+        let grid = u32::try_from(batch).expect("batch fits a grid dimension");
+        let cfg = launch_config((grid, 1), (32, 1), bytes);
+        let null = 0u64;
+        // SAFETY: matches batch_q_complement_<group>_<T>(op, q1, q2_in, q2_out, extra, fallback,
+        // status, want, e2, batch, m, n, c, k0, p): every buffer given holds what the
+        // operation reads or writes for batch problems (asserted above), the absent ones are
+        // null (a u64 0) where the operation does not touch them (asserted by op); q2_out is
+        // a mutable view distinct from every input (REPLACE works in place on it alone);
+        // grid batch, block 32, shared memory smem(op, m, n, c, p) elements as the contract
+        // says.
+        unsafe {
+            use cudarc::driver::PushKernelArg;
+            let mut b = self.kernel_args(f);
+            b.arg(&op);
+            for v in [&q1, &q2_in] {
+                match v {
+                    Some(v) => b.arg(v),
+                    None => b.arg(&null),
+                };
+            }
+            b.arg(&mut q2_out);
+            for v in [&extra, &fallback] {
+                match v {
+                    Some(v) => b.arg(v),
+                    None => b.arg(&null),
+                };
+            }
+            match status {
+                Some(v) => b.arg(v),
+                None => b.arg(&null),
+            };
+            b.arg(&want);
+            let mut e2 = e2;
+            match &mut e2 {
+                Some(v) => b.arg(&mut **v),
+                None => b.arg(&null),
+            };
+            b.arg(&batch).arg(&m).arg(&n).arg(&c).arg(&k0).arg(&p);
+            crate::gpu::ffi::driver::fault::launch()
+                .and_then(|()| b.launch(cfg))
+                .map_err(crate::gpu::launch::launch_err("batch_q_complement"))?;
+        }
         Ok(())
     }
 }

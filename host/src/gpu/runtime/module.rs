@@ -168,6 +168,17 @@ kernel_table! {
     batch_q_delete_rows,
     /// `batch_q_solve_<T>` (batched thin-Q least-squares solve).
     batch_q_solve,
+    /// `batch_q_complement_build_<T>` (a batched full-Q state's complement Q₂ built from Q₁;
+    /// docs/algorithms.md#batched-full-q-states).
+    batch_q_complement_build,
+    /// `batch_q_complement_replace_<T>` (Q₂ carried over a rank-k update).
+    batch_q_complement_replace,
+    /// `batch_q_complement_add_<T>` (Q₂ with rows or columns added).
+    batch_q_complement_add,
+    /// `batch_q_complement_drop_<T>` (Q₂ with rows or directions dropped).
+    batch_q_complement_drop,
+    /// `batch_q_complement_measure_<T>` (Q₂'s share of the drift estimate).
+    batch_q_complement_measure,
     /// `batch_r_step_k1_<T>` (batched R-only states, n = 1; docs/algorithms.md#batched-states).
     batch_r_step_k1,
     /// `batch_r_step_k2_<T>` (batched R-only states, n = 2; docs/algorithms.md#batched-states).
