@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as _np
 
 from . import _cuqr
-from ._cuqr import __version__
+from ._cuqr import AUTO_GPU_MIN_MN, __version__
 
 __all__ = [
+    "AUTO_GPU_MIN_MN",
     "BatchError",
     "GpuBatchQR",
     "QR",
@@ -1042,7 +1043,10 @@ class QR:
     keep_data : bool
         See ``q=None``.
     device : 'auto', 'cpu', 'cuda' or 'cuda:N'
-        'auto' takes the device of a CUDA input, else GPU 0 when one opens, else the CPU.
+        'auto' takes the device of a CUDA input; host data go to GPU 0 when it opens and
+        m·n is at least ``cuqr.AUTO_GPU_MIN_MN`` (250,000: below it the CPU updates faster
+        than a GPU, whose calls cost about 0.5 ms whatever their size), else stay on the
+        CPU, and ``fallback`` says why.
 
     Results (``R``, ``Q``, ``d``, ``solve()``) are arrays of A's kind: NumPy (or PyTorch
     CPU tensors) for host inputs, CuPy arrays or PyTorch CUDA tensors for device inputs
@@ -1109,7 +1113,7 @@ class QR:
         policy = {"thin": "thin", "economic": "thin", "full": "full", None: "none", "r": "none"}
         if q not in policy:
             raise ValueError(f"q must be 'thin', 'full' or None, not {q!r}")
-        ordinal = self._resolve_device(device, arrays)
+        ordinal, self._fallback = self._resolve_device(device, arrays, _shape(A))
         if arrays.on_gpu and ordinal != arrays.device:
             raise ValueError(
                 f"A is on CUDA device {arrays.device}; pass device='auto' or 'cuda:{arrays.device}'"
@@ -1135,15 +1139,24 @@ class QR:
         self._st = _cuqr._State.factorize(A, b, policy[q], bool(keep_data), ordinal, dtype)
 
     @staticmethod
-    def _resolve_device(device, arrays: _Arrays):
+    def _resolve_device(device, arrays: _Arrays, shape=()):
+        """The GPU ordinal (None: the CPU) and, for 'auto' on the CPU, why."""
         if device == "auto":
             if arrays.on_gpu:
-                return arrays.device
-            return 0 if _cuqr.cuda_available(0) else None
+                return arrays.device, None
+            if len(shape) == 2 and shape[0] * shape[1] < _cuqr.AUTO_GPU_MIN_MN:
+                return None, (
+                    f"m·n = {shape[0] * shape[1]} is below {_cuqr.AUTO_GPU_MIN_MN}, where the "
+                    "CPU updates faster than a GPU (whose calls cost about 0.5 ms whatever "
+                    "their size); pass device='cuda' for the GPU"
+                )
+            if _cuqr.cuda_available(0):
+                return 0, None
+            return None, f"no usable GPU: {_cuqr.cuda_unavailable_reason(0)}"
         if device == "cpu":
             if arrays.on_gpu:
                 raise ValueError("A is a CUDA array; pass device='auto' or 'cuda'")
-            return None
+            return None, None
         if isinstance(device, str) and device.startswith("cuda"):
             ordinal = arrays.device if arrays.on_gpu and device == "cuda" else 0
             if ":" in device:
@@ -1152,7 +1165,7 @@ class QR:
                 raise RuntimeError(
                     f"no usable CUDA device {ordinal}: {_cuqr.cuda_unavailable_reason(ordinal)}"
                 )
-            return ordinal
+            return ordinal, None
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
     # -- helpers --------------------------------------------------------------------------
@@ -1295,6 +1308,12 @@ class QR:
         return self._st.device
 
     @property
+    def fallback(self):
+        """Why ``device='auto'`` kept host data on the CPU (the size rule or no usable
+        GPU), or None."""
+        return self._fallback
+
+    @property
     def dtype(self) -> str:
         """'float32' or 'float64'."""
         return self._st.dtype
@@ -1400,6 +1419,10 @@ class _BatchQR(QR):
             raise ValueError(
                 f"batched states run on the CPU: pass device='auto' or 'cpu', not {device!r}"
             )
+        self._fallback = (
+            "a batched QR runs on the CPU (cuqr.GpuBatchQR keeps batches on a GPU)"
+            if device == "auto" else None
+        )
         self._arrays = self._family(A, "A")
         A = self._host(A, "A")
         dtype = _dtype_name(A)

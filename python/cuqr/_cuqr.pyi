@@ -3,6 +3,7 @@
 from typing import Dict, Any, List, Optional, Sequence, Tuple
 
 __version__: str
+AUTO_GPU_MIN_MN: int
 
 class _DeviceArray:
     shape: Tuple[int, int]

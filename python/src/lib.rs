@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("AUTO_GPU_MIN_MN", cuqr::AUTO_GPU_MIN_MN)?;
     m.add_class::<state::State>()?;
     m.add_class::<batch_state::BatchState>()?;
     m.add_class::<convert::DeviceArray>()?;

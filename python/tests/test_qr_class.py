@@ -184,3 +184,24 @@ def test_thread_count():
     assert cuqr.threads() == before or before >= 1
     with pytest.raises(ValueError):
         cuqr.set_threads(-1)
+
+
+def test_auto_device_follows_the_size_rule(rng):
+    """device='auto' keeps small host problems on the CPU (m·n below AUTO_GPU_MIN_MN) and
+    says why; larger ones go to GPU 0 when it opens, else stay with the reason; an explicit
+    device or a batch says nothing."""
+    assert cuqr.AUTO_GPU_MIN_MN == 250_000
+    A, b = problem(rng, 252, 5, np.float64)
+    qr = cuqr.QR(A, b, q=None, keep_data=True)
+    assert qr.device == "cpu"
+    assert "1260" in qr.fallback and "250000" in qr.fallback
+    assert cuqr.QR(A, b, device="cpu").fallback is None
+    A, b = problem(rng, 600, 420, np.float64)
+    qr = cuqr.QR(A, b)
+    if cuqr.cuda_available():
+        assert qr.device == "cuda:0" and qr.fallback is None
+    else:
+        assert qr.device == "cpu" and qr.fallback.startswith("no usable GPU")
+    check(qr, A, b, np.float64)
+    qb = cuqr.QR(rng.standard_normal((3, 20, 4)), rng.standard_normal((3, 20)))
+    assert qb.device == "cpu" and "GpuBatchQR" in qb.fallback
