@@ -158,6 +158,34 @@ fn full_orthogonality<T: Scalar>(q: &[T], m: usize) -> f64 {
     e2.sqrt()
 }
 
+/// `steps` random rank-one updates of every problem, applied to the model too.
+fn rank_one_steps<T: GpuScalar>(
+    bank: &mut GpuQBatch<T>,
+    model: &mut Model,
+    rng: &mut StdRng,
+    steps: usize,
+) {
+    let (b, m, n) = (bank.batch(), bank.nrows(), bank.ncols());
+    for _ in 0..steps {
+        let (ut, u) = rounded::<T>(random(rng, b * m));
+        let (vt, v) = rounded::<T>(random(rng, b * n));
+        let rep = bank
+            .rank_one(
+                BatchRef::row_major(&ut, b, m, 1).unwrap(),
+                BatchRef::row_major(&vt, b, n, 1).unwrap(),
+            )
+            .unwrap();
+        assert!(rep.all_ok());
+        for k in 0..b {
+            for i in 0..m {
+                for c in 0..n {
+                    model.a[k][i * n + c] += u[k * m + i] * v[k * n + c];
+                }
+            }
+        }
+    }
+}
+
 fn random(rng: &mut StdRng, len: usize) -> Vec<f64> {
     (0..len).map(|_| rng.random::<f64>() * 2.0 - 1.0).collect()
 }
@@ -898,24 +926,7 @@ fn drift_check_measures_and_refreshes() {
     let (mut bank, mut model) = factorize::<f32>(&gpu, &mut rng, (b, m, n));
     // f32 rank-one updates: each leaves O((m + n)u) behind
     let steps = 40;
-    for _ in 0..steps {
-        let (ut, u) = rounded::<f32>(random(&mut rng, b * m));
-        let (vt, v) = rounded::<f32>(random(&mut rng, b * n));
-        let rep = bank
-            .rank_one(
-                BatchRef::row_major(&ut, b, m, 1).unwrap(),
-                BatchRef::row_major(&vt, b, n, 1).unwrap(),
-            )
-            .unwrap();
-        assert!(rep.all_ok());
-        for k in 0..b {
-            for i in 0..m {
-                for c in 0..n {
-                    model.a[k][i * n + c] += u[k * m + i] * v[k * n + c];
-                }
-            }
-        }
-    }
+    rank_one_steps(&mut bank, &mut model, &mut rng, steps);
     let calls = steps + 1;
     let before = bank.to_host().unwrap();
     let host: Vec<f64> = (0..b)
@@ -1095,24 +1106,7 @@ fn full_q_drift_check() {
     let (b, m, n) = (7, 33, 5);
     let (mut bank, mut model) = factorize_kind::<f32>(&gpu, &mut rng, (b, m, n), true);
     let steps = 30;
-    for _ in 0..steps {
-        let (ut, u) = rounded::<f32>(random(&mut rng, b * m));
-        let (vt, v) = rounded::<f32>(random(&mut rng, b * n));
-        let rep = bank
-            .rank_one(
-                BatchRef::row_major(&ut, b, m, 1).unwrap(),
-                BatchRef::row_major(&vt, b, n, 1).unwrap(),
-            )
-            .unwrap();
-        assert!(rep.all_ok());
-        for k in 0..b {
-            for i in 0..m {
-                for c in 0..n {
-                    model.a[k][i * n + c] += u[k * m + i] * v[k * n + c];
-                }
-            }
-        }
-    }
+    rank_one_steps(&mut bank, &mut model, &mut rng, steps);
     let q = bank.full_q().unwrap();
     let host: Vec<f64> = (0..b)
         .map(|k| full_orthogonality(&q[k * m * m..(k + 1) * m * m], m))

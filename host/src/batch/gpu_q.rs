@@ -549,7 +549,9 @@ impl<T: GpuScalar> GpuQBatch<T> {
         if !problems.is_empty() {
             return Err(Error::BatchRefused { op: OP, problems });
         }
-        self.states.install(new);
+        // range(Q₁) does not change: a full batch keeps its complement
+        self.states.q = new.q;
+        self.states.r = new.r;
         Ok(())
     }
 

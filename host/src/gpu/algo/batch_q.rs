@@ -256,22 +256,34 @@ impl<T: GpuScalar> QStates<T> {
             &mut status.dev,
             ex.as_mut().map(|e| e.slice_mut(..)),
         )?;
-        let q2 = match (self.q2.as_ref(), ex.as_ref()) {
-            (Some(q2), Some(ex)) => {
-                let c = s.m - s.n;
-                let mut out = alloc(gpu, s.batch * s.m * (c + p), "batched Q₂")?;
-                gpu.batch_q_complement(
-                    (complement_op::ADD_COLS, s.batch, (s.m, s.n, c), (0, p)),
-                    (None, Some(q2.slice(..)), out.slice_mut(..)),
-                    (Some(ex.slice(..)), None),
-                    (Some(&status.dev), 0, None),
-                )?;
-                Some(out)
-            }
-            _ => None,
-        };
+        let q2 = self.column_complement(gpu, s, (complement_op::ADD_COLS, p), ex, status)?;
         let st = status.read(gpu)?;
         Ok((NewColumns { q, r, q2 }, st))
+    }
+
+    /// A full-Q state's new complement after a column update (`op` ADD_COLS or DROP_DIRS
+    /// with p columns, from what the thin kernel exported); `None` for the thin kind.
+    fn column_complement(
+        &self,
+        gpu: &Gpu,
+        s: QShape,
+        (op, p): (u32, usize),
+        ex: Option<CudaSlice<T>>,
+        status: &Statuses,
+    ) -> Result<Option<CudaSlice<T>>> {
+        let (Some(q2), Some(ex)) = (self.q2.as_ref(), ex) else {
+            return Ok(None);
+        };
+        let c = s.m - s.n;
+        let (_, co) = complement_op::output(op, (s.m, c), p);
+        let mut out = alloc(gpu, s.batch * s.m * co, "batched Q₂")?;
+        gpu.batch_q_complement(
+            (op, s.batch, (s.m, s.n, c), (0, p)),
+            (None, Some(q2.slice(..)), out.slice_mut(..)),
+            (Some(ex.slice(..)), None),
+            (Some(&status.dev), 0, None),
+        )?;
+        Ok(Some(out))
     }
 
     /// p columns in before column k0 (`cols` batch·m·p, row-major a problem); the new
@@ -298,20 +310,7 @@ impl<T: GpuScalar> QStates<T> {
             &mut status.dev,
             ex.as_mut().map(|e| e.slice_mut(..)),
         )?;
-        let q2 = match (self.q2.as_ref(), ex.as_ref()) {
-            (Some(q2), Some(ex)) => {
-                let c = s.m - s.n;
-                let mut out = alloc(gpu, s.batch * s.m * (c - p), "batched Q₂")?;
-                gpu.batch_q_complement(
-                    (complement_op::DROP_DIRS, s.batch, (s.m, s.n, c), (0, p)),
-                    (None, Some(q2.slice(..)), out.slice_mut(..)),
-                    (Some(ex.slice(..)), None),
-                    (Some(&status.dev), 0, None),
-                )?;
-                Some(out)
-            }
-            _ => None,
-        };
+        let q2 = self.column_complement(gpu, s, (complement_op::DROP_DIRS, p), ex, status)?;
         let st = status.read(gpu)?;
         Ok((NewColumns { q, r, q2 }, st))
     }
@@ -427,7 +426,8 @@ impl<T: GpuScalar> QStates<T> {
         Ok((xs, rs, st))
     }
 
-    /// Column `from` moved to `to` in every problem: the new Q₁ and R and the statuses.
+    /// Column `from` moved to `to` in every problem: the new Q₁ and R (the complement does
+    /// not change) and the statuses.
     ///
     /// # Errors
     /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
@@ -447,17 +447,10 @@ impl<T: GpuScalar> QStates<T> {
             (q.slice_mut(..), r.slice_mut(..)),
             &mut status.dev,
         )?;
-        // range(Q₁) is the same: the complement stays (a copy, the old state kept whole).
-        let q2 = match self.q2.as_ref() {
-            Some(q2) => Some(
-                gpu.stream
-                    .clone_dtod(q2)
-                    .map_err(driver_err("batched Q₂ copy"))?,
-            ),
-            None => None,
-        };
+        // range(Q₁) is the same: the complement stays as it is (`q2: None`; the caller keeps
+        // the state's).
         let st = status.read(gpu)?;
-        Ok((NewColumns { q, r, q2 }, st))
+        Ok((NewColumns { q, r, q2: None }, st))
     }
 
     /// Every problem's ‖QᵀQ − I‖_F (Q₁, and [Q₁ Q₂] for the full kind), the problems past
