@@ -197,6 +197,40 @@ fn run_kind<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, b: usize, m: usize, n: usiz
         model_add(&mut model, &u, &e, 1);
         check(&bank, &model, "slide");
     }
+    // Columns out (an interior block, or the first when n is small), then the residual
+    // norms against the model's own least squares.
+    if n >= 2 {
+        let (k0, p) = if n > 3 { (1, 2) } else { (0, 1) };
+        bank.delete_cols(k0, p).unwrap();
+        assert_eq!(bank.ncols(), n - p);
+        for pr in &mut model.rows {
+            for row in pr.iter_mut() {
+                row.0.drain(k0..k0 + p);
+            }
+        }
+        model.n = n - p;
+        check(&bank, &model, "delete_cols");
+        let sol = bank.solve().unwrap();
+        let rtol = if common::u::<T>() > 1e-10 {
+            1e-3
+        } else {
+            1e-10
+        };
+        for i in 0..b {
+            let x = model.solve(i);
+            let (mut res, mut bn) = (0.0f64, 0.0f64);
+            for (row, y, w) in &model.rows[i] {
+                let ax: f64 = row.iter().zip(&x).map(|(a, c)| a * c).sum();
+                res += w * (y - ax).powi(2);
+                bn += w * y * y;
+            }
+            let d = (sol.residual_norms[i] - res.sqrt()).abs() / bn.sqrt();
+            assert!(
+                d <= rtol,
+                "delete_cols: problem {i}: residual norm off by {d:e}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -298,6 +332,21 @@ fn gpu_batched_refusals_leave_problems_unchanged() {
         ),
         Err(Error::Underdetermined { .. })
     ));
+    // Column deletion's arguments: nothing changes.
+    let before = bank.to_host().unwrap();
+    assert!(matches!(
+        bank.delete_cols(0, 0),
+        Err(Error::EmptyBlock { .. })
+    ));
+    assert!(matches!(
+        bank.delete_cols(n - 1, 2),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        bank.delete_cols(0, n),
+        Err(Error::InvalidParam { .. })
+    ));
+    assert_eq!(bank.to_host().unwrap(), before);
     // A rank-deficient problem: zero rows only for problem 3 after a fresh factorisation.
     let mut a2 = a.clone();
     for r in 0..m {

@@ -25,7 +25,8 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 /// [`GpuRBatch::delete_rows_with`] change m and are all-or-nothing
 /// ([`Error::BatchRefused`] names the problems whose data are not finite or whose downdate
 /// was refused); [`GpuRBatch::slide`] with as many rows in as out proceeds per problem and
-/// reports, leaving a refusing problem bit for bit as it was.
+/// reports, leaving a refusing problem bit for bit as it was. [`GpuRBatch::delete_cols`]
+/// takes columns out (all-or-nothing).
 ///
 /// # Examples
 /// ```no_run
@@ -348,6 +349,74 @@ impl<T: GpuScalar> GpuRBatch<T> {
         Ok((r, d, rho))
     }
 
+    /// Deletes columns k0..k0+p of every problem (at least one column stays): the rows of
+    /// [R d] without those columns, and a row [0 ρ], are folded into an empty state of
+    /// n − p columns by the batch's step (docs/algorithms.md#batched-states) — the same
+    /// AᵀA and Aᵀb, and the part of d that the remaining columns no longer reach joins ρ.
+    /// One launch and one round trip of R, d and ρ through the host (B·(n² + n + 1)
+    /// elements). All-or-nothing.
+    ///
+    /// # Errors
+    /// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > n),
+    /// [`Error::InvalidParam`] (every column deleted), [`Error::BatchRefused`] (a problem
+    /// whose state is not finite), [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn delete_cols(&mut self, k0: usize, p: usize) -> Result<()> {
+        const OP: &str = "GpuRBatch::delete_cols";
+        if p == 0 {
+            return Err(Error::EmptyBlock { op: OP });
+        }
+        if k0 + p > self.n {
+            return Err(Error::OutOfRange {
+                op: OP,
+                k0,
+                p,
+                n: self.n,
+            });
+        }
+        if p == self.n {
+            return Err(Error::InvalidParam {
+                op: OP,
+                what: "p",
+                why: "a batch keeps at least one column".into(),
+            });
+        }
+        let (n, no) = (self.n, self.n - p);
+        let (r, d, rho) = self.to_host()?;
+        let mut gin = Gathered {
+            rows: Vec::with_capacity(self.batch * (n + 1) * no),
+            rhs: Vec::with_capacity(self.batch * (n + 1)),
+            p: n + 1,
+        };
+        for k in 0..self.batch {
+            for i in 0..n {
+                let row = &r[(k * n + i) * n..(k * n + i + 1) * n];
+                gin.rows.extend_from_slice(&row[..k0]);
+                gin.rows.extend_from_slice(&row[k0 + p..]);
+                gin.rhs.push(d[k * n + i]);
+            }
+            gin.rows.extend(std::iter::repeat_n(T::ZERO, no));
+            gin.rhs.push(rho[k]);
+        }
+        let none = Gathered {
+            rows: Vec::new(),
+            rhs: Vec::new(),
+            p: 0,
+        };
+        let out = self.run_at(no, &gin, &none, (1.0, true, false))?;
+        let problems: Vec<(usize, Error)> = out
+            .status
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &c)| refusal(OP, c).map(|e| (i, e)))
+            .collect();
+        if !problems.is_empty() {
+            return Err(Error::BatchRefused { op: OP, problems });
+        }
+        self.states = out.states;
+        self.n = no;
+        Ok(())
+    }
+
     /// One launch: the step into new buffers, with the statuses.
     fn run(
         &self,
@@ -357,9 +426,20 @@ impl<T: GpuScalar> GpuRBatch<T> {
         clear: bool,
         solve: bool,
     ) -> Result<crate::gpu::algo::batch_r::StepOut<T>> {
+        self.run_at(self.n, gin, gout, (scale, clear, solve))
+    }
+
+    /// [`GpuRBatch::run`] into a state of `n` columns (with `clear`, the rows' width).
+    fn run_at(
+        &self,
+        n: usize,
+        gin: &Gathered<T>,
+        gout: &Gathered<T>,
+        (scale, clear, solve): (f64, bool, bool),
+    ) -> Result<crate::gpu::algo::batch_r::StepOut<T>> {
         let shape = StepShape {
             batch: self.batch,
-            n: self.n,
+            n,
             p_in: gin.p,
             p_out: gout.p,
             clear,
