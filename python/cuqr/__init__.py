@@ -28,6 +28,7 @@ __all__ = [
     "AUTO_GPU_MIN_MN",
     "BatchError",
     "GpuBatchQR",
+    "GpuBatchR",
     "QR",
     "SmallState",
     "cholupdate",
@@ -2137,3 +2138,126 @@ class GpuBatchQR:
     def __repr__(self):
         B, m, n = self.shape
         return f"cuqr.GpuBatchQR(batch={B}, shape=({m}, {n}), dtype={self._dtype!r})"
+
+
+def _host_flat(x, dtype: str, name: str):
+    """``x`` (NumPy, or a CUDA array brought to the host) as 1-D C-order NumPy of ``dtype``."""
+    a = _to_numpy(x)
+    if a.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must hold real numbers, got {a.dtype}")
+    return _np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+
+
+class GpuBatchR:
+    """B least-squares problems of one shape (m x n, n <= 16, one right-hand side each) on
+    one GPU, each kept as its triangular factor R, d = Qᵀb and the residual norm (the R-only
+    kind without kept data): banks of recursive-least-squares or square-root information
+    filters, one model per group. Each call is one kernel launch over the batch, one GPU
+    thread a problem.
+
+    ``A`` is (B, m, n) and ``b`` (B, m), float32 or float64. Rows enter and leave by
+    Givens rotations and downdates; an R-only state has no rows of its own, so the rows that
+    leave are given (as they entered, or as weighted now under forgetting). Arguments may be
+    NumPy arrays or CuPy/torch arrays (brought to the host: the batch reads its rows from
+    host memory).
+
+    :meth:`slide` with as many rows in as out proceeds per problem: a problem whose rows are
+    not finite or whose downdate is refused is left as it was and named in the
+    :class:`BatchError` it raises (``.applied`` True). :meth:`insert_rows`,
+    :meth:`delete_rows`, :meth:`delete_cols` and the factorisation change the shape and are
+    all-or-nothing (``.applied`` False).
+
+    Example::
+
+        bank = cuqr.GpuBatchR(A, b)                  # A: (10000, 64, 8), b: (10000, 64)
+        bank.slide(new_rows, new_rhs, A[:, 0], b[:, 0], forget=0.99)
+        x, resid = bank.solve()                      # (10000, 8), (10000,)
+    """
+
+    def __init__(self, A, b, *, device: int = 0):
+        shape = tuple(A.shape)
+        if len(shape) != 3:
+            raise ValueError(f"A must be 3-D (B, m, n), got shape {shape}")
+        B, m, n = shape
+        dtype = str(A.dtype).replace("torch.", "")
+        if dtype not in _DTYPES:
+            dtype = "float64"
+        if tuple(b.shape) not in ((B, m), (B, m, 1)):
+            raise ValueError(f"b must be (B, m) = {(B, m)}, got shape {tuple(b.shape)}")
+        self._dtype = dtype
+        self._s = _cuqr.GpuBatchR(
+            _host_flat(A, dtype, "A"), _host_flat(b, dtype, "b"), B, m, n,
+            64 if dtype == "float64" else 32, int(device),
+        )
+
+    @property
+    def shape(self):
+        """(B, m, n)."""
+        return self._s.shape()
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    def _check(self, op: str, res):
+        applied, refused = res
+        if refused:
+            raise _batch_error(op, self.shape[0], refused, applied)
+
+    def _rows(self, rows, rhs, op: str):
+        B, _, n = self.shape
+        rs = tuple(rows.shape)
+        if len(rs) == 2:
+            rs = (rs[0], 1, rs[1])
+        if len(rs) != 3 or rs[0] != B or rs[2] != n:
+            raise ValueError(f"{op}: rows must be (B, p, n) or (B, n) with B={B}, n={n}")
+        p = rs[1]
+        if tuple(rhs.shape) not in ((B, p), (B, p, 1)) and not (p == 1 and tuple(rhs.shape) == (B,)):
+            raise ValueError(f"{op}: rhs must be (B, p) = {(B, p)}, got {tuple(rhs.shape)}")
+        return p, _host_flat(rows, self._dtype, "rows"), _host_flat(rhs, self._dtype, "rhs")
+
+    def insert_rows(self, rows, rhs) -> None:
+        """Rows (B, p, n) or (B, n) with right-hand sides (B, p) or (B,) in."""
+        p, r, e = self._rows(rows, rhs, "insert_rows")
+        self._check("insert_rows", self._s.insert_rows(p, r, e))
+
+    def delete_rows(self, rows, rhs) -> None:
+        """Rows (B, p, n) or (B, n) with right-hand sides out, as given."""
+        p, r, e = self._rows(rows, rhs, "delete_rows")
+        self._check("delete_rows", self._s.delete_rows(p, r, e))
+
+    def slide(self, rows, rhs, old_rows, old_rhs, *, forget: float = 1.0) -> None:
+        """A window step: the rows so far weighted by ``forget``, ``rows`` in and
+        ``old_rows`` out (as they stand after the weighting)."""
+        p, r, e = self._rows(rows, rhs, "slide")
+        q, o, f = self._rows(old_rows, old_rhs, "slide")
+        self._check("slide", self._s.slide(p, r, e, q, o, f, float(forget)))
+
+    def delete_cols(self, k: int, p: int = 1) -> None:
+        """Columns k..k+p out of every problem (at least one stays)."""
+        B, m, n = self.shape
+        if k < 0:
+            k += n
+        if not 0 <= k < n or p < 1:
+            raise ValueError(f"delete_cols: need 0 <= k < n = {n} and p >= 1")
+        self._check("delete_cols", self._s.delete_cols(k, int(p)))
+
+    def solve(self):
+        """``(x, resid)``: NumPy arrays (B, n) and (B,), the least-squares solutions and
+        residual norms; :class:`BatchError` names the problems whose R failed the rank test
+        (their x is NaN)."""
+        B, _, n = self.shape
+        x, r, failed = self._s.solve()
+        if failed:
+            raise _batch_error("solve", B, failed, True)
+        return x.reshape(B, n), r
+
+    def factors(self):
+        """``(R, d, rho)`` as NumPy arrays (B, n, n), (B, n) and (B,)."""
+        B, _, n = self.shape
+        r, d, rho = self._s.factors()
+        return r.reshape(B, n, n), d.reshape(B, n), rho
+
+    def __repr__(self):
+        B, m, n = self.shape
+        return f"cuqr.GpuBatchR(batch={B}, shape=({m}, {n}), dtype={self._dtype!r})"

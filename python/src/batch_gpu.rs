@@ -22,7 +22,7 @@ enum Inner {
 }
 
 /// Each refusing problem's index and reason.
-type Refused = Vec<(usize, String)>;
+pub(crate) type Refused = Vec<(usize, String)>;
 
 /// B thin-Q problems on one GPU (see `cuqr.GpuBatchQR` in Python for the documentation).
 #[pyclass(module = "cuqr._cuqr", name = "GpuBatchQR")]
@@ -85,7 +85,7 @@ fn dev_vec<T: GpuScalar + numpy::Element>(
 }
 
 /// An update's outcome: `(applied, refused)`; a whole batch's refusal is `(false, …)`.
-fn outcome(r: cuqr::Result<BatchReport>) -> PyResult<(bool, Refused)> {
+pub(crate) fn outcome(r: cuqr::Result<BatchReport>) -> PyResult<(bool, Refused)> {
     match r {
         Ok(rep) => Ok((
             true,
@@ -103,7 +103,7 @@ fn outcome(r: cuqr::Result<BatchReport>) -> PyResult<(bool, Refused)> {
 }
 
 /// `outcome` for an all-or-nothing update.
-fn all_or_nothing(r: cuqr::Result<()>) -> PyResult<(bool, Refused)> {
+pub(crate) fn all_or_nothing(r: cuqr::Result<()>) -> PyResult<(bool, Refused)> {
     outcome(r.map(|()| BatchReport {
         outcomes: Vec::new(),
     }))

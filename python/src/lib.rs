@@ -6,6 +6,7 @@
 
 mod batch;
 mod batch_gpu;
+mod batch_r_gpu;
 mod batch_state;
 mod convert;
 mod distributed;
@@ -28,6 +29,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::DeviceArray>()?;
     m.add_class::<small::SmallState>()?;
     m.add_class::<batch_gpu::GpuBatchQR>()?;
+    m.add_class::<batch_r_gpu::GpuBatchR>()?;
     m.add_class::<distributed::DistState>()?;
     m.add_class::<distributed::PyRankComm>()?;
     m.add_function(wrap_pyfunction!(distributed::nccl_id, m)?)?;

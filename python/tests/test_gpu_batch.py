@@ -154,3 +154,76 @@ def test_device_arrays_match_host_arrays(lib):
         else dev(np.ascontiguousarray(A.transpose(0, 2, 1))).transpose(0, 2, 1)
     for x, y in zip(cuqr.GpuBatchQR(A, b).factors(), cuqr.GpuBatchQR(At, dev(b)).factors()):
         assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("B,m,n,dtype", [(40, 30, 5, np.float64), (9, 50, 16, np.float64),
+                                         (17, 24, 3, np.float32)])
+def test_r_only_bank_matches_lstsq(B, m, n, dtype):
+    """cuqr.GpuBatchR: after every call each problem's solution and residual norm against
+    NumPy's least squares of its weighted rows, and RᵀR against AᵀA."""
+    rng = np.random.default_rng(B + m + n)
+    A = rng.uniform(-1, 1, (B, m, n)).astype(dtype)
+    b = rng.uniform(-1, 1, (B, m)).astype(dtype)
+    u = np.finfo(dtype).eps / 2
+
+    def check(bank, A, b):
+        x, resid = bank.solve()
+        R, d, rho = bank.factors()
+        assert R.shape == (B, A.shape[2], A.shape[2]) and rho.shape == (B,)
+        tol = 1e3 * sum(A.shape[1:]) * u
+        for k in range(B):
+            Ak, bk = A[k].astype(np.float64), b[k].astype(np.float64)
+            gram = Ak.T @ Ak
+            assert np.linalg.norm(R[k].T.astype(np.float64) @ R[k] - gram) <= tol * np.linalg.norm(gram)
+            want, *_ = np.linalg.lstsq(Ak, bk, rcond=None)
+            assert np.linalg.norm(x[k] - want) <= 1e3 * tol * np.linalg.norm(want)
+            r = np.linalg.norm(bk - Ak @ want)
+            assert abs(resid[k] - r) <= 1e3 * tol * np.linalg.norm(bk)
+
+    bank = cuqr.GpuBatchR(A, b)
+    assert bank.shape == (B, m, n) and bank.dtype == np.dtype(dtype).name
+    check(bank, A, b)
+    rows = rng.uniform(-1, 1, (B, 2, n)).astype(dtype)
+    rhs = rng.uniform(-1, 1, (B, 2)).astype(dtype)
+    bank.insert_rows(rows, rhs)
+    A, b = np.concatenate([A, rows], axis=1), np.concatenate([b, rhs], axis=1)
+    check(bank, A, b)
+    bank.delete_rows(A[:, :3], b[:, :3])
+    A, b = A[:, 3:], b[:, 3:]
+    check(bank, A, b)
+    lam = 0.9
+    new, e = rng.uniform(-1, 1, (B, n)).astype(dtype), rng.uniform(-1, 1, B).astype(dtype)
+    w = np.sqrt(lam)
+    bank.slide(new, e, A[:, 0] * w, b[:, 0] * w, forget=lam)
+    A = np.concatenate([(A * w)[:, 1:], new[:, None, :]], axis=1).astype(dtype)
+    b = np.concatenate([(b * w)[:, 1:], e[:, None]], axis=1).astype(dtype)
+    check(bank, A, b)
+    if n >= 2:
+        bank.delete_cols(0, 1)
+        A = A[:, :, 1:]
+        assert bank.shape == (B, A.shape[1], n - 1)
+        check(bank, A, b)
+
+
+def test_r_only_bank_refusals():
+    rng = np.random.default_rng(11)
+    B, m, n = 7, 20, 4
+    A, b = rng.uniform(-1, 1, (B, m, n)), rng.uniform(-1, 1, (B, m))
+    bank = cuqr.GpuBatchR(A, b)
+    R0, d0, rho0 = bank.factors()
+    rows = rng.uniform(-1, 1, (B, n))
+    rows[3, 1] = np.nan
+    with pytest.raises(cuqr.BatchError) as e:
+        bank.insert_rows(rows, rng.uniform(-1, 1, B))
+    assert [i for i, _ in e.value.refused] == [3] and not e.value.applied
+    R1, _, _ = bank.factors()
+    assert np.array_equal(R0, R1) and bank.shape == (B, m, n)
+    with pytest.raises(cuqr.BatchError) as e:
+        bank.slide(rows, rng.uniform(-1, 1, B), A[:, 0], b[:, 0])
+    assert [i for i, _ in e.value.refused] == [3] and e.value.applied
+    R2, _, _ = bank.factors()
+    assert np.array_equal(R2[3], R0[3]) and not np.array_equal(R2[0], R0[0])
+    with pytest.raises(ValueError):
+        bank.delete_cols(0, n)
+    with pytest.raises(ValueError):
+        bank.insert_rows(rows[:, :2], b[:, 0])

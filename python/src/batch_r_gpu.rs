@@ -1,0 +1,227 @@
+//! `cuqr.GpuBatchR`: B R-only least-squares problems of one shape on one GPU, one launch a
+//! call (`cuqr::batch::GpuRBatch`; docs/python.md#batches-on-the-gpu). The Python layer
+//! passes every array as a 1-D NumPy array in C order (device arrays are brought to the host
+//! first: the batch reads its rows from host memory).
+
+use std::sync::{Arc, Mutex};
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use cuqr::batch::{BatchRef, GpuRBatch};
+use cuqr::{Gpu, GpuScalar};
+
+use crate::batch_gpu::{all_or_nothing, outcome, Refused};
+use crate::convert::gpu_py;
+use crate::error::to_py;
+
+enum Inner {
+    F64(GpuRBatch<f64>),
+    F32(GpuRBatch<f32>),
+}
+
+/// B R-only problems on one GPU (see `cuqr.GpuBatchR` in Python for the documentation).
+#[pyclass(module = "cuqr._cuqr", name = "GpuBatchR")]
+pub struct GpuBatchR {
+    inner: Mutex<Inner>,
+}
+
+/// A 1-D NumPy array of `T` with `len` values.
+fn host_vec<T: GpuScalar + numpy::Element>(
+    obj: &Bound<'_, PyAny>,
+    (what, len): (&str, usize),
+) -> PyResult<Vec<T>> {
+    let bits = 8 * std::mem::size_of::<T>();
+    let a: PyReadonlyArray1<'_, T> = obj
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be a 1-D float{bits} array")))?;
+    let v: Vec<T> = a.as_array().iter().copied().collect();
+    if v.len() != len {
+        return Err(PyValueError::new_err(format!(
+            "{what} holds {} values, expected {len}",
+            v.len()
+        )));
+    }
+    Ok(v)
+}
+
+/// `p` rows (B·p·n) and their right-hand sides (B·p) of a batch of B problems of n columns.
+fn rows_of<T: GpuScalar + numpy::Element>(
+    (rows, rhs): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
+    (batch, p, n): (usize, usize, usize),
+) -> PyResult<(Vec<T>, Vec<T>)> {
+    Ok((
+        host_vec::<T>(rows, ("rows", batch * p * n))?,
+        host_vec::<T>(rhs, ("right-hand sides", batch * p))?,
+    ))
+}
+
+macro_rules! with_bank {
+    ($self:ident, $b:ident, $T:ident => $body:expr) => {{
+        let mut guard = $self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("the batch's lock is poisoned"))?;
+        match &mut *guard {
+            Inner::F64($b) => {
+                type $T = f64;
+                $body
+            }
+            Inner::F32($b) => {
+                type $T = f32;
+                $body
+            }
+        }
+    }};
+}
+
+fn factorize<T: GpuScalar + numpy::Element>(
+    gpu: &Arc<Gpu>,
+    (a, b): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
+    (batch, m, n): (usize, usize, usize),
+) -> PyResult<GpuRBatch<T>> {
+    let av = host_vec::<T>(a, ("A", batch * m * n))?;
+    let bv = host_vec::<T>(b, ("b", batch * m))?;
+    let ar = BatchRef::row_major(&av, batch, m, n).map_err(to_py)?;
+    let br = BatchRef::row_major(&bv, batch, m, 1).map_err(to_py)?;
+    GpuRBatch::factorize(gpu, ar, br).map_err(to_py)
+}
+
+#[pymethods]
+impl GpuBatchR {
+    /// Factorises A (B·m·n values, each problem m×n row-major) with b (B·m).
+    #[new]
+    #[pyo3(signature = (a, b, batch, m, n, bits, device))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        batch: usize,
+        m: usize,
+        n: usize,
+        bits: usize,
+        device: usize,
+    ) -> PyResult<Self> {
+        let gpu = gpu_py(device)?;
+        let inner = match bits {
+            64 => Inner::F64(factorize(&gpu, (a, b), (batch, m, n))?),
+            32 => Inner::F32(factorize(&gpu, (a, b), (batch, m, n))?),
+            _ => return Err(PyTypeError::new_err("A must be float32 or float64")),
+        };
+        Ok(Self {
+            inner: Mutex::new(inner),
+        })
+    }
+
+    /// p rows in (all-or-nothing). `(applied, refused)`.
+    fn insert_rows(
+        &self,
+        p: usize,
+        rows: &Bound<'_, PyAny>,
+        rhs: &Bound<'_, PyAny>,
+    ) -> PyResult<(bool, Refused)> {
+        with_bank!(self, st, T => {
+            let (bs, n) = (st.batch(), st.ncols());
+            let (rv, ev) = rows_of::<T>((rows, rhs), (bs, p, n))?;
+            let (r, e) = (
+                BatchRef::row_major(&rv, bs, p, n).map_err(to_py)?,
+                BatchRef::row_major(&ev, bs, p, 1).map_err(to_py)?,
+            );
+            all_or_nothing(st.insert_rows(r, e))
+        })
+    }
+
+    /// p rows out, as given (all-or-nothing). `(applied, refused)`.
+    fn delete_rows(
+        &self,
+        p: usize,
+        rows: &Bound<'_, PyAny>,
+        rhs: &Bound<'_, PyAny>,
+    ) -> PyResult<(bool, Refused)> {
+        with_bank!(self, st, T => {
+            let (bs, n) = (st.batch(), st.ncols());
+            let (rv, ev) = rows_of::<T>((rows, rhs), (bs, p, n))?;
+            let (r, e) = (
+                BatchRef::row_major(&rv, bs, p, n).map_err(to_py)?,
+                BatchRef::row_major(&ev, bs, p, 1).map_err(to_py)?,
+            );
+            all_or_nothing(st.delete_rows_with(r, e))
+        })
+    }
+
+    /// A window step: weights λ, `p_in` rows in, `p_out` rows out as given.
+    #[allow(clippy::too_many_arguments)]
+    fn slide(
+        &self,
+        p_in: usize,
+        rows: &Bound<'_, PyAny>,
+        rhs: &Bound<'_, PyAny>,
+        p_out: usize,
+        old_rows: &Bound<'_, PyAny>,
+        old_rhs: &Bound<'_, PyAny>,
+        forget: f64,
+    ) -> PyResult<(bool, Refused)> {
+        with_bank!(self, st, T => {
+            let (bs, n) = (st.batch(), st.ncols());
+            let (rv, ev) = rows_of::<T>((rows, rhs), (bs, p_in, n))?;
+            let (ov, fv) = rows_of::<T>((old_rows, old_rhs), (bs, p_out, n))?;
+            let refs = (
+                BatchRef::row_major(&rv, bs, p_in, n).map_err(to_py)?,
+                BatchRef::row_major(&ev, bs, p_in, 1).map_err(to_py)?,
+                BatchRef::row_major(&ov, bs, p_out, n).map_err(to_py)?,
+                BatchRef::row_major(&fv, bs, p_out, 1).map_err(to_py)?,
+            );
+            outcome(st.slide(refs.0, refs.1, refs.2, refs.3, forget))
+        })
+    }
+
+    /// Columns k0..k0+p out (all-or-nothing). `(applied, refused)`.
+    fn delete_cols(&self, k0: usize, p: usize) -> PyResult<(bool, Refused)> {
+        with_bank!(self, st, _T => all_or_nothing(st.delete_cols(k0, p)))
+    }
+
+    /// `(x (B·n), residual norms (B), failed)` as NumPy arrays and a list.
+    fn solve<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Refused)> {
+        with_bank!(self, st, T => {
+            let sol = st.solve().map_err(to_py)?;
+            let failed = sol
+                .status
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e.to_string())))
+                .collect();
+            let x = PyArray1::<T>::from_vec(py, sol.x).into_any();
+            let r = PyArray1::<f64>::from_vec(py, sol.residual_norms).into_any();
+            Ok((x, r, failed))
+        })
+    }
+
+    /// `(R (B·n·n row-major), d (B·n), ρ (B))` as NumPy.
+    fn factors<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        with_bank!(self, st, T => {
+            let (r, d, rho) = st.to_host().map_err(to_py)?;
+            Ok((
+                PyArray1::<T>::from_vec(py, r).into_any(),
+                PyArray1::<T>::from_vec(py, d).into_any(),
+                PyArray1::<T>::from_vec(py, rho).into_any(),
+            ))
+        })
+    }
+
+    /// (B, m, n).
+    fn shape(&self) -> PyResult<(usize, usize, usize)> {
+        with_bank!(self, st, _T => Ok((st.batch(), st.nrows(), st.ncols())))
+    }
+
+    /// "float32" or "float64".
+    fn dtype(&self) -> PyResult<&'static str> {
+        with_bank!(self, _st, T => Ok(if std::mem::size_of::<T>() == 8 { "float64" } else { "float32" }))
+    }
+}
