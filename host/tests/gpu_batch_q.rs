@@ -1130,3 +1130,105 @@ fn full_q_drift_check() {
         assert!(e <= 10.0 * m as f64 * u, "problem {k}: {e:e}");
     }
 }
+
+/// Random call sequences on full-Q batches (positions, block sizes and calls drawn at
+/// random; shapes drift as rows and columns come and go), every problem checked after
+/// each call against its own data and the whole Q for orthogonality.
+#[test]
+fn full_q_random_call_sequences() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    for (seed, shape) in [
+        (0x9F40u64, (7, 23, 5)),
+        (0x9F41, (5, 40, 9)),
+        (0x9F42, (3, 12, 2)),
+    ] {
+        let mut rng = common::rng(seed);
+        let (mut bank, mut model) = factorize_kind::<f64>(&gpu, &mut rng, shape, true);
+        let b = shape.0;
+        let mut calls = 1;
+        for step in 0..40 {
+            let (m, n) = (bank.nrows(), bank.ncols());
+            let what = match rng.random_range(0..8) {
+                0 => {
+                    rank_one_steps(&mut bank, &mut model, &mut rng, 1);
+                    "rank_one"
+                }
+                1 => {
+                    let (k0, p) = (rng.random_range(0..=m), rng.random_range(1..=3));
+                    let (rows, rhs) = (random(&mut rng, b * p * n), random(&mut rng, b * p));
+                    bank.insert_rows(
+                        k0,
+                        BatchRef::row_major(&rows, b, p, n).unwrap(),
+                        BatchRef::row_major(&rhs, b, p, 1).unwrap(),
+                    )
+                    .unwrap();
+                    model_insert(&mut model, k0, p, &rows, &rhs);
+                    "insert_rows"
+                }
+                2 if m > n + 3 => {
+                    let p = rng.random_range(1..=2);
+                    let k0 = rng.random_range(0..=m - p);
+                    bank.delete_rows(k0, p).unwrap();
+                    model_delete(&mut model, k0, p);
+                    "delete_rows"
+                }
+                3 if m > n + 2 => {
+                    let (rows, rhs) = (random(&mut rng, b * n), random(&mut rng, b));
+                    let rep = bank
+                        .slide(
+                            BatchRef::row_major(&rows, b, 1, n).unwrap(),
+                            BatchRef::row_major(&rhs, b, 1, 1).unwrap(),
+                            0.9,
+                        )
+                        .unwrap();
+                    assert!(rep.all_ok());
+                    let w = 0.9f64.sqrt();
+                    for k in 0..b {
+                        model.a[k].iter_mut().for_each(|x| *x *= w);
+                        model.b[k].iter_mut().for_each(|x| *x *= w);
+                    }
+                    let end = model.m();
+                    model_insert(&mut model, end, 1, &rows, &rhs);
+                    model_delete(&mut model, 0, 1);
+                    calls += 1;
+                    "slide"
+                }
+                4 if n + 1 < m && n < 12 => {
+                    let k0 = rng.random_range(0..=n);
+                    let cols = random(&mut rng, b * m);
+                    bank.insert_cols(k0, BatchRef::row_major(&cols, b, m, 1).unwrap())
+                        .unwrap();
+                    model_insert_cols(&mut model, k0, 1, &cols);
+                    "insert_cols"
+                }
+                5 if n > 1 => {
+                    let k0 = rng.random_range(0..n);
+                    bank.delete_cols(k0, 1).unwrap();
+                    model_delete_cols(&mut model, k0, 1);
+                    "delete_cols"
+                }
+                6 if n > 1 => {
+                    let (from, to) = (rng.random_range(0..n), rng.random_range(0..n));
+                    bank.shift_col(from, to).unwrap();
+                    model_shift_col(&mut model, from, to);
+                    calls += 1;
+                    "shift_col"
+                }
+                _ => {
+                    let d = bank.check_drift(Some(0.0)).unwrap();
+                    assert_eq!(d.refreshed.len(), b);
+                    "check_drift"
+                }
+            };
+            calls += 1;
+            check(
+                &bank,
+                &model,
+                calls,
+                &format!("seed {seed:#x} step {step}: {what}"),
+            );
+        }
+    }
+}
