@@ -1019,7 +1019,7 @@ impl<T: GpuScalar> GpuQBatch<T> {
     /// # Errors
     /// [`Error::Driver`].
     pub fn to_host(&self) -> Result<(Vec<T>, Vec<T>, Vec<T>)> {
-        let (mut q, mut r, mut b, _) = self.states.to_host(&self.gpu)?;
+        let (mut q, mut r, mut b, _) = self.states.to_host(&self.gpu, false)?;
         q.truncate(self.batch * self.m * self.n);
         r.truncate(self.batch * self.n * self.n);
         b.truncate(self.batch * self.m);
@@ -1039,14 +1039,15 @@ impl<T: GpuScalar> GpuQBatch<T> {
     /// # Errors
     /// [`Error::InvalidParam`] for a thin batch; [`Error::Driver`].
     pub fn full_q(&self) -> Result<Vec<T>> {
-        let (q1, _, _, q2) = self.states.to_host(&self.gpu)?;
-        let Some(q2) = q2 else {
+        if !self.is_full() {
             return Err(Error::InvalidParam {
                 op: "GpuQBatch::full_q",
                 what: "kind",
                 why: "the batch keeps Q₁ only: factorise it with factorize_full".into(),
             });
-        };
+        }
+        let (q1, _, _, q2) = self.states.to_host(&self.gpu, true)?;
+        let q2 = q2.unwrap_or_default();
         let (m, n) = (self.m, self.n);
         let c = m - n;
         let mut q = Vec::with_capacity(self.batch * m * m);

@@ -512,19 +512,19 @@ impl<T: GpuScalar> QStates<T> {
         Ok((es, st))
     }
 
-    /// Q₁, R, b and (full kind) Q₂ on the host.
+    /// Q₁, R, b and (full kind, when `with_q2`) Q₂ on the host.
     ///
     /// # Errors
     /// [`crate::Error::Driver`].
-    pub(crate) fn to_host(&self, gpu: &Gpu) -> Result<HostStates<T>> {
+    pub(crate) fn to_host(&self, gpu: &Gpu, with_q2: bool) -> Result<HostStates<T>> {
         let down = |e| crate::Error::driver("batched states download".to_string(), e);
         gpu.count_launch();
         let q = gpu.stream.clone_dtoh(&self.q).map_err(down)?;
         let r = gpu.stream.clone_dtoh(&self.r).map_err(down)?;
         let b = gpu.stream.clone_dtoh(&self.b).map_err(down)?;
         let q2 = match self.q2.as_ref() {
-            Some(q2) => Some(gpu.stream.clone_dtoh(q2).map_err(down)?),
-            None => None,
+            Some(q2) if with_q2 => Some(gpu.stream.clone_dtoh(q2).map_err(down)?),
+            _ => None,
         };
         gpu.stream.synchronize().map_err(down)?;
         Ok((q, r, b, q2))
