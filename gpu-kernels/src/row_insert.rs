@@ -86,7 +86,12 @@ unsafe fn apply_col<T: Float, const C: usize>(
     while b < p {
         // The chunk's loads first, then its products in the order i = lane, lane + 32, …
         // SAFETY: `y` and `col` hold p elements (contract).
-        let (yv, cv) = unsafe { (load_chunk::<T, C>(y, b + lane, p), load_chunk::<T, C>(col, b + lane, p)) };
+        let (yv, cv) = unsafe {
+            (
+                load_chunk::<T, C>(y, b + lane, p),
+                load_chunk::<T, C>(col, b + lane, p),
+            )
+        };
         for k in 0..C {
             if b + lane + k * WARP < p {
                 acc = yv[k].mul_add(cv[k], acc);
@@ -106,7 +111,12 @@ unsafe fn apply_col<T: Float, const C: usize>(
     let mut b = 0;
     while b < p {
         // SAFETY: as above; element i of `col` is read and written by this lane only.
-        let (yv, cv) = unsafe { (load_chunk::<T, C>(y, b + lane, p), load_chunk::<T, C>(col, b + lane, p)) };
+        let (yv, cv) = unsafe {
+            (
+                load_chunk::<T, C>(y, b + lane, p),
+                load_chunk::<T, C>(col, b + lane, p),
+            )
+        };
         for k in 0..C {
             let i = b + lane + k * WARP;
             if i < p {

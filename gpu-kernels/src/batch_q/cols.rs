@@ -147,7 +147,14 @@ pub unsafe fn shift_col<T: Float>(
     }
     // SAFETY: convergent; column n − 1 of qs holds a.
     let independent = unsafe {
-        insert_one(team, (qs, m), (rs, n), (wv, w2, rot), (n - 1, to), core::ptr::null_mut())
+        insert_one(
+            team,
+            (qs, m),
+            (rs, n),
+            (wv, w2, rot),
+            (n - 1, to),
+            core::ptr::null_mut(),
+        )
     };
     // SAFETY: convergent; problem k's outputs at m×n and n×n (contract).
     unsafe {
@@ -317,8 +324,7 @@ pub unsafe fn insert_cols<T: Float>(
         } else {
             core::ptr::null_mut()
         };
-        independent &=
-            unsafe { insert_one(team, (qs, m), (rs, np), (wv, w2, rot), (nc, kc), ex) };
+        independent &= unsafe { insert_one(team, (qs, m), (rs, np), (wv, w2, rot), (nc, kc), ex) };
     }
     // SAFETY: convergent; problem k's outputs at m×np and np×np (contract).
     unsafe {

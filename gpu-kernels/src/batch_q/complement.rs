@@ -116,7 +116,13 @@ pub unsafe fn complement<T: Float>(
         match op {
             BUILD => build(team, q1.wrapping_add(k * m * n), out, s, (m, n, c)),
             REPLACE => replace(team, out, extra.wrapping_add(k * p * 2 * m), s, (m, c, p)),
-            ADD_ROWS => add_rows(team, qin, extra.wrapping_add(k * mo * p), out, (m, c, k0, p)),
+            ADD_ROWS => add_rows(
+                team,
+                qin,
+                extra.wrapping_add(k * mo * p),
+                out,
+                (m, c, k0, p),
+            ),
             ADD_COLS => {
                 let ex = extra.wrapping_add(k * m * p);
                 let mut i = team.lane;
@@ -203,7 +209,13 @@ unsafe fn build<T: Float>(
 /// # Safety
 /// The whole warp; `q` m×c, `ex` p·2·m, `a` c elements of shared memory.
 #[inline(always)]
-unsafe fn replace<T: Float>(team: Team, q: *mut T, ex: *const T, a: *mut T, (m, c, p): (usize, usize, usize)) {
+unsafe fn replace<T: Float>(
+    team: Team,
+    q: *mut T,
+    ex: *const T,
+    a: *mut T,
+    (m, c, p): (usize, usize, usize),
+) {
     for t in 0..p {
         let z = ex.wrapping_add(2 * t * m);
         let y = z.wrapping_add(m);
@@ -324,7 +336,14 @@ unsafe fn drop_dirs<T: Float>(
     } else {
         for t in 0..p {
             // SAFETY: convergent; Q₂ and the direction's own rows; column t of w.
-            unsafe { project(team, (qin, m, m, c), dirs.wrapping_add(t * m), w.wrapping_add(t * c)) };
+            unsafe {
+                project(
+                    team,
+                    (qin, m, m, c),
+                    dirs.wrapping_add(t * m),
+                    w.wrapping_add(t * c),
+                )
+            };
         }
     }
     // SAFETY: every lane (project's lane-0 writes are visible after it).
@@ -429,7 +448,13 @@ unsafe fn drop_dirs<T: Float>(
 /// # Safety
 /// The whole warp; `q1` m×n, `q2` m×c, `s` c + n elements.
 #[inline(always)]
-unsafe fn measure<T: Float>(team: Team, q1: *const T, q2: *const T, s: *mut T, (m, n, c): (usize, usize, usize)) -> T {
+unsafe fn measure<T: Float>(
+    team: Team,
+    q1: *const T,
+    q2: *const T,
+    s: *mut T,
+    (m, n, c): (usize, usize, usize),
+) -> T {
     let (g2, g1) = (s, s.wrapping_add(c));
     let mut e2 = T::ZERO;
     for j in 0..c {
