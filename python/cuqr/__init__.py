@@ -1957,7 +1957,50 @@ def _flat1d(x, dtype: str, name: str):
     return _np.ascontiguousarray(a, dtype=dtype).reshape(-1)
 
 
-class GpuBatchQR:
+class _GpuBank:
+    """What the GPU batches share: shape, dtype, the refusal check, row arguments and the
+    solve (``_flat`` reads an array argument as the extension takes it)."""
+
+    _flat = staticmethod(_flat1d)
+
+    @property
+    def shape(self):
+        """(B, m, n)."""
+        return self._s.shape()
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    def _check(self, op: str, res):
+        applied, refused = res
+        if refused:
+            raise _batch_error(op, self.shape[0], refused, applied)
+
+    def _rows(self, rows, rhs, op: str):
+        B, _, n = self.shape
+        rs = tuple(rows.shape)
+        if len(rs) == 2:
+            rs = (rs[0], 1, rs[1])
+        if len(rs) != 3 or rs[0] != B or rs[2] != n:
+            raise ValueError(f"{op}: rows must be (B, p, n) or (B, n) with B={B}, n={n}")
+        p = rs[1]
+        if tuple(rhs.shape) not in ((B, p), (B, p, 1)) and not (p == 1 and tuple(rhs.shape) == (B,)):
+            raise ValueError(f"{op}: rhs must be (B, p) = {(B, p)}, got {tuple(rhs.shape)}")
+        return p, self._flat(rows, self._dtype, "rows"), self._flat(rhs, self._dtype, "rhs")
+
+    def solve(self):
+        """``(x, resid)``: NumPy arrays (B, n) and (B,), the least-squares solutions and
+        residual norms; :class:`BatchError` names the problems whose R failed the rank test
+        (their x is NaN)."""
+        B, _, n = self.shape
+        x, r, failed = self._s.solve()
+        if failed:
+            raise _batch_error("solve", B, failed, True)
+        return x.reshape(B, n), r
+
+
+class GpuBatchQR(_GpuBank):
     """B least-squares problems of one shape (m x n, n <= 32, one right-hand side each) on
     one GPU, each kept as a thin QR factorisation (Q: m x n, R: n x n, and b), updated by
     one kernel launch a call over the whole batch (by default one GPU lane a row).
@@ -2005,31 +2048,6 @@ class GpuBatchQR:
         )
         self._dtype = dtype
 
-    @property
-    def shape(self):
-        """(B, m, n)."""
-        return self._s.shape()
-
-    @property
-    def dtype(self) -> str:
-        return self._dtype
-
-    def _check(self, op: str, res):
-        applied, refused = res
-        if refused:
-            raise _batch_error(op, self.shape[0], refused, applied)
-
-    def _rows(self, rows, rhs, op: str):
-        B, _, n = self.shape
-        rs = tuple(rows.shape)
-        if len(rs) == 2:
-            rs = (rs[0], 1, rs[1])
-        if len(rs) != 3 or rs[0] != B or rs[2] != n:
-            raise ValueError(f"{op}: rows must be (B, p, n) or (B, n) with B={B}, n={n}")
-        p = rs[1]
-        if tuple(rhs.shape) not in ((B, p), (B, p, 1)) and not (p == 1 and tuple(rhs.shape) == (B,)):
-            raise ValueError(f"{op}: rhs must be (B, p) = {(B, p)}, got {tuple(rhs.shape)}")
-        return p, _flat1d(rows, self._dtype, "rows"), _flat1d(rhs, self._dtype, "rhs")
 
     def rank_one(self, u, v) -> None:
         """A + u vᵀ for every problem: u (B, m), v (B, n)."""
@@ -2108,15 +2126,6 @@ class GpuBatchQR:
         p, r, e = self._rows(rows, rhs, "slide")
         self._check("slide", self._s.slide(p, r, e, float(forget)))
 
-    def solve(self):
-        """``(x, resid)``: NumPy arrays (B, n) and (B,), the least-squares solutions and
-        residual norms; :class:`BatchError` names the problems whose R failed the rank test
-        (their x is NaN)."""
-        B, _, n = self.shape
-        x, r, failed = self._s.solve()
-        if failed:
-            raise _batch_error("solve", B, failed, True)
-        return x.reshape(B, n), r
 
     def check_drift(self, tol=None):
         """Drift control: measures every problem's ‖QᵀQ − I‖_F and refreshes, in place, the
@@ -2148,7 +2157,7 @@ def _host_flat(x, dtype: str, name: str):
     return _np.ascontiguousarray(a, dtype=dtype).reshape(-1)
 
 
-class GpuBatchR:
+class GpuBatchR(_GpuBank):
     """B least-squares problems of one shape (m x n, n <= 16, one right-hand side each) on
     one GPU, each kept as its triangular factor R, d = Qᵀb and the residual norm (the R-only
     kind without kept data): banks of recursive-least-squares or square-root information
@@ -2174,6 +2183,8 @@ class GpuBatchR:
         x, resid = bank.solve()                      # (10000, 8), (10000,)
     """
 
+    _flat = staticmethod(_host_flat)
+
     def __init__(self, A, b, *, device: int = 0):
         shape = tuple(A.shape)
         if len(shape) != 3:
@@ -2190,31 +2201,6 @@ class GpuBatchR:
             64 if dtype == "float64" else 32, int(device),
         )
 
-    @property
-    def shape(self):
-        """(B, m, n)."""
-        return self._s.shape()
-
-    @property
-    def dtype(self) -> str:
-        return self._dtype
-
-    def _check(self, op: str, res):
-        applied, refused = res
-        if refused:
-            raise _batch_error(op, self.shape[0], refused, applied)
-
-    def _rows(self, rows, rhs, op: str):
-        B, _, n = self.shape
-        rs = tuple(rows.shape)
-        if len(rs) == 2:
-            rs = (rs[0], 1, rs[1])
-        if len(rs) != 3 or rs[0] != B or rs[2] != n:
-            raise ValueError(f"{op}: rows must be (B, p, n) or (B, n) with B={B}, n={n}")
-        p = rs[1]
-        if tuple(rhs.shape) not in ((B, p), (B, p, 1)) and not (p == 1 and tuple(rhs.shape) == (B,)):
-            raise ValueError(f"{op}: rhs must be (B, p) = {(B, p)}, got {tuple(rhs.shape)}")
-        return p, _host_flat(rows, self._dtype, "rows"), _host_flat(rhs, self._dtype, "rhs")
 
     def insert_rows(self, rows, rhs) -> None:
         """Rows (B, p, n) or (B, n) with right-hand sides (B, p) or (B,) in."""
@@ -2242,15 +2228,6 @@ class GpuBatchR:
             raise ValueError(f"delete_cols: need 0 <= k < n = {n} and p >= 1")
         self._check("delete_cols", self._s.delete_cols(k, int(p)))
 
-    def solve(self):
-        """``(x, resid)``: NumPy arrays (B, n) and (B,), the least-squares solutions and
-        residual norms; :class:`BatchError` names the problems whose R failed the rank test
-        (their x is NaN)."""
-        B, _, n = self.shape
-        x, r, failed = self._s.solve()
-        if failed:
-            raise _batch_error("solve", B, failed, True)
-        return x.reshape(B, n), r
 
     def factors(self):
         """``(R, d, rho)`` as NumPy arrays (B, n, n), (B, n) and (B,)."""

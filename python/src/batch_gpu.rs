@@ -9,7 +9,7 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use cuqr::batch::{BatchReport, GpuQBatch};
+use cuqr::batch::{BatchReport, BatchSolution, GpuQBatch};
 use cuqr::{DevVec, Gpu, GpuScalar};
 
 use crate::convert::{cuda_device_of, gpu_py};
@@ -100,6 +100,23 @@ pub(crate) fn outcome(r: cuqr::Result<BatchReport>) -> PyResult<(bool, Refused)>
         )),
         Err(e) => Err(to_py(e)),
     }
+}
+
+/// A batch's solve as `(x (B·n), residual norms (B), failed)`: NumPy arrays and a list.
+pub(crate) fn solution<'py, T: GpuScalar + numpy::Element>(
+    py: Python<'py>,
+    sol: cuqr::Result<BatchSolution<T>>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Refused)> {
+    let sol = sol.map_err(to_py)?;
+    let failed = sol
+        .status
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e.to_string())))
+        .collect();
+    let x = PyArray1::<T>::from_vec(py, sol.x).into_any();
+    let r = PyArray1::<f64>::from_vec(py, sol.residual_norms).into_any();
+    Ok((x, r, failed))
 }
 
 /// `outcome` for an all-or-nothing update.
@@ -292,18 +309,7 @@ impl GpuBatchQR {
         &self,
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Refused)> {
-        with_batch!(self, st, T => {
-            let sol = st.solve().map_err(to_py)?;
-            let failed = sol
-                .status
-                .iter()
-                .enumerate()
-                .filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e.to_string())))
-                .collect();
-            let x = PyArray1::<T>::from_vec(py, sol.x).into_any();
-            let r = PyArray1::<f64>::from_vec(py, sol.residual_norms).into_any();
-            Ok((x, r, failed))
-        })
+        with_batch!(self, st, T => solution::<T>(py, st.solve()))
     }
 
     /// Drift check: `(estimates (B), refreshed, failed)`, the problems above `tol`

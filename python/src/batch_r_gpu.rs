@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use cuqr::batch::{BatchRef, GpuRBatch};
 use cuqr::{Gpu, GpuScalar};
 
-use crate::batch_gpu::{all_or_nothing, outcome, Refused};
+use crate::batch_gpu::{all_or_nothing, outcome, solution, Refused};
 use crate::convert::gpu_py;
 use crate::error::to_py;
 
@@ -186,18 +186,7 @@ impl GpuBatchR {
         &self,
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Refused)> {
-        with_bank!(self, st, T => {
-            let sol = st.solve().map_err(to_py)?;
-            let failed = sol
-                .status
-                .iter()
-                .enumerate()
-                .filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e.to_string())))
-                .collect();
-            let x = PyArray1::<T>::from_vec(py, sol.x).into_any();
-            let r = PyArray1::<f64>::from_vec(py, sol.residual_norms).into_any();
-            Ok((x, r, failed))
-        })
+        with_bank!(self, st, T => solution::<T>(py, st.solve()))
     }
 
     /// `(R (B·n·n row-major), d (B·n), ρ (B))` as NumPy.
