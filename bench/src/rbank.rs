@@ -22,23 +22,27 @@ const CMD: &str = "bench rbank";
 pub const HELP: &str = "\
 cuqr bench rbank: batched R-only states on the GPU vs the CPU's batched state
 
-Usage: cuqr bench rbank [--batch B] [--m M] [--n N] [--reps R]
+Usage: cuqr bench rbank [--batch B] [--m M] [--n N] [--reps R] [--keep]
 
   --batch   problems B (default 10000)
   --m       rows of each problem (default 64)
   --n       columns, 1..16 (default 8)
   --reps    timed repetitions (default 7, after a warm-up)
+  --keep    both sides keep each problem's rows (GpuRBatch::factorize_keep_data,
+            BatchQr with FactorParams::keep_data) and time the calls that need them
 
 f64, one right-hand side. Rows: factorisation, one row appended to every problem and
 removed again (two calls), one window step (a row in and one out: one call on the GPU,
 the same two calls on the CPU), and the solve; wall clock of the whole call (host data in
 and out), median. The CPU side runs BatchQr with the R-only kind on all the machine's
-cores.
+cores. With --keep: factorisation, the window step by position (one call each side),
+a row deleted by position and put back, a rank-one update, a column appended and
+deleted again, the refactorisation (GPU) and the solve.
 ";
 
 /// Runs `cuqr bench rbank`.
 pub fn run(args: &[String]) -> CliResult<()> {
-    let o = BenchOpts::parse(CMD, args, &[], &["batch", "m", "n", "reps"])?;
+    let o = BenchOpts::parse(CMD, args, &["keep"], &["batch", "m", "n", "reps"])?;
     let b = o.usize("batch")?.unwrap_or(10_000);
     let m = o.usize("m")?.unwrap_or(64);
     let n = o.usize("n")?.unwrap_or(8);
@@ -72,6 +76,15 @@ pub fn run(args: &[String]) -> CliResult<()> {
         }
         Ok(upper_median(v))
     };
+    if o.flag("keep") {
+        let data = Data {
+            a: &a,
+            y: &y,
+            row: &row,
+            e: &e,
+        };
+        return run_kept(&gpu, (b, m, n), data, &time);
+    }
     let fact =
         |a: &[f64], y: &[f64]| GpuRBatch::factorize(&gpu, view_of(a, b, m, n), view_of(y, b, m, 1));
     let g_fact = time(&mut || fact(&a, &y).map(|_| ()))?;
@@ -128,5 +141,123 @@ pub fn run(args: &[String]) -> CliResult<()> {
     ] {
         println!("| {what} | {gt:.3} | {ct:.3} | {:.1}x |", ct / gt);
     }
+    Ok(())
+}
+
+/// The random data of a run: A, b, one row per problem and its right-hand side.
+struct Data<'a> {
+    a: &'a [f64],
+    y: &'a [f64],
+    row: &'a [f64],
+    e: &'a [f64],
+}
+
+/// Times a call (upper median of the repetitions after a warm-up), in ms.
+type Timer<'a> = dyn Fn(&mut dyn FnMut() -> cuqr::Result<()>) -> CliResult<f64> + 'a;
+
+/// `--keep`: the calls of batches that keep their rows, GPU against CPU.
+fn run_kept(
+    gpu: &Arc<Gpu>,
+    (b, m, n): (usize, usize, usize),
+    d: Data<'_>,
+    time: &Timer<'_>,
+) -> CliResult<()> {
+    fn view_of(v: &[f64], b: usize, r: usize, c: usize) -> BatchRef<'_, f64> {
+        BatchRef::row_major(v, b, r, c).expect("sizes")
+    }
+    let params = FactorParams {
+        keep_data: true,
+        ..FactorParams::default()
+    };
+    let u = random_signed_matrix_serial::<f64>(b * m, 1, 25)
+        .col(0)
+        .to_vec();
+    let v: Vec<f64> = random_signed_matrix_serial::<f64>(b * n, 1, 26)
+        .col(0)
+        .iter()
+        .map(|x| 1e-3 * x)
+        .collect();
+    let col = random_signed_matrix_serial::<f64>(b * m, 1, 27)
+        .col(0)
+        .to_vec();
+    let g_fact = time(&mut || {
+        GpuRBatch::factorize_keep_data(gpu, view_of(d.a, b, m, n), view_of(d.y, b, m, 1))
+            .map(|_| ())
+    })?;
+    let c_fact = time(&mut || {
+        BatchQr::factorize(
+            view_of(d.a, b, m, n),
+            view_of(d.y, b, m, 1),
+            QPolicy::None,
+            params,
+        )
+        .map(|_| ())
+    })?;
+    let mut g = GpuRBatch::factorize_keep_data(gpu, view_of(d.a, b, m, n), view_of(d.y, b, m, 1))?;
+    let mut c = BatchQr::factorize(
+        view_of(d.a, b, m, n),
+        view_of(d.y, b, m, 1),
+        QPolicy::None,
+        params,
+    )?;
+    let g_slide = time(&mut || {
+        g.slide_kept(view_of(d.row, b, 1, n), view_of(d.e, b, 1, 1), 1, 1.0)
+            .map(|_| ())
+    })?;
+    let c_slide = time(&mut || {
+        c.slide(view_of(d.row, b, 1, n), view_of(d.e, b, 1, 1), 1)
+            .map(|_| ())
+    })?;
+    // A row out by position and back in keeps the shapes for every repetition.
+    let g_rows = time(&mut || {
+        g.delete_rows(m - 1, 1)?;
+        g.insert_rows(view_of(d.row, b, 1, n), view_of(d.e, b, 1, 1))
+    })?;
+    let c_rows = time(&mut || {
+        c.delete_rows(m - 1, 1)?;
+        c.insert_rows(m - 1, view_of(d.row, b, 1, n), view_of(d.e, b, 1, 1))
+            .map(|_| ())
+    })?;
+    let g_rank = time(&mut || {
+        g.rank_one(view_of(&u, b, m, 1), view_of(&v, b, n, 1))
+            .map(|_| ())
+    })?;
+    let c_rank = time(&mut || {
+        c.rank_one(view_of(&u, b, m, 1), view_of(&v, b, n, 1))
+            .map(|_| ())
+    })?;
+    let (g_cols, c_cols) = if n < 16 {
+        (
+            time(&mut || {
+                g.insert_cols(n, view_of(&col, b, m, 1))?;
+                g.delete_cols(n, 1)
+            })?,
+            time(&mut || {
+                c.insert_cols(n, view_of(&col, b, m, 1))?;
+                c.delete_cols(n, 1).map(|_| ())
+            })?,
+        )
+    } else {
+        (f64::NAN, f64::NAN)
+    };
+    let g_refold = time(&mut || g.refactorize())?;
+    let g_solve = time(&mut || g.solve().map(|_| ()))?;
+    let c_solve = time(&mut || c.solve().map(|_| ()))?;
+    println!();
+    println!("B = {b}, m = {m}, n = {n}, f64, one right-hand side, rows kept on both sides");
+    println!();
+    println!("| call | GPU ms | CPU (BatchQr, R only, kept data) ms | CPU / GPU |");
+    println!("|---|---:|---:|---:|");
+    for (what, gt, ct) in [
+        ("factorize (rows kept)", g_fact, c_fact),
+        ("window step (slide, 1 in, 1 out)", g_slide, c_slide),
+        ("row out by position + row in (2 calls)", g_rows, c_rows),
+        ("rank_one", g_rank, c_rank),
+        ("column in + column out (2 calls)", g_cols, c_cols),
+        ("solve", g_solve, c_solve),
+    ] {
+        println!("| {what} | {gt:.3} | {ct:.3} | {:.1}x |", ct / gt);
+    }
+    println!("| refactorize (GPU only) | {g_refold:.3} | – | – |");
     Ok(())
 }

@@ -269,3 +269,89 @@ pub unsafe fn step<T: Float, const K: usize>(
     // SAFETY: i < batch.
     unsafe { device::st(status, i, code) };
 }
+
+/// The source of one output row or column of [`gather`]: `map` ≥ 0 is a row (column) of
+/// the old block, −1 − `map` one of the extra block.
+#[inline(always)]
+fn source(map: i32) -> (usize, bool) {
+    if map >= 0 {
+        (map as usize, false)
+    } else {
+        ((-1 - map) as usize, true)
+    }
+}
+
+/// `batch_kept_gather`: the kept rows of B problems rebuilt (docs/algorithms.md#batched-states):
+/// thread t < B·m_out takes row i = t mod m_out of problem k = t / m_out and writes
+/// `out[(k·m_out + i)·n_out + j]` for j < n_out from the row `maps[i]` and the column
+/// `maps[m_out + j]` (see [`source`]): an entry of the old block `old` (B × m_old × n_old,
+/// row-major) times `scale`, or, where either map points at the extra block, the entry
+/// `extra[k·extra_ld + r·extra_row + c·extra_col]` unscaled; then adds Σ_t u[k, i, t]·v[k,
+/// j, t] over t < kk (u B × m_out × kk, v B × n_out × kk, row-major: a rank-k term). With
+/// `masked` ≠ 0 only the problems with `mask[k]` ≠ 0 are written (putting refused
+/// problems' rows back). Grid ⌈B·m_out/128⌉, block 128.
+///
+/// # Safety
+/// `maps` holds m_out + n_out entries, each an old row (column) below m_old (n_old) or an
+/// extra one inside `extra` for every problem; `old` holds B·m_old·n_old elements, `out`
+/// B·m_out·n_out (writable, not overlapping the inputs); `u` and `v` B·m_out·kk and
+/// B·n_out·kk when kk > 0; `mask` B when `masked` ≠ 0 (any pointer otherwise, as for
+/// `extra` when no map points at it).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gather<T: Float>(
+    old: *const T,
+    m_old: usize,
+    n_old: usize,
+    out: *mut T,
+    m_out: usize,
+    n_out: usize,
+    batch: usize,
+    maps: *const i32,
+    extra: *const T,
+    extra_ld: usize,
+    extra_row: usize,
+    extra_col: usize,
+    scale: f64,
+    u: *const T,
+    v: *const T,
+    kk: usize,
+    mask: *const u32,
+    masked: u32,
+) {
+    let t = device::global_x();
+    if m_out == 0 || t >= batch * m_out {
+        return;
+    }
+    let (k, i) = (t / m_out, t % m_out);
+    // SAFETY: k < batch (contract for `mask`).
+    if masked != 0 && unsafe { device::ld(mask, k) } == 0 {
+        return;
+    }
+    let scale = T::from_f64(scale);
+    // SAFETY: i < m_out (contract for `maps`).
+    let (ri, r_new) = source(unsafe { device::ld(maps, i) });
+    for j in 0..n_out {
+        // SAFETY: m_out + j < m_out + n_out.
+        let (cj, c_new) = source(unsafe { device::ld(maps, m_out + j) });
+        let mut val = if r_new || c_new {
+            // SAFETY: the maps point inside `extra` (contract).
+            unsafe { device::ld(extra, k * extra_ld + ri * extra_row + cj * extra_col) }
+        } else {
+            // SAFETY: ri < m_old, cj < n_old (contract).
+            unsafe { device::ld(old, (k * m_old + ri) * n_old + cj) }.mul(scale)
+        };
+        for s in 0..kk {
+            // SAFETY: inside u and v (contract, kk > 0).
+            let (a, c) = unsafe {
+                (
+                    device::ld(u, (k * m_out + i) * kk + s),
+                    device::ld(v, (k * n_out + j) * kk + s),
+                )
+            };
+            val = a.mul_add(c, val);
+        }
+        // SAFETY: inside out (contract).
+        unsafe { device::st(out, (k * m_out + i) * n_out + j, val) };
+    }
+}

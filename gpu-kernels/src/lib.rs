@@ -762,6 +762,19 @@ entries! {
          scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
         => batch_r::step::<T, 16>;
 
+    /// The kept rows of B R-only problems rebuilt: rows and columns gathered from the old
+    /// block or an extra one, a scale and a rank-k term (docs/algorithms.md#batched-states;
+    /// batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::gather` documents (grid, block 128, buffers).
+    batch_kept_gather_f32, batch_kept_gather_f64
+        (old: *const T, m_old: usize, n_old: usize, out: *mut T, m_out: usize, n_out: usize,
+         batch: usize, maps: *const i32, extra: *const T, extra_ld: usize, extra_row: usize,
+         extra_col: usize, scale: f64, u: *const T, v: *const T, kk: usize, mask: *const u32,
+         masked: u32)
+        => batch_r::gather::<T>;
+
     /// Factorises B thin-Q problems, a team of lanes a problem (docs/algorithms.md#batched-states;
     /// batch_q.rs).
     ///

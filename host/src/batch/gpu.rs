@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{BatchRef, BatchReport, BatchSolution};
 use crate::base::error::{Error, Result};
 use crate::gpu::algo::batch_r::{
-    HostRows, RStates, STATUS_DOWNDATE_REFUSED, STATUS_NON_FINITE, STATUS_RANK_DEFICIENT,
+    HostRows, KeptRows, RStates, STATUS_DOWNDATE_REFUSED, STATUS_NON_FINITE, STATUS_RANK_DEFICIENT,
     STEP_MAX_N,
 };
 use crate::gpu::launch::batch_r::StepShape;
@@ -52,22 +52,25 @@ use crate::gpu::runtime::{Gpu, GpuScalar};
 /// ```
 #[derive(Debug)]
 pub struct GpuRBatch<T: GpuScalar> {
-    gpu: Arc<Gpu>,
-    batch: usize,
-    m: usize,
-    n: usize,
-    states: RStates<T>,
+    pub(super) gpu: Arc<Gpu>,
+    pub(super) batch: usize,
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) states: RStates<T>,
+    /// Each problem's rows and right-hand sides on the device, when the batch keeps them
+    /// ([`GpuRBatch::factorize_keep_data`]).
+    pub(super) kept: Option<KeptRows<T>>,
 }
 
 /// A batch of rows (B × p × n) and right-hand sides (B × p × 1) checked against the state
 /// and gathered in row-major order.
-struct Gathered<T> {
-    rows: Vec<T>,
-    rhs: Vec<T>,
-    p: usize,
+pub(super) struct Gathered<T> {
+    pub(super) rows: Vec<T>,
+    pub(super) rhs: Vec<T>,
+    pub(super) p: usize,
 }
 
-fn gather<T: GpuScalar>(
+pub(super) fn gather<T: GpuScalar>(
     op: &'static str,
     (rows, rhs): (BatchRef<'_, T>, BatchRef<'_, T>),
     batch: usize,
@@ -123,7 +126,7 @@ fn gather<T: GpuScalar>(
 }
 
 /// Problem i's refusal as the error a single state gives.
-fn refusal(op: &'static str, code: u32) -> Option<Error> {
+pub(super) fn refusal(op: &'static str, code: u32) -> Option<Error> {
     match code {
         STATUS_NON_FINITE => Some(Error::NonFinite {
             op,
@@ -150,20 +153,70 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// [`Error::Underdetermined`] for m < n; [`Error::BatchRefused`] when a problem's data
     /// are not finite (nothing is made); [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn factorize(gpu: &Arc<Gpu>, a: BatchRef<'_, T>, b: BatchRef<'_, T>) -> Result<Self> {
-        const OP: &str = "GpuRBatch::factorize";
+        Self::factorize_impl("GpuRBatch::factorize", gpu, (a, b), false)
+    }
+
+    /// [`GpuRBatch::factorize`], keeping each problem's rows and right-hand side on the
+    /// device (the R-only kind with kept data, B·m·(n + 1) elements): rows then leave by
+    /// position ([`GpuRBatch::delete_rows`], [`GpuRBatch::slide_kept`]), and the updates
+    /// that need A — [`GpuRBatch::rank_one`], [`GpuRBatch::rank_k`],
+    /// [`GpuRBatch::insert_cols`], [`GpuRBatch::replace_cols`], [`GpuRBatch::shift_col`] —
+    /// and [`GpuRBatch::refactorize`] work (docs/algorithms.md#batched-states).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::batch::{BatchRef, GpuRBatch};
+    /// use cuqr::Gpu;
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let (b, m, n) = (1000, 40, 4);
+    /// let a: Vec<f64> = (0..b * m * n).map(|x| ((x * 7919) % 31) as f64 - 15.0).collect();
+    /// let y: Vec<f64> = (0..b * m).map(|x| (x % 5) as f64).collect();
+    /// let mut bank = GpuRBatch::factorize_keep_data(&gpu, BatchRef::row_major(&a, b, m, n)?,
+    ///                                               BatchRef::row_major(&y, b, m, 1)?)?;
+    /// // one new row each, the oldest one leaves (the batch has it), forgetting 0.99
+    /// let (new, e) = (vec![1.0; b * n], vec![0.5; b]);
+    /// let report = bank.slide_kept(BatchRef::row_major(&new, b, 1, n)?,
+    ///                              BatchRef::row_major(&e, b, 1, 1)?, 1, 0.99)?;
+    /// assert!(report.all_ok());
+    /// // A + u·vᵀ for every problem, then a column more
+    /// let (u, v) = (vec![0.1; b * m], vec![1.0; b * n]);
+    /// bank.rank_one(BatchRef::row_major(&u, b, m, 1)?, BatchRef::row_major(&v, b, n, 1)?)?;
+    /// let col: Vec<f64> = (0..b * m).map(|x| ((x * 31) % 17) as f64).collect();
+    /// bank.insert_cols(n, BatchRef::row_major(&col, b, m, 1)?)?;
+    /// # assert_eq!(bank.ncols(), n + 1);
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::factorize`].
+    pub fn factorize_keep_data(
+        gpu: &Arc<Gpu>,
+        a: BatchRef<'_, T>,
+        b: BatchRef<'_, T>,
+    ) -> Result<Self> {
+        Self::factorize_impl("GpuRBatch::factorize_keep_data", gpu, (a, b), true)
+    }
+
+    fn factorize_impl(
+        op: &'static str,
+        gpu: &Arc<Gpu>,
+        (a, b): (BatchRef<'_, T>, BatchRef<'_, T>),
+        keep: bool,
+    ) -> Result<Self> {
         let (batch, m, n) = (a.batch(), a.nrows(), a.ncols());
         if n == 0 || n > STEP_MAX_N {
             return Err(Error::shape(
-                OP,
+                op,
                 "columns n (1..=16)",
                 n,
                 n.clamp(1, STEP_MAX_N),
             ));
         }
         if m < n {
-            return Err(Error::Underdetermined { op: OP, m, n });
+            return Err(Error::Underdetermined { op, m, n });
         }
-        let g = gather(OP, (a, b), batch, n)?;
+        let g = gather(op, (a, b), batch, n)?;
         let empty = RStates::zeros(gpu, batch, n)?;
         let mut st = Self {
             gpu: gpu.clone(),
@@ -171,9 +224,18 @@ impl<T: GpuScalar> GpuRBatch<T> {
             m: 0,
             n,
             states: empty,
+            kept: None,
         };
-        st.apply_all_or_nothing(OP, (&g, None), 1.0, true)?;
-        st.m = m;
+        if keep {
+            let kept = KeptRows::upload(gpu, &g.rows, &g.rhs)?;
+            st.m = m;
+            let out = st.refold(&kept, n, false)?;
+            st.commit_all(op, out, false)?;
+            st.kept = Some(kept);
+        } else {
+            st.apply_all_or_nothing(op, (&g, None), 1.0, true)?;
+            st.m = m;
+        }
         Ok(st)
     }
 
@@ -199,14 +261,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// [`Error::Shape`], [`Error::EmptyBlock`] (p = 0), [`Error::BatchRefused`] (a problem's
     /// rows not finite), [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn insert_rows(&mut self, rows: BatchRef<'_, T>, rhs: BatchRef<'_, T>) -> Result<()> {
-        const OP: &str = "GpuRBatch::insert_rows";
-        let g = gather(OP, (rows, rhs), self.batch, self.n)?;
-        if g.p == 0 {
-            return Err(Error::EmptyBlock { op: OP });
-        }
-        self.apply_all_or_nothing(OP, (&g, None), 1.0, false)?;
-        self.m += g.p;
-        Ok(())
+        self.insert_rows_at(self.m, rows, rhs)
     }
 
     /// Removes p rows from every problem, given them (`rows`, B × p × n, with `rhs`, as
@@ -218,6 +273,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn delete_rows_with(&mut self, rows: BatchRef<'_, T>, rhs: BatchRef<'_, T>) -> Result<()> {
         const OP: &str = "GpuRBatch::delete_rows_with";
+        self.refuse_given_rows(OP, "GpuRBatch::delete_rows")?;
         let g = gather(OP, (rows, rhs), self.batch, self.n)?;
         if g.p == 0 {
             return Err(Error::EmptyBlock { op: OP });
@@ -257,6 +313,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
         forget: f64,
     ) -> Result<BatchReport> {
         const OP: &str = "GpuRBatch::slide";
+        self.refuse_given_rows(OP, "GpuRBatch::slide_kept")?;
         if !(forget > 0.0 && forget <= 1.0) {
             return Err(Error::InvalidParam {
                 op: OP,
@@ -380,6 +437,9 @@ impl<T: GpuScalar> GpuRBatch<T> {
                 why: "a batch keeps at least one column".into(),
             });
         }
+        if self.kept.is_some() {
+            return self.delete_cols_kept(OP, k0, p);
+        }
         let (n, no) = (self.n, self.n - p);
         let (r, d, rho) = self.to_host()?;
         let mut gin = Gathered {
@@ -461,7 +521,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
     }
 
     /// A step that changes m: taken only when every problem accepts it.
-    fn apply_all_or_nothing(
+    pub(super) fn apply_all_or_nothing(
         &mut self,
         op: &'static str,
         (gin, gout): (&Gathered<T>, Option<&Gathered<T>>),

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod gpu;
+mod gpu_kept;
 mod gpu_q;
 mod report;
 mod run;

@@ -6,7 +6,9 @@ use cudarc::driver::CudaSlice;
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::driver::StreamAlloc;
-use crate::gpu::launch::batch_r::{StepResults, StepRows, StepShape, StepState, StepStateMut};
+use crate::gpu::launch::batch_r::{
+    GatherInputs, GatherShape, StepResults, StepRows, StepShape, StepState, StepStateMut,
+};
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
 pub(crate) use crate::gpu::launch::batch_r::STEP_MAX_N;
@@ -34,11 +36,12 @@ pub(crate) struct HostRows<'a, T> {
     pub rhs_out: &'a [T],
 }
 
-/// What a step returns: the new states, each problem's status, and x (batch × n) with ρ²
-/// (batch) when it solved.
+/// What a step returns: the new states, each problem's status (on the host and on the
+/// device), and x (batch × n) with ρ² (batch) when it solved.
 pub(crate) struct StepOut<T> {
     pub states: RStates<T>,
     pub status: Vec<u32>,
+    pub status_dev: CudaSlice<u32>,
     pub solution: Option<(Vec<T>, Vec<T>)>,
 }
 
@@ -94,12 +97,34 @@ impl<T: GpuScalar> RStates<T> {
         shape: &StepShape,
         rows: HostRows<'_, T>,
     ) -> Result<StepOut<T>> {
-        let (b, n) = (shape.batch, shape.n);
-        let mut out = Self::zeros(gpu, b, n)?;
         let rows_in = upload(gpu, rows.rows_in, "batched rows in")?;
         let rhs_in = upload(gpu, rows.rhs_in, "batched rhs in")?;
         let rows_out = upload(gpu, rows.rows_out, "batched rows out")?;
         let rhs_out = upload(gpu, rows.rhs_out, "batched rhs out")?;
+        self.step_device(
+            gpu,
+            shape,
+            StepRows {
+                rows_in: rows_in.slice(..),
+                rhs_in: rhs_in.slice(..),
+                rows_out: rows_out.slice(..),
+                rhs_out: rhs_out.slice(..),
+            },
+        )
+    }
+
+    /// [`RStates::step`] with the rows already on the device.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn step_device(
+        &self,
+        gpu: &Gpu,
+        shape: &StepShape,
+        rows: StepRows<'_, T>,
+    ) -> Result<StepOut<T>> {
+        let (b, n) = (shape.batch, shape.n);
+        let mut out = Self::zeros(gpu, b, n)?;
         let sol_len = if shape.solve { b * n } else { 0 };
         let mut x = gpu
             .stream
@@ -125,12 +150,7 @@ impl<T: GpuScalar> RStates<T> {
                 d: out.d.slice_mut(..),
                 rho: out.rho.slice_mut(..),
             },
-            StepRows {
-                rows_in: rows_in.slice(..),
-                rhs_in: rhs_in.slice(..),
-                rows_out: rows_out.slice(..),
-                rhs_out: rhs_out.slice(..),
-            },
+            rows,
             StepResults {
                 x: x.slice_mut(..),
                 rss: rss.slice_mut(..),
@@ -162,11 +182,164 @@ impl<T: GpuScalar> RStates<T> {
         Ok(StepOut {
             states: out,
             status: st,
+            status_dev: status,
             solution: solution.map(|(mut xs, mut rs)| {
                 xs.truncate(b * n);
                 rs.truncate(b);
                 (xs, rs)
             }),
         })
+    }
+}
+
+/// The kept data of B problems on the device: A (B × m × n) and b (B × m), each problem's
+/// rows in order, row-major.
+#[derive(Debug)]
+pub(crate) struct KeptRows<T> {
+    pub a: CudaSlice<T>,
+    pub b: CudaSlice<T>,
+}
+
+/// How [`gather`] builds a block from an old one (see gpu-kernels/src/batch_r.rs `gather`):
+/// the source of each output row and column (≥ 0 an old one, −1 − i the extra block's i-th),
+/// the extra block with its strides (elements between problems, rows, columns), the scale of
+/// the old entries and an optional rank-k term (u B × rows × k, v B × cols × k, k).
+pub(crate) struct Rebuild<'a, T> {
+    pub rows: Vec<i32>,
+    pub cols: Vec<i32>,
+    pub extra: Option<(&'a CudaSlice<T>, [usize; 3])>,
+    pub scale: f64,
+    pub rank: Option<(&'a CudaSlice<T>, &'a CudaSlice<T>, usize)>,
+}
+
+impl<T> Rebuild<'_, T> {
+    /// Every row and column as it was (m × n).
+    pub(crate) fn identity(m: usize, n: usize) -> Self {
+        Self {
+            rows: (0..m as i32).collect(),
+            cols: (0..n as i32).collect(),
+            extra: None,
+            scale: 1.0,
+            rank: None,
+        }
+    }
+}
+
+/// A new B × rows × cols block (rows and cols from `how`) built from `old` (B × m_old ×
+/// n_old) in one launch.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`].
+pub(crate) fn gather<T: GpuScalar>(
+    gpu: &Gpu,
+    old: &CudaSlice<T>,
+    dims: (usize, usize, usize),
+    how: &Rebuild<'_, T>,
+) -> Result<CudaSlice<T>> {
+    let len = (dims.0 * how.rows.len() * how.cols.len()).max(1);
+    let mut out = gpu
+        .stream
+        .alloc_zeroed::<T>(len)
+        .map_err(alloc_err("gathered rows", len * size_of::<T>()))?;
+    launch_gather(gpu, old, dims, how, &mut out, None)?;
+    Ok(out)
+}
+
+/// Writes `old`'s problems whose `status` is not zero over the same problems of `into`
+/// (both B × m × n): the refused problems of a step put back as they were.
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`].
+pub(crate) fn put_back<T: GpuScalar>(
+    gpu: &Gpu,
+    old: &CudaSlice<T>,
+    (batch, m, n): (usize, usize, usize),
+    status: &CudaSlice<u32>,
+    into: &mut CudaSlice<T>,
+) -> Result<()> {
+    launch_gather(
+        gpu,
+        old,
+        (batch, m, n),
+        &Rebuild::identity(m, n),
+        into,
+        Some(status),
+    )
+}
+
+/// One `batch_kept_gather` launch into `out`.
+fn launch_gather<T: GpuScalar>(
+    gpu: &Gpu,
+    old: &CudaSlice<T>,
+    (batch, m_old, n_old): (usize, usize, usize),
+    how: &Rebuild<'_, T>,
+    out: &mut CudaSlice<T>,
+    mask: Option<&CudaSlice<u32>>,
+) -> Result<()> {
+    let (m_out, n_out) = (how.rows.len(), how.cols.len());
+    if batch * m_out * n_out == 0 {
+        return Ok(());
+    }
+    let maps: Vec<i32> = how.rows.iter().chain(&how.cols).copied().collect();
+    let maps_dev = gpu
+        .stream
+        .htod_copy(&maps)
+        .map_err(alloc_err("gather maps", 4 * maps.len()))?;
+    let one = gpu
+        .stream
+        .alloc_zeroed::<T>(1)
+        .map_err(alloc_err("gather placeholder", size_of::<T>()))?;
+    let no_mask = gpu
+        .stream
+        .alloc_zeroed::<u32>(1)
+        .map_err(alloc_err("gather placeholder", 4))?;
+    let (extra, extra_strides) = how.extra.map_or((&one, [0; 3]), |(e, s)| (e, s));
+    let (u, v, kk) = how.rank.map_or((&one, &one, 0), |(u, v, k)| (u, v, k));
+    let shape = GatherShape {
+        batch,
+        m_old,
+        n_old,
+        m_out,
+        n_out,
+        extra_strides,
+        scale: how.scale,
+        kk,
+    };
+    gpu.batch_kept_gather(
+        &shape,
+        (
+            &maps,
+            GatherInputs {
+                old: old.slice(..),
+                maps: maps_dev.slice(..),
+                extra: extra.slice(..),
+                u: u.slice(..),
+                v: v.slice(..),
+                mask: mask.unwrap_or(&no_mask).slice(..),
+                masked: mask.is_some(),
+            },
+        ),
+        &mut out.slice_mut(..),
+    )?;
+    gpu.count_launch();
+    Ok(())
+}
+
+impl<T: GpuScalar> RStates<T> {
+    /// Puts `old`'s refused problems (`status` not zero) back into `self`, which has the
+    /// same shape (n columns): R, d and ρ.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn put_back(
+        &mut self,
+        gpu: &Gpu,
+        old: &Self,
+        (batch, n): (usize, usize),
+        status: &CudaSlice<u32>,
+    ) -> Result<()> {
+        put_back(gpu, &old.r, (batch, n, n), status, &mut self.r)?;
+        put_back(gpu, &old.d, (batch, n, 1), status, &mut self.d)?;
+        put_back(gpu, &old.rho, (batch, 1, 1), status, &mut self.rho)
     }
 }

@@ -125,3 +125,112 @@ impl Gpu {
         Ok(())
     }
 }
+
+/// Threads per block of the kept-rows gather.
+const GATHER_BLOCK: u32 = 128;
+
+/// The shape of one kept-rows gather (`batch_kept_gather`): the old and the new block,
+/// where the extra block's entries sit, the scale of the old entries and the rank-k term's
+/// width.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GatherShape {
+    pub batch: usize,
+    pub m_old: usize,
+    pub n_old: usize,
+    pub m_out: usize,
+    pub n_out: usize,
+    /// Elements between problems, rows and columns of the extra block.
+    pub extra_strides: [usize; 3],
+    pub scale: f64,
+    pub kk: usize,
+}
+
+/// The buffers of a gather: the old block, the maps (m_out + n_out entries), the extra
+/// block, the rank-k factors (u, v) and a mask (each at least one element).
+pub(crate) struct GatherInputs<'a, T> {
+    pub old: CudaView<'a, T>,
+    pub maps: CudaView<'a, i32>,
+    pub extra: CudaView<'a, T>,
+    pub u: CudaView<'a, T>,
+    pub v: CudaView<'a, T>,
+    /// Problem k is written only where `mask[k]` ≠ 0, when `masked`.
+    pub mask: CudaView<'a, u32>,
+    pub masked: bool,
+}
+
+impl Gpu {
+    /// Launches `batch_kept_gather` on [`Gpu::stream`] (see gpu-kernels/src/batch_r.rs
+    /// `gather`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If a buffer is shorter than the shape needs or a map points outside its block
+    /// (cuqr bugs: the caller builds the maps).
+    pub(crate) fn batch_kept_gather<T: GpuScalar>(
+        &self,
+        shape: &GatherShape,
+        (maps_host, input): (&[i32], GatherInputs<'_, T>),
+        out: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
+        let s = shape;
+        let b = s.batch;
+        assert_eq!(maps_host.len(), s.m_out + s.n_out);
+        assert!(input.maps.len() >= maps_host.len());
+        let [e_ld, e_row, e_col] = s.extra_strides;
+        for (idx, &mv) in maps_host.iter().enumerate() {
+            let limit = if idx < s.m_out { s.m_old } else { s.n_old };
+            assert!(mv < 0 || (mv as usize) < limit);
+        }
+        // the largest row and column of the extra block any output entry reads
+        let decode = |mv: i32| {
+            if mv < 0 {
+                (-1 - mv) as usize
+            } else {
+                mv as usize
+            }
+        };
+        let (rmap, cmap) = maps_host.split_at(s.m_out);
+        let (new_row, new_col) = (rmap.iter().any(|&v| v < 0), cmap.iter().any(|&v| v < 0));
+        let reach = |map: &[i32], other_new: bool| {
+            map.iter()
+                .filter(|&&v| v < 0 || other_new)
+                .map(|&v| decode(v))
+                .max()
+        };
+        if let (Some(r), Some(c)) = (reach(rmap, new_col), reach(cmap, new_row)) {
+            if b > 0 && (new_row || new_col) {
+                assert!(input.extra.len() > (b - 1) * e_ld + r * e_row + c * e_col);
+            }
+        }
+        assert!(input.old.len() >= (b * s.m_old * s.n_old).max(1));
+        assert!(out.len() >= b * s.m_out * s.n_out);
+        assert!(
+            s.kk == 0
+                || (input.u.len() >= b * s.m_out * s.kk && input.v.len() >= b * s.n_out * s.kk)
+        );
+        assert!(!input.u.is_empty() && !input.v.is_empty());
+        assert!(input.mask.len() >= if input.masked { b } else { 1 });
+        let rows = b * s.m_out;
+        if rows == 0 || s.n_out == 0 {
+            return Ok(());
+        }
+        let f = &T::kernel_set(&self.kernels).batch_kept_gather;
+        let config = launch_config((grid_blocks(rows, GATHER_BLOCK), 1), (GATHER_BLOCK, 1), 0);
+        let masked = u32::from(input.masked);
+        // SAFETY: matches batch_kept_gather_{f32,f64}(old, m_old, n_old, out, m_out, n_out,
+        // batch, maps, extra, extra_ld, extra_row, extra_col, scale, u, v, kk, mask,
+        // masked) of gpu-kernels/src/batch_r.rs: `maps` holds the m_out + n_out entries,
+        // each checked above to point inside the old block (below m_old, n_old) or inside
+        // `extra` for every problem; `old`, `out`, `u`, `v` and the mask hold what the
+        // shape needs (asserted); `out` is a distinct mutable view aliasing no input; grid
+        // ⌈B·m_out/128⌉ × block 128 as the contract says.
+        unsafe {
+            launch_kernel!(self, f, config, "batch_kept_gather"; &input.old, &s.m_old,
+                &s.n_old, &mut *out, &s.m_out, &s.n_out, &b, &input.maps, &input.extra,
+                &e_ld, &e_row, &e_col, &s.scale, &input.u, &input.v, &s.kk, &input.mask, &masked)
+        }?;
+        Ok(())
+    }
+}
