@@ -1989,6 +1989,64 @@ class _GpuBank:
             raise ValueError(f"{op}: rhs must be (B, p) = {(B, p)}, got {tuple(rhs.shape)}")
         return p, self._flat(rows, self._dtype, "rows"), self._flat(rhs, self._dtype, "rhs")
 
+    def rank_one(self, u, v) -> None:
+        """A + u vᵀ for every problem: u (B, m), v (B, n)."""
+        B, m, n = self.shape
+        if tuple(u.shape) not in ((B, m), (B, m, 1)) or tuple(v.shape) not in ((B, n), (B, n, 1)):
+            raise ValueError(f"rank_one: u must be (B, m) = {(B, m)} and v (B, n) = {(B, n)}")
+        self._check("rank_one", self._s.rank_one(self._flat(u, self._dtype, "u"),
+                                                 self._flat(v, self._dtype, "v")))
+
+    def rank_k(self, U, V) -> None:
+        """A + U Vᵀ for every problem: U (B, m, k), V (B, n, k); k rank-one updates in one
+        launch."""
+        B, m, n = self.shape
+        us, vs = tuple(U.shape), tuple(V.shape)
+        if len(us) != 3 or us[:2] != (B, m) or vs != (B, n, us[2]):
+            raise ValueError(f"rank_k: U must be (B, m, k) with (B, m) = {(B, m)} and V (B, n, k)")
+        self._check("rank_k", self._s.rank_k(self._flat(U, self._dtype, "U"),
+                                             self._flat(V, self._dtype, "V"), us[2]))
+
+    def delete_cols(self, k: int, p: int = 1) -> None:
+        """Deletes columns k..k+p of every problem (at least one column stays).
+        All-or-nothing."""
+        n = self.shape[2]
+        k = _index(k, 0, n)
+        self._check("delete_cols", self._s.delete_cols(k, int(p)))
+
+    def _cols(self, U, op: str):
+        B, m, _ = self.shape
+        us = tuple(U.shape)
+        if len(us) == 2:
+            us = (us[0], us[1], 1)
+        if len(us) != 3 or us[:2] != (B, m):
+            raise ValueError(f"{op}: columns must be (B, m, p) or (B, m) with (B, m) = {(B, m)}")
+        return us[2], self._flat(U, self._dtype, "U")
+
+    def insert_cols(self, k: int, U) -> None:
+        """Inserts p columns before column k (0 <= k <= n) in every problem: U (B, m, p) or
+        (B, m). A problem whose new column lies in the span of its columns refuses the whole
+        call (:class:`BatchError`). All-or-nothing."""
+        p, u = self._cols(U, "insert_cols")
+        k = _index(k, 0, self.shape[2])
+        self._check("insert_cols", self._s.insert_cols(k, p, u))
+
+    def replace_cols(self, k: int, U) -> None:
+        """Replaces columns k..k+p of every problem by U (B, m, p) or (B, m) (at least one
+        old column stays). Whether a refusal leaves the other problems updated is the
+        class's rule (its docstring); :class:`BatchError` says (``.applied``)."""
+        p, u = self._cols(U, "replace_cols")
+        k = _index(k, 0, self.shape[2])
+        self._check("replace_cols", self._s.replace_cols(k, p, u))
+
+    def shift_col(self, source: int, target: int) -> None:
+        """Moves column ``source`` of every problem to position ``target``, the columns
+        between closing up. A problem whose columns are dependent refuses
+        (:class:`BatchError`; the class's rule says whether the others proceed)."""
+        n = self.shape[2]
+        source, target = _index(source, 0, n - 1), _index(target, 0, n - 1)
+        self._check("shift_col", self._s.shift_col(source, target))
+
     def solve(self):
         """``(x, resid)``: NumPy arrays (B, n) and (B,), the least-squares solutions and
         residual norms; :class:`BatchError` names the problems whose R failed the rank test
@@ -2049,63 +2107,6 @@ class GpuBatchQR(_GpuBank):
         self._dtype = dtype
 
 
-    def rank_one(self, u, v) -> None:
-        """A + u vᵀ for every problem: u (B, m), v (B, n)."""
-        B, m, n = self.shape
-        if tuple(u.shape) not in ((B, m), (B, m, 1)) or tuple(v.shape) not in ((B, n), (B, n, 1)):
-            raise ValueError(f"rank_one: u must be (B, m) = {(B, m)} and v (B, n) = {(B, n)}")
-        self._check("rank_one", self._s.rank_one(_flat1d(u, self._dtype, "u"),
-                                                 _flat1d(v, self._dtype, "v")))
-
-    def rank_k(self, U, V) -> None:
-        """A + U Vᵀ for every problem: U (B, m, k), V (B, n, k); k rank-one updates in one
-        launch."""
-        B, m, n = self.shape
-        us, vs = tuple(U.shape), tuple(V.shape)
-        if len(us) != 3 or us[:2] != (B, m) or vs != (B, n, us[2]):
-            raise ValueError(f"rank_k: U must be (B, m, k) with (B, m) = {(B, m)} and V (B, n, k)")
-        self._check("rank_k", self._s.rank_k(_flat1d(U, self._dtype, "U"),
-                                             _flat1d(V, self._dtype, "V"), us[2]))
-
-    def delete_cols(self, k: int, p: int = 1) -> None:
-        """Deletes columns k..k+p of every problem (at least one column stays).
-        All-or-nothing."""
-        n = self.shape[2]
-        k = _index(k, 0, n)
-        self._check("delete_cols", self._s.delete_cols(k, int(p)))
-
-    def _cols(self, U, op: str):
-        B, m, _ = self.shape
-        us = tuple(U.shape)
-        if len(us) == 2:
-            us = (us[0], us[1], 1)
-        if len(us) != 3 or us[:2] != (B, m):
-            raise ValueError(f"{op}: columns must be (B, m, p) or (B, m) with (B, m) = {(B, m)}")
-        return us[2], _flat1d(U, self._dtype, "U")
-
-    def insert_cols(self, k: int, U) -> None:
-        """Inserts p columns before column k (0 <= k <= n) in every problem: U (B, m, p) or
-        (B, m). A problem whose new column lies in the span of its columns refuses the whole
-        call (:class:`BatchError`). All-or-nothing."""
-        p, u = self._cols(U, "insert_cols")
-        k = _index(k, 0, self.shape[2])
-        self._check("insert_cols", self._s.insert_cols(k, p, u))
-
-    def replace_cols(self, k: int, U) -> None:
-        """Replaces columns k..k+p of every problem by U (B, m, p) or (B, m) (at least one
-        old column stays). All-or-nothing."""
-        p, u = self._cols(U, "replace_cols")
-        k = _index(k, 0, self.shape[2])
-        self._check("replace_cols", self._s.replace_cols(k, p, u))
-
-    def shift_col(self, source: int, target: int) -> None:
-        """Moves column ``source`` of every problem to position ``target``, the columns
-        between closing up. A problem whose columns are dependent refuses the call
-        (:class:`BatchError`). All-or-nothing."""
-        n = self.shape[2]
-        source, target = _index(source, 0, n - 1), _index(target, 0, n - 1)
-        self._check("shift_col", self._s.shift_col(source, target))
-
     def insert_rows(self, k: int, rows, rhs) -> None:
         """Inserts p rows at position k (0 <= k <= m) in every problem: rows (B, p, n) or
         (B, n), rhs (B, p) or (B,). All-or-nothing."""
@@ -2160,32 +2161,44 @@ def _host_flat(x, dtype: str, name: str):
 class GpuBatchR(_GpuBank):
     """B least-squares problems of one shape (m x n, n <= 16, one right-hand side each) on
     one GPU, each kept as its triangular factor R, d = Qᵀb and the residual norm (the R-only
-    kind without kept data): banks of recursive-least-squares or square-root information
-    filters, one model per group. Each call is one kernel launch over the batch, one GPU
+    kind): banks of recursive-least-squares or square-root information filters, one model
+    per group. Each call is a fixed number of kernel launches over the batch, one GPU
     thread a problem.
 
-    ``A`` is (B, m, n) and ``b`` (B, m), float32 or float64. Rows enter and leave by
-    Givens rotations and downdates; an R-only state has no rows of its own, so the rows that
-    leave are given (as they entered, or as weighted now under forgetting). Arguments may be
-    NumPy arrays or CuPy/torch arrays (brought to the host: the batch reads its rows from
-    host memory).
+    ``A`` is (B, m, n) and ``b`` (B, m), float32 or float64. Arguments may be NumPy arrays
+    or CuPy/torch arrays (brought to the host: the batch reads its arguments from host
+    memory).
 
-    :meth:`slide` with as many rows in as out proceeds per problem: a problem whose rows are
-    not finite or whose downdate is refused is left as it was and named in the
-    :class:`BatchError` it raises (``.applied`` True). :meth:`insert_rows`,
-    :meth:`delete_rows`, :meth:`delete_cols` and the factorisation change the shape and are
-    all-or-nothing (``.applied`` False).
+    Without kept data (the default) rows enter and leave by Givens rotations and downdates,
+    and the rows that leave are given (as they entered, or as weighted now under
+    forgetting): ``delete_rows(rows, rhs)``, ``slide(rows, rhs, old_rows, old_rhs)``.
+    With ``keep_data=True`` every problem's rows stay on the GPU (B·m·(n + 1) more
+    values): rows leave by position (``delete_rows(k, p)``, ``slide(rows, rhs)`` drops the
+    oldest), and :meth:`rank_one`, :meth:`rank_k`, :meth:`insert_cols`,
+    :meth:`replace_cols`, :meth:`shift_col` and :meth:`refactorize` work, each problem
+    refolded from its updated rows.
+
+    :meth:`slide` with as many rows in as out, :meth:`rank_one`, :meth:`rank_k`,
+    :meth:`replace_cols` and :meth:`shift_col` proceed per problem: a problem whose data
+    are not finite, whose downdate is refused or whose new R fails the rank test is left as
+    it was and named in the :class:`BatchError` it raises (``.applied`` True).
+    :meth:`insert_rows`, :meth:`delete_rows`, :meth:`insert_cols`, :meth:`delete_cols` and
+    the factorisation change the shape and are all-or-nothing (``.applied`` False).
 
     Example::
 
         bank = cuqr.GpuBatchR(A, b)                  # A: (10000, 64, 8), b: (10000, 64)
         bank.slide(new_rows, new_rhs, A[:, 0], b[:, 0], forget=0.99)
         x, resid = bank.solve()                      # (10000, 8), (10000,)
+
+        kept = cuqr.GpuBatchR(A, b, keep_data=True)
+        kept.slide(new_rows, new_rhs, forget=0.99)   # the oldest row of each leaves
+        kept.rank_one(u, v)                          # u: (10000, 64), v: (10000, 8)
     """
 
     _flat = staticmethod(_host_flat)
 
-    def __init__(self, A, b, *, device: int = 0):
+    def __init__(self, A, b, *, keep_data: bool = False, device: int = 0):
         shape = tuple(A.shape)
         if len(shape) != 3:
             raise ValueError(f"A must be 3-D (B, m, n), got shape {shape}")
@@ -2198,36 +2211,73 @@ class GpuBatchR(_GpuBank):
         self._dtype = dtype
         self._s = _cuqr.GpuBatchR(
             _host_flat(A, dtype, "A"), _host_flat(b, dtype, "b"), B, m, n,
-            64 if dtype == "float64" else 32, int(device),
+            64 if dtype == "float64" else 32, int(device), bool(keep_data),
         )
 
+    @property
+    def keeps_data(self) -> bool:
+        """Whether every problem's rows are kept on the GPU (``keep_data=True``)."""
+        return self._s.keeps_data()
 
-    def insert_rows(self, rows, rhs) -> None:
-        """Rows (B, p, n) or (B, n) with right-hand sides (B, p) or (B,) in."""
+    def insert_rows(self, *args) -> None:
+        """``insert_rows(rows, rhs)`` appends rows (B, p, n) or (B, n) with right-hand sides
+        (B, p) or (B,); ``insert_rows(k, rows, rhs)`` inserts them at position k
+        (0 <= k <= m; with kept data it places them in the kept rows). All-or-nothing."""
+        if len(args) == 3:
+            k, rows, rhs = args
+            k = _index(k, 0, self.shape[1] + 1)
+        elif len(args) == 2:
+            (rows, rhs), k = args, self.shape[1]
+        else:
+            raise TypeError("insert_rows takes (rows, rhs) or (k, rows, rhs)")
         p, r, e = self._rows(rows, rhs, "insert_rows")
-        self._check("insert_rows", self._s.insert_rows(p, r, e))
+        self._check("insert_rows", self._s.insert_rows(k, p, r, e))
 
-    def delete_rows(self, rows, rhs) -> None:
-        """Rows (B, p, n) or (B, n) with right-hand sides out, as given."""
+    def delete_rows(self, rows, rhs=None) -> None:
+        """``delete_rows(rows, rhs)`` takes out the rows given (B, p, n) or (B, n) with their
+        right-hand sides, as they entered (without kept data); ``delete_rows(k, p=1)`` takes
+        out rows k..k+p of every problem (with kept data). All-or-nothing."""
+        if self.keeps_data:
+            p = 1 if rhs is None else int(rhs)
+            k = _index(rows, 0, self.shape[1] - 1)
+            self._check("delete_rows", self._s.delete_rows_at(k, p))
+            return
+        if rhs is None or isinstance(rows, (int, _np.integer)):
+            raise ValueError("delete_rows: this batch keeps no rows: give the rows and their "
+                             "right-hand sides (or build it with keep_data=True)")
         p, r, e = self._rows(rows, rhs, "delete_rows")
         self._check("delete_rows", self._s.delete_rows(p, r, e))
 
-    def slide(self, rows, rhs, old_rows, old_rhs, *, forget: float = 1.0) -> None:
-        """A window step: the rows so far weighted by ``forget``, ``rows`` in and
-        ``old_rows`` out (as they stand after the weighting)."""
+    def slide(self, rows, rhs, old_rows=None, old_rhs=None, *, forget: float = 1.0,
+              drop=None) -> None:
+        """A window step: the rows so far weighted by ``forget``, ``rows`` in. Without kept
+        data ``old_rows`` (with ``old_rhs``) go out, as they stand after the weighting; with
+        kept data the oldest ``drop`` rows go out (default: as many as come in)."""
         p, r, e = self._rows(rows, rhs, "slide")
+        if self.keeps_data:
+            if old_rows is not None:
+                raise ValueError("slide: this batch keeps its rows; the oldest leave by "
+                                 "position (drop=...), not given")
+            drop = p if drop is None else int(drop)
+            self._check("slide", self._s.slide_kept(p, r, e, drop, float(forget)))
+            return
+        if old_rows is None or old_rhs is None:
+            raise ValueError("slide: this batch keeps no rows: give old_rows and old_rhs "
+                             "(or build it with keep_data=True)")
         q, o, f = self._rows(old_rows, old_rhs, "slide")
         self._check("slide", self._s.slide(p, r, e, q, o, f, float(forget)))
 
-    def delete_cols(self, k: int, p: int = 1) -> None:
-        """Columns k..k+p out of every problem (at least one stays)."""
-        B, m, n = self.shape
-        if k < 0:
-            k += n
-        if not 0 <= k < n or p < 1:
-            raise ValueError(f"delete_cols: need 0 <= k < n = {n} and p >= 1")
-        self._check("delete_cols", self._s.delete_cols(k, int(p)))
+    def refactorize(self) -> None:
+        """Folds every problem afresh from its kept rows (drift control). Needs
+        ``keep_data=True``."""
+        self._check("refactorize", self._s.refactorize())
 
+    def kept_data(self):
+        """``(A, b)``: the kept rows as NumPy arrays (B, m, n) and (B, m), weighted as they
+        now stand. Needs ``keep_data=True``."""
+        B, m, n = self.shape
+        a, b = self._s.kept_data()
+        return a.reshape(B, m, n), b.reshape(B, m)
 
     def factors(self):
         """``(R, d, rho)`` as NumPy arrays (B, n, n), (B, n) and (B,)."""

@@ -66,5 +66,6 @@ fn q_name(policy: cuqr::QPolicy) -> Option<&'static str> {
 /// (and `rhs=`) of `delete_rows`.
 fn in_python_words(what: &str) -> String {
     what.replace("FactorParams::keep_data", "keep_data=True")
+        .replace("GpuRBatch::factorize_keep_data", "keep_data=True")
         .replace("(delete_rows_with)", "(rows= and rhs= of delete_rows)")
 }

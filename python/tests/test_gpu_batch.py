@@ -227,3 +227,103 @@ def test_r_only_bank_refusals():
         bank.delete_cols(0, n)
     with pytest.raises(ValueError):
         bank.insert_rows(rows[:, :2], b[:, 0])
+
+
+@pytest.mark.parametrize("B,m,n,dtype", [(40, 30, 5, np.float64), (9, 50, 15, np.float64),
+                                         (17, 24, 3, np.float32)])
+def test_kept_r_bank_follows_its_rows(B, m, n, dtype):
+    """cuqr.GpuBatchR(keep_data=True): rows out by position, window steps, rank-one and
+    rank-k, columns in, replaced, moved and out; after each call the kept rows equal the
+    model's and the solutions NumPy's least squares of them."""
+    rng = np.random.default_rng(3 * B + m + n)
+    A = rng.uniform(-1, 1, (B, m, n)).astype(dtype)
+    b = rng.uniform(-1, 1, (B, m)).astype(dtype)
+    eps = np.finfo(dtype).eps
+
+    def check(bank, A, b):
+        Ak, bk = bank.kept_data()
+        np.testing.assert_allclose(Ak, A, rtol=8 * eps, atol=8 * eps)
+        np.testing.assert_allclose(bk, b, rtol=8 * eps, atol=8 * eps)
+        x, resid = bank.solve()
+        tol = 1e3 * sum(A.shape[1:]) * eps
+        for k in range(B):
+            a64, b64 = A[k].astype(np.float64), b[k].astype(np.float64)
+            want, *_ = np.linalg.lstsq(a64, b64, rcond=None)
+            assert np.linalg.norm(x[k] - want) <= 1e3 * tol * np.linalg.norm(want)
+            assert abs(resid[k] - np.linalg.norm(b64 - a64 @ want)) <= 1e3 * tol * np.linalg.norm(b64)
+
+    bank = cuqr.GpuBatchR(A, b, keep_data=True)
+    assert bank.keeps_data and not cuqr.GpuBatchR(A, b).keeps_data
+    check(bank, A, b)
+    rows = rng.uniform(-1, 1, (B, 2, n)).astype(dtype)
+    rhs = rng.uniform(-1, 1, (B, 2)).astype(dtype)
+    bank.insert_rows(3, rows, rhs)
+    A = np.concatenate([A[:, :3], rows, A[:, 5:]], axis=1)
+    b = np.concatenate([b[:, :3], rhs, b[:, 5:]], axis=1)
+    check(bank, A, b)
+    bank.delete_rows(1, 2)
+    A, b = np.delete(A, [1, 2], axis=1), np.delete(b, [1, 2], axis=1)
+    check(bank, A, b)
+    lam = 0.9
+    new, e = rng.uniform(-1, 1, (B, n)).astype(dtype), rng.uniform(-1, 1, B).astype(dtype)
+    w = dtype(np.sqrt(lam))
+    bank.slide(new, e, forget=lam)
+    A = np.concatenate([(A * w)[:, 1:], new[:, None, :]], axis=1).astype(dtype)
+    b = np.concatenate([(b * w)[:, 1:], e[:, None]], axis=1).astype(dtype)
+    check(bank, A, b)
+    u, v = rng.uniform(-1, 1, (B, A.shape[1])).astype(dtype), rng.uniform(-1, 1, (B, n)).astype(dtype)
+    bank.rank_one(u, v)
+    A = (A + u[:, :, None] * v[:, None, :]).astype(dtype)
+    check(bank, A, b)
+    U = rng.uniform(-1, 1, (B, A.shape[1], 2)).astype(dtype)
+    V = rng.uniform(-1, 1, (B, n, 2)).astype(dtype)
+    bank.rank_k(U, V)
+    A = (A + np.einsum("bik,bjk->bij", U.astype(np.float64), V.astype(np.float64))).astype(dtype)
+    Ak, _ = bank.kept_data()
+    A = np.where(np.abs(Ak - A) <= 8 * eps * (1 + np.abs(A)), Ak, A)  # fma rounding
+    check(bank, A, b)
+    c = rng.uniform(-1, 1, (B, A.shape[1])).astype(dtype)
+    bank.insert_cols(1, c)
+    A = np.insert(A, 1, c, axis=2)
+    check(bank, A, b)
+    bank.replace_cols(0, c * 2)
+    A[:, :, 0] = c * 2
+    check(bank, A, b)
+    bank.shift_col(0, -1 + A.shape[2])
+    A = np.concatenate([A[:, :, 1:], A[:, :, :1]], axis=2)
+    check(bank, A, b)
+    bank.delete_cols(1)
+    A = np.delete(A, 1, axis=2)
+    check(bank, A, b)
+    bank.refactorize()
+    check(bank, A, b)
+
+
+def test_kept_r_bank_refusals():
+    rng = np.random.default_rng(12)
+    B, m, n = 8, 21, 4
+    A, b = rng.uniform(-1, 1, (B, m, n)), rng.uniform(-1, 1, (B, m))
+    bank = cuqr.GpuBatchR(A, b, keep_data=True)
+    R0, _, _ = bank.factors()
+    u, v = rng.uniform(-1, 1, (B, m)), rng.uniform(-1, 1, (B, n))
+    u[5, 2] = np.inf
+    with pytest.raises(cuqr.BatchError) as e:
+        bank.rank_one(u, v)
+    assert [i for i, _ in e.value.refused] == [5] and e.value.applied
+    R1, _, _ = bank.factors()
+    Ak, _ = bank.kept_data()
+    assert np.array_equal(R1[5], R0[5]) and np.array_equal(Ak[5], A[5])
+    assert not np.array_equal(R1[0], R0[0])
+    c = rng.uniform(-1, 1, (B, m))
+    c[2] = Ak[2, :, 0]
+    with pytest.raises(cuqr.BatchError) as e:
+        bank.insert_cols(0, c)
+    assert [i for i, _ in e.value.refused] == [2] and not e.value.applied
+    assert bank.shape == (B, m, n)
+    with pytest.raises(ValueError):
+        bank.slide(A[:, 0], b[:, 0], A[:, 0], b[:, 0])
+    plain = cuqr.GpuBatchR(A, b)
+    with pytest.raises(ValueError):
+        plain.delete_rows(0, 1)
+    with pytest.raises(ValueError, match="keep"):
+        plain.rank_one(u, v)

@@ -9,7 +9,7 @@ use super::gpu::{gather, rank_error, refusal, Gathered, GpuRBatch};
 use super::{BatchRef, BatchReport};
 use crate::base::error::{Error, Result};
 use crate::gpu::algo::batch_r::{
-    self as algo, KeptRows, Rebuild, StepOut, STATUS_RANK_DEFICIENT, STEP_MAX_N,
+    self as algo, KeptRows, RStates, Rebuild, StepOut, STATUS_RANK_DEFICIENT, STEP_MAX_N,
 };
 use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::batch_r::{StepRows, StepShape};
@@ -119,16 +119,18 @@ impl<T: GpuScalar> GpuRBatch<T> {
             rank_tol: -1.0,
             m_rows: self.m,
         };
-        self.states.step_device(
-            &self.gpu,
-            &shape,
-            StepRows {
-                rows_in: kept.a.slice(..),
-                rhs_in: kept.b.slice(..),
-                rows_out: kept.b.slice(..),
-                rhs_out: kept.b.slice(..),
-            },
-        )
+        let rows = StepRows {
+            rows_in: kept.a.slice(..),
+            rhs_in: kept.b.slice(..),
+            rows_out: kept.b.slice(..),
+            rhs_out: kept.b.slice(..),
+        };
+        if n > self.n {
+            // the step reads no input state under `clear`, but takes one of its width
+            let wide = RStates::zeros(&self.gpu, self.batch, n)?;
+            return wide.step_device(&self.gpu, &shape, rows);
+        }
+        self.states.step_device(&self.gpu, &shape, rows)
     }
 
     /// Each problem's refusal in `out` as an error (a rank-deficient one named by the
