@@ -1,7 +1,7 @@
 //! Batched R-only states on the GPU that keep their rows (`GpuRBatch::factorize_keep_data`)
 //! against a model of every problem's rows on the host: rows in and out by position, window
 //! steps with forgetting, rank-one and rank-k updates, columns in, replaced, moved and out,
-//! and the refactorisation. After each call the kept rows must equal the model's, R must
+//! and the refactorisation, from host slices and (alternating cases) from device memory. After each call the kept rows must equal the model's, R must
 //! reproduce their Gram matrix, and x must match faer's least-squares solve of the model;
 //! refused problems (per-problem calls) and every problem (all-or-nothing calls) must be
 //! left bit for bit as they were. Without a GPU every test prints "skipped"
@@ -18,7 +18,7 @@ mod common;
 use std::sync::Arc;
 
 use cuqr::batch::{BatchRef, GpuRBatch};
-use cuqr::{Error, Gpu, GpuScalar, Scalar};
+use cuqr::{DevVec, Error, Gpu, GpuScalar, Scalar};
 use faer::linalg::solvers::SolveLstsq;
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -141,15 +141,32 @@ fn part<T: GpuScalar>(s: &Snapshot<T>, i: usize, (m, n): (usize, usize)) -> Vec<
     out
 }
 
-fn run_kind<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, b: usize, m: usize, n: usize) {
+/// Device memory holding `v`.
+fn dev<T: GpuScalar>(gpu: &Gpu, v: &[T]) -> DevVec<T> {
+    DevVec::from_slice(gpu, v).unwrap()
+}
+
+/// Runs every call on random data; with `device`, through the `*_device` calls (arguments
+/// already in device memory).
+fn run_kind<T: GpuScalar>(
+    gpu: &Arc<Gpu>,
+    seed: u64,
+    (b, m, n): (usize, usize, usize),
+    device: bool,
+) {
     let mut rng = common::rng(seed);
     let a = randn(&mut rng, b * m * n);
     let y = randn(&mut rng, b * m);
-    let mut bank = GpuRBatch::factorize_keep_data(
-        gpu,
-        BatchRef::row_major(&cast::<T>(&a), b, m, n).unwrap(),
-        BatchRef::row_major(&cast::<T>(&y), b, m, 1).unwrap(),
-    )
+    let (at, yt) = (cast::<T>(&a), cast::<T>(&y));
+    let mut bank = if device {
+        GpuRBatch::factorize_keep_data_device(gpu, (&dev(gpu, &at), &dev(gpu, &yt)), (b, m, n))
+    } else {
+        GpuRBatch::factorize_keep_data(
+            gpu,
+            BatchRef::row_major(&at, b, m, n).unwrap(),
+            BatchRef::row_major(&yt, b, m, 1).unwrap(),
+        )
+    }
     .unwrap();
     assert!(bank.keeps_data());
     let mut model = Model {
@@ -179,11 +196,15 @@ fn run_kind<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, b: usize, m: usize, n: usiz
     // Two rows in at position 2.
     let (u, e) = (randn(&mut rng, b * 2 * n), randn(&mut rng, b * 2));
     let (ut, et) = (cast::<T>(&u), cast::<T>(&e));
-    bank.insert_rows_at(
-        2,
-        BatchRef::row_major(&ut, b, 2, n).unwrap(),
-        BatchRef::row_major(&et, b, 2, 1).unwrap(),
-    )
+    if device {
+        bank.insert_rows_device(2, 2, (&dev(gpu, &ut), &dev(gpu, &et)))
+    } else {
+        bank.insert_rows_at(
+            2,
+            BatchRef::row_major(&ut, b, 2, n).unwrap(),
+            BatchRef::row_major(&et, b, 2, 1).unwrap(),
+        )
+    }
     .unwrap();
     for i in 0..b {
         for t in 0..2 {
@@ -210,14 +231,17 @@ fn run_kind<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, b: usize, m: usize, n: usiz
     for (p, drop) in [(1usize, 1usize), (1, 1), (2, 1)] {
         let (u, e) = (randn(&mut rng, b * p * n), randn(&mut rng, b * p));
         let (ut, et) = (cast::<T>(&u), cast::<T>(&e));
-        let rep = bank
-            .slide_kept(
+        let rep = if device {
+            bank.slide_kept_device(p, (&dev(gpu, &ut), &dev(gpu, &et)), drop, lambda)
+        } else {
+            bank.slide_kept(
                 BatchRef::row_major(&ut, b, p, n).unwrap(),
                 BatchRef::row_major(&et, b, p, 1).unwrap(),
                 drop,
                 lambda,
             )
-            .unwrap();
+        }
+        .unwrap();
         assert!(
             rep.all_ok(),
             "slide_kept: {:?}",
@@ -257,10 +281,12 @@ fn run_kind<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, b: usize, m: usize, n: usiz
             BatchRef::row_major(&ut, b, m, k).unwrap(),
             BatchRef::row_major(&vt, b, n, k).unwrap(),
         );
-        let rep = if k == 1 {
-            bank.rank_one(ur, vr)
-        } else {
-            bank.rank_k(ur, vr)
+        let (ud, vd) = (dev(gpu, &ut), dev(gpu, &vt));
+        let rep = match (device, k) {
+            (true, 1) => bank.rank_one_device(&ud, &vd),
+            (true, _) => bank.rank_k_device(&ud, &vd, k),
+            (false, 1) => bank.rank_one(ur, vr),
+            (false, _) => bank.rank_k(ur, vr),
         }
         .unwrap();
         assert!(
@@ -290,8 +316,12 @@ fn run_kind<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, b: usize, m: usize, n: usiz
     if n < 16 {
         let k0 = n / 2;
         let ct = fresh_col(&mut rng);
-        bank.insert_cols(k0, BatchRef::row_major(&ct, b, m, 1).unwrap())
-            .unwrap();
+        if device {
+            bank.insert_cols_device(k0, 1, &dev(gpu, &ct))
+        } else {
+            bank.insert_cols(k0, BatchRef::row_major(&ct, b, m, 1).unwrap())
+        }
+        .unwrap();
         for i in 0..b {
             for r in 0..m {
                 model.rows[i][r].insert(k0, ct[i * m + r].to_f64());
@@ -302,9 +332,12 @@ fn run_kind<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64, b: usize, m: usize, n: usiz
     }
     let n = model.n;
     let ct = fresh_col(&mut rng);
-    let rep = bank
-        .replace_cols(0, BatchRef::row_major(&ct, b, m, 1).unwrap())
-        .unwrap();
+    let rep = if device {
+        bank.replace_cols_device(0, 1, &dev(gpu, &ct))
+    } else {
+        bank.replace_cols(0, BatchRef::row_major(&ct, b, m, 1).unwrap())
+    }
+    .unwrap();
     assert!(rep.all_ok());
     for i in 0..b {
         for r in 0..m {
@@ -337,8 +370,8 @@ fn gpu_kept_r_batches_follow_their_rows() {
     };
     for (case, n) in [1usize, 2, 5, 8, 12, 16].into_iter().enumerate() {
         let (b, m) = (29 + 150 * (case % 2), n + 9 + case);
-        run_kind::<f64>(&gpu, 70 + case as u64, b, m, n);
-        run_kind::<f32>(&gpu, 80 + case as u64, b, m, n);
+        run_kind::<f64>(&gpu, 70 + case as u64, (b, m, n), case % 2 == 0);
+        run_kind::<f32>(&gpu, 80 + case as u64, (b, m, n), case % 2 == 1);
     }
 }
 
@@ -519,4 +552,78 @@ fn gpu_kept_r_refusals_leave_problems_unchanged() {
         ),
         Err(Error::NeedsData { .. })
     ));
+}
+
+/// The `*_device` calls of a batch without kept data give what the host calls give, bit for
+/// bit (the same kernels on the same values).
+#[test]
+fn gpu_r_batch_device_calls_match_host_calls() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let (b, m, n) = (61usize, 17usize, 6usize);
+    let mut rng = common::rng(95);
+    let a = randn(&mut rng, b * m * n);
+    let y = randn(&mut rng, b * m);
+    let (rows, rhs) = (randn(&mut rng, b * 2 * n), randn(&mut rng, b * 2));
+    let mut host = GpuRBatch::<f64>::factorize(
+        &gpu,
+        BatchRef::row_major(&a, b, m, n).unwrap(),
+        BatchRef::row_major(&y, b, m, 1).unwrap(),
+    )
+    .unwrap();
+    let mut devb =
+        GpuRBatch::<f64>::factorize_device(&gpu, (&dev(&gpu, &a), &dev(&gpu, &y)), (b, m, n))
+            .unwrap();
+    let same = |x: &GpuRBatch<f64>, z: &GpuRBatch<f64>, what: &str| {
+        let (p, q) = (x.to_host().unwrap(), z.to_host().unwrap());
+        assert!(p == q, "{what}: host and device calls differ");
+    };
+    same(&host, &devb, "factorize");
+    host.insert_rows(
+        BatchRef::row_major(&rows, b, 2, n).unwrap(),
+        BatchRef::row_major(&rhs, b, 2, 1).unwrap(),
+    )
+    .unwrap();
+    devb.insert_rows_device(devb.nrows(), 2, (&dev(&gpu, &rows), &dev(&gpu, &rhs)))
+        .unwrap();
+    same(&host, &devb, "insert_rows");
+    host.delete_rows_with(
+        BatchRef::row_major(&rows, b, 2, n).unwrap(),
+        BatchRef::row_major(&rhs, b, 2, 1).unwrap(),
+    )
+    .unwrap();
+    devb.delete_rows_with_device(2, (&dev(&gpu, &rows), &dev(&gpu, &rhs)))
+        .unwrap();
+    same(&host, &devb, "delete_rows_with");
+    let (old, old_y): (Vec<f64>, Vec<f64>) = (
+        (0..b)
+            .flat_map(|i| a[i * m * n..i * m * n + n].to_vec())
+            .collect(),
+        (0..b).map(|i| y[i * m]).collect(),
+    );
+    let r1 = host
+        .slide(
+            BatchRef::row_major(&rows[..b * n], b, 1, n).unwrap(),
+            BatchRef::row_major(&rhs[..b], b, 1, 1).unwrap(),
+            BatchRef::row_major(&old, b, 1, n).unwrap(),
+            BatchRef::row_major(&old_y, b, 1, 1).unwrap(),
+            1.0,
+        )
+        .unwrap();
+    let r2 = devb
+        .slide_device(
+            (1, &dev(&gpu, &rows[..b * n]), &dev(&gpu, &rhs[..b])),
+            (1, &dev(&gpu, &old), &dev(&gpu, &old_y)),
+            1.0,
+        )
+        .unwrap();
+    assert_eq!(r1.all_ok(), r2.all_ok());
+    same(&host, &devb, "slide");
+    // Short buffers are refused before anything runs.
+    assert!(matches!(
+        devb.insert_rows_device(0, 3, (&dev(&gpu, &rows), &dev(&gpu, &rhs))),
+        Err(Error::Shape { .. })
+    ));
+    same(&host, &devb, "refused insert_rows_device");
 }

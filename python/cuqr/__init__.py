@@ -2150,14 +2150,6 @@ class GpuBatchQR(_GpuBank):
         return f"cuqr.GpuBatchQR(batch={B}, shape=({m}, {n}), dtype={self._dtype!r})"
 
 
-def _host_flat(x, dtype: str, name: str):
-    """``x`` (NumPy, or a CUDA array brought to the host) as 1-D C-order NumPy of ``dtype``."""
-    a = _to_numpy(x)
-    if a.dtype.kind not in "fiu":
-        raise TypeError(f"{name} must hold real numbers, got {a.dtype}")
-    return _np.ascontiguousarray(a, dtype=dtype).reshape(-1)
-
-
 class GpuBatchR(_GpuBank):
     """B least-squares problems of one shape (m x n, n <= 16, one right-hand side each) on
     one GPU, each kept as its triangular factor R, d = Qᵀb and the residual norm (the R-only
@@ -2165,9 +2157,9 @@ class GpuBatchR(_GpuBank):
     per group. Each call is a fixed number of kernel launches over the batch, one GPU
     thread a problem.
 
-    ``A`` is (B, m, n) and ``b`` (B, m), float32 or float64. Arguments may be NumPy arrays
-    or CuPy/torch arrays (brought to the host: the batch reads its arguments from host
-    memory).
+    ``A`` is (B, m, n) and ``b`` (B, m), float32 or float64: NumPy arrays (copied to the
+    GPU) or CuPy arrays and CUDA torch tensors (read on the device), as every update
+    argument.
 
     Without kept data (the default) rows enter and leave by Givens rotations and downdates,
     and the rows that leave are given (as they entered, or as weighted now under
@@ -2196,8 +2188,6 @@ class GpuBatchR(_GpuBank):
         kept.rank_one(u, v)                          # u: (10000, 64), v: (10000, 8)
     """
 
-    _flat = staticmethod(_host_flat)
-
     def __init__(self, A, b, *, keep_data: bool = False, device: int = 0):
         shape = tuple(A.shape)
         if len(shape) != 3:
@@ -2210,7 +2200,7 @@ class GpuBatchR(_GpuBank):
             raise ValueError(f"b must be (B, m) = {(B, m)}, got shape {tuple(b.shape)}")
         self._dtype = dtype
         self._s = _cuqr.GpuBatchR(
-            _host_flat(A, dtype, "A"), _host_flat(b, dtype, "b"), B, m, n,
+            _flat1d(A, dtype, "A"), _flat1d(b, dtype, "b"), B, m, n,
             64 if dtype == "float64" else 32, int(device), bool(keep_data),
         )
 

@@ -34,7 +34,7 @@ pub struct GpuBatchQR {
 
 /// A 1-D array as a device vector: uploaded from NumPy, or copied on the device from a
 /// CUDA array (DLPack), checked to be float`8·size_of::<T>()` and of length `len`.
-fn dev_vec<T: GpuScalar + numpy::Element>(
+pub(crate) fn dev_vec<T: GpuScalar + numpy::Element>(
     obj: &Bound<'_, PyAny>,
     gpu: &Arc<Gpu>,
     ordinal: usize,

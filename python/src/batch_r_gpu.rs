@@ -1,18 +1,18 @@
-//! `cuqr.GpuBatchR`: B R-only least-squares problems of one shape on one GPU, one launch a
-//! call (`cuqr::batch::GpuRBatch`; docs/python.md#batches-on-the-gpu). The Python layer
-//! passes every array as a 1-D NumPy array in C order (device arrays are brought to the host
-//! first: the batch reads its rows from host memory).
+//! `cuqr.GpuBatchR`: B R-only least-squares problems of one shape on one GPU, a fixed number
+//! of launches a call (`cuqr::batch::GpuRBatch`; docs/python.md#batches-on-the-gpu). The
+//! Python layer passes every array flattened to 1-D in C order (a NumPy array from host
+//! memory, or a CuPy / torch array read in place through DLPack).
 
 use std::sync::{Arc, Mutex};
 
-use numpy::{PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use numpy::PyArray1;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 
-use cuqr::batch::{BatchRef, GpuRBatch};
-use cuqr::{Gpu, GpuScalar};
+use cuqr::batch::GpuRBatch;
+use cuqr::{DevVec, Gpu, GpuScalar};
 
-use crate::batch_gpu::{all_or_nothing, outcome, solution, Refused};
+use crate::batch_gpu::{all_or_nothing, dev_vec, outcome, solution, Refused};
 use crate::convert::gpu_py;
 use crate::error::to_py;
 
@@ -25,36 +25,8 @@ enum Inner {
 #[pyclass(module = "cuqr._cuqr", name = "GpuBatchR")]
 pub struct GpuBatchR {
     inner: Mutex<Inner>,
-}
-
-/// A 1-D NumPy array of `T` with `len` values.
-fn host_vec<T: GpuScalar + numpy::Element>(
-    obj: &Bound<'_, PyAny>,
-    (what, len): (&str, usize),
-) -> PyResult<Vec<T>> {
-    let bits = 8 * std::mem::size_of::<T>();
-    let a: PyReadonlyArray1<'_, T> = obj
-        .extract()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be a 1-D float{bits} array")))?;
-    let v: Vec<T> = a.as_array().iter().copied().collect();
-    if v.len() != len {
-        return Err(PyValueError::new_err(format!(
-            "{what} holds {} values, expected {len}",
-            v.len()
-        )));
-    }
-    Ok(v)
-}
-
-/// `p` rows (B·p·n) and their right-hand sides (B·p) of a batch of B problems of n columns.
-fn rows_of<T: GpuScalar + numpy::Element>(
-    (rows, rhs): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
-    (batch, p, n): (usize, usize, usize),
-) -> PyResult<(Vec<T>, Vec<T>)> {
-    Ok((
-        host_vec::<T>(rows, ("rows", batch * p * n))?,
-        host_vec::<T>(rhs, ("right-hand sides", batch * p))?,
-    ))
+    gpu: Arc<Gpu>,
+    ordinal: usize,
 }
 
 macro_rules! with_bank {
@@ -76,21 +48,31 @@ macro_rules! with_bank {
     }};
 }
 
+/// `p` rows (B·p·n) and their right-hand sides (B·p) as device vectors.
+fn rows_of<T: GpuScalar + numpy::Element>(
+    (rows, rhs): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
+    (gpu, ordinal): (&Arc<Gpu>, usize),
+    (batch, p, n): (usize, usize, usize),
+) -> PyResult<(DevVec<T>, DevVec<T>)> {
+    Ok((
+        dev_vec::<T>(rows, gpu, ordinal, ("rows", batch * p * n))?,
+        dev_vec::<T>(rhs, gpu, ordinal, ("right-hand sides", batch * p))?,
+    ))
+}
+
 fn factorize<T: GpuScalar + numpy::Element>(
-    gpu: &Arc<Gpu>,
+    (gpu, ordinal): (&Arc<Gpu>, usize),
     (a, b): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
     (batch, m, n): (usize, usize, usize),
     keep: bool,
 ) -> PyResult<GpuRBatch<T>> {
-    let av = host_vec::<T>(a, ("A", batch * m * n))?;
-    let bv = host_vec::<T>(b, ("b", batch * m))?;
-    let ar = BatchRef::row_major(&av, batch, m, n).map_err(to_py)?;
-    let br = BatchRef::row_major(&bv, batch, m, 1).map_err(to_py)?;
+    let (av, bv) = rows_of::<T>((a, b), (gpu, ordinal), (batch, m, n))?;
     if keep {
-        GpuRBatch::factorize_keep_data(gpu, ar, br).map_err(to_py)
+        GpuRBatch::factorize_keep_data_device(gpu, (&av, &bv), (batch, m, n))
     } else {
-        GpuRBatch::factorize(gpu, ar, br).map_err(to_py)
+        GpuRBatch::factorize_device(gpu, (&av, &bv), (batch, m, n))
     }
+    .map_err(to_py)
 }
 
 #[pymethods]
@@ -111,13 +93,16 @@ impl GpuBatchR {
         keep: bool,
     ) -> PyResult<Self> {
         let gpu = gpu_py(device)?;
+        let at = (&gpu, device);
         let inner = match bits {
-            64 => Inner::F64(factorize(&gpu, (a, b), (batch, m, n), keep)?),
-            32 => Inner::F32(factorize(&gpu, (a, b), (batch, m, n), keep)?),
+            64 => Inner::F64(factorize(at, (a, b), (batch, m, n), keep)?),
+            32 => Inner::F32(factorize(at, (a, b), (batch, m, n), keep)?),
             _ => return Err(PyTypeError::new_err("A must be float32 or float64")),
         };
         Ok(Self {
             inner: Mutex::new(inner),
+            gpu,
+            ordinal: device,
         })
     }
 
@@ -129,124 +114,10 @@ impl GpuBatchR {
         rows: &Bound<'_, PyAny>,
         rhs: &Bound<'_, PyAny>,
     ) -> PyResult<(bool, Refused)> {
+        let at = (&self.gpu, self.ordinal);
         with_bank!(self, st, T => {
-            let (bs, n) = (st.batch(), st.ncols());
-            let (rv, ev) = rows_of::<T>((rows, rhs), (bs, p, n))?;
-            let (r, e) = (
-                BatchRef::row_major(&rv, bs, p, n).map_err(to_py)?,
-                BatchRef::row_major(&ev, bs, p, 1).map_err(to_py)?,
-            );
-            all_or_nothing(st.insert_rows_at(k0, r, e))
-        })
-    }
-
-    /// Rows k0..k0+p out, the kept ones (all-or-nothing). `(applied, refused)`.
-    fn delete_rows_at(&self, k0: usize, p: usize) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, _T => all_or_nothing(st.delete_rows(k0, p)))
-    }
-
-    /// A window step of a batch that keeps its rows: weights λ, `p_in` rows in, the oldest
-    /// `drop` out. `(applied, refused)`.
-    fn slide_kept(
-        &self,
-        p_in: usize,
-        rows: &Bound<'_, PyAny>,
-        rhs: &Bound<'_, PyAny>,
-        drop: usize,
-        forget: f64,
-    ) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, T => {
-            let (bs, n) = (st.batch(), st.ncols());
-            let (rv, ev) = rows_of::<T>((rows, rhs), (bs, p_in, n))?;
-            let (r, e) = (
-                BatchRef::row_major(&rv, bs, p_in, n).map_err(to_py)?,
-                BatchRef::row_major(&ev, bs, p_in, 1).map_err(to_py)?,
-            );
-            outcome(st.slide_kept(r, e, drop, forget))
-        })
-    }
-
-    /// A + u vᵀ for every problem: u (B·m), v (B·n). `(applied, refused)`.
-    fn rank_one(&self, u: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, T => {
-            let (bs, m, n) = (st.batch(), st.nrows(), st.ncols());
-            let (uv, vv) = (host_vec::<T>(u, ("u", bs * m))?, host_vec::<T>(v, ("v", bs * n))?);
-            outcome(st.rank_one(
-                BatchRef::row_major(&uv, bs, m, 1).map_err(to_py)?,
-                BatchRef::row_major(&vv, bs, n, 1).map_err(to_py)?,
-            ))
-        })
-    }
-
-    /// A + U Vᵀ for every problem: U (B·m·k), V (B·n·k), row-major a problem.
-    fn rank_k(
-        &self,
-        u: &Bound<'_, PyAny>,
-        v: &Bound<'_, PyAny>,
-        k: usize,
-    ) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, T => {
-            let (bs, m, n) = (st.batch(), st.nrows(), st.ncols());
-            let uv = host_vec::<T>(u, ("U", bs * m * k))?;
-            let vv = host_vec::<T>(v, ("V", bs * n * k))?;
-            outcome(st.rank_k(
-                BatchRef::row_major(&uv, bs, m, k).map_err(to_py)?,
-                BatchRef::row_major(&vv, bs, n, k).map_err(to_py)?,
-            ))
-        })
-    }
-
-    /// p columns (B·m·p) in before column k0. `(applied, refused)`.
-    fn insert_cols(
-        &self,
-        k0: usize,
-        p: usize,
-        cols: &Bound<'_, PyAny>,
-    ) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, T => {
-            let (bs, m) = (st.batch(), st.nrows());
-            let cv = host_vec::<T>(cols, ("columns", bs * m * p))?;
-            all_or_nothing(st.insert_cols(k0, BatchRef::row_major(&cv, bs, m, p).map_err(to_py)?))
-        })
-    }
-
-    /// Columns k0..k0+p replaced by `cols` (B·m·p). `(applied, refused)`.
-    fn replace_cols(
-        &self,
-        k0: usize,
-        p: usize,
-        cols: &Bound<'_, PyAny>,
-    ) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, T => {
-            let (bs, m) = (st.batch(), st.nrows());
-            let cv = host_vec::<T>(cols, ("columns", bs * m * p))?;
-            outcome(st.replace_cols(k0, BatchRef::row_major(&cv, bs, m, p).map_err(to_py)?))
-        })
-    }
-
-    /// Column `from` moved to position `to`. `(applied, refused)`.
-    fn shift_col(&self, from: usize, to: usize) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, _T => outcome(st.shift_col(from, to)))
-    }
-
-    /// Every problem folded afresh from its kept rows. `(applied, refused)`.
-    fn refactorize(&self) -> PyResult<(bool, Refused)> {
-        with_bank!(self, st, _T => all_or_nothing(st.refactorize()))
-    }
-
-    /// Whether the batch keeps its rows.
-    fn keeps_data(&self) -> PyResult<bool> {
-        with_bank!(self, st, _T => Ok(st.keeps_data()))
-    }
-
-    /// `(A (B·m·n), b (B·m))` kept, as NumPy.
-    fn kept_data<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        with_bank!(self, st, T => {
-            let (a, b) = st.kept_data().map_err(to_py)?;
-            Ok((
-                PyArray1::<T>::from_vec(py, a).into_any(),
-                PyArray1::<T>::from_vec(py, b).into_any(),
-            ))
+            let (rv, ev) = rows_of::<T>((rows, rhs), at, (st.batch(), p, st.ncols()))?;
+            all_or_nothing(st.insert_rows_device(k0, p, (&rv, &ev)))
         })
     }
 
@@ -257,15 +128,16 @@ impl GpuBatchR {
         rows: &Bound<'_, PyAny>,
         rhs: &Bound<'_, PyAny>,
     ) -> PyResult<(bool, Refused)> {
+        let at = (&self.gpu, self.ordinal);
         with_bank!(self, st, T => {
-            let (bs, n) = (st.batch(), st.ncols());
-            let (rv, ev) = rows_of::<T>((rows, rhs), (bs, p, n))?;
-            let (r, e) = (
-                BatchRef::row_major(&rv, bs, p, n).map_err(to_py)?,
-                BatchRef::row_major(&ev, bs, p, 1).map_err(to_py)?,
-            );
-            all_or_nothing(st.delete_rows_with(r, e))
+            let (rv, ev) = rows_of::<T>((rows, rhs), at, (st.batch(), p, st.ncols()))?;
+            all_or_nothing(st.delete_rows_with_device(p, (&rv, &ev)))
         })
+    }
+
+    /// Rows k0..k0+p out, the kept ones (all-or-nothing). `(applied, refused)`.
+    fn delete_rows_at(&self, k0: usize, p: usize) -> PyResult<(bool, Refused)> {
+        with_bank!(self, st, _T => all_or_nothing(st.delete_rows(k0, p)))
     }
 
     /// A window step: weights λ, `p_in` rows in, `p_out` rows out as given.
@@ -280,23 +152,105 @@ impl GpuBatchR {
         old_rhs: &Bound<'_, PyAny>,
         forget: f64,
     ) -> PyResult<(bool, Refused)> {
+        let at = (&self.gpu, self.ordinal);
         with_bank!(self, st, T => {
             let (bs, n) = (st.batch(), st.ncols());
-            let (rv, ev) = rows_of::<T>((rows, rhs), (bs, p_in, n))?;
-            let (ov, fv) = rows_of::<T>((old_rows, old_rhs), (bs, p_out, n))?;
-            let refs = (
-                BatchRef::row_major(&rv, bs, p_in, n).map_err(to_py)?,
-                BatchRef::row_major(&ev, bs, p_in, 1).map_err(to_py)?,
-                BatchRef::row_major(&ov, bs, p_out, n).map_err(to_py)?,
-                BatchRef::row_major(&fv, bs, p_out, 1).map_err(to_py)?,
-            );
-            outcome(st.slide(refs.0, refs.1, refs.2, refs.3, forget))
+            let (rv, ev) = rows_of::<T>((rows, rhs), at, (bs, p_in, n))?;
+            let (ov, fv) = rows_of::<T>((old_rows, old_rhs), at, (bs, p_out, n))?;
+            outcome(st.slide_device((p_in, &rv, &ev), (p_out, &ov, &fv), forget))
         })
+    }
+
+    /// A window step of a batch that keeps its rows: weights λ, `p_in` rows in, the oldest
+    /// `drop` out. `(applied, refused)`.
+    fn slide_kept(
+        &self,
+        p_in: usize,
+        rows: &Bound<'_, PyAny>,
+        rhs: &Bound<'_, PyAny>,
+        drop: usize,
+        forget: f64,
+    ) -> PyResult<(bool, Refused)> {
+        let at = (&self.gpu, self.ordinal);
+        with_bank!(self, st, T => {
+            let (rv, ev) = rows_of::<T>((rows, rhs), at, (st.batch(), p_in, st.ncols()))?;
+            outcome(st.slide_kept_device(p_in, (&rv, &ev), drop, forget))
+        })
+    }
+
+    /// A + u vᵀ for every problem: u (B·m), v (B·n). `(applied, refused)`.
+    fn rank_one(&self, u: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<(bool, Refused)> {
+        let (gpu, ord) = (&self.gpu, self.ordinal);
+        with_bank!(self, st, T => {
+            let (bs, m, n) = (st.batch(), st.nrows(), st.ncols());
+            let uv = dev_vec::<T>(u, gpu, ord, ("u", bs * m))?;
+            let vv = dev_vec::<T>(v, gpu, ord, ("v", bs * n))?;
+            outcome(st.rank_one_device(&uv, &vv))
+        })
+    }
+
+    /// A + U Vᵀ for every problem: U (B·m·k), V (B·n·k), row-major a problem.
+    fn rank_k(
+        &self,
+        u: &Bound<'_, PyAny>,
+        v: &Bound<'_, PyAny>,
+        k: usize,
+    ) -> PyResult<(bool, Refused)> {
+        let (gpu, ord) = (&self.gpu, self.ordinal);
+        with_bank!(self, st, T => {
+            let (bs, m, n) = (st.batch(), st.nrows(), st.ncols());
+            let uv = dev_vec::<T>(u, gpu, ord, ("U", bs * m * k))?;
+            let vv = dev_vec::<T>(v, gpu, ord, ("V", bs * n * k))?;
+            outcome(st.rank_k_device(&uv, &vv, k))
+        })
+    }
+
+    /// p columns (B·m·p) in before column k0. `(applied, refused)`.
+    fn insert_cols(
+        &self,
+        k0: usize,
+        p: usize,
+        cols: &Bound<'_, PyAny>,
+    ) -> PyResult<(bool, Refused)> {
+        let (gpu, ord) = (&self.gpu, self.ordinal);
+        with_bank!(self, st, T => {
+            let cv = dev_vec::<T>(cols, gpu, ord, ("columns", st.batch() * st.nrows() * p))?;
+            all_or_nothing(st.insert_cols_device(k0, p, &cv))
+        })
+    }
+
+    /// Columns k0..k0+p replaced by `cols` (B·m·p). `(applied, refused)`.
+    fn replace_cols(
+        &self,
+        k0: usize,
+        p: usize,
+        cols: &Bound<'_, PyAny>,
+    ) -> PyResult<(bool, Refused)> {
+        let (gpu, ord) = (&self.gpu, self.ordinal);
+        with_bank!(self, st, T => {
+            let cv = dev_vec::<T>(cols, gpu, ord, ("columns", st.batch() * st.nrows() * p))?;
+            outcome(st.replace_cols_device(k0, p, &cv))
+        })
+    }
+
+    /// Column `from` moved to position `to`. `(applied, refused)`.
+    fn shift_col(&self, from: usize, to: usize) -> PyResult<(bool, Refused)> {
+        with_bank!(self, st, _T => outcome(st.shift_col(from, to)))
     }
 
     /// Columns k0..k0+p out (all-or-nothing). `(applied, refused)`.
     fn delete_cols(&self, k0: usize, p: usize) -> PyResult<(bool, Refused)> {
         with_bank!(self, st, _T => all_or_nothing(st.delete_cols(k0, p)))
+    }
+
+    /// Every problem folded afresh from its kept rows. `(applied, refused)`.
+    fn refactorize(&self) -> PyResult<(bool, Refused)> {
+        with_bank!(self, st, _T => all_or_nothing(st.refactorize()))
+    }
+
+    /// Whether the batch keeps its rows.
+    fn keeps_data(&self) -> PyResult<bool> {
+        with_bank!(self, st, _T => Ok(st.keeps_data()))
     }
 
     /// `(x (B·n), residual norms (B), failed)` as NumPy arrays and a list.
@@ -318,6 +272,17 @@ impl GpuBatchR {
                 PyArray1::<T>::from_vec(py, r).into_any(),
                 PyArray1::<T>::from_vec(py, d).into_any(),
                 PyArray1::<T>::from_vec(py, rho).into_any(),
+            ))
+        })
+    }
+
+    /// `(A (B·m·n), b (B·m))` kept, as NumPy.
+    fn kept_data<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        with_bank!(self, st, T => {
+            let (a, b) = st.kept_data().map_err(to_py)?;
+            Ok((
+                PyArray1::<T>::from_vec(py, a).into_any(),
+                PyArray1::<T>::from_vec(py, b).into_any(),
             ))
         })
     }

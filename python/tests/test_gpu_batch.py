@@ -327,3 +327,37 @@ def test_kept_r_bank_refusals():
         plain.delete_rows(0, 1)
     with pytest.raises(ValueError, match="keep"):
         plain.rank_one(u, v)
+
+
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_r_bank_device_arrays_match_host_arrays(lib, keep):
+    """cuqr.GpuBatchR reads CuPy arrays and CUDA tensors on the device: the same calls on
+    the same values give the same factors as NumPy arguments, bit for bit."""
+    mod = pytest.importorskip(lib)
+    if lib == "torch" and not mod.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    dev = (lambda a: mod.asarray(a)) if lib == "cupy" else (lambda a: mod.tensor(a, device="cuda"))
+    rng = np.random.default_rng(13)
+    B, m, n = 23, 31, 6
+    A = rng.uniform(-1, 1, (B, m, n))
+    b = rng.uniform(-1, 1, (B, m))
+    rows, rhs = rng.uniform(-1, 1, (B, 1, n)), rng.uniform(-1, 1, (B, 1))
+    u, v = rng.uniform(-1, 1, (B, m + 1)), rng.uniform(-1, 1, (B, n))
+    c = rng.uniform(-1, 1, (B, m + 1))
+    host = cuqr.GpuBatchR(A, b, keep_data=keep)
+    device = cuqr.GpuBatchR(dev(A), dev(b), keep_data=keep)
+    for bank, conv in ((host, lambda a: a), (device, dev)):
+        bank.insert_rows(conv(rows), conv(rhs))
+        if keep:
+            bank.slide(conv(rows), conv(rhs), forget=0.95)
+            bank.rank_one(conv(u), conv(v))
+            bank.insert_cols(2, conv(c))
+            bank.replace_cols(0, conv(c))
+        else:
+            bank.slide(conv(rows), conv(rhs), conv(A[:, 0]), conv(b[:, 0]), forget=1.0)
+    for x, y in zip(host.factors(), device.factors()):
+        assert np.array_equal(x, y)
+    if keep:
+        for x, y in zip(host.kept_data(), device.kept_data()):
+            assert np.array_equal(x, y)

@@ -5,12 +5,14 @@ use std::sync::Arc;
 
 use super::{BatchRef, BatchReport, BatchSolution};
 use crate::base::error::{Error, Result};
+use cudarc::driver::CudaView;
+
 use crate::gpu::algo::batch_r::{
-    HostRows, KeptRows, RStates, STATUS_DOWNDATE_REFUSED, STATUS_NON_FINITE, STATUS_RANK_DEFICIENT,
-    STEP_MAX_N,
+    self as algo, KeptRows, RStates, Rebuild, StepOut, STATUS_DOWNDATE_REFUSED, STATUS_NON_FINITE,
+    STATUS_RANK_DEFICIENT, STEP_MAX_N,
 };
-use crate::gpu::launch::batch_r::StepShape;
-use crate::gpu::runtime::{Gpu, GpuScalar};
+use crate::gpu::launch::batch_r::{StepRows, StepShape};
+use crate::gpu::runtime::{DevVec, Gpu, GpuScalar};
 
 /// B least-squares problems of n ≤ 16 columns and one right-hand side, each kept as its
 /// n×n triangular factor R, d = Q₁ᵀb and the residual norm (the R-only kind without kept
@@ -125,6 +127,62 @@ pub(super) fn gather<T: GpuScalar>(
     Ok(out)
 }
 
+/// The rows of one step on the device: B × p × n rows and B × p right-hand sides, each
+/// problem's block row-major.
+pub(super) struct Rows<'a, T> {
+    pub(super) rows: CudaView<'a, T>,
+    pub(super) rhs: CudaView<'a, T>,
+    pub(super) p: usize,
+}
+
+/// Device rows checked to hold B·p·n and B·p values.
+///
+/// # Errors
+/// [`Error::Shape`] when a buffer is shorter.
+pub(super) fn dev_rows<'a, T: GpuScalar>(
+    op: &'static str,
+    (rows, rhs): (&'a DevVec<T>, &'a DevVec<T>),
+    (batch, p, n): (usize, usize, usize),
+) -> Result<Rows<'a, T>> {
+    need(op, "rows (B·p·n values)", rows, batch * p * n)?;
+    need(op, "right-hand sides (B·p values)", rhs, batch * p)?;
+    Ok(Rows {
+        rows: rows.view(),
+        rhs: rhs.view(),
+        p,
+    })
+}
+
+/// `v` holds at least `len` values.
+///
+/// # Errors
+/// [`Error::Shape`].
+pub(super) fn need<T: GpuScalar>(
+    op: &'static str,
+    what: &'static str,
+    v: &DevVec<T>,
+    len: usize,
+) -> Result<()> {
+    if v.len() < len {
+        return Err(Error::shape(op, what, v.len(), len));
+    }
+    Ok(())
+}
+
+/// Gathered host rows uploaded (rows, right-hand sides).
+///
+/// # Errors
+/// [`Error::OutOfMemory`], [`Error::Driver`].
+pub(super) fn upload_rows<T: GpuScalar>(
+    gpu: &Gpu,
+    g: &Gathered<T>,
+) -> Result<(DevVec<T>, DevVec<T>)> {
+    Ok((
+        DevVec::from_slice_async(gpu, &g.rows)?,
+        DevVec::from_slice_async(gpu, &g.rhs)?,
+    ))
+}
+
 /// Problem i's refusal as the error a single state gives.
 pub(super) fn refusal(op: &'static str, code: u32) -> Option<Error> {
     match code {
@@ -198,13 +256,39 @@ impl<T: GpuScalar> GpuRBatch<T> {
         Self::factorize_impl("GpuRBatch::factorize_keep_data", gpu, (a, b), true)
     }
 
-    fn factorize_impl(
-        op: &'static str,
+    /// [`GpuRBatch::factorize`] with A (B·m·n) and b (B·m) in device memory, each problem's
+    /// block row-major (a C-order (B, m, n) array).
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::factorize`]; [`Error::Shape`] when a buffer is shorter.
+    pub fn factorize_device(
         gpu: &Arc<Gpu>,
-        (a, b): (BatchRef<'_, T>, BatchRef<'_, T>),
-        keep: bool,
+        (a, b): (&DevVec<T>, &DevVec<T>),
+        (batch, m, n): (usize, usize, usize),
     ) -> Result<Self> {
-        let (batch, m, n) = (a.batch(), a.nrows(), a.ncols());
+        const OP: &str = "GpuRBatch::factorize_device";
+        Self::check_shape(OP, (m, n))?;
+        let rows = dev_rows(OP, (a, b), (batch, m, n))?;
+        Self::factorize_on(OP, gpu, rows, (batch, n), false)
+    }
+
+    /// [`GpuRBatch::factorize_keep_data`] with A and b in device memory (copied: the batch
+    /// keeps its own rows).
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::factorize_device`].
+    pub fn factorize_keep_data_device(
+        gpu: &Arc<Gpu>,
+        (a, b): (&DevVec<T>, &DevVec<T>),
+        (batch, m, n): (usize, usize, usize),
+    ) -> Result<Self> {
+        const OP: &str = "GpuRBatch::factorize_keep_data_device";
+        Self::check_shape(OP, (m, n))?;
+        let rows = dev_rows(OP, (a, b), (batch, m, n))?;
+        Self::factorize_on(OP, gpu, rows, (batch, n), true)
+    }
+
+    fn check_shape(op: &'static str, (m, n): (usize, usize)) -> Result<()> {
         if n == 0 || n > STEP_MAX_N {
             return Err(Error::shape(
                 op,
@@ -216,25 +300,53 @@ impl<T: GpuScalar> GpuRBatch<T> {
         if m < n {
             return Err(Error::Underdetermined { op, m, n });
         }
+        Ok(())
+    }
+
+    fn factorize_impl(
+        op: &'static str,
+        gpu: &Arc<Gpu>,
+        (a, b): (BatchRef<'_, T>, BatchRef<'_, T>),
+        keep: bool,
+    ) -> Result<Self> {
+        let (batch, m, n) = (a.batch(), a.nrows(), a.ncols());
+        Self::check_shape(op, (m, n))?;
         let g = gather(op, (a, b), batch, n)?;
-        let empty = RStates::zeros(gpu, batch, n)?;
+        let (ad, bd) = upload_rows(gpu, &g)?;
+        let rows = dev_rows(op, (&ad, &bd), (batch, m, n))?;
+        Self::factorize_on(op, gpu, rows, (batch, n), keep)
+    }
+
+    /// The factorisation from the m rows on the device: one step from empty states (with
+    /// kept data, from the batch's own copy of the rows).
+    fn factorize_on(
+        op: &'static str,
+        gpu: &Arc<Gpu>,
+        rows: Rows<'_, T>,
+        (batch, n): (usize, usize),
+        keep: bool,
+    ) -> Result<Self> {
+        let m = rows.p;
         let mut st = Self {
             gpu: gpu.clone(),
             batch,
-            m: 0,
+            m,
             n,
-            states: empty,
+            states: RStates::zeros(gpu, batch, n)?,
             kept: None,
         };
         if keep {
-            let kept = KeptRows::upload(gpu, &g.rows, &g.rhs)?;
-            st.m = m;
+            let kept = KeptRows {
+                a: algo::gather(gpu, rows.rows, (batch, m, n), &Rebuild::identity(m, n))?,
+                b: algo::gather(gpu, rows.rhs, (batch, m, 1), &Rebuild::identity(m, 1))?,
+            };
             let out = st.refold(&kept, n, false)?;
             st.commit_all(op, out, false)?;
             st.kept = Some(kept);
         } else {
-            st.apply_all_or_nothing(op, (&g, None), 1.0, true)?;
-            st.m = m;
+            let none = st.no_rows();
+            let out = st.step_on(n, rows, none, (1.0, true, false))?;
+            st.take_all(op, out)?;
         }
         Ok(st)
     }
@@ -264,34 +376,71 @@ impl<T: GpuScalar> GpuRBatch<T> {
         self.insert_rows_at(self.m, rows, rhs)
     }
 
+    /// [`GpuRBatch::insert_rows_at`] with the rows (B·p·n) and right-hand sides (B·p) in
+    /// device memory.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::insert_rows_at`]; [`Error::Shape`] when a buffer is shorter.
+    pub fn insert_rows_device(
+        &mut self,
+        k0: usize,
+        p: usize,
+        (rows, rhs): (&DevVec<T>, &DevVec<T>),
+    ) -> Result<()> {
+        const OP: &str = "GpuRBatch::insert_rows_device";
+        let rows = dev_rows(OP, (rows, rhs), (self.batch, p, self.n))?;
+        self.insert_rows_on(OP, k0, rows)
+    }
+
     /// Removes p rows from every problem, given them (`rows`, B × p × n, with `rhs`, as
     /// they entered). All-or-nothing.
     ///
     /// # Errors
     /// [`Error::Shape`], [`Error::EmptyBlock`], [`Error::Underdetermined`] (fewer than n rows
     /// would be left), [`Error::BatchRefused`] (a refused downdate or non-finite rows),
-    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    /// [`Error::InvalidParam`] on a batch that keeps its rows (it deletes them by position:
+    /// [`GpuRBatch::delete_rows`]), [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn delete_rows_with(&mut self, rows: BatchRef<'_, T>, rhs: BatchRef<'_, T>) -> Result<()> {
         const OP: &str = "GpuRBatch::delete_rows_with";
         self.refuse_given_rows(OP, "GpuRBatch::delete_rows")?;
         let g = gather(OP, (rows, rhs), self.batch, self.n)?;
-        if g.p == 0 {
-            return Err(Error::EmptyBlock { op: OP });
+        let (rd, ed) = upload_rows(&self.gpu, &g)?;
+        let rows = dev_rows(OP, (&rd, &ed), (self.batch, g.p, self.n))?;
+        self.delete_rows_with_on(OP, rows)
+    }
+
+    /// [`GpuRBatch::delete_rows_with`] with the rows (B·p·n) and right-hand sides (B·p) in
+    /// device memory.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::delete_rows_with`]; [`Error::Shape`] when a buffer is shorter.
+    pub fn delete_rows_with_device(
+        &mut self,
+        p: usize,
+        (rows, rhs): (&DevVec<T>, &DevVec<T>),
+    ) -> Result<()> {
+        const OP: &str = "GpuRBatch::delete_rows_with_device";
+        self.refuse_given_rows(OP, "GpuRBatch::delete_rows")?;
+        let rows = dev_rows(OP, (rows, rhs), (self.batch, p, self.n))?;
+        self.delete_rows_with_on(OP, rows)
+    }
+
+    fn delete_rows_with_on(&mut self, op: &'static str, rows: Rows<'_, T>) -> Result<()> {
+        let p = rows.p;
+        if p == 0 {
+            return Err(Error::EmptyBlock { op });
         }
-        if self.m < g.p || self.m - g.p < self.n {
+        if self.m < p || self.m - p < self.n {
             return Err(Error::Underdetermined {
-                op: OP,
-                m: self.m.saturating_sub(g.p),
+                op,
+                m: self.m.saturating_sub(p),
                 n: self.n,
             });
         }
-        let none = Gathered {
-            rows: Vec::new(),
-            rhs: Vec::new(),
-            p: 0,
-        };
-        self.apply_all_or_nothing(OP, (&none, Some(&g)), 1.0, false)?;
-        self.m -= g.p;
+        let none = self.no_rows();
+        let out = self.step_on(self.n, none, rows, (1.0, false, false))?;
+        self.take_all(op, out)?;
+        self.m -= p;
         Ok(())
     }
 
@@ -302,8 +451,9 @@ impl<T: GpuScalar> GpuRBatch<T> {
     ///
     /// # Errors
     /// [`Error::Shape`], [`Error::EmptyBlock`] (no rows either way),
-    /// [`Error::InvalidParam`] (λ), [`Error::Underdetermined`], [`Error::BatchRefused`],
-    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    /// [`Error::InvalidParam`] (λ; a batch that keeps its rows: [`GpuRBatch::slide_kept`]),
+    /// [`Error::Underdetermined`], [`Error::BatchRefused`], [`Error::OutOfMemory`],
+    /// [`Error::Driver`].
     pub fn slide(
         &mut self,
         rows: BatchRef<'_, T>,
@@ -314,41 +464,69 @@ impl<T: GpuScalar> GpuRBatch<T> {
     ) -> Result<BatchReport> {
         const OP: &str = "GpuRBatch::slide";
         self.refuse_given_rows(OP, "GpuRBatch::slide_kept")?;
-        if !(forget > 0.0 && forget <= 1.0) {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "forget",
-                why: format!("the forgetting factor must lie in (0, 1], got {forget}"),
-            });
-        }
         let gin = gather(OP, (rows, rhs), self.batch, self.n)?;
         let gout = gather(OP, (old_rows, old_rhs), self.batch, self.n)?;
-        if gin.p == 0 && gout.p == 0 {
-            return Err(Error::EmptyBlock { op: OP });
+        let (ri, ei) = upload_rows(&self.gpu, &gin)?;
+        let (ro, eo) = upload_rows(&self.gpu, &gout)?;
+        let (b, n) = (self.batch, self.n);
+        let rin = dev_rows(OP, (&ri, &ei), (b, gin.p, n))?;
+        let rout = dev_rows(OP, (&ro, &eo), (b, gout.p, n))?;
+        self.slide_on(OP, rin, rout, forget)
+    }
+
+    /// [`GpuRBatch::slide`] with the rows in (B·p_in·n, B·p_in) and out (B·p_out·n,
+    /// B·p_out) in device memory.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::slide`]; [`Error::Shape`] when a buffer is shorter.
+    pub fn slide_device(
+        &mut self,
+        (p_in, rows, rhs): (usize, &DevVec<T>, &DevVec<T>),
+        (p_out, old_rows, old_rhs): (usize, &DevVec<T>, &DevVec<T>),
+        forget: f64,
+    ) -> Result<BatchReport> {
+        const OP: &str = "GpuRBatch::slide_device";
+        self.refuse_given_rows(OP, "GpuRBatch::slide_kept_device")?;
+        let (b, n) = (self.batch, self.n);
+        let rin = dev_rows(OP, (rows, rhs), (b, p_in, n))?;
+        let rout = dev_rows(OP, (old_rows, old_rhs), (b, p_out, n))?;
+        self.slide_on(OP, rin, rout, forget)
+    }
+
+    fn slide_on(
+        &mut self,
+        op: &'static str,
+        rin: Rows<'_, T>,
+        rout: Rows<'_, T>,
+        forget: f64,
+    ) -> Result<BatchReport> {
+        check_forget(op, forget)?;
+        let (p_in, p_out) = (rin.p, rout.p);
+        if p_in == 0 && p_out == 0 {
+            return Err(Error::EmptyBlock { op });
         }
-        let m_after = self.m + gin.p;
-        if m_after < gout.p || m_after - gout.p < self.n {
+        let m_after = self.m + p_in;
+        if m_after < p_out || m_after - p_out < self.n {
             return Err(Error::Underdetermined {
-                op: OP,
-                m: m_after.saturating_sub(gout.p),
+                op,
+                m: m_after.saturating_sub(p_out),
                 n: self.n,
             });
         }
-        let scale = forget.sqrt();
-        if gin.p != gout.p {
-            self.apply_all_or_nothing(OP, (&gin, Some(&gout)), scale, false)?;
-            self.m = m_after - gout.p;
+        let out = self.step_on(self.n, rin, rout, (forget.sqrt(), false, false))?;
+        if p_in != p_out {
+            self.take_all(op, out)?;
+            self.m = m_after - p_out;
             return Ok(BatchReport {
                 outcomes: (0..self.batch).map(|_| Ok(())).collect(),
             });
         }
-        let out = self.run(&gin, &gout, scale, false, false)?;
         self.states = out.states;
         Ok(BatchReport {
             outcomes: out
                 .status
                 .iter()
-                .map(|&c| refusal(OP, c).map_or(Ok(()), Err))
+                .map(|&c| refusal(op, c).map_or(Ok(()), Err))
                 .collect(),
         })
     }
@@ -361,12 +539,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn solve(&self) -> Result<BatchSolution<T>> {
-        let none = Gathered {
-            rows: Vec::new(),
-            rhs: Vec::new(),
-            p: 0,
-        };
-        let out = self.run(&none, &none, 1.0, false, true)?;
+        let out = self.step_on(self.n, self.no_rows(), self.no_rows(), (1.0, false, true))?;
         let (x, rss) = out.solution.unwrap_or_default();
         let deficient = out.status.contains(&STATUS_RANK_DEFICIENT);
         let r = if deficient {
@@ -406,12 +579,13 @@ impl<T: GpuScalar> GpuRBatch<T> {
         Ok((r, d, rho))
     }
 
-    /// Deletes columns k0..k0+p of every problem (at least one column stays): the rows of
-    /// [R d] without those columns, and a row [0 ρ], are folded into an empty state of
-    /// n − p columns by the batch's step (docs/algorithms.md#batched-states) — the same
-    /// AᵀA and Aᵀb, and the part of d that the remaining columns no longer reach joins ρ.
-    /// One launch and one round trip of R, d and ρ through the host (B·(n² + n + 1)
-    /// elements). All-or-nothing.
+    /// Deletes columns k0..k0+p of every problem (at least one column stays). Without kept
+    /// data the rows of [R d] without those columns, and a row [0 ρ], are folded into an
+    /// empty state of n − p columns by the batch's step (docs/algorithms.md#batched-states)
+    /// — the same AᵀA and Aᵀb, and the part of d that the remaining columns no longer reach
+    /// joins ρ — in one launch and one round trip of R, d and ρ through the host
+    /// (B·(n² + n + 1) elements); with kept data each problem is folded afresh from its
+    /// rows without those columns. All-or-nothing.
     ///
     /// # Errors
     /// [`Error::EmptyBlock`] (p = 0), [`Error::OutOfRange`] (k0 + p > n),
@@ -457,83 +631,60 @@ impl<T: GpuScalar> GpuRBatch<T> {
             gin.rows.extend(std::iter::repeat_n(T::ZERO, no));
             gin.rhs.push(rho[k]);
         }
-        let none = Gathered {
-            rows: Vec::new(),
-            rhs: Vec::new(),
-            p: 0,
-        };
-        let out = self.run_at(no, &gin, &none, (1.0, true, false))?;
-        let problems: Vec<(usize, Error)> = out
-            .status
-            .iter()
-            .enumerate()
-            .filter_map(|(i, &c)| refusal(OP, c).map(|e| (i, e)))
-            .collect();
-        if !problems.is_empty() {
-            return Err(Error::BatchRefused { op: OP, problems });
-        }
-        self.states = out.states;
+        let (rd, ed) = upload_rows(&self.gpu, &gin)?;
+        let rows = dev_rows(OP, (&rd, &ed), (self.batch, n + 1, no))?;
+        let out = self.step_on(no, rows, self.no_rows(), (1.0, true, false))?;
+        self.take_all(OP, out)?;
         self.n = no;
         Ok(())
     }
 
-    /// One launch: the step into new buffers, with the statuses.
-    fn run(
-        &self,
-        gin: &Gathered<T>,
-        gout: &Gathered<T>,
-        scale: f64,
-        clear: bool,
-        solve: bool,
-    ) -> Result<crate::gpu::algo::batch_r::StepOut<T>> {
-        self.run_at(self.n, gin, gout, (scale, clear, solve))
+    /// No rows (p = 0; the views only have to exist).
+    pub(super) fn no_rows(&self) -> Rows<'_, T> {
+        Rows {
+            rows: self.states.rho.slice(..),
+            rhs: self.states.rho.slice(..),
+            p: 0,
+        }
     }
 
-    /// [`GpuRBatch::run`] into a state of `n` columns (with `clear`, the rows' width).
-    fn run_at(
+    /// One launch: the step with device rows into new buffers of a state of `n` columns
+    /// (with `clear`, the rows' width), with the statuses; `self` is left as it was.
+    pub(super) fn step_on(
         &self,
         n: usize,
-        gin: &Gathered<T>,
-        gout: &Gathered<T>,
+        rin: Rows<'_, T>,
+        rout: Rows<'_, T>,
         (scale, clear, solve): (f64, bool, bool),
-    ) -> Result<crate::gpu::algo::batch_r::StepOut<T>> {
+    ) -> Result<StepOut<T>> {
         let shape = StepShape {
             batch: self.batch,
             n,
-            p_in: gin.p,
-            p_out: gout.p,
+            p_in: rin.p,
+            p_out: rout.p,
             clear,
             solve,
             scale,
             rank_tol: -1.0,
             m_rows: self.m,
         };
-        self.states.step(
-            &self.gpu,
-            &shape,
-            HostRows {
-                rows_in: &gin.rows,
-                rhs_in: &gin.rhs,
-                rows_out: &gout.rows,
-                rhs_out: &gout.rhs,
-            },
-        )
+        let rows = StepRows {
+            rows_in: rin.rows,
+            rhs_in: rin.rhs,
+            rows_out: rout.rows,
+            rhs_out: rout.rhs,
+        };
+        if n > self.n {
+            // under `clear` the step reads no input state, but takes one of its width
+            let wide = RStates::zeros(&self.gpu, self.batch, n)?;
+            return wide.step_device(&self.gpu, &shape, rows);
+        }
+        self.states.step_device(&self.gpu, &shape, rows)
     }
 
-    /// A step that changes m: taken only when every problem accepts it.
-    pub(super) fn apply_all_or_nothing(
-        &mut self,
-        op: &'static str,
-        (gin, gout): (&Gathered<T>, Option<&Gathered<T>>),
-        scale: f64,
-        clear: bool,
-    ) -> Result<()> {
-        let none = Gathered {
-            rows: Vec::new(),
-            rhs: Vec::new(),
-            p: 0,
-        };
-        let out = self.run(gin, gout.unwrap_or(&none), scale, clear, false)?;
+    /// Takes a step's states only when every problem accepted it (non-finite rows and
+    /// refused downdates refuse the call; the rank is not tested).
+    pub(super) fn take_all(&mut self, op: &'static str, out: StepOut<T>) -> Result<()> {
         let problems: Vec<(usize, Error)> = out
             .status
             .iter()
@@ -546,6 +697,21 @@ impl<T: GpuScalar> GpuRBatch<T> {
         self.states = out.states;
         Ok(())
     }
+}
+
+/// λ ∈ (0, 1].
+///
+/// # Errors
+/// [`Error::InvalidParam`].
+pub(super) fn check_forget(op: &'static str, forget: f64) -> Result<()> {
+    if !(forget > 0.0 && forget <= 1.0) {
+        return Err(Error::InvalidParam {
+            op,
+            what: "forget",
+            why: format!("the forgetting factor must lie in (0, 1], got {forget}"),
+        });
+    }
+    Ok(())
 }
 
 /// The rank test's error for one problem's R (n × n row-major) standing for m rows, as the

@@ -3,17 +3,17 @@
 //! updated kept rows, one thread a problem.
 #![forbid(unsafe_code)]
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::CudaView;
 
-use super::gpu::{gather, rank_error, refusal, Gathered, GpuRBatch};
+use super::gpu::{
+    check_forget, dev_rows, gather, need, rank_error, refusal, upload_rows, GpuRBatch, Rows,
+};
 use super::{BatchRef, BatchReport};
 use crate::base::error::{Error, Result};
 use crate::gpu::algo::batch_r::{
-    self as algo, KeptRows, RStates, Rebuild, StepOut, STATUS_RANK_DEFICIENT, STEP_MAX_N,
+    self as algo, KeptRows, Rebuild, StepOut, STATUS_RANK_DEFICIENT, STEP_MAX_N,
 };
-use crate::gpu::ffi::driver::StreamAlloc;
-use crate::gpu::launch::batch_r::{StepRows, StepShape};
-use crate::gpu::runtime::{alloc_err, Gpu, GpuScalar};
+use crate::gpu::runtime::{DevVec, GpuScalar};
 
 /// The maps of a block that keeps old rows (or columns) 0..k0, takes `p` new ones from
 /// the extra block at k0, and keeps old k0+drop..len after them.
@@ -53,27 +53,6 @@ fn dense<T: GpuScalar>(
     Ok(out)
 }
 
-fn upload<T: GpuScalar>(gpu: &Gpu, v: &[T], what: &'static str) -> Result<CudaSlice<T>> {
-    let one = [T::ZERO];
-    let src = if v.is_empty() { &one[..] } else { v };
-    gpu.stream
-        .htod_copy(src)
-        .map_err(alloc_err(what, std::mem::size_of_val(src)))
-}
-
-impl<T: GpuScalar> KeptRows<T> {
-    /// A (B·m·n) and b (B·m) uploaded.
-    ///
-    /// # Errors
-    /// [`Error::OutOfMemory`], [`Error::Driver`].
-    pub(super) fn upload(gpu: &Gpu, a: &[T], b: &[T]) -> Result<Self> {
-        Ok(Self {
-            a: upload(gpu, a, "kept rows")?,
-            b: upload(gpu, b, "kept right-hand sides")?,
-        })
-    }
-}
-
 impl<T: GpuScalar> GpuRBatch<T> {
     /// Whether the batch keeps its rows ([`GpuRBatch::factorize_keep_data`]).
     pub fn keeps_data(&self) -> bool {
@@ -108,29 +87,12 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// One launch: every problem folded afresh from `kept` (n columns, m = self.m rows),
     /// with the rank test when `rank`.
     pub(super) fn refold(&self, kept: &KeptRows<T>, n: usize, rank: bool) -> Result<StepOut<T>> {
-        let shape = StepShape {
-            batch: self.batch,
-            n,
-            p_in: self.m,
-            p_out: 0,
-            clear: true,
-            solve: rank,
-            scale: 1.0,
-            rank_tol: -1.0,
-            m_rows: self.m,
+        let rows = Rows {
+            rows: kept.a.slice(..),
+            rhs: kept.b.slice(..),
+            p: self.m,
         };
-        let rows = StepRows {
-            rows_in: kept.a.slice(..),
-            rhs_in: kept.b.slice(..),
-            rows_out: kept.b.slice(..),
-            rhs_out: kept.b.slice(..),
-        };
-        if n > self.n {
-            // the step reads no input state under `clear`, but takes one of its width
-            let wide = RStates::zeros(&self.gpu, self.batch, n)?;
-            return wide.step_device(&self.gpu, &shape, rows);
-        }
-        self.states.step_device(&self.gpu, &shape, rows)
+        self.step_on(n, rows, self.no_rows(), (1.0, true, rank))
     }
 
     /// Each problem's refusal in `out` as an error (a rank-deficient one named by the
@@ -239,28 +201,43 @@ impl<T: GpuScalar> GpuRBatch<T> {
         &self,
         op: &'static str,
         how: &Rebuild<'_, T>,
-        rows_b: Option<Option<(&CudaSlice<T>, [usize; 3])>>,
+        rows_b: Option<Option<(CudaView<'_, T>, [usize; 3])>>,
     ) -> Result<KeptRows<T>> {
         let kept = self.kept_or(op)?;
         let dims = (self.batch, self.m, self.n);
-        let a = algo::gather(&self.gpu, &kept.a, dims, how)?;
-        let b = match rows_b {
-            None => {
-                let same = Rebuild::identity(self.m, 1);
-                algo::gather(&self.gpu, &kept.b, (self.batch, self.m, 1), &same)?
-            }
-            Some(extra) => {
-                let how_b = Rebuild {
-                    rows: how.rows.clone(),
-                    cols: vec![0],
-                    extra,
-                    scale: how.scale,
-                    rank: None,
-                };
-                algo::gather(&self.gpu, &kept.b, (self.batch, self.m, 1), &how_b)?
-            }
+        let a = algo::gather(&self.gpu, kept.a.slice(..), dims, how)?;
+        let how_b = Rebuild {
+            rows: match rows_b {
+                Some(_) => how.rows.clone(),
+                None => Rebuild::<T>::identity(self.m, 1).rows,
+            },
+            cols: vec![0],
+            extra: rows_b.flatten(),
+            scale: how.scale,
+            rank: None,
         };
+        let b = algo::gather(&self.gpu, kept.b.slice(..), (self.batch, self.m, 1), &how_b)?;
         Ok(KeptRows { a, b })
+    }
+
+    /// Rows `rows` (B × p of the m) of the kept data, scaled: a step's rows out.
+    fn kept_rows(&self, op: &'static str, rows: Vec<i32>, scale: f64) -> Result<KeptRows<T>> {
+        let kept = self.kept_or(op)?;
+        let (b, m, n) = (self.batch, self.m, self.n);
+        let take = Rebuild {
+            rows,
+            scale,
+            ..Rebuild::identity(0, n)
+        };
+        let take_b = Rebuild {
+            rows: take.rows.clone(),
+            scale,
+            ..Rebuild::identity(0, 1)
+        };
+        Ok(KeptRows {
+            a: algo::gather(&self.gpu, kept.a.slice(..), (b, m, n), &take)?,
+            b: algo::gather(&self.gpu, kept.b.slice(..), (b, m, 1), &take_b)?,
+        })
     }
 
     /// Deletes rows k0..k0+p of every problem, the rows the batch keeps (the downdate of
@@ -292,22 +269,14 @@ impl<T: GpuScalar> GpuRBatch<T> {
                 n: self.n,
             });
         }
-        let rows: Vec<i32> = (k0..k0 + p).map(|i| i as i32).collect();
-        let take = Rebuild {
-            rows,
-            ..Rebuild::identity(0, self.n)
+        let (m, n) = (self.m, self.n);
+        let gone = self.kept_rows(OP, (k0..k0 + p).map(|i| i as i32).collect(), 1.0)?;
+        let rout = Rows {
+            rows: gone.a.slice(..),
+            rhs: gone.b.slice(..),
+            p,
         };
-        let (b, m, n) = (self.batch, self.m, self.n);
-        let out = {
-            let kept = self.kept_or(OP)?;
-            let gone = algo::gather(&self.gpu, &kept.a, (b, m, n), &take)?;
-            let take_b = Rebuild {
-                rows: take.rows.clone(),
-                ..Rebuild::identity(0, 1)
-            };
-            let gone_b = algo::gather(&self.gpu, &kept.b, (b, m, 1), &take_b)?;
-            self.step_rows(0, (&gone, &gone_b, p), 1.0)?
-        };
+        let out = self.step_on(n, self.no_rows(), rout, (1.0, false, false))?;
         let new = self.rebuild(
             OP,
             &Rebuild {
@@ -320,49 +289,6 @@ impl<T: GpuScalar> GpuRBatch<T> {
         self.kept = Some(new);
         self.m -= p;
         Ok(())
-    }
-
-    /// One step from the current states with device rows out (B × p_out × n, right-hand
-    /// sides B × p_out) and no rows in.
-    fn step_rows(
-        &self,
-        p_in: usize,
-        (rows_out, rhs_out, p_out): (&CudaSlice<T>, &CudaSlice<T>, usize),
-        scale: f64,
-    ) -> Result<StepOut<T>> {
-        self.step_rows_with(None, (rows_out, rhs_out, p_out), scale, p_in)
-    }
-
-    /// [`GpuRBatch::step_rows`] with device rows in (B × p_in × n and B × p_in) first.
-    fn step_rows_with(
-        &self,
-        rows_in: Option<(&CudaSlice<T>, &CudaSlice<T>)>,
-        (rows_out, rhs_out, p_out): (&CudaSlice<T>, &CudaSlice<T>, usize),
-        scale: f64,
-        p_in: usize,
-    ) -> Result<StepOut<T>> {
-        let shape = StepShape {
-            batch: self.batch,
-            n: self.n,
-            p_in,
-            p_out,
-            clear: false,
-            solve: false,
-            scale,
-            rank_tol: -1.0,
-            m_rows: self.m,
-        };
-        let (ri, ei) = rows_in.unwrap_or((rhs_out, rhs_out));
-        self.states.step_device(
-            &self.gpu,
-            &shape,
-            StepRows {
-                rows_in: ri.slice(..),
-                rhs_in: ei.slice(..),
-                rows_out: rows_out.slice(..),
-                rhs_out: rhs_out.slice(..),
-            },
-        )
     }
 
     /// Inserts p rows as rows k0..k0+p of every problem: `rows` (B × p × n) with `rhs`
@@ -378,37 +304,42 @@ impl<T: GpuScalar> GpuRBatch<T> {
         rhs: BatchRef<'_, T>,
     ) -> Result<()> {
         const OP: &str = "GpuRBatch::insert_rows";
-        if k0 > self.m {
-            return Err(Error::OutOfRange {
-                op: OP,
-                k0,
-                p: rows.nrows(),
-                n: self.m,
-            });
-        }
         let g = gather(OP, (rows, rhs), self.batch, self.n)?;
-        if g.p == 0 {
-            return Err(Error::EmptyBlock { op: OP });
+        let (rd, ed) = upload_rows(&self.gpu, &g)?;
+        let rows = dev_rows(OP, (&rd, &ed), (self.batch, g.p, self.n))?;
+        self.insert_rows_on(OP, k0, rows)
+    }
+
+    pub(super) fn insert_rows_on(
+        &mut self,
+        op: &'static str,
+        k0: usize,
+        rin: Rows<'_, T>,
+    ) -> Result<()> {
+        let (m, n, p) = (self.m, self.n, rin.p);
+        if k0 > m {
+            return Err(Error::OutOfRange { op, k0, p, n: m });
         }
+        if p == 0 {
+            return Err(Error::EmptyBlock { op });
+        }
+        let (rows, rhs) = (rin.rows.slice(..), rin.rhs.slice(..));
+        let out = self.step_on(n, rin, self.no_rows(), (1.0, false, false))?;
         if self.kept.is_none() {
-            return self.insert_gathered(OP, &g);
+            self.take_all(op, out)?;
+            self.m += p;
+            return Ok(());
         }
-        let (m, n, p) = (self.m, self.n, g.p);
-        let (ru, eu) = (
-            upload(&self.gpu, &g.rows, "rows in")?,
-            upload(&self.gpu, &g.rhs, "rhs in")?,
-        );
-        let out = self.step_rows_with(Some((&ru, &eu)), (&eu, &eu, 0), 1.0, p)?;
         let new = self.rebuild(
-            OP,
+            op,
             &Rebuild {
                 rows: splice(m, k0, 0, p),
-                extra: Some((&ru, [p * n, n, 1])),
+                extra: Some((rows, [p * n, n, 1])),
                 ..Rebuild::identity(0, n)
             },
-            Some(Some((&eu, [p, 1, 1]))),
+            Some(Some((rhs, [p, 1, 1]))),
         )?;
-        self.commit_all_at(OP, out, (m + p, n), false)?;
+        self.commit_all_at(op, out, (m + p, n), false)?;
         self.kept = Some(new);
         self.m += p;
         Ok(())
@@ -434,75 +365,86 @@ impl<T: GpuScalar> GpuRBatch<T> {
     ) -> Result<BatchReport> {
         const OP: &str = "GpuRBatch::slide_kept";
         self.kept_or(OP)?;
-        if !(forget > 0.0 && forget <= 1.0) {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "forget",
-                why: format!("the forgetting factor must lie in (0, 1], got {forget}"),
-            });
-        }
         let g = gather(OP, (rows, rhs), self.batch, self.n)?;
-        let (b, m, n, p) = (self.batch, self.m, self.n, g.p);
+        let (rd, ed) = upload_rows(&self.gpu, &g)?;
+        let rows = dev_rows(OP, (&rd, &ed), (self.batch, g.p, self.n))?;
+        self.slide_kept_on(OP, rows, drop, forget)
+    }
+
+    /// [`GpuRBatch::slide_kept`] with the rows (B·p·n) and right-hand sides (B·p) in device
+    /// memory.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::slide_kept`]; [`Error::Shape`] when a buffer is shorter.
+    pub fn slide_kept_device(
+        &mut self,
+        p: usize,
+        (rows, rhs): (&DevVec<T>, &DevVec<T>),
+        drop: usize,
+        forget: f64,
+    ) -> Result<BatchReport> {
+        const OP: &str = "GpuRBatch::slide_kept_device";
+        self.kept_or(OP)?;
+        let rows = dev_rows(OP, (rows, rhs), (self.batch, p, self.n))?;
+        self.slide_kept_on(OP, rows, drop, forget)
+    }
+
+    fn slide_kept_on(
+        &mut self,
+        op: &'static str,
+        rin: Rows<'_, T>,
+        drop: usize,
+        forget: f64,
+    ) -> Result<BatchReport> {
+        check_forget(op, forget)?;
+        let (b, m, n, p) = (self.batch, self.m, self.n, rin.p);
         if p == 0 && drop == 0 {
-            return Err(Error::EmptyBlock { op: OP });
+            return Err(Error::EmptyBlock { op });
         }
         if drop > m {
             return Err(Error::InvalidParam {
-                op: OP,
+                op,
                 what: "drop",
                 why: format!("{drop} rows to drop, but the window holds {m}"),
             });
         }
         if m + p - drop < n {
             return Err(Error::Underdetermined {
-                op: OP,
+                op,
                 m: m + p - drop,
                 n,
             });
         }
         let scale = forget.sqrt();
-        let (ru, eu) = (
-            upload(&self.gpu, &g.rows, "rows in")?,
-            upload(&self.gpu, &g.rhs, "rhs in")?,
-        );
-        let gone_rows: Vec<i32> = (0..drop as i32).collect();
-        let out = {
-            let kept = self.kept_or(OP)?;
-            let take = Rebuild {
-                rows: gone_rows,
-                scale,
-                ..Rebuild::identity(0, n)
-            };
-            let gone = algo::gather(&self.gpu, &kept.a, (b, m, n), &take)?;
-            let take_b = Rebuild {
-                rows: take.rows.clone(),
-                scale,
-                ..Rebuild::identity(0, 1)
-            };
-            let gone_b = algo::gather(&self.gpu, &kept.b, (b, m, 1), &take_b)?;
-            self.step_rows_with(Some((&ru, &eu)), (&gone, &gone_b, drop), scale, p)?
+        let (rows, rhs) = (rin.rows.slice(..), rin.rhs.slice(..));
+        let gone = self.kept_rows(op, (0..drop as i32).collect(), scale)?;
+        let rout = Rows {
+            rows: gone.a.slice(..),
+            rhs: gone.b.slice(..),
+            p: drop,
         };
+        let out = self.step_on(n, rin, rout, (scale, false, false))?;
         let new = self.rebuild(
-            OP,
+            op,
             &Rebuild {
                 rows: (drop as i32..m as i32)
                     .chain((0..p as i32).map(|t| -1 - t))
                     .collect(),
-                extra: Some((&ru, [p * n, n, 1])),
+                extra: Some((rows, [p * n, n, 1])),
                 scale,
                 ..Rebuild::identity(0, n)
             },
-            Some(Some((&eu, [p, 1, 1]))),
+            Some(Some((rhs, [p, 1, 1]))),
         )?;
         if p != drop {
-            self.commit_all_at(OP, out, (m + p - drop, n), false)?;
+            self.commit_all_at(op, out, (m + p - drop, n), false)?;
             self.kept = Some(new);
             self.m = m + p - drop;
             return Ok(BatchReport {
                 outcomes: (0..b).map(|_| Ok(())).collect(),
             });
         }
-        self.commit_each(OP, out, new)
+        self.commit_each(op, out, new)
     }
 
     /// Replaces every A by A + u·vᵀ (u B × m × 1, v B × n × 1): the kept rows updated and
@@ -514,7 +456,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// [`Error::NeedsData`] without kept data, [`Error::Shape`], [`Error::OutOfMemory`],
     /// [`Error::Driver`].
     pub fn rank_one(&mut self, u: BatchRef<'_, T>, v: BatchRef<'_, T>) -> Result<BatchReport> {
-        self.rank_k_impl("GpuRBatch::rank_one", u, v, Some(1))
+        self.rank_k_host("GpuRBatch::rank_one", u, v, 1)
     }
 
     /// Replaces every A by A + U·Vᵀ (U B × m × k, V B × n × k), as [`GpuRBatch::rank_one`].
@@ -522,29 +464,68 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// # Errors
     /// As [`GpuRBatch::rank_one`]; [`Error::EmptyBlock`] for k = 0.
     pub fn rank_k(&mut self, u: BatchRef<'_, T>, v: BatchRef<'_, T>) -> Result<BatchReport> {
-        self.rank_k_impl("GpuRBatch::rank_k", u, v, None)
+        let k = u.ncols();
+        self.rank_k_host("GpuRBatch::rank_k", u, v, k)
     }
 
-    fn rank_k_impl(
+    /// [`GpuRBatch::rank_one`] with u (B·m) and v (B·n) in device memory.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::rank_one`]; [`Error::Shape`] when a buffer is shorter.
+    pub fn rank_one_device(&mut self, u: &DevVec<T>, v: &DevVec<T>) -> Result<BatchReport> {
+        self.rank_k_device_op("GpuRBatch::rank_one_device", (u, v), 1)
+    }
+
+    /// [`GpuRBatch::rank_k`] with U (B·m·k) and V (B·n·k) in device memory, each problem's
+    /// block row-major.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::rank_k`]; [`Error::Shape`] when a buffer is shorter.
+    pub fn rank_k_device(&mut self, u: &DevVec<T>, v: &DevVec<T>, k: usize) -> Result<BatchReport> {
+        self.rank_k_device_op("GpuRBatch::rank_k_device", (u, v), k)
+    }
+
+    fn rank_k_host(
         &mut self,
         op: &'static str,
         u: BatchRef<'_, T>,
         v: BatchRef<'_, T>,
-        k: Option<usize>,
+        k: usize,
     ) -> Result<BatchReport> {
         self.kept_or(op)?;
         let (b, m, n) = (self.batch, self.m, self.n);
-        let k = k.unwrap_or(u.ncols());
+        let ud = DevVec::from_slice_async(&self.gpu, &dense(op, "u", &u, (b, m, k))?)?;
+        let vd = DevVec::from_slice_async(&self.gpu, &dense(op, "v", &v, (b, n, k))?)?;
+        self.rank_k_on(op, (ud.view(), vd.view()), k)
+    }
+
+    fn rank_k_device_op(
+        &mut self,
+        op: &'static str,
+        (u, v): (&DevVec<T>, &DevVec<T>),
+        k: usize,
+    ) -> Result<BatchReport> {
+        self.kept_or(op)?;
+        let (b, m, n) = (self.batch, self.m, self.n);
+        need(op, "u (B·m·k values)", u, b * m * k)?;
+        need(op, "v (B·n·k values)", v, b * n * k)?;
+        self.rank_k_on(op, (u.view(), v.view()), k)
+    }
+
+    fn rank_k_on(
+        &mut self,
+        op: &'static str,
+        (u, v): (CudaView<'_, T>, CudaView<'_, T>),
+        k: usize,
+    ) -> Result<BatchReport> {
         if k == 0 {
             return Err(Error::EmptyBlock { op });
         }
-        let uh = dense(op, "u", &u, (b, m, k))?;
-        let vh = dense(op, "v", &v, (b, n, k))?;
-        let (ud, vd) = (upload(&self.gpu, &uh, "u")?, upload(&self.gpu, &vh, "v")?);
+        let (m, n) = (self.m, self.n);
         let new = self.rebuild(
             op,
             &Rebuild {
-                rank: Some((&ud, &vd, k)),
+                rank: Some((u, v, k)),
                 ..Rebuild::identity(m, n)
             },
             None,
@@ -560,46 +541,65 @@ impl<T: GpuScalar> GpuRBatch<T> {
     ///
     /// # Errors
     /// [`Error::NeedsData`] without kept data, [`Error::Shape`] (n + p > 16, sizes),
-    /// [`Error::EmptyBlock`], [`Error::OutOfRange`] (k0 > n), [`Error::BatchRefused`],
-    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    /// [`Error::EmptyBlock`], [`Error::OutOfRange`] (k0 > n), [`Error::Underdetermined`]
+    /// (m < n + p), [`Error::BatchRefused`], [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn insert_cols(&mut self, k0: usize, u: BatchRef<'_, T>) -> Result<()> {
         const OP: &str = "GpuRBatch::insert_cols";
         self.kept_or(OP)?;
-        let (b, m, n, p) = (self.batch, self.m, self.n, u.ncols());
+        let p = u.ncols();
+        let cols =
+            DevVec::from_slice_async(&self.gpu, &dense(OP, "u", &u, (self.batch, self.m, p))?)?;
+        self.insert_cols_on(OP, k0, p, cols.view())
+    }
+
+    /// [`GpuRBatch::insert_cols`] with the columns (B·m·p, each problem's m × p block
+    /// row-major) in device memory.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::insert_cols`]; [`Error::Shape`] when the buffer is shorter.
+    pub fn insert_cols_device(&mut self, k0: usize, p: usize, cols: &DevVec<T>) -> Result<()> {
+        const OP: &str = "GpuRBatch::insert_cols_device";
+        self.kept_or(OP)?;
+        need(OP, "columns (B·m·p values)", cols, self.batch * self.m * p)?;
+        self.insert_cols_on(OP, k0, p, cols.view())
+    }
+
+    fn insert_cols_on(
+        &mut self,
+        op: &'static str,
+        k0: usize,
+        p: usize,
+        cols: CudaView<'_, T>,
+    ) -> Result<()> {
+        let (m, n) = (self.m, self.n);
         if p == 0 {
-            return Err(Error::EmptyBlock { op: OP });
+            return Err(Error::EmptyBlock { op });
         }
         if k0 > n {
-            return Err(Error::OutOfRange { op: OP, k0, p, n });
+            return Err(Error::OutOfRange { op, k0, p, n });
         }
         if n + p > STEP_MAX_N {
             return Err(Error::shape(
-                OP,
+                op,
                 "columns n + p (at most 16)",
                 n + p,
                 STEP_MAX_N,
             ));
         }
         if m < n + p {
-            return Err(Error::Underdetermined {
-                op: OP,
-                m,
-                n: n + p,
-            });
+            return Err(Error::Underdetermined { op, m, n: n + p });
         }
-        let uh = dense(OP, "u", &u, (b, m, p))?;
-        let ud = upload(&self.gpu, &uh, "columns in")?;
         let new = self.rebuild(
-            OP,
+            op,
             &Rebuild {
                 cols: splice(n, k0, 0, p),
-                extra: Some((&ud, [m * p, p, 1])),
+                extra: Some((cols, [m * p, p, 1])),
                 ..Rebuild::identity(m, 0)
             },
             None,
         )?;
         let out = self.refold(&new, n + p, true)?;
-        self.commit_all_at(OP, out, (m, n + p), true)?;
+        self.commit_all_at(op, out, (m, n + p), true)?;
         self.kept = Some(new);
         self.n = n + p;
         Ok(())
@@ -615,26 +615,53 @@ impl<T: GpuScalar> GpuRBatch<T> {
     pub fn replace_cols(&mut self, k0: usize, u: BatchRef<'_, T>) -> Result<BatchReport> {
         const OP: &str = "GpuRBatch::replace_cols";
         self.kept_or(OP)?;
-        let (b, m, n, p) = (self.batch, self.m, self.n, u.ncols());
+        let p = u.ncols();
+        let cols =
+            DevVec::from_slice_async(&self.gpu, &dense(OP, "u", &u, (self.batch, self.m, p))?)?;
+        self.replace_cols_on(OP, k0, p, cols.view())
+    }
+
+    /// [`GpuRBatch::replace_cols`] with the columns (B·m·p) in device memory.
+    ///
+    /// # Errors
+    /// As [`GpuRBatch::replace_cols`]; [`Error::Shape`] when the buffer is shorter.
+    pub fn replace_cols_device(
+        &mut self,
+        k0: usize,
+        p: usize,
+        cols: &DevVec<T>,
+    ) -> Result<BatchReport> {
+        const OP: &str = "GpuRBatch::replace_cols_device";
+        self.kept_or(OP)?;
+        need(OP, "columns (B·m·p values)", cols, self.batch * self.m * p)?;
+        self.replace_cols_on(OP, k0, p, cols.view())
+    }
+
+    fn replace_cols_on(
+        &mut self,
+        op: &'static str,
+        k0: usize,
+        p: usize,
+        cols: CudaView<'_, T>,
+    ) -> Result<BatchReport> {
+        let (m, n) = (self.m, self.n);
         if p == 0 {
-            return Err(Error::EmptyBlock { op: OP });
+            return Err(Error::EmptyBlock { op });
         }
         if k0 + p > n {
-            return Err(Error::OutOfRange { op: OP, k0, p, n });
+            return Err(Error::OutOfRange { op, k0, p, n });
         }
-        let uh = dense(OP, "u", &u, (b, m, p))?;
-        let ud = upload(&self.gpu, &uh, "columns in")?;
         let new = self.rebuild(
-            OP,
+            op,
             &Rebuild {
                 cols: splice(n, k0, p, p),
-                extra: Some((&ud, [m * p, p, 1])),
+                extra: Some((cols, [m * p, p, 1])),
                 ..Rebuild::identity(m, 0)
             },
             None,
         )?;
         let out = self.refold(&new, n, true)?;
-        self.commit_each(OP, out, new)
+        self.commit_each(op, out, new)
     }
 
     /// Moves column `from` of every problem to position `to` (the others keep their order):
@@ -714,13 +741,6 @@ impl<T: GpuScalar> GpuRBatch<T> {
                 ),
             });
         }
-        Ok(())
-    }
-
-    /// Row insertion from gathered host rows at the end (no kept data).
-    pub(super) fn insert_gathered(&mut self, op: &'static str, g: &Gathered<T>) -> Result<()> {
-        self.apply_all_or_nothing(op, (g, None), 1.0, false)?;
-        self.m += g.p;
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //! of B small triangular states and one step over all of them (one launch), written to
 //! new buffers so that the caller keeps the old ones when it refuses the step.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaView};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::driver::StreamAlloc;
@@ -27,15 +27,6 @@ pub(crate) struct RStates<T> {
     pub rho: CudaSlice<T>,
 }
 
-/// The rows of a step on the host: rows (batch × p × n, row-major) and right-hand sides
-/// (batch × p), for the rows in and the rows out.
-pub(crate) struct HostRows<'a, T> {
-    pub rows_in: &'a [T],
-    pub rhs_in: &'a [T],
-    pub rows_out: &'a [T],
-    pub rhs_out: &'a [T],
-}
-
 /// What a step returns: the new states, each problem's status (on the host and on the
 /// device), and x (batch × n) with ρ² (batch) when it solved.
 pub(crate) struct StepOut<T> {
@@ -43,15 +34,6 @@ pub(crate) struct StepOut<T> {
     pub status: Vec<u32>,
     pub status_dev: CudaSlice<u32>,
     pub solution: Option<(Vec<T>, Vec<T>)>,
-}
-
-/// A device copy of `v` (one zero when empty: the kernels take a pointer either way).
-fn upload<T: GpuScalar>(gpu: &Gpu, v: &[T], what: &'static str) -> Result<CudaSlice<T>> {
-    let one = [T::ZERO];
-    let src = if v.is_empty() { &one[..] } else { v };
-    gpu.stream
-        .htod_copy(src)
-        .map_err(alloc_err(what, std::mem::size_of_val(src)))
 }
 
 impl<T: GpuScalar> RStates<T> {
@@ -86,34 +68,8 @@ impl<T: GpuScalar> RStates<T> {
         Ok((r, d, rho))
     }
 
-    /// One step over every problem (see gpu-kernels/src/batch_r.rs `step`) into new
-    /// buffers; `self` is left as it was.
-    ///
-    /// # Errors
-    /// [`Error::OutOfMemory`], [`Error::Driver`].
-    pub(crate) fn step(
-        &self,
-        gpu: &Gpu,
-        shape: &StepShape,
-        rows: HostRows<'_, T>,
-    ) -> Result<StepOut<T>> {
-        let rows_in = upload(gpu, rows.rows_in, "batched rows in")?;
-        let rhs_in = upload(gpu, rows.rhs_in, "batched rhs in")?;
-        let rows_out = upload(gpu, rows.rows_out, "batched rows out")?;
-        let rhs_out = upload(gpu, rows.rhs_out, "batched rhs out")?;
-        self.step_device(
-            gpu,
-            shape,
-            StepRows {
-                rows_in: rows_in.slice(..),
-                rhs_in: rhs_in.slice(..),
-                rows_out: rows_out.slice(..),
-                rhs_out: rhs_out.slice(..),
-            },
-        )
-    }
-
-    /// [`RStates::step`] with the rows already on the device.
+    /// One step over every problem (see gpu-kernels/src/batch_r.rs `step`) with the rows on
+    /// the device, into new buffers; `self` is left as it was.
     ///
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
@@ -207,9 +163,9 @@ pub(crate) struct KeptRows<T> {
 pub(crate) struct Rebuild<'a, T> {
     pub rows: Vec<i32>,
     pub cols: Vec<i32>,
-    pub extra: Option<(&'a CudaSlice<T>, [usize; 3])>,
+    pub extra: Option<(CudaView<'a, T>, [usize; 3])>,
     pub scale: f64,
-    pub rank: Option<(&'a CudaSlice<T>, &'a CudaSlice<T>, usize)>,
+    pub rank: Option<(CudaView<'a, T>, CudaView<'a, T>, usize)>,
 }
 
 impl<T> Rebuild<'_, T> {
@@ -232,7 +188,7 @@ impl<T> Rebuild<'_, T> {
 /// [`Error::OutOfMemory`], [`Error::Driver`].
 pub(crate) fn gather<T: GpuScalar>(
     gpu: &Gpu,
-    old: &CudaSlice<T>,
+    old: CudaView<'_, T>,
     dims: (usize, usize, usize),
     how: &Rebuild<'_, T>,
 ) -> Result<CudaSlice<T>> {
@@ -259,7 +215,7 @@ pub(crate) fn put_back<T: GpuScalar>(
 ) -> Result<()> {
     launch_gather(
         gpu,
-        old,
+        old.slice(..),
         (batch, m, n),
         &Rebuild::identity(m, n),
         into,
@@ -270,7 +226,7 @@ pub(crate) fn put_back<T: GpuScalar>(
 /// One `batch_kept_gather` launch into `out`.
 fn launch_gather<T: GpuScalar>(
     gpu: &Gpu,
-    old: &CudaSlice<T>,
+    old: CudaView<'_, T>,
     (batch, m_old, n_old): (usize, usize, usize),
     how: &Rebuild<'_, T>,
     out: &mut CudaSlice<T>,
@@ -293,8 +249,14 @@ fn launch_gather<T: GpuScalar>(
         .stream
         .alloc_zeroed::<u32>(1)
         .map_err(alloc_err("gather placeholder", 4))?;
-    let (extra, extra_strides) = how.extra.map_or((&one, [0; 3]), |(e, s)| (e, s));
-    let (u, v, kk) = how.rank.map_or((&one, &one, 0), |(u, v, k)| (u, v, k));
+    let (extra, extra_strides) = match &how.extra {
+        Some((e, s)) => (e.slice(..), *s),
+        None => (one.slice(..), [0; 3]),
+    };
+    let (u, v, kk) = match &how.rank {
+        Some((u, v, k)) => (u.slice(..), v.slice(..), *k),
+        None => (one.slice(..), one.slice(..), 0),
+    };
     let shape = GatherShape {
         batch,
         m_old,
@@ -310,11 +272,11 @@ fn launch_gather<T: GpuScalar>(
         (
             &maps,
             GatherInputs {
-                old: old.slice(..),
+                old,
                 maps: maps_dev.slice(..),
-                extra: extra.slice(..),
-                u: u.slice(..),
-                v: v.slice(..),
+                extra,
+                u,
+                v,
                 mask: mask.unwrap_or(&no_mask).slice(..),
                 masked: mask.is_some(),
             },
