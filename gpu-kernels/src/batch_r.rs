@@ -281,7 +281,7 @@ fn source(map: i32) -> (usize, bool) {
     }
 }
 
-/// `batch_kept_gather`: the kept rows of B problems rebuilt (docs/algorithms.md#batched-states):
+/// `batch_r_gather`: the kept rows of B problems rebuilt (docs/algorithms.md#batched-states):
 /// thread t < B·m_out takes row i = t mod m_out of problem k = t / m_out and writes
 /// `out[(k·m_out + i)·n_out + j]` for j < n_out from the row `maps[i]` and the column
 /// `maps[m_out + j]` (see [`source`]): an entry of the old block `old` (B × m_old × n_old,

@@ -768,7 +768,7 @@ entries! {
     ///
     /// # Safety
     /// As `batch_r::gather` documents (grid, block 128, buffers).
-    batch_kept_gather_f32, batch_kept_gather_f64
+    batch_r_gather_f32, batch_r_gather_f64
         (old: *const T, m_old: usize, n_old: usize, out: *mut T, m_out: usize, n_out: usize,
          batch: usize, maps: *const i32, extra: *const T, extra_ld: usize, extra_row: usize,
          extra_col: usize, scale: f64, u: *const T, v: *const T, kk: usize, mask: *const u32,

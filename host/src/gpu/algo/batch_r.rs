@@ -223,7 +223,7 @@ pub(crate) fn put_back<T: GpuScalar>(
     )
 }
 
-/// One `batch_kept_gather` launch into `out`.
+/// One `batch_r_gather` launch into `out`.
 fn launch_gather<T: GpuScalar>(
     gpu: &Gpu,
     old: CudaView<'_, T>,
@@ -267,7 +267,7 @@ fn launch_gather<T: GpuScalar>(
         scale: how.scale,
         kk,
     };
-    gpu.batch_kept_gather(
+    gpu.batch_r_gather(
         &shape,
         (
             &maps,

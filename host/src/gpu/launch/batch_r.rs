@@ -129,7 +129,7 @@ impl Gpu {
 /// Threads per block of the kept-rows gather.
 const GATHER_BLOCK: u32 = 128;
 
-/// The shape of one kept-rows gather (`batch_kept_gather`): the old and the new block,
+/// The shape of one kept-rows gather (`batch_r_gather`): the old and the new block,
 /// where the extra block's entries sit, the scale of the old entries and the rank-k term's
 /// width.
 #[derive(Clone, Copy, Debug)]
@@ -159,7 +159,7 @@ pub(crate) struct GatherInputs<'a, T> {
 }
 
 impl Gpu {
-    /// Launches `batch_kept_gather` on [`Gpu::stream`] (see gpu-kernels/src/batch_r.rs
+    /// Launches `batch_r_gather` on [`Gpu::stream`] (see gpu-kernels/src/batch_r.rs
     /// `gather`).
     ///
     /// # Errors
@@ -168,7 +168,7 @@ impl Gpu {
     /// # Panics
     /// If a buffer is shorter than the shape needs or a map points outside its block
     /// (cuqr bugs: the caller builds the maps).
-    pub(crate) fn batch_kept_gather<T: GpuScalar>(
+    pub(crate) fn batch_r_gather<T: GpuScalar>(
         &self,
         shape: &GatherShape,
         (maps_host, input): (&[i32], GatherInputs<'_, T>),
@@ -216,10 +216,10 @@ impl Gpu {
         if rows == 0 || s.n_out == 0 {
             return Ok(());
         }
-        let f = &T::kernel_set(&self.kernels).batch_kept_gather;
+        let f = &T::kernel_set(&self.kernels).batch_r_gather;
         let config = launch_config((grid_blocks(rows, GATHER_BLOCK), 1), (GATHER_BLOCK, 1), 0);
         let masked = u32::from(input.masked);
-        // SAFETY: matches batch_kept_gather_{f32,f64}(old, m_old, n_old, out, m_out, n_out,
+        // SAFETY: matches batch_r_gather_{f32,f64}(old, m_old, n_old, out, m_out, n_out,
         // batch, maps, extra, extra_ld, extra_row, extra_col, scale, u, v, kk, mask,
         // masked) of gpu-kernels/src/batch_r.rs: `maps` holds the m_out + n_out entries,
         // each checked above to point inside the old block (below m_old, n_old) or inside
@@ -227,7 +227,7 @@ impl Gpu {
         // shape needs (asserted); `out` is a distinct mutable view aliasing no input; grid
         // ⌈B·m_out/128⌉ × block 128 as the contract says.
         unsafe {
-            launch_kernel!(self, f, config, "batch_kept_gather"; &input.old, &s.m_old,
+            launch_kernel!(self, f, config, "batch_r_gather"; &input.old, &s.m_old,
                 &s.n_old, &mut *out, &s.m_out, &s.n_out, &b, &input.maps, &input.extra,
                 &e_ld, &e_row, &e_col, &s.scale, &input.u, &input.v, &s.kk, &input.mask, &masked)
         }?;

@@ -197,9 +197,9 @@ kernel_table! {
     batch_r_step_k8,
     /// `batch_r_step_general_<T>` (batched R-only states, 9 ≤ n ≤ 16; docs/algorithms.md#batched-states).
     batch_r_step_general,
-    /// `batch_kept_gather_<T>` (the kept rows of batched R-only states rebuilt;
+    /// `batch_r_gather_<T>` (the kept rows of batched R-only states rebuilt;
     /// docs/algorithms.md#batched-states).
-    batch_kept_gather,
+    batch_r_gather,
     /// `small_window_step_<T>` (one step of a small R-only state by one warp;
     /// docs/algorithms.md#small-states).
     small_window_step,
