@@ -192,173 +192,9 @@ fn run_kind<T: GpuScalar>(
         }
     }
     check(&bank, &model, "factorize_keep_data");
-
-    // Two rows in at position 2.
-    let (u, e) = (randn(&mut rng, b * 2 * n), randn(&mut rng, b * 2));
-    let (ut, et) = (cast::<T>(&u), cast::<T>(&e));
-    if device {
-        bank.insert_rows_device(2, 2, (&dev(gpu, &ut), &dev(gpu, &et)))
-    } else {
-        bank.insert_rows_at(
-            2,
-            BatchRef::row_major(&ut, b, 2, n).unwrap(),
-            BatchRef::row_major(&et, b, 2, 1).unwrap(),
-        )
-    }
-    .unwrap();
-    for i in 0..b {
-        for t in 0..2 {
-            let row: Vec<f64> = ut[(i * 2 + t) * n..(i * 2 + t + 1) * n]
-                .iter()
-                .map(|v| v.to_f64())
-                .collect();
-            model.rows[i].insert(2 + t, row);
-            model.rhs[i].insert(2 + t, et[i * 2 + t].to_f64());
-        }
-    }
-    check(&bank, &model, "insert_rows_at");
-
-    // Rows 1 and 2 out.
-    bank.delete_rows(1, 2).unwrap();
-    for i in 0..b {
-        model.rows[i].drain(1..3);
-        model.rhs[i].drain(1..3);
-    }
-    check(&bank, &model, "delete_rows");
-
-    // Window steps with forgetting: one in and one out (per problem), then two in and one out.
-    let lambda = 0.97;
-    for (p, drop) in [(1usize, 1usize), (1, 1), (2, 1)] {
-        let (u, e) = (randn(&mut rng, b * p * n), randn(&mut rng, b * p));
-        let (ut, et) = (cast::<T>(&u), cast::<T>(&e));
-        let rep = if device {
-            bank.slide_kept_device(p, (&dev(gpu, &ut), &dev(gpu, &et)), drop, lambda)
-        } else {
-            bank.slide_kept(
-                BatchRef::row_major(&ut, b, p, n).unwrap(),
-                BatchRef::row_major(&et, b, p, 1).unwrap(),
-                drop,
-                lambda,
-            )
-        }
-        .unwrap();
-        assert!(
-            rep.all_ok(),
-            "slide_kept: {:?}",
-            rep.refused().collect::<Vec<_>>()
-        );
-        let s = T::from_f64(lambda.sqrt());
-        for i in 0..b {
-            model.rows[i].drain(..drop);
-            model.rhs[i].drain(..drop);
-            for row in &mut model.rows[i] {
-                for v in row.iter_mut() {
-                    *v = (T::from_f64(*v) * s).to_f64();
-                }
-            }
-            for v in &mut model.rhs[i] {
-                *v = (T::from_f64(*v) * s).to_f64();
-            }
-            for t in 0..p {
-                model.rows[i].push(
-                    ut[(i * p + t) * n..(i * p + t + 1) * n]
-                        .iter()
-                        .map(|v| v.to_f64())
-                        .collect(),
-                );
-                model.rhs[i].push(et[i * p + t].to_f64());
-            }
-        }
-        check(&bank, &model, "slide_kept");
-    }
-    let m = model.m();
-
-    // A + u·vᵀ, then A + U·Vᵀ with two terms.
-    for k in [1usize, 2] {
-        let (u, v) = (randn(&mut rng, b * m * k), randn(&mut rng, b * n * k));
-        let (ut, vt) = (cast::<T>(&u), cast::<T>(&v));
-        let (ur, vr) = (
-            BatchRef::row_major(&ut, b, m, k).unwrap(),
-            BatchRef::row_major(&vt, b, n, k).unwrap(),
-        );
-        let (ud, vd) = (dev(gpu, &ut), dev(gpu, &vt));
-        let rep = match (device, k) {
-            (true, 1) => bank.rank_one_device(&ud, &vd),
-            (true, _) => bank.rank_k_device(&ud, &vd, k),
-            (false, 1) => bank.rank_one(ur, vr),
-            (false, _) => bank.rank_k(ur, vr),
-        }
-        .unwrap();
-        assert!(
-            rep.all_ok(),
-            "rank-{k}: {:?}",
-            rep.refused().collect::<Vec<_>>()
-        );
-        for i in 0..b {
-            for r in 0..m {
-                for c in 0..n {
-                    let mut acc = T::from_f64(model.rows[i][r][c]);
-                    for t in 0..k {
-                        acc = ut[(i * m + r) * k + t].mul_add(vt[(i * n + c) * k + t], acc);
-                    }
-                    model.rows[i][r][c] = acc.to_f64();
-                }
-            }
-        }
-        check(&bank, &model, "rank_k");
-    }
-
-    // A column in at n/2 (where n + 1 ≤ 16), the first column replaced, column 0 moved last.
-    let fresh_col = |rng: &mut StdRng| {
-        let c = randn(rng, b * m);
-        cast::<T>(&c)
-    };
-    if n < 16 {
-        let k0 = n / 2;
-        let ct = fresh_col(&mut rng);
-        if device {
-            bank.insert_cols_device(k0, 1, &dev(gpu, &ct))
-        } else {
-            bank.insert_cols(k0, BatchRef::row_major(&ct, b, m, 1).unwrap())
-        }
-        .unwrap();
-        for i in 0..b {
-            for r in 0..m {
-                model.rows[i][r].insert(k0, ct[i * m + r].to_f64());
-            }
-        }
-        model.n += 1;
-        check(&bank, &model, "insert_cols");
-    }
-    let n = model.n;
-    let ct = fresh_col(&mut rng);
-    let rep = if device {
-        bank.replace_cols_device(0, 1, &dev(gpu, &ct))
-    } else {
-        bank.replace_cols(0, BatchRef::row_major(&ct, b, m, 1).unwrap())
-    }
-    .unwrap();
-    assert!(rep.all_ok());
-    for i in 0..b {
-        for r in 0..m {
-            model.rows[i][r][0] = ct[i * m + r].to_f64();
-        }
-    }
-    check(&bank, &model, "replace_cols");
-    if n >= 2 {
-        assert!(bank.shift_col(0, n - 1).unwrap().all_ok());
-        for row in model.rows.iter_mut().flatten() {
-            let v = row.remove(0);
-            row.push(v);
-        }
-        check(&bank, &model, "shift_col");
-        bank.delete_cols(n / 2, 1).unwrap();
-        for row in model.rows.iter_mut().flatten() {
-            row.remove(n / 2);
-        }
-        model.n -= 1;
-        check(&bank, &model, "delete_cols");
-    }
+    rows_phase::<T>(gpu, (&mut bank, &mut model), &mut rng, device);
+    rank_phase::<T>(gpu, (&mut bank, &mut model), &mut rng, device);
+    cols_phase::<T>(gpu, (&mut bank, &mut model), &mut rng, device);
     bank.refactorize().unwrap();
     check(&bank, &model, "refactorize");
 }
@@ -375,28 +211,38 @@ fn gpu_kept_r_batches_follow_their_rows() {
     }
 }
 
-/// Per-problem calls leave a refusing problem (non-finite data, a rank-deficient result)
-/// bit for bit as it was while the others proceed; all-or-nothing calls leave every
-/// problem as it was; the calls that need kept rows refuse on a batch without them.
-#[test]
-fn gpu_kept_r_refusals_leave_problems_unchanged() {
-    let Some(gpu) = common::shared_gpu() else {
-        return;
-    };
-    let (b, m, n) = (45usize, 23usize, 5usize);
-    let mut rng = common::rng(90);
-    let a = randn(&mut rng, b * m * n);
-    let y = randn(&mut rng, b * m);
-    let mut bank = GpuRBatch::<f64>::factorize_keep_data(
-        &gpu,
+/// The refusal tests' batch: B = 45 problems of 23 × 5 with their rows kept, and its data.
+const SHAPE: (usize, usize, usize) = (45, 23, 5);
+
+fn refusal_bank(gpu: &Arc<Gpu>, rng: &mut StdRng) -> (GpuRBatch<f64>, Vec<f64>, Vec<f64>) {
+    let (b, m, n) = SHAPE;
+    let a = randn(rng, b * m * n);
+    let y = randn(rng, b * m);
+    let bank = GpuRBatch::<f64>::factorize_keep_data(
+        gpu,
         BatchRef::row_major(&a, b, m, n).unwrap(),
         BatchRef::row_major(&y, b, m, 1).unwrap(),
     )
     .unwrap();
-    let same = |s0: &Snapshot<f64>, s1: &Snapshot<f64>, i: usize| {
-        part(s0, i, (m, n)) == part(s1, i, (m, n))
-    };
+    (bank, a, y)
+}
 
+/// Problem i of two snapshots is the same, bit for bit.
+fn same(s0: &Snapshot<f64>, s1: &Snapshot<f64>, i: usize) -> bool {
+    let (_, m, n) = SHAPE;
+    part(s0, i, (m, n)) == part(s1, i, (m, n))
+}
+
+/// Per-problem calls (rank-one, a window step) leave a refusing problem — non-finite data,
+/// a rank-deficient result — bit for bit as it was while the others proceed.
+#[test]
+fn gpu_kept_r_per_problem_refusals() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let (b, m, n) = SHAPE;
+    let mut rng = common::rng(90);
+    let (mut bank, a, _) = refusal_bank(&gpu, &mut rng);
     // rank_one: problem 3's u holds a NaN; problem 7's update makes column 2 equal column 0.
     let mut u = randn(&mut rng, b * m);
     let mut v = randn(&mut rng, b * n);
@@ -435,6 +281,36 @@ fn gpu_kept_r_refusals_leave_problems_unchanged() {
         );
     }
 
+    // slide_kept: problem 30's new row holds an infinity; the others step.
+    let mut row = randn(&mut rng, b * n);
+    row[30 * n + 1] = f64::INFINITY;
+    let e = randn(&mut rng, b);
+    let before = snapshot(&bank);
+    let rep = bank
+        .slide_kept(
+            BatchRef::row_major(&row, b, 1, n).unwrap(),
+            BatchRef::row_major(&e, b, 1, 1).unwrap(),
+            1,
+            0.9,
+        )
+        .unwrap();
+    assert_eq!(rep.refused().map(|(i, _)| i).collect::<Vec<_>>(), vec![30]);
+    let after = snapshot(&bank);
+    for i in 0..b {
+        assert_eq!(same(&before, &after, i), i == 30, "slide_kept: problem {i}");
+    }
+}
+
+/// All-or-nothing calls (a column in, rows out) refused by one problem leave every problem
+/// as it was.
+#[test]
+fn gpu_kept_r_all_or_nothing_refusals() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let (b, m, n) = SHAPE;
+    let mut rng = common::rng(91);
+    let (mut bank, a, y) = refusal_bank(&gpu, &mut rng);
     // insert_cols: problem 11's column is a copy of its column 1 → the call refuses.
     let (a_now, _) = bank.kept_data().unwrap();
     let mut col = randn(&mut rng, b * m);
@@ -482,26 +358,24 @@ fn gpu_kept_r_refusals_leave_problems_unchanged() {
         (0..b).all(|i| same(&before, &after, i)),
         "delete_rows changed a problem"
     );
+}
 
-    // slide_kept: problem 30's new row holds an infinity; the others step.
-    let mut row = randn(&mut rng, b * n);
-    row[30 * n + 1] = f64::INFINITY;
-    let e = randn(&mut rng, b);
-    let before = snapshot(&bank);
-    let rep = bank
-        .slide_kept(
-            BatchRef::row_major(&row, b, 1, n).unwrap(),
-            BatchRef::row_major(&e, b, 1, 1).unwrap(),
-            1,
-            0.9,
-        )
-        .unwrap();
-    assert_eq!(rep.refused().map(|(i, _)| i).collect::<Vec<_>>(), vec![30]);
-    let after = snapshot(&bank);
-    for i in 0..b {
-        assert_eq!(same(&before, &after, i), i == 30, "slide_kept: problem {i}");
-    }
-
+/// Arguments the problems share refuse the call; the calls that need kept rows refuse on a
+/// batch without them, and the calls that give rows out on a batch with them.
+#[test]
+fn gpu_kept_r_argument_refusals() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    let (b, m, n) = SHAPE;
+    let mut rng = common::rng(92);
+    let (mut bank, a, y) = refusal_bank(&gpu, &mut rng);
+    let (row, e, col) = (
+        randn(&mut rng, b * n),
+        randn(&mut rng, b),
+        randn(&mut rng, b * m),
+    );
+    let (u, v) = (randn(&mut rng, b * m), randn(&mut rng, b * n));
     // Shared arguments refuse the call; calls that need kept rows refuse without them.
     assert!(matches!(
         bank.delete_rows(m - 1, 2),
@@ -626,4 +500,200 @@ fn gpu_r_batch_device_calls_match_host_calls() {
         Err(Error::Shape { .. })
     ));
     same(&host, &devb, "refused insert_rows_device");
+}
+
+/// Rows in at a position, rows out by position, window steps with forgetting.
+fn rows_phase<T: GpuScalar>(
+    gpu: &Gpu,
+    (bank, model): (&mut GpuRBatch<T>, &mut Model),
+    rng: &mut StdRng,
+    device: bool,
+) {
+    let b = bank.batch();
+    let n = model.n;
+    // Two rows in at position 2.
+    let (u, e) = (randn(rng, b * 2 * n), randn(rng, b * 2));
+    let (ut, et) = (cast::<T>(&u), cast::<T>(&e));
+    if device {
+        bank.insert_rows_device(2, 2, (&dev(gpu, &ut), &dev(gpu, &et)))
+    } else {
+        bank.insert_rows_at(
+            2,
+            BatchRef::row_major(&ut, b, 2, n).unwrap(),
+            BatchRef::row_major(&et, b, 2, 1).unwrap(),
+        )
+    }
+    .unwrap();
+    for i in 0..b {
+        for t in 0..2 {
+            let row: Vec<f64> = ut[(i * 2 + t) * n..(i * 2 + t + 1) * n]
+                .iter()
+                .map(|v| v.to_f64())
+                .collect();
+            model.rows[i].insert(2 + t, row);
+            model.rhs[i].insert(2 + t, et[i * 2 + t].to_f64());
+        }
+    }
+    check(bank, model, "insert_rows_at");
+
+    // Rows 1 and 2 out.
+    bank.delete_rows(1, 2).unwrap();
+    for i in 0..b {
+        model.rows[i].drain(1..3);
+        model.rhs[i].drain(1..3);
+    }
+    check(bank, model, "delete_rows");
+
+    // Window steps with forgetting: one in and one out (per problem), then two in and one out.
+    let lambda = 0.97;
+    for (p, drop) in [(1usize, 1usize), (1, 1), (2, 1)] {
+        let (u, e) = (randn(rng, b * p * n), randn(rng, b * p));
+        let (ut, et) = (cast::<T>(&u), cast::<T>(&e));
+        let rep = if device {
+            bank.slide_kept_device(p, (&dev(gpu, &ut), &dev(gpu, &et)), drop, lambda)
+        } else {
+            bank.slide_kept(
+                BatchRef::row_major(&ut, b, p, n).unwrap(),
+                BatchRef::row_major(&et, b, p, 1).unwrap(),
+                drop,
+                lambda,
+            )
+        }
+        .unwrap();
+        assert!(
+            rep.all_ok(),
+            "slide_kept: {:?}",
+            rep.refused().collect::<Vec<_>>()
+        );
+        let s = T::from_f64(lambda.sqrt());
+        for i in 0..b {
+            model.rows[i].drain(..drop);
+            model.rhs[i].drain(..drop);
+            for row in &mut model.rows[i] {
+                for v in row.iter_mut() {
+                    *v = (T::from_f64(*v) * s).to_f64();
+                }
+            }
+            for v in &mut model.rhs[i] {
+                *v = (T::from_f64(*v) * s).to_f64();
+            }
+            for t in 0..p {
+                model.rows[i].push(
+                    ut[(i * p + t) * n..(i * p + t + 1) * n]
+                        .iter()
+                        .map(|v| v.to_f64())
+                        .collect(),
+                );
+                model.rhs[i].push(et[i * p + t].to_f64());
+            }
+        }
+        check(bank, model, "slide_kept");
+    }
+}
+
+/// Rank-one and rank-two updates.
+fn rank_phase<T: GpuScalar>(
+    gpu: &Gpu,
+    (bank, model): (&mut GpuRBatch<T>, &mut Model),
+    rng: &mut StdRng,
+    device: bool,
+) {
+    let b = bank.batch();
+    let (m, n) = (model.m(), model.n);
+    // A + u·vᵀ, then A + U·Vᵀ with two terms.
+    for k in [1usize, 2] {
+        let (u, v) = (randn(rng, b * m * k), randn(rng, b * n * k));
+        let (ut, vt) = (cast::<T>(&u), cast::<T>(&v));
+        let (ur, vr) = (
+            BatchRef::row_major(&ut, b, m, k).unwrap(),
+            BatchRef::row_major(&vt, b, n, k).unwrap(),
+        );
+        let (ud, vd) = (dev(gpu, &ut), dev(gpu, &vt));
+        let rep = match (device, k) {
+            (true, 1) => bank.rank_one_device(&ud, &vd),
+            (true, _) => bank.rank_k_device(&ud, &vd, k),
+            (false, 1) => bank.rank_one(ur, vr),
+            (false, _) => bank.rank_k(ur, vr),
+        }
+        .unwrap();
+        assert!(
+            rep.all_ok(),
+            "rank-{k}: {:?}",
+            rep.refused().collect::<Vec<_>>()
+        );
+        for i in 0..b {
+            for r in 0..m {
+                for c in 0..n {
+                    let mut acc = T::from_f64(model.rows[i][r][c]);
+                    for t in 0..k {
+                        acc = ut[(i * m + r) * k + t].mul_add(vt[(i * n + c) * k + t], acc);
+                    }
+                    model.rows[i][r][c] = acc.to_f64();
+                }
+            }
+        }
+        check(bank, model, "rank_k");
+    }
+}
+
+/// Columns in, replaced, moved and out.
+fn cols_phase<T: GpuScalar>(
+    gpu: &Gpu,
+    (bank, model): (&mut GpuRBatch<T>, &mut Model),
+    rng: &mut StdRng,
+    device: bool,
+) {
+    let b = bank.batch();
+    let (m, n) = (model.m(), model.n);
+    // A column in at n/2 (where n + 1 ≤ 16), the first column replaced, column 0 moved last.
+    let fresh_col = |rng: &mut StdRng| {
+        let c = randn(rng, b * m);
+        cast::<T>(&c)
+    };
+    if n < 16 {
+        let k0 = n / 2;
+        let ct = fresh_col(rng);
+        if device {
+            bank.insert_cols_device(k0, 1, &dev(gpu, &ct))
+        } else {
+            bank.insert_cols(k0, BatchRef::row_major(&ct, b, m, 1).unwrap())
+        }
+        .unwrap();
+        for i in 0..b {
+            for r in 0..m {
+                model.rows[i][r].insert(k0, ct[i * m + r].to_f64());
+            }
+        }
+        model.n += 1;
+        check(bank, model, "insert_cols");
+    }
+    let n = model.n;
+    let ct = fresh_col(rng);
+    let rep = if device {
+        bank.replace_cols_device(0, 1, &dev(gpu, &ct))
+    } else {
+        bank.replace_cols(0, BatchRef::row_major(&ct, b, m, 1).unwrap())
+    }
+    .unwrap();
+    assert!(rep.all_ok());
+    for i in 0..b {
+        for r in 0..m {
+            model.rows[i][r][0] = ct[i * m + r].to_f64();
+        }
+    }
+    check(bank, model, "replace_cols");
+    if n >= 2 {
+        assert!(bank.shift_col(0, n - 1).unwrap().all_ok());
+        for row in model.rows.iter_mut().flatten() {
+            let v = row.remove(0);
+            row.push(v);
+        }
+        check(bank, model, "shift_col");
+        bank.delete_cols(n / 2, 1).unwrap();
+        for row in model.rows.iter_mut().flatten() {
+            row.remove(n / 2);
+        }
+        model.n -= 1;
+        check(bank, model, "delete_cols");
+    }
 }

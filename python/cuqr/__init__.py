@@ -1418,13 +1418,21 @@ class _BatchQR(QR):
             raise ValueError(f"q must be 'thin', 'full' or None, not {q!r}")
         if device not in ("auto", "cpu"):
             raise ValueError(
-                f"batched states run on the CPU: pass device='auto' or 'cpu', not {device!r}"
+                f"batched states run on the CPU: pass device='auto' or 'cpu', not {device!r} "
+                "(cuqr.GpuBatchQR and cuqr.GpuBatchR keep batches on a GPU)"
             )
+        self._arrays = _Arrays.of(A)
+        if self._arrays.on_gpu and device == "cpu":
+            raise ValueError("A is a CUDA array; pass device='auto' (the batch then runs on "
+                             "the CPU on a copy) or use cuqr.GpuBatchQR / cuqr.GpuBatchR")
         self._fallback = (
-            "a batched QR runs on the CPU (cuqr.GpuBatchQR keeps batches on a GPU)"
-            if device == "auto" else None
+            None if device == "cpu" else
+            "a batched QR runs on the CPU: the CUDA arrays are copied to the host and the "
+            "results return to their device (cuqr.GpuBatchQR and cuqr.GpuBatchR keep batches "
+            "on a GPU)" if self._arrays.on_gpu else
+            "a batched QR runs on the CPU (cuqr.GpuBatchQR and cuqr.GpuBatchR keep batches "
+            "on a GPU)"
         )
-        self._arrays = self._family(A, "A")
         A = self._host(A, "A")
         dtype = _dtype_name(A)
         if dtype not in _DTYPES:
@@ -1450,26 +1458,39 @@ class _BatchQR(QR):
 
     # -- helpers --------------------------------------------------------------------------
 
-    @staticmethod
-    def _family(x, name):
-        a = _Arrays.of(x)
-        if a.on_gpu:
-            raise ValueError(
-                f"'{name}' is a CUDA array, but batched states run on the CPU: pass a "
-                "NumPy array (e.g. cupy.asnumpy(x) or x.cpu().numpy())"
-            )
-        return a
-
     def _host(self, x, name):
-        """A host argument as a NumPy array the extension reads (3-D ones in place)."""
-        a = self._family(x, name)
-        x = _host_ready(a.host(x, name))
+        """An argument as a NumPy array the extension reads (3-D ones in place; CUDA arrays
+        copied to the host, from the batch's device only)."""
+        a = _Arrays.of(x)
+        if a.device != self._arrays.device:
+            where = lambda d: "the host" if d is None else f"CUDA device {d}"  # noqa: E731
+            raise ValueError(
+                f"'{name}' is on {where(a.device)} but the batch's arrays are on "
+                f"{where(self._arrays.device)}"
+            )
+        x = _host_ready(_to_numpy(x) if a.on_gpu else a.host(x, name))
         dtype = getattr(self, "_dtype", None)
         if dtype is not None and _dtype_name(x) != dtype:
             if x.dtype.kind in "iub" or (x.dtype.kind == "f" and x.size == 0):
                 x = x.astype(dtype)
             else:
                 raise ValueError(f"'{name}' must have the dtype of the factorisation, {dtype}")
+        return x
+
+    def _out(self, x):
+        """A result as the caller's kind: on their CUDA device when A was a CUDA array."""
+        if x is None or not self._arrays.on_gpu:
+            return super()._out(x)
+        family, dev = self._arrays.family, self._arrays.device
+        if family == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(dev):
+                return cupy.asarray(x)
+        if family == "torch-cuda":
+            import torch
+
+            return torch.as_tensor(x, device=f"cuda:{dev}")
         return x
 
     def _in(self, x, name, ndims, vector=None):

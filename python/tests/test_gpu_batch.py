@@ -361,3 +361,31 @@ def test_r_bank_device_arrays_match_host_arrays(lib, keep):
     if keep:
         for x, y in zip(host.kept_data(), device.kept_data()):
             assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_batched_qr_of_cuda_arrays(lib):
+    """cuqr.QR with a 3-D CUDA array: the batch runs on the CPU on a copy (fallback says so)
+    and its results come back as the caller's arrays on their device, equal to the NumPy
+    batch's."""
+    mod = pytest.importorskip(lib)
+    if lib == "torch" and not mod.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    dev = (lambda a: mod.asarray(a)) if lib == "cupy" else (lambda a: mod.tensor(a, device="cuda"))
+    host_of = (lambda a: mod.asnumpy(a)) if lib == "cupy" else (lambda a: a.cpu().numpy())
+    rng = np.random.default_rng(21)
+    B, m, n = 6, 40, 5
+    A, b = rng.standard_normal((B, m, n)), rng.standard_normal((B, m))
+    u, v = rng.standard_normal((B, m)), rng.standard_normal((B, n))
+    ref, got = cuqr.QR(A, b), cuqr.QR(dev(A), dev(b))
+    assert "copied to the host" in got.fallback
+    ref.rank_one(u, v)
+    got.rank_one(dev(u), dev(v))
+    ref.slide(A[:, 0], b[:, :1])
+    got.slide(dev(A[:, 0]), dev(b[:, :1]))
+    x = got.solve()
+    assert type(x).__module__.split(".")[0] == lib
+    assert np.array_equal(host_of(x), ref.solve())
+    assert np.array_equal(host_of(got.R), ref.R)
+    with pytest.raises(ValueError, match="is on the host but the batch's arrays are on CUDA"):
+        got.rank_one(u, v)

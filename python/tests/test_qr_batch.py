@@ -306,11 +306,16 @@ class _FakeCudaArray:
         return (2, 0)
 
 
-def test_device_arrays_are_refused(rng):
-    with pytest.raises(ValueError, match="batched states run on the CPU"):
-        cuqr.QR(_FakeCudaArray())
+def test_device_arrays_follow_the_batch(rng):
+    # CUDA arrays run on the CPU only through device='auto' (copied; see fallback), and an
+    # argument must live where the batch's arrays do
+    with pytest.raises(ValueError, match="device='auto'"):
+        cuqr.QR(_FakeCudaArray(), device="cpu")
+    with pytest.raises(ValueError, match="GpuBatchQR"):
+        cuqr.QR(rng.standard_normal((2, 8, 3)), device="cuda")
     qb = cuqr.QR(rng.standard_normal((2, 8, 3)), rng.standard_normal((2, 8)))
-    with pytest.raises(ValueError, match="batched states run on the CPU"):
+    assert "runs on the CPU" in qb.fallback
+    with pytest.raises(ValueError, match="is on CUDA device 0 but the batch's arrays are on the host"):
         qb.rank_one(_FakeCudaArray(), rng.standard_normal((2, 3)))
 
 
