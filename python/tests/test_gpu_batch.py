@@ -258,8 +258,8 @@ def test_kept_r_bank_follows_its_rows(B, m, n, dtype):
     rows = rng.uniform(-1, 1, (B, 2, n)).astype(dtype)
     rhs = rng.uniform(-1, 1, (B, 2)).astype(dtype)
     bank.insert_rows(3, rows, rhs)
-    A = np.concatenate([A[:, :3], rows, A[:, 5:]], axis=1)
-    b = np.concatenate([b[:, :3], rhs, b[:, 5:]], axis=1)
+    A = np.concatenate([A[:, :3], rows, A[:, 3:]], axis=1)
+    b = np.concatenate([b[:, :3], rhs, b[:, 3:]], axis=1)
     check(bank, A, b)
     bank.delete_rows(1, 2)
     A, b = np.delete(A, [1, 2], axis=1), np.delete(b, [1, 2], axis=1)
@@ -279,15 +279,14 @@ def test_kept_r_bank_follows_its_rows(B, m, n, dtype):
     V = rng.uniform(-1, 1, (B, n, 2)).astype(dtype)
     bank.rank_k(U, V)
     A = (A + np.einsum("bik,bjk->bij", U.astype(np.float64), V.astype(np.float64))).astype(dtype)
-    Ak, _ = bank.kept_data()
-    A = np.where(np.abs(Ak - A) <= 8 * eps * (1 + np.abs(A)), Ak, A)  # fma rounding
     check(bank, A, b)
     c = rng.uniform(-1, 1, (B, A.shape[1])).astype(dtype)
     bank.insert_cols(1, c)
     A = np.insert(A, 1, c, axis=2)
     check(bank, A, b)
-    bank.replace_cols(0, c * 2)
-    A[:, :, 0] = c * 2
+    c2 = rng.uniform(-1, 1, (B, A.shape[1])).astype(dtype)
+    bank.replace_cols(0, c2)
+    A[:, :, 0] = c2
     check(bank, A, b)
     bank.shift_col(0, -1 + A.shape[2])
     A = np.concatenate([A[:, :, 1:], A[:, :, :1]], axis=2)
@@ -344,7 +343,7 @@ def test_r_bank_device_arrays_match_host_arrays(lib, keep):
     b = rng.uniform(-1, 1, (B, m))
     rows, rhs = rng.uniform(-1, 1, (B, 1, n)), rng.uniform(-1, 1, (B, 1))
     u, v = rng.uniform(-1, 1, (B, m + 1)), rng.uniform(-1, 1, (B, n))
-    c = rng.uniform(-1, 1, (B, m + 1))
+    c, c2 = rng.uniform(-1, 1, (B, m + 1)), rng.uniform(-1, 1, (B, m + 1))
     host = cuqr.GpuBatchR(A, b, keep_data=keep)
     device = cuqr.GpuBatchR(dev(A), dev(b), keep_data=keep)
     for bank, conv in ((host, lambda a: a), (device, dev)):
@@ -353,7 +352,7 @@ def test_r_bank_device_arrays_match_host_arrays(lib, keep):
             bank.slide(conv(rows), conv(rhs), forget=0.95)
             bank.rank_one(conv(u), conv(v))
             bank.insert_cols(2, conv(c))
-            bank.replace_cols(0, conv(c))
+            bank.replace_cols(0, conv(c2))
         else:
             bank.slide(conv(rows), conv(rhs), conv(A[:, 0]), conv(b[:, 0]), forget=1.0)
     for x, y in zip(host.factors(), device.factors()):
