@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaView;
 
-use super::gpu::rank_error;
+use super::gpu::{need, rank_error};
 use super::{BatchRef, BatchReport, BatchSolution};
 use crate::base::error::{Error, Result};
 use crate::gpu::algo::batch_q::{
@@ -308,8 +308,8 @@ impl<T: GpuScalar> GpuQBatch<T> {
         if full {
             check_complement::<T>(op, (m, n), 1)?;
         }
-        check_len(op, "A", a, batch * m * n)?;
-        check_len(op, "b", b, batch * m)?;
+        need(op, "A", a, batch * m * n)?;
+        need(op, "b", b, batch * m)?;
         let team = default_team(m, n, Self::largest(m, n), size_of::<T>());
         let shape = fitted(
             QShape { batch, m, n, team },
@@ -468,8 +468,8 @@ impl<T: GpuScalar> GpuQBatch<T> {
         if k == 0 {
             return Err(Error::EmptyBlock { op });
         }
-        check_len(op, "u", u, self.batch * self.m * k)?;
-        check_len(op, "v", v, self.batch * self.n * k)?;
+        need(op, "u", u, self.batch * self.m * k)?;
+        need(op, "v", v, self.batch * self.n * k)?;
         let shape = self.shape_at(self.m, smem::rank_one(self.m, self.n));
         let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
         let status = self
@@ -647,7 +647,7 @@ impl<T: GpuScalar> GpuQBatch<T> {
         if self.is_full() {
             check_complement::<T>(OP, (self.m, self.n), p)?;
         }
-        check_len(OP, "columns", cols, self.batch * self.m * p)?;
+        need(OP, "columns", cols, self.batch * self.m * p)?;
         let team = self.team.max(np.next_power_of_two());
         let s = QShape {
             batch: self.batch,
@@ -710,7 +710,7 @@ impl<T: GpuScalar> GpuQBatch<T> {
                 why: "every column replaced: factorise the new columns instead".into(),
             });
         }
-        check_len(OP, "columns", cols, self.batch * self.m * p)?;
+        need(OP, "columns", cols, self.batch * self.m * p)?;
         let shape = self.shape_at(self.m, smem::delete_cols(self.m, self.n));
         let st = self.status.get_mut().unwrap_or_else(|e| e.into_inner());
         let (new, status) = self.states.delete_cols(&self.gpu, shape, (k0, p), st)?;
@@ -815,8 +815,8 @@ impl<T: GpuScalar> GpuQBatch<T> {
                 n: self.m,
             });
         }
-        check_len(op, "rows", rows, self.batch * p * self.n)?;
-        check_len(op, "right-hand sides", rhs, self.batch * p)?;
+        need(op, "rows", rows, self.batch * p * self.n)?;
+        need(op, "right-hand sides", rhs, self.batch * p)?;
         fits::<T>(op, smem::insert_rows(self.m, self.n, p))?;
         fits::<T>(op, smem::delete_rows(self.m + p, self.n))?;
         fits::<T>(op, smem::rank_one(self.m + p, self.n))?;
@@ -1067,18 +1067,6 @@ fn report(op: &'static str, status: &[u32]) -> BatchReport {
             .map(|&c| refusal(op, c).map_or(Ok(()), Err))
             .collect(),
     }
-}
-
-fn check_len<T: GpuScalar>(
-    op: &'static str,
-    what: &'static str,
-    v: &DevVec<T>,
-    need: usize,
-) -> Result<()> {
-    if v.len() < need {
-        return Err(Error::shape(op, what, v.len(), need));
-    }
-    Ok(())
 }
 
 /// Copies problem k (shape m×n) from one state to another on the device.
