@@ -172,6 +172,50 @@ unsafe fn one<T: Float, const K: usize>(
     (st, OK)
 }
 
+/// Solves Rx = d of `st` (problem `i`, n columns standing for `m_rows` rows) into `x` (B ×
+/// n) with ρ² into `rss`, when every |R_jj| > tol·‖R‖_F (tol = `rank_tol`, or when negative
+/// max(m, n)·u/√min(m, n)); otherwise NaN. Returns whether it solved.
+///
+/// # Safety
+/// `x` holds B·n and `rss` B writable elements, i < B.
+#[inline(always)]
+unsafe fn solve_into<T: Float, const K: usize>(
+    st: &Window<T, K>,
+    (i, n, m_rows): (usize, usize, usize),
+    rank_tol: f64,
+    (x, rss): (*mut T, *mut T),
+) -> bool {
+    let tol = if rank_tol >= 0.0 {
+        rank_tol
+    } else {
+        let (big, small) = if m_rows >= n {
+            (m_rows, n)
+        } else {
+            (n, m_rows)
+        };
+        big as f64 * T::UNIT_ROUNDOFF / sqrt_f64(small.max(1) as f64)
+    };
+    let nan = T::from_f64(f64::NAN);
+    // Zeros past n: the back substitution multiplies them by R's zero entries.
+    let mut sol = [T::ZERO; K];
+    let mut res = nan;
+    let ok = st.solve(tol, &mut sol);
+    if ok {
+        res = st.rho.mul(st.rho);
+    } else {
+        sol = [nan; K];
+    }
+    unroll!(j in ..K => {
+        if j < n {
+            // SAFETY: inside x (contract).
+            unsafe { device::st(x, i * n + j, sol[j]) };
+        }
+    });
+    // SAFETY: inside rss (contract).
+    unsafe { device::st(rss, i, res) };
+    ok
+}
+
 /// `batch_r_step_k<K>` (and `batch_r_step_general` with K = 16, n ≤ 16 at run time):
 /// thread i < B takes problem i's state from (`r_in`, `d_in`, `rho_in`) — or an empty one
 /// when `bits` & 1 — scales it by `scale`, folds in its p_in rows (`rows_in`, B × p_in × n
@@ -234,37 +278,11 @@ pub unsafe fn step<T: Float, const K: usize>(
     let (st, mut code) = unsafe { one::<T, K>(&b, i, (n, p_in, p_out), bits, T::from_f64(scale)) };
     // SAFETY: as above.
     unsafe { store::<T, K>(&b, i, n, &st) };
-    if bits & SOLVE != 0 {
-        let tol = if rank_tol >= 0.0 {
-            rank_tol
-        } else {
-            let (big, small) = if m_rows >= n {
-                (m_rows, n)
-            } else {
-                (n, m_rows)
-            };
-            big as f64 * T::UNIT_ROUNDOFF / sqrt_f64(small.max(1) as f64)
-        };
-        let nan = T::from_f64(f64::NAN);
-        // Zeros past n: the back substitution multiplies them by R's zero entries.
-        let mut sol = [T::ZERO; K];
-        let mut res = nan;
-        if st.solve(tol, &mut sol) {
-            res = st.rho.mul(st.rho);
-        } else {
-            sol = [nan; K];
-            if code == OK {
-                code = RANK_DEFICIENT;
-            }
-        }
-        unroll!(j in ..K => {
-            if j < n {
-                // SAFETY: inside x (contract, solve bit).
-                unsafe { device::st(x, i * n + j, sol[j]) };
-            }
-        });
-        // SAFETY: inside rss (contract, solve bit).
-        unsafe { device::st(rss, i, res) };
+    // SAFETY: the solve bit's buffers (contract), i < batch.
+    let solved =
+        bits & SOLVE == 0 || unsafe { solve_into::<T, K>(&st, (i, n, m_rows), rank_tol, (x, rss)) };
+    if !solved && code == OK {
+        code = RANK_DEFICIENT;
     }
     // SAFETY: i < batch.
     unsafe { device::st(status, i, code) };
@@ -354,4 +372,118 @@ pub unsafe fn gather<T: Float>(
         // SAFETY: inside out (contract).
         unsafe { device::st(out, (k * m_out + i) * n_out + j, val) };
     }
+}
+
+/// `batch_r_refold_k<K>` (and `batch_r_refold_general`): every problem folded afresh from its
+/// m rows (`rows` B × m × n row-major, right-hand sides `rhs` B × m) by a team of 2^`team_log2`
+/// ≤ 32 threads (docs/algorithms.md#batched-states): thread t of problem i (global thread
+/// i·team + t) folds rows t·c … (t+1)·c − 1 (c = ⌈m/team⌉) into its own R, d and ρ by Givens
+/// rotations, then the team combines its states pairwise in log₂ team rounds: in round l the
+/// thread t with t mod 2^(l+1) = 0 folds in the n rows [R d] of thread t + 2^l (read by
+/// shuffle) and ρ ← hypot(ρ, ρ′). Thread 0 stores the result in (`r_out`, `d_out`,
+/// `rho_out`) and `status[i]` ([`NON_FINITE`] where a row is not finite); with `bits` & 2 it
+/// solves as [`step`] does. Grid ⌈B·team/128⌉, block 128.
+///
+/// # Safety
+/// 1 ≤ n ≤ K; `rows` holds B·m·n elements and `rhs` B·m; `r_out` B·n·n, `d_out` B·n,
+/// `rho_out` B and `status` B writable; with the solve bit `x` B·n and `rss` B writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn refold<T: Float, const K: usize>(
+    rows: *const T,
+    rhs: *const T,
+    batch: usize,
+    n: usize,
+    m: usize,
+    team_log2: u32,
+    bits: u32,
+    rank_tol: f64,
+    r_out: *mut T,
+    d_out: *mut T,
+    rho_out: *mut T,
+    x: *mut T,
+    rss: *mut T,
+    status: *mut u32,
+) {
+    let g = device::global_x();
+    let team = 1usize << team_log2;
+    let (i, t) = (g >> team_log2, g & (team - 1));
+    let live = i < batch && n <= K && !(K <= crate::rolling::EXACT_MAX && n != K);
+    let n = if K <= crate::rolling::EXACT_MAX { K } else { n };
+    let mut st = Window::<T, K>::new(n);
+    let mut finite = true;
+    if live {
+        let chunk = m.div_ceil(team);
+        let (r0, r1) = ((t * chunk).min(m), ((t + 1) * chunk).min(m));
+        for r in r0..r1 {
+            // SAFETY: r < m, i < batch (contract).
+            let (xr, y) = unsafe { row::<T, K>(rows, rhs, (i, m, r, n)) };
+            finite &= y.is_finite();
+            unroll!(j in ..K => {
+                finite &= xr[j].is_finite();
+            });
+            st.add_row(&xr, y, T::ONE);
+        }
+    }
+    for l in 0..team_log2 {
+        let delta = 1u32 << l;
+        let receive = live && t % (2 << l) == 0;
+        unroll!(a in ..K => {
+            if a < n {
+                let mut xr = [T::ZERO; K];
+                unroll!(c in ..K => {
+                    if c >= a && c < n {
+                        // SAFETY: every lane of the warp runs the shuffle (no lane has
+                        // returned; n and the loop bounds are the same in all lanes).
+                        xr[c] = unsafe { st.r[a][c].shfl_down(delta) };
+                    }
+                });
+                // SAFETY: as above.
+                let y = unsafe { st.d[a].shfl_down(delta) };
+                if receive {
+                    st.add_row(&xr, y, T::ONE);
+                }
+            }
+        });
+        // SAFETY: as above.
+        let rho = unsafe { st.rho.shfl_down(delta) };
+        if receive {
+            st.rho = st.rho.hypot(rho);
+        }
+    }
+    // SAFETY: every lane runs the ballot.
+    let bad = unsafe { device::ballot(!finite) };
+    let lane = g & 31;
+    let first = lane - t;
+    let team_bits = if team >= 32 {
+        u32::MAX
+    } else {
+        ((1u32 << team) - 1) << first
+    };
+    if !live || t != 0 {
+        return;
+    }
+    let mut code = if bad & team_bits != 0 { NON_FINITE } else { OK };
+    let b = Buffers {
+        r_in: r_out,
+        d_in: d_out,
+        rho_in: rho_out,
+        r_out,
+        d_out,
+        rho_out,
+        rows_in: rows,
+        rhs_in: rhs,
+        rows_out: rows,
+        rhs_out: rhs,
+    };
+    // SAFETY: i < batch; the outputs hold problem i's state (contract).
+    unsafe { store::<T, K>(&b, i, n, &st) };
+    // SAFETY: the solve bit's buffers (contract), i < batch.
+    let solved =
+        bits & SOLVE == 0 || unsafe { solve_into::<T, K>(&st, (i, n, m), rank_tol, (x, rss)) };
+    if !solved && code == OK {
+        code = RANK_DEFICIENT;
+    }
+    // SAFETY: i < batch.
+    unsafe { device::st(status, i, code) };
 }

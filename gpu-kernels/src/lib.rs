@@ -762,6 +762,105 @@ entries! {
          scale: f64, rank_tol: f64, m_rows: usize, x: *mut T, rss: *mut T, status: *mut u32)
         => batch_r::step::<T, 16>;
 
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 1
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k1_f32, batch_r_refold_k1_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 1>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 2
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k2_f32, batch_r_refold_k2_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 2>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 3
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k3_f32, batch_r_refold_k3_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 3>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 4
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k4_f32, batch_r_refold_k4_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 4>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 5
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k5_f32, batch_r_refold_k5_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 5>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 6
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k6_f32, batch_r_refold_k6_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 6>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 7
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k7_f32, batch_r_refold_k7_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 7>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, n = 8
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_k8_f32, batch_r_refold_k8_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 8>;
+
+    /// B batched R-only problems folded afresh from their rows by teams of threads, 9 ≤ n ≤ 16
+    /// (docs/algorithms.md#batched-states; batch_r.rs).
+    ///
+    /// # Safety
+    /// As `batch_r::refold` documents (grid, block 128, buffers).
+    batch_r_refold_general_f32, batch_r_refold_general_f64
+        (rows: *const T, rhs: *const T, batch: usize, n: usize, m: usize, team_log2: u32,
+         bits: u32, rank_tol: f64, r_out: *mut T, d_out: *mut T, rho_out: *mut T, x: *mut T,
+         rss: *mut T, status: *mut u32)
+        => batch_r::refold::<T, 16>;
+
     /// The kept rows of B R-only problems rebuilt: rows and columns gathered from the old
     /// block or an extra one, a scale and a rank-k term (docs/algorithms.md#batched-states;
     /// batch_r.rs).

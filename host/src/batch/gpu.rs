@@ -344,8 +344,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
             st.commit_all(op, out, false)?;
             st.kept = Some(kept);
         } else {
-            let none = st.no_rows();
-            let out = st.step_on(n, rows, none, (1.0, true, false))?;
+            let out = RStates::refold(gpu, (batch, m, n), (rows.rows, rows.rhs), false)?;
             st.take_all(op, out)?;
         }
         Ok(st)
@@ -438,7 +437,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
             });
         }
         let none = self.no_rows();
-        let out = self.step_on(self.n, none, rows, (1.0, false, false))?;
+        let out = self.step_on(none, rows, (1.0, false))?;
         self.take_all(op, out)?;
         self.m -= p;
         Ok(())
@@ -513,7 +512,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
                 n: self.n,
             });
         }
-        let out = self.step_on(self.n, rin, rout, (forget.sqrt(), false, false))?;
+        let out = self.step_on(rin, rout, (forget.sqrt(), false))?;
         if p_in != p_out {
             self.take_all(op, out)?;
             self.m = m_after - p_out;
@@ -539,7 +538,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// # Errors
     /// [`Error::OutOfMemory`], [`Error::Driver`].
     pub fn solve(&self) -> Result<BatchSolution<T>> {
-        let out = self.step_on(self.n, self.no_rows(), self.no_rows(), (1.0, false, true))?;
+        let out = self.step_on(self.no_rows(), self.no_rows(), (1.0, true))?;
         let (x, rss) = out.solution.unwrap_or_default();
         let deficient = out.status.contains(&STATUS_RANK_DEFICIENT);
         let r = if deficient {
@@ -633,7 +632,12 @@ impl<T: GpuScalar> GpuRBatch<T> {
         }
         let (rd, ed) = upload_rows(&self.gpu, &gin)?;
         let rows = dev_rows(OP, (&rd, &ed), (self.batch, n + 1, no))?;
-        let out = self.step_on(no, rows, self.no_rows(), (1.0, true, false))?;
+        let out = RStates::refold(
+            &self.gpu,
+            (self.batch, n + 1, no),
+            (rows.rows, rows.rhs),
+            false,
+        )?;
         self.take_all(OP, out)?;
         self.n = no;
         Ok(())
@@ -648,21 +652,20 @@ impl<T: GpuScalar> GpuRBatch<T> {
         }
     }
 
-    /// One launch: the step with device rows into new buffers of a state of `n` columns
-    /// (with `clear`, the rows' width), with the statuses; `self` is left as it was.
+    /// One launch: the step with device rows into new buffers, with the statuses; `self`
+    /// is left as it was.
     pub(super) fn step_on(
         &self,
-        n: usize,
         rin: Rows<'_, T>,
         rout: Rows<'_, T>,
-        (scale, clear, solve): (f64, bool, bool),
+        (scale, solve): (f64, bool),
     ) -> Result<StepOut<T>> {
         let shape = StepShape {
             batch: self.batch,
-            n,
+            n: self.n,
             p_in: rin.p,
             p_out: rout.p,
-            clear,
+            clear: false,
             solve,
             scale,
             rank_tol: -1.0,
@@ -674,11 +677,6 @@ impl<T: GpuScalar> GpuRBatch<T> {
             rows_out: rout.rows,
             rhs_out: rout.rhs,
         };
-        if n > self.n {
-            // under `clear` the step reads no input state, but takes one of its width
-            let wide = RStates::zeros(&self.gpu, self.batch, n)?;
-            return wide.step_device(&self.gpu, &shape, rows);
-        }
         self.states.step_device(&self.gpu, &shape, rows)
     }
 

@@ -11,7 +11,7 @@ use super::gpu::{
 use super::{BatchRef, BatchReport};
 use crate::base::error::{Error, Result};
 use crate::gpu::algo::batch_r::{
-    self as algo, KeptRows, Rebuild, StepOut, STATUS_RANK_DEFICIENT, STEP_MAX_N,
+    self as algo, KeptRows, RStates, Rebuild, StepOut, STATUS_RANK_DEFICIENT, STEP_MAX_N,
 };
 use crate::gpu::runtime::{DevVec, GpuScalar};
 
@@ -87,12 +87,12 @@ impl<T: GpuScalar> GpuRBatch<T> {
     /// One launch: every problem folded afresh from `kept` (n columns, m = self.m rows),
     /// with the rank test when `rank`.
     pub(super) fn refold(&self, kept: &KeptRows<T>, n: usize, rank: bool) -> Result<StepOut<T>> {
-        let rows = Rows {
-            rows: kept.a.slice(..),
-            rhs: kept.b.slice(..),
-            p: self.m,
-        };
-        self.step_on(n, rows, self.no_rows(), (1.0, true, rank))
+        RStates::refold(
+            &self.gpu,
+            (self.batch, self.m, n),
+            (kept.a.slice(..), kept.b.slice(..)),
+            rank,
+        )
     }
 
     /// Each problem's refusal in `out` as an error (a rank-deficient one named by the
@@ -276,7 +276,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
             rhs: gone.b.slice(..),
             p,
         };
-        let out = self.step_on(n, self.no_rows(), rout, (1.0, false, false))?;
+        let out = self.step_on(self.no_rows(), rout, (1.0, false))?;
         let new = self.rebuild(
             OP,
             &Rebuild {
@@ -324,7 +324,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
             return Err(Error::EmptyBlock { op });
         }
         let (rows, rhs) = (rin.rows.slice(..), rin.rhs.slice(..));
-        let out = self.step_on(n, rin, self.no_rows(), (1.0, false, false))?;
+        let out = self.step_on(rin, self.no_rows(), (1.0, false))?;
         if self.kept.is_none() {
             self.take_all(op, out)?;
             self.m += p;
@@ -423,7 +423,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
             rhs: gone.b.slice(..),
             p: drop,
         };
-        let out = self.step_on(n, rin, rout, (scale, false, false))?;
+        let out = self.step_on(rin, rout, (scale, false))?;
         let new = self.rebuild(
             op,
             &Rebuild {

@@ -7,7 +7,8 @@ use cudarc::driver::{CudaSlice, CudaView};
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::driver::StreamAlloc;
 use crate::gpu::launch::batch_r::{
-    GatherInputs, GatherShape, StepResults, StepRows, StepShape, StepState, StepStateMut,
+    GatherInputs, GatherShape, RefoldShape, StepResults, StepRows, StepShape, StepState,
+    StepStateMut,
 };
 use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
 
@@ -79,73 +80,112 @@ impl<T: GpuScalar> RStates<T> {
         shape: &StepShape,
         rows: StepRows<'_, T>,
     ) -> Result<StepOut<T>> {
-        let (b, n) = (shape.batch, shape.n);
-        let mut out = Self::zeros(gpu, b, n)?;
-        let sol_len = if shape.solve { b * n } else { 0 };
-        let mut x = gpu
-            .stream
-            .alloc_zeroed::<T>(sol_len.max(1))
-            .map_err(alloc_err("batched x", sol_len.max(1) * size_of::<T>()))?;
-        let mut rss = gpu
-            .stream
-            .alloc_zeroed::<T>(b.max(1))
-            .map_err(alloc_err("batched rss", b.max(1) * size_of::<T>()))?;
-        let mut status = gpu
-            .stream
-            .alloc_zeroed::<u32>(b.max(1))
-            .map_err(alloc_err("batched status", 4 * b.max(1)))?;
-        gpu.batch_r_step(
-            shape,
-            StepState {
-                r: self.r.slice(..),
-                d: self.d.slice(..),
-                rho: self.rho.slice(..),
-            },
-            StepStateMut {
-                r: out.r.slice_mut(..),
-                d: out.d.slice_mut(..),
-                rho: out.rho.slice_mut(..),
-            },
-            rows,
-            StepResults {
-                x: x.slice_mut(..),
-                rss: rss.slice_mut(..),
-                status: &mut status,
-            },
-        )?;
-        gpu.count_launch();
-        let mut st = gpu
-            .stream
-            .clone_dtoh(&status)
-            .map_err(driver_err("batched status download"))?;
-        let solution = if shape.solve {
-            let xs = gpu
-                .stream
-                .clone_dtoh(&x)
-                .map_err(driver_err("batched x download"))?;
-            let rs = gpu
-                .stream
-                .clone_dtoh(&rss)
-                .map_err(driver_err("batched rss download"))?;
-            Some((xs, rs))
-        } else {
-            None
-        };
-        gpu.stream
-            .synchronize()
-            .map_err(driver_err("batched step"))?;
-        st.truncate(b);
-        Ok(StepOut {
-            states: out,
-            status: st,
-            status_dev: status,
-            solution: solution.map(|(mut xs, mut rs)| {
-                xs.truncate(b * n);
-                rs.truncate(b);
-                (xs, rs)
-            }),
+        run_step(gpu, (shape.batch, shape.n, shape.solve), |out, results| {
+            gpu.batch_r_step(
+                shape,
+                StepState {
+                    r: self.r.slice(..),
+                    d: self.d.slice(..),
+                    rho: self.rho.slice(..),
+                },
+                out,
+                rows,
+                results,
+            )
         })
     }
+
+    /// Every problem folded afresh from its m rows on the device (`rows` B × m × n, `rhs`
+    /// B × m) by teams of threads (see gpu-kernels/src/batch_r.rs `refold`), into new
+    /// buffers, with the rank test when `solve`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub(crate) fn refold(
+        gpu: &Gpu,
+        (batch, m, n): (usize, usize, usize),
+        (rows, rhs): (CudaView<'_, T>, CudaView<'_, T>),
+        solve: bool,
+    ) -> Result<StepOut<T>> {
+        let shape = RefoldShape {
+            batch,
+            n,
+            m,
+            team_log2: RefoldShape::team_for(m, n),
+            solve,
+        };
+        run_step(gpu, (batch, n, solve), |out, results| {
+            gpu.batch_r_refold(&shape, (rows, rhs), out, results)
+        })
+    }
+}
+
+/// One launch of a step-like kernel (`launch`, given the new state buffers and the
+/// per-problem results) for B problems of n columns, then the status (and, when `solve`,
+/// x and ρ²) downloaded and the stream waited for.
+fn run_step<T: GpuScalar>(
+    gpu: &Gpu,
+    (b, n, solve): (usize, usize, bool),
+    launch: impl FnOnce(StepStateMut<'_, T>, StepResults<'_, T>) -> Result<()>,
+) -> Result<StepOut<T>> {
+    let mut out = RStates::zeros(gpu, b, n)?;
+    let sol_len = if solve { b * n } else { 0 };
+    let mut x = gpu
+        .stream
+        .alloc_zeroed::<T>(sol_len.max(1))
+        .map_err(alloc_err("batched x", sol_len.max(1) * size_of::<T>()))?;
+    let mut rss = gpu
+        .stream
+        .alloc_zeroed::<T>(b.max(1))
+        .map_err(alloc_err("batched rss", b.max(1) * size_of::<T>()))?;
+    let mut status = gpu
+        .stream
+        .alloc_zeroed::<u32>(b.max(1))
+        .map_err(alloc_err("batched status", 4 * b.max(1)))?;
+    launch(
+        StepStateMut {
+            r: out.r.slice_mut(..),
+            d: out.d.slice_mut(..),
+            rho: out.rho.slice_mut(..),
+        },
+        StepResults {
+            x: x.slice_mut(..),
+            rss: rss.slice_mut(..),
+            status: &mut status,
+        },
+    )?;
+    gpu.count_launch();
+    let mut st = gpu
+        .stream
+        .clone_dtoh(&status)
+        .map_err(driver_err("batched status download"))?;
+    let solution = if solve {
+        let xs = gpu
+            .stream
+            .clone_dtoh(&x)
+            .map_err(driver_err("batched x download"))?;
+        let rs = gpu
+            .stream
+            .clone_dtoh(&rss)
+            .map_err(driver_err("batched rss download"))?;
+        Some((xs, rs))
+    } else {
+        None
+    };
+    gpu.stream
+        .synchronize()
+        .map_err(driver_err("batched step"))?;
+    st.truncate(b);
+    Ok(StepOut {
+        states: out,
+        status: st,
+        status_dev: status,
+        solution: solution.map(|(mut xs, mut rs)| {
+            xs.truncate(b * n);
+            rs.truncate(b);
+            (xs, rs)
+        }),
+    })
 }
 
 /// The kept data of B problems on the device: A (B × m × n) and b (B × m), each problem's

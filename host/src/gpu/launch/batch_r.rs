@@ -234,3 +234,88 @@ impl Gpu {
         Ok(())
     }
 }
+
+/// The shape of one refold (`batch_r_refold_*`): B problems of n columns folded from m rows
+/// each by teams of 2^`team_log2` threads, with the solve's rank test when `solve`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RefoldShape {
+    pub batch: usize,
+    pub n: usize,
+    pub m: usize,
+    pub team_log2: u32,
+    pub solve: bool,
+}
+
+impl RefoldShape {
+    /// The team for m rows of n columns: the largest power of two up to 32 that leaves each
+    /// thread at least n rows (the pairwise rounds fold n rows each).
+    pub(crate) fn team_for(m: usize, n: usize) -> u32 {
+        let mut l = 0u32;
+        while l < 5 && m >> (l + 1) >= n.max(1) {
+            l += 1;
+        }
+        l
+    }
+}
+
+impl Gpu {
+    /// Launches `batch_r_refold_k<n>` (n ≤ 8) or `batch_r_refold_general` (n ≤ 16) on
+    /// [`Gpu::stream`].
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`] if the launch fails.
+    ///
+    /// # Panics
+    /// If a buffer is shorter than the shape needs, n is 0 or above [`STEP_MAX_N`], or the
+    /// team is above 32 (cuqr bugs: the caller validates).
+    pub(crate) fn batch_r_refold<T: GpuScalar>(
+        &self,
+        shape: &RefoldShape,
+        (rows, rhs): (CudaView<'_, T>, CudaView<'_, T>),
+        output: StepStateMut<'_, T>,
+        results: StepResults<'_, T>,
+    ) -> Result<()> {
+        let s = shape;
+        let (b, n, m) = (s.batch, s.n, s.m);
+        assert!((1..=STEP_MAX_N).contains(&n) && s.team_log2 <= 5);
+        assert!(rows.len() >= (b * m * n).max(1) && rhs.len() >= (b * m).max(1));
+        assert!(output.r.len() >= b * n * n && output.d.len() >= b * n && output.rho.len() >= b);
+        assert!(results.status.len() >= b);
+        assert!(!s.solve || (results.x.len() >= b * n && results.rss.len() >= b));
+        if b == 0 {
+            return Ok(());
+        }
+        let set = T::kernel_set(&self.kernels);
+        let f = match n {
+            1 => &set.batch_r_refold_k1,
+            2 => &set.batch_r_refold_k2,
+            3 => &set.batch_r_refold_k3,
+            4 => &set.batch_r_refold_k4,
+            5 => &set.batch_r_refold_k5,
+            6 => &set.batch_r_refold_k6,
+            7 => &set.batch_r_refold_k7,
+            8 => &set.batch_r_refold_k8,
+            _ => &set.batch_r_refold_general,
+        };
+        let bits = u32::from(s.solve) << 1;
+        let threads = b << s.team_log2;
+        let config = launch_config((grid_blocks(threads, STEP_BLOCK), 1), (STEP_BLOCK, 1), 0);
+        let rank_tol = -1.0f64;
+        let mut o = output;
+        let mut res = results;
+        // SAFETY: matches batch_r_refold_*_{f32,f64}(rows, rhs, batch, n, m, team_log2, bits,
+        // rank_tol, r_out, d_out, rho_out, x, rss, status) of gpu-kernels/src/batch_r.rs:
+        // `rows` and `rhs` hold batch·m·n and batch·m elements, the outputs batch·n·n,
+        // batch·n and batch, status batch, x and rss batch·n and batch when solving (all
+        // asserted); the outputs are distinct mutable views aliasing no input; 1 ≤ n ≤ 16
+        // selects an instance whose K covers n (exactly, for n ≤ 8); the team (≤ 32, a power
+        // of two) divides the block of 128, so every team lies in one warp; grid
+        // ⌈batch·team/128⌉ × block 128 as the contract says.
+        unsafe {
+            launch_kernel!(self, f, config, "batch_r_refold"; &rows, &rhs, &b, &n, &m,
+                &s.team_log2, &bits, &rank_tol, &mut o.r, &mut o.d, &mut o.rho, &mut res.x,
+                &mut res.rss, &mut *res.status)
+        }?;
+        Ok(())
+    }
+}

@@ -197,6 +197,33 @@ kernel_table! {
     batch_r_step_k8,
     /// `batch_r_step_general_<T>` (batched R-only states, 9 ≤ n ≤ 16; docs/algorithms.md#batched-states).
     batch_r_step_general,
+    /// `batch_r_refold_k1_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 1; docs/algorithms.md#batched-states).
+    batch_r_refold_k1,
+    /// `batch_r_refold_k2_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 2; docs/algorithms.md#batched-states).
+    batch_r_refold_k2,
+    /// `batch_r_refold_k3_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 3; docs/algorithms.md#batched-states).
+    batch_r_refold_k3,
+    /// `batch_r_refold_k4_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 4; docs/algorithms.md#batched-states).
+    batch_r_refold_k4,
+    /// `batch_r_refold_k5_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 5; docs/algorithms.md#batched-states).
+    batch_r_refold_k5,
+    /// `batch_r_refold_k6_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 6; docs/algorithms.md#batched-states).
+    batch_r_refold_k6,
+    /// `batch_r_refold_k7_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 7; docs/algorithms.md#batched-states).
+    batch_r_refold_k7,
+    /// `batch_r_refold_k8_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, n = 8; docs/algorithms.md#batched-states).
+    batch_r_refold_k8,
+    /// `batch_r_refold_general_<T>` (batched R-only states folded afresh from their rows by
+    /// teams of threads, 9 ≤ n ≤ 16; docs/algorithms.md#batched-states).
+    batch_r_refold_general,
     /// `batch_r_gather_<T>` (the kept rows of batched R-only states rebuilt;
     /// docs/algorithms.md#batched-states).
     batch_r_gather,
