@@ -111,7 +111,7 @@ impl<T: GpuScalar> RStates<T> {
             batch,
             n,
             m,
-            team_log2: RefoldShape::team_for(m, n),
+            team_log2: RefoldShape::team_for((batch, m, n), gpu.sm_count()?),
             solve,
         };
         run_step(gpu, (batch, n, solve), |out, results| {

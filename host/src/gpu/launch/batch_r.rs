@@ -247,16 +247,24 @@ pub(crate) struct RefoldShape {
 }
 
 impl RefoldShape {
-    /// The team for m rows of n columns: the largest power of two up to 32 that leaves each
-    /// thread at least n rows (the pairwise rounds fold n rows each).
-    pub(crate) fn team_for(m: usize, n: usize) -> u32 {
+    /// The team for B problems of m rows and n columns on `sms` multiprocessors: the largest
+    /// power of two up to 32 that leaves each thread at least n rows (the pairwise rounds
+    /// fold n rows each) and keeps all B·team threads in one wave of [`REFOLD_WARPS_PER_SM`]
+    /// resident warps a multiprocessor (the kernel's registers allow no more): a second
+    /// wave would cost more than the shorter chains save.
+    pub(crate) fn team_for((batch, m, n): (usize, usize, usize), sms: usize) -> u32 {
+        let wave = sms.max(1) * REFOLD_WARPS_PER_SM * 32;
         let mut l = 0u32;
-        while l < 5 && m >> (l + 1) >= n.max(1) {
+        while l < 5 && m >> (l + 1) >= n.max(1) && batch << (l + 1) <= wave {
             l += 1;
         }
         l
     }
 }
+
+/// Resident warps a multiprocessor of the refold kernels (about 250 registers a thread,
+/// blocks of 128 threads: two blocks of the 64 Ki registers).
+const REFOLD_WARPS_PER_SM: usize = 8;
 
 impl Gpu {
     /// Launches `batch_r_refold_k<n>` (n ≤ 8) or `batch_r_refold_general` (n ≤ 16) on
