@@ -76,6 +76,7 @@ impl<T: GpuScalar> GpuRBatch<T> {
         Ok((a, b))
     }
 
+    /// The kept rows, or [`Error::NeedsData`] naming `op`.
     pub(super) fn kept_or(&self, op: &'static str) -> Result<&KeptRows<T>> {
         self.kept.as_ref().ok_or(Error::NeedsData {
             op,
@@ -120,8 +121,8 @@ impl<T: GpuScalar> GpuRBatch<T> {
             .collect())
     }
 
-    /// Takes a step that changes m or n only when every problem accepted it; `kept` is the
-    /// new kept data (None: unchanged), `n` the new column count and m set by the caller.
+    /// Takes a step's states only when every problem accepted it (with the rank test's
+    /// refusals when `rank`); the shape stays m × n.
     pub(super) fn commit_all(
         &mut self,
         op: &'static str,
@@ -132,6 +133,8 @@ impl<T: GpuScalar> GpuRBatch<T> {
         self.commit_all_at(op, out, (self.m, n), rank)
     }
 
+    /// [`GpuRBatch::commit_all`] for a step into states of m rows and n columns (the shape a
+    /// rank error describes); the caller sets the new shape and kept rows once it succeeds.
     fn commit_all_at(
         &mut self,
         op: &'static str,
