@@ -43,7 +43,8 @@ Options:
   --combine C   auto (default), tree or all-gather: how the factorisations combine
                 the ranks' R-factors (docs/scaling.md#the-tree-combine)
   --parts LIST  also time the combine alone on these counts of logical partitions
-                of GPU 0 (the last table times it on the GPU counts too)
+                of GPU 0, sharing one device handle and with handles of their own
+                (the last table times it on the GPU counts too)
 
 Keep NCCL_NVLS_ENABLE=0 (NVLink multicast off) on shared machines.
 ";
@@ -264,8 +265,9 @@ fn refs<T>(v: &[T]) -> Vec<&T> {
 }
 
 /// The combine alone, all-gather against tree: on the GPU counts of the run (distinct
-/// devices) and, with `--parts`, on logical partitions of GPU 0 (their QRs one after the
-/// other on one device); 2n rows a rank, so that the local QRs are small.
+/// devices) and, with `--parts`, on logical partitions of GPU 0, sharing one device handle
+/// (a level's pair QRs one after the other) and with handles of their own (`Gpu::partition`:
+/// a level's pair QRs side by side); 2n rows a rank, so that the local QRs are small.
 fn combine_table(
     all: &[Arc<Gpu>],
     counts: &[usize],
@@ -291,9 +293,21 @@ fn combine_table(
         .filter(|&&g| g >= 2)
         .map(|&g| (g, all[..g].to_vec(), refs(&tiles[..g]), "GPUs"))
         .collect();
-    for g in parts.unwrap_or_default().into_iter().filter(|&g| g >= 2) {
-        let on = "partitions of GPU 0";
+    let parts: Vec<usize> = parts
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&g| g >= 2)
+        .collect();
+    // partitions with handles of their own (`Gpu::partition`): a level's pair QRs overlap
+    let mut own = vec![all[0].clone()];
+    while own.len() < parts.iter().copied().max().unwrap_or(0) {
+        own.push(Arc::new(all[0].partition()?));
+    }
+    for &g in &parts {
+        let on = "partitions of GPU 0, one handle";
         cases.push((g, vec![all[0].clone(); g], vec![&tiles[0]; g], on));
+        let on = "partitions of GPU 0, own handles";
+        cases.push((g, own[..g].to_vec(), vec![&tiles[0]; g], on));
     }
     for (g, gpus, ts, on) in cases {
         let mut row = Vec::new();

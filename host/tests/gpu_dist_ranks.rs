@@ -3,11 +3,12 @@
 //! TCP rendezvous in the environment, as `torchrun` sets them), each rank joins with
 //! `RankComm::from_env`, factorises its block of rows and runs the same updates; every rank's
 //! solution must be the same to the last bit and agree with the single-GPU state on the whole
-//! problem (R-only with the all-gather and with the tree combine, thin), each state over a
-//! new rendezvous on the same address, and a block that one rank refuses must stop every
-//! rank with an error (none may hang). Needs two GPUs or more (NCCL takes one rank a
-//! device); without them it prints "skipped"; `CUQR_REQUIRE_GPU=1` makes a missing GPU a
-//! failure.
+//! problem (R-only with the all-gather and with the tree combine, thin, and R-only over a
+//! communicator that the test makes with NCCL itself and hands over with
+//! `RankComm::from_nccl`), each state over a new rendezvous on the same address, and a block
+//! that one rank refuses must stop every rank with an error (none may hang). Needs two GPUs
+//! or more (NCCL takes one rank a device); without them it prints "skipped";
+//! `CUQR_REQUIRE_GPU=1` makes a missing GPU a failure.
 
 mod common;
 
@@ -16,7 +17,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{random_mat, rng};
-use cuqr::distributed::{Combine, DistQr, RankComm};
+use std::sync::Arc;
+
+use cuqr::distributed::{Combine, DistQr, ForeignNccl, Launch, RankComm, Rendezvous};
 use cuqr::{FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate};
 
 const SEED: u64 = 4242;
@@ -30,6 +33,9 @@ const KINDS: [(QPolicy, Combine); 3] = [
     (QPolicy::Thin, Combine::Auto),
     (QPolicy::None, Combine::Tree),
 ];
+
+/// The state made last, over a communicator made outside cuqr.
+const FOREIGN: (QPolicy, Combine) = (QPolicy::None, Combine::Tree);
 
 /// One update of the sequence every rank and the single-GPU state run.
 enum Step {
@@ -134,6 +140,7 @@ fn rank_process() {
             lines.push(line(&format!("{tag} step{i}"), &d.solve().unwrap()));
         }
     }
+    lines.extend(foreign_comm_steps(&a, &b, &steps, keep));
     // rank 1 hands over a block with a NaN: every rank must return an error
     let comm = RankComm::from_env().unwrap();
     let (rank, world) = (comm.rank(), comm.world());
@@ -147,6 +154,62 @@ fn rank_process() {
         Err(e) => lines.push(format!("refusal {e}")),
     }
     std::fs::write(out, lines.join("\n") + "\n").unwrap();
+}
+
+/// The R-only tree state over a communicator made outside cuqr (as PyTorch makes one) and
+/// joined with `RankComm::from_nccl`; the communicator is destroyed by its maker after the
+/// state is gone.
+fn foreign_comm_steps(
+    a: &Mat<f64>,
+    b: &Mat<f64>,
+    steps: &[Step],
+    keep: FactorParams,
+) -> Vec<String> {
+    let me = Launch::from_env().unwrap().expect("started as a rank");
+    let id = Rendezvous::from_env()
+        .unwrap()
+        .share_id(me.rank, me.world)
+        .unwrap();
+    let hex = id.to_hex();
+    let mut internal = [0 as core::ffi::c_char; 128];
+    for (k, x) in internal.iter_mut().enumerate() {
+        *x = u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).unwrap() as core::ffi::c_char;
+    }
+    let gpu = Arc::new(Gpu::new(me.local_rank).unwrap());
+    let mut raw = core::mem::MaybeUninit::uninit();
+    // SAFETY: NCCL writes a new communicator into `raw` (the current device is the rank's,
+    // bound by Gpu::new); every rank passes the same id and its own rank.
+    let raw = unsafe {
+        cudarc::nccl::result::comm_init_rank(
+            raw.as_mut_ptr(),
+            me.world as i32,
+            cudarc::nccl::sys::ncclUniqueId { internal },
+            me.rank as i32,
+        )
+        .unwrap();
+        raw.assume_init()
+    };
+    let mut lines = Vec::new();
+    {
+        // SAFETY: `raw` is live until comm_destroy below, after every cuqr object using it
+        // has dropped; nothing else issues on it.
+        let comm = RankComm::from_nccl(&gpu, unsafe { ForeignNccl::new(raw.cast()) })
+            .unwrap()
+            .with_combine(FOREIGN.1);
+        assert_eq!((comm.rank(), comm.world()), (me.rank, me.world));
+        let (ab, bb) = (block(a, me.rank, me.world), block(b, me.rank, me.world));
+        let mut d =
+            DistQr::factorize_rank(comm, ab.as_ref(), bb.as_ref(), FOREIGN.0, keep).unwrap();
+        lines.push(line("foreign factorize", &d.solve().unwrap()));
+        for (i, s) in steps.iter().enumerate() {
+            apply_dist(&mut d, s).unwrap();
+            lines.push(line(&format!("foreign step{i}"), &d.solve().unwrap()));
+        }
+    }
+    gpu.synchronize().unwrap();
+    // SAFETY: no cuqr object refers to `raw` any more; it is destroyed once, by its maker.
+    unsafe { cudarc::nccl::result::comm_destroy(raw) }.unwrap();
+    lines
 }
 
 /// A loopback port that was free a moment ago.
@@ -268,7 +331,7 @@ fn ranks_started_as_processes_agree_with_one_gpu() {
         ..FactorParams::default()
     };
     let mut lines = texts[0].lines();
-    for (policy, _) in KINDS {
+    for (policy, _) in KINDS.into_iter().chain([FOREIGN]) {
         let mut s = GpuQr::factorize(&g0, a.as_ref(), b.as_ref(), policy, keep).unwrap();
         for i in 0..=steps.len() {
             if i > 0 {

@@ -124,6 +124,36 @@ def _comm(rank, world, device, how):
     return c
 
 
+def _group_comm(group, device):
+    """cuqr's membership of a ``torch.distributed`` process group through the group's own
+    NCCL communicator on ``device`` (made once a group and device; the group stays
+    referenced for as long as cuqr may use its communicator)."""
+    key = ("group", id(group), device)
+    hit = _comms.get(key)
+    if hit is not None:
+        return hit[0]
+    import torch
+
+    dev = torch.device("cuda", device)
+    try:
+        backend = group._get_backend(dev)
+    except Exception as e:
+        raise ValueError(f"group has no backend on {dev}: {e}") from None
+    comm_ptr = getattr(backend, "_comm_ptr", None)
+    if comm_ptr is None:
+        raise ValueError(
+            "group= needs a process group with the NCCL backend in a PyTorch that shares its "
+            "communicator (ProcessGroupNCCL._comm_ptr); leave group= out to make cuqr's own"
+        )
+    # the group makes its communicator at its first collective on the device; cuqr's
+    # collectives then run on cuqr's stream, so torch's must be idle
+    torch.distributed.all_reduce(torch.zeros(1, device=dev), group=group)
+    torch.cuda.synchronize(dev)
+    c = _cuqr._RankComm.from_nccl(int(comm_ptr()), device)
+    _comms[key] = (c, group)
+    return c
+
+
 def _is_cuda(x) -> bool:
     return _cuqr.array_device(x) is not None
 
@@ -164,6 +194,13 @@ class QR:
         This process's rank and the number of ranks, where no launcher says them.
     device : int, optional
         The GPU (default: that of a CUDA ``A_local``, else the local rank).
+    group : torch.distributed.ProcessGroup, optional
+        A process group with the NCCL backend whose communicator cuqr uses instead of
+        making its own (rank and world are the group's). PyTorch must share it
+        (``ProcessGroupNCCL._comm_ptr``) and load the same NCCL library as cuqr (the one
+        on ``LD_LIBRARY_PATH``, e.g. the ``nvidia-nccl`` wheel's); cuqr synchronises
+        torch's stream before its first use. Issue no collective on the group while a
+        cuqr call runs.
 
     Every rank must make the same calls in the same order. Arguments are checked alike on
     every rank, so an update that one rank refuses is refused by all (``ValueError``,
@@ -173,16 +210,24 @@ class QR:
     """
 
     def __init__(self, A_local, b_local=None, q=None, keep_data=False, *, rank=None,
-                 world=None, device=None):
+                 world=None, device=None, group=None):
         if q not in (None, "thin"):
             raise ValueError("q must be None or 'thin' (a distributed Q is never m x m)")
-        r, w, local, how = _place(rank, world)
-        if not 0 <= r < w:
-            raise ValueError(f"rank {r} of a world of {w}")
         gpu = _cuqr.array_device(A_local)
-        if gpu is None:
-            gpu = int(device) if device is not None else local
-        comm = _comm(r, w, gpu, how)
+        if group is not None:
+            if rank is not None or world is not None:
+                raise ValueError("rank and world are the group's: give group= alone")
+            if gpu is None:
+                env = _cuqr.launch_env()
+                gpu = int(device) if device is not None else (0 if env is None else env[2])
+            comm = _group_comm(group, gpu)
+        else:
+            r, w, local, how = _place(rank, world)
+            if not 0 <= r < w:
+                raise ValueError(f"rank {r} of a world of {w}")
+            if gpu is None:
+                gpu = int(device) if device is not None else local
+            comm = _comm(r, w, gpu, how)
         # this rank's arrays are checked, then every rank hears of any rank that failed
         problem = None
         try:

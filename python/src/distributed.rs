@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use cuqr::distributed::{DistQr, NcclId, RankComm};
+use cuqr::distributed::{DistQr, ForeignNccl, NcclId, RankComm};
 use cuqr::{DevMat, FactorParams, Gpu, Mat, QPolicy, UpdateParams};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -181,6 +181,20 @@ impl PyRankComm {
         let id = NcclId::from_hex(id_hex).map_err(to_py)?;
         let mut gpu = gpu_py(device)?;
         let comm = unlocked(py, &mut gpu, |g| RankComm::new(g, rank, world, id)).map_err(to_py)?;
+        Ok(Self { comm })
+    }
+
+    /// Joins the group of a communicator that another library made and owns (`comm`, the
+    /// address of its `ncclComm_t`, e.g. PyTorch's `ProcessGroupNCCL._comm_ptr()`) on GPU
+    /// `device`. The caller keeps it alive and its owner's stream idle while cuqr uses it.
+    #[staticmethod]
+    fn from_nccl(py: Python<'_>, comm: usize, device: usize) -> PyResult<Self> {
+        let mut gpu = gpu_py(device)?;
+        // SAFETY: the Python layer passes the live communicator of a process group that it
+        // keeps referenced for as long as this object lives, after synchronising the owner's
+        // stream (`cuqr.distributed._comm_of_group`); the address is its `ncclComm_t`.
+        let foreign = unsafe { ForeignNccl::new(comm as *mut core::ffi::c_void) };
+        let comm = unlocked(py, &mut gpu, |g| RankComm::from_nccl(g, foreign)).map_err(to_py)?;
         Ok(Self { comm })
     }
 

@@ -53,6 +53,17 @@ dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
 qr = cd.QR(torch.from_numpy(A[mine]).to(dev), torch.from_numpy(b[mine]).to(dev), q="thin")
 assert qr.world == world and qr.rank == rank and sum(qr.rows_per_rank) == m
 run(qr, "torch", got)
+# 2b: the communicator of an NCCL process group, used instead of making one (where this
+# PyTorch shares it); rows as NumPy arrays, R only with the data kept
+nccl_group = dist.new_group(backend="nccl")
+if hasattr(nccl_group._get_backend(dev), "_comm_ptr"):
+    qr = cd.QR(A[mine], b[mine], keep_data=True, group=nccl_group)
+    assert qr.world == world and qr.rank == rank
+    run(qr, "group", got)
+    # torch's own collectives on the group still work after cuqr's
+    t = torch.ones(1, device=dev)
+    dist.all_reduce(t, group=nccl_group)
+    assert t.item() == world
 # 3: one rank's rows hold a NaN (refused in the library), or are 1-D (refused in Python):
 # every rank raises, none waits
 bad = A[mine].copy()
@@ -82,6 +93,8 @@ if rank == 0:
         s.insert_cols(3, U[: s.shape[0]])
         one[f"{tag}_insert_cols"] = s.solve()
     one["after_refusals"] = cuqr.QR(A, b, q=None, device="cuda:0").solve()
+    if "group_factorize" in got:
+        one.update({k.replace("tcp_", "group_"): v for k, v in one.items() if k.startswith("tcp_")})
     np.savez(os.path.join(out, "one_gpu.npz"), **one)
 dist.barrier()
 dist.destroy_process_group()

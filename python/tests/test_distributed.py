@@ -80,7 +80,8 @@ def gpus():
 
 
 def test_torchrun_two_ranks_agree_with_one_gpu(tmp_path):
-    """Two processes under torchrun: the TCP rendezvous, then torch.distributed's store;
+    """Two processes under torchrun: the TCP rendezvous, then torch.distributed's store,
+    then an NCCL process group's own communicator (where PyTorch shares it);
     NumPy and torch CUDA rows; updates; every rank's x equal to the last bit and to one
     GPU's; a block refused by one rank raises on both (worker: dist_worker.py)."""
     if gpus() < 2:
@@ -88,7 +89,8 @@ def test_torchrun_two_ranks_agree_with_one_gpu(tmp_path):
             pytest.fail("CUQR_REQUIRE_GPU=1 but no GPU")
         pytest.skip("fewer than two GPUs")
     torch = pytest.importorskip("torch")
-    del torch
+    shares = hasattr(getattr(torch._C, "_distributed_c10d", None), "ProcessGroupNCCL") and hasattr(
+        torch._C._distributed_c10d.ProcessGroupNCCL, "_comm_ptr")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(cuqr.__file__)),
                                         env.get("PYTHONPATH", "")])
@@ -102,6 +104,7 @@ def test_torchrun_two_ranks_agree_with_one_gpu(tmp_path):
     res = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     keys = sorted(res[0].files)
     assert keys == sorted(res[1].files) and len(keys) >= 8
+    assert ("group_factorize" in keys) == shares, keys
     for k in keys:
         np.testing.assert_array_equal(res[0][k], res[1][k], err_msg=k)
     one = np.load(tmp_path / "one_gpu.npz")

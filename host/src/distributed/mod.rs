@@ -39,8 +39,11 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::gpu::ffi::nccl::ForeignComm;
+pub use crate::gpu::ffi::nccl::ForeignNccl;
 pub use launch::{Launch, Rendezvous};
 pub use net::DistScalar;
+use net::Link;
 pub(crate) use net::Net;
 pub use tree::Combine;
 
@@ -167,7 +170,50 @@ impl RankComm {
         let comm = cudarc::nccl::Comm::from_rank(gpu.stream().clone(), rank, world, id.0)
             .map_err(net::nccl_err("joining the group"))?;
         Ok(Self {
-            net: Rc::new(Net::Rank(comm)),
+            net: Rc::new(Net::Rank(Link::Own(comm))),
+            gpu: gpu.clone(),
+            rank,
+            world,
+            combine: Combine::Auto,
+        })
+    }
+
+    /// Joins the group of a communicator that another library made (PyTorch's
+    /// `ProcessGroupNCCL`, say) instead of making one: the rank and world size are the
+    /// communicator's, its device must be `gpu`'s. Nothing waits: the communicator exists
+    /// already. cuqr issues its collectives on `gpu`'s stream and never destroys it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] for a null communicator or one on another device;
+    /// [`Error::NoDevice`] without the NCCL library; [`Error::Driver`] if NCCL cannot read
+    /// it.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn demo(ptr: usize) -> cuqr::Result<()> {
+    /// use std::sync::Arc;
+    /// use cuqr::distributed::{ForeignNccl, RankComm};
+    /// let gpu = Arc::new(cuqr::Gpu::new(0)?);
+    /// // SAFETY: `ptr` is a live communicator on device 0 whose owner is idle (ForeignNccl::new).
+    /// let comm = RankComm::from_nccl(&gpu, unsafe { ForeignNccl::new(ptr as *mut _) })?;
+    /// assert!(comm.rank() < comm.world());
+    /// # Ok(()) }
+    /// ```
+    pub fn from_nccl(gpu: &Arc<Gpu>, comm: ForeignNccl) -> Result<Self> {
+        let comm = ForeignComm::new(comm, gpu.stream().clone())?;
+        let (rank, world, device) = comm.place();
+        if device != gpu.ordinal() || rank >= world {
+            return Err(Error::InvalidParam {
+                op: "RankComm::from_nccl",
+                what: "comm",
+                why: format!(
+                    "rank {rank} of {world} on device {device}, used on device {}",
+                    gpu.ordinal()
+                ),
+            });
+        }
+        Ok(Self {
+            net: Rc::new(Net::Rank(Link::Foreign(comm))),
             gpu: gpu.clone(),
             rank,
             world,

@@ -11,6 +11,7 @@ use cudarc::nccl::{group_end, group_start, Comm, ReduceOp};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::driver::StreamAlloc;
+use crate::gpu::ffi::nccl::ForeignComm;
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
 /// A scalar the distributed state can hold: a [`GpuScalar`] that NCCL can reduce (`f32`,
@@ -26,7 +27,58 @@ pub(crate) enum Net {
     /// Every rank in this process, one communicator per device (collectives grouped).
     Group(Vec<Comm>),
     /// This process is one rank of `world`.
-    Rank(Comm),
+    Rank(Link),
+}
+
+/// The communicator of a process that is one rank: its own, or one another library made.
+pub(crate) enum Link {
+    /// Made by cuqr from a shared id ([`crate::distributed::RankComm::new`]); destroyed with it.
+    Own(Comm),
+    /// Made and owned by another library ([`crate::distributed::RankComm::from_nccl`]).
+    Foreign(ForeignComm),
+}
+
+type NcclResult = std::result::Result<(), cudarc::nccl::result::NcclError>;
+
+impl Link {
+    fn all_reduce_sum<T: DistScalar>(&self, buf: &mut CudaSlice<T>) -> NcclResult {
+        match self {
+            Link::Own(c) => c.all_reduce_in_place(buf, &ReduceOp::Sum).map(|_| ()),
+            Link::Foreign(c) => c.all_reduce_sum(buf),
+        }
+    }
+
+    fn broadcast<T: DistScalar>(&self, buf: &mut CudaSlice<T>, root: usize) -> NcclResult {
+        match self {
+            Link::Own(c) => c.broadcast_in_place(buf, root as i32).map(|_| ()),
+            Link::Foreign(c) => c.broadcast(buf, root),
+        }
+    }
+
+    fn all_gather<T: DistScalar>(
+        &self,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+    ) -> NcclResult {
+        match self {
+            Link::Own(c) => c.all_gather(send, recv).map(|_| ()),
+            Link::Foreign(c) => c.all_gather(send, recv),
+        }
+    }
+
+    fn send<T: DistScalar>(&self, buf: &CudaSlice<T>, peer: usize) -> NcclResult {
+        match self {
+            Link::Own(c) => c.send(buf, peer as i32),
+            Link::Foreign(c) => c.send(buf, peer),
+        }
+    }
+
+    fn recv<T: DistScalar>(&self, buf: &mut CudaSlice<T>, peer: usize) -> NcclResult {
+        match self {
+            Link::Own(c) => c.recv(buf, peer as i32).map(|_| ()),
+            Link::Foreign(c) => c.recv(buf, peer),
+        }
+    }
 }
 
 /// An NCCL error as a [`Error::Driver`] (a failed collective may leave the buffers
@@ -119,10 +171,7 @@ impl Net {
             Net::Group(comms) => grouped(comms, bufs, "all-reduce", |c, b| {
                 c.all_reduce_in_place(*b, &ReduceOp::Sum).map(|_| ())
             }),
-            Net::Rank(c) => c
-                .all_reduce_in_place(bufs[0], &ReduceOp::Sum)
-                .map(|_| ())
-                .map_err(nccl_err("all-reduce")),
+            Net::Rank(c) => c.all_reduce_sum(bufs[0]).map_err(nccl_err("all-reduce")),
         }
     }
 
@@ -150,10 +199,7 @@ impl Net {
             Net::Group(comms) => grouped(comms, bufs, "broadcast", |c, b| {
                 c.broadcast_in_place(*b, root as i32).map(|_| ())
             }),
-            Net::Rank(c) => c
-                .broadcast_in_place(bufs[0], root as i32)
-                .map(|_| ())
-                .map_err(nccl_err("broadcast")),
+            Net::Rank(c) => c.broadcast(bufs[0], root).map_err(nccl_err("broadcast")),
         }
     }
 
@@ -190,7 +236,6 @@ impl Net {
             }
             Net::Rank(c) => c
                 .all_gather(sends[0], recvs[0])
-                .map(|_| ())
                 .map_err(nccl_err("all-gather")),
         }
     }
@@ -242,10 +287,9 @@ impl Net {
             Net::Rank(c) => {
                 let r = my_ranks[0];
                 if let Some(to) = sends_to(r) {
-                    c.send(sends[0], to as i32)
-                        .map_err(nccl_err("tree exchange"))?;
+                    c.send(sends[0], to).map_err(nccl_err("tree exchange"))?;
                 } else if receives(r) {
-                    c.recv(recvs[0], (r + stride) as i32)
+                    c.recv(recvs[0], r + stride)
                         .map_err(nccl_err("tree exchange"))?;
                 }
                 Ok(())
@@ -297,7 +341,7 @@ impl Net {
             .stream()
             .htod_copy(&flag)
             .map_err(crate::gpu::runtime::driver_err("uploading a flag"))?;
-        c.broadcast_in_place(&mut dev, owner as i32)
+        c.broadcast(&mut dev, owner)
             .map_err(nccl_err("broadcast"))?;
         let back = gpu
             .stream()

@@ -12,7 +12,7 @@ use std::time::Instant;
 use cudarc::driver::CudaSlice;
 
 use super::{DistScalar, Net};
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::params::QPolicy;
 use crate::gpu::algo::thin;
 use crate::gpu::ffi::blas::{Op, Side};
@@ -109,13 +109,13 @@ pub(crate) fn tree_combine<T: DistScalar>(
             g.synchronize()?;
         }
         comm_ms += t.elapsed().as_secs_f64() * 1e3;
-        for (i, &r) in ranks.iter().enumerate() {
-            if r.is_multiple_of(2 * stride) && r + stride < world {
-                let theirs = DevMatView::new(recvs[i].slice(..), n, n + q, ld)?;
-                let (pack, e) = pair_qr(gr[i], &packs[i], &theirs, n, q)?;
-                extra2.iter_mut().zip(e).for_each(|(x, e)| *x += e * e);
-                packs[i] = pack;
-            }
+        let receivers: Vec<usize> = (0..ranks.len())
+            .filter(|&i| ranks[i].is_multiple_of(2 * stride) && ranks[i] + stride < world)
+            .collect();
+        let outs = level_qrs(gpus, &packs, &recvs, &receivers, (n, q, ld))?;
+        for (&i, (pack, e)) in receivers.iter().zip(outs) {
+            extra2.iter_mut().zip(e).for_each(|(x, e)| *x += e * e);
+            packs[i] = pack;
         }
         stride *= 2;
     }
@@ -128,6 +128,58 @@ pub(crate) fn tree_combine<T: DistScalar>(
         extra2,
         comm_ms,
     })
+}
+
+/// The pair QRs of one level: `receivers[k]` is the index of a held rank that factorises
+/// its pack with the partner's in `recvs`. On distinct device handles (GPUs, or partitions
+/// made by [`Gpu::partition`]) each runs in a thread of its own, so that the level takes
+/// about one pair QR's time; on one shared handle they run one after the other. The first
+/// handle's context is bound to this thread again afterwards.
+fn level_qrs<T: DistScalar>(
+    gpus: &[Arc<Gpu>],
+    packs: &[DevMat<T>],
+    recvs: &[CudaSlice<T>],
+    receivers: &[usize],
+    (n, q, ld): (usize, usize, usize),
+) -> Result<Vec<(DevMat<T>, Vec<f64>)>> {
+    let one = |i: usize| -> Result<(DevMat<T>, Vec<f64>)> {
+        let theirs = DevMatView::new(recvs[i].slice(..), n, n + q, ld)?;
+        pair_qr(&gpus[i], &packs[i], &theirs, n, q)
+    };
+    let distinct = receivers.iter().enumerate().all(|(k, &i)| {
+        receivers[..k]
+            .iter()
+            .all(|&j| !Arc::ptr_eq(&gpus[i], &gpus[j]))
+    });
+    if receivers.len() < 2 || !distinct {
+        return receivers.iter().map(|&i| one(i)).collect();
+    }
+    let outs: Vec<Result<(DevMat<T>, Vec<f64>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = receivers
+            .iter()
+            .map(|&i| {
+                let one = &one;
+                s.spawn(move || {
+                    gpus[i]
+                        .context()
+                        .bind_to_thread()
+                        .map_err(crate::gpu::runtime::driver_err("binding the context"))?;
+                    one(i)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Driver("a pair QR panicked".into())))
+            })
+            .collect()
+    });
+    gpus[0]
+        .context()
+        .bind_to_thread()
+        .map_err(crate::gpu::runtime::driver_err("binding the context"))?;
+    outs.into_iter().collect()
 }
 
 /// The QR of [R_a d_a; R_b d_b] (2n×(n+q)): the new pack [R d] (R upper triangular) and

@@ -156,6 +156,47 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal).map_err(|e| {
             Error::NoDevice(format!("cannot create a context on device {ordinal}: {e}"))
         })?;
+        let kernels = Kernels::load(&ctx)?;
+        let (major, _) = ctx
+            .compute_capability()
+            .map_err(driver_err("compute capability"))?;
+        let sm90 = crate::gpu::runtime::module::Sm90Kernels::load(&ctx, major)?;
+        crate::gpu::ffi::driver::keep_pool_memory(&ctx)?;
+        Self::with_kernels(ctx, kernels, sm90)
+    }
+
+    /// A second handle on this device for a logical partition that runs beside this one:
+    /// the same context and loaded kernels, its own streams and cuBLAS/cuSOLVER handles,
+    /// so that work issued on it from another thread overlaps work on this one (a
+    /// distributed state's tree combine runs each level's pair QRs side by side on such
+    /// partitions; docs/scaling.md#the-tree-combine). Buffers may pass between the two:
+    /// the streams are ordered by the events cudarc records on every buffer.
+    ///
+    /// # Errors
+    /// [`Error::Driver`], [`Error::Cublas`] or [`Error::Cusolver`] if a stream or handle
+    /// cannot be made.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// let gpu = Arc::new(cuqr::Gpu::new(0)?);
+    /// let parts: Vec<Arc<cuqr::Gpu>> =
+    ///     (0..8).map(|_| gpu.partition().map(Arc::new)).collect::<Result<_, _>>()?;
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn partition(&self) -> Result<Self> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_err("binding the context"))?;
+        Self::with_kernels(self.ctx.clone(), self.kernels.clone(), self.sm90.clone())
+    }
+
+    /// The streams and library handles of a device handle on `ctx` with its kernels loaded.
+    fn with_kernels(
+        ctx: Arc<CudaContext>,
+        kernels: Kernels,
+        sm90: Option<crate::gpu::runtime::module::Sm90Kernels>,
+    ) -> Result<Self> {
         let stream = ctx.new_stream().map_err(driver_err("creating stream 1"))?;
         let stream2 = ctx.new_stream().map_err(driver_err("creating stream 2"))?;
         let stream3 = ctx.new_stream().map_err(driver_err("creating stream 3"))?;
@@ -170,12 +211,6 @@ impl Gpu {
             .map_err(|e| Error::cublas("creating the second handle", e))?;
         let solver = DnHandle::new(stream.clone())
             .map_err(|e| Error::cusolver("creating the dense handle", e))?;
-        let kernels = Kernels::load(&ctx)?;
-        let (major, _) = ctx
-            .compute_capability()
-            .map_err(driver_err("compute capability"))?;
-        let sm90 = crate::gpu::runtime::module::Sm90Kernels::load(&ctx, major)?;
-        crate::gpu::ffi::driver::keep_pool_memory(&ctx)?;
         Ok(Self {
             blas,
             blas_urgent,
