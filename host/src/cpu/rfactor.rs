@@ -186,12 +186,14 @@ pub fn retriangularise_band<T: Scalar>(
     let rows = r.nrows();
     let c = r.ncols();
     let q = d.ncols();
+    let (mut tail, mut buf) = (Vec::with_capacity(band), Vec::with_capacity(band));
     for j in k0..c.min(rows) {
         let end = (j + 1 + band).min(rows);
         if end <= j + 1 {
             continue;
         }
-        let mut tail: Vec<T> = (j + 1..end).map(|i| r[(i, j)]).collect();
+        tail.clear();
+        tail.extend((j + 1..end).map(|i| r[(i, j)]));
         let (beta, tau) = house(r[(j, j)], &mut tail);
         r[(j, j)] = beta;
         for i in j + 1..end {
@@ -200,7 +202,8 @@ pub fn retriangularise_band<T: Scalar>(
         if tau == T::ZERO {
             continue;
         }
-        let mut buf = vec![T::ZERO; end - j - 1];
+        buf.clear();
+        buf.resize(end - j - 1, T::ZERO);
         for k in j + 1..c {
             let mut head = r[(j, k)];
             for (b, i) in buf.iter_mut().zip(j + 1..end) {
@@ -230,21 +233,47 @@ pub fn retriangularise_band<T: Scalar>(
 /// Deletes columns k0..k0+p of R (n×n), re-triangularises, and moves the last p rows of
 /// d into the residual norms: R' is (n−p)×(n−p), d' (n−p)×q.
 pub fn delete_cols<T: Scalar>(r: &mut Mat<T>, d: &mut Mat<T>, rho: &mut [T], k0: usize, p: usize) {
-    let n = r.ncols();
-    let q = d.ncols();
-    let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
-    let mut rr = Mat::from_fn(n, n - p, |i, j| r[(i, keep[j])]);
-    retriangularise_band(&mut rr, d, k0, p, |_, _, _| {});
-    *r = Mat::from_fn(
-        n - p,
-        n - p,
-        |i, j| if i <= j { rr[(i, j)] } else { T::ZERO },
-    );
-    for k in 0..q {
-        let tail: Vec<T> = (n - p..n).map(|i| d[(i, k)]).collect();
-        rho[k] = rho[k].hypot(nrm2(&tail));
+    let mut gone = vec![T::ZERO; d.ncols()];
+    delete_cols_keeping(r, d, k0, p, &mut gone, |_, _, _| {});
+    for (x, g) in rho.iter_mut().zip(gone) {
+        *x = x.hypot(g);
     }
-    *d = Mat::from_fn(n - p, q, |i, k| d[(i, k)]);
+}
+
+/// Deletes columns k0..k0+p of R (n×n) and re-triangularises the band below them
+/// (docs/algorithms.md#column-deletion), in R's and d's own buffers: R becomes
+/// (n−p)×(n−p) and d (n−p)×q. `on_reflector(j, tail, τ)` is called for each reflector,
+/// as by [`retriangularise_band`], so that a state with Q can apply it to its columns.
+pub fn delete_cols_with<T: Scalar>(
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    k0: usize,
+    p: usize,
+    on_reflector: impl FnMut(usize, &[T], T),
+) {
+    let mut gone = vec![T::ZERO; d.ncols()];
+    delete_cols_keeping(r, d, k0, p, &mut gone, on_reflector);
+}
+
+/// [`delete_cols_with`], also returning in `gone` the norm of each column of d's last p
+/// rows (the part that leaves for the residual).
+fn delete_cols_keeping<T: Scalar>(
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    k0: usize,
+    p: usize,
+    gone: &mut [T],
+    on_reflector: impl FnMut(usize, &[T], T),
+) {
+    let n = r.ncols();
+    r.remove_rows_cols(0..0, k0..k0 + p);
+    retriangularise_band(r, d, k0, p, on_reflector);
+    // the band's reflectors zeroed R's entries below the diagonal; rows n−p.. are zero
+    r.remove_rows_cols(n - p..n, 0..0);
+    for (k, g) in gone.iter_mut().enumerate() {
+        *g = nrm2(&d.col(k)[n - p..n]);
+    }
+    d.remove_rows_cols(n - p..n, 0..0);
 }
 
 /// Inserts p columns at k0: `c` (n×p) is their part along the current factor's columns
@@ -330,8 +359,13 @@ pub fn rank_one<T: Scalar>(
 ) -> Vec<T> {
     let (n, q) = (r.ncols(), d.ncols());
     debug_assert!(w.len() == n + 1 && f.len() == q && v.len() == n);
-    let mut ra = Mat::from_fn(n + 1, n, |i, j| if i < n { r[(i, j)] } else { T::ZERO });
-    let mut da = Mat::from_fn(n + 1, q, |i, k| if i < n { d[(i, k)] } else { f[k] });
+    // R and d gain a last row (zeros, f) in their own buffers and lose it at the end.
+    let (ra, da) = (r, d);
+    ra.insert_zero_rows(n, 1);
+    da.insert_zero_rows(n, 1);
+    for (k, &fk) in f.iter().enumerate() {
+        da[(n, k)] = fk;
+    }
     let rotate_rows = |ra: &mut Mat<T>, da: &mut Mat<T>, i: usize, c: T, s: T, from: usize| {
         for col in from..n {
             let (mut x, mut y) = (ra[(i - 1, col)], ra[(i, col)]);
@@ -350,7 +384,7 @@ pub fn rank_one<T: Scalar>(
         let (cs, sn, rho) = givens(w[i - 1], w[i]);
         w[i - 1] = rho;
         w[i] = T::ZERO;
-        rotate_rows(&mut ra, &mut da, i, cs, sn, i - 1);
+        rotate_rows(ra, da, i, cs, sn, i - 1);
         rot(i, cs, sn);
     }
     for j in 0..n {
@@ -360,12 +394,14 @@ pub fn rank_one<T: Scalar>(
         let (cs, sn, rho) = givens(ra[(i, i)], ra[(i + 1, i)]);
         ra[(i, i)] = rho;
         ra[(i + 1, i)] = T::ZERO;
-        rotate_rows(&mut ra, &mut da, i + 1, cs, sn, i + 1);
+        rotate_rows(ra, da, i + 1, cs, sn, i + 1);
         rot(i + 1, cs, sn);
     }
-    *r = Mat::from_fn(n, n, |i, j| if i <= j { ra[(i, j)] } else { T::ZERO });
-    *d = Mat::from_fn(n, q, |i, k| da[(i, k)]);
-    (0..q).map(|k| da[(n, k)]).collect()
+    // Stage B zeroed the sub-diagonal that stage A filled; R's last row is zero again.
+    let last = (0..q).map(|k| da[(n, k)]).collect();
+    ra.remove_rows_cols(n..n + 1, 0..0);
+    da.remove_rows_cols(n..n + 1, 0..0);
+    last
 }
 
 /// R⁻¹ y for each column of `y` (back substitution), n×k.

@@ -131,9 +131,7 @@ pub fn delete_cols<T: Scalar>(
     p: usize,
 ) {
     let (m, n) = (q1.nrows(), q1.ncols());
-    let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
-    let mut rr = Mat::from_fn(n, n - p, |i, j| r[(i, keep[j])]);
-    rfactor::retriangularise_band(&mut rr, d, k0, p, |j, tail, tau| {
+    rfactor::delete_cols_with(r, d, k0, p, |j, tail, tau| {
         let mut row = vec![T::ZERO; tail.len()];
         for i in 0..m {
             let mut head = q1[(i, j)];
@@ -148,13 +146,7 @@ pub fn delete_cols<T: Scalar>(
             }
         }
     });
-    *r = Mat::from_fn(
-        n - p,
-        n - p,
-        |i, j| if i <= j { rr[(i, j)] } else { T::ZERO },
-    );
     *q1 = Mat::from_fn(m, n - p, |i, j| q1[(i, j)]);
-    *d = Mat::from_fn(n - p, d.ncols(), |i, k| d[(i, k)]);
 }
 
 /// Inserts the p×n rows `u` with right-hand sides `e` (p×q) as rows k0..k0+p

@@ -138,18 +138,10 @@ pub fn delete_cols<T: Scalar>(
     p: usize,
 ) -> PendingQ<T> {
     let n = q1.ncols();
-    let keep: Vec<usize> = (0..k0).chain(k0 + p..n).collect();
-    let mut rr = Mat::from_fn(n, n - p, |i, j| r[(i, keep[j])]);
     let mut steps = ColumnTransforms::from_column(k0);
-    rfactor::retriangularise_band(&mut rr, d, k0, p, |j, tail, tau| {
+    rfactor::delete_cols_with(r, d, k0, p, |j, tail, tau| {
         steps.reflect(j, j + 1, tail, tau)
     });
-    *r = Mat::from_fn(
-        n - p,
-        n - p,
-        |i, j| if i <= j { rr[(i, j)] } else { T::ZERO },
-    );
-    *d = Mat::from_fn(n - p, d.ncols(), |i, k| d[(i, k)]);
     PendingQ {
         steps,
         first: k0,
