@@ -306,6 +306,30 @@ impl<'a, T: Scalar> MatRef<'a, T> {
     }
     /// Frobenius norm, computed in f64 with scaling.
     pub fn norm_fro(&self) -> f64 {
+        // One pass of plain squares first: where their sum is finite and far above the
+        // underflow threshold, no entry overflowed and the squares that underflowed weigh
+        // less than a rounding of the sum, so it is the norm's square (as accurate as the
+        // scaled sum). Otherwise (huge or tiny entries, NaN, ±∞) the scaled two passes.
+        const SAFE_MIN_SSQ: f64 = 1e-250;
+        let mut plain = [0.0f64; 4];
+        for j in 0..self.ncols() {
+            let col = self.col(j);
+            let mut chunks = col.chunks_exact(4);
+            for c in &mut chunks {
+                for (s, x) in plain.iter_mut().zip(c) {
+                    let t = x.to_f64();
+                    *s = t.mul_add(t, *s);
+                }
+            }
+            for x in chunks.remainder() {
+                let t = x.to_f64();
+                plain[0] = t.mul_add(t, plain[0]);
+            }
+        }
+        let ssq = (plain[0] + plain[1]) + (plain[2] + plain[3]);
+        if ssq.is_finite() && ssq >= SAFE_MIN_SSQ {
+            return ssq.sqrt();
+        }
         // Four independent lanes per pass, so that both loops vectorise.
         let mut lanes = [0.0f64; 4];
         for j in 0..self.ncols() {
