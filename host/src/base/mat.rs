@@ -311,22 +311,7 @@ impl<'a, T: Scalar> MatRef<'a, T> {
         // less than a rounding of the sum, so it is the norm's square (as accurate as the
         // scaled sum). Otherwise (huge or tiny entries, NaN, ±∞) the scaled two passes.
         const SAFE_MIN_SSQ: f64 = 1e-250;
-        let mut plain = [0.0f64; 4];
-        for j in 0..self.ncols() {
-            let col = self.col(j);
-            let mut chunks = col.chunks_exact(4);
-            for c in &mut chunks {
-                for (s, x) in plain.iter_mut().zip(c) {
-                    let t = x.to_f64();
-                    *s = t.mul_add(t, *s);
-                }
-            }
-            for x in chunks.remainder() {
-                let t = x.to_f64();
-                plain[0] = t.mul_add(t, plain[0]);
-            }
-        }
-        let ssq = (plain[0] + plain[1]) + (plain[2] + plain[3]);
+        let ssq = self.sum_of_squares(1.0);
         if ssq.is_finite() && ssq >= SAFE_MIN_SSQ {
             return ssq.sqrt();
         }
@@ -357,6 +342,12 @@ impl<'a, T: Scalar> MatRef<'a, T> {
                 .sum();
             return scale * ssq.sqrt();
         }
+        scale * self.sum_of_squares(inv).sqrt()
+    }
+
+    /// Σ (x·`inv`)² over the entries, in f64, in four independent lanes (so that the loop
+    /// vectorises); `inv = 1` multiplies exactly.
+    fn sum_of_squares(&self, inv: f64) -> f64 {
         let mut ssq = [0.0f64; 4];
         for j in 0..self.ncols() {
             let col = self.col(j);
@@ -372,7 +363,7 @@ impl<'a, T: Scalar> MatRef<'a, T> {
                 ssq[0] = t.mul_add(t, ssq[0]);
             }
         }
-        scale * ((ssq[0] + ssq[1]) + (ssq[2] + ssq[3])).sqrt()
+        (ssq[0] + ssq[1]) + (ssq[2] + ssq[3])
     }
 }
 
