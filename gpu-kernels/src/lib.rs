@@ -529,6 +529,15 @@ entries! {
          q: usize, p: usize, tau: *mut T, counter: *mut u32, base: u32, cpb: usize,
          ring: usize) => row_insert::band_qr;
 
+    /// The QRs of stacked pairs of triangles, one block a pair: a tree combine's level
+    /// (docs/scaling.md#the-tree-combine; row_insert.rs).
+    ///
+    /// # Safety
+    /// As `row_insert::pairs` documents (grid, block, shared memory, pointer arrays).
+    row_insert_pairs_f32, row_insert_pairs_f64
+        (packs: *const *mut T, partners: *const *mut T, ld: usize, n: usize, q: usize,
+         norms: *mut T) => row_insert::pairs;
+
     /// TSQR leaf QRs of one tree level (docs/algorithms.md#tsqr; tsqr/leaf_qr.rs).
     ///
     /// # Safety

@@ -64,8 +64,8 @@ unsafe fn load_chunk<T: Float, const C: usize>(v: *const T, first: usize, p: usi
 /// col −= τw·y).
 ///
 /// # Safety
-/// The full warp calls convergently; `top` (1), `col` and `y` (p each) are shared
-/// memory this warp alone writes during the call.
+/// The full warp calls convergently; `top` (1), `col` and `y` (p each) are shared or
+/// global memory that this warp alone writes during the call.
 #[inline(always)]
 unsafe fn apply_col<T: Float, const C: usize>(
     top: *mut T,
@@ -193,7 +193,8 @@ unsafe fn generate<T: Float, const C: usize>(top: *mut T, col: *mut T, p: usize)
 /// s·√Σ(xᵢ/s)², as the CPU `house`; s itself when s is not finite); `None` for x = 0.
 ///
 /// # Safety
-/// The full warp calls convergently; `col` holds p elements of shared memory.
+/// The full warp calls convergently; `col` holds p elements (shared or global memory)
+/// that nobody writes during the call.
 #[inline(always)]
 unsafe fn scaled_norm<T: Float, const C: usize>(col: *const T, p: usize, lane: usize) -> Option<T> {
     let mut mx = T::ZERO;
@@ -784,6 +785,356 @@ unsafe fn publish_reflector<T: Float, const BAND: bool, const C: usize>(
         unsafe {
             sready.write_volatile((lc + 1) as u32);
             device::st_release_u32(flags.wrapping_add(k), set);
+        }
+    }
+}
+
+/// Reflectors of a group of `row_insert_pairs`: one block barrier a group, and each
+/// trailing column read and written once a group.
+pub const PAIRS_NB: usize = 8;
+
+/// Largest n of `row_insert_pairs`: a column's rows in 16 registers a lane.
+pub const PAIRS_MAX_N: usize = 16 * WARP;
+
+/// `row_insert_pairs`: the QRs of many stacked pairs of triangles [R_a d_a; R_b d_b] (each
+/// R n×n upper triangular, each d n×q), one block a pair: the tree combine's level of pair
+/// QRs in one launch (docs/algorithms.md#row-insertion with U = R_b;
+/// docs/scaling.md#the-tree-combine). Reflector j is v = [e_j; y_j] with y_j in rows 0..=j
+/// of R_b's column j: column k of R_b stays zero below row k under the reflectors 0..k, so
+/// reflector j touches row j of [R_a d_a] and rows 0..=j of [R_b d_b] only.
+///
+/// The reflectors come in groups of [`PAIRS_NB`]. While the block applies group g, one warp
+/// (the panel warp, g + 1 mod warps) applies it to the columns of group g + 1, copies them
+/// into the shared panel of parity g + 1 and factorises them there (the `generate` and
+/// `apply_col` of `row_insert_qr`), writing their R block; the other warps take the later
+/// columns in turn, each held in registers (row i at lane i mod 32) while the group's
+/// reflectors are applied from the shared panel, so a column is read and written once a
+/// group. One block barrier a group orders everything.
+///
+/// Outputs: `packs[i]` holds the pair's [R d] (R upper triangular in rows 0..n; its strict
+/// lower triangle is neither read nor written), `partners[i]` the transformed d_b in its
+/// last q columns (the rows the pair's QR moves below n; its first n columns are scratch),
+/// and `norms[i·q + c]` the 2-norm of column c of that transformed d_b (scaled sum of
+/// squares).
+///
+/// Launch: grid (pairs, 1), block a multiple of 32 from 64 to 1024, dynamic shared memory
+/// (2·PAIRS_NB·(n + PAIRS_NB) + 2·PAIRS_NB)·size_of::<T>() bytes.
+///
+/// # Safety
+/// Launch shape as documented; 1 ≤ n ≤ [`PAIRS_MAX_N`]; `packs` and `partners` readable for
+/// `pairs` device pointers each, every one read-writable n×(n+q) with leading dimension
+/// `ld` ≥ n, no two of the 2·pairs matrices overlapping; `norms` writable for pairs·q
+/// elements, overlapping none of them.
+#[inline(always)]
+pub unsafe fn pairs<T: Float>(
+    packs: *const *mut T,
+    partners: *const *mut T,
+    ld: usize,
+    n: usize,
+    q: usize,
+    norms: *mut T,
+) {
+    // SAFETY: forwarded; S slots a lane hold n ≤ 32·S rows.
+    unsafe {
+        if n <= WARP {
+            pairs_with::<T, 1>(packs, partners, ld, n, q, norms)
+        } else if n <= 4 * WARP {
+            pairs_with::<T, 4>(packs, partners, ld, n, q, norms)
+        } else {
+            pairs_with::<T, 16>(packs, partners, ld, n, q, norms)
+        }
+    }
+}
+
+/// A pair's two matrices and their geometry.
+#[derive(Clone, Copy)]
+struct Pair<T> {
+    /// [R_a d_a] (the pack), n×(n+q).
+    a: *mut T,
+    /// [R_b d_b] (the partner), n×(n+q).
+    b: *mut T,
+    /// Their leading dimension.
+    ld: usize,
+    /// Rows of a panel column: [`PAIRS_NB`] tops, then n tail rows.
+    ldp: usize,
+}
+
+/// The body of [`pairs`] with S register slots a lane (n ≤ 32·S).
+///
+/// # Safety
+/// As [`pairs`], with n ≤ 32·S.
+#[inline(always)]
+unsafe fn pairs_with<T: Float, const S: usize>(
+    packs: *const *mut T,
+    partners: *const *mut T,
+    ld: usize,
+    n: usize,
+    q: usize,
+    norms: *mut T,
+) {
+    let pair = device::block_x();
+    let tid = device::thread_linear();
+    let (warp, lane) = (tid / WARP, tid % WARP);
+    let nw = device::block_threads() / WARP;
+    let ncol = n + q;
+    // SAFETY: `pair` < pairs (grid), the pointer arrays hold `pairs` entries each.
+    let (a, b) = unsafe { (device::ld(packs, pair), device::ld(partners, pair)) };
+    let m = Pair {
+        a,
+        b,
+        ld,
+        ldp: n + PAIRS_NB,
+    };
+    // Shared: the panels of the two parities (PAIRS_NB columns of ldp rows each), then
+    // their τ (PAIRS_NB each).
+    let sh = device::shared::<T>();
+    let panel = |par: usize| sh.wrapping_add(par * PAIRS_NB * m.ldp);
+    let taus = |par: usize| sh.wrapping_add(2 * PAIRS_NB * m.ldp + par * PAIRS_NB);
+    if warp == 0 {
+        // SAFETY: warp-convergent; group 0's columns are warp 0's alone until the barrier
+        // (no reflectors to apply yet: j0 = j1 = 0).
+        unsafe { next_panel::<T, S>(m, (0, 0, PAIRS_NB.min(n)), panel(1), taus(1), panel(0), taus(0), lane) };
+    }
+    // SAFETY: block-uniform barrier.
+    unsafe { device::sync_threads() };
+    let mut j0 = 0;
+    let mut g = 0;
+    while j0 < n {
+        let j1 = (j0 + PAIRS_NB).min(n);
+        let j2 = (j1 + PAIRS_NB).min(n);
+        let par = g % 2;
+        let (pv, tv) = (panel(par) as *const T, taus(par) as *const T);
+        let pw = (g + 1) % nw;
+        if warp == pw {
+            if j1 < n {
+                // SAFETY: warp-convergent; columns j1..j2 are this warp's alone this group,
+                // the panel of parity 1 − par was last read in the previous group.
+                unsafe { next_panel::<T, S>(m, (j0, j1, j2), pv, tv, panel(1 - par), taus(1 - par), lane) };
+            }
+        } else {
+            // The later columns, in turn over the other warps.
+            let mut k = j2 + if warp > pw { warp - 1 } else { warp };
+            while k < ncol {
+                // SAFETY: warp-convergent; column k is this warp's alone this group; its
+                // rows 0..j1 are all ≤ k (k ≥ j1).
+                unsafe {
+                    let (x, top) = apply_group::<T, S>(m, k, j1, (j0, j1), pv, tv, lane);
+                    store_col::<T, S>(m, k, j1, (j0, j1), &x, top, lane);
+                }
+                k += nw - 1;
+            }
+        }
+        // SAFETY: block-uniform barrier (every thread runs every group).
+        unsafe { device::sync_threads() };
+        j0 = j1;
+        g += 1;
+    }
+    let mut c = warp;
+    while c < q {
+        let col = b.wrapping_add((n + c) * ld) as *const T;
+        // SAFETY: warp-convergent; after the last barrier nobody writes B; column n + c of
+        // B holds n rows.
+        let norm = unsafe {
+            if n <= WARP {
+                scaled_norm::<T, 1>(col, n, lane)
+            } else {
+                scaled_norm::<T, CHUNK>(col, n, lane)
+            }
+        }
+        .unwrap_or(T::ZERO);
+        if lane == 0 {
+            // SAFETY: pair < pairs, c < q: in bounds; one writer.
+            unsafe { device::st(norms, pair * q + c, norm) };
+        }
+        c += nw;
+    }
+}
+
+/// Column k of the pair with B's rows 0..rows in registers (row i at lane i mod 32, slot
+/// i / 32; rows past k read as zero) and A(j0..j1, k) at lanes 0..j1 − j0, after the
+/// reflectors j0..j1 (panel column r: v tail from row [`PAIRS_NB`], τ in `tv[r]`).
+///
+/// # Safety
+/// The full warp calls convergently; column k of both matrices is this warp's alone; rows
+/// ≤ 32·S; the panel holds the tails of reflectors j0..j1 (reflector j: j + 1 rows).
+#[inline(always)]
+unsafe fn apply_group<T: Float, const S: usize>(
+    m: Pair<T>,
+    k: usize,
+    rows: usize,
+    (j0, j1): (usize, usize),
+    pv: *const T,
+    tv: *const T,
+    lane: usize,
+) -> ([T; S], T) {
+    let col = m.b.wrapping_add(k * m.ld) as *const T;
+    let mut x = [T::ZERO; S];
+    for (s, xs) in x.iter_mut().enumerate() {
+        let i = s * WARP + lane;
+        if i < rows && i <= k {
+            // SAFETY: i < rows ≤ n: in the column.
+            *xs = unsafe { device::ld(col, i) };
+        }
+    }
+    let mut top = T::ZERO;
+    if lane < j1 - j0 {
+        // SAFETY: row j0 + lane < j1 ≤ n of column k.
+        top = unsafe { device::ld(m.a as *const T, j0 + lane + k * m.ld) };
+    }
+    for r in 0..j1 - j0 {
+        let j = j0 + r;
+        let v = pv.wrapping_add(r * m.ldp + PAIRS_NB);
+        // SAFETY: the panel's τ slot r (contract).
+        let t = unsafe { device::ld(tv, r) };
+        let mut acc = T::ZERO;
+        for (s, xs) in x.iter().enumerate() {
+            let i = s * WARP + lane;
+            if i <= j {
+                // SAFETY: i ≤ j: a row of reflector j's tail.
+                acc = unsafe { device::ld(v, i) }.mul_add(*xs, acc);
+            }
+        }
+        // SAFETY: convergent warp (the loops above are warp-uniform).
+        let (sum, head) = unsafe { (warp_allsum(acc), top.shfl_idx(r as u32)) };
+        if t != T::ZERO {
+            let tw = t.mul(head.add(sum));
+            if lane == r {
+                top = head.sub(tw);
+            }
+            for (s, xs) in x.iter_mut().enumerate() {
+                let i = s * WARP + lane;
+                if i <= j {
+                    // SAFETY: as above.
+                    *xs = tw.neg().mul_add(unsafe { device::ld(v, i) }, *xs);
+                }
+            }
+        }
+    }
+    (x, top)
+}
+
+/// Writes column k's B rows 0..rows from `x` and A(j0..j1, k) from `top` (as
+/// [`apply_group`] holds them).
+///
+/// # Safety
+/// As [`apply_group`]; rows ≤ k + 1.
+#[inline(always)]
+unsafe fn store_col<T: Float, const S: usize>(
+    m: Pair<T>,
+    k: usize,
+    rows: usize,
+    (j0, j1): (usize, usize),
+    x: &[T; S],
+    top: T,
+    lane: usize,
+) {
+    let col = m.b.wrapping_add(k * m.ld);
+    for (s, xs) in x.iter().enumerate() {
+        let i = s * WARP + lane;
+        if i < rows {
+            // SAFETY: i < rows ≤ n: in the column, this lane's element.
+            unsafe { device::st(col, i, *xs) };
+        }
+    }
+    if lane < j1 - j0 {
+        // SAFETY: row j0 + lane < j1 ≤ n of column k; one writer a row.
+        unsafe { device::st(m.a, j0 + lane + k * m.ld, top) };
+    }
+}
+
+/// The panel warp's work for the group of columns j1..j2: applies reflectors j0..j1 (panel
+/// `pv`, τ `tv`) to each column, writes its rows j0..j1 of A, copies it into the panel `np`
+/// (tops A(j1.., k), zero below the diagonal; tail B(0..j2, k), zero past k), factorises
+/// the panel there (τ into `nt`) and writes the group's R block A(j1..j2, j1..j2) (upper
+/// triangle).
+///
+/// # Safety
+/// The full warp calls convergently; columns j1..j2 of both matrices, `np` and `nt` are
+/// this warp's alone until the next block barrier; j2 − j1 ≤ [`PAIRS_NB`], j2 ≤ n ≤ 32·S.
+#[inline(always)]
+unsafe fn next_panel<T: Float, const S: usize>(
+    m: Pair<T>,
+    (j0, j1, j2): (usize, usize, usize),
+    pv: *const T,
+    tv: *const T,
+    np: *mut T,
+    nt: *mut T,
+    lane: usize,
+) {
+    for k in j1..j2 {
+        // SAFETY: contract (column k is this warp's; rows past k read as zero).
+        let (x, top) = unsafe { apply_group::<T, S>(m, k, j2, (j0, j1), pv, tv, lane) };
+        if lane < j1 - j0 {
+            // SAFETY: row j0 + lane < j1 of column k; one writer a row.
+            unsafe { device::st(m.a, j0 + lane + k * m.ld, top) };
+        }
+        let pc = np.wrapping_add((k - j1) * m.ldp);
+        if lane < PAIRS_NB {
+            let i = j1 + lane;
+            let t = if i <= k {
+                // SAFETY: row i ≤ k < n of column k (not touched by reflectors before j1).
+                unsafe { device::ld(m.a as *const T, i + k * m.ld) }
+            } else {
+                T::ZERO
+            };
+            // SAFETY: top slot `lane` of the panel column.
+            unsafe { device::st(pc, lane, t) };
+        }
+        for (s, xs) in x.iter().enumerate() {
+            let i = s * WARP + lane;
+            if i < j2 {
+                // SAFETY: tail row i < j2 ≤ n of the panel column; this lane's element.
+                unsafe { device::st(pc, PAIRS_NB + i, *xs) };
+            }
+        }
+    }
+    // SAFETY: convergent warp: the copies above (tops by lanes 0..NB, tail rows by lane
+    // i mod 32) are seen by every lane below.
+    unsafe { device::sync_warp() };
+    let w = j2 - j1;
+    for r in 0..w {
+        let p = j1 + r + 1;
+        let col = np.wrapping_add(r * m.ldp);
+        let tail = col.wrapping_add(PAIRS_NB);
+        // SAFETY: convergent warp; the panel is this warp's alone; tail holds p ≤ j2 rows.
+        let t = unsafe {
+            if p <= WARP {
+                generate::<T, 1>(col.wrapping_add(r), tail, p)
+            } else {
+                generate::<T, CHUNK>(col.wrapping_add(r), tail, p)
+            }
+        };
+        if lane == 0 {
+            // SAFETY: one writer.
+            unsafe { device::st(nt, r, t) };
+        }
+        for c in r + 1..w {
+            let cc = np.wrapping_add(c * m.ldp);
+            // SAFETY: as above; column c's top row r and p tail rows.
+            unsafe {
+                if p <= WARP {
+                    apply_col::<T, 1>(cc.wrapping_add(r), cc.wrapping_add(PAIRS_NB), tail, t, p)
+                } else {
+                    apply_col::<T, CHUNK>(cc.wrapping_add(r), cc.wrapping_add(PAIRS_NB), tail, t, p)
+                }
+            };
+        }
+    }
+    // SAFETY: convergent warp: lane 0's top writes (β, applied tops) are seen below.
+    unsafe { device::sync_warp() };
+    for c in 0..w {
+        let mut r = lane;
+        while r <= c {
+            // SAFETY: panel top row r ≤ c < PAIRS_NB; A(j1 + r, j1 + c) in the upper
+            // triangle of the group's block; one writer each.
+            unsafe {
+                device::st(
+                    m.a,
+                    j1 + r + (j1 + c) * m.ld,
+                    device::ld(np as *const T, c * m.ldp + r),
+                )
+            };
+            r += WARP;
         }
     }
 }

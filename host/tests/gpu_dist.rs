@@ -401,10 +401,10 @@ fn one_group_serves_several_states() {
 /// (logical partitions, or devices), two right-hand sides, then window steps and a row
 /// deletion on the tree's state. The tree's R and d differ from the all-gather's in
 /// rounding only (another order of the same orthogonal transformations).
-fn tree_against_gather(parts: &[Arc<Gpu>], seed: u64) {
+fn tree_against_gather(parts: &[Arc<Gpu>], n: usize, seed: u64) {
     let g0 = &parts[0];
     let mut g = rng(seed);
-    let (n, q) = (31, 2);
+    let q = 2;
     let m = parts.len() * (n + 9) + 17;
     let a = random_mat::<f64>(&mut g, m, n);
     let b = random_mat::<f64>(&mut g, m, q);
@@ -437,11 +437,25 @@ fn the_tree_combine_matches_the_all_gather() {
     let Some(g) = common::shared_gpu() else {
         return;
     };
-    for (k, world) in [2usize, 3, 5, 8, 13, 64].into_iter().enumerate() {
-        tree_against_gather(&vec![g.clone(); world], 81 + k as u64);
+    // n = 31: one element a lane in the pair kernel's loops; 77 and 300: chunks of eight,
+    // and tails longer than one chunk.
+    for (k, (world, n)) in [
+        (2usize, 31usize),
+        (3, 31),
+        (5, 31),
+        (8, 31),
+        (13, 31),
+        (64, 31),
+        (8, 77),
+        (5, 300),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        tree_against_gather(&vec![g.clone(); world], n, 81 + k as u64);
     }
     if let Some(all) = devices() {
-        tree_against_gather(&all, 91);
+        tree_against_gather(&all, 31, 91);
     }
 }
 
@@ -458,7 +472,7 @@ fn partitions_with_own_handles_match_one_handle() {
         while own.len() < world {
             own.push(Arc::new(g.partition().unwrap()));
         }
-        tree_against_gather(&own, 95 + k as u64);
+        tree_against_gather(&own, 31, 95 + k as u64);
         let mut r = rng(97 + k as u64);
         let (n, q) = (29, 2);
         let m = world * (n + 5) + 11;

@@ -112,10 +112,23 @@ pub(crate) fn tree_combine<T: DistScalar>(
         let receivers: Vec<usize> = (0..ranks.len())
             .filter(|&i| ranks[i].is_multiple_of(2 * stride) && ranks[i] + stride < world)
             .collect();
-        let outs = level_qrs(gpus, &packs, &recvs, &receivers, (n, q, ld))?;
-        for (&i, (pack, e)) in receivers.iter().zip(outs) {
-            extra2.iter_mut().zip(e).for_each(|(x, e)| *x += e * e);
-            packs[i] = pack;
+        if one_launch(gpus, &receivers, n) {
+            let mut pairs: Vec<(&mut DevMat<T>, &mut CudaSlice<T>)> = packs
+                .iter_mut()
+                .zip(recvs.iter_mut())
+                .enumerate()
+                .filter(|(i, _)| receivers.contains(i))
+                .map(|(_, pr)| pr)
+                .collect();
+            for e in gpus[receivers[0]].row_insert_pairs(&mut pairs, (n, q))? {
+                extra2.iter_mut().zip(e).for_each(|(x, e)| *x += e * e);
+            }
+        } else {
+            let outs = level_qrs(gpus, &packs, &recvs, &receivers, (n, q, ld))?;
+            for (&i, (pack, e)) in receivers.iter().zip(outs) {
+                extra2.iter_mut().zip(e).for_each(|(x, e)| *x += e * e);
+                packs[i] = pack;
+            }
         }
         stride *= 2;
     }
@@ -128,6 +141,20 @@ pub(crate) fn tree_combine<T: DistScalar>(
         extra2,
         comm_ms,
     })
+}
+
+/// Whether a level's pair QRs (`receivers`, indices into `gpus`) run as one launch of
+/// `row_insert_pairs` (one block a pair): where two or more of them share one device
+/// context (one handle, or partitions made by [`Gpu::partition`]) and n fits the kernel.
+/// One launch keeps a level's time about that of one pair QR as long as the pairs fit the
+/// SMs, where cuSOLVER's pair QRs, each many small launches, queue one after the other
+/// (docs/performance.md#the-tree-combine).
+fn one_launch(gpus: &[Arc<Gpu>], receivers: &[usize], n: usize) -> bool {
+    receivers.len() >= 2
+        && crate::gpu::launch::row_insert_pairs::pairs_fit(n)
+        && receivers
+            .iter()
+            .all(|&i| gpus[i].shares_context(&gpus[receivers[0]]))
 }
 
 /// The pair QRs of one level: `receivers[k]` is the index of a held rank that factorises

@@ -85,6 +85,37 @@ pub fn reflector_chain<T: GpuScalar>(
     Ok(Some(ChainShape::from(s)))
 }
 
+/// The QRs of stacked pairs of triangles in one launch (`row_insert_pairs`, a level of the
+/// distributed tree combine, docs/scaling.md#the-tree-combine): `packs[i]` (n×(n+q), [R_a
+/// d_a]) receives the QR's [R d] of [R_a d_a; R_b d_b] with [R_b d_b] = `partners[i]` (same
+/// shape and leading dimension), which becomes scratch. Returns, per pair, the 2-norms of
+/// the transformed d_b's columns.
+///
+/// # Errors
+/// [`Error::InvalidParam`] when the packs and partners differ in number; those of the
+/// launcher (shapes, n past the kernel's shared memory, the launch).
+pub fn pair_qrs<T: GpuScalar>(
+    gpu: &Gpu,
+    packs: &mut [DevMat<T>],
+    partners: &mut [DevMat<T>],
+) -> Result<Vec<Vec<f64>>> {
+    if packs.len() != partners.len() || packs.is_empty() {
+        return Err(Error::InvalidParam {
+            op: "pair_qrs",
+            what: "partners",
+            why: format!("{} packs and {} partners", packs.len(), partners.len()),
+        });
+    }
+    let n = packs[0].nrows();
+    let q = packs[0].ncols().saturating_sub(n);
+    let mut pairs: Vec<_> = packs
+        .iter_mut()
+        .zip(partners.iter_mut())
+        .map(|(a, b)| (a, b.buf_mut()))
+        .collect();
+    gpu.row_insert_pairs(&mut pairs, (n, q))
+}
+
 /// The band chain of column deletion (`row_insert_band_qr`,
 /// docs/algorithms.md#column-deletion) on the (n+p)×n band `b` (column c nonzero in
 /// rows 0..=c+p) and its right-hand sides `d` ((n+p)×q); `v` (p×n) receives the v

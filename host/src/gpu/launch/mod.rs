@@ -13,6 +13,7 @@ pub mod panel;
 pub mod reduce;
 pub mod rolling;
 pub mod row_insert;
+pub mod row_insert_pairs;
 pub mod small_panel;
 pub mod small_window;
 pub mod transpose;

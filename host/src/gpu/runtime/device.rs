@@ -300,6 +300,12 @@ impl Gpu {
         Ok(out)
     }
 
+    /// Whether `other` works in this handle's device context (the same handle, or a
+    /// partition of it made by [`Gpu::partition`]): memory of one is usable by the other.
+    pub(crate) fn shares_context(&self, other: &Gpu) -> bool {
+        Arc::ptr_eq(&self.ctx, &other.ctx)
+    }
+
     /// The device ordinal this was opened on.
     #[cfg_attr(feature = "internals", visibility::make(pub))]
     pub(crate) fn ordinal(&self) -> usize {

@@ -243,6 +243,9 @@ kernel_table! {
     /// `row_insert_band_qr_<T>(b, ldb, d, ldd, v, ldv, n, q, p, tau, counter, base, cpb,
     /// ring)` (column deletion's band without Q in one launch, docs/algorithms.md#column-deletion).
     row_insert_band_qr,
+    /// `row_insert_pairs_<T>(packs, partners, ld, n, q, norms)` (the QRs of stacked pairs
+    /// of triangles, one block a pair; docs/scaling.md#the-tree-combine).
+    row_insert_pairs,
     /// `lu_pivot_<T>(a, lda, m, j, c0, cend, ipiv, diag)` (LU pivot search and swap).
     lu_pivot,
     /// `lu_update_<T>(a, lda, m, j, cend)` (LU scaling and rank-1 update).
