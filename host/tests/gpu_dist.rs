@@ -447,7 +447,7 @@ fn the_tree_combine_matches_the_all_gather() {
         (13, 31),
         (64, 31),
         (8, 77),
-        (5, 300),
+        (9, 300),
     ]
     .into_iter()
     .enumerate()

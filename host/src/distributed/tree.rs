@@ -143,14 +143,20 @@ pub(crate) fn tree_combine<T: DistScalar>(
     })
 }
 
+/// Fewest pairs a level factorises in one launch of `row_insert_pairs`: at n = 512 on an
+/// H200 the launch took about 7.4 ms whatever its pairs, one cuSOLVER pair QR 2.9–3.1 ms
+/// (about 4.4 ms for two side by side in threads), so from three pairs on the launch is the
+/// faster (docs/performance.md#the-tree-combine).
+const ONE_LAUNCH_MIN_PAIRS: usize = 3;
+
 /// Whether a level's pair QRs (`receivers`, indices into `gpus`) run as one launch of
-/// `row_insert_pairs` (one block a pair): where two or more of them share one device
-/// context (one handle, or partitions made by [`Gpu::partition`]) and n fits the kernel.
-/// One launch keeps a level's time about that of one pair QR as long as the pairs fit the
-/// SMs, where cuSOLVER's pair QRs, each many small launches, queue one after the other
+/// `row_insert_pairs` (one block a pair): where at least [`ONE_LAUNCH_MIN_PAIRS`] of them
+/// share one device context (one handle, or partitions made by [`Gpu::partition`]) and n
+/// fits the kernel. One launch keeps a level's time about constant while the pairs fit
+/// the SMs, where cuSOLVER's pair QRs, each many small launches, queue one after the other
 /// (docs/performance.md#the-tree-combine).
 fn one_launch(gpus: &[Arc<Gpu>], receivers: &[usize], n: usize) -> bool {
-    receivers.len() >= 2
+    receivers.len() >= ONE_LAUNCH_MIN_PAIRS
         && crate::gpu::launch::row_insert_pairs::pairs_fit(n)
         && receivers
             .iter()
