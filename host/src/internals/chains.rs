@@ -92,8 +92,8 @@ pub fn reflector_chain<T: GpuScalar>(
 /// the transformed d_b's columns.
 ///
 /// # Errors
-/// [`Error::InvalidParam`] when the packs and partners differ in number; those of the
-/// launcher (shapes, n past the kernel's shared memory, the launch).
+/// [`Error::InvalidParam`] when the packs and partners differ in number or there are
+/// none; those of the launcher (shapes, n outside 1..=512, the launch).
 pub fn pair_qrs<T: GpuScalar>(
     gpu: &Gpu,
     packs: &mut [DevMat<T>],
