@@ -157,6 +157,27 @@ entries! {
         (part: *const T, chunks: usize, k: usize, nc: usize, w: *mut T, ldw: usize)
         => ts_gemm::reduce;
 
+    /// Partial products of W = AᵀB over row chunks for a narrow B (Q₁ᵀU of the thin
+    /// updates; docs/kernels.md `ts_gemm_narrow_partial`).
+    ///
+    /// # Safety
+    /// As `ts_gemm::narrow_partial`: grid (⌈rows/16384⌉, ⌈ka/8⌉·⌈kb/4⌉), block 256,
+    /// dynamic shared memory ≥ 256 elements; `a` rows×ka (ld lda), `b` rows×kb (ld ldb)
+    /// readable; `part` writable for ⌈rows/16384⌉·ka·kb elements.
+    ts_gemm_narrow_partial_f32, ts_gemm_narrow_partial_f64
+        (a: *const T, lda: usize, b: *const T, ldb: usize, rows: usize, ka: usize,
+         kb: usize, part: *mut T)
+        => ts_gemm::narrow_partial;
+
+    /// W = Σ of `ts_gemm_narrow_partial`'s partials, in chunk order.
+    ///
+    /// # Safety
+    /// As `ts_gemm::narrow_reduce`: grid ⌈ka·kb/256⌉, block 256; `part` readable for
+    /// chunks·ka·kb elements; `w` writable ka×kb (ld ldw ≥ ka), no overlap.
+    ts_gemm_narrow_reduce_f32, ts_gemm_narrow_reduce_f64
+        (part: *const T, chunks: usize, ka: usize, kb: usize, w: *mut T, ldw: usize)
+        => ts_gemm::narrow_reduce;
+
     /// Padded pitched transpose, 32×33 tile
     /// (docs/algorithms.md#padded-transpose-and-composite-layout).
     ///
@@ -387,10 +408,11 @@ entries! {
     /// `panel::first_non_finite`.
     ///
     /// # Safety
-    /// Grid (≥ cols, 1), block a multiple of 32, dynamic shared memory ≥ 32 f64; `a`
-    /// rows × cols readable (ld lda); `out` cols `u32`s writable; rows < 2³².
+    /// Grid (cols·⌈rows/chunk⌉, 1), block a multiple of 32, dynamic shared memory ≥ 32
+    /// f64; `a` rows × cols readable (ld lda); `out` cols·⌈rows/chunk⌉ `u32`s writable;
+    /// 1 ≤ chunk, rows < 2³².
     panel_first_non_finite_f32, panel_first_non_finite_f64
-        (a: *const T, lda: usize, rows: usize, cols: usize, out: *mut u32)
+        (a: *const T, lda: usize, rows: usize, cols: usize, chunk: usize, out: *mut u32)
         => panel::first_non_finite;
 
     panel_set_identity_f32, panel_set_identity_f64

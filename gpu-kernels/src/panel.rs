@@ -256,33 +256,33 @@ pub unsafe fn col_norms<T: Float>(a: *const T, lda: usize, rows: usize, cols: us
     }
 }
 
-/// `panel_first_non_finite`: for column j = blockIdx.x of the column-major rows × cols
-/// matrix `a` (ld `lda`), writes to `out[j]` the first row i with a(i, j) ±∞ or NaN, or
-/// `u32::MAX` when the column is finite (the device counterpart of the host's
-/// `MatRef::first_non_finite`, for update data already on the device). Each thread scans
-/// rows tid, tid + block, …, and a block max of rows − i (in f64: exact below 2⁵³) picks
+/// `panel_first_non_finite`: block b scans column j = b mod cols of the column-major
+/// rows × cols matrix `a` (ld `lda`) over chunk c = b / cols of its rows (rows
+/// c·`chunk` .. (c + 1)·`chunk`), and writes to `out[c·cols + j]` the first of those rows
+/// with a(i, j) ±∞ or NaN, or `u32::MAX` when they are finite (the device counterpart of
+/// the host's `MatRef::first_non_finite`, for update data already on the device; the
+/// host takes the smallest row of each column over the chunks). Each thread scans rows
+/// c·chunk + tid, + block, …, and a block max of rows − i (in f64: exact below 2⁵³) picks
 /// the first.
 ///
 /// # Safety
-/// Grid (≥ cols, 1), block a multiple of 32 (≤ 1024), dynamic shared memory ≥ 32 f64;
-/// `a` readable at i + j·lda for i < rows, j < cols; `out` writable for cols `u32`s;
-/// rows < 2³².
+/// Grid (cols·⌈rows/chunk⌉, 1), block a multiple of 32 (≤ 1024), dynamic shared memory
+/// ≥ 32 f64; `a` readable at i + j·lda for i < rows, j < cols; `out` writable for
+/// cols·⌈rows/chunk⌉ `u32`s; 1 ≤ chunk, rows < 2³².
 #[inline(always)]
 pub unsafe fn first_non_finite<T: Float>(
     a: *const T,
     lda: usize,
     rows: usize,
     cols: usize,
+    chunk: usize,
     out: *mut u32,
 ) {
-    let j = device::block_x();
-    // block-uniform exit: the block reduction below needs every thread of the block
-    if j >= cols {
-        return;
-    }
+    let (j, c) = (device::block_x() % cols, device::block_x() / cols);
+    let end = rows.min((c + 1) * chunk);
     let mut best = 0.0f64;
-    let mut i = device::thread_x();
-    while i < rows {
+    let mut i = c * chunk + device::thread_x();
+    while i < end {
         // SAFETY: i < rows, j < cols: inside `a` (contract).
         let x = unsafe { device::ld(a, i + j * lda) };
         if !x.is_finite() {
@@ -292,8 +292,8 @@ pub unsafe fn first_non_finite<T: Float>(
         }
         i += device::block_dim_x();
     }
-    // SAFETY: every thread of the block calls it (the exit above is block-uniform);
-    // the dynamic shared memory holds ≥ 32 f64 (contract).
+    // SAFETY: every thread of the block calls it (no thread has returned); the dynamic
+    // shared memory holds ≥ 32 f64 (contract).
     let top = unsafe { crate::reduce::block_max::<f64>(best) };
     if device::thread_x() == 0 {
         let row = if top > 0.0 {
@@ -301,7 +301,7 @@ pub unsafe fn first_non_finite<T: Float>(
         } else {
             u32::MAX
         };
-        // SAFETY: j < cols: out[j] is this block's (contract).
-        unsafe { device::st(out, j, row) };
+        // SAFETY: c < ⌈rows/chunk⌉, j < cols: out[c·cols + j] is this block's (contract).
+        unsafe { device::st(out, c * cols + j, row) };
     }
 }

@@ -286,3 +286,159 @@ unsafe fn load_stage<T: Float>(g: &Chunk<T>, s: usize) {
     // SAFETY: closes this thread's group for the stage (possibly empty).
     unsafe { device::cp_async_commit() };
 }
+
+/// Rows of a narrow block's chunk: [`THREADS`] threads of 64 rows each.
+pub const NARROW_CHUNK: usize = THREADS * 64;
+/// Columns of A a narrow block covers.
+pub const NARROW_TA: usize = 8;
+/// Columns of B a narrow block covers.
+pub const NARROW_TB: usize = 4;
+const _: () = assert!(NARROW_TA * NARROW_TB == 32 && THREADS == 256);
+
+/// One halving step of [`reduce_scatter`]: lanes with bit `$h` set keep the upper half of
+/// the live `2·$h` values and send the lower half to their partner, which keeps the lower
+/// half and sends the upper; each lane adds what it receives to what it keeps.
+macro_rules! halve {
+    ($v:ident, $lane:ident, $h:literal) => {{
+        let up = $lane & $h != 0;
+        let mut k = 0;
+        while k < $h {
+            let (lo, hi) = ($v[k], $v[k + $h]);
+            let (send, keep) = if up { (lo, hi) } else { (hi, lo) };
+            // SAFETY: the caller's whole warp runs this step convergently.
+            $v[k] = keep.add(unsafe { send.shfl_xor($h) });
+            k += 1;
+        }
+    }};
+}
+
+/// Warp reduce-scatter of 32 values a lane: lane l returns the warp's sum of every
+/// lane's `v[l]` (31 shuffles where 32 separate sums take 160).
+///
+/// # Safety
+/// The whole warp calls convergently.
+#[inline(always)]
+unsafe fn reduce_scatter<T: Float>(mut v: [T; 32], lane: usize) -> T {
+    halve!(v, lane, 16);
+    halve!(v, lane, 8);
+    halve!(v, lane, 4);
+    halve!(v, lane, 2);
+    halve!(v, lane, 1);
+    v[0]
+}
+
+/// `ts_gemm_narrow_partial`: for chunk c = `block_x` (rows c·NARROW_CHUNK ..) and tile
+/// `block_y` = ta + ⌈ka/8⌉·tb (A's columns 8ta .. 8ta + 8, B's columns 4tb .. 4tb + 4),
+/// P_c[i][j] = Σ_r A[r][i]·B[r][j] over the chunk's rows, into `part[(c·ka + i)·kb + j]`.
+/// Each thread sums its 64 rows in order; the warp's 32 sums meet by a reduce-scatter,
+/// the 8 warps' in warp order. Reads A and B straight from global memory (each warp a
+/// 32-row run of a column), so any leading dimension and alignment does.
+///
+/// # Safety
+/// Grid (⌈rows/NARROW_CHUNK⌉, ⌈ka/8⌉·⌈kb/4⌉), block [`THREADS`], dynamic shared memory
+/// ≥ 256 elements; `a` readable rows×ka (ld `lda` ≥ rows), `b` readable rows×kb (ld
+/// `ldb` ≥ rows); `part` writable for ⌈rows/NARROW_CHUNK⌉·ka·kb elements.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn narrow_partial<T: Float>(
+    a: *const T,
+    lda: usize,
+    b: *const T,
+    ldb: usize,
+    rows: usize,
+    ka: usize,
+    kb: usize,
+    part: *mut T,
+) {
+    let tid = device::thread_x();
+    let (lane, warp) = (tid % 32, tid / 32);
+    let chunk = device::block_x();
+    let tiles_a = ka.div_ceil(NARROW_TA);
+    let (i0, j0) = (
+        (device::block_y() % tiles_a) * NARROW_TA,
+        (device::block_y() / tiles_a) * NARROW_TB,
+    );
+    let (na, nb) = (NARROW_TA.min(ka - i0), NARROW_TB.min(kb - j0));
+    let r_begin = chunk * NARROW_CHUNK;
+    let r_end = rows.min(r_begin + NARROW_CHUNK);
+    let mut acc = [T::ZERO; 32];
+    let mut r = r_begin + tid;
+    while r < r_end {
+        let mut bv = [T::ZERO; NARROW_TB];
+        let mut jj = 0;
+        while jj < NARROW_TB {
+            if jj < nb {
+                // SAFETY: r < rows, j0 + jj < kb: inside B.
+                bv[jj] = unsafe { device::ld(b, r + (j0 + jj) * ldb) };
+            }
+            jj += 1;
+        }
+        let mut ii = 0;
+        while ii < NARROW_TA {
+            if ii < na {
+                // SAFETY: r < rows, i0 + ii < ka: inside A.
+                let av = unsafe { device::ld(a, r + (i0 + ii) * lda) };
+                let mut jj = 0;
+                while jj < NARROW_TB {
+                    acc[ii * NARROW_TB + jj] = av.mul_add(bv[jj], acc[ii * NARROW_TB + jj]);
+                    jj += 1;
+                }
+            }
+            ii += 1;
+        }
+        r += THREADS;
+    }
+    // SAFETY: block-uniform control flow: every thread leaves the row loop and calls.
+    let mine = unsafe { reduce_scatter(acc, lane) };
+    let sm = device::shared::<T>();
+    // SAFETY: warp·32 + lane < 256 ≤ the dynamic shared memory; one writer each.
+    unsafe { device::st(sm, warp * 32 + lane, mine) };
+    // SAFETY: block-uniform barrier: the warps' sums are visible.
+    unsafe { device::sync_threads() };
+    if warp == 0 {
+        let (ii, jj) = (lane / NARROW_TB, lane % NARROW_TB);
+        if ii < na && jj < nb {
+            let mut s = T::ZERO;
+            let mut w = 0;
+            while w < THREADS / 32 {
+                // SAFETY: w·32 + lane < 256, written before the barrier.
+                s = s.add(unsafe { device::ld(sm as *const T, w * 32 + lane) });
+                w += 1;
+            }
+            // SAFETY: chunk < ⌈rows/NARROW_CHUNK⌉, i0 + ii < ka, j0 + jj < kb: inside
+            // part; one writer each.
+            unsafe { device::st(part, (chunk * ka + i0 + ii) * kb + j0 + jj, s) };
+        }
+    }
+}
+
+/// `ts_gemm_narrow_reduce`: W[i][j] = Σ_c part[(c·ka + i)·kb + j] over the `chunks`
+/// partials of [`narrow_partial`] (in chunk order) into `w[i + j·ldw]`.
+///
+/// # Safety
+/// Grid ⌈ka·kb/256⌉, block 256; `part` readable for chunks·ka·kb elements; `w` writable
+/// ka×kb (ld `ldw` ≥ ka), not overlapping `part`.
+#[inline(always)]
+pub unsafe fn narrow_reduce<T: Float>(
+    part: *const T,
+    chunks: usize,
+    ka: usize,
+    kb: usize,
+    w: *mut T,
+    ldw: usize,
+) {
+    let e = device::block_x() * THREADS + device::thread_x();
+    if e >= ka * kb {
+        return;
+    }
+    let (i, j) = (e / kb, e % kb);
+    let mut s = T::ZERO;
+    let mut c = 0;
+    while c < chunks {
+        // SAFETY: c < chunks, e < ka·kb: inside part.
+        s = s.add(unsafe { device::ld(part, c * ka * kb + e) });
+        c += 1;
+    }
+    // SAFETY: i < ka ≤ ldw, j < kb: inside w; one writer each.
+    unsafe { device::st(w, i + j * ldw, s) };
+}

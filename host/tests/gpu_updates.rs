@@ -757,3 +757,175 @@ fn insert_cols_device_matches_cpu() {
     device_input_case::<f64>(&gpu, 901);
     device_input_case::<f32>(&gpu, 902);
 }
+
+/// A column of `x` inside a NaN-filled (rows + 3)×3 device matrix (rows 1.., column 1),
+/// so that a read past the view shows.
+fn padded_col<T: GpuScalar>(gpu: &Arc<Gpu>, x: &[T]) -> cuqr::internals::gpu::DevMat<T> {
+    let nan = T::from_f64(f64::NAN);
+    let h = Mat::from_fn(x.len() + 3, 3, |i, j| {
+        if j == 1 && (1..=x.len()).contains(&i) {
+            x[i - 1]
+        } else {
+            nan
+        }
+    });
+    cuqr::internals::gpu::DevMat::from_host(gpu, h.as_ref()).unwrap()
+}
+
+/// `GpuQr::rank_one_device`: u and v already on the device (columns of NaN-padded
+/// matrices) give the update of the host entry point in every kind, checked against the
+/// CPU backend and the model, for a u well outside range(A) and one inside it (the thin
+/// kind's projected path, the R-only kind's missing direction); its errors (NaN or ∞ in u
+/// or v, with the entry; u or v of the wrong shape; an R-only state without data) come
+/// before any work and leave the state as it was.
+fn rank_one_device_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    let (m, n, q) = (263, 41, 2);
+    for kind in common::ALL_KINDS {
+        let mut g = rng(seed + kind as u64);
+        let a = random_mat::<T>(&mut g, m, n);
+        let b = random_mat::<T>(&mut g, m, q);
+        let mut gs = kind.gpu(gpu, &a, &b);
+        let mut cs = kind.cpu(&a, &b);
+        let mut model = Model::new(&a, &b);
+        let outside = random_vec::<T>(&mut g, m);
+        // u = A·c lies in range(A): no new direction; |vᵀc| ≤ 1/4 keeps A(I + c vᵀ) as
+        // well conditioned as A
+        let c: Vec<T> = random_vec::<T>(&mut g, n)
+            .into_iter()
+            .map(|x| x * T::from_f64(1.0 / n as f64))
+            .collect();
+        let inside: Vec<T> = (0..m)
+            .map(|i| (0..n).map(|j| a[(i, j)] * c[j]).sum::<T>())
+            .collect();
+        for (what, u) in [("u outside", outside), ("u inside", inside)] {
+            let v: Vec<T> = random_vec::<T>(&mut g, n)
+                .into_iter()
+                .map(|x| x * T::from_f64(0.25))
+                .collect();
+            let (ud, vd) = (padded_col(gpu, &u), padded_col(gpu, &v));
+            let (uv, vv) = (ud.block(1, 1, m, 1), vd.block(1, 1, n, 1));
+            let before = snapshot::<T>(&gs);
+            if !kind.capable() {
+                match gs.rank_one_device(&uv, &vv) {
+                    Err(Error::NeedsData { .. }) => {}
+                    other => panic!("{kind:?}: R-only state without data: {other:?}"),
+                }
+                assert!(snapshot::<T>(&gs) == before, "{kind:?}: a refusal moved it");
+                break;
+            }
+            let mut bad = u.clone();
+            bad[m - 2] = T::from_f64(f64::INFINITY);
+            bad[70] = T::from_f64(f64::NAN);
+            let bd = padded_col(gpu, &bad);
+            match gs.rank_one_device(&bd.block(1, 1, m, 1), &vv) {
+                Err(Error::NonFinite {
+                    what: "u",
+                    row: 70,
+                    col: 0,
+                    ..
+                }) => {}
+                other => panic!("{kind:?}: NaN in u: {other:?}"),
+            }
+            let mut badv = v.clone();
+            badv[n - 1] = T::from_f64(f64::NEG_INFINITY);
+            let bvd = padded_col(gpu, &badv);
+            match gs.rank_one_device(&uv, &bvd.block(1, 1, n, 1)) {
+                Err(Error::NonFinite { what: "v", row, .. }) => assert_eq!(row, n - 1),
+                other => panic!("{kind:?}: ∞ in v: {other:?}"),
+            }
+            for (ub, vb) in [
+                (ud.block(1, 1, m - 1, 1), vd.block(1, 1, n, 1)),
+                (ud.block(1, 1, m, 2), vd.block(1, 1, n, 1)),
+                (ud.block(1, 1, m, 1), vd.block(1, 1, n + 1, 1)),
+                (ud.block(1, 1, m, 1), vd.block(1, 1, n, 0)),
+            ] {
+                match gs.rank_one_device(&ub, &vb) {
+                    Err(Error::Shape { .. }) => {}
+                    other => panic!(
+                        "{kind:?}: u {}×{}, v {}×{}: {other:?}",
+                        ub.nrows(),
+                        ub.ncols(),
+                        vb.nrows(),
+                        vb.ncols()
+                    ),
+                }
+            }
+            assert!(snapshot::<T>(&gs) == before, "{kind:?}: a refusal moved it");
+            gs.rank_one_device(&uv, &vv).unwrap();
+            cs.rank_one(&u, &v).unwrap();
+            model.rank_one(&u, &v);
+            check_state::<T>(&gs, &model)
+                .unwrap_or_else(|e| panic!("{kind:?} {what}: GPU vs model: {e}"));
+            let (rg, rc) = (gs.r().unwrap(), cs.r().unwrap());
+            check_r_matches(&rg, &rc, &model.a)
+                .unwrap_or_else(|e| panic!("{kind:?} {what}: GPU R vs CPU R: {e}"));
+        }
+    }
+}
+
+#[test]
+fn rank_one_device_matches_cpu() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    rank_one_device_case::<f64>(&gpu, 1301);
+    rank_one_device_case::<f32>(&gpu, 1302);
+}
+
+/// Tall states (m ≥ 65,536 rows), where Q₁ᵀU, UᵀU and Uᵀb (and the R-only kind's AᵀU)
+/// take the row-chunked narrow kernel: column insertion with p = 1 and p = 8 (two tiles
+/// of B) and rank-one updates from host and device vectors, in the thin and R-only
+/// kinds, against the CPU backend and the model.
+fn tall_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    let (m, n, q) = (70_001, 29, 2);
+    for kind in [StateKind::Thin, StateKind::NoneKeep] {
+        let mut g = rng(seed + kind as u64);
+        let a = random_mat::<T>(&mut g, m, n);
+        let b = random_mat::<T>(&mut g, m, q);
+        let mut gs = kind.gpu(gpu, &a, &b);
+        let mut cs = kind.cpu(&a, &b);
+        let mut model = Model::new(&a, &b);
+        let check = |gs: &GpuQr<T>, cs: &CpuQr<T>, model: &Model, what: &str| {
+            check_state::<T>(gs, model)
+                .unwrap_or_else(|e| panic!("{kind:?} {what}: GPU vs model: {e}"));
+            check_r_matches(&gs.r().unwrap(), &cs.r().unwrap(), &model.a)
+                .unwrap_or_else(|e| panic!("{kind:?} {what}: GPU R vs CPU R: {e}"));
+        };
+        for (k0, p) in [(11, 1), (3, 8)] {
+            let u = random_mat::<T>(&mut g, m, p);
+            let ud = cuqr::internals::gpu::DevMat::from_host(gpu, u.as_ref()).unwrap();
+            gs.insert_cols_device(k0, &ud.view()).unwrap();
+            cs.insert_cols(k0, u.as_ref()).unwrap();
+            model.insert_cols(k0, &u);
+            check(&gs, &cs, &model, &format!("insert_cols k0={k0} p={p}"));
+        }
+        let half = |x: Vec<T>| -> Vec<T> { x.into_iter().map(|e| e * T::from_f64(0.5)).collect() };
+        let (u, v) = (
+            random_vec::<T>(&mut g, m),
+            half(random_vec::<T>(&mut g, gs.ncols())),
+        );
+        gs.rank_one(&u, &v).unwrap();
+        cs.rank_one(&u, &v).unwrap();
+        model.rank_one(&u, &v);
+        check(&gs, &cs, &model, "rank_one");
+        let (u, v) = (
+            random_vec::<T>(&mut g, m),
+            half(random_vec::<T>(&mut g, gs.ncols())),
+        );
+        let ud = cuqr::internals::gpu::DevMat::from_host(gpu, Mat::from_col(&u).as_ref()).unwrap();
+        let vd = cuqr::internals::gpu::DevMat::from_host(gpu, Mat::from_col(&v).as_ref()).unwrap();
+        gs.rank_one_device(&ud.view(), &vd.view()).unwrap();
+        cs.rank_one(&u, &v).unwrap();
+        model.rank_one(&u, &v);
+        check(&gs, &cs, &model, "rank_one_device");
+    }
+}
+
+#[test]
+fn tall_updates_take_the_narrow_products() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    tall_case::<f64>(&gpu, 1401);
+    tall_case::<f32>(&gpu, 1402);
+}

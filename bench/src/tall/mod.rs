@@ -52,9 +52,10 @@ rank-one update A + uv^T with random u (m) and v (n).
 cuqr: one GpuQr::factorize_dev per shape and kind (the R-only kind with
 keep_data, which row deletion, column insertion and rank-one need); each timed
 run updates a fresh copy of that state (try_clone, untimed): the update alone,
-without a solve. New columns come from the device (insert_cols_device, uploaded
-once before timing); insert_rows takes its p new rows and right-hand sides and
-rank_one its u and v from host memory, so their times include those uploads.
+without a solve. New columns and the rank-one u and v come from the device
+(insert_cols_device, rank_one_device, uploaded once before timing); insert_rows
+takes its p new rows and right-hand sides from host memory, so its times include
+that upload.
 cuSOLVER: A' and b' (the updated data) built on the device once per case, copied
 into a workspace before each run (untimed); timed geqrf + ormqr (Q^T b) + trsm
 (x = R^-1 (Q^T b)(0..n)), and for the thin kind also the m'×n' Q1 (the geqrf

@@ -10,18 +10,18 @@ use cuqr_cli::rng::random_signed_matrix;
 
 /// One case's update with its inputs: new rows and their right-hand sides (host
 /// memory, as `insert_rows` takes them), new columns (device memory, for
-/// `insert_cols_device`), or the rank-one vectors (host memory).
+/// `insert_cols_device`), or the rank-one vectors (device memory, for `rank_one_device`).
 pub(super) enum Update<T: GpuScalar> {
     InsertRows { k0: usize, u: Mat<T>, e: Mat<T> },
     DeleteRows { k0: usize, p: usize },
     InsertCols { k0: usize, u: DevMat<T> },
     DeleteCols { k0: usize, p: usize },
-    RankOne { u: Vec<T>, v: Vec<T> },
+    RankOne { u: DevMat<T>, v: DevMat<T> },
 }
 
 impl<T: GpuScalar> Update<T> {
-    /// Random inputs (±[0.1, 1), never zero) for `c` on an m×n matrix; new columns are
-    /// uploaded here, before any timing.
+    /// Random inputs (±[0.1, 1), never zero) for `c` on an m×n matrix; new columns and
+    /// the rank-one vectors are uploaded here, before any timing.
     pub(super) fn new(gpu: &Gpu, c: &Case, m: usize, n: usize, seed: u64) -> cuqr::Result<Self> {
         let (k0, p) = (c.k0, c.p);
         Ok(match c.op {
@@ -39,13 +39,11 @@ impl<T: GpuScalar> Update<T> {
             Op::RankOne => {
                 // a modest change keeps A + uvᵀ as well conditioned as A
                 let half = T::from_f64(0.5);
+                let v = random_signed_matrix::<T>(n, 1, seed ^ 0x7);
+                let v = Mat::from_fn(n, 1, |i, _| half * v[(i, 0)]);
                 Update::RankOne {
-                    u: random_signed_matrix(m, 1, seed).into_vec(),
-                    v: random_signed_matrix::<T>(n, 1, seed ^ 0x7)
-                        .into_vec()
-                        .into_iter()
-                        .map(|x| half * x)
-                        .collect(),
+                    u: DevMat::from_host(gpu, random_signed_matrix::<T>(m, 1, seed).as_ref())?,
+                    v: DevMat::from_host(gpu, v.as_ref())?,
                 }
             }
         })
@@ -58,7 +56,7 @@ impl<T: GpuScalar> Update<T> {
             Update::DeleteRows { k0, p } => st.delete_rows(*k0, *p),
             Update::InsertCols { k0, u } => st.insert_cols_device(*k0, &u.view()),
             Update::DeleteCols { k0, p } => st.delete_cols(*k0, *p),
-            Update::RankOne { u, v } => st.rank_one(u, v),
+            Update::RankOne { u, v } => st.rank_one_device(&u.view(), &v.view()),
         }
     }
 
@@ -106,14 +104,12 @@ impl<T: GpuScalar> Update<T> {
             }
             Update::RankOne { u, v } => {
                 let mut a2 = dup(gpu, a)?;
-                let ud = DevMat::from_host(gpu, Mat::from_col(u).as_ref())?;
-                let vd = DevMat::from_host(gpu, Mat::from_col(v).as_ref())?;
                 gpu.gemm(
                     Trans::N,
                     Trans::T,
                     T::ONE,
-                    &ud.view(),
-                    &vd.view(),
+                    &u.view(),
+                    &v.view(),
                     T::ONE,
                     &mut a2.view_mut(),
                 )?;

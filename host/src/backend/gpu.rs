@@ -208,6 +208,38 @@ impl<T: GpuScalar> GpuQr<T> {
         let out = crate::ops::insert_cols::run_gpu_device(self, k0, u);
         self.finish(out)
     }
+
+    /// [`QrUpdate::rank_one`] with u (m×1) and v (n×1) already on the device, as views of
+    /// this state's [`Gpu`]: A + u vᵀ (docs/algorithms.md#rank-one-update) without their
+    /// upload, for every kind (the R-only kind with kept data). The non-finite checks run
+    /// on the device; u and v are copied device to device, so the views may be dropped
+    /// or reused as soon as the call returns.
+    ///
+    /// # Errors
+    /// As [`QrUpdate::rank_one`]: [`Error::Shape`](crate::Error::Shape) (u not m×1 or v
+    /// not n×1), [`Error::NonFinite`](crate::Error::NonFinite), [`Error::NeedsQ`](crate::Error::NeedsQ),
+    /// [`Error::RankDeficient`](crate::Error::RankDeficient), [`Error::OutOfMemory`](crate::Error::OutOfMemory), device
+    /// errors. On error the state is unchanged (a device fault also poisons it).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use cuqr::{DevMat, FactorParams, Gpu, GpuQr, Mat, QPolicy, QrUpdate};
+    /// let a = Mat::<f64>::from_fn(300, 40, |i, j| ((i * 7 + j * 13) % 29) as f64 + (i == j) as u8 as f64);
+    /// let b = Mat::<f64>::from_fn(300, 1, |i, _| i as f64);
+    /// let gpu = Arc::new(Gpu::new(0)?);
+    /// let mut st = GpuQr::factorize(&gpu, a.as_ref(), b.as_ref(), QPolicy::Thin, FactorParams::default())?;
+    /// let u = DevMat::from_host(&gpu, Mat::<f64>::from_fn(300, 1, |i, _| (i % 11) as f64 - 5.5).as_ref())?;
+    /// let v = DevMat::from_host(&gpu, Mat::<f64>::from_fn(40, 1, |j, _| 0.1 * j as f64).as_ref())?;
+    /// st.rank_one_device(&u.view(), &v.view())?;
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn rank_one_device(&mut self, u: &DevMatView<'_, T>, v: &DevMatView<'_, T>) -> Result<()> {
+        self.check_live()?;
+        self.settle()?;
+        let out = crate::ops::rank_one::run_gpu_device(self, u, v);
+        self.finish(out)
+    }
 }
 
 impl<T: GpuScalar> GpuQr<T> {

@@ -13,8 +13,59 @@ use crate::gpu::algo::factors::Factors;
 use crate::gpu::algo::rank::check_rank;
 use crate::gpu::algo::{givens_two_phase as tp, givens_wavefront as wf, reduced, thin};
 use crate::gpu::ffi::blas::Op;
-use crate::gpu::runtime::matrix::{DevMat, DevVec};
+use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevVec};
 use crate::gpu::runtime::{Gpu, GpuScalar};
+
+/// u and v of a rank-one update in device memory, with ‖u‖₂.
+pub(crate) struct RankOneInputs<T> {
+    /// u (m).
+    pub(crate) u: DevVec<T>,
+    /// v (n).
+    pub(crate) v: DevVec<T>,
+    /// ‖u‖₂.
+    pub(crate) unorm: f64,
+}
+
+impl<T: GpuScalar> RankOneInputs<T> {
+    /// Uploads u and v (queued on the stream); ‖u‖₂ on the host, summed in f64 (scaled
+    /// where the plain sum overflows).
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], device errors.
+    pub(crate) fn from_host(gpu: &Gpu, u: &[T], v: &[T]) -> Result<Self> {
+        let sum: f64 = u.iter().map(|x| x.to_f64() * x.to_f64()).sum();
+        let unorm = if sum.is_finite() {
+            sum.sqrt()
+        } else {
+            crate::cpu::householder::nrm2(u).to_f64()
+        };
+        let u = DevVec::from_slice_async(gpu, u)?;
+        let v = DevVec::from_slice_async(gpu, v)?;
+        gpu.stage_mark("upload u, v");
+        Ok(Self { u, v, unorm })
+    }
+
+    /// Copies u (m×1) and v (n×1) device to device into buffers of their own (the
+    /// update may outlive the caller's views); ‖u‖₂ by cuBLAS.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], device errors.
+    pub(crate) fn from_device(
+        gpu: &Gpu,
+        u: &DevMatView<'_, T>,
+        v: &DevMatView<'_, T>,
+    ) -> Result<Self> {
+        let own = |x: &DevMatView<'_, T>| -> Result<DevVec<T>> {
+            let mut c = DevMat::<T>::for_overwrite(gpu, x.nrows(), 1)?;
+            gpu.panel_copy(x, &mut c.view_mut())?;
+            c.into_column_vec()
+        };
+        let (u, v) = (own(u)?, own(v)?);
+        let unorm = gpu.nrm2(&u.view())?;
+        gpu.stage_mark("copy u, v");
+        Ok(Self { u, v, unorm })
+    }
+}
 
 /// The factors after the update: R′, d′ and Q′ (m×m, or Q₁′ m×n).
 pub(crate) struct RankOneUpdated<T> {
@@ -33,10 +84,8 @@ pub(crate) struct RankOneReduced<T> {
     pub(crate) r: DevMat<T>,
     /// d′.
     pub(crate) d: DevMat<T>,
-    /// u, uploaded.
-    pub(crate) u: DevVec<T>,
-    /// v, uploaded.
-    pub(crate) v: DevVec<T>,
+    /// u and v, for the kept data's update.
+    pub(crate) inputs: RankOneInputs<T>,
 }
 
 /// The full kind (docs/algorithms.md#rank-one-update): w = Qᵀu by cuBLAS GEMV, then stages
@@ -49,15 +98,12 @@ pub(crate) fn full<T: GpuScalar>(
     gpu: &Gpu,
     f: Factors<'_, T>,
     givens: Givens,
-    u: &[T],
-    v: &[T],
+    x: &RankOneInputs<T>,
 ) -> Result<RankOneUpdated<T>> {
     let (m, n) = (f.dims.m, f.dims.n);
     let q_old = f.q.expect("the full kind holds Q");
-    let ud = DevVec::from_slice_async(gpu, u)?;
-    let vd = DevVec::from_slice_async(gpu, v)?;
+    let (ud, vd) = (&x.u, &x.v);
     let mut w = DevVec::zeros(gpu, m)?;
-    gpu.stage_mark("upload");
     gpu.gemv(
         Op::T,
         T::ONE,
@@ -72,10 +118,8 @@ pub(crate) fn full<T: GpuScalar>(
     let mut d = f.d.dup(gpu)?;
     gpu.stage_mark("copies");
     match givens {
-        Givens::Wavefront => wf::rank_one_rotate_wavefront(gpu, &w, &vd, &mut r, &mut q, &mut d)?,
-        Givens::TwoPhase => {
-            tp::rank_one_rotate_two_phase(gpu, &mut w, &vd, &mut r, &mut q, &mut d)?
-        }
+        Givens::Wavefront => wf::rank_one_rotate_wavefront(gpu, &w, vd, &mut r, &mut q, &mut d)?,
+        Givens::TwoPhase => tp::rank_one_rotate_two_phase(gpu, &mut w, vd, &mut r, &mut q, &mut d)?,
     }
     check_rank(gpu, &r, n, f.rank_tol)?;
     Ok(RankOneUpdated { r, d, q })
@@ -84,7 +128,7 @@ pub(crate) fn full<T: GpuScalar>(
 /// The thin kind with the new direction formed explicitly
 /// (docs/algorithms.md#thin-rank-one-update), the path for a u mostly inside range(Q₁):
 /// w = Q₁ᵀu and z = u − Q₁w by Gram–Schmidt twice, γ = ‖z‖ and q̂ = z/γ (no new direction
-/// where γ ≤ 64u·‖u‖, `unorm` = ‖u‖: q̂ = 0, γ = 0), then the two-phase stages A and B of the
+/// where γ ≤ 64u·‖u‖: q̂ = 0, γ = 0), then the two-phase stages A and B of the
 /// full case on [Q₁ q̂] (m×(n+1)), [R; 0] and [d; q̂ᵀb] with w′ = [w; γ]; q̂'s column and the
 /// last row are dropped.
 ///
@@ -93,16 +137,12 @@ pub(crate) fn full<T: GpuScalar>(
 pub(crate) fn thin_projected<T: GpuScalar>(
     gpu: &Gpu,
     f: Factors<'_, T>,
-    unorm: f64,
-    u: &[T],
-    v: &[T],
+    x: &RankOneInputs<T>,
 ) -> Result<RankOneUpdated<T>> {
     let (m, n, nq) = (f.dims.m, f.dims.n, f.dims.q);
+    let (unorm, vd) = (x.unorm, &x.v);
     let q1 = f.q1();
-    let ud = DevVec::from_slice_async(gpu, u)?;
-    let vd = DevVec::from_slice_async(gpu, v)?;
-    let (c, mut z) = thin::project_out(gpu, &q1.view(), &ud.as_col())?;
-    drop(ud);
+    let (c, mut z) = thin::project_out(gpu, &q1.view(), &x.u.as_col())?;
     let gamma = gpu.nrm2(&z.col(0, 0..m))?;
     let has_dir = gamma > dependence_tol::<T>() * unorm && gamma > 0.0;
     let (gamma_t, scale) = if has_dir {
@@ -127,7 +167,7 @@ pub(crate) fn thin_projected<T: GpuScalar>(
     let mut q = thin::side_by_side(gpu, &q1.view(), &z.view())?;
     drop(z);
     gpu.stage_mark("[Q1 q̂], [R; 0], [d; q̂ᵀb]");
-    tp::rank_one_rotate_two_phase(gpu, &mut w, &vd, &mut r, &mut q, &mut d)?;
+    tp::rank_one_rotate_two_phase(gpu, &mut w, vd, &mut r, &mut q, &mut d)?;
     let r = gpu.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
     let d = gpu.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
     q.truncate_cols(n);
@@ -147,15 +187,12 @@ pub(crate) fn thin_projected<T: GpuScalar>(
 pub(crate) fn thin_small_side<T: GpuScalar>(
     g: &Gpu,
     f: Factors<'_, T>,
-    u: &[T],
-    v: &[T],
+    x: &RankOneInputs<T>,
 ) -> Result<Option<RankOneUpdated<T>>> {
     let (n, nq) = (f.dims.n, f.dims.q);
-    let unorm2: f64 = u.iter().map(|x| x.to_f64() * x.to_f64()).sum();
+    let unorm2 = x.unorm * x.unorm;
     let q1 = f.q1();
-    let ud = DevVec::from_slice_async(g, u)?;
-    let vd = DevVec::from_slice_async(g, v)?;
-    g.stage_mark("upload u, v");
+    let (ud, vd) = (&x.u, &x.v);
     // w = Q₁ᵀu and uᵀb
     let mut wd = DevMat::<T>::zeros(g, n, 1)?;
     thin::tall_tn(g, &q1.view(), &ud.as_col(), &mut wd.view_mut())?;
@@ -183,11 +220,11 @@ pub(crate) fn thin_small_side<T: GpuScalar>(
     let mut r = thin::stacked(g, &f.r.view(), None, 1)?;
     let mut d = thin::stacked(g, &f.d.view(), Some(&fd.view()), 1)?;
     let mut gm = thin::identity::<T>(g, n + 1)?;
-    tp::rank_one_rotate_two_phase(g, &mut wv, &vd, &mut r, &mut gm, &mut d)?;
+    tp::rank_one_rotate_two_phase(g, &mut wv, vd, &mut r, &mut gm, &mut d)?;
     let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
     let d = g.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
     check_rank(g, &r, n, f.rank_tol)?;
-    let q = thin_q(g, f, &ud, &wd, &gm, gamma)?;
+    let q = thin_q(g, f, ud, &wd, &gm, gamma)?;
     Ok(Some(RankOneUpdated { r, d, q }))
 }
 
@@ -243,7 +280,7 @@ fn thin_q<T: GpuScalar>(
 
 /// The R-only kind with kept data `(a, b)` (docs/algorithms.md#updates-without-q):
 /// c = R⁻ᵀAᵀu and z = u − A·R⁻¹c by the corrected semi-normal equations, γ = ‖z‖ (no new
-/// direction where γ ≤ 64u·‖u‖, `unorm` = ‖u‖), f = zᵀ(b − Ax)/γ, then stages A and B on
+/// direction where γ ≤ 64u·‖u‖), f = zᵀ(b − Ax)/γ, then stages A and B on
 /// [R; 0] and [d; f] with w′ = [c; γ] (a one-row scratch stands in for Q). The kept data
 /// change in [`r_only_finish`].
 ///
@@ -253,15 +290,11 @@ pub(crate) fn r_only<T: GpuScalar>(
     g: &Gpu,
     f: Factors<'_, T>,
     (a, b): (&DevMat<T>, &DevMat<T>),
-    unorm: f64,
-    u: &[T],
-    v: &[T],
+    x: RankOneInputs<T>,
 ) -> Result<RankOneReduced<T>> {
     let (m, n, nq) = (f.dims.m, f.dims.n, f.dims.q);
-    let ud = DevVec::from_slice_async(g, u)?;
-    let vd = DevVec::from_slice_async(g, v)?;
-    g.stage_mark("upload u, v");
-    let (c, mut z) = reduced::csne_project(g, a, f.r, &ud.as_col())?;
+    let unorm = x.unorm;
+    let (c, mut z) = reduced::csne_project(g, a, f.r, &x.u.as_col())?;
     g.stage_mark("semi-normal equations");
     let gamma = g.nrm2(&z.col(0, 0..m))?;
     let has_dir = gamma > dependence_tol::<T>() * unorm && gamma > 0.0;
@@ -281,11 +314,11 @@ pub(crate) fn r_only<T: GpuScalar>(
     let mut w = DevVec::from_slice(g, &w_host)?;
     // the rotations' Q side: one scratch row (an R-only state has no Q)
     let mut scratch = DevMat::<T>::zeros(g, 1, n + 1)?;
-    tp::rank_one_rotate_two_phase(g, &mut w, &vd, &mut r, &mut scratch, &mut d)?;
+    tp::rank_one_rotate_two_phase(g, &mut w, &x.v, &mut r, &mut scratch, &mut d)?;
     let r = g.two_phase_copy_new(&r.block(0, 0, n, n), 0..0, true)?;
     let d = g.two_phase_copy_new(&d.block(0, 0, n, nq), 0..0, false)?;
     check_rank(g, &r, n, f.rank_tol)?;
-    Ok(RankOneReduced { r, d, u: ud, v: vd })
+    Ok(RankOneReduced { r, d, inputs: x })
 }
 
 /// The R-only kind's end, past the rank test (nothing can refuse the update any more):
@@ -302,8 +335,8 @@ pub(crate) fn r_only_finish<T: GpuScalar>(
         Op::N,
         Op::T,
         T::ONE,
-        &out.u.as_col(),
-        &out.v.as_col(),
+        &out.inputs.u.as_col(),
+        &out.inputs.v.as_col(),
         T::ONE,
         &mut a.view_mut(),
     )?;

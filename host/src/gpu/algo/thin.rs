@@ -9,22 +9,36 @@ use crate::gpu::algo::householder::{
     accumulate_q_backward, blocked_qr_with, merges_trailing, BlockedQrParams, QrOutputs,
 };
 use crate::gpu::ffi::blas::Op;
+use crate::gpu::launch::ts_gemm::TS_GEMM_NARROW_MAX;
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
-/// W := AᵀB for tall A (m×k) and B (m×nc) with the same rows: cuBLAS GEMV where B is one
-/// column, GEMM otherwise. (The row-chunked VᵀC kernel of the blocked QR was measured
-/// slower here: on an H200, column insertion's products Q₁ᵀU, UᵀU and Uᵀb for a
-/// 1,000,000×256 Q₁ took 6.1 ms with it against 2.2 ms with cuBLAS.)
+/// Rows from which [`tall_tn`] takes the narrow kernel: below, cuBLAS's products are
+/// as fast (a launch or two either way).
+pub(crate) const NARROW_MIN_ROWS: usize = 1 << 16;
+
+/// W := AᵀB for tall A (m×k) and B (m×nc) with the same rows. For m ≥
+/// [`NARROW_MIN_ROWS`] and nc ≤ 8 (Q₁ᵀU, UᵀU, Uᵀb of the thin updates, AᵀU of the R-only
+/// ones) `Gpu::ts_gemm_narrow_tn`, which reads A at the copy rate over row chunks on every
+/// multiprocessor; otherwise cuBLAS GEMV where B is one column and GEMM else, which run
+/// this shape on a few multiprocessors (docs/performance.md#tall-updates).
 ///
 /// # Errors
-/// [`crate::Error::InvalidParam`] on mismatched shapes, [`crate::Error::Cublas`].
+/// [`crate::Error::InvalidParam`] on mismatched shapes, [`crate::Error::Cublas`],
+/// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
 pub(crate) fn tall_tn<T: GpuScalar>(
     gpu: &Gpu,
     a: &DevMatView<'_, T>,
     b: &DevMatView<'_, T>,
     w: &mut DevMatViewMut<'_, T>,
 ) -> Result<()> {
+    let narrow = a.nrows() >= NARROW_MIN_ROWS
+        && b.nrows() == a.nrows()
+        && (1..=TS_GEMM_NARROW_MAX).contains(&b.ncols())
+        && (w.nrows(), w.ncols()) == (a.ncols(), b.ncols());
+    if narrow {
+        return gpu.ts_gemm_narrow_tn(a, b, w);
+    }
     product(gpu, Op::T, T::ONE, a, b, T::ZERO, w)
 }
 

@@ -53,6 +53,9 @@ fn elem_cfg(rows: usize, cols: usize) -> (LaunchConfig, usize) {
     )
 }
 
+/// Rows a block of `panel_first_non_finite` scans: tall columns spread over many blocks.
+const NON_FINITE_CHUNK: usize = 1 << 15;
+
 /// One block of [`PANEL_BLOCK`] threads per column, with the reductions' shared memory.
 fn col_cfg(cols: usize) -> LaunchConfig {
     LaunchConfig {
@@ -374,12 +377,15 @@ impl Gpu {
 
     /// The first non-finite entry of `a` (±∞ or NaN), in column-major order: (row,
     /// column), or `None`. One launch (`panel_first_non_finite`: each column's first
-    /// non-finite row) and a download of `a.ncols()` `u32`s (waits). The device
+    /// non-finite row in each chunk of 32,768 rows, a block a chunk and column, so that a
+    /// tall column is scanned by many multiprocessors) and a download of one `u32` a
+    /// chunk and column (waits). The device
     /// counterpart of the host's `MatRef::first_non_finite`, for update data already
     /// on the device.
     ///
     /// # Errors
-    /// [`Error::InvalidParam`] if `a` has 2³² − 1 rows or more; [`Error::OutOfMemory`],
+    /// [`Error::InvalidParam`] if `a` has 2³² − 1 rows or more, or 2³² − 1 chunks and
+    /// columns or more; [`Error::OutOfMemory`],
     /// [`Error::Driver`] (including an earlier asynchronous fault).
     #[cfg_attr(feature = "internals", visibility::make(pub))]
     pub(crate) fn first_non_finite<T: GpuScalar>(
@@ -397,20 +403,32 @@ impl Gpu {
                 why: format!("{rows} rows; at most 2³² − 2 are checked on the device"),
             });
         }
+        let chunks = rows.div_ceil(NON_FINITE_CHUNK);
+        let blocks = u32::try_from(cols * chunks).map_err(|_| Error::InvalidParam {
+            op: "first_non_finite",
+            what: "size",
+            why: format!("{rows}×{cols}: more than 2³² − 1 blocks of {NON_FINITE_CHUNK} rows"),
+        })?;
         let mut out = self
             .stream
-            .alloc_zeroed::<u32>(cols)
-            .map_err(crate::gpu::runtime::alloc_err("non-finite scan", cols * 4))?;
+            .alloc_zeroed::<u32>(cols * chunks)
+            .map_err(crate::gpu::runtime::alloc_err("non-finite scan", cols * chunks * 4))?;
         let lda = a.ld();
         let f = &T::kernel_set(&self.kernels).panel_first_non_finite;
-        // SAFETY: matches panel_first_non_finite_{f32,f64}(a: *const T, lda, rows, cols:
-        // usize, out: *mut u32): reads a[i + j·lda], i < rows, j < cols, inside the view;
-        // writes out[j], j < cols = out's length, an allocation of its own; rows < 2³² − 1
-        // (checked); grid cols, block PANEL_BLOCK (a multiple of 32), dynamic shared
-        // memory PANEL_BLOCK·8 ≥ 32 f64.
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (PANEL_BLOCK, 1, 1),
+            shared_mem_bytes: PANEL_BLOCK * 8,
+        };
+        // SAFETY: matches panel_first_non_finite_{f32,f64}(a: *const T, lda, rows, cols,
+        // chunk: usize, out: *mut u32): reads a[i + j·lda], i < rows, j < cols, inside the
+        // view; writes out[c·cols + j], c < chunks, j < cols, an allocation of its own of
+        // that length; rows < 2³² − 1 (checked), chunk ≥ 1; grid cols·chunks (fits u32,
+        // checked), block PANEL_BLOCK (a multiple of 32), dynamic shared memory
+        // PANEL_BLOCK·8 ≥ 32 f64.
         unsafe {
-            launch_kernel!(self, f, col_cfg(cols), "panel_first_non_finite"; a.buf(), &lda,
-                &rows, &cols, &mut out)
+            launch_kernel!(self, f, config, "panel_first_non_finite"; a.buf(), &lda,
+                &rows, &cols, &NON_FINITE_CHUNK, &mut out)
         }?;
         let host = self
             .stream
@@ -419,10 +437,47 @@ impl Gpu {
         self.stream
             .synchronize()
             .map_err(crate::gpu::runtime::driver_err("non-finite scan download"))?;
-        Ok(host
-            .iter()
-            .enumerate()
-            .find(|(_, &r)| r != u32::MAX)
-            .map(|(j, &r)| (r as usize, j)))
+        // the first column with a hit, and in it the smallest row over the chunks
+        Ok((0..cols).find_map(|j| {
+            let row = (0..chunks).map(|c| host[c * cols + j]).min()?;
+            (row != u32::MAX).then_some((row as usize, j))
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! `first_non_finite` over several chunks of rows: the first hit in column order, the
+    //! smallest row of its column over the chunks, against the host's scan.
+    use crate::gpu::algo::householder::tests_gate;
+    use crate::gpu::runtime::DevMat;
+    use crate::Mat;
+
+    #[test]
+    fn non_finite_scan_spans_chunks() {
+        let Some(g) = tests_gate() else { return };
+        let rows = 3 * super::NON_FINITE_CHUNK + 1234;
+        let base = Mat::<f64>::from_fn(rows + 1, 3, |i, j| 0.5 + (i % 7) as f64 - j as f64);
+        let mut cases: Vec<Vec<(usize, usize, f64)>> = vec![
+            vec![],
+            vec![(rows - 1, 2, f64::NAN)],
+            vec![(70_000, 1, f64::INFINITY), (40_000, 2, f64::NAN), (99_990, 1, f64::NAN)],
+            vec![(99_990, 0, f64::NEG_INFINITY), (65_536, 0, f64::NAN), (3, 1, f64::NAN)],
+        ];
+        cases.push(vec![(super::NON_FINITE_CHUNK, 0, f64::NAN)]);
+        for hits in cases {
+            let mut h = base.clone();
+            for &(i, j, x) in &hits {
+                h[(i + 1, j)] = x;
+            }
+            // row 0 of the buffer is outside the view: a NaN there must not count
+            h[(0, 0)] = f64::NAN;
+            let d = DevMat::from_host(&g, h.as_ref()).unwrap();
+            let view = d.block(1, 0, rows, 3);
+            let expected = Mat::from_fn(rows, 3, |i, j| h[(i + 1, j)])
+                .as_ref()
+                .first_non_finite();
+            assert_eq!(g.first_non_finite(&view).unwrap(), expected, "{hits:?}");
+        }
     }
 }

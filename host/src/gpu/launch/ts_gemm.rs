@@ -124,6 +124,87 @@ impl Gpu {
     }
 }
 
+/// Rows of a narrow block's chunk (`ts_gemm::NARROW_CHUNK`).
+const NARROW_CHUNK: usize = 256 * 64;
+/// Columns of A and of B a narrow block covers (`ts_gemm::NARROW_TA`, `NARROW_TB`).
+const NARROW_TILE: (usize, usize) = (8, 4);
+/// The widest B that [`Gpu::ts_gemm_narrow_tn`] takes: each group of 4 of B's columns
+/// reads A once more.
+pub(crate) const TS_GEMM_NARROW_MAX: usize = 8;
+
+impl Gpu {
+    /// W := AᵀB (ka×kb) for a tall A (rows×ka) and a narrow B (rows×kb, 1 ≤ kb ≤
+    /// [`TS_GEMM_NARROW_MAX`]): `ts_gemm_narrow_partial` over chunks of 16,384 rows, one
+    /// block a chunk and a tile of 8 of A's columns by 4 of B's, each reading its columns
+    /// straight from global memory, and `ts_gemm_narrow_reduce` summing the partials in
+    /// chunk order (the same result every run). Reads A ⌈kb/4⌉ times at the copy rate
+    /// where cuBLAS's GEMV and GEMM of this shape (a few outputs, an inner dimension of
+    /// millions) run on a few multiprocessors (docs/performance.md#tall-updates). Two
+    /// launches and a scratch of ⌈rows/16384⌉·ka·kb elements.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
+    ///
+    /// # Panics
+    /// If the row counts differ or are 0, kb is 0 or above [`TS_GEMM_NARROW_MAX`], or W
+    /// is not ka×kb (a cuqr bug).
+    pub(crate) fn ts_gemm_narrow_tn<T: GpuScalar>(
+        &self,
+        a: &DevMatView<'_, T>,
+        b: &DevMatView<'_, T>,
+        w: &mut DevMatViewMut<'_, T>,
+    ) -> Result<()> {
+        let (rows, ka, kb) = (a.nrows(), a.ncols(), b.ncols());
+        assert!(b.nrows() == rows && rows > 0 && (1..=TS_GEMM_NARROW_MAX).contains(&kb));
+        assert!(w.nrows() == ka && w.ncols() == kb);
+        if ka == 0 {
+            return Ok(());
+        }
+        let chunks = rows.div_ceil(NARROW_CHUNK);
+        let tiles = ka.div_ceil(NARROW_TILE.0) * kb.div_ceil(NARROW_TILE.1);
+        let ks = T::kernel_set(&self.kernels);
+        let elem = core::mem::size_of::<T>();
+        let mut part = DevVec::<T>::uninit(self, chunks * ka * kb)?;
+        let (lda, ldb, ldw) = (a.ld(), b.ld(), w.ld());
+        assert!(tiles <= 65_535, "ts_gemm_narrow_tn: {ka} columns of A");
+        let mut part_w = part.view_mut();
+        let config = LaunchConfig {
+            grid_dim: (
+                u32::try_from(chunks).expect("chunks fit u32"),
+                u32::try_from(tiles).expect("tiles fit u32"),
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: u32::try_from(THREADS as usize * elem).expect("fits u32"),
+        };
+        // SAFETY: matches ts_gemm_narrow_partial_{f32,f64}(a: *const T, lda, b: *const T,
+        // ldb, rows, ka, kb, part: *mut T): grid (⌈rows/16384⌉, ⌈ka/8⌉·⌈kb/4⌉) with the
+        // tiles ≤ 65535 (asserted), block 256, 256 elements of shared memory; A (rows×ka)
+        // and B (rows×kb) are the views' extents with their leading dimensions; part has
+        // chunks·ka·kb elements and is a fresh buffer.
+        unsafe {
+            launch_kernel!(self, &ks.ts_gemm_narrow_partial, config, "ts_gemm_narrow_partial";
+                a.buf(), &lda, b.buf(), &ldb, &rows, &ka, &kb, &mut part_w)
+        }?;
+        let part_r = part.view();
+        let grid = (ka * kb).div_ceil(THREADS as usize);
+        let config = LaunchConfig {
+            grid_dim: (u32::try_from(grid).expect("grid fits u32"), 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: matches ts_gemm_narrow_reduce_{f32,f64}(part: *const T, chunks, ka, kb,
+        // w: *mut T, ldw): grid ⌈ka·kb/256⌉, block 256; part holds chunks·ka·kb elements
+        // written above (same stream); W is ka×kb (asserted) with ld ≥ ka, a &mut view
+        // that aliases neither part nor the operands.
+        unsafe {
+            launch_kernel!(self, &ks.ts_gemm_narrow_reduce, config, "ts_gemm_narrow_reduce";
+                &part_r, &chunks, &ka, &kb, w.buf_mut(), &ldw)
+        }?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! `ts_gemm_tn` against W = VᵀC in f64 on the CPU: ragged row counts (a short last
@@ -200,6 +281,81 @@ mod tests {
         {
             case::<f32>(&g, 10 + s as u64, rows, k, nc);
             case::<f64>(&g, 20 + s as u64, rows, k, nc);
+        }
+    }
+
+    /// `ts_gemm_narrow_tn` on blocks of NaN-framed matrices (any offset and leading
+    /// dimension; a read outside the block shows as NaN), W poisoned, against AᵀB in f64
+    /// within (64 + 5 + 8 + chunks + 2)·u·(|A|ᵀ|B|) entry by entry (each thread sums its
+    /// 64 rows in order, a 5-level warp tree, the 8 warps and the chunks in order).
+    fn narrow_case<T: GpuScalar>(g: &Gpu, seed: u64, rows: usize, ka: usize, kb: usize) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (ah, bh) = (
+            rand_mat::<T>(&mut rng, rows, ka),
+            rand_mat::<T>(&mut rng, rows, kb),
+        );
+        let nan = T::from_f64(f64::NAN);
+        let framed = |x: &Mat<T>| {
+            Mat::from_fn(x.nrows() + 3, x.ncols() + 2, |i, j| {
+                if (1..=x.nrows()).contains(&i) && (2..x.ncols() + 2).contains(&j) {
+                    x[(i - 1, j - 2)]
+                } else {
+                    nan
+                }
+            })
+        };
+        let a = DevMat::from_host(g, framed(&ah).as_ref()).unwrap();
+        let b = DevMat::from_host(g, framed(&bh).as_ref()).unwrap();
+        let mut w = DevMat::<T>::zeros(g, ka + 1, kb).unwrap();
+        w.fill(g, nan).unwrap();
+        g.ts_gemm_narrow_tn(
+            &a.block(1, 2, rows, ka),
+            &b.block(1, 2, rows, kb),
+            &mut w.block_mut(0, 0, ka, kb),
+        )
+        .unwrap();
+        let wh = w.to_host(g).unwrap();
+        let chunks = rows.div_ceil(NARROW_CHUNK) as f64;
+        let gamma = (64.0 + 5.0 + 8.0 + chunks + 2.0) * T::UNIT_ROUNDOFF;
+        for j in 0..kb {
+            assert!(wh[(ka, j)].to_f64().is_nan(), "row ka of W written");
+            for i in 0..ka {
+                let (mut exact, mut abs) = (0.0f64, 0.0f64);
+                for r in 0..rows {
+                    let (x, y) = (ah[(r, i)].to_f64(), bh[(r, j)].to_f64());
+                    exact += x * y;
+                    abs += (x * y).abs();
+                }
+                let got = wh[(i, j)].to_f64();
+                assert!(
+                    (got - exact).abs() <= gamma * abs,
+                    "{} rows {rows} ka {ka} kb {kb}: W[{i}][{j}] = {got}, expected {exact} \
+                     (bound {})",
+                    T::NAME,
+                    gamma * abs
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn narrow_products_match_the_cpu() {
+        let Some(g) = tests_gate() else { return };
+        for (s, &(rows, ka, kb)) in [
+            (1, 1, 1),
+            (31, 8, 4),
+            (NARROW_CHUNK, 8, 4),
+            (NARROW_CHUNK + 1, 9, 5),
+            (3 * NARROW_CHUNK + 77, 37, 1),
+            (50_001, 3, 8),
+            (20_000, 64, 2),
+            (70_001, 130, 7),
+        ]
+        .iter()
+        .enumerate()
+        {
+            narrow_case::<f32>(&g, 40 + s as u64, rows, ka, kb);
+            narrow_case::<f64>(&g, 60 + s as u64, rows, ka, kb);
         }
     }
 

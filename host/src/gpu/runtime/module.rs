@@ -237,6 +237,11 @@ kernel_table! {
     ts_gemm_partial,
     /// `ts_gemm_reduce_<T>(part, chunks, k, nc, w, ldw)` (the chunks' sum).
     ts_gemm_reduce,
+    /// `ts_gemm_narrow_partial_<T>(a, lda, b, ldb, rows, ka, kb, part)` (W = AᵀB for a
+    /// narrow B by row chunks).
+    ts_gemm_narrow_partial,
+    /// `ts_gemm_narrow_reduce_<T>(part, chunks, ka, kb, w, ldw)` (the chunks' sum).
+    ts_gemm_narrow_reduce,
     /// `row_insert_qr_<T>(r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, counter, base, cpb,
     /// ring)` (row insertion without Q in one launch, docs/algorithms.md#row-insertion).
     row_insert_qr,

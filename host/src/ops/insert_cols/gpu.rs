@@ -27,7 +27,7 @@ pub fn run_gpu<T: crate::gpu::runtime::GpuScalar>(
 
 /// [`run_gpu`] with U already on the device (`GpuQr::insert_cols_device`): the same
 /// update without U's upload. The non-finite check runs on the device
-/// (`Gpu::first_non_finite`: one launch and a download of p `u32`s).
+/// (`Gpu::first_non_finite`: one launch and a download of a `u32` a chunk and column).
 ///
 /// # Errors
 /// As [`run_gpu`].

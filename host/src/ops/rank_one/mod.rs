@@ -17,9 +17,9 @@ mod gpu;
 mod plan;
 
 pub use cpu::run_cpu;
-pub use gpu::run_gpu;
+pub use gpu::{run_gpu, run_gpu_device};
 use plan::OP;
-pub(crate) use plan::{plan, Plan};
+pub(crate) use plan::{plan, plan_shape, Plan};
 
 #[cfg(test)]
 mod tests {

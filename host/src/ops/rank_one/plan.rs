@@ -24,23 +24,32 @@ pub(crate) struct Plan {
 /// [`Error::Shape`] (wrong lengths),
 /// [`Error::NonFinite`] (NaN or ±∞ in u or v).
 pub(crate) fn plan<T: Scalar>(dims: Dims, u: &[T], v: &[T]) -> Result<Plan> {
-    if u.len() != dims.m {
-        return Err(Error::Shape {
-            op: OP,
-            what: "length of u",
-            got: u.len(),
-            expected: dims.m,
-        });
-    }
-    if v.len() != dims.n {
-        return Err(Error::Shape {
-            op: OP,
-            what: "length of v",
-            got: v.len(),
-            expected: dims.n,
-        });
-    }
+    let plan = plan_shape(dims, (u.len(), 1), (v.len(), 1))?;
     check_finite(OP, [("u", MatRef::from_col(u)), ("v", MatRef::from_col(v))])?;
+    Ok(plan)
+}
+
+/// The shape checks of [`plan`] for u and v given as (rows, columns): u must be m×1 and v
+/// n×1 (the device entry point takes them as one-column views).
+///
+/// # Errors
+/// [`Error::Shape`].
+pub(crate) fn plan_shape(dims: Dims, u: (usize, usize), v: (usize, usize)) -> Result<Plan> {
+    for (what, got, expected) in [
+        ("length of u", u.0, dims.m),
+        ("columns of u", u.1, 1),
+        ("length of v", v.0, dims.n),
+        ("columns of v", v.1, 1),
+    ] {
+        if got != expected {
+            return Err(Error::Shape {
+                op: OP,
+                what,
+                got,
+                expected,
+            });
+        }
+    }
     Ok(Plan {
         m: dims.m,
         n: dims.n,
