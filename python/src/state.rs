@@ -439,12 +439,31 @@ impl State {
         let mut st = self.inner.lock(py)?;
         let gpu = gpu_of(&st);
         with_state!(st, s, T => {
-            let u = Arg::<T>::read(u, gpu.as_ref(), "u")?.into_host(gpu.as_ref())?;
-            let v = Arg::<T>::read(v, gpu.as_ref(), "v")?.into_host(gpu.as_ref())?;
-            if u.ncols() != 1 || v.ncols() != 1 {
+            let u = Arg::<T>::read(u, gpu.as_ref(), "u")?;
+            let v = Arg::<T>::read(v, gpu.as_ref(), "v")?;
+            if arg_shape(&u).1 != 1 || arg_shape(&v).1 != 1 {
                 return Err(PyValueError::new_err("rank_one takes two vectors; use rank_k for blocks"));
             }
-            py.detach(|| s.rank_one(u.col(0), v.col(0))).map_err(to_py)
+            match (u, gpu.as_ref()) {
+                // u on the device (m values): the update reads it there, v follows it
+                (Arg::Device(ud), Some(g)) => {
+                    let vd = match v {
+                        Arg::Device(d) => d,
+                        Arg::Host(h) => DevMat::from_host(g, h.as_ref()).map_err(to_py)?,
+                    };
+                    py.detach(|| {
+                        s.as_gpu_mut()
+                            .expect("device data on a GPU state")
+                            .rank_one_device(&ud.view(), &vd.view())
+                    })
+                    .map_err(to_py)
+                }
+                (u, _) => {
+                    let u = u.into_host(gpu.as_ref())?;
+                    let v = v.into_host(gpu.as_ref())?;
+                    py.detach(|| s.rank_one(u.col(0), v.col(0))).map_err(to_py)
+                }
+            }
         })
     }
 

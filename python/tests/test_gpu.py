@@ -154,6 +154,15 @@ def test_qr_class_on_device(rng, lib, q):
     A, b = np.vstack([A[6:], rows]), np.concatenate([b[6:], e])
     qr.delete_rows(0, 3)
     A, b = A[3:], b[3:]
+    # rank-one changes with u on the device (read there), v on the device or the host
+    for v_dev in (True, False):
+        u, v = rng.standard_normal(A.shape[0]), 0.1 * rng.standard_normal(n + 2)
+        qr.rank_one(to_dev(u), to_dev(v) if v_dev else v)
+        A = A + np.outer(u, v)
+    with pytest.raises(ValueError):
+        qr.rank_one(to_dev(np.full(A.shape[0], np.nan)), to_dev(np.ones(n + 2)))
+    with pytest.raises(ValueError):
+        qr.rank_one(to_dev(np.ones(A.shape[0] + 1)), to_dev(np.ones(n + 2)))
     x = qr.solve()
     assert is_cuda(x, lib) and tuple(x.shape) == (n + 2,)
     ref = np.linalg.lstsq(A, b, rcond=None)[0]
