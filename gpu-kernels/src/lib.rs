@@ -161,13 +161,24 @@ entries! {
     /// updates; docs/kernels.md `ts_gemm_narrow_partial`).
     ///
     /// # Safety
-    /// As `ts_gemm::narrow_partial`: grid (⌈rows/16384⌉, ⌈ka/8⌉·⌈kb/4⌉), block 256,
+    /// As `ts_gemm::narrow_partial`: grid (⌈ka/8⌉·⌈kb/4⌉, ⌈rows/16384⌉), block 256,
     /// dynamic shared memory ≥ 256 elements; `a` rows×ka (ld lda), `b` rows×kb (ld ldb)
     /// readable; `part` writable for ⌈rows/16384⌉·ka·kb elements.
     ts_gemm_narrow_partial_f32, ts_gemm_narrow_partial_f64
         (a: *const T, lda: usize, b: *const T, ldb: usize, rows: usize, ka: usize,
          kb: usize, part: *mut T)
         => ts_gemm::narrow_partial;
+
+    /// `ts_gemm_narrow_partial` with tiles of 4 of A's columns by 8 of B's (B of 5 to 8
+    /// columns in one pass over A).
+    ///
+    /// # Safety
+    /// As `ts_gemm::narrow_partial_wide`: grid (⌈ka/4⌉·⌈kb/8⌉, ⌈rows/16384⌉), otherwise as
+    /// `ts_gemm_narrow_partial`.
+    ts_gemm_narrow_partial_wide_f32, ts_gemm_narrow_partial_wide_f64
+        (a: *const T, lda: usize, b: *const T, ldb: usize, rows: usize, ka: usize,
+         kb: usize, part: *mut T)
+        => ts_gemm::narrow_partial_wide;
 
     /// W = Σ of `ts_gemm_narrow_partial`'s partials, in chunk order.
     ///

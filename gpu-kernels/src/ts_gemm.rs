@@ -289,11 +289,12 @@ unsafe fn load_stage<T: Float>(g: &Chunk<T>, s: usize) {
 
 /// Rows of a narrow block's chunk: [`THREADS`] threads of 64 rows each.
 pub const NARROW_CHUNK: usize = THREADS * 64;
-/// Columns of A a narrow block covers.
-pub const NARROW_TA: usize = 8;
-/// Columns of B a narrow block covers.
-pub const NARROW_TB: usize = 4;
-const _: () = assert!(NARROW_TA * NARROW_TB == 32 && THREADS == 256);
+/// Columns of A and of B a narrow block covers for B of up to 4 columns.
+pub const NARROW_TILE: (usize, usize) = (8, 4);
+/// Columns of A and of B a narrow block covers for B of 5 to 8 columns (read once).
+pub const NARROW_TILE_WIDE: (usize, usize) = (4, 8);
+const _: () = assert!(NARROW_TILE.0 * NARROW_TILE.1 == 32 && THREADS == 256);
+const _: () = assert!(NARROW_TILE_WIDE.0 * NARROW_TILE_WIDE.1 == 32);
 
 /// One halving step of [`reduce_scatter`]: lanes with bit `$h` set keep the upper half of
 /// the live `2·$h` values and send the lower half to their partner, which keeps the lower
@@ -327,17 +328,11 @@ unsafe fn reduce_scatter<T: Float>(mut v: [T; 32], lane: usize) -> T {
     v[0]
 }
 
-/// `ts_gemm_narrow_partial`: for chunk c = `block_x` (rows c·NARROW_CHUNK ..) and tile
-/// `block_y` = ta + ⌈ka/8⌉·tb (A's columns 8ta .. 8ta + 8, B's columns 4tb .. 4tb + 4),
-/// P_c[i][j] = Σ_r A[r][i]·B[r][j] over the chunk's rows, into `part[(c·ka + i)·kb + j]`.
-/// Each thread sums its 64 rows in order; the warp's 32 sums meet by a reduce-scatter,
-/// the 8 warps' in warp order. Reads A and B straight from global memory (each warp a
-/// 32-row run of a column), so any leading dimension and alignment does.
+/// `ts_gemm_narrow_partial`: [`narrow_tiles`] with tiles of [`NARROW_TILE`] (8 of A's
+/// columns by 4 of B's).
 ///
 /// # Safety
-/// Grid (⌈rows/NARROW_CHUNK⌉, ⌈ka/8⌉·⌈kb/4⌉), block [`THREADS`], dynamic shared memory
-/// ≥ 256 elements; `a` readable rows×ka (ld `lda` ≥ rows), `b` readable rows×kb (ld
-/// `ldb` ≥ rows); `part` writable for ⌈rows/NARROW_CHUNK⌉·ka·kb elements.
+/// As [`narrow_tiles`] with (TA, TB) = (8, 4).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn narrow_partial<T: Float>(
@@ -350,23 +345,73 @@ pub unsafe fn narrow_partial<T: Float>(
     kb: usize,
     part: *mut T,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { narrow_tiles::<T, 8, 4>(a, lda, b, ldb, rows, ka, kb, part) }
+}
+
+/// `ts_gemm_narrow_partial_wide`: [`narrow_tiles`] with tiles of [`NARROW_TILE_WIDE`] (4
+/// of A's columns by 8 of B's: B of 5 to 8 columns in one pass over A).
+///
+/// # Safety
+/// As [`narrow_tiles`] with (TA, TB) = (4, 8).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn narrow_partial_wide<T: Float>(
+    a: *const T,
+    lda: usize,
+    b: *const T,
+    ldb: usize,
+    rows: usize,
+    ka: usize,
+    kb: usize,
+    part: *mut T,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { narrow_tiles::<T, 4, 8>(a, lda, b, ldb, rows, ka, kb, part) }
+}
+
+/// Partial products of W = AᵀB over row chunks: for tile `block_x` = ta + ⌈ka/TA⌉·tb (A's
+/// columns TA·ta .., B's columns TB·tb ..) and chunk c = `block_y` (rows c·NARROW_CHUNK ..),
+/// P_c[i][j] = Σ_r A[r][i]·B[r][j] over the chunk's rows, into `part[(c·ka + i)·kb + j]`.
+/// The tiles of one chunk are neighbours in launch order, so B's rows (read by every
+/// tile) come from L2. Each thread sums its 64 rows in order; the warp's 32 sums meet by
+/// a reduce-scatter, the 8 warps' in warp order. Reads A and B straight from global
+/// memory (each warp a 32-row run of a column), so any leading dimension and alignment
+/// does.
+///
+/// # Safety
+/// TA·TB = 32; grid (⌈ka/TA⌉·⌈kb/TB⌉, ⌈rows/NARROW_CHUNK⌉), block [`THREADS`], dynamic
+/// shared memory ≥ 256 elements; `a` readable rows×ka (ld `lda` ≥ rows), `b` readable
+/// rows×kb (ld `ldb` ≥ rows); `part` writable for ⌈rows/NARROW_CHUNK⌉·ka·kb elements.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn narrow_tiles<T: Float, const TA: usize, const TB: usize>(
+    a: *const T,
+    lda: usize,
+    b: *const T,
+    ldb: usize,
+    rows: usize,
+    ka: usize,
+    kb: usize,
+    part: *mut T,
+) {
     let tid = device::thread_x();
     let (lane, warp) = (tid % 32, tid / 32);
-    let chunk = device::block_x();
-    let tiles_a = ka.div_ceil(NARROW_TA);
+    let chunk = device::block_y();
+    let tiles_a = ka.div_ceil(TA);
     let (i0, j0) = (
-        (device::block_y() % tiles_a) * NARROW_TA,
-        (device::block_y() / tiles_a) * NARROW_TB,
+        (device::block_x() % tiles_a) * TA,
+        (device::block_x() / tiles_a) * TB,
     );
-    let (na, nb) = (NARROW_TA.min(ka - i0), NARROW_TB.min(kb - j0));
+    let (na, nb) = (TA.min(ka - i0), TB.min(kb - j0));
     let r_begin = chunk * NARROW_CHUNK;
     let r_end = rows.min(r_begin + NARROW_CHUNK);
     let mut acc = [T::ZERO; 32];
     let mut r = r_begin + tid;
     while r < r_end {
-        let mut bv = [T::ZERO; NARROW_TB];
+        let mut bv = [T::ZERO; TB];
         let mut jj = 0;
-        while jj < NARROW_TB {
+        while jj < TB {
             if jj < nb {
                 // SAFETY: r < rows, j0 + jj < kb: inside B.
                 bv[jj] = unsafe { device::ld(b, r + (j0 + jj) * ldb) };
@@ -374,13 +419,13 @@ pub unsafe fn narrow_partial<T: Float>(
             jj += 1;
         }
         let mut ii = 0;
-        while ii < NARROW_TA {
+        while ii < TA {
             if ii < na {
                 // SAFETY: r < rows, i0 + ii < ka: inside A.
                 let av = unsafe { device::ld(a, r + (i0 + ii) * lda) };
                 let mut jj = 0;
-                while jj < NARROW_TB {
-                    acc[ii * NARROW_TB + jj] = av.mul_add(bv[jj], acc[ii * NARROW_TB + jj]);
+                while jj < TB {
+                    acc[ii * TB + jj] = av.mul_add(bv[jj], acc[ii * TB + jj]);
                     jj += 1;
                 }
             }
@@ -396,7 +441,7 @@ pub unsafe fn narrow_partial<T: Float>(
     // SAFETY: block-uniform barrier: the warps' sums are visible.
     unsafe { device::sync_threads() };
     if warp == 0 {
-        let (ii, jj) = (lane / NARROW_TB, lane % NARROW_TB);
+        let (ii, jj) = (lane / TB, lane % TB);
         if ii < na && jj < nb {
             let mut s = T::ZERO;
             let mut w = 0;

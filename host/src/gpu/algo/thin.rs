@@ -9,7 +9,7 @@ use crate::gpu::algo::householder::{
     accumulate_q_backward, blocked_qr_with, merges_trailing, BlockedQrParams, QrOutputs,
 };
 use crate::gpu::ffi::blas::Op;
-use crate::gpu::launch::ts_gemm::TS_GEMM_NARROW_MAX;
+use crate::gpu::launch::ts_gemm::{TS_GEMM_NARROW_MAX, TS_GEMM_NARROW_MAX_ROWS};
 use crate::gpu::runtime::matrix::{DevMat, DevMatView, DevMatViewMut};
 use crate::gpu::runtime::{Gpu, GpuScalar};
 
@@ -32,7 +32,7 @@ pub(crate) fn tall_tn<T: GpuScalar>(
     b: &DevMatView<'_, T>,
     w: &mut DevMatViewMut<'_, T>,
 ) -> Result<()> {
-    let narrow = a.nrows() >= NARROW_MIN_ROWS
+    let narrow = (NARROW_MIN_ROWS..=TS_GEMM_NARROW_MAX_ROWS).contains(&a.nrows())
         && b.nrows() == a.nrows()
         && (1..=TS_GEMM_NARROW_MAX).contains(&b.ncols())
         && (w.nrows(), w.ncols()) == (a.ncols(), b.ncols());

@@ -126,18 +126,23 @@ impl Gpu {
 
 /// Rows of a narrow block's chunk (`ts_gemm::NARROW_CHUNK`).
 const NARROW_CHUNK: usize = 256 * 64;
-/// Columns of A and of B a narrow block covers (`ts_gemm::NARROW_TA`, `NARROW_TB`).
+/// Columns of A and of B a narrow block covers (`ts_gemm::NARROW_TILE`), and for B of 5
+/// to 8 columns (`ts_gemm::NARROW_TILE_WIDE`).
 const NARROW_TILE: (usize, usize) = (8, 4);
+const NARROW_TILE_WIDE: (usize, usize) = (4, 8);
+/// The most chunks (grid y) of a narrow product: 65,535 of 16,384 rows.
+pub(crate) const TS_GEMM_NARROW_MAX_ROWS: usize = 65_535 * NARROW_CHUNK;
 /// The widest B that [`Gpu::ts_gemm_narrow_tn`] takes: each group of 4 of B's columns
 /// reads A once more.
 pub(crate) const TS_GEMM_NARROW_MAX: usize = 8;
 
 impl Gpu {
-    /// W := AᵀB (ka×kb) for a tall A (rows×ka) and a narrow B (rows×kb, 1 ≤ kb ≤
-    /// [`TS_GEMM_NARROW_MAX`]): `ts_gemm_narrow_partial` over chunks of 16,384 rows, one
-    /// block a chunk and a tile of 8 of A's columns by 4 of B's, each reading its columns
+    /// W := AᵀB (ka×kb) for a tall A (rows×ka, rows ≤ [`TS_GEMM_NARROW_MAX_ROWS`]) and a
+    /// narrow B (rows×kb, 1 ≤ kb ≤ [`TS_GEMM_NARROW_MAX`]): `ts_gemm_narrow_partial` over
+    /// chunks of 16,384 rows, one block a chunk and a tile of 8 of A's columns by 4 of B's
+    /// (`ts_gemm_narrow_partial_wide`, 4 by 8, where kb > 4), each reading its columns
     /// straight from global memory, and `ts_gemm_narrow_reduce` summing the partials in
-    /// chunk order (the same result every run). Reads A ⌈kb/4⌉ times at the copy rate
+    /// chunk order (the same result every run). Reads A once at the copy rate
     /// where cuBLAS's GEMV and GEMM of this shape (a few outputs, an inner dimension of
     /// millions) run on a few multiprocessors (docs/performance.md#tall-updates). Two
     /// launches and a scratch of ⌈rows/16384⌉·ka·kb elements.
@@ -146,8 +151,8 @@ impl Gpu {
     /// [`crate::Error::OutOfMemory`], [`crate::Error::Driver`].
     ///
     /// # Panics
-    /// If the row counts differ or are 0, kb is 0 or above [`TS_GEMM_NARROW_MAX`], or W
-    /// is not ka×kb (a cuqr bug).
+    /// If the row counts differ, are 0 or above [`TS_GEMM_NARROW_MAX_ROWS`], kb is 0 or
+    /// above [`TS_GEMM_NARROW_MAX`], or W is not ka×kb (a cuqr bug).
     pub(crate) fn ts_gemm_narrow_tn<T: GpuScalar>(
         &self,
         a: &DevMatView<'_, T>,
@@ -155,35 +160,45 @@ impl Gpu {
         w: &mut DevMatViewMut<'_, T>,
     ) -> Result<()> {
         let (rows, ka, kb) = (a.nrows(), a.ncols(), b.ncols());
-        assert!(b.nrows() == rows && rows > 0 && (1..=TS_GEMM_NARROW_MAX).contains(&kb));
+        assert!(b.nrows() == rows && (1..=TS_GEMM_NARROW_MAX_ROWS).contains(&rows));
+        assert!((1..=TS_GEMM_NARROW_MAX).contains(&kb));
         assert!(w.nrows() == ka && w.ncols() == kb);
         if ka == 0 {
             return Ok(());
         }
         let chunks = rows.div_ceil(NARROW_CHUNK);
-        let tiles = ka.div_ceil(NARROW_TILE.0) * kb.div_ceil(NARROW_TILE.1);
         let ks = T::kernel_set(&self.kernels);
+        let (tile, kernel, name) = if kb <= NARROW_TILE.1 {
+            (NARROW_TILE, &ks.ts_gemm_narrow_partial, "ts_gemm_narrow_partial")
+        } else {
+            (
+                NARROW_TILE_WIDE,
+                &ks.ts_gemm_narrow_partial_wide,
+                "ts_gemm_narrow_partial_wide",
+            )
+        };
+        let tiles = ka.div_ceil(tile.0) * kb.div_ceil(tile.1);
         let elem = core::mem::size_of::<T>();
         let mut part = DevVec::<T>::uninit(self, chunks * ka * kb)?;
         let (lda, ldb, ldw) = (a.ld(), b.ld(), w.ld());
-        assert!(tiles <= 65_535, "ts_gemm_narrow_tn: {ka} columns of A");
         let mut part_w = part.view_mut();
         let config = LaunchConfig {
             grid_dim: (
-                u32::try_from(chunks).expect("chunks fit u32"),
                 u32::try_from(tiles).expect("tiles fit u32"),
+                u32::try_from(chunks).expect("chunks ≤ 65535 (asserted)"),
                 1,
             ),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: u32::try_from(THREADS as usize * elem).expect("fits u32"),
         };
-        // SAFETY: matches ts_gemm_narrow_partial_{f32,f64}(a: *const T, lda, b: *const T,
-        // ldb, rows, ka, kb, part: *mut T): grid (⌈rows/16384⌉, ⌈ka/8⌉·⌈kb/4⌉) with the
-        // tiles ≤ 65535 (asserted), block 256, 256 elements of shared memory; A (rows×ka)
-        // and B (rows×kb) are the views' extents with their leading dimensions; part has
-        // chunks·ka·kb elements and is a fresh buffer.
+        // SAFETY: matches ts_gemm_narrow_partial{,_wide}_{f32,f64}(a: *const T, lda,
+        // b: *const T, ldb, rows, ka, kb, part: *mut T): grid (⌈ka/TA⌉·⌈kb/TB⌉,
+        // ⌈rows/16384⌉) for the kernel's tile (TA, TB), the chunks ≤ 65535 (asserted), block
+        // 256, 256 elements of shared memory; A (rows×ka) and B (rows×kb) are the views'
+        // extents with their leading dimensions; part has chunks·ka·kb elements and is a
+        // fresh buffer.
         unsafe {
-            launch_kernel!(self, &ks.ts_gemm_narrow_partial, config, "ts_gemm_narrow_partial";
+            launch_kernel!(self, kernel, config, name;
                 a.buf(), &lda, b.buf(), &ldb, &rows, &ka, &kb, &mut part_w)
         }?;
         let part_r = part.view();

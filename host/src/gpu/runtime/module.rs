@@ -240,6 +240,9 @@ kernel_table! {
     /// `ts_gemm_narrow_partial_<T>(a, lda, b, ldb, rows, ka, kb, part)` (W = AᵀB for a
     /// narrow B by row chunks).
     ts_gemm_narrow_partial,
+    /// `ts_gemm_narrow_partial_wide_<T>(a, lda, b, ldb, rows, ka, kb, part)` (the same with
+    /// tiles of 4 × 8 outputs, for B of 5 to 8 columns).
+    ts_gemm_narrow_partial_wide,
     /// `ts_gemm_narrow_reduce_<T>(part, chunks, ka, kb, w, ldw)` (the chunks' sum).
     ts_gemm_narrow_reduce,
     /// `row_insert_qr_<T>(r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, counter, base, cpb,
