@@ -409,10 +409,9 @@ impl Gpu {
             what: "size",
             why: format!("{rows}×{cols}: more than 2³² − 1 blocks of {NON_FINITE_CHUNK} rows"),
         })?;
-        let mut out = self
-            .stream
-            .alloc_zeroed::<u32>(cols * chunks)
-            .map_err(crate::gpu::runtime::alloc_err("non-finite scan", cols * chunks * 4))?;
+        let mut out = self.stream.alloc_zeroed::<u32>(cols * chunks).map_err(
+            crate::gpu::runtime::alloc_err("non-finite scan", cols * chunks * 4),
+        )?;
         let lda = a.ld();
         let f = &T::kernel_set(&self.kernels).panel_first_non_finite;
         let config = LaunchConfig {
@@ -461,8 +460,16 @@ mod tests {
         let mut cases: Vec<Vec<(usize, usize, f64)>> = vec![
             vec![],
             vec![(rows - 1, 2, f64::NAN)],
-            vec![(70_000, 1, f64::INFINITY), (40_000, 2, f64::NAN), (99_990, 1, f64::NAN)],
-            vec![(99_990, 0, f64::NEG_INFINITY), (65_536, 0, f64::NAN), (3, 1, f64::NAN)],
+            vec![
+                (70_000, 1, f64::INFINITY),
+                (40_000, 2, f64::NAN),
+                (99_990, 1, f64::NAN),
+            ],
+            vec![
+                (99_990, 0, f64::NEG_INFINITY),
+                (65_536, 0, f64::NAN),
+                (3, 1, f64::NAN),
+            ],
         ];
         cases.push(vec![(super::NON_FINITE_CHUNK, 0, f64::NAN)]);
         for hits in cases {

@@ -169,7 +169,11 @@ impl Gpu {
         let chunks = rows.div_ceil(NARROW_CHUNK);
         let ks = T::kernel_set(&self.kernels);
         let (tile, kernel, name) = if kb <= NARROW_TILE.1 {
-            (NARROW_TILE, &ks.ts_gemm_narrow_partial, "ts_gemm_narrow_partial")
+            (
+                NARROW_TILE,
+                &ks.ts_gemm_narrow_partial,
+                "ts_gemm_narrow_partial",
+            )
         } else {
             (
                 NARROW_TILE_WIDE,
