@@ -190,15 +190,27 @@ pub unsafe fn reduce<T: Float>(
     if i >= k {
         return;
     }
-    let mut s = T::ZERO;
-    let mut b = 0;
-    while b < chunks {
-        // SAFETY: b < chunks, e < 32·nc: inside part.
-        s = s.add(unsafe { device::ld(part, b * TK * nc + e) });
-        b += 1;
-    }
+    // SAFETY: chunks partials of 32·nc elements, e < 32·nc: inside part.
+    let s = unsafe { sum_chunks(part, chunks, TK * nc, e) };
     // SAFETY: i < k ≤ ldw, j < nc: inside w; one writer each.
     unsafe { device::st(w, i + j * ldw, s) };
+}
+
+/// Σ_c part[c·stride + e] over c < `chunks`, in chunk order (the partial sums' reduction
+/// of [`reduce`] and [`narrow_reduce`]).
+///
+/// # Safety
+/// `part` readable at c·stride + e for every c < `chunks`.
+#[inline(always)]
+unsafe fn sum_chunks<T: Float>(part: *const T, chunks: usize, stride: usize, e: usize) -> T {
+    let mut s = T::ZERO;
+    let mut c = 0;
+    while c < chunks {
+        // SAFETY: the caller's contract.
+        s = s.add(unsafe { device::ld(part, c * stride + e) });
+        c += 1;
+    }
+    s
 }
 
 /// What [`load_stage`] needs of a block of [`partial`]: the operands, V's columns k,
@@ -477,13 +489,8 @@ pub unsafe fn narrow_reduce<T: Float>(
         return;
     }
     let (i, j) = (e / kb, e % kb);
-    let mut s = T::ZERO;
-    let mut c = 0;
-    while c < chunks {
-        // SAFETY: c < chunks, e < ka·kb: inside part.
-        s = s.add(unsafe { device::ld(part, c * ka * kb + e) });
-        c += 1;
-    }
+    // SAFETY: chunks partials of ka·kb elements, e < ka·kb: inside part.
+    let s = unsafe { sum_chunks(part, chunks, ka * kb, e) };
     // SAFETY: i < ka ≤ ldw, j < kb: inside w; one writer each.
     unsafe { device::st(w, i + j * ldw, s) };
 }

@@ -873,8 +873,8 @@ fn rank_one_device_matches_cpu() {
 }
 
 /// Tall states (m ≥ 65,536 rows), where Q₁ᵀU, UᵀU and Uᵀb (and the R-only kind's AᵀU)
-/// take the row-chunked narrow kernel: column insertion with p = 1 and p = 8 (two tiles
-/// of B) and rank-one updates from host and device vectors, in the thin and R-only
+/// take the row-chunked narrow kernel: column insertion with p = 1 and p = 8 (the 4×8
+/// tiles) and rank-one updates from host and device vectors, in the thin and R-only
 /// kinds, against the CPU backend and the model.
 fn tall_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
     let (m, n, q) = (70_001, 29, 2);
