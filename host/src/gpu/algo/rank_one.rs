@@ -27,18 +27,11 @@ pub(crate) struct RankOneInputs<T> {
 }
 
 impl<T: GpuScalar> RankOneInputs<T> {
-    /// Uploads u and v (queued on the stream); ‖u‖₂ on the host, summed in f64 (scaled
-    /// where the plain sum overflows).
+    /// Uploads u and v (queued on the stream), with `unorm` = ‖u‖₂ from the caller.
     ///
     /// # Errors
     /// [`crate::Error::OutOfMemory`], device errors.
-    pub(crate) fn from_host(gpu: &Gpu, u: &[T], v: &[T]) -> Result<Self> {
-        let sum: f64 = u.iter().map(|x| x.to_f64() * x.to_f64()).sum();
-        let unorm = if sum.is_finite() {
-            sum.sqrt()
-        } else {
-            crate::cpu::householder::nrm2(u).to_f64()
-        };
+    pub(crate) fn from_host(gpu: &Gpu, u: &[T], v: &[T], unorm: f64) -> Result<Self> {
         let u = DevVec::from_slice_async(gpu, u)?;
         let v = DevVec::from_slice_async(gpu, v)?;
         gpu.stage_mark("upload u, v");

@@ -20,7 +20,14 @@ use crate::state::gpu::GpuQr;
 pub fn run_gpu<T: GpuScalar>(st: &mut GpuQr<T>, u: &[T], v: &[T]) -> Result<()> {
     plan(st.dims, u, v)?;
     check_kind(st)?;
-    let x = st.guarded(|| RankOneInputs::from_host(&st.gpu, u, v))?;
+    // ‖u‖₂ summed in f64 (scaled where the plain sum overflows)
+    let sum: f64 = u.iter().map(|x| x.to_f64() * x.to_f64()).sum();
+    let unorm = if sum.is_finite() {
+        sum.sqrt()
+    } else {
+        crate::cpu::householder::nrm2(u).to_f64()
+    };
+    let x = st.guarded(|| RankOneInputs::from_host(&st.gpu, u, v, unorm))?;
     run_gpu_inputs(st, x)
 }
 
