@@ -8,9 +8,11 @@ use crate::base::dims::Dims;
 use crate::base::error::Result;
 use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
+use crate::cpu::chain_sweep::DowndateChains;
 use crate::cpu::dense::view_mut;
 use crate::cpu::factors::FactorsMut;
 use crate::cpu::givens::{givens, rot, rot_pair};
+use crate::cpu::rotations::ColumnTransforms;
 
 /// Deletes rows k0..k0+p of a full-kind state's A, producing Q̃ ((m−p)×(m−p)), R̃ and d̃
 /// (docs/algorithms.md#row-deletion).
@@ -102,42 +104,53 @@ pub(crate) fn rotate_out<T: Scalar>(
 }
 
 /// The full-Q row deletion on blocked building blocks: the rotations generated on Q's
-/// deleted rows alone, applied once to [Rᵀ; dᵀ] and, once R̃ has passed the rank test, to Q
-/// in its own buffer, whose deleted rows and first p columns are then removed in place
-/// (docs/algorithms.md#blocked-column-transformations, #factors-in-place). The same
-/// rotations as [`rotate_out`], so the same result up to rounding.
+/// deleted rows alone as p chains, applied to Rᵀ (only the planes that meet R's non-zero
+/// rows) and to d, and, once R̃ has passed the rank test, to Q in one sweep over its
+/// columns that also removes the deleted rows and the first p columns in Q's own buffer
+/// (docs/algorithms.md#one-sweep-row-deletion, #factors-in-place). The same rotations as
+/// [`rotate_out`], so the same result up to rounding.
 fn delete_rows_blocked<T: Scalar>(mut st: FactorsMut<'_, T>, k0: usize, p: usize) -> Result<()> {
     let (m, n, q) = (st.dims.m, st.dims.n, st.dims.q);
     let q_old = st.q.as_ref().expect("a full state holds Q");
     let mut zr = Mat::from_fn(p, m, |i, j| q_old[(k0 + i, j)]);
-    let steps = crate::cpu::thin_blocked::downdate_rotations(&mut zr);
-    // [Rᵀ; dᵀ], R's upper triangle only: its rows n.. are zero in a full state (its strictly
-    // lower part is taken as zero), and the rotations keep rows n + p.. zero.
-    let mut rd = Mat::<T>::zeros(n + q, m);
+    let chains = DowndateChains::generate(&mut zr);
+    // Rᵀ, R's upper triangle only (its rows n.. are zero in a full state and its strictly
+    // lower part is taken as zero): while chain i runs, R's rows n + i.. are zero, so its
+    // planes (k, k+1) with k ≥ n + i leave them zero and are skipped; the others touch
+    // rows < n + p.
+    let w = (n + p).min(m);
+    let mut steps = ColumnTransforms::new();
+    for (i, k, c, s) in chains.each() {
+        if k < n + i {
+            steps.rotate(k, k + 1, c, s);
+        }
+    }
+    let mut rt = Mat::<T>::zeros(n, w);
     for i in 0..n {
         for (j, &x) in st.r.col(i).iter().enumerate().take(i + 1) {
-            rd[(i, j)] = x;
+            rt[(i, j)] = x;
         }
     }
-    for k in 0..q {
-        for (j, &x) in st.d.col(k).iter().enumerate() {
-            rd[(n + k, j)] = x;
+    steps.apply(view_mut(&mut rt));
+    let mut d = st.d.clone();
+    for (_, k, c, s) in chains.each() {
+        for col in 0..q {
+            let (mut a, mut b) = (d[(k, col)], d[(k + 1, col)]);
+            rot_pair(c, s, &mut a, &mut b);
+            d[(k, col)] = a;
+            d[(k + 1, col)] = b;
         }
     }
-    steps.apply(view_mut(&mut rd));
     let mp = m - p;
     // R̃ = (GᵀR)(p.., :) with its strictly lower part (rounding residue) exact zeros.
     let mut r = Mat::<T>::zeros(mp, n);
     for j in 0..n {
         for (i, x) in r.col_mut(j).iter_mut().enumerate().take(j + 1) {
-            *x = rd[(j, i + p)];
+            *x = rt[(j, i + p)];
         }
     }
-    let d = Mat::from_fn(mp, q, |i, k| rd[(n + k, i + p)]);
+    let d = Mat::from_fn(mp, q, |i, k| d[(i + p, k)]);
     let dims = Dims { m: mp, ..*st.dims };
-    st.replace_full_with(dims, r, d, |qm| {
-        // Q̃ = (Q's kept rows)·G without its first p columns.
-        steps.apply(view_mut(qm));
-        qm.remove_rows_cols(k0..k0 + p, 0..p);
-    })
+    // Q̃ = (Q's kept rows)·G without its first p columns.
+    st.replace_full_with(dims, r, d, |qm| chains.apply_and_remove(qm, k0))
 }

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod blocked;
+pub(crate) mod chain_sweep;
 pub(crate) mod compose;
 pub(crate) mod delete_cols;
 pub(crate) mod delete_rows;

@@ -238,6 +238,12 @@ impl<T: Scalar> ColumnTransforms<T> {
                         chain_rows::<T, LANES>(buf, rb, r, lo, pairs, down);
                         r += LANES;
                     }
+                    // Blocks of 8 rows (wide matrices) still take the rotations a
+                    // SIMD vector at a time.
+                    while r + HALF_LANES <= rb {
+                        chain_rows::<T, HALF_LANES>(buf, rb, r, lo, pairs, down);
+                        r += HALF_LANES;
+                    }
                     while r < rb {
                         chain_rows::<T, 1>(buf, rb, r, lo, pairs, down);
                         r += 1;
@@ -320,6 +326,8 @@ fn rows_per_block(ncols: usize) -> usize {
 
 /// Rows a chain handles together (independent carries, enough to hide the FMA latency).
 const LANES: usize = 16;
+/// The narrower width for blocks with fewer than [`LANES`] rows left.
+const HALF_LANES: usize = 8;
 
 /// A chain of rotations on neighbouring columns lo..=lo+len (len = `pairs.len()`) of rows
 /// r..r+W of the column-major `buf` (rb rows), the carried column held in registers.

@@ -72,6 +72,19 @@ impl<T: Scalar> Mat<T> {
         self.ncols += cols.ncols;
     }
 
+    /// Takes the first `nrows · ncols` entries of the buffer, as they stand, as the
+    /// column-major `nrows × ncols` matrix (after a caller has moved the entries it keeps
+    /// to the front). The buffer keeps its capacity.
+    ///
+    /// # Panics
+    /// If the matrix would need more entries than the buffer holds.
+    pub(crate) fn truncate_to(&mut self, nrows: usize, ncols: usize) {
+        let total = super::element_count("truncate_to", nrows, ncols);
+        assert!(total <= self.data.len(), "truncate_to: {nrows}×{ncols}");
+        self.data.truncate(total);
+        (self.nrows, self.ncols) = (nrows, ncols);
+    }
+
     /// Removes the rows `rows` and the columns `cols`: an m×n matrix becomes
     /// (m − |rows|)×(n − |cols|), the kept entries in their order. The buffer keeps its
     /// capacity.
