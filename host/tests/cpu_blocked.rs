@@ -121,6 +121,9 @@ fn updates(seed: u64, m: usize, n: usize, q: usize) -> Vec<Update> {
         Update::InsertCols(0, random_mat(&mut g, m, 1)),
         Update::InsertCols(n / 2, random_mat(&mut g, m, p)),
         Update::InsertCols(n, random_mat(&mut g, m, p)),
+        // 19 columns: three Householder panels of the default block size (8), merged into
+        // one block reflector for the full Q
+        Update::InsertCols(n / 3, random_mat(&mut g, m, 19)),
         Update::DeleteCols(0, 1),
         Update::DeleteCols(n / 3, p),
         Update::DeleteCols(n - p, p),
