@@ -41,18 +41,15 @@ pub(crate) fn thin_qr<T: Scalar>(
     base: &[f64],
     tol: f64,
 ) -> Result<(Mat<T>, Mat<T>), ThinFailure> {
-    let (m, p) = (z.nrows(), z.ncols());
+    let p = z.ncols();
     let mut qz = z.clone();
     let mut g = Mat::<T>::zeros(p, p);
     for j in 0..p {
         for _pass in 0..2 {
             for k in 0..j {
-                let mut s = T::ZERO;
-                for i in 0..m {
-                    s = qz[(i, k)].mul_add(qz[(i, j)], s);
-                }
-                g[(k, j)] += s;
                 let (ck, cj) = qz.two_cols_mut(k, j);
+                let s = dot_lanes(ck, cj);
+                g[(k, j)] += s;
                 for (y, x) in cj.iter_mut().zip(ck.iter()) {
                     *y = (-s).mul_add(*x, *y);
                 }
@@ -72,6 +69,30 @@ pub(crate) fn thin_qr<T: Scalar>(
         }
     }
     Ok((qz, g))
+}
+
+/// xᵀy in eight interleaved partial sums (independent multiply-add chains, which the
+/// compiler keeps in SIMD registers), added pairwise at the end.
+fn dot_lanes<T: Scalar>(x: &[T], y: &[T]) -> T {
+    const L: usize = 8;
+    let mut acc = [T::ZERO; L];
+    let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (a, b) in xc.zip(yc) {
+        for t in 0..L {
+            acc[t] = a[t].mul_add(b[t], acc[t]);
+        }
+    }
+    for (t, (a, b)) in xr.iter().zip(yr).enumerate() {
+        acc[t] = a.mul_add(*b, acc[t]);
+    }
+    let quads = [
+        acc[0] + acc[4],
+        acc[1] + acc[5],
+        acc[2] + acc[6],
+        acc[3] + acc[7],
+    ];
+    (quads[0] + quads[2]) + (quads[1] + quads[3])
 }
 
 /// Qᵀb for the m×q b.
