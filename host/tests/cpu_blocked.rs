@@ -145,7 +145,30 @@ fn run_all<T: Scalar>(seed: u64, m: usize, n: usize, q: usize) {
             ..FactorParams::default()
         };
         let st = CpuQr::factorize(a.as_ref(), b.as_ref(), policy, params).unwrap();
-        for up in updates(seed + 1, m, n, q) {
+        // u in range(A) (the thin kind's two-pass projection; a random u takes the one-pass
+        // direction) and u with a fifth of its norm outside it
+        let ax: Vec<f64> = (0..m)
+            .map(|i| {
+                (0..n)
+                    .map(|j| a[(i, j)].to_f64() * (1.0 + j as f64 / n as f64))
+                    .sum()
+            })
+            .collect();
+        let mut g2 = rng(seed + 2);
+        let noise: Vec<f64> = random_vec(&mut g2, m);
+        let scale = (ax.iter().map(|x| x * x).sum::<f64>()
+            / noise.iter().map(|x| x * x).sum::<f64>())
+        .sqrt();
+        let mixed: Vec<f64> = ax
+            .iter()
+            .zip(&noise)
+            .map(|(x, e)| x + 0.2 * scale * e)
+            .collect();
+        let more = [
+            Update::RankOne(ax, random_vec(&mut g2, n)),
+            Update::RankOne(mixed, random_vec(&mut g2, n)),
+        ];
+        for up in updates(seed + 1, m, n, q).into_iter().chain(more) {
             let refr = cuqr::cpu::reference::run(|| {
                 let mut s = st.clone();
                 apply(&mut s, &up);

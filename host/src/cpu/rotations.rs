@@ -168,6 +168,29 @@ impl<T: Scalar> ColumnTransforms<T> {
         });
     }
 
+    /// Applies the sequence to [a x] where the column x (after `a`'s columns) is made
+    /// block by block and dropped at the end: `make(first row, block of a, rows, x's
+    /// entries)` fills x's rows of the block from a's (copied, column-major). Q₁ is then
+    /// read once for the new column and the rotations together.
+    pub fn apply_with_made_column(
+        &self,
+        a: MatMut<'_, T>,
+        make: impl Fn(usize, &[T], usize, &mut [T]) + Sync,
+    ) {
+        if self.steps.is_empty() || a.nrows() == 0 {
+            return;
+        }
+        let (na, rows) = (a.ncols(), a.nrows());
+        self.run_blocks(a, empty(rows), na + 1, |r0, blk, _, buf| {
+            let rb = blk.nrows();
+            let (head, x) = buf.split_at_mut(rb * na);
+            copy_in(blk.rb(), head);
+            make(r0, head, rb, &mut x[..rb]);
+            self.apply_block(buf, rb, 0);
+            copy_out(&buf[..rb * na], rb, 0, blk);
+        });
+    }
+
     /// Calls `block(first row, rows of dst, rows of extra, buffer)` for every block of
     /// rows of `dst` and `extra`,
     /// the blocks split over [`threads`] threads when the work is large enough.

@@ -86,6 +86,7 @@ pub fn insert_cols<T: Scalar>(
         extra: qz,
         keep: n + p,
         append: true,
+        made: None,
     })
 }
 
@@ -100,11 +101,44 @@ pub struct PendingQ<T> {
     keep: usize,
     /// `extra` becomes Q₁'s last columns (column insertion) instead of a scratch block.
     append: bool,
+    /// The scratch column made block by block from Q₁'s rows instead of `extra`.
+    made: Option<MadeColumn<T>>,
+}
+
+/// The rank-one update's new direction q̂ = (u − Q₁w)/γ, made for each block of Q₁'s rows
+/// as the rotations reach it (docs/algorithms.md#thin-rank-one-in-one-pass).
+struct MadeColumn<T> {
+    u: Vec<T>,
+    w: Vec<T>,
+    gamma: T,
+}
+
+impl<T: Scalar> MadeColumn<T> {
+    /// q̂'s rows r0..r0+rb from those rows of Q₁ (`block`, column-major, rb rows).
+    fn fill(&self, r0: usize, block: &[T], rb: usize, out: &mut [T]) {
+        out.copy_from_slice(&self.u[r0..r0 + rb]);
+        for (col, &wj) in block.chunks_exact(rb).zip(&self.w) {
+            for (o, &q) in out.iter_mut().zip(col) {
+                *o = (-wj).mul_add(q, *o);
+            }
+        }
+        for o in out.iter_mut() {
+            *o /= self.gamma;
+        }
+    }
 }
 
 impl<T: Scalar> PendingQ<T> {
     /// Applies the transformations to `q1` in place and drops its columns from `keep` on.
     pub fn apply(mut self, q1: &mut Mat<T>) {
+        if let Some(made) = &self.made {
+            debug_assert!(self.first == 0 && self.keep == q1.ncols());
+            self.steps
+                .apply_with_made_column(view_mut(q1), |r0, blk, rb, out| {
+                    made.fill(r0, blk, rb, out)
+                });
+            return;
+        }
         if self.append {
             q1.append_cols(&self.extra);
             let n = q1.ncols();
@@ -148,6 +182,7 @@ pub fn delete_cols<T: Scalar>(
         extra: Mat::zeros(q1.nrows(), 0),
         keep: n - p,
         append: false,
+        made: None,
     }
 }
 
@@ -319,8 +354,87 @@ impl<T: Scalar> PendingDeletion<T> {
 }
 
 /// [`crate::cpu::thin::rank_one`] blocked: the projections on faer, the rotations of
-/// [Q₁ q̂] recorded (applied in row blocks, in place, by [`PendingQ::apply`]).
+/// [Q₁ q̂] recorded (applied in row blocks, in place, by [`PendingQ::apply`]). Where u keeps
+/// at least 1/√2 of its norm outside range(Q₁) (γ² = ‖u‖² − ‖w‖² ≥ ‖u‖²/2, w = Q₁ᵀu), one
+/// Gram–Schmidt pass is enough and q̂ = (u − Q₁w)/γ is made inside the rotation pass
+/// (docs/algorithms.md#thin-rank-one-in-one-pass); otherwise the residual is formed and
+/// reorthogonalised first.
 pub fn rank_one<T: Scalar>(
+    q1: &Mat<T>,
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    b: &Mat<T>,
+    u: &[T],
+    v: &[T],
+) -> PendingQ<T> {
+    match one_pass_direction(q1, u) {
+        Some(made) => rank_one_made(r, d, b, u, v, made),
+        None => rank_one_formed(q1, r, d, b, u, v),
+    }
+}
+
+/// w = Q₁ᵀu and γ = (‖u‖² − ‖w‖²)^½ where γ² ≥ ‖u‖²/2 (the sums in f64, where a single
+/// Gram–Schmidt pass is accurate: the "twice is enough" test of [`project_out`] passes
+/// without the second pass); None otherwise.
+fn one_pass_direction<T: Scalar>(q1: &Mat<T>, u: &[T]) -> Option<MadeColumn<T>> {
+    let m = q1.nrows();
+    let w = product(
+        view(q1).transpose(),
+        faer::MatRef::from_column_major_slice(u, m, 1),
+    );
+    let squares = |x: &[T]| x.iter().map(|&t| t.to_f64() * t.to_f64()).sum::<f64>();
+    let (uu, ww) = (squares(u), squares(w.col(0)));
+    let g2 = uu - ww;
+    if !(uu.is_finite() && uu > 0.0 && g2 >= 0.5 * uu) {
+        return None;
+    }
+    Some(MadeColumn {
+        u: u.to_vec(),
+        w: w.col(0).to_vec(),
+        gamma: T::from_f64(g2.sqrt()),
+    })
+}
+
+/// The rank-one update with q̂ made in the rotation pass: q̂ᵀb = (uᵀb − wᵀd)/γ (d = Q₁ᵀb).
+fn rank_one_made<T: Scalar>(
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    b: &Mat<T>,
+    u: &[T],
+    v: &[T],
+    made: MadeColumn<T>,
+) -> PendingQ<T> {
+    let n = made.w.len();
+    let f: Vec<T> = (0..d.ncols())
+        .map(|k| {
+            let ub = u
+                .iter()
+                .zip(b.col(k))
+                .fold(T::ZERO, |acc, (&x, &y)| x.mul_add(y, acc));
+            let wd = made
+                .w
+                .iter()
+                .zip(&d.col(k)[..n])
+                .fold(T::ZERO, |acc, (&x, &y)| x.mul_add(y, acc));
+            (ub - wd) / made.gamma
+        })
+        .collect();
+    let mut w = made.w.clone();
+    w.push(made.gamma);
+    let mut steps = ColumnTransforms::new();
+    rfactor::rank_one(r, d, w, &f, v, |i, cs, sn| steps.rotate(i - 1, i, cs, sn));
+    PendingQ {
+        steps,
+        first: 0,
+        extra: Mat::zeros(0, 0),
+        keep: n,
+        append: false,
+        made: Some(made),
+    }
+}
+
+/// The rank-one update with the residual formed (and reorthogonalised where needed) first.
+fn rank_one_formed<T: Scalar>(
     q1: &Mat<T>,
     r: &mut Mat<T>,
     d: &mut Mat<T>,
@@ -350,6 +464,7 @@ pub fn rank_one<T: Scalar>(
         extra: qhat,
         keep: n,
         append: false,
+        made: None,
     }
 }
 
