@@ -10,9 +10,9 @@
 use crate::base::mat::Mat;
 use crate::base::scalar::Scalar;
 use crate::cpu::blocked::householder_qr;
+use crate::cpu::chain_sweep::DowndateChains;
 use crate::cpu::dense::{gemm_add, product, view, view_mut};
 use crate::cpu::fold::{apply_to_columns, fold_rows};
-use crate::cpu::givens::{givens, rot_pair};
 use crate::cpu::householder::nrm2;
 use crate::cpu::rfactor;
 use crate::cpu::rotations::ColumnTransforms;
@@ -367,9 +367,33 @@ pub fn rank_one<T: Scalar>(
     u: &[T],
     v: &[T],
 ) -> PendingQ<T> {
-    match one_pass_direction(q1, u) {
-        Some(made) => rank_one_made(r, d, b, u, v, made),
-        None => rank_one_formed(q1, r, d, b, u, v),
+    if let Some(made) = one_pass_direction(q1, u) {
+        return rank_one_made(r, d, b, u, v, made);
+    }
+    // The residual formed (and reorthogonalised where needed) first.
+    let (m, n) = (q1.nrows(), q1.ncols());
+    let (c, z) = project_out(q1, faer::MatRef::from_column_major_slice(u, m, 1));
+    let gamma = nrm2(z.col(0));
+    let unorm = nrm2(u).to_f64();
+    let has_dir = gamma.to_f64() > 64.0 * T::UNIT_ROUNDOFF * unorm && gamma > T::ZERO;
+    let qhat = Mat::from_fn(
+        m,
+        1,
+        |i, _| if has_dir { z[(i, 0)] / gamma } else { T::ZERO },
+    );
+    let mut w: Vec<T> = c.col(0).to_vec();
+    w.push(if has_dir { gamma } else { T::ZERO });
+    let f = product(view(&qhat).transpose(), view(b));
+    let f: Vec<T> = (0..d.ncols()).map(|k| f[(0, k)]).collect();
+    let mut steps = ColumnTransforms::new();
+    rfactor::rank_one(r, d, w, &f, v, |i, cs, sn| steps.rotate(i - 1, i, cs, sn));
+    PendingQ {
+        steps,
+        first: 0,
+        extra: qhat,
+        keep: n,
+        append: false,
+        made: None,
     }
 }
 
@@ -433,61 +457,15 @@ fn rank_one_made<T: Scalar>(
     }
 }
 
-/// The rank-one update with the residual formed (and reorthogonalised where needed) first.
-fn rank_one_formed<T: Scalar>(
-    q1: &Mat<T>,
-    r: &mut Mat<T>,
-    d: &mut Mat<T>,
-    b: &Mat<T>,
-    u: &[T],
-    v: &[T],
-) -> PendingQ<T> {
-    let (m, n) = (q1.nrows(), q1.ncols());
-    let (c, z) = project_out(q1, faer::MatRef::from_column_major_slice(u, m, 1));
-    let gamma = nrm2(z.col(0));
-    let unorm = nrm2(u).to_f64();
-    let has_dir = gamma.to_f64() > 64.0 * T::UNIT_ROUNDOFF * unorm && gamma > T::ZERO;
-    let qhat = Mat::from_fn(
-        m,
-        1,
-        |i, _| if has_dir { z[(i, 0)] / gamma } else { T::ZERO },
-    );
-    let mut w: Vec<T> = c.col(0).to_vec();
-    w.push(if has_dir { gamma } else { T::ZERO });
-    let f = product(view(&qhat).transpose(), view(b));
-    let f: Vec<T> = (0..d.ncols()).map(|k| f[(0, k)]).collect();
-    let mut steps = ColumnTransforms::new();
-    rfactor::rank_one(r, d, w, &f, v, |i, cs, sn| steps.rotate(i - 1, i, cs, sn));
-    PendingQ {
-        steps,
-        first: 0,
-        extra: qhat,
-        keep: n,
-        append: false,
-        made: None,
-    }
-}
-
 /// The rotations of docs/algorithms.md#row-deletion generated on the deleted rows `zr`
 /// (p×c) of an orthogonal factor alone: for row i and j = c−1 down to i+1, the rotation
 /// of columns (j−1, j) zeroes zr(i, j) against zr(i, j−1) and is applied to the rows of
 /// zr below i (the rows above are zero there). Recorded for the other rows, R and d.
 pub(crate) fn downdate_rotations<T: Scalar>(zr: &mut Mat<T>) -> ColumnTransforms<T> {
-    let (p, c) = (zr.nrows(), zr.ncols());
+    let chains = DowndateChains::generate(zr);
     let mut steps = ColumnTransforms::new();
-    for i in 0..p {
-        for j in (i + 1..c).rev() {
-            let (cs, sn, rho) = givens(zr[(i, j - 1)], zr[(i, j)]);
-            zr[(i, j - 1)] = rho;
-            zr[(i, j)] = T::ZERO;
-            for k in i + 1..p {
-                let (mut a, mut b) = (zr[(k, j - 1)], zr[(k, j)]);
-                rot_pair(cs, sn, &mut a, &mut b);
-                zr[(k, j - 1)] = a;
-                zr[(k, j)] = b;
-            }
-            steps.rotate(j - 1, j, cs, sn);
-        }
+    for (_, k, c, s) in chains.each() {
+        steps.rotate(k, k + 1, c, s);
     }
     steps
 }
