@@ -89,12 +89,16 @@ fn band_at(strip: bool, s0: usize, s1: usize, b0: usize, c: usize) -> usize {
 /// step at which the block's largest bound (lane 31) lets any rotation through, so a column of R
 /// costs steps in proportion to its height, not to the whole span.
 ///
-/// About 280 lines on purpose: the round's step loop and the closures it calls (the
-/// ring's issue and fetch, the liveness and list-index tests) stay in one function.
-/// With them as methods of a round and a lane structure (same statements) ptxas gave
-/// the f64 kernel 255 registers and 16 bytes of spills (measured); as it is, 246 and
-/// none. Only the round's geometry ([`round_chains`], [`round_steps`],
-/// [`chain_index_terms`]) is factored out.
+/// Split into `#[inline(always)]` functions of plain values and closures, so that after
+/// inlining a round is still one loop body: the round's geometry ([`round_chains`],
+/// [`round_steps`], [`chain_index_terms`]), its window and ring ([`pipe_round`]), its
+/// step loop ([`pipe_steps`]) and what a step does ([`ring_issue`] and [`ring_fetch`],
+/// called through closures, [`rotate_window`], [`hand_off`]). ptxas's register count
+/// is sensitive to this shape, not only to the statements: with the closures as methods
+/// of a round and a lane structure the f64 kernel took 255 registers and 16 bytes of
+/// spills, and with the step counters advanced between the barrier and the window's
+/// shift (rather than after [`hand_off`]) 250 (measured, sm_90). Check ptxas -v after
+/// any change here.
 ///
 /// # Safety
 /// As [`apply_sched_one`](super::apply::apply_sched_one): `rot` holds the schedule's whole list; vector t < n (element i
@@ -152,226 +156,34 @@ pub(super) unsafe fn pipe_vec<T: Float>(
             round_steps(strip, s0, s1, cr, cr1, c0, act, banded, bt, btx);
         let (kc0, dk) = chain_index_terms(strip, s0, s1, c0, act);
         let in_range = |i: isize| valid && i >= e_lo && i <= e_hi;
-        let mut reg = [T::ZERO; 2 * PW];
-        if t_start <= t_last {
-            let mut w = a0 + 2 * cr as isize - t_start + 2 * wb * g as isize;
-            if act {
-                rep_pwin!(u {
-                    let i = w + u as isize;
-                    if in_range(i) {
-                        // SAFETY: 0 ≤ e_lo ≤ i ≤ e_hi < span: this thread's element.
-                        reg[u] = unsafe { device::ld(x, base + i as usize * cs) };
-                    }
-                });
-            }
-            let ldg = |i: isize| -> T {
-                if g == 0 && in_range(i) {
-                    // SAFETY: as above.
-                    unsafe { device::ld(x, base + i as usize * cs) }
-                } else {
-                    T::ZERO
-                }
-            };
-            // chain c0 + u has a rotation on plane w + 2u when the window is at w
-            // (lane-independent part; the band test is per lane)
-            let live = |u: usize, w: isize| -> bool {
-                let c = (c0 + u) as isize;
-                let a = w + 2 * u as isize;
-                let hic = if strip { a0 + c } else { a0 };
-                act && c < c1 as isize && a >= c && a <= hic
-            };
-            // list index of chain c0 + u's rotation when the window is at w
-            let kidx = |u: usize, w: isize| -> usize {
-                let tri = if strip {
-                    0
-                } else {
-                    (u * u.saturating_sub(1) / 2) as isize
-                };
-                (kc0 + u as isize * dk - tri - (w + 2 * u as isize)) as usize
-            };
-            // The rotation ring: step s (window w_first − s) of this round is in batch
-            // s / PD, slot (s / PD) mod RING, at ((slot·PW + u)·PD + s mod PD)·2.
-            let w_first = w;
-            let issue = |bt: usize| {
-                let (u, part) = (lane / 4, lane % 4);
-                let slot = bt % RING;
-                unroll!(jj in [0, 1] {
-                    let si = part * 2 + jj;
-                    let wv = w_first - (bt * PD + si) as isize;
-                    if live(u, wv) {
-                        let k = kidx(u, wv);
-                        // SAFETY: chain c0 + u's rotation on plane wv + 2u is list entry
-                        // k < len (rot[2k], rot[2k+1], aligned to two elements); the
-                        // slot's pair belongs to this lane, and the slot is not read
-                        // until this batch is waited for (see `fetch`).
-                        unsafe {
-                            device::cp_async_pair(
-                                ring.wrapping_add(((slot * PW + u) * PD + si) * 2),
-                                rot.wrapping_add(2 * k),
-                            )
-                        };
-                    }
-                });
-                // SAFETY: closes this thread's group (possibly empty).
-                unsafe { device::cp_async_commit() };
-            };
-            unroll!(bt in [0, 1, 2] {
-                issue(bt);
-            });
-            // Steady state: every chain of this warp's window has a rotation at
-            // every step of the batch and inside the band, so the batch skips the
-            // per-rotation `live` and band tests (same rotations, same order).
-            // (nu = this warp's chains this round, ≤ PW; the tests below are the `live`
-            // and band conditions of chain c0 + u, u < nu, at their tightest u.)
-            let nu = if act { c1 - c0 } else { 0 };
-            let reach = nu.max(1) as isize - 1;
-            let whi_live = if strip {
-                a0 + c0 as isize - reach
+        // chain c0 + u has a rotation on plane w + 2u when the window is at w
+        // (lane-independent part; the band test is per lane)
+        let live = |u: usize, w: isize| -> bool {
+            let c = (c0 + u) as isize;
+            let a = w + 2 * u as isize;
+            let hic = if strip { a0 + c } else { a0 };
+            act && c < c1 as isize && a >= c && a <= hic
+        };
+        // list index of chain c0 + u's rotation when the window is at w
+        let kidx = |u: usize, w: isize| -> usize {
+            let tri = if strip {
+                0
             } else {
-                a0 - 2 * reach
+                (u * u.saturating_sub(1) / 2) as isize
             };
-            let whi_fast = whi_live.min(lim - reach);
-            let full = act && nu > 0;
-            // loads the (c, s) of the step whose window is at w into (rc, rs); the first
-            // fetch of a batch issues the batch RING − 1 ahead into the slot the last
-            // batch freed (every lane read it before the step's block barrier) and
-            // waits for this one
-            let fetch = |rc: &mut [T; PW], rs: &mut [T; PW], w: isize, all: bool| {
-                let st = (w_first - w) as usize;
-                let (bt, si) = (st / PD, st % PD);
-                if si == 0 {
-                    issue(bt + RING - 1);
-                    // SAFETY: waits for this thread's copies of batch bt (RING − 1 newer
-                    // groups may stay pending); the warp barrier makes every lane's
-                    // copies visible to the others (warp-uniform: st is).
-                    unsafe {
-                        device::cp_async_wait::<{ (RING - 1) as u32 }>();
-                        device::sync_warp();
-                    }
-                }
-                let slot = bt % RING;
-                if all {
-                    // Every chain of the window (u < nu) is live at w (the caller's `fast`).
-                    rep_pw!(u {
-                        if u < nu {
-                            let o = ((slot * PW + u) * PD + si) * 2;
-                            // SAFETY: written by this batch's copies, waited for above.
-                            unsafe {
-                                rc[u] = device::ld(ring as *const T, o);
-                                rs[u] = device::ld(ring as *const T, o + 1);
-                            }
-                        }
-                    });
-                } else {
-                    rep_pw!(u {
-                        if live(u, w) {
-                            let o = ((slot * PW + u) * PD + si) * 2;
-                            // SAFETY: written by this batch's copies, waited for above.
-                            unsafe {
-                                rc[u] = device::ld(ring as *const T, o);
-                                rs[u] = device::ld(ring as *const T, o + 1);
-                            }
-                        }
-                    });
-                }
+            (kc0 + u as isize * dk - tri - (w + 2 * u as isize)) as usize
+        };
+        if t_start <= t_last {
+            let w = a0 + 2 * cr as isize - t_start + 2 * wb * g as isize;
+            // SAFETY: forwarded from this function's contract: `in_range` elements are
+            // this thread's, `live` rotations are list entries `kidx`, `ring` is this
+            // warp's ring, and every thread of the block runs this round.
+            unsafe {
+                pipe_round(
+                    rot, x, base, cs, lane, g, nw, hand, ring, strip, a0, gtop, act, c0, c1, w,
+                    t_start, t_last, lim, &mut buf, in_range, live, kidx,
+                )
             };
-            // the elements entering warp 0's window in the current batch of PD steps
-            // (cur[j] = x[w − 1 − j] at the batch's start) and the next (nxt): loaded a
-            // whole batch before use, with no register move touching a pending load
-            let mut cur = [T::ZERO; PD];
-            let mut nxt = [T::ZERO; PD];
-            if g == 0 {
-                rep_pd!(j {
-                    cur[j] = ldg(w - 1 - j as isize);
-                });
-            }
-            // rotations of even (ca, sa) and odd (cb, sb) steps of a batch: the next
-            // step's are loaded before this step's are applied
-            let (mut ca, mut sa) = ([T::ZERO; PW], [T::ZERO; PW]);
-            let (mut cb, mut sb) = ([T::ZERO; PW], [T::ZERO; PW]);
-            fetch(&mut ca, &mut sa, w, false);
-            let mut t = t_start;
-            'steps: loop {
-                let fast = full && w - PD as isize >= c0 as isize && w <= whi_fast;
-                if g == 0 {
-                    rep_pd!(j {
-                        nxt[j] = ldg(w - 1 - (PD + j) as isize);
-                    });
-                }
-                rep_pd!(j {
-                    let (rc, rs) = if j % 2 == 0 {
-                        fetch(&mut cb, &mut sb, w - 1, fast);
-                        (&ca, &sa)
-                    } else {
-                        fetch(&mut ca, &mut sa, w - 1, fast);
-                        (&cb, &sb)
-                    };
-                    if fast {
-                        rep_pw!(u {
-                            if u < nu {
-                                let (xn, yn) =
-                                    rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
-                                reg[2 * u] = xn;
-                                reg[2 * u + 1] = yn;
-                            }
-                        });
-                    } else {
-                        rep_pw!(u {
-                            if live(u, w) && w + (u as isize) <= lim {
-                                let (xn, yn) =
-                                    rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
-                                reg[2 * u] = xn;
-                                reg[2 * u + 1] = yn;
-                            }
-                        });
-                    }
-                    if t >= t_last {
-                        break 'steps;
-                    }
-                    let top = w + 2 * wb - 1;
-                    if g == gtop {
-                        if in_range(top) {
-                            // SAFETY: this thread's element; no window holds it any more.
-                            unsafe { device::st(x, base + top as usize * cs, reg[2 * PW - 1]) };
-                        }
-                    } else if act {
-                        // SAFETY: slot (buf, g, lane) < 2·nw·32 of the dynamic shared
-                        // memory; written by this thread only, read by lane `lane` of warp
-                        // g + 1 after the barrier below, and not rewritten before the next
-                        // barrier.
-                        unsafe { device::st(hand, (buf * nw + g) * 32 + lane, reg[2 * PW - 1]) };
-                    }
-                    // SAFETY: every thread of the block runs the same trip count
-                    // (t_start, t_last depend only on the round, the block's first vector
-                    // and b).
-                    unsafe { device::sync_threads() };
-                    w -= 1;
-                    t += 1;
-                    if act {
-                        unroll!(u in [15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1] {
-                            reg[u] = reg[u - 1];
-                        });
-                        if g == 0 {
-                            reg[0] = cur[j];
-                        } else {
-                            // SAFETY: written by lane `lane` of warp g − 1 before the
-                            // barrier.
-                            reg[0] = unsafe { device::ld(hand, (buf * nw + g - 1) * 32 + lane) };
-                        }
-                    }
-                    buf ^= 1;
-                });
-                cur = nxt;
-            }
-            if act {
-                rep_pwin!(u {
-                    let i = w + u as isize;
-                    if in_range(i) {
-                        // SAFETY: this thread's element; the windows are disjoint.
-                        unsafe { device::st(x, base + i as usize * cs, reg[u]) };
-                    }
-                });
-            }
         }
         // SAFETY: no copy of this round stays in flight into the ring (batches issued
         // past the round's last step land before the next round reuses the slots).
@@ -380,6 +192,442 @@ pub(super) unsafe fn pipe_vec<T: Float>(
         // next round's loads by other warps, and the hand-off buffer's reuse.
         unsafe { device::sync_threads() };
         cr = cr1;
+    }
+}
+
+/// One round of [`pipe_vec`] with at least one step (t_start ≤ t_last), the window at
+/// w at its first step: loads this warp's register window, issues the first RING − 1
+/// batches of its rotations into its ring, runs the steps ([`pipe_steps`]) and stores
+/// the window.
+///
+/// # Safety
+/// As [`pipe_vec`], whose values these are (`in_range`: this thread's elements of the
+/// round; `live`, `kidx`: the rotations of chain c0 + u and their list entries; `buf`:
+/// the hand-off buffer in use); every thread of the block runs this round.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pipe_round<T: Float>(
+    rot: *const T,
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    lane: usize,
+    g: usize,
+    nw: usize,
+    hand: *mut T,
+    ring: *mut T,
+    strip: bool,
+    a0: isize,
+    gtop: usize,
+    act: bool,
+    c0: usize,
+    c1: usize,
+    w: isize,
+    t_start: isize,
+    t_last: isize,
+    lim: isize,
+    buf: &mut usize,
+    in_range: impl Fn(isize) -> bool + Copy,
+    live: impl Fn(usize, isize) -> bool + Copy,
+    kidx: impl Fn(usize, isize) -> usize + Copy,
+) {
+    let mut reg = [T::ZERO; 2 * PW];
+    if act {
+        // SAFETY: `in_range` elements are this thread's.
+        unsafe { load_window(&mut reg, x, base, cs, w, in_range) };
+    }
+    // The rotation ring: step s (window w_first − s) of this round is in batch
+    // s / PD, slot (s / PD) mod RING, at ((slot·PW + u)·PD + s mod PD)·2.
+    let w_first = w;
+    let issue = |bt: usize| {
+        // SAFETY: `live` rotations are list entries `kidx`; `ring` is this warp's, and
+        // its slots are read only after `ring_fetch` waits for their batch.
+        unsafe { ring_issue(rot, ring, lane, bt, w_first, live, kidx) };
+    };
+    unroll!(bt in [0, 1, 2] {
+        issue(bt);
+    });
+    let (nu, whi_fast, full) = steady_window(strip, a0, c0, c1, act, lim);
+    // loads the (c, s) of the step whose window is at w into (rc, rs)
+    let fetch = |rc: &mut [T; PW], rs: &mut [T; PW], w: isize, all: bool| {
+        // SAFETY: batches are issued by `issue`, in order; w ≤ w_first is warp-uniform;
+        // `all` only where the caller's `fast` holds (every chain u < nu live at w).
+        unsafe { ring_fetch(ring, w_first, w, all, nu, issue, live, rc, rs) };
+    };
+    // SAFETY: forwarded from this function's contract.
+    let w = unsafe {
+        pipe_steps(
+            &mut reg, x, base, cs, lane, g, nw, hand, gtop, act, c0, w, t_start, t_last, lim, nu,
+            whi_fast, full, buf, in_range, live, fetch,
+        )
+    };
+    if act {
+        // SAFETY: this thread's elements; the windows are disjoint.
+        unsafe { store_window(&reg, x, base, cs, w, in_range) };
+    }
+}
+
+/// Loads elements w .. w + 2·PW of this lane's vector (element i at base + i·cs of `x`)
+/// into the register window `reg`, those `in_range` (the others stay as they are).
+///
+/// # Safety
+/// `in_range(i)` implies 0 ≤ i < span and that element i is this thread's.
+#[inline(always)]
+unsafe fn load_window<T: Float>(
+    reg: &mut [T; 2 * PW],
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    w: isize,
+    in_range: impl Fn(isize) -> bool,
+) {
+    rep_pwin!(u {
+        let i = w + u as isize;
+        if in_range(i) {
+            // SAFETY: `in_range(i)`: this thread's element (contract).
+            reg[u] = unsafe { device::ld(x, base + i as usize * cs) };
+        }
+    });
+}
+
+/// Stores the register window `reg` back to elements w .. w + 2·PW of this lane's
+/// vector, those `in_range`.
+///
+/// # Safety
+/// As [`load_window`], and no other window holds those elements.
+#[inline(always)]
+unsafe fn store_window<T: Float>(
+    reg: &[T; 2 * PW],
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    w: isize,
+    in_range: impl Fn(isize) -> bool,
+) {
+    rep_pwin!(u {
+        let i = w + u as isize;
+        if in_range(i) {
+            // SAFETY: this thread's element; the windows are disjoint.
+            unsafe { device::st(x, base + i as usize * cs, reg[u]) };
+        }
+    });
+}
+
+/// Issues batch `bt` of a warp's rotations (steps bt·PD .. bt·PD + PD of the round, step
+/// s at window w_first − s) into its ring slot bt mod RING by `cp.async` and commits
+/// them as this thread's next group: lane (u, part) = (lane / 4, lane % 4) copies the
+/// rotations of chain c0 + u (those `live`) at the batch's steps 2·part and 2·part + 1
+/// from list entry `kidx` to ((slot·PW + u)·PD + s mod PD)·2 of the ring.
+///
+/// # Safety
+/// `live(u, w)` implies that `kidx(u, w)` < len is an entry of the list `rot` (pairs
+/// aligned to two elements); `ring` is this warp's ring of [`PIPE_RING_ELEMS`] elements,
+/// and the slot is not read until this batch is waited for.
+#[inline(always)]
+unsafe fn ring_issue<T: Float>(
+    rot: *const T,
+    ring: *mut T,
+    lane: usize,
+    bt: usize,
+    w_first: isize,
+    live: impl Fn(usize, isize) -> bool,
+    kidx: impl Fn(usize, isize) -> usize,
+) {
+    let (u, part) = (lane / 4, lane % 4);
+    let slot = bt % RING;
+    unroll!(jj in [0, 1] {
+        let si = part * 2 + jj;
+        let wv = w_first - (bt * PD + si) as isize;
+        if live(u, wv) {
+            let k = kidx(u, wv);
+            // SAFETY: chain c0 + u's rotation on plane wv + 2u is list entry
+            // k < len (rot[2k], rot[2k+1], aligned to two elements); the
+            // slot's pair belongs to this lane, and the slot is not read
+            // until this batch is waited for (see `ring_fetch`).
+            unsafe {
+                device::cp_async_pair(
+                    ring.wrapping_add(((slot * PW + u) * PD + si) * 2),
+                    rot.wrapping_add(2 * k),
+                )
+            };
+        }
+    });
+    // SAFETY: closes this thread's group (possibly empty).
+    unsafe { device::cp_async_commit() };
+}
+
+/// Loads the (c, s) of the step whose window is at w from this warp's ring into
+/// (rc, rs): those of every chain u < nu (`all`) or of those `live` at w. The first
+/// fetch of a batch issues the batch RING − 1 ahead into the slot the last batch freed
+/// (every lane read it before the step's block barrier) and waits for this one.
+///
+/// # Safety
+/// The batches up to this one were issued by `issue` ([`ring_issue`]) into `ring`, in
+/// order; w ≤ w_first is the same for every lane of the warp; `all` only when every
+/// chain u < nu is live at w.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn ring_fetch<T: Float>(
+    ring: *mut T,
+    w_first: isize,
+    w: isize,
+    all: bool,
+    nu: usize,
+    issue: impl Fn(usize),
+    live: impl Fn(usize, isize) -> bool,
+    rc: &mut [T; PW],
+    rs: &mut [T; PW],
+) {
+    let st = (w_first - w) as usize;
+    let (bt, si) = (st / PD, st % PD);
+    if si == 0 {
+        issue(bt + RING - 1);
+        // SAFETY: waits for this thread's copies of batch bt (RING − 1 newer
+        // groups may stay pending); the warp barrier makes every lane's
+        // copies visible to the others (warp-uniform: st is).
+        unsafe {
+            device::cp_async_wait::<{ (RING - 1) as u32 }>();
+            device::sync_warp();
+        }
+    }
+    let slot = bt % RING;
+    if all {
+        // Every chain of the window (u < nu) is live at w (the caller's `fast`).
+        rep_pw!(u {
+            if u < nu {
+                let o = ((slot * PW + u) * PD + si) * 2;
+                // SAFETY: written by this batch's copies, waited for above.
+                unsafe {
+                    rc[u] = device::ld(ring as *const T, o);
+                    rs[u] = device::ld(ring as *const T, o + 1);
+                }
+            }
+        });
+    } else {
+        rep_pw!(u {
+            if live(u, w) {
+                let o = ((slot * PW + u) * PD + si) * 2;
+                // SAFETY: written by this batch's copies, waited for above.
+                unsafe {
+                    rc[u] = device::ld(ring as *const T, o);
+                    rs[u] = device::ld(ring as *const T, o + 1);
+                }
+            }
+        });
+    }
+}
+
+/// The steady state of a warp's round of [`pipe_vec`]: the batch of PD steps that starts
+/// at window w is steady (`full`, w − PD ≥ c0 and w ≤ whi_fast) when every chain of
+/// this warp's window has a rotation at every step of the batch and inside this lane's
+/// band (limit `lim`), so it skips the per-rotation `live` and band tests (same
+/// rotations, same order). Returns (nu, whi_fast, full): nu = this warp's chains this
+/// round (≤ PW; 0 without any), whi_fast the largest such w (the `live` and band
+/// conditions of chain c0 + u, u < nu, at their tightest u).
+#[inline(always)]
+fn steady_window(
+    strip: bool,
+    a0: isize,
+    c0: usize,
+    c1: usize,
+    act: bool,
+    lim: isize,
+) -> (usize, isize, bool) {
+    let nu = if act { c1 - c0 } else { 0 };
+    let reach = nu.max(1) as isize - 1;
+    let whi_live = if strip {
+        a0 + c0 as isize - reach
+    } else {
+        a0 - 2 * reach
+    };
+    let whi_fast = whi_live.min(lim - reach);
+    let full = act && nu > 0;
+    (nu, whi_fast, full)
+}
+
+/// The steps t_start ..= t_last of a round of [`pipe_vec`] (the window at w at the
+/// first), in batches of PD: warp 0 loads the elements entering the window during the
+/// next batch at the start of the current one, each step fetches the next step's
+/// rotations before it applies its own ([`rotate_window`]), then hands this warp's top
+/// element on and slides the window ([`hand_off`]). Steady batches (`full`, w − PD ≥
+/// c0 and w ≤ whi_fast: [`steady_window`]) skip the per-rotation tests. Returns the
+/// window at the last step.
+///
+/// # Safety
+/// As [`pipe_round`]; `fetch` is its ring fetch ([`ring_fetch`]), primed by the round's
+/// first RING − 1 batches; `buf` is the hand-off buffer in use.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pipe_steps<T: Float>(
+    reg: &mut [T; 2 * PW],
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    lane: usize,
+    g: usize,
+    nw: usize,
+    hand: *mut T,
+    gtop: usize,
+    act: bool,
+    c0: usize,
+    mut w: isize,
+    t_start: isize,
+    t_last: isize,
+    lim: isize,
+    nu: usize,
+    whi_fast: isize,
+    full: bool,
+    buf: &mut usize,
+    in_range: impl Fn(isize) -> bool + Copy,
+    live: impl Fn(usize, isize) -> bool + Copy,
+    fetch: impl Fn(&mut [T; PW], &mut [T; PW], isize, bool),
+) -> isize {
+    // element i of warp 0's vector, or zero (other warps, or outside the round)
+    let ldg = |i: isize| -> T {
+        if g == 0 && in_range(i) {
+            // SAFETY: `in_range(i)`: this thread's element (contract).
+            unsafe { device::ld(x, base + i as usize * cs) }
+        } else {
+            T::ZERO
+        }
+    };
+    // the elements entering warp 0's window in the current batch of PD steps
+    // (cur[j] = x[w − 1 − j] at the batch's start) and the next (nxt): loaded a
+    // whole batch before use, with no register move touching a pending load
+    let mut cur = [T::ZERO; PD];
+    let mut nxt = [T::ZERO; PD];
+    if g == 0 {
+        rep_pd!(j {
+            cur[j] = ldg(w - 1 - j as isize);
+        });
+    }
+    // rotations of even (ca, sa) and odd (cb, sb) steps of a batch: the next
+    // step's are loaded before this step's are applied
+    let (mut ca, mut sa) = ([T::ZERO; PW], [T::ZERO; PW]);
+    let (mut cb, mut sb) = ([T::ZERO; PW], [T::ZERO; PW]);
+    fetch(&mut ca, &mut sa, w, false);
+    let mut t = t_start;
+    'steps: loop {
+        let fast = full && w - PD as isize >= c0 as isize && w <= whi_fast;
+        if g == 0 {
+            rep_pd!(j {
+                nxt[j] = ldg(w - 1 - (PD + j) as isize);
+            });
+        }
+        rep_pd!(j {
+            let (rc, rs) = if j % 2 == 0 {
+                fetch(&mut cb, &mut sb, w - 1, fast);
+                (&ca, &sa)
+            } else {
+                fetch(&mut ca, &mut sa, w - 1, fast);
+                (&cb, &sb)
+            };
+            rotate_window(reg, rc, rs, fast, nu, w, lim, live);
+            if t >= t_last {
+                break 'steps;
+            }
+            // SAFETY: element w + 2·PW − 1 leaves every window here; every thread of the
+            // block runs the same trip count (t_start, t_last depend only on the round,
+            // the block's first vector and b).
+            unsafe {
+                hand_off(reg, cur[j], w, x, base, cs, lane, g, nw, hand, gtop, act, *buf, in_range)
+            };
+            w -= 1;
+            t += 1;
+            *buf ^= 1;
+        });
+        cur = nxt;
+    }
+    w
+}
+
+/// Applies one step's rotations (rc, rs) to the register window at w: chain c0 + u
+/// rotates elements 2u and 2u + 1, every chain u < nu when `fast`, else those `live`
+/// at w whose plane is within this lane's band limit (w + u ≤ lim).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn rotate_window<T: Float>(
+    reg: &mut [T; 2 * PW],
+    rc: &[T; PW],
+    rs: &[T; PW],
+    fast: bool,
+    nu: usize,
+    w: isize,
+    lim: isize,
+    live: impl Fn(usize, isize) -> bool,
+) {
+    if fast {
+        rep_pw!(u {
+            if u < nu {
+                let (xn, yn) = rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
+                reg[2 * u] = xn;
+                reg[2 * u + 1] = yn;
+            }
+        });
+    } else {
+        rep_pw!(u {
+            if live(u, w) && w + (u as isize) <= lim {
+                let (xn, yn) = rot_pair(rc[u], rs[u], reg[2 * u], reg[2 * u + 1]);
+                reg[2 * u] = xn;
+                reg[2 * u + 1] = yn;
+            }
+        });
+    }
+}
+
+/// The end of a step: hands this warp's top element (element w + 2·PW − 1, final for
+/// its chains) on, meets the block at a barrier, and slides the window down one
+/// element. The top active warp `gtop` stores its top element (when `in_range`), each
+/// active warp below writes it to slot (buf, g, lane) of the hand-off buffer, and after
+/// the barrier each active warp takes the element entering at its bottom: `next`
+/// (loaded a batch ahead) in warp 0, warp g − 1's top element in the others.
+///
+/// # Safety
+/// `in_range(i)` implies that element i is this thread's; no window holds the top
+/// element any more; the hand-off buffer `hand` holds 2·nw·32 elements; every thread
+/// of the block calls this the same number of times.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn hand_off<T: Float>(
+    reg: &mut [T; 2 * PW],
+    next: T,
+    w: isize,
+    x: *mut T,
+    base: usize,
+    cs: usize,
+    lane: usize,
+    g: usize,
+    nw: usize,
+    hand: *mut T,
+    gtop: usize,
+    act: bool,
+    buf: usize,
+    in_range: impl Fn(isize) -> bool,
+) {
+    let top = w + 2 * PW as isize - 1;
+    if g == gtop {
+        if in_range(top) {
+            // SAFETY: this thread's element; no window holds it any more.
+            unsafe { device::st(x, base + top as usize * cs, reg[2 * PW - 1]) };
+        }
+    } else if act {
+        // SAFETY: slot (buf, g, lane) < 2·nw·32 of the dynamic shared memory; written by
+        // this thread only, read by lane `lane` of warp g + 1 after the barrier below,
+        // and not rewritten before the next barrier.
+        unsafe { device::st(hand, (buf * nw + g) * 32 + lane, reg[2 * PW - 1]) };
+    }
+    // SAFETY: every thread of the block gets here equally often (caller's contract).
+    unsafe { device::sync_threads() };
+    if act {
+        unroll!(u in [15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1] {
+            reg[u] = reg[u - 1];
+        });
+        if g == 0 {
+            reg[0] = next;
+        } else {
+            // SAFETY: written by lane `lane` of warp g − 1 before the barrier.
+            reg[0] = unsafe { device::ld(hand, (buf * nw + g - 1) * 32 + lane) };
+        }
     }
 }
 
