@@ -16,6 +16,7 @@ use cuqr::internals::gpu::{DevMat, DevVec, GpuScalar};
 use cuqr::Gpu;
 use cuqr_cli::rng::random_signed_matrix_serial;
 
+pub use super::meter::Meter;
 use crate::common::{copy_into, dup, gemm_square, random_dev};
 
 /// The sizes of the cases: the default run's, or the quick one's.
@@ -96,22 +97,6 @@ impl Case {
             role: Role::Kernel,
         }
     }
-}
-
-/// Times and reports the cases.
-pub trait Meter {
-    /// Times `run` on the value of an untimed `setup` made before each run (the value
-    /// lives until the next setup, so that freeing it is not timed) and reports the
-    /// time as `case`.
-    ///
-    /// # Errors
-    /// Those of `setup`, `run` or the timing.
-    fn measure<S>(
-        &mut self,
-        case: Case,
-        setup: impl FnMut() -> cuqr::Result<S>,
-        run: impl FnMut(&mut S) -> cuqr::Result<()>,
-    ) -> cuqr::Result<()>;
 }
 
 /// [`Meter::measure`] without a setup.

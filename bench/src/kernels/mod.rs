@@ -10,6 +10,7 @@
 //! this group prints them as one table with the ceilings.
 
 pub mod cases;
+pub mod meter;
 
 use cuqr::internals::gpu::GpuScalar;
 use cuqr::Gpu;
