@@ -86,7 +86,7 @@ pub(crate) fn insert_cols_full<T: Scalar>(
     });
     clear_lower(&mut r);
     // One block reflector for all the panels: Q is read and written once for them.
-    let merged = Panel::merge(&panels, m);
+    let merged = Panel::merge(panels, m);
     st.replace_full_with(dims, r, d, |q| {
         if let Some(panel) = &merged {
             panel.apply_right(q);
@@ -219,14 +219,18 @@ impl<T: Scalar> Panel<T> {
     /// Q(:, top:m) := Q(:, top:m) (I − V T Vᵀ).
     /// The panels' reflectors H₁⋯H_p as one block reflector (docs/algorithms.md#blocked-reflectors):
     /// the panels' V stacked (each from its first row, zeros above) and T formed anew from
-    /// the stacked V and the reflectors' τ (T's diagonal). None for no panel.
-    fn merge(panels: &[Panel<T>], m: usize) -> Option<Panel<T>> {
-        let top = panels.first()?.top;
+    /// the stacked V and the reflectors' τ (T's diagonal); a single panel as it is. None for
+    /// no panel.
+    fn merge(mut panels: Vec<Panel<T>>, m: usize) -> Option<Panel<T>> {
+        if panels.len() <= 1 {
+            return panels.pop();
+        }
+        let top = panels[0].top;
         let k = panels.iter().map(|p| p.v.ncols()).sum();
         let mut v = Mat::<T>::zeros(m - top, k);
         let mut taus = Vec::with_capacity(k);
         let mut c0 = 0;
-        for panel in panels {
+        for panel in &panels {
             let off = panel.top - top;
             for j in 0..panel.v.ncols() {
                 v.col_mut(c0 + j)[off..].copy_from_slice(panel.v.col(j));
