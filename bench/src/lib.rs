@@ -8,6 +8,7 @@
 mod batch;
 mod chains;
 mod common;
+mod complex;
 pub mod cpu;
 mod dense;
 mod dist;
@@ -141,6 +142,14 @@ const GROUPS: &[Group] = &[
         summary: "batched R-only states on the GPU vs the CPU's batched state",
         help: rbank::HELP,
         run: rbank::run,
+        needs_gpu: true,
+        in_quick_tour: false,
+    },
+    Group {
+        name: "complex",
+        summary: "complex f64 explicit-factor updates on the GPU vs zgeqrf + zungqr, beside real f64",
+        help: complex::HELP,
+        run: complex::run,
         needs_gpu: true,
         in_quick_tour: false,
     },

@@ -35,6 +35,7 @@ pub mod lu_cluster;
 pub mod panel;
 pub mod reduce;
 pub mod rolling;
+pub mod rotation_chain;
 pub mod row_insert;
 pub mod small_panel;
 pub mod small_window;
@@ -1076,6 +1077,54 @@ entries! {
     small_window_refold_f32, small_window_refold_f64
         (state: *mut T, ring: *const T, meta: *const u32, n: usize, m: usize)
         => small_window::refold;
+}
+
+/// Stamps one kernel for the four element types of explicit-factor updates: `<name>_f32`,
+/// `_f64`, `_c32`, `_c64`, each in a small module where `T` is the element and `R` its real
+/// type (complex elements as [`rotation_chain::Complex`]).
+#[cfg(not(cuqr_sm90))]
+macro_rules! field_entries {
+    ($(#[$doc:meta])* [$f32:ident, $f64:ident, $c32:ident, $c64:ident]
+        ( $($arg:ident : $ty:ty),* $(,)? ) => $body:path ;) => {
+        field_entries!(@one f32, f32, $f32, [$(#[$doc])*], ($($arg : $ty),*), $body);
+        field_entries!(@one f64, f64, $f64, [$(#[$doc])*], ($($arg : $ty),*), $body);
+        field_entries!(@one rotation_chain::Complex<f32>, f32, $c32, [$(#[$doc])*],
+            ($($arg : $ty),*), $body);
+        field_entries!(@one rotation_chain::Complex<f64>, f64, $c64, [$(#[$doc])*],
+            ($($arg : $ty),*), $body);
+    };
+    (@one $t:ty, $r:ident, $sym:ident, [$($doc:tt)*], ($($arg:ident : $ty:ty),*), $body:path) => {
+        #[doc(hidden)]
+        pub mod $sym {
+            #[allow(unused_imports)]
+            use super::*;
+            /// Element type of this instance.
+            pub type T = $t;
+            /// Its real type.
+            pub type R = $r;
+            $($doc)*
+            #[unsafe(no_mangle)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn $sym($($arg : $ty),*) {
+                // SAFETY: the caller (host launch) upholds this entry's `# Safety`, which
+                // is the body's contract.
+                unsafe { $body($($arg),*) }
+            }
+        }
+    };
+}
+
+#[cfg(not(cuqr_sm90))]
+field_entries! {
+    /// A rotation sequence applied to Q's columns, one thread per row
+    /// (docs/algorithms.md#rotation-chains-on-the-gpu).
+    ///
+    /// # Safety
+    /// As `rotation_chain::apply` documents.
+    [rotation_chain_apply_f32, rotation_chain_apply_f64, rotation_chain_apply_c32,
+     rotation_chain_apply_c64]
+        (q: *mut T, ldq: usize, rows: usize, ops: *const u32, c: *const R, s: *const T,
+         segs: *const u32, nseg: usize) => rotation_chain::apply;
 }
 
 // The sm_90 module (`host/ptx/cuqr_kernels_sm90.ptx`): kernels that need Hopper

@@ -66,6 +66,6 @@ pub use base::params::{
 pub use base::precision::GemmPrecision;
 pub use base::scalar::Scalar;
 pub use base::solution::{Diagnostics, DriftReport, Solution};
-pub use gpu::runtime::{DevMat, DevMatView, DevMatViewMut, DevVec, Gpu, GpuScalar};
+pub use gpu::runtime::{DevMat, DevMatView, DevMatViewMut, DevVec, Gpu, GpuField, GpuScalar};
 pub use state::cpu::CpuQr;
 pub use state::gpu::GpuQr;

@@ -53,6 +53,32 @@ pub trait Field:
     fn scale(self, r: Self::Real) -> Self;
     /// True unless a part is NaN or ±∞.
     fn is_finite(self) -> bool;
+    /// Real parts per element: 1 for a real type, 2 for a complex one (stored real part
+    /// first, as NumPy, faer and cuBLAS store them).
+    const PARTS: usize = if Self::IS_COMPLEX { 2 } else { 1 };
+    /// The real part.
+    fn re(self) -> Self::Real;
+    /// The imaginary part (zero for a real type).
+    fn im(self) -> Self::Real;
+    /// The element's real parts in storage order (`[re]` or `[re, im]`), appended to `out`.
+    fn push_parts(self, out: &mut Vec<Self::Real>);
+    /// The element whose storage-order parts start `parts` (its first [`Field::PARTS`]).
+    fn from_parts(parts: &[Self::Real]) -> Self;
+}
+
+/// `x` as its real parts in storage order ([`Field::push_parts`] of each element).
+pub fn to_parts<T: Field>(x: &[T]) -> Vec<T::Real> {
+    let mut out = Vec::with_capacity(x.len() * T::PARTS);
+    for &v in x {
+        v.push_parts(&mut out);
+    }
+    out
+}
+
+/// The elements whose storage-order parts are `parts` (its length a multiple of
+/// [`Field::PARTS`]).
+pub fn from_parts<T: Field>(parts: &[T::Real]) -> Vec<T> {
+    parts.chunks_exact(T::PARTS).map(T::from_parts).collect()
 }
 
 macro_rules! impl_real_field {
@@ -88,6 +114,22 @@ macro_rules! impl_real_field {
             #[inline(always)]
             fn is_finite(self) -> bool {
                 <$t>::is_finite(self)
+            }
+            #[inline(always)]
+            fn re(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn im(self) -> $t {
+                0.0
+            }
+            #[inline(always)]
+            fn push_parts(self, out: &mut Vec<$t>) {
+                out.push(self);
+            }
+            #[inline(always)]
+            fn from_parts(parts: &[$t]) -> Self {
+                parts[0]
             }
         }
     };
@@ -127,6 +169,23 @@ macro_rules! impl_complex_field {
             fn is_finite(self) -> bool {
                 self.re.is_finite() && self.im.is_finite()
             }
+            #[inline(always)]
+            fn re(self) -> $r {
+                self.re
+            }
+            #[inline(always)]
+            fn im(self) -> $r {
+                self.im
+            }
+            #[inline(always)]
+            fn push_parts(self, out: &mut Vec<$r>) {
+                out.push(self.re);
+                out.push(self.im);
+            }
+            #[inline(always)]
+            fn from_parts(parts: &[$r]) -> Self {
+                <$t>::new(parts[0], parts[1])
+            }
         }
     };
 }
@@ -150,5 +209,15 @@ mod tests {
         assert!((big.modulus() / 5e300 - 1.0).abs() < 1e-15);
         assert_eq!((-2.5f32).modulus(), 2.5);
         assert!(!c32::new(1.0, f32::NAN).is_finite());
+    }
+
+    #[test]
+    fn parts_round_trip() {
+        let x = [c64::new(1.0, -2.0), c64::new(3.5, 0.25)];
+        let p = to_parts(&x);
+        assert_eq!(p, [1.0, -2.0, 3.5, 0.25]);
+        assert_eq!(from_parts::<c64>(&p), x);
+        assert_eq!(to_parts(&[1.5f32, -2.0]), [1.5, -2.0]);
+        assert_eq!(<c32 as Field>::PARTS + <f64 as Field>::PARTS, 3);
     }
 }

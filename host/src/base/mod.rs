@@ -11,6 +11,7 @@ pub mod params;
 pub mod precision;
 pub(crate) mod refusal;
 pub mod rolling;
+pub mod rotation_chain;
 pub mod scalar;
 pub mod solution;
 pub mod splice;

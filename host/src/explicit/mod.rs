@@ -29,11 +29,16 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub use crate::base::field::{c32, c64, Field};
+pub use crate::base::field::{c32, c64, from_parts, to_parts, Field};
 
 use crate::base::error::{Error, Result};
-use crate::base::scalar::Scalar;
-use crate::cpu::explicit::{self as algo, Dense, Factors};
+use crate::cpu::explicit::{Dense, Factors, Trapezoid};
+
+mod gpu;
+mod updates;
+
+pub use gpu::GpuExplicitQr;
+use updates::finite;
 
 /// A QR factorisation A = Q·R held as explicit, column-major Q and R.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,7 +78,7 @@ impl<T: Field> ExplicitQr<T> {
         Ok(Self {
             f: Factors {
                 q: Dense::from_col_major(m, t, q.to_vec()),
-                r: Dense::from_col_major(t, n, r.to_vec()),
+                r: Trapezoid::from_col_major(t, n, r),
             },
         })
     }
@@ -91,8 +96,8 @@ impl<T: Field> ExplicitQr<T> {
         self.f.q.as_slice()
     }
     /// R, column-major.
-    pub fn r(&self) -> &[T] {
-        self.f.r.as_slice()
+    pub fn r(&self) -> Vec<T> {
+        self.f.r.to_col_major()
     }
     /// Whether Q is economic (fewer columns than rows).
     pub fn is_economic(&self) -> bool {
@@ -100,22 +105,14 @@ impl<T: Field> ExplicitQr<T> {
     }
     /// (Q, R), column-major.
     pub fn into_parts(self) -> (Vec<T>, Vec<T>) {
-        (self.f.q.into_vec(), self.f.r.into_vec())
+        (self.f.q.into_vec(), self.f.r.to_col_major())
     }
 
     /// Inserts the `p` rows `rows` (a p×n column-major block) before row `k` (0 ≤ k ≤ m).
     ///
     /// Errors: [`Error::OutOfRange`], [`Error::Shape`], [`Error::NonFinite`].
     pub fn insert_rows(&mut self, k: usize, rows: &[T], p: usize) -> Result<()> {
-        const OP: &str = "ExplicitQr::insert_rows";
-        let (m, n) = (self.f.m(), self.f.n());
-        position(OP, k, m)?;
-        block(OP, "rows", rows, p, n)?;
-        for i in 0..p {
-            let row: Vec<T> = (0..n).map(|j| rows[i + j * p]).collect();
-            algo::insert_row(&mut self.f, k + i, &row);
-        }
-        Ok(())
+        updates::insert_rows("ExplicitQr::insert_rows", &mut self.f, k, rows, p)
     }
 
     /// Deletes rows `k .. k+p` (every row may go: Q becomes 0×0 and R 0×n).
@@ -123,26 +120,7 @@ impl<T: Field> ExplicitQr<T> {
     /// Errors: [`Error::OutOfRange`]; [`Error::DowndateFailed`] when an economic Q's
     /// columns are so far from orthonormal that no completion is found.
     pub fn delete_rows(&mut self, k: usize, p: usize) -> Result<()> {
-        const OP: &str = "ExplicitQr::delete_rows";
-        let m = self.f.m();
-        if p == 0 || k + p > m {
-            return Err(Error::OutOfRange {
-                op: OP,
-                k0: k,
-                p,
-                n: m,
-            });
-        }
-        let mut f = self.f.clone();
-        for i in 0..p {
-            algo::delete_row(&mut f, k).map_err(|why| Error::DowndateFailed {
-                op: OP,
-                row: k + i,
-                why: why.to_string(),
-            })?;
-        }
-        self.f = f;
-        Ok(())
+        updates::delete_rows("ExplicitQr::delete_rows", &mut self.f, k, p)
     }
 
     /// Inserts the `p` columns `cols` (an m×p column-major block) before column `k`
@@ -160,29 +138,7 @@ impl<T: Field> ExplicitQr<T> {
         p: usize,
         rcond: Option<f64>,
     ) -> Result<()> {
-        const OP: &str = "ExplicitQr::insert_cols";
-        let (m, n) = (self.f.m(), self.f.n());
-        position(OP, k, n)?;
-        block(OP, "cols", cols, m, p)?;
-        let rcond = rcond.unwrap_or(2.0 * <T::Real as Scalar>::UNIT_ROUNDOFF);
-        if rcond.is_nan() || rcond < 0.0 {
-            return Err(Error::InvalidParam {
-                op: OP,
-                what: "rcond",
-                why: format!("{rcond} is not a number ≥ 0"),
-            });
-        }
-        let mut f = self.f.clone();
-        for i in 0..p {
-            let col = &cols[i * m..(i + 1) * m];
-            algo::insert_col(&mut f, k + i, col, rcond).map_err(|rc| Error::RankDeficient {
-                column: k + i,
-                r_jj: rc,
-                tol: rcond,
-            })?;
-        }
-        self.f = f;
-        Ok(())
+        updates::insert_cols("ExplicitQr::insert_cols", &mut self.f, k, cols, p, rcond)
     }
 
     /// Deletes columns `k .. k+p` (every column may go: R becomes m×0, or 0×0 with Q m×0
@@ -190,73 +146,13 @@ impl<T: Field> ExplicitQr<T> {
     ///
     /// Errors: [`Error::OutOfRange`].
     pub fn delete_cols(&mut self, k: usize, p: usize) -> Result<()> {
-        const OP: &str = "ExplicitQr::delete_cols";
-        let n = self.f.n();
-        if p == 0 || k + p > n {
-            return Err(Error::OutOfRange {
-                op: OP,
-                k0: k,
-                p,
-                n,
-            });
-        }
-        for _ in 0..p {
-            algo::delete_col(&mut self.f, k);
-        }
-        Ok(())
+        updates::delete_cols("ExplicitQr::delete_cols", &mut self.f, k, p)
     }
 
     /// A ← A + U·Vᴴ with U m×p and V n×p (column-major): p rank-one updates.
     ///
     /// Errors: [`Error::Shape`], [`Error::NonFinite`].
     pub fn rank_k(&mut self, u: &[T], v: &[T], p: usize) -> Result<()> {
-        const OP: &str = "ExplicitQr::rank_k";
-        let (m, n) = (self.f.m(), self.f.n());
-        block(OP, "U", u, m, p)?;
-        block(OP, "V", v, n, p)?;
-        for i in 0..p {
-            algo::rank_one(&mut self.f, &u[i * m..(i + 1) * m], &v[i * n..(i + 1) * n]);
-        }
-        Ok(())
-    }
-}
-
-/// `Err` unless k ≤ limit (an insertion position).
-fn position(op: &'static str, k: usize, limit: usize) -> Result<()> {
-    if k > limit {
-        return Err(Error::OutOfRange {
-            op,
-            k0: k,
-            p: 0,
-            n: limit,
-        });
-    }
-    Ok(())
-}
-
-/// `Err` unless `x` is a finite rows×cols block.
-fn block<T: Field>(
-    op: &'static str,
-    what: &'static str,
-    x: &[T],
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    if x.len() != rows * cols {
-        return Err(Error::shape(op, what, x.len(), rows * cols));
-    }
-    finite(op, what, x, rows)
-}
-
-/// `Err` at the first non-finite entry of a column-major block with `rows` rows.
-fn finite<T: Field>(op: &'static str, what: &'static str, x: &[T], rows: usize) -> Result<()> {
-    match x.iter().position(|v| !v.is_finite()) {
-        None => Ok(()),
-        Some(i) => Err(Error::NonFinite {
-            op,
-            what,
-            row: i % rows.max(1),
-            col: i / rows.max(1),
-        }),
+        updates::rank_k("ExplicitQr::rank_k", &mut self.f, u, v, p)
     }
 }

@@ -3,7 +3,8 @@
 
 use super::orth::{extend, project_out};
 use super::rotation::Rotation;
-use super::Factors;
+use super::{Factors, QStore};
+use crate::base::error::Result;
 use crate::base::field::Field;
 use crate::base::scalar::Scalar;
 
@@ -13,15 +14,16 @@ use crate::base::scalar::Scalar;
 /// row k + 1 zero it below the diagonal (their fill-in lands on the diagonal of the
 /// shifted columns, so R stays upper trapezoidal). Economic Q: u's part outside range(Q)
 /// extends Q by one column and w by its norm first; it is refused when the reciprocal
-/// condition estimate of [Q, u/‖u‖] is below `rcond` (`Err` with the estimate).
-pub(crate) fn insert_col<T: Field>(
-    f: &mut Factors<T>,
+/// condition estimate of [Q, u/‖u‖] is below `rcond` (`Ok(Err)` with the estimate, the
+/// factors untouched). `Err` only for a failure of Q's store.
+pub(crate) fn insert_col<T: Field, Q: QStore<T>>(
+    f: &mut Factors<T, Q>,
     k: usize,
     u: &[T],
     rcond: f64,
-) -> Result<(), f64> {
+) -> Result<core::result::Result<(), f64>> {
     let w = if f.economic() {
-        let p = project_out(&f.q, u);
+        let p = project_out(&mut f.q, u)?;
         let un = super::dense::norm(u).to_f64();
         let (rest, coeffs) = (p.norm.to_f64(), super::dense::norm(&p.coeffs).to_f64());
         // [Q, û] has singular values 1 and √(1 ± ‖Qᴴû‖); 1 − ‖Qᴴû‖ ≈ ‖û − QQᴴû‖²/(1 + ‖Qᴴû‖)
@@ -31,39 +33,64 @@ pub(crate) fn insert_col<T: Field>(
             0.0
         };
         if rc.is_nan() || rc < rcond || p.norm == <T::Real as Scalar>::ZERO {
-            return Err(rc);
+            return Ok(Err(rc));
         }
-        extend(f, p, true)
+        extend(f, p, true)?
     } else {
-        f.q.adjoint_times(u)
+        f.q.adjoint_times(u)?
     };
-    f.r.insert_col(k, &w);
-    for i in (k + 1..f.r.rows()).rev() {
-        let (rot, rho) = Rotation::zeroing(i - 1, i, f.r.at(i - 1, k), f.r.at(i, k));
-        f.r.set(i - 1, k, rho);
-        f.r.set(i, k, T::zero());
-        rot.rows(&mut f.r, k + 1);
-        rot.cols(&mut f.q);
+    // the rotations depend on w alone; rotation i (rows i − 1, i) meets column c > k only
+    // when i ≤ c (left of that both rows are zero; its fill-in lands at (i, i))
+    let mut w = w;
+    let mut rots = Vec::new();
+    for i in (k + 1..w.len()).rev() {
+        let (rot, rho) = Rotation::zeroing(i - 1, i, w[i - 1], w[i]);
+        w[i - 1] = rho;
+        w[i] = T::zero();
+        f.q.rotate(rot.for_q())?;
+        rots.push(rot);
     }
-    Ok(())
+    f.r.insert_col(k, &w);
+    let t = f.r.rows();
+    for c in k + 1..f.r.cols() {
+        // rots run from the bottom: those with bot ≤ c are a suffix
+        let first = rots.partition_point(|r| r.bot > c);
+        let col = f.r.column_mut(c, t.min(c + 1));
+        for rot in &rots[first..] {
+            rot.column(col);
+        }
+        f.r.trim_col(c);
+    }
+    Ok(Ok(()))
 }
 
 /// Deletes column `k` of A: the columns right of it keep one entry below the diagonal,
 /// which rotations (c, c + 1) zero left to right. An economic Q then drops its decoupled
 /// last column (and R its zero last row).
-pub(crate) fn delete_col<T: Field>(f: &mut Factors<T>, k: usize) {
+pub(crate) fn delete_col<T: Field, Q: QStore<T>>(f: &mut Factors<T, Q>, k: usize) -> Result<()> {
     let economic = f.economic();
     f.r.remove_col(k);
     let (t, n) = (f.r.rows(), f.r.cols());
-    for c in k..n.min(t.saturating_sub(1)) {
-        let (rot, rho) = Rotation::zeroing(c, c + 1, f.r.at(c, c), f.r.at(c + 1, c));
-        f.r.set(c, c, rho);
-        f.r.set(c + 1, c, T::zero());
-        rot.rows(&mut f.r, c + 1);
-        rot.cols(&mut f.q);
+    let lim = n.min(t.saturating_sub(1));
+    // column by column: the rotations made so far, then the one this column makes
+    let mut rots: Vec<Rotation<T>> = Vec::new();
+    for c in k..n {
+        let col = f.r.column_mut(c, t.min(c + 2));
+        for rot in &rots {
+            rot.column(col);
+        }
+        if c < lim {
+            let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
+            col[c] = rho;
+            col[c + 1] = T::zero();
+            f.q.rotate(rot.for_q())?;
+            rots.push(rot);
+        }
+        f.r.trim_col(c);
     }
     if economic {
-        f.q.remove_col(t - 1);
-        f.r.remove_row(t - 1);
+        f.q.pop_col()?;
+        f.r.pop_row();
     }
+    Ok(())
 }

@@ -1,7 +1,11 @@
 //! [`Dense`]: a column-major matrix of field elements that can grow and shrink by a row
 //! or a column, the storage of explicit factors.
 
+use super::QStore;
+use crate::base::error::Result;
 use crate::base::field::Field;
+use crate::base::rotation_chain::ChainRotation;
+use crate::base::scalar::Scalar;
 
 /// A column-major `rows × cols` matrix.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,10 +40,6 @@ impl<T: Field> Dense<T> {
     #[inline(always)]
     pub fn at(&self, i: usize, j: usize) -> T {
         self.data[i + j * self.rows]
-    }
-    #[inline(always)]
-    pub fn set(&mut self, i: usize, j: usize, x: T) {
-        self.data[i + j * self.rows] = x;
     }
     pub fn col(&self, j: usize) -> &[T] {
         &self.data[j * self.rows..(j + 1) * self.rows]
@@ -115,6 +115,60 @@ impl<T: Field> Dense<T> {
     }
 }
 
+impl<T: Field> QStore<T> for Dense<T> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn cols(&self) -> usize {
+        self.cols
+    }
+    fn rotate(&mut self, rot: ChainRotation<T>) -> Result<()> {
+        let (x, y) = self.two_cols_mut(rot.top, rot.bot);
+        for (a, b) in x.iter_mut().zip(y.iter_mut()) {
+            (*a, *b) = rot.apply_to_pair(*a, *b);
+        }
+        Ok(())
+    }
+    fn adjoint_times(&mut self, x: &[T]) -> Result<Vec<T>> {
+        Ok(Dense::adjoint_times(self, x))
+    }
+    fn sub_times(&mut self, c: &[T], y: &mut [T]) -> Result<()> {
+        Dense::sub_times(self, c, y);
+        Ok(())
+    }
+    fn push_col(&mut self, col: &[T]) -> Result<()> {
+        self.insert_col(self.cols, col);
+        Ok(())
+    }
+    fn pop_col(&mut self) -> Result<()> {
+        self.remove_col(self.cols - 1);
+        Ok(())
+    }
+    fn insert_zero_row(&mut self, k: usize) -> Result<()> {
+        self.insert_row(k, &vec![T::zero(); self.cols]);
+        Ok(())
+    }
+    fn remove_row(&mut self, k: usize) -> Result<()> {
+        Dense::remove_row(self, k);
+        Ok(())
+    }
+    fn row(&mut self, k: usize) -> Result<Vec<T>> {
+        Ok((0..self.cols).map(|j| self.at(k, j)).collect())
+    }
+    fn snapshot(&self) -> Result<Self> {
+        Ok(self.clone())
+    }
+    fn row_norms(&mut self) -> Result<Vec<T::Real>> {
+        Ok((0..self.rows)
+            .map(|i| {
+                (0..self.cols).fold(<T::Real as Scalar>::ZERO, |a, j| {
+                    a.hypot(self.at(i, j).modulus())
+                })
+            })
+            .collect())
+    }
+}
+
 /// xᴴy.
 pub(crate) fn dot_conj<T: Field>(x: &[T], y: &[T]) -> T {
     x.iter()
@@ -125,16 +179,17 @@ pub(crate) fn dot_conj<T: Field>(x: &[T], y: &[T]) -> T {
 /// ‖x‖₂, scaled against overflow and underflow.
 pub(crate) fn norm<T: Field>(x: &[T]) -> T::Real {
     use crate::base::scalar::Scalar;
-    let big = x
-        .iter()
-        .fold(<T::Real as Scalar>::ZERO, |a, &v| a.max(v.modulus()));
+    // scaled by the largest part (no hypot per element: that dominated long vectors)
+    let big = x.iter().fold(<T::Real as Scalar>::ZERO, |a, &v| {
+        a.max(v.re().abs()).max(v.im().abs())
+    });
     if big == <T::Real as Scalar>::ZERO || !big.is_finite() {
         return big;
     }
     let inv = <T::Real as Scalar>::ONE / big;
     let sum = x.iter().fold(<T::Real as Scalar>::ZERO, |a, &v| {
-        let t = v.modulus() * inv;
-        a + t * t
+        let (r, i) = (v.re() * inv, v.im() * inv);
+        a + r * r + i * i
     });
     big * sum.sqrt()
 }

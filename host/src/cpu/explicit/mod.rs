@@ -16,25 +16,68 @@ mod orth;
 mod rank;
 mod rotation;
 mod rows;
+mod trapezoid;
 
 pub(crate) use cols::{delete_col, insert_col};
 pub(crate) use dense::Dense;
 pub(crate) use rank::rank_one;
 pub(crate) use rows::{delete_row, insert_row};
+pub(crate) use trapezoid::Trapezoid;
 
+use crate::base::error::Result;
 use crate::base::field::Field;
+use crate::base::rotation_chain::ChainRotation;
+
+/// Where an update's Q lives and what the updates ask of it: on the host ([`Dense`]) or
+/// in device memory (the GPU state of [`crate::explicit`]), where rotations may be
+/// gathered and applied together before anything reads Q. Every call but `rotate` sees
+/// the rotations passed before it applied.
+pub(crate) trait QStore<T: Field> {
+    /// m.
+    fn rows(&self) -> usize;
+    /// t.
+    fn cols(&self) -> usize;
+    /// Q ← Q·Gᴴ on the rotation's two columns.
+    fn rotate(&mut self, rot: ChainRotation<T>) -> Result<()>;
+    /// Qᴴx (`x` of length m).
+    fn adjoint_times(&mut self, x: &[T]) -> Result<Vec<T>>;
+    /// y ← y − Q·c (`c` of length t).
+    fn sub_times(&mut self, c: &[T], y: &mut [T]) -> Result<()>;
+    /// One Gram–Schmidt pass: c = Qᴴ·rest, rest ← rest − Q·c; returns c.
+    fn project_pass(&mut self, rest: &mut [T]) -> Result<Vec<T>> {
+        let c = self.adjoint_times(rest)?;
+        self.sub_times(&c, rest)?;
+        Ok(c)
+    }
+    /// Appends `col` (length m) as column t.
+    fn push_col(&mut self, col: &[T]) -> Result<()>;
+    /// Drops the last column.
+    fn pop_col(&mut self) -> Result<()>;
+    /// Inserts a zero row before row `k`.
+    fn insert_zero_row(&mut self, k: usize) -> Result<()>;
+    /// Removes row `k`.
+    fn remove_row(&mut self, k: usize) -> Result<()>;
+    /// Row `k` (length t).
+    fn row(&mut self, k: usize) -> Result<Vec<T>>;
+    /// Every row's 2-norm.
+    fn row_norms(&mut self) -> Result<Vec<T::Real>>;
+    /// An independent copy (to restore when a multi-step update is refused part way).
+    fn snapshot(&self) -> Result<Self>
+    where
+        Self: Sized;
+}
 
 /// The factors an update works on: Q (m×t) and R (t×n), t = m (full) or t = n < m
 /// (economic).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Factors<T> {
+pub(crate) struct Factors<T, Q = Dense<T>> {
     /// Q, m×t with orthonormal columns.
-    pub q: Dense<T>,
+    pub q: Q,
     /// R, t×n upper trapezoidal.
-    pub r: Dense<T>,
+    pub r: Trapezoid<T>,
 }
 
-impl<T: Field> Factors<T> {
+impl<T: Field, Q: QStore<T>> Factors<T, Q> {
     /// Rows of A = Q·R.
     pub fn m(&self) -> usize {
         self.q.rows()

@@ -2,7 +2,8 @@
 
 use super::orth::{extend, project_out};
 use super::rotation::Rotation;
-use super::Factors;
+use super::{Factors, QStore};
+use crate::base::error::Result;
 use crate::base::field::Field;
 
 /// A ← A + u·vᴴ (u of length m, v of length n).
@@ -12,38 +13,60 @@ use crate::base::field::Field;
 /// zero the subdiagonal again. An economic Q is first extended by u's part outside
 /// range(Q) (a zero column when u lies in range(Q)) and w by its norm; the extra column
 /// and R's zero last row are dropped at the end.
-pub(crate) fn rank_one<T: Field>(f: &mut Factors<T>, u: &[T], v: &[T]) {
+pub(crate) fn rank_one<T: Field, Q: QStore<T>>(
+    f: &mut Factors<T, Q>,
+    u: &[T],
+    v: &[T],
+) -> Result<()> {
     let economic = f.economic();
     let mut w = if economic {
-        let p = project_out(&f.q, u);
+        let p = project_out(&mut f.q, u)?;
         let unit = !p.in_span;
-        extend(f, p, unit)
+        extend(f, p, unit)?
     } else {
-        f.q.adjoint_times(u)
+        f.q.adjoint_times(u)?
     };
     let (t, n) = (f.r.rows(), f.r.cols());
+    // first sweep: made from w alone; rotation i (rows i − 1, i) meets columns c ≥ i − 1
+    let mut up = Vec::with_capacity(t.saturating_sub(1));
     for i in (1..t).rev() {
         let (rot, rho) = Rotation::zeroing(i - 1, i, w[i - 1], w[i]);
         w[i - 1] = rho;
         w[i] = T::zero();
-        rot.rows(&mut f.r, i - 1);
-        rot.cols(&mut f.q);
+        f.q.rotate(rot.for_q())?;
+        up.push(rot);
     }
-    if t > 0 {
-        for (j, &vj) in v.iter().enumerate() {
-            let x = f.r.at(0, j) + w[0] * vj.conj();
-            f.r.set(0, j, x);
+    // then per column: the first sweep, w₀·v̄_c into row 0, the second sweep's rotations
+    // so far, and the one this column makes (each column sees what the row-by-row order
+    // would apply to it, in the same order)
+    let lim = n.min(t.saturating_sub(1));
+    let mut down: Vec<Rotation<T>> = Vec::new();
+    for (c, &vc) in v.iter().enumerate() {
+        let first = up.partition_point(|r| r.top > c);
+        let col = f.r.column_mut(c, t.min(c + 2));
+        for rot in &up[first..] {
+            rot.column(col);
         }
+        if t > 0 {
+            col[0] += w[0] * vc.conj();
+        }
+        for rot in &down {
+            rot.column(col);
+        }
+        if c < lim {
+            let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
+            col[c] = rho;
+            col[c + 1] = T::zero();
+            down.push(rot);
+        }
+        f.r.trim_col(c);
     }
-    for i in 0..n.min(t.saturating_sub(1)) {
-        let (rot, rho) = Rotation::zeroing(i, i + 1, f.r.at(i, i), f.r.at(i + 1, i));
-        f.r.set(i, i, rho);
-        f.r.set(i + 1, i, T::zero());
-        rot.rows(&mut f.r, i + 1);
-        rot.cols(&mut f.q);
+    for rot in &down {
+        f.q.rotate(rot.for_q())?;
     }
     if economic {
-        f.q.remove_col(t - 1);
-        f.r.remove_row(t - 1);
+        f.q.pop_col()?;
+        f.r.pop_row();
     }
+    Ok(())
 }

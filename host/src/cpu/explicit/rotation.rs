@@ -2,8 +2,10 @@
 //! application: G to two rows of R, Gᴴ to the same two columns of Q
 //! (docs/algorithms.md#complex-rotations).
 
-use super::dense::Dense;
+#[cfg(test)]
+use super::trapezoid::Trapezoid;
 use crate::base::field::Field;
+use crate::base::rotation_chain::ChainRotation;
 use crate::base::scalar::Scalar;
 
 /// A rotation acting on the pair (`top`, `bot`) of rows of R (columns of Q).
@@ -42,9 +44,14 @@ impl<T: Field> Rotation<T> {
         *y = b.scale(self.c) - self.s.conj() * a;
     }
 
-    /// Rows `top` and `bot` of `r`, columns `from..`, multiplied by G.
-    pub fn rows(&self, r: &mut Dense<T>, from: usize) {
+    /// Rows `top` and `bot` of `r`, columns `from..`, multiplied by G (columns where both
+    /// are zero stay zero).
+    #[cfg(test)]
+    pub fn rows(&self, r: &mut Trapezoid<T>, from: usize) {
         for j in from..r.cols() {
+            if r.both_zero(self.top, self.bot, j) {
+                continue;
+            }
             let (mut x, mut y) = (r.at(self.top, j), r.at(self.bot, j));
             self.apply(&mut x, &mut y);
             r.set(self.top, j, x);
@@ -61,14 +68,40 @@ impl<T: Field> Rotation<T> {
         w[self.bot] = y;
     }
 
-    /// Columns `top` and `bot` of `q` multiplied by Gᴴ from the right.
-    pub fn cols(&self, q: &mut Dense<T>) {
-        let (x, y) = q.two_cols_mut(self.top, self.bot);
-        let sc = self.s.conj();
-        for (a, b) in x.iter_mut().zip(y.iter_mut()) {
-            let (u, v) = (*a, *b);
-            *a = u.scale(self.c) + sc * v;
-            *b = v.scale(self.c) - self.s * u;
+    /// Entries `top` and `bot` of one column of R, multiplied by G.
+    #[inline(always)]
+    pub fn column(&self, col: &mut [T]) {
+        let (mut x, mut y) = (col[self.top], col[self.bot]);
+        self.apply(&mut x, &mut y);
+        col[self.top] = x;
+        col[self.bot] = y;
+    }
+
+    /// A rotation (`top`, pivot) on one column whose pivot-row entry is carried in `e`
+    /// (the row is not stored in the column).
+    #[inline(always)]
+    pub fn pivot(&self, col: &mut [T], e: &mut T) {
+        let mut x = col[self.top];
+        self.apply(&mut x, e);
+        col[self.top] = x;
+    }
+
+    /// A rotation (pivot, `bot`) on one column whose pivot-row entry (its `top`) is
+    /// carried in `e`.
+    #[inline(always)]
+    pub fn pivot_top(&self, e: &mut T, col: &mut [T]) {
+        let mut y = col[self.bot];
+        self.apply(e, &mut y);
+        col[self.bot] = y;
+    }
+
+    /// The same rotation as Q takes it (Q ← Q·Gᴴ on columns `top` and `bot`).
+    pub fn for_q(&self) -> ChainRotation<T> {
+        ChainRotation {
+            top: self.top,
+            bot: self.bot,
+            c: self.c,
+            s: self.s,
         }
     }
 }
@@ -92,7 +125,7 @@ mod tests {
             assert!((w[0] - rho).modulus() < 1e-15 && w[1].modulus() < 1e-15);
             assert!((rho.modulus() - f.modulus().hypot(g.modulus())).abs() < 1e-14);
             // Q·Gᴴ·G·R = Q·R for Q = I
-            let mut q = Dense::from_col_major(
+            let mut q = crate::cpu::explicit::Dense::from_col_major(
                 2,
                 2,
                 vec![
@@ -102,9 +135,9 @@ mod tests {
                     c64::new(1.0, 0.0),
                 ],
             );
-            let mut r = Dense::from_col_major(2, 1, vec![f, g]);
+            let mut r = Trapezoid::from_col_major(2, 1, &[f, g]);
             rot.rows(&mut r, 0);
-            rot.cols(&mut q);
+            crate::cpu::explicit::QStore::rotate(&mut q, rot.for_q()).unwrap();
             for i in 0..2 {
                 let back = q.at(i, 0) * r.at(0, 0) + q.at(i, 1) * r.at(1, 0);
                 assert!((back - [f, g][i]).modulus() < 1e-14);

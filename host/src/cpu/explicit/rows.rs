@@ -1,9 +1,9 @@
 //! Row insertion and deletion on explicit factors (docs/algorithms.md#explicit-factors).
 
-use super::dense::Dense;
 use super::orth::project_out;
 use super::rotation::Rotation;
-use super::Factors;
+use super::{Factors, QStore};
+use crate::base::error::Result;
 use crate::base::field::Field;
 use crate::base::scalar::Scalar;
 
@@ -12,25 +12,42 @@ use crate::base::scalar::Scalar;
 /// Q grows by the unit row and column of the new row, R by `u` as its last row; rotations
 /// (j, last) zero u against R's diagonal, j = 0..min(rows of R, n). An economic Q then
 /// drops the decoupled last column (and R its zero last row).
-pub(crate) fn insert_row<T: Field>(f: &mut Factors<T>, k: usize, u: &[T]) {
+pub(crate) fn insert_row<T: Field, Q: QStore<T>>(
+    f: &mut Factors<T, Q>,
+    k: usize,
+    u: &[T],
+) -> Result<()> {
     let economic = f.economic();
     let t = f.q.cols();
-    f.q.insert_row(k, &vec![T::zero(); t]);
+    f.q.insert_zero_row(k)?;
     let mut unit = vec![T::zero(); f.q.rows()];
     unit[k] = T::one();
-    f.q.insert_col(t, &unit);
-    f.r.insert_row(t, u);
-    for j in 0..t.min(f.r.cols()) {
-        let (rot, rho) = Rotation::zeroing(j, t, f.r.at(j, j), f.r.at(t, j));
-        f.r.set(j, j, rho);
-        f.r.set(t, j, T::zero());
-        rot.rows(&mut f.r, j + 1);
-        rot.cols(&mut f.q);
+    f.q.push_col(&unit)?;
+    // row t (u) is the pivot of every rotation: carried per column, not stored
+    f.r.push_row(&vec![T::zero(); u.len()]);
+    let lim = t.min(f.r.cols());
+    let mut rots: Vec<Rotation<T>> = Vec::new();
+    for (c, &uc) in u.iter().enumerate() {
+        let mut e = [uc];
+        let col = f.r.column_mut(c, t.min(c + 1));
+        for rot in &rots {
+            rot.pivot(col, &mut e[0]);
+        }
+        if c < lim {
+            let (rot, rho) = Rotation::zeroing(c, t, col[c], e[0]);
+            col[c] = rho;
+            e[0] = T::zero();
+            f.q.rotate(rot.for_q())?;
+            rots.push(rot);
+        }
+        f.r.trim_col(c);
+        f.r.set(t, c, e[0]);
     }
     if economic {
-        f.q.remove_col(t);
-        f.r.remove_row(t);
+        f.q.pop_col()?;
+        f.r.pop_row();
     }
+    Ok(())
 }
 
 /// Why a row could not be deleted from an economic factorisation.
@@ -45,57 +62,77 @@ pub(crate) const NO_COMPLETION: &str =
 /// row is zero left of j + 1 when step j mixes it into row j. An economic Q is first
 /// completed by a unit vector orthogonal to its columns ([`completion`]) and R by a zero
 /// row.
-pub(crate) fn delete_row<T: Field>(f: &mut Factors<T>, k: usize) -> Result<(), &'static str> {
+/// `Ok(Err)` (factors untouched) when an economic Q has no completion; `Err` only for a
+/// failure of Q's store.
+pub(crate) fn delete_row<T: Field, Q: QStore<T>>(
+    f: &mut Factors<T, Q>,
+    k: usize,
+) -> Result<core::result::Result<(), &'static str>> {
     if f.economic() {
-        let u = completion(&f.q, k).ok_or(NO_COMPLETION)?;
-        let t = f.q.cols();
-        f.q.insert_col(t, &u);
-        f.r.insert_row(t, &vec![T::zero(); f.r.cols()]);
+        let Some(u) = completion(&mut f.q, k)? else {
+            return Ok(Err(NO_COMPLETION));
+        };
+        f.q.push_col(&u)?;
+        f.r.push_row(&vec![T::zero(); f.r.cols()]);
     }
     let last = f.q.cols() - 1;
-    let mut x: Vec<T> = (0..=last).map(|j| f.q.at(k, j).conj()).collect();
+    let mut x: Vec<T> = f.q.row(k)?.into_iter().map(|v| v.conj()).collect();
+    // the rotations depend on x alone; rotation j meets columns c ≥ j
+    let mut rots = Vec::with_capacity(last);
     for j in (0..last).rev() {
         let (rot, rho) = Rotation::zeroing(last, j, x[last], x[j]);
         x[last] = rho;
         x[j] = T::zero();
-        rot.rows(&mut f.r, j);
-        rot.cols(&mut f.q);
+        f.q.rotate(rot.for_q())?;
+        rots.push(rot);
     }
-    f.q.remove_row(k);
-    f.q.remove_col(last);
-    f.r.remove_row(last);
-    Ok(())
+    for c in 0..f.r.cols() {
+        // rots run from j = last − 1 down: those with j ≤ c are a suffix
+        let first = rots.partition_point(|r| r.bot > c);
+        // row `last` becomes A's deleted row over ρ and is dropped below: carried, never
+        // stored (storing it would pad every column to m entries)
+        let mut e = [f.r.at(last, c)];
+        let col = f.r.column_mut(c, last.min(c + 1));
+        for rot in &rots[first..] {
+            rot.pivot_top(&mut e[0], col);
+        }
+        f.r.trim_col(c);
+    }
+    f.q.remove_row(k)?;
+    f.q.pop_col()?;
+    debug_assert_eq!(f.r.rows(), last + 1);
+    f.r.pop_row();
+    Ok(Ok(()))
 }
 
 /// A unit vector orthogonal to range(Q) whose entry k carries the part of e_k outside
 /// range(Q): e_k projected out of range(Q), or, when e_k lies in range(Q) (its Q-row has
 /// norm 1), e_j for the row j of least norm (Daniel, Gragg, Kaufman and Stewart 1976, as
 /// SciPy does). `None` when that fails too.
-fn completion<T: Field>(q: &Dense<T>, k: usize) -> Option<Vec<T>> {
+fn completion<T: Field, Q: QStore<T>>(q: &mut Q, k: usize) -> Result<Option<Vec<T>>> {
+    let m = q.rows();
     let unit = |i: usize| {
-        let mut e = vec![T::zero(); q.rows()];
+        let mut e = vec![T::zero(); m];
         e[i] = T::one();
         e
     };
-    let mut p = project_out(q, &unit(k));
+    let mut p = project_out(q, &unit(k))?;
     if p.in_span {
-        let row_norm = |i: usize| {
-            (0..q.cols()).fold(<T::Real as Scalar>::ZERO, |a, j| {
-                a.hypot(q.at(i, j).modulus())
-            })
-        };
-        let j = (0..q.rows()).min_by(|&a, &b| {
-            row_norm(a)
-                .partial_cmp(&row_norm(b))
+        let norms = q.row_norms()?;
+        let Some(j) = (0..m).min_by(|&a, &b| {
+            norms[a]
+                .partial_cmp(&norms[b])
                 .unwrap_or(core::cmp::Ordering::Equal)
-        })?;
-        p = project_out(q, &unit(j));
+        }) else {
+            return Ok(None);
+        };
+        p = project_out(q, &unit(j))?;
         if p.in_span {
-            return None;
+            return Ok(None);
         }
         // e_k ∈ range(Q), so the completion is orthogonal to e_k: its entry k is zero
         p.rest[k] = T::zero();
     }
     let inv = <T::Real as Scalar>::ONE / p.norm;
-    Some(p.rest.iter().map(|&x| x.scale(inv)).collect())
+    Ok(Some(p.rest.iter().map(|&x| x.scale(inv)).collect()))
 }

@@ -10,10 +10,10 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::base::error::{Error, Result};
 use crate::gpu::ffi::blas::{int, shape_check as check, Op, Side};
-use crate::gpu::ffi::by_dtype;
 use crate::gpu::ffi::driver::StreamAlloc;
+use crate::gpu::ffi::{by_dtype, by_field};
 use crate::gpu::runtime::matrix::{DevMatView, DevMatViewMut};
-use crate::gpu::runtime::{alloc_err, driver_err, Gpu, GpuScalar};
+use crate::gpu::runtime::{alloc_err, driver_err, DevMat, Gpu, GpuField, GpuScalar};
 
 pub(crate) fn status(op: &'static str, s: sys::cusolverStatus_t) -> Result<()> {
     crate::gpu::ffi::driver::fault::cusolver(s)
@@ -558,5 +558,221 @@ impl Gpu {
             }
         };
         self.solver_done(OP, st, &info)
+    }
+}
+
+/// Householder QR and its explicit Q in any [`GpuField`] (cuSOLVER `xgeqrf`, and `xorgqr`
+/// or `xungqr`), on matrices in parts layout (a complex m×n matrix as 2m×n reals): the
+/// explicit-factor GPU state's factorisation and the complex "refactorise" baseline.
+impl Gpu {
+    /// Runs `call` the cuSOLVER way on a workspace of elements of `T` (parts of
+    /// `T::Real`): the query's element count is allocated as PARTS·lwork parts, and the
+    /// routine is told the element count.
+    fn with_field_workspace<T: GpuField>(
+        &self,
+        op: &'static str,
+        mut call: impl FnMut(SolverStep<'_>) -> sys::cusolverStatus_t,
+    ) -> Result<i32> {
+        let parts = T::PARTS as i32;
+        self.with_workspace::<T::Real>(op, |step| match step {
+            SolverStep::Query(lwork) => {
+                let st = call(SolverStep::Query(lwork));
+                *lwork = lwork.saturating_mul(parts);
+                st
+            }
+            SolverStep::Run(s) => call(SolverStep::Run(Scratch {
+                work: s.work,
+                lwork: s.lwork / parts,
+                info: s.info,
+            })),
+        })
+    }
+
+    /// QR in place of the m×n element matrix in the leading block of `a`: R in its upper
+    /// triangle, the reflectors below, τ (min(m, n) elements) in `tau` (parts layout).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for blocks that do not fit; [`Error::InvalidParam`];
+    /// [`Error::Cusolver`]; [`Error::OutOfMemory`].
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn geqrf_field<T: GpuField>(
+        &self,
+        a: &mut DevMat<T::Real>,
+        (m, n): (usize, usize),
+        tau: &mut CudaViewMut<'_, T::Real>,
+    ) -> Result<()> {
+        const OP: &str = "geqrf (explicit factors)";
+        let parts = T::PARTS;
+        let kmin = m.min(n);
+        check(
+            OP,
+            "rows of A",
+            a.nrows() >= parts * m,
+            a.nrows(),
+            parts * m,
+        )?;
+        check(OP, "columns of A", a.ncols() >= n, a.ncols(), n)?;
+        check(
+            OP,
+            "length of tau",
+            tau.len() >= parts * kmin,
+            tau.len(),
+            parts * kmin,
+        )?;
+        if kmin == 0 {
+            return Ok(());
+        }
+        let (mi, ni) = (int(OP, "m", m)?, int(OP, "n", n)?);
+        let lda = int(OP, "lda", a.ld() / parts)?;
+        let h = self.solver.cu();
+        let info = self.with_field_workspace::<T>(OP, |step| {
+            let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+            match step {
+                // SAFETY: cusolverDn{S,D,C,Z}geqrf_bufferSize reads the dimensions; A is
+                // m×n elements (ld lda elements) inside `a` (checked in parts); lwork is a
+                // live host i32.
+                SolverStep::Query(lwork) => unsafe {
+                    by_field!(
+                        T,
+                        [
+                            sys::cusolverDnSgeqrf_bufferSize,
+                            sys::cusolverDnDgeqrf_bufferSize,
+                            sys::cusolverDnCgeqrf_bufferSize,
+                            sys::cusolverDnZgeqrf_bufferSize
+                        ],
+                        [f32, f64, sys::cuComplex, sys::cuDoubleComplex],
+                        |E| (h, mi, ni, pa as *mut E, lda, lwork)
+                    )
+                },
+                SolverStep::Run(s) => {
+                    let (pt, _gt) = tau.device_ptr_mut(&self.stream);
+                    // SAFETY: cusolverDn{S,D,C,Z}geqrf contract: A m×n elements (ld lda)
+                    // inside `a`, TAU ≥ min(m, n) elements (checked in parts), Workspace ≥
+                    // lwork elements as queried, devInfo one i32; distinct allocations;
+                    // handle on self.stream; the element layouts match (parts, real
+                    // first).
+                    unsafe {
+                        by_field!(
+                            T,
+                            [
+                                sys::cusolverDnSgeqrf,
+                                sys::cusolverDnDgeqrf,
+                                sys::cusolverDnCgeqrf,
+                                sys::cusolverDnZgeqrf
+                            ],
+                            [f32, f64, sys::cuComplex, sys::cuDoubleComplex],
+                            |E| (
+                                h,
+                                mi,
+                                ni,
+                                pa as *mut E,
+                                lda,
+                                pt as *mut E,
+                                s.work as *mut E,
+                                s.lwork,
+                                s.info as *mut i32
+                            )
+                        )
+                    }
+                }
+            }
+        })?;
+        info_ok(OP, info)
+    }
+
+    /// The first `n` columns of Q = H₀⋯H_{k−1} (m×n, m ≥ n ≥ k) formed in place in the
+    /// leading block of `a` from [`Gpu::geqrf_field`]'s reflectors and τ.
+    ///
+    /// # Errors
+    /// [`Error::Shape`]; [`Error::InvalidParam`]; [`Error::Cusolver`];
+    /// [`Error::OutOfMemory`].
+    #[cfg_attr(feature = "internals", visibility::make(pub))]
+    pub(crate) fn ungqr_field<T: GpuField>(
+        &self,
+        a: &mut DevMat<T::Real>,
+        (m, n, k): (usize, usize, usize),
+        tau: &CudaView<'_, T::Real>,
+    ) -> Result<()> {
+        const OP: &str = "ungqr (explicit factors)";
+        let parts = T::PARTS;
+        check(OP, "columns of Q (n ≤ m)", n <= m, n, m)?;
+        check(OP, "reflector count k", k <= n, k, n)?;
+        check(
+            OP,
+            "rows of A",
+            a.nrows() >= parts * m,
+            a.nrows(),
+            parts * m,
+        )?;
+        check(OP, "columns of A", a.ncols() >= n, a.ncols(), n)?;
+        check(
+            OP,
+            "length of tau",
+            tau.len() >= parts * k,
+            tau.len(),
+            parts * k,
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (mi, ni, ki) = (int(OP, "m", m)?, int(OP, "n", n)?, int(OP, "k", k)?);
+        let lda = int(OP, "lda", a.ld() / parts)?;
+        let h = self.solver.cu();
+        let info = self.with_field_workspace::<T>(OP, |step| {
+            let (pt, _gt) = tau.device_ptr(&self.stream);
+            match step {
+                SolverStep::Query(lwork) => {
+                    let (pa, _ga) = a.buf().device_ptr(&self.stream);
+                    // SAFETY: cusolverDn{S,D}orgqr / {C,Z}ungqr _bufferSize reads the
+                    // dimensions and the A and tau pointers, inside their buffers (checked
+                    // in parts); lwork is a live host i32.
+                    unsafe {
+                        by_field!(
+                            T,
+                            [
+                                sys::cusolverDnSorgqr_bufferSize,
+                                sys::cusolverDnDorgqr_bufferSize,
+                                sys::cusolverDnCungqr_bufferSize,
+                                sys::cusolverDnZungqr_bufferSize
+                            ],
+                            [f32, f64, sys::cuComplex, sys::cuDoubleComplex],
+                            |E| (h, mi, ni, ki, pa as *const E, lda, pt as *const E, lwork)
+                        )
+                    }
+                }
+                SolverStep::Run(s) => {
+                    let (pa, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+                    // SAFETY: cusolverDn{S,D}orgqr / {C,Z}ungqr contract: A m×n elements
+                    // (ld lda) inside `a`, tau ≥ k elements, work ≥ lwork elements as
+                    // queried, devInfo one i32; distinct allocations; handle on
+                    // self.stream.
+                    unsafe {
+                        by_field!(
+                            T,
+                            [
+                                sys::cusolverDnSorgqr,
+                                sys::cusolverDnDorgqr,
+                                sys::cusolverDnCungqr,
+                                sys::cusolverDnZungqr
+                            ],
+                            [f32, f64, sys::cuComplex, sys::cuDoubleComplex],
+                            |E| (
+                                h,
+                                mi,
+                                ni,
+                                ki,
+                                pa as *mut E,
+                                lda,
+                                pt as *const E,
+                                s.work as *mut E,
+                                s.lwork,
+                                s.info as *mut i32
+                            )
+                        )
+                    }
+                }
+            }
+        })?;
+        info_ok(OP, info)
     }
 }

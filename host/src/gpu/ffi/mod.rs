@@ -6,6 +6,7 @@ pub mod blas;
 pub mod blas_device;
 pub mod cusolver;
 pub mod driver;
+pub mod field;
 pub mod foreign;
 #[cfg(any(test, feature = "internals"))]
 pub mod irs;
@@ -30,3 +31,33 @@ macro_rules! by_dtype {
     };
 }
 pub(crate) use by_dtype;
+
+/// Calls the S, D, C or Z routine of a cuBLAS or cuSOLVER family as the
+/// [`GpuField`](crate::gpu::runtime::GpuField) `T` says, with `$E` standing for the
+/// element type in the argument list, one of the four types given (pointer casts only:
+/// each library type has the layout of the matching cuqr element). Expands to an unsafe
+/// call: use it inside an `unsafe` block whose `// SAFETY:` comment covers the routines.
+macro_rules! by_field {
+    ($T:ty, [$s:path, $d:path, $c:path, $z:path], [$es:ty, $ed:ty, $ec:ty, $ez:ty],
+     |$E:ident| ($($arg:expr),* $(,)?)) => {
+        match <$T as $crate::base::field::Field>::NAME {
+            "f32" => {
+                type $E = $es;
+                $s($($arg),*)
+            }
+            "f64" => {
+                type $E = $ed;
+                $d($($arg),*)
+            }
+            "c32" => {
+                type $E = $ec;
+                $c($($arg),*)
+            }
+            _ => {
+                type $E = $ez;
+                $z($($arg),*)
+            }
+        }
+    };
+}
+pub(crate) use by_field;

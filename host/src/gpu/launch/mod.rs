@@ -12,6 +12,7 @@ pub mod lu_cluster;
 pub mod panel;
 pub mod reduce;
 pub mod rolling;
+pub mod rotation_chain;
 pub mod row_insert;
 pub mod row_insert_pairs;
 pub mod small_panel;

@@ -67,6 +67,45 @@ impl GpuScalar for f64 {
     }
 }
 
+mod field_sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for crate::base::field::c32 {}
+    impl Sealed for crate::base::field::c64 {}
+}
+
+/// An element of explicit-factor updates on the GPU (f32, f64, c32, c64): a
+/// [`Field`](crate::base::field::Field) whose real type is a [`GpuScalar`]. Device buffers
+/// hold its real parts ([`Field::PARTS`](crate::base::field::Field::PARTS) per element,
+/// real part first), so a complex m×n matrix is a 2m×n matrix of its real type.
+/// Sealed: the four types above.
+pub trait GpuField: crate::base::field::Field<Real: GpuScalar> + field_sealed::Sealed {
+    /// This type's `rotation_chain_apply` kernel.
+    fn rotation_chain_kernel(k: &Kernels) -> &cudarc::driver::CudaFunction;
+}
+
+impl GpuField for f32 {
+    fn rotation_chain_kernel(k: &Kernels) -> &cudarc::driver::CudaFunction {
+        &k.f32.rotation_chain_apply
+    }
+}
+impl GpuField for f64 {
+    fn rotation_chain_kernel(k: &Kernels) -> &cudarc::driver::CudaFunction {
+        &k.f64.rotation_chain_apply
+    }
+}
+impl GpuField for crate::base::field::c32 {
+    fn rotation_chain_kernel(k: &Kernels) -> &cudarc::driver::CudaFunction {
+        &k.complex.c32.rotation_chain_apply
+    }
+}
+impl GpuField for crate::base::field::c64 {
+    fn rotation_chain_kernel(k: &Kernels) -> &cudarc::driver::CudaFunction {
+        &k.complex.c64.rotation_chain_apply
+    }
+}
+
 /// Maps a driver error to [`Error::Driver`], naming what was being done.
 pub(crate) fn driver_err(what: &str) -> impl FnOnce(DriverError) -> Error + '_ {
     move |e| Error::driver(what, e)

@@ -245,6 +245,10 @@ kernel_table! {
     ts_gemm_narrow_partial_wide,
     /// `ts_gemm_narrow_reduce_<T>(part, chunks, ka, kb, w, ldw)` (the chunks' sum).
     ts_gemm_narrow_reduce,
+    /// `rotation_chain_apply_<T>(q, ldq, rows, ops, c, s, segs, nseg)`: a rotation sequence on
+    /// Q's columns (docs/algorithms.md#rotation-chains-on-the-gpu); also `_c32`, `_c64`
+    /// ([`ComplexKernels`]).
+    rotation_chain_apply,
     /// `row_insert_qr_<T>(r, ldr, d, ldd, u, ldu, e, lde, n, q, p, tau, counter, base, cpb,
     /// ring)` (row insertion without Q in one launch, docs/algorithms.md#row-insertion).
     row_insert_qr,
@@ -294,6 +298,36 @@ pub struct Kernels {
     pub f32: KernelSet,
     /// The `*_f64` kernels.
     pub f64: KernelSet,
+    /// The complex instances (`*_c32`, `*_c64`) of the kernels that have them.
+    pub complex: ComplexKernels,
+}
+
+/// Base names of the kernels that also exist as `<name>_c32` and `<name>_c64`.
+#[cfg_attr(not(test), allow(dead_code))]
+pub const COMPLEX_KERNELS: &[&str] = &["rotation_chain_apply"];
+
+/// One complex precision's kernels, resolved from the module.
+#[derive(Debug, Clone)]
+pub struct ComplexKernelSet {
+    /// `rotation_chain_apply_<T>` on complex Q.
+    pub rotation_chain_apply: CudaFunction,
+}
+
+/// The complex kernels of both precisions.
+#[derive(Debug, Clone)]
+pub struct ComplexKernels {
+    /// `*_c32`.
+    pub c32: ComplexKernelSet,
+    /// `*_c64`.
+    pub c64: ComplexKernelSet,
+}
+
+impl ComplexKernelSet {
+    fn load(module: &Arc<CudaModule>, dtype: &str) -> Result<Self> {
+        Ok(Self {
+            rotation_chain_apply: load_fn(module, "rotation_chain_apply", dtype)?,
+        })
+    }
 }
 
 impl Kernels {
@@ -310,6 +344,10 @@ impl Kernels {
         Ok(Self {
             f32: KernelSet::load(&module, "f32")?,
             f64: KernelSet::load(&module, "f64")?,
+            complex: ComplexKernels {
+                c32: ComplexKernelSet::load(&module, "c32")?,
+                c64: ComplexKernelSet::load(&module, "c64")?,
+            },
         })
     }
 }
@@ -415,6 +453,14 @@ mod tests {
                 }
             }
         }
+        for name in COMPLEX_KERNELS {
+            for dtype in ["c32", "c64"] {
+                let entry = format!(".entry {name}_{dtype}(");
+                if !PTX.contains(&entry) {
+                    missing.push(entry);
+                }
+            }
+        }
         assert!(
             missing.is_empty(),
             "host/ptx/cuqr_kernels.ptx lacks {missing:?}"
@@ -444,6 +490,7 @@ mod tests {
             "batch_q",
             "batch_r",
             "small_window",
+            "rotation_chain",
         ];
         for name in KERNELS {
             let file = MODULES
