@@ -10,7 +10,7 @@
 use crate::device::{self, Float};
 
 /// Rotations whose new columns one thread loads before applying them.
-pub const AHEAD: usize = 8;
+pub const AHEAD: usize = 16;
 /// The bits of an op word that hold the new column.
 const COL_MASK: u32 = (1 << 30) - 1;
 /// Op flag: the carried column is the rotation's first.
@@ -150,13 +150,16 @@ pub unsafe fn apply<T: RotElem>(
                         let op: [u32; AHEAD] = [$(device::ld(ops, l + $k)),*];
                         let y: [T; AHEAD] =
                             [$(device::ld(row, (op[$k] & COL_MASK) as usize * ldq)),*];
+                        // the group's cosines and sines before its first store, so no
+                        // load waits inside the chain of rotations
+                        let ck: [T::Real; AHEAD] = [$(device::ld(c, l + $k)),*];
+                        let sk: [T; AHEAD] = [$(device::ld(s, l + $k)),*];
                         $(
-                            let (ck, sk) = (device::ld(c, l + $k), device::ld(s, l + $k));
-                            step(row, ldq, &mut carry, op[$k], y[$k], ck, sk);
+                            step(row, ldq, &mut carry, op[$k], y[$k], ck[$k], sk[$k]);
                         )*
                     };
                 }
-                group!(0 1 2 3 4 5 6 7);
+                group!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
                 l += AHEAD;
             }
             while l < l1 {

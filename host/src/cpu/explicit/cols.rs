@@ -3,6 +3,7 @@
 
 use super::orth::{extend, project_out};
 use super::rotation::Rotation;
+use super::BLOCK;
 use super::{Factors, QStore};
 use crate::base::error::Result;
 use crate::base::field::Field;
@@ -51,15 +52,20 @@ pub(crate) fn insert_col<T: Field, Q: QStore<T>>(
         rots.push(rot);
     }
     f.r.insert_col(k, &w);
-    let t = f.r.rows();
-    for c in k + 1..f.r.cols() {
-        // rots run from the bottom: those with bot ≤ c are a suffix
-        let first = rots.partition_point(|r| r.bot > c);
-        let col = f.r.column_mut(c, t.min(c + 1));
-        for rot in &rots[first..] {
-            rot.column(col);
+    let (t, n) = (f.r.rows(), f.r.cols());
+    // rots run from the bottom: those with bot ≤ c are a suffix; BLOCK columns at once
+    let mut c0 = k + 1;
+    while c0 < n {
+        let c1 = (c0 + BLOCK).min(n);
+        let common = rots.partition_point(|r| r.bot > c0);
+        let mut cols = f.r.columns_mut(c0, c1, |c| t.min(c + 1));
+        for (i, col) in cols.iter_mut().enumerate() {
+            let first = rots.partition_point(|r| r.bot > c0 + i);
+            Rotation::on_columns(&rots[first..common], &mut [&mut **col]);
         }
-        f.r.trim_col(c);
+        Rotation::on_columns(&rots[common..], &mut cols);
+        f.r.trim_cols(c0, c1);
+        c0 = c1;
     }
     Ok(Ok(()))
 }
@@ -72,21 +78,28 @@ pub(crate) fn delete_col<T: Field, Q: QStore<T>>(f: &mut Factors<T, Q>, k: usize
     f.r.remove_col(k);
     let (t, n) = (f.r.rows(), f.r.cols());
     let lim = n.min(t.saturating_sub(1));
-    // column by column: the rotations made so far, then the one this column makes
+    // BLOCK columns at once: the rotations made left of them, then each column's own
+    // rotation, applied to the block's columns right of it
     let mut rots: Vec<Rotation<T>> = Vec::new();
-    for c in k..n {
-        let col = f.r.column_mut(c, t.min(c + 2));
-        for rot in &rots {
-            rot.column(col);
+    let mut c0 = k;
+    while c0 < n {
+        let c1 = (c0 + BLOCK).min(n);
+        let mut cols = f.r.columns_mut(c0, c1, |c| t.min(c + 2));
+        Rotation::on_columns(&rots, &mut cols);
+        for i in 0..cols.len() {
+            let c = c0 + i;
+            if c < lim {
+                let col = &mut cols[i];
+                let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
+                col[c] = rho;
+                col[c + 1] = T::zero();
+                f.q.rotate(rot.for_q())?;
+                Rotation::on_columns(&[rot], &mut cols[i + 1..]);
+                rots.push(rot);
+            }
         }
-        if c < lim {
-            let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
-            col[c] = rho;
-            col[c + 1] = T::zero();
-            f.q.rotate(rot.for_q())?;
-            rots.push(rot);
-        }
-        f.r.trim_col(c);
+        f.r.trim_cols(c0, c1);
+        c0 = c1;
     }
     if economic {
         f.q.pop_col()?;

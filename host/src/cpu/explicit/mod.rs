@@ -25,6 +25,10 @@ pub(crate) use rows::{delete_row, insert_row};
 pub(crate) use trapezoid::Trapezoid;
 
 use crate::base::error::Result;
+
+/// Columns of R an update sweeps together: their rotation chains are independent, so
+/// interleaving them lets the processor overlap what one column's chain serialises.
+const BLOCK: usize = 8;
 use crate::base::field::Field;
 use crate::base::rotation_chain::ChainRotation;
 

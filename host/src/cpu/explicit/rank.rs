@@ -2,6 +2,7 @@
 
 use super::orth::{extend, project_out};
 use super::rotation::Rotation;
+use super::BLOCK;
 use super::{Factors, QStore};
 use crate::base::error::Result;
 use crate::base::field::Field;
@@ -41,25 +42,35 @@ pub(crate) fn rank_one<T: Field, Q: QStore<T>>(
     // would apply to it, in the same order)
     let lim = n.min(t.saturating_sub(1));
     let mut down: Vec<Rotation<T>> = Vec::new();
-    for (c, &vc) in v.iter().enumerate() {
-        let first = up.partition_point(|r| r.top > c);
-        let col = f.r.column_mut(c, t.min(c + 2));
-        for rot in &up[first..] {
-            rot.column(col);
+    let mut c0 = 0;
+    while c0 < n {
+        let c1 = (c0 + BLOCK).min(n);
+        let common = up.partition_point(|r| r.top > c0);
+        let mut cols = f.r.columns_mut(c0, c1, |c| t.min(c + 2));
+        for (i, col) in cols.iter_mut().enumerate() {
+            let first = up.partition_point(|r| r.top > c0 + i);
+            Rotation::on_columns(&up[first..common], &mut [&mut **col]);
         }
+        Rotation::on_columns(&up[common..], &mut cols);
         if t > 0 {
-            col[0] += w[0] * vc.conj();
+            for (col, &vc) in cols.iter_mut().zip(&v[c0..c1]) {
+                col[0] += w[0] * vc.conj();
+            }
         }
-        for rot in &down {
-            rot.column(col);
+        Rotation::on_columns(&down, &mut cols);
+        for i in 0..cols.len() {
+            let c = c0 + i;
+            if c < lim {
+                let col = &mut cols[i];
+                let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
+                col[c] = rho;
+                col[c + 1] = T::zero();
+                Rotation::on_columns(&[rot], &mut cols[i + 1..]);
+                down.push(rot);
+            }
         }
-        if c < lim {
-            let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
-            col[c] = rho;
-            col[c + 1] = T::zero();
-            down.push(rot);
-        }
-        f.r.trim_col(c);
+        f.r.trim_cols(c0, c1);
+        c0 = c1;
     }
     for rot in &down {
         f.q.rotate(rot.for_q())?;

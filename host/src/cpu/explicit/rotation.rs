@@ -95,6 +95,36 @@ impl<T: Field> Rotation<T> {
         col[self.bot] = y;
     }
 
+    /// `rots` in order on each of `cols` (independent chains, interleaved so that the
+    /// processor overlaps them).
+    pub fn on_columns(rots: &[Self], cols: &mut [&mut [T]]) {
+        for rot in rots {
+            for col in cols.iter_mut() {
+                rot.column(col);
+            }
+        }
+    }
+
+    /// `rots` (pairs (`top`, pivot)) in order on each of `cols`, the pivot-row entries
+    /// carried in `e`.
+    pub fn pivot_on_columns(rots: &[Self], cols: &mut [&mut [T]], e: &mut [T]) {
+        for rot in rots {
+            for (col, e) in cols.iter_mut().zip(e.iter_mut()) {
+                rot.pivot(col, e);
+            }
+        }
+    }
+
+    /// `rots` (pairs (pivot, `bot`)) in order on each of `cols`, the pivot-row entries
+    /// carried in `e`.
+    pub fn pivot_top_on_columns(rots: &[Self], cols: &mut [&mut [T]], e: &mut [T]) {
+        for rot in rots {
+            for (col, e) in cols.iter_mut().zip(e.iter_mut()) {
+                rot.pivot_top(e, col);
+            }
+        }
+    }
+
     /// The same rotation as Q takes it (Q ← Q·Gᴴ on columns `top` and `bot`).
     pub fn for_q(&self) -> ChainRotation<T> {
         ChainRotation {

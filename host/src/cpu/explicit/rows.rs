@@ -2,6 +2,7 @@
 
 use super::orth::project_out;
 use super::rotation::Rotation;
+use super::BLOCK;
 use super::{Factors, QStore};
 use crate::base::error::Result;
 use crate::base::field::Field;
@@ -25,23 +26,31 @@ pub(crate) fn insert_row<T: Field, Q: QStore<T>>(
     f.q.push_col(&unit)?;
     // row t (u) is the pivot of every rotation: carried per column, not stored
     f.r.push_row(&vec![T::zero(); u.len()]);
-    let lim = t.min(f.r.cols());
+    let (lim, n) = (t.min(f.r.cols()), f.r.cols());
     let mut rots: Vec<Rotation<T>> = Vec::new();
-    for (c, &uc) in u.iter().enumerate() {
-        let mut e = [uc];
-        let col = f.r.column_mut(c, t.min(c + 1));
-        for rot in &rots {
-            rot.pivot(col, &mut e[0]);
+    let mut c0 = 0;
+    while c0 < n {
+        let c1 = (c0 + BLOCK).min(n);
+        let mut e = u[c0..c1].to_vec();
+        let mut cols = f.r.columns_mut(c0, c1, |c| t.min(c + 1));
+        Rotation::pivot_on_columns(&rots, &mut cols, &mut e);
+        for i in 0..cols.len() {
+            let c = c0 + i;
+            if c < lim {
+                let (rot, rho) = Rotation::zeroing(c, t, cols[i][c], e[i]);
+                cols[i][c] = rho;
+                e[i] = T::zero();
+                f.q.rotate(rot.for_q())?;
+                Rotation::pivot_on_columns(&[rot], &mut cols[i + 1..], &mut e[i + 1..]);
+                rots.push(rot);
+            }
         }
-        if c < lim {
-            let (rot, rho) = Rotation::zeroing(c, t, col[c], e[0]);
-            col[c] = rho;
-            e[0] = T::zero();
-            f.q.rotate(rot.for_q())?;
-            rots.push(rot);
+        f.r.trim_cols(c0, c1);
+        // zero but for a wide factorisation's columns right of t
+        for (i, &x) in e.iter().enumerate() {
+            f.r.set(t, c0 + i, x);
         }
-        f.r.trim_col(c);
-        f.r.set(t, c, e[0]);
+        c0 = c1;
     }
     if economic {
         f.q.pop_col()?;
@@ -86,17 +95,26 @@ pub(crate) fn delete_row<T: Field, Q: QStore<T>>(
         f.q.rotate(rot.for_q())?;
         rots.push(rot);
     }
-    for c in 0..f.r.cols() {
-        // rots run from j = last − 1 down: those with j ≤ c are a suffix
-        let first = rots.partition_point(|r| r.bot > c);
-        // row `last` becomes A's deleted row over ρ and is dropped below: carried, never
-        // stored (storing it would pad every column to m entries)
-        let mut e = [f.r.at(last, c)];
-        let col = f.r.column_mut(c, last.min(c + 1));
-        for rot in &rots[first..] {
-            rot.pivot_top(&mut e[0], col);
+    // rots run from j = last − 1 down: those with j ≤ c are a suffix. Row `last` becomes
+    // A's deleted row over ρ and is dropped below: carried, never stored (storing it
+    // would pad every column to m entries).
+    let (n, mut c0) = (f.r.cols(), 0);
+    while c0 < n {
+        let c1 = (c0 + BLOCK).min(n);
+        let common = rots.partition_point(|r| r.bot > c0);
+        let mut e: Vec<T> = (c0..c1).map(|c| f.r.at(last, c)).collect();
+        let mut cols = f.r.columns_mut(c0, c1, |c| last.min(c + 1));
+        for (i, (col, e)) in cols.iter_mut().zip(e.iter_mut()).enumerate() {
+            let first = rots.partition_point(|r| r.bot > c0 + i);
+            Rotation::pivot_top_on_columns(
+                &rots[first..common],
+                &mut [&mut **col],
+                core::slice::from_mut(e),
+            );
         }
-        f.r.trim_col(c);
+        Rotation::pivot_top_on_columns(&rots[common..], &mut cols, &mut e);
+        f.r.trim_cols(c0, c1);
+        c0 = c1;
     }
     f.q.remove_row(k)?;
     f.q.pop_col()?;

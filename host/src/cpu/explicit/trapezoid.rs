@@ -78,20 +78,34 @@ impl<T: Field> Trapezoid<T> {
         a.min(b) >= self.cols[j].len()
     }
 
-    /// Column j's stored entries padded with zeros to at least `len` (≤ rows), to
-    /// work on in place; [`Trapezoid::trim_col`] after.
-    pub fn column_mut(&mut self, j: usize, len: usize) -> &mut [T] {
-        debug_assert!(len <= self.rows);
-        let c = &mut self.cols[j];
-        if c.len() < len {
-            c.resize(len, T::zero());
-        }
-        c
+    /// Columns `c0..c1` at once, column c padded to at least `len(c)` entries (≤ rows);
+    /// [`Trapezoid::trim_cols`] after.
+    pub fn columns_mut(
+        &mut self,
+        c0: usize,
+        c1: usize,
+        len: impl Fn(usize) -> usize,
+    ) -> Vec<&mut [T]> {
+        let rows = self.rows;
+        self.cols[c0..c1]
+            .iter_mut()
+            .enumerate()
+            .map(|(i, c)| {
+                let want = len(c0 + i);
+                debug_assert!(want <= rows);
+                if c.len() < want {
+                    c.resize(want, T::zero());
+                }
+                c.as_mut_slice()
+            })
+            .collect()
     }
 
-    /// Drops column j's trailing zeros (after [`Trapezoid::column_mut`]).
-    pub fn trim_col(&mut self, j: usize) {
-        trim(&mut self.cols[j]);
+    /// Drops the trailing zeros of columns `c0..c1`.
+    pub fn trim_cols(&mut self, c0: usize, c1: usize) {
+        for c in &mut self.cols[c0..c1] {
+            trim(c);
+        }
     }
 
     /// Inserts `col` (length rows) before column `k`.
