@@ -68,6 +68,34 @@ pub fn kernel_names_from(src: &str, marker: &str) -> Result<Vec<String>, String>
     Ok(names)
 }
 
+/// The base names in the host's `COMPLEX_KERNELS` list (kernels that also exist as
+/// `<name>_c32` and `<name>_c64`), read from `src`; none when the list is absent.
+pub fn complex_kernel_names_from(src: &str) -> Vec<String> {
+    let Some(start) = src.find("pub const COMPLEX_KERNELS") else {
+        return Vec::new();
+    };
+    let body = &src[start..];
+    let end = body.find(';').unwrap_or(body.len());
+    body[..end]
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The complex kernels of module `m` (the sm_80 module's `COMPLEX_KERNELS`; none for
+/// the sm_90 one).
+fn module_complex_kernels(m: &Module) -> Result<Vec<String>, String> {
+    if m.cfg.is_some() {
+        return Ok(Vec::new());
+    }
+    let path = repo_root().join(m.table.0);
+    let src =
+        std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    Ok(complex_kernel_names_from(&src))
+}
+
 /// The kernel names of module `m`'s host table, read from the repository.
 fn module_kernels(m: &Module) -> Result<Vec<String>, String> {
     let path = repo_root().join(m.table.0);
@@ -111,7 +139,12 @@ pub fn build_ptx(args: &[String]) -> Result<(), String> {
         } else {
             let target = root.join("gpu-kernels/target").join(m.subdir);
             let ptx = build(&root, &target, m)?;
-            validate(&ptx, &module_kernels(m)?, m.cpu)?;
+            validate(
+                &ptx,
+                &module_kernels(m)?,
+                &module_complex_kernels(m)?,
+                m.cpu,
+            )?;
             if let Some(dir) = committed.parent() {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| format!("create {}: {e}", dir.display()))?;
@@ -127,7 +160,8 @@ pub fn build_ptx(args: &[String]) -> Result<(), String> {
 fn check_ptx(root: &Path, tmp: &Path, committed: &Path, m: &Module) -> Result<(), String> {
     let fresh = build(root, tmp, m)?;
     let kernels = module_kernels(m)?;
-    validate(&fresh, &kernels, m.cpu)?;
+    let complex = module_complex_kernels(m)?;
+    validate(&fresh, &kernels, &complex, m.cpu)?;
     let old = std::fs::read_to_string(committed).map_err(|e| {
         format!(
             "cannot read {}: {e} (run `cargo xtask build-ptx`)",
@@ -151,7 +185,7 @@ fn check_ptx(root: &Path, tmp: &Path, committed: &Path, m: &Module) -> Result<()
     std::fs::write(&fresh_path, &fresh)
         .map_err(|e| format!("write {}: {e}", fresh_path.display()))?;
     let ptxas = ensure_ptxas(root)?;
-    let report = run_ptxas(&ptxas, &fresh_path, kernels.len())?;
+    let report = run_ptxas(&ptxas, &fresh_path, kernels.len() + complex.len())?;
     print_table(&report);
     Ok(())
 }
@@ -270,8 +304,9 @@ fn with_directives(ptx: &str) -> String {
 
 /// Checks that the PTX has no `.extern` other than the dynamic shared memory
 /// declaration (`.extern .shared ... []`, which is how PTX spells launch-sized shared
-/// memory), targets `cpu`, and has every kernel of `kernels` in both dtypes.
-fn validate(ptx: &str, kernels: &[String], cpu: &str) -> Result<(), String> {
+/// memory), targets `cpu`, and has every kernel of `kernels` in both dtypes and every one
+/// of `complex` as `_c32` and `_c64` too.
+fn validate(ptx: &str, kernels: &[String], complex: &[String], cpu: &str) -> Result<(), String> {
     let is_dyn_smem =
         |l: &str| l.trim_start().starts_with(".extern .shared") && l.trim_end().ends_with("[];");
     if let Some(l) = ptx
@@ -287,12 +322,17 @@ fn validate(ptx: &str, kernels: &[String], cpu: &str) -> Result<(), String> {
         return Err(format!("PTX does not target {cpu}"));
     }
     let mut missing = Vec::new();
-    for k in kernels {
-        for t in ["f32", "f64"] {
-            let entry = format!(".entry {k}_{t}(");
-            if !ptx.contains(&entry) {
-                missing.push(format!("{k}_{t}"));
-            }
+    let typed = kernels
+        .iter()
+        .flat_map(|k| ["f32", "f64"].map(|t| format!("{k}_{t}")))
+        .chain(
+            complex
+                .iter()
+                .flat_map(|k| ["c32", "c64"].map(|t| format!("{k}_{t}"))),
+        );
+    for name in typed {
+        if !ptx.contains(&format!(".entry {name}(")) {
+            missing.push(name);
         }
     }
     if missing.is_empty() {
@@ -364,7 +404,7 @@ fn run_ptxas(ptxas: &Path, ptx: &Path, kernels: usize) -> Result<Vec<Usage>, Str
     let expected = 2 * kernels;
     if usage.len() != expected {
         return Err(format!(
-            "ptxas reported {} kernels, expected {expected} (every kernel_table! entry in f32 and f64):\n{text}",
+            "ptxas reported {} kernels, expected {expected} (every kernel_table! entry in f32 and f64, every COMPLEX_KERNELS one in c32 and c64 too):\n{text}",
             usage.len(),
         ));
     }
@@ -464,16 +504,27 @@ ptxas info    : Used 8 registers, 380 bytes cmem[0]\n";
             ));
         }
         assert!(kernels.iter().any(|k| k == "wy_build_t") && kernels.len() > 20);
-        assert!(validate(&ptx, &kernels, "sm_80").is_ok());
-        assert!(validate(&format!("{ptx}.extern .func foo\n"), &kernels, "sm_80").is_err());
+        let complex = module_complex_kernels(&MODULES[0]).unwrap();
+        assert_eq!(complex, ["rotation_chain_apply"]);
+        assert!(module_complex_kernels(&MODULES[1]).unwrap().is_empty());
+        for k in &complex {
+            ptx.push_str(&format!(
+                ".visible .entry {k}_c32(\n.visible .entry {k}_c64(\n"
+            ));
+        }
+        let v = |p: &str, cpu: &str| validate(p, &kernels, &complex, cpu);
+        assert!(v(&ptx, "sm_80").is_ok());
+        assert!(v(&format!("{ptx}.extern .func foo\n"), "sm_80").is_err());
         let dyn_smem = format!("{ptx}.extern .shared .align 8 .b8 smem[];\n");
-        assert!(validate(&dyn_smem, &kernels, "sm_80").is_ok());
+        assert!(v(&dyn_smem, "sm_80").is_ok());
         let sized = format!("{ptx}.extern .shared .align 8 .b8 smem[64];\n");
-        assert!(validate(&sized, &kernels, "sm_80").is_err());
+        assert!(v(&sized, "sm_80").is_err());
         let missing = ptx.replace(".entry wy_build_t_f64(", "");
-        assert!(validate(&missing, &kernels, "sm_80").is_err());
+        assert!(v(&missing, "sm_80").is_err());
+        let no_complex = ptx.replace(".entry rotation_chain_apply_c64(", "");
+        assert!(v(&no_complex, "sm_80").is_err());
         // a module must carry its own target
-        assert!(validate(&ptx, &kernels, "sm_90").is_err());
+        assert!(v(&ptx, "sm_90").is_err());
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl<T: GpuField> QStore<T> for DeviceQ<T> {
         }
         let xd = self.vector(&self.scatter(x))?;
         let mut y = DevVec::zeros(&self.gpu, T::PARTS * self.t)?;
-        let shape = (self.high, self.t);
+        let shape = (self.high, self.t, 0);
         self.gpu.gemv_field(
             true,
             shape,
@@ -162,7 +162,7 @@ impl<T: GpuField> QStore<T> for DeviceQ<T> {
         }
         let cd = self.vector(&to_parts(c))?;
         let mut yd = self.vector(&self.scatter(y))?;
-        let shape = (self.high, self.t);
+        let shape = (self.high, self.t, 0);
         self.gpu.gemv_field(
             false,
             shape,
@@ -182,7 +182,7 @@ impl<T: GpuField> QStore<T> for DeviceQ<T> {
         }
         let mut rd = self.vector(&self.scatter(rest))?;
         let mut c = DevVec::zeros(&self.gpu, T::PARTS * self.t)?;
-        let shape = (self.high, self.t);
+        let shape = (self.high, self.t, 0);
         self.gpu.gemv_field(
             true,
             shape,
@@ -203,6 +203,28 @@ impl<T: GpuField> QStore<T> for DeviceQ<T> {
         )?;
         rest.copy_from_slice(&self.gather(&rd.to_vec(&self.gpu)?));
         Ok(from_parts(&c.to_vec(&self.gpu)?))
+    }
+    fn reflect_cols(&mut self, first: usize, v: &[T], tau: T::Real) -> Result<()> {
+        self.flush()?;
+        let n = self.t - first;
+        if self.high == 0 || n == 0 {
+            return Ok(());
+        }
+        let vd = self.vector(&to_parts(v))?;
+        let mut z = DevVec::zeros(&self.gpu, T::PARTS * self.high)?;
+        let shape = (self.high, n, first);
+        self.gpu.gemv_field(
+            false,
+            shape,
+            T::one(),
+            &self.buf,
+            &vd.view(),
+            T::zero(),
+            &mut z.view_mut(),
+        )?;
+        let alpha = -T::from_real(tau);
+        self.gpu
+            .gerc_field(shape, alpha, &z.view(), &vd.view(), &mut self.buf)
     }
     fn push_col(&mut self, col: &[T]) -> Result<()> {
         self.flush()?;

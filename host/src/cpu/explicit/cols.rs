@@ -40,11 +40,25 @@ pub(crate) fn insert_col<T: Field, Q: QStore<T>>(
     } else {
         f.q.adjoint_times(u)?
     };
+    let mut w = w;
+    // Rows n..t of R are zero (R was upper trapezoidal with n columns): a full Q's
+    // columns n..t meet only w, so one reflector gathers w's tail into row n
+    // (docs/algorithms.md#full-column-insertion-by-a-reflector) where rotations would take
+    // t − n − 1 steps; rotations then do rows k..=n.
+    let n0 = f.r.cols();
+    let mut last = w.len().saturating_sub(1);
+    if w.len() > n0 + 2 {
+        if let Some((v, tau, beta)) = reflector(&w[n0..]) {
+            f.q.reflect_cols(n0, &v, tau)?;
+            w[n0] = beta;
+            w[n0 + 1..].fill(T::zero());
+        }
+        last = n0;
+    }
     // the rotations depend on w alone; rotation i (rows i − 1, i) meets column c > k only
     // when i ≤ c (left of that both rows are zero; its fill-in lands at (i, i))
-    let mut w = w;
     let mut rots = Vec::new();
-    for i in (k + 1..w.len()).rev() {
+    for i in (k + 1..=last).rev() {
         let (rot, rho) = Rotation::zeroing(i - 1, i, w[i - 1], w[i]);
         w[i - 1] = rho;
         w[i] = T::zero();
@@ -106,4 +120,30 @@ pub(crate) fn delete_col<T: Field, Q: QStore<T>>(f: &mut Factors<T, Q>, k: usize
         f.r.pop_row();
     }
     Ok(())
+}
+
+/// The Hermitian reflector P = I − τ·v·vᴴ with P·x = β·e₀, β = −(x₀/|x₀|)·‖x‖ (−‖x‖ when
+/// x₀ = 0): v = x − β·e₀, τ = 2/(vᴴv). `None` when x is zero (nothing to gather).
+fn reflector<T: Field>(x: &[T]) -> Option<(Vec<T>, T::Real, T)> {
+    let norm = super::dense::norm(x);
+    if norm == <T::Real as Scalar>::ZERO || !Scalar::is_finite(norm) {
+        return None;
+    }
+    let x0 = x[0];
+    let a0 = x0.modulus();
+    let phase = if a0 == <T::Real as Scalar>::ZERO {
+        T::one()
+    } else {
+        x0.scale(<T::Real as Scalar>::ONE / a0)
+    };
+    let beta = -phase.scale(norm);
+    let mut v = x.to_vec();
+    v[0] = x0 - beta;
+    // vᴴv = 2‖x‖(‖x‖ + |x₀|), no cancellation
+    let vv = (norm + norm) * (norm + a0);
+    Some((
+        v,
+        (<T::Real as Scalar>::ONE + <T::Real as Scalar>::ONE) / vv,
+        beta,
+    ))
 }

@@ -136,6 +136,23 @@ impl<T: Field> QStore<T> for Dense<T> {
         Dense::sub_times(self, c, y);
         Ok(())
     }
+    fn reflect_cols(&mut self, first: usize, v: &[T], tau: T::Real) -> Result<()> {
+        let m = self.rows;
+        let mut z = vec![T::zero(); m];
+        for (j, &vj) in v.iter().enumerate() {
+            for (zi, &qi) in z.iter_mut().zip(self.col(first + j)) {
+                *zi += qi * vj;
+            }
+        }
+        for (j, &vj) in v.iter().enumerate() {
+            let f = vj.conj().scale(tau);
+            let at = (first + j) * m;
+            for (qi, &zi) in self.data[at..at + m].iter_mut().zip(&z) {
+                *qi -= zi * f;
+            }
+        }
+        Ok(())
+    }
     fn push_col(&mut self, col: &[T]) -> Result<()> {
         self.insert_col(self.cols, col);
         Ok(())

@@ -53,6 +53,9 @@ pub(crate) trait QStore<T: Field> {
         self.sub_times(&c, rest)?;
         Ok(c)
     }
+    /// Q[:, first..] ← Q[:, first..]·(I − τ·v·vᴴ) (`v` of length t − first, τ real: a
+    /// Hermitian reflector).
+    fn reflect_cols(&mut self, first: usize, v: &[T], tau: T::Real) -> Result<()>;
     /// Appends `col` (length m) as column t.
     fn push_col(&mut self, col: &[T]) -> Result<()>;
     /// Drops the last column.

@@ -1,6 +1,6 @@
 //! The device bodies behind the composite operations (`ops/compose/`): A and b rebuilt from
 //! the factors, one column of A, A += UVᵀ before a refactorisation, the drift measurements
-//! and the re-orthogonalisation of Q (docs/algorithms.md#drift-and-refresh).
+//! and the re-orthogonalisation of Q (docs/algorithms.md#drift-control).
 
 use crate::base::dims::Dims;
 use crate::base::error::Result;

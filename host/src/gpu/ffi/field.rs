@@ -33,9 +33,10 @@ enum End {
 }
 
 impl Gpu {
-    /// y := α·op(A)·x + β·y for the m×n element matrix A held in the leading block of `a`
-    /// (op(A) = Aᴴ when `adjoint`, else A; Aᴴ = Aᵀ for real types); x and y are vectors of
-    /// elements in parts layout, of lengths n and m (m and n when `adjoint`).
+    /// y := α·op(A)·x + β·y for the m×n element matrix A held in `a`'s first m element
+    /// rows and columns `col0..col0 + n` (op(A) = Aᴴ when `adjoint`, else A; Aᴴ = Aᵀ for
+    /// real types); x and y are vectors of elements in parts layout, of lengths n and m
+    /// (m and n when `adjoint`).
     ///
     /// # Errors
     /// [`Error::Shape`] when a block or vector is too short; [`Error::Cublas`].
@@ -43,7 +44,7 @@ impl Gpu {
     pub(crate) fn gemv_field<T: GpuField>(
         &self,
         adjoint: bool,
-        (m, n): (usize, usize),
+        (m, n, col0): (usize, usize, usize),
         alpha: T,
         a: &DevMat<T::Real>,
         x: &CudaView<'_, T::Real>,
@@ -59,7 +60,13 @@ impl Gpu {
             a.nrows(),
             parts * m,
         )?;
-        fits(OP, "columns of A", a.ncols() >= n, a.ncols(), n)?;
+        fits(
+            OP,
+            "columns of A",
+            a.ncols() >= col0 + n,
+            a.ncols(),
+            col0 + n,
+        )?;
         fits(
             OP,
             "leading dimension of A",
@@ -93,12 +100,13 @@ impl Gpu {
             (true, true) => blas_sys::cublasOperation_t::CUBLAS_OP_C,
         };
         let h = *self.blas.handle();
-        let (pa, _ga) = a.buf().device_ptr(&self.stream);
+        let (pa0, _ga) = a.buf().device_ptr(&self.stream);
+        let pa = pa0 + (col0 * a.ld() * core::mem::size_of::<T::Real>()) as u64;
         let (px, _gx) = x.device_ptr(&self.stream);
         let (py, _gy) = y.device_ptr_mut(&self.stream);
         self.count_launch();
         // SAFETY: cublas{S,D,C,Z}gemv_v2 contract: A is m×n elements with ld lda (elements)
-        // inside `a` (rows, columns and ld checked above in parts), x and y hold the lengths
+        // from column col0 inside `a` (rows, columns and ld checked above in parts), x and y hold the lengths
         // checked above with stride 1; y is a distinct &mut allocation; α and β are host
         // values of T, whose layout is the routine's element type (f32, f64, or two parts
         // real first); handle bound to self.stream.
@@ -125,6 +133,89 @@ impl Gpu {
                     &beta as *const T as *const E,
                     py as *mut E,
                     1
+                )
+            )
+        };
+        status(OP, st)
+    }
+
+    /// A := A + α·x·yᴴ for the m×n element matrix A in `a`'s first m element rows and
+    /// columns `col0..col0 + n` (yᵀ for real types: cuBLAS GER, GERC for complex); x and y
+    /// are parts vectors of lengths m and n.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when a block or vector is too short; [`Error::Cublas`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gerc_field<T: GpuField>(
+        &self,
+        (m, n, col0): (usize, usize, usize),
+        alpha: T,
+        x: &CudaView<'_, T::Real>,
+        y: &CudaView<'_, T::Real>,
+        a: &mut DevMat<T::Real>,
+    ) -> Result<()> {
+        const OP: &str = "gerc (explicit factors)";
+        let parts = T::PARTS;
+        fits(
+            OP,
+            "rows of A",
+            a.nrows() >= parts * m,
+            a.nrows(),
+            parts * m,
+        )?;
+        fits(
+            OP,
+            "columns of A",
+            a.ncols() >= col0 + n,
+            a.ncols(),
+            col0 + n,
+        )?;
+        fits(
+            OP,
+            "leading dimension of A",
+            a.ld() % parts == 0,
+            a.ld(),
+            parts,
+        )?;
+        fits(OP, "length of x", x.len() >= parts * m, x.len(), parts * m)?;
+        fits(OP, "length of y", y.len() >= parts * n, y.len(), parts * n)?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let (mi, ni) = (int(OP, "m", m)?, int(OP, "n", n)?);
+        let lda = int(OP, "lda", a.ld() / parts)?;
+        let h = *self.blas.handle();
+        let (px, _gx) = x.device_ptr(&self.stream);
+        let (py, _gy) = y.device_ptr(&self.stream);
+        let ld = a.ld();
+        let (pa0, _ga) = a.buf_mut().device_ptr_mut(&self.stream);
+        let pa = pa0 + (col0 * ld * core::mem::size_of::<T::Real>()) as u64;
+        self.count_launch();
+        // SAFETY: cublas{S,D}ger_v2 / {C,Z}gerc_v2 contract: A is m×n elements with ld lda
+        // from column col0 inside `a` (checked above in parts), x and y hold m and n
+        // elements with stride 1 and are distinct from `a` (borrowed mutably); α is a host
+        // value of T, laid out as the routine's element type.
+        let st = unsafe {
+            by_field!(
+                T,
+                [
+                    blas_sys::cublasSger_v2,
+                    blas_sys::cublasDger_v2,
+                    blas_sys::cublasCgerc_v2,
+                    blas_sys::cublasZgerc_v2
+                ],
+                [f32, f64, blas_sys::cuComplex, blas_sys::cuDoubleComplex],
+                |E| (
+                    h,
+                    mi,
+                    ni,
+                    &alpha as *const T as *const E,
+                    px as *const E,
+                    1,
+                    py as *const E,
+                    1,
+                    pa as *mut E,
+                    lda
                 )
             )
         };
