@@ -103,12 +103,8 @@ pub(crate) fn delete_col<T: Field, Q: QStore<T>>(f: &mut Factors<T, Q>, k: usize
         for i in 0..cols.len() {
             let c = c0 + i;
             if c < lim {
-                let col = &mut cols[i];
-                let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
-                col[c] = rho;
-                col[c + 1] = T::zero();
+                let rot = Rotation::make_subdiagonal(&mut cols, i, c);
                 f.q.rotate(rot.for_q())?;
-                Rotation::on_columns(&[rot], &mut cols[i + 1..]);
                 rots.push(rot);
             }
         }

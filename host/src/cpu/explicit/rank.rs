@@ -61,12 +61,7 @@ pub(crate) fn rank_one<T: Field, Q: QStore<T>>(
         for i in 0..cols.len() {
             let c = c0 + i;
             if c < lim {
-                let col = &mut cols[i];
-                let (rot, rho) = Rotation::zeroing(c, c + 1, col[c], col[c + 1]);
-                col[c] = rho;
-                col[c + 1] = T::zero();
-                Rotation::on_columns(&[rot], &mut cols[i + 1..]);
-                down.push(rot);
+                down.push(Rotation::make_subdiagonal(&mut cols, i, c));
             }
         }
         f.r.trim_cols(c0, c1);

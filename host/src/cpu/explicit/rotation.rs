@@ -125,6 +125,17 @@ impl<T: Field> Rotation<T> {
         }
     }
 
+    /// The rotation of rows (c, c + 1) that zeroes entry c + 1 of `cols[i]` (column c of
+    /// R) against entry c, applied to it and to the columns `cols[i + 1..]` right of it.
+    pub fn make_subdiagonal(cols: &mut [&mut [T]], i: usize, c: usize) -> Self {
+        let col = &mut cols[i];
+        let (rot, rho) = Self::zeroing(c, c + 1, col[c], col[c + 1]);
+        col[c] = rho;
+        col[c + 1] = T::zero();
+        Self::on_columns(&[rot], &mut cols[i + 1..]);
+        rot
+    }
+
     /// The same rotation as Q takes it (Q ← Q·Gᴴ on columns `top` and `bot`).
     pub fn for_q(&self) -> ChainRotation<T> {
         ChainRotation {
