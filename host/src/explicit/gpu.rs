@@ -241,9 +241,9 @@ impl<T: GpuField> QStore<T> for DeviceQ<T> {
     }
     fn pop_col(&mut self) -> Result<()> {
         self.flush()?;
+        // the dropped column's contents stay: a later push rewrites rows 0..high, and no
+        // row from `high` on is ever written
         self.t -= 1;
-        // the dropped column must read as zero again where a later push does not write
-        // (rows past `high` are never written by a push)
         Ok(())
     }
     fn insert_zero_row(&mut self, k: usize) -> Result<()> {

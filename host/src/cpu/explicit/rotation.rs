@@ -44,21 +44,6 @@ impl<T: Field> Rotation<T> {
         *y = b.scale(self.c) - self.s.conj() * a;
     }
 
-    /// Rows `top` and `bot` of `r`, columns `from..`, multiplied by G (columns where both
-    /// are zero stay zero).
-    #[cfg(test)]
-    pub fn rows(&self, r: &mut Trapezoid<T>, from: usize) {
-        for j in from..r.cols() {
-            if r.both_zero(self.top, self.bot, j) {
-                continue;
-            }
-            let (mut x, mut y) = (r.at(self.top, j), r.at(self.bot, j));
-            self.apply(&mut x, &mut y);
-            r.set(self.top, j, x);
-            r.set(self.bot, j, y);
-        }
-    }
-
     /// Entries `top` and `bot` of a vector that transforms as Qᴴu, multiplied by G.
     #[cfg(test)]
     pub fn vector(&self, w: &mut [T]) {
@@ -177,7 +162,8 @@ mod tests {
                 ],
             );
             let mut r = Trapezoid::from_col_major(2, 1, &[f, g]);
-            rot.rows(&mut r, 0);
+            rot.column(r.columns_mut(0, 1, |_| 2)[0]);
+            r.trim_cols(0, 1);
             crate::cpu::explicit::QStore::rotate(&mut q, rot.for_q()).unwrap();
             for i in 0..2 {
                 let back = q.at(i, 0) * r.at(0, 0) + q.at(i, 1) * r.at(1, 0);

@@ -71,13 +71,6 @@ impl<T: Field> Trapezoid<T> {
         }
     }
 
-    /// Whether rows `a` and `b` of column j are both past its stored entries (zero).
-    #[cfg(test)]
-    #[inline(always)]
-    pub fn both_zero(&self, a: usize, b: usize, j: usize) -> bool {
-        a.min(b) >= self.cols[j].len()
-    }
-
     /// Columns `c0..c1` at once, column c padded to at least `len(c)` entries (≤ rows);
     /// [`Trapezoid::trim_cols`] after.
     pub fn columns_mut(
@@ -184,6 +177,5 @@ mod tests {
         assert_eq!(r.at(2, 1), v(9.0));
         r.remove_col(1);
         assert_eq!(r.to_col_major(), data);
-        assert!(r.both_zero(2, 3, 1) && !r.both_zero(1, 3, 1));
     }
 }
