@@ -213,3 +213,65 @@ fn long_chains_on_a_full_complex_q() {
     };
     updates_match_the_cpu::<c64>(&gpu, 5, (1037, 61), false);
 }
+
+/// Q handed over in device memory (interleaved parts, as a CUDA array of complex elements
+/// is laid out) and handed back the same way: the round trip through `into_device` and
+/// `from_device` keeps the factors, a row update on it agrees with the CPU, and wrong
+/// shapes or a non-finite Q are refused.
+fn device_round_trip<T: TestField>(gpu: &Arc<Gpu>) {
+    let mut rng = common::rng(91);
+    let (m, n) = (53, 17);
+    let a: Vec<T> = random(&mut rng, m * n);
+    let mut g = GpuExplicitQr::factorize(gpu, &a, (m, n), true).unwrap();
+    // scatter Q's rows so that handing it over must put them back in order
+    let rows: Vec<T> = random(&mut rng, 2 * n);
+    g.insert_rows(5, &rows, 2).unwrap();
+    g.delete_rows(30, 1).unwrap();
+    let mut c = g.to_host().unwrap();
+    let (q_shape, r_shape) = (g.q_shape(), g.r_shape());
+    let (qd, r) = g.into_device().unwrap();
+    assert_eq!((qd.nrows(), qd.ncols()), (T::PARTS * q_shape.0, q_shape.1));
+    let parts = qd.to_host(gpu).unwrap();
+    let q: Vec<T> = cuqr::explicit::from_parts(parts.as_slice());
+    assert_eq!(q, c.q(), "Q in device memory, rows in order");
+    assert_eq!(r, c.r());
+
+    let wrong = cuqr::DevMat::<T::Real>::zeros(gpu, T::PARTS * q_shape.0 + 1, q_shape.1).unwrap();
+    assert!(matches!(
+        GpuExplicitQr::<T>::from_device(gpu, wrong, q_shape, &r, r_shape).unwrap_err(),
+        Error::Shape { .. }
+    ));
+    let mut bad = parts.as_slice().to_vec();
+    bad[T::PARTS * 7 + T::PARTS * q_shape.0 * 3] = <T::Real as cuqr::Scalar>::from_f64(f64::NAN);
+    let bad = cuqr::Mat::from_col_major(parts.nrows(), parts.ncols(), bad).unwrap();
+    let bad = cuqr::DevMat::from_host(gpu, bad.as_ref()).unwrap();
+    let e = GpuExplicitQr::<T>::from_device(gpu, bad, q_shape, &r, r_shape).unwrap_err();
+    assert!(matches!(e, Error::NonFinite { row: 7, col: 3, .. }), "{e}");
+
+    let mut g = GpuExplicitQr::from_device(gpu, qd_of(gpu, &parts), q_shape, &r, r_shape).unwrap();
+    let u: Vec<T> = random(&mut rng, q_shape.0);
+    let v: Vec<T> = random(&mut rng, r_shape.1);
+    g.rank_k(&u, &v, 1).unwrap();
+    c.rank_k(&u, &v, 1).unwrap();
+    agree(
+        "from_device + rank_k",
+        &mut g,
+        &c,
+        60.0 * (m + 2) as f64 * T::U,
+    );
+}
+
+/// A device copy of the host parts `parts`.
+fn qd_of<R: cuqr::GpuScalar>(gpu: &Arc<Gpu>, parts: &cuqr::Mat<R>) -> cuqr::DevMat<R> {
+    cuqr::DevMat::from_host(gpu, parts.as_ref()).unwrap()
+}
+
+#[test]
+fn factors_handed_over_in_device_memory() {
+    let Some(gpu) = common::shared_gpu() else {
+        return;
+    };
+    device_round_trip::<f64>(&gpu);
+    device_round_trip::<c64>(&gpu);
+    device_round_trip::<c32>(&gpu);
+}

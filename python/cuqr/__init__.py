@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 _DTYPES = ("float32", "float64")
-# the SciPy-style functions take complex factors too (explicit updates on the CPU)
+# the SciPy-style functions take complex factors too (explicit updates, cuqr::explicit)
 _COMPLEX = ("complex64", "complex128")
 
 
@@ -254,12 +254,33 @@ def _explicit_route(dtype: str, M: int, N: int, M1: int, N1: int) -> bool:
 
 
 def _explicit(arrays: _Arrays, op, Q, R, a=None, b=None, k=0, p=0, rcond=None):
-    """An update of the explicit factors (Q, R) on the CPU (cuqr.explicit in Rust): device
-    inputs are copied to the host and the results back to the caller's device."""
+    """An update of the explicit factors (Q, R) (cuqr.explicit in Rust). CuPy arrays and
+    CUDA tensors: Q is updated on their GPU (``GpuExplicitQr``), R and the update's vectors
+    (small beside Q) go through the host. Other device arrays are copied to the host and
+    the results back. NumPy arrays: on the CPU."""
+    host = lambda x: None if x is None else _host_ready(_to_numpy(x))  # noqa: E731
+    if arrays.on_gpu and arrays.family in ("cupy", "torch-cuda") and min(_shape(Q)) > 0:
+        Q1, R1 = _cuqr.explicit_update_device(
+            op, _fortran(arrays, Q), host(R), arrays.device, host(a), host(b), int(k), int(p),
+            rcond
+        )
+        return arrays.out(Q1), _from_host(arrays, R1)
     if arrays.on_gpu:
-        Q, R, a, b = (None if x is None else _host_ready(_to_numpy(x)) for x in (Q, R, a, b))
+        Q, R, a, b = (host(x) for x in (Q, R, a, b))
     Q1, R1 = _cuqr.explicit_update(op, Q, R, a, b, int(k), int(p), rcond)
     return _from_host(arrays, Q1), _from_host(arrays, R1)
+
+
+def _fortran(arrays: _Arrays, x):
+    """A CuPy array or CUDA tensor in Fortran order (copied on its device when it is not),
+    with PyTorch's lazy conjugate and negative bits resolved."""
+    if arrays.family == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(arrays.device):
+            return cupy.asfortranarray(x)
+    x = x.detach().resolve_conj().resolve_neg()
+    return x.t().contiguous().t()
 
 
 def _from_host(arrays: _Arrays, x):
@@ -600,7 +621,7 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
 
     If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1`` equal to A without rows (or
     columns) ``k .. k+p-1``. Full and economic decompositions, tall, square or wide,
-    float32, float64, complex64 and complex128 (complex and wide ones on the CPU).
+    float32, float64, complex64 and complex128.
 
     Deleting every row leaves Q (0, 0) and R (0, N); deleting every column leaves Q (M, M)
     and R (M, 0), or Q (M, 0) and R (0, 0) for an economic decomposition, as in SciPy.
@@ -719,7 +740,7 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     If ``A = Q @ R``, returns ``(Q1, R1)`` with ``Q1 @ R1 = A + u @ v.conj().T`` (``u`` of
     shape (M,) or (M, k), ``v`` of shape (N,) or (N, k); ``v.T`` for real data). Full and
     economic decompositions, tall, square or wide, float32, float64, complex64 and
-    complex128 (complex and wide ones on the CPU). ``k`` may not exceed M or N.
+    complex128. ``k`` may not exceed M or N.
 
     With ``overwrite_qruv=True`` the new Q and R are written into ``Q`` and ``R``, which
     are returned, when they are writeable NumPy arrays of the dtype; ``u`` is never written,

@@ -162,6 +162,9 @@ def batch(op: str, policy: str, m: int, q: Optional[Any], r: Any, u: Optional[An
 def explicit_update(op: str, q: Any, r: Any, a: Optional[Any] = None, b: Optional[Any] = None,
                     k: int = 0, p: int = 0,
                     rcond: Optional[float] = None) -> Tuple[Any, Any]: ...
+def explicit_update_device(op: str, q: Any, r: Any, device: int, a: Optional[Any] = None,
+                           b: Optional[Any] = None, k: int = 0, p: int = 0,
+                           rcond: Optional[float] = None) -> Tuple[Any, Any]: ...
 def rolling(y: Any, x: Any, window: int, min_nobs: Optional[int], expanding: bool,
             forget: Optional[float], missing: str, refresh: Optional[int],
             rank_tol: Optional[float], device: str) -> Tuple[Any, Any, Any, Optional[str], Tuple[int, int]]: ...

@@ -63,9 +63,10 @@ pub(crate) fn dev_vec<T: GpuScalar + numpy::Element>(
             }
             let imported = dlpack::import(obj, gpu.stream_handle())?;
             let d = &imported.desc;
-            if usize::from(d.bits) != bits {
+            if d.complex || usize::from(d.bits) != bits {
                 return Err(PyTypeError::new_err(format!(
-                    "{what} is float{}, the batch float{bits}",
+                    "{what} is {}{}, the batch float{bits}",
+                    if d.complex { "complex" } else { "float" },
                     d.bits
                 )));
             }

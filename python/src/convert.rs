@@ -250,6 +250,8 @@ pub struct DeviceArray {
     gpu: Arc<Gpu>,
     shape: (usize, usize),
     dtype: &'static str,
+    /// The matrix holds the interleaved parts of a complex one.
+    complex: bool,
 }
 
 /// A device matrix of either precision.
@@ -284,6 +286,27 @@ impl DeviceArray {
             dtype: <T as Real>::DTYPE_NAME,
             mat: Some(T::wrap(m)),
             gpu,
+            complex: false,
+        }
+    }
+
+    /// Wraps a finished device matrix of parts: with `complex`, the 2m×n interleaved real
+    /// and imaginary parts of a complex m×n matrix (handed over as that matrix), else a
+    /// real matrix as [`DeviceArray::new`].
+    pub fn parts<T: Wrap>(gpu: Arc<Gpu>, m: DevMat<T>, complex: bool) -> Self {
+        if !complex {
+            return Self::new(gpu, m);
+        }
+        Self {
+            shape: (m.nrows() / 2, m.ncols()),
+            dtype: if <T as Real>::DTYPE_NAME == "float32" {
+                "complex64"
+            } else {
+                "complex128"
+            },
+            mat: Some(T::wrap(m)),
+            gpu,
+            complex: true,
         }
     }
 }
@@ -316,8 +339,8 @@ impl DeviceArray {
         }
         let versioned = matches!(max_version, Some((major, _)) if major >= 1);
         match self.mat.take() {
-            Some(AnyDevMat::F32(m)) => dlpack::export(py, &self.gpu, m, versioned),
-            Some(AnyDevMat::F64(m)) => dlpack::export(py, &self.gpu, m, versioned),
+            Some(AnyDevMat::F32(m)) => dlpack::export(py, &self.gpu, m, versioned, self.complex),
+            Some(AnyDevMat::F64(m)) => dlpack::export(py, &self.gpu, m, versioned, self.complex),
             None => Err(dlpack::consumed()),
         }
     }
@@ -333,7 +356,7 @@ impl DeviceArray {
         self.shape
     }
 
-    /// "float32" or "float64".
+    /// "float32", "float64", "complex64" or "complex128".
     #[getter]
     fn dtype(&self) -> &'static str {
         self.dtype

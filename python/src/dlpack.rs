@@ -20,6 +20,8 @@ pub const DEVICE_CUDA: i32 = 2;
 const DEVICE_CUDA_MANAGED: i32 = 13;
 /// `kDLFloat`.
 const CODE_FLOAT: u8 = 2;
+/// `kDLComplex`.
+const CODE_COMPLEX: u8 = 5;
 
 const NAME_LEGACY: &CStr = c"dltensor";
 const NAME_VERSIONED: &CStr = c"dltensor_versioned";
@@ -77,8 +79,10 @@ struct DlManagedTensorVersioned {
 pub struct Described {
     /// (DLPack device type, device ordinal).
     pub device: (i32, i32),
-    /// Element bits of a float type (32 or 64).
+    /// Element bits (32 or 64 for a float type, 64 or 128 for a complex one).
     pub bits: u8,
+    /// Whether the elements are complex (interleaved real and imaginary parts).
+    pub complex: bool,
     /// Rows and columns (a vector is one column).
     pub shape: (usize, usize),
     /// Element strides of rows and columns.
@@ -91,15 +95,16 @@ fn dtype_bits<T: GpuScalar>() -> u8 {
     (core::mem::size_of::<T>() * 8) as u8
 }
 
-/// Reads a `DLTensor` (1-D or 2-D, a float type, one lane).
+/// Reads a `DLTensor` (1-D or 2-D, a float or complex type, one lane).
 ///
 /// # Safety
 /// `t` must be a valid `DLTensor` whose `shape` (and `strides`, when not null) point to
 /// `ndim` integers.
 unsafe fn describe(t: &DlTensor) -> PyResult<Described> {
-    if t.dtype.code != CODE_FLOAT || t.dtype.lanes != 1 {
+    let complex = t.dtype.code == CODE_COMPLEX;
+    if !(t.dtype.code == CODE_FLOAT || complex) || t.dtype.lanes != 1 {
         return Err(PyValueError::new_err(
-            "cuqr supports float32 and float64 arrays",
+            "cuqr supports float32, float64, complex64 and complex128 arrays",
         ));
     }
     let nd = t.ndim;
@@ -137,6 +142,7 @@ unsafe fn describe(t: &DlTensor) -> PyResult<Described> {
     Ok(Described {
         device: (t.device.device_type, t.device.device_id),
         bits: t.dtype.bits,
+        complex,
         shape,
         strides,
         address: (t.data as u64).wrapping_add(t.byte_offset),
@@ -224,16 +230,55 @@ impl Imported<'_> {
         Imported::copy_described::<T>(&self.desc, gpu)
     }
 
+    /// The array's elements as real parts: a float array as [`Imported::to_dev_mat`]
+    /// copies it; a complex m×n one, which must have unit row stride (Fortran order), as
+    /// the 2m×n matrix of its interleaved real and imaginary parts (row 2i the real parts
+    /// of row i; cuBLAS's complex layout). `R` is the part type (float32 for complex64).
+    pub fn to_dev_parts<R: GpuScalar>(&self, gpu: &Arc<Gpu>) -> PyResult<DevMat<R>> {
+        let d = &self.desc;
+        if !d.complex {
+            return Imported::copy_described::<R>(d, gpu);
+        }
+        if d.bits != 2 * dtype_bits::<R>() {
+            return Err(PyValueError::new_err(format!(
+                "expected complex{} data, found complex{}",
+                2 * dtype_bits::<R>(),
+                d.bits
+            )));
+        }
+        let (rows, cols) = d.shape;
+        let row_stride = if rows <= 1 { 1 } else { d.strides.0 };
+        let col_stride = if cols <= 1 {
+            rows as isize
+        } else {
+            d.strides.1
+        };
+        if row_stride != 1 {
+            return Err(PyValueError::new_err(
+                "a complex device array must be in Fortran order (unit row stride)",
+            ));
+        }
+        let parts = Described {
+            bits: dtype_bits::<R>(),
+            complex: false,
+            shape: (2 * rows, cols),
+            strides: (1, 2 * col_stride),
+            ..d.clone()
+        };
+        Imported::copy_described::<R>(&parts, gpu)
+    }
+
     /// The copy of [`Imported::to_dev_mat`] for a description of this import's memory
     /// (the capsule, held by the caller's `Imported`, keeps it alive).
     fn copy_described<T: GpuScalar>(d: &Described, gpu: &Arc<Gpu>) -> PyResult<DevMat<T>> {
         if d.device.0 != DEVICE_CUDA && d.device.0 != DEVICE_CUDA_MANAGED {
             return Err(PyValueError::new_err("the array is not in CUDA memory"));
         }
-        if d.bits != dtype_bits::<T>() {
+        if d.complex || d.bits != dtype_bits::<T>() {
             return Err(PyValueError::new_err(format!(
-                "expected float{} data, found float{}",
+                "expected float{} data, found {}{}",
                 dtype_bits::<T>(),
+                if d.complex { "complex" } else { "float" },
                 d.bits
             )));
         }
@@ -313,15 +358,19 @@ struct Export<M, T> {
 }
 
 /// The `DLTensor` of `mat` (column-major, leading dimension ld), whose shape and strides
-/// live in `shape` and `strides`.
+/// live in `shape` and `strides`; with `complex`, of the complex matrix whose interleaved
+/// parts `mat` holds (half the rows, and the leading dimension, which is even).
 fn tensor_of<T: GpuScalar>(
     gpu: &Gpu,
     mat: &DevMat<T>,
+    complex: bool,
     shape: &mut [i64; 2],
     strides: &mut [i64; 2],
 ) -> DlTensor {
-    *shape = [mat.nrows() as i64, mat.ncols() as i64];
-    *strides = [1, mat.ld() as i64];
+    let parts = if complex { 2 } else { 1 };
+    debug_assert!(mat.nrows().is_multiple_of(parts) && mat.ld().is_multiple_of(parts));
+    *shape = [(mat.nrows() / parts) as i64, mat.ncols() as i64];
+    *strides = [1, (mat.ld() / parts) as i64];
     DlTensor {
         data: mat.device_address(gpu) as *mut c_void,
         device: DlDevice {
@@ -330,8 +379,8 @@ fn tensor_of<T: GpuScalar>(
         },
         ndim: 2,
         dtype: DlDataType {
-            code: CODE_FLOAT,
-            bits: dtype_bits::<T>(),
+            code: if complex { CODE_COMPLEX } else { CODE_FLOAT },
+            bits: dtype_bits::<T>() * parts as u8,
             lanes: 1,
         },
         shape: shape.as_mut_ptr(),
@@ -369,9 +418,10 @@ fn export_as<'py, M: Managed, T: GpuScalar>(
     py: Python<'py>,
     gpu: &Gpu,
     mat: DevMat<T>,
+    complex: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (mut shape, mut strides) = ([0; 2], [0; 2]);
-    let tensor = tensor_of(gpu, &mat, &mut shape, &mut strides);
+    let tensor = tensor_of(gpu, &mat, complex, &mut shape, &mut strides);
     let mut b = Box::new(Export {
         managed: M::new(tensor, delete::<M, T>),
         mat,
@@ -404,17 +454,20 @@ fn export_as<'py, M: Managed, T: GpuScalar>(
 
 /// Hands `mat` to a DLPack consumer: a capsule that owns it (freed by the consumer through
 /// the deleter, or by the capsule if never consumed). `versioned` makes a DLPack 1.0
-/// capsule, else the legacy one. The caller has waited for the work that wrote `mat`.
+/// capsule, else the legacy one. With `complex`, `mat` holds the interleaved parts of a
+/// complex matrix (as [`Imported::to_dev_parts`] makes them) and goes out as that matrix.
+/// The caller has waited for the work that wrote `mat`.
 pub fn export<'py, T: GpuScalar>(
     py: Python<'py>,
     gpu: &Gpu,
     mat: DevMat<T>,
     versioned: bool,
+    complex: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if versioned {
-        export_as::<DlManagedTensorVersioned, T>(py, gpu, mat)
+        export_as::<DlManagedTensorVersioned, T>(py, gpu, mat, complex)
     } else {
-        export_as::<DlManagedTensor, T>(py, gpu, mat)
+        export_as::<DlManagedTensor, T>(py, gpu, mat, complex)
     }
 }
 

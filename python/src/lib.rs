@@ -42,6 +42,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state::threads, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch, m)?)?;
     m.add_function(wrap_pyfunction!(explicit::explicit_update, m)?)?;
+    m.add_function(wrap_pyfunction!(explicit::explicit_update_device, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::rolling, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::recursive, m)?)?;
     m.add_function(wrap_pyfunction!(rolling::rolling_device, m)?)?;

@@ -12,7 +12,7 @@ use cuqr::rolling::{
 use cuqr::{DevMat, Device, Gpu, GpuScalar};
 use numpy::ndarray::{Array2, Array3};
 use numpy::{PyArray2, PyArray3, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -205,6 +205,11 @@ pub fn recursive<'py>(
 /// A device input's element type: 64 or 32 bits.
 fn device_bits(obj: &Bound<'_, PyAny>, gpu: &Arc<Gpu>) -> PyResult<u8> {
     let imported = dlpack::import(obj, gpu.stream_handle())?;
+    if imported.desc.complex {
+        return Err(PyTypeError::new_err(
+            "rolling least squares takes float32 or float64 data, not complex",
+        ));
+    }
     Ok(imported.desc.bits)
 }
 

@@ -91,9 +91,10 @@ fn device_vec<T: GpuScalar>(
             d.device.1
         )));
     }
-    if usize::from(d.bits) != 8 * std::mem::size_of::<T>() {
+    if d.complex || usize::from(d.bits) != 8 * std::mem::size_of::<T>() {
         return Err(PyTypeError::new_err(format!(
-            "{what} is float{}, the state float{}",
+            "{what} is {}{}, the state float{}",
+            if d.complex { "complex" } else { "float" },
             d.bits,
             8 * std::mem::size_of::<T>()
         )));

@@ -3,8 +3,9 @@ dtypes) with cuqr called on CuPy arrays and on PyTorch CUDA tensors.
 
 SciPy's helpers make NumPy arrays; the functions the tests call convert every array
 argument to the device library at the boundary (a copy in native byte order), call cuqr,
-and bring the results back to NumPy. Real tall and square factorisations then run on the
-GPU, complex and wide ones on the CPU (docs/python.md).
+and bring the results back to NumPy. Every factorisation is then updated on the GPU: real
+tall and square ones through cuqr's states, complex and wide ones with Q in device memory
+(``GpuExplicitQr``; docs/python.md).
 
 Left out, besides ``test_form_qTu`` (a SciPy internal): the tests of ``overwrite_*`` side
 effects (``test_overwrite_*`` and the overwrite halves of the ``*_strides`` and byte-order

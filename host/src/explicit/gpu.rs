@@ -119,6 +119,31 @@ impl<T: GpuField> DeviceQ<T> {
         Ok(())
     }
 
+    /// Q in a new buffer of exactly PARTS·m rows and t columns, rows in logical order:
+    /// one device copy per run of consecutive physical rows.
+    fn ordered(&mut self) -> Result<DevMat<T::Real>> {
+        self.flush()?;
+        let (p, m, t) = (T::PARTS, self.phys.len(), self.t);
+        let mut out = DevMat::zeros(&self.gpu, p * m, t)?;
+        let mut i = 0;
+        while i < m && t > 0 {
+            let start = self.phys[i];
+            let run = 1
+                + (i + 1..m)
+                    .take_while(|&l| self.phys[l] == start + (l - i))
+                    .count();
+            self.gpu.copy_block(
+                &self.buf,
+                (p * start, 0),
+                &mut out,
+                (p * i, 0),
+                (p * run, t),
+            )?;
+            i += run;
+        }
+        Ok(out)
+    }
+
     /// x (already parts) as a device vector.
     fn vector(&self, parts: &[T::Real]) -> Result<DevVec<T::Real>> {
         DevVec::from_slice(&self.gpu, parts)
@@ -359,6 +384,66 @@ impl<T: GpuField> GpuExplicitQr<T> {
             },
             poisoned: false,
         })
+    }
+
+    /// The factors with Q already in device memory, taken over without a copy: `q` holds
+    /// the column-major m×t Q in interleaved storage, [`Field::PARTS`]·m rows of real
+    /// parts (for a complex `T`, row 2i the real parts of Q's row i and row 2i + 1 its
+    /// imaginary parts: cuBLAS's layout of a complex matrix; for a real `T`, Q itself).
+    /// R (`r_shape` = (t, n), column-major) stays on the host. Same shape rules as
+    /// [`ExplicitQr::new`]; Q is scanned for non-finite entries on the device.
+    ///
+    /// Errors: [`Error::Shape`], [`Error::NonFinite`], [`Error::OutOfMemory`],
+    /// [`Error::Driver`].
+    pub fn from_device(
+        gpu: &Arc<Gpu>,
+        q: DevMat<T::Real>,
+        q_shape: (usize, usize),
+        r: &[T],
+        r_shape: (usize, usize),
+    ) -> Result<Self> {
+        const OP: &str = "GpuExplicitQr::from_device";
+        let (m, t) = q_shape;
+        if q.nrows() != T::PARTS * m {
+            return Err(Error::shape(
+                OP,
+                "Q's rows of parts",
+                q.nrows(),
+                T::PARTS * m,
+            ));
+        }
+        if q.ncols() != t {
+            return Err(Error::shape(OP, "Q's columns", q.ncols(), t));
+        }
+        super::check_shapes(OP, q_shape, r, r_shape)?;
+        if let Some((row, col)) = gpu.first_non_finite(&q.view())? {
+            return Err(Error::NonFinite {
+                op: OP,
+                what: "Q",
+                row: row / T::PARTS,
+                col,
+            });
+        }
+        super::finite(OP, "R", r, t)?;
+        Ok(Self {
+            f: Factors {
+                q: DeviceQ::in_order(gpu, q, q_shape),
+                r: Trapezoid::from_col_major(t, r_shape.1, r),
+            },
+            poisoned: false,
+        })
+    }
+
+    /// The factors, the state consumed: Q in device memory in the interleaved storage of
+    /// [`GpuExplicitQr::from_device`] (exactly [`Field::PARTS`]·m rows, rows in order; the
+    /// copies that put them there are queued on [`Gpu::stream`]), and R, column-major, on
+    /// the host.
+    ///
+    /// Errors: [`Error::Poisoned`], [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn into_device(mut self) -> Result<(DevMat<T::Real>, Vec<T>)> {
+        self.usable()?;
+        let q = self.f.q.ordered()?;
+        Ok((q, self.f.r.to_col_major()))
     }
 
     /// The QR factorisation of the column-major m×n `a` on `gpu` (cuSOLVER `geqrf` and

@@ -55,24 +55,11 @@ impl<T: Field> ExplicitQr<T> {
     /// [`Error::NonFinite`] for NaN or ±∞ in either factor.
     pub fn new(q: &[T], q_shape: (usize, usize), r: &[T], r_shape: (usize, usize)) -> Result<Self> {
         const OP: &str = "ExplicitQr::new";
-        let ((m, t), (tr, n)) = (q_shape, r_shape);
+        let ((m, t), (_, n)) = (q_shape, r_shape);
         if q.len() != m * t {
             return Err(Error::shape(OP, "Q's element count", q.len(), m * t));
         }
-        if r.len() != tr * n {
-            return Err(Error::shape(OP, "R's element count", r.len(), tr * n));
-        }
-        if tr != t {
-            return Err(Error::shape(OP, "R's rows", tr, t));
-        }
-        if t != m && !(t == n && m > n) {
-            return Err(Error::shape(
-                OP,
-                "Q's columns (m for a full Q, n < m for an economic one)",
-                t,
-                m,
-            ));
-        }
+        check_shapes(OP, q_shape, r, r_shape)?;
         finite(OP, "Q", q, m)?;
         finite(OP, "R", r, t)?;
         Ok(Self {
@@ -155,4 +142,28 @@ impl<T: Field> ExplicitQr<T> {
     pub fn rank_k(&mut self, u: &[T], v: &[T], p: usize) -> Result<()> {
         updates::rank_k("ExplicitQr::rank_k", &mut self.f, u, v, p)
     }
+}
+
+/// The shape rules of [`ExplicitQr::new`] for Q (m, t) and R (t, n), and `r`'s length.
+fn check_shapes<T: Field>(
+    op: &'static str,
+    (m, t): (usize, usize),
+    r: &[T],
+    (tr, n): (usize, usize),
+) -> Result<()> {
+    if r.len() != tr * n {
+        return Err(Error::shape(op, "R's element count", r.len(), tr * n));
+    }
+    if tr != t {
+        return Err(Error::shape(op, "R's rows", tr, t));
+    }
+    if t != m && !(t == n && m > n) {
+        return Err(Error::shape(
+            op,
+            "Q's columns (m for a full Q, n < m for an economic one)",
+            t,
+            m,
+        ));
+    }
+    Ok(())
 }
