@@ -78,6 +78,13 @@ Outputs in DIR:
                  without Q), e_x, e_gram, l_norm, timings_ms {factorize,
                  update, solve}
 Arrays are written in Fortran order, float64 or float32 as --precision.
+
+Complex data: when A.npy is complex128 or complex64 the explicit factors are
+updated (complex128 under --precision f64, complex64 under f32; U, v, e and b
+may be real or complex): insert-cols, delete-cols, insert-rows, delete-rows,
+rank-one (A + u v^H) and rank-k (A + U V^H), with --q-policy thin or full; A
+may also have fewer rows than columns (full Q; no x is then written).
+Outputs are complex, and summary.json's e_x, e_gram and l_norm are null.
 ";
 
 /// `cuqr window --help`.

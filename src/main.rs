@@ -15,6 +15,7 @@ mod json;
 mod ops;
 mod rolling_cmd;
 mod update_cmd;
+mod update_complex;
 mod window_cmd;
 
 use cuqr_cli::cli::{CliError, CliResult};

@@ -4,6 +4,8 @@
 //! `=f8`, `=f4`), C or Fortran order, 1-D or 2-D; everything else is refused
 //! with a one-line error. Arrays come back as column-major f64 data (f32
 //! widens exactly), so the caller converts once to its working precision.
+//! [`read_file_complex`] also takes complex128 and complex64 (`c16`, `c8`), whose
+//! imaginary parts come back beside the real ones.
 //! The writer emits version 1.0 (2.0 when the header needs it), little-endian,
 //! Fortran order (or C order for arrays of any rank, `encode_c`), with the header
 //! padded so the data starts on a 64-byte boundary as NumPy does.
@@ -39,6 +41,25 @@ pub enum Dtype {
     F64,
     /// IEEE single (`f4`).
     F32,
+    /// Two IEEE doubles, real part first (`c16`).
+    C128,
+    /// Two IEEE singles, real part first (`c8`).
+    C64,
+}
+
+impl Dtype {
+    /// Whether the elements are complex.
+    pub fn is_complex(self) -> bool {
+        matches!(self, Dtype::C128 | Dtype::C64)
+    }
+    /// Bytes an element.
+    fn size(self) -> usize {
+        match self {
+            Dtype::F64 | Dtype::C64 => 8,
+            Dtype::F32 => 4,
+            Dtype::C128 => 16,
+        }
+    }
 }
 
 /// A 1-D or 2-D floating-point array read from a `.npy` file, held as
@@ -53,8 +74,10 @@ pub struct Array {
     pub one_d: bool,
     /// The dtype in the file.
     pub dtype: Dtype,
-    /// Column-major values.
+    /// Column-major values (the real parts of complex ones).
     pub data: Vec<f64>,
+    /// The imaginary parts, column-major, of a complex array ([`read_file_complex`]).
+    pub imag: Option<Vec<f64>>,
 }
 
 impl Array {
@@ -66,25 +89,46 @@ impl Array {
     }
 }
 
-/// Element types the writer can emit.
-pub trait NpyElem: cuqr::GpuScalar {
+/// Element types the writer can emit: f64, f32, c64 and c32.
+pub trait NpyValue: Copy {
     /// NumPy `descr` string (little-endian).
     const DESCR: &'static str;
-    /// Appends the little-endian bytes of `self`.
+    /// Appends the little-endian bytes of `self` (real part first).
     fn put(self, out: &mut Vec<u8>);
 }
 
-impl NpyElem for f64 {
+/// The real element types of the GPU backend that the writer can emit.
+pub trait NpyElem: cuqr::GpuScalar + NpyValue {}
+impl NpyElem for f64 {}
+impl NpyElem for f32 {}
+
+impl NpyValue for f64 {
     const DESCR: &'static str = "<f8";
     fn put(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
 }
 
-impl NpyElem for f32 {
+impl NpyValue for f32 {
     const DESCR: &'static str = "<f4";
     fn put(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl NpyValue for cuqr::explicit::c64 {
+    const DESCR: &'static str = "<c16";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.re.to_le_bytes());
+        out.extend_from_slice(&self.im.to_le_bytes());
+    }
+}
+
+impl NpyValue for cuqr::explicit::c32 {
+    const DESCR: &'static str = "<c8";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.re.to_le_bytes());
+        out.extend_from_slice(&self.im.to_le_bytes());
     }
 }
 
@@ -97,6 +141,20 @@ const MAX_HEADER: usize = 1 << 20;
 /// more (to detect trailing data) — so a file that is not `.npy`, or a stream without
 /// end such as `/dev/zero`, is refused after a few bytes instead of read whole.
 pub fn read_file(path: &Path) -> Result<Array, NpyError> {
+    let a = read_file_complex(path)?;
+    if a.dtype.is_complex() {
+        return err(format!(
+            "{}: complex data; this command reads float64 or float32 (`cuqr update` takes \
+             complex128 and complex64)",
+            path.display()
+        ));
+    }
+    Ok(a)
+}
+
+/// [`read_file`] that also reads complex arrays (their imaginary parts in
+/// [`Array::imag`]).
+pub fn read_file_complex(path: &Path) -> Result<Array, NpyError> {
     let named = |e: NpyError| NpyError(format!("{}: {}", path.display(), e.0));
     let cannot = |e: std::io::Error| NpyError(format!("cannot read {}: {e}", path.display()));
     let mut file = std::fs::File::open(path).map_err(cannot)?;
@@ -186,9 +244,14 @@ fn header_meta(header: &str) -> Result<Meta<'_>, NpyError> {
         ">f8" => (Dtype::F64, true),
         "<f4" | "=f4" => (Dtype::F32, false),
         ">f4" => (Dtype::F32, true),
+        "<c16" | "=c16" => (Dtype::C128, false),
+        ">c16" => (Dtype::C128, true),
+        "<c8" | "=c8" => (Dtype::C64, false),
+        ">c8" => (Dtype::C64, true),
         d => {
             return err(format!(
-                "unsupported dtype '{d}' (cuqr reads float64 or float32)"
+                "unsupported dtype '{d}' (cuqr reads float64 or float32, and `cuqr update` \
+                 complex128 or complex64)"
             ))
         }
     };
@@ -202,10 +265,7 @@ fn header_meta(header: &str) -> Result<Meta<'_>, NpyError> {
             ))
         }
     };
-    let size = match dtype {
-        Dtype::F64 => 8,
-        Dtype::F32 => 4,
-    };
+    let size = dtype.size();
     let overflow = || {
         NpyError(format!(
             "shape {shape:?} of {descr} is too large (its byte size overflows)"
@@ -247,14 +307,23 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
             m.need
         ));
     }
-    let flat: Vec<f64> = body
-        .chunks_exact(m.size)
-        .map(|c| decode(c, dtype, big))
+    let complex = dtype.is_complex();
+    let part = if complex { m.size / 2 } else { m.size };
+    let part_type = match dtype {
+        Dtype::C128 => Dtype::F64,
+        Dtype::C64 => Dtype::F32,
+        d => d,
+    };
+    let parts: Vec<f64> = body
+        .chunks_exact(part)
+        .map(|c| decode(c, part_type, big))
         .collect();
     // C order holds row-major data: transpose it into column-major.
-    let data = if m.fortran || m.one_d || ncols == 1 || nrows == 1 {
-        flat
-    } else {
+    let in_order = m.fortran || m.one_d || ncols == 1 || nrows == 1;
+    let column_major = |flat: Vec<f64>| {
+        if in_order {
+            return flat;
+        }
         let mut d = vec![0.0; m.count];
         for i in 0..nrows {
             for j in 0..ncols {
@@ -263,16 +332,24 @@ pub fn parse(bytes: &[u8]) -> Result<Array, NpyError> {
         }
         d
     };
+    let (data, imag) = if complex {
+        let re = parts.iter().step_by(2).copied().collect();
+        let im = parts.iter().skip(1).step_by(2).copied().collect();
+        (column_major(re), Some(column_major(im)))
+    } else {
+        (column_major(parts), None)
+    };
     Ok(Array {
         nrows,
         ncols,
         one_d: m.one_d,
         dtype,
         data,
+        imag,
     })
 }
 
-/// One element's bytes as f64.
+/// One real element's bytes as f64 (`dtype` a real type).
 fn decode(chunk: &[u8], dtype: Dtype, big: bool) -> f64 {
     match dtype {
         Dtype::F64 => {
@@ -291,11 +368,12 @@ fn decode(chunk: &[u8], dtype: Dtype, big: bool) -> f64 {
                 f32::from_le_bytes(b)
             })
         }
+        Dtype::C128 | Dtype::C64 => unreachable!("complex elements are decoded by parts"),
     }
 }
 
-/// The header of an open `.npy` file: its meta data (owned) and where the data start.
-fn open_meta(path: &Path) -> Result<(std::fs::File, RowsMeta, u64), NpyError> {
+/// An open `.npy` file's header text and where its data start.
+fn open_header(path: &Path) -> Result<(std::fs::File, String, u64), NpyError> {
     let named = |e: NpyError| NpyError(format!("{}: {}", path.display(), e.0));
     let cannot = |e: std::io::Error| NpyError(format!("cannot read {}: {e}", path.display()));
     let mut file = std::fs::File::open(path).map_err(cannot)?;
@@ -320,8 +398,29 @@ fn open_meta(path: &Path) -> Result<(std::fs::File, RowsMeta, u64), NpyError> {
         .ok_or_else(|| named(NpyError("truncated .npy header".into())))?;
     let header =
         std::str::from_utf8(header).map_err(|_| named(NpyError("header is not text".into())))?;
+    Ok((file, header.to_owned(), (hstart + hlen) as u64))
+}
+
+/// The element type of a `.npy` file, from its header alone.
+pub fn dtype_of(path: &Path) -> Result<Dtype, NpyError> {
+    let (_, header, _) = open_header(path)?;
+    let m = header_meta(&header).map_err(|e| NpyError(format!("{}: {}", path.display(), e.0)))?;
+    Ok(m.dtype)
+}
+
+/// The header of an open `.npy` file: its meta data (owned) and where the data start.
+fn open_meta(path: &Path) -> Result<(std::fs::File, RowsMeta, u64), NpyError> {
+    let named = |e: NpyError| NpyError(format!("{}: {}", path.display(), e.0));
+    let cannot = |e: std::io::Error| NpyError(format!("cannot read {}: {e}", path.display()));
+    let (file, header, start) = open_header(path)?;
+    let header = header.as_str();
     let m = header_meta(header).map_err(named)?;
-    let start = (hstart + hlen) as u64;
+    if m.dtype.is_complex() {
+        return Err(named(NpyError(format!(
+            "complex data ({}); this command reads float64 or float32",
+            m.descr
+        ))));
+    }
     let len = file.metadata().map_err(cannot)?.len();
     if len != start + m.need as u64 {
         return Err(named(NpyError(format!(
@@ -405,6 +504,7 @@ pub fn read_rows(path: &Path, r0: usize, len: usize) -> Result<Array, NpyError> 
         one_d: m.one_d,
         dtype: m.dtype,
         data,
+        imag: None,
     })
 }
 
@@ -487,7 +587,7 @@ pub fn encode_c<T: NpyElem>(data: &[T], shape: &[usize]) -> Vec<u8> {
     encode_with(data, shape, false)
 }
 
-fn encode_with<T: NpyElem>(data: &[T], shape: &[usize], fortran: bool) -> Vec<u8> {
+fn encode_with<T: NpyValue>(data: &[T], shape: &[usize], fortran: bool) -> Vec<u8> {
     let shape = match shape {
         [n] => format!("({n},)"),
         dims => format!(
@@ -535,6 +635,22 @@ pub fn write_file_c<T: NpyElem>(path: &Path, data: &[T], shape: &[usize]) -> Res
         .map_err(|e| NpyError(format!("cannot write {}: {e}", path.display())))
 }
 
+/// Writes the column-major `rows`×`cols` `data` to `path` as a Fortran-ordered `.npy`
+/// file (a 1-D array of length `rows` when `one_d` and `cols` is 1), of any element type
+/// the writer emits (complex ones included).
+pub fn write_values<T: NpyValue>(
+    path: &Path,
+    data: &[T],
+    (rows, cols): (usize, usize),
+    one_d: bool,
+) -> Result<(), NpyError> {
+    assert_eq!(data.len(), rows * cols, "data fills the shape");
+    assert!(!one_d || cols == 1, "a 1-D array has one column");
+    let shape = if one_d { vec![rows] } else { vec![rows, cols] };
+    std::fs::write(path, encode_with(data, &shape, true))
+        .map_err(|e| NpyError(format!("cannot write {}: {e}", path.display())))
+}
+
 /// Writes `a` to `path` as a `.npy` file (see [`encode`]).
 pub fn write_file<T: NpyElem>(path: &Path, a: &Mat<T>, one_d: bool) -> Result<(), NpyError> {
     std::fs::write(path, encode(a, one_d))
@@ -562,6 +678,9 @@ mod tests {
                 "<f8" => out.extend_from_slice(&v.to_le_bytes()),
                 ">f8" => out.extend_from_slice(&v.to_be_bytes()),
                 "<f4" => out.extend_from_slice(&(v as f32).to_le_bytes()),
+                // complex: `values_row_major` holds the parts, real first
+                "<c16" => out.extend_from_slice(&v.to_le_bytes()),
+                ">c8" => out.extend_from_slice(&(v as f32).to_be_bytes()),
                 _ => out.extend_from_slice(&(v as i64).to_le_bytes()),
             }
         }
@@ -665,6 +784,37 @@ mod tests {
         s.extend_from_slice(&1.0f64.to_le_bytes());
         let e = parse(&s).unwrap_err();
         assert!(e.0.contains("structured"), "{e}");
+    }
+
+    /// Complex files: C order is transposed into column-major real and imaginary parts,
+    /// big-endian complex64 decodes, the writer's complex128 reads back, and the real-only
+    /// reader refuses them.
+    #[test]
+    fn complex_files_read_and_write() {
+        // [[1+2i, 3+4i, 5+6i], [7+8i, 9+10i, 11+12i]]
+        let parts: Vec<f64> = (1..=12).map(f64::from).collect();
+        for descr in ["<c16", ">c8"] {
+            let a = parse(&encode_c(descr, "(2, 3)", &parts)).unwrap();
+            assert_eq!((a.nrows, a.ncols, a.dtype.is_complex()), (2, 3, true));
+            assert_eq!(a.data, [1.0, 7.0, 3.0, 9.0, 5.0, 11.0]);
+            assert_eq!(a.imag.unwrap(), [2.0, 8.0, 4.0, 10.0, 6.0, 12.0]);
+        }
+        let dir = std::env::temp_dir().join(format!("cuqr-npy-complex-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("z.npy");
+        let z: Vec<cuqr::explicit::c64> = (0..6)
+            .map(|k| cuqr::explicit::c64::new(k as f64, -(k as f64) / 4.0))
+            .collect();
+        write_values(&path, &z, (3, 2), false).unwrap();
+        let a = read_file_complex(&path).unwrap();
+        assert_eq!(a.data, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(a.imag.unwrap(), [0.0, -0.25, -0.5, -0.75, -1.0, -1.25]);
+        assert_eq!(dtype_of(&path).unwrap(), Dtype::C128);
+        let e = read_file(&path).unwrap_err();
+        assert!(e.0.contains("complex data"), "{e}");
+        let e = read_rows(&path, 0, 1).unwrap_err();
+        assert!(e.0.contains("complex data"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A file cut inside the preamble (after a correct magic string) is reported as

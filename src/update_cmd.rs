@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use cuqr::explicit::{c32, c64};
 use cuqr::{FactorParams, Mat, QPolicy, Scalar};
 
 use crate::backend::{self, Choice};
@@ -32,7 +33,7 @@ const OPTIONS: &[&str] = &[
 
 /// Which operation `--op` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     InsertCols,
     DeleteCols,
     InsertRows,
@@ -119,6 +120,13 @@ pub fn run(args: &[String]) -> CliResult<()> {
     if job.to.is_none() && op == Op::ShiftCol {
         return Err("update: --op shift-col needs --to".into());
     }
+    if npy::dtype_of(&job.a)?.is_complex() {
+        // complex A: explicit factors (insert and delete rows and columns, rank-one, rank-k)
+        return match precision {
+            Precision::F64 => crate::update_complex::run::<c64>(&job),
+            Precision::F32 => crate::update_complex::run::<c32>(&job),
+        };
+    }
     match precision {
         Precision::F64 => job.run::<f64>(),
         Precision::F32 => job.run::<f32>(),
@@ -126,19 +134,19 @@ pub fn run(args: &[String]) -> CliResult<()> {
 }
 
 /// Everything `cuqr update` was asked to do.
-struct Job {
-    a: PathBuf,
-    b: Option<PathBuf>,
-    op: Op,
-    k0: Option<usize>,
-    to: Option<usize>,
-    p: Option<usize>,
-    u: Option<PathBuf>,
-    v: Option<PathBuf>,
-    e: Option<PathBuf>,
-    policy: QPolicy,
-    choice: Choice,
-    out: PathBuf,
+pub(crate) struct Job {
+    pub(crate) a: PathBuf,
+    pub(crate) b: Option<PathBuf>,
+    pub(crate) op: Op,
+    pub(crate) k0: Option<usize>,
+    pub(crate) to: Option<usize>,
+    pub(crate) p: Option<usize>,
+    pub(crate) u: Option<PathBuf>,
+    pub(crate) v: Option<PathBuf>,
+    pub(crate) e: Option<PathBuf>,
+    pub(crate) policy: QPolicy,
+    pub(crate) choice: Choice,
+    pub(crate) out: PathBuf,
 }
 
 fn need<'p>(path: &'p Option<PathBuf>, name: &str, op: &str) -> CliResult<&'p Path> {

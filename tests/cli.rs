@@ -1128,3 +1128,316 @@ fn dist_solves_npy_data_on_logical_partitions() {
     check(&win, 150, 150);
     assert!(stdout(&o).contains("6 steps of 25 rows"), "{}", stdout(&o));
 }
+
+// ---------- update on complex data ----------
+
+/// A dense complex matrix, column-major (re, im) pairs.
+#[derive(Clone, Debug)]
+struct Z {
+    r: usize,
+    c: usize,
+    d: Vec<(f64, f64)>,
+}
+
+fn zmul(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+    (a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0)
+}
+
+impl Z {
+    fn at(&self, i: usize, j: usize) -> (f64, f64) {
+        self.d[i + j * self.r]
+    }
+    fn random(rng: &mut StdRng, r: usize, c: usize) -> Z {
+        let d = (0..r * c)
+            .map(|_| (rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)))
+            .collect();
+        Z { r, c, d }
+    }
+    fn from_fn(r: usize, c: usize, f: impl Fn(usize, usize) -> (f64, f64)) -> Z {
+        let d = (0..c)
+            .flat_map(|j| (0..r).map(move |i| (i, j)))
+            .map(|(i, j)| f(i, j))
+            .collect();
+        Z { r, c, d }
+    }
+    /// self·other.
+    fn mul(&self, other: &Z) -> Z {
+        Z::from_fn(self.r, other.c, |i, j| {
+            (0..self.c).fold((0.0, 0.0), |s, l| {
+                let p = zmul(self.at(i, l), other.at(l, j));
+                (s.0 + p.0, s.1 + p.1)
+            })
+        })
+    }
+    fn adjoint(&self) -> Z {
+        Z::from_fn(self.c, self.r, |i, j| {
+            let (re, im) = self.at(j, i);
+            (re, -im)
+        })
+    }
+    fn fro_diff(&self, other: &Z) -> f64 {
+        self.d
+            .iter()
+            .zip(&other.d)
+            .map(|(a, b)| (a.0 - b.0).powi(2) + (a.1 - b.1).powi(2))
+            .sum::<f64>()
+            .sqrt()
+    }
+    fn fro(&self) -> f64 {
+        self.fro_diff(&Z::from_fn(self.r, self.c, |_, _| (0.0, 0.0)))
+    }
+}
+
+/// Writes `a` as complex .npy: `<c16` C order, or `<c8` Fortran order when `single`.
+fn write_znpy(path: &Path, a: &Z, single: bool, one_d: bool) {
+    let (descr, fortran) = if single {
+        ("<c8", "True")
+    } else {
+        ("<c16", "False")
+    };
+    let shape = if one_d {
+        format!("({},)", a.r * a.c)
+    } else {
+        format!("({}, {})", a.r, a.c)
+    };
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(h.as_bytes());
+    let order: Vec<(f64, f64)> = if single || one_d {
+        a.d.clone()
+    } else {
+        (0..a.r)
+            .flat_map(|i| (0..a.c).map(move |j| (i, j)))
+            .map(|(i, j)| a.at(i, j))
+            .collect()
+    };
+    for (re, im) in order {
+        if single {
+            bytes.extend_from_slice(&(re as f32).to_le_bytes());
+            bytes.extend_from_slice(&(im as f32).to_le_bytes());
+        } else {
+            bytes.extend_from_slice(&re.to_le_bytes());
+            bytes.extend_from_slice(&im.to_le_bytes());
+        }
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Reads a `<c16` Fortran-ordered .npy as cuqr writes it.
+fn read_znpy(path: &Path) -> Z {
+    let b = std::fs::read(path).unwrap();
+    let hl = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let h = std::str::from_utf8(&b[10..10 + hl]).unwrap();
+    assert!(
+        h.contains("'descr': '<c16'") && h.contains("'fortran_order': True"),
+        "{h}"
+    );
+    let s0 = h.find("'shape': (").unwrap() + 10;
+    let s1 = s0 + h[s0..].find(')').unwrap();
+    let shape: Vec<usize> = h[s0..s1]
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let (r, c) = match shape.as_slice() {
+        [k] => (*k, 1),
+        [r, c] => (*r, *c),
+        s => panic!("shape {s:?}"),
+    };
+    let d: Vec<(f64, f64)> = b[10 + hl..]
+        .chunks_exact(16)
+        .map(|x| {
+            (
+                f64::from_le_bytes(x[..8].try_into().unwrap()),
+                f64::from_le_bytes(x[8..].try_into().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(d.len(), r * c);
+    Z { r, c, d }
+}
+
+/// Q·R = Ã and QᴴQ = I within 10·m·u; with `b`, x (when written) solves the least-squares
+/// problem: Ãᴴ(b̃ − Ãx) = 0 within the bound of its error.
+fn check_complex(out: &Path, at: &Z, bt: Option<&Z>, full: bool) {
+    let (q, r) = (read_znpy(&out.join("Q.npy")), read_znpy(&out.join("R.npy")));
+    let tol = 10.0 * at.r.max(at.c) as f64 * U64;
+    assert_eq!((q.r, q.c), (at.r, if full { at.r } else { at.c }));
+    assert!(q.mul(&r).fro_diff(at) <= tol * at.fro(), "QR ≠ Ã");
+    let eye = Z::from_fn(
+        q.c,
+        q.c,
+        |i, j| if i == j { (1.0, 0.0) } else { (0.0, 0.0) },
+    );
+    assert!(q.adjoint().mul(&q).fro_diff(&eye) <= tol, "QᴴQ ≠ I");
+    for i in 0..r.r {
+        for j in 0..i.min(r.c) {
+            assert_eq!(r.at(i, j), (0.0, 0.0), "R below the diagonal");
+        }
+    }
+    if at.r < at.c {
+        assert!(!out.join("x.npy").exists(), "no x for a wide A");
+        return;
+    }
+    if let Some(bt) = bt {
+        {
+            let x = read_znpy(&out.join("x.npy"));
+            let ax = at.mul(&x);
+            let res = Z::from_fn(bt.r, bt.c, |i, j| {
+                (bt.at(i, j).0 - ax.at(i, j).0, bt.at(i, j).1 - ax.at(i, j).1)
+            });
+            let normal = at.adjoint().mul(&res);
+            let zero = Z::from_fn(normal.r, normal.c, |_, _| (0.0, 0.0));
+            assert!(normal.fro_diff(&zero) <= 1e3 * tol * at.fro() * bt.fro());
+        }
+    }
+}
+
+#[test]
+fn complex_updates_of_tall_and_wide_data() {
+    let dir = temp_dir("complex");
+    let mut rng = StdRng::seed_from_u64(41);
+    let path = |name: &str| dir.join(name);
+    let (m, n) = (37, 9);
+    let a = Z::random(&mut rng, m, n);
+    write_znpy(&path("A.npy"), &a, false, false);
+    let b = Z::random(&mut rng, m, 1);
+    write_znpy(&path("b.npy"), &b, false, true);
+
+    // two rows inserted at 5, thin Q, with b and the default new right-hand sides (1)
+    let u = Z::random(&mut rng, 2, n);
+    write_znpy(&path("U.npy"), &u, false, false);
+    let out = path("rows");
+    run_ok(&[
+        "update",
+        "--a",
+        p(&path("A.npy")),
+        "--b",
+        p(&path("b.npy")),
+        "--op",
+        "insert-rows",
+        "--k0",
+        "5",
+        "--u",
+        p(&path("U.npy")),
+        "--backend",
+        "cpu",
+        "--out",
+        p(&out),
+    ]);
+    let grow = |x: &Z, new: &Z| {
+        Z::from_fn(x.r + 2, x.c, |i, j| match i {
+            _ if i < 5 => x.at(i, j),
+            _ if i < 7 => new.at(i - 5, j),
+            _ => x.at(i - 2, j),
+        })
+    };
+    let ones = Z::from_fn(2, 1, |_, _| (1.0, 0.0));
+    check_complex(&out, &grow(&a, &u), Some(&grow(&b, &ones)), false);
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert_eq!(json_field(&summary, "precision"), "\"c64\"");
+    assert_eq!(json_field(&summary, "q_policy"), "\"thin\"");
+
+    // rank-one A + u·vᴴ on a full Q, u a complex64 Fortran file, read at f64
+    let (uu, vv) = (Z::random(&mut rng, m, 1), Z::random(&mut rng, n, 1));
+    let uu = Z::from_fn(m, 1, |i, _| {
+        (uu.at(i, 0).0 as f32 as f64, uu.at(i, 0).1 as f32 as f64)
+    });
+    write_znpy(&path("u1.npy"), &uu, true, false);
+    write_znpy(&path("v1.npy"), &vv, false, true);
+    let out = path("rank1");
+    run_ok(&[
+        "update",
+        "--a",
+        p(&path("A.npy")),
+        "--op",
+        "rank-one",
+        "--u",
+        p(&path("u1.npy")),
+        "--v",
+        p(&path("v1.npy")),
+        "--q-policy",
+        "full",
+        "--backend",
+        "cpu",
+        "--out",
+        p(&out),
+    ]);
+    let at = Z::from_fn(m, n, |i, j| {
+        let p = zmul(uu.at(i, 0), (vv.at(j, 0).0, -vv.at(j, 0).1));
+        (a.at(i, j).0 + p.0, a.at(i, j).1 + p.1)
+    });
+    check_complex(&out, &at, Some(&Z::from_fn(m, 1, |_, _| (1.0, 0.0))), true);
+
+    // a wide A loses three columns: factors, no x
+    let w = Z::random(&mut rng, 5, 11);
+    write_znpy(&path("W.npy"), &w, false, false);
+    let out = path("wide");
+    run_ok(&[
+        "update",
+        "--a",
+        p(&path("W.npy")),
+        "--op",
+        "delete-cols",
+        "--k0",
+        "2",
+        "--p",
+        "3",
+        "--q-policy",
+        "full",
+        "--backend",
+        "cpu",
+        "--out",
+        p(&out),
+    ]);
+    let at = Z::from_fn(5, 8, |i, j| w.at(i, if j < 2 { j } else { j + 3 }));
+    check_complex(&out, &at, Some(&Z::from_fn(5, 1, |_, _| (1.0, 0.0))), true);
+
+    // what complex data cannot do, in one line each
+    let o = cuqr(&[
+        "update",
+        "--a",
+        p(&path("A.npy")),
+        "--op",
+        "shift-col",
+        "--k0",
+        "1",
+        "--to",
+        "3",
+        "--out",
+        p(&path("x")),
+    ]);
+    assert_cli_error(&o, "takes real data");
+    let o = cuqr(&[
+        "update",
+        "--a",
+        p(&path("A.npy")),
+        "--op",
+        "delete-rows",
+        "--k0",
+        "1",
+        "--q-policy",
+        "none",
+        "--out",
+        p(&path("x")),
+    ]);
+    assert_cli_error(&o, "--q-policy thin or full");
+    let o = cuqr(&[
+        "window",
+        "--a",
+        p(&path("A.npy")),
+        "--window",
+        "20",
+        "--step",
+        "2",
+        "--out",
+        p(&path("x")),
+    ]);
+    assert_cli_error(&o, "complex data");
+}

@@ -440,3 +440,37 @@ fn ill_conditioned_factors_stay_accurate() {
         check(&qr, &a, tol, "κ 1e10: rank_k");
     }
 }
+
+/// `ExplicitQr::factorize` on every shape (and empty ones), full and economic: unitary
+/// Q, upper trapezoidal R, QR = A; a length that does not fit and a NaN are refused.
+fn factorize_shapes<T: TestField + cuqr::explicit::QrField>(seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for &(m, n) in SHAPES.iter().chain(&[(0, 3), (4, 0), (0, 0)]) {
+        let a = A::<T>::random(m, n, &mut rng);
+        for economic in [false, true] {
+            let qr = ExplicitQr::factorize(&a.x, (m, n), economic).unwrap();
+            let t = if economic && m > n { n } else { m };
+            assert_eq!(qr.q_shape(), (m, t));
+            check(&qr, &a, 20.0 * (m.max(n) + 1) as f64 * T::U, "factorize");
+        }
+    }
+    let a = A::<T>::random(6, 4, &mut rng);
+    assert!(matches!(
+        ExplicitQr::factorize(&a.x[1..], (6, 4), true).unwrap_err(),
+        cuqr::Error::Shape { .. }
+    ));
+    let mut bad = a.x.clone();
+    bad[9] = T::from_real(<<T as Field>::Real as cuqr::Scalar>::from_f64(f64::NAN));
+    assert!(matches!(
+        ExplicitQr::factorize(&bad, (6, 4), false).unwrap_err(),
+        cuqr::Error::NonFinite { row: 3, col: 1, .. }
+    ));
+}
+
+#[test]
+fn factorize_every_shape() {
+    factorize_shapes::<f64>(31);
+    factorize_shapes::<f32>(32);
+    factorize_shapes::<c64>(33);
+    factorize_shapes::<c32>(34);
+}

@@ -40,6 +40,14 @@ mod updates;
 pub use gpu::GpuExplicitQr;
 use updates::finite;
 
+/// The element types that [`ExplicitQr::factorize`] factorises (with faer's QR): f32,
+/// f64, [`c32`] and [`c64`].
+pub trait QrField: Field + faer::traits::ComplexField {}
+impl QrField for f32 {}
+impl QrField for f64 {}
+impl QrField for c32 {}
+impl QrField for c64 {}
+
 /// A QR factorisation A = Q·R held as explicit, column-major Q and R.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExplicitQr<T: Field> {
@@ -66,6 +74,59 @@ impl<T: Field> ExplicitQr<T> {
             f: Factors {
                 q: Dense::from_col_major(m, t, q.to_vec()),
                 r: Trapezoid::from_col_major(t, n, r),
+            },
+        })
+    }
+
+    /// The QR factorisation of the column-major m×n `a` (faer's blocked Householder QR):
+    /// economic (Q m×n, R n×n) when `economic` and m > n, else full (Q m×m, R m×n).
+    ///
+    /// Errors: [`Error::Shape`] when `a` is not m·n long, [`Error::NonFinite`].
+    ///
+    /// # Examples
+    /// ```
+    /// use cuqr::explicit::{c64, ExplicitQr};
+    /// let a: Vec<c64> = (0..12).map(|e| c64::new(1.0 / (1.0 + e as f64), e as f64)).collect();
+    /// let mut qr = ExplicitQr::factorize(&a, (4, 3), true)?;
+    /// assert_eq!((qr.q_shape(), qr.r_shape()), ((4, 3), (3, 3)));
+    /// qr.delete_rows(0, 1)?;
+    /// assert_eq!(qr.q_shape(), (3, 3));
+    /// # Ok::<(), cuqr::Error>(())
+    /// ```
+    pub fn factorize(a: &[T], (m, n): (usize, usize), economic: bool) -> Result<Self>
+    where
+        T: QrField,
+    {
+        const OP: &str = "ExplicitQr::factorize";
+        if a.len() != m * n {
+            return Err(Error::shape(OP, "A's element count", a.len(), m * n));
+        }
+        finite(OP, "A", a, m)?;
+        let qr = faer::Mat::<T>::from_fn(m, n, |i, j| a[i + j * m]).qr();
+        let t = if economic && m > n { n } else { m };
+        let q = if t == m {
+            qr.compute_Q()
+        } else {
+            qr.compute_thin_Q()
+        };
+        // faer keeps min(m, n) rows of R: a full R has zero rows below them
+        let r = qr.thin_R();
+        let r = Trapezoid::from_col_major(
+            t,
+            n,
+            &(0..n)
+                .flat_map(|j| (0..t).map(move |i| (i, j)))
+                .map(|(i, j)| if i < r.nrows() { r[(i, j)] } else { T::zero() })
+                .collect::<Vec<_>>(),
+        );
+        let q = (0..t)
+            .flat_map(|j| (0..m).map(move |i| (i, j)))
+            .map(|(i, j)| q[(i, j)])
+            .collect();
+        Ok(Self {
+            f: Factors {
+                q: Dense::from_col_major(m, t, q),
+                r,
             },
         })
     }
