@@ -1,8 +1,9 @@
-"""SciPy-style updates of complex factors from Python on the GPU: cuqr.qr_insert,
-qr_delete and qr_update on CuPy complex128 arrays (Q updated in device memory) against the
-same calls on NumPy arrays (the CPU) and against refactorising the updated matrix with
-cupy.linalg.qr (cuSOLVER geqrf + ungqr), in one process; median of --reps after a warm-up,
-each call on the same input factors.
+"""Updates of complex factors from Python on the GPU: the held state cuqr.ExplicitQR (Q
+kept in device memory between updates), and the SciPy-style cuqr.qr_insert, qr_delete and
+qr_update on CuPy complex128 arrays (Q updated in device memory) against the same calls on
+NumPy arrays (the CPU) and against refactorising the updated matrix with cupy.linalg.qr
+(cuSOLVER geqrf + ungqr), in one process; median of --reps after a warm-up, each function
+call on the same input factors.
 
     python3 scripts/complex_device.py [--m 6000] [--n 600] [--reps 7] [--mode economic]
 """
@@ -62,6 +63,22 @@ def main():
     host = (Q, R, np.asarray)
     dev = (Qd, Rd, cupy.asarray)
     mode = "complete" if a.mode == "full" else "reduced"
+    # the held state: the same updates on cuqr.ExplicitQR with Q kept on the GPU (each
+    # update and its inverse, so that the state returns to its shape; half the pair's time)
+    held = cuqr.ExplicitQR(Qd, Rd)
+    pairs = [
+        ("insert_row", lambda: (held.insert_rows(k, cupy.asarray(row)), held.delete_rows(k))),
+        ("insert_col", lambda: (held.insert_cols(kc, cupy.asarray(col)), held.delete_cols(kc))),
+        ("rank_one", lambda: (held.update(cupy.asarray(u), cupy.asarray(v)),
+                              held.update(cupy.asarray(-u), cupy.asarray(v)))),
+    ]
+    print(f"cuqr.ExplicitQR on CuPy complex128 {m}×{n} ({a.mode} Q kept on the GPU); ms an "
+          f"update (half an update-and-inverse pair), median of {a.reps}")
+    print("| update pair | ms an update |")
+    print("|---|---:|")
+    for name, f in pairs:
+        print(f"| {name} and its inverse | {median_ms(f, a.reps, sync) / 2:.2f} |")
+    print()
     print(f"complex128 {m}×{n}, {a.mode} Q; ms, median of {a.reps}")
     print("| op | CuPy (GPU) | NumPy (CPU) | cupy.linalg.qr of the updated A | refactor / GPU | ‖QᴴQ − I‖ | ‖A − QR‖/‖A‖ |")
     print("|---|---:|---:|---:|---:|---:|---:|")

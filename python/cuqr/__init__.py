@@ -27,6 +27,7 @@ from ._cuqr import AUTO_GPU_MIN_MN, __version__
 __all__ = [
     "AUTO_GPU_MIN_MN",
     "BatchError",
+    "ExplicitQR",
     "GpuBatchQR",
     "GpuBatchR",
     "QR",
@@ -1040,6 +1041,155 @@ def _check_chol(R, x, rs, xs):
     if len(xs) == 2 and xs[0] == n:
         return n, xs[1], dtype
     raise ValueError(f"x should be (n,) or (n,k) with n = {n}; found {xs}")
+
+
+# ---------------------------------------------------------------------------------------
+# Explicit factors held between updates
+# ---------------------------------------------------------------------------------------
+
+
+class ExplicitQR:
+    """Explicit factors ``Q`` and ``R`` of a matrix A of any shape (tall, square or wide), of
+    float32, float64, complex64 or complex128, held between updates: the stateful form of
+    :func:`qr_insert`, :func:`qr_delete` and :func:`qr_update`, with their arithmetic.
+
+    ``ExplicitQR(Q, R)`` takes factors as ``scipy.linalg.qr`` returns them: full (Q (M, M),
+    R (M, N)) or economic (Q (M, N), R (N, N), M > N), of one dtype.
+    ``ExplicitQR.factorize(A, mode='full'|'economic')`` makes them. NumPy (and PyTorch CPU)
+    inputs are held and updated on the CPU. A CuPy array or PyTorch CUDA tensor Q is held in
+    its GPU's memory, where the updates rotate it (R, small beside it, is held on the host),
+    so a sequence of updates never moves Q; ``Q`` and ``R`` come back as arrays of the
+    caller's kind on its device. Positions are 0-based, negative ones counted from the end.
+
+    A refused update (an index out of range, a shape or dtype that does not fit, NaN or inf,
+    a column in the span of an economic Q) raises ``ValueError`` or
+    ``numpy.linalg.LinAlgError`` and leaves the factors as they were. Calls on one object
+    from several threads are served in turn.
+
+    Example
+    -------
+    >>> import numpy as np, cuqr
+    >>> A = np.random.default_rng(0).standard_normal((6, 3)) * (1 + 1j)
+    >>> F = cuqr.ExplicitQR.factorize(A, mode="economic")
+    >>> F.insert_rows(2, np.ones(3, dtype=complex))
+    >>> F.delete_cols(0)
+    >>> np.allclose(F.Q @ F.R, np.insert(A, 2, 1.0, axis=0)[:, 1:])
+    True
+    """
+
+    def __init__(self, Q, R):
+        arrays = _Arrays.of(Q)
+        _same_family(arrays, (R, "R"))
+        M, N, _, dtype = _check_qr(Q, R)
+        self._arrays = arrays
+        if arrays.family in ("cupy", "torch-cuda") and min(_shape(Q)) > 0:
+            self._st = _cuqr._ExplicitState(
+                _fortran(arrays, Q), _host_ready(_to_numpy(R)), arrays.device
+            )
+        else:
+            host = lambda x: _host_ready(_to_numpy(x))  # noqa: E731
+            self._st = _cuqr._ExplicitState(host(Q), host(R))
+
+    @classmethod
+    def factorize(cls, A, mode: str = "full") -> "ExplicitQR":
+        """The factors of ``A`` (M, N): ``mode='full'`` (Q (M, M)) or ``'economic'`` (Q
+        (M, N) when M > N, else full), by faer's QR on the CPU for NumPy input and by
+        cuSOLVER on the GPU for CuPy arrays and PyTorch CUDA tensors."""
+        if mode not in ("full", "economic"):
+            raise ValueError("mode must be 'full' or 'economic'")
+        arrays = _Arrays.of(A)
+        if len(_shape(A)) != 2:
+            raise ValueError("A must be 2-D")
+        if _dtype_name(A) not in _DTYPES + _COMPLEX:
+            raise ValueError(
+                f"cuqr supports float32, float64, complex64 and complex128 arrays, "
+                f"found {_dtype_name(A)}"
+            )
+        self = cls.__new__(cls)
+        self._arrays = arrays
+        device = arrays.device if arrays.family in ("cupy", "torch-cuda") else None
+        self._st = _cuqr._ExplicitState.factorize(
+            _host_ready(_to_numpy(A)), mode == "economic", device
+        )
+        return self
+
+    def _block(self, x, name: str, rows: int | None = None, cols: int | None = None):
+        """``x`` as a 2-D NumPy array of the state's dtype: a 1-D one is one row
+        (``rows=1``) or one column (``cols=1``)."""
+        _same_family(self._arrays, (x, name))
+        if _dtype_name(x) != self._st.dtype:
+            raise ValueError(f"'{name}' must have the dtype of Q and R ({self._st.dtype})")
+        x = _host_ready(_to_numpy(x))
+        if x.ndim == 1:
+            x = x.reshape(1, -1) if rows == 1 else x.reshape(-1, 1)
+        if x.ndim != 2:
+            raise ValueError(f"'{name}' must be 1-D or 2-D")
+        return x
+
+    @staticmethod
+    def _pos(k, limit: int) -> int:
+        k = _index(k, -limit, limit)
+        return k + limit if k < 0 else k
+
+    def insert_rows(self, k, u) -> None:
+        """Inserts the rows ``u`` ((N,) or (p, N)) before row ``k``."""
+        M, _ = self.shape
+        self._st.insert_rows(self._pos(k, M), self._block(u, "u", rows=1))
+
+    def insert_cols(self, k, u, rcond=None) -> None:
+        """Inserts the columns ``u`` ((M,) or (M, p)) before column ``k``; an economic Q
+        refuses a column whose reciprocal condition number against Q is below ``rcond``
+        (default: the dtype's epsilon) with ``LinAlgError``, as SciPy does."""
+        _, N = self.shape
+        u = self._block(u, "u", cols=1)
+        self._st.insert_cols(self._pos(k, N), u, _rcond(rcond, self._st.dtype))
+
+    def delete_rows(self, k, p: int = 1) -> None:
+        """Deletes rows ``k .. k+p-1``."""
+        M, _ = self.shape
+        self._st.delete_rows(self._pos(k, M), int(p))
+
+    def delete_cols(self, k, p: int = 1) -> None:
+        """Deletes columns ``k .. k+p-1``."""
+        _, N = self.shape
+        self._st.delete_cols(self._pos(k, N), int(p))
+
+    def update(self, u, v) -> None:
+        """A ← A + u vᴴ: ``u`` (M,) or (M, k), ``v`` (N,) or (N, k) (``v.T`` for real data)."""
+        self._st.rank_k(self._block(u, "u", cols=1), self._block(v, "v", cols=1))
+
+    @property
+    def Q(self):
+        """Q, a copy of the held factor as an array of the caller's kind and device."""
+        q = self._st.q()
+        if isinstance(q, _np.ndarray):
+            return _from_host(self._arrays, q)
+        return self._arrays.out(q)
+
+    @property
+    def R(self):
+        """R, a copy as an array of the caller's kind and device."""
+        return _from_host(self._arrays, self._st.r())
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The shape (M, N) of A."""
+        (m, _), (_, n) = self._st.shapes()
+        return m, n
+
+    @property
+    def dtype(self) -> str:
+        """'float32', 'float64', 'complex64' or 'complex128'."""
+        return self._st.dtype
+
+    @property
+    def device(self) -> int | None:
+        """The CUDA device that holds Q, or ``None`` (held on the CPU)."""
+        return self._st.device
+
+    def __repr__(self) -> str:
+        where = "cpu" if self.device is None else f"cuda:{self.device}"
+        return f"ExplicitQR(shape={self.shape}, dtype={self.dtype}, device={where})"
 
 
 # ---------------------------------------------------------------------------------------

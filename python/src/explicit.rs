@@ -4,7 +4,7 @@
 //! ([`cuqr::explicit::GpuExplicitQr`], [`explicit_update_device`]). The package's
 //! `qr_insert`, `qr_delete` and `qr_update` call them after SciPy's argument checks.
 
-use cuqr::explicit::{c32, c64, ExplicitQr, Field, GpuExplicitQr};
+use cuqr::explicit::{c32, c64, ExplicitQr, Field, GpuExplicitQr, QrField};
 use cuqr::GpuField;
 use numpy::ndarray::{Array2, ShapeBuilder};
 use numpy::{Element, IntoPyArray, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
@@ -16,7 +16,7 @@ use crate::dlpack;
 use crate::error::{linalg_error, to_py};
 
 /// Element types of the explicit updates, with NumPy's dtype names.
-trait Elem: Field<Real: Wrap> + GpuField + Element {
+pub(crate) trait Elem: Field<Real: Wrap> + GpuField + QrField + Element {
     const DTYPE: &'static str;
 }
 impl Elem for f32 {
@@ -34,7 +34,10 @@ impl Elem for c64 {
 
 /// A 2-D NumPy array of `T` as (rows, cols, column-major entries); any strides are read, a
 /// layout that cannot be read as `T`s is refused.
-fn read<T: Elem>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(usize, usize, Vec<T>)> {
+pub(crate) fn read<T: Elem>(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<(usize, usize, Vec<T>)> {
     let a = obj.cast::<PyArray2<T>>().map_err(|_| {
         PyValueError::new_err(format!(
             "{what}: expected a 2-D NumPy array of {} in native byte order",
@@ -64,7 +67,7 @@ fn read<T: Elem>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(usize, usize, 
 }
 
 /// A column-major block as a Fortran-ordered NumPy array.
-fn write<'py, T: Elem>(
+pub(crate) fn write<'py, T: Elem>(
     py: Python<'py>,
     rows: usize,
     cols: usize,
@@ -173,7 +176,7 @@ struct Call<'a, 'py> {
 }
 
 /// The updates of both explicit states.
-trait Updates<T> {
+pub(crate) trait Updates<T> {
     fn insert_rows(&mut self, k: usize, rows: &[T], p: usize) -> cuqr::Result<()>;
     fn insert_cols(
         &mut self,
@@ -269,7 +272,7 @@ impl<'py> Call<'_, 'py> {
                 T::DTYPE
             )));
         }
-        let parts = imported.to_dev_parts::<T::Real>(&gpu)?;
+        let parts = imported.to_dev_parts::<<T as Field>::Real>(&gpu)?;
         drop(imported);
         let spec = self.spec();
         let (q1, r1, t, n) = py
@@ -367,7 +370,7 @@ impl Spec<'_> {
 }
 
 /// SciPy's `LinAlgError` for an inserted column in the span of an economic Q.
-fn span_error(rc: f64) -> PyErr {
+pub(crate) fn span_error(rc: f64) -> PyErr {
     linalg_error(format!(
         "One of the columns of u lies in the span of Q. Found reciprocal condition number \
          of {rc} for Q augmented with u/||u||."

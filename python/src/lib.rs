@@ -13,6 +13,7 @@ mod distributed;
 mod dlpack;
 mod error;
 mod explicit;
+mod explicit_state;
 mod rolling;
 mod small;
 mod state;
@@ -27,6 +28,7 @@ fn _cuqr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<state::State>()?;
     m.add_class::<batch_state::BatchState>()?;
     m.add_class::<convert::DeviceArray>()?;
+    m.add_class::<explicit_state::ExplicitState>()?;
     m.add_class::<small::SmallState>()?;
     m.add_class::<batch_gpu::GpuBatchQR>()?;
     m.add_class::<batch_r_gpu::GpuBatchR>()?;

@@ -146,6 +146,38 @@ def test_complex_and_wide_factors_on_device(rng, lib, dtype, shape, mode):
         )
 
 
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64, np.float64])
+@pytest.mark.parametrize("mode", ["full", "economic"])
+def test_explicit_state_on_device(rng, lib, dtype, mode):
+    """cuqr.ExplicitQR of a device array holds Q on its GPU through a sequence of updates
+    and agrees with the CPU state (the same rotations) within the bound."""
+    _, to_dev, to_host, _ = lib
+    m, n = 61, 13
+    A = crandn(rng, (m, n), dtype)
+    G = cuqr.ExplicitQR.factorize(to_dev(A), mode=mode)
+    C = cuqr.ExplicitQR(to_host(G.Q), to_host(G.R))
+    assert G.device is not None and C.device is None
+    steps = [
+        ("insert_rows", (5, crandn(rng, (3, n), dtype))),
+        ("insert_cols", (-1, crandn(rng, (m + 3, 2), dtype))),
+        ("delete_cols", (0, 2)),
+        ("update", (crandn(rng, m + 3, dtype), crandn(rng, n, dtype))),
+        ("delete_rows", (-4, 2)),
+    ]
+    for name, args in steps:
+        getattr(C, name)(*args)
+        getattr(G, name)(*[to_dev(a) if isinstance(a, np.ndarray) else a for a in args])
+        Q, R = G.Q, G.R
+        assert is_cuda(Q, lib) and is_cuda(R, lib)
+        bound = tol(dtype, m + 3, n + 2)
+        assert rel(to_host(Q), C.Q) <= bound and rel(to_host(R), C.R) <= bound, name
+    assert G.shape == C.shape == (m + 1, n)
+    Q0 = to_host(G.Q)
+    with pytest.raises(ValueError):
+        G.delete_rows(m + 1, 1)
+    assert np.array_equal(to_host(G.Q), Q0)
+
+
 def test_complex_refusals_on_device(rng, lib):
     """Refused complex updates on device arrays raise SciPy's exceptions."""
     _, to_dev, _, _ = lib

@@ -434,6 +434,16 @@ impl<T: GpuField> GpuExplicitQr<T> {
         })
     }
 
+    /// A copy of Q in device memory, in the interleaved storage of
+    /// [`GpuExplicitQr::from_device`] (exactly [`Field::PARTS`]·m rows, rows in order; the
+    /// copies are queued on [`Gpu::stream`]). The state keeps its own Q.
+    ///
+    /// Errors: [`Error::Poisoned`], [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn q_device(&mut self) -> Result<DevMat<T::Real>> {
+        self.usable()?;
+        self.f.q.ordered()
+    }
+
     /// The factors, the state consumed: Q in device memory in the interleaved storage of
     /// [`GpuExplicitQr::from_device`] (exactly [`Field::PARTS`]·m rows, rows in order; the
     /// copies that put them there are queued on [`Gpu::stream`]), and R, column-major, on
