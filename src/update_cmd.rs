@@ -214,8 +214,96 @@ fn needs_q_in_cli_words(e: cuqr::Error, op: &str, q_policy: &str) -> CliError {
     }
 }
 
-fn ms(t: Instant) -> f64 {
+pub(crate) fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
+}
+
+/// What `summary.json` records of a run, for real and complex data alike.
+pub(crate) struct Summary<'a> {
+    /// m, n (after the update) and q.
+    pub shape: (usize, usize, usize),
+    pub op: &'a str,
+    /// (k0, p), `None` where they do not apply.
+    pub block: (Option<usize>, Option<usize>),
+    pub backend: &'a backend::Backend,
+    /// Why `auto` fell back to the CPU.
+    pub note: Option<String>,
+    pub precision: &'a str,
+    pub q_policy: &'a str,
+    /// ‖b̃ − Ãx‖ per right-hand side (`None` when no x was computed).
+    pub residual_norms: Option<&'a [f64]>,
+    pub e_q: Option<f64>,
+    pub e_a: Option<f64>,
+    /// e_x, e_gram and l_norm (`cuqr::diagnostics`; `None` for complex data).
+    pub more: Option<(f64, f64, f64)>,
+    /// Milliseconds: factorize, update, solve.
+    pub timings: (f64, f64, f64),
+}
+
+impl Summary<'_> {
+    /// The overall residual norm over all right-hand sides.
+    fn residual_norm(&self) -> Option<f64> {
+        self.residual_norms
+            .map(|r| r.iter().map(|v| v * v).sum::<f64>().sqrt())
+    }
+
+    /// Writes `summary.json` into `out`.
+    pub fn write(&self, out: &Path) -> CliResult<()> {
+        let int = |x: Option<usize>| x.map_or(Json::Null, |v| Json::Int(v as u64));
+        let (m, n, q) = self.shape;
+        let (t_fact, t_update, t_solve) = self.timings;
+        let more = |f: fn((f64, f64, f64)) -> f64| Json::opt(self.more.map(f));
+        let summary = Json::Obj(vec![
+            ("m".into(), Json::Int(m as u64)),
+            ("n".into(), Json::Int(n as u64)),
+            ("q".into(), Json::Int(q as u64)),
+            ("op".into(), Json::Str(self.op.into())),
+            ("k0".into(), int(self.block.0)),
+            ("p".into(), int(self.block.1)),
+            ("backend".into(), Json::Str(self.backend.kind().into())),
+            ("device".into(), Json::Str(self.backend.to_string())),
+            ("precision".into(), Json::Str(self.precision.into())),
+            ("q_policy".into(), Json::Str(self.q_policy.into())),
+            ("residual_norm".into(), Json::opt(self.residual_norm())),
+            (
+                "residual_norms".into(),
+                self.residual_norms.map_or(Json::Null, |r| {
+                    Json::Arr(r.iter().map(|&v| Json::Num(v)).collect())
+                }),
+            ),
+            ("e_Q".into(), Json::opt(self.e_q)),
+            ("e_A".into(), Json::opt(self.e_a)),
+            ("e_x".into(), more(|m| m.0)),
+            ("e_gram".into(), more(|m| m.1)),
+            ("l_norm".into(), more(|m| m.2)),
+            (
+                "timings_ms".into(),
+                Json::Obj(vec![
+                    ("factorize".into(), Json::Num(t_fact)),
+                    ("update".into(), Json::Num(t_update)),
+                    ("solve".into(), Json::Num(t_solve)),
+                ]),
+            ),
+        ]);
+        let sp = out.join("summary.json");
+        std::fs::write(&sp, summary.render())
+            .map_err(|e| CliError(format!("cannot write {}: {e}", sp.display())))?;
+        Ok(())
+    }
+
+    /// Prints the backend line and the run's line (A was m×n before the update).
+    pub fn print_header(&self, (m, n): (usize, usize)) {
+        match &self.note {
+            Some(why) => println!("backend: {} (auto: {why})", self.backend),
+            None => println!("backend: {}", self.backend),
+        }
+        let (m2, n2, _) = self.shape;
+        let (t_fact, t_update, t_solve) = self.timings;
+        println!(
+            "{} on {m}x{n} -> {m2}x{n2} ({}): factorize {t_fact:.2} ms, update {t_update:.2} ms, solve {t_solve:.2} ms",
+            self.op, self.precision
+        );
+    }
 }
 
 impl Job {
@@ -279,59 +367,26 @@ impl Job {
 
         let residual_norm = sol.residual_norms.iter().map(|r| r * r).sum::<f64>().sqrt();
         let (k0, p) = match update.block() {
-            Some((k0, p)) => (Json::Int(k0 as u64), Json::Int(p as u64)),
-            None => (
-                self.k0.map_or(Json::Null, |k| Json::Int(k as u64)),
-                Json::Null,
-            ),
+            Some((k0, p)) => (Some(k0), Some(p)),
+            None => (self.k0, None),
         };
-        let summary = Json::Obj(vec![
-            ("m".into(), Json::Int(m2 as u64)),
-            ("n".into(), Json::Int(n2 as u64)),
-            ("q".into(), Json::Int(q as u64)),
-            ("op".into(), Json::Str(update.name().into())),
-            ("k0".into(), k0),
-            ("p".into(), p),
-            ("backend".into(), Json::Str(backend.kind().into())),
-            ("device".into(), Json::Str(backend.to_string())),
-            ("precision".into(), Json::Str(T::NAME.into())),
-            (
-                "q_policy".into(),
-                Json::Str(q_policy_name(self.policy).into()),
-            ),
-            ("residual_norm".into(), Json::Num(residual_norm)),
-            (
-                "residual_norms".into(),
-                Json::Arr(sol.residual_norms.iter().map(|&r| Json::Num(r)).collect()),
-            ),
-            ("e_Q".into(), Json::opt(diag.e_q)),
-            ("e_A".into(), Json::opt(diag.e_a)),
-            ("e_x".into(), Json::Num(diag.e_x)),
-            ("e_gram".into(), Json::Num(diag.e_gram)),
-            ("l_norm".into(), Json::Num(diag.l_norm)),
-            (
-                "timings_ms".into(),
-                Json::Obj(vec![
-                    ("factorize".into(), Json::Num(t_fact)),
-                    ("update".into(), Json::Num(t_update)),
-                    ("solve".into(), Json::Num(t_solve)),
-                ]),
-            ),
-        ]);
-        let sp = self.out.join("summary.json");
-        std::fs::write(&sp, summary.render())
-            .map_err(|e| CliError(format!("cannot write {}: {e}", sp.display())))?;
-
-        match note {
-            Some(why) => println!("backend: {backend} (auto: {why})"),
-            None => println!("backend: {backend}"),
-        }
+        let summary = Summary {
+            shape: (m2, n2, q),
+            op: update.name(),
+            block: (k0, p),
+            backend: &backend,
+            note,
+            precision: T::NAME,
+            q_policy: q_policy_name(self.policy),
+            residual_norms: Some(&sol.residual_norms),
+            e_q: diag.e_q,
+            e_a: diag.e_a,
+            more: Some((diag.e_x, diag.e_gram, diag.l_norm)),
+            timings: (t_fact, t_update, t_solve),
+        };
+        summary.write(&self.out)?;
+        summary.print_header((m, n));
         let fmt_opt = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.2e}"));
-        println!(
-            "{} on {m}x{n} -> {m2}x{n2} ({}): factorize {t_fact:.2} ms, update {t_update:.2} ms, solve {t_solve:.2} ms",
-            update.name(),
-            T::NAME
-        );
         println!(
             "residual norm {residual_norm:.6e}, e_Q {}, e_A {}, e_x {:.2e}",
             fmt_opt(diag.e_q),

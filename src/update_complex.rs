@@ -11,8 +11,7 @@ use cuqr::explicit::{c32, c64, ExplicitQr, Field, GpuExplicitQr, QrField};
 use cuqr::{GpuField, QPolicy, Scalar};
 
 use crate::backend::{self, Backend};
-use crate::json::Json;
-use crate::update_cmd::{Job, Op};
+use crate::update_cmd::{ms, Job, Op, Summary};
 use cuqr_cli::cli::{CliError, CliResult};
 use cuqr_cli::npy::{self, Array, NpyValue};
 
@@ -281,71 +280,34 @@ pub fn run<T: CliComplex>(job: &Job) -> CliResult<()> {
         let one_d = b_one_d && x.cols == 1;
         npy::write_values(&job.out.join("x.npy"), &x.data, (x.rows, x.cols), one_d)?;
     }
-    let residual_norm = residual_norms
-        .as_ref()
-        .map(|r| r.iter().map(|v| v * v).sum::<f64>().sqrt());
-    let (k0, p) = match update.block() {
-        Some((k0, p)) => (Json::Int(k0 as u64), Json::Int(p as u64)),
-        None => (Json::Null, Json::Null),
+    let summary = Summary {
+        shape: (m2, n2, bt.cols),
+        op: op_name(job.op),
+        block: match update.block() {
+            Some((k0, p)) => (Some(k0), Some(p)),
+            None => (None, None),
+        },
+        backend: &backend,
+        note,
+        precision: T::NAME,
+        q_policy: if economic { "thin" } else { "full" },
+        residual_norms: residual_norms.as_deref(),
+        e_q: Some(e_q),
+        e_a: Some(e_a),
+        more: None,
+        timings: (t_fact, t_update, t_solve),
     };
-    let summary = Json::Obj(vec![
-        ("m".into(), Json::Int(m2 as u64)),
-        ("n".into(), Json::Int(n2 as u64)),
-        ("q".into(), Json::Int(bt.cols as u64)),
-        ("op".into(), Json::Str(op_name(job.op).into())),
-        ("k0".into(), k0),
-        ("p".into(), p),
-        ("backend".into(), Json::Str(backend.kind().into())),
-        ("device".into(), Json::Str(backend.to_string())),
-        ("precision".into(), Json::Str(T::NAME.into())),
-        (
-            "q_policy".into(),
-            Json::Str(if economic { "thin" } else { "full" }.into()),
+    summary.write(&job.out)?;
+    summary.print_header((m, n));
+    match residual_norms {
+        Some(r) => println!(
+            "residual norm {:.6e}, e_Q {e_q:.2e}, e_A {e_a:.2e}",
+            r.iter().map(|v| v * v).sum::<f64>().sqrt()
         ),
-        ("residual_norm".into(), Json::opt(residual_norm)),
-        (
-            "residual_norms".into(),
-            residual_norms.map_or(Json::Null, |r| {
-                Json::Arr(r.iter().map(|&v| Json::Num(v)).collect())
-            }),
-        ),
-        ("e_Q".into(), Json::Num(e_q)),
-        ("e_A".into(), Json::Num(e_a)),
-        ("e_x".into(), Json::Null),
-        ("e_gram".into(), Json::Null),
-        ("l_norm".into(), Json::Null),
-        (
-            "timings_ms".into(),
-            Json::Obj(vec![
-                ("factorize".into(), Json::Num(t_fact)),
-                ("update".into(), Json::Num(t_update)),
-                ("solve".into(), Json::Num(t_solve)),
-            ]),
-        ),
-    ]);
-    let sp = job.out.join("summary.json");
-    std::fs::write(&sp, summary.render())
-        .map_err(|e| CliError(format!("cannot write {}: {e}", sp.display())))?;
-
-    match note {
-        Some(why) => println!("backend: {backend} (auto: {why})"),
-        None => println!("backend: {backend}"),
-    }
-    println!(
-        "{} on {m}x{n} -> {m2}x{n2} ({}): factorize {t_fact:.2} ms, update {t_update:.2} ms, solve {t_solve:.2} ms",
-        op_name(job.op),
-        T::NAME
-    );
-    match residual_norm {
-        Some(rn) => println!("residual norm {rn:.6e}, e_Q {e_q:.2e}, e_A {e_a:.2e}"),
         None => println!("e_Q {e_q:.2e}, e_A {e_a:.2e} (no x: A has fewer rows than columns)"),
     }
     println!("wrote {}", job.out.display());
     Ok(())
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }
 
 fn op_name(op: Op) -> &'static str {
