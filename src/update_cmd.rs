@@ -64,6 +64,20 @@ impl Op {
         })
     }
 
+    /// The `--op` spelling.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::InsertCols => "insert-cols",
+            Op::DeleteCols => "delete-cols",
+            Op::InsertRows => "insert-rows",
+            Op::DeleteRows => "delete-rows",
+            Op::RankOne => "rank-one",
+            Op::RankK => "rank-k",
+            Op::ReplaceCols => "replace-cols",
+            Op::ShiftCol => "shift-col",
+        }
+    }
+
     /// Options this operation accepts beyond the common ones.
     fn accepts(self, opt: &str) -> bool {
         match self {
@@ -400,16 +414,7 @@ impl Job {
     /// Reads the operation's operands and builds the [`Update`].
     fn build_update<T: Scalar>(&self, m: usize, n: usize, q: usize) -> CliResult<Update<T>> {
         let k0 = self.k0.unwrap_or(0);
-        let name = match self.op {
-            Op::InsertCols => "insert-cols",
-            Op::DeleteCols => "delete-cols",
-            Op::InsertRows => "insert-rows",
-            Op::DeleteRows => "delete-rows",
-            Op::RankOne => "rank-one",
-            Op::RankK => "rank-k",
-            Op::ReplaceCols => "replace-cols",
-            Op::ShiftCol => "shift-col",
-        };
+        let name = self.op.name();
         let check_p = |got: usize, what: &str| -> CliResult<()> {
             match self.p {
                 Some(p) if p != got => {

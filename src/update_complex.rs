@@ -282,7 +282,7 @@ pub fn run<T: CliComplex>(job: &Job) -> CliResult<()> {
     }
     let summary = Summary {
         shape: (m2, n2, bt.cols),
-        op: op_name(job.op),
+        op: job.op.name(),
         block: match update.block() {
             Some((k0, p)) => (Some(k0), Some(p)),
             None => (None, None),
@@ -310,22 +310,9 @@ pub fn run<T: CliComplex>(job: &Job) -> CliResult<()> {
     Ok(())
 }
 
-fn op_name(op: Op) -> &'static str {
-    match op {
-        Op::InsertCols => "insert-cols",
-        Op::DeleteCols => "delete-cols",
-        Op::InsertRows => "insert-rows",
-        Op::DeleteRows => "delete-rows",
-        Op::RankOne => "rank-one",
-        Op::RankK => "rank-k",
-        Op::ReplaceCols => "replace-cols",
-        Op::ShiftCol => "shift-col",
-    }
-}
-
 /// Reads the operation's operands.
 fn build<T: CliComplex>(job: &Job, m: usize, n: usize, q: usize) -> CliResult<Update<T>> {
-    let name = op_name(job.op);
+    let name = job.op.name();
     let k0 = job.k0.unwrap_or(0);
     let need = |p: &Option<std::path::PathBuf>, what: &str| -> CliResult<std::path::PathBuf> {
         p.clone()
