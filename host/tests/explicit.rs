@@ -474,3 +474,34 @@ fn factorize_every_shape() {
     factorize_shapes::<c64>(33);
     factorize_shapes::<c32>(34);
 }
+
+/// Complex factors large enough that R's sweeps of row deletion and rank-one run over the
+/// CPU backend's threads: the same arithmetic as on one thread (equal bit for bit), and
+/// the factors of the updated matrix.
+#[test]
+fn parallel_sweeps_match_one_thread() {
+    let mut rng = StdRng::seed_from_u64(61);
+    let (m, n) = (803, 601);
+    let a = A::<c64>::random(m, n, &mut rng);
+    let (u, v) = (
+        A::<c64>::random(m, 1, &mut rng),
+        A::<c64>::random(n, 1, &mut rng),
+    );
+    let run = |threads: usize| {
+        cuqr::cpu::set_threads(threads);
+        let mut qr = factor(&a, true);
+        qr.rank_k(&u.x, &v.x, 1).unwrap();
+        qr.delete_rows(17, 2).unwrap();
+        cuqr::cpu::set_threads(0);
+        qr
+    };
+    let (one, all) = (run(1), run(2));
+    assert_eq!(one, all, "the threads change the arithmetic");
+    let dense = a.plus_outer(&u, &v).rows_deleted(17, 2);
+    check(
+        &all,
+        &dense,
+        20.0 * m as f64 * c64::U,
+        "rank-one and row deletion",
+    );
+}

@@ -29,6 +29,13 @@ use crate::base::error::Result;
 /// Columns of R an update sweeps together: their rotation chains are independent, so
 /// interleaving them lets the processor overlap what one column's chain serialises.
 const BLOCK: usize = 8;
+
+/// Whether a sweep of about `rotations` rotations over R's columns (each on two entries),
+/// independent across columns, runs over the CPU backend's threads.
+fn sweep_in_parallel<T: Field>(rotations: usize) -> bool {
+    let flops = 6.0 * (T::PARTS * T::PARTS) as f64 * rotations as f64;
+    flops >= crate::cpu::PARALLEL_MIN_FLOPS && crate::cpu::settings::threads() > 1
+}
 use crate::base::field::Field;
 use crate::base::rotation_chain::ChainRotation;
 

@@ -2,7 +2,7 @@
 
 use super::orth::{extend, project_out};
 use super::rotation::Rotation;
-use super::BLOCK;
+use super::{sweep_in_parallel, BLOCK};
 use super::{Factors, QStore};
 use crate::base::error::Result;
 use crate::base::field::Field;
@@ -37,26 +37,36 @@ pub(crate) fn rank_one<T: Field, Q: QStore<T>>(
         f.q.rotate(rot.for_q())?;
         up.push(rot);
     }
-    // then per column: the first sweep, w₀·v̄_c into row 0, the second sweep's rotations
-    // so far, and the one this column makes (each column sees what the row-by-row order
+    // then per column: the first sweep and w₀·v̄_c into row 0 (known rotations: the
+    // column blocks are independent), and, in column order, the second sweep's rotations
+    // so far and the one this column makes (each column sees what the row-by-row order
     // would apply to it, in the same order)
+    let w0 = w.first().copied();
+    let parallel = sweep_in_parallel::<T>(n * t / 2);
+    f.r.blocks_mut(
+        BLOCK,
+        |c| t.min(c + 2),
+        parallel,
+        |c0, cols| {
+            let common = up.partition_point(|r| r.top > c0);
+            for (i, col) in cols.iter_mut().enumerate() {
+                let first = up.partition_point(|r| r.top > c0 + i);
+                Rotation::on_columns(&up[first..common], &mut [&mut **col]);
+            }
+            Rotation::on_columns(&up[common..], cols);
+            if let Some(w0) = w0 {
+                for (col, &vc) in cols.iter_mut().zip(&v[c0..]) {
+                    col[0] += w0 * vc.conj();
+                }
+            }
+        },
+    );
     let lim = n.min(t.saturating_sub(1));
     let mut down: Vec<Rotation<T>> = Vec::new();
     let mut c0 = 0;
     while c0 < n {
         let c1 = (c0 + BLOCK).min(n);
-        let common = up.partition_point(|r| r.top > c0);
         let mut cols = f.r.columns_mut(c0, c1, |c| t.min(c + 2));
-        for (i, col) in cols.iter_mut().enumerate() {
-            let first = up.partition_point(|r| r.top > c0 + i);
-            Rotation::on_columns(&up[first..common], &mut [&mut **col]);
-        }
-        Rotation::on_columns(&up[common..], &mut cols);
-        if t > 0 {
-            for (col, &vc) in cols.iter_mut().zip(&v[c0..c1]) {
-                col[0] += w[0] * vc.conj();
-            }
-        }
         Rotation::on_columns(&down, &mut cols);
         for i in 0..cols.len() {
             let c = c0 + i;

@@ -2,7 +2,7 @@
 
 use super::orth::project_out;
 use super::rotation::Rotation;
-use super::BLOCK;
+use super::{sweep_in_parallel, BLOCK};
 use super::{Factors, QStore};
 use crate::base::error::Result;
 use crate::base::field::Field;
@@ -98,24 +98,31 @@ pub(crate) fn delete_row<T: Field, Q: QStore<T>>(
     // rots run from j = last − 1 down: those with j ≤ c are a suffix. Row `last` becomes
     // A's deleted row over ρ and is dropped below: carried, never stored (storing it
     // would pad every column to m entries).
-    let (n, mut c0) = (f.r.cols(), 0);
-    while c0 < n {
-        let c1 = (c0 + BLOCK).min(n);
-        let common = rots.partition_point(|r| r.bot > c0);
-        let mut e: Vec<T> = (c0..c1).map(|c| f.r.at(last, c)).collect();
-        let mut cols = f.r.columns_mut(c0, c1, |c| last.min(c + 1));
-        for (i, (col, e)) in cols.iter_mut().zip(e.iter_mut()).enumerate() {
-            let first = rots.partition_point(|r| r.bot > c0 + i);
-            Rotation::pivot_top_on_columns(
-                &rots[first..common],
-                &mut [&mut **col],
-                core::slice::from_mut(e),
-            );
-        }
-        Rotation::pivot_top_on_columns(&rots[common..], &mut cols, &mut e);
-        f.r.trim_cols(c0, c1);
-        c0 = c1;
-    }
+    // The rotations are all known: the column blocks are independent.
+    let n = f.r.cols();
+    let parallel = sweep_in_parallel::<T>(n * last / 2);
+    f.r.blocks_mut(
+        BLOCK,
+        |c| last.min(c + 1),
+        parallel,
+        |c0, cols| {
+            let common = rots.partition_point(|r| r.bot > c0);
+            // R's entries in row `last` (the padding above stops short of it)
+            let mut e: Vec<T> = cols
+                .iter()
+                .map(|c| c.get(last).copied().unwrap_or(T::zero()))
+                .collect();
+            for (i, (col, e)) in cols.iter_mut().zip(e.iter_mut()).enumerate() {
+                let first = rots.partition_point(|r| r.bot > c0 + i);
+                Rotation::pivot_top_on_columns(
+                    &rots[first..common],
+                    &mut [&mut **col],
+                    core::slice::from_mut(e),
+                );
+            }
+            Rotation::pivot_top_on_columns(&rots[common..], cols, &mut e);
+        },
+    );
     f.q.remove_row(k)?;
     f.q.pop_col()?;
     debug_assert_eq!(f.r.rows(), last + 1);

@@ -3,6 +3,8 @@
 //! with at most n non-zero rows), a column goes in or out by moving n pointers, and a row
 //! is added or dropped at the bottom (the only place the updates do) without copying R.
 
+use rayon::prelude::*;
+
 use crate::base::field::Field;
 
 /// A rows×cols matrix whose column j holds its entries up to its last stored one; the
@@ -50,7 +52,7 @@ impl<T: Field> Trapezoid<T> {
         out
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     pub fn at(&self, i: usize, j: usize) -> T {
         debug_assert!(i < self.rows);
         self.cols[j].get(i).copied().unwrap_or(T::zero())
@@ -92,6 +94,47 @@ impl<T: Field> Trapezoid<T> {
                 c.as_mut_slice()
             })
             .collect()
+    }
+
+    /// Runs `body(c0, columns c0..c0 + block)` on every block of `block` columns, each
+    /// column padded to at least `len(c)` entries (≤ rows) first and trimmed after. The
+    /// blocks are independent: with `parallel` they run over the CPU backend's threads.
+    pub fn blocks_mut(
+        &mut self,
+        block: usize,
+        len: impl Fn(usize) -> usize + Sync,
+        parallel: bool,
+        body: impl Fn(usize, &mut [&mut [T]]) + Sync,
+    ) {
+        let rows = self.rows;
+        let run = |(b, chunk): (usize, &mut [Vec<T>])| {
+            let c0 = b * block;
+            let mut cols: Vec<&mut [T]> = chunk
+                .iter_mut()
+                .enumerate()
+                .map(|(i, c)| {
+                    let want = len(c0 + i);
+                    debug_assert!(want <= rows);
+                    if c.len() < want {
+                        c.resize(want, T::zero());
+                    }
+                    c.as_mut_slice()
+                })
+                .collect();
+            body(c0, &mut cols);
+            drop(cols);
+            for c in chunk.iter_mut() {
+                trim(c);
+            }
+        };
+        if parallel {
+            self.cols
+                .par_chunks_mut(block.max(1))
+                .enumerate()
+                .for_each(run);
+        } else {
+            self.cols.chunks_mut(block.max(1)).enumerate().for_each(run);
+        }
     }
 
     /// Drops the trailing zeros of columns `c0..c1`.
