@@ -15,6 +15,27 @@ pub(crate) struct Trapezoid<T> {
     cols: Vec<Vec<T>>,
 }
 
+/// The columns `cols` (R's columns from `c0` on), column c padded with zeros to at least
+/// `len(c)` entries (≤ `rows`), as slices.
+fn padded<'a, T: Field>(
+    cols: &'a mut [Vec<T>],
+    c0: usize,
+    rows: usize,
+    len: &impl Fn(usize) -> usize,
+) -> Vec<&'a mut [T]> {
+    cols.iter_mut()
+        .enumerate()
+        .map(|(i, c)| {
+            let want = len(c0 + i);
+            debug_assert!(want <= rows);
+            if c.len() < want {
+                c.resize(want, T::zero());
+            }
+            c.as_mut_slice()
+        })
+        .collect()
+}
+
 /// Drops `col`'s trailing zeros.
 fn trim<T: Field>(col: &mut Vec<T>) {
     while col.last() == Some(&T::zero()) {
@@ -81,19 +102,7 @@ impl<T: Field> Trapezoid<T> {
         c1: usize,
         len: impl Fn(usize) -> usize,
     ) -> Vec<&mut [T]> {
-        let rows = self.rows;
-        self.cols[c0..c1]
-            .iter_mut()
-            .enumerate()
-            .map(|(i, c)| {
-                let want = len(c0 + i);
-                debug_assert!(want <= rows);
-                if c.len() < want {
-                    c.resize(want, T::zero());
-                }
-                c.as_mut_slice()
-            })
-            .collect()
+        padded(&mut self.cols[c0..c1], c0, self.rows, &len)
     }
 
     /// Runs `body(c0, columns c0..c0 + block)` on every block of `block` columns, each
@@ -109,18 +118,7 @@ impl<T: Field> Trapezoid<T> {
         let rows = self.rows;
         let run = |(b, chunk): (usize, &mut [Vec<T>])| {
             let c0 = b * block;
-            let mut cols: Vec<&mut [T]> = chunk
-                .iter_mut()
-                .enumerate()
-                .map(|(i, c)| {
-                    let want = len(c0 + i);
-                    debug_assert!(want <= rows);
-                    if c.len() < want {
-                        c.resize(want, T::zero());
-                    }
-                    c.as_mut_slice()
-                })
-                .collect();
+            let mut cols = padded(chunk, c0, rows, &len);
             body(c0, &mut cols);
             drop(cols);
             for c in chunk.iter_mut() {
