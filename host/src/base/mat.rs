@@ -31,6 +31,34 @@ pub struct MatRef<'a, T> {
 
 mod reshape;
 
+/// Elements from which [`MatRef::first_non_finite`] scans columns in parallel.
+const PARALLEL_SCAN_MIN: usize = 1 << 20;
+
+/// The index of the first NaN or ±∞ in `x`. Blocks of 256 are tested by a sum of x·0
+/// (0 for a finite x, NaN otherwise) in eight lanes, which vectorises; a block whose
+/// sum is not finite is searched element by element.
+fn first_non_finite_in<T: Scalar>(x: &[T]) -> Option<usize> {
+    const BLOCK: usize = 256;
+    let mut blocks = x.chunks_exact(BLOCK);
+    for (b, block) in blocks.by_ref().enumerate() {
+        let mut lanes = [T::ZERO; 8];
+        for c in block.chunks_exact(8) {
+            for (l, &v) in lanes.iter_mut().zip(c) {
+                *l += v * T::ZERO;
+            }
+        }
+        if !lanes.iter().fold(T::ZERO, |s, &l| s + l).is_finite() {
+            return block
+                .iter()
+                .position(|v| !v.is_finite())
+                .map(|i| b * BLOCK + i);
+        }
+    }
+    let rest = blocks.remainder();
+    let start = x.len() - rest.len();
+    rest.iter().position(|v| !v.is_finite()).map(|i| start + i)
+}
+
 impl<T: Scalar> Mat<T> {
     /// An `nrows × ncols` matrix of zeros.
     ///
@@ -293,16 +321,16 @@ impl<'a, T: Scalar> MatRef<'a, T> {
     pub fn to_owned(&self) -> Mat<T> {
         Mat::from_fn(self.nrows(), self.ncols(), |i, j| self.get(i, j))
     }
-    /// The first non-finite entry, if any.
+    /// The first non-finite entry (in column-major order), if any. Large views are
+    /// scanned by column groups over rayon's global pool (the scan of a host block
+    /// precedes its upload in the GPU updates, docs/algorithms.md#host-uploads).
     pub fn first_non_finite(&self) -> Option<(usize, usize)> {
-        for j in 0..self.ncols() {
-            for (i, x) in self.col(j).iter().enumerate() {
-                if !x.is_finite() {
-                    return Some((i, j));
-                }
-            }
+        let at = |j: usize| first_non_finite_in(self.col(j)).map(|i| (i, j));
+        if self.nrows().saturating_mul(self.ncols()) < PARALLEL_SCAN_MIN || self.ncols() < 2 {
+            return (0..self.ncols()).find_map(at);
         }
-        None
+        use rayon::prelude::*;
+        (0..self.ncols()).into_par_iter().find_map_first(at)
     }
     /// Frobenius norm, computed in f64 with scaling.
     pub fn norm_fro(&self) -> f64 {
@@ -451,6 +479,48 @@ mod tests {
         let data = [1.0f32; 4];
         let w = MatRef::new(&data, 0, 2, 2).unwrap();
         assert!(w.col(1).is_empty());
+    }
+
+    /// The scan finds the first NaN, +∞ or −∞ in column-major order wherever it lies:
+    /// in a 256-element block or the remainder, at block edges, with a later non-finite
+    /// entry too, in a view with ld > rows, and in the parallel path (≥ 2²⁰ entries)
+    /// where a later column also holds one; huge finite entries are not flagged.
+    #[test]
+    fn first_non_finite_finds_the_first_in_column_order() {
+        for len in [1usize, 7, 255, 256, 257, 600, 1031] {
+            for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                for at in [0, len / 2, len.saturating_sub(257), len - 1] {
+                    let mut x: Vec<f64> = (0..len).map(|i| 1e300 * (1.0 + i as f64)).collect();
+                    x.iter_mut().for_each(|v| *v = v.min(f64::MAX));
+                    x[at] = bad;
+                    if at + 3 < len {
+                        x[at + 3] = f64::NAN;
+                    }
+                    assert_eq!(first_non_finite_in(&x), Some(at), "len {len} at {at}");
+                    let f: Vec<f32> = x
+                        .iter()
+                        .map(|&v| if v.is_finite() { 1.5 } else { v as f32 })
+                        .collect();
+                    assert_eq!(first_non_finite_in(&f), Some(at), "f32 len {len} at {at}");
+                }
+            }
+            assert_eq!(first_non_finite_in(&vec![f64::MAX; len]), None);
+        }
+        // a view of rows 3..1103 of a 1110-row matrix (ld 1110): 1100·1000 ≥ 2²⁰ entries
+        let mut big = Mat::<f64>::from_fn(1110, 1000, |i, j| 0.5 + ((i + 3 * j) % 17) as f64);
+        let v = |big: &Mat<f64>| {
+            MatRef::new(&big.as_slice()[3..], 1100, 1000, 1110)
+                .unwrap()
+                .first_non_finite()
+        };
+        assert_eq!(v(&big), None);
+        big[(2, 10)] = f64::NAN; // outside the view
+        assert_eq!(v(&big), None);
+        big[(900, 700)] = f64::INFINITY;
+        big[(5, 701)] = f64::NAN;
+        assert_eq!(v(&big), Some((897, 700)));
+        big[(1102, 699)] = f64::NAN;
+        assert_eq!(v(&big), Some((1099, 699)));
     }
 
     /// The Frobenius norm agrees with the plain sum of squares to rounding, on every

@@ -191,6 +191,31 @@ impl<T: Scalar> ColumnTransforms<T> {
         });
     }
 
+    /// [`ColumnTransforms::apply_with_made_column`] with the made column kept: its rows
+    /// after the sequence go to `out` (one column, `a`'s rows). Thin row deletion keeps
+    /// it as Q₁′'s last column (docs/algorithms.md#thin-row-deletion).
+    pub fn apply_with_made_column_into(
+        &self,
+        a: MatMut<'_, T>,
+        out: MatMut<'_, T>,
+        make: impl Fn(usize, &[T], usize, &mut [T]) + Sync,
+    ) {
+        assert_eq!((out.nrows(), out.ncols()), (a.nrows(), 1));
+        if a.nrows() == 0 {
+            return;
+        }
+        let na = a.ncols();
+        self.run_blocks(a, out, na + 1, |r0, blk, more, buf| {
+            let rb = blk.nrows();
+            let (head, x) = buf.split_at_mut(rb * na);
+            copy_in(blk.rb(), head);
+            make(r0, head, rb, &mut x[..rb]);
+            self.apply_block(buf, rb, 0);
+            copy_out(&buf[..rb * na], rb, 0, blk);
+            copy_out(&buf[rb * na..], rb, 0, more);
+        });
+    }
+
     /// Calls `block(first row, rows of dst, rows of extra, buffer)` for every block of
     /// rows of `dst` and `extra`,
     /// the blocks split over [`threads`] threads when the work is large enough.

@@ -274,7 +274,12 @@ pub fn delete_rows<T: Scalar>(
     p: usize,
     tol: f64,
 ) -> Result<PendingDeletion<T>, ThinFailure> {
-    let (m, n, q) = (q1.nrows(), q1.ncols(), d.ncols());
+    if p == 1 {
+        if let Some(pending) = delete_row_one_pass(q1, r, d, b, (k0, tol)) {
+            return Ok(pending);
+        }
+    }
+    let (m, n) = (q1.nrows(), q1.ncols());
     // E − Q₁(Q₁ᵀE) with Q₁ᵀE = Q₁'s deleted rows, transposed.
     let c = Mat::from_fn(n, p, |i, j| q1[(k0 + j, i)]);
     let mut z = Mat::from_fn(m, p, |i, j| if i == k0 + j { T::ONE } else { T::ZERO });
@@ -302,6 +307,74 @@ pub fn delete_rows<T: Scalar>(
     let steps = downdate_rotations(&mut zr);
     // [R; 0]ᵀ over [d; Vᵀb]ᵀ: rows (j−1, j) of R and d are columns here.
     let vtb = product(view(&v).transpose(), view(b));
+    finish_deletion(r, d, b, (&steps, &vtb), (k0, p));
+    Ok(PendingDeletion {
+        steps,
+        v,
+        made: None,
+        k0,
+        p,
+    })
+}
+
+/// One row k0 deleted where one Gram–Schmidt pass makes the completion accurately: with
+/// q = Q₁(k0, :)ᵀ and γ² = 1 − ‖q‖² ≥ 1/2, v = (e_k0 − Q₁q)/γ has v(k0) = γ and
+/// vᵀb = (b(k0, :) − qᵀd)/γ (d = Q₁ᵀb), so R and d are updated from q, γ and d alone and v
+/// is made block by block inside the rotation pass over Q₁ (as the rank-one update makes
+/// q̂, docs/algorithms.md#thin-rank-one-in-one-pass): Q₁ is read once for both. None
+/// where γ² < 1/2 (the row holds most of a direction of range(Q₁); the completion is
+/// then formed and reorthogonalised first).
+fn delete_row_one_pass<T: Scalar>(
+    q1: &Mat<T>,
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    b: &mut Mat<T>,
+    (k0, tol): (usize, f64),
+) -> Option<PendingDeletion<T>> {
+    let (m, n) = (q1.nrows(), q1.ncols());
+    let qrow: Vec<T> = (0..n).map(|j| q1[(k0, j)]).collect();
+    let g2 = 1.0 - qrow.iter().map(|&t| t.to_f64() * t.to_f64()).sum::<f64>();
+    // (γ ≤ tol, only for a tolerance near 1, is left to the general path's refusal)
+    if !(g2 >= 0.5 && g2.sqrt() > tol) {
+        return None;
+    }
+    let gamma = T::from_f64(g2.sqrt());
+    let mut zr = Mat::from_fn(1, n + 1, |_, j| if j < n { qrow[j] } else { gamma });
+    let steps = downdate_rotations(&mut zr);
+    let vtb = Mat::from_fn(1, d.ncols(), |_, k| {
+        let qd = qrow
+            .iter()
+            .zip(&d.col(k)[..n])
+            .fold(T::ZERO, |acc, (&x, &y)| x.mul_add(y, acc));
+        (b[(k0, k)] - qd) / gamma
+    });
+    finish_deletion(r, d, b, (&steps, &vtb), (k0, 1));
+    let mut e = vec![T::ZERO; m];
+    e[k0] = T::ONE;
+    Some(PendingDeletion {
+        steps,
+        v: Mat::zeros(m, 1),
+        made: Some(MadeColumn {
+            u: e,
+            w: qrow,
+            gamma,
+        }),
+        k0,
+        p: 1,
+    })
+}
+
+/// The rotations of a row deletion applied to [R; 0]ᵀ over [d; Vᵀb]ᵀ (rows (j−1, j) of R
+/// and d are columns there); R′, d′ and b without rows k0..k0+p written back.
+fn finish_deletion<T: Scalar>(
+    r: &mut Mat<T>,
+    d: &mut Mat<T>,
+    b: &mut Mat<T>,
+    (steps, vtb): (&ColumnTransforms<T>, &Mat<T>),
+    (k0, p): (usize, usize),
+) {
+    let (n, q, mk) = (r.ncols(), d.ncols(), b.nrows() - p);
+    let np = n + p;
     let mut rd = Mat::from_fn(n + q, np, |i, j| match (i < n, j < n) {
         (true, true) => r[(j, i)],
         (true, false) => T::ZERO,
@@ -309,18 +382,19 @@ pub fn delete_rows<T: Scalar>(
         (false, false) => vtb[(j - n, i - n)],
     });
     steps.apply(view_mut(&mut rd));
-    let mk = m - p;
     *r = Mat::from_fn(n, n, |i, j| if i <= j { rd[(j, i + p)] } else { T::ZERO });
     *d = Mat::from_fn(n, q, |i, k| rd[(n + k, i + p)]);
     *b = Mat::from_fn(mk, q, |i, k| b[(if i < k0 { i } else { i + p }, k)]);
-    Ok(PendingDeletion { steps, v, k0, p })
 }
 
 /// The rotations of a thin row deletion and the completion V, for the state's Q₁ once R
 /// has passed the rank test (docs/algorithms.md#factors-in-place).
 pub struct PendingDeletion<T> {
     steps: ColumnTransforms<T>,
+    /// The completion V (m×p), or where `made` is set the column its rows are made into.
     v: Mat<T>,
+    /// The completion of a single row made block by block in the rotation pass.
+    made: Option<MadeColumn<T>>,
     k0: usize,
     p: usize,
 }
@@ -333,7 +407,14 @@ impl<T: Scalar> PendingDeletion<T> {
     /// so no entry is overwritten before it is read; the buffer does not grow.
     pub fn apply(mut self, q1: &mut Mat<T>) {
         let (m, n, k0, p) = (q1.nrows(), q1.ncols(), self.k0, self.p);
-        self.steps.apply_with(view_mut(q1), view_mut(&mut self.v));
+        match &self.made {
+            Some(made) => self.steps.apply_with_made_column_into(
+                view_mut(q1),
+                view_mut(&mut self.v),
+                |r0, blk, rb, out| made.fill(r0, blk, rb, out),
+            ),
+            None => self.steps.apply_with(view_mut(q1), view_mut(&mut self.v)),
+        }
         let mut data = std::mem::replace(q1, Mat::zeros(0, 0)).into_vec();
         let mut w = 0;
         for j in p..n {

@@ -399,25 +399,25 @@ impl UploadStaging {
         self.host.len()
     }
 
-    /// Copies `len` elements of T, written into the staging by `fill`, into `dst` (≥ `len`
-    /// elements) with one asynchronous copy on `stream`; `align_words` is the alignment of
-    /// a region in f64 words.
+    /// Copies `len` elements of T, written into the staging by `fill`, into `dst` from
+    /// element `at` on (`dst` holds ≥ `at + len`) with one asynchronous copy on `stream`;
+    /// `align_words` is the alignment of a region in f64 words.
     ///
     /// # Errors
     /// [`Error::Driver`].
     ///
     /// # Panics
-    /// If `dst` is shorter than `len` or the staging is smaller than the region.
+    /// If `dst` is shorter than `at + len` or the staging is smaller than the region.
     pub(crate) fn upload<T: Pod>(
         &mut self,
         stream: &Arc<CudaStream>,
-        dst: &mut CudaSlice<T>,
+        (dst, at): (&mut CudaSlice<T>, usize),
         len: usize,
         align_words: usize,
         fill: impl FnOnce(&mut [T]),
     ) -> Result<()> {
         let drv = |what: &'static str| move |e: DriverError| Error::driver(what, e);
-        assert!(dst.len() >= len);
+        assert!(at.checked_add(len).is_some_and(|end| dst.len() >= end));
         let need = (len * core::mem::size_of::<T>()).div_ceil(8);
         assert!(need <= self.host.len(), "staging smaller than one upload");
         let mut off = self.cursor.next_multiple_of(align_words);
@@ -437,10 +437,11 @@ impl UploadStaging {
         fill(region);
         {
             let (dptr, _record) = dst.device_ptr_mut(stream);
+            let dptr = dptr + (at * core::mem::size_of::<T>()) as u64;
             // SAFETY: copies `len` elements from page-locked host memory that stays
             // allocated and unmodified until `done` (recorded right after, on the same
-            // stream) has completed, into `dst`, which holds ≥ len elements (asserted);
-            // `_record` keeps cudarc's ordering of `dst` across streams.
+            // stream) has completed, into elements at..at + len of `dst`, which it holds
+            // (asserted); `_record` keeps cudarc's ordering of `dst` across streams.
             unsafe {
                 cudarc::driver::result::memcpy_htod_async(dptr, &*region, stream.cu_stream())
             }

@@ -237,9 +237,23 @@ impl<T: GpuScalar> DevMat<T> {
         let buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevMat", len * core::mem::size_of::<T>()))?;
         let mut m = Self::from_parts(buf, nrows, ncols, ld);
-        stage_upload(gpu, &mut m.buf, len, |host| {
-            m_pack(a, nrows, ncols, ld, host);
-        })?;
+        // Large blocks go in chunks of columns, each packed over rayon's pool and copied
+        // as soon as it is packed, so the copy of one chunk runs while the next is packed
+        // (docs/algorithms.md#host-uploads).
+        let chunk_cols = staged_chunk_cols::<T>(ld, ncols);
+        let mut j0 = 0;
+        loop {
+            let j1 = (j0 + chunk_cols).min(ncols);
+            // the last chunk also holds the element of an empty matrix
+            let end = if j1 == ncols { len } else { j1 * ld };
+            stage_upload(gpu, (&mut m.buf, j0 * ld), end - j0 * ld, len, |host| {
+                pack_columns(a, (j0, j1), ld, host);
+            })?;
+            if j1 == ncols {
+                break;
+            }
+            j0 = j1;
+        }
         Ok(m)
     }
 
@@ -728,7 +742,7 @@ impl<T: GpuScalar> DevVec<T> {
         // elements (a zero for the one element of an empty vector).
         let mut buf = crate::gpu::ffi::driver::alloc_uninit::<T>(&gpu.stream, len)
             .map_err(alloc_err("DevVec", len * core::mem::size_of::<T>()))?;
-        stage_upload(gpu, &mut buf, len, |host| {
+        stage_upload(gpu, (&mut buf, 0), len, len, |host| {
             host[..x.len()].copy_from_slice(x);
             host[x.len()..].fill(T::ZERO);
         })?;
@@ -826,28 +840,62 @@ impl<T: GpuScalar> DevVec<T> {
 
 /// Packs the rows × cols matrix `a` column-major with leading dimension `ld` into
 /// `out` (ld·cols elements, or 1 for an empty matrix), padding rows zero.
-fn m_pack<T: GpuScalar>(a: MatRef<'_, T>, rows: usize, cols: usize, ld: usize, out: &mut [T]) {
-    // One pass: each column, then its padding rows (a fill of the whole buffer
-    // first doubled the host's share of an update's upload); the element of an empty
-    // matrix last.
-    for j in 0..cols {
-        out[j * ld..j * ld + rows].copy_from_slice(a.col(j));
-        out[j * ld + rows..(j + 1) * ld].fill(T::ZERO);
+/// Bytes of one staged chunk of a large upload ([`DevMat::from_host_async`]).
+const STAGED_CHUNK_BYTES: usize = 4 << 20;
+/// Bytes of a chunk from which its packing is spread over rayon's pool.
+const PARALLEL_PACK_MIN_BYTES: usize = 1 << 20;
+
+/// Columns per staged chunk of a matrix of `ncols` columns of `ld` elements: all of them
+/// below two chunks' worth, else about [`STAGED_CHUNK_BYTES`] (at least one column).
+fn staged_chunk_cols<T>(ld: usize, ncols: usize) -> usize {
+    let col_bytes = (ld * core::mem::size_of::<T>()).max(1);
+    if col_bytes.saturating_mul(ncols) < 2 * STAGED_CHUNK_BYTES {
+        return ncols.max(1);
     }
-    out[cols * ld..].fill(T::ZERO);
+    (STAGED_CHUNK_BYTES / col_bytes).max(1)
+}
+
+/// Packs columns j0..j1 of `a` into `out` (column j at `(j − j0)·ld`, its padding rows
+/// zero; anything past the last column zero, as the element of an empty matrix): one
+/// pass over `out` (a fill of the whole buffer first doubled the host's share of an
+/// update's upload), over rayon's pool when `out` is large.
+fn pack_columns<T: GpuScalar>(
+    a: MatRef<'_, T>,
+    (j0, j1): (usize, usize),
+    ld: usize,
+    out: &mut [T],
+) {
+    let rows = a.nrows();
+    let (cols, tail) = out.split_at_mut((j1 - j0) * ld);
+    tail.fill(T::ZERO);
+    let pack = |(k, col): (usize, &mut [T])| {
+        col[..rows].copy_from_slice(a.col(j0 + k));
+        col[rows..].fill(T::ZERO);
+    };
+    if ld == 0 {
+        return;
+    }
+    if core::mem::size_of_val(cols) >= PARALLEL_PACK_MIN_BYTES && j1 - j0 > 1 {
+        use rayon::prelude::*;
+        cols.par_chunks_mut(ld).enumerate().for_each(pack);
+    } else {
+        cols.chunks_mut(ld).enumerate().for_each(pack);
+    }
 }
 
 pub(crate) use crate::gpu::ffi::driver::UploadStaging;
 
 /// Copies `len` elements of T, written into page-locked staging by `fill`, into
-/// `dst` (≥ `len` elements) with one asynchronous copy on [`Gpu::stream`].
+/// `dst` from element `at` on with one asynchronous copy on [`Gpu::stream`]; the staging
+/// is grown to hold `whole` elements (the whole upload this copy is a chunk of).
 fn stage_upload<T: GpuScalar>(
     gpu: &Gpu,
-    dst: &mut CudaSlice<T>,
+    (dst, at): (&mut CudaSlice<T>, usize),
     len: usize,
+    whole: usize,
     fill: impl FnOnce(&mut [T]),
 ) -> Result<()> {
-    let need = (len * core::mem::size_of::<T>()).div_ceil(8);
+    let need = (whole.max(len) * core::mem::size_of::<T>()).div_ceil(8);
     let mut guard = gpu.upload_staging.lock().unwrap_or_else(|e| e.into_inner());
     if guard.as_ref().is_none_or(|s| s.len() < need) {
         // Dropping the old staging waits for its copies.
@@ -860,7 +908,7 @@ fn stage_upload<T: GpuScalar>(
         .bind_to_thread()
         .map_err(driver_err("upload staging"))?;
     gpu.count_launch();
-    st.upload(&gpu.stream, dst, len, LD_ALIGN_BYTES / 8, fill)
+    st.upload(&gpu.stream, (dst, at), len, LD_ALIGN_BYTES / 8, fill)
 }
 
 #[cfg(test)]
@@ -925,6 +973,49 @@ mod tests {
         assert_eq!(span(5, 0, 16), 0);
     }
 
+    /// A large upload's chunks, packed one after the other into the regions a staging
+    /// would hold them in, give the padded layout of the whole matrix: every element in
+    /// place, padding rows zero, for views with ld > rows and the one element of an
+    /// empty matrix; chunks hold whole columns and cover them all.
+    #[test]
+    fn chunked_packing_gives_the_padded_layout() {
+        for (rows, cols, src_ld) in [
+            (1500usize, 1400usize, 1503usize),
+            (3000, 700, 3000),
+            (5, 0, 5),
+            (0, 3, 1),
+        ] {
+            let data: Vec<f64> = (0..src_ld * cols.max(1)).map(|k| 1.0 + k as f64).collect();
+            let a = MatRef::new(&data, rows, cols, src_ld).unwrap();
+            let (ld, len) = mat_alloc_len::<f64>(rows, cols).unwrap();
+            let per = staged_chunk_cols::<f64>(ld, cols);
+            assert!(per >= 1);
+            if ld * 8 * cols >= 2 * STAGED_CHUNK_BYTES {
+                assert!(per < cols && per * ld * 8 <= STAGED_CHUNK_BYTES);
+            }
+            let mut out = vec![f64::NAN; len];
+            let mut j0 = 0;
+            loop {
+                let j1 = (j0 + per).min(cols);
+                let end = if j1 == cols { len } else { j1 * ld };
+                pack_columns(a, (j0, j1), ld, &mut out[j0 * ld..end]);
+                if j1 == cols {
+                    break;
+                }
+                j0 = j1;
+            }
+            for j in 0..cols {
+                assert_eq!(
+                    &out[j * ld..j * ld + rows],
+                    a.col(j),
+                    "{rows}x{cols}: column {j}"
+                );
+                assert!(out[j * ld + rows..(j + 1) * ld].iter().all(|x| *x == 0.0));
+            }
+            assert!(out[cols * ld..].iter().all(|x| *x == 0.0));
+        }
+    }
+
     fn gpu() -> Option<Gpu> {
         crate::gpu::algo::householder::tests_gate()
     }
@@ -959,6 +1050,14 @@ mod tests {
             // larger than the smallest staging (1 MiB): makes it grow
             if round == 3 {
                 let a = host_mat::<T>(999, 700, 400);
+                let d = DevMat::from_host_async(g, a.as_ref()).unwrap();
+                kept.push((a, d));
+            }
+            // past two chunks (8 MiB): copied in chunks of columns, each packed over
+            // the pool, the staging grown first and its regions wrapping mid-upload in
+            // the later rounds
+            if round == 4 || round == 5 {
+                let a = host_mat::<T>(round, 2100 + round as usize, 1100);
                 let d = DevMat::from_host_async(g, a.as_ref()).unwrap();
                 kept.push((a, d));
             }
