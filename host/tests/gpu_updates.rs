@@ -315,6 +315,49 @@ fn updates_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
 
 common::gpu_tests!(common::shared_gpu => updates_case { updates_match_cpu_f64: f64 [11], updates_match_cpu_f32: f32 [12] });
 
+/// A thin state's single-column deletion (Q₁'s columns rotated in place by the rotation
+/// chain, R's block triangularised on the host): every position from the first column to
+/// the one before last (the last is a truncation), ragged sizes, one and two right-hand
+/// sides, then further updates on the state it leaves (a second deletion, a column and a
+/// row inserted, a rank-one update), each step against the CPU backend and the model.
+fn thin_column_deletion_case<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {
+    for dims in [(300usize, 97usize, 2usize), (1037, 41, 1)] {
+        let n = dims.1;
+        for k0 in [0, 1, n / 2, n - 2, n - 1] {
+            let mut g = rng(seed ^ (k0 as u64) << 8 ^ dims.0 as u64);
+            let (mut gs, mut cs, mut model) = pair::<T>(gpu, &mut g, dims, QPolicy::Thin);
+            let mut cur = dims;
+            let steps = [
+                (UpdateKind::DeleteCols, k0, 1),
+                (UpdateKind::DeleteCols, k0 / 2, 1),
+                (UpdateKind::InsertCols, k0 / 3, 2),
+                (UpdateKind::InsertRows, dims.0 / 3, 3),
+                (UpdateKind::RankOne, 0, 1),
+            ];
+            for (s, &(kind, at, p)) in steps.iter().enumerate() {
+                let upd = Upd::<T>::make(kind, &mut g, cur, at, p);
+                upd.apply(&mut gs).unwrap();
+                upd.apply(&mut cs).unwrap();
+                upd.apply_model(&mut model);
+                cur = match kind {
+                    UpdateKind::DeleteCols => (cur.0, cur.1 - p, cur.2),
+                    UpdateKind::InsertCols => (cur.0, cur.1 + p, cur.2),
+                    UpdateKind::InsertRows => (cur.0 + p, cur.1, cur.2),
+                    _ => cur,
+                };
+                compare(
+                    &gs,
+                    &cs,
+                    &model,
+                    &format!("thin {dims:?} k0={k0} step {s} {kind:?} at {at}"),
+                );
+            }
+        }
+    }
+}
+
+common::gpu_tests!(common::shared_gpu => thin_column_deletion_case { thin_column_deletion_matches_cpu_f64: f64 [71], thin_column_deletion_matches_cpu_f32: f32 [72] });
+
 /// A random sequence of ≥ 50 wired updates through `&mut dyn QrUpdate<T>` on both
 /// backends; every step is checked (e_Q, e_A ≤ ε, R, x, residual, ‖L‖ = 0).
 fn sequence<T: GpuScalar>(gpu: &Arc<Gpu>, seed: u64) {

@@ -17,6 +17,7 @@ use crate::state::cpu::CpuQr;
 mod cpu;
 mod gpu;
 mod plan;
+mod thin_chain;
 
 pub use cpu::run_cpu;
 pub use gpu::run_gpu;
