@@ -67,8 +67,8 @@ of --reps, counted as read + write (2 bytes moved a byte copied).
 
 Columns: cuqr ms, cuSOLVER ms, speed-up = cuSOLVER / cuqr; for the thin kind
 Q1 GB = the bytes of Q1 the update must read and write, (m·n + m'·n')·size of an
-entry, GB/s = those bytes / cuqr's time and % of copy = that rate over the copy
-bandwidth. bar: thin kind (row updates with p <= n/8, column updates, rank-one):
+entry, GB/s = those bytes / cuqr's time, % of copy = that rate over the copy
+bandwidth and roofline ms = those bytes at the copy bandwidth. bar: thin kind (row updates with p <= n/8, column updates, rank-one):
 speed-up >= 5 and >= 60% of the copy bandwidth; thin row updates with p > n/8
 have none; R-only kind: speed-up >= 20 (against the baseline without orgqr).
 verdict: holds or misses. A value that cannot be measured (an error from the

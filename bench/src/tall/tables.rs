@@ -16,6 +16,8 @@ pub(super) struct Figures {
     pub(super) q1_gbs: Option<f64>,
     /// That rate over the copy bandwidth.
     pub(super) copy_fraction: Option<f64>,
+    /// The roofline time: those bytes at the copy bandwidth, ms.
+    pub(super) roofline_ms: Option<f64>,
     /// The bar's cell.
     pub(super) bar: String,
     /// holds / misses, or "–" without a bar or a value it needs.
@@ -35,6 +37,7 @@ impl Row {
             .map(|(b, t)| b / (t * 1e6))
             .filter(|r| r.is_finite());
         let copy_fraction = gbs.zip(copy_gbs).map(|(g, c)| g / c);
+        let roofline_ms = bytes.zip(copy_gbs).map(|(b, c)| b / (c * 1e6));
         let (op, p) = (self.case.op, self.case.p);
         let b = bar(self.kind, op, self.n, p);
         let bar_cell = match (b, thin && op.is_row_op()) {
@@ -52,6 +55,7 @@ impl Row {
             q1_bytes: bytes,
             q1_gbs: gbs,
             copy_fraction,
+            roofline_ms,
             bar: bar_cell,
             verdict,
         }
@@ -79,7 +83,7 @@ impl Row {
 }
 
 /// The table's header (markdown).
-pub(super) const TABLE_HEAD: &str = "| shape | kind | op | k0 | p | cuqr ms | cuSOLVER ms | speed-up | Q₁ GB | GB/s | % of copy | bar | verdict | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+pub(super) const TABLE_HEAD: &str = "| shape | kind | op | k0 | p | cuqr ms | cuSOLVER ms | speed-up | Q₁ GB | GB/s | % of copy | roofline ms | bar | verdict | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 fn ms_cell(c: &Cell) -> String {
     c.as_ref()
@@ -103,7 +107,7 @@ pub(super) fn table_row(r: &Row, elem: usize, copy_gbs: Option<f64>) -> String {
     let f = r.figures(elem, copy_gbs);
     let [m, n, rest @ ..] = key(r);
     format!(
-        "| {m}×{n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {m}×{n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         rest.join(" | "),
         ms_cell(&r.cuqr_ms),
         ms_cell(&r.cusolver_ms),
@@ -111,6 +115,7 @@ pub(super) fn table_row(r: &Row, elem: usize, copy_gbs: Option<f64>) -> String {
         fmt_opt(f.q1_bytes.map(|b| b / 1e9), 3),
         fmt_opt(f.q1_gbs, 0),
         fmt_opt(f.copy_fraction.map(|x| 100.0 * x), 1),
+        fmt_opt(f.roofline_ms, 3),
         f.bar,
         f.verdict,
         r.note().replace('|', "/"),
@@ -118,7 +123,7 @@ pub(super) fn table_row(r: &Row, elem: usize, copy_gbs: Option<f64>) -> String {
 }
 
 /// The CSV header.
-pub(super) const CSV_HEAD: &str = "prec,m,n,kind,op,k0,p,cuqr_ms,cusolver_ms,baseline,speedup,q1_bytes,q1_gbs,copy_gbs,copy_fraction,bar,verdict,note";
+pub(super) const CSV_HEAD: &str = "prec,m,n,kind,op,k0,p,cuqr_ms,cusolver_ms,baseline,speedup,q1_bytes,q1_gbs,copy_gbs,copy_fraction,roofline_ms,bar,verdict,note";
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
 fn csv_field(s: &str) -> String {
@@ -138,7 +143,7 @@ pub(super) fn csv_row(prec: &str, r: &Row, elem: usize, copy_gbs: Option<f64>) -
         Kind::NoQ => "geqrf+ormqr+trsm",
     };
     format!(
-        "{prec},{},{},{},{baseline},{},{},{},{},{},{},{},{}",
+        "{prec},{},{},{},{baseline},{},{},{},{},{},{},{},{},{}",
         key(r).join(","),
         o(r.cuqr_ms.as_ref().ok().copied()),
         o(r.cusolver_ms.as_ref().ok().copied()),
@@ -147,6 +152,7 @@ pub(super) fn csv_row(prec: &str, r: &Row, elem: usize, copy_gbs: Option<f64>) -
         o(f.q1_gbs),
         o(copy_gbs),
         o(f.copy_fraction),
+        o(f.roofline_ms),
         csv_field(&f.bar),
         f.verdict,
         csv_field(&r.note()),
@@ -179,6 +185,8 @@ mod tests {
         assert_eq!(f.q1_bytes, Some(1_216_000.0));
         assert!((f.q1_gbs.unwrap() - 1216.0).abs() < 1e-9);
         assert!((f.copy_fraction.unwrap() - 0.608).abs() < 1e-12);
+        // 1.216 MB at 2000 GB/s: 0.000608 ms
+        assert!((f.roofline_ms.unwrap() - 0.000608).abs() < 1e-15);
         assert!((f.speedup.unwrap() - 10.0).abs() < 1e-12);
         assert_eq!(f.verdict, "holds");
         // below 60 % of the copy bandwidth: misses whatever the speed-up
@@ -188,7 +196,10 @@ mod tests {
         // the R-only kind: speed-up only, no bytes of Q₁
         let r = row(Kind::NoQ, Op::DeleteRows, 8, Ok(0.5), Ok(9.0));
         let f = r.figures(8, Some(2000.0));
-        assert_eq!((f.q1_bytes, f.copy_fraction), (None, None));
+        assert_eq!(
+            (f.q1_bytes, f.copy_fraction, f.roofline_ms),
+            (None, None, None)
+        );
         assert_eq!((f.bar.as_str(), f.verdict), ("≥20×", "misses"));
         let r = row(Kind::NoQ, Op::DeleteRows, 8, Ok(0.45), Ok(9.0));
         assert_eq!(r.figures(8, None).verdict, "holds");

@@ -89,32 +89,39 @@ pub(crate) fn run<T: GpuScalar>(st: &mut GpuQr<T>, k0: usize) -> Result<()> {
 
 /// Makes the upper Hessenberg `h` (w × (w−1)) upper triangular by the rotations of rows
 /// (j, j+1), j = 0..w−1, applied to the rows of `e` too; returns them as rotations of Q₁'s
-/// columns (k0 + j, k0 + j + 1) (docs/algorithms.md#column-deletion).
+/// columns (k0 + j, k0 + j + 1) (docs/algorithms.md#column-deletion). By columns: column l
+/// takes rotations 0..l in order (a sweep down its contiguous entries), then gives rotation l
+/// (docs/algorithms.md#thin-column-deletion-on-the-gpu).
 fn triangularise(h: &mut Mat<f64>, e: &mut Mat<f64>, k0: usize) -> Vec<ChainRotation<f64>> {
     let cols = h.ncols();
-    let mut rots = Vec::with_capacity(cols);
-    for j in 0..cols {
-        let (c, s, r) = givens(h[(j, j)], h[(j + 1, j)]);
-        h[(j, j)] = r;
-        h[(j + 1, j)] = 0.0;
-        for l in j + 1..cols {
-            let (mut x, mut y) = (h[(j, l)], h[(j + 1, l)]);
+    let mut pairs: Vec<(f64, f64)> = Vec::with_capacity(cols);
+    let sweep = |col: &mut [f64], pairs: &[(f64, f64)]| {
+        for (j, &(c, s)) in pairs.iter().enumerate() {
+            let (mut x, mut y) = (col[j], col[j + 1]);
             rot_pair(c, s, &mut x, &mut y);
-            (h[(j, l)], h[(j + 1, l)]) = (x, y);
+            (col[j], col[j + 1]) = (x, y);
         }
-        for l in 0..e.ncols() {
-            let (mut x, mut y) = (e[(j, l)], e[(j + 1, l)]);
-            rot_pair(c, s, &mut x, &mut y);
-            (e[(j, l)], e[(j + 1, l)]) = (x, y);
-        }
-        rots.push(ChainRotation {
+    };
+    for l in 0..cols {
+        let col = h.col_mut(l);
+        sweep(col, &pairs);
+        let (c, s, r) = givens(col[l], col[l + 1]);
+        (col[l], col[l + 1]) = (r, 0.0);
+        pairs.push((c, s));
+    }
+    for l in 0..e.ncols() {
+        sweep(e.col_mut(l), &pairs);
+    }
+    pairs
+        .into_iter()
+        .enumerate()
+        .map(|(j, (c, s))| ChainRotation {
             top: k0 + j,
             bot: k0 + j + 1,
             c,
             s,
-        });
-    }
-    rots
+        })
+        .collect()
 }
 
 #[cfg(test)]
