@@ -11,8 +11,7 @@ use crate::gpu::algo::delete_cols::{self as algo, ColDeleteParams};
 /// then [`algo::band`] (the kept columns moved into a new R, the banded reflectors on
 /// copies of d and Q, or one cooperative launch for a state without Q), the thin kind's
 /// [`algo::thin_finish`] (Q₁′ by one GEMM) or the R-only kind's [`algo::reduced_finish`].
-/// A thin state's single column (trailing block of at most 1024 columns) goes by rotations
-/// instead, Q₁ changed in place after R′'s rank check (`thin_chain`,
+/// A thin state's single column goes by rotations instead where they cost less, Q₁ changed in place after R′'s rank check (`thin_chain`,
 /// docs/algorithms.md#thin-column-deletion-on-the-gpu).
 /// The state is swapped in only after the rank check passes.
 ///
@@ -67,7 +66,8 @@ pub(crate) fn run_gpu_path<T: crate::gpu::runtime::GpuScalar>(
         st.dims.n = nn;
         return Ok(());
     }
-    if super::thin_chain::takes_rotations(st.dims.policy, st.dims.n, k0, p) {
+    let (m, n) = (st.dims.m, st.dims.n);
+    if super::thin_chain::takes_rotations(st.dims.policy, (m, n), (k0, p), size_of::<T>()) {
         return super::thin_chain::run(st, k0);
     }
     let gpu = st.gpu.clone();

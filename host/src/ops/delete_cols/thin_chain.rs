@@ -17,16 +17,37 @@ use crate::gpu::runtime::matrix::DevMat;
 use crate::gpu::runtime::GpuScalar;
 use crate::state::gpu::GpuQr;
 
-/// The widest trailing block (n − k0 columns) deleted this way: its download, the host's
-/// rotations and the upload of R′'s block grow as (n − k0)², against the reflector path's
-/// product over all of Q₁'s rows.
-pub(crate) const MAX_TRAILING: usize = 1024;
+/// Trailing blocks (n − k0 columns) up to this width always take [`run`]: its host work is
+/// then under about 0.25 ms.
+const ALWAYS_TRAILING: usize = 128;
+/// The widest trailing block [`run`] takes (its host work grows as (n − k0)²).
+const MAX_TRAILING: usize = 4096;
 
-/// Whether deleting columns k0..k0+p of a state of n columns and kind `policy` takes
-/// [`run`]: one column of a thin state, not the last (that one is a truncation), with a
-/// trailing block of at most [`MAX_TRAILING`] columns.
-pub(crate) fn takes_rotations(policy: QPolicy, n: usize, k0: usize, p: usize) -> bool {
-    policy == QPolicy::Thin && p == 1 && k0 + 1 < n && n - k0 <= MAX_TRAILING
+/// Whether deleting columns k0..k0+p of an m×n state of kind `policy` (entries of `elem`
+/// bytes) takes [`run`]: one column of a thin state, not the last (that one is a
+/// truncation), where the trailing block is narrow or the time model says the rotations
+/// cost less than the reflector path. The model, from `cuqr bench tall --stages` on an
+/// H200 (docs/performance.md#tall-updates): the rotations spend 1.5·10⁻⁵·w² ms on the host
+/// (w = n − k0; 15 ms at w = 1024 in f64) and move 2·m·w entries at 4 TB/s; the reflector
+/// path multiplies Q₁(:, k0:n) by H at 40 TFLOP/s (2·m·w² flops) and copies Q₁'s first k0
+/// columns.
+pub(crate) fn takes_rotations(
+    policy: QPolicy,
+    (m, n): (usize, usize),
+    (k0, p): (usize, usize),
+    elem: usize,
+) -> bool {
+    if policy != QPolicy::Thin || p != 1 || k0 + 1 >= n {
+        return false;
+    }
+    let w = n - k0;
+    if w <= ALWAYS_TRAILING {
+        return true;
+    }
+    let (m, w, k0, elem) = (m as f64, w as f64, k0 as f64, elem as f64);
+    let rotations_ms = 1.5e-5 * w * w + 2.0 * m * w * elem / 4.0e9;
+    let reflectors_ms = 2.0 * m * w * w / 4.0e10 + 2.0 * m * k0 * elem / 4.0e9;
+    w <= MAX_TRAILING as f64 && rotations_ms <= reflectors_ms
 }
 
 /// Deletes column k0 of a thin state (validated by the caller; see [`takes_rotations`]):
@@ -134,6 +155,25 @@ mod tests {
     /// Q₁′R′ = A without column k0 with R′ upper triangular and d′ = Q₁′ᵀb, for every k0
     /// this path takes (a wrong sign or pairing convention between R's rows and Q₁'s
     /// columns fails here without a GPU).
+    /// The model's choices at the measured shapes: rotations at 1,000,000×256 and
+    /// 4,000,000×64 (k0 = n/2), the reflectors at 200,000×2048 (k0 = 1024), where the host's
+    /// share took 15 of 17.8 ms against 11.2 ms; narrow blocks always; never several
+    /// columns, the last column or another kind.
+    #[test]
+    fn the_time_model_picks_the_measured_winner() {
+        let thin = QPolicy::Thin;
+        assert!(takes_rotations(thin, (1_000_000, 256), (128, 1), 8));
+        assert!(takes_rotations(thin, (4_000_000, 64), (32, 1), 4));
+        assert!(!takes_rotations(thin, (200_000, 2048), (1024, 1), 8));
+        assert!(takes_rotations(thin, (1_000_000, 1024), (0, 1), 8));
+        assert!(takes_rotations(thin, (200_000, 2048), (1920, 1), 8));
+        assert!(takes_rotations(thin, (300, 97), (0, 1), 8));
+        assert!(!takes_rotations(thin, (300, 97), (96, 1), 8));
+        assert!(!takes_rotations(thin, (1_000_000, 256), (128, 2), 8));
+        assert!(!takes_rotations(QPolicy::Full, (300, 97), (10, 1), 8));
+        assert!(!takes_rotations(QPolicy::None, (300, 97), (10, 1), 8));
+    }
+
     #[test]
     fn rotations_keep_a_without_the_column() {
         let (m, n, q) = (41usize, 9usize, 2usize);
