@@ -169,19 +169,25 @@ fn run_all<T: Scalar>(seed: u64, m: usize, n: usize, q: usize) {
             Update::RankOne(mixed, random_vec(&mut g2, n)),
         ];
         for up in updates(seed + 1, m, n, q).into_iter().chain(more) {
-            let refr = cuqr::cpu::reference::run(|| {
-                let mut s = st.clone();
-                apply(&mut s, &up);
-                s
-            });
-            for threads in [1, 0] {
-                cuqr::cpu::set_threads(threads);
-                let mut fast = st.clone();
-                apply(&mut fast, &up);
-                let what = format!("{} {policy:?} threads {threads} {up:?}", T::NAME);
-                compare(&fast, &refr, &what[..what.len().min(120)]);
-            }
+            let what = format!("{} {policy:?} {up:?}", T::NAME);
+            matches_reference(&st, &up, &what[..what.len().min(110)]);
         }
+    }
+}
+
+/// `up` on clones of `st` by the blocked path, with one thread and all, against the serial
+/// reference (the thread count restored to all afterwards).
+fn matches_reference<T: Scalar>(st: &CpuQr<T>, up: &Update, what: &str) {
+    let refr = cuqr::cpu::reference::run(|| {
+        let mut s = st.clone();
+        apply(&mut s, up);
+        s
+    });
+    for threads in [1, 0] {
+        cuqr::cpu::set_threads(threads);
+        let mut fast = st.clone();
+        apply(&mut fast, up);
+        compare(&fast, &refr, &format!("{what} threads {threads}"));
     }
     cuqr::cpu::set_threads(0);
 }
@@ -278,24 +284,12 @@ fn thin_single_row_deletion_case<T: Scalar>() {
     let weight = |k: usize| (0..n).map(|j| q1[(k, j)].to_f64().powi(2)).sum::<f64>();
     assert!(weight(5) > 0.5 && weight(40) < 0.5 && weight(m - 1) < 0.5);
     for k in [5, 40, m - 1] {
-        let up = Update::DeleteRows(k, 1);
-        let refr = cuqr::cpu::reference::run(|| {
-            let mut s = st.clone();
-            apply(&mut s, &up);
-            s
-        });
-        for threads in [1, 0] {
-            cuqr::cpu::set_threads(threads);
-            let mut fast = st.clone();
-            apply(&mut fast, &up);
-            compare(
-                &fast,
-                &refr,
-                &format!("{} row {k} threads {threads}", T::NAME),
-            );
-        }
+        matches_reference(
+            &st,
+            &Update::DeleteRows(k, 1),
+            &format!("{} row {k}", T::NAME),
+        );
     }
-    cuqr::cpu::set_threads(0);
 }
 
 #[test]

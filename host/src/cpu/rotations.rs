@@ -177,18 +177,11 @@ impl<T: Scalar> ColumnTransforms<T> {
         a: MatMut<'_, T>,
         make: impl Fn(usize, &[T], usize, &mut [T]) + Sync,
     ) {
-        if self.steps.is_empty() || a.nrows() == 0 {
+        if self.steps.is_empty() {
             return;
         }
-        let (na, rows) = (a.ncols(), a.nrows());
-        self.run_blocks(a, empty(rows), na + 1, |r0, blk, _, buf| {
-            let rb = blk.nrows();
-            let (head, x) = buf.split_at_mut(rb * na);
-            copy_in(blk.rb(), head);
-            make(r0, head, rb, &mut x[..rb]);
-            self.apply_block(buf, rb, 0);
-            copy_out(&buf[..rb * na], rb, 0, blk);
-        });
+        let rows = a.nrows();
+        self.made_column_pass(a, empty(rows), make);
     }
 
     /// [`ColumnTransforms::apply_with_made_column`] with the made column kept: its rows
@@ -201,6 +194,17 @@ impl<T: Scalar> ColumnTransforms<T> {
         make: impl Fn(usize, &[T], usize, &mut [T]) + Sync,
     ) {
         assert_eq!((out.nrows(), out.ncols()), (a.nrows(), 1));
+        self.made_column_pass(a, out, make);
+    }
+
+    /// The pass of both: x made block by block after `a`'s columns, the sequence applied,
+    /// `a` written back and x into `out` (one column, or none to drop it).
+    fn made_column_pass(
+        &self,
+        a: MatMut<'_, T>,
+        out: MatMut<'_, T>,
+        make: impl Fn(usize, &[T], usize, &mut [T]) + Sync,
+    ) {
         if a.nrows() == 0 {
             return;
         }
