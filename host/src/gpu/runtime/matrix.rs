@@ -838,8 +838,6 @@ impl<T: GpuScalar> DevVec<T> {
     }
 }
 
-/// Packs the rows × cols matrix `a` column-major with leading dimension `ld` into
-/// `out` (ld·cols elements, or 1 for an empty matrix), padding rows zero.
 /// Bytes of one staged chunk of a large upload ([`DevMat::from_host_async`]).
 const STAGED_CHUNK_BYTES: usize = 4 << 20;
 /// Bytes of a chunk from which its packing is spread over rayon's pool.
@@ -872,9 +870,7 @@ fn pack_columns<T: GpuScalar>(
         col[..rows].copy_from_slice(a.col(j0 + k));
         col[rows..].fill(T::ZERO);
     };
-    if ld == 0 {
-        return;
-    }
+    debug_assert!(ld > 0, "a padded leading dimension");
     if core::mem::size_of_val(cols) >= PARALLEL_PACK_MIN_BYTES && j1 - j0 > 1 {
         use rayon::prelude::*;
         cols.par_chunks_mut(ld).enumerate().for_each(pack);
